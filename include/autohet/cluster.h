@@ -1,0 +1,37 @@
+/* Cluster inventory: nodes of GPUs, their links, spot status. */
+#ifndef AUTOHET_CLUSTER_H
+#define AUTOHET_CLUSTER_H
+#include <stddef.h>
+#include "autohet/device.h"
+
+typedef struct {
+    char name[64];
+    ah_device dev;        /* copy of the catalog entry */
+    int gpus;             /* GPUs in this node */
+    double nic_gbit;      /* inter-node NIC bandwidth of the node, Gbit/s */
+    int spot;             /* 1 if a spot/preemptible instance */
+    double price_per_hour;/* optional, 0 if unknown */
+} ah_node;
+
+typedef struct {
+    ah_node *nodes;
+    int n_nodes;
+} ah_cluster;
+
+/* "2x8xA100-40G,1x8xH800,4x8xH20" = nodes x GPUs-per-node x type. Optional
+ * suffixes per entry: "@NIC" (Gbit/s) and ":spot", e.g. "2x8xA100-40G@200:spot".
+ * Node names are generated: "<type>-<k>". */
+int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen);
+/* {"nodes":[{"name":"n0","gpu":"A100-40G","gpus":8,"nic_gbit":200,
+ *            "spot":true,"price_per_hour":12.3}, ...]}
+ * ("count": k on an entry repeats it k times with names name-0..k-1). */
+int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen);
+/* A path to an existing file (or one ending in .json) is loaded as JSON,
+ * anything else is parsed as shorthand. */
+int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen);
+void ah_cluster_free(ah_cluster *c);
+int ah_cluster_total_gpus(const ah_cluster *c);
+/* Human summary like "2x8xA100-40G + 1x8xH800" into buf. */
+void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n);
+
+#endif

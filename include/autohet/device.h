@@ -1,0 +1,30 @@
+/* GPU device catalog: datasheet figures for the device types autohet knows. */
+#ifndef AUTOHET_DEVICE_H
+#define AUTOHET_DEVICE_H
+#include <stddef.h>
+
+typedef struct {
+    char name[32];        /* canonical name, e.g. "A100-40G" */
+    double peak_tflops;   /* dense bf16/fp16 tensor-core peak, TFLOP/s */
+    double mem_gib;       /* HBM/GDDR capacity, GiB */
+    double mem_bw_gbs;    /* memory bandwidth, GB/s */
+    double intra_bw_gbs;  /* per-GPU intra-node link bandwidth, GB/s, one direction (NVLink or PCIe) */
+    double nic_gbit;      /* default inter-node NIC bandwidth per node, Gbit/s */
+    double efficiency;    /* fraction of peak_tflops that GEMM-heavy layers reach (analytic model) */
+    double slowdown;      /* engine emulation factor for one-machine runs; 1 on real hardware */
+} ah_device;
+
+int ah_device_catalog_count(void);
+const ah_device *ah_device_catalog_at(int i);
+/* Case-insensitive lookup; accepts aliases such as "A100-40", "A100_40GB",
+ * "H100", "V100-16". NULL if unknown. */
+const ah_device *ah_device_find(const char *name);
+/* Override or extend the catalog from a JSON file:
+ * {"devices":[{"name":..., "peak_tflops":..., "mem_gib":..., ...}]}
+ * Fields that are absent keep their catalog values (new names need all of
+ * peak_tflops, mem_gib, mem_bw_gbs). Returns 0, or -1 with a one-line error. */
+int ah_device_load_overrides(const char *path, char *err, size_t errlen);
+/* Restore the built-in catalog (tests). */
+void ah_device_catalog_reset(void);
+
+#endif

@@ -1,0 +1,16 @@
+/* Subcommands of the `autohet` command. Each returns the process exit code:
+ * 0 success, 2 bad input (AH_EXIT_BAD_INPUT), 1 internal failure. */
+#ifndef AUTOHET_CLI_H
+#define AUTOHET_CLI_H
+
+int cmd_plan(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+
+/* Print "autohet <cmd>: <msg>" on stderr and return 2. */
+int cli_bad_input(const char *cmd, const char *msg);
+/* Strict integer / number parsing of option values. */
+int cli_parse_int(const char *s, int *out);
+int cli_parse_double(const char *s, double *out);
+
+#endif

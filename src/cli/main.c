@@ -1,0 +1,79 @@
+/* autohet: heterogeneous 3D-parallel LLM training toolkit. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "cli/cli.h"
+
+#define AUTOHET_VERSION "0.1.0"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"plan", cmd_plan, "find the fastest 3D-parallel plan for a model on a heterogeneous cluster"},
+    {"devices", cmd_devices, "list the GPU catalog (datasheet figures the cost model uses)"},
+    {"models", cmd_models, "list the built-in model presets"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "autohet %s - plan, predict and measure 3D-parallel LLM training on heterogeneous GPUs\n\n"
+            "usage: autohet <command> [options]    (autohet <command> --help for details)\n\n"
+            "commands:\n",
+            AUTOHET_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\nexample:\n"
+            "  autohet plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 "
+            "--global-batch 512 --seq 2048 --compare\n"
+            "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
+}
+
+int cli_bad_input(const char *cmd, const char *msg) {
+    fprintf(stderr, "autohet %s: %s\n", cmd, msg);
+    return AH_EXIT_BAD_INPUT;
+}
+
+int cli_parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return AH_EXIT_BAD_INPUT;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("autohet %s\n", AUTOHET_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "autohet: unknown command '%s' (try autohet --help)\n", argv[1]);
+    return AH_EXIT_BAD_INPUT;
+}

@@ -1,0 +1,350 @@
+/* GPU device catalog with alias lookup and JSON overrides. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/device.h"
+
+#define MAX_DEVICES 64
+#define MAX_FILE_BYTES (16u << 20)
+
+/* Public vendor datasheet figures: dense (no structured sparsity) bf16/fp16
+ * tensor-core peak TFLOP/s, memory GiB, memory GB/s, per-GPU intra-node link
+ * GB/s in one direction (NVLink, or PCIe for the cards without it), and a
+ * typical per-node NIC in Gbit/s. H800 is the export H100 with NVLink cut to
+ * 400 GB/s bidirectional; H20 trades compute for HBM3 capacity/bandwidth.
+ * efficiency (0.5) and slowdown (1.0) are model defaults, not datasheet data. */
+static const ah_device builtin[] = {
+    {"A100-40G", 312, 40, 1555, 300, 1600, 0.5, 1.0},
+    {"A100-80G", 312, 80, 2039, 300, 1600, 0.5, 1.0},
+    {"H100-SXM", 989, 80, 3350, 450, 3200, 0.5, 1.0},
+    {"H800", 989, 80, 3350, 200, 3200, 0.5, 1.0},
+    {"H20", 148, 96, 4000, 450, 3200, 0.5, 1.0},
+    {"V100-16G", 125, 16, 900, 150, 100, 0.5, 1.0},
+    {"V100-32G", 125, 32, 900, 150, 100, 0.5, 1.0},
+    {"L40S", 362, 48, 864, 25, 400, 0.5, 1.0},
+    {"RTX-4090", 165, 24, 1008, 25, 100, 0.5, 1.0},
+    {"A10", 125, 24, 600, 25, 100, 0.5, 1.0},
+    {"T4", 65, 16, 320, 12, 50, 0.5, 1.0},
+    {"RTX-3090", 71, 24, 936, 25, 100, 0.5, 1.0},
+    {"Titan-RTX", 130, 24, 672, 12, 100, 0.5, 1.0},
+    {"RTX-2080", 40, 8, 448, 12, 100, 0.5, 1.0},
+};
+#define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
+
+/* Short names that the generic normalisation in key_of() cannot derive.
+ * Both sides are normalised keys (upper case, no separators). */
+static const struct {
+    const char *alias, *key;
+} aliases[] = {
+    {"A100", "A10040G"}, {"H100", "H100SXM"}, {"H10080G", "H100SXM"}, {"H100SXM5", "H100SXM"},
+    {"V100", "V10016G"}, {"4090", "RTX4090"}, {"3090", "RTX3090"},    {"2080", "RTX2080"},
+};
+
+/* Mutable copy so overrides work; n_catalog < 0 means "not yet copied". */
+static ah_device catalog[MAX_DEVICES];
+static int n_catalog = -1;
+
+static void ensure_catalog(void)
+{
+    if (n_catalog < 0)
+        ah_device_catalog_reset();
+}
+
+void ah_device_catalog_reset(void)
+{
+    memcpy(catalog, builtin, sizeof builtin);
+    n_catalog = N_BUILTIN;
+}
+
+int ah_device_catalog_count(void)
+{
+    ensure_catalog();
+    return n_catalog;
+}
+
+const ah_device *ah_device_catalog_at(int i)
+{
+    ensure_catalog();
+    return (i >= 0 && i < n_catalog) ? &catalog[i] : NULL;
+}
+
+/* Normalised lookup key: upper case with '-', '_', ' ' and '.' dropped, a
+ * leading "NVIDIA" dropped, and "...GB" shortened to "...G" after a digit
+ * (so "A100_40GB" == "a100-40g"). Returns 0 if the name does not fit. */
+static int key_of(const char *name, char *key, size_t n)
+{
+    size_t len = 0;
+    for (const char *p = name; *p != '\0'; p++) {
+        if (*p == '-' || *p == '_' || *p == ' ' || *p == '.')
+            continue;
+        if (len + 1 >= n)
+            return 0;
+        key[len++] = (char)toupper((unsigned char)*p);
+    }
+    key[len] = '\0';
+    if (len > 6 && memcmp(key, "NVIDIA", 6) == 0) {
+        memmove(key, key + 6, len - 6 + 1);
+        len -= 6;
+    }
+    if (len >= 3 && key[len - 1] == 'B' && key[len - 2] == 'G' &&
+        isdigit((unsigned char)key[len - 3]))
+        key[--len] = '\0';
+    return len > 0;
+}
+
+static ah_device *find_exact_key(ah_device *devs, int n, const char *key)
+{
+    char k[64];
+    for (int i = 0; i < n; i++)
+        if (key_of(devs[i].name, k, sizeof k) && strcmp(k, key) == 0)
+            return &devs[i];
+    return NULL;
+}
+
+/* Lookup in an arbitrary device array (the live catalog or a scratch copy). */
+static ah_device *find_in(ah_device *devs, int n, const char *name)
+{
+    char key[64];
+    if (name == NULL || !key_of(name, key, sizeof key - 1))
+        return NULL;
+    ah_device *d = find_exact_key(devs, n, key);
+    if (d != NULL)
+        return d;
+    /* "A100-40" -> "A100-40G", "V100-16" -> "V100-16G". */
+    size_t len = strlen(key);
+    if (isdigit((unsigned char)key[len - 1])) {
+        key[len] = 'G';
+        key[len + 1] = '\0';
+        if ((d = find_exact_key(devs, n, key)) != NULL)
+            return d;
+        key[len] = '\0';
+    }
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcmp(key, aliases[i].alias) == 0)
+            return find_exact_key(devs, n, aliases[i].key);
+    return NULL;
+}
+
+const ah_device *ah_device_find(const char *name)
+{
+    ensure_catalog();
+    return find_in(catalog, n_catalog, name);
+}
+
+/* ----------------------------------------------------------- overrides */
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+} load_ctx;
+
+__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...)
+{
+    if (cx->err == NULL || cx->errlen == 0)
+        return -1;
+    int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
+    if (n < 0 || (size_t)n >= cx->errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cx->err + n, cx->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Reads the whole file into a NUL-terminated heap buffer (at most
+ * MAX_FILE_BYTES); returns NULL with the error written. */
+static char *slurp(const load_ctx *cx, size_t *len_out)
+{
+    FILE *f = fopen(cx->path, "rb");
+    if (f == NULL) {
+        fail(cx, "cannot open file (%s)", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *bigger = cap >= MAX_FILE_BYTES ? NULL : realloc(buf, cap ? 2 * cap : 4096);
+            if (bigger == NULL) {
+                if (cap >= MAX_FILE_BYTES)
+                    fail(cx, "file is larger than %u bytes", MAX_FILE_BYTES);
+                else
+                    fail(cx, "out of memory");
+                break;
+            }
+            buf = bigger;
+            cap = cap ? 2 * cap : 4096;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) {
+            if (!ferror(f)) {
+                fclose(f);
+                buf[len] = '\0';
+                *len_out = len;
+                return buf;
+            }
+            fail(cx, "cannot read file (%s)", strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return NULL;
+}
+
+/* Whole file as a JSON object, or NULL with the error written. */
+static cJSON *load_json_object(const load_ctx *cx)
+{
+    size_t len;
+    char *text = slurp(cx, &len);
+    if (text == NULL)
+        return NULL;
+    const char *end = NULL;
+    /* len + 1 includes the terminator so trailing garbage is an error. */
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    if (root == NULL) {
+        int line = 1;
+        for (const char *p = text; end != NULL && p < end && p < text + len; p++)
+            line += (*p == '\n');
+        fail(cx, "malformed JSON near line %d", line);
+    } else if (!cJSON_IsObject(root)) {
+        fail(cx, "top-level JSON value must be an object");
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    free(text);
+    return root;
+}
+
+typedef struct {
+    const char *key;
+    size_t offset;
+    int required_for_new; /* new devices need the core figures */
+    int fraction;         /* must lie in (0, 1] */
+} num_field;
+
+static const num_field num_fields[] = {
+    {"peak_tflops", offsetof(ah_device, peak_tflops), 1, 0},
+    {"mem_gib", offsetof(ah_device, mem_gib), 1, 0},
+    {"mem_bw_gbs", offsetof(ah_device, mem_bw_gbs), 1, 0},
+    {"intra_bw_gbs", offsetof(ah_device, intra_bw_gbs), 0, 0},
+    {"nic_gbit", offsetof(ah_device, nic_gbit), 0, 0},
+    {"efficiency", offsetof(ah_device, efficiency), 0, 1},
+    {"slowdown", offsetof(ah_device, slowdown), 0, 0},
+};
+#define N_NUM_FIELDS (sizeof num_fields / sizeof num_fields[0])
+
+/* Defaults for figures a new device may omit: PCIe 4.0 x16, a 100 Gbit/s NIC. */
+static const ah_device new_device_defaults = {"", 0, 0, 0, 25, 100, 0.5, 1.0};
+
+static int valid_device_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= sizeof(((ah_device *)0)->name))
+        return 0;
+    /* No ',', '@', ':' so the name can appear in --cluster shorthand. */
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
+            return 0;
+    return 1;
+}
+
+static int check_known_fields(const load_ctx *cx, const cJSON *entry, int idx)
+{
+    for (const cJSON *it = entry->child; it != NULL; it = it->next) {
+        int known = strcmp(it->string, "name") == 0 || it->string[0] == '_';
+        for (size_t f = 0; f < N_NUM_FIELDS && !known; f++)
+            known = strcmp(it->string, num_fields[f].key) == 0;
+        if (!known)
+            return fail(cx, "devices[%d]: unknown field '%s'", idx, it->string);
+    }
+    return 0;
+}
+
+/* Applies one devices[idx] entry to the scratch catalog devs[0..*n). */
+static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n)
+{
+    if (!cJSON_IsObject(entry))
+        return fail(cx, "devices[%d] must be an object", idx);
+    if (check_known_fields(cx, entry, idx))
+        return -1;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(entry, "name");
+    if (name == NULL)
+        return fail(cx, "devices[%d]: missing field 'name'", idx);
+    if (!cJSON_IsString(name) || !valid_device_name(name->valuestring))
+        return fail(cx, "devices[%d].name must be 1-31 letters, digits, '-', '_' or '.'", idx);
+
+    ah_device dev;
+    ah_device *existing = find_in(devs, *n, name->valuestring);
+    if (existing != NULL) {
+        dev = *existing;
+    } else {
+        dev = new_device_defaults;
+        snprintf(dev.name, sizeof dev.name, "%s", name->valuestring);
+    }
+    for (size_t f = 0; f < N_NUM_FIELDS; f++) {
+        const num_field *nf = &num_fields[f];
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, nf->key);
+        if (it == NULL) {
+            if (existing == NULL && nf->required_for_new)
+                return fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key,
+                            dev.name);
+            continue;
+        }
+        double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+        if (nf->fraction && !(v > 0.0 && v <= 1.0))
+            return fail(cx, "devices[%d].%s must be a number in (0, 1]", idx, nf->key);
+        if (!(v > 0.0 && v < 1e12))
+            return fail(cx, "devices[%d].%s must be a positive number", idx, nf->key);
+        *(double *)((char *)&dev + nf->offset) = v;
+    }
+    if (existing != NULL) {
+        *existing = dev;
+    } else {
+        if (*n >= MAX_DEVICES)
+            return fail(cx, "devices[%d]: catalog is full (%d devices at most)", idx, MAX_DEVICES);
+        devs[(*n)++] = dev;
+    }
+    return 0;
+}
+
+int ah_device_load_overrides(const char *path, char *err, size_t errlen)
+{
+    load_ctx cx = {path ? path : "(null)", err, errlen};
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (path == NULL)
+        return fail(&cx, "no file given");
+    ensure_catalog();
+    cJSON *root = load_json_object(&cx);
+    if (root == NULL)
+        return -1;
+    /* Work on a copy so a bad entry leaves the catalog untouched. */
+    ah_device scratch[MAX_DEVICES];
+    int n = n_catalog;
+    memcpy(scratch, catalog, sizeof catalog);
+    int rc = 0;
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    if (devices == NULL)
+        rc = fail(&cx, "missing field 'devices'");
+    else if (!cJSON_IsArray(devices))
+        rc = fail(&cx, "field 'devices' must be an array");
+    int idx = 0;
+    for (const cJSON *e = devices ? devices->child : NULL; rc == 0 && e != NULL; e = e->next)
+        rc = apply_entry(&cx, e, idx++, scratch, &n);
+    if (rc == 0) {
+        memcpy(catalog, scratch, sizeof catalog);
+        n_catalog = n;
+    }
+    cJSON_Delete(root);
+    return rc;
+}

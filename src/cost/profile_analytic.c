@@ -1,0 +1,126 @@
+/* Analytic (roofline) cost profile.
+ *
+ * Notation: layer kind k (embedding / transformer block / head), TP degree t,
+ * micro-batch b, sequence length s, hidden size h, device figures
+ * peak = peak_tflops * 1e12 FLOP/s, eff = efficiency, bw = mem_bw_gbs * 1e9 B/s,
+ * link = intra_bw_gbs * 1e9 B/s.
+ *
+ * Forward compute of one layer on one GPU of the TP group (roofline):
+ *     C = max( F / (t * peak * eff),  B / bw )
+ *     F = ah_layer_fwd_flops(m, k, s, b)      whole layer, before the TP split
+ *     B = ah_layer_fwd_bytes(m, k, s, b, t)   HBM traffic per GPU
+ * The embedding has F = 0, so it is memory-bound.
+ *
+ * Tensor parallelism (t > 1) adds ring all-reduces of the activation,
+ * n = 2 * b * s * h bytes (bf16), over the intra-node link:
+ *     AR = 2 (t - 1) / t * n / link + 2 (t - 1) * alpha,   alpha = 5e-6 s
+ * Count per layer:            forward   backward
+ *     transformer block          2          2
+ *     head                       1          1
+ *     embedding                  1          0
+ * (AR = 0 when t = 1.)
+ *
+ *     fwd_s = C + n_fwd * AR
+ *     bwd_s = 2 C + n_bwd * AR  + recomputation:
+ *         FULL:      + C + n_fwd * AR          (the forward is run again)
+ *         SELECTIVE: + 4 b s^2 h / (t * peak * eff)   (attention core only)
+ *   Recomputation applies to transformer blocks only: Megatron checkpoints
+ *   the transformer layers, the embedding and the head are never recomputed.
+ *
+ * Optimizer step (Adam, bf16 params + fp32 master/m/v/grad): per parameter
+ * it reads fp32 master, m, v, grad (16 B) and writes master, m, v (12 B) and
+ * the bf16 weight (2 B), ~32 B/param with overheads; memory-bound:
+ *     update_s = ah_layer_params(m, k) / t * 32 / bw
+ *
+ * Every time is multiplied by dev->slowdown (1 on real hardware; > 1 when the
+ * engine emulates a slower GPU on one machine).
+ * The analytic profile covers every (device, tp, mb): ah_profile_has() is
+ * always true for it. */
+#include <math.h>
+#include <stddef.h>
+
+#include "autohet/device.h"
+#include "autohet/model.h"
+#include "autohet/profile.h"
+#include "cost/profile_internal.h"
+
+#define AH_TP_ALLREDUCE_ALPHA_S 5e-6
+#define AH_UPDATE_BYTES_PER_PARAM 32.0
+
+static double ring_allreduce_s(double bytes, int t, double link_bps)
+{
+    if (t <= 1)
+        return 0.0;
+    return 2.0 * (t - 1) / t * bytes / link_bps + 2.0 * (t - 1) * AH_TP_ALLREDUCE_ALPHA_S;
+}
+
+int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts,
+                            const ah_device *dev, int layer, int tp, int mb,
+                            ah_layer_cost *out, char *err, size_t errlen)
+{
+    const double flops_rate = dev->peak_tflops * 1e12 * dev->efficiency;
+    const double mem_bps = dev->mem_bw_gbs * 1e9;
+    const double link_bps = dev->intra_bw_gbs * 1e9;
+    if (!(flops_rate > 0.0) || !isfinite(flops_rate)) {
+        ah_cost_err_(err, errlen, "device %s: peak_tflops * efficiency must be > 0", dev->name);
+        return -1;
+    }
+    if (!(mem_bps > 0.0) || !isfinite(mem_bps)) {
+        ah_cost_err_(err, errlen, "device %s: mem_bw_gbs must be > 0", dev->name);
+        return -1;
+    }
+    if (tp > 1 && (!(link_bps > 0.0) || !isfinite(link_bps))) {
+        ah_cost_err_(err, errlen, "device %s: intra_bw_gbs must be > 0 for tp=%d", dev->name, tp);
+        return -1;
+    }
+
+    const ah_layer_kind k = ah_model_layer_kind(m, layer);
+    const int s = ts->seq;
+    const double t = (double)tp;
+    const double h = (double)m->hidden;
+
+    const double flops = ah_layer_fwd_flops(m, k, s, mb);
+    const double bytes = ah_layer_fwd_bytes(m, k, s, mb, tp);
+    const double compute = fmax(flops / (t * flops_rate), bytes / mem_bps);
+
+    const double act = AH_ACT_BYTES * (double)mb * (double)s * h;
+    const double ar = ring_allreduce_s(act, tp, link_bps);
+    int n_fwd, n_bwd;
+    switch (k) {
+    case AH_LAYER_BLOCK:
+        n_fwd = 2;
+        n_bwd = 2;
+        break;
+    case AH_LAYER_HEAD:
+        n_fwd = 1;
+        n_bwd = 1;
+        break;
+    case AH_LAYER_EMBED:
+    default:
+        n_fwd = 1;
+        n_bwd = 0;
+        break;
+    }
+
+    double fwd = compute + n_fwd * ar;
+    double bwd = 2.0 * compute + n_bwd * ar;
+    if (k == AH_LAYER_BLOCK) {
+        if (ts->recompute == AH_RECOMPUTE_FULL)
+            bwd += fwd;
+        else if (ts->recompute == AH_RECOMPUTE_SELECTIVE)
+            bwd += 4.0 * (double)mb * (double)s * (double)s * h / (t * flops_rate);
+    }
+    double update = ah_layer_params(m, k) / t * AH_UPDATE_BYTES_PER_PARAM / mem_bps;
+
+    const double sd = dev->slowdown;
+    out->fwd_s = fwd * sd;
+    out->bwd_s = bwd * sd;
+    out->update_s = update * sd;
+    if (!isfinite(out->fwd_s) || !isfinite(out->bwd_s) || !isfinite(out->update_s) ||
+        out->fwd_s < 0 || out->bwd_s < 0 || out->update_s < 0) {
+        ah_cost_err_(err, errlen, "analytic cost of layer %d of %s on %s is not a finite time",
+                     layer, m->name, dev->name);
+        return -1;
+    }
+    return 0;
+}

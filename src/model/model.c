@@ -1,0 +1,558 @@
+/* Model configs (HF config.json loading, name resolution) and the per-layer
+ * quantities every other module uses. All formulas below are documented in
+ * docs/cost-model.md; h = hidden, a = heads, V = vocab, P = learned positions,
+ * f = MLP inner size, b = micro-batch, s = sequence length, t = TP degree. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/model.h"
+
+/* ------------------------------------------------------------------ names */
+
+const char *ah_arch_name(ah_arch a)
+{
+    switch (a) {
+    case AH_ARCH_GPT: return "gpt";
+    case AH_ARCH_LLAMA: return "llama";
+    case AH_ARCH_BERT: return "bert";
+    }
+    return "unknown";
+}
+
+static const char *const recompute_names[] = {"none", "selective", "full"};
+
+int ah_recompute_parse(const char *s, ah_recompute *out)
+{
+    if (s == NULL)
+        return -1;
+    for (int i = 0; i < 3; i++) {
+        if (strcasecmp(s, recompute_names[i]) == 0) {
+            if (out)
+                *out = (ah_recompute)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *ah_recompute_name(ah_recompute r)
+{
+    if ((int)r < 0 || (int)r > 2)
+        return "unknown";
+    return recompute_names[r];
+}
+
+/* ------------------------------------------------------------ JSON loading */
+
+/* Largest accepted config.json; real ones are a few KiB. */
+#define MAX_CONFIG_BYTES (16u << 20)
+/* Upper bound for any dimension, so 4*h and friends never overflow an int. */
+#define MAX_DIM (1 << 26)
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+} load_ctx;
+
+/* Writes "PATH: message" into the error buffer; always returns -1. */
+__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...)
+{
+    if (cx->err == NULL || cx->errlen == 0)
+        return -1;
+    int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
+    if (n < 0 || (size_t)n >= cx->errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cx->err + n, cx->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Reads the whole file into a NUL-terminated heap buffer (at most
+ * MAX_CONFIG_BYTES); returns NULL with the error written. */
+static char *slurp(const load_ctx *cx, size_t *len_out)
+{
+    FILE *f = fopen(cx->path, "rb");
+    if (f == NULL) {
+        fail(cx, "cannot open file (%s)", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *bigger = cap >= MAX_CONFIG_BYTES ? NULL : realloc(buf, cap ? 2 * cap : 4096);
+            if (bigger == NULL) {
+                if (cap >= MAX_CONFIG_BYTES)
+                    fail(cx, "file is larger than %u bytes", MAX_CONFIG_BYTES);
+                else
+                    fail(cx, "out of memory");
+                break;
+            }
+            buf = bigger;
+            cap = cap ? 2 * cap : 4096;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) {
+            if (!ferror(f)) {
+                fclose(f);
+                buf[len] = '\0';
+                *len_out = len;
+                return buf;
+            }
+            fail(cx, "cannot read file (%s)", strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return NULL;
+}
+
+/* Parses the file as a JSON object; reports the line of a syntax error. */
+static cJSON *parse_json_object(const load_ctx *cx)
+{
+    size_t len;
+    char *text = slurp(cx, &len);
+    if (text == NULL)
+        return NULL;
+    const char *end = NULL;
+    /* len + 1 includes the terminator so trailing garbage is an error. */
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    if (root == NULL) {
+        int line = 1;
+        for (const char *p = text; end != NULL && p < end && p < text + len; p++)
+            line += (*p == '\n');
+        fail(cx, "malformed JSON near line %d", line);
+    } else if (!cJSON_IsObject(root)) {
+        fail(cx, "top-level JSON value must be an object");
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    free(text);
+    return root;
+}
+
+/* First of the alternative keys that is present and not null. */
+static const cJSON *find_key(const cJSON *obj, const char *const *keys, const char **found)
+{
+    for (; *keys != NULL; keys++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, *keys);
+        if (it != NULL && !cJSON_IsNull(it)) {
+            *found = *keys;
+            return it;
+        }
+    }
+    return NULL;
+}
+
+/* Reads a positive integer from one of `keys`. If none is present, uses
+ * `dflt`, or fails naming keys[0] when dflt < 0 (required field). */
+static int get_pos_int(const load_ctx *cx, const cJSON *obj, const char *const *keys, int dflt,
+                       int *out)
+{
+    const char *key = keys[0];
+    const cJSON *it = find_key(obj, keys, &key);
+    if (it == NULL) {
+        if (dflt < 0)
+            return fail(cx, "missing field '%s'", keys[0]);
+        *out = dflt;
+        return 0;
+    }
+    double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
+    if (!(v >= 1.0 && v <= (double)MAX_DIM && v == floor(v)))
+        return fail(cx, "field '%s' must be a positive integer (at most %d)", key, MAX_DIM);
+    *out = (int)v;
+    return 0;
+}
+
+typedef struct {
+    const char *model_type;
+    ah_arch arch;
+    int rotary; /* RoPE: no learned position table */
+} model_type_info;
+
+static const model_type_info model_types[] = {
+    {"gpt2", AH_ARCH_GPT, 0},     {"gpt_neo", AH_ARCH_GPT, 0},     {"opt", AH_ARCH_GPT, 0},
+    {"gpt_bigcode", AH_ARCH_GPT, 0}, {"gpt_neox", AH_ARCH_GPT, 1}, {"gptj", AH_ARCH_GPT, 1},
+    {"llama", AH_ARCH_LLAMA, 1},  {"mistral", AH_ARCH_LLAMA, 1},   {"qwen2", AH_ARCH_LLAMA, 1},
+    {"bert", AH_ARCH_BERT, 0},    {"roberta", AH_ARCH_BERT, 0},
+};
+#define N_MODEL_TYPES (sizeof model_types / sizeof model_types[0])
+
+static int has_key(const cJSON *obj, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key) != NULL;
+}
+
+/* Architecture from "model_type", or guessed from which keys exist. */
+static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *info)
+{
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt != NULL && !cJSON_IsNull(mt)) {
+        if (!cJSON_IsString(mt))
+            return fail(cx, "field 'model_type' must be a string");
+        for (size_t i = 0; i < N_MODEL_TYPES; i++) {
+            if (strcasecmp(mt->valuestring, model_types[i].model_type) == 0) {
+                *info = model_types[i];
+                return 0;
+            }
+        }
+        return fail(cx, "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
+                        "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
+                        "roberta)",
+                    mt->valuestring);
+    }
+    info->model_type = NULL;
+    info->rotary = 0;
+    if (has_key(root, "n_embd")) {
+        info->arch = AH_ARCH_GPT;
+    } else if (has_key(root, "type_vocab_size")) {
+        info->arch = AH_ARCH_BERT;
+    } else if (has_key(root, "num_key_value_heads") || has_key(root, "rms_norm_eps") ||
+               has_key(root, "rope_theta")) {
+        info->arch = AH_ARCH_LLAMA;
+        info->rotary = 1;
+    } else if (has_key(root, "hidden_size")) {
+        info->arch = AH_ARCH_GPT;
+    } else {
+        return fail(cx, "missing field 'hidden_size' (or 'n_embd'; cannot tell the architecture "
+                        "without 'model_type')");
+    }
+    return 0;
+}
+
+/* Alternative key spellings, canonical one first. GPT-2 configs use n_*;
+ * everything else (LLaMA, BERT, OPT, GPT-Neo(X)) uses the long names. */
+static const char *const k2_hidden[] = {"n_embd", "hidden_size", "d_model", NULL};
+static const char *const k2_layers[] = {"n_layer", "num_hidden_layers", "num_layers", NULL};
+static const char *const k2_heads[] = {"n_head", "num_attention_heads", "num_heads", NULL};
+static const char *const k2_ffn[] = {"n_inner", "ffn_dim", "intermediate_size", NULL};
+static const char *const k2_pos[] = {"n_positions", "max_position_embeddings", "n_ctx", NULL};
+static const char *const kh_hidden[] = {"hidden_size", "n_embd", "d_model", NULL};
+static const char *const kh_layers[] = {"num_hidden_layers", "num_layers", "n_layer", NULL};
+static const char *const kh_heads[] = {"num_attention_heads", "num_heads", "n_head", NULL};
+static const char *const kh_ffn[] = {"intermediate_size", "ffn_dim", "n_inner", NULL};
+static const char *const kh_pos[] = {"max_position_embeddings", "n_positions", "n_ctx", NULL};
+static const char *const k_kv[] = {"num_key_value_heads", NULL};
+static const char *const k_vocab[] = {"vocab_size", NULL};
+
+static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_info *info,
+                     ah_model_config *m)
+{
+    int gpt2_style = has_key(root, "n_embd") ||
+                     (info->model_type != NULL && strcmp(info->model_type, "gpt2") == 0);
+    int llama = info->arch == AH_ARCH_LLAMA;
+    const char *const *kf_ffn = gpt2_style ? k2_ffn : kh_ffn;
+    const char *const *kf_pos = gpt2_style ? k2_pos : kh_pos;
+
+    if (get_pos_int(cx, root, gpt2_style ? k2_hidden : kh_hidden, -1, &m->hidden) ||
+        get_pos_int(cx, root, gpt2_style ? k2_layers : kh_layers, -1, &m->n_layers) ||
+        get_pos_int(cx, root, gpt2_style ? k2_heads : kh_heads, -1, &m->n_heads) ||
+        get_pos_int(cx, root, k_vocab, -1, &m->vocab))
+        return -1;
+    /* GQA only for LLaMA-style models; GPT/BERT formulas assume MHA. */
+    m->n_kv_heads = m->n_heads;
+    if (llama && get_pos_int(cx, root, k_kv, m->n_heads, &m->n_kv_heads))
+        return -1;
+    /* MLP width: HF default 4h for GPT/BERT; LLaMA configs always state it. */
+    if (get_pos_int(cx, root, kf_ffn, llama ? -1 : 4 * m->hidden, &m->ffn_hidden))
+        return -1;
+    m->max_positions = 0;
+    if (!info->rotary && get_pos_int(cx, root, kf_pos, -1, &m->max_positions))
+        return -1;
+
+    const char *hkey = gpt2_style ? "n_embd" : "hidden_size";
+    const char *akey = gpt2_style ? "n_head" : "num_attention_heads";
+    if (m->hidden % m->n_heads != 0)
+        return fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey,
+                    m->n_heads);
+    if (m->n_heads % m->n_kv_heads != 0)
+        return fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey,
+                    m->n_heads, m->n_kv_heads);
+    return 0;
+}
+
+static int read_tied(const load_ctx *cx, const cJSON *root, ah_arch arch, int *tied)
+{
+    /* HF default: LlamaConfig unties, the others tie. */
+    *tied = arch != AH_ARCH_LLAMA;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (it == NULL || cJSON_IsNull(it))
+        return 0;
+    if (!cJSON_IsBool(it))
+        return fail(cx, "field 'tie_word_embeddings' must be true or false");
+    *tied = cJSON_IsTrue(it);
+    return 0;
+}
+
+/* "name_or_path" if given, else the file name without ".json"; for the
+ * ubiquitous "config.json" the directory name is more telling. */
+static void set_name(const cJSON *root, const char *path, ah_model_config *m)
+{
+    static const char *const keys[] = {"name_or_path", "_name_or_path", NULL};
+    const char *key;
+    const cJSON *it = find_key(root, keys, &key);
+    if (it != NULL && cJSON_IsString(it) && it->valuestring[0] != '\0') {
+        snprintf(m->name, sizeof m->name, "%s", it->valuestring);
+        return;
+    }
+    const char *end = path + strlen(path);
+    while (end > path && end[-1] == '/')
+        end--;
+    const char *base = end;
+    while (base > path && base[-1] != '/')
+        base--;
+    if ((size_t)(end - base) == strlen("config.json") && strncmp(base, "config.json", 11) == 0 &&
+        base > path) {
+        const char *dend = base - 1;
+        while (dend > path && dend[-1] == '/')
+            dend--;
+        const char *dir = dend;
+        while (dir > path && dir[-1] != '/')
+            dir--;
+        size_t dlen = (size_t)(dend - dir);
+        int dots = (dlen == 1 && dir[0] == '.') || (dlen == 2 && strncmp(dir, "..", 2) == 0);
+        if (dlen > 0 && !dots) {
+            base = dir;
+            end = dend;
+        }
+    }
+    if (end - base > 5 && strncmp(end - 5, ".json", 5) == 0)
+        end -= 5;
+    snprintf(m->name, sizeof m->name, "%.*s", (int)(end - base), base);
+}
+
+int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen)
+{
+    load_ctx cx = {path ? path : "(null)", err, errlen};
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (path == NULL || out == NULL)
+        return fail(&cx, "no file given");
+    cJSON *root = parse_json_object(&cx);
+    if (root == NULL)
+        return -1;
+    ah_model_config m;
+    memset(&m, 0, sizeof m);
+    model_type_info info = {NULL, AH_ARCH_GPT, 0};
+    int rc = detect_arch(&cx, root, &info);
+    if (rc == 0)
+        rc = read_dims(&cx, root, &info, &m);
+    if (rc == 0)
+        rc = read_tied(&cx, root, info.arch, &m.tied_embeddings);
+    if (rc == 0) {
+        m.arch = info.arch;
+        set_name(root, path, &m);
+        *out = m;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, size_t errlen)
+{
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (name_or_path != NULL && ah_model_preset(name_or_path, out) == 0)
+        return 0;
+    /* A file (or something meant as one) gets the loader's precise error. */
+    if (name_or_path != NULL && name_or_path[0] != '\0' &&
+        (is_file(name_or_path) || ends_with(name_or_path, ".json")))
+        return ah_model_load_json(name_or_path, out, err, errlen);
+    if (err == NULL || errlen == 0)
+        return -1;
+    int n = snprintf(err, errlen, "unknown model '%s' (not a preset; presets:",
+                     name_or_path ? name_or_path : "");
+    const char *const *names = ah_model_preset_names();
+    for (int i = 0; names[i] != NULL && n >= 0 && (size_t)n < errlen; i++)
+        n += snprintf(err + n, errlen - (size_t)n, "%s %s", i ? "," : "", names[i]);
+    if (n >= 0 && (size_t)n < errlen)
+        snprintf(err + n, errlen - (size_t)n, "; or give a path to config.json)");
+    return -1;
+}
+
+/* ------------------------------------------------------------ layer math */
+
+int ah_model_num_layers(const ah_model_config *m)
+{
+    return m->n_layers + 2;
+}
+
+ah_layer_kind ah_model_layer_kind(const ah_model_config *m, int layer)
+{
+    if (layer <= 0)
+        return AH_LAYER_EMBED;
+    if (layer >= m->n_layers + 1)
+        return AH_LAYER_HEAD;
+    return AH_LAYER_BLOCK;
+}
+
+/* Width of the K and V projections under GQA: h * kv_heads / heads. */
+static double kv_width(const ah_model_config *m)
+{
+    if (m->n_heads <= 0)
+        return m->hidden;
+    return (double)m->hidden * m->n_kv_heads / m->n_heads;
+}
+
+/* Parameters:
+ *  GPT/BERT block = 4h^2 + 4h          attention QKV + output projection, with biases
+ *                 + 2hf + f + h        MLP up/down with biases
+ *                 + 4h                 two LayerNorms (gain + bias)
+ *  LLaMA block    = 2h^2 + 2*h*h_kv    Q, O and the (GQA-narrowed) K, V; no biases
+ *                 + 3hf                SwiGLU gate, up, down
+ *                 + 2h                 two RMSNorm gains
+ *  Embedding: GPT V*h + P*h; BERT adds 2h token types and a 2h LayerNorm;
+ *             LLaMA V*h (RoPE has no parameters).
+ *  Head: final norm (2h LayerNorm, h RMSNorm) + V*h LM matrix, counted even
+ *        when tied (Megatron keeps a copy on the last stage).
+ *        BERT MLM head: h^2 + h transform + 2h LayerNorm + V*h decoder + V bias. */
+double ah_layer_params(const ah_model_config *m, ah_layer_kind k)
+{
+    double h = m->hidden, f = m->ffn_hidden, V = m->vocab, P = m->max_positions;
+    switch (k) {
+    case AH_LAYER_EMBED:
+        if (m->arch == AH_ARCH_LLAMA)
+            return V * h;
+        return V * h + P * h + (m->arch == AH_ARCH_BERT ? 4.0 * h : 0.0);
+    case AH_LAYER_BLOCK:
+        if (m->arch == AH_ARCH_LLAMA)
+            return 2.0 * h * h + 2.0 * h * kv_width(m) + 3.0 * h * f + 2.0 * h;
+        return 4.0 * h * h + 4.0 * h + 2.0 * h * f + f + h + 4.0 * h;
+    case AH_LAYER_HEAD:
+        if (m->arch == AH_ARCH_BERT)
+            return h * h + h + 2.0 * h + V * h + V;
+        return (m->arch == AH_ARCH_LLAMA ? h : 2.0 * h) + V * h;
+    }
+    return 0.0;
+}
+
+/* Embedding + N blocks + head, minus the head's copy of a tied V*h matrix. */
+double ah_model_total_params(const ah_model_config *m)
+{
+    double total = ah_layer_params(m, AH_LAYER_EMBED) +
+                   m->n_layers * ah_layer_params(m, AH_LAYER_BLOCK) +
+                   ah_layer_params(m, AH_LAYER_HEAD);
+    if (m->tied_embeddings)
+        total -= (double)m->vocab * m->hidden;
+    return total;
+}
+
+/* Forward FLOPs (2 per multiply-add), b sequences of length s:
+ *  GPT/BERT block = 2bs(4h^2 + 2hf) + 4bs^2h   (GEMMs + QK^T and attention*V)
+ *  LLaMA block    = 2bs(2h^2 + 2h*h_kv + 3hf) + 4bs^2h
+ *  head           = 2bshV   (LM projection; norms and the BERT transform ignored)
+ *  embedding      = 0       (a gather) */
+double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb)
+{
+    double h = m->hidden, f = m->ffn_hidden, V = m->vocab, s = seq, b = mb;
+    switch (k) {
+    case AH_LAYER_EMBED:
+        return 0.0;
+    case AH_LAYER_BLOCK: {
+        double gemm = m->arch == AH_ARCH_LLAMA ? 2.0 * h * h + 2.0 * h * kv_width(m) + 3.0 * h * f
+                                               : 4.0 * h * h + 2.0 * h * f;
+        return 2.0 * b * s * gemm + 4.0 * b * s * s * h;
+    }
+    case AH_LAYER_HEAD:
+        return 2.0 * b * s * h * V;
+    }
+    return 0.0;
+}
+
+/* Forward HBM traffic per GPU at TP t (bf16 = 2 bytes), for the roofline:
+ *  block: weights (params/t)*2 + activations ~16 bsh tensors read/written
+ *         16bsh*2/t + attention scores 2*b*a*s^2*2/t (written, then read)
+ *  embedding: gather + write of the b*s*h output, bsh*2*2
+ *  head: weights V*h*2/t + fp32 logits written and read, bsV*4/t*2 */
+double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp)
+{
+    double h = m->hidden, V = m->vocab, s = seq, b = mb, a = m->n_heads;
+    double t = tp > 0 ? tp : 1;
+    switch (k) {
+    case AH_LAYER_EMBED:
+        return b * s * h * 2.0 * 2.0;
+    case AH_LAYER_BLOCK:
+        return ah_layer_params(m, k) / t * 2.0 + 16.0 * b * s * h * 2.0 / t +
+               2.0 * b * a * s * s * 2.0 / t;
+    case AH_LAYER_HEAD:
+        return V * h * 2.0 / t + b * s * V * 4.0 / t * 2.0;
+    }
+    return 0.0;
+}
+
+/* Activation bytes kept per in-flight micro-batch per GPU (Korthikanti et al.
+ * 2022, "Reducing Activation Recomputation in Large Transformer Models",
+ * tensor parallel without sequence parallelism):
+ *  none:      sbh(10 + 24/t + 5as/(ht))
+ *  selective: sbh(10 + 24/t)          (attention scores/softmax recomputed)
+ *  full:      2sbh                    (only the block input is kept)
+ * 24/t = 5/t for the TP-split attention tensors + 19/t for the MLP (2sbh
+ * input, 8sbh + 8sbh for the 4h-wide GEMM output and GeLU, sbh dropout mask).
+ * For LLaMA the MLP part scales with f/(4h): 24/t -> (5 + 19f/(4h))/t; the
+ * SwiGLU gate/up pair is approximated by the same per-element accounting.
+ *  embedding: 2sbh (its output);  head: 2sbh + 4sbV/t (fp32 logits for the loss). */
+double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp,
+                          ah_recompute rc)
+{
+    double h = m->hidden, V = m->vocab, s = seq, b = mb, a = m->n_heads;
+    double t = tp > 0 ? tp : 1;
+    double sbh = s * b * h;
+    switch (k) {
+    case AH_LAYER_EMBED:
+        return 2.0 * sbh;
+    case AH_LAYER_HEAD:
+        return 2.0 * sbh + 4.0 * s * b * V / t;
+    case AH_LAYER_BLOCK:
+        break;
+    }
+    if (rc == AH_RECOMPUTE_FULL)
+        return 2.0 * sbh;
+    double tp_part = 24.0;
+    if (m->arch == AH_ARCH_LLAMA)
+        tp_part = 5.0 + 19.0 * m->ffn_hidden / (4.0 * h);
+    double per = 10.0 + tp_part / t;
+    if (rc == AH_RECOMPUTE_NONE)
+        per += 5.0 * a * s / (h * t);
+    return sbh * per;
+}
+
+/* One b x s x h bf16 activation tensor. */
+double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb)
+{
+    return 2.0 * mb * (double)seq * m->hidden;
+}
+
+/* 3 x forward (forward + 2x backward) of every layer for one sequence. */
+double ah_model_flops_per_sequence(const ah_model_config *m, int seq)
+{
+    double fwd = ah_layer_fwd_flops(m, AH_LAYER_EMBED, seq, 1) +
+                 m->n_layers * ah_layer_fwd_flops(m, AH_LAYER_BLOCK, seq, 1) +
+                 ah_layer_fwd_flops(m, AH_LAYER_HEAD, seq, 1);
+    return 3.0 * fwd;
+}

@@ -1,0 +1,105 @@
+#include "plan/costs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) {
+        fprintf(stderr, "autohet: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
+                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb,
+                         char *err, size_t errlen) {
+    int L = ah_model_num_layers(m);
+    memset(t, 0, sizeof *t);
+    t->n_layers = L;
+    t->fwd = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    t->bwd = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    t->w = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    t->upd = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    for (int l = 0; l < L; l++) {
+        ah_layer_cost c;
+        if (ah_profile_layer_cost(prof, m, ts, dev, l, tp, mb, &c, err, errlen) != 0) {
+            ah_layer_times_free(t);
+            return -1;
+        }
+        ah_ns f = ah_to_ns(c.fwd_s), b = ah_to_ns(c.bwd_s);
+        t->fwd[l + 1] = t->fwd[l] + f;
+        t->bwd[l + 1] = t->bwd[l] + b;
+        t->w[l + 1] = t->w[l] + f + b;
+        t->upd[l + 1] = t->upd[l] + ah_to_ns(c.update_s);
+    }
+    return 0;
+}
+
+void ah_layer_times_free(ah_layer_times *t) {
+    free(t->fwd);
+    free(t->bwd);
+    free(t->w);
+    free(t->upd);
+    memset(t, 0, sizeof *t);
+}
+
+void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts,
+                          int tp, int mb, double dp_bw_gbs) {
+    int L = ah_model_num_layers(m);
+    b->n_layers = L;
+    b->static_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
+    b->act_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
+    b->sync = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    for (int l = 0; l < L; l++) {
+        ah_layer_kind k = ah_model_layer_kind(m, l);
+        double params = ah_layer_params(m, k) / tp;
+        b->static_bytes[l + 1] = b->static_bytes[l] + (int64_t)(params * AH_STATE_BYTES_PER_PARAM + 0.5);
+        b->act_bytes[l + 1] =
+            b->act_bytes[l] + (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute) + 0.5);
+        /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
+         * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */
+        double grad = params * AH_GRAD_BYTES_PER_PARAM;
+        b->sync[l + 1] = b->sync[l] + ah_to_ns(2.0 * grad / (dp_bw_gbs * 1e9));
+    }
+    b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb) / tp;
+}
+
+void ah_layer_bytes_free(ah_layer_bytes *b) {
+    free(b->static_bytes);
+    free(b->act_bytes);
+    free(b->sync);
+    memset(b, 0, sizeof *b);
+}
+
+ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
+                const ah_plan_options *o) {
+    if (inter_node) return ah_to_ns(o->alpha_inter_s + bytes / (nic_share_gbs * 1e9));
+    return ah_to_ns(o->alpha_intra_s + bytes / (intra_bw_gbs * 1e9));
+}
+
+double ah_nic_share_gbs(const ah_node *n) { return n->nic_gbit / 8.0 / (double)n->gpus; }
+
+double ah_dp_bandwidth_gbs(const ah_cluster *c) {
+    if (c->n_nodes == 1) return c->nodes[0].dev.intra_bw_gbs;
+    double bw = 0.0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        double s = ah_nic_share_gbs(&c->nodes[i]);
+        if (i == 0 || s < bw) bw = s;
+    }
+    return bw;
+}
+
+int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    return (int64_t)((d->mem_gib - o->mem_reserve_gib) * gib);
+}
+
+double ah_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

@@ -1,0 +1,73 @@
+/* Internal: the cost-model primitives shared by ah_plan_evaluate, the
+ * searches and the exhaustive enumerator used in tests.
+ *
+ * All model arithmetic is done in integers: times in nanoseconds, memory in
+ * bytes. Per-layer values are rounded once; every sum after that is exact and
+ * associative, so the value a search optimises is exactly the value the
+ * evaluated plan reports, and ties are decided identically everywhere. */
+#ifndef AUTOHET_PLAN_COSTS_H
+#define AUTOHET_PLAN_COSTS_H
+#include <stdint.h>
+
+#include "autohet/plan.h"
+
+typedef int64_t ah_ns;
+#define AH_NS_INF INT64_MAX
+
+static inline ah_ns ah_to_ns(double seconds) { return (ah_ns)(seconds * 1e9 + 0.5); }
+static inline double ah_ns_to_s(ah_ns t) { return (double)t * 1e-9; }
+
+/* Prefix sums (n_layers + 1 entries) of the per-layer times of one device
+ * type at one (tp, micro-batch). Range [first,last) = P[last] - P[first]. */
+typedef struct {
+    int n_layers;
+    ah_ns *fwd, *bwd, *w, *upd; /* w = fwd + bwd */
+} ah_layer_times;
+
+/* Prefix sums of the device-independent per-layer quantities. */
+typedef struct {
+    int n_layers;
+    int64_t *static_bytes; /* weights + grads + optimizer state per GPU */
+    int64_t *act_bytes;    /* activations per in-flight micro-batch per GPU */
+    ah_ns *sync;           /* DP gradient all-reduce time (0 if single replica) */
+    double p2p_bytes;      /* activation bytes one GPU sends per micro-batch */
+} ah_layer_bytes;
+
+int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
+                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb,
+                         char *err, size_t errlen);
+void ah_layer_times_free(ah_layer_times *t);
+/* dp_bw_gbs: bandwidth of the data-parallel all-reduce (ah_dp_bandwidth_gbs). */
+void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts,
+                          int tp, int mb, double dp_bw_gbs);
+void ah_layer_bytes_free(ah_layer_bytes *b);
+
+static inline int64_t ah_range(const int64_t *prefix, int first, int last) {
+    return prefix[last] - prefix[first];
+}
+/* Peak memory of a stage holding [first,last) with `in_flight` micro-batches. */
+static inline int64_t ah_stage_memory(const ah_layer_bytes *b, int first, int last, int in_flight) {
+    return ah_range(b->static_bytes, first, last) + ah_range(b->act_bytes, first, last) * in_flight;
+}
+
+/* One activation (or gradient) send between consecutive stages. */
+ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
+                const ah_plan_options *o);
+/* Per-GPU share of a node's NIC in GB/s. */
+double ah_nic_share_gbs(const ah_node *n);
+/* Bandwidth used by the DP all-reduce (docs/cost-model.md): the intra-node
+ * link if the cluster is one node, else the slowest per-GPU NIC share. */
+double ah_dp_bandwidth_gbs(const ah_cluster *c);
+/* Usable bytes per GPU of a device after the reserve. */
+int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
+
+/* T_k = A + (m - 1) B + tail, saturating. */
+static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {
+    if (m > 1 && B > (AH_NS_INF - A - tail) / (m - 1)) return AH_NS_INF;
+    return A + (m - 1) * B + tail;
+}
+
+/* Seconds since an arbitrary origin (monotonic). */
+double ah_now_s(void);
+
+#endif

@@ -1,0 +1,148 @@
+/* Placement: turning a solution (templates x micro-batches) into concrete
+ * nodes and GPU ids. Runs of same-class stages are laid out in whole-node
+ * chunks first and the remainder best-fit into one node, which realises the
+ * intra-/inter-node boundaries the templates were costed with whenever the
+ * free units allow it; ah_plan_evaluate then costs the actual links. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/search.h"
+
+void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m,
+                       const ah_cluster *c, const ah_plan_options *o, int tp, int mb) {
+    memset(p, 0, sizeof *p);
+    p->version = AH_PLAN_FORMAT_VERSION;
+    snprintf(p->strategy, sizeof p->strategy, "%s", strategy);
+    p->model = *m;
+    p->train = o->train;
+    p->cluster.n_nodes = c->n_nodes;
+    p->cluster.nodes = malloc(sizeof(ah_node) * (size_t)(c->n_nodes ? c->n_nodes : 1));
+    if (!p->cluster.nodes) abort();
+    memcpy(p->cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
+    p->tp = tp;
+    p->micro_batch = mb;
+    p->global_batch = o->global_batch;
+}
+
+typedef struct {
+    int *free_units;    /* per cluster node */
+    unsigned *taken;    /* per cluster node: bitmask of taken units */
+} unit_pool;
+
+static int take_units(unit_pool *pool, int node, int upn, int n, int *units) {
+    int got = 0;
+    for (int u = 0; got < n && u < upn; u++)
+        if (!(pool->taken[node] & (1u << u))) {
+            pool->taken[node] |= 1u << u;
+            units[got++] = u;
+        }
+    pool->free_units[node] -= got;
+    return got;
+}
+
+/* Allocate `len` units of class k; writes (node, unit) pairs. */
+static void alloc_run(const ah_class *k, unit_pool *pool, int len, int *node_out, int *unit_out) {
+    int pos = 0, tmp[32];
+    while (len - pos >= k->upn) {
+        int full = -1;
+        for (int i = 0; i < k->n_nodes && full < 0; i++)
+            if (pool->free_units[k->nodes[i]] == k->upn) full = k->nodes[i];
+        if (full < 0) break;
+        int got = take_units(pool, full, k->upn, k->upn, tmp);
+        for (int g = 0; g < got; g++, pos++) {
+            node_out[pos] = full;
+            unit_out[pos] = tmp[g];
+        }
+    }
+    int rem = len - pos;
+    if (rem > 0) {
+        int best = -1;
+        for (int i = 0; i < k->n_nodes; i++) {
+            int f = pool->free_units[k->nodes[i]];
+            if (f >= rem && (best < 0 || f < pool->free_units[best])) best = k->nodes[i];
+        }
+        if (best >= 0) {
+            int got = take_units(pool, best, k->upn, rem, tmp);
+            for (int g = 0; g < got; g++, pos++) {
+                node_out[pos] = best;
+                unit_out[pos] = tmp[g];
+            }
+        }
+    }
+    while (pos < len) { /* fragmented: spread over the emptiest nodes */
+        int best = -1;
+        for (int i = 0; i < k->n_nodes; i++) {
+            int f = pool->free_units[k->nodes[i]];
+            if (f > 0 && (best < 0 || f > pool->free_units[best])) best = k->nodes[i];
+        }
+        if (best < 0) abort(); /* the search never uses more units than exist */
+        int want = len - pos;
+        int got = take_units(pool, best, k->upn, want, tmp);
+        for (int g = 0; g < got; g++, pos++) {
+            node_out[pos] = best;
+            unit_out[pos] = tmp[g];
+        }
+    }
+}
+
+/* Deeper pipelines are placed first: they need the most whole nodes. */
+static void sort_by_depth(const ah_search_ctx *x, ah_sol_replica *r, int n) {
+    for (int i = 1; i < n; i++) {
+        ah_sol_replica v = r[i];
+        int dv = x->tpl[v.tpl].n_stages, j = i;
+        while (j > 0 && (x->tpl[r[j - 1].tpl].n_stages < dv ||
+                         (x->tpl[r[j - 1].tpl].n_stages == dv && r[j - 1].tpl > v.tpl))) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = v;
+    }
+}
+
+int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof,
+                         ah_plan *out, char *err, size_t errlen) {
+    ah_plan_init_from(out, "autohet", x->m, x->c, x->o, x->tp, x->mb);
+    ah_sol_replica *order = malloc(sizeof *order * (size_t)(s->n ? s->n : 1));
+    if (!order) abort();
+    memcpy(order, s->r, sizeof *order * (size_t)s->n);
+    sort_by_depth(x, order, s->n);
+    unit_pool pool;
+    pool.free_units = calloc((size_t)x->c->n_nodes + 1, sizeof(int));
+    pool.taken = calloc((size_t)x->c->n_nodes + 1, sizeof(unsigned));
+    if (!pool.free_units || !pool.taken) abort();
+    for (int k = 0; k < x->K; k++)
+        for (int i = 0; i < x->cls[k].n_nodes; i++) pool.free_units[x->cls[k].nodes[i]] = x->cls[k].upn;
+    out->n_replicas = s->n;
+    out->replicas = calloc((size_t)(s->n ? s->n : 1), sizeof(ah_replica));
+    if (!out->replicas) abort();
+    for (int r = 0; r < s->n; r++) {
+        const ah_template *t = &x->tpl[order[r].tpl];
+        const int *ends = s->single ? t->ends1 : t->ends;
+        ah_replica *rep = &out->replicas[r];
+        rep->n_stages = t->n_stages;
+        rep->micro_batches = (int)order[r].m;
+        rep->stages = calloc((size_t)t->n_stages, sizeof(ah_stage));
+        if (!rep->stages) abort();
+        int nodes[AH_MAX_STAGES], units[AH_MAX_STAGES];
+        for (int j = 0; j < t->n_stages;) {
+            int len = 1;
+            while (j + len < t->n_stages && t->cls[j + len] == t->cls[j]) len++;
+            alloc_run(&x->cls[t->cls[j]], &pool, len, nodes + j, units + j);
+            j += len;
+        }
+        int first = 0;
+        for (int j = 0; j < t->n_stages; j++) {
+            ah_stage *st = &rep->stages[j];
+            st->node = nodes[j];
+            st->gpu_first = units[j] * x->tp;
+            st->layer_first = first;
+            st->layer_last = ends[j];
+            first = ends[j];
+        }
+    }
+    free(order);
+    free(pool.free_units);
+    free(pool.taken);
+    return ah_plan_evaluate(out, prof, x->o, err, errlen);
+}

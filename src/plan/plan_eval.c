@@ -1,0 +1,211 @@
+/* ah_plan_evaluate: the closed-form cost model applied to a concrete plan.
+ * Formulas are documented in docs/cost-model.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/costs.h"
+
+void ah_plan_options_default(ah_plan_options *o) {
+    memset(o, 0, sizeof *o);
+    o->train.seq = 2048;
+    o->train.recompute = AH_RECOMPUTE_NONE;
+    o->mem_reserve_gib = 2.0;
+    o->max_stages = 32;
+    o->max_mixed_stages = 8;
+    o->max_mixed_types = 3;
+    o->alpha_intra_s = 5e-6;
+    o->alpha_inter_s = 20e-6;
+    o->strategy = AH_STRATEGY_AUTOHET;
+}
+
+/* Layer times per distinct device type, built lazily. */
+typedef struct {
+    const char *name;
+    ah_layer_times t;
+} times_entry;
+
+static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan *p,
+                                       const ah_profile *prof, const ah_device *dev, char *err,
+                                       size_t errlen) {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(cache[i].name, dev->name) == 0) return &cache[i].t;
+    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, p->tp, p->micro_batch,
+                             err, errlen) != 0)
+        return NULL;
+    cache[*n].name = dev->name;
+    return &cache[(*n)++].t;
+}
+
+static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
+    int L = ah_model_num_layers(&p->model);
+    if (p->tp < 1 || p->micro_batch < 1 || p->global_batch < 1) {
+        snprintf(err, errlen, "plan: tp, micro_batch and global_batch must be positive");
+        return -1;
+    }
+    if (p->n_replicas < 1) {
+        snprintf(err, errlen, "plan: no replicas");
+        return -1;
+    }
+    long long samples = 0;
+    int total_gpus = ah_cluster_total_gpus(&p->cluster);
+    unsigned char *used = calloc((size_t)(total_gpus > 0 ? total_gpus : 1), 1);
+    int *node_base = calloc((size_t)p->cluster.n_nodes + 1, sizeof(int));
+    if (!used || !node_base) abort();
+    for (int i = 0; i < p->cluster.n_nodes; i++)
+        node_base[i + 1] = node_base[i] + p->cluster.nodes[i].gpus;
+    int rc = 0;
+    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
+        const ah_replica *r = &p->replicas[k];
+        if (r->n_stages < 1 || r->micro_batches < 1) {
+            snprintf(err, errlen, "plan: replicas[%d] needs at least one stage and one micro-batch", k);
+            rc = -1;
+            break;
+        }
+        samples += (long long)r->micro_batches * p->micro_batch;
+        int expect = 0;
+        for (int j = 0; j < r->n_stages; j++) {
+            const ah_stage *s = &r->stages[j];
+            if (s->layer_first != expect || s->layer_last <= s->layer_first || s->layer_last > L) {
+                snprintf(err, errlen,
+                         "plan: replicas[%d].stages[%d].layers [%d,%d) must continue at layer %d "
+                         "and stay within %d layers",
+                         k, j, s->layer_first, s->layer_last, expect, L);
+                rc = -1;
+                break;
+            }
+            expect = s->layer_last;
+            if (s->node < 0 || s->node >= p->cluster.n_nodes || s->gpu_first < 0 ||
+                s->gpu_first + p->tp > p->cluster.nodes[s->node].gpus) {
+                snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPUs out of range of its node", k, j);
+                rc = -1;
+                break;
+            }
+            for (int g = 0; g < p->tp; g++) {
+                int id = node_base[s->node] + s->gpu_first + g;
+                if (used[id]) {
+                    snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPU %d of node '%s' used twice",
+                             k, j, s->gpu_first + g, p->cluster.nodes[s->node].name);
+                    rc = -1;
+                    break;
+                }
+                used[id] = 1;
+            }
+            if (rc) break;
+        }
+        if (rc == 0 && expect != L) {
+            snprintf(err, errlen, "plan: replicas[%d] covers layers [0,%d) but the model has %d", k,
+                     expect, L);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && samples != p->global_batch) {
+        snprintf(err, errlen, "plan: micro-batches x micro_batch = %lld samples, global batch is %d",
+                 samples, p->global_batch);
+        rc = -1;
+    }
+    free(used);
+    free(node_base);
+    return rc;
+}
+
+int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err,
+                     size_t errlen) {
+    if (validate_structure(p, err, errlen) != 0) return -1;
+    times_entry cache[64];
+    int n_cache = 0;
+    double dp_bw = ah_dp_bandwidth_gbs(&p->cluster);
+    ah_layer_bytes lb;
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, dp_bw);
+    int multi = p->n_replicas > 1;
+    int rc = 0;
+    ah_ns worst = -1;
+    double peak_sum = 0.0;
+    int used = 0;
+    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
+        ah_replica *r = &p->replicas[k];
+        ah_ns sum_w = 0, sum_p2p = 0, B = -1, tail = 0;
+        for (int j = 0; j < r->n_stages; j++) {
+            ah_stage *s = &r->stages[j];
+            const ah_node *nd = &p->cluster.nodes[s->node];
+            const ah_layer_times *t = times_for(cache, &n_cache, p, prof, &nd->dev, err, errlen);
+            if (!t) {
+                rc = -1;
+                break;
+            }
+            int a = s->layer_first, e = s->layer_last;
+            ah_ns w = ah_range(t->w, a, e);
+            ah_ns upd = ah_range(t->upd, a, e);
+            ah_ns sync = multi ? ah_range(lb.sync, a, e) : 0;
+            s->fwd_s = ah_ns_to_s(ah_range(t->fwd, a, e));
+            s->bwd_s = ah_ns_to_s(ah_range(t->bwd, a, e));
+            s->update_s = ah_ns_to_s(upd);
+            s->sync_s = ah_ns_to_s(sync);
+            s->in_flight = r->n_stages - j;
+            s->mem_bytes = (double)ah_stage_memory(&lb, a, e, s->in_flight);
+            s->mem_cap_bytes = (double)ah_usable_bytes(&nd->dev, o);
+            ah_ns p2p = 0;
+            s->p2p_inter_node = 0;
+            if (j + 1 < r->n_stages) {
+                const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
+                int inter = r->stages[j + 1].node != s->node;
+                double intra = nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs
+                                                                          : nx->dev.intra_bw_gbs;
+                double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
+                p2p = ah_p2p_ns(lb.p2p_bytes, inter, intra, na < nb ? na : nb, o);
+                s->p2p_inter_node = inter;
+            }
+            s->p2p_s = ah_ns_to_s(p2p);
+            sum_w += w;
+            sum_p2p += p2p;
+            if (w > B) {
+                B = w;
+                r->bottleneck_stage = j;
+            }
+            if (sync + upd > tail) tail = sync + upd;
+            used += p->tp;
+            peak_sum += nd->dev.peak_tflops * p->tp;
+        }
+        if (rc) break;
+        ah_ns A = sum_w + 2 * sum_p2p;
+        ah_ns T = ah_replica_time(A, B, tail, r->micro_batches);
+        r->fill_drain_s = ah_ns_to_s(A);
+        r->bottleneck_s = ah_ns_to_s(B);
+        r->tail_s = ah_ns_to_s(tail);
+        r->time_s = ah_ns_to_s(T);
+        if (T > worst) {
+            worst = T;
+            p->bottleneck_replica = k;
+        }
+    }
+    for (int i = 0; i < n_cache; i++) ah_layer_times_free(&cache[i].t);
+    ah_layer_bytes_free(&lb);
+    if (rc) return -1;
+    p->iteration_time_ns = worst;
+    p->iteration_time_s = ah_ns_to_s(worst);
+    p->gpus_used = used;
+    p->gpus_total = ah_cluster_total_gpus(&p->cluster);
+    p->dp_bw_gbs = dp_bw;
+    double tokens = (double)p->global_batch * p->train.seq;
+    p->tokens_per_s = tokens / p->iteration_time_s;
+    double flops = (double)p->global_batch * ah_model_flops_per_sequence(&p->model, p->train.seq);
+    p->tflops_per_gpu = flops / p->iteration_time_s / used / 1e12;
+    p->mfu = flops / p->iteration_time_s / (peak_sum * 1e12);
+    return 0;
+}
+
+int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            const ah_stage *s = &p->replicas[k].stages[j];
+            if (s->mem_bytes > s->mem_cap_bytes) {
+                snprintf(err, errlen,
+                         "plan: replicas[%d].stages[%d] on %s needs %.2f GiB per GPU, %.2f GiB usable",
+                         k, j, p->cluster.nodes[s->node].dev.name, s->mem_bytes / gib,
+                         s->mem_cap_bytes / gib);
+                return -1;
+            }
+        }
+    return 0;
+}

@@ -1,0 +1,1141 @@
+/* Plan documents as JSON (schema: docs/plan-format.md).
+ *
+ * Writing serialises the whole ah_plan, structure and derived numbers, so the
+ * document is self-contained. Reading parses and validates the structure
+ * (cluster, model, train settings, replicas, stages) and also loads the
+ * derived numbers, so a consumer that does not re-evaluate still sees them.
+ * Every reading error is one line "<file>: <json path>: <what is wrong>". */
+#include <errno.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/plan.h"
+
+#define PLAN_FORMAT_NAME "autohet-plan"
+#define MAX_PLAN_FILE_BYTES (256L << 20)
+#define PATH_LEN 192
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    /* one line */
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int bad; /* an allocation failed */
+} wctx;
+
+static void wnum(wctx *w, cJSON *o, const char *k, double v)
+{
+    if (!cJSON_AddNumberToObject(o, k, v))
+        w->bad = 1;
+}
+static void wbool(wctx *w, cJSON *o, const char *k, int v)
+{
+    if (!cJSON_AddBoolToObject(o, k, v ? 1 : 0))
+        w->bad = 1;
+}
+static void wstr(wctx *w, cJSON *o, const char *k, const char *v)
+{
+    if (!cJSON_AddStringToObject(o, k, v ? v : ""))
+        w->bad = 1;
+}
+static cJSON *wobj(wctx *w, cJSON *o, const char *k)
+{
+    cJSON *c = cJSON_AddObjectToObject(o, k);
+    if (!c)
+        w->bad = 1;
+    return c;
+}
+static cJSON *warr(wctx *w, cJSON *o, const char *k)
+{
+    cJSON *c = cJSON_AddArrayToObject(o, k);
+    if (!c)
+        w->bad = 1;
+    return c;
+}
+static void wpush(wctx *w, cJSON *arr, cJSON *item)
+{
+    if (!item || !arr || !cJSON_AddItemToArray(arr, item)) {
+        cJSON_Delete(item);
+        w->bad = 1;
+    }
+}
+
+static void write_model(wctx *w, cJSON *o, const ah_model_config *m)
+{
+    wstr(w, o, "name", m->name);
+    wstr(w, o, "arch", ah_arch_name(m->arch));
+    wnum(w, o, "hidden", m->hidden);
+    wnum(w, o, "n_layers", m->n_layers);
+    wnum(w, o, "n_heads", m->n_heads);
+    wnum(w, o, "n_kv_heads", m->n_kv_heads);
+    wnum(w, o, "ffn_hidden", m->ffn_hidden);
+    wnum(w, o, "vocab", m->vocab);
+    wnum(w, o, "max_positions", m->max_positions);
+    wbool(w, o, "tied_embeddings", m->tied_embeddings);
+    wnum(w, o, "num_layers_total", (double)m->n_layers + 2.0);
+    wnum(w, o, "params", ah_model_total_params(m));
+}
+
+static void write_node(wctx *w, cJSON *o, const ah_node *n)
+{
+    wstr(w, o, "name", n->name);
+    wstr(w, o, "gpu_type", n->dev.name);
+    wnum(w, o, "gpus", n->gpus);
+    wnum(w, o, "nic_gbit", n->nic_gbit);
+    wbool(w, o, "spot", n->spot);
+    wnum(w, o, "price_per_hour", n->price_per_hour);
+    /* Informational snapshot of the device figures the plan was made with;
+     * readers take the figures from the catalog by gpu_type. */
+    cJSON *d = wobj(w, o, "device");
+    if (!d)
+        return;
+    wnum(w, d, "peak_tflops", n->dev.peak_tflops);
+    wnum(w, d, "mem_gib", n->dev.mem_gib);
+    wnum(w, d, "mem_bw_gbs", n->dev.mem_bw_gbs);
+    wnum(w, d, "intra_bw_gbs", n->dev.intra_bw_gbs);
+    wnum(w, d, "nic_gbit", n->dev.nic_gbit);
+    wnum(w, d, "efficiency", n->dev.efficiency);
+    wnum(w, d, "slowdown", n->dev.slowdown);
+}
+
+static void write_stage(wctx *w, cJSON *o, const ah_plan *p, const ah_stage *s, int id)
+{
+    const ah_node *n = NULL;
+    if (p->cluster.nodes && s->node >= 0 && s->node < p->cluster.n_nodes)
+        n = &p->cluster.nodes[s->node];
+    wnum(w, o, "id", id);
+    if (n)
+        wstr(w, o, "node", n->name);
+    else if (!cJSON_AddNullToObject(o, "node"))
+        w->bad = 1;
+    wnum(w, o, "node_index", s->node);
+    if (n)
+        wstr(w, o, "gpu_type", n->dev.name);
+    else if (!cJSON_AddNullToObject(o, "gpu_type"))
+        w->bad = 1;
+    cJSON *g = warr(w, o, "gpus");
+    for (int i = 0; g && i < p->tp; i++)
+        wpush(w, g, cJSON_CreateNumber((double)s->gpu_first + i));
+    cJSON *l = warr(w, o, "layers");
+    if (l) {
+        wpush(w, l, cJSON_CreateNumber(s->layer_first));
+        wpush(w, l, cJSON_CreateNumber(s->layer_last));
+    }
+    wnum(w, o, "fwd_s", s->fwd_s);
+    wnum(w, o, "bwd_s", s->bwd_s);
+    wnum(w, o, "update_s", s->update_s);
+    wnum(w, o, "sync_s", s->sync_s);
+    wnum(w, o, "p2p_s", s->p2p_s);
+    wbool(w, o, "p2p_inter_node", s->p2p_inter_node);
+    wnum(w, o, "in_flight", s->in_flight);
+    wnum(w, o, "memory_bytes", s->mem_bytes);
+    wnum(w, o, "memory_capacity_bytes", s->mem_cap_bytes);
+}
+
+static void write_replica(wctx *w, cJSON *o, const ah_plan *p, const ah_replica *r, int id)
+{
+    wnum(w, o, "id", id);
+    wnum(w, o, "micro_batches", r->micro_batches);
+    wnum(w, o, "samples", (double)r->micro_batches * (double)p->micro_batch);
+    wnum(w, o, "time_s", r->time_s);
+    wnum(w, o, "fill_drain_s", r->fill_drain_s);
+    wnum(w, o, "bottleneck_s", r->bottleneck_s);
+    wnum(w, o, "tail_s", r->tail_s);
+    wnum(w, o, "bottleneck_stage", r->bottleneck_stage);
+    cJSON *st = warr(w, o, "stages");
+    for (int j = 0; st && r->stages && j < r->n_stages; j++) {
+        cJSON *so = cJSON_CreateObject();
+        if (so)
+            write_stage(w, so, p, &r->stages[j], j);
+        wpush(w, st, so);
+    }
+}
+
+cJSON *ah_plan_to_json(const ah_plan *p)
+{
+    if (!p)
+        return NULL;
+    wctx w = {0};
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+
+    wstr(&w, root, "format", PLAN_FORMAT_NAME);
+    wnum(&w, root, "version", AH_PLAN_FORMAT_VERSION);
+    wstr(&w, root, "strategy", p->strategy);
+
+    cJSON *m = wobj(&w, root, "model");
+    if (m)
+        write_model(&w, m, &p->model);
+
+    cJSON *t = wobj(&w, root, "train");
+    if (t) {
+        wnum(&w, t, "seq", p->train.seq);
+        wstr(&w, t, "recompute", ah_recompute_name(p->train.recompute));
+        wnum(&w, t, "global_batch", p->global_batch);
+        wnum(&w, t, "micro_batch", p->micro_batch);
+    }
+
+    cJSON *c = wobj(&w, root, "cluster");
+    cJSON *nodes = c ? warr(&w, c, "nodes") : NULL;
+    for (int i = 0; nodes && p->cluster.nodes && i < p->cluster.n_nodes; i++) {
+        cJSON *no = cJSON_CreateObject();
+        if (no)
+            write_node(&w, no, &p->cluster.nodes[i]);
+        wpush(&w, nodes, no);
+    }
+
+    wnum(&w, root, "tp", p->tp);
+    wnum(&w, root, "micro_batch", p->micro_batch);
+    wnum(&w, root, "global_batch", p->global_batch);
+
+    wnum(&w, root, "iteration_time_s", p->iteration_time_s);
+    wnum(&w, root, "iteration_time_ns", (double)p->iteration_time_ns);
+    wnum(&w, root, "tokens_per_s", p->tokens_per_s);
+    wnum(&w, root, "tflops_per_gpu", p->tflops_per_gpu);
+    wnum(&w, root, "mfu", p->mfu);
+    wnum(&w, root, "planning_time_s", p->planning_time_s);
+    wnum(&w, root, "search_value_s", p->search_value_s);
+    wnum(&w, root, "search_value_ns", (double)p->search_value_ns);
+    wnum(&w, root, "candidates", (double)p->candidates);
+    wnum(&w, root, "gpus_used", p->gpus_used);
+    wnum(&w, root, "gpus_total", p->gpus_total);
+    wnum(&w, root, "dp_bw_gbs", p->dp_bw_gbs);
+    if (p->replicas && p->bottleneck_replica >= 0 && p->bottleneck_replica < p->n_replicas) {
+        cJSON *b = wobj(&w, root, "bottleneck");
+        if (b) {
+            wnum(&w, b, "replica", p->bottleneck_replica);
+            wnum(&w, b, "stage", p->replicas[p->bottleneck_replica].bottleneck_stage);
+        }
+    } else if (!cJSON_AddNullToObject(root, "bottleneck")) {
+        w.bad = 1;
+    }
+    wstr(&w, root, "profile_source", p->profile_source);
+
+    cJSON *reps = warr(&w, root, "replicas");
+    for (int r = 0; reps && p->replicas && r < p->n_replicas; r++) {
+        cJSON *ro = cJSON_CreateObject();
+        if (ro)
+            write_replica(&w, ro, p, &p->replicas[r], r);
+        wpush(&w, reps, ro);
+    }
+
+    if (w.bad) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Write `text` to `path` so that a concurrent reader never sees a partial
+ * document: write a temporary file next to it, then rename. Non-regular
+ * targets (/dev/stdout, FIFOs) are written directly; "-" is stdout. */
+static int write_text(const char *path, const char *text, char *err, size_t errlen)
+{
+    if (strcmp(path, "-") == 0) {
+        if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
+            set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    struct stat st;
+    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    size_t tl = strlen(path) + 16;
+    char *tmp = malloc(tl);
+    if (!tmp) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    snprintf(tmp, tl, "%s.tmp", path);
+    const char *target = direct ? path : tmp;
+    FILE *f = fopen(target, "w");
+    if (!f) {
+        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int ok = fputs(text, f) != EOF && fputc('\n', f) != EOF;
+    int saved = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) {
+        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
+        if (!direct)
+            remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    if (!direct && rename(tmp, path) != 0) {
+        set_err(err, errlen, "%s: cannot replace with %s: %s", path, tmp, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* cJSON prints doubles with 15 significant digits unless that reads back
+ * "close enough", which can lose the last bit. The plan file promises exact
+ * round trips, so every number is replaced by a raw item holding its
+ * shortest representation that strtod() reads back bit for bit. Non-finite
+ * numbers become null. */
+static int exact_numbers(cJSON *parent)
+{
+    for (cJSON *it = parent->child; it; it = it->next) {
+        if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
+            if (exact_numbers(it) < 0)
+                return -1;
+            continue;
+        }
+        if (!cJSON_IsNumber(it))
+            continue;
+        double d = it->valuedouble;
+        char buf[40] = "null";
+        if (isfinite(d)) {
+            for (int prec = 15; prec <= 17; prec++) {
+                snprintf(buf, sizeof buf, "%.*g", prec, d);
+                if (strtod(buf, NULL) == d)
+                    break;
+            }
+            /* JSON wants '.', whatever LC_NUMERIC says */
+            char dp = localeconv()->decimal_point[0];
+            if (dp && dp != '.') {
+                char *c = strchr(buf, dp);
+                if (c)
+                    *c = '.';
+            }
+        }
+        cJSON *raw = cJSON_CreateRaw(buf);
+        if (!raw)
+            return -1;
+        /* move the key over; the replaced item is freed without it */
+        raw->string = it->string;
+        raw->type |= it->type & cJSON_StringIsConst;
+        it->string = NULL;
+        if (!cJSON_ReplaceItemViaPointer(parent, it, raw)) {
+            it->string = raw->string;
+            raw->string = NULL;
+            cJSON_Delete(raw);
+            return -1;
+        }
+        it = raw;
+    }
+    return 0;
+}
+
+int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
+                       size_t errlen)
+{
+    if (!path || !*path) {
+        set_err(err, errlen, "plan output: no path given");
+        return -1;
+    }
+    if (!p) {
+        set_err(err, errlen, "%s: no plan to write", path);
+        return -1;
+    }
+    if (extra && !cJSON_IsObject(extra)) {
+        set_err(err, errlen, "%s: extra items must be a JSON object", path);
+        return -1;
+    }
+    cJSON *root = ah_plan_to_json(p);
+    if (!root) {
+        set_err(err, errlen, "%s: out of memory building the plan document", path);
+        return -1;
+    }
+    if (extra) {
+        for (const cJSON *it = extra->child; it; it = it->next) {
+            if (!it->string)
+                continue;
+            if (cJSON_GetObjectItemCaseSensitive(root, it->string)) {
+                set_err(err, errlen, "%s: extra item \"%s\" collides with a plan field", path,
+                        it->string);
+                cJSON_Delete(root);
+                return -1;
+            }
+            cJSON *dup = cJSON_Duplicate(it, 1);
+            if (!dup || !cJSON_AddItemToObject(root, it->string, dup)) {
+                cJSON_Delete(dup);
+                cJSON_Delete(root);
+                set_err(err, errlen, "%s: out of memory building the plan document", path);
+                return -1;
+            }
+        }
+    }
+    if (exact_numbers(root) < 0) {
+        cJSON_Delete(root);
+        set_err(err, errlen, "%s: out of memory building the plan document", path);
+        return -1;
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        set_err(err, errlen, "%s: out of memory printing the plan document", path);
+        return -1;
+    }
+    int rc = write_text(path, text, err, errlen);
+    cJSON_free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *file;
+    char *err;
+    size_t errlen;
+} rctx;
+
+static int fail(rctx *c, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(rctx *c, const char *path, const char *fmt, ...)
+{
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    set_err(c->err, c->errlen, "%s: %s: %s", c->file, path && *path ? path : "(document)", msg);
+    return -1;
+}
+
+/* Paths are at most PATH_LEN - 1 characters; a longer one is cut short
+ * (only in the error text). */
+static void join(char *out, const char *parent, const char *key)
+{
+    int n = parent && *parent ? snprintf(out, PATH_LEN, "%s.%s", parent, key)
+                              : snprintf(out, PATH_LEN, "%s", key);
+    if (n < 0)
+        out[0] = '\0';
+}
+
+static void index_path(char *out, const char *parent, int i)
+{
+    if (snprintf(out, PATH_LEN, "%s[%d]", parent, i) < 0)
+        out[0] = '\0';
+}
+
+static const char *type_name(const cJSON *v)
+{
+    if (!v)
+        return "nothing";
+    if (cJSON_IsNull(v))
+        return "null";
+    if (cJSON_IsBool(v))
+        return "a boolean";
+    if (cJSON_IsNumber(v))
+        return "a number";
+    if (cJSON_IsString(v))
+        return "a string";
+    if (cJSON_IsArray(v))
+        return "an array";
+    if (cJSON_IsObject(v))
+        return "an object";
+    return "an invalid value";
+}
+
+/* Fetch obj[key]. Returns 1 if present, 0 if absent and optional, -1 (error
+ * set) if absent and required. */
+static int member(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                  const cJSON **out, char *path)
+{
+    join(path, parent, key);
+    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (*out)
+        return 1;
+    if (required)
+        return fail(c, path, "missing");
+    return 0;
+}
+
+static int get_int(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                   long lo, long hi, int *out)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    int rc = member(c, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return fail(c, path, "expected an integer, got %s", type_name(v));
+    double d = v->valuedouble;
+    if (d < (double)lo || d > (double)hi) {
+        if (hi >= INT_MAX)
+            return fail(c, path, "%.0f out of range (expected >= %ld)", d, lo);
+        return fail(c, path, "%.0f out of range [%ld, %ld]", d, lo, hi);
+    }
+    *out = (int)d;
+    return 1;
+}
+
+/* Integers beyond int (nanoseconds, counts); exact up to 2^53. */
+static int get_ll(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                  long long lo, long long *out)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    int rc = member(c, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return fail(c, path, "expected an integer, got %s", type_name(v));
+    double d = v->valuedouble;
+    if (d < (double)lo || d > 9007199254740992.0 || d < -9007199254740992.0)
+        return fail(c, path, "%.0f out of range", d);
+    *out = (long long)d;
+    return 1;
+}
+
+/* Numbers; null is accepted as NaN for derived values (the writer emits null
+ * for non-finite numbers). */
+static int get_num(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                   int allow_null, double *out)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    int rc = member(c, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (allow_null && cJSON_IsNull(v)) {
+        *out = NAN;
+        return 1;
+    }
+    if (!cJSON_IsNumber(v))
+        return fail(c, path, "expected a number, got %s", type_name(v));
+    *out = v->valuedouble;
+    return 1;
+}
+
+static int get_bool(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                    int *out)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    int rc = member(c, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsBool(v))
+        return fail(c, path, "expected true or false, got %s", type_name(v));
+    *out = cJSON_IsTrue(v) ? 1 : 0;
+    return 1;
+}
+
+static int get_str(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                   char *buf, size_t bufsz)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    int rc = member(c, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsString(v) || !v->valuestring)
+        return fail(c, path, "expected a string, got %s", type_name(v));
+    size_t n = strlen(v->valuestring);
+    if (n >= bufsz)
+        return fail(c, path, "string too long (%zu characters, at most %zu)", n, bufsz - 1);
+    memcpy(buf, v->valuestring, n + 1);
+    return 1;
+}
+
+static int get_obj(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                   const cJSON **out, char *path)
+{
+    int rc = member(c, obj, parent, key, required, out, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsObject(*out))
+        return fail(c, path, "expected an object, got %s", type_name(*out));
+    return 1;
+}
+
+static int get_arr(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
+                   const cJSON **out, char *path)
+{
+    int rc = member(c, obj, parent, key, required, out, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsArray(*out))
+        return fail(c, path, "expected an array, got %s", type_name(*out));
+    return 1;
+}
+
+static int read_model(rctx *c, const cJSON *root, ah_model_config *m)
+{
+    char mp[PATH_LEN], path[PATH_LEN];
+    const cJSON *o;
+    if (get_obj(c, root, "", "model", 1, &o, mp) < 0)
+        return -1;
+    if (get_str(c, o, mp, "name", 1, m->name, sizeof m->name) < 0)
+        return -1;
+    char arch[32];
+    if (get_str(c, o, mp, "arch", 1, arch, sizeof arch) < 0)
+        return -1;
+    int found = 0;
+    for (int a = AH_ARCH_GPT; a <= AH_ARCH_BERT; a++) {
+        const char *nm = ah_arch_name((ah_arch)a);
+        if (nm && strcasecmp(nm, arch) == 0) {
+            m->arch = (ah_arch)a;
+            found = 1;
+        }
+    }
+    if (!found) {
+        join(path, mp, "arch");
+        return fail(c, path, "unknown architecture \"%s\" (expected %s, %s or %s)", arch,
+                    ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA),
+                    ah_arch_name(AH_ARCH_BERT));
+    }
+    if (get_int(c, o, mp, "hidden", 1, 1, INT_MAX, &m->hidden) < 0 ||
+        get_int(c, o, mp, "n_layers", 1, 1, INT_MAX - 2, &m->n_layers) < 0 ||
+        get_int(c, o, mp, "n_heads", 1, 1, INT_MAX, &m->n_heads) < 0)
+        return -1;
+    m->n_kv_heads = m->n_heads;
+    if (get_int(c, o, mp, "n_kv_heads", 0, 1, INT_MAX, &m->n_kv_heads) < 0 ||
+        get_int(c, o, mp, "ffn_hidden", 1, 1, INT_MAX, &m->ffn_hidden) < 0 ||
+        get_int(c, o, mp, "vocab", 1, 1, INT_MAX, &m->vocab) < 0 ||
+        get_int(c, o, mp, "max_positions", 0, 0, INT_MAX, &m->max_positions) < 0 ||
+        get_bool(c, o, mp, "tied_embeddings", 0, &m->tied_embeddings) < 0)
+        return -1;
+    int total = 0;
+    int rc = get_int(c, o, mp, "num_layers_total", 0, 0, INT_MAX, &total);
+    if (rc < 0)
+        return -1;
+    if (rc > 0 && total != m->n_layers + 2) {
+        join(path, mp, "num_layers_total");
+        return fail(c, path, "%d does not equal n_layers + 2 = %d", total, m->n_layers + 2);
+    }
+    double params;
+    if (get_num(c, o, mp, "params", 0, 1, &params) < 0) /* derived; type-checked only */
+        return -1;
+    return 0;
+}
+
+static int read_train(rctx *c, const cJSON *root, ah_plan *p)
+{
+    char tp[PATH_LEN], path[PATH_LEN];
+    const cJSON *o;
+    if (get_obj(c, root, "", "train", 1, &o, tp) < 0)
+        return -1;
+    if (get_int(c, o, tp, "seq", 1, 1, INT_MAX, &p->train.seq) < 0)
+        return -1;
+    char rcname[32];
+    int rc = get_str(c, o, tp, "recompute", 0, rcname, sizeof rcname);
+    if (rc < 0)
+        return -1;
+    p->train.recompute = AH_RECOMPUTE_NONE;
+    if (rc > 0) {
+        ah_recompute r;
+        if (ah_recompute_parse(rcname, &r) != 0) {
+            join(path, tp, "recompute");
+            return fail(c, path, "unknown recomputation \"%s\" (expected none, selective or full)",
+                        rcname);
+        }
+        p->train.recompute = r;
+    }
+    return 0;
+}
+
+/* train.global_batch / train.micro_batch duplicate the top-level values. */
+static int check_train_dup(rctx *c, const cJSON *root, const char *key, int value)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "train");
+    int v = 0;
+    int rc = get_int(c, o, "train", key, 0, 1, INT_MAX, &v);
+    if (rc < 0)
+        return -1;
+    if (rc > 0 && v != value) {
+        char path[PATH_LEN];
+        join(path, "train", key);
+        return fail(c, path, "%d does not match top-level %s %d", v, key, value);
+    }
+    return 0;
+}
+
+static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl)
+{
+    char cp[PATH_LEN], np[PATH_LEN], ip[PATH_LEN], path[PATH_LEN];
+    const cJSON *o, *nodes;
+    if (get_obj(c, root, "", "cluster", 1, &o, cp) < 0)
+        return -1;
+    if (get_arr(c, o, cp, "nodes", 1, &nodes, np) < 0)
+        return -1;
+    int n = cJSON_GetArraySize(nodes);
+    if (n <= 0)
+        return fail(c, np, "empty (a plan needs at least one node)");
+    cl->nodes = calloc((size_t)n, sizeof *cl->nodes);
+    if (!cl->nodes)
+        return fail(c, np, "out of memory");
+    cl->n_nodes = n;
+    int i = 0;
+    for (const cJSON *it = nodes->child; it; it = it->next, i++) {
+        ah_node *nd = &cl->nodes[i];
+        index_path(ip, np, i);
+        if (!cJSON_IsObject(it))
+            return fail(c, ip, "expected an object, got %s", type_name(it));
+        if (get_str(c, it, ip, "name", 1, nd->name, sizeof nd->name) < 0)
+            return -1;
+        for (int k = 0; k < i; k++) {
+            if (strcmp(cl->nodes[k].name, nd->name) == 0) {
+                join(path, ip, "name");
+                return fail(c, path, "duplicate node name \"%s\" (also cluster.nodes[%d])",
+                            nd->name, k);
+            }
+        }
+        char gpu[64];
+        if (get_str(c, it, ip, "gpu_type", 1, gpu, sizeof gpu) < 0)
+            return -1;
+        const ah_device *d = ah_device_find(gpu);
+        if (!d) {
+            join(path, ip, "gpu_type");
+            return fail(c, path, "unknown GPU type \"%s\" (not in the device catalog)", gpu);
+        }
+        nd->dev = *d;
+        if (get_int(c, it, ip, "gpus", 1, 1, INT_MAX, &nd->gpus) < 0)
+            return -1;
+        nd->nic_gbit = d->nic_gbit;
+        if (get_num(c, it, ip, "nic_gbit", 0, 0, &nd->nic_gbit) < 0)
+            return -1;
+        if (!(nd->nic_gbit >= 0) || !isfinite(nd->nic_gbit)) {
+            join(path, ip, "nic_gbit");
+            return fail(c, path, "expected a non-negative bandwidth in Gbit/s");
+        }
+        if (get_bool(c, it, ip, "spot", 0, &nd->spot) < 0 ||
+            get_num(c, it, ip, "price_per_hour", 0, 0, &nd->price_per_hour) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int find_node(const ah_cluster *cl, const char *name)
+{
+    for (int i = 0; i < cl->n_nodes; i++)
+        if (strcmp(cl->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    const ah_cluster *cl = &p->cluster;
+    if (!cJSON_IsObject(so))
+        return fail(c, sp, "expected an object, got %s", type_name(so));
+
+    /* node: node_index (authoritative) and/or node name */
+    int have_idx = get_int(c, so, sp, "node_index", 0, INT_MIN, INT_MAX, &s->node);
+    if (have_idx < 0)
+        return -1;
+    if (have_idx > 0 && (s->node < 0 || s->node >= cl->n_nodes)) {
+        join(path, sp, "node_index");
+        return fail(c, path, "node index %d out of range (the cluster has %d node%s)", s->node,
+                    cl->n_nodes, cl->n_nodes == 1 ? "" : "s");
+    }
+    int rc = member(c, so, sp, "node", 0, &v, path);
+    if (rc > 0 && !(have_idx > 0 && cJSON_IsNull(v))) {
+        if (!cJSON_IsString(v) || !v->valuestring)
+            return fail(c, path, "expected a node name, got %s", type_name(v));
+        int k = find_node(cl, v->valuestring);
+        if (k < 0)
+            return fail(c, path, "no node named \"%s\" in cluster.nodes", v->valuestring);
+        if (have_idx > 0 && k != s->node)
+            return fail(c, path, "\"%s\" is cluster.nodes[%d] but node_index is %d",
+                        v->valuestring, k, s->node);
+        s->node = k;
+    } else if (have_idx == 0) {
+        join(path, sp, "node_index");
+        return fail(c, path, "missing (a stage needs node_index or node)");
+    }
+    const ah_node *nd = &cl->nodes[s->node];
+
+    char gpu[64];
+    rc = get_str(c, so, sp, "gpu_type", 0, gpu, sizeof gpu);
+    if (rc < 0)
+        return -1;
+    if (rc > 0) {
+        const ah_device *d = ah_device_find(gpu);
+        if (!d || strcmp(d->name, nd->dev.name) != 0) {
+            join(path, sp, "gpu_type");
+            return fail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name,
+                        nd->dev.name);
+        }
+    }
+
+    /* gpus: [g0, g0+1, ..., g0+tp-1] within the node */
+    char gp[PATH_LEN];
+    if (get_arr(c, so, sp, "gpus", 1, &v, gp) < 0)
+        return -1;
+    int ng = cJSON_GetArraySize(v);
+    if (ng != p->tp)
+        return fail(c, gp, "expected %d GPU indices (tp = %d), got %d", p->tp, p->tp, ng);
+    int i = 0;
+    for (const cJSON *g = v->child; g; g = g->next, i++) {
+        double d = cJSON_IsNumber(g) ? g->valuedouble : NAN;
+        if (!isfinite(d) || d != floor(d) || d < 0 || d >= (double)nd->gpus) {
+            index_path(path, gp, i);
+            if (!cJSON_IsNumber(g))
+                return fail(c, path, "expected a GPU index, got %s", type_name(g));
+            return fail(c, path, "GPU %g out of range (node \"%s\" has %d GPUs)", d, nd->name,
+                        nd->gpus);
+        }
+        if (i == 0)
+            s->gpu_first = (int)d;
+        else if ((int)d != s->gpu_first + i)
+            return fail(c, gp, "expected consecutive GPU indices %d..%d", s->gpu_first,
+                        s->gpu_first + p->tp - 1);
+    }
+
+    /* layers: [first, last_exclusive] */
+    char lp[PATH_LEN];
+    if (member(c, so, sp, "layers", 1, &v, lp) < 0)
+        return -1;
+    int total = p->model.n_layers + 2;
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
+        !cJSON_IsNumber(v->child->next) || v->child->valuedouble != floor(v->child->valuedouble) ||
+        v->child->next->valuedouble != floor(v->child->next->valuedouble))
+        return fail(c, lp, "expected [first, last_exclusive]");
+    double f = v->child->valuedouble, l = v->child->next->valuedouble;
+    if (!(f >= 0 && f < l && l <= total))
+        return fail(c, lp, "[%g, %g) is not a non-empty range within [0, %d)", f, l, total);
+    s->layer_first = (int)f;
+    s->layer_last = (int)l;
+
+    /* derived */
+    if (get_num(c, so, sp, "fwd_s", 0, 1, &s->fwd_s) < 0 ||
+        get_num(c, so, sp, "bwd_s", 0, 1, &s->bwd_s) < 0 ||
+        get_num(c, so, sp, "update_s", 0, 1, &s->update_s) < 0 ||
+        get_num(c, so, sp, "sync_s", 0, 1, &s->sync_s) < 0 ||
+        get_num(c, so, sp, "p2p_s", 0, 1, &s->p2p_s) < 0 ||
+        get_bool(c, so, sp, "p2p_inter_node", 0, &s->p2p_inter_node) < 0 ||
+        get_int(c, so, sp, "in_flight", 0, 0, INT_MAX, &s->in_flight) < 0 ||
+        get_num(c, so, sp, "memory_bytes", 0, 1, &s->mem_bytes) < 0 ||
+        get_num(c, so, sp, "memory_capacity_bytes", 0, 1, &s->mem_cap_bytes) < 0)
+        return -1;
+    return 0;
+}
+
+static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
+{
+    char rp[PATH_LEN], ip[PATH_LEN], stp[PATH_LEN], sp[PATH_LEN], path[PATH_LEN];
+    const cJSON *arr;
+    if (get_arr(c, root, "", "replicas", 1, &arr, rp) < 0)
+        return -1;
+    int n = cJSON_GetArraySize(arr);
+    if (n <= 0)
+        return fail(c, rp, "empty (a plan needs at least one replica)");
+    p->replicas = calloc((size_t)n, sizeof *p->replicas);
+    if (!p->replicas)
+        return fail(c, rp, "out of memory");
+    p->n_replicas = n;
+    int r = 0;
+    for (const cJSON *ro = arr->child; ro; ro = ro->next, r++) {
+        ah_replica *rep = &p->replicas[r];
+        index_path(ip, rp, r);
+        if (!cJSON_IsObject(ro))
+            return fail(c, ip, "expected an object, got %s", type_name(ro));
+        if (get_int(c, ro, ip, "micro_batches", 1, 1, INT_MAX, &rep->micro_batches) < 0)
+            return -1;
+        const cJSON *stages;
+        if (get_arr(c, ro, ip, "stages", 1, &stages, stp) < 0)
+            return -1;
+        int ns = cJSON_GetArraySize(stages);
+        if (ns <= 0)
+            return fail(c, stp, "empty (a replica needs at least one stage)");
+        rep->stages = calloc((size_t)ns, sizeof *rep->stages);
+        if (!rep->stages)
+            return fail(c, stp, "out of memory");
+        rep->n_stages = ns;
+        int j = 0;
+        for (const cJSON *so = stages->child; so; so = so->next, j++) {
+            index_path(sp, stp, j);
+            if (read_stage(c, so, sp, p, &rep->stages[j]) < 0)
+                return -1;
+        }
+        if (get_num(c, ro, ip, "time_s", 0, 1, &rep->time_s) < 0 ||
+            get_num(c, ro, ip, "fill_drain_s", 0, 1, &rep->fill_drain_s) < 0 ||
+            get_num(c, ro, ip, "bottleneck_s", 0, 1, &rep->bottleneck_s) < 0 ||
+            get_num(c, ro, ip, "tail_s", 0, 1, &rep->tail_s) < 0 ||
+            get_int(c, ro, ip, "bottleneck_stage", 0, 0, ns - 1, &rep->bottleneck_stage) < 0)
+            return -1;
+    }
+
+    /* Cross-stage structure: each replica covers all layers once, in order. */
+    int total = p->model.n_layers + 2;
+    long long samples = 0;
+    for (r = 0; r < p->n_replicas; r++) {
+        const ah_replica *rep = &p->replicas[r];
+        for (int j = 0; j < rep->n_stages; j++) {
+            const ah_stage *s = &rep->stages[j];
+            int expect = j == 0 ? 0 : rep->stages[j - 1].layer_last;
+            if (s->layer_first != expect) {
+                snprintf(path, sizeof path, "replicas[%d].stages[%d].layers", r, j);
+                return fail(c, path, "starts at layer %d, expected %d (stages must cover layers "
+                                     "0..%d contiguously, in order)",
+                            s->layer_first, expect, total - 1);
+            }
+        }
+        if (rep->stages[rep->n_stages - 1].layer_last != total) {
+            snprintf(path, sizeof path, "replicas[%d].stages[%d].layers", r, rep->n_stages - 1);
+            return fail(c, path, "last stage ends at layer %d, expected %d (num_layers_total)",
+                        rep->stages[rep->n_stages - 1].layer_last, total);
+        }
+        samples += (long long)rep->micro_batches * p->micro_batch;
+        if (samples > INT_MAX)
+            break; /* already wrong; avoid overflow */
+    }
+    if (samples != p->global_batch)
+        return fail(c, "replicas", "micro_batches x micro_batch sum to %lld sequences, expected "
+                                   "global_batch %d",
+                    samples, p->global_batch);
+
+    /* No GPU is used by two stages. */
+    for (r = 0; r < p->n_replicas; r++) {
+        for (int j = 0; j < p->replicas[r].n_stages; j++) {
+            const ah_stage *s = &p->replicas[r].stages[j];
+            for (int r2 = 0; r2 <= r; r2++) {
+                int jmax = r2 == r ? j : p->replicas[r2].n_stages;
+                for (int j2 = 0; j2 < jmax; j2++) {
+                    const ah_stage *t = &p->replicas[r2].stages[j2];
+                    if (t->node == s->node && t->gpu_first < s->gpu_first + p->tp &&
+                        s->gpu_first < t->gpu_first + p->tp) {
+                        snprintf(path, sizeof path, "replicas[%d].stages[%d].gpus", r, j);
+                        return fail(c, path,
+                                    "GPUs %d-%d of node \"%s\" are already used by "
+                                    "replicas[%d].stages[%d]",
+                                    s->gpu_first, s->gpu_first + p->tp - 1,
+                                    p->cluster.nodes[s->node].name, r2, j2);
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int read_plan(rctx *c, const cJSON *root, ah_plan *p)
+{
+    char path[PATH_LEN];
+    const cJSON *v;
+    if (!cJSON_IsObject(root))
+        return fail(c, "", "expected a JSON object, got %s", type_name(root));
+
+    int rc = member(c, root, "", "format", 1, &v, path);
+    if (rc < 0)
+        return -1;
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, PLAN_FORMAT_NAME) != 0)
+        return fail(c, "format", "expected \"%s\" (not an autohet plan document)",
+                    PLAN_FORMAT_NAME);
+    rc = member(c, root, "", "version", 1, &v, path);
+    if (rc < 0)
+        return -1;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
+        return fail(c, "version", "expected an integer, got %s", type_name(v));
+    if (v->valuedouble != AH_PLAN_FORMAT_VERSION)
+        return fail(c, "version", "unsupported plan format version %g (this reader supports %d)",
+                    v->valuedouble, AH_PLAN_FORMAT_VERSION);
+    p->version = AH_PLAN_FORMAT_VERSION;
+
+    rc = get_str(c, root, "", "strategy", 0, p->strategy, sizeof p->strategy);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        snprintf(p->strategy, sizeof p->strategy, "%s", ah_strategy_name(AH_STRATEGY_AUTOHET));
+
+    if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0 ||
+        read_cluster(c, root, &p->cluster) < 0)
+        return -1;
+
+    if (get_int(c, root, "", "tp", 1, 1, INT_MAX, &p->tp) < 0 ||
+        get_int(c, root, "", "micro_batch", 1, 1, INT_MAX, &p->micro_batch) < 0 ||
+        get_int(c, root, "", "global_batch", 1, 1, INT_MAX, &p->global_batch) < 0 ||
+        check_train_dup(c, root, "micro_batch", p->micro_batch) < 0 ||
+        check_train_dup(c, root, "global_batch", p->global_batch) < 0)
+        return -1;
+
+    if (read_replicas(c, root, p) < 0)
+        return -1;
+
+    /* derived top-level numbers */
+    if (get_num(c, root, "", "iteration_time_s", 0, 1, &p->iteration_time_s) < 0 ||
+        get_num(c, root, "", "tokens_per_s", 0, 1, &p->tokens_per_s) < 0 ||
+        get_num(c, root, "", "tflops_per_gpu", 0, 1, &p->tflops_per_gpu) < 0 ||
+        get_num(c, root, "", "mfu", 0, 1, &p->mfu) < 0 ||
+        get_num(c, root, "", "planning_time_s", 0, 1, &p->planning_time_s) < 0 ||
+        get_num(c, root, "", "search_value_s", 0, 1, &p->search_value_s) < 0 ||
+        get_ll(c, root, "", "iteration_time_ns", 0, -1, &p->iteration_time_ns) < 0 ||
+        get_ll(c, root, "", "search_value_ns", 0, LLONG_MIN, &p->search_value_ns) < 0 ||
+        get_ll(c, root, "", "candidates", 0, 0, &p->candidates) < 0 ||
+        get_int(c, root, "", "gpus_used", 0, 0, INT_MAX, &p->gpus_used) < 0 ||
+        get_int(c, root, "", "gpus_total", 0, 0, INT_MAX, &p->gpus_total) < 0 ||
+        get_num(c, root, "", "dp_bw_gbs", 0, 1, &p->dp_bw_gbs) < 0 ||
+        get_str(c, root, "", "profile_source", 0, p->profile_source, sizeof p->profile_source) < 0)
+        return -1;
+
+    rc = member(c, root, "", "bottleneck", 0, &v, path);
+    if (rc > 0 && !cJSON_IsNull(v)) {
+        if (!cJSON_IsObject(v))
+            return fail(c, path, "expected {\"replica\": r, \"stage\": s}, got %s", type_name(v));
+        int br = 0, bs = 0;
+        if (get_int(c, v, path, "replica", 1, 0, p->n_replicas - 1, &br) < 0)
+            return -1;
+        rc = get_int(c, v, path, "stage", 1, 0, p->replicas[br].n_stages - 1, &bs);
+        if (rc < 0)
+            return -1;
+        p->bottleneck_replica = br;
+        p->replicas[br].bottleneck_stage = bs;
+    }
+    return 0;
+}
+
+/* Line and column (1-based) of byte offset `pos` in buf. */
+static void line_col(const char *buf, size_t pos, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < pos; i++) {
+        if (buf[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!path || !out) {
+        set_err(err, errlen, "plan: no file or output given");
+        return -1;
+    }
+    rctx c = {path, err, errlen};
+
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap >= (size_t)MAX_PLAN_FILE_BYTES) {
+                free(buf);
+                fclose(f);
+                set_err(err, errlen, "%s: file too large for a plan (over %ld MiB)", path,
+                        MAX_PLAN_FILE_BYTES >> 20);
+                return -1;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                set_err(err, errlen, "%s: out of memory", path);
+                return -1;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - 1 - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr) {
+        free(buf);
+        set_err(err, errlen, "%s: read error", path);
+        return -1;
+    }
+    buf[len] = '\0';
+
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        set_err(err, errlen, "%s: contains NUL bytes (not a JSON text file)", path);
+        return -1;
+    }
+    size_t skip = 0;
+    while (skip < len && strchr(" \t\r\n", buf[skip]))
+        skip++;
+    if (skip == len) {
+        free(buf);
+        set_err(err, errlen, "%s: empty file (expected a JSON plan document)", path);
+        return -1;
+    }
+
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!root) {
+        size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
+        int line, col;
+        line_col(buf, pos, &line, &col);
+        set_err(err, errlen, "%s: line %d, column %d: %s", path, line, col,
+                pos >= len ? "invalid JSON: unexpected end of file (truncated document?)"
+                           : "invalid JSON: syntax error");
+        free(buf);
+        return -1;
+    }
+    if (end) {
+        size_t pos = (size_t)(end - buf);
+        while (pos < len && strchr(" \t\r\n", buf[pos]))
+            pos++;
+        if (pos < len) {
+            int line, col;
+            line_col(buf, pos, &line, &col);
+            set_err(err, errlen, "%s: line %d, column %d: unexpected data after the JSON document",
+                    path, line, col);
+            cJSON_Delete(root);
+            free(buf);
+            return -1;
+        }
+    }
+
+    ah_plan p;
+    memset(&p, 0, sizeof p);
+    int rc = read_plan(&c, root, &p);
+    cJSON_Delete(root);
+    free(buf);
+    if (rc < 0) {
+        ah_plan_free(&p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}

@@ -1,0 +1,193 @@
+/* ah_plan_search: option checks, the loop over (tp, micro-batch), and the
+ * dispatch to the AutoHet search or a baseline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/search.h"
+
+int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out) {
+    static const int all[] = {1, 2, 4, 8};
+    int maxg = 0, n = 0;
+    for (int i = 0; i < c->n_nodes; i++)
+        if (c->nodes[i].gpus > maxg) maxg = c->nodes[i].gpus;
+    for (int i = 0; i < 4; i++) {
+        int t = all[i];
+        if (o->tp && t != o->tp) continue;
+        if (t > maxg || m->n_heads % t || m->n_kv_heads % t) continue;
+        out[n++] = t;
+    }
+    if (o->tp && n == 0 && (o->tp == 16 || o->tp == 32)) out[n++] = o->tp; /* explicit large TP */
+    out[n] = 0;
+    return n;
+}
+
+int ah_candidate_mbs(const ah_plan_options *o, int *out) {
+    static const int all[] = {1, 2, 4, 8};
+    int n = 0;
+    if (o->micro_batch) {
+        out[n++] = o->micro_batch;
+    } else {
+        for (int i = 0; i < 4; i++)
+            if (o->global_batch % all[i] == 0) out[n++] = all[i];
+    }
+    out[n] = 0;
+    return n;
+}
+
+static int check_options(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
+                         char *err, size_t errlen) {
+    if (o->global_batch < 1) {
+        snprintf(err, errlen, "--global-batch must be a positive number of sequences");
+        return -1;
+    }
+    if (o->train.seq < 1) {
+        snprintf(err, errlen, "--seq must be positive");
+        return -1;
+    }
+    if (o->micro_batch < 0 || (o->micro_batch && o->global_batch % o->micro_batch)) {
+        snprintf(err, errlen, "--global-batch %d is not divisible by --micro-batch %d", o->global_batch,
+                 o->micro_batch);
+        return -1;
+    }
+    if (o->tp && o->tp != 1 && o->tp != 2 && o->tp != 4 && o->tp != 8) {
+        snprintf(err, errlen, "--tp %d: tensor-parallel degree must be 1, 2, 4 or 8", o->tp);
+        return -1;
+    }
+    if (o->tp && (m->n_heads % o->tp || m->n_kv_heads % o->tp)) {
+        snprintf(err, errlen, "--tp %d does not divide the model's %d attention heads (%d KV heads)",
+                 o->tp, m->n_heads, m->n_kv_heads);
+        return -1;
+    }
+    if (c->n_nodes < 1 || ah_cluster_total_gpus(c) < 1) {
+        snprintf(err, errlen, "cluster has no GPUs");
+        return -1;
+    }
+    if (o->tp) {
+        int ok = 0;
+        for (int i = 0; i < c->n_nodes; i++) ok |= c->nodes[i].gpus >= o->tp;
+        if (!ok) {
+            snprintf(err, errlen, "--tp %d: no node has %d GPUs (TP groups stay inside one node)",
+                     o->tp, o->tp);
+            return -1;
+        }
+    }
+    if (o->max_stages < 1 || o->max_stages > AH_MAX_STAGES) {
+        snprintf(err, errlen, "max stages must be within 1..%d", AH_MAX_STAGES);
+        return -1;
+    }
+    return 0;
+}
+
+static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                           const ah_plan_options *o, char *err, size_t errlen) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    int tps[8], mbs[8];
+    ah_candidate_tps(m, c, o, tps);
+    ah_candidate_mbs(o, mbs);
+    int64_t best = INT64_MAX;
+    int bt = 0, bs = 0, bb = 0;
+    char e2[256];
+    for (int i = 0; tps[i]; i++)
+        for (int j = 0; mbs[j]; j++) {
+            ah_search_ctx x;
+            if (ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], e2, sizeof e2) == 1) {
+                int S;
+                int64_t need = ah_min_memory_needed(&x, &S);
+                if (need < best) {
+                    best = need;
+                    bt = tps[i];
+                    bs = S;
+                    bb = mbs[j];
+                }
+            }
+            ah_search_ctx_free(&x);
+        }
+    double usable = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        double u = (double)ah_usable_bytes(&c->nodes[i].dev, o);
+        if (u > usable) usable = u;
+    }
+    if (best == INT64_MAX)
+        snprintf(err, errlen, "no plan: the profile covers no (tp, micro-batch) of this cluster");
+    else
+        snprintf(err, errlen,
+                 "model %s does not fit this cluster: the leanest plan needs %.1f GiB per GPU "
+                 "(TP=%d, %d pipeline stages, micro-batch %d); the largest usable GPU memory is %.1f "
+                 "GiB (reserve %.1f GiB)",
+                 m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
+}
+
+static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                          const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
+    int tps[8], mbs[8];
+    ah_candidate_tps(m, c, o, tps);
+    ah_candidate_mbs(o, mbs);
+    ah_search_ctx best_x;
+    ah_solution best_s;
+    memset(&best_x, 0, sizeof best_x);
+    memset(&best_s, 0, sizeof best_s);
+    best_s.value = AH_NS_INF;
+    long long effort = 0;
+    for (int i = 0; tps[i]; i++)
+        for (int j = 0; mbs[j]; j++) {
+            ah_search_ctx x;
+            int rc = ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], err, errlen);
+            if (rc < 0) {
+                ah_search_ctx_free(&x);
+                ah_search_ctx_free(&best_x);
+                ah_solution_free(&best_s);
+                return -1;
+            }
+            ah_solution s;
+            memset(&s, 0, sizeof s);
+            s.value = AH_NS_INF;
+            if (rc == 1) {
+                ah_search_templates(&x);
+                ah_search_solve(&x, &s);
+                effort += x.evals + x.n_tpl;
+            }
+            if (s.value < best_s.value) {
+                ah_search_ctx_free(&best_x);
+                ah_solution_free(&best_s);
+                best_x = x;
+                best_s = s;
+            } else {
+                ah_search_ctx_free(&x);
+                ah_solution_free(&s);
+            }
+        }
+    if (best_s.value == AH_NS_INF) {
+        ah_search_ctx_free(&best_x);
+        no_fit_message(m, c, prof, o, err, errlen);
+        return -1;
+    }
+    int rc = ah_search_build_plan(&best_x, &best_s, prof, out, err, errlen);
+    out->search_value_ns = best_s.value;
+    out->search_value_s = ah_ns_to_s(best_s.value);
+    out->candidates = effort;
+    ah_search_ctx_free(&best_x);
+    ah_solution_free(&best_s);
+    return rc;
+}
+
+int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                   const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (check_options(m, c, o, err, errlen) != 0) return AH_EXIT_BAD_INPUT;
+    double t0 = ah_now_s();
+    int rc;
+    switch (o->strategy) {
+    case AH_STRATEGY_MEGATRON: rc = ah_plan_megatron(m, c, prof, o, out, err, errlen); break;
+    case AH_STRATEGY_PROPORTIONAL: rc = ah_plan_proportional(m, c, prof, o, out, err, errlen); break;
+    default: rc = search_autohet(m, c, prof, o, out, err, errlen); break;
+    }
+    if (rc != 0) {
+        ah_plan_free(out);
+        memset(out, 0, sizeof *out);
+        return AH_EXIT_BAD_INPUT;
+    }
+    out->planning_time_s = ah_now_s() - t0;
+    snprintf(out->profile_source, sizeof out->profile_source, "%s", ah_profile_source(prof));
+    return 0;
+}

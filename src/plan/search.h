@@ -1,0 +1,99 @@
+/* Internal: the AutoHet search (docs/planner.md).
+ *
+ * For one (tp, micro-batch) the GPUs are grouped into *classes* (same GPU type,
+ * GPUs per node and NIC); a class offers `units` TP groups. A *template* is a
+ * pipeline shape: an ordered list of stage classes (canonical class order) and
+ * the layer split chosen for it. Replicas are copies of templates. The plan
+ * space and why the search is exact over it are described in docs/planner.md. */
+#ifndef AUTOHET_PLAN_SEARCH_H
+#define AUTOHET_PLAN_SEARCH_H
+#include "plan/costs.h"
+
+#define AH_MAX_CLASSES 16
+#define AH_MAX_STAGES 64
+
+typedef struct {
+    const ah_device *dev;
+    int gpus_per_node;
+    double nic_gbit;
+    double nic_share_gbs;
+    int upn;            /* units (TP groups) per node */
+    int units;          /* units in the whole class */
+    int n_nodes;
+    int nodes[4096];    /* indices into the cluster */
+    int64_t cap;        /* usable bytes per GPU */
+    ah_layer_times lt;
+} ah_class;
+
+typedef struct {
+    int n_stages;
+    int cls[AH_MAX_STAGES];
+    int shape[AH_MAX_CLASSES]; /* stages per class */
+    int mixed;                 /* more than one class */
+    int ends[AH_MAX_STAGES];   /* split used when the plan has several replicas */
+    int ends1[AH_MAX_STAGES];  /* split used by a single-replica plan */
+    ah_ns A, B, tail, tail1;   /* fill/drain, bottleneck, tail with sync, tail without sync */
+} ah_template;
+
+typedef struct {
+    const ah_model_config *m;
+    const ah_cluster *c;
+    const ah_plan_options *o;
+    int tp, mb, L;
+    long long M;               /* micro-batches per iteration */
+    int K;
+    ah_class *cls;             /* K classes, canonical order */
+    ah_layer_bytes lb;
+    ah_template *tpl;
+    int n_tpl, cap_tpl;
+    long long evals;           /* feasibility checks, for reporting */
+} ah_search_ctx;
+
+/* A replica of a solution: template index and micro-batches. */
+typedef struct {
+    int tpl;
+    long long m;
+} ah_sol_replica;
+
+typedef struct {
+    ah_ns value;               /* AH_NS_INF if nothing fits */
+    int single;                /* 1: one replica, split ends1 and no DP sync */
+    int n;
+    ah_sol_replica *r;
+} ah_solution;
+
+/* 1 = context ready, 0 = nothing to do at this (tp, mb) (no units, or the
+ * profile does not cover it), -1 = error in err. */
+int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
+                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb, char *err,
+                       size_t errlen);
+void ah_search_ctx_free(ah_search_ctx *x);
+/* Split one template (cls/n_stages/shape set); fills ends, ends1, A, B, tail,
+ * tail1. Returns 0, or -1 if no split fits in memory. */
+int ah_template_split(ah_search_ctx *x, ah_template *t);
+/* Build every feasible template of the plan space. */
+void ah_search_templates(ah_search_ctx *x);
+/* The optimum over the plan space for this (tp, mb). */
+void ah_search_solve(ah_search_ctx *x, ah_solution *sol);
+void ah_solution_free(ah_solution *s);
+/* Turn a solution into a concrete plan (placement on nodes/GPUs) and evaluate it. */
+int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof,
+                         ah_plan *out, char *err, size_t errlen);
+/* Start a plan with a deep copy of the cluster and the job settings. */
+void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m,
+                       const ah_cluster *c, const ah_plan_options *o, int tp, int mb);
+/* Candidate TP degrees / micro-batch sizes for the options (0-terminated). */
+int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out);
+int ah_candidate_mbs(const ah_plan_options *o, int *out);
+/* Symmetric baselines (baselines.c). */
+int ah_plan_megatron(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                     const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
+int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                         const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
+/* p2p cost of the boundary after stage j of a template (ideal placement). */
+ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
+/* Smallest per-GPU peak memory any pipeline of up to max_stages stages needs
+ * at this (tp, mb), and the depth that achieves it. */
+int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages);
+
+#endif

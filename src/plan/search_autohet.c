@@ -1,0 +1,317 @@
+/* The AutoHet planner: exact search over asymmetric 3D-parallel plans.
+ * See docs/planner.md for the plan space and the argument for exactness. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/search.h"
+
+/* ---- classes ----------------------------------------------------------- */
+
+static int same_class(const ah_node *a, const ah_node *b) {
+    return strcmp(a->dev.name, b->dev.name) == 0 && a->gpus == b->gpus && a->nic_gbit == b->nic_gbit;
+}
+
+/* Canonical stage order inside a pipeline: more memory first (early stages
+ * keep more micro-batches in flight), then faster, then by name. */
+static int class_before(const ah_class *a, const ah_class *b) {
+    if (a->dev->mem_gib != b->dev->mem_gib) return a->dev->mem_gib > b->dev->mem_gib;
+    if (a->dev->peak_tflops != b->dev->peak_tflops) return a->dev->peak_tflops > b->dev->peak_tflops;
+    int c = strcmp(a->dev->name, b->dev->name);
+    if (c != 0) return c < 0;
+    if (a->gpus_per_node != b->gpus_per_node) return a->gpus_per_node > b->gpus_per_node;
+    return a->nic_gbit > b->nic_gbit;
+}
+
+int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
+                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb, char *err,
+                       size_t errlen) {
+    memset(x, 0, sizeof *x);
+    x->m = m;
+    x->c = c;
+    x->o = o;
+    x->tp = tp;
+    x->mb = mb;
+    x->L = ah_model_num_layers(m);
+    x->M = o->global_batch / mb;
+    x->cls = calloc(AH_MAX_CLASSES, sizeof(ah_class));
+    if (!x->cls) abort();
+    for (int i = 0; i < c->n_nodes; i++) {
+        const ah_node *nd = &c->nodes[i];
+        if (nd->gpus < tp) continue;
+        int k = 0;
+        while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd)) k++;
+        if (k == x->K) {
+            if (x->K == AH_MAX_CLASSES) {
+                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
+                return -1;
+            }
+            ah_class *cl = &x->cls[x->K++];
+            cl->dev = &nd->dev;
+            cl->gpus_per_node = nd->gpus;
+            cl->nic_gbit = nd->nic_gbit;
+            cl->nic_share_gbs = ah_nic_share_gbs(nd);
+            cl->upn = nd->gpus / tp;
+            cl->cap = ah_usable_bytes(&nd->dev, o);
+        }
+        ah_class *cl = &x->cls[k];
+        cl->nodes[cl->n_nodes++] = i;
+        cl->units += cl->upn;
+    }
+    if (x->K == 0) return 0;
+    for (int k = 0; k < x->K; k++)
+        if (!ah_profile_has(prof, m, x->cls[k].dev, tp, mb)) return 0;
+    /* insertion sort into canonical order */
+    for (int i = 1; i < x->K; i++)
+        for (int j = i; j > 0 && class_before(&x->cls[j], &x->cls[j - 1]); j--) {
+            ah_class tmp = x->cls[j];
+            x->cls[j] = x->cls[j - 1];
+            x->cls[j - 1] = tmp;
+        }
+    for (int k = 0; k < x->K; k++)
+        if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err,
+                                 errlen) != 0)
+            return -1;
+    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, ah_dp_bandwidth_gbs(c));
+    return 1;
+}
+
+void ah_search_ctx_free(ah_search_ctx *x) {
+    if (x->cls)
+        for (int k = 0; k < x->K; k++) ah_layer_times_free(&x->cls[k].lt);
+    free(x->cls);
+    if (x->lb.static_bytes) ah_layer_bytes_free(&x->lb);
+    free(x->tpl);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---- templates --------------------------------------------------------- */
+
+static void add_template(ah_search_ctx *x, const int *shape) {
+    ah_template t;
+    memset(&t, 0, sizeof t);
+    int classes = 0;
+    for (int k = 0; k < x->K; k++) {
+        t.shape[k] = shape[k];
+        classes += shape[k] > 0;
+        for (int i = 0; i < shape[k]; i++) t.cls[t.n_stages++] = k;
+    }
+    t.mixed = classes > 1;
+    if (ah_template_split(x, &t) != 0) return;
+    if (x->n_tpl == x->cap_tpl) {
+        x->cap_tpl = x->cap_tpl ? 2 * x->cap_tpl : 64;
+        x->tpl = realloc(x->tpl, sizeof(ah_template) * (size_t)x->cap_tpl);
+        if (!x->tpl) abort();
+    }
+    x->tpl[x->n_tpl++] = t;
+}
+
+/* Mixed shapes: >= 2 classes, at most max_mixed_types classes and
+ * max_mixed_stages stages, never more units of a class than it has. */
+static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int classes) {
+    if (k == x->K) {
+        if (classes >= 2) add_template(x, shape);
+        return;
+    }
+    int smax = x->o->max_mixed_stages < x->L ? x->o->max_mixed_stages : x->L;
+    for (int n = 0; n <= x->cls[k].units && stages + n <= smax; n++) {
+        if (n > 0 && classes + 1 > x->o->max_mixed_types) break;
+        shape[k] = n;
+        mixed_shapes(x, k + 1, shape, stages + n, classes + (n > 0));
+    }
+    shape[k] = 0;
+}
+
+void ah_search_templates(ah_search_ctx *x) {
+    int shape[AH_MAX_CLASSES] = {0};
+    int smax = x->o->max_stages < x->L ? x->o->max_stages : x->L;
+    if (smax > AH_MAX_STAGES) smax = AH_MAX_STAGES;
+    for (int k = 0; k < x->K; k++) {
+        for (int s = 1; s <= x->cls[k].units && s <= smax; s++) {
+            shape[k] = s;
+            add_template(x, shape);
+        }
+        shape[k] = 0;
+    }
+    if (x->K >= 2 && x->o->max_mixed_types >= 2) mixed_shapes(x, 0, shape, 0, 0);
+}
+
+/* ---- solve ------------------------------------------------------------- */
+
+/* Micro-batches a copy of template t can run within T (saturated at M). */
+static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns T) {
+    if (T < t->A + t->tail) return 0;
+    if (t->B == 0) return x->M;
+    long long c = (T - t->A - t->tail) / t->B + 1;
+    return c > x->M ? x->M : c;
+}
+
+typedef struct {
+    long long *V;    /* per class: best micro-batch capacity with u units, u = 0..units */
+    int *choice;     /* template index used last at u, -1 = leave a unit idle */
+    long long *cap;  /* per template */
+} workspace;
+
+/* Unbounded knapsack per class over its pure templates. */
+static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *offset) {
+    for (int i = 0; i < x->n_tpl; i++) w->cap[i] = capacity(x, &x->tpl[i], T);
+    for (int k = 0; k < x->K; k++) {
+        long long *V = w->V + offset[k];
+        int *ch = w->choice + offset[k];
+        V[0] = 0;
+        ch[0] = -1;
+        for (int u = 1; u <= x->cls[k].units; u++) {
+            V[u] = V[u - 1];
+            ch[u] = -1;
+            for (int i = 0; i < x->n_tpl; i++) {
+                const ah_template *t = &x->tpl[i];
+                if (t->mixed || t->shape[k] == 0 || t->n_stages > u || w->cap[i] == 0) continue;
+                long long v = V[u - t->n_stages] + w->cap[i];
+                if (v > x->M) v = x->M;
+                if (v > V[u]) {
+                    V[u] = v;
+                    ch[u] = i;
+                }
+            }
+        }
+    }
+}
+
+/* Is some plan (several replicas allowed) within T? On success *mixed_tpl and
+ * *mixed_r say which mixed template (or -1) and how many copies. */
+static int feasible_T(ah_search_ctx *x, ah_ns T, workspace *w, int *offset, int *mixed_tpl,
+                      long long *mixed_r) {
+    x->evals++;
+    class_tables(x, T, w, offset);
+    long long base = 0;
+    for (int k = 0; k < x->K; k++) base += w->V[offset[k] + x->cls[k].units];
+    *mixed_tpl = -1;
+    *mixed_r = 0;
+    if (base >= x->M) return 1;
+    for (int i = 0; i < x->n_tpl; i++) {
+        const ah_template *t = &x->tpl[i];
+        if (!t->mixed || w->cap[i] == 0) continue;
+        for (long long r = 1;; r++) {
+            long long v = r * w->cap[i];
+            int ok = 1;
+            for (int k = 0; k < x->K && ok; k++) {
+                long long left = x->cls[k].units - r * t->shape[k];
+                if (left < 0)
+                    ok = 0;
+                else
+                    v += w->V[offset[k] + left];
+            }
+            if (!ok) break;
+            if (v >= x->M) {
+                *mixed_tpl = i;
+                *mixed_r = r;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void push(ah_solution *s, int tpl, long long m, int *cap) {
+    if (s->n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        s->r = realloc(s->r, sizeof(ah_sol_replica) * (size_t)*cap);
+        if (!s->r) abort();
+    }
+    s->r[s->n].tpl = tpl;
+    s->r[s->n].m = m;
+    s->n++;
+}
+
+void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
+    memset(sol, 0, sizeof *sol);
+    sol->value = AH_NS_INF;
+    if (x->n_tpl == 0) return;
+    /* Single-replica plans: no DP all-reduce at all. */
+    int best1 = -1;
+    ah_ns v1 = AH_NS_INF, hi = AH_NS_INF;
+    for (int i = 0; i < x->n_tpl; i++) {
+        const ah_template *t = &x->tpl[i];
+        ah_ns v = ah_replica_time(t->A, t->B, t->tail1, x->M);
+        if (v < v1) {
+            v1 = v;
+            best1 = i;
+        }
+        ah_ns h = ah_replica_time(t->A, t->B, t->tail, x->M);
+        if (h < hi) hi = h;
+    }
+    /* Plans with several replicas (DP sync charged): smallest feasible T by
+     * bisection on integer nanoseconds; hi is feasible (one replica takes all). */
+    workspace w;
+    int offset[AH_MAX_CLASSES + 1];
+    offset[0] = 0;
+    for (int k = 0; k < x->K; k++) offset[k + 1] = offset[k] + x->cls[k].units + 1;
+    w.V = malloc(sizeof(long long) * (size_t)offset[x->K]);
+    w.choice = malloc(sizeof(int) * (size_t)offset[x->K]);
+    w.cap = malloc(sizeof(long long) * (size_t)x->n_tpl);
+    if (!w.V || !w.choice || !w.cap) abort();
+    int mt;
+    long long mr;
+    /* Only plans strictly better than the best single replica matter. */
+    ah_ns lo = 0;
+    if (v1 - 1 < hi) hi = v1 - 1;
+    int general = hi >= 1 && feasible_T(x, hi, &w, offset, &mt, &mr);
+    if (general) {
+        while (hi - lo > 1) {
+            ah_ns mid = lo + (hi - lo) / 2;
+            if (feasible_T(x, mid, &w, offset, &mt, &mr))
+                hi = mid;
+            else
+                lo = mid;
+        }
+    }
+    int cap = 0;
+    if (!general) {
+        sol->value = v1;
+        sol->single = 1;
+        push(sol, best1, x->M, &cap);
+    } else {
+        sol->value = hi;
+        feasible_T(x, hi, &w, offset, &mt, &mr);
+        for (long long r = 0; r < mr; r++) push(sol, mt, w.cap[mt], &cap);
+        for (int k = 0; k < x->K; k++) {
+            int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+            while (u > 0) {
+                int i = w.choice[offset[k] + u];
+                if (i < 0) {
+                    u--;
+                    continue;
+                }
+                push(sol, i, w.cap[i], &cap);
+                u -= x->tpl[i].n_stages;
+            }
+        }
+        /* Trim to exactly M micro-batches: take from the replica that finishes
+         * last; a replica left with none is dropped. */
+        long long total = 0;
+        for (int i = 0; i < sol->n; i++) total += sol->r[i].m;
+        while (total > x->M) {
+            int worst = -1;
+            ah_ns wt = -1;
+            for (int i = 0; i < sol->n; i++) {
+                const ah_template *t = &x->tpl[sol->r[i].tpl];
+                ah_ns v = ah_replica_time(t->A, t->B, t->tail, sol->r[i].m);
+                if (v >= wt) {
+                    wt = v;
+                    worst = i;
+                }
+            }
+            sol->r[worst].m--;
+            total--;
+            if (sol->r[worst].m == 0) sol->r[worst] = sol->r[--sol->n];
+        }
+    }
+    free(w.V);
+    free(w.choice);
+    free(w.cap);
+}
+
+void ah_solution_free(ah_solution *s) {
+    free(s->r);
+    memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,291 @@
+/* The planner is exact over its plan space: on many generated instances small
+ * enough to enumerate (<= 8 GPUs of <= 3 types, <= 8 layers) an exhaustive
+ * enumerator agrees with it exactly (integer nanoseconds).
+ *
+ * The enumerator shares only the template split with the planner, and the
+ * split itself is checked here against a brute force over every split. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "plan/search.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+static double rnd_real(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6; }
+
+/* ---- brute-force split ---------------------------------------------------- */
+
+typedef struct {
+    ah_ns B, A, tail;
+    int found;
+} lexi;
+
+static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a,
+                            ah_ns B, ah_ns sum, ah_ns tail, lexi *best) {
+    int L = x->L, S = t->n_stages;
+    if (j == S) {
+        if (a != L) return;
+        if (!best->found || B < best->B || (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
+            best->found = 1;
+            best->B = B;
+            best->A = sum;
+            best->tail = tail;
+        }
+        return;
+    }
+    const ah_class *c = &x->cls[t->cls[j]];
+    for (int e = a + 1; e <= L - (S - 1 - j); e++) {
+        if (j == S - 1 && e != L) continue;
+        if (ah_stage_memory(&x->lb, a, e, S - j) > c->cap) continue;
+        ah_ns w = ah_range(c->lt.w, a, e);
+        ah_ns tl = ah_range(c->lt.upd, a, e) + (use_sync ? ah_range(x->lb.sync, a, e) : 0);
+        brute_split_rec(x, t, use_sync, j + 1, e, w > B ? w : B, sum + w, tl > tail ? tl : tail, best);
+    }
+}
+
+static void check_split(const ah_search_ctx *x, const ah_template *t) {
+    ah_ns p2p = 0;
+    for (int j = 0; j + 1 < t->n_stages; j++) p2p += ah_template_p2p(x, t, j);
+    for (int mode = 0; mode < 2; mode++) {
+        lexi best = {0, 0, 0, 0};
+        brute_split_rec(x, t, mode == 0, 0, 0, 0, 0, 0, &best);
+        assert_true(best.found);
+        assert_int_equal(best.B, t->B);
+        assert_int_equal(best.A + 2 * p2p, t->A);
+        assert_int_equal(best.tail, mode == 0 ? t->tail : t->tail1);
+    }
+}
+
+/* ---- exhaustive enumeration over the plan space --------------------------- */
+
+typedef struct {
+    const ah_search_ctx *x;
+    int chosen[64];
+    int n;
+    int mixed_tpl; /* the one mixed template allowed in a plan, -1 if none yet */
+    int left[AH_MAX_CLASSES];
+    ah_ns best;
+    long long plans;
+} enum_state;
+
+/* Best max_k T_k over every split of M micro-batches into n positive parts. */
+static void alloc_rec(enum_state *s, int k, long long left, ah_ns worst) {
+    if (worst >= s->best) return;
+    const ah_template *t = &s->x->tpl[s->chosen[k]];
+    int single = s->n == 1;
+    if (k == s->n - 1) {
+        ah_ns v = ah_replica_time(t->A, t->B, single ? t->tail1 : t->tail, left);
+        if (v > worst) worst = v;
+        if (worst < s->best) s->best = worst;
+        return;
+    }
+    for (long long m = 1; m <= left - (s->n - 1 - k); m++) {
+        ah_ns v = ah_replica_time(t->A, t->B, t->tail, m);
+        alloc_rec(s, k + 1, left - m, v > worst ? v : worst);
+    }
+}
+
+static void multiset_rec(enum_state *s, int from) {
+    if (s->n > 0 && s->n <= s->x->M) {
+        s->plans++;
+        alloc_rec(s, 0, s->x->M, 0);
+    }
+    if (s->n == 64) return;
+    for (int i = from; i < s->x->n_tpl; i++) {
+        const ah_template *t = &s->x->tpl[i];
+        if (t->mixed && s->mixed_tpl >= 0 && s->mixed_tpl != i) continue;
+        int ok = 1;
+        for (int k = 0; k < s->x->K; k++) ok &= s->left[k] >= t->shape[k];
+        if (!ok) continue;
+        int prev = s->mixed_tpl;
+        if (t->mixed) s->mixed_tpl = i;
+        for (int k = 0; k < s->x->K; k++) s->left[k] -= t->shape[k];
+        s->chosen[s->n++] = i;
+        multiset_rec(s, i);
+        s->n--;
+        for (int k = 0; k < s->x->K; k++) s->left[k] += t->shape[k];
+        s->mixed_tpl = prev;
+    }
+}
+
+static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
+    enum_state s;
+    memset(&s, 0, sizeof s);
+    s.x = x;
+    s.mixed_tpl = -1;
+    s.best = AH_NS_INF;
+    for (int k = 0; k < x->K; k++) s.left[k] = x->cls[k].units;
+    multiset_rec(&s, 0);
+    *plans += s.plans;
+    return s.best;
+}
+
+/* ---- instances ------------------------------------------------------------ */
+
+static const char *TYPES[3] = {"TA", "TB", "TC"};
+
+static void write_devices(const ah_model_config *m) {
+    /* Memory is sized around the model so that it binds in many instances. */
+    double model_gib = ah_model_total_params(m) * AH_STATE_BYTES_PER_PARAM / (1024.0 * 1024 * 1024);
+    char path[] = "/tmp/ah_devXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "{\"devices\":[");
+    for (int i = 0; i < 3; i++)
+        fprintf(f,
+                "%s{\"name\":\"%s\",\"peak_tflops\":%.3f,\"mem_gib\":%.6f,\"mem_bw_gbs\":%.1f,"
+                "\"intra_bw_gbs\":%.1f,\"nic_gbit\":%.1f}",
+                i ? "," : "", TYPES[i], rnd_real(0.01, 0.5), model_gib * rnd_real(0.35, 2.5),
+                rnd_real(50, 900), rnd_real(5, 300), rnd_real(100, 4000));
+    fprintf(f, "]}");
+    fclose(f);
+    char err[256];
+    ah_device_catalog_reset();
+    assert_int_equal(ah_device_load_overrides(path, err, sizeof err), 0);
+    unlink(path);
+}
+
+static void random_model(ah_model_config *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "tiny");
+    m->arch = AH_ARCH_GPT;
+    m->hidden = 64 * rnd_int(1, 4);
+    m->n_layers = rnd_int(1, 6); /* + embedding + head = 3..8 layers */
+    m->n_heads = 4;
+    m->n_kv_heads = 4;
+    m->ffn_hidden = 4 * m->hidden;
+    m->vocab = 64 * rnd_int(4, 64);
+    m->max_positions = 128;
+    m->tied_embeddings = 1;
+}
+
+static void random_cluster(ah_cluster *c) {
+    int kinds = rnd_int(1, 3), total = 0;
+    c->nodes = calloc(8, sizeof(ah_node));
+    c->n_nodes = 0;
+    for (int k = 0; k < kinds && total < 8; k++) {
+        int gpn = rnd_int(1, 4), nodes = rnd_int(1, 2);
+        for (int i = 0; i < nodes && total + gpn <= 8; i++) {
+            ah_node *n = &c->nodes[c->n_nodes++];
+            snprintf(n->name, sizeof n->name, "%s-%d", TYPES[k], i);
+            n->dev = *ah_device_find(TYPES[k]);
+            n->gpus = gpn;
+            n->nic_gbit = n->dev.nic_gbit;
+            total += gpn;
+        }
+    }
+}
+
+static void test_exhaustive_agreement(void **state) {
+    (void)state;
+    ah_profile *prof = ah_profile_analytic();
+    int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0;
+    long long plans = 0, templates_checked = 0;
+    for (int it = 0; it < 400; it++) {
+        ah_model_config m;
+        random_model(&m);
+        write_devices(&m);
+        ah_cluster c;
+        random_cluster(&c);
+        ah_plan_options o;
+        ah_plan_options_default(&o);
+        o.train.seq = 128;
+        o.global_batch = rnd_int(1, 8);
+        o.mem_reserve_gib = 0;
+        o.max_mixed_types = 3;
+        o.max_mixed_stages = 8;
+        int tps[8], mbs[8];
+        ah_candidate_tps(&m, &c, &o, tps);
+        ah_candidate_mbs(&o, mbs);
+        ah_ns best_enum = AH_NS_INF;
+        char err[256];
+        for (int i = 0; tps[i]; i++)
+            for (int j = 0; mbs[j]; j++) {
+                ah_search_ctx x;
+                int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], err, sizeof err);
+                assert_true(rc >= 0);
+                if (rc == 1) {
+                    ah_search_templates(&x);
+                    for (int t = 0; t < x.n_tpl; t++) check_split(&x, &x.tpl[t]);
+                    templates_checked += x.n_tpl;
+                    ah_solution sol;
+                    ah_search_solve(&x, &sol);
+                    ah_ns e = enumerate_best(&x, &plans);
+                    assert_int_equal(sol.value, e);
+                    if (e < best_enum) best_enum = e;
+                    if (sol.value != AH_NS_INF) {
+                        /* the solution itself achieves its value */
+                        long long total = 0;
+                        ah_ns worst = 0;
+                        for (int r = 0; r < sol.n; r++) {
+                            const ah_template *t = &x.tpl[sol.r[r].tpl];
+                            total += sol.r[r].m;
+                            ah_ns v = ah_replica_time(t->A, t->B, sol.n == 1 ? t->tail1 : t->tail, sol.r[r].m);
+                            if (v > worst) worst = v;
+                        }
+                        assert_int_equal(total, x.M);
+                        assert_true(worst <= sol.value);
+                    }
+                    ah_solution_free(&sol);
+                }
+                ah_search_ctx_free(&x);
+            }
+        ah_plan plan;
+        int rc = ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err);
+        instances++;
+        if (best_enum == AH_NS_INF) {
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
+            assert_non_null(strstr(err, "does not fit"));
+        } else {
+            assert_int_equal(rc, 0);
+            fitted++;
+            assert_int_equal(plan.search_value_ns, best_enum);
+            /* placement can only add inter-node hops the ideal layout avoided */
+            assert_true(plan.iteration_time_ns >= plan.search_value_ns || plan.n_replicas == 1);
+            assert_int_equal(ah_plan_check_memory(&plan, err, sizeof err), 0);
+            if (plan.n_replicas > 1) multi_replica++;
+            int depth0 = plan.replicas[0].n_stages;
+            for (int r = 0; r < plan.n_replicas; r++) {
+                const ah_replica *rep = &plan.replicas[r];
+                if (rep->n_stages != depth0 || rep->micro_batches != plan.replicas[0].micro_batches)
+                    asymmetric++;
+                for (int j = 1; j < rep->n_stages; j++)
+                    if (strcmp(plan.cluster.nodes[rep->stages[j].node].dev.name,
+                               plan.cluster.nodes[rep->stages[0].node].dev.name))
+                        with_mixed++;
+            }
+            ah_plan_free(&plan);
+        }
+        ah_cluster_free(&c);
+    }
+    ah_profile_free(prof);
+    ah_device_catalog_reset();
+    printf("  %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced; optimum has "
+           "several replicas in %d, asymmetric replicas in %d, mixed-type pipelines in %d\n",
+           instances, fitted, plans, templates_checked, multi_replica, asymmetric, with_mixed);
+    /* the generator must exercise the interesting parts of the space */
+    assert_true(fitted > instances / 3);
+    assert_true(multi_replica > 10);
+    assert_true(asymmetric > 5);
+    assert_true(with_mixed > 5);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
