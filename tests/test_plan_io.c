@@ -1,4 +1,5 @@
 /* Plan document I/O: JSON round trip, validation errors, deep copy, table. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,9 +28,19 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    DIR *d = opendir(tmpdir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    return rmdir(tmpdir);
 }
 
 static void tmp_path(char *out, size_t n, const char *name)

@@ -1077,11 +1077,11 @@ int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen)
         if (got == 0)
             break;
     }
-    int rerr = ferror(f);
+    int rerr = ferror(f) ? errno : 0;
     fclose(f);
     if (rerr) {
         free(buf);
-        set_err(err, errlen, "%s: read error", path);
+        set_err(err, errlen, "%s: read error: %s", path, strerror(rerr));
         return -1;
     }
     buf[len] = '\0';
