@@ -195,7 +195,7 @@ static void test_exhaustive_agreement(void **state) {
     (void)state;
     ah_profile *prof = ah_profile_analytic();
     int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0;
-    long long plans = 0, templates_checked = 0;
+    long long plans = 0, templates_checked = 0, pruned = 0;
     for (int it = 0; it < 400; it++) {
         ah_model_config m;
         random_model(&m);
@@ -209,6 +209,8 @@ static void test_exhaustive_agreement(void **state) {
         o.mem_reserve_gib = 0;
         o.max_mixed_types = 3;
         o.max_mixed_stages = 8;
+        o.max_mixed3_stages = 5;
+        o.phase1_mixed_stages = 2; /* so that the bounded phase 2 is exercised */
         int tps[8], mbs[8];
         ah_candidate_tps(&m, &c, &o, tps);
         ah_candidate_mbs(&o, mbs);
@@ -220,12 +222,23 @@ static void test_exhaustive_agreement(void **state) {
                 int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], err, sizeof err);
                 assert_true(rc >= 0);
                 if (rc == 1) {
-                    ah_search_templates(&x);
-                    for (int t = 0; t < x.n_tpl; t++) check_split(&x, &x.tpl[t]);
-                    templates_checked += x.n_tpl;
+                    /* the enumerator sees every template of the space ... */
+                    ah_search_ctx full;
+                    assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], err, sizeof err), 1);
+                    ah_search_templates(&full, o.max_mixed_stages);
+                    for (int t = 0; t < full.n_tpl; t++) check_split(&full, &full.tpl[t]);
+                    templates_checked += full.n_tpl;
+                    ah_ns e = enumerate_best(&full, &plans);
+                    ah_search_ctx_free(&full);
+                    /* ... the planner only splits long mixed shapes its bounds keep */
+                    ah_search_templates(&x, o.phase1_mixed_stages);
                     ah_solution sol;
                     ah_search_solve(&x, &sol);
-                    ah_ns e = enumerate_best(&x, &plans);
+                    if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
+                        ah_solution_free(&sol);
+                        ah_search_solve(&x, &sol);
+                    }
+                    pruned += x.pruned;
                     assert_int_equal(sol.value, e);
                     if (e < best_enum) best_enum = e;
                     if (sol.value != AH_NS_INF) {
@@ -275,14 +288,16 @@ static void test_exhaustive_agreement(void **state) {
     }
     ah_profile_free(prof);
     ah_device_catalog_reset();
-    printf("  %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced; optimum has "
-           "several replicas in %d, asymmetric replicas in %d, mixed-type pipelines in %d\n",
-           instances, fitted, plans, templates_checked, multi_replica, asymmetric, with_mixed);
+    printf("  %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
+           "shapes pruned by bounds; optimum has several replicas in %d, asymmetric replicas in %d, "
+           "mixed-type stages in %d\n",
+           instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed);
     /* the generator must exercise the interesting parts of the space */
     assert_true(fitted > instances / 3);
     assert_true(multi_replica > 10);
     assert_true(asymmetric > 5);
     assert_true(with_mixed > 5);
+    assert_true(pruned > 0);
 }
 
 int main(void) {

@@ -54,8 +54,10 @@ typedef struct {
     ah_train_settings train;
     double mem_reserve_gib;      /* per-GPU reserve (CUDA context, comm buffers, fragmentation) */
     int max_stages;              /* deepest pipeline considered */
-    int max_mixed_stages;        /* deepest mixed-type pipeline considered */
+    int max_mixed_stages;        /* deepest mixed-type pipeline of two GPU types */
     int max_mixed_types;         /* most GPU types in one mixed pipeline */
+    int max_mixed3_stages;       /* deepest mixed pipeline of three or more GPU types */
+    int phase1_mixed_stages;     /* search tuning: mixed pipelines split before pruning starts */
     double alpha_intra_s;        /* per-message latency inside a node */
     double alpha_inter_s;        /* per-message latency between nodes */
     ah_strategy strategy;

@@ -12,8 +12,10 @@ void ah_plan_options_default(ah_plan_options *o) {
     o->train.recompute = AH_RECOMPUTE_NONE;
     o->mem_reserve_gib = 2.0;
     o->max_stages = 32;
-    o->max_mixed_stages = 8;
+    o->max_mixed_stages = 32;
     o->max_mixed_types = 3;
+    o->max_mixed3_stages = 8;
+    o->phase1_mixed_stages = 6;
     o->alpha_intra_s = 5e-6;
     o->alpha_inter_s = 20e-6;
     o->strategy = AH_STRATEGY_AUTOHET;

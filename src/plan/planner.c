@@ -17,7 +17,6 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
         if (t > maxg || m->n_heads % t || m->n_kv_heads % t) continue;
         out[n++] = t;
     }
-    if (o->tp && n == 0 && (o->tp == 16 || o->tp == 32)) out[n++] = o->tp; /* explicit large TP */
     out[n] = 0;
     return n;
 }
@@ -108,12 +107,22 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
         double u = (double)ah_usable_bytes(&c->nodes[i].dev, o);
         if (u > usable) usable = u;
     }
-    if (best == INT64_MAX)
-        snprintf(err, errlen, "no plan: the profile covers no (tp, micro-batch) of this cluster");
-    else
+    if (best == INT64_MAX) {
+        /* nothing could be costed: let the profile say what it lacks */
+        ah_layer_cost lc;
+        char why[400] = "";
+        for (int i = 0; tps[i] && !why[0]; i++)
+            for (int j = 0; mbs[j] && !why[0]; j++)
+                for (int k = 0; k < c->n_nodes && !why[0]; k++)
+                    if (c->nodes[k].gpus >= tps[i] &&
+                        ah_profile_layer_cost(prof, m, &o->train, &c->nodes[k].dev, 0, tps[i], mbs[j], &lc,
+                                              why, sizeof why) != 0)
+                        break;
+        snprintf(err, errlen, "no plan can be costed: %s", why[0] ? why : "no (tp, micro-batch) fits the cluster");
+    } else
         snprintf(err, errlen,
                  "model %s does not fit this cluster: the leanest plan needs %.1f GiB per GPU "
-                 "(TP=%d, %d pipeline stages, micro-batch %d); the largest usable GPU memory is %.1f "
+                 "(TP=%d, a %d-stage pipeline, micro-batch %d); the largest usable GPU memory is %.1f "
                  "GiB (reserve %.1f GiB)",
                  m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
 }
@@ -123,51 +132,59 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
-    ah_search_ctx best_x;
-    ah_solution best_s;
-    memset(&best_x, 0, sizeof best_x);
-    memset(&best_s, 0, sizeof best_s);
-    best_s.value = AH_NS_INF;
-    long long effort = 0;
-    for (int i = 0; tps[i]; i++)
-        for (int j = 0; mbs[j]; j++) {
-            ah_search_ctx x;
-            int rc = ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], err, errlen);
-            if (rc < 0) {
-                ah_search_ctx_free(&x);
-                ah_search_ctx_free(&best_x);
-                ah_solution_free(&best_s);
-                return -1;
+    ah_search_ctx xs[16];
+    ah_solution ss[16];
+    int ready[16] = {0};
+    int n = 0, rc = 0;
+    /* Phase 1 for every (tp, micro-batch): pure pipelines and short mixed ones. */
+    for (int i = 0; tps[i] && rc == 0; i++)
+        for (int j = 0; mbs[j] && rc == 0; j++) {
+            ah_search_ctx *x = &xs[n];
+            ah_solution *s = &ss[n];
+            memset(s, 0, sizeof *s);
+            s->value = AH_NS_INF;
+            int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], err, errlen);
+            if (r < 0) rc = -1;
+            ready[n] = r == 1;
+            if (r == 1) {
+                ah_search_templates(x, o->phase1_mixed_stages);
+                ah_search_solve(x, s);
             }
-            ah_solution s;
-            memset(&s, 0, sizeof s);
-            s.value = AH_NS_INF;
-            if (rc == 1) {
-                ah_search_templates(&x);
-                ah_search_solve(&x, &s);
-                effort += x.evals + x.n_tpl;
-            }
-            if (s.value < best_s.value) {
-                ah_search_ctx_free(&best_x);
-                ah_solution_free(&best_s);
-                best_x = x;
-                best_s = s;
-            } else {
-                ah_search_ctx_free(&x);
-                ah_solution_free(&s);
-            }
+            n++;
         }
-    if (best_s.value == AH_NS_INF) {
-        ah_search_ctx_free(&best_x);
-        no_fit_message(m, c, prof, o, err, errlen);
-        return -1;
+    ah_ns bound = AH_NS_INF;
+    for (int k = 0; k < n; k++)
+        if (ss[k].value < bound) bound = ss[k].value;
+    /* Phase 2: long mixed pipelines, split only where bounds say they could
+     * beat the best plan so far; then the exact optimum per (tp, mb). */
+    int best = -1;
+    long long effort = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        if (ready[k] && ah_search_expand(&xs[k], o->phase1_mixed_stages, bound) > 0) {
+            ah_solution_free(&ss[k]);
+            ah_search_solve(&xs[k], &ss[k]);
+        }
+        if (ss[k].value < bound) bound = ss[k].value;
+        if (ss[k].value != AH_NS_INF && (best < 0 || ss[k].value < ss[best].value)) best = k;
+        effort += xs[k].evals + xs[k].n_tpl;
+        if (getenv("AUTOHET_DEBUG"))
+            fprintf(stderr, "autohet: tp=%d mb=%d classes=%d templates=%d pruned=%lld value=%.6f s\n",
+                    xs[k].tp, xs[k].mb, xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
     }
-    int rc = ah_search_build_plan(&best_x, &best_s, prof, out, err, errlen);
-    out->search_value_ns = best_s.value;
-    out->search_value_s = ah_ns_to_s(best_s.value);
-    out->candidates = effort;
-    ah_search_ctx_free(&best_x);
-    ah_solution_free(&best_s);
+    if (rc == 0 && best < 0) {
+        no_fit_message(m, c, prof, o, err, errlen);
+        rc = -1;
+    }
+    if (rc == 0) {
+        rc = ah_search_build_plan(&xs[best], &ss[best], prof, out, err, errlen);
+        out->search_value_ns = ss[best].value;
+        out->search_value_s = ah_ns_to_s(ss[best].value);
+        out->candidates = effort;
+    }
+    for (int k = 0; k < n; k++) {
+        ah_search_ctx_free(&xs[k]);
+        ah_solution_free(&ss[k]);
+    }
     return rc;
 }
 

@@ -47,6 +47,7 @@ typedef struct {
     ah_template *tpl;
     int n_tpl, cap_tpl;
     long long evals;           /* feasibility checks, for reporting */
+    long long pruned;          /* mixed shapes skipped by bounds */
 } ah_search_ctx;
 
 /* A replica of a solution: template index and micro-batches. */
@@ -71,8 +72,14 @@ void ah_search_ctx_free(ah_search_ctx *x);
 /* Split one template (cls/n_stages/shape set); fills ends, ends1, A, B, tail,
  * tail1. Returns 0, or -1 if no split fits in memory. */
 int ah_template_split(ah_search_ctx *x, ah_template *t);
-/* Build every feasible template of the plan space. */
-void ah_search_templates(ah_search_ctx *x);
+/* Phase 1: every pure template and the mixed templates of at most
+ * `phase1_mixed_stages` stages. */
+void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages);
+/* Phase 2: the remaining mixed shapes (up to max_mixed_stages) whose
+ * optimistic bounds say they could be part of a plan faster than `bound`;
+ * only those are split and added. Returns how many were added. Exact: a
+ * shape skipped here cannot appear in any plan with value < bound. */
+int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound);
 /* The optimum over the plan space for this (tp, mb). */
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol);
 void ah_solution_free(ah_solution *s);

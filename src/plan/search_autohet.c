@@ -106,23 +106,37 @@ static void add_template(ah_search_ctx *x, const int *shape) {
     x->tpl[x->n_tpl++] = t;
 }
 
-/* Mixed shapes: >= 2 classes, at most max_mixed_types classes and
- * max_mixed_stages stages, never more units of a class than it has. */
-static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int classes) {
+/* Mixed shapes: >= 2 classes, at most max_mixed_types classes, stages in
+ * [lo, hi], never more units of a class than it has. */
+typedef void (*shape_fn)(ah_search_ctx *x, const int *shape, int stages, void *arg);
+
+static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int classes, int lo, int hi,
+                         shape_fn fn, void *arg) {
     if (k == x->K) {
-        if (classes >= 2) add_template(x, shape);
+        if (classes >= 2 && stages >= lo) fn(x, shape, stages, arg);
         return;
     }
-    int smax = x->o->max_mixed_stages < x->L ? x->o->max_mixed_stages : x->L;
-    for (int n = 0; n <= x->cls[k].units && stages + n <= smax; n++) {
+    for (int n = 0; n <= x->cls[k].units && stages + n <= hi; n++) {
         if (n > 0 && classes + 1 > x->o->max_mixed_types) break;
+        if (n > 0 && classes + 1 >= 3 && stages + n > x->o->max_mixed3_stages) break;
         shape[k] = n;
-        mixed_shapes(x, k + 1, shape, stages + n, classes + (n > 0));
+        mixed_shapes(x, k + 1, shape, stages + n, classes + (n > 0), lo, hi, fn, arg);
     }
     shape[k] = 0;
 }
 
-void ah_search_templates(ah_search_ctx *x) {
+static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
+    (void)stages;
+    (void)arg;
+    add_template(x, shape);
+}
+
+static int mixed_limit(const ah_search_ctx *x) {
+    int hi = x->o->max_mixed_stages < x->L ? x->o->max_mixed_stages : x->L;
+    return hi < AH_MAX_STAGES ? hi : AH_MAX_STAGES;
+}
+
+void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     int shape[AH_MAX_CLASSES] = {0};
     int smax = x->o->max_stages < x->L ? x->o->max_stages : x->L;
     if (smax > AH_MAX_STAGES) smax = AH_MAX_STAGES;
@@ -133,7 +147,9 @@ void ah_search_templates(ah_search_ctx *x) {
         }
         shape[k] = 0;
     }
-    if (x->K >= 2 && x->o->max_mixed_types >= 2) mixed_shapes(x, 0, shape, 0, 0);
+    int hi = mixed_limit(x);
+    if (phase1_mixed_stages < hi) hi = phase1_mixed_stages;
+    if (x->K >= 2 && x->o->max_mixed_types >= 2) mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, NULL);
 }
 
 /* ---- solve ------------------------------------------------------------- */
@@ -314,4 +330,133 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
 void ah_solution_free(ah_solution *s) {
     free(s->r);
     memset(s, 0, sizeof *s);
+}
+
+/* ---- phase 2: bounded expansion of long mixed shapes -------------------- */
+
+typedef struct {
+    ah_ns bound;          /* only plans strictly faster than this matter */
+    workspace w;
+    int offset[AH_MAX_CLASSES + 1];
+    double inv_kappa[AH_MAX_CLASSES]; /* 1 / kappa_c, see below */
+    double omega;
+    ah_ns *sum_min, *max_min;         /* per subset of classes (bitmask) */
+    int added;
+} expand_env;
+
+/* Optimistic (lower) bounds for any split of a shape:
+ *  A >= sum_l min_{c in shape} w_c(l), B >= max_l min_{c in shape} w_c(l),
+ *  and with w_c(l) >= kappa_c * omega_l for every layer (omega_l = the
+ *  slowest class's time of layer l), S stages of classes c_j give
+ *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
+static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, ah_ns *lbA, ah_ns *lbB) {
+    unsigned mask = 0;
+    double inv = 0.0;
+    for (int k = 0; k < x->K; k++)
+        if (shape[k]) {
+            mask |= 1u << k;
+            inv += shape[k] * v->inv_kappa[k];
+        }
+    *lbA = v->sum_min[mask];
+    ah_ns b = v->max_min[mask];
+    if (inv > 0) {
+        double frac = v->omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
+        if (frac > (double)b) b = (ah_ns)frac;
+    }
+    *lbB = b > 1 ? b : 1;
+}
+
+static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
+    (void)stages;
+    expand_env *v = arg;
+    ah_ns lbA, lbB;
+    bounds_for(x, v, shape, &lbA, &lbB);
+    /* a single replica of this shape */
+    int useful = ah_replica_time(lbA, lbB, 0, x->M) < v->bound;
+    /* r copies plus the best pure replicas on what is left, within bound - 1 */
+    ah_ns T = v->bound - 1;
+    long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
+    if (capub > x->M) capub = x->M;
+    for (long long r = 1; !useful && capub > 0; r++) {
+        long long val = r * capub;
+        int ok = 1;
+        for (int k = 0; k < x->K && ok; k++) {
+            long long left = x->cls[k].units - r * shape[k];
+            if (left < 0)
+                ok = 0;
+            else
+                val += v->w.V[v->offset[k] + left];
+        }
+        if (!ok) break;
+        useful = val >= x->M;
+    }
+    if (!useful) {
+        x->pruned++;
+        return;
+    }
+    int before = x->n_tpl;
+    add_template(x, shape);
+    v->added += x->n_tpl - before;
+}
+
+int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
+    int hi = mixed_limit(x);
+    if (x->K < 2 || x->o->max_mixed_types < 2 || hi <= phase1_mixed_stages || bound <= 1) return 0;
+    expand_env v;
+    memset(&v, 0, sizeof v);
+    v.bound = bound;
+    v.offset[0] = 0;
+    for (int k = 0; k < x->K; k++) v.offset[k + 1] = v.offset[k] + x->cls[k].units + 1;
+    v.w.V = malloc(sizeof(long long) * (size_t)v.offset[x->K]);
+    v.w.choice = malloc(sizeof(int) * (size_t)v.offset[x->K]);
+    v.w.cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
+    unsigned subsets = 1u << x->K;
+    v.sum_min = calloc(subsets, sizeof(ah_ns));
+    v.max_min = calloc(subsets, sizeof(ah_ns));
+    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min) abort();
+    /* pure-replica capacities at bound - 1 (mixed templates of phase 1 are
+     * ignored: a plan holds copies of one mixed template only) */
+    class_tables(x, bound - 1, &v.w, v.offset);
+    for (unsigned m = 1; m < subsets; m++)
+        for (int l = 0; l < x->L; l++) {
+            ah_ns mn = AH_NS_INF;
+            for (int k = 0; k < x->K; k++)
+                if (m & (1u << k)) {
+                    ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
+                    if (wl < mn) mn = wl;
+                }
+            v.sum_min[m] += mn;
+            if (mn > v.max_min[m]) v.max_min[m] = mn;
+        }
+    for (int l = 0; l < x->L; l++) {
+        ah_ns om = 0;
+        for (int k = 0; k < x->K; k++) {
+            ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
+            if (wl > om) om = wl;
+        }
+        v.omega += (double)om;
+    }
+    for (int k = 0; k < x->K; k++) {
+        double kappa = 1.0;
+        for (int l = 0; l < x->L; l++) {
+            ah_ns om = 0;
+            for (int q = 0; q < x->K; q++) {
+                ah_ns wl = ah_range(x->cls[q].lt.w, l, l + 1);
+                if (wl > om) om = wl;
+            }
+            if (om > 0) {
+                double r = (double)ah_range(x->cls[k].lt.w, l, l + 1) / (double)om;
+                if (r < kappa) kappa = r;
+            }
+        }
+        v.inv_kappa[k] = kappa > 0 ? 1.0 / kappa : 1e300;
+    }
+    int shape[AH_MAX_CLASSES] = {0};
+    mixed_shapes(x, 0, shape, 0, 0, phase1_mixed_stages + 1, hi, consider_shape, &v);
+    free(v.w.V);
+    free(v.w.choice);
+    free(v.w.cap);
+    free(v.sum_min);
+    free(v.max_min);
+    return v.added;
 }

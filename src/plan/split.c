@@ -35,9 +35,14 @@ static inline int stage_ok(const split_env *v, int j, int a, int e) {
 /* reach is (S+1) x (L+1): reach[j][p] = the first j stages can cover [0,p). */
 static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     int L = v->x->L, S = v->t->n_stages;
+    const int64_t *st = v->x->lb.static_bytes, *ac = v->x->lb.act_bytes, *sy = v->x->lb.sync;
     memset(reach, 0, (size_t)(S + 1) * (size_t)(L + 1));
     reach[0] = 1;
     for (int j = 0; j < S; j++) {
+        const ah_class *c = &v->x->cls[v->t->cls[j]];
+        const int64_t *w = c->lt.w, *up = c->lt.upd;
+        const int64_t f = S - j, cap = c->cap, bmax = v->bmax, tmax = v->tmax;
+        const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
         const unsigned char *cur = reach + (size_t)j * (L + 1);
         unsigned char *nxt = reach + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j); /* leave one layer for each later stage */
@@ -45,7 +50,13 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
         int e = 0, any = 0;
         for (int a = 0; a < limit; a++) {
             if (e < a) e = a;
-            while (e + 1 <= limit && stage_ok(v, j, a, e + 1)) e++;
+            while (e + 1 <= limit) {
+                int n = e + 1;
+                if (w[n] - w[a] > bmax) break;
+                if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap) break;
+                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) > tmax) break;
+                e = n;
+            }
             if (cur[a] && e > a) {
                 diff[a + 1]++;
                 diff[e + 1]--;
@@ -62,31 +73,33 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     return reach[(size_t)S * (L + 1) + L];
 }
 
-/* Walk back through reach to a split satisfying the current limits. */
-static void backtrack(const split_env *v, const unsigned char *reach, int *ends) {
-    int L = v->x->L, S = v->t->n_stages, e = L;
-    for (int j = S - 1; j >= 0; j--) {
-        ends[j] = e;
-        const unsigned char *cur = reach + (size_t)j * (L + 1);
-        int a = e - 1;
-        while (a >= 0 && !(cur[a] && stage_ok(v, j, a, e))) a--;
-        e = a; /* feasible() guarantees a >= 0 */
+/* Exact smallest bottleneck over splits whose stages all satisfy the current
+ * limits (v->bmax bounds the window, so this is O(S * L * window)). */
+static ah_ns minmax_dp(const split_env *v) {
+    int L = v->x->L, S = v->t->n_stages;
+    ah_ns *g = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
+    if (!g) abort();
+    for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++) g[i] = AH_NS_INF;
+    g[0] = 0;
+    for (int j = 0; j < S; j++) {
+        const ah_ns *cur = g + (size_t)j * (L + 1);
+        ah_ns *nxt = g + (size_t)(j + 1) * (L + 1);
+        int limit = L - (S - 1 - j);
+        for (int e = j + 1; e <= limit; e++) {
+            ah_ns best = AH_NS_INF;
+            for (int a = e - 1; a >= j; a--) {
+                if (!stage_ok(v, j, a, e)) break; /* longer intervals fail too */
+                if (cur[a] == AH_NS_INF) continue;
+                ah_ns w = stage_w(v, j, a, e);
+                ah_ns val = cur[a] > w ? cur[a] : w;
+                if (val < best) best = val;
+            }
+            nxt[e] = best;
+        }
     }
-}
-
-/* Smallest limit in (lo, hi] for which feasible() holds, with *which pointing
- * at the limit being searched (bmax or tmax). hi must be feasible. */
-static ah_ns bisect(split_env *v, ah_ns *which, ah_ns lo, ah_ns hi, unsigned char *reach, int *diff) {
-    while (hi - lo > 1) {
-        ah_ns mid = lo + (hi - lo) / 2;
-        *which = mid;
-        if (feasible(v, reach, diff))
-            hi = mid;
-        else
-            lo = mid;
-    }
-    *which = hi;
-    return hi;
+    ah_ns r = g[(size_t)S * (L + 1) + L];
+    free(g);
+    return r;
 }
 
 /* Lexicographic (sum of stage times, max tail) over splits with stage time <= bmax. */
@@ -174,16 +187,41 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     int rc = -1;
     x->evals++;
     if (!feasible(&v, reach, diff)) goto done; /* memory alone rules it out */
-    ah_ns wmax = 0, tmax = 0;
-    for (int j = 0; j < S; j++) {
-        const ah_class *c = &x->cls[t->cls[j]];
-        ah_ns w = ah_range(c->lt.w, 0, L), tl = ah_range(c->lt.upd, 0, L) + ah_range(x->lb.sync, 0, L);
-        if (w > wmax) wmax = w;
-        if (tl > tmax) tmax = tl;
+    /* Bracket the bottleneck: every layer sits on some stage, so
+     * B >= max_l min_c w_c(l) and S*B >= sum_l min_c w_c(l) (c over the
+     * template's classes); wmax (a whole model on one stage) is feasible. */
+    ah_ns wmax = 0, sum_min = 0, layer_min_max = 0, layer_max = 0;
+    for (int l = 0; l < L; l++) {
+        ah_ns lo_l = AH_NS_INF, hi_l = 0;
+        for (int j = 0; j < S; j++) {
+            ah_ns wl = ah_range(x->cls[t->cls[j]].lt.w, l, l + 1);
+            if (wl < lo_l) lo_l = wl;
+            if (wl > hi_l) hi_l = wl;
+        }
+        sum_min += lo_l;
+        if (lo_l > layer_min_max) layer_min_max = lo_l;
+        if (hi_l > layer_max) layer_max = hi_l;
     }
-    /* 1. smallest bottleneck B */
-    ah_ns B = bisect(&v, &v.bmax, -1, wmax, reach, diff);
-    int pure = !t->mixed;
+    for (int j = 0; j < S; j++) {
+        ah_ns w = ah_range(x->cls[t->cls[j]].lt.w, 0, L);
+        if (w > wmax) wmax = w;
+    }
+    ah_ns lo = (sum_min + S - 1) / S;
+    if (layer_min_max > lo) lo = layer_min_max;
+    lo -= 1;
+    /* a balanced split rarely needs more than the average plus one layer */
+    ah_ns hi = wmax;
+    for (ah_ns step = layer_max > 0 ? layer_max : 1; lo + step < wmax; step *= 2) {
+        v.bmax = lo + step;
+        if (feasible(&v, reach, diff)) {
+            hi = lo + step;
+            break;
+        }
+        lo += step;
+    }
+    /* 1. smallest bottleneck B: exact DP over stages no slower than hi */
+    v.bmax = hi;
+    ah_ns B = minmax_dp(&v);
     ah_ns sum_w, b2, tl;
     /* 2./3. then smallest A, then smallest tail: once with the DP sync in the
      * tail (plans with several replicas), once without (single replica). */
@@ -191,17 +229,8 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         int *ends = mode == 0 ? t->ends : t->ends1;
         v.use_sync = mode == 0;
         v.bmax = B;
-        if (pure) {
-            /* one class: A is the same for every split, only the tail varies */
-            v.tmax = tmax;
-            bisect(&v, &v.tmax, -1, tmax, reach, diff);
-            feasible(&v, reach, diff);
-            backtrack(&v, reach, ends);
-        } else {
-            v.tmax = AH_NS_INF;
-            if (!lexi_dp(&v, ends)) goto done; /* cannot happen: B is feasible */
-        }
         v.tmax = AH_NS_INF;
+        if (!lexi_dp(&v, ends)) goto done; /* cannot happen: B is feasible */
         measure(&v, ends, &sum_w, &b2, &tl);
         if (mode == 0)
             t->tail = tl;
@@ -228,7 +257,10 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     int L = x->L;
     int64_t best = INT64_MAX;
     *best_stages = 1;
+    int units = 0;
+    for (int k = 0; k < x->K; k++) units += x->cls[k].units;
     int smax = x->o->max_stages < L ? x->o->max_stages : L;
+    if (units < smax) smax = units;
     unsigned char *reach = malloc((size_t)(smax + 1) * (size_t)(L + 1));
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
     if (!reach || !diff) abort();
