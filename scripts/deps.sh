@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install the Debian packages autohet needs to build and test (idempotent).
+set -euo pipefail
+PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+fi

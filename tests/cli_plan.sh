@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# End-to-end checks of `autohet plan`: outputs, the JSON document, baselines,
+# measured profiles, and one-line errors with exit code 2 on bad input.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error PATTERN -- command...: exit 2, exactly one stderr line matching PATTERN
+expect_error() {
+  local pat="$1"; shift; shift
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "expected exit 2, got $rc: $*"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "expected one stderr line: $* => $(cat "$TMP/err")"
+  grep -q -- "$pat" "$TMP/err" || fail "stderr lacks '$pat': $* => $(cat "$TMP/err")"
+}
+
+# --help everywhere
+for cmd in "" plan devices models; do
+  $BIN $cmd --help >"$TMP/h" 2>&1 || fail "autohet $cmd --help exited non-zero"
+  grep -qi usage "$TMP/h" || fail "autohet $cmd --help prints no usage"
+done
+$BIN devices | grep -q "H800" || fail "devices lists no H800"
+$BIN models | grep -q "llama2-70b" || fail "models lists no llama2-70b"
+
+# a plan with the document's required fields
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH20 --global-batch 64 --seq 1024 \
+  --json "$TMP/p.json" >"$TMP/table" || fail "plan exited non-zero"
+grep -q "Predicted iteration time" "$TMP/table" || fail "table lacks the predicted iteration time"
+jq -e '.format == "autohet-plan" and .version == 1 and (.iteration_time_s > 0) and (.tokens_per_s > 0)
+       and (.tp >= 1) and (.micro_batch >= 1) and .global_batch == 64 and (.planning_time_s >= 0)
+       and (.replicas | length) >= 1' "$TMP/p.json" >/dev/null || fail "plan JSON lacks required fields"
+# every replica covers all layers exactly once, and samples add up to the global batch
+jq -e '(.model.num_layers_total) as $L | [.replicas[] | [.stages[] | .layers] ] |
+       all(.[0][0] == 0 and .[-1][1] == $L and ([range(1; length) as $i | .[$i][0] == .[$i-1][1]] | all))' \
+  "$TMP/p.json" >/dev/null || fail "replicas do not cover the layers contiguously"
+jq -e '([.replicas[].micro_batches] | add) * .micro_batch == .global_batch' "$TMP/p.json" >/dev/null \
+  || fail "micro-batches do not add up to the global batch"
+jq -e '[.replicas[].stages[] | (.memory_bytes <= .memory_capacity_bytes) and (.gpus | length) > 0
+        and (.node | type) == "string" and (.gpu_type | type) == "string"] | all' "$TMP/p.json" >/dev/null \
+  || fail "stage fields missing or memory over capacity"
+
+# --compare: autohet is never slower than the baselines under the same model
+$BIN plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 --global-batch 256 --compare \
+  --json "$TMP/c.json" >"$TMP/ct" || fail "plan --compare exited non-zero"
+grep -q "megatron" "$TMP/ct" || fail "comparison table lacks megatron"
+jq -e '.comparison.megatron.iteration_time_s >= .iteration_time_s and
+       .comparison.proportional.iteration_time_s >= .iteration_time_s' "$TMP/c.json" >/dev/null \
+  || fail "autohet slower than a baseline, or comparison missing"
+for b in megatron proportional; do
+  $BIN plan --model llama2-7b --cluster 2x8xA100-80G --global-batch 128 --baseline $b --json "$TMP/b.json" \
+    --quiet || fail "--baseline $b failed"
+  jq -e --arg b $b '.strategy == $b' "$TMP/b.json" >/dev/null || fail "--baseline $b: wrong strategy"
+done
+
+# LLaMA config.json and an inventory file
+$BIN plan --model "$FIX/../../examples/llama-config.json" --cluster "$FIX/../../examples/inventory-mixed.json" \
+  --global-batch 128 --quiet --json "$TMP/l.json" || fail "plan from config.json + inventory failed"
+jq -e '.model.arch == "llama" and (.cluster.nodes | length) == 5' "$TMP/l.json" >/dev/null \
+  || fail "llama config / inventory not reflected in the plan"
+
+# real measured profiles (Sailor, GPT-Neo-2.7B)
+$BIN plan --model gpt-neo-2.7b --cluster 2x8xA100-40G,1x8xV100-16G --profile "$FIX/sailor/GPT-Neo-2.7" \
+  --global-batch 128 --quiet --json "$TMP/s.json" || fail "plan with the Sailor profile failed"
+jq -e '.profile_source | startswith("measured")' "$TMP/s.json" >/dev/null || fail "profile source not recorded"
+
+# bad input: one line, exit 2
+expect_error "unknown GPU type 'B200'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
+expect_error "unknown model" -- $BIN plan --model gpt5 --cluster 1x8xA100-40G --global-batch 8
+expect_error "not divisible" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 10 --micro-batch 4
+expect_error "does not fit" -- $BIN plan --model gpt3-175b --cluster 1x8xT4 --global-batch 8
+expect_error "GiB per GPU" -- $BIN plan --model gpt3-175b --cluster 1x8xT4 --global-batch 8
+echo '{"hidden_size": 12' >"$TMP/bad.json"
+expect_error "bad.json" -- $BIN plan --model "$TMP/bad.json" --cluster 1x8xA100-40G --global-batch 8
+echo '{"nodes":[{"gpu":"A100-40G"}]}' >"$TMP/inv.json"
+expect_error "inv.json" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/inv.json" --global-batch 8
+expect_error "H800" -- $BIN plan --model gpt-neo-2.7b --cluster 1x8xH800 --profile "$FIX/sailor/GPT-Neo-2.7" --global-batch 8
+expect_error "layers" -- $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G --profile "$FIX/sailor/OPT-350" --global-batch 8
+expect_error "global-batch" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G
+expect_error "global-batch" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch abc
+expect_error "tp" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --tp 3
+expect_error "unknown or incomplete option" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --frobnicate
+expect_error "unknown command" -- $BIN frobnicate
+
+[ $fails -eq 0 ] && echo "cli_plan: all checks passed"
+exit $fails

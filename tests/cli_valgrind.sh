@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The CLI paths are valgrind-clean: no invalid accesses, no leaks, on success
+# and on bad input.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+VG=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect)
+fails=0
+run() {
+  "${VG[@]}" "$@" >/dev/null 2>"$TMP/err"
+  local rc=$?
+  if [ $rc -eq 99 ] || grep -q "==[0-9]*==" "$TMP/err"; then
+    echo "FAIL (valgrind): $*"; cat "$TMP/err"; fails=$((fails + 1))
+  fi
+}
+run "$BIN" plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 64 --compare --json "$TMP/p.json"
+run "$BIN" plan --model gpt-neo-2.7b --cluster 1x8xA100-40G,1x8xV100-16G --profile "$FIX/sailor/GPT-Neo-2.7" --global-batch 64
+run "$BIN" plan --model gpt3-175b --cluster 1x8xT4 --global-batch 8
+run "$BIN" plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
+echo '{"hidden_size": 12' >"$TMP/bad.json"
+run "$BIN" plan --model "$TMP/bad.json" --cluster 1x8xA100-40G --global-batch 8
+run "$BIN" devices
+run "$BIN" models
+[ $fails -eq 0 ] && echo "cli_valgrind: clean"
+exit $fails
