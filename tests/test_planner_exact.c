@@ -196,6 +196,7 @@ static void test_exhaustive_agreement(void **state) {
     ah_profile *prof = ah_profile_analytic();
     int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0;
     long long plans = 0, templates_checked = 0, pruned = 0;
+    int placement_gaps = 0;
     for (int it = 0; it < 400; it++) {
         ah_model_config m;
         random_model(&m);
@@ -216,48 +217,52 @@ static void test_exhaustive_agreement(void **state) {
         ah_candidate_mbs(&o, mbs);
         ah_ns best_enum = AH_NS_INF;
         char err[256];
+        ah_search_level levels[64];
+        int n_levels = ah_search_levels(&c, levels, 64);
         for (int i = 0; tps[i]; i++)
-            for (int j = 0; mbs[j]; j++) {
-                ah_search_ctx x;
-                int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], err, sizeof err);
-                assert_true(rc >= 0);
-                if (rc == 1) {
-                    /* the enumerator sees every template of the space ... */
-                    ah_search_ctx full;
-                    assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], err, sizeof err), 1);
-                    ah_search_templates(&full, o.max_mixed_stages);
-                    for (int t = 0; t < full.n_tpl; t++) check_split(&full, &full.tpl[t]);
-                    templates_checked += full.n_tpl;
-                    ah_ns e = enumerate_best(&full, &plans);
-                    ah_search_ctx_free(&full);
-                    /* ... the planner only splits long mixed shapes its bounds keep */
-                    ah_search_templates(&x, o.phase1_mixed_stages);
-                    ah_solution sol;
-                    ah_search_solve(&x, &sol);
-                    if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
-                        ah_solution_free(&sol);
+            for (int j = 0; mbs[j]; j++)
+                for (int l = 0; l < n_levels; l++) {
+                    ah_search_ctx x;
+                    int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
+                    assert_true(rc >= 0);
+                    if (rc == 1) {
+                        /* the enumerator sees every template of the space ... */
+                        ah_search_ctx full;
+                        assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], &levels[l],
+                                                            err, sizeof err), 1);
+                        ah_search_templates(&full, o.max_mixed_stages);
+                        for (int t = 0; t < full.n_tpl; t++) check_split(&full, &full.tpl[t]);
+                        templates_checked += full.n_tpl;
+                        ah_ns e = enumerate_best(&full, &plans);
+                        ah_search_ctx_free(&full);
+                        /* ... the planner only splits long mixed shapes its bounds keep */
+                        ah_search_templates(&x, o.phase1_mixed_stages);
+                        ah_solution sol;
                         ah_search_solve(&x, &sol);
-                    }
-                    pruned += x.pruned;
-                    assert_int_equal(sol.value, e);
-                    if (e < best_enum) best_enum = e;
-                    if (sol.value != AH_NS_INF) {
-                        /* the solution itself achieves its value */
-                        long long total = 0;
-                        ah_ns worst = 0;
-                        for (int r = 0; r < sol.n; r++) {
-                            const ah_template *t = &x.tpl[sol.r[r].tpl];
-                            total += sol.r[r].m;
-                            ah_ns v = ah_replica_time(t->A, t->B, sol.n == 1 ? t->tail1 : t->tail, sol.r[r].m);
-                            if (v > worst) worst = v;
+                        if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
+                            ah_solution_free(&sol);
+                            ah_search_solve(&x, &sol);
                         }
-                        assert_int_equal(total, x.M);
-                        assert_true(worst <= sol.value);
+                        pruned += x.pruned;
+                        assert_int_equal(sol.value, e);
+                        if (e < best_enum) best_enum = e;
+                        if (sol.value != AH_NS_INF) {
+                            /* the solution itself achieves its value */
+                            long long total = 0;
+                            ah_ns worst = 0;
+                            for (int r = 0; r < sol.n; r++) {
+                                const ah_template *t = &x.tpl[sol.r[r].tpl];
+                                total += sol.r[r].m;
+                                ah_ns v = ah_replica_time(t->A, t->B, sol.n == 1 ? t->tail1 : t->tail, sol.r[r].m);
+                                if (v > worst) worst = v;
+                            }
+                            assert_int_equal(total, x.M);
+                            assert_true(worst <= sol.value);
+                        }
+                        ah_solution_free(&sol);
                     }
-                    ah_solution_free(&sol);
+                    ah_search_ctx_free(&x);
                 }
-                ah_search_ctx_free(&x);
-            }
         ah_plan plan;
         int rc = ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err);
         instances++;
@@ -268,8 +273,16 @@ static void test_exhaustive_agreement(void **state) {
             assert_int_equal(rc, 0);
             fitted++;
             assert_int_equal(plan.search_value_ns, best_enum);
-            /* placement can only add inter-node hops the ideal layout avoided */
-            assert_true(plan.iteration_time_ns >= plan.search_value_ns || plan.n_replicas == 1);
+            /* the evaluated plan reports the search optimum (placement realised
+             * the ideal layout), or more only when placement had to add hops */
+            if (plan.iteration_time_ns != plan.search_value_ns) {
+                placement_gaps++;
+                if (getenv("AH_TEST_VERBOSE")) {
+                    ah_plan_print_table(&plan, stdout);
+                    printf("search %lld evaluated %lld\n", plan.search_value_ns, plan.iteration_time_ns);
+                }
+            }
+            assert_true(plan.iteration_time_ns >= plan.search_value_ns);
             assert_int_equal(ah_plan_check_memory(&plan, err, sizeof err), 0);
             if (plan.n_replicas > 1) multi_replica++;
             int depth0 = plan.replicas[0].n_stages;
@@ -298,6 +311,8 @@ static void test_exhaustive_agreement(void **state) {
     assert_true(asymmetric > 5);
     assert_true(with_mixed > 5);
     assert_true(pruned > 0);
+    printf("  evaluated plan differs from the search optimum (placement) in %d instances\n", placement_gaps);
+    assert_true(placement_gaps <= fitted / 20);
 }
 
 int main(void) {

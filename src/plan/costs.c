@@ -83,13 +83,22 @@ ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_sh
 
 double ah_nic_share_gbs(const ah_node *n) { return n->nic_gbit / 8.0 / (double)n->gpus; }
 
-double ah_dp_bandwidth_gbs(const ah_cluster *c) {
-    if (c->n_nodes == 1) return c->nodes[0].dev.intra_bw_gbs;
+double ah_dp_link_gbs(const ah_node *n) {
+    double share = ah_nic_share_gbs(n);
+    return share < n->dev.intra_bw_gbs ? share : n->dev.intra_bw_gbs;
+}
+
+double ah_dp_bandwidth_gbs(const ah_cluster *c, const unsigned char *used) {
+    int n = 0, last = -1;
     double bw = 0.0;
     for (int i = 0; i < c->n_nodes; i++) {
-        double s = ah_nic_share_gbs(&c->nodes[i]);
-        if (i == 0 || s < bw) bw = s;
+        if (used && !used[i]) continue;
+        double s = ah_dp_link_gbs(&c->nodes[i]);
+        if (n == 0 || s < bw) bw = s;
+        n++;
+        last = i;
     }
+    if (n == 1) return c->nodes[last].dev.intra_bw_gbs;
     return bw;
 }
 

@@ -55,9 +55,13 @@ ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_sh
                 const ah_plan_options *o);
 /* Per-GPU share of a node's NIC in GB/s. */
 double ah_nic_share_gbs(const ah_node *n);
-/* Bandwidth used by the DP all-reduce (docs/cost-model.md): the intra-node
- * link if the cluster is one node, else the slowest per-GPU NIC share. */
-double ah_dp_bandwidth_gbs(const ah_cluster *c);
+/* Slowest link a cross-node ring meets at this node: its per-GPU NIC share
+ * or its intra-node link. */
+double ah_dp_link_gbs(const ah_node *n);
+/* Bandwidth of the DP all-reduce (docs/cost-model.md) over the nodes marked
+ * in `used` (NULL = all): the intra-node link if that is a single node, else
+ * the slowest ah_dp_link_gbs among them. */
+double ah_dp_bandwidth_gbs(const ah_cluster *c, const unsigned char *used);
 /* Usable bytes per GPU of a device after the reserve. */
 int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
 

@@ -116,7 +116,12 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     if (validate_structure(p, err, errlen) != 0) return -1;
     times_entry cache[64];
     int n_cache = 0;
-    double dp_bw = ah_dp_bandwidth_gbs(&p->cluster);
+    unsigned char *used_nodes = calloc((size_t)p->cluster.n_nodes + 1, 1);
+    if (!used_nodes) abort();
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) used_nodes[p->replicas[k].stages[j].node] = 1;
+    double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
+    free(used_nodes);
     ah_layer_bytes lb;
     ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, dp_bw);
     int multi = p->n_replicas > 1;

@@ -90,7 +90,8 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
     for (int i = 0; tps[i]; i++)
         for (int j = 0; mbs[j]; j++) {
             ah_search_ctx x;
-            if (ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], e2, sizeof e2) == 1) {
+            ah_search_level all = {0.0, -1, 1.0};
+            if (ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], &all, e2, sizeof e2) == 1) {
                 int S;
                 int64_t need = ah_min_memory_needed(&x, &S);
                 if (need < best) {
@@ -132,31 +133,36 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
-    ah_search_ctx xs[16];
-    ah_solution ss[16];
-    int ready[16] = {0};
+    ah_search_level levels[64];
+    int n_levels = ah_search_levels(c, levels, 64);
+    int cap = 16 * n_levels;
+    ah_search_ctx *xs = calloc((size_t)cap, sizeof *xs);
+    ah_solution *ss = calloc((size_t)cap, sizeof *ss);
+    int *ready = calloc((size_t)cap, sizeof *ready);
+    if (!xs || !ss || !ready) abort();
     int n = 0, rc = 0;
-    /* Phase 1 for every (tp, micro-batch): pure pipelines and short mixed ones. */
+    /* Phase 1 for every (tp, micro-batch, bandwidth level): pure pipelines and
+     * short mixed ones. */
     for (int i = 0; tps[i] && rc == 0; i++)
-        for (int j = 0; mbs[j] && rc == 0; j++) {
-            ah_search_ctx *x = &xs[n];
-            ah_solution *s = &ss[n];
-            memset(s, 0, sizeof *s);
-            s->value = AH_NS_INF;
-            int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], err, errlen);
-            if (r < 0) rc = -1;
-            ready[n] = r == 1;
-            if (r == 1) {
-                ah_search_templates(x, o->phase1_mixed_stages);
-                ah_search_solve(x, s);
+        for (int j = 0; mbs[j] && rc == 0; j++)
+            for (int l = 0; l < n_levels && rc == 0; l++) {
+                ah_search_ctx *x = &xs[n];
+                ah_solution *s = &ss[n];
+                s->value = AH_NS_INF;
+                int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], &levels[l], err, errlen);
+                if (r < 0) rc = -1;
+                ready[n] = r == 1;
+                if (r == 1) {
+                    ah_search_templates(x, o->phase1_mixed_stages);
+                    ah_search_solve(x, s);
+                }
+                n++;
             }
-            n++;
-        }
     ah_ns bound = AH_NS_INF;
     for (int k = 0; k < n; k++)
         if (ss[k].value < bound) bound = ss[k].value;
     /* Phase 2: long mixed pipelines, split only where bounds say they could
-     * beat the best plan so far; then the exact optimum per (tp, mb). */
+     * beat the best plan so far; then the exact optimum of each sub-search. */
     int best = -1;
     long long effort = 0;
     for (int k = 0; k < n && rc == 0; k++) {
@@ -167,9 +173,12 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         if (ss[k].value < bound) bound = ss[k].value;
         if (ss[k].value != AH_NS_INF && (best < 0 || ss[k].value < ss[best].value)) best = k;
         effort += xs[k].evals + xs[k].n_tpl;
-        if (getenv("AUTOHET_DEBUG"))
-            fprintf(stderr, "autohet: tp=%d mb=%d classes=%d templates=%d pruned=%lld value=%.6f s\n",
-                    xs[k].tp, xs[k].mb, xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
+        if (getenv("AUTOHET_DEBUG") && ready[k])
+            fprintf(stderr,
+                    "autohet: tp=%d mb=%d level(share>=%.2f, node %d, dp %.2f GB/s) classes=%d "
+                    "templates=%d pruned=%lld value=%.6f s\n",
+                    xs[k].tp, xs[k].mb, xs[k].level.min_share, xs[k].level.single_node,
+                    xs[k].level.dp_bw_gbs, xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
     }
     if (rc == 0 && best < 0) {
         no_fit_message(m, c, prof, o, err, errlen);
@@ -185,6 +194,9 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         ah_search_ctx_free(&xs[k]);
         ah_solution_free(&ss[k]);
     }
+    free(xs);
+    free(ss);
+    free(ready);
     return rc;
 }
 

@@ -12,6 +12,18 @@
 #define AH_MAX_CLASSES 16
 #define AH_MAX_STAGES 64
 
+/* A bandwidth level of the search. The DP all-reduce runs on the slowest link
+ * among the nodes a plan uses, which couples replicas; the search therefore
+ * runs once per level: either only nodes whose ah_dp_link_gbs is at least
+ * `min_share` (sync costed at that bandwidth), or only node `single_node`
+ * (sync on its intra-node link, which is >= its ah_dp_link_gbs). A plan is costed exactly at the level that matches
+ * it and pessimistically at the others, so the minimum over levels is exact. */
+typedef struct {
+    double min_share;   /* GB/s */
+    int single_node;    /* -1, or the only node allowed */
+    double dp_bw_gbs;
+} ah_search_level;
+
 typedef struct {
     const ah_device *dev;
     int gpus_per_node;
@@ -39,6 +51,7 @@ typedef struct {
     const ah_model_config *m;
     const ah_cluster *c;
     const ah_plan_options *o;
+    ah_search_level level;
     int tp, mb, L;
     long long M;               /* micro-batches per iteration */
     int K;
@@ -49,6 +62,9 @@ typedef struct {
     long long evals;           /* feasibility checks, for reporting */
     long long pruned;          /* mixed shapes skipped by bounds */
 } ah_search_ctx;
+
+/* The levels of a cluster (at most 2 * nodes kinds); returns the count. */
+int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max);
 
 /* A replica of a solution: template index and micro-batches. */
 typedef struct {
@@ -66,8 +82,8 @@ typedef struct {
 /* 1 = context ready, 0 = nothing to do at this (tp, mb) (no units, or the
  * profile does not cover it), -1 = error in err. */
 int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
-                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb, char *err,
-                       size_t errlen);
+                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb,
+                       const ah_search_level *lv, char *err, size_t errlen);
 void ah_search_ctx_free(ah_search_ctx *x);
 /* Split one template (cls/n_stages/shape set); fills ends, ends1, A, B, tail,
  * tail1. Returns 0, or -1 if no split fits in memory. */

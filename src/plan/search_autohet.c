@@ -23,10 +23,45 @@ static int class_before(const ah_class *a, const ah_class *b) {
     return a->nic_gbit > b->nic_gbit;
 }
 
+int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max) {
+    int n = 0;
+    if (c->n_nodes == 1) {
+        out[0].min_share = 0;
+        out[0].single_node = 0;
+        out[0].dp_bw_gbs = c->nodes[0].dev.intra_bw_gbs;
+        return 1;
+    }
+    for (int i = 0; i < c->n_nodes && n < max; i++) {
+        double share = ah_dp_link_gbs(&c->nodes[i]);
+        int seen = 0;
+        for (int k = 0; k < n; k++) seen |= out[k].single_node < 0 && out[k].min_share == share;
+        if (!seen) {
+            out[n].min_share = share;
+            out[n].single_node = -1;
+            out[n].dp_bw_gbs = share;
+            n++;
+        }
+    }
+    /* one node alone: one level per node kind (its nodes are interchangeable) */
+    for (int i = 0; i < c->n_nodes && n < max; i++) {
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen |= out[k].single_node >= 0 && same_class(&c->nodes[out[k].single_node], &c->nodes[i]);
+        if (!seen) {
+            out[n].min_share = 0;
+            out[n].single_node = i;
+            out[n].dp_bw_gbs = c->nodes[i].dev.intra_bw_gbs;
+            n++;
+        }
+    }
+    return n;
+}
+
 int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
-                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb, char *err,
-                       size_t errlen) {
+                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb,
+                       const ah_search_level *lv, char *err, size_t errlen) {
     memset(x, 0, sizeof *x);
+    x->level = *lv;
     x->m = m;
     x->c = c;
     x->o = o;
@@ -39,6 +74,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     for (int i = 0; i < c->n_nodes; i++) {
         const ah_node *nd = &c->nodes[i];
         if (nd->gpus < tp) continue;
+        if (lv->single_node >= 0 ? i != lv->single_node : ah_dp_link_gbs(nd) < lv->min_share) continue;
         int k = 0;
         while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd)) k++;
         if (k == x->K) {
@@ -72,7 +108,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
         if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err,
                                  errlen) != 0)
             return -1;
-    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, ah_dp_bandwidth_gbs(c));
+    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, lv->dp_bw_gbs);
     return 1;
 }
 
