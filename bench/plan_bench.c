@@ -27,12 +27,18 @@ static const scenario SCENARIOS[] = {
     {"paper-like", "gpt3-6.7b", "4x8xA100-40G,2x8xH800,2x8xH20", NULL, 512, 2048},
     {"uneven", "gpt3-13b", "6x8xH20,1x8xH800,1x8xA100-40G", NULL, 512, 2048},
     {"uneven", "llama2-7b", "6x8xV100-32G,1x8xH800,1x8xA100-80G", NULL, 512, 2048},
-    {"real profile", "gpt-neo-2.7b", "2x8xA100-40G,1x8xA100-80G,1x8xV100-16G", "tests/fixtures/sailor/GPT-Neo-2.7", 256, 2048},
-    {"real profile", "opt-350m", "1x8xA100-40G,1x8xRTX-3090,2x8xV100-16G", "tests/fixtures/sailor/OPT-350", 512, 2048},
-    {"scale", "llama2-13b", "4x8xA100-40G,2x8xA100-80G,2x8xH800,2x8xH20,4x8xV100-32G,2x8xH100-SXM", NULL, 256, 2048},
-    {"scale", "llama2-13b", "8x8xA100-40G,4x8xA100-80G,4x8xH800,4x8xH20,8x8xV100-32G,4x8xH100-SXM", NULL, 512, 2048},
-    {"scale", "llama2-13b", "16x8xA100-40G,8x8xA100-80G,8x8xH800,8x8xH20,16x8xV100-32G,8x8xH100-SXM", NULL, 1024, 2048},
-    {"scale", "llama2-13b", "32x8xA100-40G,16x8xA100-80G,16x8xH800,16x8xH20,32x8xV100-32G,16x8xH100-SXM", NULL, 2048, 2048},
+    {"real profile", "gpt-neo-2.7b", "2x8xA100-40G,1x8xA100-80G,1x8xV100-16G",
+     "tests/fixtures/sailor/GPT-Neo-2.7", 256, 2048},
+    {"real profile", "opt-350m", "1x8xA100-40G,1x8xRTX-3090,2x8xV100-16G", "tests/fixtures/sailor/OPT-350",
+     512, 2048},
+    {"scale", "llama2-13b", "4x8xA100-40G,2x8xA100-80G,2x8xH800,2x8xH20,4x8xV100-32G,2x8xH100-SXM", NULL, 256,
+     2048},
+    {"scale", "llama2-13b", "8x8xA100-40G,4x8xA100-80G,4x8xH800,4x8xH20,8x8xV100-32G,4x8xH100-SXM", NULL, 512,
+     2048},
+    {"scale", "llama2-13b", "16x8xA100-40G,8x8xA100-80G,8x8xH800,8x8xH20,16x8xV100-32G,8x8xH100-SXM", NULL,
+     1024, 2048},
+    {"scale", "llama2-13b", "32x8xA100-40G,16x8xA100-80G,16x8xH800,16x8xH20,32x8xV100-32G,16x8xH100-SXM",
+     NULL, 2048, 2048},
 };
 #define N_SCEN (sizeof SCENARIOS / sizeof SCENARIOS[0])
 
@@ -59,12 +65,13 @@ int main(int argc, char **argv) {
         perror(md);
         return 1;
     }
-    printf("%-12s %-13s %-5s %-62s %9s %9s %9s %9s %8s %8s\n", "group", "model", "GPUs", "cluster",
-           "plan s", "autohet", "whale", "megatron", "vs whale", "vs megat");
+    printf("%-12s %-13s %-5s %-62s %9s %9s %9s %9s %8s %8s\n", "group", "model", "GPUs", "cluster", "plan s",
+           "autohet", "whale", "megatron", "vs whale", "vs megat");
     if (out)
-        fprintf(out, "| group | model | GPUs | cluster | global batch | planning time s (median of %d) | "
-                     "autohet iter s | proportional iter s | megatron iter s | speedup vs proportional | "
-                     "speedup vs megatron | autohet plan |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        fprintf(out,
+                "| group | model | GPUs | cluster | global batch | planning time s (median of %d) | "
+                "autohet iter s | proportional iter s | megatron iter s | speedup vs proportional | "
+                "speedup vs megatron | autohet plan |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                 runs);
     int rc = 0;
     for (size_t s = 0; s < N_SCEN; s++) {
@@ -72,11 +79,13 @@ int main(int argc, char **argv) {
         char err[512];
         ah_model_config m;
         ah_cluster c = {0};
-        if (ah_model_resolve(sc->model, &m, err, sizeof err) || ah_cluster_resolve(sc->cluster, &c, err, sizeof err)) {
+        if (ah_model_resolve(sc->model, &m, err, sizeof err) ||
+            ah_cluster_resolve(sc->cluster, &c, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        ah_profile *prof = sc->profile ? ah_profile_load(sc->profile, err, sizeof err) : ah_profile_analytic();
+        ah_profile *prof =
+            sc->profile ? ah_profile_load(sc->profile, err, sizeof err) : ah_profile_analytic();
         if (!prof) {
             fprintf(stderr, "%s\n", err);
             return 1;
@@ -118,15 +127,18 @@ int main(int argc, char **argv) {
             int depth_min = 1 << 30, depth_max = 0;
             for (int r = 0; r < p[0].n_replicas; r++) {
                 int d = p[0].replicas[r].n_stages;
-                if (d < depth_min) depth_min = d;
-                if (d > depth_max) depth_max = d;
+                if (d < depth_min)
+                    depth_min = d;
+                if (d > depth_max)
+                    depth_max = d;
             }
             snprintf(shape, sizeof shape, "TP=%d mb=%d, %d replicas, %d-%d stages", p[0].tp, p[0].micro_batch,
                      p[0].n_replicas, depth_min, depth_max);
         }
         snprintf(desc, sizeof desc, "%s", sc->cluster);
         double it[3];
-        for (int k = 0; k < 3; k++) it[k] = ok[k] ? p[k].iteration_time_s : 0;
+        for (int k = 0; k < 3; k++)
+            it[k] = ok[k] ? p[k].iteration_time_s : 0;
         char vs[2][32];
         for (int k = 1; k < 3; k++) {
             if (ok[0] && ok[k])
@@ -141,13 +153,15 @@ int main(int argc, char **argv) {
             fprintf(out, "| %s | %s | %d | `%s` | %d | %.3f | %.3f | %s | %s | %s | %s | %s |\n", sc->group,
                     sc->model, ah_cluster_total_gpus(&c), desc, sc->global_batch, med, it[0],
                     ok[1] ? (snprintf(err, sizeof err, "%.3f", it[1]), err) : "no fit",
-                    ok[2] ? (snprintf(err + 64, sizeof err - 64, "%.3f", it[2]), err + 64) : "no fit",
-                    vs[0], vs[1], shape);
+                    ok[2] ? (snprintf(err + 64, sizeof err - 64, "%.3f", it[2]), err + 64) : "no fit", vs[0],
+                    vs[1], shape);
         for (int k = 0; k < 3; k++)
-            if (ok[k]) ah_plan_free(&p[k]);
+            if (ok[k])
+                ah_plan_free(&p[k]);
         ah_profile_free(prof);
         ah_cluster_free(&c);
     }
-    if (out) fclose(out);
+    if (out)
+        fclose(out);
     return rc;
 }

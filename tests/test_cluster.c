@@ -20,17 +20,14 @@
 
 /* cmocka 1.1 only has a float-precision comparison; values here are exact
  * doubles (or nearly), so compare at double precision. */
-#define assert_double_equal(got, want, abs_tol) \
-    assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
-static void assert_dbl_near(double got, double want, double tol, const char *file, int line)
-{
+#define assert_double_equal(got, want, abs_tol) assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
+static void assert_dbl_near(double got, double want, double tol, const char *file, int line) {
     if (!(fabs(got - want) <= tol + 1e-12 * fabs(want)))
         fail_msg("%s:%d: got %.17g, want %.17g", file, line, got, want);
 }
 
 /* Writes text to a fresh /tmp/ahc_XXXXXX.json; path must hold 64 bytes. */
-static void write_tmp(const char *text, char *path)
-{
+static void write_tmp(const char *text, char *path) {
     strcpy(path, "/tmp/ahc_XXXXXX.json");
     int fd = mkstemps(path, 5);
     assert_true(fd >= 0);
@@ -39,30 +36,26 @@ static void write_tmp(const char *text, char *path)
     close(fd);
 }
 
-static void assert_contains(const char *hay, const char *needle)
-{
+static void assert_contains(const char *hay, const char *needle) {
     if (strstr(hay, needle) == NULL)
         fail_msg("'%s' does not contain '%s'", hay, needle);
 }
 
-static int overrides_text(const char *text, char *err, size_t errlen, char *path)
-{
+static int overrides_text(const char *text, char *err, size_t errlen, char *path) {
     write_tmp(text, path);
     int rc = ah_device_load_overrides(path, err, errlen);
     unlink(path);
     return rc;
 }
 
-static int inventory_text(const char *text, ah_cluster *c, char *err, size_t errlen, char *path)
-{
+static int inventory_text(const char *text, ah_cluster *c, char *err, size_t errlen, char *path) {
     write_tmp(text, path);
     int rc = ah_cluster_load_json(path, c, err, errlen);
     unlink(path);
     return rc;
 }
 
-static int reset_catalog(void **state)
-{
+static int reset_catalog(void **state) {
     (void)state;
     ah_device_catalog_reset();
     return 0;
@@ -70,8 +63,7 @@ static int reset_catalog(void **state)
 
 /* ------------------------------------------------------------ catalog */
 
-static void test_catalog_contents(void **state)
-{
+static void test_catalog_contents(void **state) {
     (void)state;
     assert_int_equal(ah_device_catalog_count(), 14);
     const ah_device *d = ah_device_catalog_at(0);
@@ -99,18 +91,17 @@ static void test_catalog_contents(void **state)
     assert_null(ah_device_catalog_at(14));
 }
 
-static void test_aliases(void **state)
-{
+static void test_aliases(void **state) {
     (void)state;
     static const char *const pairs[][2] = {
-        {"a100-40g", "A100-40G"},  {"A100-40", "A100-40G"},   {"A100-40GB", "A100-40G"},
-        {"A100_40GB", "A100-40G"}, {"A100", "A100-40G"},      {"NVIDIA A100", "A100-40G"},
-        {"A100-80", "A100-80G"},   {"a100_80gb", "A100-80G"}, {"H100", "H100-SXM"},
-        {"H100-80G", "H100-SXM"},  {"h100_80gb", "H100-SXM"}, {"h100-sxm", "H100-SXM"},
-        {"V100", "V100-16G"},      {"V100-16", "V100-16G"},   {"V100-32", "V100-32G"},
-        {"v100_32gb", "V100-32G"}, {"4090", "RTX-4090"},      {"rtx4090", "RTX-4090"},
-        {"3090", "RTX-3090"},      {"RTX_3090", "RTX-3090"},  {"TITAN-RTX", "Titan-RTX"},
-        {"titan_rtx", "Titan-RTX"}, {"l40s", "L40S"},         {"h20", "H20"},
+        {"a100-40g", "A100-40G"},   {"A100-40", "A100-40G"},   {"A100-40GB", "A100-40G"},
+        {"A100_40GB", "A100-40G"},  {"A100", "A100-40G"},      {"NVIDIA A100", "A100-40G"},
+        {"A100-80", "A100-80G"},    {"a100_80gb", "A100-80G"}, {"H100", "H100-SXM"},
+        {"H100-80G", "H100-SXM"},   {"h100_80gb", "H100-SXM"}, {"h100-sxm", "H100-SXM"},
+        {"V100", "V100-16G"},       {"V100-16", "V100-16G"},   {"V100-32", "V100-32G"},
+        {"v100_32gb", "V100-32G"},  {"4090", "RTX-4090"},      {"rtx4090", "RTX-4090"},
+        {"3090", "RTX-3090"},       {"RTX_3090", "RTX-3090"},  {"TITAN-RTX", "Titan-RTX"},
+        {"titan_rtx", "Titan-RTX"}, {"l40s", "L40S"},          {"h20", "H20"},
         {"2080", "RTX-2080"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
@@ -128,8 +119,7 @@ static void test_aliases(void **state)
 
 /* ----------------------------------------------------------- overrides */
 
-static void test_overrides_update_and_add(void **state)
-{
+static void test_overrides_update_and_add(void **state) {
     (void)state;
     char err[256], path[64];
     const char *text = "{\"devices\": [\n"
@@ -162,8 +152,7 @@ static void test_overrides_update_and_add(void **state)
     assert_double_equal(ah_device_find("A100-40G")->efficiency, 0.5, 0);
 }
 
-static void test_override_errors(void **state)
-{
+static void test_override_errors(void **state) {
     (void)state;
     static const struct {
         const char *text, *want;
@@ -199,8 +188,7 @@ static void test_override_errors(void **state)
     assert_contains(err, "/nonexistent/devices.json: cannot open file");
 }
 
-static void test_override_is_atomic(void **state)
-{
+static void test_override_is_atomic(void **state) {
     (void)state;
     char err[256], path[64];
     const char *text = "{\"devices\": [{\"name\": \"H20\", \"mem_gib\": 141},"
@@ -213,8 +201,7 @@ static void test_override_is_atomic(void **state)
     assert_int_equal(ah_device_catalog_count(), 14);
 }
 
-static void test_override_catalog_full(void **state)
-{
+static void test_override_catalog_full(void **state) {
     (void)state;
     char text[16384], err[256], path[64];
     size_t off = (size_t)snprintf(text, sizeof text, "{\"devices\": [");
@@ -231,14 +218,12 @@ static void test_override_catalog_full(void **state)
 
 /* ----------------------------------------------------------- shorthand */
 
-static void test_shorthand_mixed(void **state)
-{
+static void test_shorthand_mixed(void **state) {
     (void)state;
     ah_cluster c;
     char err[256];
     assert_int_equal(
-        ah_cluster_parse_shorthand("2x8xA100-40G,1x8xH800@400:spot,4x8xH20", &c, err, sizeof err),
-        0);
+        ah_cluster_parse_shorthand("2x8xA100-40G,1x8xH800@400:spot,4x8xH20", &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 7);
     assert_int_equal(ah_cluster_total_gpus(&c), 56);
     assert_string_equal(c.nodes[0].name, "A100-40G-0");
@@ -264,8 +249,7 @@ static void test_shorthand_mixed(void **state)
     assert_int_equal(c.n_nodes, 0);
 }
 
-static void test_shorthand_forms(void **state)
-{
+static void test_shorthand_forms(void **state) {
     (void)state;
     ah_cluster c;
     char err[256], desc[128];
@@ -274,9 +258,8 @@ static void test_shorthand_forms(void **state)
     assert_int_equal(c.nodes[0].gpus, 8);
     ah_cluster_free(&c);
 
-    assert_int_equal(ah_cluster_parse_shorthand(" 1x8xa100_40gb , 2X4X4090:SPOT@25.5, 8x4090 ",
-                                                &c, err, sizeof err),
-                     0);
+    assert_int_equal(
+        ah_cluster_parse_shorthand(" 1x8xa100_40gb , 2X4X4090:SPOT@25.5, 8x4090 ", &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 4);
     assert_string_equal(c.nodes[0].dev.name, "A100-40G");
     assert_string_equal(c.nodes[1].dev.name, "RTX-4090");
@@ -296,8 +279,7 @@ static void test_shorthand_forms(void **state)
     ah_cluster_free(&c);
 }
 
-static void test_shorthand_errors(void **state)
-{
+static void test_shorthand_errors(void **state) {
     (void)state;
     static const struct {
         const char *spec, *want;
@@ -339,13 +321,11 @@ static void test_shorthand_errors(void **state)
 
 /* ------------------------------------------------------ JSON inventory */
 
-static void test_inventory_example(void **state)
-{
+static void test_inventory_example(void **state) {
     (void)state;
     ah_cluster c;
     char err[256], desc[128];
-    assert_int_equal(ah_cluster_load_json(EXAMPLES "/inventory-mixed.json", &c, err, sizeof err),
-                     0);
+    assert_int_equal(ah_cluster_load_json(EXAMPLES "/inventory-mixed.json", &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 5);
     assert_int_equal(ah_cluster_total_gpus(&c), 40);
     assert_string_equal(c.nodes[0].name, "a100-0");
@@ -363,8 +343,7 @@ static void test_inventory_example(void **state)
     ah_cluster_free(&c);
 }
 
-static void test_inventory_defaults_and_spellings(void **state)
-{
+static void test_inventory_defaults_and_spellings(void **state) {
     (void)state;
     ah_cluster c;
     char err[256], path[64];
@@ -394,8 +373,7 @@ static void test_inventory_defaults_and_spellings(void **state)
     ah_cluster_free(&c);
 }
 
-static void test_inventory_errors(void **state)
-{
+static void test_inventory_errors(void **state) {
     (void)state;
     static const struct {
         const char *text, *want;
@@ -421,10 +399,8 @@ static void test_inventory_errors(void **state)
          "nodes[0].spot must be true or false"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"price_per_hour\": -1}]}",
          "nodes[0].price_per_hour must be a non-negative number"},
-        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}",
-         "nodes[0].name must be a string"},
-        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic\": 100}]}",
-         "nodes[0]: unknown field 'nic'"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}", "nodes[0].name must be a string"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic\": 100}]}", "nodes[0]: unknown field 'nic'"},
         {"{\"nodes\": [3]}", "nodes[0] must be an object"},
         {"{\"nodes\": []}", "field 'nodes' is empty"},
         {"{\"nodes\": {}}", "field 'nodes' must be an array"},
@@ -444,8 +420,7 @@ static void test_inventory_errors(void **state)
     }
 }
 
-static void test_resolve(void **state)
-{
+static void test_resolve(void **state) {
     (void)state;
     ah_cluster c;
     char err[256];
@@ -469,8 +444,7 @@ static void test_resolve(void **state)
     ah_cluster_free(NULL);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_catalog_contents, reset_catalog),
         cmocka_unit_test(test_aliases),

@@ -20,17 +20,14 @@
 
 /* cmocka 1.1 only has a float-precision comparison; values here are exact
  * doubles (or nearly), so compare at double precision. */
-#define assert_double_equal(got, want, abs_tol) \
-    assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
-static void assert_dbl_near(double got, double want, double tol, const char *file, int line)
-{
+#define assert_double_equal(got, want, abs_tol) assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
+static void assert_dbl_near(double got, double want, double tol, const char *file, int line) {
     if (!(fabs(got - want) <= tol + 1e-12 * fabs(want)))
         fail_msg("%s:%d: got %.17g, want %.17g", file, line, got, want);
 }
 
 /* Writes text to a fresh /tmp/ahm_XXXXXX.json; path must hold 64 bytes. */
-static void write_tmp(const char *text, char *path)
-{
+static void write_tmp(const char *text, char *path) {
     strcpy(path, "/tmp/ahm_XXXXXX.json");
     int fd = mkstemps(path, 5);
     assert_true(fd >= 0);
@@ -40,52 +37,44 @@ static void write_tmp(const char *text, char *path)
 }
 
 /* Loads a config from text; returns the loader's result. */
-static int load_text(const char *text, ah_model_config *m, char *err, size_t errlen,
-                     char *path)
-{
+static int load_text(const char *text, ah_model_config *m, char *err, size_t errlen, char *path) {
     write_tmp(text, path);
     int rc = ah_model_load_json(path, m, err, errlen);
     unlink(path);
     return rc;
 }
 
-static void assert_within(double got, double want, double rel)
-{
+static void assert_within(double got, double want, double rel) {
     if (fabs(got - want) > rel * fabs(want))
         fail_msg("%.6g not within %.2f%% of %.6g", got, rel * 100, want);
 }
 
-static void assert_contains(const char *hay, const char *needle)
-{
+static void assert_contains(const char *hay, const char *needle) {
     if (strstr(hay, needle) == NULL)
         fail_msg("'%s' does not contain '%s'", hay, needle);
 }
 
-static ah_model_config preset(const char *name)
-{
+static ah_model_config preset(const char *name) {
     ah_model_config m;
     assert_int_equal(ah_model_preset(name, &m), 0);
     return m;
 }
 
 /* h=4, a=2, f=16, V=10, P=6, 2 blocks. */
-static ah_model_config tiny_gpt(void)
-{
+static ah_model_config tiny_gpt(void) {
     ah_model_config m = {"tiny", AH_ARCH_GPT, 4, 2, 2, 2, 16, 10, 6, 1};
     return m;
 }
 
 /* h=8, a=4, kv=2 (h_kv=4), f=12, V=10, 3 blocks, untied. */
-static ah_model_config tiny_llama(void)
-{
+static ah_model_config tiny_llama(void) {
     ah_model_config m = {"tiny-llama", AH_ARCH_LLAMA, 8, 3, 4, 2, 12, 10, 0, 0};
     return m;
 }
 
 /* ----------------------------------------------------------- presets */
 
-static void test_presets_all_valid(void **state)
-{
+static void test_presets_all_valid(void **state) {
     (void)state;
     const char *const *names = ah_model_preset_names();
     int n = 0;
@@ -99,8 +88,7 @@ static void test_presets_all_valid(void **state)
     assert_int_equal(n, 13);
 }
 
-static void test_preset_lookup(void **state)
-{
+static void test_preset_lookup(void **state) {
     (void)state;
     ah_model_config m = preset("LLaMA2-70B");
     assert_int_equal(m.arch, AH_ARCH_LLAMA);
@@ -117,8 +105,7 @@ static void test_preset_lookup(void **state)
     assert_int_equal(ah_model_preset(NULL, &m), -1);
 }
 
-static void test_param_counts_match_published(void **state)
-{
+static void test_param_counts_match_published(void **state) {
     (void)state;
     ah_model_config m = preset("gpt3-175b");
     assert_within(ah_model_total_params(&m), 175e9, 0.01);
@@ -136,8 +123,7 @@ static void test_param_counts_match_published(void **state)
 
 /* ------------------------------------------------------- hand checks */
 
-static void test_tiny_gpt_params_and_flops(void **state)
-{
+static void test_tiny_gpt_params_and_flops(void **state) {
     (void)state;
     ah_model_config m = tiny_gpt();
     /* block: 4*16+4*4 + 2*4*16 + 16 + 4 + 4*4 = 80 + 128 + 20 + 16 */
@@ -158,8 +144,7 @@ static void test_tiny_gpt_params_and_flops(void **state)
     assert_double_equal(ah_model_p2p_bytes(&m, 3, 2), 2 * 2 * 3 * 4, 0);
 }
 
-static void test_tiny_llama_params_and_flops(void **state)
-{
+static void test_tiny_llama_params_and_flops(void **state) {
     (void)state;
     ah_model_config m = tiny_llama();
     /* 2*64 + 2*8*4 + 3*8*12 + 2*8 */
@@ -171,8 +156,7 @@ static void test_tiny_llama_params_and_flops(void **state)
     assert_double_equal(ah_layer_fwd_flops(&m, AH_LAYER_BLOCK, 2, 1), 2048, 0);
 }
 
-static void test_tiny_bert_params(void **state)
-{
+static void test_tiny_bert_params(void **state) {
     (void)state;
     ah_model_config m = tiny_gpt();
     m.arch = AH_ARCH_BERT;
@@ -184,8 +168,7 @@ static void test_tiny_bert_params(void **state)
     assert_double_equal(ah_model_total_params(&m), 80 + 2 * 244 + 78 - 40, 0);
 }
 
-static void test_fwd_bytes_hand(void **state)
-{
+static void test_fwd_bytes_hand(void **state) {
     (void)state;
     ah_model_config m = tiny_gpt();
     /* b=2, s=3, t=2: weights 244/2*2 + acts 16*24*2/2 + scores 2*2*2*9*2/2 */
@@ -197,20 +180,17 @@ static void test_fwd_bytes_hand(void **state)
     assert_double_equal(ah_layer_fwd_bytes(&m, AH_LAYER_HEAD, 3, 2, 0), 80 + 480, 0);
 }
 
-static void test_activation_bytes_hand(void **state)
-{
+static void test_activation_bytes_hand(void **state) {
     (void)state;
     /* h=4096, a=32, s=2048, b=1, t=8: sbh = 8388608 and 5as/(ht) = 10 */
     ah_model_config m = preset("gpt3-6.7b");
     const double sbh = 8388608.0;
     assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_NONE),
                         sbh * (10 + 3 + 10), 0);
-    assert_double_equal(
-        ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE), sbh * 13, 0);
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_FULL),
-                        2 * sbh, 0);
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_EMBED, 2048, 1, 8, AH_RECOMPUTE_NONE),
-                        2 * sbh, 0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE), sbh * 13,
+                        0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_FULL), 2 * sbh, 0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_EMBED, 2048, 1, 8, AH_RECOMPUTE_NONE), 2 * sbh, 0);
     /* 2sbh + 4*s*b*V/t = 16777216 + 4*2048*50257/8 */
     assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_HEAD, 2048, 1, 8, AH_RECOMPUTE_NONE),
                         16777216.0 + 51463168.0, 0);
@@ -220,13 +200,11 @@ static void test_activation_bytes_hand(void **state)
 
     /* LLaMA-2-7B: MLP share (5 + 19*11008/(4*4096))/8 = 2.220703125 */
     m = preset("llama2-7b");
-    assert_double_equal(
-        ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE),
-        102514688.0, 0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE),
+                        102514688.0, 0);
 }
 
-static void test_flops_per_sequence_vs_6N(void **state)
-{
+static void test_flops_per_sequence_vs_6N(void **state) {
     (void)state;
     /* Dense transformers: about 6 * params per token plus attention. */
     ah_model_config m = preset("gpt3-175b");
@@ -235,8 +213,7 @@ static void test_flops_per_sequence_vs_6N(void **state)
     assert_true(per_token > 6 * 174e9);
 }
 
-static void test_layer_numbering(void **state)
-{
+static void test_layer_numbering(void **state) {
     (void)state;
     ah_model_config m = tiny_llama();
     assert_int_equal(ah_model_num_layers(&m), 5);
@@ -246,8 +223,7 @@ static void test_layer_numbering(void **state)
     assert_int_equal(ah_model_layer_kind(&m, 4), AH_LAYER_HEAD);
 }
 
-static void test_names(void **state)
-{
+static void test_names(void **state) {
     (void)state;
     ah_recompute r = AH_RECOMPUTE_FULL;
     assert_int_equal(ah_recompute_parse("none", &r), 0);
@@ -268,8 +244,7 @@ static void test_names(void **state)
 
 /* ------------------------------------------------------ JSON loading */
 
-static void test_json_gpt2(void **state)
-{
+static void test_json_gpt2(void **state) {
     (void)state;
     /* The HF gpt2 config (abridged); n_inner null means 4h. */
     const char *cfg = "{\"activation_function\": \"gelu_new\", \"architectures\": "
@@ -295,8 +270,7 @@ static void test_json_gpt2(void **state)
     assert_double_equal(ah_model_total_params(&m), ah_model_total_params(&ref), 0);
 }
 
-static void test_json_llama_example(void **state)
-{
+static void test_json_llama_example(void **state) {
     (void)state;
     ah_model_config m;
     char err[256];
@@ -310,8 +284,7 @@ static void test_json_llama_example(void **state)
     assert_within(ah_model_total_params(&m), 6.74e9, 0.01);
 }
 
-static void test_json_mistral_gqa(void **state)
-{
+static void test_json_mistral_gqa(void **state) {
     (void)state;
     const char *cfg = "{\"model_type\": \"mistral\", \"hidden_size\": 4096, "
                       "\"intermediate_size\": 14336, \"num_attention_heads\": 32, "
@@ -327,8 +300,7 @@ static void test_json_mistral_gqa(void **state)
     assert_within(ah_model_total_params(&m), 7.24e9, 0.01);
 }
 
-static void test_json_bert(void **state)
-{
+static void test_json_bert(void **state) {
     (void)state;
     const char *cfg = "{\"architectures\": [\"BertForMaskedLM\"], \"hidden_size\": 1024,"
                       "\"intermediate_size\": 4096, \"max_position_embeddings\": 512,"
@@ -343,8 +315,7 @@ static void test_json_bert(void **state)
     assert_double_equal(ah_model_total_params(&m), ah_model_total_params(&ref), 0);
 }
 
-static void test_json_opt_and_neo(void **state)
-{
+static void test_json_opt_and_neo(void **state) {
     (void)state;
     const char *opt = "{\"model_type\": \"opt\", \"hidden_size\": 1024, \"ffn_dim\": 4096,"
                       "\"num_attention_heads\": 16, \"num_hidden_layers\": 24,"
@@ -364,8 +335,7 @@ static void test_json_opt_and_neo(void **state)
     assert_int_equal(m.ffn_hidden, 4 * 2560);
 }
 
-static void test_json_arch_from_keys(void **state)
-{
+static void test_json_arch_from_keys(void **state) {
     (void)state;
     ah_model_config m;
     char err[256], path[64];
@@ -390,8 +360,7 @@ static void test_json_arch_from_keys(void **state)
     assert_int_equal(m.ffn_hidden, 256);
 }
 
-static void test_json_name_from_directory(void **state)
-{
+static void test_json_name_from_directory(void **state) {
     (void)state;
     char dir[64] = "/tmp/ahm_dir_XXXXXX", path[96];
     assert_non_null(mkdtemp(dir));
@@ -412,8 +381,7 @@ static void test_json_name_from_directory(void **state)
 }
 
 /* Each bad config must fail with "<path>: ..." naming the field. */
-static void test_json_errors(void **state)
-{
+static void test_json_errors(void **state) {
     (void)state;
     static const struct {
         const char *text, *want;
@@ -438,8 +406,7 @@ static void test_json_errors(void **state)
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": -2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
          "field 'n_layer' must be a positive integer"},
-        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}",
-         "missing field 'vocab_size'"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}", "missing field 'vocab_size'"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"vocab_size\": 10}",
          "missing field 'n_positions'"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10, "
@@ -471,8 +438,7 @@ static void test_json_errors(void **state)
     }
 }
 
-static void test_json_unreadable(void **state)
-{
+static void test_json_unreadable(void **state) {
     (void)state;
     ah_model_config m;
     char err[256];
@@ -490,8 +456,7 @@ static void test_json_unreadable(void **state)
 
 /* Every prefix of a valid config and every single-byte corruption must load
  * or fail cleanly (run under ASan/valgrind to make this meaningful). */
-static void test_json_never_crashes(void **state)
-{
+static void test_json_never_crashes(void **state) {
     (void)state;
     const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": "
                       "172, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
@@ -522,8 +487,7 @@ static void test_json_never_crashes(void **state)
 
 /* ------------------------------------------------------------ resolve */
 
-static void test_resolve(void **state)
-{
+static void test_resolve(void **state) {
     (void)state;
     ah_model_config m;
     char err[1024];
@@ -545,8 +509,7 @@ static void test_resolve(void **state)
     assert_int_equal(strlen(small), 15);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_presets_all_valid),
         cmocka_unit_test(test_preset_lookup),

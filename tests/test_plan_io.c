@@ -18,15 +18,13 @@
 
 static char tmpdir[64];
 
-static int setup_dir(void **state)
-{
+static int setup_dir(void **state) {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ah_plan_io_XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
-static int teardown_dir(void **state)
-{
+static int teardown_dir(void **state) {
     (void)state;
     DIR *d = opendir(tmpdir);
     if (!d)
@@ -43,21 +41,18 @@ static int teardown_dir(void **state)
     return rmdir(tmpdir);
 }
 
-static void tmp_path(char *out, size_t n, const char *name)
-{
+static void tmp_path(char *out, size_t n, const char *name) {
     snprintf(out, n, "%s/%s", tmpdir, name);
 }
 
-static void write_file(const char *path, const char *text, size_t len)
-{
+static void write_file(const char *path, const char *text, size_t len) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
 }
 
-static char *slurp(const char *path, size_t *len_out)
-{
+static char *slurp(const char *path, size_t *len_out) {
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     assert_int_equal(fseek(f, 0, SEEK_END), 0);
@@ -76,16 +71,14 @@ static char *slurp(const char *path, size_t *len_out)
 
 /* Derived numbers get distinctive non-round values so an exact round trip
  * proves no precision is lost. */
-static double val(int k)
-{
+static double val(int k) {
     return 0.001 * k + 1.0 / (k + 3.0);
 }
 
 /* gpt3-6.7b (34 layers) on 1x8xH800 + 2x8xA100-40G, TP 4, micro-batch 1,
  * global batch 64: replica 0 = 2 stages on the H800 node (40 micro-batches),
  * replica 1 = 3 stages on the A100 nodes (24 micro-batches). */
-static void build_plan(ah_plan *p)
-{
+static void build_plan(ah_plan *p) {
     char err[256] = "";
     memset(p, 0, sizeof *p);
     p->version = AH_PLAN_FORMAT_VERSION;
@@ -93,8 +86,7 @@ static void build_plan(ah_plan *p)
     assert_int_equal(ah_model_preset("gpt3-6.7b", &p->model), 0);
     p->train.seq = 2048;
     p->train.recompute = AH_RECOMPUTE_SELECTIVE;
-    int rc = ah_cluster_parse_shorthand("1x8xH800,2x8xA100-40G@200:spot", &p->cluster, err,
-                                        sizeof err);
+    int rc = ah_cluster_parse_shorthand("1x8xH800,2x8xA100-40G@200:spot", &p->cluster, err, sizeof err);
     if (rc != 0)
         fail_msg("ah_cluster_parse_shorthand: %s", err);
     assert_int_equal(p->cluster.n_nodes, 3);
@@ -159,14 +151,12 @@ static void build_plan(ah_plan *p)
     snprintf(p->profile_source, sizeof p->profile_source, "analytic");
 }
 
-static void assert_dbl_same(double a, double b, const char *what)
-{
+static void assert_dbl_same(double a, double b, const char *what) {
     if (!(a == b) && !(a != a && b != b))
         fail_msg("%s: %.17g != %.17g", what, a, b);
 }
 
-static void assert_plan_equal(const ah_plan *a, const ah_plan *b)
-{
+static void assert_plan_equal(const ah_plan *a, const ah_plan *b) {
     assert_int_equal(a->version, b->version);
     assert_string_equal(a->strategy, b->strategy);
     /* model */
@@ -250,8 +240,7 @@ static void assert_plan_equal(const ah_plan *a, const ah_plan *b)
 }
 
 /* Write the reference plan to `name` in the temp dir; return it parsed. */
-static cJSON *good_doc(char *path, size_t n)
-{
+static cJSON *good_doc(char *path, size_t n) {
     ah_plan p;
     char err[256] = "";
     build_plan(&p);
@@ -267,8 +256,7 @@ static cJSON *good_doc(char *path, size_t n)
     return doc;
 }
 
-static cJSON *at(cJSON *root, const char *a, int i, const char *b, int j)
-{
+static cJSON *at(cJSON *root, const char *a, int i, const char *b, int j) {
     cJSON *x = cJSON_GetObjectItemCaseSensitive(root, a);
     if (i >= 0)
         x = cJSON_GetArrayItem(x, i);
@@ -282,8 +270,7 @@ static cJSON *at(cJSON *root, const char *a, int i, const char *b, int j)
 
 /* Write doc to a file, read it as a plan, expect failure whose message names
  * the file and contains each of the given fragments. */
-static void expect_read_error(cJSON *doc, const char *name, const char *frag1, const char *frag2)
-{
+static void expect_read_error(cJSON *doc, const char *name, const char *frag1, const char *frag2) {
     char path[128], err[512] = "";
     tmp_path(path, sizeof path, name);
     char *text = cJSON_Print(doc);
@@ -309,8 +296,7 @@ static void expect_read_error(cJSON *doc, const char *name, const char *frag1, c
 
 /* -------------------------------------------------------------------- tests */
 
-static void test_strategy_names(void **state)
-{
+static void test_strategy_names(void **state) {
     (void)state;
     ah_strategy s = AH_STRATEGY_MEGATRON;
     assert_string_equal(ah_strategy_name(AH_STRATEGY_AUTOHET), "autohet");
@@ -329,8 +315,7 @@ static void test_strategy_names(void **state)
     assert_int_equal(ah_strategy_parse("", &s), -1);
 }
 
-static void test_round_trip(void **state)
-{
+static void test_round_trip(void **state) {
     (void)state;
     ah_plan p, q;
     char path[128], err[256] = "";
@@ -356,8 +341,7 @@ static void test_round_trip(void **state)
     ah_plan_free(&q); /* freeing twice is harmless */
 }
 
-static void test_document_fields(void **state)
-{
+static void test_document_fields(void **state) {
     (void)state;
     char path[128];
     cJSON *doc = good_doc(path, sizeof path);
@@ -399,8 +383,7 @@ static void test_document_fields(void **state)
     cJSON_Delete(doc);
 }
 
-static void test_stage_by_node_name(void **state)
-{
+static void test_stage_by_node_name(void **state) {
     (void)state;
     char path[128], err[256] = "";
     cJSON *doc = good_doc(path, sizeof path);
@@ -427,8 +410,7 @@ static void test_stage_by_node_name(void **state)
     ah_plan_free(&p);
 }
 
-static void test_extra_items(void **state)
-{
+static void test_extra_items(void **state) {
     (void)state;
     ah_plan p, q;
     char path[128], err[256] = "";
@@ -457,14 +439,12 @@ static void test_extra_items(void **state)
     cJSON_Delete(extra);
 
     /* unwritable location */
-    assert_int_equal(ah_plan_write_json(&p, NULL, "/nonexistent-dir/x/plan.json", err, sizeof err),
-                     -1);
+    assert_int_equal(ah_plan_write_json(&p, NULL, "/nonexistent-dir/x/plan.json", err, sizeof err), -1);
     assert_non_null(strstr(err, "/nonexistent-dir/x/plan.json"));
     ah_plan_free(&p);
 }
 
-static void test_to_json(void **state)
-{
+static void test_to_json(void **state) {
     (void)state;
     ah_plan p;
     build_plan(&p);
@@ -482,8 +462,7 @@ static void test_to_json(void **state)
     ah_plan_free(&p);
 }
 
-static void test_malformed(void **state)
-{
+static void test_malformed(void **state) {
     (void)state;
     char path[128];
     cJSON *doc;
@@ -496,8 +475,7 @@ static void test_malformed(void **state)
 
     /* node_index out of range */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 0), "node_index",
-                              cJSON_CreateNumber(7));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 0), "node_index", cJSON_CreateNumber(7));
     expect_read_error(doc, "bad-node.json", ": replicas[1].stages[0].node_index: ", "out of range");
     cJSON_Delete(doc);
 
@@ -509,15 +487,13 @@ static void test_malformed(void **state)
 
     /* gpus length != tp */
     doc = good_doc(path, sizeof path);
-    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(at(doc, "replicas", 0, "stages", 1), "gpus"),
-                              3);
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(at(doc, "replicas", 0, "stages", 1), "gpus"), 3);
     expect_read_error(doc, "short-gpus.json", ": replicas[0].stages[1].gpus: ", "tp = 4");
     cJSON_Delete(doc);
 
     /* layers of the wrong shape */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 0), "layers",
-                              cJSON_CreateString("0-12"));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 0), "layers", cJSON_CreateString("0-12"));
     expect_read_error(doc, "layers-shape.json",
                       ": replicas[1].stages[0].layers: expected [first, last_exclusive]", NULL);
     cJSON_Delete(doc);
@@ -526,8 +502,7 @@ static void test_malformed(void **state)
     doc = good_doc(path, sizeof path);
     {
         int v[2] = {24, 35};
-        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "layers",
-                                  cJSON_CreateIntArray(v, 2));
+        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "layers", cJSON_CreateIntArray(v, 2));
     }
     expect_read_error(doc, "layers-range.json", ": replicas[1].stages[2].layers: ", "[0, 34)");
     cJSON_Delete(doc);
@@ -536,8 +511,7 @@ static void test_malformed(void **state)
     doc = good_doc(path, sizeof path);
     {
         int v[2] = {13, 24};
-        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 1), "layers",
-                                  cJSON_CreateIntArray(v, 2));
+        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 1), "layers", cJSON_CreateIntArray(v, 2));
     }
     expect_read_error(doc, "layers-gap.json", ": replicas[1].stages[1].layers: ", "expected 12");
     cJSON_Delete(doc);
@@ -546,8 +520,7 @@ static void test_malformed(void **state)
     doc = good_doc(path, sizeof path);
     {
         int v[4] = {6, 7, 8, 9};
-        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "gpus",
-                                  cJSON_CreateIntArray(v, 4));
+        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "gpus", cJSON_CreateIntArray(v, 4));
     }
     expect_read_error(doc, "gpus-range.json", ": replicas[1].stages[2].gpus[2]: ", "8 GPUs");
     cJSON_Delete(doc);
@@ -556,16 +529,14 @@ static void test_malformed(void **state)
     doc = good_doc(path, sizeof path);
     {
         int v[4] = {0, 1, 2, 4};
-        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "gpus",
-                                  cJSON_CreateIntArray(v, 4));
+        cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "gpus", cJSON_CreateIntArray(v, 4));
     }
     expect_read_error(doc, "gpus-gap.json", ": replicas[1].stages[2].gpus: ", "consecutive");
     cJSON_Delete(doc);
 
     /* two stages on the same GPUs */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "node_index",
-                              cJSON_CreateNumber(1));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 2), "node_index", cJSON_CreateNumber(1));
     cJSON_DeleteItemFromObject(at(doc, "replicas", 1, "stages", 2), "node");
     expect_read_error(doc, "overlap.json", ": replicas[1].stages[2].gpus: ", "replicas[1].stages[0]");
     cJSON_Delete(doc);
@@ -579,16 +550,15 @@ static void test_malformed(void **state)
 
     /* stage gpu_type disagrees with its node */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "gpu_type",
-                              cJSON_CreateString("H20"));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "gpu_type", cJSON_CreateString("H20"));
     expect_read_error(doc, "stage-gpu.json", ": replicas[0].stages[0].gpu_type: ", "H800");
     cJSON_Delete(doc);
 
     /* unknown GPU type in the cluster */
     doc = good_doc(path, sizeof path);
     cJSON_ReplaceItemInObject(
-        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "cluster"), "nodes"), 1),
-        "gpu_type", cJSON_CreateString("Z9000"));
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "cluster"), "nodes"), 1), "gpu_type",
+        cJSON_CreateString("Z9000"));
     expect_read_error(doc, "gpu-type.json", ": cluster.nodes[1].gpu_type: ", "Z9000");
     cJSON_Delete(doc);
 
@@ -604,14 +574,12 @@ static void test_malformed(void **state)
     cJSON_Delete(doc);
 
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, NULL, -1), "micro_batches",
-                              cJSON_CreateNumber(2.5));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, NULL, -1), "micro_batches", cJSON_CreateNumber(2.5));
     expect_read_error(doc, "mb-type.json", ": replicas[0].micro_batches: ", "integer");
     cJSON_Delete(doc);
 
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "fwd_s",
-                              cJSON_CreateString("fast"));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "fwd_s", cJSON_CreateString("fast"));
     expect_read_error(doc, "fwd-type.json", ": replicas[0].stages[0].fwd_s: ", "number");
     cJSON_Delete(doc);
 
@@ -644,20 +612,17 @@ static void test_malformed(void **state)
 
     /* inconsistent numbers */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, NULL, -1), "micro_batches",
-                              cJSON_CreateNumber(41));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, NULL, -1), "micro_batches", cJSON_CreateNumber(41));
     expect_read_error(doc, "mb-sum.json", ": replicas: ", "global_batch 64");
     cJSON_Delete(doc);
 
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "train"), "global_batch",
-                              cJSON_CreateNumber(128));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "train"), "global_batch", cJSON_CreateNumber(128));
     expect_read_error(doc, "train-gb.json", ": train.global_batch: ", NULL);
     cJSON_Delete(doc);
 
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "bottleneck"), "stage",
-                              cJSON_CreateNumber(5));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "bottleneck"), "stage", cJSON_CreateNumber(5));
     expect_read_error(doc, "bneck.json", ": bottleneck.stage: ", NULL);
     cJSON_Delete(doc);
 
@@ -667,8 +632,7 @@ static void test_malformed(void **state)
     cJSON_Delete(doc);
 }
 
-static void test_truncated_and_garbage(void **state)
-{
+static void test_truncated_and_garbage(void **state) {
     (void)state;
     char path[128], bad[128], err[512];
     cJSON *doc = good_doc(path, sizeof path);
@@ -727,8 +691,7 @@ static void test_truncated_and_garbage(void **state)
  * name the file. */
 static int mutate_count;
 
-static void try_doc(cJSON *root, const char *file)
-{
+static void try_doc(cJSON *root, const char *file) {
     char *text = cJSON_PrintUnformatted(root);
     assert_non_null(text);
     write_file(file, text, strlen(text));
@@ -754,8 +717,7 @@ static void try_doc(cJSON *root, const char *file)
     mutate_count++;
 }
 
-static void mutate_all(cJSON *root, cJSON *node, const char *file)
-{
+static void mutate_all(cJSON *root, cJSON *node, const char *file) {
     for (cJSON *it = node->child; it; it = it->next) {
         if (cJSON_IsArray(it) || cJSON_IsObject(it))
             mutate_all(root, it, file);
@@ -788,8 +750,7 @@ static void mutate_all(cJSON *root, cJSON *node, const char *file)
     }
 }
 
-static void test_mutations(void **state)
-{
+static void test_mutations(void **state) {
     (void)state;
     char path[128], file[128];
     cJSON *doc = good_doc(path, sizeof path);
@@ -800,8 +761,7 @@ static void test_mutations(void **state)
     cJSON_Delete(doc);
 }
 
-static void test_copy_is_deep(void **state)
-{
+static void test_copy_is_deep(void **state) {
     (void)state;
     ah_plan a, ref, c;
     build_plan(&a);
@@ -834,8 +794,7 @@ static void test_copy_is_deep(void **state)
     ah_plan_free(NULL);
 }
 
-static void test_table(void **state)
-{
+static void test_table(void **state) {
     (void)state;
     ah_plan p;
     build_plan(&p);
@@ -866,8 +825,7 @@ static void test_table(void **state)
         if (strstr(line, "[24,34)") && strstr(line, " 2* ")) {
             assert_non_null(strstr(line, p.cluster.nodes[2].name));
             marked++;
-        } else if (strstr(line, "* ") && strstr(line, "[") && strstr(line, ")") &&
-                   !strstr(line, "=")) {
+        } else if (strstr(line, "* ") && strstr(line, "[") && strstr(line, ")") && !strstr(line, "=")) {
             fail_msg("unexpected marker on: %s", line);
         }
     }
@@ -893,19 +851,13 @@ static void test_table(void **state)
     ah_plan_free(&p);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_strategy_names),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_document_fields),
-        cmocka_unit_test(test_stage_by_node_name),
-        cmocka_unit_test(test_extra_items),
-        cmocka_unit_test(test_to_json),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_truncated_and_garbage),
-        cmocka_unit_test(test_mutations),
-        cmocka_unit_test(test_copy_is_deep),
+        cmocka_unit_test(test_strategy_names),  cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_document_fields), cmocka_unit_test(test_stage_by_node_name),
+        cmocka_unit_test(test_extra_items),     cmocka_unit_test(test_to_json),
+        cmocka_unit_test(test_malformed),       cmocka_unit_test(test_truncated_and_garbage),
+        cmocka_unit_test(test_mutations),       cmocka_unit_test(test_copy_is_deep),
         cmocka_unit_test(test_table),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -24,8 +24,12 @@ static uint64_t rnd(void) {
     rng_state ^= rng_state << 17;
     return rng_state;
 }
-static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
-static double rnd_real(double lo, double hi) { return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6; }
+static int rnd_int(int lo, int hi) {
+    return lo + (int)(rnd() % (uint64_t)(hi - lo + 1));
+}
+static double rnd_real(double lo, double hi) {
+    return lo + (hi - lo) * (double)(rnd() % 1000000) / 1e6;
+}
 
 /* ---- brute-force split ---------------------------------------------------- */
 
@@ -34,12 +38,14 @@ typedef struct {
     int found;
 } lexi;
 
-static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a,
-                            ah_ns B, ah_ns sum, ah_ns tail, lexi *best) {
+static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a, ah_ns B,
+                            ah_ns sum, ah_ns tail, lexi *best) {
     int L = x->L, S = t->n_stages;
     if (j == S) {
-        if (a != L) return;
-        if (!best->found || B < best->B || (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
+        if (a != L)
+            return;
+        if (!best->found || B < best->B ||
+            (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
             best->found = 1;
             best->B = B;
             best->A = sum;
@@ -49,8 +55,10 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
     }
     const ah_class *c = &x->cls[t->cls[j]];
     for (int e = a + 1; e <= L - (S - 1 - j); e++) {
-        if (j == S - 1 && e != L) continue;
-        if (ah_stage_memory(&x->lb, a, e, S - j) > c->cap) continue;
+        if (j == S - 1 && e != L)
+            continue;
+        if (ah_stage_memory(&x->lb, a, e, S - j) > c->cap)
+            continue;
         ah_ns w = ah_range(c->lt.w, a, e);
         ah_ns tl = ah_range(c->lt.upd, a, e) + (use_sync ? ah_range(x->lb.sync, a, e) : 0);
         brute_split_rec(x, t, use_sync, j + 1, e, w > B ? w : B, sum + w, tl > tail ? tl : tail, best);
@@ -59,7 +67,8 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
 
 static void check_split(const ah_search_ctx *x, const ah_template *t) {
     ah_ns p2p = 0;
-    for (int j = 0; j + 1 < t->n_stages; j++) p2p += ah_template_p2p(x, t, j);
+    for (int j = 0; j + 1 < t->n_stages; j++)
+        p2p += ah_template_p2p(x, t, j);
     for (int mode = 0; mode < 2; mode++) {
         lexi best = {0, 0, 0, 0};
         brute_split_rec(x, t, mode == 0, 0, 0, 0, 0, 0, &best);
@@ -84,13 +93,16 @@ typedef struct {
 
 /* Best max_k T_k over every split of M micro-batches into n positive parts. */
 static void alloc_rec(enum_state *s, int k, long long left, ah_ns worst) {
-    if (worst >= s->best) return;
+    if (worst >= s->best)
+        return;
     const ah_template *t = &s->x->tpl[s->chosen[k]];
     int single = s->n == 1;
     if (k == s->n - 1) {
         ah_ns v = ah_replica_time(t->A, t->B, single ? t->tail1 : t->tail, left);
-        if (v > worst) worst = v;
-        if (worst < s->best) s->best = worst;
+        if (v > worst)
+            worst = v;
+        if (worst < s->best)
+            s->best = worst;
         return;
     }
     for (long long m = 1; m <= left - (s->n - 1 - k); m++) {
@@ -104,20 +116,27 @@ static void multiset_rec(enum_state *s, int from) {
         s->plans++;
         alloc_rec(s, 0, s->x->M, 0);
     }
-    if (s->n == 64) return;
+    if (s->n == 64)
+        return;
     for (int i = from; i < s->x->n_tpl; i++) {
         const ah_template *t = &s->x->tpl[i];
-        if (t->mixed && s->mixed_tpl >= 0 && s->mixed_tpl != i) continue;
+        if (t->mixed && s->mixed_tpl >= 0 && s->mixed_tpl != i)
+            continue;
         int ok = 1;
-        for (int k = 0; k < s->x->K; k++) ok &= s->left[k] >= t->shape[k];
-        if (!ok) continue;
+        for (int k = 0; k < s->x->K; k++)
+            ok &= s->left[k] >= t->shape[k];
+        if (!ok)
+            continue;
         int prev = s->mixed_tpl;
-        if (t->mixed) s->mixed_tpl = i;
-        for (int k = 0; k < s->x->K; k++) s->left[k] -= t->shape[k];
+        if (t->mixed)
+            s->mixed_tpl = i;
+        for (int k = 0; k < s->x->K; k++)
+            s->left[k] -= t->shape[k];
         s->chosen[s->n++] = i;
         multiset_rec(s, i);
         s->n--;
-        for (int k = 0; k < s->x->K; k++) s->left[k] += t->shape[k];
+        for (int k = 0; k < s->x->K; k++)
+            s->left[k] += t->shape[k];
         s->mixed_tpl = prev;
     }
 }
@@ -128,7 +147,8 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
     s.x = x;
     s.mixed_tpl = -1;
     s.best = AH_NS_INF;
-    for (int k = 0; k < x->K; k++) s.left[k] = x->cls[k].units;
+    for (int k = 0; k < x->K; k++)
+        s.left[k] = x->cls[k].units;
     multiset_rec(&s, 0);
     *plans += s.plans;
     return s.best;
@@ -223,15 +243,18 @@ static void test_exhaustive_agreement(void **state) {
             for (int j = 0; mbs[j]; j++)
                 for (int l = 0; l < n_levels; l++) {
                     ah_search_ctx x;
-                    int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
+                    int rc =
+                        ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
                     assert_true(rc >= 0);
                     if (rc == 1) {
                         /* the enumerator sees every template of the space ... */
                         ah_search_ctx full;
-                        assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], &levels[l],
-                                                            err, sizeof err), 1);
+                        assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j],
+                                                            &levels[l], err, sizeof err),
+                                         1);
                         ah_search_templates(&full, o.max_mixed_stages);
-                        for (int t = 0; t < full.n_tpl; t++) check_split(&full, &full.tpl[t]);
+                        for (int t = 0; t < full.n_tpl; t++)
+                            check_split(&full, &full.tpl[t]);
                         templates_checked += full.n_tpl;
                         ah_ns e = enumerate_best(&full, &plans);
                         ah_search_ctx_free(&full);
@@ -245,7 +268,8 @@ static void test_exhaustive_agreement(void **state) {
                         }
                         pruned += x.pruned;
                         assert_int_equal(sol.value, e);
-                        if (e < best_enum) best_enum = e;
+                        if (e < best_enum)
+                            best_enum = e;
                         if (sol.value != AH_NS_INF) {
                             /* the solution itself achieves its value */
                             long long total = 0;
@@ -253,8 +277,10 @@ static void test_exhaustive_agreement(void **state) {
                             for (int r = 0; r < sol.n; r++) {
                                 const ah_template *t = &x.tpl[sol.r[r].tpl];
                                 total += sol.r[r].m;
-                                ah_ns v = ah_replica_time(t->A, t->B, sol.n == 1 ? t->tail1 : t->tail, sol.r[r].m);
-                                if (v > worst) worst = v;
+                                ah_ns v =
+                                    ah_replica_time(t->A, t->B, sol.n == 1 ? t->tail1 : t->tail, sol.r[r].m);
+                                if (v > worst)
+                                    worst = v;
                             }
                             assert_int_equal(total, x.M);
                             assert_true(worst <= sol.value);
@@ -284,7 +310,8 @@ static void test_exhaustive_agreement(void **state) {
             }
             assert_true(plan.iteration_time_ns >= plan.search_value_ns);
             assert_int_equal(ah_plan_check_memory(&plan, err, sizeof err), 0);
-            if (plan.n_replicas > 1) multi_replica++;
+            if (plan.n_replicas > 1)
+                multi_replica++;
             int depth0 = plan.replicas[0].n_stages;
             for (int r = 0; r < plan.n_replicas; r++) {
                 const ah_replica *rep = &plan.replicas[r];

@@ -22,36 +22,31 @@
 #define SAILOR_OPT AH_FIXTURES "/sailor/OPT-350"
 #define ALPHA 5e-6
 
-static void assert_close(double got, double want)
-{
+static void assert_close(double got, double want) {
     double tol = 1e-12 + 1e-9 * fabs(want);
     if (fabs(got - want) > tol)
         fail_msg("got %.17g, want %.17g", got, want);
 }
 
-static void assert_contains(const char *s, const char *sub)
-{
+static void assert_contains(const char *s, const char *sub) {
     if (!strstr(s, sub))
         fail_msg("\"%s\" does not contain \"%s\"", s, sub);
 }
 
-static ah_model_config model(const char *name)
-{
+static ah_model_config model(const char *name) {
     ah_model_config m;
     assert_int_equal(ah_model_preset(name, &m), 0);
     return m;
 }
 
-static const ah_device *device(const char *name)
-{
+static const ah_device *device(const char *name) {
     const ah_device *d = ah_device_find(name);
     assert_non_null(d);
     return d;
 }
 
 static ah_layer_cost cost(const ah_profile *p, const ah_model_config *m, int seq, ah_recompute rc,
-                          const ah_device *d, int layer, int tp, int mb)
-{
+                          const ah_device *d, int layer, int tp, int mb) {
     ah_train_settings ts = {seq, rc};
     ah_layer_cost c;
     char err[512] = "";
@@ -61,9 +56,8 @@ static ah_layer_cost cost(const ah_profile *p, const ah_model_config *m, int seq
 }
 
 /* Expect failure; return the error line. */
-static const char *cost_err(const ah_profile *p, const ah_model_config *m, int seq,
-                            const ah_device *d, int layer, int tp, int mb)
-{
+static const char *cost_err(const ah_profile *p, const ah_model_config *m, int seq, const ah_device *d,
+                            int layer, int tp, int mb) {
     static char err[512];
     ah_train_settings ts = {seq, AH_RECOMPUTE_NONE};
     ah_layer_cost c;
@@ -75,9 +69,8 @@ static const char *cost_err(const ah_profile *p, const ah_model_config *m, int s
 }
 
 /* Hand-computed pieces of the analytic model. */
-static double hand_compute(const ah_model_config *m, const ah_device *d, ah_layer_kind k, int seq,
-                           int mb, int tp)
-{
+static double hand_compute(const ah_model_config *m, const ah_device *d, ah_layer_kind k, int seq, int mb,
+                           int tp) {
     double flops = ah_layer_fwd_flops(m, k, seq, mb);
     double bytes = ah_layer_fwd_bytes(m, k, seq, mb, tp);
     double tc = flops / (tp * d->peak_tflops * 1e12 * d->efficiency);
@@ -85,16 +78,14 @@ static double hand_compute(const ah_model_config *m, const ah_device *d, ah_laye
     return tc > tm ? tc : tm;
 }
 
-static double hand_allreduce(const ah_model_config *m, const ah_device *d, int seq, int mb, int tp)
-{
+static double hand_allreduce(const ah_model_config *m, const ah_device *d, int seq, int mb, int tp) {
     double n = 2.0 * mb * seq * (double)m->hidden;
     return 2.0 * (tp - 1) / tp * n / (d->intra_bw_gbs * 1e9) + 2.0 * (tp - 1) * ALPHA;
 }
 
 /* ------------------------------------------------------------------ analytic */
 
-static void test_analytic_block_tp1(void **state)
-{
+static void test_analytic_block_tp1(void **state) {
     (void)state;
     ah_profile *p = ah_profile_analytic();
     assert_non_null(p);
@@ -123,8 +114,7 @@ static void test_analytic_block_tp1(void **state)
     ah_profile_free(p);
 }
 
-static void test_analytic_tp2(void **state)
-{
+static void test_analytic_tp2(void **state) {
     (void)state;
     ah_profile *p = ah_profile_analytic();
     ah_model_config m = model("gpt3-2.7b");
@@ -169,8 +159,7 @@ static void test_analytic_tp2(void **state)
     ah_profile_free(p);
 }
 
-static void test_analytic_recompute(void **state)
-{
+static void test_analytic_recompute(void **state) {
     (void)state;
     ah_profile *p = ah_profile_analytic();
     ah_model_config m = model("gpt3-2.7b");
@@ -204,8 +193,7 @@ static void test_analytic_recompute(void **state)
     ah_profile_free(p);
 }
 
-static void test_analytic_slowdown_and_has(void **state)
-{
+static void test_analytic_slowdown_and_has(void **state) {
     (void)state;
     ah_profile *p = ah_profile_analytic();
     ah_model_config m = model("gpt3-2.7b");
@@ -237,8 +225,7 @@ static void test_analytic_slowdown_and_has(void **state)
 
 /* ------------------------------------------------------------------ Sailor */
 
-static void test_sailor_neo(void **state)
-{
+static void test_sailor_neo(void **state) {
     (void)state;
     char err[512] = "";
     ah_profile *p = ah_profile_load_sailor_dir(SAILOR_NEO, err, sizeof err);
@@ -298,8 +285,7 @@ static void test_sailor_neo(void **state)
 }
 
 /* Every number in every Sailor file is loaded as written. */
-static void check_dir_against_files(const char *dir, const char *const *files, int n_files)
-{
+static void check_dir_against_files(const char *dir, const char *const *files, int n_files) {
     char err[512] = "";
     ah_profile *p = ah_profile_load(dir, err, sizeof err);
     if (!p)
@@ -320,8 +306,8 @@ static void check_dir_against_files(const char *dir, const char *const *files, i
             for (cJSON *jt = jm->child; jt; jt = jt->next)
                 for (cJSON *jl = jt->child; jl; jl = jl->next) {
                     ah_layer_cost c;
-                    assert_int_equal(ah_profile_table_get(p, files[i], atoi(jm->string),
-                                                          atoi(jt->string), atoi(jl->string), &c),
+                    assert_int_equal(ah_profile_table_get(p, files[i], atoi(jm->string), atoi(jt->string),
+                                                          atoi(jl->string), &c),
                                      0);
                     assert_true(c.fwd_s == cJSON_GetArrayItem(jl, 0)->valuedouble);
                     assert_true(c.bwd_s == cJSON_GetArrayItem(jl, 1)->valuedouble);
@@ -334,8 +320,7 @@ static void check_dir_against_files(const char *dir, const char *const *files, i
     ah_profile_free(p);
 }
 
-static void test_sailor_all_values(void **state)
-{
+static void test_sailor_all_values(void **state) {
     (void)state;
     const char *neo[] = {"A100-40", "A100-80", "V100-16"};
     check_dir_against_files(SAILOR_NEO, neo, 3);
@@ -352,8 +337,7 @@ static void test_sailor_all_values(void **state)
     check_dir_against_files(SAILOR_OPT, opt, 6);
 }
 
-static void test_sailor_mismatches(void **state)
-{
+static void test_sailor_mismatches(void **state) {
     (void)state;
     char err[512] = "";
     ah_profile *p = ah_profile_load(SAILOR_OPT, err, sizeof err);
@@ -387,15 +371,13 @@ typedef struct {
     int n;
 } tmpdir;
 
-static void tmp_make(tmpdir *t)
-{
+static void tmp_make(tmpdir *t) {
     memset(t, 0, sizeof *t);
     snprintf(t->dir, sizeof t->dir, "/tmp/ah_test_profile_XXXXXX");
     assert_non_null(mkdtemp(t->dir));
 }
 
-static const char *tmp_write(tmpdir *t, const char *name, const char *text)
-{
+static const char *tmp_write(tmpdir *t, const char *name, const char *text) {
     assert_true(t->n < 8);
     char dir[sizeof t->dir];
     memcpy(dir, t->dir, sizeof dir);
@@ -408,16 +390,14 @@ static const char *tmp_write(tmpdir *t, const char *name, const char *text)
     return path;
 }
 
-static void tmp_remove(tmpdir *t)
-{
+static void tmp_remove(tmpdir *t) {
     for (int i = 0; i < t->n; i++)
         unlink(t->files[i]);
     assert_int_equal(rmdir(t->dir), 0);
 }
 
 /* Load a one-file Sailor dir; expect an error equal to want (or containing it). */
-static void sailor_expect_error(const char *name, const char *text, const char *want, int exact)
-{
+static void sailor_expect_error(const char *name, const char *text, const char *want, int exact) {
     tmpdir t;
     tmp_make(&t);
     tmp_write(&t, name, text);
@@ -433,8 +413,7 @@ static void sailor_expect_error(const char *name, const char *text, const char *
     tmp_remove(&t);
 }
 
-static void test_sailor_errors(void **state)
-{
+static void test_sailor_errors(void **state) {
     (void)state;
     sailor_expect_error("A100-40.json", "{ \"1\": {\"1\": ", "A100-40.json: invalid JSON", 0);
     sailor_expect_error("A100-40.json", "", "A100-40.json: invalid JSON", 0);
@@ -448,16 +427,14 @@ static void test_sailor_errors(void **state)
                         "V100-16.json: [\"1\"][\"1\"][\"1\"]: times must be finite and >= 0", 1);
     sailor_expect_error("V100-16.json", "{\"1\":{\"1\":{\"0\":[1,2,1e999]}}}",
                         "V100-16.json: [\"1\"][\"1\"][\"0\"]: times must be finite", 0);
-    sailor_expect_error("V100-16.json",
-                        "{\"1\":{\"1\":{\"0\":[1,2,3],\"1\":[1,2,3]},\"2\":{\"0\":[1,2,3]}}}",
+    sailor_expect_error("V100-16.json", "{\"1\":{\"1\":{\"0\":[1,2,3],\"1\":[1,2,3]},\"2\":{\"0\":[1,2,3]}}}",
                         "V100-16.json: [\"1\"][\"2\"]: 1 layers, but other entries have 2", 1);
     sailor_expect_error("V100-16.json", "{\"x\":{}}",
                         "V100-16.json: [\"x\"]: micro-batch size must be a positive integer", 1);
     sailor_expect_error("V100-16.json", "{\"1\":{\"0\":{\"0\":[1,2,3]}}}",
                         "V100-16.json: [\"1\"][\"0\"]: TP degree must be a positive integer", 1);
     sailor_expect_error("V100-16.json", "[1,2,3]", "V100-16.json: expected an object", 0);
-    sailor_expect_error("Foo-GPU.json", "{}", "no file name maps to a known GPU (skipped: Foo-GPU.json)",
-                        0);
+    sailor_expect_error("Foo-GPU.json", "{}", "no file name maps to a known GPU (skipped: Foo-GPU.json)", 0);
 
     /* Layer counts must agree across files too. */
     tmpdir t;
@@ -486,8 +463,7 @@ static void test_sailor_errors(void **state)
     assert_contains(err, "/nonexistent/ah-profile");
 }
 
-static void test_sailor_unknown_skipped(void **state)
-{
+static void test_sailor_unknown_skipped(void **state) {
     (void)state;
     tmpdir t;
     tmp_make(&t);
@@ -512,8 +488,7 @@ static void test_sailor_unknown_skipped(void **state)
 
 /* ------------------------------------------------------------------ autohet JSON */
 
-static void assert_same_tables(const ah_profile *a, const ah_profile *b)
-{
+static void assert_same_tables(const ah_profile *a, const ah_profile *b) {
     assert_int_equal(ah_profile_table_num_devices(a), ah_profile_table_num_devices(b));
     assert_int_equal(ah_profile_table_num_layers(a), ah_profile_table_num_layers(b));
     assert_int_equal(ah_profile_table_seq(a), ah_profile_table_seq(b));
@@ -541,8 +516,7 @@ static void assert_same_tables(const ah_profile *a, const ah_profile *b)
     }
 }
 
-static void test_builder_round_trip(void **state)
-{
+static void test_builder_round_trip(void **state) {
     (void)state;
     ah_model_config m = model("opt-350m");
     int n = ah_model_num_layers(&m);
@@ -595,8 +569,7 @@ static void test_builder_round_trip(void **state)
     const ah_device *v100 = device("V100-16G");
     ah_layer_cost want, got = cost(q, &m, 1024, AH_RECOMPUTE_NONE, v100, 3, 2, 4);
     assert_int_equal(ah_profile_table_get(p, "V100-16G", 4, 2, 3, &want), 0);
-    assert_true(got.fwd_s == want.fwd_s && got.bwd_s == want.bwd_s &&
-                got.update_s == want.update_s);
+    assert_true(got.fwd_s == want.fwd_s && got.bwd_s == want.bwd_s && got.update_s == want.update_s);
     assert_int_equal(ah_profile_has(q, &m, v100, 2, 4), 1);
     assert_int_equal(ah_profile_has(q, &m, v100, 2, 2), 0);
     assert_contains(cost_err(q, &m, 2048, v100, 3, 2, 4), "seq 1024");
@@ -605,8 +578,7 @@ static void test_builder_round_trip(void **state)
     tmp_remove(&t);
 }
 
-static void test_sailor_to_autohet_round_trip(void **state)
-{
+static void test_sailor_to_autohet_round_trip(void **state) {
     (void)state;
     char err[512] = "";
     ah_profile *p = ah_profile_load(SAILOR_OPT, err, sizeof err);
@@ -631,8 +603,7 @@ static void test_sailor_to_autohet_round_trip(void **state)
     tmp_remove(&t);
 }
 
-static void test_builder_incomplete_and_analytic(void **state)
-{
+static void test_builder_incomplete_and_analytic(void **state) {
     (void)state;
     ah_model_config m = model("opt-350m");
     int n = ah_model_num_layers(&m);
@@ -661,8 +632,7 @@ static void test_builder_incomplete_and_analytic(void **state)
     assert_null(ah_profile_table_new("x", 0));
 }
 
-static void autohet_expect_error(const char *text, const char *want)
-{
+static void autohet_expect_error(const char *text, const char *want) {
     tmpdir t;
     tmp_make(&t);
     const char *path = tmp_write(&t, "p.json", text);
@@ -678,8 +648,7 @@ static void autohet_expect_error(const char *text, const char *want)
 
 #define HDR "\"format\":\"autohet-profile\",\"version\":1,\"model\":\"m\",\"seq\":2048"
 
-static void test_autohet_json_errors(void **state)
-{
+static void test_autohet_json_errors(void **state) {
     (void)state;
     autohet_expect_error("{", "invalid JSON");
     autohet_expect_error("{\"version\":1}", "[\"format\"]: expected \"autohet-profile\"");
@@ -694,17 +663,15 @@ static void test_autohet_json_errors(void **state)
     autohet_expect_error("{" HDR ",\"source\":3,\"devices\":{}}", "[\"source\"]: expected a string");
     autohet_expect_error("{" HDR ",\"devices\":{\"A100-40G\":{\"1\":{\"1\":{\"0\":[1,2]}}}}}",
                          ": [\"devices\"][\"A100-40G\"][\"1\"][\"1\"][\"0\"]: expected 3 numbers");
-    autohet_expect_error(
-        "{" HDR ",\"devices\":{\"A100-40G\":{\"1\":{\"1\":{\"0\":[1,2,3]}}},"
-        "\"A100-40\":{\"1\":{\"1\":{\"0\":[1,2,3]}}}}}",
-        "[\"devices\"][\"A100-40\"]: same GPU (A100-40G) as an earlier entry");
+    autohet_expect_error("{" HDR ",\"devices\":{\"A100-40G\":{\"1\":{\"1\":{\"0\":[1,2,3]}}},"
+                         "\"A100-40\":{\"1\":{\"1\":{\"0\":[1,2,3]}}}}}",
+                         "[\"devices\"][\"A100-40\"]: same GPU (A100-40G) as an earlier entry");
 
     /* A valid minimal file, with a GPU name the catalog does not know. */
     tmpdir t;
     tmp_make(&t);
     const char *path = tmp_write(
-        &t, "ok.json",
-        "{" HDR ",\"devices\":{\"MyGPU-1\":{\"1\":{\"1\":{\"0\":[1,2,3],\"1\":[4,5,6]}}}}}");
+        &t, "ok.json", "{" HDR ",\"devices\":{\"MyGPU-1\":{\"1\":{\"1\":{\"0\":[1,2,3],\"1\":[4,5,6]}}}}}");
     char err[512] = "";
     ah_profile *p = ah_profile_load(path, err, sizeof err);
     if (!p)
@@ -717,8 +684,7 @@ static void test_autohet_json_errors(void **state)
     tmp_remove(&t);
 }
 
-int main(void)
-{
+int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_analytic_block_tp1),
         cmocka_unit_test(test_analytic_tp2),

@@ -6,11 +6,11 @@
 
 typedef struct {
     char name[64];
-    ah_device dev;        /* copy of the catalog entry */
-    int gpus;             /* GPUs in this node */
-    double nic_gbit;      /* inter-node NIC bandwidth of the node, Gbit/s */
-    int spot;             /* 1 if a spot/preemptible instance */
-    double price_per_hour;/* optional, 0 if unknown */
+    ah_device dev;         /* copy of the catalog entry */
+    int gpus;              /* GPUs in this node */
+    double nic_gbit;       /* inter-node NIC bandwidth of the node, Gbit/s */
+    int spot;              /* 1 if a spot/preemptible instance */
+    double price_per_hour; /* optional, 0 if unknown */
 } ah_node;
 
 typedef struct {

@@ -4,14 +4,14 @@
 #include <stddef.h>
 
 typedef struct {
-    char name[32];        /* canonical name, e.g. "A100-40G" */
-    double peak_tflops;   /* dense bf16/fp16 tensor-core peak, TFLOP/s */
-    double mem_gib;       /* HBM/GDDR capacity, GiB */
-    double mem_bw_gbs;    /* memory bandwidth, GB/s */
-    double intra_bw_gbs;  /* per-GPU intra-node link bandwidth, GB/s, one direction (NVLink or PCIe) */
-    double nic_gbit;      /* default inter-node NIC bandwidth per node, Gbit/s */
-    double efficiency;    /* fraction of peak_tflops that GEMM-heavy layers reach (analytic model) */
-    double slowdown;      /* engine emulation factor for one-machine runs; 1 on real hardware */
+    char name[32];       /* canonical name, e.g. "A100-40G" */
+    double peak_tflops;  /* dense bf16/fp16 tensor-core peak, TFLOP/s */
+    double mem_gib;      /* HBM/GDDR capacity, GiB */
+    double mem_bw_gbs;   /* memory bandwidth, GB/s */
+    double intra_bw_gbs; /* per-GPU intra-node link bandwidth, GB/s, one direction (NVLink or PCIe) */
+    double nic_gbit;     /* default inter-node NIC bandwidth per node, Gbit/s */
+    double efficiency;   /* fraction of peak_tflops that GEMM-heavy layers reach (analytic model) */
+    double slowdown;     /* engine emulation factor for one-machine runs; 1 on real hardware */
 } ah_device;
 
 int ah_device_catalog_count(void);

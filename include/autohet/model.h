@@ -27,8 +27,8 @@ typedef enum { AH_RECOMPUTE_NONE = 0, AH_RECOMPUTE_SELECTIVE = 1, AH_RECOMPUTE_F
 
 /* Training settings that change cost and memory. */
 typedef struct {
-    int seq;                 /* sequence length s */
-    ah_recompute recompute;  /* activation recomputation */
+    int seq;                /* sequence length s */
+    ah_recompute recompute; /* activation recomputation */
 } ah_train_settings;
 
 typedef enum { AH_LAYER_EMBED = 0, AH_LAYER_BLOCK = 1, AH_LAYER_HEAD = 2 } ah_layer_kind;

@@ -25,14 +25,14 @@ typedef struct {
     int gpu_first;               /* TP group = GPUs gpu_first .. gpu_first+tp-1 of that node */
     int layer_first, layer_last; /* layers [first, last) */
     /* Filled by ah_plan_evaluate: */
-    double fwd_s, bwd_s;         /* one micro-batch through this stage */
-    double update_s;             /* optimizer step of the stage's shard */
-    double sync_s;               /* data-parallel gradient all-reduce of the stage's layers */
-    double p2p_s;                /* one activation send to the next stage (0 on the last) */
-    int p2p_inter_node;          /* that send crosses nodes */
-    int in_flight;               /* micro-batches whose activations are alive at peak (1F1B) */
-    double mem_bytes;            /* peak per GPU */
-    double mem_cap_bytes;        /* usable capacity per GPU (capacity - reserve) */
+    double fwd_s, bwd_s;  /* one micro-batch through this stage */
+    double update_s;      /* optimizer step of the stage's shard */
+    double sync_s;        /* data-parallel gradient all-reduce of the stage's layers */
+    double p2p_s;         /* one activation send to the next stage (0 on the last) */
+    int p2p_inter_node;   /* that send crosses nodes */
+    int in_flight;        /* micro-batches whose activations are alive at peak (1F1B) */
+    double mem_bytes;     /* peak per GPU */
+    double mem_cap_bytes; /* usable capacity per GPU (capacity - reserve) */
 } ah_stage;
 
 typedef struct {
@@ -40,26 +40,26 @@ typedef struct {
     int n_stages;
     int micro_batches;
     /* Filled by ah_plan_evaluate: */
-    double fill_drain_s;         /* A: one micro-batch through all stages, fwd + bwd, with sends */
-    double bottleneck_s;         /* B: slowest stage fwd + bwd */
-    double tail_s;               /* gradient sync + optimizer after the flush (max over stages) */
-    double time_s;               /* A + (m - 1) B + tail */
+    double fill_drain_s; /* A: one micro-batch through all stages, fwd + bwd, with sends */
+    double bottleneck_s; /* B: slowest stage fwd + bwd */
+    double tail_s;       /* gradient sync + optimizer after the flush (max over stages) */
+    double time_s;       /* A + (m - 1) B + tail */
     int bottleneck_stage;
 } ah_replica;
 
 typedef struct {
-    int tp;                      /* 0 = search {1,2,4,8} */
-    int micro_batch;             /* 0 = search {1,2,4,8} */
-    int global_batch;            /* sequences per iteration */
+    int tp;           /* 0 = search {1,2,4,8} */
+    int micro_batch;  /* 0 = search {1,2,4,8} */
+    int global_batch; /* sequences per iteration */
     ah_train_settings train;
-    double mem_reserve_gib;      /* per-GPU reserve (CUDA context, comm buffers, fragmentation) */
-    int max_stages;              /* deepest pipeline considered */
-    int max_mixed_stages;        /* deepest mixed-type pipeline of two GPU types */
-    int max_mixed_types;         /* most GPU types in one mixed pipeline */
-    int max_mixed3_stages;       /* deepest mixed pipeline of three or more GPU types */
-    int phase1_mixed_stages;     /* search tuning: mixed pipelines split before pruning starts */
-    double alpha_intra_s;        /* per-message latency inside a node */
-    double alpha_inter_s;        /* per-message latency between nodes */
+    double mem_reserve_gib;  /* per-GPU reserve (CUDA context, comm buffers, fragmentation) */
+    int max_stages;          /* deepest pipeline considered */
+    int max_mixed_stages;    /* deepest mixed-type pipeline of two GPU types */
+    int max_mixed_types;     /* most GPU types in one mixed pipeline */
+    int max_mixed3_stages;   /* deepest mixed pipeline of three or more GPU types */
+    int phase1_mixed_stages; /* search tuning: mixed pipelines split before pruning starts */
+    double alpha_intra_s;    /* per-message latency inside a node */
+    double alpha_inter_s;    /* per-message latency between nodes */
     ah_strategy strategy;
 } ah_plan_options;
 
@@ -70,24 +70,24 @@ typedef struct {
     char strategy[16];
     ah_model_config model;
     ah_train_settings train;
-    ah_cluster cluster;          /* owned copy */
+    ah_cluster cluster; /* owned copy */
     int tp, micro_batch, global_batch;
     ah_replica *replicas;
     int n_replicas;
     /* Filled by ah_plan_evaluate: */
     double iteration_time_s;
     double tokens_per_s;
-    double tflops_per_gpu;       /* model FLOPs / time / GPUs used */
-    double mfu;                  /* achieved / sum of used GPUs' peak */
+    double tflops_per_gpu; /* model FLOPs / time / GPUs used */
+    double mfu;            /* achieved / sum of used GPUs' peak */
     int bottleneck_replica;
     int gpus_used, gpus_total;
     double dp_bw_gbs;            /* per-GPU bandwidth of the data-parallel all-reduce */
     long long iteration_time_ns; /* the same, exact integer nanoseconds of the model */
     /* Set by the planner: */
     double planning_time_s;
-    double search_value_s;       /* the optimum of the search objective */
+    double search_value_s; /* the optimum of the search objective */
     long long search_value_ns;
-    long long candidates;        /* search effort: templates / evaluations counted */
+    long long candidates; /* search effort: templates / evaluations counted */
     char profile_source[128];
 } ah_plan;
 
@@ -105,8 +105,7 @@ int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profi
  * malformed (layers not covered exactly once per replica, GPUs out of range,
  * micro-batches not summing to the global batch) or the profile lacks an entry.
  * Memory over capacity is not an error here; see ah_plan_check_memory. */
-int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err,
-                     size_t errlen);
+int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen);
 /* 0 if every stage fits, else -1 with the first offending stage in err. */
 int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen);
 

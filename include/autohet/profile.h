@@ -37,8 +37,8 @@ const char *ah_profile_source(const ah_profile *p);
  * (a measured profile lacks the device / tp / mb, or its layer count differs
  * from the model's); err then says which. */
 int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const ah_train_settings *ts,
-                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out,
-                          char *err, size_t errlen);
+                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
+                          size_t errlen);
 
 /* Does the profile cover (dev, tp, mb)? Used to prune the search space. */
 int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb);

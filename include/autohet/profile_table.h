@@ -42,7 +42,7 @@ int ah_profile_is_measured(const ah_profile *p);
 const char *ah_profile_table_model(const ah_profile *p);  /* "" if unknown */
 const char *ah_profile_table_origin(const ah_profile *p); /* "" if none */
 int ah_profile_table_seq(const ah_profile *p);
-int ah_profile_table_num_layers(const ah_profile *p);     /* 0 while empty */
+int ah_profile_table_num_layers(const ah_profile *p); /* 0 while empty */
 int ah_profile_table_num_devices(const ah_profile *p);
 const char *ah_profile_table_device(const ah_profile *p, int i);
 /* Entries of device i, sorted by (mb, tp). */

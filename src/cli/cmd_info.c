@@ -16,15 +16,17 @@ int cmd_devices(int argc, char **argv) {
     }
     if (argc > 1) {
         char err[512];
-        if (argc != 3 || strcmp(argv[1], "--devices")) return cli_bad_input("devices", "usage: autohet devices [--devices FILE]");
-        if (ah_device_load_overrides(argv[2], err, sizeof err) != 0) return cli_bad_input("devices", err);
+        if (argc != 3 || strcmp(argv[1], "--devices"))
+            return cli_bad_input("devices", "usage: autohet devices [--devices FILE]");
+        if (ah_device_load_overrides(argv[2], err, sizeof err) != 0)
+            return cli_bad_input("devices", err);
     }
-    printf("%-12s %10s %8s %10s %11s %10s %6s %9s\n", "gpu", "TFLOP/s", "GiB", "mem GB/s",
-           "link GB/s", "NIC Gb/s", "eff", "slowdown");
+    printf("%-12s %10s %8s %10s %11s %10s %6s %9s\n", "gpu", "TFLOP/s", "GiB", "mem GB/s", "link GB/s",
+           "NIC Gb/s", "eff", "slowdown");
     for (int i = 0; i < ah_device_catalog_count(); i++) {
         const ah_device *d = ah_device_catalog_at(i);
-        printf("%-12s %10.1f %8.1f %10.0f %11.0f %10.0f %6.2f %9.2f\n", d->name, d->peak_tflops,
-               d->mem_gib, d->mem_bw_gbs, d->intra_bw_gbs, d->nic_gbit, d->efficiency, d->slowdown);
+        printf("%-12s %10.1f %8.1f %10.0f %11.0f %10.0f %6.2f %9.2f\n", d->name, d->peak_tflops, d->mem_gib,
+               d->mem_bw_gbs, d->intra_bw_gbs, d->nic_gbit, d->efficiency, d->slowdown);
     }
     return 0;
 }
@@ -37,13 +39,14 @@ int cmd_models(int argc, char **argv) {
         }
         return cli_bad_input("models", "takes no arguments");
     }
-    printf("%-14s %6s %7s %7s %6s %4s %7s %8s %10s\n", "preset", "arch", "hidden", "layers", "heads",
-           "kv", "ffn", "vocab", "params");
+    printf("%-14s %6s %7s %7s %6s %4s %7s %8s %10s\n", "preset", "arch", "hidden", "layers", "heads", "kv",
+           "ffn", "vocab", "params");
     for (const char *const *n = ah_model_preset_names(); *n; n++) {
         ah_model_config m;
-        if (ah_model_preset(*n, &m) != 0) continue;
-        printf("%-14s %6s %7d %7d %6d %4d %7d %8d %9.2fB\n", *n, ah_arch_name(m.arch), m.hidden,
-               m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden, m.vocab, ah_model_total_params(&m) / 1e9);
+        if (ah_model_preset(*n, &m) != 0)
+            continue;
+        printf("%-14s %6s %7d %7d %6d %4d %7d %8d %9.2fB\n", *n, ah_arch_name(m.arch), m.hidden, m.n_layers,
+               m.n_heads, m.n_kv_heads, m.ffn_hidden, m.vocab, ah_model_total_params(&m) / 1e9);
     }
     return 0;
 }

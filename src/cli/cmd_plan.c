@@ -10,41 +10,57 @@
 #include "cli/cli.h"
 
 static void plan_usage(FILE *f) {
-    fprintf(f,
-            "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
-            "                    --global-batch G [--seq S] [--micro-batch B] [--tp T]\n"
-            "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
-            "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
-            "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
-            "                    [--max-mixed-types N] [--quiet]\n\n"
-            "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
-            "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
-            "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
-            "  --model          preset (autohet models) or an HF config.json\n"
-            "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
-            "                   [:spot]) or an inventory JSON (docs/cluster-format.md)\n"
-            "  --global-batch   sequences per iteration\n"
-            "  --seq            sequence length (default 2048)\n"
-            "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
-            "  --tp             fix the tensor-parallel degree (default: best of 1,2,4,8)\n"
-            "  --recompute      activation recomputation (default none)\n"
-            "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
-            "                   JSON (default: the analytic roofline model)\n"
-            "  --devices        JSON file overriding/extending the GPU catalog\n"
-            "  --baseline       planner to run (default autohet)\n"
-            "  --compare        run autohet, megatron and proportional and print the speedups\n"
-            "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
-            "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
-            "  --mem-reserve    GiB kept free per GPU (default 2)\n"
-            "  --max-stages     deepest pipeline considered (default 32)\n"
-            "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
-            "  --quiet          no table on stdout\n\n"
-            "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
+    fprintf(f, "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
+               "                    --global-batch G [--seq S] [--micro-batch B] [--tp T]\n"
+               "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
+               "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
+               "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
+               "                    [--max-mixed-types N] [--quiet]\n\n"
+               "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
+               "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
+               "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
+               "  --model          preset (autohet models) or an HF config.json\n"
+               "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
+               "                   [:spot]) or an inventory JSON (docs/cluster-format.md)\n"
+               "  --global-batch   sequences per iteration\n"
+               "  --seq            sequence length (default 2048)\n"
+               "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
+               "  --tp             fix the tensor-parallel degree (default: best of 1,2,4,8)\n"
+               "  --recompute      activation recomputation (default none)\n"
+               "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
+               "                   JSON (default: the analytic roofline model)\n"
+               "  --devices        JSON file overriding/extending the GPU catalog\n"
+               "  --baseline       planner to run (default autohet)\n"
+               "  --compare        run autohet, megatron and proportional and print the speedups\n"
+               "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
+               "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
+               "  --mem-reserve    GiB kept free per GPU (default 2)\n"
+               "  --max-stages     deepest pipeline considered (default 32)\n"
+               "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
+               "  --quiet          no table on stdout\n\n"
+               "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
 }
 
-enum { OPT_MODEL = 1000, OPT_CLUSTER, OPT_GB, OPT_SEQ, OPT_MB, OPT_TP, OPT_RECOMPUTE, OPT_PROFILE,
-       OPT_DEVICES, OPT_BASELINE, OPT_COMPARE, OPT_JSON, OPT_RESERVE, OPT_MAXST, OPT_MAXMIX,
-       OPT_MAXMIXT, OPT_QUIET, OPT_HELP };
+enum {
+    OPT_MODEL = 1000,
+    OPT_CLUSTER,
+    OPT_GB,
+    OPT_SEQ,
+    OPT_MB,
+    OPT_TP,
+    OPT_RECOMPUTE,
+    OPT_PROFILE,
+    OPT_DEVICES,
+    OPT_BASELINE,
+    OPT_COMPARE,
+    OPT_JSON,
+    OPT_RESERVE,
+    OPT_MAXST,
+    OPT_MAXMIX,
+    OPT_MAXMIXT,
+    OPT_QUIET,
+    OPT_HELP
+};
 
 static const struct option plan_opts[] = {
     {"model", required_argument, 0, OPT_MODEL},
@@ -108,13 +124,34 @@ int cmd_plan(int argc, char **argv) {
         switch (c) {
         case OPT_MODEL: model_arg = optarg; break;
         case OPT_CLUSTER: cluster_arg = optarg; break;
-        case OPT_GB: if ((rc = int_opt("--global-batch", optarg, 1, &o.global_batch))) return rc; break;
-        case OPT_SEQ: if ((rc = int_opt("--seq", optarg, 1, &o.train.seq))) return rc; break;
-        case OPT_MB: if ((rc = int_opt("--micro-batch", optarg, 1, &o.micro_batch))) return rc; break;
-        case OPT_TP: if ((rc = int_opt("--tp", optarg, 1, &o.tp))) return rc; break;
-        case OPT_MAXST: if ((rc = int_opt("--max-stages", optarg, 1, &o.max_stages))) return rc; break;
-        case OPT_MAXMIX: if ((rc = int_opt("--max-mixed-stages", optarg, 0, &o.max_mixed_stages))) return rc; break;
-        case OPT_MAXMIXT: if ((rc = int_opt("--max-mixed-types", optarg, 0, &o.max_mixed_types))) return rc; break;
+        case OPT_GB:
+            if ((rc = int_opt("--global-batch", optarg, 1, &o.global_batch)))
+                return rc;
+            break;
+        case OPT_SEQ:
+            if ((rc = int_opt("--seq", optarg, 1, &o.train.seq)))
+                return rc;
+            break;
+        case OPT_MB:
+            if ((rc = int_opt("--micro-batch", optarg, 1, &o.micro_batch)))
+                return rc;
+            break;
+        case OPT_TP:
+            if ((rc = int_opt("--tp", optarg, 1, &o.tp)))
+                return rc;
+            break;
+        case OPT_MAXST:
+            if ((rc = int_opt("--max-stages", optarg, 1, &o.max_stages)))
+                return rc;
+            break;
+        case OPT_MAXMIX:
+            if ((rc = int_opt("--max-mixed-stages", optarg, 0, &o.max_mixed_stages)))
+                return rc;
+            break;
+        case OPT_MAXMIXT:
+            if ((rc = int_opt("--max-mixed-types", optarg, 0, &o.max_mixed_types)))
+                return rc;
+            break;
         case OPT_RECOMPUTE:
             if (ah_recompute_parse(optarg, &o.train.recompute) != 0)
                 return cli_bad_input("plan", "--recompute: expected none, selective or full");
@@ -132,7 +169,8 @@ int cmd_plan(int argc, char **argv) {
                 return cli_bad_input("plan", "--mem-reserve: expected a number of GiB >= 0");
             break;
         case OPT_QUIET: quiet = 1; break;
-        case OPT_HELP: case 'h': plan_usage(stdout); return 0;
+        case OPT_HELP:
+        case 'h': plan_usage(stdout); return 0;
         default: {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet plan --help)",
@@ -146,17 +184,22 @@ int cmd_plan(int argc, char **argv) {
         snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
         return cli_bad_input("plan", msg);
     }
-    if (!model_arg) return cli_bad_input("plan", "--model is required (see autohet plan --help)");
-    if (!cluster_arg) return cli_bad_input("plan", "--cluster is required");
-    if (!o.global_batch) return cli_bad_input("plan", "--global-batch is required");
+    if (!model_arg)
+        return cli_bad_input("plan", "--model is required (see autohet plan --help)");
+    if (!cluster_arg)
+        return cli_bad_input("plan", "--cluster is required");
+    if (!o.global_batch)
+        return cli_bad_input("plan", "--global-batch is required");
 
     char err[512];
     if (devices_arg && ah_device_load_overrides(devices_arg, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
     ah_model_config model;
-    if (ah_model_resolve(model_arg, &model, err, sizeof err) != 0) return cli_bad_input("plan", err);
+    if (ah_model_resolve(model_arg, &model, err, sizeof err) != 0)
+        return cli_bad_input("plan", err);
     ah_cluster cluster = {0};
-    if (ah_cluster_resolve(cluster_arg, &cluster, err, sizeof err) != 0) return cli_bad_input("plan", err);
+    if (ah_cluster_resolve(cluster_arg, &cluster, err, sizeof err) != 0)
+        return cli_bad_input("plan", err);
     ah_profile *prof = profile_arg ? ah_profile_load(profile_arg, err, sizeof err) : ah_profile_analytic();
     if (!prof) {
         ah_cluster_free(&cluster);
@@ -177,16 +220,16 @@ int cmd_plan(int argc, char **argv) {
         for (int i = 0; i < 2; i++) {
             ah_plan_options ob = o;
             ob.strategy = bs[i];
-            base_ok[i] = ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i],
-                                        sizeof base_err[i]) == 0;
+            base_ok[i] =
+                ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i], sizeof base_err[i]) == 0;
         }
     }
     if (!quiet) {
         ah_plan_print_table(&plan, stdout);
         if (compare) {
             printf("\nComparison (same cost model, same cluster, same global batch)\n");
-            printf("  %-13s %12s %12s %7s %4s %4s %6s %9s\n", "strategy", "iter time s", "tokens/s",
-                   "MFU", "TP", "mb", "DP", "speedup");
+            printf("  %-13s %12s %12s %7s %4s %4s %6s %9s\n", "strategy", "iter time s", "tokens/s", "MFU",
+                   "TP", "mb", "DP", "speedup");
             const ah_plan *rows[3] = {&plan, &base[0], &base[1]};
             const char *names[3] = {"autohet", "megatron", "proportional"};
             for (int i = 0; i < 3; i++) {
@@ -195,9 +238,9 @@ int cmd_plan(int argc, char **argv) {
                     continue;
                 }
                 const ah_plan *p = rows[i];
-                printf("  %-13s %12.4f %12.0f %6.1f%% %4d %4d %6d %8.2fx\n", names[i],
-                       p->iteration_time_s, p->tokens_per_s, 100.0 * p->mfu, p->tp, p->micro_batch,
-                       p->n_replicas, p->iteration_time_s / plan.iteration_time_s);
+                printf("  %-13s %12.4f %12.0f %6.1f%% %4d %4d %6d %8.2fx\n", names[i], p->iteration_time_s,
+                       p->tokens_per_s, 100.0 * p->mfu, p->tp, p->micro_batch, p->n_replicas,
+                       p->iteration_time_s / plan.iteration_time_s);
             }
             printf("  (speedup = that strategy's iteration time / autohet's)\n");
         }
@@ -207,7 +250,8 @@ int cmd_plan(int argc, char **argv) {
         if (compare) {
             extra = cJSON_CreateObject();
             cJSON *cmp = cJSON_AddObjectToObject(extra, "comparison");
-            cJSON_AddItemToObject(cmp, "megatron", comparison_entry(&base[0], base_ok[0], base_err[0], &plan));
+            cJSON_AddItemToObject(cmp, "megatron",
+                                  comparison_entry(&base[0], base_ok[0], base_err[0], &plan));
             cJSON_AddItemToObject(cmp, "proportional",
                                   comparison_entry(&base[1], base_ok[1], base_err[1], &plan));
         }
@@ -218,7 +262,8 @@ int cmd_plan(int argc, char **argv) {
         cJSON_Delete(extra);
     }
     for (int i = 0; i < 2; i++)
-        if (base_ok[i]) ah_plan_free(&base[i]);
+        if (base_ok[i])
+            ah_plan_free(&base[i]);
     ah_plan_free(&plan);
 out:
     ah_profile_free(prof);

@@ -28,12 +28,12 @@ static void usage(FILE *f) {
             "usage: autohet <command> [options]    (autohet <command> --help for details)\n\n"
             "commands:\n",
             AUTOHET_VERSION);
-    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f,
-            "\nexample:\n"
-            "  autohet plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 "
-            "--global-batch 512 --seq 2048 --compare\n"
-            "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexample:\n"
+               "  autohet plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 "
+               "--global-batch 512 --seq 2048 --compare\n"
+               "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
 }
 
 int cli_bad_input(const char *cmd, const char *msg) {
@@ -45,7 +45,8 @@ int cli_parse_int(const char *s, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L) return -1;
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return -1;
     *out = (int)v;
     return 0;
 }
@@ -54,7 +55,8 @@ int cli_parse_double(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end) return -1;
+    if (errno || end == s || *end)
+        return -1;
     *out = v;
     return 0;
 }
@@ -73,7 +75,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "autohet: unknown command '%s' (try autohet --help)\n", argv[1]);
     return AH_EXIT_BAD_INPUT;
 }

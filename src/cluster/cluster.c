@@ -27,8 +27,7 @@ typedef struct {
     size_t errlen;
 } err_ctx;
 
-__attribute__((format(printf, 2, 3))) static int fail(const err_ctx *cx, const char *fmt, ...)
-{
+__attribute__((format(printf, 2, 3))) static int fail(const err_ctx *cx, const char *fmt, ...) {
     if (cx->err == NULL || cx->errlen == 0)
         return -1;
     int n = cx->quote ? snprintf(cx->err, cx->errlen, "--cluster '%.200s': ", cx->prefix)
@@ -42,15 +41,13 @@ __attribute__((format(printf, 2, 3))) static int fail(const err_ctx *cx, const c
     return -1;
 }
 
-static void clear_err(char *err, size_t errlen)
-{
+static void clear_err(char *err, size_t errlen) {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
 }
 
 /* "A100-40G, A100-80G, ..." from the live catalog. */
-static const char *known_types(char *buf, size_t n)
-{
+static const char *known_types(char *buf, size_t n) {
     size_t off = 0;
     buf[0] = '\0';
     for (int i = 0; i < ah_device_catalog_count() && off < n; i++) {
@@ -62,11 +59,9 @@ static const char *known_types(char *buf, size_t n)
     return buf;
 }
 
-static int unknown_type(const err_ctx *cx, const char *where, const char *type)
-{
+static int unknown_type(const err_ctx *cx, const char *where, const char *type) {
     char known[1024];
-    return fail(cx, "%sunknown GPU type '%.40s' (known: %s)", where, type,
-                known_types(known, sizeof known));
+    return fail(cx, "%sunknown GPU type '%.40s' (known: %s)", where, type, known_types(known, sizeof known));
 }
 
 /* --------------------------------------------------------- node storage */
@@ -77,8 +72,7 @@ typedef struct {
 } node_buf;
 
 /* Number of nodes already in c whose type is dev_name (for "<type>-<k>"). */
-static int count_type(const ah_cluster *c, const char *dev_name)
-{
+static int count_type(const ah_cluster *c, const char *dev_name) {
     int k = 0;
     for (int i = 0; i < c->n_nodes; i++)
         k += strcmp(c->nodes[i].dev.name, dev_name) == 0;
@@ -87,9 +81,8 @@ static int count_type(const ah_cluster *c, const char *dev_name)
 
 /* Appends `count` copies of *proto. Names: "<base>-<k>" with k counting from
  * `first`; a single copy of a user-named node keeps its name as is. */
-static int add_nodes(const err_ctx *cx, node_buf *nb, const ah_node *proto, int count,
-                     const char *base, int first, int keep_single_name)
-{
+static int add_nodes(const err_ctx *cx, node_buf *nb, const ah_node *proto, int count, const char *base,
+                     int first, int keep_single_name) {
     ah_cluster *c = nb->c;
     if (count > MAX_NODES - c->n_nodes)
         return fail(cx, "too many nodes (at most %d)", MAX_NODES);
@@ -117,8 +110,7 @@ static int add_nodes(const err_ctx *cx, node_buf *nb, const ah_node *proto, int 
 /* ------------------------------------------------------------ shorthand */
 
 /* Parses a run of decimal digits (capped, so no overflow); -1 if none. */
-static long parse_count(const char **p, const char *end)
-{
+static long parse_count(const char **p, const char *end) {
     const char *q = *p;
     long v = 0;
     while (q < end && isdigit((unsigned char)*q)) {
@@ -132,14 +124,12 @@ static long parse_count(const char **p, const char *end)
     return v;
 }
 
-static int is_x(const char *p, const char *end)
-{
+static int is_x(const char *p, const char *end) {
     return p < end && (*p == 'x' || *p == 'X');
 }
 
 /* Trims ASCII whitespace from [*b, *e). */
-static void trim(const char **b, const char **e)
-{
+static void trim(const char **b, const char **e) {
     while (*b < *e && isspace((unsigned char)**b))
         (*b)++;
     while (*e > *b && isspace((unsigned char)(*e)[-1]))
@@ -147,9 +137,8 @@ static void trim(const char **b, const char **e)
 }
 
 /* Parses the "@NIC" and ":spot" suffixes in [p, end). */
-static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int elen,
-                          const char *entry, ah_node *node)
-{
+static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int elen, const char *entry,
+                          ah_node *node) {
     while (p < end) {
         char mark = *p++;
         const char *q = p;
@@ -162,15 +151,15 @@ static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int
             errno = 0;
             double nic = strtod(word, &stop);
             if (word[0] == '\0' || *stop != '\0' || errno != 0 || !(nic > 0.0 && nic < 1e9))
-                return fail(cx, "entry '%.*s': NIC bandwidth '@%s' must be a positive number "
-                                "(Gbit/s)",
+                return fail(cx,
+                            "entry '%.*s': NIC bandwidth '@%s' must be a positive number "
+                            "(Gbit/s)",
                             elen, entry, word);
             node->nic_gbit = nic;
         } else if (strcasecmp(word, "spot") == 0) {
             node->spot = 1;
         } else {
-            return fail(cx, "entry '%.*s': unknown suffix ':%s' (expected ':spot')", elen, entry,
-                        word);
+            return fail(cx, "entry '%.*s': unknown suffix ':%s' (expected ':spot')", elen, entry, word);
         }
         p = q;
     }
@@ -178,8 +167,7 @@ static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int
 }
 
 /* One "NxGxTYPE[@NIC][:spot]" (or "GxTYPE") entry in [b, e). */
-static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf *nb)
-{
+static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf *nb) {
     int elen = (int)(e - b);
     const char *p = b;
     long nodes = 1, gpus = parse_count(&p, e);
@@ -222,8 +210,7 @@ static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf
     return add_nodes(cx, nb, &node, (int)nodes, dev->name, count_type(nb->c, dev->name), 0);
 }
 
-int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen)
-{
+int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen) {
     err_ctx cx = {s ? s : "", 1, err, errlen};
     clear_err(err, errlen);
     if (c == NULL)
@@ -259,8 +246,7 @@ int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t e
 
 /* Reads the whole file into a NUL-terminated heap buffer (at most
  * MAX_FILE_BYTES); returns NULL with the error written. */
-static char *slurp(const err_ctx *cx, size_t *len_out)
-{
+static char *slurp(const err_ctx *cx, size_t *len_out) {
     FILE *f = fopen(cx->prefix, "rb");
     if (f == NULL) {
         fail(cx, "cannot open file (%s)", strerror(errno));
@@ -300,8 +286,7 @@ static char *slurp(const err_ctx *cx, size_t *len_out)
 }
 
 /* Whole file as a JSON object, or NULL with the error written. */
-static cJSON *load_json_object(const err_ctx *cx)
-{
+static cJSON *load_json_object(const err_ctx *cx) {
     size_t len;
     char *text = slurp(cx, &len);
     if (text == NULL)
@@ -324,8 +309,7 @@ static cJSON *load_json_object(const err_ctx *cx)
 }
 
 /* First present key of two spellings. */
-static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const char **used)
-{
+static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const char **used) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k1);
     *used = k1;
     if (it == NULL && k2 != NULL) {
@@ -335,9 +319,8 @@ static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const c
     return it;
 }
 
-static int check_node_fields(const err_ctx *cx, const cJSON *entry, int idx)
-{
-    static const char *const known[] = {"name", "gpu", "gpu_type", "gpus", "gpus_per_node",
+static int check_node_fields(const err_ctx *cx, const cJSON *entry, int idx) {
+    static const char *const known[] = {"name",     "gpu",  "gpu_type",       "gpus",  "gpus_per_node",
                                         "nic_gbit", "spot", "price_per_hour", "count", NULL};
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
         int ok = it->string[0] == '_'; /* "_comment" and friends */
@@ -350,9 +333,8 @@ static int check_node_fields(const err_ctx *cx, const cJSON *entry, int idx)
 }
 
 /* An optional integer field in [lo, hi]; *out keeps its value if absent. */
-static int get_int(const err_ctx *cx, const cJSON *entry, int idx, const char *k1, const char *k2,
-                   int lo, int hi, int required, int *out)
-{
+static int get_int(const err_ctx *cx, const cJSON *entry, int idx, const char *k1, const char *k2, int lo,
+                   int hi, int required, int *out) {
     const char *key;
     const cJSON *it = get2(entry, k1, k2, &key);
     if (it == NULL) {
@@ -369,8 +351,7 @@ static int get_int(const err_ctx *cx, const cJSON *entry, int idx, const char *k
 
 /* Reads nodes[idx] into *node (and its repeat count and explicit name). */
 static int parse_node(const err_ctx *cx, const cJSON *entry, int idx, ah_node *node, int *count,
-                      const char **name)
-{
+                      const char **name) {
     if (!cJSON_IsObject(entry))
         return fail(cx, "nodes[%d] must be an object", idx);
     if (check_node_fields(cx, entry, idx))
@@ -416,17 +397,14 @@ static int parse_node(const err_ctx *cx, const cJSON *entry, int idx, ah_node *n
     *name = NULL;
     it = cJSON_GetObjectItemCaseSensitive(entry, "name");
     if (it != NULL) {
-        if (!cJSON_IsString(it) || it->valuestring[0] == '\0' ||
-            strlen(it->valuestring) > MAX_NODE_NAME)
-            return fail(cx, "nodes[%d].name must be a string of 1-%d characters", idx,
-                        MAX_NODE_NAME);
+        if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strlen(it->valuestring) > MAX_NODE_NAME)
+            return fail(cx, "nodes[%d].name must be a string of 1-%d characters", idx, MAX_NODE_NAME);
         *name = it->valuestring;
     }
     return 0;
 }
 
-static int load_nodes(const err_ctx *cx, const cJSON *root, node_buf *nb)
-{
+static int load_nodes(const err_ctx *cx, const cJSON *root, node_buf *nb) {
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
     if (nodes == NULL)
         return fail(cx, "missing field 'nodes'");
@@ -441,17 +419,16 @@ static int load_nodes(const err_ctx *cx, const cJSON *root, node_buf *nb)
         const char *name = NULL;
         if (parse_node(cx, e, idx, &node, &count, &name))
             return -1;
-        int rc = name != NULL ? add_nodes(cx, nb, &node, count, name, 0, 1)
-                              : add_nodes(cx, nb, &node, count, node.dev.name,
-                                          count_type(nb->c, node.dev.name), 0);
+        int rc = name != NULL
+                     ? add_nodes(cx, nb, &node, count, name, 0, 1)
+                     : add_nodes(cx, nb, &node, count, node.dev.name, count_type(nb->c, node.dev.name), 0);
         if (rc != 0)
             return -1;
     }
     return 0;
 }
 
-int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen)
-{
+int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen) {
     err_ctx cx = {path ? path : "(null)", 0, err, errlen};
     clear_err(err, errlen);
     if (c == NULL)
@@ -471,8 +448,7 @@ int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errl
     return rc;
 }
 
-int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen)
-{
+int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen) {
     struct stat st;
     if (arg != NULL) {
         size_t n = strlen(arg);
@@ -483,8 +459,7 @@ int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen)
     return ah_cluster_parse_shorthand(arg, c, err, errlen);
 }
 
-void ah_cluster_free(ah_cluster *c)
-{
+void ah_cluster_free(ah_cluster *c) {
     if (c == NULL)
         return;
     free(c->nodes);
@@ -492,8 +467,7 @@ void ah_cluster_free(ah_cluster *c)
     c->n_nodes = 0;
 }
 
-int ah_cluster_total_gpus(const ah_cluster *c)
-{
+int ah_cluster_total_gpus(const ah_cluster *c) {
     int total = 0;
     for (int i = 0; c != NULL && i < c->n_nodes; i++)
         total += c->nodes[i].gpus;
@@ -501,8 +475,7 @@ int ah_cluster_total_gpus(const ah_cluster *c)
 }
 
 /* Runs of consecutive nodes with the same GPU type and count. */
-void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n)
-{
+void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n) {
     if (buf == NULL || n == 0)
         return;
     buf[0] = '\0';
@@ -517,8 +490,7 @@ void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n)
         while (i + run < c->n_nodes && c->nodes[i + run].gpus == a->gpus &&
                strcmp(c->nodes[i + run].dev.name, a->dev.name) == 0)
             run++;
-        int w = snprintf(buf + off, n - off, "%s%dx%dx%s", off ? " + " : "", run, a->gpus,
-                         a->dev.name);
+        int w = snprintf(buf + off, n - off, "%s%dx%dx%s", off ? " + " : "", run, a->gpus, a->dev.name);
         if (w < 0)
             break;
         off += (size_t)w;

@@ -50,26 +50,22 @@ static const struct {
 static ah_device catalog[MAX_DEVICES];
 static int n_catalog = -1;
 
-static void ensure_catalog(void)
-{
+static void ensure_catalog(void) {
     if (n_catalog < 0)
         ah_device_catalog_reset();
 }
 
-void ah_device_catalog_reset(void)
-{
+void ah_device_catalog_reset(void) {
     memcpy(catalog, builtin, sizeof builtin);
     n_catalog = N_BUILTIN;
 }
 
-int ah_device_catalog_count(void)
-{
+int ah_device_catalog_count(void) {
     ensure_catalog();
     return n_catalog;
 }
 
-const ah_device *ah_device_catalog_at(int i)
-{
+const ah_device *ah_device_catalog_at(int i) {
     ensure_catalog();
     return (i >= 0 && i < n_catalog) ? &catalog[i] : NULL;
 }
@@ -77,8 +73,7 @@ const ah_device *ah_device_catalog_at(int i)
 /* Normalised lookup key: upper case with '-', '_', ' ' and '.' dropped, a
  * leading "NVIDIA" dropped, and "...GB" shortened to "...G" after a digit
  * (so "A100_40GB" == "a100-40g"). Returns 0 if the name does not fit. */
-static int key_of(const char *name, char *key, size_t n)
-{
+static int key_of(const char *name, char *key, size_t n) {
     size_t len = 0;
     for (const char *p = name; *p != '\0'; p++) {
         if (*p == '-' || *p == '_' || *p == ' ' || *p == '.')
@@ -92,14 +87,12 @@ static int key_of(const char *name, char *key, size_t n)
         memmove(key, key + 6, len - 6 + 1);
         len -= 6;
     }
-    if (len >= 3 && key[len - 1] == 'B' && key[len - 2] == 'G' &&
-        isdigit((unsigned char)key[len - 3]))
+    if (len >= 3 && key[len - 1] == 'B' && key[len - 2] == 'G' && isdigit((unsigned char)key[len - 3]))
         key[--len] = '\0';
     return len > 0;
 }
 
-static ah_device *find_exact_key(ah_device *devs, int n, const char *key)
-{
+static ah_device *find_exact_key(ah_device *devs, int n, const char *key) {
     char k[64];
     for (int i = 0; i < n; i++)
         if (key_of(devs[i].name, k, sizeof k) && strcmp(k, key) == 0)
@@ -108,8 +101,7 @@ static ah_device *find_exact_key(ah_device *devs, int n, const char *key)
 }
 
 /* Lookup in an arbitrary device array (the live catalog or a scratch copy). */
-static ah_device *find_in(ah_device *devs, int n, const char *name)
-{
+static ah_device *find_in(ah_device *devs, int n, const char *name) {
     char key[64];
     if (name == NULL || !key_of(name, key, sizeof key - 1))
         return NULL;
@@ -131,8 +123,7 @@ static ah_device *find_in(ah_device *devs, int n, const char *name)
     return NULL;
 }
 
-const ah_device *ah_device_find(const char *name)
-{
+const ah_device *ah_device_find(const char *name) {
     ensure_catalog();
     return find_in(catalog, n_catalog, name);
 }
@@ -145,8 +136,7 @@ typedef struct {
     size_t errlen;
 } load_ctx;
 
-__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...)
-{
+__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...) {
     if (cx->err == NULL || cx->errlen == 0)
         return -1;
     int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
@@ -161,8 +151,7 @@ __attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const 
 
 /* Reads the whole file into a NUL-terminated heap buffer (at most
  * MAX_FILE_BYTES); returns NULL with the error written. */
-static char *slurp(const load_ctx *cx, size_t *len_out)
-{
+static char *slurp(const load_ctx *cx, size_t *len_out) {
     FILE *f = fopen(cx->path, "rb");
     if (f == NULL) {
         fail(cx, "cannot open file (%s)", strerror(errno));
@@ -202,8 +191,7 @@ static char *slurp(const load_ctx *cx, size_t *len_out)
 }
 
 /* Whole file as a JSON object, or NULL with the error written. */
-static cJSON *load_json_object(const load_ctx *cx)
-{
+static cJSON *load_json_object(const load_ctx *cx) {
     size_t len;
     char *text = slurp(cx, &len);
     if (text == NULL)
@@ -246,8 +234,7 @@ static const num_field num_fields[] = {
 /* Defaults for figures a new device may omit: PCIe 4.0 x16, a 100 Gbit/s NIC. */
 static const ah_device new_device_defaults = {"", 0, 0, 0, 25, 100, 0.5, 1.0};
 
-static int valid_device_name(const char *s)
-{
+static int valid_device_name(const char *s) {
     size_t n = strlen(s);
     if (n == 0 || n >= sizeof(((ah_device *)0)->name))
         return 0;
@@ -258,8 +245,7 @@ static int valid_device_name(const char *s)
     return 1;
 }
 
-static int check_known_fields(const load_ctx *cx, const cJSON *entry, int idx)
-{
+static int check_known_fields(const load_ctx *cx, const cJSON *entry, int idx) {
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
         int known = strcmp(it->string, "name") == 0 || it->string[0] == '_';
         for (size_t f = 0; f < N_NUM_FIELDS && !known; f++)
@@ -271,8 +257,7 @@ static int check_known_fields(const load_ctx *cx, const cJSON *entry, int idx)
 }
 
 /* Applies one devices[idx] entry to the scratch catalog devs[0..*n). */
-static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n)
-{
+static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n) {
     if (!cJSON_IsObject(entry))
         return fail(cx, "devices[%d] must be an object", idx);
     if (check_known_fields(cx, entry, idx))
@@ -296,8 +281,7 @@ static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_devic
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, nf->key);
         if (it == NULL) {
             if (existing == NULL && nf->required_for_new)
-                return fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key,
-                            dev.name);
+                return fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key, dev.name);
             continue;
         }
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
@@ -317,8 +301,7 @@ static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_devic
     return 0;
 }
 
-int ah_device_load_overrides(const char *path, char *err, size_t errlen)
-{
+int ah_device_load_overrides(const char *path, char *err, size_t errlen) {
     load_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
         err[0] = '\0';

@@ -11,8 +11,7 @@
 #include "autohet/profile_table.h"
 #include "cost/profile_internal.h"
 
-void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...)
-{
+void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0)
         return;
     va_list ap;
@@ -21,8 +20,7 @@ void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-ah_profile *ah_profile_alloc_(ah_profile_kind kind, const char *source)
-{
+ah_profile *ah_profile_alloc_(ah_profile_kind kind, const char *source) {
     ah_profile *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
@@ -36,8 +34,7 @@ ah_profile *ah_profile_alloc_(ah_profile_kind kind, const char *source)
     return p;
 }
 
-int ah_profile_set_source_(ah_profile *p, const char *source)
-{
+int ah_profile_set_source_(ah_profile *p, const char *source) {
     char *s = strdup(source ? source : "");
     if (!s)
         return -1;
@@ -46,13 +43,11 @@ int ah_profile_set_source_(ah_profile *p, const char *source)
     return 0;
 }
 
-ah_profile *ah_profile_analytic(void)
-{
+ah_profile *ah_profile_analytic(void) {
     return ah_profile_alloc_(AH_PROFILE_ANALYTIC, "analytic");
 }
 
-void ah_profile_free(ah_profile *p)
-{
+void ah_profile_free(ah_profile *p) {
     if (!p)
         return;
     ah_ptab_release_(p);
@@ -62,15 +57,13 @@ void ah_profile_free(ah_profile *p)
     free(p);
 }
 
-const char *ah_profile_source(const ah_profile *p)
-{
+const char *ah_profile_source(const ah_profile *p) {
     if (!p || !p->source)
         return "";
     return p->source;
 }
 
-ah_profile *ah_profile_load(const char *path, char *err, size_t errlen)
-{
+ah_profile *ah_profile_load(const char *path, char *err, size_t errlen) {
     if (!path || !*path) {
         ah_cost_err_(err, errlen, "profile: no path given");
         return NULL;
@@ -86,9 +79,8 @@ ah_profile *ah_profile_load(const char *path, char *err, size_t errlen)
 }
 
 int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const ah_train_settings *ts,
-                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out,
-                          char *err, size_t errlen)
-{
+                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
+                          size_t errlen) {
     if (!p || !m || !ts || !dev || !out) {
         ah_cost_err_(err, errlen, "profile: missing argument");
         return -1;
@@ -107,8 +99,7 @@ int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const a
         return -1;
     }
     if (!(dev->slowdown > 0.0)) {
-        ah_cost_err_(err, errlen, "device %s: slowdown must be > 0 (got %g)", dev->name,
-                     dev->slowdown);
+        ah_cost_err_(err, errlen, "device %s: slowdown must be > 0 (got %g)", dev->name, dev->slowdown);
         return -1;
     }
     if (p->kind == AH_PROFILE_ANALYTIC)
@@ -116,8 +107,7 @@ int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const a
     return ah_table_layer_cost_(p, m, ts, dev, layer, tp, mb, out, err, errlen);
 }
 
-int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb)
-{
+int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb) {
     if (!p || !m || !dev || tp < 1 || mb < 1)
         return 0;
     if (p->kind == AH_PROFILE_ANALYTIC)

@@ -47,17 +47,14 @@
 #define AH_TP_ALLREDUCE_ALPHA_S 5e-6
 #define AH_UPDATE_BYTES_PER_PARAM 32.0
 
-static double ring_allreduce_s(double bytes, int t, double link_bps)
-{
+static double ring_allreduce_s(double bytes, int t, double link_bps) {
     if (t <= 1)
         return 0.0;
     return 2.0 * (t - 1) / t * bytes / link_bps + 2.0 * (t - 1) * AH_TP_ALLREDUCE_ALPHA_S;
 }
 
-int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts,
-                            const ah_device *dev, int layer, int tp, int mb,
-                            ah_layer_cost *out, char *err, size_t errlen)
-{
+int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
+                            int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen) {
     const double flops_rate = dev->peak_tflops * 1e12 * dev->efficiency;
     const double mem_bps = dev->mem_bw_gbs * 1e9;
     const double link_bps = dev->intra_bw_gbs * 1e9;
@@ -116,10 +113,10 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
     out->fwd_s = fwd * sd;
     out->bwd_s = bwd * sd;
     out->update_s = update * sd;
-    if (!isfinite(out->fwd_s) || !isfinite(out->bwd_s) || !isfinite(out->update_s) ||
-        out->fwd_s < 0 || out->bwd_s < 0 || out->update_s < 0) {
-        ah_cost_err_(err, errlen, "analytic cost of layer %d of %s on %s is not a finite time",
-                     layer, m->name, dev->name);
+    if (!isfinite(out->fwd_s) || !isfinite(out->bwd_s) || !isfinite(out->update_s) || out->fwd_s < 0 ||
+        out->bwd_s < 0 || out->update_s < 0) {
+        ah_cost_err_(err, errlen, "analytic cost of layer %d of %s on %s is not a finite time", layer,
+                     m->name, dev->name);
         return -1;
     }
     return 0;

@@ -23,15 +23,15 @@ typedef struct {
 
 struct ah_profile {
     ah_profile_kind kind;
-    char *source;           /* "analytic" or "measured:<path>" */
+    char *source; /* "analytic" or "measured:<path>" */
     /* Measured tables only: */
-    char *model;            /* model name recorded in the file ("" if none) */
-    char *origin;           /* free-form "source" string of the file ("" if none) */
-    int seq;                /* sequence length the table was measured at */
-    int n_layers;           /* layers per entry (embedding + blocks + head); 0 = not fixed yet */
+    char *model;  /* model name recorded in the file ("" if none) */
+    char *origin; /* free-form "source" string of the file ("" if none) */
+    int seq;      /* sequence length the table was measured at */
+    int n_layers; /* layers per entry (embedding + blocks + head); 0 = not fixed yet */
     ah_ptab_device *devs;
     int n_devs, cap_devs;
-    char **skipped;         /* Sailor file names that mapped to no catalog device */
+    char **skipped; /* Sailor file names that mapped to no catalog device */
     int n_skipped;
 };
 
@@ -41,18 +41,15 @@ int ah_profile_set_source_(ah_profile *p, const char *source);
 /* Release the table part (profile.c calls it from ah_profile_free). */
 void ah_ptab_release_(ah_profile *p);
 
-int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts,
-                            const ah_device *dev, int layer, int tp, int mb,
-                            ah_layer_cost *out, char *err, size_t errlen);
+int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
+                            int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen);
 int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah_train_settings *ts,
-                         const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out,
-                         char *err, size_t errlen);
-int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp,
-                  int mb);
+                         const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
+                         size_t errlen);
+int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb);
 ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen);
 
 /* snprintf into err if err/errlen allow it. */
-void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

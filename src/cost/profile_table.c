@@ -34,8 +34,7 @@
 
 /* ------------------------------------------------------------------ storage */
 
-static void entry_init_unset(ah_layer_cost *l, int n)
-{
+static void entry_init_unset(ah_layer_cost *l, int n) {
     for (int i = 0; i < n; i++) {
         l[i].fwd_s = NAN;
         l[i].bwd_s = NAN;
@@ -43,8 +42,7 @@ static void entry_init_unset(ah_layer_cost *l, int n)
     }
 }
 
-void ah_ptab_release_(ah_profile *p)
-{
+void ah_ptab_release_(ah_profile *p) {
     for (int i = 0; i < p->n_devs; i++) {
         for (int j = 0; j < p->devs[i].n_entries; j++)
             free(p->devs[i].entries[j].layers);
@@ -62,8 +60,7 @@ void ah_ptab_release_(ah_profile *p)
 
 /* Canonical name for a device name: the catalog's if it knows it, else the
  * name itself. Returns -1 if the name is empty or too long. */
-static int canonical_device_name(const char *name, char out[32])
-{
+static int canonical_device_name(const char *name, char out[32]) {
     if (!name || !*name)
         return -1;
     const ah_device *d = ah_device_find(name);
@@ -74,8 +71,7 @@ static int canonical_device_name(const char *name, char out[32])
     return 0;
 }
 
-static int find_dev_by_name(const ah_profile *p, const char *name)
-{
+static int find_dev_by_name(const ah_profile *p, const char *name) {
     for (int i = 0; i < p->n_devs; i++)
         if (strcasecmp(p->devs[i].name, name) == 0)
             return i;
@@ -83,8 +79,7 @@ static int find_dev_by_name(const ah_profile *p, const char *name)
 }
 
 /* Device lookup for an ah_device (or a name that may be an alias). */
-static int find_dev(const ah_profile *p, const char *name)
-{
+static int find_dev(const ah_profile *p, const char *name) {
     int i = find_dev_by_name(p, name);
     if (i >= 0)
         return i;
@@ -94,8 +89,7 @@ static int find_dev(const ah_profile *p, const char *name)
     return -1;
 }
 
-static int add_dev(ah_profile *p, const char *canonical)
-{
+static int add_dev(ah_profile *p, const char *canonical) {
     if (p->n_devs == p->cap_devs) {
         int cap = p->cap_devs ? 2 * p->cap_devs : 4;
         ah_ptab_device *nd = realloc(p->devs, (size_t)cap * sizeof *nd);
@@ -110,8 +104,7 @@ static int add_dev(ah_profile *p, const char *canonical)
     return p->n_devs++;
 }
 
-static int entry_cmp(int mb1, int tp1, int mb2, int tp2)
-{
+static int entry_cmp(int mb1, int tp1, int mb2, int tp2) {
     if (mb1 != mb2)
         return mb1 < mb2 ? -1 : 1;
     if (tp1 != tp2)
@@ -119,8 +112,7 @@ static int entry_cmp(int mb1, int tp1, int mb2, int tp2)
     return 0;
 }
 
-static ah_ptab_entry *find_entry(const ah_ptab_device *d, int mb, int tp)
-{
+static ah_ptab_entry *find_entry(const ah_ptab_device *d, int mb, int tp) {
     int lo = 0, hi = d->n_entries - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
@@ -137,8 +129,7 @@ static ah_ptab_entry *find_entry(const ah_ptab_device *d, int mb, int tp)
 
 /* Insert a new (mb, tp) entry with n unset layers; the caller checked that
  * it does not exist yet. */
-static ah_ptab_entry *add_entry(ah_ptab_device *d, int mb, int tp, int n)
-{
+static ah_ptab_entry *add_entry(ah_ptab_device *d, int mb, int tp, int n) {
     if (d->n_entries == d->cap_entries) {
         int cap = d->cap_entries ? 2 * d->cap_entries : 8;
         ah_ptab_entry *ne = realloc(d->entries, (size_t)cap * sizeof *ne);
@@ -162,23 +153,20 @@ static ah_ptab_entry *add_entry(ah_ptab_device *d, int mb, int tp, int n)
     return &d->entries[pos];
 }
 
-static int layer_is_set(const ah_layer_cost *c)
-{
+static int layer_is_set(const ah_layer_cost *c) {
     return !isnan(c->fwd_s);
 }
 
-static int entry_complete(const ah_ptab_entry *e, int n)
-{
+static int entry_complete(const ah_ptab_entry *e, int n) {
     for (int i = 0; i < n; i++)
         if (!layer_is_set(&e->layers[i]))
             return 0;
     return 1;
 }
 
-static int cost_valid(ah_layer_cost c)
-{
-    return isfinite(c.fwd_s) && isfinite(c.bwd_s) && isfinite(c.update_s) && c.fwd_s >= 0 &&
-           c.bwd_s >= 0 && c.update_s >= 0;
+static int cost_valid(ah_layer_cost c) {
+    return isfinite(c.fwd_s) && isfinite(c.bwd_s) && isfinite(c.update_s) && c.fwd_s >= 0 && c.bwd_s >= 0 &&
+           c.update_s >= 0;
 }
 
 /* Append to a bounded buffer, ending in "..." when it does not fit. */
@@ -188,8 +176,7 @@ typedef struct {
     int full;
 } ah_sbuf;
 
-static void sb_add(ah_sbuf *b, const char *s)
-{
+static void sb_add(ah_sbuf *b, const char *s) {
     if (b->full)
         return;
     size_t l = strlen(s);
@@ -205,8 +192,7 @@ static void sb_add(ah_sbuf *b, const char *s)
     b->len += l;
 }
 
-static void list_devices(const ah_profile *p, char *buf, size_t cap)
-{
+static void list_devices(const ah_profile *p, char *buf, size_t cap) {
     ah_sbuf b = {buf, cap, 0, 0};
     buf[0] = '\0';
     for (int i = 0; i < p->n_devs; i++) {
@@ -216,8 +202,7 @@ static void list_devices(const ah_profile *p, char *buf, size_t cap)
     }
 }
 
-static void list_entries(const ah_ptab_device *d, char *buf, size_t cap)
-{
+static void list_entries(const ah_ptab_device *d, char *buf, size_t cap) {
     ah_sbuf b = {buf, cap, 0, 0};
     buf[0] = '\0';
     for (int i = 0; i < d->n_entries; i++) {
@@ -230,23 +215,20 @@ static void list_entries(const ah_ptab_device *d, char *buf, size_t cap)
 /* ------------------------------------------------------------------ lookup */
 
 int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah_train_settings *ts,
-                         const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out,
-                         char *err, size_t errlen)
-{
+                         const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
+                         size_t errlen) {
     char list[512];
     int di = find_dev(p, dev->name);
     if (di < 0) {
         list_devices(p, list, sizeof list);
-        ah_cost_err_(err, errlen, "measured profile has no data for GPU '%s' (has: %s)", dev->name,
-                     list);
+        ah_cost_err_(err, errlen, "measured profile has no data for GPU '%s' (has: %s)", dev->name, list);
         return -1;
     }
     const ah_ptab_device *d = &p->devs[di];
     const ah_ptab_entry *e = find_entry(d, mb, tp);
     if (!e) {
         list_entries(d, list, sizeof list);
-        ah_cost_err_(err, errlen,
-                     "measured profile has no data for GPU '%s' at mb=%d, tp=%d (has mb/tp: %s)",
+        ah_cost_err_(err, errlen, "measured profile has no data for GPU '%s' at mb=%d, tp=%d (has mb/tp: %s)",
                      d->name, mb, tp, list);
         return -1;
     }
@@ -258,15 +240,14 @@ int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah
         return -1;
     }
     if (ts->seq != p->seq) {
-        ah_cost_err_(err, errlen, "measured profile was taken at seq %d, training uses seq %d",
-                     p->seq, ts->seq);
+        ah_cost_err_(err, errlen, "measured profile was taken at seq %d, training uses seq %d", p->seq,
+                     ts->seq);
         return -1;
     }
     const ah_layer_cost *c = &e->layers[layer];
     if (!layer_is_set(c)) {
-        ah_cost_err_(err, errlen,
-                     "measured profile has no cost for layer %d of GPU '%s' at mb=%d, tp=%d", layer,
-                     d->name, mb, tp);
+        ah_cost_err_(err, errlen, "measured profile has no cost for layer %d of GPU '%s' at mb=%d, tp=%d",
+                     layer, d->name, mb, tp);
         return -1;
     }
     out->fwd_s = c->fwd_s * dev->slowdown;
@@ -275,8 +256,7 @@ int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah
     return 0;
 }
 
-int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb)
-{
+int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb) {
     int di = find_dev(p, dev->name);
     if (di < 0)
         return 0;
@@ -290,8 +270,7 @@ int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device
 
 /* ------------------------------------------------------------------ builder */
 
-ah_profile *ah_profile_table_new(const char *model, int seq)
-{
+ah_profile *ah_profile_table_new(const char *model, int seq) {
     if (seq < 1)
         return NULL;
     ah_profile *p = ah_profile_alloc_(AH_PROFILE_TABLE, "measured:(in-memory)");
@@ -310,8 +289,7 @@ ah_profile *ah_profile_table_new(const char *model, int seq)
     return p;
 }
 
-int ah_profile_table_set_origin(ah_profile *p, const char *origin)
-{
+int ah_profile_table_set_origin(ah_profile *p, const char *origin) {
     if (!p || p->kind != AH_PROFILE_TABLE)
         return -1;
     char *s = strdup(origin ? origin : "");
@@ -323,8 +301,7 @@ int ah_profile_table_set_origin(ah_profile *p, const char *origin)
 }
 
 int ah_profile_table_set(ah_profile *p, const char *device, int mb, int tp, int layer, int n_layers,
-                         ah_layer_cost c)
-{
+                         ah_layer_cost c) {
     char name[32];
     if (!p || p->kind != AH_PROFILE_TABLE || mb < 1 || tp < 1 || n_layers < 1 || layer < 0 ||
         layer >= n_layers || !cost_valid(c) || canonical_device_name(device, name) != 0)
@@ -344,52 +321,43 @@ int ah_profile_table_set(ah_profile *p, const char *device, int mb, int tp, int 
 
 /* ------------------------------------------------------------------ inspection */
 
-int ah_profile_is_measured(const ah_profile *p)
-{
+int ah_profile_is_measured(const ah_profile *p) {
     return p && p->kind == AH_PROFILE_TABLE;
 }
 
-const char *ah_profile_table_model(const ah_profile *p)
-{
+const char *ah_profile_table_model(const ah_profile *p) {
     return ah_profile_is_measured(p) && p->model ? p->model : "";
 }
 
-const char *ah_profile_table_origin(const ah_profile *p)
-{
+const char *ah_profile_table_origin(const ah_profile *p) {
     return ah_profile_is_measured(p) && p->origin ? p->origin : "";
 }
 
-int ah_profile_table_seq(const ah_profile *p)
-{
+int ah_profile_table_seq(const ah_profile *p) {
     return ah_profile_is_measured(p) ? p->seq : 0;
 }
 
-int ah_profile_table_num_layers(const ah_profile *p)
-{
+int ah_profile_table_num_layers(const ah_profile *p) {
     return ah_profile_is_measured(p) ? p->n_layers : 0;
 }
 
-int ah_profile_table_num_devices(const ah_profile *p)
-{
+int ah_profile_table_num_devices(const ah_profile *p) {
     return ah_profile_is_measured(p) ? p->n_devs : 0;
 }
 
-const char *ah_profile_table_device(const ah_profile *p, int i)
-{
+const char *ah_profile_table_device(const ah_profile *p, int i) {
     if (!ah_profile_is_measured(p) || i < 0 || i >= p->n_devs)
         return NULL;
     return p->devs[i].name;
 }
 
-int ah_profile_table_num_entries(const ah_profile *p, int device_index)
-{
+int ah_profile_table_num_entries(const ah_profile *p, int device_index) {
     if (!ah_profile_is_measured(p) || device_index < 0 || device_index >= p->n_devs)
         return 0;
     return p->devs[device_index].n_entries;
 }
 
-int ah_profile_table_entry(const ah_profile *p, int device_index, int j, int *mb, int *tp)
-{
+int ah_profile_table_entry(const ah_profile *p, int device_index, int j, int *mb, int *tp) {
     if (!ah_profile_is_measured(p) || device_index < 0 || device_index >= p->n_devs || j < 0 ||
         j >= p->devs[device_index].n_entries)
         return -1;
@@ -401,8 +369,7 @@ int ah_profile_table_entry(const ah_profile *p, int device_index, int j, int *mb
 }
 
 int ah_profile_table_get(const ah_profile *p, const char *device, int mb, int tp, int layer,
-                         ah_layer_cost *out)
-{
+                         ah_layer_cost *out) {
     if (!ah_profile_is_measured(p) || !device || !out || layer < 0 || layer >= p->n_layers)
         return -1;
     int di = find_dev(p, device);
@@ -415,13 +382,11 @@ int ah_profile_table_get(const ah_profile *p, const char *device, int mb, int tp
     return 0;
 }
 
-int ah_profile_table_num_skipped(const ah_profile *p)
-{
+int ah_profile_table_num_skipped(const ah_profile *p) {
     return ah_profile_is_measured(p) ? p->n_skipped : 0;
 }
 
-const char *ah_profile_table_skipped(const ah_profile *p, int i)
-{
+const char *ah_profile_table_skipped(const ah_profile *p, int i) {
     if (!ah_profile_is_measured(p) || i < 0 || i >= p->n_skipped)
         return NULL;
     return p->skipped[i];
@@ -431,8 +396,7 @@ const char *ah_profile_table_skipped(const ah_profile *p, int i)
 
 /* Strict decimal key: digits only, no sign, no leading zero (except "0"),
  * value in [lo, hi]. */
-static int parse_key_int(const char *s, int lo, int hi, int *out)
-{
+static int parse_key_int(const char *s, int lo, int hi, int *out) {
     if (!s || !*s || (s[0] == '0' && s[1] != '\0'))
         return -1;
     long v = 0;
@@ -450,8 +414,7 @@ static int parse_key_int(const char *s, int lo, int hi, int *out)
 }
 
 /* Read a whole file into a NUL-terminated buffer. */
-static char *read_file(const char *path, size_t *len, char *why, size_t whylen)
-{
+static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(why, whylen, "%s", strerror(errno));
@@ -499,8 +462,7 @@ fail:
 }
 
 /* Parse JSON text; on error say where ("invalid JSON at line 3, column 7"). */
-static cJSON *parse_json(const char *text, size_t len, char *why, size_t whylen)
-{
+static cJSON *parse_json(const char *text, size_t len, char *why, size_t whylen) {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
     if (root)
@@ -530,8 +492,7 @@ typedef struct {
     size_t errlen;
 } ah_jctx;
 
-static int jfail(const ah_jctx *c, const char *path, const char *msg)
-{
+static int jfail(const ah_jctx *c, const char *path, const char *msg) {
     if (path && *path)
         ah_cost_err_(c->err, c->errlen, "%s: %s: %s", c->file, path, msg);
     else
@@ -540,14 +501,12 @@ static int jfail(const ah_jctx *c, const char *path, const char *msg)
 }
 
 /* path + ["key"], key shortened if absurdly long. */
-static void path_push(char *dst, size_t cap, const char *path, const char *key)
-{
+static void path_push(char *dst, size_t cap, const char *path, const char *key) {
     snprintf(dst, cap, "%s[\"%.40s%s\"]", path, key ? key : "", key && strlen(key) > 40 ? "..." : "");
 }
 
 /* Load {"<mb>":{"<tp>":{"<layer>":[fwd,bwd,update]}}} into device di. */
-static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c, const char *path)
-{
+static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c, const char *path) {
     char p1[256], p2[384], p3[512], msg[160];
     if (!cJSON_IsObject(root))
         return jfail(c, path, "expected an object keyed by micro-batch size");
@@ -589,8 +548,8 @@ static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c,
                     return jfail(c, p3, "layer index must be a non-negative integer");
                 }
                 if (layer >= n) {
-                    snprintf(msg, sizeof msg,
-                             "layer index out of range: %d layers must be numbered 0..%d", n, n - 1);
+                    snprintf(msg, sizeof msg, "layer index out of range: %d layers must be numbered 0..%d", n,
+                             n - 1);
                     return jfail(c, p3, msg);
                 }
                 if (layer_is_set(&e->layers[layer]))
@@ -614,8 +573,7 @@ static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c,
     return 0;
 }
 
-static int add_skipped(ah_profile *p, const char *name)
-{
+static int add_skipped(ah_profile *p, const char *name) {
     char **ns = realloc(p->skipped, (size_t)(p->n_skipped + 1) * sizeof *ns);
     if (!ns)
         return -1;
@@ -626,20 +584,17 @@ static int add_skipped(ah_profile *p, const char *name)
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
+static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int has_json_suffix(const char *name)
-{
+static int has_json_suffix(const char *name) {
     size_t l = strlen(name);
     return l > 5 && strcmp(name + l - 5, ".json") == 0;
 }
 
 /* Last path component without trailing slashes. */
-static void dir_basename(const char *dir, char *out, size_t cap)
-{
+static void dir_basename(const char *dir, char *out, size_t cap) {
     size_t l = strlen(dir);
     while (l > 1 && dir[l - 1] == '/')
         l--;
@@ -653,8 +608,7 @@ static void dir_basename(const char *dir, char *out, size_t cap)
     out[n] = '\0';
 }
 
-ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen)
-{
+ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen) {
     if (!dir || !*dir) {
         ah_cost_err_(err, errlen, "profile: no directory given");
         return NULL;
@@ -803,8 +757,7 @@ fail:
     return NULL;
 }
 
-ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen)
-{
+ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
     char why[128], msg[160];
     size_t len = 0;
     char *text = read_file(path, &len, why, sizeof why);
@@ -924,8 +877,7 @@ fail:
 
 /* Shortest "%.Ng" text that reads back as exactly v (cJSON's own printer
  * only guarantees approximate round trips). */
-static void format_exact(double v, char *buf, size_t cap)
-{
+static void format_exact(double v, char *buf, size_t cap) {
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(buf, cap, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)
@@ -933,8 +885,7 @@ static void format_exact(double v, char *buf, size_t cap)
     }
 }
 
-int ah_profile_table_write(const ah_profile *p, const char *path, char *err, size_t n)
-{
+int ah_profile_table_write(const ah_profile *p, const char *path, char *err, size_t n) {
     if (!p || !path || !*path) {
         ah_cost_err_(err, n, "profile write: missing argument");
         return -1;
@@ -956,8 +907,8 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
         for (int j = 0; j < d->n_entries; j++)
             for (int l = 0; l < p->n_layers; l++)
                 if (!layer_is_set(&d->entries[j].layers[l])) {
-                    ah_cost_err_(err, n, "%s: GPU %s mb=%d tp=%d: layer %d has no cost", path,
-                                 d->name, d->entries[j].mb, d->entries[j].tp, l);
+                    ah_cost_err_(err, n, "%s: GPU %s mb=%d tp=%d: layer %d has no cost", path, d->name,
+                                 d->entries[j].mb, d->entries[j].tp, l);
                     return -1;
                 }
     }

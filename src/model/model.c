@@ -18,8 +18,7 @@
 
 /* ------------------------------------------------------------------ names */
 
-const char *ah_arch_name(ah_arch a)
-{
+const char *ah_arch_name(ah_arch a) {
     switch (a) {
     case AH_ARCH_GPT: return "gpt";
     case AH_ARCH_LLAMA: return "llama";
@@ -30,8 +29,7 @@ const char *ah_arch_name(ah_arch a)
 
 static const char *const recompute_names[] = {"none", "selective", "full"};
 
-int ah_recompute_parse(const char *s, ah_recompute *out)
-{
+int ah_recompute_parse(const char *s, ah_recompute *out) {
     if (s == NULL)
         return -1;
     for (int i = 0; i < 3; i++) {
@@ -44,8 +42,7 @@ int ah_recompute_parse(const char *s, ah_recompute *out)
     return -1;
 }
 
-const char *ah_recompute_name(ah_recompute r)
-{
+const char *ah_recompute_name(ah_recompute r) {
     if ((int)r < 0 || (int)r > 2)
         return "unknown";
     return recompute_names[r];
@@ -65,8 +62,7 @@ typedef struct {
 } load_ctx;
 
 /* Writes "PATH: message" into the error buffer; always returns -1. */
-__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...)
-{
+__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...) {
     if (cx->err == NULL || cx->errlen == 0)
         return -1;
     int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
@@ -81,8 +77,7 @@ __attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const 
 
 /* Reads the whole file into a NUL-terminated heap buffer (at most
  * MAX_CONFIG_BYTES); returns NULL with the error written. */
-static char *slurp(const load_ctx *cx, size_t *len_out)
-{
+static char *slurp(const load_ctx *cx, size_t *len_out) {
     FILE *f = fopen(cx->path, "rb");
     if (f == NULL) {
         fail(cx, "cannot open file (%s)", strerror(errno));
@@ -122,8 +117,7 @@ static char *slurp(const load_ctx *cx, size_t *len_out)
 }
 
 /* Parses the file as a JSON object; reports the line of a syntax error. */
-static cJSON *parse_json_object(const load_ctx *cx)
-{
+static cJSON *parse_json_object(const load_ctx *cx) {
     size_t len;
     char *text = slurp(cx, &len);
     if (text == NULL)
@@ -146,8 +140,7 @@ static cJSON *parse_json_object(const load_ctx *cx)
 }
 
 /* First of the alternative keys that is present and not null. */
-static const cJSON *find_key(const cJSON *obj, const char *const *keys, const char **found)
-{
+static const cJSON *find_key(const cJSON *obj, const char *const *keys, const char **found) {
     for (; *keys != NULL; keys++) {
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, *keys);
         if (it != NULL && !cJSON_IsNull(it)) {
@@ -160,9 +153,7 @@ static const cJSON *find_key(const cJSON *obj, const char *const *keys, const ch
 
 /* Reads a positive integer from one of `keys`. If none is present, uses
  * `dflt`, or fails naming keys[0] when dflt < 0 (required field). */
-static int get_pos_int(const load_ctx *cx, const cJSON *obj, const char *const *keys, int dflt,
-                       int *out)
-{
+static int get_pos_int(const load_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int *out) {
     const char *key = keys[0];
     const cJSON *it = find_key(obj, keys, &key);
     if (it == NULL) {
@@ -185,21 +176,19 @@ typedef struct {
 } model_type_info;
 
 static const model_type_info model_types[] = {
-    {"gpt2", AH_ARCH_GPT, 0},     {"gpt_neo", AH_ARCH_GPT, 0},     {"opt", AH_ARCH_GPT, 0},
-    {"gpt_bigcode", AH_ARCH_GPT, 0}, {"gpt_neox", AH_ARCH_GPT, 1}, {"gptj", AH_ARCH_GPT, 1},
-    {"llama", AH_ARCH_LLAMA, 1},  {"mistral", AH_ARCH_LLAMA, 1},   {"qwen2", AH_ARCH_LLAMA, 1},
-    {"bert", AH_ARCH_BERT, 0},    {"roberta", AH_ARCH_BERT, 0},
+    {"gpt2", AH_ARCH_GPT, 0},        {"gpt_neo", AH_ARCH_GPT, 0},   {"opt", AH_ARCH_GPT, 0},
+    {"gpt_bigcode", AH_ARCH_GPT, 0}, {"gpt_neox", AH_ARCH_GPT, 1},  {"gptj", AH_ARCH_GPT, 1},
+    {"llama", AH_ARCH_LLAMA, 1},     {"mistral", AH_ARCH_LLAMA, 1}, {"qwen2", AH_ARCH_LLAMA, 1},
+    {"bert", AH_ARCH_BERT, 0},       {"roberta", AH_ARCH_BERT, 0},
 };
 #define N_MODEL_TYPES (sizeof model_types / sizeof model_types[0])
 
-static int has_key(const cJSON *obj, const char *key)
-{
+static int has_key(const cJSON *obj, const char *key) {
     return cJSON_GetObjectItemCaseSensitive(obj, key) != NULL;
 }
 
 /* Architecture from "model_type", or guessed from which keys exist. */
-static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *info)
-{
+static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *info) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt != NULL && !cJSON_IsNull(mt)) {
         if (!cJSON_IsString(mt))
@@ -210,9 +199,10 @@ static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *i
                 return 0;
             }
         }
-        return fail(cx, "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
-                        "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
-                        "roberta)",
+        return fail(cx,
+                    "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
+                    "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
+                    "roberta)",
                     mt->valuestring);
     }
     info->model_type = NULL;
@@ -249,11 +239,9 @@ static const char *const kh_pos[] = {"max_position_embeddings", "n_positions", "
 static const char *const k_kv[] = {"num_key_value_heads", NULL};
 static const char *const k_vocab[] = {"vocab_size", NULL};
 
-static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_info *info,
-                     ah_model_config *m)
-{
-    int gpt2_style = has_key(root, "n_embd") ||
-                     (info->model_type != NULL && strcmp(info->model_type, "gpt2") == 0);
+static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_info *info, ah_model_config *m) {
+    int gpt2_style =
+        has_key(root, "n_embd") || (info->model_type != NULL && strcmp(info->model_type, "gpt2") == 0);
     int llama = info->arch == AH_ARCH_LLAMA;
     const char *const *kf_ffn = gpt2_style ? k2_ffn : kh_ffn;
     const char *const *kf_pos = gpt2_style ? k2_pos : kh_pos;
@@ -277,16 +265,14 @@ static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_inf
     const char *hkey = gpt2_style ? "n_embd" : "hidden_size";
     const char *akey = gpt2_style ? "n_head" : "num_attention_heads";
     if (m->hidden % m->n_heads != 0)
-        return fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey,
-                    m->n_heads);
+        return fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey, m->n_heads);
     if (m->n_heads % m->n_kv_heads != 0)
-        return fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey,
-                    m->n_heads, m->n_kv_heads);
+        return fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey, m->n_heads,
+                    m->n_kv_heads);
     return 0;
 }
 
-static int read_tied(const load_ctx *cx, const cJSON *root, ah_arch arch, int *tied)
-{
+static int read_tied(const load_ctx *cx, const cJSON *root, ah_arch arch, int *tied) {
     /* HF default: LlamaConfig unties, the others tie. */
     *tied = arch != AH_ARCH_LLAMA;
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
@@ -300,8 +286,7 @@ static int read_tied(const load_ctx *cx, const cJSON *root, ah_arch arch, int *t
 
 /* "name_or_path" if given, else the file name without ".json"; for the
  * ubiquitous "config.json" the directory name is more telling. */
-static void set_name(const cJSON *root, const char *path, ah_model_config *m)
-{
+static void set_name(const cJSON *root, const char *path, ah_model_config *m) {
     static const char *const keys[] = {"name_or_path", "_name_or_path", NULL};
     const char *key;
     const cJSON *it = find_key(root, keys, &key);
@@ -335,8 +320,7 @@ static void set_name(const cJSON *root, const char *path, ah_model_config *m)
     snprintf(m->name, sizeof m->name, "%.*s", (int)(end - base), base);
 }
 
-int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen)
-{
+int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen) {
     load_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -362,20 +346,17 @@ int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t
     return rc;
 }
 
-static int is_file(const char *path)
-{
+static int is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
+static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcasecmp(s + n - k, suffix) == 0;
 }
 
-int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, size_t errlen)
-{
+int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, size_t errlen) {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (name_or_path != NULL && ah_model_preset(name_or_path, out) == 0)
@@ -386,8 +367,8 @@ int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, 
         return ah_model_load_json(name_or_path, out, err, errlen);
     if (err == NULL || errlen == 0)
         return -1;
-    int n = snprintf(err, errlen, "unknown model '%s' (not a preset; presets:",
-                     name_or_path ? name_or_path : "");
+    int n =
+        snprintf(err, errlen, "unknown model '%s' (not a preset; presets:", name_or_path ? name_or_path : "");
     const char *const *names = ah_model_preset_names();
     for (int i = 0; names[i] != NULL && n >= 0 && (size_t)n < errlen; i++)
         n += snprintf(err + n, errlen - (size_t)n, "%s %s", i ? "," : "", names[i]);
@@ -398,13 +379,11 @@ int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, 
 
 /* ------------------------------------------------------------ layer math */
 
-int ah_model_num_layers(const ah_model_config *m)
-{
+int ah_model_num_layers(const ah_model_config *m) {
     return m->n_layers + 2;
 }
 
-ah_layer_kind ah_model_layer_kind(const ah_model_config *m, int layer)
-{
+ah_layer_kind ah_model_layer_kind(const ah_model_config *m, int layer) {
     if (layer <= 0)
         return AH_LAYER_EMBED;
     if (layer >= m->n_layers + 1)
@@ -413,8 +392,7 @@ ah_layer_kind ah_model_layer_kind(const ah_model_config *m, int layer)
 }
 
 /* Width of the K and V projections under GQA: h * kv_heads / heads. */
-static double kv_width(const ah_model_config *m)
-{
+static double kv_width(const ah_model_config *m) {
     if (m->n_heads <= 0)
         return m->hidden;
     return (double)m->hidden * m->n_kv_heads / m->n_heads;
@@ -432,8 +410,7 @@ static double kv_width(const ah_model_config *m)
  *  Head: final norm (2h LayerNorm, h RMSNorm) + V*h LM matrix, counted even
  *        when tied (Megatron keeps a copy on the last stage).
  *        BERT MLM head: h^2 + h transform + 2h LayerNorm + V*h decoder + V bias. */
-double ah_layer_params(const ah_model_config *m, ah_layer_kind k)
-{
+double ah_layer_params(const ah_model_config *m, ah_layer_kind k) {
     double h = m->hidden, f = m->ffn_hidden, V = m->vocab, P = m->max_positions;
     switch (k) {
     case AH_LAYER_EMBED:
@@ -453,10 +430,8 @@ double ah_layer_params(const ah_model_config *m, ah_layer_kind k)
 }
 
 /* Embedding + N blocks + head, minus the head's copy of a tied V*h matrix. */
-double ah_model_total_params(const ah_model_config *m)
-{
-    double total = ah_layer_params(m, AH_LAYER_EMBED) +
-                   m->n_layers * ah_layer_params(m, AH_LAYER_BLOCK) +
+double ah_model_total_params(const ah_model_config *m) {
+    double total = ah_layer_params(m, AH_LAYER_EMBED) + m->n_layers * ah_layer_params(m, AH_LAYER_BLOCK) +
                    ah_layer_params(m, AH_LAYER_HEAD);
     if (m->tied_embeddings)
         total -= (double)m->vocab * m->hidden;
@@ -468,19 +443,16 @@ double ah_model_total_params(const ah_model_config *m)
  *  LLaMA block    = 2bs(2h^2 + 2h*h_kv + 3hf) + 4bs^2h
  *  head           = 2bshV   (LM projection; norms and the BERT transform ignored)
  *  embedding      = 0       (a gather) */
-double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb)
-{
+double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb) {
     double h = m->hidden, f = m->ffn_hidden, V = m->vocab, s = seq, b = mb;
     switch (k) {
-    case AH_LAYER_EMBED:
-        return 0.0;
+    case AH_LAYER_EMBED: return 0.0;
     case AH_LAYER_BLOCK: {
         double gemm = m->arch == AH_ARCH_LLAMA ? 2.0 * h * h + 2.0 * h * kv_width(m) + 3.0 * h * f
                                                : 4.0 * h * h + 2.0 * h * f;
         return 2.0 * b * s * gemm + 4.0 * b * s * s * h;
     }
-    case AH_LAYER_HEAD:
-        return 2.0 * b * s * h * V;
+    case AH_LAYER_HEAD: return 2.0 * b * s * h * V;
     }
     return 0.0;
 }
@@ -490,18 +462,14 @@ double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, in
  *         16bsh*2/t + attention scores 2*b*a*s^2*2/t (written, then read)
  *  embedding: gather + write of the b*s*h output, bsh*2*2
  *  head: weights V*h*2/t + fp32 logits written and read, bsV*4/t*2 */
-double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp)
-{
+double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp) {
     double h = m->hidden, V = m->vocab, s = seq, b = mb, a = m->n_heads;
     double t = tp > 0 ? tp : 1;
     switch (k) {
-    case AH_LAYER_EMBED:
-        return b * s * h * 2.0 * 2.0;
+    case AH_LAYER_EMBED: return b * s * h * 2.0 * 2.0;
     case AH_LAYER_BLOCK:
-        return ah_layer_params(m, k) / t * 2.0 + 16.0 * b * s * h * 2.0 / t +
-               2.0 * b * a * s * s * 2.0 / t;
-    case AH_LAYER_HEAD:
-        return V * h * 2.0 / t + b * s * V * 4.0 / t * 2.0;
+        return ah_layer_params(m, k) / t * 2.0 + 16.0 * b * s * h * 2.0 / t + 2.0 * b * a * s * s * 2.0 / t;
+    case AH_LAYER_HEAD: return V * h * 2.0 / t + b * s * V * 4.0 / t * 2.0;
     }
     return 0.0;
 }
@@ -518,18 +486,14 @@ double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, in
  * SwiGLU gate/up pair is approximated by the same per-element accounting.
  *  embedding: 2sbh (its output);  head: 2sbh + 4sbV/t (fp32 logits for the loss). */
 double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp,
-                          ah_recompute rc)
-{
+                          ah_recompute rc) {
     double h = m->hidden, V = m->vocab, s = seq, b = mb, a = m->n_heads;
     double t = tp > 0 ? tp : 1;
     double sbh = s * b * h;
     switch (k) {
-    case AH_LAYER_EMBED:
-        return 2.0 * sbh;
-    case AH_LAYER_HEAD:
-        return 2.0 * sbh + 4.0 * s * b * V / t;
-    case AH_LAYER_BLOCK:
-        break;
+    case AH_LAYER_EMBED: return 2.0 * sbh;
+    case AH_LAYER_HEAD: return 2.0 * sbh + 4.0 * s * b * V / t;
+    case AH_LAYER_BLOCK: break;
     }
     if (rc == AH_RECOMPUTE_FULL)
         return 2.0 * sbh;
@@ -543,14 +507,12 @@ double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, in
 }
 
 /* One b x s x h bf16 activation tensor. */
-double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb)
-{
+double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb) {
     return 2.0 * mb * (double)seq * m->hidden;
 }
 
 /* 3 x forward (forward + 2x backward) of every layer for one sequence. */
-double ah_model_flops_per_sequence(const ah_model_config *m, int seq)
-{
+double ah_model_flops_per_sequence(const ah_model_config *m, int seq) {
     double fwd = ah_layer_fwd_flops(m, AH_LAYER_EMBED, seq, 1) +
                  m->n_layers * ah_layer_fwd_flops(m, AH_LAYER_BLOCK, seq, 1) +
                  ah_layer_fwd_flops(m, AH_LAYER_HEAD, seq, 1);

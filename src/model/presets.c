@@ -33,15 +33,13 @@ static const preset presets[] = {
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 static const char *const preset_names[] = {
-    "gpt2-124m",  "gpt3-1.3b",  "gpt3-2.7b",  "gpt3-6.7b", "gpt3-13b",
-    "gpt3-175b",  "llama2-7b",  "llama2-13b", "llama2-70b", "llama3-8b",
-    "bert-large", "opt-350m",   "gpt-neo-2.7b", NULL,
+    "gpt2-124m",  "gpt3-1.3b",  "gpt3-2.7b", "gpt3-6.7b",  "gpt3-13b", "gpt3-175b",    "llama2-7b",
+    "llama2-13b", "llama2-70b", "llama3-8b", "bert-large", "opt-350m", "gpt-neo-2.7b", NULL,
 };
 _Static_assert(sizeof preset_names / sizeof preset_names[0] == N_PRESETS + 1,
                "preset_names must list every preset");
 
-int ah_model_preset(const char *name, ah_model_config *out)
-{
+int ah_model_preset(const char *name, ah_model_config *out) {
     if (name == NULL || out == NULL)
         return -1;
     for (size_t i = 0; i < N_PRESETS; i++) {
@@ -64,7 +62,6 @@ int ah_model_preset(const char *name, ah_model_config *out)
     return -1;
 }
 
-const char *const *ah_model_preset_names(void)
-{
+const char *const *ah_model_preset_names(void) {
     return preset_names;
 }

@@ -35,7 +35,8 @@ static int list_units(const ah_cluster *c, int tp, unit_ref *u) {
 /* First layer of stage j when N blocks go to S stages, the first N % S
  * stages taking one more; the embedding joins stage 0 and the head the last. */
 static int stage_first_layer(int N, int S, int j) {
-    if (j == 0) return 0;
+    if (j == 0)
+        return 0;
     int base = N / S, extra = N % S;
     return 1 + j * base + (j < extra ? j : extra);
 }
@@ -46,13 +47,15 @@ static void build_symmetric(ah_plan *p, const unit_ref *units, int S, int D, int
     int N = p->model.n_layers, L = N + 2;
     p->n_replicas = D;
     p->replicas = calloc((size_t)D, sizeof(ah_replica));
-    if (!p->replicas) abort();
+    if (!p->replicas)
+        abort();
     for (int d = 0; d < D; d++) {
         ah_replica *r = &p->replicas[d];
         r->n_stages = S;
         r->micro_batches = (int)mbs[d];
         r->stages = calloc((size_t)S, sizeof(ah_stage));
-        if (!r->stages) abort();
+        if (!r->stages)
+            abort();
         for (int j = 0; j < S; j++) {
             const unit_ref *u = &units[interleave_dp ? j * D + d : d * S + j];
             r->stages[j].node = u->node;
@@ -63,30 +66,34 @@ static void build_symmetric(ah_plan *p, const unit_ref *units, int S, int D, int
     }
 }
 
-typedef int (*assign_fn)(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, long long M,
-                         char *err, size_t errlen);
+typedef int (*assign_fn)(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, long long M, char *err,
+                         size_t errlen);
 
 /* Equal batch: every replica M / D micro-batches. */
-static int assign_equal(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, long long M,
-                        char *err, size_t errlen) {
+static int assign_equal(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, long long M, char *err,
+                        size_t errlen) {
     (void)M;
     return ah_plan_evaluate(p, prof, o, err, errlen);
 }
 
 /* Proportional batch: m_d ~ 1 / B_d, largest remainder, each >= 1. */
-static int assign_proportional(ah_plan *p, const ah_profile *prof, const ah_plan_options *o,
-                               long long M, char *err, size_t errlen) {
-    if (ah_plan_evaluate(p, prof, o, err, errlen) != 0) return -1;
+static int assign_proportional(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, long long M,
+                               char *err, size_t errlen) {
+    if (ah_plan_evaluate(p, prof, o, err, errlen) != 0)
+        return -1;
     int D = p->n_replicas;
     double total = 0;
-    for (int d = 0; d < D; d++) total += 1.0 / p->replicas[d].bottleneck_s;
+    for (int d = 0; d < D; d++)
+        total += 1.0 / p->replicas[d].bottleneck_s;
     long long given = 0;
     double *frac = malloc(sizeof(double) * (size_t)D);
-    if (!frac) abort();
+    if (!frac)
+        abort();
     for (int d = 0; d < D; d++) {
         double share = (double)M * (1.0 / p->replicas[d].bottleneck_s) / total;
         long long m = (long long)share;
-        if (m < 1) m = 1;
+        if (m < 1)
+            m = 1;
         p->replicas[d].micro_batches = (int)m;
         frac[d] = share - (double)m;
         given += m;
@@ -94,7 +101,8 @@ static int assign_proportional(ah_plan *p, const ah_profile *prof, const ah_plan
     while (given < M) { /* hand out the rest by largest remainder */
         int best = 0;
         for (int d = 1; d < D; d++)
-            if (frac[d] > frac[best]) best = d;
+            if (frac[d] > frac[best])
+                best = d;
         p->replicas[best].micro_batches++;
         frac[best] -= 1.0;
         given++;
@@ -102,8 +110,10 @@ static int assign_proportional(ah_plan *p, const ah_profile *prof, const ah_plan
     while (given > M) { /* the >= 1 floor overshot: take from the largest */
         int best = -1;
         for (int d = 0; d < D; d++)
-            if (p->replicas[d].micro_batches > 1 && (best < 0 || frac[d] < frac[best])) best = d;
-        if (best < 0) break;
+            if (p->replicas[d].micro_batches > 1 && (best < 0 || frac[d] < frac[best]))
+                best = d;
+        if (best < 0)
+            break;
         p->replicas[best].micro_batches--;
         frac[best] += 1.0;
         given--;
@@ -114,38 +124,48 @@ static int assign_proportional(ah_plan *p, const ah_profile *prof, const ah_plan
 
 static int by_class(const void *a, const void *b) {
     const unit_ref *x = a, *y = b;
-    if (x->dev->peak_tflops != y->dev->peak_tflops) return x->dev->peak_tflops < y->dev->peak_tflops ? 1 : -1;
-    if (x->dev->mem_gib != y->dev->mem_gib) return x->dev->mem_gib < y->dev->mem_gib ? 1 : -1;
+    if (x->dev->peak_tflops != y->dev->peak_tflops)
+        return x->dev->peak_tflops < y->dev->peak_tflops ? 1 : -1;
+    if (x->dev->mem_gib != y->dev->mem_gib)
+        return x->dev->mem_gib < y->dev->mem_gib ? 1 : -1;
     int c = strcmp(x->dev->name, y->dev->name);
-    if (c) return c;
-    if (x->node != y->node) return x->node - y->node;
+    if (c)
+        return c;
+    if (x->node != y->node)
+        return x->node - y->node;
     return x->unit - y->unit;
 }
 
 static int symmetric_search(const char *name, const ah_model_config *m, const ah_cluster *c,
-                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out,
-                            int megatron, char *err, size_t errlen) {
+                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out, int megatron,
+                            char *err, size_t errlen) {
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
     int total = ah_cluster_total_gpus(c);
     unit_ref *units = malloc(sizeof(unit_ref) * (size_t)(total + 1));
     long long *mb_list = malloc(sizeof(long long) * (size_t)(total + 1));
-    if (!units || !mb_list) abort();
+    if (!units || !mb_list)
+        abort();
     int found = 0, N = m->n_layers;
     long long effort = 0;
     char e2[256];
     for (int i = 0; tps[i]; i++) {
         int U = list_units(c, tps[i], units);
-        if (!megatron) qsort(units, (size_t)U, sizeof(unit_ref), by_class);
+        if (!megatron)
+            qsort(units, (size_t)U, sizeof(unit_ref), by_class);
         for (int j = 0; mbs[j]; j++) {
-            if (!ah_profile_has(prof, m, units[0].dev, tps[i], mbs[j])) continue;
+            if (!ah_profile_has(prof, m, units[0].dev, tps[i], mbs[j]))
+                continue;
             long long M = o->global_batch / mbs[j];
             for (int S = 1; S <= U && S <= o->max_stages && S <= N; S++) {
-                if (megatron && N % S) continue;
+                if (megatron && N % S)
+                    continue;
                 for (int D = 1; D * S <= U && D <= M; D++) {
-                    if (megatron && M % D) continue;
-                    for (int d = 0; d < D; d++) mb_list[d] = megatron ? M / D : (d < M % D) + M / D;
+                    if (megatron && M % D)
+                        continue;
+                    for (int d = 0; d < D; d++)
+                        mb_list[d] = megatron ? M / D : (d < M % D) + M / D;
                     ah_plan p;
                     ah_plan_init_from(&p, name, m, c, o, tps[i], mbs[j]);
                     build_symmetric(&p, units, S, D, megatron, mb_list);
@@ -154,7 +174,8 @@ static int symmetric_search(const char *name, const ah_model_config *m, const ah
                                       : assign_proportional(&p, prof, o, M, e2, sizeof e2);
                     if (rc == 0 && ah_plan_check_memory(&p, e2, sizeof e2) == 0 &&
                         (!found || p.iteration_time_ns < out->iteration_time_ns)) {
-                        if (found) ah_plan_free(out);
+                        if (found)
+                            ah_plan_free(out);
                         *out = p;
                         found = 1;
                     } else {

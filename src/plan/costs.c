@@ -15,8 +15,8 @@ static void *xcalloc(size_t n, size_t sz) {
 }
 
 int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
-                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb,
-                         char *err, size_t errlen) {
+                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb, char *err,
+                         size_t errlen) {
     int L = ah_model_num_layers(m);
     memset(t, 0, sizeof *t);
     t->n_layers = L;
@@ -47,8 +47,8 @@ void ah_layer_times_free(ah_layer_times *t) {
     memset(t, 0, sizeof *t);
 }
 
-void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts,
-                          int tp, int mb, double dp_bw_gbs) {
+void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
+                          int mb, double dp_bw_gbs) {
     int L = ah_model_num_layers(m);
     b->n_layers = L;
     b->static_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
@@ -77,11 +77,14 @@ void ah_layer_bytes_free(ah_layer_bytes *b) {
 
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o) {
-    if (inter_node) return ah_to_ns(o->alpha_inter_s + bytes / (nic_share_gbs * 1e9));
+    if (inter_node)
+        return ah_to_ns(o->alpha_inter_s + bytes / (nic_share_gbs * 1e9));
     return ah_to_ns(o->alpha_intra_s + bytes / (intra_bw_gbs * 1e9));
 }
 
-double ah_nic_share_gbs(const ah_node *n) { return n->nic_gbit / 8.0 / (double)n->gpus; }
+double ah_nic_share_gbs(const ah_node *n) {
+    return n->nic_gbit / 8.0 / (double)n->gpus;
+}
 
 double ah_dp_link_gbs(const ah_node *n) {
     double share = ah_nic_share_gbs(n);
@@ -92,13 +95,16 @@ double ah_dp_bandwidth_gbs(const ah_cluster *c, const unsigned char *used) {
     int n = 0, last = -1;
     double bw = 0.0;
     for (int i = 0; i < c->n_nodes; i++) {
-        if (used && !used[i]) continue;
+        if (used && !used[i])
+            continue;
         double s = ah_dp_link_gbs(&c->nodes[i]);
-        if (n == 0 || s < bw) bw = s;
+        if (n == 0 || s < bw)
+            bw = s;
         n++;
         last = i;
     }
-    if (n == 1) return c->nodes[last].dev.intra_bw_gbs;
+    if (n == 1)
+        return c->nodes[last].dev.intra_bw_gbs;
     return bw;
 }
 

@@ -14,8 +14,12 @@
 typedef int64_t ah_ns;
 #define AH_NS_INF INT64_MAX
 
-static inline ah_ns ah_to_ns(double seconds) { return (ah_ns)(seconds * 1e9 + 0.5); }
-static inline double ah_ns_to_s(ah_ns t) { return (double)t * 1e-9; }
+static inline ah_ns ah_to_ns(double seconds) {
+    return (ah_ns)(seconds * 1e9 + 0.5);
+}
+static inline double ah_ns_to_s(ah_ns t) {
+    return (double)t * 1e-9;
+}
 
 /* Prefix sums (n_layers + 1 entries) of the per-layer times of one device
  * type at one (tp, micro-batch). Range [first,last) = P[last] - P[first]. */
@@ -34,12 +38,12 @@ typedef struct {
 } ah_layer_bytes;
 
 int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
-                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb,
-                         char *err, size_t errlen);
+                         const ah_train_settings *ts, const ah_device *dev, int tp, int mb, char *err,
+                         size_t errlen);
 void ah_layer_times_free(ah_layer_times *t);
 /* dp_bw_gbs: bandwidth of the data-parallel all-reduce (ah_dp_bandwidth_gbs). */
-void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts,
-                          int tp, int mb, double dp_bw_gbs);
+void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
+                          int mb, double dp_bw_gbs);
 void ah_layer_bytes_free(ah_layer_bytes *b);
 
 static inline int64_t ah_range(const int64_t *prefix, int first, int last) {
@@ -67,7 +71,8 @@ int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
 
 /* T_k = A + (m - 1) B + tail, saturating. */
 static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {
-    if (m > 1 && B > (AH_NS_INF - A - tail) / (m - 1)) return AH_NS_INF;
+    if (m > 1 && B > (AH_NS_INF - A - tail) / (m - 1))
+        return AH_NS_INF;
     return A + (m - 1) * B + tail;
 }
 

@@ -9,8 +9,8 @@
 
 #include "plan/search.h"
 
-void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m,
-                       const ah_cluster *c, const ah_plan_options *o, int tp, int mb) {
+void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m, const ah_cluster *c,
+                       const ah_plan_options *o, int tp, int mb) {
     memset(p, 0, sizeof *p);
     p->version = AH_PLAN_FORMAT_VERSION;
     snprintf(p->strategy, sizeof p->strategy, "%s", strategy);
@@ -18,7 +18,8 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
     p->train = o->train;
     p->cluster.n_nodes = c->n_nodes;
     p->cluster.nodes = malloc(sizeof(ah_node) * (size_t)(c->n_nodes ? c->n_nodes : 1));
-    if (!p->cluster.nodes) abort();
+    if (!p->cluster.nodes)
+        abort();
     memcpy(p->cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
     p->tp = tp;
     p->micro_batch = mb;
@@ -26,8 +27,8 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
 }
 
 typedef struct {
-    int *free_units;    /* per cluster node */
-    unsigned *taken;    /* per cluster node: bitmask of taken units */
+    int *free_units; /* per cluster node */
+    unsigned *taken; /* per cluster node: bitmask of taken units */
 } unit_pool;
 
 static int take_units(unit_pool *pool, int node, int upn, int n, int *units) {
@@ -47,8 +48,10 @@ static void alloc_run(const ah_class *k, unit_pool *pool, int len, int *node_out
     while (len - pos >= k->upn) {
         int full = -1;
         for (int i = 0; i < k->n_nodes && full < 0; i++)
-            if (pool->free_units[k->nodes[i]] == k->upn) full = k->nodes[i];
-        if (full < 0) break;
+            if (pool->free_units[k->nodes[i]] == k->upn)
+                full = k->nodes[i];
+        if (full < 0)
+            break;
         int got = take_units(pool, full, k->upn, k->upn, tmp);
         for (int g = 0; g < got; g++, pos++) {
             node_out[pos] = full;
@@ -60,7 +63,8 @@ static void alloc_run(const ah_class *k, unit_pool *pool, int len, int *node_out
         int best = -1;
         for (int i = 0; i < k->n_nodes; i++) {
             int f = pool->free_units[k->nodes[i]];
-            if (f >= rem && (best < 0 || f < pool->free_units[best])) best = k->nodes[i];
+            if (f >= rem && (best < 0 || f < pool->free_units[best]))
+                best = k->nodes[i];
         }
         if (best >= 0) {
             int got = take_units(pool, best, k->upn, rem, tmp);
@@ -74,9 +78,11 @@ static void alloc_run(const ah_class *k, unit_pool *pool, int len, int *node_out
         int best = -1;
         for (int i = 0; i < k->n_nodes; i++) {
             int f = pool->free_units[k->nodes[i]];
-            if (f > 0 && (best < 0 || f > pool->free_units[best])) best = k->nodes[i];
+            if (f > 0 && (best < 0 || f > pool->free_units[best]))
+                best = k->nodes[i];
         }
-        if (best < 0) abort(); /* the search never uses more units than exist */
+        if (best < 0)
+            abort(); /* the search never uses more units than exist */
         int want = len - pos;
         int got = take_units(pool, best, k->upn, want, tmp);
         for (int g = 0; g < got; g++, pos++) {
@@ -100,22 +106,26 @@ static void sort_by_depth(const ah_search_ctx *x, ah_sol_replica *r, int n) {
     }
 }
 
-int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof,
-                         ah_plan *out, char *err, size_t errlen) {
+int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof, ah_plan *out,
+                         char *err, size_t errlen) {
     ah_plan_init_from(out, "autohet", x->m, x->c, x->o, x->tp, x->mb);
     ah_sol_replica *order = malloc(sizeof *order * (size_t)(s->n ? s->n : 1));
-    if (!order) abort();
+    if (!order)
+        abort();
     memcpy(order, s->r, sizeof *order * (size_t)s->n);
     sort_by_depth(x, order, s->n);
     unit_pool pool;
     pool.free_units = calloc((size_t)x->c->n_nodes + 1, sizeof(int));
     pool.taken = calloc((size_t)x->c->n_nodes + 1, sizeof(unsigned));
-    if (!pool.free_units || !pool.taken) abort();
+    if (!pool.free_units || !pool.taken)
+        abort();
     for (int k = 0; k < x->K; k++)
-        for (int i = 0; i < x->cls[k].n_nodes; i++) pool.free_units[x->cls[k].nodes[i]] = x->cls[k].upn;
+        for (int i = 0; i < x->cls[k].n_nodes; i++)
+            pool.free_units[x->cls[k].nodes[i]] = x->cls[k].upn;
     out->n_replicas = s->n;
     out->replicas = calloc((size_t)(s->n ? s->n : 1), sizeof(ah_replica));
-    if (!out->replicas) abort();
+    if (!out->replicas)
+        abort();
     for (int r = 0; r < s->n; r++) {
         const ah_template *t = &x->tpl[order[r].tpl];
         const int *ends = s->single ? t->ends1 : t->ends;
@@ -123,11 +133,13 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
         rep->n_stages = t->n_stages;
         rep->micro_batches = (int)order[r].m;
         rep->stages = calloc((size_t)t->n_stages, sizeof(ah_stage));
-        if (!rep->stages) abort();
+        if (!rep->stages)
+            abort();
         int nodes[AH_MAX_STAGES], units[AH_MAX_STAGES];
         for (int j = 0; j < t->n_stages;) {
             int len = 1;
-            while (j + len < t->n_stages && t->cls[j + len] == t->cls[j]) len++;
+            while (j + len < t->n_stages && t->cls[j + len] == t->cls[j])
+                len++;
             alloc_run(&x->cls[t->cls[j]], &pool, len, nodes + j, units + j);
             j += len;
         }

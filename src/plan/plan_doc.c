@@ -12,15 +12,13 @@ static const char *const strategy_names[] = {
 };
 #define N_STRATEGIES ((int)(sizeof strategy_names / sizeof strategy_names[0]))
 
-const char *ah_strategy_name(ah_strategy s)
-{
+const char *ah_strategy_name(ah_strategy s) {
     if ((int)s < 0 || (int)s >= N_STRATEGIES)
         return "unknown";
     return strategy_names[s];
 }
 
-int ah_strategy_parse(const char *s, ah_strategy *out)
-{
+int ah_strategy_parse(const char *s, ah_strategy *out) {
     if (!s)
         return -1;
     for (int i = 0; i < N_STRATEGIES; i++) {
@@ -33,8 +31,7 @@ int ah_strategy_parse(const char *s, ah_strategy *out)
     return -1;
 }
 
-void ah_plan_free(ah_plan *p)
-{
+void ah_plan_free(ah_plan *p) {
     if (!p)
         return;
     if (p->replicas) {
@@ -48,8 +45,7 @@ void ah_plan_free(ah_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-void ah_plan_copy(ah_plan *dst, const ah_plan *src)
-{
+void ah_plan_copy(ah_plan *dst, const ah_plan *src) {
     if (!dst)
         return;
     if (!src || dst == src) {

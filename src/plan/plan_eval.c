@@ -27,13 +27,13 @@ typedef struct {
     ah_layer_times t;
 } times_entry;
 
-static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan *p,
-                                       const ah_profile *prof, const ah_device *dev, char *err,
-                                       size_t errlen) {
+static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan *p, const ah_profile *prof,
+                                       const ah_device *dev, char *err, size_t errlen) {
     for (int i = 0; i < *n; i++)
-        if (strcmp(cache[i].name, dev->name) == 0) return &cache[i].t;
-    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, p->tp, p->micro_batch,
-                             err, errlen) != 0)
+        if (strcmp(cache[i].name, dev->name) == 0)
+            return &cache[i].t;
+    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, p->tp, p->micro_batch, err,
+                             errlen) != 0)
         return NULL;
     cache[*n].name = dev->name;
     return &cache[(*n)++].t;
@@ -53,7 +53,8 @@ static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
     int total_gpus = ah_cluster_total_gpus(&p->cluster);
     unsigned char *used = calloc((size_t)(total_gpus > 0 ? total_gpus : 1), 1);
     int *node_base = calloc((size_t)p->cluster.n_nodes + 1, sizeof(int));
-    if (!used || !node_base) abort();
+    if (!used || !node_base)
+        abort();
     for (int i = 0; i < p->cluster.n_nodes; i++)
         node_base[i + 1] = node_base[i] + p->cluster.nodes[i].gpus;
     int rc = 0;
@@ -86,24 +87,25 @@ static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
             for (int g = 0; g < p->tp; g++) {
                 int id = node_base[s->node] + s->gpu_first + g;
                 if (used[id]) {
-                    snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPU %d of node '%s' used twice",
-                             k, j, s->gpu_first + g, p->cluster.nodes[s->node].name);
+                    snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPU %d of node '%s' used twice", k,
+                             j, s->gpu_first + g, p->cluster.nodes[s->node].name);
                     rc = -1;
                     break;
                 }
                 used[id] = 1;
             }
-            if (rc) break;
+            if (rc)
+                break;
         }
         if (rc == 0 && expect != L) {
-            snprintf(err, errlen, "plan: replicas[%d] covers layers [0,%d) but the model has %d", k,
-                     expect, L);
+            snprintf(err, errlen, "plan: replicas[%d] covers layers [0,%d) but the model has %d", k, expect,
+                     L);
             rc = -1;
         }
     }
     if (rc == 0 && samples != p->global_batch) {
-        snprintf(err, errlen, "plan: micro-batches x micro_batch = %lld samples, global batch is %d",
-                 samples, p->global_batch);
+        snprintf(err, errlen, "plan: micro-batches x micro_batch = %lld samples, global batch is %d", samples,
+                 p->global_batch);
         rc = -1;
     }
     free(used);
@@ -111,15 +113,17 @@ static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
     return rc;
 }
 
-int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err,
-                     size_t errlen) {
-    if (validate_structure(p, err, errlen) != 0) return -1;
+int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
+    if (validate_structure(p, err, errlen) != 0)
+        return -1;
     times_entry cache[64];
     int n_cache = 0;
     unsigned char *used_nodes = calloc((size_t)p->cluster.n_nodes + 1, 1);
-    if (!used_nodes) abort();
+    if (!used_nodes)
+        abort();
     for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++) used_nodes[p->replicas[k].stages[j].node] = 1;
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            used_nodes[p->replicas[k].stages[j].node] = 1;
     double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
     free(used_nodes);
     ah_layer_bytes lb;
@@ -156,8 +160,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             if (j + 1 < r->n_stages) {
                 const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
                 int inter = r->stages[j + 1].node != s->node;
-                double intra = nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs
-                                                                          : nx->dev.intra_bw_gbs;
+                double intra =
+                    nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
                 double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
                 p2p = ah_p2p_ns(lb.p2p_bytes, inter, intra, na < nb ? na : nb, o);
                 s->p2p_inter_node = inter;
@@ -169,11 +173,13 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
                 B = w;
                 r->bottleneck_stage = j;
             }
-            if (sync + upd > tail) tail = sync + upd;
+            if (sync + upd > tail)
+                tail = sync + upd;
             used += p->tp;
             peak_sum += nd->dev.peak_tflops * p->tp;
         }
-        if (rc) break;
+        if (rc)
+            break;
         ah_ns A = sum_w + 2 * sum_p2p;
         ah_ns T = ah_replica_time(A, B, tail, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);
@@ -185,9 +191,11 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             p->bottleneck_replica = k;
         }
     }
-    for (int i = 0; i < n_cache; i++) ah_layer_times_free(&cache[i].t);
+    for (int i = 0; i < n_cache; i++)
+        ah_layer_times_free(&cache[i].t);
     ah_layer_bytes_free(&lb);
-    if (rc) return -1;
+    if (rc)
+        return -1;
     p->iteration_time_ns = worst;
     p->iteration_time_s = ah_ns_to_s(worst);
     p->gpus_used = used;
@@ -208,9 +216,8 @@ int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen) {
             const ah_stage *s = &p->replicas[k].stages[j];
             if (s->mem_bytes > s->mem_cap_bytes) {
                 snprintf(err, errlen,
-                         "plan: replicas[%d].stages[%d] on %s needs %.2f GiB per GPU, %.2f GiB usable",
-                         k, j, p->cluster.nodes[s->node].dev.name, s->mem_bytes / gib,
-                         s->mem_cap_bytes / gib);
+                         "plan: replicas[%d].stages[%d] on %s needs %.2f GiB per GPU, %.2f GiB usable", k, j,
+                         p->cluster.nodes[s->node].dev.name, s->mem_bytes / gib, s->mem_cap_bytes / gib);
                 return -1;
             }
         }

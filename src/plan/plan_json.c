@@ -24,10 +24,8 @@
 #define MAX_PLAN_FILE_BYTES (256L << 20)
 #define PATH_LEN 192
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0)
         return;
     va_list ap;
@@ -48,45 +46,38 @@ typedef struct {
     int bad; /* an allocation failed */
 } wctx;
 
-static void wnum(wctx *w, cJSON *o, const char *k, double v)
-{
+static void wnum(wctx *w, cJSON *o, const char *k, double v) {
     if (!cJSON_AddNumberToObject(o, k, v))
         w->bad = 1;
 }
-static void wbool(wctx *w, cJSON *o, const char *k, int v)
-{
+static void wbool(wctx *w, cJSON *o, const char *k, int v) {
     if (!cJSON_AddBoolToObject(o, k, v ? 1 : 0))
         w->bad = 1;
 }
-static void wstr(wctx *w, cJSON *o, const char *k, const char *v)
-{
+static void wstr(wctx *w, cJSON *o, const char *k, const char *v) {
     if (!cJSON_AddStringToObject(o, k, v ? v : ""))
         w->bad = 1;
 }
-static cJSON *wobj(wctx *w, cJSON *o, const char *k)
-{
+static cJSON *wobj(wctx *w, cJSON *o, const char *k) {
     cJSON *c = cJSON_AddObjectToObject(o, k);
     if (!c)
         w->bad = 1;
     return c;
 }
-static cJSON *warr(wctx *w, cJSON *o, const char *k)
-{
+static cJSON *warr(wctx *w, cJSON *o, const char *k) {
     cJSON *c = cJSON_AddArrayToObject(o, k);
     if (!c)
         w->bad = 1;
     return c;
 }
-static void wpush(wctx *w, cJSON *arr, cJSON *item)
-{
+static void wpush(wctx *w, cJSON *arr, cJSON *item) {
     if (!item || !arr || !cJSON_AddItemToArray(arr, item)) {
         cJSON_Delete(item);
         w->bad = 1;
     }
 }
 
-static void write_model(wctx *w, cJSON *o, const ah_model_config *m)
-{
+static void write_model(wctx *w, cJSON *o, const ah_model_config *m) {
     wstr(w, o, "name", m->name);
     wstr(w, o, "arch", ah_arch_name(m->arch));
     wnum(w, o, "hidden", m->hidden);
@@ -101,8 +92,7 @@ static void write_model(wctx *w, cJSON *o, const ah_model_config *m)
     wnum(w, o, "params", ah_model_total_params(m));
 }
 
-static void write_node(wctx *w, cJSON *o, const ah_node *n)
-{
+static void write_node(wctx *w, cJSON *o, const ah_node *n) {
     wstr(w, o, "name", n->name);
     wstr(w, o, "gpu_type", n->dev.name);
     wnum(w, o, "gpus", n->gpus);
@@ -123,8 +113,7 @@ static void write_node(wctx *w, cJSON *o, const ah_node *n)
     wnum(w, d, "slowdown", n->dev.slowdown);
 }
 
-static void write_stage(wctx *w, cJSON *o, const ah_plan *p, const ah_stage *s, int id)
-{
+static void write_stage(wctx *w, cJSON *o, const ah_plan *p, const ah_stage *s, int id) {
     const ah_node *n = NULL;
     if (p->cluster.nodes && s->node >= 0 && s->node < p->cluster.n_nodes)
         n = &p->cluster.nodes[s->node];
@@ -157,8 +146,7 @@ static void write_stage(wctx *w, cJSON *o, const ah_plan *p, const ah_stage *s, 
     wnum(w, o, "memory_capacity_bytes", s->mem_cap_bytes);
 }
 
-static void write_replica(wctx *w, cJSON *o, const ah_plan *p, const ah_replica *r, int id)
-{
+static void write_replica(wctx *w, cJSON *o, const ah_plan *p, const ah_replica *r, int id) {
     wnum(w, o, "id", id);
     wnum(w, o, "micro_batches", r->micro_batches);
     wnum(w, o, "samples", (double)r->micro_batches * (double)p->micro_batch);
@@ -176,8 +164,7 @@ static void write_replica(wctx *w, cJSON *o, const ah_plan *p, const ah_replica 
     }
 }
 
-cJSON *ah_plan_to_json(const ah_plan *p)
-{
+cJSON *ah_plan_to_json(const ah_plan *p) {
     if (!p)
         return NULL;
     wctx w = {0};
@@ -255,8 +242,7 @@ cJSON *ah_plan_to_json(const ah_plan *p)
 /* Write `text` to `path` so that a concurrent reader never sees a partial
  * document: write a temporary file next to it, then rename. Non-regular
  * targets (/dev/stdout, FIFOs) are written directly; "-" is stdout. */
-static int write_text(const char *path, const char *text, char *err, size_t errlen)
-{
+static int write_text(const char *path, const char *text, char *err, size_t errlen) {
     if (strcmp(path, "-") == 0) {
         if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
             set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
@@ -308,8 +294,7 @@ static int write_text(const char *path, const char *text, char *err, size_t errl
  * round trips, so every number is replaced by a raw item holding its
  * shortest representation that strtod() reads back bit for bit. Non-finite
  * numbers become null. */
-static int exact_numbers(cJSON *parent)
-{
+static int exact_numbers(cJSON *parent) {
     for (cJSON *it = parent->child; it; it = it->next) {
         if (cJSON_IsArray(it) || cJSON_IsObject(it)) {
             if (exact_numbers(it) < 0)
@@ -353,8 +338,7 @@ static int exact_numbers(cJSON *parent)
 }
 
 int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
-                       size_t errlen)
-{
+                       size_t errlen) {
     if (!path || !*path) {
         set_err(err, errlen, "plan output: no path given");
         return -1;
@@ -377,8 +361,7 @@ int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *
             if (!it->string)
                 continue;
             if (cJSON_GetObjectItemCaseSensitive(root, it->string)) {
-                set_err(err, errlen, "%s: extra item \"%s\" collides with a plan field", path,
-                        it->string);
+                set_err(err, errlen, "%s: extra item \"%s\" collides with a plan field", path, it->string);
                 cJSON_Delete(root);
                 return -1;
             }
@@ -418,8 +401,7 @@ typedef struct {
 } rctx;
 
 static int fail(rctx *c, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(rctx *c, const char *path, const char *fmt, ...)
-{
+static int fail(rctx *c, const char *path, const char *fmt, ...) {
     char msg[384];
     va_list ap;
     va_start(ap, fmt);
@@ -431,22 +413,19 @@ static int fail(rctx *c, const char *path, const char *fmt, ...)
 
 /* Paths are at most PATH_LEN - 1 characters; a longer one is cut short
  * (only in the error text). */
-static void join(char *out, const char *parent, const char *key)
-{
+static void join(char *out, const char *parent, const char *key) {
     int n = parent && *parent ? snprintf(out, PATH_LEN, "%s.%s", parent, key)
                               : snprintf(out, PATH_LEN, "%s", key);
     if (n < 0)
         out[0] = '\0';
 }
 
-static void index_path(char *out, const char *parent, int i)
-{
+static void index_path(char *out, const char *parent, int i) {
     if (snprintf(out, PATH_LEN, "%s[%d]", parent, i) < 0)
         out[0] = '\0';
 }
 
-static const char *type_name(const cJSON *v)
-{
+static const char *type_name(const cJSON *v) {
     if (!v)
         return "nothing";
     if (cJSON_IsNull(v))
@@ -467,8 +446,7 @@ static const char *type_name(const cJSON *v)
 /* Fetch obj[key]. Returns 1 if present, 0 if absent and optional, -1 (error
  * set) if absent and required. */
 static int member(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                  const cJSON **out, char *path)
-{
+                  const cJSON **out, char *path) {
     join(path, parent, key);
     *out = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (*out)
@@ -478,9 +456,8 @@ static int member(rctx *c, const cJSON *obj, const char *parent, const char *key
     return 0;
 }
 
-static int get_int(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   long lo, long hi, int *out)
-{
+static int get_int(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, long lo,
+                   long hi, int *out) {
     char path[PATH_LEN];
     const cJSON *v;
     int rc = member(c, obj, parent, key, required, &v, path);
@@ -499,9 +476,8 @@ static int get_int(rctx *c, const cJSON *obj, const char *parent, const char *ke
 }
 
 /* Integers beyond int (nanoseconds, counts); exact up to 2^53. */
-static int get_ll(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                  long long lo, long long *out)
-{
+static int get_ll(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, long long lo,
+                  long long *out) {
     char path[PATH_LEN];
     const cJSON *v;
     int rc = member(c, obj, parent, key, required, &v, path);
@@ -519,8 +495,7 @@ static int get_ll(rctx *c, const cJSON *obj, const char *parent, const char *key
 /* Numbers; null is accepted as NaN for derived values (the writer emits null
  * for non-finite numbers). */
 static int get_num(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   int allow_null, double *out)
-{
+                   int allow_null, double *out) {
     char path[PATH_LEN];
     const cJSON *v;
     int rc = member(c, obj, parent, key, required, &v, path);
@@ -536,9 +511,7 @@ static int get_num(rctx *c, const cJSON *obj, const char *parent, const char *ke
     return 1;
 }
 
-static int get_bool(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                    int *out)
-{
+static int get_bool(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, int *out) {
     char path[PATH_LEN];
     const cJSON *v;
     int rc = member(c, obj, parent, key, required, &v, path);
@@ -550,9 +523,8 @@ static int get_bool(rctx *c, const cJSON *obj, const char *parent, const char *k
     return 1;
 }
 
-static int get_str(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   char *buf, size_t bufsz)
-{
+static int get_str(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, char *buf,
+                   size_t bufsz) {
     char path[PATH_LEN];
     const cJSON *v;
     int rc = member(c, obj, parent, key, required, &v, path);
@@ -568,8 +540,7 @@ static int get_str(rctx *c, const cJSON *obj, const char *parent, const char *ke
 }
 
 static int get_obj(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   const cJSON **out, char *path)
-{
+                   const cJSON **out, char *path) {
     int rc = member(c, obj, parent, key, required, out, path);
     if (rc <= 0)
         return rc;
@@ -579,8 +550,7 @@ static int get_obj(rctx *c, const cJSON *obj, const char *parent, const char *ke
 }
 
 static int get_arr(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   const cJSON **out, char *path)
-{
+                   const cJSON **out, char *path) {
     int rc = member(c, obj, parent, key, required, out, path);
     if (rc <= 0)
         return rc;
@@ -589,8 +559,7 @@ static int get_arr(rctx *c, const cJSON *obj, const char *parent, const char *ke
     return 1;
 }
 
-static int read_model(rctx *c, const cJSON *root, ah_model_config *m)
-{
+static int read_model(rctx *c, const cJSON *root, ah_model_config *m) {
     char mp[PATH_LEN], path[PATH_LEN];
     const cJSON *o;
     if (get_obj(c, root, "", "model", 1, &o, mp) < 0)
@@ -611,8 +580,7 @@ static int read_model(rctx *c, const cJSON *root, ah_model_config *m)
     if (!found) {
         join(path, mp, "arch");
         return fail(c, path, "unknown architecture \"%s\" (expected %s, %s or %s)", arch,
-                    ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA),
-                    ah_arch_name(AH_ARCH_BERT));
+                    ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA), ah_arch_name(AH_ARCH_BERT));
     }
     if (get_int(c, o, mp, "hidden", 1, 1, INT_MAX, &m->hidden) < 0 ||
         get_int(c, o, mp, "n_layers", 1, 1, INT_MAX - 2, &m->n_layers) < 0 ||
@@ -639,8 +607,7 @@ static int read_model(rctx *c, const cJSON *root, ah_model_config *m)
     return 0;
 }
 
-static int read_train(rctx *c, const cJSON *root, ah_plan *p)
-{
+static int read_train(rctx *c, const cJSON *root, ah_plan *p) {
     char tp[PATH_LEN], path[PATH_LEN];
     const cJSON *o;
     if (get_obj(c, root, "", "train", 1, &o, tp) < 0)
@@ -656,8 +623,7 @@ static int read_train(rctx *c, const cJSON *root, ah_plan *p)
         ah_recompute r;
         if (ah_recompute_parse(rcname, &r) != 0) {
             join(path, tp, "recompute");
-            return fail(c, path, "unknown recomputation \"%s\" (expected none, selective or full)",
-                        rcname);
+            return fail(c, path, "unknown recomputation \"%s\" (expected none, selective or full)", rcname);
         }
         p->train.recompute = r;
     }
@@ -665,8 +631,7 @@ static int read_train(rctx *c, const cJSON *root, ah_plan *p)
 }
 
 /* train.global_batch / train.micro_batch duplicate the top-level values. */
-static int check_train_dup(rctx *c, const cJSON *root, const char *key, int value)
-{
+static int check_train_dup(rctx *c, const cJSON *root, const char *key, int value) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "train");
     int v = 0;
     int rc = get_int(c, o, "train", key, 0, 1, INT_MAX, &v);
@@ -680,8 +645,7 @@ static int check_train_dup(rctx *c, const cJSON *root, const char *key, int valu
     return 0;
 }
 
-static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl)
-{
+static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl) {
     char cp[PATH_LEN], np[PATH_LEN], ip[PATH_LEN], path[PATH_LEN];
     const cJSON *o, *nodes;
     if (get_obj(c, root, "", "cluster", 1, &o, cp) < 0)
@@ -706,8 +670,7 @@ static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl)
         for (int k = 0; k < i; k++) {
             if (strcmp(cl->nodes[k].name, nd->name) == 0) {
                 join(path, ip, "name");
-                return fail(c, path, "duplicate node name \"%s\" (also cluster.nodes[%d])",
-                            nd->name, k);
+                return fail(c, path, "duplicate node name \"%s\" (also cluster.nodes[%d])", nd->name, k);
             }
         }
         char gpu[64];
@@ -735,16 +698,14 @@ static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl)
     return 0;
 }
 
-static int find_node(const ah_cluster *cl, const char *name)
-{
+static int find_node(const ah_cluster *cl, const char *name) {
     for (int i = 0; i < cl->n_nodes; i++)
         if (strcmp(cl->nodes[i].name, name) == 0)
             return i;
     return -1;
 }
 
-static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s)
-{
+static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s) {
     char path[PATH_LEN];
     const cJSON *v;
     const ah_cluster *cl = &p->cluster;
@@ -757,8 +718,8 @@ static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_s
         return -1;
     if (have_idx > 0 && (s->node < 0 || s->node >= cl->n_nodes)) {
         join(path, sp, "node_index");
-        return fail(c, path, "node index %d out of range (the cluster has %d node%s)", s->node,
-                    cl->n_nodes, cl->n_nodes == 1 ? "" : "s");
+        return fail(c, path, "node index %d out of range (the cluster has %d node%s)", s->node, cl->n_nodes,
+                    cl->n_nodes == 1 ? "" : "s");
     }
     int rc = member(c, so, sp, "node", 0, &v, path);
     if (rc > 0 && !(have_idx > 0 && cJSON_IsNull(v))) {
@@ -768,8 +729,8 @@ static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_s
         if (k < 0)
             return fail(c, path, "no node named \"%s\" in cluster.nodes", v->valuestring);
         if (have_idx > 0 && k != s->node)
-            return fail(c, path, "\"%s\" is cluster.nodes[%d] but node_index is %d",
-                        v->valuestring, k, s->node);
+            return fail(c, path, "\"%s\" is cluster.nodes[%d] but node_index is %d", v->valuestring, k,
+                        s->node);
         s->node = k;
     } else if (have_idx == 0) {
         join(path, sp, "node_index");
@@ -785,8 +746,7 @@ static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_s
         const ah_device *d = ah_device_find(gpu);
         if (!d || strcmp(d->name, nd->dev.name) != 0) {
             join(path, sp, "gpu_type");
-            return fail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name,
-                        nd->dev.name);
+            return fail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name, nd->dev.name);
         }
     }
 
@@ -804,8 +764,7 @@ static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_s
             index_path(path, gp, i);
             if (!cJSON_IsNumber(g))
                 return fail(c, path, "expected a GPU index, got %s", type_name(g));
-            return fail(c, path, "GPU %g out of range (node \"%s\" has %d GPUs)", d, nd->name,
-                        nd->gpus);
+            return fail(c, path, "GPU %g out of range (node \"%s\" has %d GPUs)", d, nd->name, nd->gpus);
         }
         if (i == 0)
             s->gpu_first = (int)d;
@@ -843,8 +802,7 @@ static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_s
     return 0;
 }
 
-static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
-{
+static int read_replicas(rctx *c, const cJSON *root, ah_plan *p) {
     char rp[PATH_LEN], ip[PATH_LEN], stp[PATH_LEN], sp[PATH_LEN], path[PATH_LEN];
     const cJSON *arr;
     if (get_arr(c, root, "", "replicas", 1, &arr, rp) < 0)
@@ -898,8 +856,9 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
             int expect = j == 0 ? 0 : rep->stages[j - 1].layer_last;
             if (s->layer_first != expect) {
                 snprintf(path, sizeof path, "replicas[%d].stages[%d].layers", r, j);
-                return fail(c, path, "starts at layer %d, expected %d (stages must cover layers "
-                                     "0..%d contiguously, in order)",
+                return fail(c, path,
+                            "starts at layer %d, expected %d (stages must cover layers "
+                            "0..%d contiguously, in order)",
                             s->layer_first, expect, total - 1);
             }
         }
@@ -913,8 +872,9 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
             break; /* already wrong; avoid overflow */
     }
     if (samples != p->global_batch)
-        return fail(c, "replicas", "micro_batches x micro_batch sum to %lld sequences, expected "
-                                   "global_batch %d",
+        return fail(c, "replicas",
+                    "micro_batches x micro_batch sum to %lld sequences, expected "
+                    "global_batch %d",
                     samples, p->global_batch);
 
     /* No GPU is used by two stages. */
@@ -931,8 +891,8 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
                         return fail(c, path,
                                     "GPUs %d-%d of node \"%s\" are already used by "
                                     "replicas[%d].stages[%d]",
-                                    s->gpu_first, s->gpu_first + p->tp - 1,
-                                    p->cluster.nodes[s->node].name, r2, j2);
+                                    s->gpu_first, s->gpu_first + p->tp - 1, p->cluster.nodes[s->node].name,
+                                    r2, j2);
                     }
                 }
             }
@@ -941,8 +901,7 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p)
     return 0;
 }
 
-static int read_plan(rctx *c, const cJSON *root, ah_plan *p)
-{
+static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
     char path[PATH_LEN];
     const cJSON *v;
     if (!cJSON_IsObject(root))
@@ -952,8 +911,7 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p)
     if (rc < 0)
         return -1;
     if (!cJSON_IsString(v) || strcmp(v->valuestring, PLAN_FORMAT_NAME) != 0)
-        return fail(c, "format", "expected \"%s\" (not an autohet plan document)",
-                    PLAN_FORMAT_NAME);
+        return fail(c, "format", "expected \"%s\" (not an autohet plan document)", PLAN_FORMAT_NAME);
     rc = member(c, root, "", "version", 1, &v, path);
     if (rc < 0)
         return -1;
@@ -1017,8 +975,7 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p)
 }
 
 /* Line and column (1-based) of byte offset `pos` in buf. */
-static void line_col(const char *buf, size_t pos, int *line, int *col)
-{
+static void line_col(const char *buf, size_t pos, int *line, int *col) {
     *line = 1;
     *col = 1;
     for (size_t i = 0; i < pos; i++) {
@@ -1031,8 +988,7 @@ static void line_col(const char *buf, size_t pos, int *line, int *col)
     }
 }
 
-int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen)
-{
+int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) {
     if (out)
         memset(out, 0, sizeof *out);
     if (!path || !out) {
@@ -1119,8 +1075,8 @@ int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen)
         if (pos < len) {
             int line, col;
             line_col(buf, pos, &line, &col);
-            set_err(err, errlen, "%s: line %d, column %d: unexpected data after the JSON document",
-                    path, line, col);
+            set_err(err, errlen, "%s: line %d, column %d: unexpected data after the JSON document", path,
+                    line, col);
             cJSON_Delete(root);
             free(buf);
             return -1;

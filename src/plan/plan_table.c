@@ -5,23 +5,20 @@
 
 #include "autohet/plan.h"
 
-#define MS(x) ((x) * 1e3)
+#define MS(x) ((x)*1e3)
 #define GIB(x) ((x) / 1073741824.0)
 
-static const ah_node *stage_node(const ah_plan *p, const ah_stage *s)
-{
+static const ah_node *stage_node(const ah_plan *p, const ah_stage *s) {
     if (!p->cluster.nodes || s->node < 0 || s->node >= p->cluster.n_nodes)
         return NULL;
     return &p->cluster.nodes[s->node];
 }
 
-static int is_bottleneck(const ah_plan *p, int r, int j)
-{
+static int is_bottleneck(const ah_plan *p, int r, int j) {
     return r == p->bottleneck_replica && j == p->replicas[r].bottleneck_stage;
 }
 
-void ah_plan_print_table(const ah_plan *p, FILE *f)
-{
+void ah_plan_print_table(const ah_plan *p, FILE *f) {
     if (!p || !f)
         return;
 
@@ -35,9 +32,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f)
     fprintf(f,
             "Plan (%s): %s, seq %d, global batch %d = %lld micro-batches x %d; TP=%d; "
             "%d replica%s; %d/%d GPUs used; cluster %s\n",
-            p->strategy[0] ? p->strategy : "?", p->model.name, p->train.seq, p->global_batch,
-            total_mb, p->micro_batch, p->tp, p->n_replicas, p->n_replicas == 1 ? "" : "s",
-            p->gpus_used, p->gpus_total, cdesc[0] ? cdesc : "(none)");
+            p->strategy[0] ? p->strategy : "?", p->model.name, p->train.seq, p->global_batch, total_mb,
+            p->micro_batch, p->tp, p->n_replicas, p->n_replicas == 1 ? "" : "s", p->gpus_used, p->gpus_total,
+            cdesc[0] ? cdesc : "(none)");
     const char *rc = ah_recompute_name(p->train.recompute);
     fprintf(f,
             "Layers: 0 = embedding, 1..%d = transformer blocks, %d = head; recomputation %s; "
@@ -60,9 +57,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f)
     wn = wn > 24 ? 24 : wn;
     wg = wg > 16 ? 16 : wg;
 
-    fprintf(f, "%7s %6s %6s  %-*s  %-*s  %-7s %-11s %10s %8s %8s %8s %6s  %s\n", "replica", "mb",
-            "stage", wn, "node", wg, "gpu", "gpus", "layers", "fwd+bwd ms", "p2p ms", "sync ms",
-            "upd ms", "inflt", "mem GiB used/cap");
+    fprintf(f, "%7s %6s %6s  %-*s  %-*s  %-7s %-11s %10s %8s %8s %8s %6s  %s\n", "replica", "mb", "stage", wn,
+            "node", wg, "gpu", "gpus", "layers", "fwd+bwd ms", "p2p ms", "sync ms", "upd ms", "inflt",
+            "mem GiB used/cap");
     int over = 0;
     for (int r = 0; r < p->n_replicas; r++) {
         const ah_replica *rep = &p->replicas[r];
@@ -83,10 +80,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f)
             int oom = s->mem_cap_bytes > 0 && s->mem_bytes > s->mem_cap_bytes;
             over += oom;
             fprintf(f, "%7s %6s %7s %-*.*s  %-*.*s  %-7s %-11s %10.2f %8.2f %8.2f %8.2f %6d  %.1f/%.1f%s\n",
-                    rcol, mcol, stage, wn, wn, n ? n->name : "?", wg, wg, n ? n->dev.name : "?",
-                    gpus, layers, MS(s->fwd_s + s->bwd_s), MS(s->p2p_s), MS(s->sync_s),
-                    MS(s->update_s), s->in_flight, GIB(s->mem_bytes), GIB(s->mem_cap_bytes),
-                    oom ? " !" : "");
+                    rcol, mcol, stage, wn, wn, n ? n->name : "?", wg, wg, n ? n->dev.name : "?", gpus, layers,
+                    MS(s->fwd_s + s->bwd_s), MS(s->p2p_s), MS(s->sync_s), MS(s->update_s), s->in_flight,
+                    GIB(s->mem_bytes), GIB(s->mem_cap_bytes), oom ? " !" : "");
         }
     }
     fprintf(f, "  * = bottleneck stage (slowest fwd+bwd of the slowest replica)%s\n",
@@ -104,9 +100,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f)
                 "  replica %d: %.1f ms = fill/drain %.1f + steady %d x %.2f = %.1f + tail %.1f"
                 "  (%d stage%s, %d micro-batches, bottleneck stage %d on %s)%s\n",
                 r, MS(rep->time_s), MS(rep->fill_drain_s), steady, MS(rep->bottleneck_s),
-                MS(steady * rep->bottleneck_s), MS(rep->tail_s), rep->n_stages,
-                rep->n_stages == 1 ? "" : "s", rep->micro_batches, rep->bottleneck_stage,
-                bn ? bn->dev.name : "?", r == p->bottleneck_replica ? "  <- slowest" : "");
+                MS(steady * rep->bottleneck_s), MS(rep->tail_s), rep->n_stages, rep->n_stages == 1 ? "" : "s",
+                rep->micro_batches, rep->bottleneck_stage, bn ? bn->dev.name : "?",
+                r == p->bottleneck_replica ? "  <- slowest" : "");
     }
 
     fprintf(f, "\nPredicted iteration time: %.4f s\n", p->iteration_time_s);
@@ -130,8 +126,7 @@ void ah_plan_print_table(const ah_plan *p, FILE *f)
                     "Bottleneck:               replica %d stage %d (%s on node %s, layers "
                     "[%d,%d), fwd+bwd %.2f ms)\n",
                     p->bottleneck_replica, rep->bottleneck_stage, bn ? bn->dev.name : "?",
-                    bn ? bn->name : "?", bs->layer_first, bs->layer_last,
-                    MS(bs->fwd_s + bs->bwd_s));
+                    bn ? bn->name : "?", bs->layer_first, bs->layer_last, MS(bs->fwd_s + bs->bwd_s));
         else
             fprintf(f, "Bottleneck:               replica %d\n", p->bottleneck_replica);
     }

@@ -10,11 +10,14 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
     static const int all[] = {1, 2, 4, 8};
     int maxg = 0, n = 0;
     for (int i = 0; i < c->n_nodes; i++)
-        if (c->nodes[i].gpus > maxg) maxg = c->nodes[i].gpus;
+        if (c->nodes[i].gpus > maxg)
+            maxg = c->nodes[i].gpus;
     for (int i = 0; i < 4; i++) {
         int t = all[i];
-        if (o->tp && t != o->tp) continue;
-        if (t > maxg || m->n_heads % t || m->n_kv_heads % t) continue;
+        if (o->tp && t != o->tp)
+            continue;
+        if (t > maxg || m->n_heads % t || m->n_kv_heads % t)
+            continue;
         out[n++] = t;
     }
     out[n] = 0;
@@ -28,14 +31,15 @@ int ah_candidate_mbs(const ah_plan_options *o, int *out) {
         out[n++] = o->micro_batch;
     } else {
         for (int i = 0; i < 4; i++)
-            if (o->global_batch % all[i] == 0) out[n++] = all[i];
+            if (o->global_batch % all[i] == 0)
+                out[n++] = all[i];
     }
     out[n] = 0;
     return n;
 }
 
-static int check_options(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
-                         char *err, size_t errlen) {
+static int check_options(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, char *err,
+                         size_t errlen) {
     if (o->global_batch < 1) {
         snprintf(err, errlen, "--global-batch must be a positive number of sequences");
         return -1;
@@ -54,8 +58,8 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
         return -1;
     }
     if (o->tp && (m->n_heads % o->tp || m->n_kv_heads % o->tp)) {
-        snprintf(err, errlen, "--tp %d does not divide the model's %d attention heads (%d KV heads)",
-                 o->tp, m->n_heads, m->n_kv_heads);
+        snprintf(err, errlen, "--tp %d does not divide the model's %d attention heads (%d KV heads)", o->tp,
+                 m->n_heads, m->n_kv_heads);
         return -1;
     }
     if (c->n_nodes < 1 || ah_cluster_total_gpus(c) < 1) {
@@ -64,10 +68,11 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
     }
     if (o->tp) {
         int ok = 0;
-        for (int i = 0; i < c->n_nodes; i++) ok |= c->nodes[i].gpus >= o->tp;
+        for (int i = 0; i < c->n_nodes; i++)
+            ok |= c->nodes[i].gpus >= o->tp;
         if (!ok) {
-            snprintf(err, errlen, "--tp %d: no node has %d GPUs (TP groups stay inside one node)",
-                     o->tp, o->tp);
+            snprintf(err, errlen, "--tp %d: no node has %d GPUs (TP groups stay inside one node)", o->tp,
+                     o->tp);
             return -1;
         }
     }
@@ -106,7 +111,8 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
     double usable = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         double u = (double)ah_usable_bytes(&c->nodes[i].dev, o);
-        if (u > usable) usable = u;
+        if (u > usable)
+            usable = u;
     }
     if (best == INT64_MAX) {
         /* nothing could be costed: let the profile say what it lacks */
@@ -119,7 +125,8 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                         ah_profile_layer_cost(prof, m, &o->train, &c->nodes[k].dev, 0, tps[i], mbs[j], &lc,
                                               why, sizeof why) != 0)
                         break;
-        snprintf(err, errlen, "no plan can be costed: %s", why[0] ? why : "no (tp, micro-batch) fits the cluster");
+        snprintf(err, errlen, "no plan can be costed: %s",
+                 why[0] ? why : "no (tp, micro-batch) fits the cluster");
     } else
         snprintf(err, errlen,
                  "model %s does not fit this cluster: the leanest plan needs %.1f GiB per GPU "
@@ -139,7 +146,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
     ah_search_ctx *xs = calloc((size_t)cap, sizeof *xs);
     ah_solution *ss = calloc((size_t)cap, sizeof *ss);
     int *ready = calloc((size_t)cap, sizeof *ready);
-    if (!xs || !ss || !ready) abort();
+    if (!xs || !ss || !ready)
+        abort();
     int n = 0, rc = 0;
     /* Phase 1 for every (tp, micro-batch, bandwidth level): pure pipelines and
      * short mixed ones. */
@@ -150,7 +158,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
                 ah_solution *s = &ss[n];
                 s->value = AH_NS_INF;
                 int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], &levels[l], err, errlen);
-                if (r < 0) rc = -1;
+                if (r < 0)
+                    rc = -1;
                 ready[n] = r == 1;
                 if (r == 1) {
                     ah_search_templates(x, o->phase1_mixed_stages);
@@ -160,7 +169,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
             }
     ah_ns bound = AH_NS_INF;
     for (int k = 0; k < n; k++)
-        if (ss[k].value < bound) bound = ss[k].value;
+        if (ss[k].value < bound)
+            bound = ss[k].value;
     /* Phase 2: long mixed pipelines, split only where bounds say they could
      * beat the best plan so far; then the exact optimum of each sub-search. */
     int best = -1;
@@ -170,15 +180,17 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
             ah_solution_free(&ss[k]);
             ah_search_solve(&xs[k], &ss[k]);
         }
-        if (ss[k].value < bound) bound = ss[k].value;
-        if (ss[k].value != AH_NS_INF && (best < 0 || ss[k].value < ss[best].value)) best = k;
+        if (ss[k].value < bound)
+            bound = ss[k].value;
+        if (ss[k].value != AH_NS_INF && (best < 0 || ss[k].value < ss[best].value))
+            best = k;
         effort += xs[k].evals + xs[k].n_tpl;
         if (getenv("AUTOHET_DEBUG") && ready[k])
             fprintf(stderr,
                     "autohet: tp=%d mb=%d level(share>=%.2f, node %d, dp %.2f GB/s) classes=%d "
                     "templates=%d pruned=%lld value=%.6f s\n",
-                    xs[k].tp, xs[k].mb, xs[k].level.min_share, xs[k].level.single_node,
-                    xs[k].level.dp_bw_gbs, xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
+                    xs[k].tp, xs[k].mb, xs[k].level.min_share, xs[k].level.single_node, xs[k].level.dp_bw_gbs,
+                    xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
     }
     if (rc == 0 && best < 0) {
         no_fit_message(m, c, prof, o, err, errlen);
@@ -203,7 +215,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    if (check_options(m, c, o, err, errlen) != 0) return AH_EXIT_BAD_INPUT;
+    if (check_options(m, c, o, err, errlen) != 0)
+        return AH_EXIT_BAD_INPUT;
     double t0 = ah_now_s();
     int rc;
     switch (o->strategy) {

@@ -16,11 +16,11 @@
  * among the nodes a plan uses, which couples replicas; the search therefore
  * runs once per level: either only nodes whose ah_dp_link_gbs is at least
  * `min_share` (sync costed at that bandwidth), or only node `single_node`
- * (sync on its intra-node link, which is >= its ah_dp_link_gbs). A plan is costed exactly at the level that matches
- * it and pessimistically at the others, so the minimum over levels is exact. */
+ * (sync on its intra-node link, which is >= its ah_dp_link_gbs). A plan is costed exactly at the level that
+ * matches it and pessimistically at the others, so the minimum over levels is exact. */
 typedef struct {
-    double min_share;   /* GB/s */
-    int single_node;    /* -1, or the only node allowed */
+    double min_share; /* GB/s */
+    int single_node;  /* -1, or the only node allowed */
     double dp_bw_gbs;
 } ah_search_level;
 
@@ -29,11 +29,11 @@ typedef struct {
     int gpus_per_node;
     double nic_gbit;
     double nic_share_gbs;
-    int upn;            /* units (TP groups) per node */
-    int units;          /* units in the whole class */
+    int upn;   /* units (TP groups) per node */
+    int units; /* units in the whole class */
     int n_nodes;
-    int nodes[4096];    /* indices into the cluster */
-    int64_t cap;        /* usable bytes per GPU */
+    int nodes[4096]; /* indices into the cluster */
+    int64_t cap;     /* usable bytes per GPU */
     ah_layer_times lt;
 } ah_class;
 
@@ -53,14 +53,14 @@ typedef struct {
     const ah_plan_options *o;
     ah_search_level level;
     int tp, mb, L;
-    long long M;               /* micro-batches per iteration */
+    long long M; /* micro-batches per iteration */
     int K;
-    ah_class *cls;             /* K classes, canonical order */
+    ah_class *cls; /* K classes, canonical order */
     ah_layer_bytes lb;
     ah_template *tpl;
     int n_tpl, cap_tpl;
-    long long evals;           /* feasibility checks, for reporting */
-    long long pruned;          /* mixed shapes skipped by bounds */
+    long long evals;  /* feasibility checks, for reporting */
+    long long pruned; /* mixed shapes skipped by bounds */
 } ah_search_ctx;
 
 /* The levels of a cluster (at most 2 * nodes kinds); returns the count. */
@@ -73,8 +73,8 @@ typedef struct {
 } ah_sol_replica;
 
 typedef struct {
-    ah_ns value;               /* AH_NS_INF if nothing fits */
-    int single;                /* 1: one replica, split ends1 and no DP sync */
+    ah_ns value; /* AH_NS_INF if nothing fits */
+    int single;  /* 1: one replica, split ends1 and no DP sync */
     int n;
     ah_sol_replica *r;
 } ah_solution;
@@ -100,11 +100,11 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound);
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol);
 void ah_solution_free(ah_solution *s);
 /* Turn a solution into a concrete plan (placement on nodes/GPUs) and evaluate it. */
-int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof,
-                         ah_plan *out, char *err, size_t errlen);
+int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof, ah_plan *out,
+                         char *err, size_t errlen);
 /* Start a plan with a deep copy of the cluster and the job settings. */
-void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m,
-                       const ah_cluster *c, const ah_plan_options *o, int tp, int mb);
+void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m, const ah_cluster *c,
+                       const ah_plan_options *o, int tp, int mb);
 /* Candidate TP degrees / micro-batch sizes for the options (0-terminated). */
 int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out);
 int ah_candidate_mbs(const ah_plan_options *o, int *out);

@@ -15,11 +15,15 @@ static int same_class(const ah_node *a, const ah_node *b) {
 /* Canonical stage order inside a pipeline: more memory first (early stages
  * keep more micro-batches in flight), then faster, then by name. */
 static int class_before(const ah_class *a, const ah_class *b) {
-    if (a->dev->mem_gib != b->dev->mem_gib) return a->dev->mem_gib > b->dev->mem_gib;
-    if (a->dev->peak_tflops != b->dev->peak_tflops) return a->dev->peak_tflops > b->dev->peak_tflops;
+    if (a->dev->mem_gib != b->dev->mem_gib)
+        return a->dev->mem_gib > b->dev->mem_gib;
+    if (a->dev->peak_tflops != b->dev->peak_tflops)
+        return a->dev->peak_tflops > b->dev->peak_tflops;
     int c = strcmp(a->dev->name, b->dev->name);
-    if (c != 0) return c < 0;
-    if (a->gpus_per_node != b->gpus_per_node) return a->gpus_per_node > b->gpus_per_node;
+    if (c != 0)
+        return c < 0;
+    if (a->gpus_per_node != b->gpus_per_node)
+        return a->gpus_per_node > b->gpus_per_node;
     return a->nic_gbit > b->nic_gbit;
 }
 
@@ -34,7 +38,8 @@ int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max) {
     for (int i = 0; i < c->n_nodes && n < max; i++) {
         double share = ah_dp_link_gbs(&c->nodes[i]);
         int seen = 0;
-        for (int k = 0; k < n; k++) seen |= out[k].single_node < 0 && out[k].min_share == share;
+        for (int k = 0; k < n; k++)
+            seen |= out[k].single_node < 0 && out[k].min_share == share;
         if (!seen) {
             out[n].min_share = share;
             out[n].single_node = -1;
@@ -70,13 +75,17 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     x->L = ah_model_num_layers(m);
     x->M = o->global_batch / mb;
     x->cls = calloc(AH_MAX_CLASSES, sizeof(ah_class));
-    if (!x->cls) abort();
+    if (!x->cls)
+        abort();
     for (int i = 0; i < c->n_nodes; i++) {
         const ah_node *nd = &c->nodes[i];
-        if (nd->gpus < tp) continue;
-        if (lv->single_node >= 0 ? i != lv->single_node : ah_dp_link_gbs(nd) < lv->min_share) continue;
+        if (nd->gpus < tp)
+            continue;
+        if (lv->single_node >= 0 ? i != lv->single_node : ah_dp_link_gbs(nd) < lv->min_share)
+            continue;
         int k = 0;
-        while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd)) k++;
+        while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd))
+            k++;
         if (k == x->K) {
             if (x->K == AH_MAX_CLASSES) {
                 snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
@@ -94,9 +103,11 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
         cl->nodes[cl->n_nodes++] = i;
         cl->units += cl->upn;
     }
-    if (x->K == 0) return 0;
+    if (x->K == 0)
+        return 0;
     for (int k = 0; k < x->K; k++)
-        if (!ah_profile_has(prof, m, x->cls[k].dev, tp, mb)) return 0;
+        if (!ah_profile_has(prof, m, x->cls[k].dev, tp, mb))
+            return 0;
     /* insertion sort into canonical order */
     for (int i = 1; i < x->K; i++)
         for (int j = i; j > 0 && class_before(&x->cls[j], &x->cls[j - 1]); j--) {
@@ -105,8 +116,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
             x->cls[j - 1] = tmp;
         }
     for (int k = 0; k < x->K; k++)
-        if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err,
-                                 errlen) != 0)
+        if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err, errlen) != 0)
             return -1;
     ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, lv->dp_bw_gbs);
     return 1;
@@ -114,9 +124,11 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
 
 void ah_search_ctx_free(ah_search_ctx *x) {
     if (x->cls)
-        for (int k = 0; k < x->K; k++) ah_layer_times_free(&x->cls[k].lt);
+        for (int k = 0; k < x->K; k++)
+            ah_layer_times_free(&x->cls[k].lt);
     free(x->cls);
-    if (x->lb.static_bytes) ah_layer_bytes_free(&x->lb);
+    if (x->lb.static_bytes)
+        ah_layer_bytes_free(&x->lb);
     free(x->tpl);
     memset(x, 0, sizeof *x);
 }
@@ -130,14 +142,17 @@ static void add_template(ah_search_ctx *x, const int *shape) {
     for (int k = 0; k < x->K; k++) {
         t.shape[k] = shape[k];
         classes += shape[k] > 0;
-        for (int i = 0; i < shape[k]; i++) t.cls[t.n_stages++] = k;
+        for (int i = 0; i < shape[k]; i++)
+            t.cls[t.n_stages++] = k;
     }
     t.mixed = classes > 1;
-    if (ah_template_split(x, &t) != 0) return;
+    if (ah_template_split(x, &t) != 0)
+        return;
     if (x->n_tpl == x->cap_tpl) {
         x->cap_tpl = x->cap_tpl ? 2 * x->cap_tpl : 64;
         x->tpl = realloc(x->tpl, sizeof(ah_template) * (size_t)x->cap_tpl);
-        if (!x->tpl) abort();
+        if (!x->tpl)
+            abort();
     }
     x->tpl[x->n_tpl++] = t;
 }
@@ -149,12 +164,15 @@ typedef void (*shape_fn)(ah_search_ctx *x, const int *shape, int stages, void *a
 static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int classes, int lo, int hi,
                          shape_fn fn, void *arg) {
     if (k == x->K) {
-        if (classes >= 2 && stages >= lo) fn(x, shape, stages, arg);
+        if (classes >= 2 && stages >= lo)
+            fn(x, shape, stages, arg);
         return;
     }
     for (int n = 0; n <= x->cls[k].units && stages + n <= hi; n++) {
-        if (n > 0 && classes + 1 > x->o->max_mixed_types) break;
-        if (n > 0 && classes + 1 >= 3 && stages + n > x->o->max_mixed3_stages) break;
+        if (n > 0 && classes + 1 > x->o->max_mixed_types)
+            break;
+        if (n > 0 && classes + 1 >= 3 && stages + n > x->o->max_mixed3_stages)
+            break;
         shape[k] = n;
         mixed_shapes(x, k + 1, shape, stages + n, classes + (n > 0), lo, hi, fn, arg);
     }
@@ -175,7 +193,8 @@ static int mixed_limit(const ah_search_ctx *x) {
 void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     int shape[AH_MAX_CLASSES] = {0};
     int smax = x->o->max_stages < x->L ? x->o->max_stages : x->L;
-    if (smax > AH_MAX_STAGES) smax = AH_MAX_STAGES;
+    if (smax > AH_MAX_STAGES)
+        smax = AH_MAX_STAGES;
     for (int k = 0; k < x->K; k++) {
         for (int s = 1; s <= x->cls[k].units && s <= smax; s++) {
             shape[k] = s;
@@ -184,29 +203,34 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
         shape[k] = 0;
     }
     int hi = mixed_limit(x);
-    if (phase1_mixed_stages < hi) hi = phase1_mixed_stages;
-    if (x->K >= 2 && x->o->max_mixed_types >= 2) mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, NULL);
+    if (phase1_mixed_stages < hi)
+        hi = phase1_mixed_stages;
+    if (x->K >= 2 && x->o->max_mixed_types >= 2)
+        mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, NULL);
 }
 
 /* ---- solve ------------------------------------------------------------- */
 
 /* Micro-batches a copy of template t can run within T (saturated at M). */
 static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns T) {
-    if (T < t->A + t->tail) return 0;
-    if (t->B == 0) return x->M;
+    if (T < t->A + t->tail)
+        return 0;
+    if (t->B == 0)
+        return x->M;
     long long c = (T - t->A - t->tail) / t->B + 1;
     return c > x->M ? x->M : c;
 }
 
 typedef struct {
-    long long *V;    /* per class: best micro-batch capacity with u units, u = 0..units */
-    int *choice;     /* template index used last at u, -1 = leave a unit idle */
-    long long *cap;  /* per template */
+    long long *V;   /* per class: best micro-batch capacity with u units, u = 0..units */
+    int *choice;    /* template index used last at u, -1 = leave a unit idle */
+    long long *cap; /* per template */
 } workspace;
 
 /* Unbounded knapsack per class over its pure templates. */
 static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *offset) {
-    for (int i = 0; i < x->n_tpl; i++) w->cap[i] = capacity(x, &x->tpl[i], T);
+    for (int i = 0; i < x->n_tpl; i++)
+        w->cap[i] = capacity(x, &x->tpl[i], T);
     for (int k = 0; k < x->K; k++) {
         long long *V = w->V + offset[k];
         int *ch = w->choice + offset[k];
@@ -217,9 +241,11 @@ static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *off
             ch[u] = -1;
             for (int i = 0; i < x->n_tpl; i++) {
                 const ah_template *t = &x->tpl[i];
-                if (t->mixed || t->shape[k] == 0 || t->n_stages > u || w->cap[i] == 0) continue;
+                if (t->mixed || t->shape[k] == 0 || t->n_stages > u || w->cap[i] == 0)
+                    continue;
                 long long v = V[u - t->n_stages] + w->cap[i];
-                if (v > x->M) v = x->M;
+                if (v > x->M)
+                    v = x->M;
                 if (v > V[u]) {
                     V[u] = v;
                     ch[u] = i;
@@ -236,13 +262,16 @@ static int feasible_T(ah_search_ctx *x, ah_ns T, workspace *w, int *offset, int 
     x->evals++;
     class_tables(x, T, w, offset);
     long long base = 0;
-    for (int k = 0; k < x->K; k++) base += w->V[offset[k] + x->cls[k].units];
+    for (int k = 0; k < x->K; k++)
+        base += w->V[offset[k] + x->cls[k].units];
     *mixed_tpl = -1;
     *mixed_r = 0;
-    if (base >= x->M) return 1;
+    if (base >= x->M)
+        return 1;
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
-        if (!t->mixed || w->cap[i] == 0) continue;
+        if (!t->mixed || w->cap[i] == 0)
+            continue;
         for (long long r = 1;; r++) {
             long long v = r * w->cap[i];
             int ok = 1;
@@ -253,7 +282,8 @@ static int feasible_T(ah_search_ctx *x, ah_ns T, workspace *w, int *offset, int 
                 else
                     v += w->V[offset[k] + left];
             }
-            if (!ok) break;
+            if (!ok)
+                break;
             if (v >= x->M) {
                 *mixed_tpl = i;
                 *mixed_r = r;
@@ -268,7 +298,8 @@ static void push(ah_solution *s, int tpl, long long m, int *cap) {
     if (s->n == *cap) {
         *cap = *cap ? 2 * *cap : 16;
         s->r = realloc(s->r, sizeof(ah_sol_replica) * (size_t)*cap);
-        if (!s->r) abort();
+        if (!s->r)
+            abort();
     }
     s->r[s->n].tpl = tpl;
     s->r[s->n].m = m;
@@ -278,7 +309,8 @@ static void push(ah_solution *s, int tpl, long long m, int *cap) {
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     memset(sol, 0, sizeof *sol);
     sol->value = AH_NS_INF;
-    if (x->n_tpl == 0) return;
+    if (x->n_tpl == 0)
+        return;
     /* Single-replica plans: no DP all-reduce at all. */
     int best1 = -1;
     ah_ns v1 = AH_NS_INF, hi = AH_NS_INF;
@@ -290,23 +322,27 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             best1 = i;
         }
         ah_ns h = ah_replica_time(t->A, t->B, t->tail, x->M);
-        if (h < hi) hi = h;
+        if (h < hi)
+            hi = h;
     }
     /* Plans with several replicas (DP sync charged): smallest feasible T by
      * bisection on integer nanoseconds; hi is feasible (one replica takes all). */
     workspace w;
     int offset[AH_MAX_CLASSES + 1];
     offset[0] = 0;
-    for (int k = 0; k < x->K; k++) offset[k + 1] = offset[k] + x->cls[k].units + 1;
+    for (int k = 0; k < x->K; k++)
+        offset[k + 1] = offset[k] + x->cls[k].units + 1;
     w.V = malloc(sizeof(long long) * (size_t)offset[x->K]);
     w.choice = malloc(sizeof(int) * (size_t)offset[x->K]);
     w.cap = malloc(sizeof(long long) * (size_t)x->n_tpl);
-    if (!w.V || !w.choice || !w.cap) abort();
+    if (!w.V || !w.choice || !w.cap)
+        abort();
     int mt;
     long long mr;
     /* Only plans strictly better than the best single replica matter. */
     ah_ns lo = 0;
-    if (v1 - 1 < hi) hi = v1 - 1;
+    if (v1 - 1 < hi)
+        hi = v1 - 1;
     int general = hi >= 1 && feasible_T(x, hi, &w, offset, &mt, &mr);
     if (general) {
         while (hi - lo > 1) {
@@ -325,7 +361,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     } else {
         sol->value = hi;
         feasible_T(x, hi, &w, offset, &mt, &mr);
-        for (long long r = 0; r < mr; r++) push(sol, mt, w.cap[mt], &cap);
+        for (long long r = 0; r < mr; r++)
+            push(sol, mt, w.cap[mt], &cap);
         for (int k = 0; k < x->K; k++) {
             int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
             while (u > 0) {
@@ -341,7 +378,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         /* Trim to exactly M micro-batches: take from the replica that finishes
          * last; a replica left with none is dropped. */
         long long total = 0;
-        for (int i = 0; i < sol->n; i++) total += sol->r[i].m;
+        for (int i = 0; i < sol->n; i++)
+            total += sol->r[i].m;
         while (total > x->M) {
             int worst = -1;
             ah_ns wt = -1;
@@ -355,7 +393,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             }
             sol->r[worst].m--;
             total--;
-            if (sol->r[worst].m == 0) sol->r[worst] = sol->r[--sol->n];
+            if (sol->r[worst].m == 0)
+                sol->r[worst] = sol->r[--sol->n];
         }
     }
     free(w.V);
@@ -371,12 +410,12 @@ void ah_solution_free(ah_solution *s) {
 /* ---- phase 2: bounded expansion of long mixed shapes -------------------- */
 
 typedef struct {
-    ah_ns bound;          /* only plans strictly faster than this matter */
+    ah_ns bound; /* only plans strictly faster than this matter */
     workspace w;
     int offset[AH_MAX_CLASSES + 1];
     double inv_kappa[AH_MAX_CLASSES]; /* 1 / kappa_c, see below */
     double omega;
-    ah_ns *sum_min, *max_min;         /* per subset of classes (bitmask) */
+    ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
     int added;
 } expand_env;
 
@@ -385,7 +424,8 @@ typedef struct {
  *  and with w_c(l) >= kappa_c * omega_l for every layer (omega_l = the
  *  slowest class's time of layer l), S stages of classes c_j give
  *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
-static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, ah_ns *lbA, ah_ns *lbB) {
+static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, ah_ns *lbA,
+                       ah_ns *lbB) {
     unsigned mask = 0;
     double inv = 0.0;
     for (int k = 0; k < x->K; k++)
@@ -397,7 +437,8 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
     ah_ns b = v->max_min[mask];
     if (inv > 0) {
         double frac = v->omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
-        if (frac > (double)b) b = (ah_ns)frac;
+        if (frac > (double)b)
+            b = (ah_ns)frac;
     }
     *lbB = b > 1 ? b : 1;
 }
@@ -412,7 +453,8 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     /* r copies plus the best pure replicas on what is left, within bound - 1 */
     ah_ns T = v->bound - 1;
     long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
-    if (capub > x->M) capub = x->M;
+    if (capub > x->M)
+        capub = x->M;
     for (long long r = 1; !useful && capub > 0; r++) {
         long long val = r * capub;
         int ok = 1;
@@ -423,7 +465,8 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
             else
                 val += v->w.V[v->offset[k] + left];
         }
-        if (!ok) break;
+        if (!ok)
+            break;
         useful = val >= x->M;
     }
     if (!useful) {
@@ -437,19 +480,22 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
 
 int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     int hi = mixed_limit(x);
-    if (x->K < 2 || x->o->max_mixed_types < 2 || hi <= phase1_mixed_stages || bound <= 1) return 0;
+    if (x->K < 2 || x->o->max_mixed_types < 2 || hi <= phase1_mixed_stages || bound <= 1)
+        return 0;
     expand_env v;
     memset(&v, 0, sizeof v);
     v.bound = bound;
     v.offset[0] = 0;
-    for (int k = 0; k < x->K; k++) v.offset[k + 1] = v.offset[k] + x->cls[k].units + 1;
+    for (int k = 0; k < x->K; k++)
+        v.offset[k + 1] = v.offset[k] + x->cls[k].units + 1;
     v.w.V = malloc(sizeof(long long) * (size_t)v.offset[x->K]);
     v.w.choice = malloc(sizeof(int) * (size_t)v.offset[x->K]);
     v.w.cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
     unsigned subsets = 1u << x->K;
     v.sum_min = calloc(subsets, sizeof(ah_ns));
     v.max_min = calloc(subsets, sizeof(ah_ns));
-    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min) abort();
+    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min)
+        abort();
     /* pure-replica capacities at bound - 1 (mixed templates of phase 1 are
      * ignored: a plan holds copies of one mixed template only) */
     class_tables(x, bound - 1, &v.w, v.offset);
@@ -459,16 +505,19 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
             for (int k = 0; k < x->K; k++)
                 if (m & (1u << k)) {
                     ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
-                    if (wl < mn) mn = wl;
+                    if (wl < mn)
+                        mn = wl;
                 }
             v.sum_min[m] += mn;
-            if (mn > v.max_min[m]) v.max_min[m] = mn;
+            if (mn > v.max_min[m])
+                v.max_min[m] = mn;
         }
     for (int l = 0; l < x->L; l++) {
         ah_ns om = 0;
         for (int k = 0; k < x->K; k++) {
             ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
-            if (wl > om) om = wl;
+            if (wl > om)
+                om = wl;
         }
         v.omega += (double)om;
     }
@@ -478,11 +527,13 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
             ah_ns om = 0;
             for (int q = 0; q < x->K; q++) {
                 ah_ns wl = ah_range(x->cls[q].lt.w, l, l + 1);
-                if (wl > om) om = wl;
+                if (wl > om)
+                    om = wl;
             }
             if (om > 0) {
                 double r = (double)ah_range(x->cls[k].lt.w, l, l + 1) / (double)om;
-                if (r < kappa) kappa = r;
+                if (r < kappa)
+                    kappa = r;
             }
         }
         v.inv_kappa[k] = kappa > 0 ? 1.0 / kappa : 1e300;

@@ -14,8 +14,8 @@
 typedef struct {
     const ah_search_ctx *x;
     const ah_template *t;
-    int use_sync;       /* tail includes the DP all-reduce */
-    ah_ns bmax, tmax;   /* limits on stage time and stage tail */
+    int use_sync;     /* tail includes the DP all-reduce */
+    ah_ns bmax, tmax; /* limits on stage time and stage tail */
 } split_env;
 
 static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
@@ -27,8 +27,10 @@ static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
 }
 static inline int stage_ok(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
-    if (ah_stage_memory(&v->x->lb, a, e, v->t->n_stages - j) > c->cap) return 0;
-    if (stage_w(v, j, a, e) > v->bmax) return 0;
+    if (ah_stage_memory(&v->x->lb, a, e, v->t->n_stages - j) > c->cap)
+        return 0;
+    if (stage_w(v, j, a, e) > v->bmax)
+        return 0;
     return stage_tail(v, j, a, e) <= v->tmax;
 }
 
@@ -49,12 +51,16 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
         memset(diff, 0, sizeof(int) * (size_t)(L + 2));
         int e = 0, any = 0;
         for (int a = 0; a < limit; a++) {
-            if (e < a) e = a;
+            if (e < a)
+                e = a;
             while (e + 1 <= limit) {
                 int n = e + 1;
-                if (w[n] - w[a] > bmax) break;
-                if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap) break;
-                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) > tmax) break;
+                if (w[n] - w[a] > bmax)
+                    break;
+                if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap)
+                    break;
+                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) > tmax)
+                    break;
                 e = n;
             }
             if (cur[a] && e > a) {
@@ -63,7 +69,8 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
                 any = 1;
             }
         }
-        if (!any) return 0;
+        if (!any)
+            return 0;
         int run = 0;
         for (int p = 0; p <= L; p++) {
             run += diff[p];
@@ -78,8 +85,10 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
 static ah_ns minmax_dp(const split_env *v) {
     int L = v->x->L, S = v->t->n_stages;
     ah_ns *g = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
-    if (!g) abort();
-    for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++) g[i] = AH_NS_INF;
+    if (!g)
+        abort();
+    for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++)
+        g[i] = AH_NS_INF;
     g[0] = 0;
     for (int j = 0; j < S; j++) {
         const ah_ns *cur = g + (size_t)j * (L + 1);
@@ -88,11 +97,14 @@ static ah_ns minmax_dp(const split_env *v) {
         for (int e = j + 1; e <= limit; e++) {
             ah_ns best = AH_NS_INF;
             for (int a = e - 1; a >= j; a--) {
-                if (!stage_ok(v, j, a, e)) break; /* longer intervals fail too */
-                if (cur[a] == AH_NS_INF) continue;
+                if (!stage_ok(v, j, a, e))
+                    break; /* longer intervals fail too */
+                if (cur[a] == AH_NS_INF)
+                    continue;
                 ah_ns w = stage_w(v, j, a, e);
                 ah_ns val = cur[a] > w ? cur[a] : w;
-                if (val < best) best = val;
+                if (val < best)
+                    best = val;
             }
             nxt[e] = best;
         }
@@ -111,8 +123,10 @@ typedef struct {
 static int lexi_dp(const split_env *v, int *ends) {
     int L = v->x->L, S = v->t->n_stages;
     dp_cell *f = malloc(sizeof(dp_cell) * (size_t)(S + 1) * (size_t)(L + 1));
-    if (!f) abort();
-    for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++) f[i].sum = -1;
+    if (!f)
+        abort();
+    for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++)
+        f[i].sum = -1;
     f[0].sum = 0;
     f[0].tail = 0;
     for (int j = 0; j < S; j++) {
@@ -121,11 +135,14 @@ static int lexi_dp(const split_env *v, int *ends) {
         for (int e = j + 1; e <= limit; e++) {
             dp_cell best = {-1, 0, -1};
             for (int a = e - 1; a >= j; a--) {
-                if (!stage_ok(v, j, a, e)) break; /* longer intervals fail too */
-                if (cur[a].sum < 0) continue;
+                if (!stage_ok(v, j, a, e))
+                    break; /* longer intervals fail too */
+                if (cur[a].sum < 0)
+                    continue;
                 ah_ns s = cur[a].sum + stage_w(v, j, a, e);
                 ah_ns tl = stage_tail(v, j, a, e);
-                if (cur[a].tail > tl) tl = cur[a].tail;
+                if (cur[a].tail > tl)
+                    tl = cur[a].tail;
                 if (best.sum < 0 || s < best.sum || (s == best.sum && tl < best.tail)) {
                     best.sum = s;
                     best.tail = tl;
@@ -155,8 +172,10 @@ static void measure(const split_env *v, const int *ends, ah_ns *sum_w, ah_ns *B,
     for (int j = 0; j < v->t->n_stages; j++) {
         ah_ns w = stage_w(v, j, a, ends[j]), tl = stage_tail(v, j, a, ends[j]);
         *sum_w += w;
-        if (w > *B) *B = w;
-        if (tl > *tail) *tail = tl;
+        if (w > *B)
+            *B = w;
+        if (tl > *tail)
+            *tail = tl;
         a = ends[j];
     }
 }
@@ -168,25 +187,28 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
         /* Position of stage j inside its run of same-class stages: runs are
          * placed in whole-node chunks of `upn` units, so only chunk edges cross. */
         int q = 0;
-        while (j - q - 1 >= 0 && t->cls[j - q - 1] == t->cls[j]) q++;
+        while (j - q - 1 >= 0 && t->cls[j - q - 1] == t->cls[j])
+            q++;
         inter = (q + 1) % a->upn == 0;
     }
-    double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs
-                                                                : b->dev->intra_bw_gbs;
+    double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs : b->dev->intra_bw_gbs;
     double nic = a->nic_share_gbs < b->nic_share_gbs ? a->nic_share_gbs : b->nic_share_gbs;
     return ah_p2p_ns(x->lb.p2p_bytes, inter, intra, nic, x->o);
 }
 
 int ah_template_split(ah_search_ctx *x, ah_template *t) {
     int L = x->L, S = t->n_stages;
-    if (S > L) return -1;
+    if (S > L)
+        return -1;
     unsigned char *reach = malloc((size_t)(S + 1) * (size_t)(L + 1));
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
-    if (!reach || !diff) abort();
+    if (!reach || !diff)
+        abort();
     split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF};
     int rc = -1;
     x->evals++;
-    if (!feasible(&v, reach, diff)) goto done; /* memory alone rules it out */
+    if (!feasible(&v, reach, diff))
+        goto done; /* memory alone rules it out */
     /* Bracket the bottleneck: every layer sits on some stage, so
      * B >= max_l min_c w_c(l) and S*B >= sum_l min_c w_c(l) (c over the
      * template's classes); wmax (a whole model on one stage) is feasible. */
@@ -195,19 +217,25 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         ah_ns lo_l = AH_NS_INF, hi_l = 0;
         for (int j = 0; j < S; j++) {
             ah_ns wl = ah_range(x->cls[t->cls[j]].lt.w, l, l + 1);
-            if (wl < lo_l) lo_l = wl;
-            if (wl > hi_l) hi_l = wl;
+            if (wl < lo_l)
+                lo_l = wl;
+            if (wl > hi_l)
+                hi_l = wl;
         }
         sum_min += lo_l;
-        if (lo_l > layer_min_max) layer_min_max = lo_l;
-        if (hi_l > layer_max) layer_max = hi_l;
+        if (lo_l > layer_min_max)
+            layer_min_max = lo_l;
+        if (hi_l > layer_max)
+            layer_max = hi_l;
     }
     for (int j = 0; j < S; j++) {
         ah_ns w = ah_range(x->cls[t->cls[j]].lt.w, 0, L);
-        if (w > wmax) wmax = w;
+        if (w > wmax)
+            wmax = w;
     }
     ah_ns lo = (sum_min + S - 1) / S;
-    if (layer_min_max > lo) lo = layer_min_max;
+    if (layer_min_max > lo)
+        lo = layer_min_max;
     lo -= 1;
     /* a balanced split rarely needs more than the average plus one layer */
     ah_ns hi = wmax;
@@ -230,7 +258,8 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         v.use_sync = mode == 0;
         v.bmax = B;
         v.tmax = AH_NS_INF;
-        if (!lexi_dp(&v, ends)) goto done; /* cannot happen: B is feasible */
+        if (!lexi_dp(&v, ends))
+            goto done; /* cannot happen: B is feasible */
         measure(&v, ends, &sum_w, &b2, &tl);
         if (mode == 0)
             t->tail = tl;
@@ -238,7 +267,8 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
             t->tail1 = tl;
     }
     ah_ns p2p = 0;
-    for (int j = 0; j + 1 < S; j++) p2p += ah_template_p2p(x, t, j);
+    for (int j = 0; j + 1 < S; j++)
+        p2p += ah_template_p2p(x, t, j);
     t->A = sum_w + 2 * p2p;
     t->B = B;
     rc = 0;
@@ -258,12 +288,15 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     int64_t best = INT64_MAX;
     *best_stages = 1;
     int units = 0;
-    for (int k = 0; k < x->K; k++) units += x->cls[k].units;
+    for (int k = 0; k < x->K; k++)
+        units += x->cls[k].units;
     int smax = x->o->max_stages < L ? x->o->max_stages : L;
-    if (units < smax) smax = units;
+    if (units < smax)
+        smax = units;
     unsigned char *reach = malloc((size_t)(smax + 1) * (size_t)(L + 1));
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
-    if (!reach || !diff) abort();
+    if (!reach || !diff)
+        abort();
     for (int S = 1; S <= smax; S++) {
         ah_template t;
         memset(&t, 0, sizeof t);
@@ -271,7 +304,8 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
         split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF};
         int64_t lo = 0, hi = ah_range(x->lb.static_bytes, 0, L) + ah_range(x->lb.act_bytes, 0, L) * S;
         one.cap = hi;
-        if (!feasible(&v, reach, diff)) continue;
+        if (!feasible(&v, reach, diff))
+            continue;
         while (hi - lo > 1) {
             one.cap = lo + (hi - lo) / 2;
             if (feasible(&v, reach, diff))
