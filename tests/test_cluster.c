@@ -13,33 +13,9 @@
 
 #include "autohet/cluster.h"
 #include "autohet/device.h"
-
-#define EXAMPLES AH_FIXTURES "/../../examples"
+#include "test_util.h"
 
 /* ----------------------------------------------------------- helpers */
-
-/* cmocka 1.1 only has a float-precision comparison; values here are exact
- * doubles (or nearly), so compare at double precision. */
-#define assert_double_equal(got, want, abs_tol) assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
-static void assert_dbl_near(double got, double want, double tol, const char *file, int line) {
-    if (!(fabs(got - want) <= tol + 1e-12 * fabs(want)))
-        fail_msg("%s:%d: got %.17g, want %.17g", file, line, got, want);
-}
-
-/* Writes text to a fresh /tmp/ahc_XXXXXX.json; path must hold 64 bytes. */
-static void write_tmp(const char *text, char *path) {
-    strcpy(path, "/tmp/ahc_XXXXXX.json");
-    int fd = mkstemps(path, 5);
-    assert_true(fd >= 0);
-    size_t n = strlen(text);
-    assert_int_equal(write(fd, text, n), (ssize_t)n);
-    close(fd);
-}
-
-static void assert_contains(const char *hay, const char *needle) {
-    if (strstr(hay, needle) == NULL)
-        fail_msg("'%s' does not contain '%s'", hay, needle);
-}
 
 static int overrides_text(const char *text, char *err, size_t errlen, char *path) {
     write_tmp(text, path);

@@ -13,28 +13,9 @@
 #include <unistd.h>
 
 #include "autohet/model.h"
-
-#define EXAMPLES AH_FIXTURES "/../../examples"
+#include "test_util.h"
 
 /* ----------------------------------------------------------- helpers */
-
-/* cmocka 1.1 only has a float-precision comparison; values here are exact
- * doubles (or nearly), so compare at double precision. */
-#define assert_double_equal(got, want, abs_tol) assert_dbl_near((got), (want), (abs_tol), __FILE__, __LINE__)
-static void assert_dbl_near(double got, double want, double tol, const char *file, int line) {
-    if (!(fabs(got - want) <= tol + 1e-12 * fabs(want)))
-        fail_msg("%s:%d: got %.17g, want %.17g", file, line, got, want);
-}
-
-/* Writes text to a fresh /tmp/ahm_XXXXXX.json; path must hold 64 bytes. */
-static void write_tmp(const char *text, char *path) {
-    strcpy(path, "/tmp/ahm_XXXXXX.json");
-    int fd = mkstemps(path, 5);
-    assert_true(fd >= 0);
-    size_t n = strlen(text);
-    assert_int_equal(write(fd, text, n), (ssize_t)n);
-    close(fd);
-}
 
 /* Loads a config from text; returns the loader's result. */
 static int load_text(const char *text, ah_model_config *m, char *err, size_t errlen, char *path) {
@@ -47,11 +28,6 @@ static int load_text(const char *text, ah_model_config *m, char *err, size_t err
 static void assert_within(double got, double want, double rel) {
     if (fabs(got - want) > rel * fabs(want))
         fail_msg("%.6g not within %.2f%% of %.6g", got, rel * 100, want);
-}
-
-static void assert_contains(const char *hay, const char *needle) {
-    if (strstr(hay, needle) == NULL)
-        fail_msg("'%s' does not contain '%s'", hay, needle);
 }
 
 static ah_model_config preset(const char *name) {

@@ -17,6 +17,7 @@
 #include "autohet/model.h"
 #include "autohet/profile.h"
 #include "autohet/profile_table.h"
+#include "test_util.h"
 
 #define SAILOR_NEO AH_FIXTURES "/sailor/GPT-Neo-2.7"
 #define SAILOR_OPT AH_FIXTURES "/sailor/OPT-350"
@@ -26,11 +27,6 @@ static void assert_close(double got, double want) {
     double tol = 1e-12 + 1e-9 * fabs(want);
     if (fabs(got - want) > tol)
         fail_msg("got %.17g, want %.17g", got, want);
-}
-
-static void assert_contains(const char *s, const char *sub) {
-    if (!strstr(s, sub))
-        fail_msg("\"%s\" does not contain \"%s\"", s, sub);
 }
 
 static ah_model_config model(const char *name) {
@@ -527,14 +523,16 @@ static void test_builder_round_trip(void **state) {
     const int mbs[] = {4, 1}, tps[] = {2, 1};
     for (int e = 0; e < 2; e++)
         for (int l = 0; l < n; l++) {
-            ah_layer_cost c = {0.1 * (l + 1) / 3.0 * mbs[e], 1e-7 * (l + 1) + 1.0 / 7.0 / tps[e],
-                               l == 0 ? 0.0 : 123.456789012345678 / (l + 3)};
+            ah_layer_cost c = {.fwd_s = 0.1 * (l + 1) / 3.0 * mbs[e],
+                               .bwd_s = 1e-7 * (l + 1) + 1.0 / 7.0 / tps[e],
+                               .update_s = l == 0 ? 0.0 : 123.456789012345678 / (l + 3)};
             assert_int_equal(ah_profile_table_set(p, "A100-40", mbs[e], tps[e], l, n, c), 0);
             c.fwd_s *= 1.5;
             assert_int_equal(ah_profile_table_set(p, "V100-16G", mbs[e], tps[e], l, n, c), 0);
         }
     /* Rejected: other layer count, layer out of range, negative, NaN. */
-    ah_layer_cost ok = {1, 2, 3}, neg = {1, -2, 3}, nan_c = {NAN, 1, 1};
+    ah_layer_cost ok = {.fwd_s = 1, .bwd_s = 2, .update_s = 3}, neg = {.fwd_s = 1, .bwd_s = -2, .update_s = 3},
+                  nan_c = {.fwd_s = NAN, .bwd_s = 1, .update_s = 1};
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, 0, n + 1, ok), -1);
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, n, n, ok), -1);
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, 0, n, neg), -1);
@@ -608,7 +606,7 @@ static void test_builder_incomplete_and_analytic(void **state) {
     ah_model_config m = model("opt-350m");
     int n = ah_model_num_layers(&m);
     ah_profile *p = ah_profile_table_new("opt-350m", 2048);
-    ah_layer_cost c = {1e-3, 2e-3, 3e-4};
+    ah_layer_cost c = {.fwd_s = 1e-3, .bwd_s = 2e-3, .update_s = 3e-4};
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, 0, n, c), 0);
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, 5, n, c), 0);
     const ah_device *a100 = device("A100-40G");

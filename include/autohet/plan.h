@@ -100,6 +100,13 @@ void ah_plan_copy(ah_plan *dst, const ah_plan *src);
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 
+/* The best plan and, after it, the best plans of the next-best search
+ * configurations (tp, micro-batch, bandwidth level), up to k, in increasing
+ * predicted time: what `autohet plan --verify K` simulates. out must hold k
+ * plans; *n_out says how many were found. Baselines return one plan. */
+int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                       const ah_plan_options *o, int k, ah_plan *out, int *n_out, char *err, size_t errlen);
+
 /* Recompute every derived field of a plan from its structure (stages, layers,
  * micro-batches) with the cost model. Returns 0, or -1 with err if the plan is
  * malformed (layers not covered exactly once per replica, GPUs out of range,

@@ -14,6 +14,11 @@ typedef struct {
     double fwd_s;    /* forward of one micro-batch, seconds, per GPU of the TP group */
     double bwd_s;    /* backward (incl. recomputation if enabled) */
     double update_s; /* optimizer step for this layer's shard */
+    /* Parts of fwd_s / bwd_s that are tensor-parallel all-reduces (the
+     * simulator shows them on their own stream). The analytic model knows
+     * them; measured profiles report 0 (their times include TP traffic but
+     * cannot tell it apart). */
+    double tp_comm_fwd_s, tp_comm_bwd_s;
 } ah_layer_cost;
 
 typedef struct ah_profile ah_profile;

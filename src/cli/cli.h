@@ -4,6 +4,7 @@
 #define AUTOHET_CLI_H
 
 int cmd_plan(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 

@@ -1,7 +1,6 @@
 /* Cluster inventories: --cluster shorthand, JSON files, and summaries. */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,35 +10,13 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/cluster.h"
+#include "util/json_file.h"
 
 #define MAX_NODES 4096
 #define MAX_GPUS_PER_NODE 16
 #define MAX_FILE_BYTES (16u << 20)
 /* Longest user node name, leaving room for a "-NNNN" count suffix. */
 #define MAX_NODE_NAME 58
-
-/* Error sink: every message is "PREFIX: ..." where PREFIX names the input
- * (a file path, or "--cluster 'ARG'"). */
-typedef struct {
-    const char *prefix;
-    int quote; /* prefix is a shorthand string: print it as --cluster '...' */
-    char *err;
-    size_t errlen;
-} err_ctx;
-
-__attribute__((format(printf, 2, 3))) static int fail(const err_ctx *cx, const char *fmt, ...) {
-    if (cx->err == NULL || cx->errlen == 0)
-        return -1;
-    int n = cx->quote ? snprintf(cx->err, cx->errlen, "--cluster '%.200s': ", cx->prefix)
-                      : snprintf(cx->err, cx->errlen, "%s: ", cx->prefix);
-    if (n < 0 || (size_t)n >= cx->errlen)
-        return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cx->err + n, cx->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void clear_err(char *err, size_t errlen) {
     if (err != NULL && errlen > 0)
@@ -59,9 +36,10 @@ static const char *known_types(char *buf, size_t n) {
     return buf;
 }
 
-static int unknown_type(const err_ctx *cx, const char *where, const char *type) {
+static int unknown_type(const ah_err_ctx *cx, const char *where, const char *type) {
     char known[1024];
-    return fail(cx, "%sunknown GPU type '%.40s' (known: %s)", where, type, known_types(known, sizeof known));
+    return ah_fail(cx, "%sunknown GPU type '%.40s' (known: %s)", where, type,
+                   known_types(known, sizeof known));
 }
 
 /* --------------------------------------------------------- node storage */
@@ -81,18 +59,18 @@ static int count_type(const ah_cluster *c, const char *dev_name) {
 
 /* Appends `count` copies of *proto. Names: "<base>-<k>" with k counting from
  * `first`; a single copy of a user-named node keeps its name as is. */
-static int add_nodes(const err_ctx *cx, node_buf *nb, const ah_node *proto, int count, const char *base,
+static int add_nodes(const ah_err_ctx *cx, node_buf *nb, const ah_node *proto, int count, const char *base,
                      int first, int keep_single_name) {
     ah_cluster *c = nb->c;
     if (count > MAX_NODES - c->n_nodes)
-        return fail(cx, "too many nodes (at most %d)", MAX_NODES);
+        return ah_fail(cx, "too many nodes (at most %d)", MAX_NODES);
     if (c->n_nodes + count > nb->cap) {
         int cap = nb->cap ? nb->cap : 16;
         while (cap < c->n_nodes + count)
             cap *= 2;
         ah_node *grown = realloc(c->nodes, (size_t)cap * sizeof *grown);
         if (grown == NULL)
-            return fail(cx, "out of memory");
+            return ah_fail(cx, "out of memory");
         c->nodes = grown;
         nb->cap = cap;
     }
@@ -137,7 +115,7 @@ static void trim(const char **b, const char **e) {
 }
 
 /* Parses the "@NIC" and ":spot" suffixes in [p, end). */
-static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int elen, const char *entry,
+static int parse_suffixes(const ah_err_ctx *cx, const char *p, const char *end, int elen, const char *entry,
                           ah_node *node) {
     while (p < end) {
         char mark = *p++;
@@ -151,15 +129,15 @@ static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int
             errno = 0;
             double nic = strtod(word, &stop);
             if (word[0] == '\0' || *stop != '\0' || errno != 0 || !(nic > 0.0 && nic < 1e9))
-                return fail(cx,
-                            "entry '%.*s': NIC bandwidth '@%s' must be a positive number "
-                            "(Gbit/s)",
-                            elen, entry, word);
+                return ah_fail(cx,
+                               "entry '%.*s': NIC bandwidth '@%s' must be a positive number "
+                               "(Gbit/s)",
+                               elen, entry, word);
             node->nic_gbit = nic;
         } else if (strcasecmp(word, "spot") == 0) {
             node->spot = 1;
         } else {
-            return fail(cx, "entry '%.*s': unknown suffix ':%s' (expected ':spot')", elen, entry, word);
+            return ah_fail(cx, "entry '%.*s': unknown suffix ':%s' (expected ':spot')", elen, entry, word);
         }
         p = q;
     }
@@ -167,12 +145,12 @@ static int parse_suffixes(const err_ctx *cx, const char *p, const char *end, int
 }
 
 /* One "NxGxTYPE[@NIC][:spot]" (or "GxTYPE") entry in [b, e). */
-static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf *nb) {
+static int parse_entry(const ah_err_ctx *cx, const char *b, const char *e, node_buf *nb) {
     int elen = (int)(e - b);
     const char *p = b;
     long nodes = 1, gpus = parse_count(&p, e);
     if (gpus < 0 || !is_x(p, e))
-        return fail(cx, "entry '%.*s': expected NODESxGPUSxTYPE, e.g. 2x8xA100-40G", elen, b);
+        return ah_fail(cx, "entry '%.*s': expected NODESxGPUSxTYPE, e.g. 2x8xA100-40G", elen, b);
     p++;
     const char *save = p;
     long second = parse_count(&p, e);
@@ -189,11 +167,11 @@ static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf
     const char *te = p;
     trim(&tb, &te);
     if (nodes < 1 || nodes > MAX_NODES)
-        return fail(cx, "entry '%.*s': node count must be 1..%d", elen, b, MAX_NODES);
+        return ah_fail(cx, "entry '%.*s': node count must be 1..%d", elen, b, MAX_NODES);
     if (gpus < 1 || gpus > MAX_GPUS_PER_NODE)
-        return fail(cx, "entry '%.*s': GPUs per node must be 1..%d", elen, b, MAX_GPUS_PER_NODE);
+        return ah_fail(cx, "entry '%.*s': GPUs per node must be 1..%d", elen, b, MAX_GPUS_PER_NODE);
     if (tb == te)
-        return fail(cx, "entry '%.*s': missing GPU type", elen, b);
+        return ah_fail(cx, "entry '%.*s': missing GPU type", elen, b);
     char type[64];
     snprintf(type, sizeof type, "%.*s", (int)(te - tb), tb);
     const ah_device *dev = ah_device_find(type);
@@ -211,14 +189,17 @@ static int parse_entry(const err_ctx *cx, const char *b, const char *e, node_buf
 }
 
 int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen) {
-    err_ctx cx = {s ? s : "", 1, err, errlen};
+    /* Errors name the input as --cluster 'ARG'. */
+    char name[216];
+    snprintf(name, sizeof name, "--cluster '%.200s'", s ? s : "");
+    ah_err_ctx cx = {name, err, errlen};
     clear_err(err, errlen);
     if (c == NULL)
-        return fail(&cx, "no cluster to fill");
+        return ah_fail(&cx, "no cluster to fill");
     c->nodes = NULL;
     c->n_nodes = 0;
     if (s == NULL)
-        return fail(&cx, "empty cluster specification");
+        return ah_fail(&cx, "empty cluster specification");
     node_buf nb = {c, 0};
     const char *p = s;
     int rc = 0;
@@ -229,8 +210,8 @@ int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t e
         const char *b = p, *te = e;
         trim(&b, &te);
         if (b == te)
-            rc = fail(&cx, s[strspn(s, " \t\n")] == '\0' ? "empty cluster specification"
-                                                         : "empty entry between commas");
+            rc = ah_fail(&cx, s[strspn(s, " \t\n")] == '\0' ? "empty cluster specification"
+                                                            : "empty entry between commas");
         else
             rc = parse_entry(&cx, b, te, &nb);
         if (rc != 0 || *e == '\0')
@@ -244,70 +225,6 @@ int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t e
 
 /* -------------------------------------------------------- JSON inventory */
 
-/* Reads the whole file into a NUL-terminated heap buffer (at most
- * MAX_FILE_BYTES); returns NULL with the error written. */
-static char *slurp(const err_ctx *cx, size_t *len_out) {
-    FILE *f = fopen(cx->prefix, "rb");
-    if (f == NULL) {
-        fail(cx, "cannot open file (%s)", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 0, len = 0;
-    char *buf = NULL;
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *bigger = cap >= MAX_FILE_BYTES ? NULL : realloc(buf, cap ? 2 * cap : 4096);
-            if (bigger == NULL) {
-                if (cap >= MAX_FILE_BYTES)
-                    fail(cx, "file is larger than %u bytes", MAX_FILE_BYTES);
-                else
-                    fail(cx, "out of memory");
-                break;
-            }
-            buf = bigger;
-            cap = cap ? 2 * cap : 4096;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) {
-            if (!ferror(f)) {
-                fclose(f);
-                buf[len] = '\0';
-                *len_out = len;
-                return buf;
-            }
-            fail(cx, "cannot read file (%s)", strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    free(buf);
-    return NULL;
-}
-
-/* Whole file as a JSON object, or NULL with the error written. */
-static cJSON *load_json_object(const err_ctx *cx) {
-    size_t len;
-    char *text = slurp(cx, &len);
-    if (text == NULL)
-        return NULL;
-    const char *end = NULL;
-    /* len + 1 includes the terminator so trailing garbage is an error. */
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (root == NULL) {
-        int line = 1;
-        for (const char *p = text; end != NULL && p < end && p < text + len; p++)
-            line += (*p == '\n');
-        fail(cx, "malformed JSON near line %d", line);
-    } else if (!cJSON_IsObject(root)) {
-        fail(cx, "top-level JSON value must be an object");
-        cJSON_Delete(root);
-        root = NULL;
-    }
-    free(text);
-    return root;
-}
-
 /* First present key of two spellings. */
 static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const char **used) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k1);
@@ -319,7 +236,7 @@ static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const c
     return it;
 }
 
-static int check_node_fields(const err_ctx *cx, const cJSON *entry, int idx) {
+static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) {
     static const char *const known[] = {"name",     "gpu",  "gpu_type",       "gpus",  "gpus_per_node",
                                         "nic_gbit", "spot", "price_per_hour", "count", NULL};
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
@@ -327,41 +244,41 @@ static int check_node_fields(const err_ctx *cx, const cJSON *entry, int idx) {
         for (int k = 0; known[k] != NULL && !ok; k++)
             ok = strcmp(it->string, known[k]) == 0;
         if (!ok)
-            return fail(cx, "nodes[%d]: unknown field '%s'", idx, it->string);
+            return ah_fail(cx, "nodes[%d]: unknown field '%s'", idx, it->string);
     }
     return 0;
 }
 
 /* An optional integer field in [lo, hi]; *out keeps its value if absent. */
-static int get_int(const err_ctx *cx, const cJSON *entry, int idx, const char *k1, const char *k2, int lo,
+static int get_int(const ah_err_ctx *cx, const cJSON *entry, int idx, const char *k1, const char *k2, int lo,
                    int hi, int required, int *out) {
     const char *key;
     const cJSON *it = get2(entry, k1, k2, &key);
     if (it == NULL) {
         if (required)
-            return fail(cx, "nodes[%d]: missing field '%s'", idx, k1);
+            return ah_fail(cx, "nodes[%d]: missing field '%s'", idx, k1);
         return 0;
     }
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
     if (!(v >= lo && v <= hi && v == (double)(long)v))
-        return fail(cx, "nodes[%d].%s must be an integer between %d and %d", idx, key, lo, hi);
+        return ah_fail(cx, "nodes[%d].%s must be an integer between %d and %d", idx, key, lo, hi);
     *out = (int)v;
     return 0;
 }
 
 /* Reads nodes[idx] into *node (and its repeat count and explicit name). */
-static int parse_node(const err_ctx *cx, const cJSON *entry, int idx, ah_node *node, int *count,
+static int parse_node(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_node *node, int *count,
                       const char **name) {
     if (!cJSON_IsObject(entry))
-        return fail(cx, "nodes[%d] must be an object", idx);
+        return ah_fail(cx, "nodes[%d] must be an object", idx);
     if (check_node_fields(cx, entry, idx))
         return -1;
     const char *key;
     const cJSON *gpu = get2(entry, "gpu", "gpu_type", &key);
     if (gpu == NULL)
-        return fail(cx, "nodes[%d]: missing field 'gpu'", idx);
+        return ah_fail(cx, "nodes[%d]: missing field 'gpu'", idx);
     if (!cJSON_IsString(gpu))
-        return fail(cx, "nodes[%d].%s must be a string", idx, key);
+        return ah_fail(cx, "nodes[%d].%s must be a string", idx, key);
     const ah_device *dev = ah_device_find(gpu->valuestring);
     if (dev == NULL) {
         char where[64];
@@ -379,39 +296,39 @@ static int parse_node(const err_ctx *cx, const cJSON *entry, int idx, ah_node *n
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, "nic_gbit");
     if (it != NULL) {
         if (!cJSON_IsNumber(it) || !(it->valuedouble > 0.0 && it->valuedouble < 1e9))
-            return fail(cx, "nodes[%d].nic_gbit must be a positive number", idx);
+            return ah_fail(cx, "nodes[%d].nic_gbit must be a positive number", idx);
         node->nic_gbit = it->valuedouble;
     }
     it = cJSON_GetObjectItemCaseSensitive(entry, "spot");
     if (it != NULL) {
         if (!cJSON_IsBool(it))
-            return fail(cx, "nodes[%d].spot must be true or false", idx);
+            return ah_fail(cx, "nodes[%d].spot must be true or false", idx);
         node->spot = cJSON_IsTrue(it);
     }
     it = cJSON_GetObjectItemCaseSensitive(entry, "price_per_hour");
     if (it != NULL) {
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0.0 && it->valuedouble < 1e12))
-            return fail(cx, "nodes[%d].price_per_hour must be a non-negative number", idx);
+            return ah_fail(cx, "nodes[%d].price_per_hour must be a non-negative number", idx);
         node->price_per_hour = it->valuedouble;
     }
     *name = NULL;
     it = cJSON_GetObjectItemCaseSensitive(entry, "name");
     if (it != NULL) {
         if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strlen(it->valuestring) > MAX_NODE_NAME)
-            return fail(cx, "nodes[%d].name must be a string of 1-%d characters", idx, MAX_NODE_NAME);
+            return ah_fail(cx, "nodes[%d].name must be a string of 1-%d characters", idx, MAX_NODE_NAME);
         *name = it->valuestring;
     }
     return 0;
 }
 
-static int load_nodes(const err_ctx *cx, const cJSON *root, node_buf *nb) {
+static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
     if (nodes == NULL)
-        return fail(cx, "missing field 'nodes'");
+        return ah_fail(cx, "missing field 'nodes'");
     if (!cJSON_IsArray(nodes))
-        return fail(cx, "field 'nodes' must be an array");
+        return ah_fail(cx, "field 'nodes' must be an array");
     if (nodes->child == NULL)
-        return fail(cx, "field 'nodes' is empty");
+        return ah_fail(cx, "field 'nodes' is empty");
     int idx = 0;
     for (const cJSON *e = nodes->child; e != NULL; e = e->next, idx++) {
         ah_node node;
@@ -429,15 +346,15 @@ static int load_nodes(const err_ctx *cx, const cJSON *root, node_buf *nb) {
 }
 
 int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen) {
-    err_ctx cx = {path ? path : "(null)", 0, err, errlen};
+    ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     clear_err(err, errlen);
     if (c == NULL)
-        return fail(&cx, "no cluster to fill");
+        return ah_fail(&cx, "no cluster to fill");
     c->nodes = NULL;
     c->n_nodes = 0;
     if (path == NULL)
-        return fail(&cx, "no file given");
-    cJSON *root = load_json_object(&cx);
+        return ah_fail(&cx, "no file given");
+    cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
     if (root == NULL)
         return -1;
     node_buf nb = {c, 0};

@@ -1,7 +1,5 @@
 /* GPU device catalog with alias lookup and JSON overrides. */
 #include <ctype.h>
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/device.h"
+#include "util/json_file.h"
 
 #define MAX_DEVICES 64
 #define MAX_FILE_BYTES (16u << 20)
@@ -131,89 +130,6 @@ const ah_device *ah_device_find(const char *name) {
 /* ----------------------------------------------------------- overrides */
 
 typedef struct {
-    const char *path;
-    char *err;
-    size_t errlen;
-} load_ctx;
-
-__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...) {
-    if (cx->err == NULL || cx->errlen == 0)
-        return -1;
-    int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
-    if (n < 0 || (size_t)n >= cx->errlen)
-        return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cx->err + n, cx->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* Reads the whole file into a NUL-terminated heap buffer (at most
- * MAX_FILE_BYTES); returns NULL with the error written. */
-static char *slurp(const load_ctx *cx, size_t *len_out) {
-    FILE *f = fopen(cx->path, "rb");
-    if (f == NULL) {
-        fail(cx, "cannot open file (%s)", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 0, len = 0;
-    char *buf = NULL;
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *bigger = cap >= MAX_FILE_BYTES ? NULL : realloc(buf, cap ? 2 * cap : 4096);
-            if (bigger == NULL) {
-                if (cap >= MAX_FILE_BYTES)
-                    fail(cx, "file is larger than %u bytes", MAX_FILE_BYTES);
-                else
-                    fail(cx, "out of memory");
-                break;
-            }
-            buf = bigger;
-            cap = cap ? 2 * cap : 4096;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) {
-            if (!ferror(f)) {
-                fclose(f);
-                buf[len] = '\0';
-                *len_out = len;
-                return buf;
-            }
-            fail(cx, "cannot read file (%s)", strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    free(buf);
-    return NULL;
-}
-
-/* Whole file as a JSON object, or NULL with the error written. */
-static cJSON *load_json_object(const load_ctx *cx) {
-    size_t len;
-    char *text = slurp(cx, &len);
-    if (text == NULL)
-        return NULL;
-    const char *end = NULL;
-    /* len + 1 includes the terminator so trailing garbage is an error. */
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (root == NULL) {
-        int line = 1;
-        for (const char *p = text; end != NULL && p < end && p < text + len; p++)
-            line += (*p == '\n');
-        fail(cx, "malformed JSON near line %d", line);
-    } else if (!cJSON_IsObject(root)) {
-        fail(cx, "top-level JSON value must be an object");
-        cJSON_Delete(root);
-        root = NULL;
-    }
-    free(text);
-    return root;
-}
-
-typedef struct {
     const char *key;
     size_t offset;
     int required_for_new; /* new devices need the core figures */
@@ -245,28 +161,28 @@ static int valid_device_name(const char *s) {
     return 1;
 }
 
-static int check_known_fields(const load_ctx *cx, const cJSON *entry, int idx) {
+static int check_known_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) {
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
         int known = strcmp(it->string, "name") == 0 || it->string[0] == '_';
         for (size_t f = 0; f < N_NUM_FIELDS && !known; f++)
             known = strcmp(it->string, num_fields[f].key) == 0;
         if (!known)
-            return fail(cx, "devices[%d]: unknown field '%s'", idx, it->string);
+            return ah_fail(cx, "devices[%d]: unknown field '%s'", idx, it->string);
     }
     return 0;
 }
 
 /* Applies one devices[idx] entry to the scratch catalog devs[0..*n). */
-static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n) {
+static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n) {
     if (!cJSON_IsObject(entry))
-        return fail(cx, "devices[%d] must be an object", idx);
+        return ah_fail(cx, "devices[%d] must be an object", idx);
     if (check_known_fields(cx, entry, idx))
         return -1;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(entry, "name");
     if (name == NULL)
-        return fail(cx, "devices[%d]: missing field 'name'", idx);
+        return ah_fail(cx, "devices[%d]: missing field 'name'", idx);
     if (!cJSON_IsString(name) || !valid_device_name(name->valuestring))
-        return fail(cx, "devices[%d].name must be 1-31 letters, digits, '-', '_' or '.'", idx);
+        return ah_fail(cx, "devices[%d].name must be 1-31 letters, digits, '-', '_' or '.'", idx);
 
     ah_device dev;
     ah_device *existing = find_in(devs, *n, name->valuestring);
@@ -281,34 +197,34 @@ static int apply_entry(const load_ctx *cx, const cJSON *entry, int idx, ah_devic
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, nf->key);
         if (it == NULL) {
             if (existing == NULL && nf->required_for_new)
-                return fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key, dev.name);
+                return ah_fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key, dev.name);
             continue;
         }
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
         if (nf->fraction && !(v > 0.0 && v <= 1.0))
-            return fail(cx, "devices[%d].%s must be a number in (0, 1]", idx, nf->key);
+            return ah_fail(cx, "devices[%d].%s must be a number in (0, 1]", idx, nf->key);
         if (!(v > 0.0 && v < 1e12))
-            return fail(cx, "devices[%d].%s must be a positive number", idx, nf->key);
+            return ah_fail(cx, "devices[%d].%s must be a positive number", idx, nf->key);
         *(double *)((char *)&dev + nf->offset) = v;
     }
     if (existing != NULL) {
         *existing = dev;
     } else {
         if (*n >= MAX_DEVICES)
-            return fail(cx, "devices[%d]: catalog is full (%d devices at most)", idx, MAX_DEVICES);
+            return ah_fail(cx, "devices[%d]: catalog is full (%d devices at most)", idx, MAX_DEVICES);
         devs[(*n)++] = dev;
     }
     return 0;
 }
 
 int ah_device_load_overrides(const char *path, char *err, size_t errlen) {
-    load_ctx cx = {path ? path : "(null)", err, errlen};
+    ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (path == NULL)
-        return fail(&cx, "no file given");
+        return ah_fail(&cx, "no file given");
     ensure_catalog();
-    cJSON *root = load_json_object(&cx);
+    cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
     if (root == NULL)
         return -1;
     /* Work on a copy so a bad entry leaves the catalog untouched. */
@@ -318,9 +234,9 @@ int ah_device_load_overrides(const char *path, char *err, size_t errlen) {
     int rc = 0;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (devices == NULL)
-        rc = fail(&cx, "missing field 'devices'");
+        rc = ah_fail(&cx, "missing field 'devices'");
     else if (!cJSON_IsArray(devices))
-        rc = fail(&cx, "field 'devices' must be an array");
+        rc = ah_fail(&cx, "field 'devices' must be an array");
     int idx = 0;
     for (const cJSON *e = devices ? devices->child : NULL; rc == 0 && e != NULL; e = e->next)
         rc = apply_entry(&cx, e, idx++, scratch, &n);

@@ -101,12 +101,17 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
 
     double fwd = compute + n_fwd * ar;
     double bwd = 2.0 * compute + n_bwd * ar;
+    double bwd_comm = n_bwd * ar;
     if (k == AH_LAYER_BLOCK) {
-        if (ts->recompute == AH_RECOMPUTE_FULL)
+        if (ts->recompute == AH_RECOMPUTE_FULL) {
             bwd += fwd;
+            bwd_comm += n_fwd * ar;
+        }
         else if (ts->recompute == AH_RECOMPUTE_SELECTIVE)
             bwd += 4.0 * (double)mb * (double)s * (double)s * h / (t * flops_rate);
     }
+    out->tp_comm_fwd_s = n_fwd * ar * dev->slowdown;
+    out->tp_comm_bwd_s = bwd_comm * dev->slowdown;
     double update = ah_layer_params(m, k) / t * AH_UPDATE_BYTES_PER_PARAM / mem_bps;
 
     const double sd = dev->slowdown;

@@ -24,13 +24,14 @@
 #include "autohet/profile.h"
 #include "autohet/profile_table.h"
 #include "cost/profile_internal.h"
+#include "util/json_file.h"
 
 /* The Sailor profiles were measured at this sequence length. */
 #define AH_SAILOR_SEQ 2048
 #define AH_PROFILE_FORMAT "autohet-profile"
 #define AH_PROFILE_VERSION 1
 #define AH_MAX_KEY_INT 1000000
-#define AH_MAX_PROFILE_BYTES (256L * 1024 * 1024)
+#define AH_MAX_PROFILE_BYTES ((size_t)256 << 20)
 
 /* ------------------------------------------------------------------ storage */
 
@@ -250,6 +251,8 @@ int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah
                      layer, d->name, mb, tp);
         return -1;
     }
+    out->tp_comm_fwd_s = 0.0;
+    out->tp_comm_bwd_s = 0.0;
     out->fwd_s = c->fwd_s * dev->slowdown;
     out->bwd_s = c->bwd_s * dev->slowdown;
     out->update_s = c->update_s * dev->slowdown;
@@ -413,78 +416,6 @@ static int parse_key_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* Read a whole file into a NUL-terminated buffer. */
-static char *read_file(const char *path, size_t *len, char *why, size_t whylen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(why, whylen, "%s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        snprintf(why, whylen, "out of memory");
-        return NULL;
-    }
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap >= (size_t)AH_MAX_PROFILE_BYTES) {
-                snprintf(why, whylen, "file larger than %ld bytes", AH_MAX_PROFILE_BYTES);
-                goto fail;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                snprintf(why, whylen, "out of memory");
-                goto fail;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                snprintf(why, whylen, "read error: %s", strerror(errno));
-                goto fail;
-            }
-            break;
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-fail:
-    fclose(f);
-    free(buf);
-    return NULL;
-}
-
-/* Parse JSON text; on error say where ("invalid JSON at line 3, column 7"). */
-static cJSON *parse_json(const char *text, size_t len, char *why, size_t whylen) {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (root)
-        return root;
-    if (!end || end < text || end > text + len)
-        end = text;
-    int line = 1, col = 1;
-    for (const char *c = text; c < end; c++) {
-        if (*c == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    if (len == 0)
-        snprintf(why, whylen, "invalid JSON: file is empty");
-    else
-        snprintf(why, whylen, "invalid JSON at line %d, column %d", line, col);
-    return NULL;
-}
-
 /* Context for error messages: "<file>: <path>: <message>". */
 typedef struct {
     const char *file;
@@ -563,7 +494,7 @@ static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c,
                         return jfail(c, p3, "expected 3 numbers");
                     v[k] = x->valuedouble;
                 }
-                ah_layer_cost lc = {v[0], v[1], v[2]};
+                ah_layer_cost lc = {.fwd_s = v[0], .bwd_s = v[1], .update_s = v[2]};
                 if (!cost_valid(lc))
                     return jfail(c, p3, "times must be finite and >= 0");
                 e->layers[layer] = lc;
@@ -701,16 +632,11 @@ ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen
                          p->devs[prev].file);
             goto fail;
         }
-        char why[128];
         size_t len = 0;
-        if (!(text = read_file(fullpath, &len, why, sizeof why))) {
-            ah_cost_err_(err, errlen, "%s: %s", name, why);
+        if (!(text = ah_read_text_file(fullpath, AH_MAX_PROFILE_BYTES, &len, err, errlen)))
             goto fail;
-        }
-        if (!(root = parse_json(text, len, why, sizeof why))) {
-            ah_cost_err_(err, errlen, "%s: %s", name, why);
+        if (!(root = ah_json_parse_text(name, text, len, 0, "invalid JSON", err, errlen)))
             goto fail;
-        }
         free(text);
         text = NULL;
         int di = add_dev(p, dev->name);
@@ -758,19 +684,15 @@ fail:
 }
 
 ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
-    char why[128], msg[160];
+    char msg[160];
     size_t len = 0;
-    char *text = read_file(path, &len, why, sizeof why);
-    if (!text) {
-        ah_cost_err_(err, errlen, "%s: %s", path, why);
+    char *text = ah_read_text_file(path, AH_MAX_PROFILE_BYTES, &len, err, errlen);
+    if (!text)
         return NULL;
-    }
-    cJSON *root = parse_json(text, len, why, sizeof why);
+    cJSON *root = ah_json_parse_text(path, text, len, 0, "invalid JSON", err, errlen);
     free(text);
-    if (!root) {
-        ah_cost_err_(err, errlen, "%s: %s", path, why);
+    if (!root)
         return NULL;
-    }
     ah_jctx c = {path, err, errlen};
     ah_profile *p = NULL;
     if (!cJSON_IsObject(root)) {

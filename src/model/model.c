@@ -2,10 +2,8 @@
  * quantities every other module uses. All formulas below are documented in
  * docs/cost-model.md; h = hidden, a = heads, V = vocab, P = learned positions,
  * f = MLP inner size, b = micro-batch, s = sequence length, t = TP degree. */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/model.h"
+#include "util/json_file.h"
 
 /* ------------------------------------------------------------------ names */
 
@@ -55,90 +54,6 @@ const char *ah_recompute_name(ah_recompute r) {
 /* Upper bound for any dimension, so 4*h and friends never overflow an int. */
 #define MAX_DIM (1 << 26)
 
-typedef struct {
-    const char *path;
-    char *err;
-    size_t errlen;
-} load_ctx;
-
-/* Writes "PATH: message" into the error buffer; always returns -1. */
-__attribute__((format(printf, 2, 3))) static int fail(const load_ctx *cx, const char *fmt, ...) {
-    if (cx->err == NULL || cx->errlen == 0)
-        return -1;
-    int n = snprintf(cx->err, cx->errlen, "%s: ", cx->path);
-    if (n < 0 || (size_t)n >= cx->errlen)
-        return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cx->err + n, cx->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* Reads the whole file into a NUL-terminated heap buffer (at most
- * MAX_CONFIG_BYTES); returns NULL with the error written. */
-static char *slurp(const load_ctx *cx, size_t *len_out) {
-    FILE *f = fopen(cx->path, "rb");
-    if (f == NULL) {
-        fail(cx, "cannot open file (%s)", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 0, len = 0;
-    char *buf = NULL;
-    for (;;) {
-        if (len + 1 >= cap) {
-            char *bigger = cap >= MAX_CONFIG_BYTES ? NULL : realloc(buf, cap ? 2 * cap : 4096);
-            if (bigger == NULL) {
-                if (cap >= MAX_CONFIG_BYTES)
-                    fail(cx, "file is larger than %u bytes", MAX_CONFIG_BYTES);
-                else
-                    fail(cx, "out of memory");
-                break;
-            }
-            buf = bigger;
-            cap = cap ? 2 * cap : 4096;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) {
-            if (!ferror(f)) {
-                fclose(f);
-                buf[len] = '\0';
-                *len_out = len;
-                return buf;
-            }
-            fail(cx, "cannot read file (%s)", strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    free(buf);
-    return NULL;
-}
-
-/* Parses the file as a JSON object; reports the line of a syntax error. */
-static cJSON *parse_json_object(const load_ctx *cx) {
-    size_t len;
-    char *text = slurp(cx, &len);
-    if (text == NULL)
-        return NULL;
-    const char *end = NULL;
-    /* len + 1 includes the terminator so trailing garbage is an error. */
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (root == NULL) {
-        int line = 1;
-        for (const char *p = text; end != NULL && p < end && p < text + len; p++)
-            line += (*p == '\n');
-        fail(cx, "malformed JSON near line %d", line);
-    } else if (!cJSON_IsObject(root)) {
-        fail(cx, "top-level JSON value must be an object");
-        cJSON_Delete(root);
-        root = NULL;
-    }
-    free(text);
-    return root;
-}
-
 /* First of the alternative keys that is present and not null. */
 static const cJSON *find_key(const cJSON *obj, const char *const *keys, const char **found) {
     for (; *keys != NULL; keys++) {
@@ -153,18 +68,18 @@ static const cJSON *find_key(const cJSON *obj, const char *const *keys, const ch
 
 /* Reads a positive integer from one of `keys`. If none is present, uses
  * `dflt`, or fails naming keys[0] when dflt < 0 (required field). */
-static int get_pos_int(const load_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int *out) {
+static int get_pos_int(const ah_err_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int *out) {
     const char *key = keys[0];
     const cJSON *it = find_key(obj, keys, &key);
     if (it == NULL) {
         if (dflt < 0)
-            return fail(cx, "missing field '%s'", keys[0]);
+            return ah_fail(cx, "missing field '%s'", keys[0]);
         *out = dflt;
         return 0;
     }
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
     if (!(v >= 1.0 && v <= (double)MAX_DIM && v == floor(v)))
-        return fail(cx, "field '%s' must be a positive integer (at most %d)", key, MAX_DIM);
+        return ah_fail(cx, "field '%s' must be a positive integer (at most %d)", key, MAX_DIM);
     *out = (int)v;
     return 0;
 }
@@ -188,22 +103,22 @@ static int has_key(const cJSON *obj, const char *key) {
 }
 
 /* Architecture from "model_type", or guessed from which keys exist. */
-static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *info) {
+static int detect_arch(const ah_err_ctx *cx, const cJSON *root, model_type_info *info) {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (mt != NULL && !cJSON_IsNull(mt)) {
         if (!cJSON_IsString(mt))
-            return fail(cx, "field 'model_type' must be a string");
+            return ah_fail(cx, "field 'model_type' must be a string");
         for (size_t i = 0; i < N_MODEL_TYPES; i++) {
             if (strcasecmp(mt->valuestring, model_types[i].model_type) == 0) {
                 *info = model_types[i];
                 return 0;
             }
         }
-        return fail(cx,
-                    "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
-                    "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
-                    "roberta)",
-                    mt->valuestring);
+        return ah_fail(cx,
+                       "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
+                       "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
+                       "roberta)",
+                       mt->valuestring);
     }
     info->model_type = NULL;
     info->rotary = 0;
@@ -218,8 +133,8 @@ static int detect_arch(const load_ctx *cx, const cJSON *root, model_type_info *i
     } else if (has_key(root, "hidden_size")) {
         info->arch = AH_ARCH_GPT;
     } else {
-        return fail(cx, "missing field 'hidden_size' (or 'n_embd'; cannot tell the architecture "
-                        "without 'model_type')");
+        return ah_fail(cx, "missing field 'hidden_size' (or 'n_embd'; cannot tell the architecture "
+                           "without 'model_type')");
     }
     return 0;
 }
@@ -239,7 +154,8 @@ static const char *const kh_pos[] = {"max_position_embeddings", "n_positions", "
 static const char *const k_kv[] = {"num_key_value_heads", NULL};
 static const char *const k_vocab[] = {"vocab_size", NULL};
 
-static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_info *info, ah_model_config *m) {
+static int read_dims(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
+                     ah_model_config *m) {
     int gpt2_style =
         has_key(root, "n_embd") || (info->model_type != NULL && strcmp(info->model_type, "gpt2") == 0);
     int llama = info->arch == AH_ARCH_LLAMA;
@@ -265,21 +181,22 @@ static int read_dims(const load_ctx *cx, const cJSON *root, const model_type_inf
     const char *hkey = gpt2_style ? "n_embd" : "hidden_size";
     const char *akey = gpt2_style ? "n_head" : "num_attention_heads";
     if (m->hidden % m->n_heads != 0)
-        return fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey, m->n_heads);
+        return ah_fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey,
+                       m->n_heads);
     if (m->n_heads % m->n_kv_heads != 0)
-        return fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey, m->n_heads,
-                    m->n_kv_heads);
+        return ah_fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey,
+                       m->n_heads, m->n_kv_heads);
     return 0;
 }
 
-static int read_tied(const load_ctx *cx, const cJSON *root, ah_arch arch, int *tied) {
+static int read_tied(const ah_err_ctx *cx, const cJSON *root, ah_arch arch, int *tied) {
     /* HF default: LlamaConfig unties, the others tie. */
     *tied = arch != AH_ARCH_LLAMA;
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (it == NULL || cJSON_IsNull(it))
         return 0;
     if (!cJSON_IsBool(it))
-        return fail(cx, "field 'tie_word_embeddings' must be true or false");
+        return ah_fail(cx, "field 'tie_word_embeddings' must be true or false");
     *tied = cJSON_IsTrue(it);
     return 0;
 }
@@ -321,12 +238,12 @@ static void set_name(const cJSON *root, const char *path, ah_model_config *m) {
 }
 
 int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen) {
-    load_ctx cx = {path ? path : "(null)", err, errlen};
+    ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (path == NULL || out == NULL)
-        return fail(&cx, "no file given");
-    cJSON *root = parse_json_object(&cx);
+        return ah_fail(&cx, "no file given");
+    cJSON *root = ah_json_parse_file(path, MAX_CONFIG_BYTES, 1, err, errlen);
     if (root == NULL)
         return -1;
     ah_model_config m;

@@ -24,6 +24,8 @@ int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_mod
     t->bwd = xcalloc((size_t)L + 1, sizeof(ah_ns));
     t->w = xcalloc((size_t)L + 1, sizeof(ah_ns));
     t->upd = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    t->tpf = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    t->tpb = xcalloc((size_t)L + 1, sizeof(ah_ns));
     for (int l = 0; l < L; l++) {
         ah_layer_cost c;
         if (ah_profile_layer_cost(prof, m, ts, dev, l, tp, mb, &c, err, errlen) != 0) {
@@ -35,6 +37,10 @@ int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_mod
         t->bwd[l + 1] = t->bwd[l] + b;
         t->w[l + 1] = t->w[l] + f + b;
         t->upd[l + 1] = t->upd[l] + ah_to_ns(c.update_s);
+        /* the TP share never exceeds the rounded op time */
+        ah_ns tf = ah_to_ns(c.tp_comm_fwd_s), tb = ah_to_ns(c.tp_comm_bwd_s);
+        t->tpf[l + 1] = t->tpf[l] + (tf < f ? tf : f);
+        t->tpb[l + 1] = t->tpb[l] + (tb < b ? tb : b);
     }
     return 0;
 }
@@ -44,6 +50,8 @@ void ah_layer_times_free(ah_layer_times *t) {
     free(t->bwd);
     free(t->w);
     free(t->upd);
+    free(t->tpf);
+    free(t->tpb);
     memset(t, 0, sizeof *t);
 }
 
@@ -54,6 +62,7 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
     b->static_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
     b->act_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
     b->sync = xcalloc((size_t)L + 1, sizeof(ah_ns));
+    b->grad_bytes = xcalloc((size_t)L + 1, sizeof(double));
     for (int l = 0; l < L; l++) {
         ah_layer_kind k = ah_model_layer_kind(m, l);
         double params = ah_layer_params(m, k) / tp;
@@ -63,6 +72,7 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
         /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
          * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */
         double grad = params * AH_GRAD_BYTES_PER_PARAM;
+        b->grad_bytes[l] = grad;
         b->sync[l + 1] = b->sync[l] + ah_to_ns(2.0 * grad / (dp_bw_gbs * 1e9));
     }
     b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb) / tp;
@@ -72,6 +82,7 @@ void ah_layer_bytes_free(ah_layer_bytes *b) {
     free(b->static_bytes);
     free(b->act_bytes);
     free(b->sync);
+    free(b->grad_bytes);
     memset(b, 0, sizeof *b);
 }
 

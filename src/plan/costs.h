@@ -26,6 +26,7 @@ static inline double ah_ns_to_s(ah_ns t) {
 typedef struct {
     int n_layers;
     ah_ns *fwd, *bwd, *w, *upd; /* w = fwd + bwd */
+    ah_ns *tpf, *tpb;           /* parts of fwd / bwd that are TP all-reduces */
 } ah_layer_times;
 
 /* Prefix sums of the device-independent per-layer quantities. */
@@ -34,6 +35,7 @@ typedef struct {
     int64_t *static_bytes; /* weights + grads + optimizer state per GPU */
     int64_t *act_bytes;    /* activations per in-flight micro-batch per GPU */
     ah_ns *sync;           /* DP gradient all-reduce time (0 if single replica) */
+    double *grad_bytes;    /* gradient bytes per GPU reduced across replicas */
     double p2p_bytes;      /* activation bytes one GPU sends per micro-batch */
 } ah_layer_bytes;
 

@@ -19,9 +19,10 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/plan.h"
+#include "util/json_file.h"
 
 #define PLAN_FORMAT_NAME "autohet-plan"
-#define MAX_PLAN_FILE_BYTES (256L << 20)
+#define MAX_PLAN_FILE_BYTES ((size_t)256 << 20)
 #define PATH_LEN 192
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -974,20 +975,6 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
     return 0;
 }
 
-/* Line and column (1-based) of byte offset `pos` in buf. */
-static void line_col(const char *buf, size_t pos, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < pos; i++) {
-        if (buf[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
-}
-
 int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) {
     if (out)
         memset(out, 0, sizeof *out);
@@ -997,97 +984,14 @@ int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) 
     }
     rctx c = {path, err, errlen};
 
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    cJSON *root = ah_json_parse_file(path, MAX_PLAN_FILE_BYTES, 0, err, errlen);
+    if (!root)
         return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= (size_t)MAX_PLAN_FILE_BYTES) {
-                free(buf);
-                fclose(f);
-                set_err(err, errlen, "%s: file too large for a plan (over %ld MiB)", path,
-                        MAX_PLAN_FILE_BYTES >> 20);
-                return -1;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                set_err(err, errlen, "%s: out of memory", path);
-                return -1;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - 1 - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int rerr = ferror(f) ? errno : 0;
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        set_err(err, errlen, "%s: read error: %s", path, strerror(rerr));
-        return -1;
-    }
-    buf[len] = '\0';
-
-    if (memchr(buf, '\0', len)) {
-        free(buf);
-        set_err(err, errlen, "%s: contains NUL bytes (not a JSON text file)", path);
-        return -1;
-    }
-    size_t skip = 0;
-    while (skip < len && strchr(" \t\r\n", buf[skip]))
-        skip++;
-    if (skip == len) {
-        free(buf);
-        set_err(err, errlen, "%s: empty file (expected a JSON plan document)", path);
-        return -1;
-    }
-
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
-    if (!root) {
-        size_t pos = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
-        int line, col;
-        line_col(buf, pos, &line, &col);
-        set_err(err, errlen, "%s: line %d, column %d: %s", path, line, col,
-                pos >= len ? "invalid JSON: unexpected end of file (truncated document?)"
-                           : "invalid JSON: syntax error");
-        free(buf);
-        return -1;
-    }
-    if (end) {
-        size_t pos = (size_t)(end - buf);
-        while (pos < len && strchr(" \t\r\n", buf[pos]))
-            pos++;
-        if (pos < len) {
-            int line, col;
-            line_col(buf, pos, &line, &col);
-            set_err(err, errlen, "%s: line %d, column %d: unexpected data after the JSON document", path,
-                    line, col);
-            cJSON_Delete(root);
-            free(buf);
-            return -1;
-        }
-    }
 
     ah_plan p;
     memset(&p, 0, sizeof p);
     int rc = read_plan(&c, root, &p);
     cJSON_Delete(root);
-    free(buf);
     if (rc < 0) {
         ah_plan_free(&p);
         return -1;

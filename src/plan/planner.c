@@ -135,8 +135,12 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                  m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
 }
 
+/* The AutoHet search. Writes the best plan to out[0] and, if k > 1, the best
+ * plans of the next-best (tp, micro-batch, level) sub-searches to out[1..]
+ * (distinct configurations, increasing predicted time); *n_out = how many. */
 static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
-                          const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
+                          const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
+                          size_t errlen) {
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
@@ -196,11 +200,27 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         no_fit_message(m, c, prof, o, err, errlen);
         rc = -1;
     }
-    if (rc == 0) {
-        rc = ah_search_build_plan(&xs[best], &ss[best], prof, out, err, errlen);
-        out->search_value_ns = ss[best].value;
-        out->search_value_s = ah_ns_to_s(ss[best].value);
-        out->candidates = effort;
+    *n_out = 0;
+    for (int got = 0; rc == 0 && got < k_best; got++) {
+        /* next best sub-search not taken yet */
+        int pick = -1;
+        for (int k = 0; k < n; k++) {
+            if (ss[k].value == AH_NS_INF || ss[k].n == 0)
+                continue;
+            if (pick < 0 || ss[k].value < ss[pick].value)
+                pick = k;
+        }
+        if (pick < 0)
+            break;
+        ah_plan *pl = &out[got];
+        rc = ah_search_build_plan(&xs[pick], &ss[pick], prof, pl, err, errlen);
+        if (rc)
+            break;
+        pl->search_value_ns = ss[pick].value;
+        pl->search_value_s = ah_ns_to_s(ss[pick].value);
+        pl->candidates = effort;
+        (*n_out)++;
+        ss[pick].n = 0; /* taken */
     }
     for (int k = 0; k < n; k++) {
         ah_search_ctx_free(&xs[k]);
@@ -214,22 +234,44 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
 
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof *out);
+    int n = 0;
+    return ah_plan_search_top(m, c, prof, o, 1, out, &n, err, errlen);
+}
+
+int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                       const ah_plan_options *o, int k, ah_plan *out, int *n_out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out * (size_t)(k > 0 ? k : 1));
+    *n_out = 0;
+    if (k < 1) {
+        snprintf(err, errlen, "need at least one plan");
+        return AH_EXIT_BAD_INPUT;
+    }
     if (check_options(m, c, o, err, errlen) != 0)
         return AH_EXIT_BAD_INPUT;
     double t0 = ah_now_s();
     int rc;
     switch (o->strategy) {
-    case AH_STRATEGY_MEGATRON: rc = ah_plan_megatron(m, c, prof, o, out, err, errlen); break;
-    case AH_STRATEGY_PROPORTIONAL: rc = ah_plan_proportional(m, c, prof, o, out, err, errlen); break;
-    default: rc = search_autohet(m, c, prof, o, out, err, errlen); break;
+    case AH_STRATEGY_MEGATRON:
+        rc = ah_plan_megatron(m, c, prof, o, out, err, errlen);
+        *n_out = rc == 0;
+        break;
+    case AH_STRATEGY_PROPORTIONAL:
+        rc = ah_plan_proportional(m, c, prof, o, out, err, errlen);
+        *n_out = rc == 0;
+        break;
+    default: rc = search_autohet(m, c, prof, o, out, k, n_out, err, errlen); break;
     }
     if (rc != 0) {
-        ah_plan_free(out);
-        memset(out, 0, sizeof *out);
+        for (int i = 0; i < k; i++)
+            ah_plan_free(&out[i]);
+        memset(out, 0, sizeof *out * (size_t)k);
+        *n_out = 0;
         return AH_EXIT_BAD_INPUT;
     }
-    out->planning_time_s = ah_now_s() - t0;
-    snprintf(out->profile_source, sizeof out->profile_source, "%s", ah_profile_source(prof));
+    double dt = ah_now_s() - t0;
+    for (int i = 0; i < *n_out; i++) {
+        out[i].planning_time_s = dt;
+        snprintf(out[i].profile_source, sizeof out[i].profile_source, "%s", ah_profile_source(prof));
+    }
     return 0;
 }

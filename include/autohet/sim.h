@@ -1,0 +1,120 @@
+/* Discrete-event simulator of one training iteration of a plan.
+ *
+ * Every TP group (pipeline stage) has a compute stream and communication
+ * streams; operations are tasks with explicit dependencies. Compute tasks run
+ * in the order the pipeline schedule gives; transfers and collectives are
+ * fluid flows whose rates are shared max-min fairly on the links they cross
+ * (per-GPU intra-node link, per-GPU NIC rail, node NIC). See docs/simulator.md. */
+#ifndef AUTOHET_SIM_H
+#define AUTOHET_SIM_H
+#include <stdio.h>
+
+#include "autohet/plan.h"
+#include "autohet/profile.h"
+
+typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_GPIPE = 1 } ah_schedule;
+const char *ah_schedule_name(ah_schedule s);
+int ah_schedule_parse(const char *s, ah_schedule *out);
+
+/* One compute operation of a stage's program. */
+typedef struct {
+    int backward; /* 0 = forward, 1 = backward */
+    int micro_batch;
+} ah_sched_op;
+
+/* The program of stage j (0-based) of an S-stage pipeline running m
+ * micro-batches: 2m operations written to out (which must hold 2m). */
+void ah_schedule_program(ah_schedule s, int S, int j, int m, ah_sched_op *out);
+
+typedef enum {
+    AH_EV_FORWARD = 0,  /* compute: forward of one micro-batch */
+    AH_EV_BACKWARD,     /* compute: backward (a chunk of it for the last micro-batch) */
+    AH_EV_TP_ALLREDUCE, /* tensor-parallel all-reduces of that forward/backward */
+    AH_EV_SEND_ACT,     /* activation to the next stage */
+    AH_EV_SEND_GRAD,    /* activation gradient to the previous stage */
+    AH_EV_DP_ALLREDUCE, /* layer-wise gradient all-reduce of one bucket */
+    AH_EV_OPTIMIZER,    /* optimizer step */
+    AH_EV_KINDS
+} ah_event_kind;
+const char *ah_event_kind_name(ah_event_kind k);
+
+typedef enum { AH_STREAM_COMPUTE = 0, AH_STREAM_TP, AH_STREAM_P2P, AH_STREAM_DP, AH_STREAMS } ah_stream;
+const char *ah_stream_name(ah_stream s);
+
+/* A finished event as it appears on one stage's stream (a transfer appears on
+ * the sender's and the receiver's P2P stream; a collective on every
+ * participant's DP stream). */
+typedef struct {
+    ah_event_kind kind;
+    ah_stream stream;
+    int replica, stage;           /* the stage whose track it is on */
+    int micro_batch;              /* -1 if none */
+    int layer_first, layer_last;  /* layers [first, last) involved */
+    int peer_replica, peer_stage; /* the other end of a transfer, -1 if none */
+    int bucket;                   /* DP bucket index, -1 if none */
+    double start_s, end_s;
+    double bytes; /* bytes per GPU moved (communication events) */
+} ah_sim_event;
+
+/* Memory of a stage over time: a step function (time, bytes per GPU). */
+typedef struct {
+    double t, bytes;
+} ah_mem_point;
+
+typedef struct {
+    int replica, stage;
+    int node, gpu_first, tp; /* where it runs; its tp GPUs behave identically */
+    double compute_s;        /* busy computing */
+    double exposed_comm_s;   /* communicating while not computing */
+    double idle_s;           /* neither: bubbles and waiting */
+    double peak_memory_bytes, capacity_bytes;
+    double static_bytes; /* weights + gradients + optimizer state */
+    int peak_in_flight;  /* micro-batches whose activations were alive at the peak */
+    double finish_s;     /* end of its last operation (optimizer) */
+    ah_mem_point *mem;   /* memory timeline */
+    int n_mem;
+} ah_sim_stage;
+
+typedef struct {
+    int first, last; /* layers [first, last) */
+    double bytes;    /* gradient bytes per GPU */
+    double ready_s, start_s, end_s;
+    int n_holders;
+} ah_sim_bucket;
+
+typedef struct {
+    ah_schedule schedule;
+    double iteration_time_s;
+    double closed_form_s; /* the planner's prediction for the same plan */
+    int n_replicas;
+    double *replica_flush_s;  /* per replica: end of its last backward (pipeline flush) */
+    double *replica_finish_s; /* per replica: end of its last operation */
+    ah_sim_stage *stages;     /* one per (replica, stage), replica-major */
+    int n_stages;
+    ah_sim_bucket *buckets;
+    int n_buckets;
+    ah_sim_event *events;
+    int n_events;
+    long long flow_updates; /* rate recomputations, for reporting */
+} ah_sim_result;
+
+typedef struct {
+    ah_schedule schedule;
+    int record_events; /* keep the event list (needed for --trace / --svg) */
+} ah_sim_options;
+
+/* Simulate one iteration. The plan is (re-)evaluated with `prof` and `o`
+ * first so the stage costs are the planner's. Returns 0, or -1 with err. */
+int ah_simulate(ah_plan *plan, const ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
+                ah_sim_result *out, char *err, size_t errlen);
+void ah_sim_result_free(ah_sim_result *r);
+
+/* Outputs (src/sim/sim_output.c). Each returns 0 or -1 with err. */
+int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
+                       size_t errlen);
+int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err, size_t errlen);
+int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
+                      size_t errlen);
+void ah_sim_print_summary(const ah_plan *plan, const ah_sim_result *r, FILE *f);
+
+#endif

@@ -1,0 +1,119 @@
+/* autohet simulate: play one iteration of a plan document out event by event. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "autohet/sim.h"
+#include "cli/cli.h"
+
+static void sim_usage(FILE *f) {
+    fprintf(f, "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe] [--trace FILE] [--svg FILE]\n"
+               "                        [--json FILE] [--profile PATH] [--devices FILE] [--quiet]\n\n"
+               "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
+               "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
+               "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
+               "replicas bucket by bucket, the optimizer step, and each GPU's memory over time.\n\n"
+               "  --schedule   pipeline schedule (default 1f1b)\n"
+               "  --trace      Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing\n"
+               "  --svg        Gantt chart of the iteration\n"
+               "  --json       numbers: iteration time, per-GPU compute / exposed comm / idle / memory\n"
+               "  --profile    per-layer profile to cost the plan with (default: the one the plan records)\n"
+               "  --devices    GPU catalog override file\n"
+               "  --quiet      no summary on stdout\n\n"
+               "exit status: 0 success, 2 bad input (one line on stderr)\n");
+}
+
+/* The profile a plan was made with: "analytic" or "measured:<path>". */
+static ah_profile *profile_for(const ah_plan *p, const char *override, char *err, size_t errlen) {
+    if (override)
+        return ah_profile_load(override, err, errlen);
+    if (!strncmp(p->profile_source, "measured:", 9))
+        return ah_profile_load(p->profile_source + 9, err, errlen);
+    return ah_profile_analytic();
+}
+
+int cmd_simulate(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"schedule", required_argument, 0, 's'},
+        {"trace", required_argument, 0, 't'},
+        {"svg", required_argument, 0, 'g'},
+        {"json", required_argument, 0, 'j'},
+        {"profile", required_argument, 0, 'p'},
+        {"devices", required_argument, 0, 'd'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL;
+    int quiet = 0, c;
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            if (ah_schedule_parse(optarg, &so.schedule) != 0)
+                return cli_bad_input("simulate", "--schedule: expected 1f1b or gpipe");
+            break;
+        case 't': trace = optarg; break;
+        case 'g': svg = optarg; break;
+        case 'j': json = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'd': devices = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': sim_usage(stdout); return 0;
+        default: {
+            char msg[160];
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet simulate --help)",
+                     argv[optind - 1]);
+            return cli_bad_input("simulate", msg);
+        }
+        }
+    }
+    if (optind != argc - 1)
+        return cli_bad_input("simulate", "expected exactly one PLAN.json (see --help)");
+    char err[512];
+    if (devices && ah_device_load_overrides(devices, err, sizeof err) != 0)
+        return cli_bad_input("simulate", err);
+    ah_plan plan;
+    if (ah_plan_read_json(argv[optind], &plan, err, sizeof err) != 0)
+        return cli_bad_input("simulate", err);
+    ah_profile *prof = profile_for(&plan, profile, err, sizeof err);
+    if (!prof) {
+        ah_plan_free(&plan);
+        return cli_bad_input("simulate", err);
+    }
+    ah_plan_options o;
+    ah_plan_options_default(&o);
+    o.train = plan.train;
+    o.global_batch = plan.global_batch;
+    so.record_events = trace || svg;
+    ah_sim_result r;
+    int rc = 0;
+    if (ah_simulate(&plan, prof, &o, &so, &r, err, sizeof err) != 0) {
+        rc = cli_bad_input("simulate", err);
+    } else {
+        if (!quiet)
+            ah_sim_print_summary(&plan, &r, stdout);
+        const char *paths[3] = {trace, svg, json};
+        for (int i = 0; i < 3 && rc == 0; i++) {
+            if (!paths[i])
+                continue;
+            int w = i == 0   ? ah_sim_write_trace(&plan, &r, paths[i], err, sizeof err)
+                    : i == 1 ? ah_sim_write_svg(&plan, &r, paths[i], err, sizeof err)
+                             : ah_sim_write_json(&plan, &r, paths[i], err, sizeof err);
+            if (w != 0) {
+                fprintf(stderr, "autohet simulate: %s\n", err);
+                rc = 1;
+            } else if (!quiet) {
+                printf("wrote %s\n", paths[i]);
+            }
+        }
+        ah_sim_result_free(&r);
+    }
+    ah_profile_free(prof);
+    ah_plan_free(&plan);
+    return rc;
+}

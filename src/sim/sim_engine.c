@@ -1,0 +1,959 @@
+/* The discrete-event engine behind `autohet simulate` (docs/simulator.md).
+ *
+ * Tasks form a DAG. Compute tasks (forward, backward, optimizer) run on their
+ * stage's compute stream in the order of the stage's program; each is followed
+ * by its tensor-parallel all-reduce, which blocks the stream. Transfers and
+ * collectives are fluid flows: after a fixed latency they move a volume of
+ * bytes per GPU at a rate shared max-min fairly with every other active flow
+ * on the links they cross. Collectives of a stage run one at a time on its DP
+ * stream, in a global bucket order that every participant follows. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/sim.h"
+#include "plan/costs.h"
+
+enum { TK_COMPUTE = 0, TK_FLOW = 1 };
+
+typedef struct {
+    int type; /* TK_COMPUTE or TK_FLOW */
+    ah_event_kind kind;
+    int stage;  /* compute: owner; p2p: sender; collective: -1 */
+    int stage2; /* p2p: receiver */
+    int mb, first, last, bucket;
+    double dur, tp;    /* compute: compute part and the TP all-reduce after it */
+    double volume;     /* flow: bytes per GPU */
+    double latency;    /* flow: fixed part */
+    int link0, nlinks; /* flow: range in the link-use pool */
+    int part0, nparts; /* collective: range in the participant pool */
+    int deps_left;
+    int succ0, nsucc;
+    double start, end;
+    int done;
+    /* running flow state */
+    double remaining, rate;
+    int in_bw;      /* latency elapsed, sharing bandwidth */
+    int allocs_act; /* a forward: its activations become alive at its start */
+    int frees_act;  /* the (last chunk of a) backward: frees them at its end */
+} task;
+
+typedef struct {
+    int link;
+    double weight;
+} link_use;
+
+typedef struct {
+    double t;
+    int task;
+    int kind; /* 0 = compute end, 1 = flow latency end */
+} heap_item;
+
+typedef struct {
+    const ah_plan *p;
+    const ah_plan_options *o;
+    ah_sim_result *r;
+    int record;
+    /* tasks and their dependency edges */
+    task *t;
+    int nt, capt;
+    int *deps_from, *deps_to;
+    int ne, cape;
+    int *succ;
+    link_use *lu;
+    int nlu, caplu;
+    int *parts;
+    int nparts, capparts;
+    /* per stage (TP group) */
+    int S;
+    int **prog, *nprog, *capprog, *pc; /* compute program: task ids in order */
+    int **dq, *ndq, *capdq, *dqh;      /* DP collectives in the global bucket order */
+    int *busy;
+    double *mem_now, *act;
+    int *in_flight;
+    /* links: per stage intra out/in and NIC rail out/in, per node NIC out/in */
+    double *cap;
+    int nlinks;
+    /* flows sharing bandwidth now */
+    int *active;
+    int nactive;
+    heap_item *heap;
+    int nheap, capheap;
+    /* per stage intervals for the breakdown: communication, compute */
+    double **iv, **cv;
+    int *niv, *capiv, *ncv, *capcv;
+} engine;
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "autohet: out of memory\n");
+        abort();
+    }
+    return q;
+}
+#define GROW(arr, n, cap, extra)                                                                             \
+    do {                                                                                                     \
+        if ((n) + (extra) > (cap)) {                                                                         \
+            (cap) = ((n) + (extra)) * 2 + 16;                                                                \
+            (arr) = xrealloc((arr), sizeof(*(arr)) * (size_t)(cap));                                         \
+        }                                                                                                    \
+    } while (0)
+
+/* ---- heap ---------------------------------------------------------------- */
+
+static void heap_push(engine *e, double t, int task_id, int kind) {
+    GROW(e->heap, e->nheap, e->capheap, 1);
+    int i = e->nheap++;
+    e->heap[i] = (heap_item){t, task_id, kind};
+    while (i > 0) {
+        int p = (i - 1) / 2;
+        if (e->heap[p].t <= e->heap[i].t)
+            break;
+        heap_item x = e->heap[p];
+        e->heap[p] = e->heap[i];
+        e->heap[i] = x;
+        i = p;
+    }
+}
+
+static heap_item heap_pop(engine *e) {
+    heap_item top = e->heap[0];
+    e->heap[0] = e->heap[--e->nheap];
+    int i = 0;
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < e->nheap && e->heap[l].t < e->heap[m].t)
+            m = l;
+        if (r < e->nheap && e->heap[r].t < e->heap[m].t)
+            m = r;
+        if (m == i)
+            break;
+        heap_item x = e->heap[m];
+        e->heap[m] = e->heap[i];
+        e->heap[i] = x;
+        i = m;
+    }
+    return top;
+}
+
+/* ---- building the task graph -------------------------------------------- */
+
+static int new_task(engine *e, int type, ah_event_kind kind, int stage) {
+    GROW(e->t, e->nt, e->capt, 1);
+    task *k = &e->t[e->nt];
+    memset(k, 0, sizeof *k);
+    k->type = type;
+    k->kind = kind;
+    k->stage = stage;
+    k->stage2 = -1;
+    k->mb = -1;
+    k->bucket = -1;
+    return e->nt++;
+}
+
+static void add_dep(engine *e, int from, int to) {
+    if (e->ne + 1 > e->cape) {
+        e->cape = 2 * e->cape + 64;
+        e->deps_from = xrealloc(e->deps_from, sizeof(int) * (size_t)e->cape);
+        e->deps_to = xrealloc(e->deps_to, sizeof(int) * (size_t)e->cape);
+    }
+    e->deps_from[e->ne] = from;
+    e->deps_to[e->ne] = to;
+    e->ne++;
+}
+
+static void use_link(engine *e, int task_id, int link, double weight) {
+    GROW(e->lu, e->nlu, e->caplu, 1);
+    task *k = &e->t[task_id];
+    if (k->nlinks == 0)
+        k->link0 = e->nlu;
+    /* merge a repeated link into one use */
+    for (int i = k->link0; i < k->link0 + k->nlinks; i++)
+        if (e->lu[i].link == link) {
+            e->lu[i].weight += weight;
+            return;
+        }
+    e->lu[e->nlu++] = (link_use){link, weight};
+    k->nlinks++;
+}
+
+/* ---- rates: max-min fair progressive filling ----------------------------- */
+
+static void recompute_rates(engine *e, double *residual, double *wsum, unsigned char *frozen) {
+    e->r->flow_updates++;
+    int n = e->nactive;
+    for (int i = 0; i < n; i++) {
+        task *k = &e->t[e->active[i]];
+        k->rate = 0;
+        frozen[i] = 0;
+        for (int u = k->link0; u < k->link0 + k->nlinks; u++)
+            residual[e->lu[u].link] = e->cap[e->lu[u].link];
+    }
+    int left = n;
+    double level = 0.0;
+    while (left > 0) {
+        for (int i = 0; i < n; i++) {
+            if (frozen[i])
+                continue;
+            task *k = &e->t[e->active[i]];
+            for (int u = k->link0; u < k->link0 + k->nlinks; u++)
+                wsum[e->lu[u].link] = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            if (frozen[i])
+                continue;
+            task *k = &e->t[e->active[i]];
+            for (int u = k->link0; u < k->link0 + k->nlinks; u++)
+                wsum[e->lu[u].link] += e->lu[u].weight;
+        }
+        /* the next link to saturate as all unfrozen rates grow together */
+        double inc = INFINITY;
+        for (int i = 0; i < n; i++) {
+            if (frozen[i])
+                continue;
+            task *k = &e->t[e->active[i]];
+            for (int u = k->link0; u < k->link0 + k->nlinks; u++) {
+                int l = e->lu[u].link;
+                double d = residual[l] / wsum[l];
+                if (d < inc)
+                    inc = d;
+            }
+        }
+        if (!isfinite(inc))
+            inc = 0; /* flows without links: cannot happen */
+        level += inc;
+        for (int i = 0; i < n; i++) {
+            if (frozen[i])
+                continue;
+            task *k = &e->t[e->active[i]];
+            for (int u = k->link0; u < k->link0 + k->nlinks; u++)
+                residual[e->lu[u].link] -= inc * e->lu[u].weight;
+        }
+        /* freeze the flows on saturated links */
+        for (int i = 0; i < n; i++) {
+            if (frozen[i])
+                continue;
+            task *k = &e->t[e->active[i]];
+            int sat = 0;
+            for (int u = k->link0; u < k->link0 + k->nlinks && !sat; u++) {
+                int l = e->lu[u].link;
+                sat = residual[l] <= 1e-12 * e->cap[l];
+            }
+            if (sat) {
+                k->rate = level;
+                frozen[i] = 1;
+                left--;
+            }
+        }
+    }
+}
+
+/* ---- intervals ----------------------------------------------------------- */
+
+static void add_interval(double ***arr, int **n, int **cap, int s, double a, double b) {
+    if (b <= a)
+        return;
+    GROW((*arr)[s], (*n)[s], (*cap)[s], 2);
+    (*arr)[s][(*n)[s]++] = a;
+    (*arr)[s][(*n)[s]++] = b;
+}
+
+static int cmp_pair(const void *x, const void *y) {
+    const double *a = x, *b = y;
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* Merge intervals in place; returns the new count of pairs. */
+static int merge_intervals(double *v, int pairs) {
+    qsort(v, (size_t)pairs, 2 * sizeof(double), cmp_pair);
+    int n = 0;
+    for (int i = 0; i < pairs; i++) {
+        if (n > 0 && v[2 * i] <= v[2 * n - 1]) {
+            if (v[2 * i + 1] > v[2 * n - 1])
+                v[2 * n - 1] = v[2 * i + 1];
+        } else {
+            v[2 * n] = v[2 * i];
+            v[2 * n + 1] = v[2 * i + 1];
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Length of the union of A minus the union of B (both merged, sorted). */
+static double measure_minus(const double *a, int na, const double *b, int nb) {
+    double total = 0;
+    int j = 0;
+    for (int i = 0; i < na; i++) {
+        double s = a[2 * i], t = a[2 * i + 1];
+        while (j < nb && b[2 * j + 1] <= s)
+            j++;
+        double cur = s;
+        for (int k = j; k < nb && b[2 * k] < t; k++) {
+            if (b[2 * k] > cur)
+                total += b[2 * k] - cur;
+            if (b[2 * k + 1] > cur)
+                cur = b[2 * k + 1];
+        }
+        if (t > cur)
+            total += t - cur;
+    }
+    return total;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void record(engine *e, ah_event_kind kind, ah_stream st, int stage, const task *k, double a, double b,
+                   int peer, double bytes) {
+    if (!e->record)
+        return;
+    ah_sim_result *r = e->r;
+    if (r->n_events == 0 || (r->n_events & (r->n_events - 1)) == 0) {
+        size_t cap = r->n_events ? 2 * (size_t)r->n_events : 64;
+        r->events = xrealloc(r->events, sizeof(ah_sim_event) * cap);
+    }
+    ah_sim_event *v = &r->events[r->n_events++];
+    v->kind = kind;
+    v->stream = st;
+    v->replica = r->stages[stage].replica;
+    v->stage = r->stages[stage].stage;
+    v->micro_batch = k->mb;
+    v->layer_first = k->first;
+    v->layer_last = k->last;
+    v->peer_replica = peer >= 0 ? r->stages[peer].replica : -1;
+    v->peer_stage = peer >= 0 ? r->stages[peer].stage : -1;
+    v->bucket = k->bucket;
+    v->start_s = a;
+    v->end_s = b;
+    v->bytes = bytes;
+}
+
+static void mem_point(engine *e, int s, double t) {
+    ah_sim_stage *st = &e->r->stages[s];
+    if (st->n_mem == 0 || (st->n_mem & (st->n_mem - 1)) == 0) {
+        size_t cap = st->n_mem ? 2 * (size_t)st->n_mem : 16;
+        st->mem = xrealloc(st->mem, sizeof(ah_mem_point) * cap);
+    }
+    st->mem[st->n_mem++] = (ah_mem_point){t, e->mem_now[s]};
+    if (e->mem_now[s] > st->peak_memory_bytes) {
+        st->peak_memory_bytes = e->mem_now[s];
+        st->peak_in_flight = e->in_flight[s];
+    }
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+static void try_start_compute(engine *e, int s, double now) {
+    if (e->busy[s] || e->pc[s] >= e->nprog[s])
+        return;
+    int id = e->prog[s][e->pc[s]];
+    task *k = &e->t[id];
+    if (k->deps_left > 0)
+        return;
+    e->busy[s] = 1;
+    e->pc[s]++;
+    k->start = now;
+    if (k->allocs_act) {
+        e->mem_now[s] += e->act[s];
+        e->in_flight[s]++;
+        mem_point(e, s, now);
+    }
+    heap_push(e, now + k->dur + k->tp, id, 0);
+}
+
+static int collective_can_start(const engine *e, int id) {
+    const task *k = &e->t[id];
+    if (k->deps_left > 0 || k->start >= 0)
+        return 0;
+    for (int i = k->part0; i < k->part0 + k->nparts; i++) {
+        int s = e->parts[i];
+        if (e->dqh[s] >= e->ndq[s] || e->dq[s][e->dqh[s]] != id)
+            return 0;
+    }
+    return 1;
+}
+
+static void start_flow(engine *e, int id, double now) {
+    task *k = &e->t[id];
+    k->start = now;
+    k->remaining = k->volume;
+    heap_push(e, now + k->latency, id, 1);
+}
+
+static void task_ready(engine *e, int id, double now) {
+    task *k = &e->t[id];
+    if (k->type == TK_COMPUTE)
+        try_start_compute(e, k->stage, now);
+    else if (k->nparts == 0)
+        start_flow(e, id, now);
+    else if (collective_can_start(e, id))
+        start_flow(e, id, now);
+}
+
+static void finish_task(engine *e, int id, double now) {
+    task *k = &e->t[id];
+    k->done = 1;
+    k->end = now;
+    if (k->type == TK_COMPUTE) {
+        int s = k->stage;
+        e->busy[s] = 0;
+        double mid = k->start + k->dur;
+        record(e, k->kind, AH_STREAM_COMPUTE, s, k, k->start, mid, -1, 0);
+        add_interval(&e->cv, &e->ncv, &e->capcv, s, k->start, mid);
+        if (k->tp > 0) {
+            record(e, AH_EV_TP_ALLREDUCE, AH_STREAM_TP, s, k, mid, now, -1, 0);
+            add_interval(&e->iv, &e->niv, &e->capiv, s, mid, now);
+        }
+        e->r->stages[s].compute_s += k->dur;
+        if (k->frees_act) {
+            e->mem_now[s] -= e->act[s];
+            e->in_flight[s]--;
+            mem_point(e, s, now);
+        }
+        if (k->kind == AH_EV_OPTIMIZER)
+            e->r->stages[s].finish_s = now;
+    } else if (k->nparts > 0) {
+        for (int i = k->part0; i < k->part0 + k->nparts; i++) {
+            int s = e->parts[i];
+            record(e, AH_EV_DP_ALLREDUCE, AH_STREAM_DP, s, k, k->start, now, -1, k->volume);
+            add_interval(&e->iv, &e->niv, &e->capiv, s, k->start, now);
+            e->dqh[s]++;
+        }
+        e->r->buckets[k->bucket].start_s = k->start;
+        e->r->buckets[k->bucket].end_s = now;
+    } else {
+        record(e, k->kind, AH_STREAM_P2P, k->stage, k, k->start, now, k->stage2, k->volume);
+        record(e, k->kind, AH_STREAM_P2P, k->stage2, k, k->start, now, k->stage, k->volume);
+        add_interval(&e->iv, &e->niv, &e->capiv, k->stage, k->start, now);
+        add_interval(&e->iv, &e->niv, &e->capiv, k->stage2, k->start, now);
+    }
+    for (int i = k->succ0; i < k->succ0 + k->nsucc; i++) {
+        int d = e->succ[i];
+        if (--e->t[d].deps_left == 0)
+            task_ready(e, d, now);
+    }
+    if (k->type == TK_COMPUTE) {
+        try_start_compute(e, k->stage, now);
+    } else if (k->nparts > 0) {
+        for (int i = k->part0; i < k->part0 + k->nparts; i++) {
+            int s = e->parts[i];
+            if (e->dqh[s] < e->ndq[s]) {
+                int nx = e->dq[s][e->dqh[s]];
+                if (collective_can_start(e, nx))
+                    start_flow(e, nx, now);
+            }
+        }
+    }
+}
+
+static int run(engine *e, char *err, size_t errlen) {
+    int n_links = e->nlinks;
+    double *residual = calloc((size_t)n_links, sizeof(double));
+    double *wsum = calloc((size_t)n_links, sizeof(double));
+    unsigned char *frozen = calloc((size_t)e->nt + 1, 1);
+    e->active = calloc((size_t)e->nt + 1, sizeof(int));
+    if (!residual || !wsum || !frozen || !e->active)
+        abort();
+    double now = 0.0;
+    for (int s = 0; s < e->S; s++)
+        try_start_compute(e, s, 0.0);
+    for (;;) {
+        double next = e->nheap ? e->heap[0].t : INFINITY;
+        int fastest = -1;
+        for (int i = 0; i < e->nactive; i++) {
+            task *k = &e->t[e->active[i]];
+            double tf = k->rate > 0 ? now + k->remaining / k->rate : INFINITY;
+            if (tf < next) {
+                next = tf;
+                fastest = i;
+            }
+        }
+        if (!isfinite(next))
+            break;
+        double dt = next - now;
+        for (int i = 0; i < e->nactive; i++) {
+            task *k = &e->t[e->active[i]];
+            k->remaining -= k->rate * dt;
+        }
+        if (fastest >= 0)
+            e->t[e->active[fastest]].remaining = 0; /* exact, no drift */
+        now = next;
+        int changed = 0;
+        /* flows whose bytes are all through */
+        for (int i = 0; i < e->nactive;) {
+            task *k = &e->t[e->active[i]];
+            if (k->remaining <= 1e-12 * k->volume) {
+                e->active[i] = e->active[--e->nactive];
+                finish_task(e, (int)(k - e->t), now);
+                changed = 1;
+            } else {
+                i++;
+            }
+        }
+        /* compute ends and flow latencies due now */
+        while (e->nheap && e->heap[0].t <= now) {
+            heap_item h = heap_pop(e);
+            task *k = &e->t[h.task];
+            if (h.kind == 0) {
+                finish_task(e, h.task, now);
+            } else if (k->volume <= 0) {
+                finish_task(e, h.task, now);
+            } else {
+                k->in_bw = 1;
+                e->active[e->nactive++] = h.task;
+                changed = 1;
+            }
+        }
+        if (changed && e->nactive)
+            recompute_rates(e, residual, wsum, frozen);
+    }
+    free(residual);
+    free(wsum);
+    free(frozen);
+    for (int i = 0; i < e->nt; i++)
+        if (!e->t[i].done) {
+            snprintf(err, errlen, "simulation stalled: task %d (%s) never ran (internal error)", i,
+                     ah_event_kind_name(e->t[i].kind));
+            return -1;
+        }
+    return 0;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    ah_layer_times t;
+} times_cache;
+
+static void push_int(int **arr, int *n, int *cap, int v) {
+    GROW(*arr, *n, *cap, 1);
+    (*arr)[(*n)++] = v;
+}
+
+/* A compute task of stage s over layers [a,b): forward, backward or optimizer. */
+static int add_compute(engine *e, ah_event_kind kind, int s, int mb, int a, int b, const ah_layer_times *lt) {
+    int id = new_task(e, TK_COMPUTE, kind, s);
+    task *k = &e->t[id];
+    k->mb = mb;
+    k->first = a;
+    k->last = b;
+    if (kind == AH_EV_FORWARD) {
+        k->dur = ah_ns_to_s(ah_range(lt->fwd, a, b) - ah_range(lt->tpf, a, b));
+        k->tp = ah_ns_to_s(ah_range(lt->tpf, a, b));
+    } else if (kind == AH_EV_BACKWARD) {
+        k->dur = ah_ns_to_s(ah_range(lt->bwd, a, b) - ah_range(lt->tpb, a, b));
+        k->tp = ah_ns_to_s(ah_range(lt->tpb, a, b));
+    } else {
+        k->dur = ah_ns_to_s(ah_range(lt->upd, a, b));
+    }
+    push_int(&e->prog[s], &e->nprog[s], &e->capprog[s], id);
+    return id;
+}
+
+/* Link indices: per stage its intra-node link and its NIC rail (out, in), then
+ * per node its NIC (out, in). */
+static int L_INTRA(int s, int in) {
+    return 4 * s + in;
+}
+static int L_RAIL(int s, int in) {
+    return 4 * s + 2 + in;
+}
+static int L_NIC(const engine *e, int node, int in) {
+    return 4 * e->S + 2 * node + in;
+}
+
+static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, double bytes) {
+    const ah_plan *p = e->p;
+    const ah_sim_stage *a = &e->r->stages[from], *b = &e->r->stages[to];
+    int id = new_task(e, TK_FLOW, kind, from);
+    task *k = &e->t[id];
+    k->stage2 = to;
+    k->mb = mb;
+    k->volume = bytes;
+    if (a->node == b->node) {
+        k->latency = e->o->alpha_intra_s;
+        use_link(e, id, L_INTRA(from, 0), 1);
+        use_link(e, id, L_INTRA(to, 1), 1);
+    } else {
+        k->latency = e->o->alpha_inter_s;
+        use_link(e, id, L_RAIL(from, 0), 1);
+        use_link(e, id, L_RAIL(to, 1), 1);
+        use_link(e, id, L_NIC(e, a->node, 0), p->tp);
+        use_link(e, id, L_NIC(e, b->node, 1), p->tp);
+    }
+    return id;
+}
+
+/* Ring all-reduce of one bucket among its holders: 2(p-1) steps of latency,
+ * 2(p-1)/p of the bucket through every GPU, on the slowest link it crosses. */
+static int add_collective(engine *e, int bucket, const int *holders, int np, double bytes) {
+    int id = new_task(e, TK_FLOW, AH_EV_DP_ALLREDUCE, -1);
+    task *k = &e->t[id];
+    k->bucket = bucket;
+    k->first = e->r->buckets[bucket].first;
+    k->last = e->r->buckets[bucket].last;
+    k->volume = 2.0 * (np - 1) / np * bytes;
+    int one_node = 1;
+    for (int i = 1; i < np; i++)
+        one_node &= e->r->stages[holders[i]].node == e->r->stages[holders[0]].node;
+    k->latency = 2.0 * (np - 1) * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
+    k->part0 = e->nparts;
+    k->nparts = np;
+    for (int i = 0; i < np; i++) {
+        int s = holders[i];
+        push_int(&e->parts, &e->nparts, &e->capparts, s);
+        use_link(e, id, L_INTRA(s, 0), 1);
+        use_link(e, id, L_INTRA(s, 1), 1);
+        if (!one_node) {
+            int node = e->r->stages[s].node;
+            use_link(e, id, L_RAIL(s, 0), 1);
+            use_link(e, id, L_RAIL(s, 1), 1);
+            use_link(e, id, L_NIC(e, node, 0), e->p->tp);
+            use_link(e, id, L_NIC(e, node, 1), e->p->tp);
+        }
+    }
+    return id;
+}
+
+static void engine_free(engine *e) {
+    for (int s = 0; s < e->S; s++) {
+        if (e->prog)
+            free(e->prog[s]);
+        if (e->dq)
+            free(e->dq[s]);
+        if (e->iv)
+            free(e->iv[s]);
+        if (e->cv)
+            free(e->cv[s]);
+    }
+    free(e->prog);
+    free(e->nprog);
+    free(e->capprog);
+    free(e->pc);
+    free(e->dq);
+    free(e->ndq);
+    free(e->capdq);
+    free(e->dqh);
+    free(e->busy);
+    free(e->mem_now);
+    free(e->act);
+    free(e->in_flight);
+    free(e->cap);
+    free(e->active);
+    free(e->heap);
+    free(e->iv);
+    free(e->cv);
+    free(e->niv);
+    free(e->capiv);
+    free(e->ncv);
+    free(e->capcv);
+    free(e->t);
+    free(e->deps_from);
+    free(e->deps_to);
+    free(e->succ);
+    free(e->lu);
+    free(e->parts);
+}
+
+#define CALLOC(ptr, n) ((ptr) = calloc((size_t)(n) + 1, sizeof(*(ptr))))
+
+int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
+                ah_sim_result *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    if (ah_plan_evaluate(p, prof, o, err, errlen) != 0)
+        return -1;
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.p = p;
+    e.o = o;
+    e.r = r;
+    e.record = so->record_events;
+    r->schedule = so->schedule;
+    r->closed_form_s = p->iteration_time_s;
+    r->n_replicas = p->n_replicas;
+    CALLOC(r->replica_flush_s, p->n_replicas);
+    CALLOC(r->replica_finish_s, p->n_replicas);
+    int S = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        S += p->replicas[k].n_stages;
+    e.S = S;
+    r->n_stages = S;
+    CALLOC(r->stages, S);
+    CALLOC(e.prog, S);
+    CALLOC(e.nprog, S);
+    CALLOC(e.capprog, S);
+    CALLOC(e.pc, S);
+    CALLOC(e.dq, S);
+    CALLOC(e.ndq, S);
+    CALLOC(e.capdq, S);
+    CALLOC(e.dqh, S);
+    CALLOC(e.busy, S);
+    CALLOC(e.mem_now, S);
+    CALLOC(e.act, S);
+    CALLOC(e.in_flight, S);
+    CALLOC(e.iv, S);
+    CALLOC(e.cv, S);
+    CALLOC(e.niv, S);
+    CALLOC(e.capiv, S);
+    CALLOC(e.ncv, S);
+    CALLOC(e.capcv, S);
+    e.nlinks = 4 * S + 2 * p->cluster.n_nodes;
+    CALLOC(e.cap, e.nlinks);
+    if (!r->replica_flush_s || !r->replica_finish_s || !r->stages || !e.prog || !e.nprog || !e.capprog ||
+        !e.pc || !e.dq || !e.ndq || !e.capdq || !e.dqh || !e.busy || !e.mem_now || !e.act || !e.in_flight ||
+        !e.iv || !e.cv || !e.niv || !e.capiv || !e.ncv || !e.capcv || !e.cap)
+        abort();
+
+    /* per-device layer times (as the planner costs them) and layer bytes */
+    times_cache cache[64];
+    int n_cache = 0, rc = 0;
+    ah_layer_bytes lb;
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch,
+                         p->dp_bw_gbs > 0 ? p->dp_bw_gbs : 1.0);
+    int L = ah_model_num_layers(&p->model);
+    const ah_layer_times **lts = calloc((size_t)S + 1, sizeof *lts);
+    int *first_stage = calloc((size_t)p->n_replicas + 1, sizeof(int));
+    if (!lts || !first_stage)
+        abort();
+    for (int k = 0, s = 0; k < p->n_replicas; k++) {
+        first_stage[k] = s;
+        for (int j = 0; j < p->replicas[k].n_stages; j++, s++) {
+            const ah_stage *st = &p->replicas[k].stages[j];
+            const ah_node *nd = &p->cluster.nodes[st->node];
+            ah_sim_stage *ss = &r->stages[s];
+            ss->replica = k;
+            ss->stage = j;
+            ss->node = st->node;
+            ss->gpu_first = st->gpu_first;
+            ss->tp = p->tp;
+            ss->capacity_bytes = st->mem_cap_bytes;
+            ss->static_bytes = (double)ah_range(lb.static_bytes, st->layer_first, st->layer_last);
+            e.act[s] = (double)ah_range(lb.act_bytes, st->layer_first, st->layer_last);
+            e.mem_now[s] = ss->static_bytes;
+            mem_point(&e, s, 0.0);
+            int c = 0;
+            while (c < n_cache && strcmp(cache[c].name, nd->dev.name))
+                c++;
+            if (c == n_cache) {
+                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, p->tp,
+                                         p->micro_batch, err, errlen) != 0) {
+                    rc = -1;
+                    break;
+                }
+                cache[c].name = nd->dev.name;
+                n_cache++;
+            }
+            lts[s] = &cache[c].t;
+            /* links of this stage: per-GPU intra-node link and NIC rail */
+            e.cap[L_INTRA(s, 0)] = e.cap[L_INTRA(s, 1)] = nd->dev.intra_bw_gbs * 1e9;
+            e.cap[L_RAIL(s, 0)] = e.cap[L_RAIL(s, 1)] = ah_nic_share_gbs(nd) * 1e9;
+        }
+        if (rc)
+            break;
+    }
+    for (int i = 0; i < p->cluster.n_nodes; i++)
+        e.cap[L_NIC(&e, i, 0)] = e.cap[L_NIC(&e, i, 1)] = p->cluster.nodes[i].nic_gbit / 8.0 * 1e9;
+
+    /* buckets: maximal layer runs whose holder (stage per replica) is the same */
+    int R = p->n_replicas;
+    int *holder = calloc((size_t)L * (size_t)R + 1, sizeof(int));
+    if (!holder)
+        abort();
+    for (int k = 0; k < R; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
+                holder[l * R + k] = first_stage[k] + j;
+    if (R > 1 && rc == 0) {
+        r->buckets = calloc((size_t)L + 1, sizeof(ah_sim_bucket));
+        if (!r->buckets)
+            abort();
+        for (int l = 0; l < L; l++) {
+            if (l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R)) {
+                r->buckets[r->n_buckets - 1].last = l + 1;
+            } else {
+                r->buckets[r->n_buckets].first = l;
+                r->buckets[r->n_buckets].last = l + 1;
+                r->buckets[r->n_buckets].n_holders = R;
+                r->n_buckets++;
+            }
+            r->buckets[r->n_buckets - 1].bytes += lb.grad_bytes[l];
+        }
+    }
+
+    /* compute programs */
+    int **fwd_id = calloc((size_t)S + 1, sizeof(int *)), **bfirst = calloc((size_t)S + 1, sizeof(int *)),
+        **blast = calloc((size_t)S + 1, sizeof(int *));
+    int *chunk_of = calloc((size_t)(r->n_buckets + 1) * (size_t)R + 1, sizeof(int));
+    if (!fwd_id || !bfirst || !blast || !chunk_of)
+        abort();
+    for (int k = 0; k < R && rc == 0; k++) {
+        const ah_replica *rep = &p->replicas[k];
+        int m = rep->micro_batches, Sk = rep->n_stages;
+        ah_sched_op *ops = malloc(sizeof(ah_sched_op) * (size_t)(2 * m));
+        if (!ops)
+            abort();
+        for (int j = 0; j < Sk; j++) {
+            int s = first_stage[k] + j, a = rep->stages[j].layer_first, b = rep->stages[j].layer_last;
+            fwd_id[s] = calloc((size_t)m, sizeof(int));
+            bfirst[s] = calloc((size_t)m, sizeof(int));
+            blast[s] = calloc((size_t)m, sizeof(int));
+            if (!fwd_id[s] || !bfirst[s] || !blast[s])
+                abort();
+            ah_schedule_program(so->schedule, Sk, j, m, ops);
+            for (int i = 0; i < 2 * m; i++) {
+                int mb = ops[i].micro_batch;
+                if (!ops[i].backward) {
+                    int id = add_compute(&e, AH_EV_FORWARD, s, mb, a, b, lts[s]);
+                    e.t[id].allocs_act = 1;
+                    fwd_id[s][mb] = id;
+                } else if (i == 2 * m - 1 && R > 1) {
+                    /* the last backward, bucket by bucket from the top layer down:
+                     * each bucket's all-reduce may start as soon as its chunk is done */
+                    int hi = b;
+                    bfirst[s][mb] = -1;
+                    for (int q = r->n_buckets - 1; q >= 0; q--) {
+                        int lo = r->buckets[q].first, top = r->buckets[q].last;
+                        if (top <= a || lo >= b)
+                            continue;
+                        if (lo < a)
+                            lo = a;
+                        int id = add_compute(&e, AH_EV_BACKWARD, s, mb, lo, hi < top ? hi : top, lts[s]);
+                        e.t[id].bucket = q;
+                        if (bfirst[s][mb] < 0)
+                            bfirst[s][mb] = id;
+                        blast[s][mb] = id;
+                        chunk_of[q * R + k] = id;
+                        hi = lo;
+                    }
+                    e.t[blast[s][mb]].frees_act = 1;
+                } else {
+                    int id = add_compute(&e, AH_EV_BACKWARD, s, mb, a, b, lts[s]);
+                    e.t[id].frees_act = 1;
+                    bfirst[s][mb] = blast[s][mb] = id;
+                }
+            }
+        }
+        free(ops);
+        /* pipeline transfers */
+        for (int j = 0; j + 1 < Sk; j++) {
+            int s = first_stage[k] + j;
+            for (int mb = 0; mb < m; mb++) {
+                int fa = add_p2p(&e, AH_EV_SEND_ACT, s, s + 1, mb, lb.p2p_bytes);
+                add_dep(&e, fwd_id[s][mb], fa);
+                add_dep(&e, fa, fwd_id[s + 1][mb]);
+                int ga = add_p2p(&e, AH_EV_SEND_GRAD, s + 1, s, mb, lb.p2p_bytes);
+                add_dep(&e, blast[s + 1][mb], ga);
+                add_dep(&e, ga, bfirst[s][mb]);
+            }
+        }
+    }
+    /* bucket all-reduces, queued on every holder's DP stream from the top bucket down */
+    int *col = calloc((size_t)r->n_buckets + 1, sizeof(int));
+    int *hs = calloc((size_t)R + 1, sizeof(int));
+    if (!col || !hs)
+        abort();
+    for (int q = r->n_buckets - 1; q >= 0 && rc == 0; q--) {
+        for (int k = 0; k < R; k++)
+            hs[k] = holder[r->buckets[q].first * R + k];
+        col[q] = add_collective(&e, q, hs, R, r->buckets[q].bytes);
+        for (int k = 0; k < R; k++) {
+            add_dep(&e, chunk_of[q * R + k], col[q]);
+            push_int(&e.dq[hs[k]], &e.ndq[hs[k]], &e.capdq[hs[k]], col[q]);
+        }
+    }
+    /* optimizer step after the stage's last bucket (or its last backward) */
+    for (int s = 0; s < S && rc == 0; s++) {
+        const ah_stage *st = &p->replicas[r->stages[s].replica].stages[r->stages[s].stage];
+        int id = add_compute(&e, AH_EV_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
+        for (int i = 0; i < e.ndq[s]; i++)
+            add_dep(&e, e.dq[s][i], id);
+    }
+    /* dependency edges -> successor lists */
+    if (rc == 0) {
+        for (int i = 0; i < e.ne; i++) {
+            e.t[e.deps_to[i]].deps_left++;
+            e.t[e.deps_from[i]].nsucc++;
+        }
+        e.succ = calloc((size_t)e.ne + 1, sizeof(int));
+        if (!e.succ)
+            abort();
+        int off = 0;
+        for (int i = 0; i < e.nt; i++) {
+            e.t[i].succ0 = off;
+            off += e.t[i].nsucc;
+            e.t[i].nsucc = 0;
+            e.t[i].start = -1;
+        }
+        for (int i = 0; i < e.ne; i++) {
+            task *f = &e.t[e.deps_from[i]];
+            e.succ[f->succ0 + f->nsucc++] = e.deps_to[i];
+        }
+        rc = run(&e, err, errlen);
+    }
+
+    if (rc == 0) {
+        double iter = 0;
+        for (int i = 0; i < e.nt; i++)
+            if (e.t[i].end > iter)
+                iter = e.t[i].end;
+        r->iteration_time_s = iter;
+        for (int s = 0; s < S; s++) {
+            ah_sim_stage *ss = &r->stages[s];
+            int k = ss->replica;
+            const ah_replica *rep = &p->replicas[k];
+            for (int mb = 0; mb < rep->micro_batches; mb++)
+                if (e.t[blast[s][mb]].end > r->replica_flush_s[k])
+                    r->replica_flush_s[k] = e.t[blast[s][mb]].end;
+            if (ss->finish_s > r->replica_finish_s[k])
+                r->replica_finish_s[k] = ss->finish_s;
+            int nc = merge_intervals(e.cv[s], e.ncv[s] / 2);
+            int nm = merge_intervals(e.iv[s], e.niv[s] / 2);
+            ss->exposed_comm_s = measure_minus(e.iv[s], nm, e.cv[s], nc);
+            ss->idle_s = iter - ss->compute_s - ss->exposed_comm_s;
+            if (ss->idle_s < 0)
+                ss->idle_s = 0;
+        }
+        for (int q = 0; q < r->n_buckets; q++) {
+            double ready = 0;
+            for (int k = 0; k < R; k++)
+                if (e.t[chunk_of[q * R + k]].end > ready)
+                    ready = e.t[chunk_of[q * R + k]].end;
+            r->buckets[q].ready_s = ready;
+        }
+    }
+    for (int s = 0; s < S; s++) {
+        free(fwd_id[s]);
+        free(bfirst[s]);
+        free(blast[s]);
+    }
+    free(fwd_id);
+    free(bfirst);
+    free(blast);
+    free(chunk_of);
+    free(col);
+    free(hs);
+    free(holder);
+    free(first_stage);
+    free(lts);
+    for (int c = 0; c < n_cache; c++)
+        ah_layer_times_free(&cache[c].t);
+    ah_layer_bytes_free(&lb);
+    engine_free(&e);
+    if (rc != 0)
+        ah_sim_result_free(r);
+    return rc;
+}
+
+void ah_sim_result_free(ah_sim_result *r) {
+    for (int s = 0; s < r->n_stages; s++)
+        free(r->stages[s].mem);
+    free(r->stages);
+    free(r->replica_flush_s);
+    free(r->replica_finish_s);
+    free(r->buckets);
+    free(r->events);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,1231 @@
+/* Simulator outputs (docs/simulator-outputs.md): a Chrome trace-event JSON
+ * file (ui.perfetto.dev, chrome://tracing), an SVG Gantt chart, a JSON
+ * summary with per-stage and per-GPU numbers, and a text report. Also the
+ * names of schedules, event kinds and streams.
+ *
+ * Nothing here recomputes simulation results: every number comes from the
+ * ah_sim_result (and names and layer ranges from the plan). Files are written
+ * to "<path>.tmp" and renamed over the target, so a reader never sees a
+ * partial document; "-" is standard output and non-regular targets
+ * (/dev/stdout, FIFOs) are written directly. */
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/sim.h"
+
+#define GIB 1073741824.0
+/* SVG limits: rows drawn, and the event count above which adjacent
+ * same-kind events less than a pixel apart are merged. */
+#define SVG_MAX_ROWS 64
+#define SVG_MERGE_EVENTS 200000
+#define SVG_TOOLTIP_EVENTS 20000
+
+/* ------------------------------------------------------------------ names */
+
+const char *ah_schedule_name(ah_schedule s) {
+    switch (s) {
+    case AH_SCHED_1F1B: return "1f1b";
+    case AH_SCHED_GPIPE: return "gpipe";
+    }
+    return "unknown";
+}
+
+int ah_schedule_parse(const char *s, ah_schedule *out) {
+    if (!s)
+        return -1;
+    ah_schedule v;
+    if (strcasecmp(s, "1f1b") == 0)
+        v = AH_SCHED_1F1B;
+    else if (strcasecmp(s, "gpipe") == 0)
+        v = AH_SCHED_GPIPE;
+    else
+        return -1;
+    if (out)
+        *out = v;
+    return 0;
+}
+
+const char *ah_event_kind_name(ah_event_kind k) {
+    switch (k) {
+    case AH_EV_FORWARD: return "forward";
+    case AH_EV_BACKWARD: return "backward";
+    case AH_EV_TP_ALLREDUCE: return "tp_allreduce";
+    case AH_EV_SEND_ACT: return "send_activation";
+    case AH_EV_SEND_GRAD: return "send_gradient";
+    case AH_EV_DP_ALLREDUCE: return "dp_allreduce";
+    case AH_EV_OPTIMIZER: return "optimizer";
+    case AH_EV_KINDS: break;
+    }
+    return "unknown";
+}
+
+const char *ah_stream_name(ah_stream s) {
+    switch (s) {
+    case AH_STREAM_COMPUTE: return "compute";
+    case AH_STREAM_TP: return "tp";
+    case AH_STREAM_P2P: return "p2p";
+    case AH_STREAM_DP: return "dp";
+    case AH_STREAMS: break;
+    }
+    return "unknown";
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+}
+
+/* printf of one double with '.' as the decimal point whatever LC_NUMERIC
+ * says (JSON and SVG want '.'). */
+static const char *fmtd(char *buf, size_t n, const char *fmt, double d) {
+    snprintf(buf, n, fmt, d);
+    char dp = localeconv()->decimal_point[0];
+    if (dp && dp != '.') {
+        char *c = strchr(buf, dp);
+        if (c)
+            *c = '.';
+    }
+    return buf;
+}
+
+/* Shortest "%.Ng" that reads back bit for bit (JSON numbers). */
+static const char *fmt_exact(char *buf, size_t n, double d) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    char dp = localeconv()->decimal_point[0];
+    if (dp && dp != '.') {
+        char *c = strchr(buf, dp);
+        if (c)
+            *c = '.';
+    }
+    return buf;
+}
+
+/* Integer nanoseconds as microseconds with three decimals: exact. */
+static const char *fmt_us(char *buf, size_t n, long long ns) {
+    unsigned long long a = ns < 0 ? 0ULL - (unsigned long long)ns : (unsigned long long)ns;
+    snprintf(buf, n, "%s%llu.%03llu", ns < 0 ? "-" : "", a / 1000ULL, a % 1000ULL);
+    return buf;
+}
+
+static long long to_ns(double s) {
+    double ns = s * 1e9;
+    if (ns > 9.0e18)
+        return (long long)9.0e18;
+    if (ns < -9.0e18)
+        return -(long long)9.0e18;
+    return llround(ns);
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*c < 0x20)
+                fprintf(f, "\\u%04x", (unsigned)*c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}
+
+static void xml_str(FILE *f, const char *s) {
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        switch (*c) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default:
+            /* control characters other than tab/newline are not allowed in XML 1.0 */
+            if (*c < 0x20 && *c != '\t' && *c != '\n')
+                fputc('?', f);
+            else
+                fputc(*c, f);
+        }
+    }
+}
+
+/* ------------------------------------------------------- atomic file output */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    char *tmp; /* NULL when writing directly */
+    int is_stdout;
+} out_file;
+
+static int out_open(out_file *o, const char *path, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (!path || !*path) {
+        set_err(err, errlen, "no output path given");
+        return -1;
+    }
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        o->is_stdout = 1;
+        return 0;
+    }
+    struct stat st;
+    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    if (!direct) {
+        size_t tl = strlen(path) + 8;
+        o->tmp = malloc(tl);
+        if (!o->tmp) {
+            set_err(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        snprintf(o->tmp, tl, "%s.tmp", path);
+    }
+    const char *target = o->tmp ? o->tmp : path;
+    o->f = fopen(target, "w");
+    if (!o->f) {
+        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Finish the file: commit (flush, close, rename) if ok, else discard. */
+static int out_close(out_file *o, int ok, char *err, size_t errlen) {
+    const char *target = o->tmp ? o->tmp : o->path;
+    int rc = 0;
+    if (o->is_stdout) {
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            if (ok)
+                set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
+            rc = -1;
+        }
+        return ok && rc == 0 ? 0 : -1;
+    }
+    int werr = ferror(o->f);
+    int saved = errno;
+    if (fclose(o->f) != 0 && !werr) {
+        werr = 1;
+        saved = errno;
+    }
+    o->f = NULL;
+    if (ok && werr) {
+        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
+        ok = 0;
+    }
+    if (ok && o->tmp && rename(o->tmp, o->path) != 0) {
+        set_err(err, errlen, "%s: cannot replace with %s: %s", o->path, o->tmp, strerror(errno));
+        ok = 0;
+    }
+    if (!ok && o->tmp)
+        remove(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    return ok ? 0 : -1;
+}
+
+/* --------------------------------------------------- plan / result lookups */
+
+static const ah_node *stage_node(const ah_plan *p, const ah_sim_stage *st) {
+    if (!p || !p->cluster.nodes || st->node < 0 || st->node >= p->cluster.n_nodes)
+        return NULL;
+    return &p->cluster.nodes[st->node];
+}
+
+static const char *node_name(const ah_plan *p, const ah_sim_stage *st, char *buf, size_t n) {
+    const ah_node *nd = stage_node(p, st);
+    if (nd)
+        return nd->name;
+    snprintf(buf, n, "node %d", st->node);
+    return buf;
+}
+
+static const char *gpu_type(const ah_plan *p, const ah_sim_stage *st) {
+    const ah_node *nd = stage_node(p, st);
+    return nd ? nd->dev.name : "?";
+}
+
+static int stage_tp(const ah_plan *p, const ah_sim_stage *st) {
+    if (st->tp > 0)
+        return st->tp;
+    return p && p->tp > 0 ? p->tp : 1;
+}
+
+/* The plan's stage for a simulated stage (layers), or NULL. */
+static const ah_stage *plan_stage(const ah_plan *p, const ah_sim_stage *st) {
+    if (!p || !p->replicas || st->replica < 0 || st->replica >= p->n_replicas)
+        return NULL;
+    const ah_replica *rep = &p->replicas[st->replica];
+    if (!rep->stages || st->stage < 0 || st->stage >= rep->n_stages)
+        return NULL;
+    return &rep->stages[st->stage];
+}
+
+/* "r0 s2 gpus 4-7" */
+static void stage_label(const ah_plan *p, const ah_sim_stage *st, char *buf, size_t n) {
+    int tp = stage_tp(p, st);
+    if (tp > 1)
+        snprintf(buf, n, "r%d s%d gpus %d-%d", st->replica, st->stage, st->gpu_first, st->gpu_first + tp - 1);
+    else
+        snprintf(buf, n, "r%d s%d gpu %d", st->replica, st->stage, st->gpu_first);
+}
+
+static int is_comm(ah_event_kind k) {
+    return k == AH_EV_TP_ALLREDUCE || k == AH_EV_SEND_ACT || k == AH_EV_SEND_GRAD || k == AH_EV_DP_ALLREDUCE;
+}
+
+/* Event name from the point of view of the track it is on. */
+static void event_name(const ah_sim_event *e, char *buf, size_t n) {
+    char mb[24] = "", ly[40] = "";
+    if (e->micro_batch >= 0)
+        snprintf(mb, sizeof mb, " mb%d", e->micro_batch);
+    if (e->layer_last > e->layer_first)
+        snprintf(ly, sizeof ly, " L[%d,%d)", e->layer_first, e->layer_last);
+    switch (e->kind) {
+    case AH_EV_FORWARD: snprintf(buf, n, "F%s%s", mb, ly); return;
+    case AH_EV_BACKWARD: snprintf(buf, n, "B%s%s", mb, ly); return;
+    case AH_EV_TP_ALLREDUCE: snprintf(buf, n, "TP-AR%s", mb); return;
+    case AH_EV_SEND_ACT:
+    case AH_EV_SEND_GRAD: {
+        const char *what = e->kind == AH_EV_SEND_ACT ? "act" : "grad";
+        if (e->peer_replica < 0 || e->peer_stage < 0) {
+            snprintf(buf, n, "send %s%s", what, mb);
+            return;
+        }
+        /* activations flow to later stages, gradients to earlier ones */
+        int peer_later =
+            e->peer_replica != e->replica ? e->peer_replica > e->replica : e->peer_stage > e->stage;
+        int sender = e->kind == AH_EV_SEND_ACT ? peer_later : !peer_later;
+        snprintf(buf, n, "%s %s%s %s r%d s%d", sender ? "send" : "recv", what, mb, sender ? "->" : "<-",
+                 e->peer_replica, e->peer_stage);
+        return;
+    }
+    case AH_EV_DP_ALLREDUCE:
+        if (e->bucket >= 0)
+            snprintf(buf, n, "DP-AR bucket %d%s", e->bucket, ly);
+        else
+            snprintf(buf, n, "DP-AR%s", ly);
+        return;
+    case AH_EV_OPTIMIZER: snprintf(buf, n, "optimizer"); return;
+    case AH_EV_KINDS: break;
+    }
+    snprintf(buf, n, "event");
+}
+
+/* Events sorted by track = (stage index, stream), then start, then longer
+ * first, with integer-nanosecond times and a lane per track: events that
+ * overlap without nesting (the simulator does not promise they never do)
+ * go to extra lanes so that every lane is a valid trace thread. */
+typedef struct {
+    int track; /* stage index * AH_STREAMS + stream */
+    int ev;    /* index into r->events */
+    int lane;
+    long long s_ns, e_ns;
+} ev_item;
+
+typedef struct {
+    int n_stages;
+    ev_item *items;
+    int n_items;
+    int *track_first; /* n_stages*AH_STREAMS + 1: items of track t are [first[t], first[t+1]) */
+    int *track_lanes; /* lanes per track */
+} ev_index;
+
+static int cmp_item(const void *a, const void *b) {
+    const ev_item *x = a, *y = b;
+    if (x->track != y->track)
+        return x->track < y->track ? -1 : 1;
+    if (x->s_ns != y->s_ns)
+        return x->s_ns < y->s_ns ? -1 : 1;
+    if (x->e_ns != y->e_ns)
+        return x->e_ns > y->e_ns ? -1 : 1;
+    return x->ev < y->ev ? -1 : x->ev > y->ev;
+}
+
+static void ev_index_free(ev_index *x) {
+    free(x->items);
+    free(x->track_first);
+    free(x->track_lanes);
+    memset(x, 0, sizeof *x);
+}
+
+static int ev_index_build(const ah_sim_result *r, ev_index *x, char *err, size_t errlen) {
+    memset(x, 0, sizeof *x);
+    int ns = r->n_stages > 0 && r->stages ? r->n_stages : 0;
+    x->n_stages = ns;
+    int nt = ns * AH_STREAMS;
+    int *lookup = NULL;
+    long long *lane_end = NULL;
+    x->track_first = calloc((size_t)nt + 1, sizeof *x->track_first);
+    x->track_lanes = calloc((size_t)nt + 1, sizeof *x->track_lanes);
+    if (!x->track_first || !x->track_lanes)
+        goto oom;
+    int ne = r->events && r->n_events > 0 ? r->n_events : 0;
+    if (ne == 0)
+        return 0;
+
+    /* dense (replica, stage) -> stage index table */
+    int maxr = 0, maxs = 0;
+    for (int i = 0; i < ns; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        if (st->replica < 0 || st->stage < 0) {
+            set_err(err, errlen, "simulated stage %d has a negative replica or stage id", i);
+            goto fail;
+        }
+        maxr = st->replica > maxr ? st->replica : maxr;
+        maxs = st->stage > maxs ? st->stage : maxs;
+    }
+    if ((long long)(maxr + 1) * (maxs + 1) > 50000000LL) {
+        set_err(err, errlen, "replica/stage ids out of range (r%d s%d)", maxr, maxs);
+        goto fail;
+    }
+    size_t nl = (size_t)(maxr + 1) * (size_t)(maxs + 1);
+    lookup = malloc(nl * sizeof *lookup);
+    if (!lookup)
+        goto oom;
+    for (size_t i = 0; i < nl; i++)
+        lookup[i] = -1;
+    for (int i = 0; i < ns; i++)
+        lookup[(size_t)r->stages[i].replica * (size_t)(maxs + 1) + (size_t)r->stages[i].stage] = i;
+
+    x->items = malloc((size_t)ne * sizeof *x->items);
+    if (!x->items)
+        goto oom;
+    for (int i = 0; i < ne; i++) {
+        const ah_sim_event *e = &r->events[i];
+        int si = -1;
+        if (e->replica >= 0 && e->replica <= maxr && e->stage >= 0 && e->stage <= maxs)
+            si = lookup[(size_t)e->replica * (size_t)(maxs + 1) + (size_t)e->stage];
+        if (si < 0) {
+            set_err(err, errlen, "event %d is on unknown stage r%d s%d", i, e->replica, e->stage);
+            goto fail;
+        }
+        if ((int)e->stream < 0 || e->stream >= AH_STREAMS || (int)e->kind < 0 || e->kind >= AH_EV_KINDS) {
+            set_err(err, errlen, "event %d has an invalid stream (%d) or kind (%d)", i, (int)e->stream,
+                    (int)e->kind);
+            goto fail;
+        }
+        if (!isfinite(e->start_s) || !isfinite(e->end_s)) {
+            set_err(err, errlen, "event %d (r%d s%d) has a non-finite time", i, e->replica, e->stage);
+            goto fail;
+        }
+        ev_item *it = &x->items[x->n_items++];
+        it->track = si * AH_STREAMS + (int)e->stream;
+        it->ev = i;
+        it->lane = 0;
+        it->s_ns = to_ns(e->start_s);
+        it->e_ns = to_ns(e->end_s);
+        if (it->e_ns < it->s_ns)
+            it->e_ns = it->s_ns;
+    }
+    qsort(x->items, (size_t)x->n_items, sizeof *x->items, cmp_item);
+
+    /* track ranges and greedy lane assignment (fewest lanes for intervals) */
+    int cap = 8;
+    lane_end = malloc((size_t)cap * sizeof *lane_end);
+    if (!lane_end)
+        goto oom;
+    int k = 0;
+    for (int t = 0; t < nt; t++) {
+        x->track_first[t] = k;
+        int lanes = 0;
+        for (; k < x->n_items && x->items[k].track == t; k++) {
+            ev_item *it = &x->items[k];
+            int l = 0;
+            while (l < lanes && lane_end[l] > it->s_ns)
+                l++;
+            if (l == lanes) {
+                if (lanes == cap) {
+                    cap *= 2;
+                    long long *nle = realloc(lane_end, (size_t)cap * sizeof *lane_end);
+                    if (!nle)
+                        goto oom;
+                    lane_end = nle;
+                }
+                lanes++;
+            }
+            lane_end[l] = it->e_ns;
+            it->lane = l;
+        }
+        x->track_lanes[t] = lanes;
+    }
+    x->track_first[nt] = k;
+    free(lane_end);
+    free(lookup);
+    return 0;
+oom:
+    set_err(err, errlen, "out of memory");
+fail:
+    free(lane_end);
+    free(lookup);
+    ev_index_free(x);
+    return -1;
+}
+
+static double result_end_s(const ah_sim_result *r) {
+    double t = isfinite(r->iteration_time_s) ? r->iteration_time_s : 0.0;
+    for (int i = 0; r->events && i < r->n_events; i++)
+        if (isfinite(r->events[i].end_s) && r->events[i].end_s > t)
+            t = r->events[i].end_s;
+    for (int k = 0; r->replica_finish_s && k < r->n_replicas; k++)
+        if (isfinite(r->replica_finish_s[k]) && r->replica_finish_s[k] > t)
+            t = r->replica_finish_s[k];
+    return t;
+}
+
+/* ------------------------------------------------------------ Chrome trace */
+
+static int cmp_mem(const void *a, const void *b) {
+    const ah_mem_point *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static void trace_sep(FILE *f, int *first) {
+    fputs(*first ? "\n" : ",\n", f);
+    *first = 0;
+}
+
+static void trace_meta(FILE *f, int *first, const char *what, int pid, int tid, const char *name,
+                       long long sort_index) {
+    trace_sep(f, first);
+    fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{", pid, tid, what);
+    if (name) {
+        fputs("\"name\":", f);
+        json_str(f, name);
+    } else {
+        fprintf(f, "\"sort_index\":%lld", sort_index);
+    }
+    fputs("}}", f);
+}
+
+int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
+                       size_t errlen) {
+    if (!r) {
+        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        return -1;
+    }
+    ev_index x;
+    if (ev_index_build(r, &x, err, errlen) < 0)
+        return -1;
+    int ns = x.n_stages, nt = ns * AH_STREAMS;
+    int *tid_base = calloc((size_t)nt + 1, sizeof *tid_base);
+    if (!tid_base) {
+        ev_index_free(&x);
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    out_file o;
+    if (out_open(&o, path, err, errlen) < 0) {
+        free(tid_base);
+        ev_index_free(&x);
+        return -1;
+    }
+    FILE *f = o.f;
+    int ok = 1;
+    char b1[64], b2[64], lbl[160], nm[256], nb[64];
+
+    fputs("{\"traceEvents\":[", f);
+    int first = 1;
+
+    /* processes: one per node that holds a stage */
+    for (int i = 0; i < ns; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++)
+            seen = r->stages[j].node == st->node;
+        if (seen)
+            continue;
+        snprintf(nm, sizeof nm, "%s (%s)", node_name(plan, st, nb, sizeof nb), gpu_type(plan, st));
+        trace_meta(f, &first, "process_name", st->node + 1, 0, nm, 0);
+        trace_meta(f, &first, "process_sort_index", st->node + 1, 0, NULL, st->node);
+    }
+    /* threads: one per (stage, stream, lane); the compute one always exists */
+    int tid = 0;
+    for (int i = 0; i < ns; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        stage_label(plan, st, lbl, sizeof lbl);
+        for (int s = 0; s < AH_STREAMS; s++) {
+            int t = i * AH_STREAMS + s;
+            int lanes = x.track_lanes[t];
+            if (s == AH_STREAM_COMPUTE && lanes == 0)
+                lanes = x.track_lanes[t] = 1;
+            tid_base[t] = tid + 1;
+            for (int l = 0; l < lanes; l++) {
+                tid++;
+                if (l == 0)
+                    snprintf(nm, sizeof nm, "%s %s", lbl, ah_stream_name((ah_stream)s));
+                else
+                    snprintf(nm, sizeof nm, "%s %s #%d", lbl, ah_stream_name((ah_stream)s), l + 1);
+                trace_meta(f, &first, "thread_name", st->node + 1, tid, nm, 0);
+                trace_meta(f, &first, "thread_sort_index", st->node + 1, tid, NULL, tid);
+            }
+        }
+    }
+
+    /* complete events, sorted by start within each thread */
+    for (int k = 0; k < x.n_items; k++) {
+        const ev_item *it = &x.items[k];
+        const ah_sim_event *e = &r->events[it->ev];
+        const ah_sim_stage *st = &r->stages[it->track / AH_STREAMS];
+        event_name(e, nm, sizeof nm);
+        trace_sep(f, &first);
+        fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"name\":", st->node + 1,
+                tid_base[it->track] + it->lane, fmt_us(b1, sizeof b1, it->s_ns),
+                fmt_us(b2, sizeof b2, it->e_ns - it->s_ns));
+        json_str(f, nm);
+        fprintf(f, ",\"cat\":\"%s\",\"args\":{", ah_event_kind_name(e->kind));
+        if (e->micro_batch >= 0)
+            fprintf(f, "\"micro_batch\":%d,", e->micro_batch);
+        if (e->layer_last > e->layer_first)
+            fprintf(f, "\"layers\":[%d,%d],", e->layer_first, e->layer_last);
+        if (is_comm(e->kind) && isfinite(e->bytes))
+            fprintf(f, "\"bytes\":%s,", fmt_exact(b1, sizeof b1, e->bytes));
+        if ((e->kind == AH_EV_SEND_ACT || e->kind == AH_EV_SEND_GRAD) && e->peer_replica >= 0 &&
+            e->peer_stage >= 0)
+            fprintf(f, "\"peer\":\"r%d s%d\",", e->peer_replica, e->peer_stage);
+        if (e->bucket >= 0)
+            fprintf(f, "\"bucket\":%d,", e->bucket);
+        fprintf(f, "\"replica\":%d,\"stage\":%d}}", e->replica, e->stage);
+    }
+
+    /* memory counters, one track per stage */
+    for (int i = 0; i < ns && ok; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        if (!st->mem || st->n_mem <= 0)
+            continue;
+        ah_mem_point *mp = malloc((size_t)st->n_mem * sizeof *mp);
+        if (!mp) {
+            set_err(err, errlen, "out of memory");
+            ok = 0;
+            break;
+        }
+        memcpy(mp, st->mem, (size_t)st->n_mem * sizeof *mp);
+        qsort(mp, (size_t)st->n_mem, sizeof *mp, cmp_mem);
+        snprintf(nm, sizeof nm, "memory GiB r%d s%d", st->replica, st->stage);
+        for (int k = 0; k < st->n_mem; k++) {
+            if (!isfinite(mp[k].t) || !isfinite(mp[k].bytes))
+                continue;
+            trace_sep(f, &first);
+            fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":", st->node + 1,
+                    tid_base[i * AH_STREAMS], fmt_us(b1, sizeof b1, to_ns(mp[k].t)));
+            json_str(f, nm);
+            fprintf(f, ",\"args\":{\"GiB\":%s}}", fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
+        }
+        free(mp);
+    }
+
+    /* markers: each replica's flush (on its first stage) and the iteration end */
+    for (int k = 0; ok && r->replica_flush_s && k < r->n_replicas; k++) {
+        int si = -1;
+        for (int i = 0; i < ns && si < 0; i++)
+            if (r->stages[i].replica == k)
+                si = i;
+        if (si < 0 || !isfinite(r->replica_flush_s[k]))
+            continue;
+        trace_sep(f, &first);
+        fprintf(f,
+                "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":\"flush r%d\","
+                "\"cat\":\"marker\",\"args\":{\"replica\":%d}}",
+                r->stages[si].node + 1, tid_base[si * AH_STREAMS],
+                fmt_us(b1, sizeof b1, to_ns(r->replica_flush_s[k])), k, k);
+    }
+    if (ok && ns > 0 && isfinite(r->iteration_time_s)) {
+        trace_sep(f, &first);
+        fprintf(f,
+                "{\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":\"iteration end\","
+                "\"cat\":\"marker\",\"args\":{}}",
+                r->stages[0].node + 1, tid_base[0], fmt_us(b1, sizeof b1, to_ns(r->iteration_time_s)));
+    }
+
+    fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"autohet-sim-trace\",\"version\":"
+          "\"1\"",
+          f);
+    fprintf(f, ",\"schedule\":\"%s\"", ah_schedule_name(r->schedule));
+    fprintf(f, ",\"iteration_time_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->iteration_time_s));
+    fprintf(f, ",\"closed_form_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->closed_form_s));
+    if (plan) {
+        fputs(",\"model\":", f);
+        json_str(f, plan->model.name);
+        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", plan->tp,
+                plan->micro_batch, plan->global_batch);
+    }
+    fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"}\n}\n", r->n_replicas, ns,
+            r->n_events > 0 ? r->n_events : 0);
+
+    free(tid_base);
+    ev_index_free(&x);
+    return out_close(&o, ok, err, errlen);
+}
+
+/* -------------------------------------------------------------------- SVG */
+
+/* Legend groups: forward, backward, TP all-reduce, send (both directions),
+ * DP all-reduce, optimizer. */
+static const struct {
+    const char *label, *colour;
+} svg_kinds[] = {
+    {"forward", "#4e79a7"},           {"backward", "#f28e2b"},      {"TP all-reduce", "#b07aa1"},
+    {"send (act / grad)", "#59a14f"}, {"DP all-reduce", "#e15759"}, {"optimizer", "#9c755f"},
+};
+
+static int svg_class(ah_event_kind k) {
+    switch (k) {
+    case AH_EV_FORWARD: return 0;
+    case AH_EV_BACKWARD: return 1;
+    case AH_EV_TP_ALLREDUCE: return 2;
+    case AH_EV_SEND_ACT:
+    case AH_EV_SEND_GRAD: return 3;
+    case AH_EV_DP_ALLREDUCE: return 4;
+    case AH_EV_OPTIMIZER: return 5;
+    case AH_EV_KINDS: break;
+    }
+    return 0;
+}
+
+typedef struct {
+    double left, plot_w, T;
+} svg_scale;
+
+static double sx(const svg_scale *s, double t) {
+    return s->left + t / s->T * s->plot_w;
+}
+
+/* A time in the unit chosen for the axis. */
+static void fmt_time(char *buf, size_t n, double t) {
+    char b[40];
+    double a = fabs(t);
+    if (a >= 1.0 || a == 0.0)
+        snprintf(buf, n, "%s s", fmtd(b, sizeof b, "%.6g", t));
+    else if (a >= 1e-3)
+        snprintf(buf, n, "%s ms", fmtd(b, sizeof b, "%.6g", t * 1e3));
+    else
+        snprintf(buf, n, "%s us", fmtd(b, sizeof b, "%.6g", t * 1e6));
+}
+
+static void svg_rect(FILE *f, double x0, double x1, double y, double h, int cls, const char *tip) {
+    char a[32], b[32], c[32], d[32];
+    double w = x1 - x0;
+    if (w < 0.5)
+        w = 0.5;
+    fprintf(f, "<rect class=\"k%d\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"", cls,
+            fmtd(a, sizeof a, "%.2f", x0), fmtd(b, sizeof b, "%.2f", y), fmtd(c, sizeof c, "%.2f", w),
+            fmtd(d, sizeof d, "%.2f", h));
+    if (tip) {
+        fputs("><title>", f);
+        xml_str(f, tip);
+        fputs("</title></rect>\n", f);
+    } else {
+        fputs("/>\n", f);
+    }
+}
+
+int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
+                     size_t errlen) {
+    if (!r) {
+        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        return -1;
+    }
+    ev_index x;
+    if (ev_index_build(r, &x, err, errlen) < 0)
+        return -1;
+    int ns = x.n_stages;
+    int rows = ns < SVG_MAX_ROWS ? ns : SVG_MAX_ROWS;
+    int merge = r->n_events > SVG_MERGE_EVENTS;
+    int tips = !merge && r->n_events <= SVG_TOOLTIP_EVENTS;
+
+    /* geometry */
+    const double width = 1500, left = 300, right = 40, top = 96;
+    const double lane_c = 16, lane_gap = 2, lane_m = 7, row_gap = 9, rep_gap = 12;
+    const double pitch = lane_c + lane_gap + lane_m + row_gap;
+    double *row_y = malloc(((size_t)rows + 1) * sizeof *row_y);
+    if (!row_y) {
+        ev_index_free(&x);
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    double y = top;
+    for (int i = 0; i < rows; i++) {
+        if (i > 0 && r->stages[i].replica != r->stages[i - 1].replica)
+            y += rep_gap;
+        row_y[i] = y;
+        y += pitch;
+    }
+    double rows_end = y;
+    double height = rows_end + 48;
+    svg_scale sc = {left, width - left - right, result_end_s(r)};
+    if (!(sc.T > 0))
+        sc.T = 1.0;
+
+    out_file o;
+    if (out_open(&o, path, err, errlen) < 0) {
+        free(row_y);
+        ev_index_free(&x);
+        return -1;
+    }
+    FILE *f = o.f;
+    char a[48], b[48], c[48], d[48], t1[64], t2[64], nm[256], tip[400], nb[64];
+
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
+            "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n",
+            fmtd(a, sizeof a, "%.0f", width), fmtd(b, sizeof b, "%.0f", height),
+            fmtd(c, sizeof c, "%.0f", width), fmtd(d, sizeof d, "%.0f", height));
+    fputs("<style>", f);
+    for (size_t k = 0; k < sizeof svg_kinds / sizeof svg_kinds[0]; k++)
+        fprintf(f, ".k%zu{fill:%s}", k, svg_kinds[k].colour);
+    fputs(".lane{fill:#f1f1f1}.grid{stroke:#dddddd;stroke-width:1}.sep{stroke:#888888;stroke-width:1}"
+          ".flush{stroke:#222222;stroke-width:1.5;stroke-dasharray:5,3}.iter{stroke:#d62728;stroke-width:2}"
+          ".cf{stroke:#555555;stroke-width:1.2;stroke-dasharray:2,2}</style>\n",
+          f);
+    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n", f);
+
+    /* title */
+    fmt_time(t1, sizeof t1, r->iteration_time_s);
+    snprintf(nm, sizeof nm, "Simulated iteration %s (schedule %s%s%s)", t1, ah_schedule_name(r->schedule),
+             plan ? ", " : "", plan ? plan->model.name : "");
+    if (rows < ns)
+        snprintf(nm + strlen(nm), sizeof nm - strlen(nm), ": showing the first %d of %d stages", rows, ns);
+    fputs("<title>", f);
+    xml_str(f, nm);
+    fputs("</title>\n<text x=\"16\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", f);
+    xml_str(f, nm);
+    fputs("</text>\n", f);
+    fmt_time(t2, sizeof t2, r->closed_form_s);
+    if (r->iteration_time_s > 0 && isfinite(r->closed_form_s))
+        snprintf(nm, sizeof nm, "closed form %s, model error %s%%; %d replicas, %d stages, %d events%s", t2,
+                 fmtd(a, sizeof a, "%+.2f", (r->closed_form_s / r->iteration_time_s - 1.0) * 100.0),
+                 r->n_replicas, ns, r->n_events, merge ? " (adjacent events closer than 1 px merged)" : "");
+    else
+        snprintf(nm, sizeof nm, "%d replicas, %d stages, %d events", r->n_replicas, ns, r->n_events);
+    fputs("<text x=\"16\" y=\"44\" font-size=\"12\" fill=\"#444444\">", f);
+    xml_str(f, nm);
+    fputs("</text>\n", f);
+
+    /* legend */
+    double lx = 16;
+    for (size_t k = 0; k < sizeof svg_kinds / sizeof svg_kinds[0]; k++) {
+        fprintf(f, "<rect class=\"k%zu\" x=\"%s\" y=\"58\" width=\"14\" height=\"10\"/>", k,
+                fmtd(a, sizeof a, "%.0f", lx));
+        fprintf(f, "<text x=\"%s\" y=\"67\">%s</text>\n", fmtd(a, sizeof a, "%.0f", lx + 18),
+                svg_kinds[k].label);
+        lx += 18 + 7.0 * (double)strlen(svg_kinds[k].label) + 18;
+    }
+    fprintf(f,
+            "<line class=\"flush\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">replica "
+            "flush</text>\n",
+            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
+            fmtd(c, sizeof c, "%.0f", lx + 24));
+    lx += 24 + 7.0 * 13 + 18;
+    fprintf(f,
+            "<line class=\"iter\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">iteration "
+            "end</text>\n",
+            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
+            fmtd(c, sizeof c, "%.0f", lx + 24));
+    lx += 24 + 7.0 * 13 + 18;
+    fprintf(f,
+            "<line class=\"cf\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">closed "
+            "form</text>\n",
+            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
+            fmtd(c, sizeof c, "%.0f", lx + 24));
+    fputs(
+        "<text x=\"16\" y=\"86\" fill=\"#666666\">each row: compute (upper lane), communication: TP, p2p, DP "
+        "(lower lane)</text>\n",
+        f);
+
+    /* time axis: ticks at 1/2/5 x 10^k, labelled in s, ms or us */
+    double raw = sc.T / 10.0, mag = pow(10.0, floor(log10(raw))), step = mag;
+    if (step < raw)
+        step = 2 * mag;
+    if (step < raw)
+        step = 5 * mag;
+    if (step < raw)
+        step = 10 * mag;
+    double unit = sc.T >= 2.0 ? 1.0 : sc.T >= 2e-3 ? 1e-3 : 1e-6;
+    const char *uname = unit == 1.0 ? "s" : unit == 1e-3 ? "ms" : "us";
+    int dec = (int)fmax(0.0, -floor(log10(step / unit) + 1e-9));
+    fprintf(f, "<line class=\"sep\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
+            fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", rows_end + 4),
+            fmtd(c, sizeof c, "%.2f", left + sc.plot_w), fmtd(d, sizeof d, "%.2f", rows_end + 4));
+    for (int k = 0; k * step <= sc.T * (1 + 1e-9) && k < 1000; k++) {
+        double tx = sx(&sc, k * step);
+        fprintf(f, "<line class=\"grid\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>",
+                fmtd(a, sizeof a, "%.2f", tx), fmtd(b, sizeof b, "%.2f", top - 4),
+                fmtd(c, sizeof c, "%.2f", tx), fmtd(d, sizeof d, "%.2f", rows_end + 8));
+        snprintf(nm, sizeof nm, "%.*f %s", dec, k * step / unit, uname);
+        char dp = localeconv()->decimal_point[0];
+        if (dp && dp != '.' && strchr(nm, dp))
+            *strchr(nm, dp) = '.';
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n",
+                fmtd(a, sizeof a, "%.2f", tx), fmtd(b, sizeof b, "%.2f", rows_end + 22), nm);
+    }
+    fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" fill=\"#444444\">time</text>\n",
+            fmtd(a, sizeof a, "%.2f", left + sc.plot_w / 2), fmtd(b, sizeof b, "%.2f", rows_end + 40));
+
+    /* rows: label, lane backgrounds, replica separators */
+    for (int i = 0; i < rows; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        if (i > 0 && st->replica != r->stages[i - 1].replica)
+            fprintf(f, "<line class=\"sep\" x1=\"8\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
+                    fmtd(a, sizeof a, "%.2f", row_y[i] - rep_gap / 2 - row_gap / 2),
+                    fmtd(b, sizeof b, "%.2f", width - 8),
+                    fmtd(c, sizeof c, "%.2f", row_y[i] - rep_gap / 2 - row_gap / 2));
+        snprintf(nm, sizeof nm, "r%d s%d %s %s", st->replica, st->stage, gpu_type(plan, st),
+                 node_name(plan, st, nb, sizeof nb));
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\">", fmtd(a, sizeof a, "%.2f", left - 8),
+                fmtd(b, sizeof b, "%.2f", row_y[i] + lane_c - 4));
+        xml_str(f, nm);
+        fputs("</text>\n", f);
+        fprintf(f, "<rect class=\"lane\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"/>",
+                fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", row_y[i]),
+                fmtd(c, sizeof c, "%.2f", sc.plot_w), fmtd(d, sizeof d, "%.2f", lane_c));
+        fprintf(f, "<rect class=\"lane\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"/>\n",
+                fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", row_y[i] + lane_c + lane_gap),
+                fmtd(c, sizeof c, "%.2f", sc.plot_w), fmtd(d, sizeof d, "%.2f", lane_m));
+    }
+
+    /* events: compute in the upper lane; DP, then p2p, then TP on the lower
+     * lane (shorter ones drawn last stay visible on top) */
+    static const int order[AH_STREAMS] = {AH_STREAM_COMPUTE, AH_STREAM_DP, AH_STREAM_P2P, AH_STREAM_TP};
+    for (int i = 0; i < rows; i++) {
+        for (int so = 0; so < AH_STREAMS; so++) {
+            int s = order[so];
+            int t = i * AH_STREAMS + s;
+            double ly = s == AH_STREAM_COMPUTE ? row_y[i] : row_y[i] + lane_c + lane_gap;
+            double lh = s == AH_STREAM_COMPUTE ? lane_c : lane_m;
+            int have = 0, cur_cls = 0;
+            double cx0 = 0, cx1 = 0;
+            for (int k = x.track_first[t]; k < x.track_first[t + 1]; k++) {
+                const ah_sim_event *e = &r->events[x.items[k].ev];
+                int cls = svg_class(e->kind);
+                double x0 = sx(&sc, x.items[k].s_ns * 1e-9), x1 = sx(&sc, x.items[k].e_ns * 1e-9);
+                if (merge) {
+                    if (have && cls == cur_cls && x0 <= cx1 + 1.0) {
+                        cx1 = x1 > cx1 ? x1 : cx1;
+                        continue;
+                    }
+                    if (have)
+                        svg_rect(f, cx0, cx1, ly, lh, cur_cls, NULL);
+                    have = 1;
+                    cur_cls = cls;
+                    cx0 = x0;
+                    cx1 = x1;
+                    continue;
+                }
+                const char *tp = NULL;
+                if (tips) {
+                    event_name(e, nm, sizeof nm);
+                    fmt_time(t1, sizeof t1, e->start_s);
+                    fmt_time(t2, sizeof t2, e->end_s - e->start_s);
+                    snprintf(tip, sizeof tip, "%s: start %s, %s", nm, t1, t2);
+                    tp = tip;
+                }
+                svg_rect(f, x0, x1, ly, lh, cls, tp);
+            }
+            if (merge && have)
+                svg_rect(f, cx0, cx1, ly, lh, cur_cls, NULL);
+        }
+    }
+
+    /* markers: replica flushes (over that replica's rows), closed form and
+     * iteration end (over all rows) */
+    for (int k = 0; r->replica_flush_s && k < r->n_replicas; k++) {
+        int i0 = -1, i1 = -1;
+        for (int i = 0; i < rows; i++)
+            if (r->stages[i].replica == k) {
+                i0 = i0 < 0 ? i : i0;
+                i1 = i;
+            }
+        if (i0 < 0 || !isfinite(r->replica_flush_s[k]))
+            continue;
+        double fx = sx(&sc, r->replica_flush_s[k]);
+        fprintf(f, "<line class=\"flush\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"><title>",
+                fmtd(a, sizeof a, "%.2f", fx), fmtd(b, sizeof b, "%.2f", row_y[i0] - 3),
+                fmtd(c, sizeof c, "%.2f", fx),
+                fmtd(d, sizeof d, "%.2f", row_y[i1] + lane_c + lane_gap + lane_m + 3));
+        fmt_time(t1, sizeof t1, r->replica_flush_s[k]);
+        fprintf(f, "flush r%d at %s</title></line>\n", k, t1);
+    }
+    if (rows > 0 && isfinite(r->closed_form_s) && r->closed_form_s > 0 && r->closed_form_s <= sc.T * 1.5) {
+        double cx = sx(&sc, r->closed_form_s);
+        fmt_time(t1, sizeof t1, r->closed_form_s);
+        fprintf(f,
+                "<line class=\"cf\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"><title>closed form "
+                "%s</title></line>\n",
+                fmtd(a, sizeof a, "%.2f", cx), fmtd(b, sizeof b, "%.2f", top - 6),
+                fmtd(c, sizeof c, "%.2f", cx), fmtd(d, sizeof d, "%.2f", rows_end), t1);
+    }
+    if (rows > 0 && isfinite(r->iteration_time_s)) {
+        double ix = sx(&sc, r->iteration_time_s);
+        fmt_time(t1, sizeof t1, r->iteration_time_s);
+        fprintf(f, "<line class=\"iter\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>",
+                fmtd(a, sizeof a, "%.2f", ix), fmtd(b, sizeof b, "%.2f", top - 8),
+                fmtd(c, sizeof c, "%.2f", ix), fmtd(d, sizeof d, "%.2f", rows_end));
+        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" fill=\"#d62728\">iteration %s</text>\n",
+                fmtd(a, sizeof a, "%.2f", ix - 3), fmtd(b, sizeof b, "%.2f", top - 10), t1);
+    }
+    fputs("</svg>\n", f);
+
+    free(row_y);
+    ev_index_free(&x);
+    return out_close(&o, 1, err, errlen);
+}
+
+/* ------------------------------------------------------------ JSON summary */
+
+/* Numbers are raw items holding the shortest text that reads back exactly;
+ * non-finite ones are null. */
+static cJSON *jnum(double d) {
+    if (!isfinite(d))
+        return cJSON_CreateNull();
+    char buf[40];
+    return cJSON_CreateRaw(fmt_exact(buf, sizeof buf, d));
+}
+
+typedef struct {
+    int bad;
+} jw;
+
+static void jadd(jw *w, cJSON *obj, const char *key, cJSON *item) {
+    if (!obj || !item || !cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        w->bad = 1;
+    }
+}
+
+static void jpush(jw *w, cJSON *arr, cJSON *item) {
+    if (!arr || !item || !cJSON_AddItemToArray(arr, item)) {
+        cJSON_Delete(item);
+        w->bad = 1;
+    }
+}
+
+static cJSON *jint(long long v) {
+    return cJSON_CreateNumber((double)v);
+}
+
+static cJSON *jpair(int a, int b) {
+    int v[2] = {a, b};
+    return cJSON_CreateIntArray(v, 2);
+}
+
+static double last_flush(const ah_sim_result *r) {
+    double t = 0;
+    for (int k = 0; r->replica_flush_s && k < r->n_replicas; k++)
+        if (isfinite(r->replica_flush_s[k]) && r->replica_flush_s[k] > t)
+            t = r->replica_flush_s[k];
+    return t;
+}
+
+static double last_bucket_end(const ah_sim_result *r) {
+    double t = 0;
+    for (int b = 0; r->buckets && b < r->n_buckets; b++)
+        if (isfinite(r->buckets[b].end_s) && r->buckets[b].end_s > t)
+            t = r->buckets[b].end_s;
+    return t;
+}
+
+int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
+                      size_t errlen) {
+    if (!r) {
+        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        return -1;
+    }
+    jw w = {0};
+    char nb[64];
+    cJSON *root = cJSON_CreateObject();
+    if (!root) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    jadd(&w, root, "format", cJSON_CreateString("autohet-sim"));
+    jadd(&w, root, "version", jint(1));
+    jadd(&w, root, "schedule", cJSON_CreateString(ah_schedule_name(r->schedule)));
+    if (plan) {
+        jadd(&w, root, "model", cJSON_CreateString(plan->model.name));
+        jadd(&w, root, "tp", jint(plan->tp));
+        jadd(&w, root, "micro_batch", jint(plan->micro_batch));
+        jadd(&w, root, "global_batch", jint(plan->global_batch));
+    }
+    jadd(&w, root, "iteration_time_s", jnum(r->iteration_time_s));
+    jadd(&w, root, "closed_form_s", jnum(r->closed_form_s));
+    jadd(&w, root, "model_error",
+         r->iteration_time_s > 0 ? jnum(r->closed_form_s / r->iteration_time_s - 1.0) : cJSON_CreateNull());
+    double tail = r->n_buckets > 0 ? last_bucket_end(r) - last_flush(r) : 0.0;
+    jadd(&w, root, "dp_allreduce_tail_s", jnum(tail));
+    jadd(&w, root, "events", jint(r->n_events));
+    jadd(&w, root, "flow_updates", jint(r->flow_updates));
+
+    cJSON *reps = cJSON_CreateArray();
+    jadd(&w, root, "replicas", reps);
+    for (int k = 0; k < r->n_replicas; k++) {
+        cJSON *o = cJSON_CreateObject();
+        jpush(&w, reps, o);
+        int n = 0;
+        for (int i = 0; r->stages && i < r->n_stages; i++)
+            n += r->stages[i].replica == k;
+        jadd(&w, o, "id", jint(k));
+        if (plan && plan->replicas && k < plan->n_replicas)
+            jadd(&w, o, "micro_batches", jint(plan->replicas[k].micro_batches));
+        jadd(&w, o, "flush_s", r->replica_flush_s ? jnum(r->replica_flush_s[k]) : cJSON_CreateNull());
+        jadd(&w, o, "finish_s", r->replica_finish_s ? jnum(r->replica_finish_s[k]) : cJSON_CreateNull());
+        jadd(&w, o, "stages", jint(n));
+    }
+
+    cJSON *stages = cJSON_CreateArray(), *gpus = cJSON_CreateArray();
+    jadd(&w, root, "stages", stages);
+    jadd(&w, root, "gpus", gpus);
+    for (int i = 0; r->stages && i < r->n_stages; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        const ah_stage *ps = plan_stage(plan, st);
+        int tp = stage_tp(plan, st);
+        const char *node = node_name(plan, st, nb, sizeof nb);
+        cJSON *o = cJSON_CreateObject();
+        jpush(&w, stages, o);
+        jadd(&w, o, "replica", jint(st->replica));
+        jadd(&w, o, "stage", jint(st->stage));
+        jadd(&w, o, "node", cJSON_CreateString(node));
+        jadd(&w, o, "node_index", jint(st->node));
+        jadd(&w, o, "gpu_type", cJSON_CreateString(gpu_type(plan, st)));
+        cJSON *ids = cJSON_CreateArray();
+        jadd(&w, o, "gpus", ids);
+        for (int g = 0; g < tp; g++)
+            jpush(&w, ids, jint(st->gpu_first + g));
+        if (ps)
+            jadd(&w, o, "layers", jpair(ps->layer_first, ps->layer_last));
+        jadd(&w, o, "compute_s", jnum(st->compute_s));
+        jadd(&w, o, "exposed_comm_s", jnum(st->exposed_comm_s));
+        jadd(&w, o, "idle_s", jnum(st->idle_s));
+        jadd(&w, o, "peak_memory_bytes", jnum(st->peak_memory_bytes));
+        jadd(&w, o, "capacity_bytes", jnum(st->capacity_bytes));
+        jadd(&w, o, "static_bytes", jnum(st->static_bytes));
+        jadd(&w, o, "peak_in_flight", jint(st->peak_in_flight));
+        jadd(&w, o, "finish_s", jnum(st->finish_s));
+        for (int g = 0; g < tp; g++) {
+            cJSON *q = cJSON_CreateObject();
+            jpush(&w, gpus, q);
+            jadd(&w, q, "node", cJSON_CreateString(node));
+            jadd(&w, q, "node_index", jint(st->node));
+            jadd(&w, q, "gpu", jint(st->gpu_first + g));
+            jadd(&w, q, "gpu_type", cJSON_CreateString(gpu_type(plan, st)));
+            jadd(&w, q, "replica", jint(st->replica));
+            jadd(&w, q, "stage", jint(st->stage));
+            jadd(&w, q, "compute_s", jnum(st->compute_s));
+            jadd(&w, q, "exposed_comm_s", jnum(st->exposed_comm_s));
+            jadd(&w, q, "idle_s", jnum(st->idle_s));
+            jadd(&w, q, "peak_memory_bytes", jnum(st->peak_memory_bytes));
+            jadd(&w, q, "capacity_bytes", jnum(st->capacity_bytes));
+        }
+    }
+
+    cJSON *bks = cJSON_CreateArray();
+    jadd(&w, root, "buckets", bks);
+    for (int k = 0; r->buckets && k < r->n_buckets; k++) {
+        const ah_sim_bucket *bk = &r->buckets[k];
+        cJSON *o = cJSON_CreateObject();
+        jpush(&w, bks, o);
+        jadd(&w, o, "layers", jpair(bk->first, bk->last));
+        jadd(&w, o, "bytes", jnum(bk->bytes));
+        jadd(&w, o, "holders", jint(bk->n_holders));
+        jadd(&w, o, "ready_s", jnum(bk->ready_s));
+        jadd(&w, o, "start_s", jnum(bk->start_s));
+        jadd(&w, o, "end_s", jnum(bk->end_s));
+    }
+
+    char *text = w.bad ? NULL : cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) {
+        set_err(err, errlen, "%s: out of memory building the document", path ? path : "?");
+        return -1;
+    }
+    out_file o;
+    if (out_open(&o, path, err, errlen) < 0) {
+        cJSON_free(text);
+        return -1;
+    }
+    fputs(text, o.f);
+    fputc('\n', o.f);
+    cJSON_free(text);
+    return out_close(&o, 1, err, errlen);
+}
+
+/* ------------------------------------------------------------- text report */
+
+static double pct(double part, double whole) {
+    return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+void ah_sim_print_summary(const ah_plan *plan, const ah_sim_result *r, FILE *f) {
+    if (!r || !f)
+        return;
+    char nb[64];
+    double it = r->iteration_time_s;
+    fprintf(f, "Simulated iteration (schedule %s): %.6f s; closed form %.6f s; model error %+.2f%%\n",
+            ah_schedule_name(r->schedule), it, r->closed_form_s,
+            it > 0 ? (r->closed_form_s / it - 1.0) * 100.0 : 0.0);
+    fprintf(f, "%d replica%s, %d stages, %d events, %lld flow updates\n\n", r->n_replicas,
+            r->n_replicas == 1 ? "" : "s", r->n_stages, r->n_events, r->flow_updates);
+
+    int wn = 4, wg = 3;
+    for (int i = 0; r->stages && i < r->n_stages; i++) {
+        int ln = (int)strlen(node_name(plan, &r->stages[i], nb, sizeof nb));
+        int lg = (int)strlen(gpu_type(plan, &r->stages[i]));
+        wn = ln > wn ? ln : wn;
+        wg = lg > wg ? lg : wg;
+    }
+    wn = wn > 24 ? 24 : wn;
+    wg = wg > 16 ? 16 : wg;
+    fprintf(f, "%7s %5s  %-*s  %-*s  %8s %10s %7s  %-19s %9s %10s\n", "replica", "stage", wg, "gpu", wn,
+            "node", "compute", "exp. comm", "idle", "peak mem / cap GiB", "in flight", "finish s");
+    for (int i = 0; r->stages && i < r->n_stages; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        char mem[48];
+        snprintf(mem, sizeof mem, "%.2f / %.2f%s", st->peak_memory_bytes / GIB, st->capacity_bytes / GIB,
+                 st->capacity_bytes > 0 && st->peak_memory_bytes > st->capacity_bytes ? " !" : "");
+        fprintf(f, "%7d %5d  %-*.*s  %-*.*s  %7.1f%% %9.1f%% %6.1f%%  %-19s %9d %10.6f\n", st->replica,
+                st->stage, wg, wg, gpu_type(plan, st), wn, wn, node_name(plan, st, nb, sizeof nb),
+                pct(st->compute_s, it), pct(st->exposed_comm_s, it), pct(st->idle_s, it), mem,
+                st->peak_in_flight, st->finish_s);
+    }
+    fputc('\n', f);
+    for (int k = 0; k < r->n_replicas; k++)
+        fprintf(f, "replica %d: flush %.6f s, finish %.6f s\n", k,
+                r->replica_flush_s ? r->replica_flush_s[k] : 0.0,
+                r->replica_finish_s ? r->replica_finish_s[k] : 0.0);
+    if (r->n_buckets > 0)
+        fprintf(f, "DP all-reduce: %d bucket%s, tail after the last flush %.6f s\n", r->n_buckets,
+                r->n_buckets == 1 ? "" : "s", last_bucket_end(r) - last_flush(r));
+    else
+        fprintf(f, "DP all-reduce: no buckets\n");
+    fprintf(f, "Iteration time: simulated %.6f s, closed form %.6f s, model error %+.2f%%\n", it,
+            r->closed_form_s, it > 0 ? (r->closed_form_s / it - 1.0) * 100.0 : 0.0);
+}
