@@ -195,7 +195,7 @@ static void test_asymmetric_replicas(void **state) {
     add_replica(&p, 1, 1, n1, g1, f1); /* f = 4 ms, b = 8 ms */
     ah_plan_options o;
     options(&o, 4);
-    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1, .dp_serial = 1};
     ah_sim_result r;
     char err[256];
     assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
@@ -235,6 +235,17 @@ static void test_asymmetric_replicas(void **state) {
         sends += r.events[i].kind == AH_EV_SEND_ACT;
     }
     assert_int_equal(sends, 2 * 3); /* 3 micro-batches, recorded on sender and receiver */
+    double nb0 = r.buckets[0].bytes, nb1 = r.buckets[1].bytes;
+    ah_sim_result_free(&r);
+    /* concurrent buckets: the bottom one starts as soon as it is ready (24 ms) and,
+     * each flow being held to its 12.5 MB/s node-0 rail, neither slows the other */
+    so.dp_serial = 0;
+    assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+    near_rel(r.buckets[1].start_s, 20e-3);
+    near_rel(r.buckets[1].end_s, 20e-3 + nb1 / B);
+    near_rel(r.buckets[0].start_s, 24e-3);
+    near_rel(r.buckets[0].end_s, 24e-3 + nb0 / B);
+    near_rel(r.iteration_time_s, 20e-3 + nb1 / B > 24e-3 + nb0 / B ? 20e-3 + nb1 / B : 24e-3 + nb0 / B);
     ah_sim_result_free(&r);
     ah_plan_free(&p);
     ah_profile_free(prof);

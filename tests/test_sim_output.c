@@ -163,7 +163,8 @@ static int validate_trace(const char *path) {
         const cJSON *ts = cJSON_GetObjectItemCaseSensitive(e, "ts");
         const char *p = ph->valuestring;
         if (strcmp(p, "M") == 0) {
-            if (strcmp(name->valuestring, "process_name") == 0 || strcmp(name->valuestring, "thread_name") == 0) {
+            if (strcmp(name->valuestring, "process_name") == 0 ||
+                strcmp(name->valuestring, "thread_name") == 0) {
                 const cJSON *an = cJSON_GetObjectItemCaseSensitive(args, "name");
                 if (!cJSON_IsString(an) || !an->valuestring[0])
                     fail_msg("%s: event %d: %s without args.name", path, i, name->valuestring);
@@ -173,7 +174,8 @@ static int validate_trace(const char *path) {
             }
         } else if (strcmp(p, "X") == 0) {
             const cJSON *dur = cJSON_GetObjectItemCaseSensitive(e, "dur");
-            if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) || !(ts->valuedouble >= 0) || !(dur->valuedouble >= 0))
+            if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) || !(ts->valuedouble >= 0) ||
+                !(dur->valuedouble >= 0))
                 fail_msg("%s: X event %d (%s): bad ts/dur", path, i, name->valuestring);
             xs[nx++] = (x_ev){pid->valuedouble, tid->valuedouble, ts->valuedouble, dur->valuedouble, i};
             used[nu++] = (name_key){pid->valuedouble, tid->valuedouble};
@@ -185,7 +187,8 @@ static int validate_trace(const char *path) {
             const cJSON *a;
             cJSON_ArrayForEach(a, args) {
                 if (!cJSON_IsNumber(a))
-                    fail_msg("%s: counter %d (%s): arg %s is not a number", path, i, name->valuestring, a->string);
+                    fail_msg("%s: counter %d (%s): arg %s is not a number", path, i, name->valuestring,
+                             a->string);
             }
             used[nu++] = (name_key){pid->valuedouble, tid->valuedouble};
         } else if (strcmp(p, "i") == 0 || strcmp(p, "I") == 0) {
@@ -207,14 +210,14 @@ static int validate_trace(const char *path) {
     const double eps = 1e-3;
     double *stack = calloc((size_t)nx + 1, sizeof *stack);
     assert_non_null(stack);
+    int depth = 0;
     for (int k = 0; k < nx; k++) {
         int new_thread = k == 0 || xs[k].pid != xs[k - 1].pid || xs[k].tid != xs[k - 1].tid;
-        static int depth;
         if (new_thread) {
             depth = 0;
         } else if (xs[k].ts < xs[k - 1].ts) {
-            fail_msg("%s: pid %g tid %g: event %d (ts %.3f) before event %d (ts %.3f)", path, xs[k].pid, xs[k].tid,
-                     xs[k].order, xs[k].ts, xs[k - 1].order, xs[k - 1].ts);
+            fail_msg("%s: pid %g tid %g: event %d (ts %.3f) before event %d (ts %.3f)", path, xs[k].pid,
+                     xs[k].tid, xs[k].order, xs[k].ts, xs[k - 1].order, xs[k - 1].ts);
         }
         double end = xs[k].ts + xs[k].dur;
         while (depth > 0 && stack[depth - 1] <= xs[k].ts + eps)
@@ -306,14 +309,15 @@ static ah_sim_event dp(int rep, int stage, int bucket, int lf, int ll, double t0
 }
 
 /* The events, deliberately not in time or track order. Times in ms:
- *   r0 s0: F0 [0,1.2345674) F1 [1.2345674,2.5) B0 [2.5,4.5) B1 [4.5,6.5) opt [7,7.5)
- *          TP-AR mb0 [0.9,1.1) inside F0's span (own TP track)
- *   r1 s0: F0 [0,0.5) F1 [0.5,1) B0 [2,3) B1 [3,4) opt [6.5,7)
- *   r1 s1: F0 [0.6,1.1) B0 [1.1,1.9) F1 [1.9,2.4) B1 [2.4,3.0) opt [5,5.5)
- *   transfers r1 s0 <-> r1 s1 on both p2p tracks: act0 [0.5,0.6) grad0
- *   [1.9,2.0) act1 [1.0,1.9) grad1 [1.5, 2.0)?? no: act1 [1.0,1.95) and
- *   grad0 [1.9,2.0) overlap without nesting (split into two lanes), grad1 [3.0,3.1)
- *   DP bucket 0 L[13,26) on r0 s0 + r1 s1 [4.5,5.0); bucket 1 L[0,13) on r0 s0 + r1 s0 [5.0,6.5) */
+ *   r0 s0 compute: F0 [0,1.2345674) F1 [1.2345674,2.5) B0 [2.5,4.5) B1 [4.5,6.5) opt [7,7.5);
+ *         tp: TP-AR mb0 [0.9,1.1)
+ *   r1 s0 compute: F0 [0,0.5) F1 [0.5,1) B0 [2,3) B1 [3,4) opt [6.5,7)
+ *   r1 s1 compute: F0 [0.6,1.1) B0 [1.1,1.9) F1 [1.9,2.4) B1 [2.4,3) opt [5,5.5)
+ *   transfers between r1 s0 and r1 s1, each on both p2p tracks: act0 [0.5,0.6),
+ *         act1 [1,1.95), grad0 [1.9,2), grad1 [3,3.1); act1 and grad0 overlap
+ *         without nesting, so the trace must put them on two threads
+ *   DP bucket 0 L[13,26) on r0 s0 + r1 s1 [4.5,5); bucket 1 L[0,13) on r0 s0 + r1 s0 [5,6.5)
+ *   memory: 5 points per stage at 4 instants, not in time order */
 static void build_result(ah_sim_result *r) {
     memset(r, 0, sizeof *r);
     r->schedule = AH_SCHED_1F1B;
@@ -347,14 +351,15 @@ static void build_result(ah_sim_result *r) {
         s->peak_memory_bytes = s->static_bytes + 2.5e9 * (i + 1);
         s->peak_in_flight = 2 - (i == 2);
         s->finish_s = r->replica_finish_s[s->replica] - (i == 2 ? 1.5 * MS : 0.0);
-        s->n_mem = 4;
-        s->mem = malloc(4 * sizeof *s->mem);
+        s->n_mem = 5;
+        s->mem = malloc(5 * sizeof *s->mem);
         assert_non_null(s->mem);
         /* not in time order on purpose */
         s->mem[0] = (ah_mem_point){0.0, s->static_bytes};
         s->mem[1] = (ah_mem_point){2.5 * MS, s->peak_memory_bytes};
         s->mem[2] = (ah_mem_point){1.0 * MS, s->static_bytes + 1.0e9};
         s->mem[3] = (ah_mem_point){6.5 * MS, s->static_bytes};
+        s->mem[4] = (ah_mem_point){1.0 * MS, s->static_bytes + 1.5e9}; /* same instant: this one holds */
     }
     ah_sim_event list[] = {
         ev(AH_EV_OPTIMIZER, AH_STREAM_COMPUTE, 0, 0, -1, 0, 26, 7.0 * MS, 7.5 * MS),
@@ -451,7 +456,8 @@ static void test_names(void **state) {
 }
 
 /* Find the X event with this exact name and (optionally) thread name. */
-static const cJSON *find_x(const cJSON *evs, const char *name, const char *thread, const cJSON **thread_meta) {
+static const cJSON *find_x(const cJSON *evs, const char *name, const char *thread,
+                           const cJSON **thread_meta) {
     const cJSON *e, *hit = NULL;
     int hits = 0;
     cJSON_ArrayForEach(e, evs) {
@@ -610,13 +616,14 @@ static void test_trace(void **state) {
             assert_true(ts > last_ts);
             last_ts = ts;
             assert_true(num_field(e, "pid") == pid_h800);
-            if (ts == 2500.0) {
-                double gib = num_field(cJSON_GetObjectItemCaseSensitive(e, "args"), "GiB");
+            double gib = num_field(cJSON_GetObjectItemCaseSensitive(e, "args"), "used");
+            if (ts == 2500.0)
                 assert_true(fabs(gib - r.stages[2].peak_memory_bytes / 1073741824.0) < 1e-8);
-            }
+            if (ts == 1000.0)
+                assert_true(fabs(gib - (r.stages[2].static_bytes + 1.5e9) / 1073741824.0) < 1e-8);
         }
     }
-    assert_int_equal(counters, 12);
+    assert_int_equal(counters, 12); /* one per instant */
     assert_true(last_ts == 6500.0);
 
     cJSON_Delete(root);
@@ -690,8 +697,8 @@ static void test_trace_without_events(void **state) {
 /* Every '&' in the text starts an entity reference. */
 static void assert_entities_ok(const char *s) {
     for (const char *p = strchr(s, '&'); p; p = strchr(p + 1, '&')) {
-        if (strncmp(p, "&amp;", 5) && strncmp(p, "&lt;", 4) && strncmp(p, "&gt;", 4) && strncmp(p, "&quot;", 6) &&
-            strncmp(p, "&apos;", 6))
+        if (strncmp(p, "&amp;", 5) && strncmp(p, "&lt;", 4) && strncmp(p, "&gt;", 4) &&
+            strncmp(p, "&quot;", 6) && strncmp(p, "&apos;", 6))
             fail_msg("unescaped '&' at \"%.20s\"", p);
     }
 }
@@ -724,7 +731,7 @@ static void test_svg(void **state) {
     assert_non_null(strstr(svg, "Simulated iteration 7.5 ms (schedule 1f1b, gpt3-1.3b)"));
     assert_null(strstr(svg, "showing the first"));
     /* legend */
-    static const char *legend[] = {">forward<",      ">backward<",      ">TP all-reduce<", ">send (act / grad)<",
+    static const char *legend[] = {">forward<",       ">backward<",  ">TP all-reduce<", ">send (act / grad)<",
                                    ">DP all-reduce<", ">optimizer<", ">replica flush<", ">iteration end<"};
     for (size_t k = 0; k < sizeof legend / sizeof legend[0]; k++)
         if (!strstr(svg, legend[k]))
@@ -802,9 +809,9 @@ static void test_svg_merges_dense_events(void **state) {
     assert_non_null(r.stages);
     assert_non_null(r.events);
     r.stages[0] = (ah_sim_stage){.replica = 0, .stage = 0, .node = 0, .gpu_first = 0, .tp = 2};
-    for (int i = 0; i < n; i++) /* alternating F/B 1 us each, then a gap-separated tail of optimizer */
-        r.events[i] = ev(i < n / 2 ? AH_EV_FORWARD : AH_EV_BACKWARD, AH_STREAM_COMPUTE, 0, 0, i, 0, 26, i * 1e-6,
-                         (i + 0.9) * 1e-6);
+    for (int i = 0; i < n; i++) /* 0.9 us events 1 us apart: forwards, then backwards */
+        r.events[i] = ev(i < n / 2 ? AH_EV_FORWARD : AH_EV_BACKWARD, AH_STREAM_COMPUTE, 0, 0, i, 0, 26,
+                         i * 1e-6, (i + 0.9) * 1e-6);
     r.n_events = n;
     char path[256], err[256] = "";
     tmp_path(path, sizeof path, "dense.svg");
@@ -931,12 +938,12 @@ static void test_summary(void **state) {
     ah_sim_print_summary(&p, &r, f);
     fclose(f);
     assert_non_null(buf);
-    assert_non_null(strstr(buf, "0.007500 s"));    /* iteration time */
-    assert_non_null(strstr(buf, "0.007200 s"));    /* closed form */
-    assert_non_null(strstr(buf, "-4.00%"));        /* model error */
+    assert_non_null(strstr(buf, "0.007500 s")); /* iteration time */
+    assert_non_null(strstr(buf, "0.007200 s")); /* closed form */
+    assert_non_null(strstr(buf, "-4.00%"));     /* model error */
     assert_non_null(strstr(buf, "1f1b"));
-    assert_non_null(strstr(buf, "2 buckets"));
-    assert_non_null(strstr(buf, "0.000000 s"));    /* tail: last bucket end 6.5 ms - last flush 6.5 ms */
+    /* tail: last bucket end 6.5 ms - last flush 6.5 ms */
+    assert_non_null(strstr(buf, "2 buckets, tail after the last flush 0.000000 s"));
     assert_non_null(strstr(buf, "replica 1: flush 0.004000 s, finish 0.007000 s"));
     /* stage rows: compute 5 ms of 7.5 = 66.7%, memory in GiB / capacity */
     assert_non_null(strstr(buf, "66.7%"));

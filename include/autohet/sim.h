@@ -101,6 +101,11 @@ typedef struct {
 typedef struct {
     ah_schedule schedule;
     int record_events; /* keep the event list (needed for --trace / --svg) */
+    /* 0: bucket all-reduces run concurrently, sharing the links (one
+     * communicator and stream per bucket, or MPI non-blocking collectives);
+     * 1: each GPU runs its buckets one at a time in a global order (a single
+     * NCCL stream), so buckets of misaligned stages form chains. */
+    int dp_serial;
 } ah_sim_options;
 
 /* Simulate one iteration. The plan is (re-)evaluated with `prof` and `o`

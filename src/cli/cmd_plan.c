@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/plan.h"
+#include "autohet/sim.h"
 #include "cli/cli.h"
 
 static void plan_usage(FILE *f) {
@@ -15,7 +16,7 @@ static void plan_usage(FILE *f) {
                "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
                "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
                "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
-               "                    [--max-mixed-types N] [--quiet]\n\n"
+               "                    [--max-mixed-types N] [--verify K] [--quiet]\n\n"
                "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
                "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
                "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
@@ -37,6 +38,9 @@ static void plan_usage(FILE *f) {
                "  --mem-reserve    GiB kept free per GPU (default 2)\n"
                "  --max-stages     deepest pipeline considered (default 32)\n"
                "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
+               "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
+               "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
+               "                   and which plan wins under simulation\n"
                "  --quiet          no table on stdout\n\n"
                "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
 }
@@ -58,6 +62,7 @@ enum {
     OPT_MAXST,
     OPT_MAXMIX,
     OPT_MAXMIXT,
+    OPT_VERIFY,
     OPT_QUIET,
     OPT_HELP
 };
@@ -79,6 +84,7 @@ static const struct option plan_opts[] = {
     {"max-stages", required_argument, 0, OPT_MAXST},
     {"max-mixed-stages", required_argument, 0, OPT_MAXMIX},
     {"max-mixed-types", required_argument, 0, OPT_MAXMIXT},
+    {"verify", required_argument, 0, OPT_VERIFY},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
@@ -111,10 +117,62 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
     return o;
 }
 
+/* Simulate candidates, print closed form vs simulation, return the JSON array. */
+static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o, int quiet) {
+    cJSON *arr = cJSON_CreateArray();
+    int winner = -1;
+    double best = 0;
+    double *sim = calloc((size_t)n + 1, sizeof(double));
+    if (!sim)
+        abort();
+    for (int i = 0; i < n; i++) {
+        ah_plan copy;
+        ah_plan_copy(&copy, &plans[i]);
+        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+        ah_sim_result r;
+        char err[256];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "rank", i);
+        cJSON_AddNumberToObject(e, "tp", plans[i].tp);
+        cJSON_AddNumberToObject(e, "micro_batch", plans[i].micro_batch);
+        cJSON_AddNumberToObject(e, "replicas", plans[i].n_replicas);
+        cJSON_AddNumberToObject(e, "closed_form_s", plans[i].iteration_time_s);
+        if (ah_simulate(&copy, prof, o, &so, &r, err, sizeof err) == 0) {
+            sim[i] = r.iteration_time_s;
+            cJSON_AddNumberToObject(e, "simulated_s", r.iteration_time_s);
+            cJSON_AddNumberToObject(e, "model_error", plans[i].iteration_time_s / r.iteration_time_s - 1.0);
+            if (winner < 0 || r.iteration_time_s < best) {
+                winner = i;
+                best = r.iteration_time_s;
+            }
+            ah_sim_result_free(&r);
+        } else {
+            cJSON_AddStringToObject(e, "error", err);
+        }
+        cJSON_AddItemToArray(arr, e);
+        ah_plan_free(&copy);
+    }
+    for (int i = 0; i < n; i++)
+        cJSON_AddBoolToObject(cJSON_GetArrayItem(arr, i), "wins_in_simulation", i == winner);
+    if (!quiet) {
+        printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
+        printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s", "simulated s",
+               "error");
+        for (int i = 0; i < n; i++)
+            printf("  %4d %4d %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, plans[i].tp, plans[i].micro_batch,
+                   plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
+                   sim[i] > 0 ? 100.0 * (plans[i].iteration_time_s / sim[i] - 1.0) : 0.0,
+                   i == winner ? "  <- fastest in simulation" : "");
+        printf("  (error = closed form / simulated - 1; negative: the model is optimistic)\n");
+    }
+    free(sim);
+    return arr;
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *profile_arg = NULL, *devices_arg = NULL,
                *json_path = NULL;
-    int compare = 0, quiet = 0, rc;
+    int compare = 0, quiet = 0, verify = 0, rc;
     ah_plan_options o;
     ah_plan_options_default(&o);
     optind = 1;
@@ -168,6 +226,10 @@ int cmd_plan(int argc, char **argv) {
             if (cli_parse_double(optarg, &o.mem_reserve_gib) != 0 || o.mem_reserve_gib < 0)
                 return cli_bad_input("plan", "--mem-reserve: expected a number of GiB >= 0");
             break;
+        case OPT_VERIFY:
+            if ((rc = int_opt("--verify", optarg, 1, &verify)))
+                return rc;
+            break;
         case OPT_QUIET: quiet = 1; break;
         case OPT_HELP:
         case 'h': plan_usage(stdout); return 0;
@@ -210,11 +272,17 @@ int cmd_plan(int argc, char **argv) {
     ah_plan plan, base[2];
     int base_ok[2] = {0, 0};
     char base_err[2][512] = {"", ""};
-    rc = ah_plan_search(&model, &cluster, prof, &o, &plan, err, sizeof err);
+    int k = verify > 0 ? verify : 1, n_top = 0;
+    ah_plan *top = calloc((size_t)k, sizeof(ah_plan));
+    if (!top)
+        abort();
+    rc = ah_plan_search_top(&model, &cluster, prof, &o, k, top, &n_top, err, sizeof err);
     if (rc != 0) {
+        free(top);
         exit_code = cli_bad_input("plan", err);
         goto out;
     }
+    plan = top[0];
     if (compare) {
         ah_strategy bs[2] = {AH_STRATEGY_MEGATRON, AH_STRATEGY_PROPORTIONAL};
         for (int i = 0; i < 2; i++) {
@@ -245,6 +313,7 @@ int cmd_plan(int argc, char **argv) {
             printf("  (speedup = that strategy's iteration time / autohet's)\n");
         }
     }
+    cJSON *verify_json = verify ? verify_plans(top, n_top, prof, &o, quiet) : NULL;
     if (json_path) {
         cJSON *extra = NULL;
         if (compare) {
@@ -255,6 +324,12 @@ int cmd_plan(int argc, char **argv) {
             cJSON_AddItemToObject(cmp, "proportional",
                                   comparison_entry(&base[1], base_ok[1], base_err[1], &plan));
         }
+        if (verify_json) {
+            if (!extra)
+                extra = cJSON_CreateObject();
+            cJSON_AddItemToObject(extra, "verify", verify_json);
+            verify_json = NULL;
+        }
         if (ah_plan_write_json(&plan, extra, json_path, err, sizeof err) != 0) {
             fprintf(stderr, "autohet plan: %s\n", err);
             exit_code = 1;
@@ -264,7 +339,10 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 0; i < 2; i++)
         if (base_ok[i])
             ah_plan_free(&base[i]);
-    ah_plan_free(&plan);
+    cJSON_Delete(verify_json);
+    for (int i = 0; i < n_top; i++)
+        ah_plan_free(&top[i]);
+    free(top);
 out:
     ah_profile_free(prof);
     ah_cluster_free(&cluster);

@@ -55,6 +55,7 @@ typedef struct {
     const ah_plan_options *o;
     ah_sim_result *r;
     int record;
+    int dp_serial;
     /* tasks and their dependency edges */
     task *t;
     int nt, capt;
@@ -367,6 +368,8 @@ static int collective_can_start(const engine *e, int id) {
     const task *k = &e->t[id];
     if (k->deps_left > 0 || k->start >= 0)
         return 0;
+    if (!e->dp_serial)
+        return 1;
     for (int i = k->part0; i < k->part0 + k->nparts; i++) {
         int s = e->parts[i];
         if (e->dqh[s] >= e->ndq[s] || e->dq[s][e->dqh[s]] != id)
@@ -671,6 +674,7 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     e.o = o;
     e.r = r;
     e.record = so->record_events;
+    e.dp_serial = so->dp_serial;
     r->schedule = so->schedule;
     r->closed_form_s = p->iteration_time_s;
     r->n_replicas = p->n_replicas;

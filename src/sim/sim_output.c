@@ -505,9 +505,19 @@ static double result_end_s(const ah_sim_result *r) {
 
 /* ------------------------------------------------------------ Chrome trace */
 
+/* A memory point in integer nanoseconds, with its position in the timeline
+ * so that points at the same time keep their order (the last one holds). */
+typedef struct {
+    long long t_ns;
+    double bytes;
+    int idx;
+} mem_item;
+
 static int cmp_mem(const void *a, const void *b) {
-    const ah_mem_point *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t;
+    const mem_item *x = a, *y = b;
+    if (x->t_ns != y->t_ns)
+        return x->t_ns < y->t_ns ? -1 : 1;
+    return x->idx - y->idx;
 }
 
 static void trace_sep(FILE *f, int *first) {
@@ -623,23 +633,26 @@ int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *
         const ah_sim_stage *st = &r->stages[i];
         if (!st->mem || st->n_mem <= 0)
             continue;
-        ah_mem_point *mp = malloc((size_t)st->n_mem * sizeof *mp);
+        mem_item *mp = malloc((size_t)st->n_mem * sizeof *mp);
         if (!mp) {
             set_err(err, errlen, "out of memory");
             ok = 0;
             break;
         }
-        memcpy(mp, st->mem, (size_t)st->n_mem * sizeof *mp);
-        qsort(mp, (size_t)st->n_mem, sizeof *mp, cmp_mem);
+        int nm_pts = 0;
+        for (int k = 0; k < st->n_mem; k++)
+            if (isfinite(st->mem[k].t) && isfinite(st->mem[k].bytes))
+                mp[nm_pts++] = (mem_item){to_ns(st->mem[k].t), st->mem[k].bytes, k};
+        qsort(mp, (size_t)nm_pts, sizeof *mp, cmp_mem);
         snprintf(nm, sizeof nm, "memory GiB r%d s%d", st->replica, st->stage);
-        for (int k = 0; k < st->n_mem; k++) {
-            if (!isfinite(mp[k].t) || !isfinite(mp[k].bytes))
-                continue;
+        for (int k = 0; k < nm_pts; k++) {
+            if (k + 1 < nm_pts && mp[k + 1].t_ns == mp[k].t_ns)
+                continue; /* superseded at the same instant */
             trace_sep(f, &first);
             fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":", st->node + 1,
-                    tid_base[i * AH_STREAMS], fmt_us(b1, sizeof b1, to_ns(mp[k].t)));
+                    tid_base[i * AH_STREAMS], fmt_us(b1, sizeof b1, mp[k].t_ns));
             json_str(f, nm);
-            fprintf(f, ",\"args\":{\"GiB\":%s}}", fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
+            fprintf(f, ",\"args\":{\"used\":%s}}", fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
         }
         free(mp);
     }
@@ -783,6 +796,9 @@ int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *pa
     double rows_end = y;
     double height = rows_end + 48;
     svg_scale sc = {left, width - left - right, result_end_s(r)};
+    /* the closed-form marker stays inside the plot unless it is far off */
+    if (isfinite(r->closed_form_s) && r->closed_form_s > sc.T && r->closed_form_s <= 1.5 * sc.T)
+        sc.T = r->closed_form_s;
     if (!(sc.T > 0))
         sc.T = 1.0;
 
@@ -822,41 +838,35 @@ int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *pa
     fputs("</text>\n", f);
     fmt_time(t2, sizeof t2, r->closed_form_s);
     if (r->iteration_time_s > 0 && isfinite(r->closed_form_s))
-        snprintf(nm, sizeof nm, "closed form %s, model error %s%%; %d replicas, %d stages, %d events%s", t2,
+        snprintf(nm, sizeof nm, "closed form %s, model error %s%%; %d replica%s, %d stages, %d events%s", t2,
                  fmtd(a, sizeof a, "%+.2f", (r->closed_form_s / r->iteration_time_s - 1.0) * 100.0),
-                 r->n_replicas, ns, r->n_events, merge ? " (adjacent events closer than 1 px merged)" : "");
+                 r->n_replicas, r->n_replicas == 1 ? "" : "s", ns, r->n_events,
+                 merge ? " (adjacent events closer than 1 px merged)" : "");
     else
         snprintf(nm, sizeof nm, "%d replicas, %d stages, %d events", r->n_replicas, ns, r->n_events);
     fputs("<text x=\"16\" y=\"44\" font-size=\"12\" fill=\"#444444\">", f);
     xml_str(f, nm);
     fputs("</text>\n", f);
 
-    /* legend */
+    /* legend: kind swatches, then the marker lines (text width estimated
+     * at 6.5 px per character of the 11 px font) */
     double lx = 16;
     for (size_t k = 0; k < sizeof svg_kinds / sizeof svg_kinds[0]; k++) {
         fprintf(f, "<rect class=\"k%zu\" x=\"%s\" y=\"58\" width=\"14\" height=\"10\"/>", k,
                 fmtd(a, sizeof a, "%.0f", lx));
         fprintf(f, "<text x=\"%s\" y=\"67\">%s</text>\n", fmtd(a, sizeof a, "%.0f", lx + 18),
                 svg_kinds[k].label);
-        lx += 18 + 7.0 * (double)strlen(svg_kinds[k].label) + 18;
+        lx += 18 + 6.5 * (double)strlen(svg_kinds[k].label) + 20;
     }
-    fprintf(f,
-            "<line class=\"flush\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">replica "
-            "flush</text>\n",
-            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
-            fmtd(c, sizeof c, "%.0f", lx + 24));
-    lx += 24 + 7.0 * 13 + 18;
-    fprintf(f,
-            "<line class=\"iter\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">iteration "
-            "end</text>\n",
-            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
-            fmtd(c, sizeof c, "%.0f", lx + 24));
-    lx += 24 + 7.0 * 13 + 18;
-    fprintf(f,
-            "<line class=\"cf\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/><text x=\"%s\" y=\"67\">closed "
-            "form</text>\n",
-            fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20),
-            fmtd(c, sizeof c, "%.0f", lx + 24));
+    static const char *const marker_class[] = {"flush", "iter", "cf"};
+    static const char *const marker_label[] = {"replica flush", "iteration end", "closed form"};
+    for (int k = 0; k < 3; k++) {
+        fprintf(f, "<line class=\"%s\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/>", marker_class[k],
+                fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20));
+        fprintf(f, "<text x=\"%s\" y=\"67\">%s</text>\n", fmtd(a, sizeof a, "%.0f", lx + 24),
+                marker_label[k]);
+        lx += 24 + 6.5 * (double)strlen(marker_label[k]) + 20;
+    }
     fputs(
         "<text x=\"16\" y=\"86\" fill=\"#666666\">each row: compute (upper lane), communication: TP, p2p, DP "
         "(lower lane)</text>\n",
@@ -973,7 +983,11 @@ int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *pa
                 fmtd(c, sizeof c, "%.2f", fx),
                 fmtd(d, sizeof d, "%.2f", row_y[i1] + lane_c + lane_gap + lane_m + 3));
         fmt_time(t1, sizeof t1, r->replica_flush_s[k]);
-        fprintf(f, "flush r%d at %s</title></line>\n", k, t1);
+        fprintf(f, "flush r%d at %s</title></line>", k, t1);
+        fprintf(
+            f,
+            "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" font-size=\"9\" fill=\"#222222\">flush r%d</text>\n",
+            fmtd(a, sizeof a, "%.2f", fx - 3), fmtd(b, sizeof b, "%.2f", row_y[i0] - 2), k);
     }
     if (rows > 0 && isfinite(r->closed_form_s) && r->closed_form_s > 0 && r->closed_form_s <= sc.T * 1.5) {
         double cx = sx(&sc, r->closed_form_s);
