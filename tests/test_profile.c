@@ -531,7 +531,8 @@ static void test_builder_round_trip(void **state) {
             assert_int_equal(ah_profile_table_set(p, "V100-16G", mbs[e], tps[e], l, n, c), 0);
         }
     /* Rejected: other layer count, layer out of range, negative, NaN. */
-    ah_layer_cost ok = {.fwd_s = 1, .bwd_s = 2, .update_s = 3}, neg = {.fwd_s = 1, .bwd_s = -2, .update_s = 3},
+    ah_layer_cost ok = {.fwd_s = 1, .bwd_s = 2, .update_s = 3},
+                  neg = {.fwd_s = 1, .bwd_s = -2, .update_s = 3},
                   nan_c = {.fwd_s = NAN, .bwd_s = 1, .update_s = 1};
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, 0, n + 1, ok), -1);
     assert_int_equal(ah_profile_table_set(p, "A100-40G", 1, 1, n, n, ok), -1);

@@ -957,23 +957,24 @@ static void test_summary(void **state) {
 
 /* The real simulator on a small searched plan: its trace must pass the same
  * validation, and the JSON must have one entry per GPU of the plan. */
-static void test_real_simulator(void **state) {
-    (void)state;
+static void check_real_simulator(const char *cluster, int global_batch, ah_schedule sched, int dp_serial,
+                                 int min_replicas) {
     char err[256] = "";
     ah_model_config m;
     assert_int_equal(ah_model_preset("gpt3-1.3b", &m), 0);
     ah_cluster c;
-    if (ah_cluster_parse_shorthand("1x8xA100-40G,1x8xH800", &c, err, sizeof err) != 0)
+    if (ah_cluster_parse_shorthand(cluster, &c, err, sizeof err) != 0)
         fail_msg("%s", err);
     ah_profile *prof = ah_profile_analytic();
     assert_non_null(prof);
     ah_plan_options o;
     ah_plan_options_default(&o);
-    o.global_batch = 32;
+    o.global_batch = global_batch;
     ah_plan plan;
     if (ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err) != 0)
         fail_msg("ah_plan_search: %s", err);
-    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+    assert_true(plan.n_replicas >= min_replicas);
+    ah_sim_options so = {.schedule = sched, .record_events = 1, .dp_serial = dp_serial};
     ah_sim_result r;
     if (ah_simulate(&plan, prof, &o, &so, &r, err, sizeof err) != 0)
         fail_msg("ah_simulate: %s", err);
@@ -1033,6 +1034,20 @@ static void test_real_simulator(void **state) {
     ah_cluster_free(&c);
 }
 
+static void test_real_simulator(void **state) {
+    (void)state;
+    check_real_simulator("1x8xA100-40G,1x8xH800", 32, AH_SCHED_1F1B, 0, 1);
+}
+
+/* Two replicas: DP bucket all-reduces on the dp threads, concurrent (they
+ * may overlap on one stage) or serial, under both schedules. */
+static void test_real_simulator_dp(void **state) {
+    (void)state;
+    check_real_simulator("2x8xA100-40G,1x8xH800", 64, AH_SCHED_1F1B, 0, 2);
+    check_real_simulator("2x8xA100-40G,1x8xH800", 64, AH_SCHED_1F1B, 1, 2);
+    check_real_simulator("2x8xA100-40G,1x8xH800", 64, AH_SCHED_GPIPE, 0, 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
@@ -1045,6 +1060,7 @@ int main(void) {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_summary),
         cmocka_unit_test(test_real_simulator),
+        cmocka_unit_test(test_real_simulator_dp),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -43,7 +43,7 @@ typedef struct {
     double fill_drain_s; /* A: one micro-batch through all stages, fwd + bwd, with sends */
     double bottleneck_s; /* B: slowest stage fwd + bwd */
     double tail_s;       /* gradient sync + optimizer after the flush (max over stages) */
-    double time_s;       /* A + (m - 1) B + tail */
+    double time_s;       /* pipeline flush: A + (m - 1) B (iteration = max time_s + max tail_s) */
     int bottleneck_stage;
 } ah_replica;
 

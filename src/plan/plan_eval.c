@@ -130,7 +130,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, dp_bw);
     int multi = p->n_replicas > 1;
     int rc = 0;
-    ah_ns worst = -1;
+    ah_ns worst = -1, worst_tail = 0;
     double peak_sum = 0.0;
     int used = 0;
     for (int k = 0; k < p->n_replicas && rc == 0; k++) {
@@ -181,23 +181,27 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         if (rc)
             break;
         ah_ns A = sum_w + 2 * sum_p2p;
-        ah_ns T = ah_replica_time(A, B, tail, r->micro_batches);
+        ah_ns P = ah_replica_time(A, B, 0, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);
         r->bottleneck_s = ah_ns_to_s(B);
         r->tail_s = ah_ns_to_s(tail);
-        r->time_s = ah_ns_to_s(T);
-        if (T > worst) {
-            worst = T;
+        r->time_s = ah_ns_to_s(P);
+        if (P > worst) {
+            worst = P;
             p->bottleneck_replica = k;
         }
+        if (tail > worst_tail)
+            worst_tail = tail;
     }
     for (int i = 0; i < n_cache; i++)
         ah_layer_times_free(&cache[i].t);
     ah_layer_bytes_free(&lb);
     if (rc)
         return -1;
-    p->iteration_time_ns = worst;
-    p->iteration_time_s = ah_ns_to_s(worst);
+    /* the slowest pipeline, then the longest gradient-sync + optimizer tail:
+     * a bucket's all-reduce needs every replica that holds it */
+    p->iteration_time_ns = worst + worst_tail;
+    p->iteration_time_s = ah_ns_to_s(p->iteration_time_ns);
     p->gpus_used = used;
     p->gpus_total = ah_cluster_total_gpus(&p->cluster);
     p->dp_bw_gbs = dp_bw;

@@ -88,7 +88,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
     fprintf(f, "  * = bottleneck stage (slowest fwd+bwd of the slowest replica)%s\n",
             over ? "; ! = over GPU memory capacity" : "");
 
-    fprintf(f, "\nReplica times (fill/drain + (m-1) x bottleneck + tail):\n");
+    fprintf(f, "\nReplica pipelines (flush = fill/drain + (m-1) x bottleneck), then their tail (sync + "
+               "optimizer):\n");
+    double max_tail = 0, max_flush = 0;
     for (int r = 0; r < p->n_replicas; r++) {
         const ah_replica *rep = &p->replicas[r];
         const ah_stage *bs = NULL;
@@ -96,14 +98,22 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
             bs = &rep->stages[rep->bottleneck_stage];
         const ah_node *bn = bs ? stage_node(p, bs) : NULL;
         int steady = rep->micro_batches > 0 ? rep->micro_batches - 1 : 0;
+        if (rep->tail_s > max_tail)
+            max_tail = rep->tail_s;
+        if (rep->time_s > max_flush)
+            max_flush = rep->time_s;
         fprintf(f,
-                "  replica %d: %.1f ms = fill/drain %.1f + steady %d x %.2f = %.1f + tail %.1f"
+                "  replica %d: flush %.1f ms = fill/drain %.1f + steady %d x %.2f = %.1f; tail %.1f"
                 "  (%d stage%s, %d micro-batches, bottleneck stage %d on %s)%s\n",
                 r, MS(rep->time_s), MS(rep->fill_drain_s), steady, MS(rep->bottleneck_s),
                 MS(steady * rep->bottleneck_s), MS(rep->tail_s), rep->n_stages, rep->n_stages == 1 ? "" : "s",
                 rep->micro_batches, rep->bottleneck_stage, bn ? bn->dev.name : "?",
                 r == p->bottleneck_replica ? "  <- slowest" : "");
     }
+    fprintf(f,
+            "  iteration = slowest flush %.1f ms + longest tail %.1f ms (a bucket's all-reduce needs every "
+            "replica holding it)\n",
+            MS(max_flush), MS(max_tail));
 
     fprintf(f, "\nPredicted iteration time: %.4f s\n", p->iteration_time_s);
     fprintf(f, "Throughput:               %.0f tokens/s\n", p->tokens_per_s);

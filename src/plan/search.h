@@ -59,6 +59,8 @@ typedef struct {
     ah_layer_bytes lb;
     ah_template *tpl;
     int n_tpl, cap_tpl;
+    int *pure[AH_MAX_CLASSES]; /* per class: indices of its pure templates */
+    int n_pure[AH_MAX_CLASSES], cap_pure[AH_MAX_CLASSES];
     long long evals;  /* feasibility checks, for reporting */
     long long pruned; /* mixed shapes skipped by bounds */
 } ah_search_ctx;

@@ -130,6 +130,8 @@ void ah_search_ctx_free(ah_search_ctx *x) {
     if (x->lb.static_bytes)
         ah_layer_bytes_free(&x->lb);
     free(x->tpl);
+    for (int k = 0; k < AH_MAX_CLASSES; k++)
+        free(x->pure[k]);
     memset(x, 0, sizeof *x);
 }
 
@@ -153,6 +155,16 @@ static void add_template(ah_search_ctx *x, const int *shape) {
         x->tpl = realloc(x->tpl, sizeof(ah_template) * (size_t)x->cap_tpl);
         if (!x->tpl)
             abort();
+    }
+    if (!t.mixed) {
+        int k = t.cls[0];
+        if (x->n_pure[k] == x->cap_pure[k]) {
+            x->cap_pure[k] = x->cap_pure[k] ? 2 * x->cap_pure[k] : 32;
+            x->pure[k] = realloc(x->pure[k], sizeof(int) * (size_t)x->cap_pure[k]);
+            if (!x->pure[k])
+                abort();
+        }
+        x->pure[k][x->n_pure[k]++] = x->n_tpl;
     }
     x->tpl[x->n_tpl++] = t;
 }
@@ -211,13 +223,14 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
 
 /* ---- solve ------------------------------------------------------------- */
 
-/* Micro-batches a copy of template t can run within T (saturated at M). */
-static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns T) {
-    if (T < t->A + t->tail)
+/* Micro-batches a copy of template t can run with its pipeline done within P
+ * (saturated at M); 0 if its tail exceeds max_tail. */
+static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns P, ah_ns max_tail) {
+    if (t->tail > max_tail || P < t->A)
         return 0;
     if (t->B == 0)
         return x->M;
-    long long c = (T - t->A - t->tail) / t->B + 1;
+    long long c = (P - t->A) / t->B + 1;
     return c > x->M ? x->M : c;
 }
 
@@ -228,9 +241,9 @@ typedef struct {
 } workspace;
 
 /* Unbounded knapsack per class over its pure templates. */
-static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *offset) {
+static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
     for (int i = 0; i < x->n_tpl; i++)
-        w->cap[i] = capacity(x, &x->tpl[i], T);
+        w->cap[i] = capacity(x, &x->tpl[i], P, max_tail);
     for (int k = 0; k < x->K; k++) {
         long long *V = w->V + offset[k];
         int *ch = w->choice + offset[k];
@@ -239,9 +252,10 @@ static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *off
         for (int u = 1; u <= x->cls[k].units; u++) {
             V[u] = V[u - 1];
             ch[u] = -1;
-            for (int i = 0; i < x->n_tpl; i++) {
+            for (int q = 0; q < x->n_pure[k]; q++) {
+                int i = x->pure[k][q];
                 const ah_template *t = &x->tpl[i];
-                if (t->mixed || t->shape[k] == 0 || t->n_stages > u || w->cap[i] == 0)
+                if (t->n_stages > u || w->cap[i] == 0)
                     continue;
                 long long v = V[u - t->n_stages] + w->cap[i];
                 if (v > x->M)
@@ -255,12 +269,13 @@ static void class_tables(const ah_search_ctx *x, ah_ns T, workspace *w, int *off
     }
 }
 
-/* Is some plan (several replicas allowed) within T? On success *mixed_tpl and
+/* Is there a plan (several replicas allowed) whose pipelines all finish within
+ * P using only templates whose tail is <= max_tail? On success *mixed_tpl and
  * *mixed_r say which mixed template (or -1) and how many copies. */
-static int feasible_T(ah_search_ctx *x, ah_ns T, workspace *w, int *offset, int *mixed_tpl,
+static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset, int *mixed_tpl,
                       long long *mixed_r) {
     x->evals++;
-    class_tables(x, T, w, offset);
+    class_tables(x, P, max_tail, w, offset);
     long long base = 0;
     for (int k = 0; k < x->K; k++)
         base += w->V[offset[k] + x->cls[k].units];
@@ -306,14 +321,33 @@ static void push(ah_solution *s, int tpl, long long m, int *cap) {
     s->n++;
 }
 
+static int cmp_ns(const void *a, const void *b) {
+    ah_ns x = *(const ah_ns *)a, y = *(const ah_ns *)b;
+    return (x > y) - (x < y);
+}
+
+/* Smallest P in (lo, hi] with feasible_T(P, max_tail); hi must be feasible. */
+static ah_ns bisect_P(ah_search_ctx *x, ah_ns lo, ah_ns hi, ah_ns max_tail, workspace *w, int *offset) {
+    int mt;
+    long long mr;
+    while (hi - lo > 1) {
+        ah_ns mid = lo + (hi - lo) / 2;
+        if (feasible_T(x, mid, max_tail, w, offset, &mt, &mr))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     memset(sol, 0, sizeof *sol);
     sol->value = AH_NS_INF;
     if (x->n_tpl == 0)
         return;
-    /* Single-replica plans: no DP all-reduce at all. */
+    /* Single-replica plans: no DP all-reduce, tail = optimizer only. */
     int best1 = -1;
-    ah_ns v1 = AH_NS_INF, hi = AH_NS_INF;
+    ah_ns v1 = AH_NS_INF, hiP = AH_NS_INF;
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
         ah_ns v = ah_replica_time(t->A, t->B, t->tail1, x->M);
@@ -321,12 +355,10 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             v1 = v;
             best1 = i;
         }
-        ah_ns h = ah_replica_time(t->A, t->B, t->tail, x->M);
-        if (h < hi)
-            hi = h;
+        ah_ns h = ah_replica_time(t->A, t->B, 0, x->M);
+        if (h < hiP)
+            hiP = h;
     }
-    /* Plans with several replicas (DP sync charged): smallest feasible T by
-     * bisection on integer nanoseconds; hi is feasible (one replica takes all). */
     workspace w;
     int offset[AH_MAX_CLASSES + 1];
     offset[0] = 0;
@@ -335,32 +367,44 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     w.V = malloc(sizeof(long long) * (size_t)offset[x->K]);
     w.choice = malloc(sizeof(int) * (size_t)offset[x->K]);
     w.cap = malloc(sizeof(long long) * (size_t)x->n_tpl);
-    if (!w.V || !w.choice || !w.cap)
+    ah_ns *tails = malloc(sizeof(ah_ns) * (size_t)x->n_tpl);
+    if (!w.V || !w.choice || !w.cap || !tails)
         abort();
+    /* Plans with several replicas: T = P + Sigma, P = slowest pipeline, Sigma =
+     * largest stage tail (gradient sync + optimizer) among the templates used.
+     * P_all, the best P with every template allowed, bounds P from below; then
+     * every distinct tail value Sigma* is tried as the cap, in ascending order,
+     * while Sigma* + P_all can still beat the best value found. */
+    ah_ns P_all = bisect_P(x, 0, hiP, AH_NS_INF, &w, offset);
+    int n_tails = 0;
+    for (int i = 0; i < x->n_tpl; i++)
+        tails[n_tails++] = x->tpl[i].tail;
+    qsort(tails, (size_t)n_tails, sizeof(ah_ns), cmp_ns);
+    ah_ns best = v1, bestP = -1, bestS = -1;
     int mt;
     long long mr;
-    /* Only plans strictly better than the best single replica matter. */
-    ah_ns lo = 0;
-    if (v1 - 1 < hi)
-        hi = v1 - 1;
-    int general = hi >= 1 && feasible_T(x, hi, &w, offset, &mt, &mr);
-    if (general) {
-        while (hi - lo > 1) {
-            ah_ns mid = lo + (hi - lo) / 2;
-            if (feasible_T(x, mid, &w, offset, &mt, &mr))
-                hi = mid;
-            else
-                lo = mid;
-        }
+    for (int i = 0; i < n_tails; i++) {
+        ah_ns S = tails[i];
+        if (i > 0 && S == tails[i - 1])
+            continue;
+        if (S + P_all >= best)
+            break;
+        ah_ns target = best - S - 1; /* strictly better */
+        if (!feasible_T(x, target, S, &w, offset, &mt, &mr))
+            continue;
+        ah_ns P = bisect_P(x, P_all - 1, target, S, &w, offset);
+        best = P + S;
+        bestP = P;
+        bestS = S;
     }
     int cap = 0;
-    if (!general) {
+    if (bestP < 0) {
         sol->value = v1;
         sol->single = 1;
         push(sol, best1, x->M, &cap);
     } else {
-        sol->value = hi;
-        feasible_T(x, hi, &w, offset, &mt, &mr);
+        sol->value = best;
+        feasible_T(x, bestP, bestS, &w, offset, &mt, &mr);
         for (long long r = 0; r < mr; r++)
             push(sol, mt, w.cap[mt], &cap);
         for (int k = 0; k < x->K; k++) {
@@ -375,7 +419,7 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
                 u -= x->tpl[i].n_stages;
             }
         }
-        /* Trim to exactly M micro-batches: take from the replica that finishes
+        /* Trim to exactly M micro-batches: take from the pipeline that finishes
          * last; a replica left with none is dropped. */
         long long total = 0;
         for (int i = 0; i < sol->n; i++)
@@ -385,7 +429,7 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             ah_ns wt = -1;
             for (int i = 0; i < sol->n; i++) {
                 const ah_template *t = &x->tpl[sol->r[i].tpl];
-                ah_ns v = ah_replica_time(t->A, t->B, t->tail, sol->r[i].m);
+                ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[i].m);
                 if (v >= wt) {
                     wt = v;
                     worst = i;
@@ -400,6 +444,7 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     free(w.V);
     free(w.choice);
     free(w.cap);
+    free(tails);
 }
 
 void ah_solution_free(ah_solution *s) {
@@ -416,6 +461,8 @@ typedef struct {
     double inv_kappa[AH_MAX_CLASSES]; /* 1 / kappa_c, see below */
     double omega;
     ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
+    ah_ns *upd_min;           /* per subset: sum_l min_c upd_c(l) */
+    ah_ns sync_all;           /* sum_l sync(l) */
     int added;
 } expand_env;
 
@@ -448,10 +495,20 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     expand_env *v = arg;
     ah_ns lbA, lbB;
     bounds_for(x, v, shape, &lbA, &lbB);
+    /* The tail of a pipeline of S stages is at least the average over its
+     * stages of (sync + optimizer) of all layers; a plan using this shape pays
+     * at least that after its slowest pipeline. */
+    unsigned mask = 0;
+    for (int k = 0; k < x->K; k++)
+        if (shape[k])
+            mask |= 1u << k;
+    ah_ns upd = v->upd_min[mask];
+    ah_ns tail1 = (upd + stages - 1) / stages, tail = (upd + v->sync_all + stages - 1) / stages;
     /* a single replica of this shape */
-    int useful = ah_replica_time(lbA, lbB, 0, x->M) < v->bound;
-    /* r copies plus the best pure replicas on what is left, within bound - 1 */
-    ah_ns T = v->bound - 1;
+    int useful = ah_replica_time(lbA, lbB, tail1, x->M) < v->bound;
+    /* r copies plus the best pure replicas on what is left: their pipelines
+     * must finish within bound - 1 - tail */
+    ah_ns T = v->bound - 1 - tail;
     long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
     if (capub > x->M)
         capub = x->M;
@@ -494,11 +551,15 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     unsigned subsets = 1u << x->K;
     v.sum_min = calloc(subsets, sizeof(ah_ns));
     v.max_min = calloc(subsets, sizeof(ah_ns));
-    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min)
+    v.upd_min = calloc(subsets, sizeof(ah_ns));
+    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min || !v.upd_min)
         abort();
     /* pure-replica capacities at bound - 1 (mixed templates of phase 1 are
      * ignored: a plan holds copies of one mixed template only) */
-    class_tables(x, bound - 1, &v.w, v.offset);
+    /* pure capacities with the pipelines done by bound - 1 minus the smallest
+     * tail any long mixed shape can have (valid for every shape below) */
+    v.sync_all = ah_range(x->lb.sync, 0, x->L);
+    class_tables(x, bound - 1 - v.sync_all / hi, AH_NS_INF, &v.w, v.offset);
     for (unsigned m = 1; m < subsets; m++)
         for (int l = 0; l < x->L; l++) {
             ah_ns mn = AH_NS_INF;
@@ -511,6 +572,14 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
             v.sum_min[m] += mn;
             if (mn > v.max_min[m])
                 v.max_min[m] = mn;
+            ah_ns un = AH_NS_INF;
+            for (int k = 0; k < x->K; k++)
+                if (m & (1u << k)) {
+                    ah_ns ul = ah_range(x->cls[k].lt.upd, l, l + 1);
+                    if (ul < un)
+                        un = ul;
+                }
+            v.upd_min[m] += un;
         }
     for (int l = 0; l < x->L; l++) {
         ah_ns om = 0;
@@ -545,5 +614,6 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     free(v.w.cap);
     free(v.sum_min);
     free(v.max_min);
+    free(v.upd_min);
     return v.added;
 }

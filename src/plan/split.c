@@ -82,7 +82,34 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
 
 /* Exact smallest bottleneck over splits whose stages all satisfy the current
  * limits (v->bmax bounds the window, so this is O(S * L * window)). */
-static ah_ns minmax_dp(const split_env *v) {
+/* co[j][p] = stages j..S-1 can cover [p, L) under the current limits. */
+static void co_feasible(const split_env *v, unsigned char *co, int *cnt) {
+    int L = v->x->L, S = v->t->n_stages;
+    memset(co, 0, (size_t)(S + 1) * (size_t)(L + 1));
+    co[(size_t)S * (L + 1) + L] = 1;
+    for (int j = S - 1; j >= 0; j--) {
+        const unsigned char *nx = co + (size_t)(j + 1) * (L + 1);
+        unsigned char *cur = co + (size_t)j * (L + 1);
+        /* cnt[p] = number of co-reachable ends in [0, p) for stage j+1 */
+        cnt[0] = 0;
+        for (int p = 0; p <= L; p++)
+            cnt[p + 1] = cnt[p] + nx[p];
+        int e = 0;
+        for (int a = 0; a < L; a++) {
+            if (e < a)
+                e = a;
+            while (e + 1 <= L && stage_ok(v, j, a, e + 1))
+                e++;
+            cur[a] = e > a && cnt[e + 1] - cnt[a + 1] > 0;
+        }
+    }
+}
+
+/* Both DPs below only visit stage boundaries that are reachable from the front
+ * (reach) and from the back (co) under the current limits. */
+#define LIVE(arr, j, p) ((arr)[(size_t)(j) * (L + 1) + (p)])
+
+static ah_ns minmax_dp(const split_env *v, const unsigned char *reach, const unsigned char *co) {
     int L = v->x->L, S = v->t->n_stages;
     ah_ns *g = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
     if (!g)
@@ -95,11 +122,13 @@ static ah_ns minmax_dp(const split_env *v) {
         ah_ns *nxt = g + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j);
         for (int e = j + 1; e <= limit; e++) {
+            if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e))
+                continue;
             ah_ns best = AH_NS_INF;
             for (int a = e - 1; a >= j; a--) {
                 if (!stage_ok(v, j, a, e))
                     break; /* longer intervals fail too */
-                if (cur[a] == AH_NS_INF)
+                if (cur[a] == AH_NS_INF || !LIVE(co, j, a))
                     continue;
                 ah_ns w = stage_w(v, j, a, e);
                 ah_ns val = cur[a] > w ? cur[a] : w;
@@ -120,7 +149,7 @@ typedef struct {
     int from;
 } dp_cell;
 
-static int lexi_dp(const split_env *v, int *ends) {
+static int lexi_dp(const split_env *v, int *ends, const unsigned char *reach, const unsigned char *co) {
     int L = v->x->L, S = v->t->n_stages;
     dp_cell *f = malloc(sizeof(dp_cell) * (size_t)(S + 1) * (size_t)(L + 1));
     if (!f)
@@ -134,10 +163,14 @@ static int lexi_dp(const split_env *v, int *ends) {
         int limit = L - (S - 1 - j);
         for (int e = j + 1; e <= limit; e++) {
             dp_cell best = {-1, 0, -1};
+            if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e)) {
+                nxt[e] = best;
+                continue;
+            }
             for (int a = e - 1; a >= j; a--) {
                 if (!stage_ok(v, j, a, e))
                     break; /* longer intervals fail too */
-                if (cur[a].sum < 0)
+                if (cur[a].sum < 0 || !LIVE(co, j, a))
                     continue;
                 ah_ns s = cur[a].sum + stage_w(v, j, a, e);
                 ah_ns tl = stage_tail(v, j, a, e);
@@ -201,8 +234,9 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     if (S > L)
         return -1;
     unsigned char *reach = malloc((size_t)(S + 1) * (size_t)(L + 1));
+    unsigned char *co = malloc((size_t)(S + 1) * (size_t)(L + 1));
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
-    if (!reach || !diff)
+    if (!reach || !co || !diff)
         abort();
     split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF};
     int rc = -1;
@@ -249,7 +283,12 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     }
     /* 1. smallest bottleneck B: exact DP over stages no slower than hi */
     v.bmax = hi;
-    ah_ns B = minmax_dp(&v);
+    feasible(&v, reach, diff);
+    co_feasible(&v, co, diff);
+    ah_ns B = minmax_dp(&v, reach, co);
+    v.bmax = B;
+    feasible(&v, reach, diff);
+    co_feasible(&v, co, diff); /* the tail is not limited below, so one pass serves both modes */
     ah_ns sum_w, b2, tl;
     /* 2./3. then smallest A, then smallest tail: once with the DP sync in the
      * tail (plans with several replicas), once without (single replica). */
@@ -258,7 +297,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         v.use_sync = mode == 0;
         v.bmax = B;
         v.tmax = AH_NS_INF;
-        if (!lexi_dp(&v, ends))
+        if (!lexi_dp(&v, ends, reach, co))
             goto done; /* cannot happen: B is feasible */
         measure(&v, ends, &sum_w, &b2, &tl);
         if (mode == 0)
@@ -274,6 +313,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     rc = 0;
 done:
     free(reach);
+    free(co);
     free(diff);
     return rc;
 }
