@@ -9,6 +9,8 @@ scripts/build.sh >/dev/null
 mkdir -p out
 echo "== planner benchmark (median of $RUNS planning runs, one core) =="
 ./build/plan_bench --runs "$RUNS" --markdown out/plan_bench.md
+echo
+./build/sim_bench --runs "$RUNS" --markdown out/sim_bench.md
 {
   echo "# Benchmarks"
   echo
@@ -28,6 +30,12 @@ echo "== planner benchmark (median of $RUNS planning runs, one core) =="
   echo
   awk -F'|' 'NR>2 { gpus=$4+0; t=$7+0; if (gpus<=64 && t>m64) m64=t; if (gpus>=1024 && t>m1k) m1k=t }
        END { printf("Slowest planning time: %.3f s for clusters of <= 64 GPUs, %.3f s at 1,024 GPUs.\n", m64, m1k) }' out/plan_bench.md
+  echo
+  echo "## Simulator (\`autohet simulate\`)"
+  echo
+  cat out/sim_bench.md
+  echo
+  cat bench/sim_notes.md
 } > BENCHMARKS.md
 echo
 tail -1 BENCHMARKS.md

@@ -23,5 +23,7 @@ echo '{"hidden_size": 12' >"$TMP/bad.json"
 run "$BIN" plan --model "$TMP/bad.json" --cluster 1x8xA100-40G --global-batch 8
 run "$BIN" devices
 run "$BIN" models
+"$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G,1x8xH800 --global-batch 32 --quiet --json "$TMP/s.json"
+run "$BIN" simulate "$TMP/s.json" --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/o.json"
 [ $fails -eq 0 ] && echo "cli_valgrind: clean"
 exit $fails

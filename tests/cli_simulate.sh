@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# End-to-end checks of `autohet simulate`: a plan from `autohet plan` is
+# simulated; the JSON has the fields acceptance scripts read, the trace is a
+# valid trace-event file (every event complete, durations >= 0, events on one
+# track nested or disjoint), the SVG is an SVG; bad input exits 2.
+set -uo pipefail
+BIN="$1"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+$BIN simulate --help | grep -q usage || fail "simulate --help"
+$BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G,1x8xH800 --global-batch 64 --quiet --json "$TMP/p.json" \
+  || fail "plan"
+for sched in 1f1b gpipe; do
+  $BIN simulate "$TMP/p.json" --schedule $sched --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/s.json" \
+    >"$TMP/out" || fail "simulate --schedule $sched"
+  grep -q "Iteration time" "$TMP/out" || fail "$sched: no summary"
+  jq -e --slurpfile p "$TMP/p.json" '
+      (.iteration_time_s > 0) and (.gpus | length) == $p[0].gpus_used and
+      all(.gpus[]; (.compute_s >= 0) and (.exposed_comm_s >= 0) and (.idle_s >= 0) and
+                   (.peak_memory_bytes > 0) and (.capacity_bytes > 0))' \
+    "$TMP/s.json" >/dev/null || fail "$sched: simulation JSON lacks required per-GPU fields"
+  # compute + exposed comm + idle add up to the simulated iteration time on every GPU
+  jq -e '.iteration_time_s as $T | all(.gpus[]; ((.compute_s + .exposed_comm_s + .idle_s) - $T | fabs) < 1e-6 * $T)' \
+    "$TMP/s.json" >/dev/null || fail "$sched: per-GPU breakdown does not add up to the iteration time"
+  # trace-event validation
+  jq -e '
+      (.traceEvents | type) == "array" and
+      all(.traceEvents[]; has("ph") and has("pid") and has("name")) and
+      all(.traceEvents[] | select(.ph == "X"); (.ts >= 0) and (.dur >= 0) and has("tid")) and
+      ([.traceEvents[] | select(.ph == "X")] | length) > 0 and
+      ([.traceEvents[] | select(.ph == "X")] | group_by([.pid, .tid]) |
+        all(.[]; sort_by(.ts) | . as $e |
+            [range(1; length) | $e[.].ts >= $e[. - 1].ts + $e[. - 1].dur - 0.001 or
+                                ($e[.].ts + $e[.].dur <= $e[. - 1].ts + $e[. - 1].dur + 0.001)] | all))' \
+    "$TMP/t.json" >/dev/null || fail "$sched: trace is not a valid trace-event file"
+  jq -e '[.traceEvents[] | select(.ph == "M" and .name == "process_name")] | length >= 2' "$TMP/t.json" >/dev/null \
+    || fail "$sched: trace lacks one process per node"
+  head -c 200 "$TMP/t.svg" | grep -q "<svg" || fail "$sched: SVG does not start with <svg"
+  grep -q "<rect" "$TMP/t.svg" || fail "$sched: SVG has no bars"
+done
+# GPipe keeps every micro-batch in flight: its peak memory is never below 1F1B's
+$BIN simulate "$TMP/p.json" --quiet --json "$TMP/a.json" || fail "simulate 1f1b"
+$BIN simulate "$TMP/p.json" --quiet --schedule gpipe --json "$TMP/b.json" || fail "simulate gpipe"
+jq -e --slurpfile g "$TMP/b.json" '[.gpus[].peak_memory_bytes] as $a | [$g[0].gpus[].peak_memory_bytes] as $b |
+      all(range(0; $a | length); $b[.] >= $a[.])' "$TMP/a.json" >/dev/null || fail "gpipe peak memory below 1f1b"
+
+expect_error() {
+  local pat="$1"; shift; shift
+  "$@" >"$TMP/o" 2>"$TMP/e"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "expected exit 2, got $rc: $*"
+  [ "$(wc -l <"$TMP/e")" -eq 1 ] || fail "expected one stderr line: $* => $(cat "$TMP/e")"
+  grep -q -- "$pat" "$TMP/e" || fail "stderr lacks '$pat': $(cat "$TMP/e")"
+}
+expect_error "missing.json" -- $BIN simulate "$TMP/missing.json"
+head -c 300 "$TMP/p.json" >"$TMP/cut.json"
+expect_error "cut.json" -- $BIN simulate "$TMP/cut.json"
+expect_error "schedule" -- $BIN simulate "$TMP/p.json" --schedule zigzag
+expect_error "PLAN.json" -- $BIN simulate
+[ $fails -eq 0 ] && echo "cli_simulate: all checks passed"
+exit $fails
