@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages autohet needs to build and test (idempotent).
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind)
+PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind libopenblas-dev libopenblas-openmp-dev
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

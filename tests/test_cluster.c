@@ -41,7 +41,7 @@ static int reset_catalog(void **state) {
 
 static void test_catalog_contents(void **state) {
     (void)state;
-    assert_int_equal(ah_device_catalog_count(), 14);
+    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
     const ah_device *d = ah_device_catalog_at(0);
     assert_string_equal(d->name, "A100-40G");
     assert_double_equal(d->peak_tflops, 312, 0);
@@ -59,12 +59,13 @@ static void test_catalog_contents(void **state) {
     for (int i = 0; i < ah_device_catalog_count(); i++) {
         d = ah_device_catalog_at(i);
         assert_double_equal(d->efficiency, 0.5, 0);
-        assert_double_equal(d->slowdown, 1.0, 0);
+        /* real GPUs run at full speed; only the emulated CPU devices are slowed */
+        assert_double_equal(d->slowdown, !strcmp(d->name, "cpu-half") ? 2.0 : !strcmp(d->name, "cpu-quarter") ? 4.0 : 1.0, 0);
         /* every canonical name finds itself */
         assert_ptr_equal(ah_device_find(d->name), d);
     }
     assert_null(ah_device_catalog_at(-1));
-    assert_null(ah_device_catalog_at(14));
+    assert_null(ah_device_catalog_at(17));
 }
 
 static void test_aliases(void **state) {
@@ -104,7 +105,7 @@ static void test_overrides_update_and_add(void **state) {
                        "  \"mem_bw_gbs\": 8000, \"intra_bw_gbs\": 900, \"_note\": \"x\"},\n"
                        " {\"name\": \"b200\", \"nic_gbit\": 3200}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), 0);
-    assert_int_equal(ah_device_catalog_count(), 15);
+    assert_int_equal(ah_device_catalog_count(), 18);
     const ah_device *d = ah_device_find("A100-40G");
     assert_double_equal(d->efficiency, 0.62, 0);
     assert_double_equal(d->slowdown, 3, 0);
@@ -123,7 +124,7 @@ static void test_overrides_update_and_add(void **state) {
     ah_cluster_free(&c);
 
     ah_device_catalog_reset();
-    assert_int_equal(ah_device_catalog_count(), 14);
+    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
     assert_null(ah_device_find("B200"));
     assert_double_equal(ah_device_find("A100-40G")->efficiency, 0.5, 0);
 }
@@ -174,7 +175,7 @@ static void test_override_is_atomic(void **state) {
     assert_contains(err, "devices[2].slowdown must be a positive number");
     assert_double_equal(ah_device_find("H20")->mem_gib, 96, 0);
     assert_null(ah_device_find("NEW1"));
-    assert_int_equal(ah_device_catalog_count(), 14);
+    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
 }
 
 static void test_override_catalog_full(void **state) {
@@ -188,8 +189,8 @@ static void test_override_catalog_full(void **state) {
                                 i ? "," : "", i);
     snprintf(text + off, sizeof text - off, "]}");
     assert_int_equal(overrides_text(text, err, sizeof err, path), -1);
-    assert_contains(err, "devices[50]: catalog is full (64 devices at most)");
-    assert_int_equal(ah_device_catalog_count(), 14);
+    assert_contains(err, "devices[47]: catalog is full (64 devices at most)"); /* 17 built in + 47 */
+    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
 }
 
 /* ----------------------------------------------------------- shorthand */

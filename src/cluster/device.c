@@ -33,6 +33,13 @@ static const ah_device builtin[] = {
     {"RTX-3090", 71, 24, 936, 25, 100, 0.5, 1.0},
     {"Titan-RTX", 130, 24, 672, 12, 100, 0.5, 1.0},
     {"RTX-2080", 40, 8, 448, 12, 100, 0.5, 1.0},
+    /* CPU "devices" for the training engine on one machine: one MPI rank on
+     * this machine's cores. Peak is a nominal figure (autohet train measures
+     * the real sgemm peak); cpu-half/cpu-quarter are emulated slower devices:
+     * the engine waits (slowdown - 1) x the measured time of each compute op. */
+    {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0},
+    {"cpu-half", 0.05, 4, 20, 10, 80, 0.5, 2.0},
+    {"cpu-quarter", 0.025, 4, 20, 10, 80, 0.5, 4.0},
 };
 #define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 

@@ -29,12 +29,17 @@ static const preset presets[] = {
     {"bert-large", AH_ARCH_BERT, 1024, 24, 16, 16, 4096, 30522, 512, 1},
     {"opt-350m", AH_ARCH_GPT, 1024, 24, 16, 16, 4096, 50272, 2048, 1},
     {"gpt-neo-2.7b", AH_ARCH_GPT, 2560, 32, 20, 20, 10240, 50257, 2048, 1},
+    /* small byte-level models for the CPU training engine, its tests and demos */
+    {"tiny-gpt", AH_ARCH_GPT, 64, 4, 4, 4, 256, 256, 256, 1},
+    {"tiny-llama", AH_ARCH_LLAMA, 64, 4, 4, 2, 192, 256, 0, 0},
+    {"small-gpt", AH_ARCH_GPT, 256, 6, 8, 8, 1024, 256, 512, 1},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 static const char *const preset_names[] = {
     "gpt2-124m",  "gpt3-1.3b",  "gpt3-2.7b", "gpt3-6.7b",  "gpt3-13b", "gpt3-175b",    "llama2-7b",
-    "llama2-13b", "llama2-70b", "llama3-8b", "bert-large", "opt-350m", "gpt-neo-2.7b", NULL,
+    "llama2-13b", "llama2-70b", "llama3-8b", "bert-large", "opt-350m", "gpt-neo-2.7b", "tiny-gpt",
+    "tiny-llama", "small-gpt",  NULL,
 };
 _Static_assert(sizeof preset_names / sizeof preset_names[0] == N_PRESETS + 1,
                "preset_names must list every preset");

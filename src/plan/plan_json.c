@@ -567,6 +567,9 @@ static int read_model(rctx *c, const cJSON *root, ah_model_config *m) {
         return -1;
     if (get_str(c, o, mp, "name", 1, m->name, sizeof m->name) < 0)
         return -1;
+    /* a hand-written plan may name a preset and give nothing else */
+    if (!cJSON_GetObjectItemCaseSensitive(o, "arch") && ah_model_preset(m->name, m) == 0)
+        return 0;
     char arch[32];
     if (get_str(c, o, mp, "arch", 1, arch, sizeof arch) < 0)
         return -1;

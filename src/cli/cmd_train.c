@@ -1,0 +1,253 @@
+/* autohet train: train a GPT/LLaMA-style model on real text, on one process or
+ * over MPI ranks executing a plan document. */
+#include <getopt.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "cli/cli.h"
+#include "engine/data.h"
+#include "engine/executor.h"
+#include "engine/optim.h"
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+            "usage: [mpirun -np N] autohet train --model NAME|config.json --data PATH [--plan PLAN.json]\n"
+            "                      [--steps N] [--seed S] [--global-batch G --micro-batch B --seq L]\n"
+            "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n\n"
+            "Trains on byte-level tokens (vocabulary 256) of a text file or a directory of them. Without\n"
+            "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
+            "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
+            "one process would.\n\n"
+            "  --model        preset (e.g. tiny-gpt, tiny-llama, small-gpt, gpt2-124m) or config.json;\n"
+            "                 the vocabulary is replaced by the 256 byte values\n"
+            "  --data         text file or directory (10%% held out for validation)\n"
+            "  --plan         plan document (autohet plan --json, or hand-written: docs/plan-format.md);\n"
+            "                 its tp, micro_batch, global_batch and seq are used\n"
+            "  --steps        optimizer steps (default 50)\n"
+            "  --seed         data order and initialisation (default 1)\n"
+            "  --global-batch / --micro-batch / --seq   batch shape without a plan (default 8 / 2 / 128)\n"
+            "  --lr, --warmup peak learning rate (default 3e-3) and warm-up steps (default 5); cosine decay\n"
+            "  --eval-every   validation loss every K steps (default 10, 0 = never)\n"
+            "  --log-every    progress line every K steps (default 1)\n"
+            "  --log FILE     one JSON object per step: step, loss, val_loss, lr, grad_norm, step_s,\n"
+            "                 tokens_per_s, tflops, mfu\n\n"
+            "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+/* The plan a run without --plan executes: one replica, one stage, TP 1. */
+static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, int seq) {
+    memset(p, 0, sizeof *p);
+    p->version = AH_PLAN_FORMAT_VERSION;
+    snprintf(p->strategy, sizeof p->strategy, "single");
+    p->model = *m;
+    p->train.seq = seq;
+    p->tp = 1;
+    p->micro_batch = mb;
+    p->global_batch = gb;
+    p->cluster.n_nodes = 1;
+    p->cluster.nodes = calloc(1, sizeof(ah_node));
+    snprintf(p->cluster.nodes[0].name, sizeof p->cluster.nodes[0].name, "cpu-0");
+    p->cluster.nodes[0].dev = *ah_device_find("cpu");
+    p->cluster.nodes[0].gpus = 1;
+    p->cluster.nodes[0].nic_gbit = p->cluster.nodes[0].dev.nic_gbit;
+    p->n_replicas = 1;
+    p->replicas = calloc(1, sizeof(ah_replica));
+    p->replicas[0].n_stages = 1;
+    p->replicas[0].micro_batches = gb / mb;
+    p->replicas[0].stages = calloc(1, sizeof(ah_stage));
+    p->replicas[0].stages[0].layer_last = ah_model_num_layers(m);
+}
+
+/* Report an input error from rank 0 only, and end every rank with exit 2. */
+static int fail_all(int rank, const char *msg) {
+    if (rank == 0)
+        fprintf(stderr, "autohet train: %s\n", msg);
+    MPI_Finalize();
+    return AH_EXIT_BAD_INPUT;
+}
+
+int cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            train_usage(stdout);
+            return 0;
+        }
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
+        {"plan", required_argument, 0, 'p'},        {"steps", required_argument, 0, 's'},
+        {"seed", required_argument, 0, 'S'},        {"global-batch", required_argument, 0, 'G'},
+        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
+        {"lr", required_argument, 0, 'r'},          {"warmup", required_argument, 0, 'w'},
+        {"eval-every", required_argument, 0, 'e'},  {"log-every", required_argument, 0, 'k'},
+        {"log", required_argument, 0, 'o'},         {0, 0, 0, 0},
+    };
+    const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL;
+    int steps = 50, seed = 1, gb = 0, mb = 0, seq = 0, warmup = 5, eval_every = 10, log_every = 1;
+    double lr = 3e-3;
+    char msg[640];
+    int bad = 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1 && !bad) {
+        int *iv = NULL, min = 1;
+        switch (c) {
+        case 'm': model_arg = optarg; break;
+        case 'd': data_arg = optarg; break;
+        case 'p': plan_arg = optarg; break;
+        case 'o': log_path = optarg; break;
+        case 's': iv = &steps; break;
+        case 'S': iv = &seed, min = 0; break;
+        case 'G': iv = &gb; break;
+        case 'B': iv = &mb; break;
+        case 'L': iv = &seq; break;
+        case 'w': iv = &warmup, min = 0; break;
+        case 'e': iv = &eval_every, min = 0; break;
+        case 'k': iv = &log_every; break;
+        case 'r':
+            if (cli_parse_double(optarg, &lr) != 0 || !(lr > 0)) {
+                snprintf(msg, sizeof msg, "--lr '%s': expected a positive number", optarg);
+                bad = 1;
+            }
+            break;
+        default:
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet train --help)", argv[optind - 1]);
+            bad = 1;
+        }
+        if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < min)) {
+            snprintf(msg, sizeof msg, "%s '%s': expected an integer >= %d", argv[optind - 2], optarg, min);
+            bad = 1;
+        }
+    }
+    MPI_Init(&argc, &argv);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (bad)
+        return fail_all(rank, msg);
+    if (!model_arg)
+        return fail_all(rank, "--model is required (see autohet train --help)");
+    if (!data_arg)
+        return fail_all(rank, "--data is required: a text file or a directory of them");
+
+    ah_model_config cfg;
+    char err[512];
+    if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)
+        return fail_all(rank, err);
+    cfg.vocab = 256; /* byte-level tokens */
+    ah_plan plan;
+    if (plan_arg) {
+        if (ah_plan_read_json(plan_arg, &plan, err, sizeof err) != 0)
+            return fail_all(rank, err);
+        if ((gb && gb != plan.global_batch) || (mb && mb != plan.micro_batch) || (seq && seq != plan.train.seq)) {
+            snprintf(msg, sizeof msg,
+                     "--global-batch/--micro-batch/--seq disagree with %s (global batch %d, micro-batch %d, seq %d)",
+                     plan_arg, plan.global_batch, plan.micro_batch, plan.train.seq);
+            ah_plan_free(&plan);
+            return fail_all(rank, msg);
+        }
+        if (plan.model.n_layers != cfg.n_layers || plan.model.hidden != cfg.hidden) {
+            snprintf(msg, sizeof msg, "%s was made for %s (%d blocks, hidden %d), --model %s has %d blocks, hidden %d",
+                     plan_arg, plan.model.name, plan.model.n_layers, plan.model.hidden, cfg.name, cfg.n_layers,
+                     cfg.hidden);
+            ah_plan_free(&plan);
+            return fail_all(rank, msg);
+        }
+    } else {
+        gb = gb ? gb : 8;
+        mb = mb ? mb : 2;
+        seq = seq ? seq : 128;
+        if (gb % mb) {
+            snprintf(msg, sizeof msg, "--global-batch %d is not divisible by --micro-batch %d", gb, mb);
+            return fail_all(rank, msg);
+        }
+        if (world != 1)
+            return fail_all(rank, "without --plan, run on one rank (give a plan to use several)");
+        trivial_plan(&plan, &cfg, gb, mb, seq);
+    }
+    ah_dataset data;
+    if (ah_dataset_load(&data, data_arg, 0.1, plan.train.seq, err, sizeof err) != 0) {
+        ah_plan_free(&plan);
+        return fail_all(rank, err);
+    }
+    ah_optim_config oc;
+    ah_optim_config_default(&oc);
+    oc.lr = (float)lr;
+    oc.min_lr = (float)(lr / 10);
+    oc.warmup_steps = warmup < steps ? warmup : steps / 2;
+    oc.total_steps = steps;
+    double peak = ah_measure_sgemm_peak();
+    ah_executor *x = ah_executor_create(&plan, &cfg, &data, &oc, (uint64_t)seed, peak, err, sizeof err);
+    if (!x) {
+        ah_dataset_free(&data);
+        ah_plan_free(&plan);
+        return fail_all(rank, err);
+    }
+    FILE *log = NULL;
+    if (rank == 0 && log_path && !(log = fopen(log_path, "w"))) {
+        snprintf(msg, sizeof msg, "--log %s: cannot open for writing", log_path);
+        fprintf(stderr, "autohet train: %s\n", msg);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (rank == 0)
+        printf("autohet train: %s (%d blocks, hidden %d, %s), %d rank%s, %d replica%s, TP %d, global batch %d x seq "
+               "%d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f GFLOP/s/rank\n",
+               cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), world, world == 1 ? "" : "s",
+               plan.n_replicas, plan.n_replicas == 1 ? "" : "s", plan.tp, plan.global_batch, plan.train.seq,
+               plan.micro_batch, data_arg, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
+    const char *kill_rank = getenv("AUTOHET_TEST_KILL_RANK"), *kill_step = getenv("AUTOHET_TEST_KILL_STEP");
+    int rc = 0;
+    for (int s = 0; s < steps && rc == 0; s++) {
+        /* test hook: a rank dies mid-run (the job must end, not hang) */
+        if (kill_rank && atoi(kill_rank) == rank && kill_step && atoi(kill_step) == s)
+            raise(SIGKILL);
+        ah_step_stats st;
+        int eval = eval_every > 0 && ((s + 1) % eval_every == 0 || s + 1 == steps);
+        rc = ah_executor_step(x, s, eval, &st, err, sizeof err);
+        if (rc != 0 || rank != 0)
+            continue;
+        if ((s + 1) % log_every == 0 || s + 1 == steps || eval) {
+            printf("step %4d/%d | loss %.4f", s + 1, steps, st.loss);
+            if (st.val_loss >= 0)
+                printf(" | val %.4f", st.val_loss);
+            printf(" | lr %.2e | grad norm %.3f | %.0f tok/s | %.2f GFLOP/s | MFU %.1f%% | %.0f ms\n", st.lr,
+                   st.grad_norm, st.tokens_per_s, st.tflops * 1e3, 100 * st.mfu, st.step_s * 1e3);
+            fflush(stdout);
+        }
+        if (log) {
+            fprintf(log,
+                    "{\"step\": %d, \"loss\": %.9g, \"val_loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
+                    "\"step_s\": %.6f, \"tokens_per_s\": %.3f, \"tflops\": %.6g, \"mfu\": %.6g}\n",
+                    s + 1, st.loss, st.val_loss, st.lr, st.grad_norm, st.step_s, st.tokens_per_s, st.tflops, st.mfu);
+            fflush(log);
+        }
+    }
+    if (rc != 0)
+        fprintf(stderr, "autohet train: rank %d: %s\n", rank, err);
+    /* test hook: dump the final parameters (replica 0, full layout) */
+    const char *dump = getenv("AUTOHET_DUMP_PARAMS");
+    if (rc == 0 && dump) {
+        float *all = NULL;
+        size_t n = 0;
+        ah_executor_gather_params(x, &all, &n);
+        if (rank == 0) {
+            FILE *f = fopen(dump, "wb");
+            if (f) {
+                fwrite(all, sizeof(float), n, f);
+                fclose(f);
+            }
+            free(all);
+        }
+    }
+    if (log)
+        fclose(log);
+    ah_executor_free(x);
+    ah_dataset_free(&data);
+    ah_plan_free(&plan);
+    MPI_Finalize();
+    return rc ? 1 : 0;
+}

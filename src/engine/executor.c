@@ -1,0 +1,483 @@
+/* Plan execution over MPI (see executor.h and docs/engine.md). */
+#include "engine/executor.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "autohet/sim.h"
+#include "plan/costs.h"
+
+typedef struct {
+    int first, last; /* layers [first, last) */
+    MPI_Comm comm;   /* the holders of this bucket with my TP rank */
+} bucket;
+
+struct ah_executor {
+    ah_plan plan;
+    ah_model_config cfg;
+    const ah_dataset *data;
+    ah_optim_config oc;
+    uint64_t seed;
+    int rank, world;
+    int replica, stage, tp_rank, n_stages, tp;
+    int m;          /* my replica's micro-batches */
+    int row0;       /* my replica's first row of the global batch */
+    int prev, next; /* world ranks of the neighbouring stages (same TP rank), -1 at the ends */
+    MPI_Comm tp_comm;
+    bucket *buckets;
+    int n_buckets;
+    int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
+    double slowdown;
+    double peak;     /* sgemm FLOP/s of one rank */
+    ah_engine_model model;
+};
+
+static void tp_allreduce_cb(float *buf, size_t n, void *ctx) {
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, *(MPI_Comm *)ctx);
+}
+
+/* World rank of (replica k, stage j, tp rank r). */
+static int slot_rank(const ah_plan *p, int k, int j, int r) {
+    int idx = 0;
+    for (int q = 0; q < k; q++)
+        idx += p->replicas[q].n_stages * p->tp;
+    return idx + j * p->tp + r;
+}
+
+static void sleep_s(double s) {
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+double ah_measure_sgemm_peak(void) {
+    const int n = 384;
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+    if (!a || !b || !c)
+        abort();
+    for (int i = 0; i < n * n; i++) {
+        a[i] = (float)(i % 7) * 0.01f;
+        b[i] = (float)(i % 5) * 0.02f;
+    }
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = MPI_Wtime();
+        for (int k = 0; k < 4; k++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = MPI_Wtime() - t0;
+        double f = 4.0 * 2.0 * n * n * (double)n / dt;
+        if (f > best)
+            best = f;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
+                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank, char *err,
+                                size_t errlen) {
+    ah_executor *x = calloc(1, sizeof *x);
+    if (!x)
+        abort();
+    ah_plan_copy(&x->plan, plan);
+    ah_plan *p = &x->plan;
+    x->cfg = *cfg;
+    x->data = data;
+    x->oc = *oc;
+    x->seed = seed;
+    x->peak = peak_flops_per_rank;
+    x->tp_comm = MPI_COMM_NULL;
+    MPI_Comm_rank(MPI_COMM_WORLD, &x->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &x->world);
+    int L = ah_model_num_layers(cfg), slots = 0, rc = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        slots += p->replicas[k].n_stages * p->tp;
+    if (slots != x->world) {
+        snprintf(err, errlen, "the plan has %d GPU slots (replicas x stages x tp) but %d MPI ranks were started", slots,
+                 x->world);
+        rc = -1;
+    }
+    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
+        int expect = 0;
+        for (int j = 0; j < p->replicas[k].n_stages && rc == 0; j++) {
+            const ah_stage *s = &p->replicas[k].stages[j];
+            if (s->layer_first != expect || s->layer_last <= s->layer_first || s->layer_last > L) {
+                snprintf(err, errlen, "plan: replica %d does not cover the model's %d layers exactly once", k, L);
+                rc = -1;
+            }
+            expect = s->layer_last;
+        }
+        if (rc == 0 && expect != L) {
+            snprintf(err, errlen, "plan: replica %d covers layers [0,%d), the model has %d", k, expect, L);
+            rc = -1;
+        }
+    }
+    long samples = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        samples += (long)p->replicas[k].micro_batches * p->micro_batch;
+    if (rc == 0 && samples != p->global_batch) {
+        snprintf(err, errlen, "plan: micro-batches x micro_batch = %ld, global batch is %d", samples, p->global_batch);
+        rc = -1;
+    }
+    /* my slot */
+    int row = 0;
+    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            for (int r = 0; r < p->tp; r++)
+                if (slot_rank(p, k, j, r) == x->rank) {
+                    x->replica = k;
+                    x->stage = j;
+                    x->tp_rank = r;
+                    x->row0 = row;
+                }
+        row += p->replicas[k].micro_batches * p->micro_batch;
+    }
+    if (rc == 0) {
+        const ah_replica *rep = &p->replicas[x->replica];
+        const ah_stage *st = &rep->stages[x->stage];
+        x->n_stages = rep->n_stages;
+        x->tp = p->tp;
+        x->m = rep->micro_batches;
+        x->prev = x->stage > 0 ? slot_rank(p, x->replica, x->stage - 1, x->tp_rank) : -1;
+        x->next = x->stage + 1 < x->n_stages ? slot_rank(p, x->replica, x->stage + 1, x->tp_rank) : -1;
+        x->slowdown = p->cluster.nodes[st->node].dev.slowdown;
+        if (ah_engine_model_init(&x->model, cfg, p->train.seq, p->micro_batch, st->layer_first, st->layer_last, p->tp,
+                                 x->tp_rank, seed, err, errlen) != 0)
+            rc = -1;
+    }
+    /* agree on success before creating communicators (they are collective) */
+    int bad = rc != 0, any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_bad) {
+        if (!bad)
+            snprintf(err, errlen, "another rank could not set up its part of the plan");
+        ah_executor_free(x);
+        return NULL;
+    }
+    /* TP group: the ranks of my stage */
+    int stage_id = slot_rank(p, x->replica, x->stage, 0);
+    MPI_Comm_split(MPI_COMM_WORLD, stage_id, x->tp_rank, &x->tp_comm);
+    x->model.comm.allreduce = tp_allreduce_cb;
+    x->model.comm.ctx = &x->tp_comm;
+    /* buckets: maximal layer runs whose holder stage is the same in every replica */
+    int R = p->n_replicas;
+    int *holder = calloc((size_t)L * R + 1, sizeof(int));
+    x->buckets = calloc((size_t)L + 1, sizeof(bucket));
+    if (!holder || !x->buckets)
+        abort();
+    for (int k = 0; k < R; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
+                holder[l * R + k] = j;
+    for (int l = 0; l < L && R > 1;) {
+        int e = l + 1;
+        while (e < L && !memcmp(&holder[e * R], &holder[l * R], sizeof(int) * (size_t)R))
+            e++;
+        int member = holder[l * R + x->replica] == x->stage;
+        MPI_Comm c;
+        MPI_Comm_split(MPI_COMM_WORLD, member ? x->tp_rank : MPI_UNDEFINED, x->replica, &c);
+        if (member) {
+            x->buckets[x->n_buckets].first = l;
+            x->buckets[x->n_buckets].last = e;
+            x->buckets[x->n_buckets].comm = c;
+            x->n_buckets++;
+        }
+        l = e;
+    }
+    /* tied embeddings: layer 0 and the head hold copies of one matrix */
+    x->tie_partner = -1;
+    if (cfg->tied_embeddings) {
+        const ah_replica *rep = &p->replicas[x->replica];
+        int has0 = x->stage == 0, hasH = x->stage == rep->n_stages - 1;
+        if (has0 && hasH)
+            x->tie_partner = -2;
+        else if (has0)
+            x->tie_partner = slot_rank(p, x->replica, rep->n_stages - 1, x->tp_rank);
+        else if (hasH)
+            x->tie_partner = slot_rank(p, x->replica, 0, x->tp_rank);
+    }
+    free(holder);
+    return x;
+}
+
+void ah_executor_free(ah_executor *x) {
+    if (!x)
+        return;
+    for (int i = 0; i < x->n_buckets; i++)
+        MPI_Comm_free(&x->buckets[i].comm);
+    free(x->buckets);
+    if (x->tp_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&x->tp_comm);
+    ah_engine_model_free(&x->model);
+    ah_plan_free(&x->plan);
+    free(x);
+}
+
+int ah_executor_rank(const ah_executor *x) { return x->rank; }
+
+/* The held layer's tensor that is (a copy of) the tied embedding matrix. */
+static float *tied_grad(ah_executor *x, int head) {
+    ah_engine_model *e = &x->model;
+    int l = head ? e->last - 1 : e->first;
+    ah_eng_layer *L = &e->layers[l - e->first];
+    int ti = head ? 2 : 0; /* lm_head / wte */
+    return L->grad + L->t[ti].offset;
+}
+
+static size_t tied_size(const ah_executor *x) { return (size_t)x->cfg.vocab * x->cfg.hidden; }
+
+/* Sum the gradients of the two copies of a tied embedding matrix. */
+static void sync_tied(ah_executor *x) {
+    if (x->tie_partner == -1)
+        return;
+    size_t n = tied_size(x);
+    if (x->tie_partner == -2) {
+        float *a = tied_grad(x, 0), *b = tied_grad(x, 1);
+        for (size_t i = 0; i < n; i++) {
+            float s = a[i] + b[i];
+            a[i] = s;
+            b[i] = s;
+        }
+        return;
+    }
+    int head = x->stage != 0;
+    float *mine = tied_grad(x, head), *theirs = malloc(sizeof(float) * n);
+    if (!theirs)
+        abort();
+    MPI_Sendrecv(mine, (int)n, MPI_FLOAT, x->tie_partner, 77, theirs, (int)n, MPI_FLOAT, x->tie_partner, 77,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* the same order of operands on both sides: embedding + head */
+    for (size_t i = 0; i < n; i++)
+        mine[i] = head ? theirs[i] + mine[i] : mine[i] + theirs[i];
+    free(theirs);
+}
+
+/* Sum of squares of the gradients this rank counts towards the global norm:
+ * replica 0 only, replicated tensors on TP rank 0 only, a tied head once. */
+static double my_sumsq(ah_executor *x) {
+    if (x->replica != 0)
+        return 0;
+    ah_engine_model *e = &x->model;
+    double s = 0;
+    for (int l = e->first; l < e->last; l++) {
+        ah_eng_layer *L = &e->layers[l - e->first];
+        for (int i = 0; i < L->n_tensors; i++) {
+            if (L->t[i].replicated && x->tp_rank != 0)
+                continue;
+            if (L->kind == AH_LAYER_HEAD && i == 2 && x->cfg.tied_embeddings)
+                continue;
+            s += ah_sumsq(L->grad + L->t[i].offset, L->t[i].size);
+        }
+    }
+    return s;
+}
+
+typedef struct {
+    int *tok, *tgt;
+} mb_data;
+
+static double run_forward_only(ah_executor *x, int validation, int step, double *tokens_counted) {
+    /* the validation batch: same shape as a training batch, drawn from the validation split */
+    ah_engine_model *e = &x->model;
+    int T = e->T, B = e->B, C = e->cfg.hidden;
+    size_t NC = (size_t)B * T * C;
+    int held = e->last - e->first;
+    float *in = calloc(NC, sizeof(float)), *out = calloc(NC, sizeof(float));
+    int *tok = calloc((size_t)B * T, sizeof(int)), *tgt = calloc((size_t)B * T, sizeof(int));
+    ah_eng_acts *acts = calloc((size_t)held, sizeof(ah_eng_acts));
+    if (!in || !out || !tok || !tgt || !acts)
+        abort();
+    double loss = 0;
+    for (int i = 0; i < x->m; i++) {
+        ah_dataset_batch(x->data, validation, x->seed, step, x->row0 + i * B, B, T, tok, tgt);
+        if (x->prev >= 0)
+            MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        double l = 0;
+        ah_engine_forward(e, tok, x->prev >= 0 ? in : NULL, tgt, out, &l, acts);
+        ah_engine_acts_free(e, acts);
+        if (x->next >= 0)
+            MPI_Send(out, (int)NC, MPI_FLOAT, x->next, 3 * i + 2, MPI_COMM_WORLD);
+        else
+            loss += l;
+    }
+    free(in);
+    free(out);
+    free(tok);
+    free(tgt);
+    free(acts);
+    double contrib = x->next < 0 && x->tp_rank == 0 ? loss : 0, total = 0;
+    MPI_Allreduce(&contrib, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    *tokens_counted = (double)x->plan.global_batch * T;
+    return total / *tokens_counted;
+}
+
+int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    ah_engine_model *e = &x->model;
+    const ah_plan *p = &x->plan;
+    int T = e->T, B = e->B, C = e->cfg.hidden, m = x->m, S = x->n_stages, held = e->last - e->first;
+    size_t NC = (size_t)B * T * C;
+    double t0 = MPI_Wtime();
+    ah_engine_zero_grads(e);
+    float loss_scale = 1.0f / ((float)p->global_batch * (float)T);
+    ah_sched_op *prog = malloc(sizeof(ah_sched_op) * (size_t)(2 * m));
+    ah_eng_acts *acts = calloc((size_t)m * held, sizeof(ah_eng_acts));
+    mb_data *md = calloc((size_t)m, sizeof(mb_data));
+    float **sendbuf = calloc((size_t)(2 * m), sizeof(float *));
+    MPI_Request *req = calloc((size_t)(2 * m), sizeof(MPI_Request));
+    float *in = calloc(NC, sizeof(float)), *dio = calloc(NC, sizeof(float));
+    if (!prog || !acts || !md || !sendbuf || !req || !in || !dio)
+        abort();
+    int nreq = 0;
+    double loss = 0;
+    ah_schedule_program(AH_SCHED_1F1B, S, x->stage, m, prog);
+    for (int o = 0; o < 2 * m; o++) {
+        int i = prog[o].micro_batch;
+        if (!prog[o].backward) {
+            md[i].tok = malloc(sizeof(int) * (size_t)B * T);
+            md[i].tgt = malloc(sizeof(int) * (size_t)B * T);
+            ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
+            if (x->prev >= 0)
+                MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            float *out = x->next >= 0 ? malloc(sizeof(float) * NC) : NULL;
+            double l = 0, c0 = MPI_Wtime();
+            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l, acts + (size_t)i * held);
+            sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
+            if (x->next >= 0) {
+                sendbuf[nreq] = out;
+                MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, MPI_COMM_WORLD, &req[nreq++]);
+            } else {
+                loss += l;
+            }
+        } else {
+            if (x->next >= 0)
+                MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            float *din = x->prev >= 0 ? malloc(sizeof(float) * NC) : NULL;
+            double c0 = MPI_Wtime();
+            ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : NULL, din, loss_scale,
+                               acts + (size_t)i * held);
+            sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
+            if (x->prev >= 0) {
+                sendbuf[nreq] = din;
+                MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, MPI_COMM_WORLD, &req[nreq++]);
+            }
+            free(md[i].tok);
+            free(md[i].tgt);
+        }
+    }
+    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < nreq; i++)
+        free(sendbuf[i]);
+    /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
+    sync_tied(x);
+    for (int b = 0; b < x->n_buckets; b++)
+        for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
+            ah_eng_layer *Ly = &e->layers[l - e->first];
+            MPI_Allreduce(MPI_IN_PLACE, Ly->grad, (int)Ly->n, MPI_FLOAT, MPI_SUM, x->buckets[b].comm);
+        }
+    /* loss of the global batch, global gradient norm, clipping, AdamW */
+    double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
+    MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    double norm = sqrt(tot[1]);
+    float clip = ah_clip_factor(norm, x->oc.grad_clip);
+    float lr = ah_lr_at(&x->oc, step);
+    for (int l = e->first; l < e->last; l++) {
+        ah_eng_layer *Ly = &e->layers[l - e->first];
+        if (clip != 1.0f)
+            for (size_t q = 0; q < Ly->n; q++)
+                Ly->grad[q] *= clip;
+        for (int t = 0; t < Ly->n_tensors; t++) {
+            ah_tensor_info *ti = &Ly->t[t];
+            ah_adamw_update(Ly->param + ti->offset, Ly->grad + ti->offset, Ly->m + ti->offset, Ly->v + ti->offset,
+                            ti->size, lr, step + 1, &x->oc, ti->decay);
+        }
+    }
+    double dt = MPI_Wtime() - t0;
+    double toks = (double)p->global_batch * T;
+    st->step = step;
+    st->loss = tot[0] / toks;
+    st->lr = lr;
+    st->grad_norm = norm;
+    st->step_s = dt;
+    st->tokens_per_s = toks / dt;
+    double flops = (double)p->global_batch * ah_model_flops_per_sequence(&x->cfg, T);
+    st->tflops = flops / dt / 1e12;
+    st->mfu = x->peak > 0 ? flops / dt / (x->peak * x->world) : 0;
+    st->val_loss = -1;
+    if (eval) {
+        double counted;
+        st->val_loss = run_forward_only(x, 1, step, &counted);
+    }
+    free(prog);
+    free(acts);
+    free(md);
+    free(sendbuf);
+    free(req);
+    free(in);
+    free(dio);
+    (void)C;
+    return 0;
+}
+
+int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
+    /* every layer: full-size buffer summed over the TP group of its replica-0
+     * holder, then sent to rank 0 */
+    int L = ah_model_num_layers(&x->cfg);
+    ah_engine_model *e = &x->model;
+    size_t total = 0, *off = calloc((size_t)L + 1, sizeof(size_t));
+    if (!off)
+        abort();
+    /* sizes of full layers: a TP=1 description of each layer */
+    ah_engine_model full;
+    char err[128];
+    if (ah_engine_model_init(&full, &x->cfg, e->T, e->B, 0, L, 1, 0, 0, err, sizeof err) != 0) {
+        free(off);
+        return -1;
+    }
+    for (int l = 0; l < L; l++) {
+        off[l] = total;
+        total += full.layers[l].n;
+    }
+    off[L] = total;
+    ah_engine_model_free(&full);
+    float *all = x->rank == 0 ? calloc(total + 1, sizeof(float)) : NULL;
+    for (int l = 0; l < L; l++) {
+        size_t ln = off[l + 1] - off[l];
+        int mine = x->replica == 0 && l >= e->first && l < e->last;
+        float *buf = calloc(ln + 1, sizeof(float));
+        if (!buf)
+            abort();
+        if (mine)
+            ah_engine_layer_to_full(e, l, 0, buf);
+        /* owner: TP rank 0 of the replica-0 stage holding l */
+        int owner = -1;
+        for (int j = 0; j < x->plan.replicas[0].n_stages; j++)
+            if (l >= x->plan.replicas[0].stages[j].layer_first && l < x->plan.replicas[0].stages[j].layer_last)
+                owner = slot_rank(&x->plan, 0, j, 0);
+        if (mine)
+            MPI_Reduce(x->tp_rank == 0 ? MPI_IN_PLACE : buf, buf, (int)ln, MPI_FLOAT, MPI_SUM, 0, x->tp_comm);
+        if (owner == 0) {
+            if (x->rank == 0)
+                memcpy(all + off[l], buf, ln * sizeof(float));
+        } else if (x->rank == owner) {
+            MPI_Send(buf, (int)ln, MPI_FLOAT, 0, 99, MPI_COMM_WORLD);
+        } else if (x->rank == 0) {
+            MPI_Recv(all + off[l], (int)ln, MPI_FLOAT, owner, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        }
+        free(buf);
+    }
+    free(off);
+    *out = all;
+    *n = total;
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* Executing a plan document over MPI processes (docs/engine.md).
+ *
+ * Rank r takes one GPU slot of the plan: slots are numbered replica by
+ * replica, stage by stage, TP rank by TP rank. Each rank holds its stage's
+ * layers (its 1/tp shard), runs the stage's 1F1B program with non-blocking
+ * sends of activations and gradients, all-reduces inside its TP group, and
+ * after the flush takes part in the layer-wise gradient all-reduce of every
+ * bucket it holds (one communicator per bucket: exactly its holders). A run on
+ * one rank without a plan is the trivial plan (one replica, one stage). */
+#ifndef AUTOHET_ENGINE_EXECUTOR_H
+#define AUTOHET_ENGINE_EXECUTOR_H
+#include <stdint.h>
+#include <stdio.h>
+
+#include "autohet/plan.h"
+#include "engine/data.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+
+typedef struct ah_executor ah_executor;
+
+typedef struct {
+    int step;
+    double loss;            /* mean token loss of the global batch */
+    double val_loss;        /* mean token loss of a validation batch, < 0 if not evaluated */
+    double lr;
+    double grad_norm;       /* before clipping */
+    double step_s;
+    double tokens_per_s;
+    double tflops;          /* achieved model TFLOP/s of the whole job */
+    double mfu;             /* against the ranks' measured sgemm peak */
+} ah_step_stats;
+
+/* Set up this rank's part of `plan` (which must match the world size). The
+ * plan's tp, micro_batch, global_batch and train.seq are used. Collective:
+ * every rank calls it. Returns NULL with a one-line error. */
+ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
+                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank, char *err,
+                                size_t errlen);
+/* One training step (collective). eval: also compute the validation loss. */
+int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
+void ah_executor_free(ah_executor *x);
+int ah_executor_rank(const ah_executor *x);
+
+/* Gather every layer's parameters of replica 0 into `out` laid out layer by
+ * layer as a single-rank model would hold them (TP shards concatenated in
+ * tensor order). Collective; only rank 0 receives. *n = floats. For tests. */
+int ah_executor_gather_params(ah_executor *x, float **out, size_t *n);
+
+/* sgemm peak of this rank in FLOP/s (a short timed loop). */
+double ah_measure_sgemm_peak(void);
+
+#endif

@@ -1,0 +1,520 @@
+/* CPU kernels of the training engine (see kernels.h for the conventions).
+ *
+ * Determinism: every output element, activation gradient and parameter
+ * gradient is computed by exactly one thread, in an order that does not depend
+ * on the number of threads, so results are bitwise identical across runs and
+ * across OMP_NUM_THREADS (for the BLAS calls this holds as far as OpenBLAS
+ * keeps it, which it does for the shapes tested). Parameter gradients that sum
+ * over rows (layernorm/rmsnorm gains, linear bias, token/position embeddings)
+ * are parallel over blocks of columns, each column summed over rows in order;
+ * no atomics, no per-thread partial buffers.
+ *
+ * Backward functions accept NULL for any gradient they should skip. */
+#include "engine/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Loops with less work than this (in elements touched) stay serial: a
+ * parallel region costs a few microseconds. Results do not depend on it. */
+#define AH_PAR_MIN 16384L
+/* Columns per block in the column-parallel row reductions (2 cache lines). */
+#define AH_COL_BLOCK 32
+#define AH_NORM_EPS 1e-5
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (p == NULL) {
+        fprintf(stderr, "autohet kernels: out of memory (%zu bytes)\n", n);
+        abort();
+    }
+    return p;
+}
+
+static inline int imin(int a, int b) {
+    return a < b ? a : b;
+}
+
+/* dst[c] += sum_n src[n*C + c] (double accumulation, rows summed in order). */
+static void colsum_acc(float *dst, const float *src, int N, int C) {
+    int nblk = (C + AH_COL_BLOCK - 1) / AH_COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        int c0 = blk * AH_COL_BLOCK, c1 = imin(C, c0 + AH_COL_BLOCK);
+        double acc[AH_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *row = src + (size_t)n * C;
+            for (int c = c0; c < c1; c++)
+                acc[c - c0] += row[c];
+        }
+        for (int c = c0; c < c1; c++)
+            dst[c] += (float)acc[c - c0];
+    }
+}
+
+/* ------------------------------------------------------------ linear */
+
+void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
+    if (N <= 0 || M <= 0)
+        return;
+    if (bias != NULL) {
+#pragma omp parallel for schedule(static) if ((long)N * M >= AH_PAR_MIN)
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * M, bias, (size_t)M * sizeof(float));
+    }
+    if (K <= 0) {
+        if (bias == NULL)
+            memset(out, 0, (size_t)N * M * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f, out,
+                M);
+}
+
+void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                   int N, int K, int M) {
+    if (N <= 0 || M <= 0)
+        return;
+    if (K > 0 && dinp != NULL) /* dinp[N,K] += dout[N,M] w[M,K] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, M, 1.0f, dout, M, w, K, 1.0f, dinp, K);
+    if (K > 0 && dw != NULL) /* dw[M,K] += dout^T[M,N] inp[N,K] */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, K, N, 1.0f, dout, M, inp, K, 1.0f, dw, K);
+    if (dbias != NULL)
+        colsum_acc(dbias, dout, N, M);
+}
+
+/* ------------------------------------------------------------ embedding */
+
+void ah_embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C) {
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * C;
+        const float *e = wte + (size_t)tok[n] * C;
+        if (wpe != NULL) {
+            const float *p = wpe + (size_t)(n % T) * C;
+            for (int c = 0; c < C; c++)
+                o[c] = e[c] + p[c];
+        } else {
+            memcpy(o, e, (size_t)C * sizeof(float));
+        }
+    }
+}
+
+void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C) {
+    if (dwte != NULL) {
+        /* Rows of dwte are hit by repeated tokens: each thread owns a block of
+         * columns and adds the rows in token order. */
+        int nblk = (C + AH_COL_BLOCK - 1) / AH_COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * AH_COL_BLOCK, c1 = imin(C, c0 + AH_COL_BLOCK);
+            for (int n = 0; n < N; n++) {
+                float *d = dwte + (size_t)tok[n] * C;
+                const float *g = dout + (size_t)n * C;
+                for (int c = c0; c < c1; c++)
+                    d[c] += g[c];
+            }
+        }
+    }
+    if (dwpe != NULL) {
+        int Tn = imin(T, N);
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int t = 0; t < Tn; t++) {
+            float *d = dwpe + (size_t)t * C;
+            for (int n = t; n < N; n += T) {
+                const float *g = dout + (size_t)n * C;
+                for (int c = 0; c < C; c++)
+                    d[c] += g[c];
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ normalisation */
+
+void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                      int N, int C) {
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        double s = 0.0;
+        for (int c = 0; c < C; c++)
+            s += x[c];
+        double m = s / C;
+        double v = 0.0;
+        for (int c = 0; c < C; c++) {
+            double d = x[c] - m;
+            v += d * d;
+        }
+        v /= C;
+        /* The backward recomputes x_hat from these stored fp32 values; the
+         * forward uses the same ones so both see one function. */
+        float mf = (float)m, rs = (float)(1.0 / sqrt(v + AH_NORM_EPS));
+        for (int c = 0; c < C; c++)
+            o[c] = (x[c] - mf) * rs * w[c] + b[c];
+        mean[n] = mf;
+        rstd[n] = rs;
+    }
+}
+
+void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                      const float *mean, const float *rstd, int N, int C) {
+    if (dinp != NULL) {
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            float m = mean[n], rs = rstd[n];
+            double sg = 0.0, sgx = 0.0;
+            for (int c = 0; c < C; c++) {
+                float gw = g[c] * w[c];
+                sg += gw;
+                sgx += (double)gw * ((x[c] - m) * rs);
+            }
+            float mg = (float)(sg / C), mgx = (float)(sgx / C);
+            for (int c = 0; c < C; c++) {
+                float xh = (x[c] - m) * rs;
+                dx[c] += rs * (g[c] * w[c] - mg - xh * mgx);
+            }
+        }
+    }
+    if (dw != NULL || db != NULL) {
+        int nblk = (C + AH_COL_BLOCK - 1) / AH_COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * AH_COL_BLOCK, c1 = imin(C, c0 + AH_COL_BLOCK);
+            double aw[AH_COL_BLOCK] = {0}, ab[AH_COL_BLOCK] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+                float m = mean[n], rs = rstd[n];
+                for (int c = c0; c < c1; c++) {
+                    aw[c - c0] += (double)g[c] * ((x[c] - m) * rs);
+                    ab[c - c0] += g[c];
+                }
+            }
+            for (int c = c0; c < c1; c++) {
+                if (dw != NULL)
+                    dw[c] += (float)aw[c - c0];
+                if (db != NULL)
+                    db[c] += (float)ab[c - c0];
+            }
+        }
+    }
+}
+
+void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        double ss = 0.0;
+        for (int c = 0; c < C; c++)
+            ss += (double)x[c] * x[c];
+        float rs = (float)(1.0 / sqrt(ss / C + AH_NORM_EPS));
+        for (int c = 0; c < C; c++)
+            o[c] = x[c] * rs * w[c];
+        rstd[n] = rs;
+    }
+}
+
+void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                    const float *rstd, int N, int C) {
+    /* out_c = w_c x_c r, r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / C:
+     * dx_j = r (g_j w_j - x_j r^2 mean_c(g_c w_c x_c)). */
+    if (dinp != NULL) {
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            float *dx = dinp + (size_t)n * C;
+            float rs = rstd[n];
+            double sgx = 0.0;
+            for (int c = 0; c < C; c++)
+                sgx += (double)(g[c] * w[c]) * x[c];
+            float k = (float)(sgx / C) * rs * rs;
+            for (int c = 0; c < C; c++)
+                dx[c] += rs * (g[c] * w[c] - x[c] * k);
+        }
+    }
+    if (dw != NULL) {
+        int nblk = (C + AH_COL_BLOCK - 1) / AH_COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
+        for (int blk = 0; blk < nblk; blk++) {
+            int c0 = blk * AH_COL_BLOCK, c1 = imin(C, c0 + AH_COL_BLOCK);
+            double aw[AH_COL_BLOCK] = {0};
+            for (int n = 0; n < N; n++) {
+                const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+                float rs = rstd[n];
+                for (int c = c0; c < c1; c++)
+                    aw[c - c0] += (double)g[c] * (x[c] * rs);
+            }
+            for (int c = c0; c < c1; c++)
+                dw[c] += (float)aw[c - c0];
+        }
+    }
+}
+
+/* ------------------------------------------------------------ activations */
+
+#define AH_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+#define AH_GELU_C 0.044715f
+
+void ah_gelu_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(AH_GELU_S * (x + AH_GELU_C * x * x * x)));
+    }
+}
+
+void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], d;
+        if (fabsf(x) > 10.0f) { /* tanh saturated in fp32; avoids 0 * inf for huge |x| */
+            d = x > 0.0f ? 1.0f : 0.0f;
+        } else {
+            float th = tanhf(AH_GELU_S * (x + AH_GELU_C * x * x * x));
+            float sech2 = 1.0f - th * th;
+            d = 0.5f * (1.0f + th) + 0.5f * x * sech2 * AH_GELU_S * (1.0f + 3.0f * AH_GELU_C * x * x);
+        }
+        dinp[i] += d * dout[i];
+    }
+}
+
+void ah_swiglu_fwd(float *out, const float *inp, int N, int F) {
+#pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        float *o = out + (size_t)n * F;
+        for (int f = 0; f < F; f++) {
+            float g = gate[f];
+            float sig = 1.0f / (1.0f + expf(-g));
+            o[f] = g * sig * up[f];
+        }
+    }
+}
+
+void ah_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F) {
+#pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
+        const float *go = dout + (size_t)n * F;
+        float *dgate = dinp + (size_t)n * 2 * F, *dup = dgate + F;
+        for (int f = 0; f < F; f++) {
+            float g = gate[f];
+            float sig = 1.0f / (1.0f + expf(-g));
+            float dsilu = sig * (1.0f + g * (1.0f - sig)); /* d/dg (g sigmoid(g)) */
+            dgate[f] += go[f] * up[f] * dsilu;
+            dup[f] += go[f] * g * sig;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Rotates the pairs of x[N,H,D] by sign * t * theta^(-2i/D). The cos/sin table
+ * is computed in double for the positions present. */
+static void rope_apply(float *x, int N, int T, int H, int D, float theta, int sign) {
+    if (N <= 0 || T <= 0 || H <= 0 || D < 2)
+        return;
+    int P = D / 2, Tn = imin(T, N);
+    float *tab = xmalloc((size_t)Tn * P * 2 * sizeof(float)); /* [t][i] = (cos, sin) */
+#pragma omp parallel for schedule(static) if ((long)Tn * P >= AH_PAR_MIN / 16)
+    for (int t = 0; t < Tn; t++) {
+        for (int i = 0; i < P; i++) {
+            double a = (double)t * pow((double)theta, -2.0 * i / D);
+            tab[((size_t)t * P + i) * 2] = (float)cos(a);
+            tab[((size_t)t * P + i) * 2 + 1] = (float)(sign * sin(a));
+        }
+    }
+#pragma omp parallel for schedule(static) if ((long)N * H * D >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *cs = tab + (size_t)(n % T) * P * 2;
+        for (int h = 0; h < H; h++) {
+            float *v = x + ((size_t)n * H + h) * D;
+            for (int i = 0; i < P; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1];
+                float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * c - x1 * s;
+                v[2 * i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+    free(tab);
+}
+
+void ah_rope_fwd(float *x, int N, int T, int H, int D, float theta) {
+    rope_apply(x, N, T, H, D, theta, 1);
+}
+
+void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
+    rope_apply(dx, N, T, H, D, theta, -1);
+}
+
+void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                      int Hq, int Hkv, int D) {
+    int G = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)D);
+    /* One task per query row; rows are independent, so any schedule gives the
+     * same bits. Round-robin (chunk 1) balances the causal triangle. */
+#pragma omp parallel for collapse(3) schedule(static, 1) if ((long)B * Hq * T * T * D >= AH_PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < Hq; h++) {
+            for (int t = 0; t < T; t++) {
+                int kh = h / G;
+                const float *qt = q + (((size_t)b * T + t) * Hq + h) * D;
+                float *o = out + (((size_t)b * T + t) * Hq + h) * D;
+                float *a = att + (((size_t)b * Hq + h) * T + t) * T;
+                float mx = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    const float *kj = k + (((size_t)b * T + j) * Hkv + kh) * D;
+                    float s = 0.0f;
+                    for (int d = 0; d < D; d++)
+                        s += qt[d] * kj[d];
+                    s *= scale;
+                    a[j] = s;
+                    if (s > mx)
+                        mx = s;
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= t; j++) {
+                    float e = expf(a[j] - mx);
+                    a[j] = e;
+                    sum += e;
+                }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j <= t; j++)
+                    a[j] *= inv;
+                for (int j = t + 1; j < T; j++)
+                    a[j] = 0.0f;
+                for (int d = 0; d < D; d++)
+                    o[d] = 0.0f;
+                for (int j = 0; j <= t; j++) {
+                    const float *vj = v + (((size_t)b * T + j) * Hkv + kh) * D;
+                    float p = a[j];
+                    for (int d = 0; d < D; d++)
+                        o[d] += p * vj[d];
+                }
+            }
+        }
+    }
+}
+
+void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
+                      const float *k, const float *v, int B, int T, int Hq, int Hkv, int D) {
+    if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
+        return;
+    int G = Hq / Hkv;
+    float scale = 1.0f / sqrtf((float)D);
+    /* dk/dv of a kv head collect from all G query heads of its group, so one
+     * task per (b, kv head) walks its query heads and rows in a fixed order:
+     * no races, and the same bits whatever the thread count. */
+#pragma omp parallel if ((long)B * Hq * T * T * D >= AH_PAR_MIN)
+    {
+        float *dp = xmalloc((size_t)T * sizeof(float));
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int kh = 0; kh < Hkv; kh++) {
+                for (int h = kh * G; h < (kh + 1) * G; h++) {
+                    for (int t = 0; t < T; t++) {
+                        const float *a = att + (((size_t)b * Hq + h) * T + t) * T;
+                        const float *go = dout + (((size_t)b * T + t) * Hq + h) * D;
+                        const float *qt = q + (((size_t)b * T + t) * Hq + h) * D;
+                        /* dp_j = dout_t . v_j ; ds_j = p_j (dp_j - sum_i p_i dp_i) */
+                        double pdp = 0.0;
+                        for (int j = 0; j <= t; j++) {
+                            const float *vj = v + (((size_t)b * T + j) * Hkv + kh) * D;
+                            float s = 0.0f;
+                            for (int d = 0; d < D; d++)
+                                s += go[d] * vj[d];
+                            dp[j] = s;
+                            pdp += (double)a[j] * s;
+                        }
+                        float rowdot = (float)pdp;
+                        for (int j = 0; j <= t; j++) {
+                            size_t kv = (((size_t)b * T + j) * Hkv + kh) * D;
+                            float p = a[j];
+                            float ds = p * (dp[j] - rowdot) * scale;
+                            if (dv != NULL) {
+                                float *dvj = dv + kv;
+                                for (int d = 0; d < D; d++)
+                                    dvj[d] += p * go[d];
+                            }
+                            if (dq != NULL) {
+                                float *dqt = dq + (((size_t)b * T + t) * Hq + h) * D;
+                                const float *kj = k + kv;
+                                for (int d = 0; d < D; d++)
+                                    dqt[d] += ds * kj[d];
+                            }
+                            if (dk != NULL) {
+                                float *dkj = dk + kv;
+                                for (int d = 0; d < D; d++)
+                                    dkj[d] += ds * qt[d];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        free(dp);
+    }
+}
+
+/* ------------------------------------------------------------ loss */
+
+double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
+                           int V) {
+#pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        float *p = probs + (size_t)n * V;
+        float mx = -INFINITY;
+        for (int i = 0; i < V; i++)
+            if (l[i] > mx)
+                mx = l[i];
+        double sum = 0.0;
+        for (int i = 0; i < V; i++) {
+            float e = expf(l[i] - mx);
+            p[i] = e;
+            sum += e;
+        }
+        float inv = (float)(1.0 / sum);
+        for (int i = 0; i < V; i++)
+            p[i] *= inv;
+        /* -log softmax[target] = log(sum) - (l[target] - max) */
+        losses[n] = (float)(log(sum) - ((double)l[targets[n]] - mx));
+    }
+    double total = 0.0; /* serial, in row order: independent of the thread count */
+    for (int n = 0; n < N; n++)
+        total += losses[n];
+    return total;
+}
+
+void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale) {
+#pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * V;
+        float *d = dlogits + (size_t)n * V;
+        int tgt = targets[n];
+        for (int i = 0; i < V; i++)
+            d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;
+    }
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+void ah_add_inplace(float *y, const float *x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN * 4)
+    for (size_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+void ah_scale_inplace(float *y, float a, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN * 4)
+    for (size_t i = 0; i < n; i++)
+        y[i] *= a;
+}

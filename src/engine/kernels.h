@@ -1,0 +1,73 @@
+/* CPU kernels of the training engine: forward and backward of every op of a
+ * GPT/LLaMA-style transformer, fp32, row-major. Matrix products go through
+ * BLAS (cblas_sgemm), other loops are parallel with OpenMP.
+ *
+ * Conventions: N = number of token rows (micro-batch B x sequence T, token
+ * n = b*T + t), a Linear layer's weight is [out, in] like PyTorch, so
+ * y = x W^T + b. Every backward ACCUMULATES (+=) into the gradients of its
+ * parameters and of its input, so callers zero them when they start a step
+ * (or a micro-batch for activation gradients). This file is the backend seam:
+ * a CUDA backend implements the same functions (see ah_backend in backend.h). */
+#ifndef AUTOHET_ENGINE_KERNELS_H
+#define AUTOHET_ENGINE_KERNELS_H
+#include <stddef.h>
+
+/* ---- linear algebra ---- */
+/* out[N,M] = inp[N,K] W[M,K]^T (+ bias[M] if not NULL), overwrite out. */
+void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M);
+/* dinp[N,K] += dout W ; dw[M,K] += dout^T inp ; dbias[M] += column sums (dinp/dw/dbias may be NULL). */
+void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N,
+                   int K, int M);
+
+/* ---- embedding ---- */
+/* out[N,C] = wte[tok[n]] (+ wpe[n % T] if wpe). */
+void ah_embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C);
+void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C);
+
+/* ---- normalisation ---- */
+/* LayerNorm over C with eps 1e-5; saves mean[N] and rstd[N] for the backward. */
+void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
+                      int C);
+void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                      const float *mean, const float *rstd, int N, int C);
+/* RMSNorm over C with eps 1e-5 (LLaMA): out = inp * rstd * w; saves rstd[N]. */
+void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C);
+void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                    int N, int C);
+
+/* ---- activations ---- */
+/* GELU, tanh approximation (GPT-2). out/inp [n]. */
+void ah_gelu_fwd(float *out, const float *inp, size_t n);
+void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
+/* SwiGLU: inp[N, 2F] = [gate | up] per row, out[N, F] = silu(gate) * up. */
+void ah_swiglu_fwd(float *out, const float *inp, int N, int F);
+void ah_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F);
+
+/* ---- attention ---- */
+/* Rotary position embedding applied in place to x[N, H, D] (D even) with
+ * position t = n % T, base theta (10000): pairs (2i, 2i+1) rotated by
+ * t * theta^(-2i/D). The backward applies the inverse rotation to dx in place. */
+void ah_rope_fwd(float *x, int N, int T, int H, int D, float theta);
+void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta);
+/* Causal scaled-dot-product attention with grouped-query heads:
+ * q[N, Hq, D], k[N, Hkv, D], v[N, Hkv, D] (Hq % Hkv == 0, query head h uses
+ * kv head h / (Hq/Hkv)), batches of T tokens (N = B*T), scale 1/sqrt(D).
+ * out[N, Hq, D]; att[B, Hq, T, T] keeps the softmax probabilities for the
+ * backward (entries above the diagonal are 0). */
+void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int Hq,
+                      int Hkv, int D);
+void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
+                      const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
+
+/* ---- loss ---- */
+/* Softmax cross-entropy per row: losses[N] = -log softmax(logits)[target];
+ * probs[N,V] keeps the softmax. Returns the sum of the losses (double). */
+double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N, int V);
+/* dlogits[N,V] += (probs - onehot(target)) * scale (scale = 1 / tokens the loss is averaged over). */
+void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale);
+
+/* ---- elementwise ---- */
+void ah_add_inplace(float *y, const float *x, size_t n); /* y += x */
+void ah_scale_inplace(float *y, float a, size_t n);      /* y *= a */
+
+#endif

@@ -1,0 +1,586 @@
+/* Transformer layers for the CPU engine (see model.h). */
+#include "engine/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/data.h"
+#include "engine/kernels.h"
+
+static void *xcalloc(size_t n, size_t sz) {
+    void *p = calloc(n ? n : 1, sz);
+    if (!p) {
+        fprintf(stderr, "autohet: out of memory\n");
+        abort();
+    }
+    return p;
+}
+
+/* ---- deterministic initialisation ------------------------------------------ */
+
+/* N(0, std) from a 64-bit key (Box-Muller on two hashed uniforms). */
+static float normal_from(uint64_t key, float std) {
+    uint64_t a = ah_hash64(key), b = ah_hash64(key ^ 0xd1b54a32d192ed03ull);
+    double u1 = ((double)(a >> 11) + 0.5) / 9007199254740992.0;
+    double u2 = (double)(b >> 11) / 9007199254740992.0;
+    return (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+static void fill(float *dst, size_t n, float v) {
+    for (size_t i = 0; i < n; i++)
+        dst[i] = v;
+}
+
+/* ---- layer layout ------------------------------------------------------------ */
+
+typedef struct {
+    ah_eng_layer *L;
+    size_t off, goff;
+} layout;
+
+/* A tensor whose local shard is [lrows x lcols] of the full [grows x gcols];
+ * row_of maps local rows to global rows (NULL = rows row0..), col0 is the
+ * first global column. */
+static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int grows, int gcols, const int *row_of,
+                       int row0, int col0, int decay, int replicated) {
+    ah_tensor_info *t = &lo->L->t[lo->L->n_tensors++];
+    t->name = name;
+    t->offset = lo->off;
+    t->size = (size_t)lrows * lcols;
+    t->decay = decay;
+    t->replicated = replicated;
+    t->lrows = lrows;
+    t->lcols = lcols;
+    t->grows = grows;
+    t->gcols = gcols;
+    t->col0 = col0;
+    t->row_of = xcalloc((size_t)lrows + 1, sizeof(int));
+    for (int r = 0; r < lrows; r++)
+        t->row_of[r] = row_of ? row_of[r] : row0 + r;
+    t->goffset = lo->goff;
+    lo->off += t->size;
+    lo->goff += (size_t)grows * gcols;
+}
+
+static float *P(const ah_eng_layer *L, int i) { return L->param + L->t[i].offset; }
+static float *G(const ah_eng_layer *L, int i) { return L->grad + L->t[i].offset; }
+
+/* Tensor indices per layer kind. */
+enum { E_WTE = 0, E_WPE };
+enum { H_NW = 0, H_NB, H_LM };
+/* GPT block */
+enum { B_LN1W = 0, B_LN1B, B_QKVW, B_QKVB, B_PROJW, B_PROJB, B_LN2W, B_LN2B, B_FCW, B_FCB, B_FCPW, B_FCPB };
+/* LLaMA block */
+enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW };
+
+static int is_llama(const ah_engine_model *e) { return e->cfg.arch == AH_ARCH_LLAMA; }
+static int head_dim(const ah_engine_model *e) { return e->cfg.hidden / e->cfg.n_heads; }
+
+/* The tensors of layer l with their shard geometry; fills L->t. */
+static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
+    const ah_model_config *c = &e->cfg;
+    int C = c->hidden, V = c->vocab, Fg = c->ffn_hidden, D = head_dim(e), t = e->tp, r = e->tp_rank;
+    int Hl = c->n_heads / t, Hkvl = c->n_kv_heads / t, Fl = Fg / t;
+    layout lo = {L, 0, 0};
+    L->index = l;
+    L->kind = ah_model_layer_kind(c, l);
+    int *rows = xcalloc((size_t)3 * C + (size_t)2 * Fg + 1, sizeof(int));
+    if (L->kind == AH_LAYER_EMBED) {
+        add_tensor(&lo, "wte", V, C, V, C, NULL, 0, 0, 1, 1);
+        if (!is_llama(e))
+            add_tensor(&lo, "wpe", c->max_positions, C, c->max_positions, C, NULL, 0, 0, 1, 1);
+    } else if (L->kind == AH_LAYER_HEAD) {
+        add_tensor(&lo, "norm_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "norm_b", is_llama(e) ? 0 : 1, C, is_llama(e) ? 0 : 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "lm_head", V, C, V, C, NULL, 0, 0, 1, 1);
+    } else if (!is_llama(e)) {
+        /* qkv: q rows [0,C), k rows [C,2C), v rows [2C,3C) of the global [3C, C] */
+        for (int part = 0; part < 3; part++)
+            for (int i = 0; i < Hl * D; i++)
+                rows[part * Hl * D + i] = part * C + r * Hl * D + i;
+        add_tensor(&lo, "ln1_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "ln1_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "qkv_w", 3 * Hl * D, C, 3 * C, C, rows, 0, 0, 1, 0);
+        /* the bias is a [1, 3C] row: its columns follow the same head split */
+        ah_tensor_info *qb = &L->t[L->n_tensors];
+        add_tensor(&lo, "qkv_b", 1, 3 * Hl * D, 1, 3 * C, NULL, 0, 0, 0, 0);
+        qb->col0 = -1; /* special: column map = rows[] */
+        add_tensor(&lo, "proj_w", C, Hl * D, C, C, NULL, 0, r * Hl * D, 1, 0);
+        add_tensor(&lo, "proj_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "ln2_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "ln2_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "fc_w", Fl, C, Fg, C, NULL, r * Fl, 0, 1, 0);
+        add_tensor(&lo, "fc_b", 1, Fl, 1, Fg, NULL, 0, r * Fl, 0, 0);
+        add_tensor(&lo, "fcproj_w", C, Fl, C, Fg, NULL, 0, r * Fl, 1, 0);
+        add_tensor(&lo, "fcproj_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
+    } else {
+        add_tensor(&lo, "rms1_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "q_w", Hl * D, C, c->n_heads * D, C, NULL, r * Hl * D, 0, 1, 0);
+        add_tensor(&lo, "k_w", Hkvl * D, C, c->n_kv_heads * D, C, NULL, r * Hkvl * D, 0, 1, 0);
+        add_tensor(&lo, "v_w", Hkvl * D, C, c->n_kv_heads * D, C, NULL, r * Hkvl * D, 0, 1, 0);
+        add_tensor(&lo, "o_w", C, Hl * D, C, c->n_heads * D, NULL, 0, r * Hl * D, 1, 0);
+        add_tensor(&lo, "rms2_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
+        /* gate rows [0,F) and up rows [F,2F) of the global [2F, C] */
+        for (int i = 0; i < Fl; i++) {
+            rows[i] = r * Fl + i;
+            rows[Fl + i] = Fg + r * Fl + i;
+        }
+        add_tensor(&lo, "gate_up_w", 2 * Fl, C, 2 * Fg, C, rows, 0, 0, 1, 0);
+        add_tensor(&lo, "down_w", C, Fl, C, Fg, NULL, 0, r * Fl, 1, 0);
+    }
+    /* column map of the GPT qkv bias: the same split as the qkv rows */
+    for (int i = 0; i < L->n_tensors; i++)
+        if (L->t[i].col0 == -1) {
+            free(L->t[i].row_of);
+            L->t[i].row_of = xcalloc((size_t)L->t[i].lcols + 1, sizeof(int));
+            for (int q = 0; q < L->t[i].lcols; q++)
+                L->t[i].row_of[q] = rows[q]; /* used as a column map, see col_of() */
+        }
+    L->n = lo.off;
+    free(rows);
+}
+
+/* Global (row, col) of local element (r, c) of tensor ti. */
+static size_t global_index(const ah_tensor_info *ti, int r, int c) {
+    if (ti->col0 == -1) /* qkv bias: a single row with a column map */
+        return (size_t)ti->row_of[c];
+    return (size_t)ti->row_of[r] * (size_t)ti->gcols + (size_t)(ti->col0 + c);
+}
+
+static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t seed) {
+    describe_layer(e, L, l);
+    L->param = xcalloc(L->n, sizeof(float));
+    L->grad = xcalloc(L->n, sizeof(float));
+    L->m = xcalloc(L->n, sizeof(float));
+    L->v = xcalloc(L->n, sizeof(float));
+    float std = 0.02f, std_res = 0.02f / sqrtf(2.0f * (float)e->cfg.n_layers);
+    for (int i = 0; i < L->n_tensors; i++) {
+        ah_tensor_info *ti = &L->t[i];
+        const char *nm = ti->name;
+        float *dst = L->param + ti->offset;
+        int is_norm = strstr(nm, "ln") == nm || strstr(nm, "rms") == nm || strstr(nm, "norm") == nm;
+        if (is_norm) {
+            if (strstr(nm, "_w"))
+                fill(dst, ti->size, 1.0f);
+            continue;
+        }
+        if (strstr(nm, "_b")) /* biases start at 0 */
+            continue;
+        float sd = std;
+        if (!strcmp(nm, "proj_w") || !strcmp(nm, "fcproj_w") || !strcmp(nm, "o_w") || !strcmp(nm, "down_w"))
+            sd = std_res;
+        if (!strcmp(nm, "wpe"))
+            sd = 0.01f;
+        /* tied embeddings: the head's copy starts equal to the embedding (same key) */
+        int layer_key = l, tensor_key = i;
+        if (!strcmp(nm, "lm_head") && e->cfg.tied_embeddings) {
+            layer_key = 0;
+            tensor_key = 0;
+        }
+        uint64_t base = ah_hash64(seed ^ ah_hash64(((uint64_t)layer_key << 20) ^ (uint64_t)tensor_key));
+        for (int r = 0; r < ti->lrows; r++)
+            for (int c = 0; c < ti->lcols; c++)
+                dst[(size_t)r * ti->lcols + c] = normal_from(base ^ ah_hash64(global_index(ti, r, c)), sd);
+    }
+}
+
+size_t ah_engine_layer_full_size(const ah_engine_model *e, int l) {
+    const ah_eng_layer *L = &e->layers[l - e->first];
+    const ah_tensor_info *ti = &L->t[L->n_tensors - 1];
+    return ti->goffset + (size_t)ti->grows * ti->gcols;
+}
+
+void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full) {
+    const ah_eng_layer *L = &e->layers[l - e->first];
+    const float *src = which ? L->grad : L->param;
+    for (int i = 0; i < L->n_tensors; i++) {
+        const ah_tensor_info *ti = &L->t[i];
+        if (ti->replicated && e->tp_rank != 0)
+            continue;
+        for (int r = 0; r < ti->lrows; r++)
+            for (int c = 0; c < ti->lcols; c++)
+                full[ti->goffset + global_index(ti, r, c)] = src[ti->offset + (size_t)r * ti->lcols + c];
+    }
+}
+
+int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last, int tp,
+                         int tp_rank, uint64_t seed, char *err, size_t errlen) {
+    memset(e, 0, sizeof *e);
+    if (cfg->arch == AH_ARCH_BERT) {
+        snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
+        return -1;
+    }
+    if (tp < 1 || cfg->n_heads % tp || cfg->n_kv_heads % tp || cfg->ffn_hidden % tp || cfg->hidden % cfg->n_heads) {
+        snprintf(err, errlen, "model %s: tensor-parallel degree %d must divide the %d heads, %d KV heads and MLP size %d",
+                 cfg->name, tp, cfg->n_heads, cfg->n_kv_heads, cfg->ffn_hidden);
+        return -1;
+    }
+    if (cfg->arch == AH_ARCH_GPT && T > cfg->max_positions) {
+        snprintf(err, errlen, "model %s: sequence length %d exceeds its %d learned positions", cfg->name, T,
+                 cfg->max_positions);
+        return -1;
+    }
+    int L = ah_model_num_layers(cfg);
+    if (first < 0 || last > L || first >= last) {
+        snprintf(err, errlen, "layers [%d,%d) outside the model's %d layers", first, last, L);
+        return -1;
+    }
+    e->cfg = *cfg;
+    e->T = T;
+    e->B = B;
+    e->tp = tp;
+    e->tp_rank = tp_rank;
+    e->first = first;
+    e->last = last;
+    e->rope_theta = 10000.0f;
+    e->layers = xcalloc((size_t)(last - first), sizeof(ah_eng_layer));
+    for (int l = first; l < last; l++)
+        build_layer(e, &e->layers[l - first], l, seed);
+    return 0;
+}
+
+void ah_engine_model_free(ah_engine_model *e) {
+    for (int i = 0; e->layers && i < e->last - e->first; i++) {
+        for (int k = 0; k < e->layers[i].n_tensors; k++)
+            free(e->layers[i].t[k].row_of);
+        free(e->layers[i].param);
+        free(e->layers[i].grad);
+        free(e->layers[i].m);
+        free(e->layers[i].v);
+    }
+    free(e->layers);
+    memset(e, 0, sizeof *e);
+}
+
+void ah_engine_zero_grads(ah_engine_model *e) {
+    for (int i = 0; i < e->last - e->first; i++)
+        memset(e->layers[i].grad, 0, e->layers[i].n * sizeof(float));
+}
+
+int ah_engine_hidden(const ah_engine_model *e) { return e->cfg.hidden; }
+
+static void tp_allreduce(ah_engine_model *e, float *buf, size_t n) {
+    if (e->tp > 1 && e->comm.allreduce)
+        e->comm.allreduce(buf, n, e->comm.ctx);
+}
+
+static void add_bias_rows(float *x, const float *b, int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            x[(size_t)n * C + c] += b[c];
+}
+
+static void colsum_acc(float *db, const float *d, int N, int C) {
+    for (int c = 0; c < C; c++) {
+        double s = 0;
+        for (int n = 0; n < N; n++)
+            s += d[(size_t)n * C + c];
+        db[c] += (float)s;
+    }
+}
+
+/* ---- activation arenas -------------------------------------------------------- */
+
+typedef struct {
+    float *base;
+    size_t off;
+} arena;
+
+static float *take(arena *a, size_t n) {
+    float *p = a->base + a->off;
+    a->off += n;
+    return p;
+}
+
+static size_t block_acts(const ah_engine_model *e) {
+    const ah_model_config *c = &e->cfg;
+    size_t N = (size_t)e->B * e->T, C = c->hidden, D = head_dim(e);
+    size_t Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
+    size_t att = (size_t)e->B * Hl * e->T * e->T;
+    if (!is_llama(e))
+        return 6 * N * C + 4 * N + 4 * N * Hl * D + att + 2 * N * Fl;
+    return 4 * N * C + 2 * N + N * Hl * D * 2 + 2 * N * Hkvl * D + att + 3 * N * Fl;
+}
+
+static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
+    size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    if (k == AH_LAYER_EMBED)
+        return 1;
+    if (k == AH_LAYER_HEAD)
+        return 2 * N * C + 2 * N + N * V + N;
+    return block_acts(e);
+}
+
+void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
+    for (int i = 0; i < e->last - e->first; i++) {
+        free(acts[i].buf);
+        acts[i].buf = NULL;
+    }
+}
+
+/* ---- layers: forward --------------------------------------------------------- */
+
+static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, const int *tok, float *out) {
+    int N = e->B * e->T;
+    ah_embedding_fwd(out, tok, P(L, E_WTE), is_llama(e) ? NULL : P(L, E_WPE), N, e->T, e->cfg.hidden);
+}
+
+static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out, ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
+        Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *ln1 = take(&ar, (size_t)N * C), *m1 = take(&ar, N),
+          *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
+          *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+          *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
+          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl), *ge = take(&ar, (size_t)N * Fl);
+    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
+    ah_layernorm_fwd(ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C);
+    const float *w = P(L, B_QKVW), *b = P(L, B_QKVB);
+    ah_linear_fwd(q, ln1, w, b, N, C, Cl);
+    ah_linear_fwd(k, ln1, w + (size_t)Cl * C, b + Cl, N, C, Cl);
+    ah_linear_fwd(v, ln1, w + (size_t)2 * Cl * C, b + 2 * Cl, N, C, Cl);
+    ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hl, D);
+    ah_linear_fwd(x_mid, y, P(L, B_PROJW), NULL, N, Cl, C);
+    tp_allreduce(e, x_mid, (size_t)N * C);
+    add_bias_rows(x_mid, P(L, B_PROJB), N, C);
+    ah_add_inplace(x_mid, x_in, (size_t)N * C);
+    ah_layernorm_fwd(ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C);
+    ah_linear_fwd(fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl);
+    ah_gelu_fwd(ge, fc, (size_t)N * Fl);
+    ah_linear_fwd(out, ge, P(L, B_FCPW), NULL, N, Fl, C);
+    tp_allreduce(e, out, (size_t)N * C);
+    add_bias_rows(out, P(L, B_FCPB), N, C);
+    ah_add_inplace(out, x_mid, (size_t)N * C);
+}
+
+static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out, ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp,
+        Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
+          *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
+          *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C), *n2 = take(&ar, (size_t)N * C),
+          *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl), *sw = take(&ar, (size_t)N * Fl);
+    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
+    ah_rmsnorm_fwd(n1, r1, x_in, P(L, Q_RMS1), N, C);
+    ah_linear_fwd(q, n1, P(L, Q_QW), NULL, N, C, Hl * D);
+    ah_linear_fwd(k, n1, P(L, Q_KW), NULL, N, C, Hkvl * D);
+    ah_linear_fwd(v, n1, P(L, Q_VW), NULL, N, C, Hkvl * D);
+    ah_rope_fwd(q, N, e->T, Hl, D, e->rope_theta);
+    ah_rope_fwd(k, N, e->T, Hkvl, D, e->rope_theta);
+    ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hkvl, D);
+    ah_linear_fwd(x_mid, y, P(L, Q_OW), NULL, N, Hl * D, C);
+    tp_allreduce(e, x_mid, (size_t)N * C);
+    ah_add_inplace(x_mid, x_in, (size_t)N * C);
+    ah_rmsnorm_fwd(n2, r2, x_mid, P(L, Q_RMS2), N, C);
+    ah_linear_fwd(gu, n2, P(L, Q_GUW), NULL, N, C, 2 * Fl);
+    ah_swiglu_fwd(sw, gu, N, Fl);
+    ah_linear_fwd(out, sw, P(L, Q_DOWNW), NULL, N, Fl, C);
+    tp_allreduce(e, out, (size_t)N * C);
+    ah_add_inplace(out, x_mid, (size_t)N * C);
+}
+
+static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, const int *targets, ah_eng_acts *a) {
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *nf = take(&ar, (size_t)N * C), *mean = take(&ar, N),
+          *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V), *losses = take(&ar, N);
+    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
+    if (is_llama(e))
+        ah_rmsnorm_fwd(nf, rstd, x_in, P(L, H_NW), N, C);
+    else
+        ah_layernorm_fwd(nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C);
+    float *logits = xcalloc((size_t)N * V, sizeof(float));
+    ah_linear_fwd(logits, nf, P(L, H_LM), NULL, N, C, V);
+    double loss = ah_crossentropy_fwd(losses, probs, logits, targets, N, V);
+    free(logits);
+    return loss;
+}
+
+int ah_engine_forward(ah_engine_model *e, const int *tokens, const float *in, const int *targets, float *out,
+                      double *loss, ah_eng_acts *acts) {
+    size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
+    float *cur = xcalloc(NC, sizeof(float)), *nxt = xcalloc(NC, sizeof(float));
+    if (in)
+        memcpy(cur, in, NC * sizeof(float));
+    for (int l = e->first; l < e->last; l++) {
+        ah_eng_layer *L = &e->layers[l - e->first];
+        ah_eng_acts *a = &acts[l - e->first];
+        a->n = layer_acts(e, L->kind);
+        a->buf = xcalloc(a->n, sizeof(float));
+        if (L->kind == AH_LAYER_EMBED) {
+            embed_fwd(e, L, tokens, cur);
+        } else if (L->kind == AH_LAYER_HEAD) {
+            *loss = head_fwd(e, L, cur, targets, a);
+        } else {
+            if (is_llama(e))
+                llama_block_fwd(e, L, cur, nxt, a);
+            else
+                gpt_block_fwd(e, L, cur, nxt, a);
+            float *t = cur;
+            cur = nxt;
+            nxt = t;
+        }
+    }
+    if (out && ah_model_layer_kind(&e->cfg, e->last - 1) != AH_LAYER_HEAD)
+        memcpy(out, cur, NC * sizeof(float));
+    free(cur);
+    free(nxt);
+    return 0;
+}
+
+/* ---- layers: backward -------------------------------------------------------- */
+
+/* dout -> din (both [N, C]); din is overwritten. */
+static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din, ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
+        Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *ln1 = take(&ar, (size_t)N * C), *m1 = take(&ar, N),
+          *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
+          *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+          *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
+          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl), *ge = take(&ar, (size_t)N * Fl);
+    size_t NC = (size_t)N * C;
+    float *dmid = xcalloc(NC, sizeof(float)), *dln = xcalloc(NC, sizeof(float));
+    float *dge = xcalloc((size_t)N * Fl, sizeof(float)), *dfc = xcalloc((size_t)N * Fl, sizeof(float));
+    float *dy = xcalloc((size_t)N * Cl, sizeof(float)), *dq = xcalloc((size_t)N * Cl, sizeof(float)),
+          *dk = xcalloc((size_t)N * Cl, sizeof(float)), *dv = xcalloc((size_t)N * Cl, sizeof(float));
+    /* MLP */
+    memcpy(dmid, dout, NC * sizeof(float));
+    colsum_acc(G(L, B_FCPB), dout, N, C);
+    ah_linear_bwd(dge, G(L, B_FCPW), NULL, dout, ge, P(L, B_FCPW), N, Fl, C);
+    ah_gelu_bwd(dfc, dge, fc, (size_t)N * Fl);
+    ah_linear_bwd(dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl);
+    tp_allreduce(e, dln, NC);
+    ah_layernorm_bwd(dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C);
+    /* attention */
+    colsum_acc(G(L, B_PROJB), dmid, N, C);
+    ah_linear_bwd(dy, G(L, B_PROJW), NULL, dmid, y, P(L, B_PROJW), N, Cl, C);
+    ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D);
+    memset(dln, 0, NC * sizeof(float));
+    const float *w = P(L, B_QKVW);
+    float *gw = G(L, B_QKVW), *gb = G(L, B_QKVB);
+    ah_linear_bwd(dln, gw, gb, dq, ln1, w, N, C, Cl);
+    ah_linear_bwd(dln, gw + (size_t)Cl * C, gb + Cl, dk, ln1, w + (size_t)Cl * C, N, C, Cl);
+    ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl);
+    tp_allreduce(e, dln, NC);
+    memcpy(din, dmid, NC * sizeof(float));
+    ah_layernorm_bwd(din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C);
+    free(dmid);
+    free(dln);
+    free(dge);
+    free(dfc);
+    free(dy);
+    free(dq);
+    free(dk);
+    free(dv);
+}
+
+static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din, ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp,
+        Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
+          *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
+          *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C), *n2 = take(&ar, (size_t)N * C),
+          *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl), *sw = take(&ar, (size_t)N * Fl);
+    size_t NC = (size_t)N * C;
+    float *dmid = xcalloc(NC, sizeof(float)), *dn = xcalloc(NC, sizeof(float));
+    float *dsw = xcalloc((size_t)N * Fl, sizeof(float)), *dgu = xcalloc((size_t)2 * N * Fl, sizeof(float));
+    float *dy = xcalloc((size_t)N * Hl * D, sizeof(float)), *dq = xcalloc((size_t)N * Hl * D, sizeof(float)),
+          *dk = xcalloc((size_t)N * Hkvl * D, sizeof(float)), *dv = xcalloc((size_t)N * Hkvl * D, sizeof(float));
+    memcpy(dmid, dout, NC * sizeof(float));
+    ah_linear_bwd(dsw, G(L, Q_DOWNW), NULL, dout, sw, P(L, Q_DOWNW), N, Fl, C);
+    ah_swiglu_bwd(dgu, dsw, gu, N, Fl);
+    ah_linear_bwd(dn, G(L, Q_GUW), NULL, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl);
+    tp_allreduce(e, dn, NC);
+    ah_rmsnorm_bwd(dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C);
+    ah_linear_bwd(dy, G(L, Q_OW), NULL, dmid, y, P(L, Q_OW), N, Hl * D, C);
+    ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D);
+    ah_rope_bwd(dq, N, e->T, Hl, D, e->rope_theta);
+    ah_rope_bwd(dk, N, e->T, Hkvl, D, e->rope_theta);
+    memset(dn, 0, NC * sizeof(float));
+    ah_linear_bwd(dn, G(L, Q_QW), NULL, dq, n1, P(L, Q_QW), N, C, Hl * D);
+    ah_linear_bwd(dn, G(L, Q_KW), NULL, dk, n1, P(L, Q_KW), N, C, Hkvl * D);
+    ah_linear_bwd(dn, G(L, Q_VW), NULL, dv, n1, P(L, Q_VW), N, C, Hkvl * D);
+    tp_allreduce(e, dn, NC);
+    memcpy(din, dmid, NC * sizeof(float));
+    ah_rmsnorm_bwd(din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C);
+    free(dmid);
+    free(dn);
+    free(dsw);
+    free(dgu);
+    free(dy);
+    free(dq);
+    free(dk);
+    free(dv);
+}
+
+static void head_bwd(ah_engine_model *e, ah_eng_layer *L, const int *targets, float *din, float scale,
+                     ah_eng_acts *a) {
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    arena ar = {a->buf, 0};
+    float *x_in = take(&ar, (size_t)N * C), *nf = take(&ar, (size_t)N * C), *mean = take(&ar, N),
+          *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V);
+    float *dlogits = xcalloc((size_t)N * V, sizeof(float)), *dnf = xcalloc((size_t)N * C, sizeof(float));
+    ah_crossentropy_bwd(dlogits, probs, targets, N, V, scale);
+    ah_linear_bwd(dnf, G(L, H_LM), NULL, dlogits, nf, P(L, H_LM), N, C, V);
+    memset(din, 0, sizeof(float) * (size_t)N * C);
+    if (is_llama(e))
+        ah_rmsnorm_bwd(din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C);
+    else
+        ah_layernorm_bwd(din, G(L, H_NW), G(L, H_NB), dnf, x_in, P(L, H_NW), mean, rstd, N, C);
+    free(dlogits);
+    free(dnf);
+}
+
+int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout, float *din,
+                       float loss_scale, ah_eng_acts *acts) {
+    size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
+    float *cur = xcalloc(NC, sizeof(float)), *nxt = xcalloc(NC, sizeof(float));
+    if (dout)
+        memcpy(cur, dout, NC * sizeof(float));
+    for (int l = e->last - 1; l >= e->first; l--) {
+        ah_eng_layer *L = &e->layers[l - e->first];
+        ah_eng_acts *a = &acts[l - e->first];
+        if (L->kind == AH_LAYER_HEAD) {
+            head_bwd(e, L, targets, cur, loss_scale, a);
+        } else if (L->kind == AH_LAYER_EMBED) {
+            ah_embedding_bwd(G(L, E_WTE), is_llama(e) ? NULL : G(L, E_WPE), cur, tokens, e->B * e->T, e->T,
+                             e->cfg.hidden);
+        } else {
+            if (is_llama(e))
+                llama_block_bwd(e, L, cur, nxt, a);
+            else
+                gpt_block_bwd(e, L, cur, nxt, a);
+            float *t = cur;
+            cur = nxt;
+            nxt = t;
+        }
+        free(a->buf);
+        a->buf = NULL;
+    }
+    if (din && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
+        memcpy(din, cur, NC * sizeof(float));
+    free(cur);
+    free(nxt);
+    return 0;
+}
+
+double ah_engine_forward_flops(const ah_engine_model *e) {
+    double f = 0;
+    for (int l = e->first; l < e->last; l++)
+        f += ah_layer_fwd_flops(&e->cfg, ah_model_layer_kind(&e->cfg, l), e->T, e->B);
+    return f;
+}

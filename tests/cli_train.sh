@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The engine computes the same model whatever the plan: for one global batch
+# and seed, the loss at every step and the final parameters of runs over 4 MPI
+# ranks (2 replicas x 2 stages with different layer splits, 1 replica x 4
+# stages, two asymmetric replicas of 1 and 3 stages with uneven micro-batches on
+# an emulated half-speed node, TP=2 x 2 replicas) match the single-rank run
+# within 1e-5 relative. A killed rank ends the job with a non-zero exit.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+CMP="$3"
+PLANS="$(dirname "$0")/plans"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(mpirun -np 4 --bind-to none)
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 6 --seed 3 --eval-every 3)
+
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
+  --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "single-rank run"; }
+[ "$(wc -l <"$TMP/ref.log")" -eq 6 ] || fail "--log has one line per step"
+jq -e -s 'all(.[]; has("step") and has("loss") and has("tokens_per_s"))' "$TMP/ref.log" >/dev/null \
+  || fail "--log lines lack step/loss/tokens_per_s"
+jq -e -s '.[-1].loss < .[0].loss' "$TMP/ref.log" >/dev/null || fail "loss does not fall"
+
+for plan in tiny-2x2 tiny-1x4 tiny-asym tiny-tp2; do
+  AUTOHET_DUMP_PARAMS="$TMP/$plan.bin" timeout 300 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" \
+    --plan "$PLANS/$plan.json" --log "$TMP/$plan.log" >"$TMP/$plan.out" 2>&1 \
+    || { tail -5 "$TMP/$plan.out"; fail "$plan: run failed"; continue; }
+  jq -e -s --slurpfile r <(jq -s . "$TMP/ref.log") \
+    '[range(0; length) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max < 1e-5' \
+    "$TMP/$plan.log" >/dev/null || fail "$plan: loss differs from the single-rank run by more than 1e-5"
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$plan.bin" 1e-5) || fail "$plan: parameters differ: $out"
+  echo "$plan: $out"
+done
+
+# a plan that does not match the number of ranks is a clear error
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" --steps 1 >/dev/null 2>"$TMP/err" || true
+mpirun -np 2 --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --steps 1 >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -ne 0 ] || fail "2 ranks for a 4-slot plan should fail"
+grep -q "4 GPU slots" "$TMP/err" || fail "wrong-size error lacks the slot count: $(head -3 "$TMP/err")"
+
+# a rank killed mid-run: the job ends non-zero, well before the timeout
+start=$(date +%s)
+AUTOHET_TEST_KILL_RANK=1 AUTOHET_TEST_KILL_STEP=2 timeout 120 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --steps 50 >"$TMP/kill.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "killed rank: exit $rc (124 = hung until the timeout)"
+grep -q -i "signal\|killed\|terminated" "$TMP/kill.out" || fail "killed rank: no message naming the failure"
+echo "killed rank: job ended with exit $rc after $(( $(date +%s) - start )) s"
+[ $fails -eq 0 ] && echo "cli_train: all checks passed"
+exit $fails
