@@ -38,8 +38,8 @@ static const ah_device builtin[] = {
      * the real sgemm peak); cpu-half/cpu-quarter are emulated slower devices:
      * the engine waits (slowdown - 1) x the measured time of each compute op. */
     {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0},
-    {"cpu-half", 0.05, 4, 20, 10, 80, 0.5, 2.0},
-    {"cpu-quarter", 0.025, 4, 20, 10, 80, 0.5, 4.0},
+    {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0},
+    {"cpu-quarter", 0.1, 4, 20, 10, 80, 0.5, 4.0},
 };
 #define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 

@@ -355,51 +355,48 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
     rope_apply(dx, N, T, H, D, theta, -1);
 }
 
+/* Attention runs per (batch, head) on BLAS: S = Q K^T and O = P V are sgemm
+ * calls on strided views of q/k/v (row stride H*D), the causal softmax is a
+ * row loop. Heads run one after another and OpenBLAS threads each product:
+ * calling sgemm from inside an OpenMP region serialises on OpenBLAS's buffer
+ * pool here and was 4x slower. The query heads of a GQA group, which share
+ * dk/dv, accumulate in a fixed order, so results do not depend on threads. */
 void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D) {
+    if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
+        return;
     int G = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)D);
-    /* One task per query row; rows are independent, so any schedule gives the
-     * same bits. Round-robin (chunk 1) balances the causal triangle. */
-#pragma omp parallel for collapse(3) schedule(static, 1) if ((long)B * Hq * T * T * D >= AH_PAR_MIN)
+    int ldq = Hq * D, ldk = Hkv * D;
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < Hq; h++) {
+            int kh = h / G;
+            const float *qb = q + (size_t)b * T * ldq + (size_t)h * D;
+            const float *kb = k + (size_t)b * T * ldk + (size_t)kh * D;
+            const float *vb = v + (size_t)b * T * ldk + (size_t)kh * D;
+            float *ob = out + (size_t)b * T * ldq + (size_t)h * D;
+            float *a = att + ((size_t)b * Hq + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, qb, ldq, kb, ldk, 0.0f, a, T);
+#pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
             for (int t = 0; t < T; t++) {
-                int kh = h / G;
-                const float *qt = q + (((size_t)b * T + t) * Hq + h) * D;
-                float *o = out + (((size_t)b * T + t) * Hq + h) * D;
-                float *a = att + (((size_t)b * Hq + h) * T + t) * T;
+                float *row = a + (size_t)t * T;
                 float mx = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    const float *kj = k + (((size_t)b * T + j) * Hkv + kh) * D;
-                    float s = 0.0f;
-                    for (int d = 0; d < D; d++)
-                        s += qt[d] * kj[d];
-                    s *= scale;
-                    a[j] = s;
-                    if (s > mx)
-                        mx = s;
-                }
+                for (int j = 0; j <= t; j++)
+                    if (row[j] > mx)
+                        mx = row[j];
                 double sum = 0.0;
                 for (int j = 0; j <= t; j++) {
-                    float e = expf(a[j] - mx);
-                    a[j] = e;
+                    float e = expf(row[j] - mx);
+                    row[j] = e;
                     sum += e;
                 }
                 float inv = (float)(1.0 / sum);
                 for (int j = 0; j <= t; j++)
-                    a[j] *= inv;
+                    row[j] *= inv;
                 for (int j = t + 1; j < T; j++)
-                    a[j] = 0.0f;
-                for (int d = 0; d < D; d++)
-                    o[d] = 0.0f;
-                for (int j = 0; j <= t; j++) {
-                    const float *vj = v + (((size_t)b * T + j) * Hkv + kh) * D;
-                    float p = a[j];
-                    for (int d = 0; d < D; d++)
-                        o[d] += p * vj[d];
-                }
+                    row[j] = 0.0f;
             }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, vb, ldk, 0.0f, ob, ldq);
         }
     }
 }
@@ -410,58 +407,45 @@ void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
         return;
     int G = Hq / Hkv;
     float scale = 1.0f / sqrtf((float)D);
-    /* dk/dv of a kv head collect from all G query heads of its group, so one
-     * task per (b, kv head) walks its query heads and rows in a fixed order:
-     * no races, and the same bits whatever the thread count. */
-#pragma omp parallel if ((long)B * Hq * T * T * D >= AH_PAR_MIN)
-    {
-        float *dp = xmalloc((size_t)T * sizeof(float));
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < B; b++) {
-            for (int kh = 0; kh < Hkv; kh++) {
-                for (int h = kh * G; h < (kh + 1) * G; h++) {
-                    for (int t = 0; t < T; t++) {
-                        const float *a = att + (((size_t)b * Hq + h) * T + t) * T;
-                        const float *go = dout + (((size_t)b * T + t) * Hq + h) * D;
-                        const float *qt = q + (((size_t)b * T + t) * Hq + h) * D;
-                        /* dp_j = dout_t . v_j ; ds_j = p_j (dp_j - sum_i p_i dp_i) */
-                        double pdp = 0.0;
-                        for (int j = 0; j <= t; j++) {
-                            const float *vj = v + (((size_t)b * T + j) * Hkv + kh) * D;
-                            float s = 0.0f;
-                            for (int d = 0; d < D; d++)
-                                s += go[d] * vj[d];
-                            dp[j] = s;
-                            pdp += (double)a[j] * s;
-                        }
-                        float rowdot = (float)pdp;
-                        for (int j = 0; j <= t; j++) {
-                            size_t kv = (((size_t)b * T + j) * Hkv + kh) * D;
-                            float p = a[j];
-                            float ds = p * (dp[j] - rowdot) * scale;
-                            if (dv != NULL) {
-                                float *dvj = dv + kv;
-                                for (int d = 0; d < D; d++)
-                                    dvj[d] += p * go[d];
-                            }
-                            if (dq != NULL) {
-                                float *dqt = dq + (((size_t)b * T + t) * Hq + h) * D;
-                                const float *kj = k + kv;
-                                for (int d = 0; d < D; d++)
-                                    dqt[d] += ds * kj[d];
-                            }
-                            if (dk != NULL) {
-                                float *dkj = dk + kv;
-                                for (int d = 0; d < D; d++)
-                                    dkj[d] += ds * qt[d];
-                            }
-                        }
-                    }
-                }
+    int ldq = Hq * D, ldk = Hkv * D;
+    float *ds = xmalloc((size_t)T * T * sizeof(float));
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < Hq; h++) {
+            int kh = h / G;
+            const float *a = att + ((size_t)b * Hq + h) * T * T;
+            const float *go = dout + (size_t)b * T * ldq + (size_t)h * D;
+            const float *qb = q + (size_t)b * T * ldq + (size_t)h * D;
+            const float *kb = k + (size_t)b * T * ldk + (size_t)kh * D;
+            const float *vb = v + (size_t)b * T * ldk + (size_t)kh * D;
+            /* dV += P^T dO */
+            if (dv != NULL)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, go, ldq, 1.0f,
+                            dv + (size_t)b * T * ldk + (size_t)kh * D, ldk);
+            /* dP = dO V^T, then dS = P (dP - rowsum(P dP)) * scale */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, go, ldq, vb, ldk, 0.0f, ds, T);
+#pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
+            for (int t = 0; t < T; t++) {
+                float *row = ds + (size_t)t * T;
+                const float *p = a + (size_t)t * T;
+                double pdp = 0.0;
+                for (int j = 0; j <= t; j++)
+                    pdp += (double)p[j] * row[j];
+                float rd = (float)pdp;
+                for (int j = 0; j <= t; j++)
+                    row[j] = p[j] * (row[j] - rd) * scale;
+                for (int j = t + 1; j < T; j++)
+                    row[j] = 0.0f;
             }
+            /* dQ += dS K ; dK += dS^T Q */
+            if (dq != NULL)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, kb, ldk, 1.0f,
+                            dq + (size_t)b * T * ldq + (size_t)h * D, ldq);
+            if (dk != NULL)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, qb, ldq, 1.0f,
+                            dk + (size_t)b * T * ldk + (size_t)kh * D, ldk);
         }
-        free(dp);
     }
+    free(ds);
 }
 
 /* ------------------------------------------------------------ loss */
