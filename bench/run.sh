@@ -11,6 +11,8 @@ echo "== planner benchmark (median of $RUNS planning runs, one core) =="
 ./build/plan_bench --runs "$RUNS" --markdown out/plan_bench.md
 echo
 ./build/sim_bench --runs "$RUNS" --markdown out/sim_bench.md
+echo
+bench/engine_bench.sh ./build/autohet out/engine_bench.md
 {
   echo "# Benchmarks"
   echo
@@ -36,6 +38,11 @@ echo
   cat out/sim_bench.md
   echo
   cat bench/sim_notes.md
+  echo
+  echo "## Training engine (\`autohet train\`)"
+  echo
+  cat out/engine_bench.md
+  cat bench/engine_notes.md
 } > BENCHMARKS.md
 echo
 tail -1 BENCHMARKS.md
