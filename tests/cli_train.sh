@@ -37,6 +37,21 @@ for plan in tiny-2x2 tiny-1x4 tiny-asym tiny-tp2; do
   echo "$plan: $out"
 done
 
+# LLaMA (RMSNorm, SwiGLU, RoPE, grouped-query attention, untied): TP=2 splits the 4 query / 2 KV heads
+LARGS=(--model tiny-llama --data "$FIX/text" --steps 4 --seed 5 --eval-every 0)
+AUTOHET_DUMP_PARAMS="$TMP/lref.bin" "$BIN" train "${LARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
+  --log "$TMP/lref.log" >"$TMP/lref.out" 2>&1 || fail "llama single-rank run"
+for plan in llama-tp2 llama-2x2; do
+  AUTOHET_DUMP_PARAMS="$TMP/$plan.bin" timeout 300 "${MPIRUN[@]}" "$BIN" train "${LARGS[@]}" \
+    --plan "$PLANS/$plan.json" --log "$TMP/$plan.log" >"$TMP/$plan.out" 2>&1 \
+    || { tail -5 "$TMP/$plan.out"; fail "$plan: run failed"; continue; }
+  jq -e -s --slurpfile r <(jq -s . "$TMP/lref.log") \
+    '[range(0; length) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max < 1e-5' \
+    "$TMP/$plan.log" >/dev/null || fail "$plan: loss differs from the single-rank run by more than 1e-5"
+  out=$("$CMP" "$TMP/lref.bin" "$TMP/$plan.bin" 1e-5) || fail "$plan: parameters differ: $out"
+  echo "$plan: $out"
+done
+
 # a plan that does not match the number of ranks is a clear error
 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" --steps 1 >/dev/null 2>"$TMP/err" || true
 mpirun -np 2 --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --steps 1 >/dev/null 2>"$TMP/err"
