@@ -9,6 +9,38 @@
 #include "engine/data.h"
 #include "engine/kernels.h"
 
+#include <omp.h>
+
+/* AUTOHET_PROFILE=1: wall time per kernel kind, printed at exit (engine tuning). */
+enum { K_LINEAR, K_ATTN, K_NORM, K_ACT, K_HEAD, K_MISC, K_ALLOC, K_N };
+static const char *k_names[K_N] = {"linear", "attention", "norm", "activation", "head+loss", "misc", "alloc"};
+static double k_time[K_N];
+static int k_on = -1;
+static void k_report(void) {
+    double tot = 0;
+    for (int i = 0; i < K_N; i++)
+        tot += k_time[i];
+    fprintf(stderr, "autohet engine profile (s):");
+    for (int i = 0; i < K_N; i++)
+        fprintf(stderr, " %s %.3f (%.0f%%)", k_names[i], k_time[i], 100 * k_time[i] / (tot > 0 ? tot : 1));
+    fprintf(stderr, "\n");
+}
+static int k_enabled(void) {
+    if (k_on < 0) {
+        k_on = getenv("AUTOHET_PROFILE") != NULL;
+        if (k_on)
+            atexit(k_report);
+    }
+    return k_on;
+}
+#define KT(kind, stmt)                                                                                             \
+    do {                                                                                                           \
+        double t0_ = k_enabled() ? omp_get_wtime() : 0;                                                            \
+        stmt;                                                                                                      \
+        if (k_on)                                                                                                  \
+            k_time[kind] += omp_get_wtime() - t0_;                                                                 \
+    } while (0)
+
 static void *xcalloc(size_t n, size_t sz) {
     void *p = calloc(n ? n : 1, sz);
     if (!p) {
@@ -339,23 +371,23 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, 
           *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
           *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl), *ge = take(&ar, (size_t)N * Fl);
     memcpy(x_in, in, sizeof(float) * (size_t)N * C);
-    ah_layernorm_fwd(ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C);
+    KT(K_NORM, ah_layernorm_fwd(ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
     const float *w = P(L, B_QKVW), *b = P(L, B_QKVB);
-    ah_linear_fwd(q, ln1, w, b, N, C, Cl);
-    ah_linear_fwd(k, ln1, w + (size_t)Cl * C, b + Cl, N, C, Cl);
-    ah_linear_fwd(v, ln1, w + (size_t)2 * Cl * C, b + 2 * Cl, N, C, Cl);
-    ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hl, D);
-    ah_linear_fwd(x_mid, y, P(L, B_PROJW), NULL, N, Cl, C);
+    KT(K_LINEAR, ah_linear_fwd(q, ln1, w, b, N, C, Cl););
+    KT(K_LINEAR, ah_linear_fwd(k, ln1, w + (size_t)Cl * C, b + Cl, N, C, Cl););
+    KT(K_LINEAR, ah_linear_fwd(v, ln1, w + (size_t)2 * Cl * C, b + 2 * Cl, N, C, Cl););
+    KT(K_ATTN, ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hl, D););
+    KT(K_LINEAR, ah_linear_fwd(x_mid, y, P(L, B_PROJW), NULL, N, Cl, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
-    add_bias_rows(x_mid, P(L, B_PROJB), N, C);
-    ah_add_inplace(x_mid, x_in, (size_t)N * C);
-    ah_layernorm_fwd(ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C);
-    ah_linear_fwd(fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl);
-    ah_gelu_fwd(ge, fc, (size_t)N * Fl);
-    ah_linear_fwd(out, ge, P(L, B_FCPW), NULL, N, Fl, C);
+    KT(K_MISC, add_bias_rows(x_mid, P(L, B_PROJB), N, C););
+    KT(K_MISC, ah_add_inplace(x_mid, x_in, (size_t)N * C););
+    KT(K_NORM, ah_layernorm_fwd(ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C););
+    KT(K_LINEAR, ah_linear_fwd(fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl););
+    KT(K_ACT, ah_gelu_fwd(ge, fc, (size_t)N * Fl););
+    KT(K_LINEAR, ah_linear_fwd(out, ge, P(L, B_FCPW), NULL, N, Fl, C););
     tp_allreduce(e, out, (size_t)N * C);
-    add_bias_rows(out, P(L, B_FCPB), N, C);
-    ah_add_inplace(out, x_mid, (size_t)N * C);
+    KT(K_MISC, add_bias_rows(out, P(L, B_FCPB), N, C););
+    KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
 }
 
 static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out, ah_eng_acts *a) {
@@ -369,22 +401,22 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in
           *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C), *n2 = take(&ar, (size_t)N * C),
           *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl), *sw = take(&ar, (size_t)N * Fl);
     memcpy(x_in, in, sizeof(float) * (size_t)N * C);
-    ah_rmsnorm_fwd(n1, r1, x_in, P(L, Q_RMS1), N, C);
-    ah_linear_fwd(q, n1, P(L, Q_QW), NULL, N, C, Hl * D);
-    ah_linear_fwd(k, n1, P(L, Q_KW), NULL, N, C, Hkvl * D);
-    ah_linear_fwd(v, n1, P(L, Q_VW), NULL, N, C, Hkvl * D);
-    ah_rope_fwd(q, N, e->T, Hl, D, e->rope_theta);
-    ah_rope_fwd(k, N, e->T, Hkvl, D, e->rope_theta);
-    ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hkvl, D);
-    ah_linear_fwd(x_mid, y, P(L, Q_OW), NULL, N, Hl * D, C);
+    KT(K_NORM, ah_rmsnorm_fwd(n1, r1, x_in, P(L, Q_RMS1), N, C););
+    KT(K_LINEAR, ah_linear_fwd(q, n1, P(L, Q_QW), NULL, N, C, Hl * D););
+    KT(K_LINEAR, ah_linear_fwd(k, n1, P(L, Q_KW), NULL, N, C, Hkvl * D););
+    KT(K_LINEAR, ah_linear_fwd(v, n1, P(L, Q_VW), NULL, N, C, Hkvl * D););
+    KT(K_ATTN, ah_rope_fwd(q, N, e->T, Hl, D, e->rope_theta););
+    KT(K_ATTN, ah_rope_fwd(k, N, e->T, Hkvl, D, e->rope_theta););
+    KT(K_ATTN, ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_LINEAR, ah_linear_fwd(x_mid, y, P(L, Q_OW), NULL, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
-    ah_add_inplace(x_mid, x_in, (size_t)N * C);
-    ah_rmsnorm_fwd(n2, r2, x_mid, P(L, Q_RMS2), N, C);
-    ah_linear_fwd(gu, n2, P(L, Q_GUW), NULL, N, C, 2 * Fl);
-    ah_swiglu_fwd(sw, gu, N, Fl);
-    ah_linear_fwd(out, sw, P(L, Q_DOWNW), NULL, N, Fl, C);
+    KT(K_MISC, ah_add_inplace(x_mid, x_in, (size_t)N * C););
+    KT(K_NORM, ah_rmsnorm_fwd(n2, r2, x_mid, P(L, Q_RMS2), N, C););
+    KT(K_LINEAR, ah_linear_fwd(gu, n2, P(L, Q_GUW), NULL, N, C, 2 * Fl););
+    KT(K_ACT, ah_swiglu_fwd(sw, gu, N, Fl););
+    KT(K_LINEAR, ah_linear_fwd(out, sw, P(L, Q_DOWNW), NULL, N, Fl, C););
     tp_allreduce(e, out, (size_t)N * C);
-    ah_add_inplace(out, x_mid, (size_t)N * C);
+    KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
 }
 
 static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, const int *targets, ah_eng_acts *a) {
@@ -394,11 +426,11 @@ static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, con
           *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V), *losses = take(&ar, N);
     memcpy(x_in, in, sizeof(float) * (size_t)N * C);
     if (is_llama(e))
-        ah_rmsnorm_fwd(nf, rstd, x_in, P(L, H_NW), N, C);
+        KT(K_NORM, ah_rmsnorm_fwd(nf, rstd, x_in, P(L, H_NW), N, C););
     else
-        ah_layernorm_fwd(nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C);
+        KT(K_NORM, ah_layernorm_fwd(nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
     float *logits = xcalloc((size_t)N * V, sizeof(float));
-    ah_linear_fwd(logits, nf, P(L, H_LM), NULL, N, C, V);
+    KT(K_LINEAR, ah_linear_fwd(logits, nf, P(L, H_LM), NULL, N, C, V););
     double loss = ah_crossentropy_fwd(losses, probs, logits, targets, N, V);
     free(logits);
     return loss;
@@ -456,25 +488,25 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout
           *dk = xcalloc((size_t)N * Cl, sizeof(float)), *dv = xcalloc((size_t)N * Cl, sizeof(float));
     /* MLP */
     memcpy(dmid, dout, NC * sizeof(float));
-    colsum_acc(G(L, B_FCPB), dout, N, C);
-    ah_linear_bwd(dge, G(L, B_FCPW), NULL, dout, ge, P(L, B_FCPW), N, Fl, C);
-    ah_gelu_bwd(dfc, dge, fc, (size_t)N * Fl);
-    ah_linear_bwd(dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl);
+    KT(K_MISC, colsum_acc(G(L, B_FCPB), dout, N, C););
+    KT(K_LINEAR, ah_linear_bwd(dge, G(L, B_FCPW), NULL, dout, ge, P(L, B_FCPW), N, Fl, C););
+    KT(K_ACT, ah_gelu_bwd(dfc, dge, fc, (size_t)N * Fl););
+    KT(K_LINEAR, ah_linear_bwd(dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl););
     tp_allreduce(e, dln, NC);
-    ah_layernorm_bwd(dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C);
+    KT(K_NORM, ah_layernorm_bwd(dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C););
     /* attention */
-    colsum_acc(G(L, B_PROJB), dmid, N, C);
-    ah_linear_bwd(dy, G(L, B_PROJW), NULL, dmid, y, P(L, B_PROJW), N, Cl, C);
-    ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D);
+    KT(K_MISC, colsum_acc(G(L, B_PROJB), dmid, N, C););
+    KT(K_LINEAR, ah_linear_bwd(dy, G(L, B_PROJW), NULL, dmid, y, P(L, B_PROJW), N, Cl, C););
+    KT(K_ATTN, ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D););
     memset(dln, 0, NC * sizeof(float));
     const float *w = P(L, B_QKVW);
     float *gw = G(L, B_QKVW), *gb = G(L, B_QKVB);
-    ah_linear_bwd(dln, gw, gb, dq, ln1, w, N, C, Cl);
-    ah_linear_bwd(dln, gw + (size_t)Cl * C, gb + Cl, dk, ln1, w + (size_t)Cl * C, N, C, Cl);
-    ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl);
+    KT(K_LINEAR, ah_linear_bwd(dln, gw, gb, dq, ln1, w, N, C, Cl););
+    KT(K_LINEAR, ah_linear_bwd(dln, gw + (size_t)Cl * C, gb + Cl, dk, ln1, w + (size_t)Cl * C, N, C, Cl););
+    KT(K_LINEAR, ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl););
     tp_allreduce(e, dln, NC);
     memcpy(din, dmid, NC * sizeof(float));
-    ah_layernorm_bwd(din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C);
+    KT(K_NORM, ah_layernorm_bwd(din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C););
     free(dmid);
     free(dln);
     free(dge);
@@ -501,22 +533,22 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *do
     float *dy = xcalloc((size_t)N * Hl * D, sizeof(float)), *dq = xcalloc((size_t)N * Hl * D, sizeof(float)),
           *dk = xcalloc((size_t)N * Hkvl * D, sizeof(float)), *dv = xcalloc((size_t)N * Hkvl * D, sizeof(float));
     memcpy(dmid, dout, NC * sizeof(float));
-    ah_linear_bwd(dsw, G(L, Q_DOWNW), NULL, dout, sw, P(L, Q_DOWNW), N, Fl, C);
-    ah_swiglu_bwd(dgu, dsw, gu, N, Fl);
-    ah_linear_bwd(dn, G(L, Q_GUW), NULL, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl);
+    KT(K_LINEAR, ah_linear_bwd(dsw, G(L, Q_DOWNW), NULL, dout, sw, P(L, Q_DOWNW), N, Fl, C););
+    KT(K_ACT, ah_swiglu_bwd(dgu, dsw, gu, N, Fl););
+    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_GUW), NULL, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl););
     tp_allreduce(e, dn, NC);
-    ah_rmsnorm_bwd(dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C);
-    ah_linear_bwd(dy, G(L, Q_OW), NULL, dmid, y, P(L, Q_OW), N, Hl * D, C);
-    ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D);
-    ah_rope_bwd(dq, N, e->T, Hl, D, e->rope_theta);
-    ah_rope_bwd(dk, N, e->T, Hkvl, D, e->rope_theta);
+    KT(K_NORM, ah_rmsnorm_bwd(dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C););
+    KT(K_LINEAR, ah_linear_bwd(dy, G(L, Q_OW), NULL, dmid, y, P(L, Q_OW), N, Hl * D, C););
+    KT(K_ATTN, ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_ATTN, ah_rope_bwd(dq, N, e->T, Hl, D, e->rope_theta););
+    KT(K_ATTN, ah_rope_bwd(dk, N, e->T, Hkvl, D, e->rope_theta););
     memset(dn, 0, NC * sizeof(float));
-    ah_linear_bwd(dn, G(L, Q_QW), NULL, dq, n1, P(L, Q_QW), N, C, Hl * D);
-    ah_linear_bwd(dn, G(L, Q_KW), NULL, dk, n1, P(L, Q_KW), N, C, Hkvl * D);
-    ah_linear_bwd(dn, G(L, Q_VW), NULL, dv, n1, P(L, Q_VW), N, C, Hkvl * D);
+    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_QW), NULL, dq, n1, P(L, Q_QW), N, C, Hl * D););
+    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_KW), NULL, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
+    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_VW), NULL, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
     memcpy(din, dmid, NC * sizeof(float));
-    ah_rmsnorm_bwd(din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C);
+    KT(K_NORM, ah_rmsnorm_bwd(din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););
     free(dmid);
     free(dn);
     free(dsw);
@@ -535,12 +567,12 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, const int *targets, fl
           *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V);
     float *dlogits = xcalloc((size_t)N * V, sizeof(float)), *dnf = xcalloc((size_t)N * C, sizeof(float));
     ah_crossentropy_bwd(dlogits, probs, targets, N, V, scale);
-    ah_linear_bwd(dnf, G(L, H_LM), NULL, dlogits, nf, P(L, H_LM), N, C, V);
+    KT(K_LINEAR, ah_linear_bwd(dnf, G(L, H_LM), NULL, dlogits, nf, P(L, H_LM), N, C, V););
     memset(din, 0, sizeof(float) * (size_t)N * C);
     if (is_llama(e))
-        ah_rmsnorm_bwd(din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C);
+        KT(K_NORM, ah_rmsnorm_bwd(din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););
     else
-        ah_layernorm_bwd(din, G(L, H_NW), G(L, H_NB), dnf, x_in, P(L, H_NW), mean, rstd, N, C);
+        KT(K_NORM, ah_layernorm_bwd(din, G(L, H_NW), G(L, H_NB), dnf, x_in, P(L, H_NW), mean, rstd, N, C););
     free(dlogits);
     free(dnf);
 }
