@@ -10,14 +10,17 @@
 #include "autohet/profile.h"
 #include "autohet/profile_table.h"
 #include "cost/profile_internal.h"
+#include "util/errors.h"
 
 void ah_cost_err_(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || errlen == 0)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    ah_errf(err, errlen, "%s", buf);
 }
 
 ah_profile *ah_profile_alloc_(ah_profile_kind kind, const char *source) {

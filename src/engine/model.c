@@ -8,6 +8,7 @@
 
 #include "engine/data.h"
 #include "engine/kernels.h"
+#include "util/errors.h"
 
 #include <omp.h>
 
@@ -33,22 +34,15 @@ static int k_enabled(void) {
     }
     return k_on;
 }
-#define KT(kind, stmt)                                                                                             \
-    do {                                                                                                           \
-        double t0_ = k_enabled() ? omp_get_wtime() : 0;                                                            \
-        stmt;                                                                                                      \
-        if (k_on)                                                                                                  \
-            k_time[kind] += omp_get_wtime() - t0_;                                                                 \
+#define KT(kind, stmt)                                                                                       \
+    do {                                                                                                     \
+        double t0_ = k_enabled() ? omp_get_wtime() : 0;                                                      \
+        stmt;                                                                                                \
+        if (k_on)                                                                                            \
+            k_time[kind] += omp_get_wtime() - t0_;                                                           \
     } while (0)
 
-static void *xcalloc(size_t n, size_t sz) {
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) {
-        fprintf(stderr, "autohet: out of memory\n");
-        abort();
-    }
-    return p;
-}
+#define xcalloc ah_xcalloc
 
 /* ---- deterministic initialisation ------------------------------------------ */
 
@@ -75,8 +69,8 @@ typedef struct {
 /* A tensor whose local shard is [lrows x lcols] of the full [grows x gcols];
  * row_of maps local rows to global rows (NULL = rows row0..), col0 is the
  * first global column. */
-static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int grows, int gcols, const int *row_of,
-                       int row0, int col0, int decay, int replicated) {
+static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int grows, int gcols,
+                       const int *row_of, int row0, int col0, int decay, int replicated) {
     ah_tensor_info *t = &lo->L->t[lo->L->n_tensors++];
     t->name = name;
     t->offset = lo->off;
@@ -96,8 +90,12 @@ static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int g
     lo->goff += (size_t)grows * gcols;
 }
 
-static float *P(const ah_eng_layer *L, int i) { return L->param + L->t[i].offset; }
-static float *G(const ah_eng_layer *L, int i) { return L->grad + L->t[i].offset; }
+static float *P(const ah_eng_layer *L, int i) {
+    return L->param + L->t[i].offset;
+}
+static float *G(const ah_eng_layer *L, int i) {
+    return L->grad + L->t[i].offset;
+}
 
 /* Tensor indices per layer kind. */
 enum { E_WTE = 0, E_WPE };
@@ -107,8 +105,12 @@ enum { B_LN1W = 0, B_LN1B, B_QKVW, B_QKVB, B_PROJW, B_PROJB, B_LN2W, B_LN2B, B_F
 /* LLaMA block */
 enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW };
 
-static int is_llama(const ah_engine_model *e) { return e->cfg.arch == AH_ARCH_LLAMA; }
-static int head_dim(const ah_engine_model *e) { return e->cfg.hidden / e->cfg.n_heads; }
+static int is_llama(const ah_engine_model *e) {
+    return e->cfg.arch == AH_ARCH_LLAMA;
+}
+static int head_dim(const ah_engine_model *e) {
+    return e->cfg.hidden / e->cfg.n_heads;
+}
 
 /* The tensors of layer l with their shard geometry; fills L->t. */
 static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
@@ -237,15 +239,17 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
     }
 }
 
-int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last, int tp,
-                         int tp_rank, uint64_t seed, char *err, size_t errlen) {
+int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                         int tp, int tp_rank, uint64_t seed, char *err, size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
         return -1;
     }
-    if (tp < 1 || cfg->n_heads % tp || cfg->n_kv_heads % tp || cfg->ffn_hidden % tp || cfg->hidden % cfg->n_heads) {
-        snprintf(err, errlen, "model %s: tensor-parallel degree %d must divide the %d heads, %d KV heads and MLP size %d",
+    if (tp < 1 || cfg->n_heads % tp || cfg->n_kv_heads % tp || cfg->ffn_hidden % tp ||
+        cfg->hidden % cfg->n_heads) {
+        snprintf(err, errlen,
+                 "model %s: tensor-parallel degree %d must divide the %d heads, %d KV heads and MLP size %d",
                  cfg->name, tp, cfg->n_heads, cfg->n_kv_heads, cfg->ffn_hidden);
         return -1;
     }
@@ -291,7 +295,9 @@ void ah_engine_zero_grads(ah_engine_model *e) {
         memset(e->layers[i].grad, 0, e->layers[i].n * sizeof(float));
 }
 
-int ah_engine_hidden(const ah_engine_model *e) { return e->cfg.hidden; }
+int ah_engine_hidden(const ah_engine_model *e) {
+    return e->cfg.hidden;
+}
 
 static void tp_allreduce(ah_engine_model *e, float *buf, size_t n) {
     if (e->tp > 1 && e->comm.allreduce)
@@ -369,7 +375,8 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, 
           *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
           *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
           *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
-          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl), *ge = take(&ar, (size_t)N * Fl);
+          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl),
+          *ge = take(&ar, (size_t)N * Fl);
     memcpy(x_in, in, sizeof(float) * (size_t)N * C);
     KT(K_NORM, ah_layernorm_fwd(ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
     const float *w = P(L, B_QKVW), *b = P(L, B_QKVB);
@@ -390,16 +397,18 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, 
     KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
 }
 
-static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out, ah_eng_acts *a) {
+static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out,
+                            ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
-    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp,
-        Fl = c->ffn_hidden / e->tp;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
+        Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
     float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
           *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
           *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C), *n2 = take(&ar, (size_t)N * C),
-          *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl), *sw = take(&ar, (size_t)N * Fl);
+          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C),
+          *n2 = take(&ar, (size_t)N * C), *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl),
+          *sw = take(&ar, (size_t)N * Fl);
     memcpy(x_in, in, sizeof(float) * (size_t)N * C);
     KT(K_NORM, ah_rmsnorm_fwd(n1, r1, x_in, P(L, Q_RMS1), N, C););
     KT(K_LINEAR, ah_linear_fwd(q, n1, P(L, Q_QW), NULL, N, C, Hl * D););
@@ -419,7 +428,8 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in
     KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
 }
 
-static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, const int *targets, ah_eng_acts *a) {
+static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, const int *targets,
+                       ah_eng_acts *a) {
     int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
     arena ar = {a->buf, 0};
     float *x_in = take(&ar, (size_t)N * C), *nf = take(&ar, (size_t)N * C), *mean = take(&ar, N),
@@ -471,7 +481,8 @@ int ah_engine_forward(ah_engine_model *e, const int *tokens, const float *in, co
 /* ---- layers: backward -------------------------------------------------------- */
 
 /* dout -> din (both [N, C]); din is overwritten. */
-static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din, ah_eng_acts *a) {
+static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din,
+                          ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
         Fl = c->ffn_hidden / e->tp;
@@ -480,7 +491,8 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout
           *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
           *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
           *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
-          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl), *ge = take(&ar, (size_t)N * Fl);
+          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl),
+          *ge = take(&ar, (size_t)N * Fl);
     size_t NC = (size_t)N * C;
     float *dmid = xcalloc(NC, sizeof(float)), *dln = xcalloc(NC, sizeof(float));
     float *dge = xcalloc((size_t)N * Fl, sizeof(float)), *dfc = xcalloc((size_t)N * Fl, sizeof(float));
@@ -503,7 +515,8 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout
     float *gw = G(L, B_QKVW), *gb = G(L, B_QKVB);
     KT(K_LINEAR, ah_linear_bwd(dln, gw, gb, dq, ln1, w, N, C, Cl););
     KT(K_LINEAR, ah_linear_bwd(dln, gw + (size_t)Cl * C, gb + Cl, dk, ln1, w + (size_t)Cl * C, N, C, Cl););
-    KT(K_LINEAR, ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl););
+    KT(K_LINEAR,
+       ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl););
     tp_allreduce(e, dln, NC);
     memcpy(din, dmid, NC * sizeof(float));
     KT(K_NORM, ah_layernorm_bwd(din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C););
@@ -517,21 +530,24 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout
     free(dv);
 }
 
-static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din, ah_eng_acts *a) {
+static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din,
+                            ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
-    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp,
-        Fl = c->ffn_hidden / e->tp;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
+        Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
     float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
           *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
           *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C), *n2 = take(&ar, (size_t)N * C),
-          *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl), *sw = take(&ar, (size_t)N * Fl);
+          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C),
+          *n2 = take(&ar, (size_t)N * C), *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl),
+          *sw = take(&ar, (size_t)N * Fl);
     size_t NC = (size_t)N * C;
     float *dmid = xcalloc(NC, sizeof(float)), *dn = xcalloc(NC, sizeof(float));
     float *dsw = xcalloc((size_t)N * Fl, sizeof(float)), *dgu = xcalloc((size_t)2 * N * Fl, sizeof(float));
     float *dy = xcalloc((size_t)N * Hl * D, sizeof(float)), *dq = xcalloc((size_t)N * Hl * D, sizeof(float)),
-          *dk = xcalloc((size_t)N * Hkvl * D, sizeof(float)), *dv = xcalloc((size_t)N * Hkvl * D, sizeof(float));
+          *dk = xcalloc((size_t)N * Hkvl * D, sizeof(float)),
+          *dv = xcalloc((size_t)N * Hkvl * D, sizeof(float));
     memcpy(dmid, dout, NC * sizeof(float));
     KT(K_LINEAR, ah_linear_bwd(dsw, G(L, Q_DOWNW), NULL, dout, sw, P(L, Q_DOWNW), N, Fl, C););
     KT(K_ACT, ah_swiglu_bwd(dgu, dsw, gu, N, Fl););
@@ -577,8 +593,8 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, const int *targets, fl
     free(dnf);
 }
 
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout, float *din,
-                       float loss_scale, ah_eng_acts *acts) {
+int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout,
+                       float *din, float loss_scale, ah_eng_acts *acts) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
     float *cur = xcalloc(NC, sizeof(float)), *nxt = xcalloc(NC, sizeof(float));
     if (dout)

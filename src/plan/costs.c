@@ -1,18 +1,12 @@
 #include "plan/costs.h"
+#include "util/errors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static void *xcalloc(size_t n, size_t sz) {
-    void *p = calloc(n ? n : 1, sz);
-    if (!p) {
-        fprintf(stderr, "autohet: out of memory\n");
-        abort();
-    }
-    return p;
-}
+#define xcalloc ah_xcalloc
 
 int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
                          const ah_train_settings *ts, const ah_device *dev, int tp, int mb, char *err,

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/errors.h"
 #include "autohet/plan.h"
 #include "util/json_file.h"
 
@@ -25,19 +26,7 @@
 #define MAX_PLAN_FILE_BYTES ((size_t)256 << 20)
 #define PATH_LEN 192
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    /* one line */
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-}
+#define set_err ah_errf
 
 /* ------------------------------------------------------------------------ */
 /* Writing                                                                   */

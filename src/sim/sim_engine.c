@@ -14,6 +14,7 @@
 
 #include "autohet/sim.h"
 #include "plan/costs.h"
+#include "util/errors.h"
 
 enum { TK_COMPUTE = 0, TK_FLOW = 1 };
 
@@ -86,14 +87,7 @@ typedef struct {
     int *niv, *capiv, *ncv, *capcv;
 } engine;
 
-static void *xrealloc(void *p, size_t n) {
-    void *q = realloc(p, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "autohet: out of memory\n");
-        abort();
-    }
-    return q;
-}
+#define xrealloc ah_xrealloc
 #define GROW(arr, n, cap, extra)                                                                             \
     do {                                                                                                     \
         if ((n) + (extra) > (cap)) {                                                                         \

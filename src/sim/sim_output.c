@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/errors.h"
 #include "autohet/sim.h"
 
 #define GIB 1073741824.0
@@ -82,18 +83,7 @@ const char *ah_stream_name(ah_stream s) {
 
 /* ---------------------------------------------------------------- helpers */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *c = ' ';
-}
+#define set_err ah_errf
 
 /* printf of one double with '.' as the decimal point whatever LC_NUMERIC
  * says (JSON and SVG want '.'). */
