@@ -13,6 +13,8 @@ echo
 ./build/sim_bench --runs "$RUNS" --markdown out/sim_bench.md
 echo
 bench/engine_bench.sh ./build/autohet out/engine_bench.md
+echo
+bench/commbench.sh ./build/autohet out/commbench.md
 {
   echo "# Benchmarks"
   echo
@@ -43,6 +45,10 @@ bench/engine_bench.sh ./build/autohet out/engine_bench.md
   echo
   cat out/engine_bench.md
   cat bench/engine_notes.md
+  echo
+  echo "## Communication (\`autohet commbench\`)"
+  echo
+  cat out/commbench.md
 } > BENCHMARKS.md
 echo
 tail -1 BENCHMARKS.md
