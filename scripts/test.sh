@@ -7,8 +7,8 @@ scripts/deps.sh
 scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)")
 scripts/build.sh --sanitize
-# valgrind cannot run ASan binaries; the MPI test keeps ASan's error checks but not
+# valgrind cannot run ASan binaries; the MPI tests keep ASan's error checks but not
 # LeakSanitizer, which reports Open MPI's own never-freed runtime allocations.
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$(nproc)" -E '^(cli_valgrind|cli_train)$')
-(cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R '^cli_train$')
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$(nproc)" -E '^(cli_valgrind|cli_train|cli_commbench)$')
+(cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R '^(cli_train|cli_commbench)$')
 echo "all tests passed (release and sanitizer builds)"
