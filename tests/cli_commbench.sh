@@ -35,6 +35,18 @@ jq -e 'def f: if .op == "allreduce" then 1.5 elif (.op == "allgather" or .op == 
 jq -e 'all(.results[]; ((.bytes / (.avg_us * 1e3)) / .algbw_GBps - 1 | fabs) < 1e-9)' "$TMP/cb.json" >/dev/null \
   || fail "algbw is not bytes / time"
 
+# the planner and the simulator read the profile instead of datasheet links
+beta=$(jq '[.fits[] | select(.op == "bw")][0] | (.regimes[1].beta_GBps // .beta_GBps)' "$TMP/cb.json")
+"$BIN" plan --model small-gpt --cluster 1x4xcpu --global-batch 16 --seq 128 --tp 1 --comm-profile "$TMP/cb.json" \
+  --json "$TMP/p.json" >"$TMP/pout" || fail "plan --comm-profile"
+grep -q "Measured links" "$TMP/pout" || fail "plan does not report the measured links"
+jq -e --argjson b "$beta" '(.dp_bw_gbs - $b | fabs) < 1e-6 * $b' "$TMP/p.json" >/dev/null \
+  || fail "plan's link bandwidth is not the measured one ($beta GB/s)"
+"$BIN" simulate "$TMP/p.json" --comm-profile "$TMP/cb.json" --quiet --json "$TMP/s.json" || fail "simulate --comm-profile"
+echo '{"format": "something else"}' >"$TMP/bad.json"
+"$BIN" plan --model small-gpt --cluster 1x4xcpu --global-batch 16 --comm-profile "$TMP/bad.json" 2>"$TMP/e0" >/dev/null
+[ $? -eq 2 ] && grep -q "bad.json: format" "$TMP/e0" || fail "bad comm profile: $(cat "$TMP/e0")"
+
 mpirun -np 1 "$BIN" commbench --max-size 64 >/dev/null 2>"$TMP/e1"
 [ $? -eq 2 ] && grep -q "at least 2" "$TMP/e1" || fail "1 rank should be refused: $(cat "$TMP/e1")"
 mpirun -np 2 --bind-to none "$BIN" commbench --ops allreduce,frob --max-size 64 >/dev/null 2>"$TMP/e2"

@@ -4,6 +4,8 @@
 #define AUTOHET_COMM_H
 #include <stddef.h>
 
+#include "autohet/plan.h"
+
 typedef enum {
     AH_OP_LATENCY = 0, /* ping-pong between ranks 0 and 1 (osu_latency) */
     AH_OP_BW,          /* windowed streaming 0 -> 1 (osu_bw) */
@@ -52,5 +54,15 @@ typedef struct {
 } ah_comm_fit2;
 
 ah_comm_fit2 ah_comm_fit_two_regimes(ah_comm_op op, const size_t *bytes, const double *us, int n);
+
+/* Apply a comm profile (`autohet commbench --json`) to a cluster and plan
+ * options, replacing datasheet figures with measured ones: the `latency` fit
+ * sets the per-message latency and the `bw` fit (its large-message regime when
+ * there is one) the point-to-point bandwidth, per link class — intra-node:
+ * every node's intra-node link; inter-node: every node's NIC share per GPU.
+ * Writes a one-line summary into summary. Returns 0, or -1 with an error
+ * naming the file and field. */
+int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
+                          size_t summary_len, char *err, size_t errlen);
 
 #endif

@@ -6,43 +6,46 @@
 
 #include <cjson/cJSON.h>
 
+#include "autohet/comm.h"
 #include "autohet/plan.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 
 static void plan_usage(FILE *f) {
-    fprintf(f, "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
-               "                    --global-batch G [--seq S] [--micro-batch B] [--tp T]\n"
-               "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
-               "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
-               "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
-               "                    [--max-mixed-types N] [--verify K] [--quiet]\n\n"
-               "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
-               "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
-               "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
-               "  --model          preset (autohet models) or an HF config.json\n"
-               "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
-               "                   [:spot]) or an inventory JSON (docs/cluster-format.md)\n"
-               "  --global-batch   sequences per iteration\n"
-               "  --seq            sequence length (default 2048)\n"
-               "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
-               "  --tp             fix the tensor-parallel degree (default: best of 1,2,4,8)\n"
-               "  --recompute      activation recomputation (default none)\n"
-               "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
-               "                   JSON (default: the analytic roofline model)\n"
-               "  --devices        JSON file overriding/extending the GPU catalog\n"
-               "  --baseline       planner to run (default autohet)\n"
-               "  --compare        run autohet, megatron and proportional and print the speedups\n"
-               "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
-               "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
-               "  --mem-reserve    GiB kept free per GPU (default 2)\n"
-               "  --max-stages     deepest pipeline considered (default 32)\n"
-               "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
-               "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
-               "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
-               "                   and which plan wins under simulation\n"
-               "  --quiet          no table on stdout\n\n"
-               "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
+    fprintf(f,
+            "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
+            "                    --global-batch G [--seq S] [--micro-batch B] [--tp T]\n"
+            "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
+            "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
+            "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
+            "                    [--max-mixed-types N] [--verify K] [--comm-profile FILE] [--quiet]\n\n"
+            "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
+            "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
+            "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
+            "  --model          preset (autohet models) or an HF config.json\n"
+            "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
+            "                   [:spot]) or an inventory JSON (docs/cluster-format.md)\n"
+            "  --global-batch   sequences per iteration\n"
+            "  --seq            sequence length (default 2048)\n"
+            "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
+            "  --tp             fix the tensor-parallel degree (default: best of 1,2,4,8)\n"
+            "  --recompute      activation recomputation (default none)\n"
+            "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
+            "                   JSON (default: the analytic roofline model)\n"
+            "  --devices        JSON file overriding/extending the GPU catalog\n"
+            "  --baseline       planner to run (default autohet)\n"
+            "  --compare        run autohet, megatron and proportional and print the speedups\n"
+            "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
+            "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
+            "  --mem-reserve    GiB kept free per GPU (default 2)\n"
+            "  --max-stages     deepest pipeline considered (default 32)\n"
+            "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
+            "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
+            "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
+            "                   and which plan wins under simulation\n"
+            "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
+            "  --quiet          no table on stdout\n\n"
+            "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
 }
 
 enum {
@@ -63,6 +66,7 @@ enum {
     OPT_MAXMIX,
     OPT_MAXMIXT,
     OPT_VERIFY,
+    OPT_COMMPROF,
     OPT_QUIET,
     OPT_HELP
 };
@@ -85,6 +89,7 @@ static const struct option plan_opts[] = {
     {"max-mixed-stages", required_argument, 0, OPT_MAXMIX},
     {"max-mixed-types", required_argument, 0, OPT_MAXMIXT},
     {"verify", required_argument, 0, OPT_VERIFY},
+    {"comm-profile", required_argument, 0, OPT_COMMPROF},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
@@ -118,7 +123,8 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
 }
 
 /* Simulate candidates, print closed form vs simulation, return the JSON array. */
-static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o, int quiet) {
+static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
+                           int quiet) {
     cJSON *arr = cJSON_CreateArray();
     int winner = -1;
     double best = 0;
@@ -156,8 +162,8 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         cJSON_AddBoolToObject(cJSON_GetArrayItem(arr, i), "wins_in_simulation", i == winner);
     if (!quiet) {
         printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
-        printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s", "simulated s",
-               "error");
+        printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",
+               "simulated s", "error");
         for (int i = 0; i < n; i++)
             printf("  %4d %4d %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, plans[i].tp, plans[i].micro_batch,
                    plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
@@ -171,7 +177,7 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
 
 int cmd_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *profile_arg = NULL, *devices_arg = NULL,
-               *json_path = NULL;
+               *json_path = NULL, *comm_arg = NULL;
     int compare = 0, quiet = 0, verify = 0, rc;
     ah_plan_options o;
     ah_plan_options_default(&o);
@@ -226,6 +232,7 @@ int cmd_plan(int argc, char **argv) {
             if (cli_parse_double(optarg, &o.mem_reserve_gib) != 0 || o.mem_reserve_gib < 0)
                 return cli_bad_input("plan", "--mem-reserve: expected a number of GiB >= 0");
             break;
+        case OPT_COMMPROF: comm_arg = optarg; break;
         case OPT_VERIFY:
             if ((rc = int_opt("--verify", optarg, 1, &verify)))
                 return rc;
@@ -262,6 +269,12 @@ int cmd_plan(int argc, char **argv) {
     ah_cluster cluster = {0};
     if (ah_cluster_resolve(cluster_arg, &cluster, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
+    char comm_summary[256] = "";
+    if (comm_arg && ah_comm_profile_apply(comm_arg, &cluster, &o, comm_summary, sizeof comm_summary, err,
+                                          sizeof err) != 0) {
+        ah_cluster_free(&cluster);
+        return cli_bad_input("plan", err);
+    }
     ah_profile *prof = profile_arg ? ah_profile_load(profile_arg, err, sizeof err) : ah_profile_analytic();
     if (!prof) {
         ah_cluster_free(&cluster);
@@ -293,6 +306,8 @@ int cmd_plan(int argc, char **argv) {
         }
     }
     if (!quiet) {
+        if (comm_arg)
+            printf("Measured links (%s): %s\n", comm_arg, comm_summary);
         ah_plan_print_table(&plan, stdout);
         if (compare) {
             printf("\nComparison (same cost model, same cluster, same global batch)\n");

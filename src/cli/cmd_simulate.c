@@ -4,29 +4,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/comm.h"
 #include "autohet/plan.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 
 static void sim_usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe] [--trace FILE] [--svg FILE]\n"
-        "                        [--json FILE] [--profile PATH] [--devices FILE] [--dp-serial] [--quiet]\n\n"
-        "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
-        "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
-        "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
-        "replicas bucket by bucket, the optimizer step, and each GPU's memory over time.\n\n"
-        "  --schedule   pipeline schedule (default 1f1b)\n"
-        "  --trace      Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing\n"
-        "  --svg        Gantt chart of the iteration\n"
-        "  --json       numbers: iteration time, per-GPU compute / exposed comm / idle / memory\n"
-        "  --profile    per-layer profile to cost the plan with (default: the one the plan records)\n"
-        "  --devices    GPU catalog override file\n"
-        "  --dp-serial  run each GPU's bucket all-reduces one at a time (one NCCL stream) instead\n"
-        "               of concurrently; buckets of misaligned stages then wait for each other\n"
-        "  --quiet      no summary on stdout\n\n"
-        "exit status: 0 success, 2 bad input (one line on stderr)\n");
+    fprintf(f,
+            "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe] [--trace FILE] [--svg FILE]\n"
+            "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
+            "                        [--dp-serial] [--quiet]\n\n"
+            "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
+            "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
+            "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
+            "replicas bucket by bucket, the optimizer step, and each GPU's memory over time.\n\n"
+            "  --schedule   pipeline schedule (default 1f1b)\n"
+            "  --trace      Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing\n"
+            "  --svg        Gantt chart of the iteration\n"
+            "  --json       numbers: iteration time, per-GPU compute / exposed comm / idle / memory\n"
+            "  --profile    per-layer profile to cost the plan with (default: the one the plan records)\n"
+            "  --devices    GPU catalog override file\n"
+            "  --dp-serial  run each GPU's bucket all-reduces one at a time (one NCCL stream) instead\n"
+            "               of concurrently; buckets of misaligned stages then wait for each other\n"
+            "  --quiet      no summary on stdout\n\n"
+            "exit status: 0 success, 2 bad input (one line on stderr)\n");
 }
 
 /* The profile a plan was made with: "analytic" or "measured:<path>". */
@@ -40,13 +41,19 @@ static ah_profile *profile_for(const ah_plan *p, const char *override, char *err
 
 int cmd_simulate(int argc, char **argv) {
     static const struct option opts[] = {
-        {"schedule", required_argument, 0, 's'}, {"trace", required_argument, 0, 't'},
-        {"svg", required_argument, 0, 'g'},      {"json", required_argument, 0, 'j'},
-        {"profile", required_argument, 0, 'p'},  {"devices", required_argument, 0, 'd'},
-        {"quiet", no_argument, 0, 'q'},          {"dp-serial", no_argument, 0, 'S'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"schedule", required_argument, 0, 's'},
+        {"trace", required_argument, 0, 't'},
+        {"svg", required_argument, 0, 'g'},
+        {"json", required_argument, 0, 'j'},
+        {"profile", required_argument, 0, 'p'},
+        {"devices", required_argument, 0, 'd'},
+        {"quiet", no_argument, 0, 'q'},
+        {"dp-serial", no_argument, 0, 'S'},
+        {"comm-profile", required_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
-    const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL;
+    const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL;
     int quiet = 0, c;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
     optind = 1;
@@ -64,6 +71,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'd': devices = optarg; break;
         case 'q': quiet = 1; break;
         case 'S': so.dp_serial = 1; break;
+        case 'C': comm = optarg; break;
         case 'h': sim_usage(stdout); return 0;
         default: {
             char msg[160];
@@ -90,6 +98,13 @@ int cmd_simulate(int argc, char **argv) {
     ah_plan_options_default(&o);
     o.train = plan.train;
     o.global_batch = plan.global_batch;
+    char comm_summary[256];
+    if (comm &&
+        ah_comm_profile_apply(comm, &plan.cluster, &o, comm_summary, sizeof comm_summary, err, sizeof err)) {
+        ah_profile_free(prof);
+        ah_plan_free(&plan);
+        return cli_bad_input("simulate", err);
+    }
     so.record_events = trace || svg;
     ah_sim_result r;
     int rc = 0;

@@ -1,0 +1,84 @@
+/* Reading a comm profile into the cost model (see comm.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "autohet/comm.h"
+#include "util/json_file.h"
+
+/* The fit of `op` for `link_class`: (alpha us, beta GB/s) of its
+ * large-message regime if it has one. 0 if found. */
+static int find_fit(const cJSON *fits, const char *op, const char *link_class, double *alpha, double *beta) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fits) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(f, "op"),
+                    *l = cJSON_GetObjectItemCaseSensitive(f, "link_class");
+        if (!cJSON_IsString(o) || !cJSON_IsString(l) || strcmp(o->valuestring, op) ||
+            strcmp(l->valuestring, link_class))
+            continue;
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(f, "alpha_us"),
+                    *b = cJSON_GetObjectItemCaseSensitive(f, "beta_GBps");
+        const cJSON *reg = cJSON_GetObjectItemCaseSensitive(f, "regimes");
+        if (cJSON_IsArray(reg) && cJSON_GetArraySize(reg) == 2) {
+            const cJSON *big = cJSON_GetArrayItem(reg, 1);
+            a = cJSON_GetObjectItemCaseSensitive(big, "alpha_us");
+            b = cJSON_GetObjectItemCaseSensitive(big, "beta_GBps");
+        }
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || !(b->valuedouble > 0))
+            return -2;
+        *alpha = a->valuedouble;
+        *beta = b->valuedouble;
+        return 0;
+    }
+    return -1;
+}
+
+int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
+                          size_t summary_len, char *err, size_t errlen) {
+    ah_err_ctx cx = {path, err, errlen};
+    cJSON *root = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
+    if (!root)
+        return -1;
+    int rc = 0;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *fits = cJSON_GetObjectItemCaseSensitive(root, "fits");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-comm-profile"))
+        rc = ah_fail(&cx,
+                     "format: expected \"autohet-comm-profile\" (the --json output of autohet commbench)");
+    else if (!cJSON_IsArray(fits))
+        rc = ah_fail(&cx, "fits: expected an array");
+    int applied = 0;
+    summary[0] = '\0';
+    const char *classes[2] = {"intra-node", "inter-node"};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        double la, lb, ba, bb;
+        int fl = find_fit(fits, "latency", classes[k], &la, &lb),
+            fb = find_fit(fits, "bw", classes[k], &ba, &bb);
+        if (fl == -2 || fb == -2) {
+            rc = ah_fail(&cx, "fits[]: the %s %s fit needs alpha_us >= 0 and beta_GBps > 0", classes[k],
+                         fl == -2 ? "latency" : "bw");
+            break;
+        }
+        if (fl != 0 || fb != 0)
+            continue;
+        for (int i = 0; i < c->n_nodes; i++) {
+            if (k == 0)
+                c->nodes[i].dev.intra_bw_gbs = bb;
+            else
+                c->nodes[i].nic_gbit = bb * 8.0 * c->nodes[i].gpus; /* bb is per GPU */
+        }
+        if (k == 0)
+            o->alpha_intra_s = la * 1e-6;
+        else
+            o->alpha_inter_s = la * 1e-6;
+        size_t used = strlen(summary);
+        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us",
+                 applied ? "; " : "", classes[k], bb, la);
+        applied++;
+    }
+    if (rc == 0 && applied == 0)
+        rc = ah_fail(&cx,
+                     "fits[]: no latency + bw fits for intra-node or inter-node links (run commbench with "
+                     "--ops latency,bw or all)");
+    cJSON_Delete(root);
+    return rc;
+}
