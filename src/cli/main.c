@@ -20,6 +20,7 @@ static const subcommand commands[] = {
     {"simulate", cmd_simulate, "simulate one iteration of a plan event by event; Perfetto trace, SVG, JSON"},
     {"train", cmd_train, "train a GPT/LLaMA model on text, on one process or over MPI ranks executing a plan"},
     {"commbench", cmd_commbench, "MPI communication benchmarks (OSU / nccl-tests style) with an alpha-beta fit"},
+    {"profile", cmd_profile, "measure per-layer costs on this machine's backend and write a profile for plan"},
     {"devices", cmd_devices, "list the GPU catalog (datasheet figures the cost model uses)"},
     {"models", cmd_models, "list the built-in model presets"},
 };

@@ -1,0 +1,209 @@
+/* autohet profile: measure each layer kind's forward, backward and optimizer
+ * time on the local backend over a grid of TP degrees and micro-batch sizes,
+ * and write a profile the planner and the simulator read (--profile). */
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "autohet/profile_table.h"
+#include "cli/cli.h"
+#include "engine/data.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: autohet profile --model NAME|config.json --out FILE [--device NAME] [--seq S]\n"
+               "                       [--tp LIST] [--mb LIST] [--reps N]\n\n"
+               "Measures forward, backward and optimizer time of the embedding, one transformer block and\n"
+               "the head on this machine's CPU backend (the training engine's kernels), for every TP degree\n"
+               "(the 1/tp shard a TP rank computes; TP communication is not included) and micro-batch size,\n"
+               "and writes an autohet profile (docs/profile-format.md) for --device: autohet plan --profile\n"
+               "FILE then plans with measured costs. Blocks are identical, so one block is measured and\n"
+               "used for all N. Vocabulary 256 (byte tokens), as the engine trains.\n\n"
+               "  --device   catalog device the measurements describe (default cpu)\n"
+               "  --seq      sequence length (default 128)\n"
+               "  --tp       TP degrees (default 1,2,4; must divide heads and KV heads)\n"
+               "  --mb       micro-batch sizes (default 1,2,4,8)\n"
+               "  --reps     timed repetitions, median kept (default 5)\n");
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) {
+        if (cli_parse_int(t, &out[n]) != 0 || out[n] < 1)
+            return -1;
+        n++;
+    }
+    return n;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median forward, backward and update seconds of layer l at (tp, mb). */
+static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int mb, int reps, double *f,
+                         double *b, double *u, double *act_bytes, char *err, size_t errlen) {
+    ah_engine_model e;
+    if (ah_engine_model_init(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, err, errlen) != 0)
+        return -1;
+    int N = mb * seq, C = cfg->hidden;
+    int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);
+    float *in = malloc(sizeof(float) * (size_t)N * C), *out = malloc(sizeof(float) * (size_t)N * C),
+          *din = malloc(sizeof(float) * (size_t)N * C), *dout = malloc(sizeof(float) * (size_t)N * C);
+    double tf[64], tb[64], tu[64];
+    if (!tok || !tgt || !in || !out || !din || !dout)
+        abort();
+    for (int i = 0; i < N; i++) {
+        tok[i] = (int)(ah_hash64((uint64_t)i) % 256);
+        tgt[i] = (int)(ah_hash64((uint64_t)i + 99) % 256);
+    }
+    for (size_t i = 0; i < (size_t)N * C; i++) {
+        in[i] = (float)((ah_hash64(i) % 2001) / 1000.0 - 1.0);
+        dout[i] = (float)((ah_hash64(i + 7) % 2001) / 1e6);
+    }
+    ah_optim_config oc;
+    ah_optim_config_default(&oc);
+    ah_eng_acts acts;
+    ah_eng_layer *L = &e.layers[0];
+    ah_layer_kind kind = ah_model_layer_kind(cfg, l);
+    for (int r = -1; r < reps; r++) { /* r = -1 warms up */
+        double loss = 0, t0 = omp_get_wtime();
+        ah_engine_forward(&e, tok, in, tgt, out, &loss, &acts);
+        double t1 = omp_get_wtime();
+        *act_bytes = (double)acts.n * sizeof(float);
+        ah_engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? NULL : dout, din, 1.0f / (float)N, &acts);
+        double t2 = omp_get_wtime();
+        for (int t = 0; t < L->n_tensors; t++)
+            ah_adamw_update(L->param + L->t[t].offset, L->grad + L->t[t].offset, L->m + L->t[t].offset,
+                            L->v + L->t[t].offset, L->t[t].size, 1e-4f, 1, &oc, L->t[t].decay);
+        double t3 = omp_get_wtime();
+        if (r >= 0) {
+            tf[r] = t1 - t0;
+            tb[r] = t2 - t1;
+            tu[r] = t3 - t2;
+        }
+    }
+    qsort(tf, (size_t)reps, sizeof(double), cmp_d);
+    qsort(tb, (size_t)reps, sizeof(double), cmp_d);
+    qsort(tu, (size_t)reps, sizeof(double), cmp_d);
+    *f = tf[reps / 2];
+    *b = tb[reps / 2];
+    *u = tu[reps / 2];
+    free(tok);
+    free(tgt);
+    free(in);
+    free(out);
+    free(din);
+    free(dout);
+    ah_engine_model_free(&e);
+    return 0;
+}
+
+int cmd_profile(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"device", required_argument, 0, 'd'},
+                                         {"seq", required_argument, 0, 's'},
+                                         {"tp", required_argument, 0, 't'},
+                                         {"mb", required_argument, 0, 'b'},
+                                         {"reps", required_argument, 0, 'r'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model_arg = NULL, *out = NULL, *device = "cpu";
+    int seq = 128, reps = 5, tps[8] = {1, 2, 4}, n_tp = 3, mbs[8] = {1, 2, 4, 8}, n_mb = 4, c;
+    char msg[256];
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_arg = optarg; break;
+        case 'o': out = optarg; break;
+        case 'd': device = optarg; break;
+        case 's':
+            if (cli_parse_int(optarg, &seq) != 0 || seq < 1)
+                return cli_bad_input("profile", "--seq: expected a positive integer");
+            break;
+        case 'r':
+            if (cli_parse_int(optarg, &reps) != 0 || reps < 1 || reps > 64)
+                return cli_bad_input("profile", "--reps: expected 1..64");
+            break;
+        case 't':
+            if ((n_tp = parse_list(optarg, tps, 8)) <= 0)
+                return cli_bad_input("profile", "--tp: expected a comma list of positive integers");
+            break;
+        case 'b':
+            if ((n_mb = parse_list(optarg, mbs, 8)) <= 0)
+                return cli_bad_input("profile", "--mb: expected a comma list of positive integers");
+            break;
+        case 'h': usage(stdout); return 0;
+        default:
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet profile --help)",
+                     argv[optind - 1]);
+            return cli_bad_input("profile", msg);
+        }
+    }
+    if (!model_arg || !out)
+        return cli_bad_input("profile", "--model and --out are required (see autohet profile --help)");
+    char err[512];
+    ah_model_config cfg;
+    if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)
+        return cli_bad_input("profile", err);
+    cfg.vocab = 256;
+    if (!ah_device_find(device)) {
+        snprintf(msg, sizeof msg, "--device '%s': unknown device (see autohet devices)", device);
+        return cli_bad_input("profile", msg);
+    }
+    for (int i = 0; i < n_tp; i++)
+        if (cfg.n_heads % tps[i] || cfg.n_kv_heads % tps[i] || cfg.ffn_hidden % tps[i]) {
+            snprintf(msg, sizeof msg, "--tp %d does not divide %s's %d heads / %d KV heads / MLP %d", tps[i],
+                     cfg.name, cfg.n_heads, cfg.n_kv_heads, cfg.ffn_hidden);
+            return cli_bad_input("profile", msg);
+        }
+    int L = ah_model_num_layers(&cfg);
+    ah_profile *p = ah_profile_table_new(cfg.name, seq);
+    char origin[200];
+    snprintf(origin, sizeof origin, "autohet profile, CPU backend, %d threads, %d reps (median)",
+             omp_get_max_threads(), reps);
+    ah_profile_table_set_origin(p, origin);
+    double t_start = omp_get_wtime();
+    printf("%-4s %-4s %-10s %12s %12s %12s %14s\n", "tp", "mb", "layer", "fwd ms", "bwd ms", "update ms",
+           "acts MiB");
+    int rc = 0;
+    for (int i = 0; i < n_tp && rc == 0; i++)
+        for (int j = 0; j < n_mb && rc == 0; j++) {
+            const int kinds[3] = {0, 1, L - 1};
+            ah_layer_cost cost[3];
+            for (int q = 0; q < 3 && rc == 0; q++) {
+                double f = 0, b = 0, u = 0, act = 0;
+                if (measure_layer(&cfg, kinds[q], seq, tps[i], mbs[j], reps, &f, &b, &u, &act, err,
+                                  sizeof err) != 0) {
+                    rc = -1;
+                    break;
+                }
+                cost[q] = (ah_layer_cost){.fwd_s = f, .bwd_s = b, .update_s = u};
+                printf("%-4d %-4d %-10s %12.3f %12.3f %12.3f %14.2f\n", tps[i], mbs[j],
+                       q == 0   ? "embedding"
+                       : q == 1 ? "block"
+                                : "head",
+                       f * 1e3, b * 1e3, u * 1e3, act / (1024.0 * 1024.0));
+            }
+            for (int l = 0; l < L && rc == 0; l++)
+                ah_profile_table_set(p, device, mbs[j], tps[i], l, L, cost[l == 0 ? 0 : l == L - 1 ? 2 : 1]);
+        }
+    if (rc == 0 && ah_profile_table_write(p, out, err, sizeof err) != 0)
+        rc = -1;
+    ah_profile_free(p);
+    if (rc != 0)
+        return cli_bad_input("profile", err);
+    printf("profiled %d x %d configurations in %.1f s; wrote %s (use: autohet plan --profile %s --cluster "
+           "...x%s)\n",
+           n_tp, n_mb, omp_get_wtime() - t_start, out, out, device);
+    return 0;
+}
