@@ -34,7 +34,9 @@ static void train_usage(FILE *f) {
             "  --eval-every   validation loss every K steps (default 10, 0 = never)\n"
             "  --log-every    progress line every K steps (default 1)\n"
             "  --log FILE     one JSON object per step: step, loss, val_loss, lr, grad_norm, step_s,\n"
-            "                 tokens_per_s, tflops, mfu\n\n"
+            "                 tokens_per_s, tflops, mfu\n"
+            "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
+            "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -77,15 +79,23 @@ int cmd_train(int argc, char **argv) {
             return 0;
         }
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
-        {"plan", required_argument, 0, 'p'},        {"steps", required_argument, 0, 's'},
-        {"seed", required_argument, 0, 'S'},        {"global-batch", required_argument, 0, 'G'},
-        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
-        {"lr", required_argument, 0, 'r'},          {"warmup", required_argument, 0, 'w'},
-        {"eval-every", required_argument, 0, 'e'},  {"log-every", required_argument, 0, 'k'},
-        {"log", required_argument, 0, 'o'},         {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},
+        {"data", required_argument, 0, 'd'},
+        {"plan", required_argument, 0, 'p'},
+        {"steps", required_argument, 0, 's'},
+        {"seed", required_argument, 0, 'S'},
+        {"global-batch", required_argument, 0, 'G'},
+        {"micro-batch", required_argument, 0, 'B'},
+        {"seq", required_argument, 0, 'L'},
+        {"lr", required_argument, 0, 'r'},
+        {"warmup", required_argument, 0, 'w'},
+        {"eval-every", required_argument, 0, 'e'},
+        {"log-every", required_argument, 0, 'k'},
+        {"log", required_argument, 0, 'o'},
+        {"trace", required_argument, 0, 't'},
+        {0, 0, 0, 0},
     };
-    const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL;
+    const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL, *trace_path = NULL;
     int steps = 50, seed = 1, gb = 0, mb = 0, seq = 0, warmup = 5, eval_every = 10, log_every = 1;
     double lr = 3e-3;
     char msg[640];
@@ -100,6 +110,7 @@ int cmd_train(int argc, char **argv) {
         case 'd': data_arg = optarg; break;
         case 'p': plan_arg = optarg; break;
         case 'o': log_path = optarg; break;
+        case 't': trace_path = optarg; break;
         case 's': iv = &steps; break;
         case 'S': iv = &seed, min = 0; break;
         case 'G': iv = &gb; break;
@@ -115,7 +126,8 @@ int cmd_train(int argc, char **argv) {
             }
             break;
         default:
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet train --help)", argv[optind - 1]);
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet train --help)",
+                     argv[optind - 1]);
             bad = 1;
         }
         if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < min)) {
@@ -143,17 +155,20 @@ int cmd_train(int argc, char **argv) {
     if (plan_arg) {
         if (ah_plan_read_json(plan_arg, &plan, err, sizeof err) != 0)
             return fail_all(rank, err);
-        if ((gb && gb != plan.global_batch) || (mb && mb != plan.micro_batch) || (seq && seq != plan.train.seq)) {
+        if ((gb && gb != plan.global_batch) || (mb && mb != plan.micro_batch) ||
+            (seq && seq != plan.train.seq)) {
             snprintf(msg, sizeof msg,
-                     "--global-batch/--micro-batch/--seq disagree with %s (global batch %d, micro-batch %d, seq %d)",
+                     "--global-batch/--micro-batch/--seq disagree with %s (global batch %d, micro-batch %d, "
+                     "seq %d)",
                      plan_arg, plan.global_batch, plan.micro_batch, plan.train.seq);
             ah_plan_free(&plan);
             return fail_all(rank, msg);
         }
         if (plan.model.n_layers != cfg.n_layers || plan.model.hidden != cfg.hidden) {
-            snprintf(msg, sizeof msg, "%s was made for %s (%d blocks, hidden %d), --model %s has %d blocks, hidden %d",
-                     plan_arg, plan.model.name, plan.model.n_layers, plan.model.hidden, cfg.name, cfg.n_layers,
-                     cfg.hidden);
+            snprintf(msg, sizeof msg,
+                     "%s was made for %s (%d blocks, hidden %d), --model %s has %d blocks, hidden %d",
+                     plan_arg, plan.model.name, plan.model.n_layers, plan.model.hidden, cfg.name,
+                     cfg.n_layers, cfg.hidden);
             ah_plan_free(&plan);
             return fail_all(rank, msg);
         }
@@ -194,8 +209,10 @@ int cmd_train(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (rank == 0)
-        printf("autohet train: %s (%d blocks, hidden %d, %s), %d rank%s, %d replica%s, TP %d, global batch %d x seq "
-               "%d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f GFLOP/s/rank\n",
+        printf("autohet train: %s (%d blocks, hidden %d, %s), %d rank%s, %d replica%s, TP %d, global batch "
+               "%d x seq "
+               "%d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f "
+               "GFLOP/s/rank\n",
                cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), world, world == 1 ? "" : "s",
                plan.n_replicas, plan.n_replicas == 1 ? "" : "s", plan.tp, plan.global_batch, plan.train.seq,
                plan.micro_batch, data_arg, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
@@ -206,6 +223,8 @@ int cmd_train(int argc, char **argv) {
         if (kill_rank && atoi(kill_rank) == rank && kill_step && atoi(kill_step) == s)
             raise(SIGKILL);
         ah_step_stats st;
+        if (trace_path && s == (steps > 1 ? 1 : 0))
+            ah_executor_trace_enable(x); /* skip the warm-up step */
         int eval = eval_every > 0 && ((s + 1) % eval_every == 0 || s + 1 == steps);
         rc = ah_executor_step(x, s, eval, &st, err, sizeof err);
         if (rc != 0 || rank != 0)
@@ -222,12 +241,22 @@ int cmd_train(int argc, char **argv) {
             fprintf(log,
                     "{\"step\": %d, \"loss\": %.9g, \"val_loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
                     "\"step_s\": %.6f, \"tokens_per_s\": %.3f, \"tflops\": %.6g, \"mfu\": %.6g}\n",
-                    s + 1, st.loss, st.val_loss, st.lr, st.grad_norm, st.step_s, st.tokens_per_s, st.tflops, st.mfu);
+                    s + 1, st.loss, st.val_loss, st.lr, st.grad_norm, st.step_s, st.tokens_per_s, st.tflops,
+                    st.mfu);
             fflush(log);
         }
     }
     if (rc != 0)
         fprintf(stderr, "autohet train: rank %d: %s\n", rank, err);
+    if (rc == 0 && trace_path) {
+        if (ah_executor_write_trace(x, trace_path, err, sizeof err) != 0) {
+            if (rank == 0)
+                fprintf(stderr, "autohet train: %s\n", err);
+            rc = 1;
+        } else if (rank == 0) {
+            printf("trace written to %s (autohet analyze %s)\n", trace_path, trace_path);
+        }
+    }
     /* test hook: dump the final parameters (replica 0, full layout) */
     const char *dump = getenv("AUTOHET_DUMP_PARAMS");
     if (rc == 0 && dump) {

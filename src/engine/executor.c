@@ -17,7 +17,32 @@
 typedef struct {
     int first, last; /* layers [first, last) */
     MPI_Comm comm;   /* the holders of this bucket with my TP rank */
+    int size;        /* its ranks */
 } bucket;
+
+/* One traced operation of this rank (docs/analyze.md). */
+typedef struct {
+    double t0, t1;
+    int kind, mb, site, seq, ranks;
+    double bytes;
+} trace_ev;
+
+enum {
+    EV_FORWARD,
+    EV_BACKWARD,
+    EV_OPTIMIZER,
+    EV_RECV_ACT,
+    EV_RECV_GRAD,
+    EV_SEND_WAIT,
+    EV_DP_ALLREDUCE,
+    EV_TP_ALLREDUCE,
+    EV_TIED_SYNC,
+    EV_STEP_SYNC,
+    EV_KINDS
+};
+static const char *ev_names[EV_KINDS] = {"forward",       "backward",  "optimizer",    "recv_activation",
+                                         "recv_gradient", "send_wait", "dp_allreduce", "tp_allreduce",
+                                         "tied_sync",     "step_sync"};
 
 struct ah_executor {
     ah_plan plan;
@@ -35,12 +60,41 @@ struct ah_executor {
     int n_buckets;
     int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
     double slowdown;
-    double peak;     /* sgemm FLOP/s of one rank */
+    double peak; /* sgemm FLOP/s of one rank */
     ah_engine_model model;
+    /* tracing */
+    int tracing;
+    trace_ev *ev;
+    int n_ev, cap_ev;
+    int site_seq[64]; /* calls so far per call site (matches instances across ranks) */
 };
 
+static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site, double bytes, int ranks) {
+    if (!x->tracing)
+        return;
+    if (x->n_ev == x->cap_ev) {
+        x->cap_ev = x->cap_ev ? 2 * x->cap_ev : 1024;
+        x->ev = realloc(x->ev, sizeof(trace_ev) * (size_t)x->cap_ev);
+        if (!x->ev)
+            abort();
+    }
+    int sidx = site >= 0 && site < 64 ? site : 63;
+    x->ev[x->n_ev++] = (trace_ev){t0, t1, kind, mb, site, x->site_seq[sidx]++, ranks, bytes};
+}
+
+/* time an expression and record it */
+#define TRACED(x, kind, mb, site, bytes, ranks, stmt)                                                        \
+    do {                                                                                                     \
+        double tq0_ = (x)->tracing ? MPI_Wtime() : 0;                                                        \
+        stmt;                                                                                                \
+        if ((x)->tracing)                                                                                    \
+            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks));                             \
+    } while (0)
+
 static void tp_allreduce_cb(float *buf, size_t n, void *ctx) {
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, *(MPI_Comm *)ctx);
+    ah_executor *x = ctx;
+    TRACED(x, EV_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp,
+           MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
 }
 
 /* World rank of (replica k, stage j, tp rank r). */
@@ -60,7 +114,8 @@ static void sleep_s(double s) {
 
 double ah_measure_sgemm_peak(void) {
     const int n = 384;
-    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
+          *c = malloc(sizeof(float) * n * n);
     if (!a || !b || !c)
         abort();
     for (int i = 0; i < n * n; i++) {
@@ -84,8 +139,8 @@ double ah_measure_sgemm_peak(void) {
 }
 
 ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
-                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank, char *err,
-                                size_t errlen) {
+                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank,
+                                char *err, size_t errlen) {
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -109,7 +164,8 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     for (int k = 0; k < p->n_replicas; k++)
         slots += p->replicas[k].n_stages * p->tp;
     if (slots != x->world) {
-        snprintf(err, errlen, "the plan has %d GPU slots (replicas x stages x tp) but %d MPI ranks were started", slots,
+        snprintf(err, errlen,
+                 "the plan has %d GPU slots (replicas x stages x tp) but %d MPI ranks were started", slots,
                  x->world);
         rc = -1;
     }
@@ -118,7 +174,8 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
         for (int j = 0; j < p->replicas[k].n_stages && rc == 0; j++) {
             const ah_stage *s = &p->replicas[k].stages[j];
             if (s->layer_first != expect || s->layer_last <= s->layer_first || s->layer_last > L) {
-                snprintf(err, errlen, "plan: replica %d does not cover the model's %d layers exactly once", k, L);
+                snprintf(err, errlen, "plan: replica %d does not cover the model's %d layers exactly once", k,
+                         L);
                 rc = -1;
             }
             expect = s->layer_last;
@@ -132,7 +189,8 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     for (int k = 0; k < p->n_replicas; k++)
         samples += (long)p->replicas[k].micro_batches * p->micro_batch;
     if (rc == 0 && samples != p->global_batch) {
-        snprintf(err, errlen, "plan: micro-batches x micro_batch = %ld, global batch is %d", samples, p->global_batch);
+        snprintf(err, errlen, "plan: micro-batches x micro_batch = %ld, global batch is %d", samples,
+                 p->global_batch);
         rc = -1;
     }
     /* my slot */
@@ -157,8 +215,8 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
         x->prev = x->stage > 0 ? slot_rank(p, x->replica, x->stage - 1, x->tp_rank) : -1;
         x->next = x->stage + 1 < x->n_stages ? slot_rank(p, x->replica, x->stage + 1, x->tp_rank) : -1;
         x->slowdown = p->cluster.nodes[st->node].dev.slowdown;
-        if (ah_engine_model_init(&x->model, cfg, p->train.seq, p->micro_batch, st->layer_first, st->layer_last, p->tp,
-                                 x->tp_rank, seed, err, errlen) != 0)
+        if (ah_engine_model_init(&x->model, cfg, p->train.seq, p->micro_batch, st->layer_first,
+                                 st->layer_last, p->tp, x->tp_rank, seed, err, errlen) != 0)
             rc = -1;
     }
     /* agree on success before creating communicators (they are collective) */
@@ -174,7 +232,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     int stage_id = slot_rank(p, x->replica, x->stage, 0);
     MPI_Comm_split(MPI_COMM_WORLD, stage_id, x->tp_rank, &x->tp_comm);
     x->model.comm.allreduce = tp_allreduce_cb;
-    x->model.comm.ctx = &x->tp_comm;
+    x->model.comm.ctx = x;
     /* buckets: maximal layer runs whose holder stage is the same in every replica */
     int R = p->n_replicas;
     int *holder = calloc((size_t)L * R + 1, sizeof(int));
@@ -196,6 +254,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
             x->buckets[x->n_buckets].first = l;
             x->buckets[x->n_buckets].last = e;
             x->buckets[x->n_buckets].comm = c;
+            MPI_Comm_size(c, &x->buckets[x->n_buckets].size);
             x->n_buckets++;
         }
         l = e;
@@ -226,10 +285,13 @@ void ah_executor_free(ah_executor *x) {
         MPI_Comm_free(&x->tp_comm);
     ah_engine_model_free(&x->model);
     ah_plan_free(&x->plan);
+    free(x->ev);
     free(x);
 }
 
-int ah_executor_rank(const ah_executor *x) { return x->rank; }
+int ah_executor_rank(const ah_executor *x) {
+    return x->rank;
+}
 
 /* The held layer's tensor that is (a copy of) the tied embedding matrix. */
 static float *tied_grad(ah_executor *x, int head) {
@@ -240,7 +302,9 @@ static float *tied_grad(ah_executor *x, int head) {
     return L->grad + L->t[ti].offset;
 }
 
-static size_t tied_size(const ah_executor *x) { return (size_t)x->cfg.vocab * x->cfg.hidden; }
+static size_t tied_size(const ah_executor *x) {
+    return (size_t)x->cfg.vocab * x->cfg.hidden;
+}
 
 /* Sum the gradients of the two copies of a tied embedding matrix. */
 static void sync_tied(ah_executor *x) {
@@ -355,11 +419,14 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             md[i].tgt = malloc(sizeof(int) * (size_t)B * T);
             ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
             if (x->prev >= 0)
-                MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2,
+                       MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             float *out = x->next >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double l = 0, c0 = MPI_Wtime();
-            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l, acts + (size_t)i * held);
+            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l,
+                              acts + (size_t)i * held);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
+            rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1);
             if (x->next >= 0) {
                 sendbuf[nreq] = out;
                 MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, MPI_COMM_WORLD, &req[nreq++]);
@@ -368,12 +435,15 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             }
         } else {
             if (x->next >= 0)
-                MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                TRACED(
+                    x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2,
+                    MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             float *din = x->prev >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double c0 = MPI_Wtime();
             ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : NULL, din, loss_scale,
                                acts + (size_t)i * held);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
+            rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1);
             if (x->prev >= 0) {
                 sendbuf[nreq] = din;
                 MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, MPI_COMM_WORLD, &req[nreq++]);
@@ -382,19 +452,25 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             free(md[i].tgt);
         }
     }
-    MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    TRACED(x, EV_SEND_WAIT, -1, 5, 0, 2, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
     for (int i = 0; i < nreq; i++)
         free(sendbuf[i]);
     /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
-    sync_tied(x);
+    if (x->tie_partner >= 0)
+        TRACED(x, EV_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2, sync_tied(x));
+    else
+        sync_tied(x); /* both copies here: a local add, or nothing */
     for (int b = 0; b < x->n_buckets; b++)
         for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
             ah_eng_layer *Ly = &e->layers[l - e->first];
-            MPI_Allreduce(MPI_IN_PLACE, Ly->grad, (int)Ly->n, MPI_FLOAT, MPI_SUM, x->buckets[b].comm);
+            TRACED(x, EV_DP_ALLREDUCE, -1, 8 + b, (double)Ly->n * sizeof(float), x->buckets[b].size,
+                   MPI_Allreduce(MPI_IN_PLACE, Ly->grad, (int)Ly->n, MPI_FLOAT, MPI_SUM, x->buckets[b].comm));
         }
     /* loss of the global batch, global gradient norm, clipping, AdamW */
     double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
-    MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    TRACED(x, EV_STEP_SYNC, -1, 0, 16, x->world,
+           MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    double to0 = MPI_Wtime();
     double norm = sqrt(tot[1]);
     float clip = ah_clip_factor(norm, x->oc.grad_clip);
     float lr = ah_lr_at(&x->oc, step);
@@ -405,10 +481,11 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
                 Ly->grad[q] *= clip;
         for (int t = 0; t < Ly->n_tensors; t++) {
             ah_tensor_info *ti = &Ly->t[t];
-            ah_adamw_update(Ly->param + ti->offset, Ly->grad + ti->offset, Ly->m + ti->offset, Ly->v + ti->offset,
-                            ti->size, lr, step + 1, &x->oc, ti->decay);
+            ah_adamw_update(Ly->param + ti->offset, Ly->grad + ti->offset, Ly->m + ti->offset,
+                            Ly->v + ti->offset, ti->size, lr, step + 1, &x->oc, ti->decay);
         }
     }
+    rec(x, EV_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1);
     double dt = MPI_Wtime() - t0;
     double toks = (double)p->global_batch * T;
     st->step = step;
@@ -469,7 +546,8 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
         /* owner: TP rank 0 of the replica-0 stage holding l */
         int owner = -1;
         for (int j = 0; j < x->plan.replicas[0].n_stages; j++)
-            if (l >= x->plan.replicas[0].stages[j].layer_first && l < x->plan.replicas[0].stages[j].layer_last)
+            if (l >= x->plan.replicas[0].stages[j].layer_first &&
+                l < x->plan.replicas[0].stages[j].layer_last)
                 owner = slot_rank(&x->plan, 0, j, 0);
         if (mine)
             MPI_Reduce(x->tp_rank == 0 ? MPI_IN_PLACE : buf, buf, (int)ln, MPI_FLOAT, MPI_SUM, 0, x->tp_comm);
@@ -487,4 +565,95 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     *out = all;
     *n = total;
     return 0;
+}
+
+void ah_executor_trace_enable(ah_executor *x) {
+    x->tracing = 1;
+}
+
+/* Gather every rank's events to rank 0 and write them as Chrome trace JSON:
+ * one process per rank, thread 0 = compute, thread 1 = communication. */
+int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen) {
+    int n = x->n_ev;
+    int *counts = x->rank == 0 ? calloc((size_t)x->world, sizeof(int)) : NULL;
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int *displ = NULL, total = 0;
+    trace_ev *all = NULL;
+    MPI_Datatype t;
+    MPI_Type_contiguous((int)sizeof(trace_ev), MPI_BYTE, &t);
+    MPI_Type_commit(&t);
+    if (x->rank == 0) {
+        displ = calloc((size_t)x->world, sizeof(int));
+        for (int r = 0; r < x->world; r++) {
+            displ[r] = total;
+            total += counts[r];
+        }
+        all = malloc(sizeof(trace_ev) * (size_t)(total + 1));
+        if (!displ || !all)
+            abort();
+    }
+    MPI_Gatherv(x->ev, n, t, all, counts, displ, t, 0, MPI_COMM_WORLD);
+    MPI_Type_free(&t);
+    int rc = 0;
+    if (x->rank == 0) {
+        double origin = 1e300;
+        for (int i = 0; i < total; i++)
+            if (all[i].t0 < origin)
+                origin = all[i].t0;
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            snprintf(err, errlen, "--trace %s: cannot open for writing", path);
+            rc = -1;
+        } else {
+            fprintf(f, "{\"traceEvents\": [\n");
+            const ah_plan *p = &x->plan;
+            int first = 1;
+            for (int r = 0, k = 0; k < p->n_replicas; k++)
+                for (int j = 0; j < p->replicas[k].n_stages; j++)
+                    for (int q = 0; q < p->tp; q++, r++) {
+                        fprintf(
+                            f,
+                            "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": "
+                            "\"rank %d (replica %d, stage %d, tp %d)\"}},\n"
+                            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": "
+                            "{\"name\": \"compute\"}},\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": "
+                            "%d, "
+                            "\"tid\": 1, \"args\": {\"name\": \"communication\"}}",
+                            first ? "" : ",\n", r, r, k, j, q, r, r);
+                        first = 0;
+                    }
+            for (int r = 0; r < x->world; r++)
+                for (int i = displ[r]; i < displ[r] + counts[r]; i++) {
+                    const trace_ev *v = &all[i];
+                    int comm = v->kind >= EV_RECV_ACT;
+                    char site[48];
+                    if (v->kind == EV_DP_ALLREDUCE)
+                        snprintf(site, sizeof site, "dp_allreduce bucket %d", v->site - 8);
+                    else
+                        snprintf(site, sizeof site, "%s", ev_names[v->kind]);
+                    char name[64];
+                    if (v->mb >= 0)
+                        snprintf(name, sizeof name, "%s mb%d", site, v->mb);
+                    else
+                        snprintf(name, sizeof name, "%s", site);
+                    fprintf(f,
+                            ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, "
+                            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"site\": \"%s\", \"seq\": %d, "
+                            "\"bytes\": %.0f, "
+                            "\"ranks\": %d, \"micro_batch\": %d}}",
+                            name, comm ? "communication" : "compute", r, comm, (v->t0 - origin) * 1e6,
+                            (v->t1 - v->t0) * 1e6, site, v->seq, v->bytes, v->ranks, v->mb);
+                }
+            fprintf(f,
+                    "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"format\": \"autohet-engine-trace\", "
+                    "\"ranks\": %d}}\n",
+                    x->world);
+            fclose(f);
+        }
+    }
+    free(counts);
+    free(displ);
+    free(all);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return rc;
 }

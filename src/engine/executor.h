@@ -47,6 +47,13 @@ int ah_executor_rank(const ah_executor *x);
  * tensor order). Collective; only rank 0 receives. *n = floats. For tests. */
 int ah_executor_gather_params(ah_executor *x, float **out, size_t *n);
 
+/* Record every compute op, wait, send and collective of this rank from now
+ * on (low overhead: two clock reads per operation). */
+void ah_executor_trace_enable(ah_executor *x);
+/* Collective: gather the events to rank 0, which writes Chrome trace JSON
+ * (docs/analyze.md). Returns 0 or -1 with err on every rank. */
+int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen);
+
 /* sgemm peak of this rank in FLOP/s (a short timed loop). */
 double ah_measure_sgemm_peak(void);
 
