@@ -99,3 +99,38 @@ printf "  profiling %.1f s; step predicted %.3f s (closed form), %.3f s (simulat
   echo "work outside the layers (data, gradient zeroing, clipping, the loss reduction) that the profile does not see."
   echo
 } >>"$OUT"
+
+echo "== tracing overhead and analyze (small-gpt, 2 ranks, 1 thread each) =="
+"$BIN" plan --model small-gpt --cluster 1x2xcpu --tp 1 --global-batch 16 --seq 128 --quiet --json "$TMP/tr.json"
+n=$(jq .gpus_used "$TMP/tr.json")
+: >"$TMP/off"
+: >"$TMP/on"
+for rep in 1 2 3 4 5; do # alternate so drift on this shared machine hits both alike
+  for mode in off on; do
+    extra=()
+    [ $mode = on ] && extra=(--trace "$TMP/trace.json")
+    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -np "$n" --bind-to none "$BIN" train --model small-gpt \
+      --data "$DATA" --plan "$TMP/tr.json" --steps 8 --eval-every 0 --log "$TMP/tr.$mode.log" "${extra[@]}" >/dev/null 2>&1
+    jq -s '.[2:] | map(.step_s) | .[]' "$TMP/tr.$mode.log" | median >>"$TMP/$mode"
+  done
+done
+off=$(median <"$TMP/off")
+on=$(median <"$TMP/on")
+"$BIN" analyze "$TMP/trace.json" --json "$TMP/an.json" --top 0 >/dev/null
+nev=$(jq '[.traceEvents[] | select(.ph == "X")] | length' "$TMP/trace.json")
+printf "  step untraced %.4f s, traced %.4f s (%+.2f%%), %d events\n" "$off" "$on" "$(echo "($on / $off - 1) * 100" | bc -l)" "$nev"
+{
+  echo "Tracing (\`autohet train --trace\`) on $n ranks (small-gpt, global batch 16 x seq 128, plan \`1x2xcpu --tp 1\`):"
+  echo "5 untraced and 5 traced runs alternated, each the median step of steps 3-8; the table gives the medians."
+  echo
+  echo "| untraced step | traced step | overhead | events in the 8-step trace |"
+  echo "|---|---|---|---|"
+  printf "| %.4f s | %.4f s | %+.2f%% |  %d |\n" "$off" "$on" "$(echo "($on / $off - 1) * 100" | bc -l)" "$nev"
+  echo
+  echo "\`autohet analyze\` of the last traced run (all 8 steps, so the first step's warm-up is included):"
+  echo
+  echo "| rank | compute | exposed communication | bubble / idle |"
+  echo "|---|---|---|---|"
+  jq -r '.ranks[] | "| \(.rank) | \(.compute_us / .wall_us * 1000 | round / 10)% | \(.exposed_comm_us / .wall_us * 1000 | round / 10)% | \(.idle_us / .wall_us * 1000 | round / 10)% |"' "$TMP/an.json"
+  echo
+} >>"$OUT"

@@ -8,6 +8,7 @@ int cmd_simulate(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_commbench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 

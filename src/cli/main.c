@@ -18,9 +18,14 @@ typedef struct {
 static const subcommand commands[] = {
     {"plan", cmd_plan, "find the fastest 3D-parallel plan for a model on a heterogeneous cluster"},
     {"simulate", cmd_simulate, "simulate one iteration of a plan event by event; Perfetto trace, SVG, JSON"},
-    {"train", cmd_train, "train a GPT/LLaMA model on text, on one process or over MPI ranks executing a plan"},
-    {"commbench", cmd_commbench, "MPI communication benchmarks (OSU / nccl-tests style) with an alpha-beta fit"},
-    {"profile", cmd_profile, "measure per-layer costs on this machine's backend and write a profile for plan"},
+    {"train", cmd_train,
+     "train a GPT/LLaMA model on text, on one process or over MPI ranks executing a plan"},
+    {"commbench", cmd_commbench,
+     "MPI communication benchmarks (OSU / nccl-tests style) with an alpha-beta fit"},
+    {"profile", cmd_profile,
+     "measure per-layer costs on this machine's backend and write a profile for plan"},
+    {"analyze", cmd_analyze,
+     "analyze a training trace: compute vs exposed communication vs idle, per rank and per collective"},
     {"devices", cmd_devices, "list the GPU catalog (datasheet figures the cost model uses)"},
     {"models", cmd_models, "list the built-in model presets"},
 };

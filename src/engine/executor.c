@@ -18,12 +18,15 @@ typedef struct {
     int first, last; /* layers [first, last) */
     MPI_Comm comm;   /* the holders of this bucket with my TP rank */
     int size;        /* its ranks */
+    int lead;        /* its lowest world rank: names the communicator in traces */
 } bucket;
 
 /* One traced operation of this rank (docs/analyze.md). */
 typedef struct {
     double t0, t1;
     int kind, mb, site, seq, ranks;
+    int group;  /* lowest world rank of the communicator, or the peer of a receive */
+    int lo, hi; /* layers of a gradient bucket, -1 otherwise */
     double bytes;
 } trace_ev;
 
@@ -69,7 +72,8 @@ struct ah_executor {
     int site_seq[64]; /* calls so far per call site (matches instances across ranks) */
 };
 
-static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site, double bytes, int ranks) {
+static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site, double bytes, int ranks,
+                int group) {
     if (!x->tracing)
         return;
     if (x->n_ev == x->cap_ev) {
@@ -79,21 +83,21 @@ static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site
             abort();
     }
     int sidx = site >= 0 && site < 64 ? site : 63;
-    x->ev[x->n_ev++] = (trace_ev){t0, t1, kind, mb, site, x->site_seq[sidx]++, ranks, bytes};
+    x->ev[x->n_ev++] = (trace_ev){t0, t1, kind, mb, site, x->site_seq[sidx]++, ranks, group, -1, -1, bytes};
 }
 
 /* time an expression and record it */
-#define TRACED(x, kind, mb, site, bytes, ranks, stmt)                                                        \
+#define TRACED(x, kind, mb, site, bytes, ranks, group, stmt)                                                 \
     do {                                                                                                     \
         double tq0_ = (x)->tracing ? MPI_Wtime() : 0;                                                        \
         stmt;                                                                                                \
         if ((x)->tracing)                                                                                    \
-            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks));                             \
+            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group));                    \
     } while (0)
 
 static void tp_allreduce_cb(float *buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
-    TRACED(x, EV_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp,
+    TRACED(x, EV_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank,
            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
 }
 
@@ -255,6 +259,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
             x->buckets[x->n_buckets].last = e;
             x->buckets[x->n_buckets].comm = c;
             MPI_Comm_size(c, &x->buckets[x->n_buckets].size);
+            MPI_Allreduce(&x->rank, &x->buckets[x->n_buckets].lead, 1, MPI_INT, MPI_MIN, c);
             x->n_buckets++;
         }
         l = e;
@@ -419,14 +424,14 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             md[i].tgt = malloc(sizeof(int) * (size_t)B * T);
             ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
             if (x->prev >= 0)
-                TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2,
+                TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2, x->prev,
                        MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             float *out = x->next >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double l = 0, c0 = MPI_Wtime();
             ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l,
                               acts + (size_t)i * held);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
-            rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1);
+            rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->next >= 0) {
                 sendbuf[nreq] = out;
                 MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, MPI_COMM_WORLD, &req[nreq++]);
@@ -436,14 +441,14 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
         } else {
             if (x->next >= 0)
                 TRACED(
-                    x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2,
+                    x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2, x->next,
                     MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             float *din = x->prev >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double c0 = MPI_Wtime();
             ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : NULL, din, loss_scale,
                                acts + (size_t)i * held);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
-            rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1);
+            rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->prev >= 0) {
                 sendbuf[nreq] = din;
                 MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, MPI_COMM_WORLD, &req[nreq++]);
@@ -452,23 +457,29 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             free(md[i].tgt);
         }
     }
-    TRACED(x, EV_SEND_WAIT, -1, 5, 0, 2, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+    TRACED(x, EV_SEND_WAIT, -1, 5, 0, 2, x->rank, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
     for (int i = 0; i < nreq; i++)
         free(sendbuf[i]);
     /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
     if (x->tie_partner >= 0)
-        TRACED(x, EV_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2, sync_tied(x));
+        TRACED(x, EV_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2,
+               x->rank < x->tie_partner ? x->rank : x->tie_partner, sync_tied(x));
     else
         sync_tied(x); /* both copies here: a local add, or nothing */
     for (int b = 0; b < x->n_buckets; b++)
         for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
             ah_eng_layer *Ly = &e->layers[l - e->first];
             TRACED(x, EV_DP_ALLREDUCE, -1, 8 + b, (double)Ly->n * sizeof(float), x->buckets[b].size,
+                   x->buckets[b].lead,
                    MPI_Allreduce(MPI_IN_PLACE, Ly->grad, (int)Ly->n, MPI_FLOAT, MPI_SUM, x->buckets[b].comm));
+            if (x->tracing) {
+                x->ev[x->n_ev - 1].lo = x->buckets[b].first;
+                x->ev[x->n_ev - 1].hi = x->buckets[b].last - 1;
+            }
         }
     /* loss of the global batch, global gradient norm, clipping, AdamW */
     double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
-    TRACED(x, EV_STEP_SYNC, -1, 0, 16, x->world,
+    TRACED(x, EV_STEP_SYNC, -1, 0, 16, x->world, 0,
            MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     double to0 = MPI_Wtime();
     double norm = sqrt(tot[1]);
@@ -485,7 +496,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
                             Ly->v + ti->offset, ti->size, lr, step + 1, &x->oc, ti->decay);
         }
     }
-    rec(x, EV_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1);
+    rec(x, EV_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1, x->rank);
     double dt = MPI_Wtime() - t0;
     double toks = (double)p->global_batch * T;
     st->step = step;
@@ -628,7 +639,7 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
                     int comm = v->kind >= EV_RECV_ACT;
                     char site[48];
                     if (v->kind == EV_DP_ALLREDUCE)
-                        snprintf(site, sizeof site, "dp_allreduce bucket %d", v->site - 8);
+                        snprintf(site, sizeof site, "dp_allreduce layers %d-%d", v->lo, v->hi);
                     else
                         snprintf(site, sizeof site, "%s", ev_names[v->kind]);
                     char name[64];
@@ -640,9 +651,9 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
                             ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, "
                             "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"site\": \"%s\", \"seq\": %d, "
                             "\"bytes\": %.0f, "
-                            "\"ranks\": %d, \"micro_batch\": %d}}",
+                            "\"ranks\": %d, \"group\": %d, \"micro_batch\": %d}}",
                             name, comm ? "communication" : "compute", r, comm, (v->t0 - origin) * 1e6,
-                            (v->t1 - v->t0) * 1e6, site, v->seq, v->bytes, v->ranks, v->mb);
+                            (v->t1 - v->t0) * 1e6, site, v->seq, v->bytes, v->ranks, v->group, v->mb);
                 }
             fprintf(f,
                     "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"format\": \"autohet-engine-trace\", "

@@ -1,0 +1,449 @@
+/* autohet analyze: where the time of a traced training run went (docs/analyze.md).
+ *
+ * Per rank the trace span splits into compute (union of compute events),
+ * exposed communication (communication not overlapped by compute) and
+ * bubble/idle (the rest); the parts sum to the span by construction. Per
+ * collective call site: calls, bytes, achieved bus bandwidth, the alpha-beta
+ * prediction (with --comm-profile), and the split of each call into waiting
+ * for the last rank to arrive (skew) and the transfer itself. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/comm.h"
+#include "autohet/plan.h"
+#include "cli/cli.h"
+#include "util/json_file.h"
+
+typedef struct {
+    int pid, comm, seq, ranks, group;
+    double ts, dur, bytes;
+    char site[64], name[64];
+} ev;
+
+typedef struct {
+    double compute, exposed, idle, span;
+} split;
+
+static int cmp_iv(const void *a, const void *b) {
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* merge [start, end) pairs in place; returns count */
+static int merge(double *v, int n) {
+    qsort(v, (size_t)n, 2 * sizeof(double), cmp_iv);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (k > 0 && v[2 * i] <= v[2 * k - 1]) {
+            if (v[2 * i + 1] > v[2 * k - 1])
+                v[2 * k - 1] = v[2 * i + 1];
+        } else {
+            v[2 * k] = v[2 * i];
+            v[2 * k + 1] = v[2 * i + 1];
+            k++;
+        }
+    }
+    return k;
+}
+
+static const ev *sort_ev; /* qsort has no context argument */
+static int cmp_instance(const void *a, const void *b) {
+    const ev *x = &sort_ev[*(const int *)a], *y = &sort_ev[*(const int *)b];
+    if (x->group != y->group)
+        return (x->group > y->group) - (x->group < y->group);
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static double length(const double *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += v[2 * i + 1] - v[2 * i];
+    return s;
+}
+
+/* |A \ B| for merged interval lists */
+static double minus(const double *a, int na, const double *b, int nb) {
+    double tot = 0;
+    int j = 0;
+    for (int i = 0; i < na; i++) {
+        double s = a[2 * i], e = a[2 * i + 1], cur = s;
+        while (j < nb && b[2 * j + 1] <= s)
+            j++;
+        for (int k = j; k < nb && b[2 * k] < e; k++) {
+            if (b[2 * k] > cur)
+                tot += b[2 * k] - cur;
+            if (b[2 * k + 1] > cur)
+                cur = b[2 * k + 1];
+        }
+        if (e > cur)
+            tot += e - cur;
+    }
+    return tot;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n\n"
+            "Explains a trace written by autohet train --trace: per rank the split of the run into compute,\n"
+            "exposed communication (not overlapped by compute) and bubble/idle (they sum to the span);\n"
+            "per collective call site the calls, bytes, achieved bus bandwidth, the alpha-beta prediction\n"
+            "(--comm-profile: autohet commbench --json) and the time lost to skew (waiting for the last\n"
+            "rank to arrive) versus the transfer; and the slowest operations.\n");
+}
+
+/* alpha-beta prediction of one all-reduce of `bytes` from a comm profile, or -1 */
+static double predict_us(const cJSON *fits, double bytes) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fits) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(f, "op");
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, "allreduce"))
+            continue;
+        const cJSON *reg = cJSON_GetObjectItemCaseSensitive(f, "regimes");
+        const cJSON *use = f;
+        if (cJSON_IsArray(reg) && cJSON_GetArraySize(reg) == 2) {
+            const cJSON *small = cJSON_GetArrayItem(reg, 0),
+                        *mx = cJSON_GetObjectItemCaseSensitive(small, "max_bytes");
+            use = cJSON_IsNumber(mx) && bytes <= mx->valuedouble ? small : cJSON_GetArrayItem(reg, 1);
+        }
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(use, "alpha_us"),
+                    *b = cJSON_GetObjectItemCaseSensitive(use, "beta_GBps");
+        if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && b->valuedouble > 0)
+            return a->valuedouble + bytes / (b->valuedouble * 1e3);
+    }
+    return -1;
+}
+
+int cmd_analyze(int argc, char **argv) {
+    static const struct option opts[] = {{"json", required_argument, 0, 'j'},
+                                         {"svg", required_argument, 0, 's'},
+                                         {"comm-profile", required_argument, 0, 'c'},
+                                         {"top", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *json_path = NULL, *svg_path = NULL, *cp_path = NULL;
+    int top = 10, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json_path = optarg; break;
+        case 's': svg_path = optarg; break;
+        case 'c': cp_path = optarg; break;
+        case 't':
+            if (cli_parse_int(optarg, &top) != 0 || top < 0)
+                return cli_bad_input("analyze", "--top: expected an integer >= 0");
+            break;
+        case 'h': usage(stdout); return 0;
+        default: {
+            char msg[160];
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet analyze --help)",
+                     argv[optind - 1]);
+            return cli_bad_input("analyze", msg);
+        }
+        }
+    }
+    if (optind != argc - 1)
+        return cli_bad_input("analyze", "expected exactly one TRACE.json (from autohet train --trace)");
+    const char *path = argv[optind];
+    char err[512];
+    cJSON *root = ah_json_parse_file(path, 1u << 30, 1, err, sizeof err);
+    if (!root)
+        return cli_bad_input("analyze", err);
+    cJSON *fits_root = NULL;
+    const cJSON *fits = NULL;
+    if (cp_path) {
+        fits_root = ah_json_parse_file(cp_path, 64u << 20, 1, err, sizeof err);
+        if (!fits_root) {
+            cJSON_Delete(root);
+            return cli_bad_input("analyze", err);
+        }
+        fits = cJSON_GetObjectItemCaseSensitive(fits_root, "fits");
+    }
+    const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
+    if (!cJSON_IsArray(evs)) {
+        snprintf(err, sizeof err, "%s: traceEvents: expected an array (a trace from autohet train --trace)",
+                 path);
+        cJSON_Delete(root);
+        cJSON_Delete(fits_root);
+        return cli_bad_input("analyze", err);
+    }
+    int n = 0, cap = cJSON_GetArraySize(evs) + 1, ranks = 0;
+    ev *e = calloc((size_t)cap, sizeof(ev));
+    if (!e)
+        abort();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, evs) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X"))
+            continue;
+        const cJSON *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
+                    *ts = cJSON_GetObjectItemCaseSensitive(it, "ts"),
+                    *dur = cJSON_GetObjectItemCaseSensitive(it, "dur"),
+                    *cat = cJSON_GetObjectItemCaseSensitive(it, "cat"),
+                    *args = cJSON_GetObjectItemCaseSensitive(it, "args"),
+                    *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (!cJSON_IsNumber(pid) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) || !cJSON_IsString(cat) ||
+            pid->valueint < 0 || dur->valuedouble < 0) {
+            snprintf(err, sizeof err,
+                     "%s: traceEvents[]: an \"X\" event needs numeric pid, ts, dur >= 0 and a cat", path);
+            free(e);
+            cJSON_Delete(root);
+            cJSON_Delete(fits_root);
+            return cli_bad_input("analyze", err);
+        }
+        ev *v = &e[n++];
+        v->pid = pid->valueint;
+        v->ts = ts->valuedouble;
+        v->dur = dur->valuedouble;
+        v->comm = !strcmp(cat->valuestring, "communication");
+        snprintf(v->name, sizeof v->name, "%s", cJSON_IsString(nm) ? nm->valuestring : "?");
+        const cJSON *site = cJSON_GetObjectItemCaseSensitive(args, "site"),
+                    *seq = cJSON_GetObjectItemCaseSensitive(args, "seq"),
+                    *bytes = cJSON_GetObjectItemCaseSensitive(args, "bytes"),
+                    *rk = cJSON_GetObjectItemCaseSensitive(args, "ranks"),
+                    *grp = cJSON_GetObjectItemCaseSensitive(args, "group");
+        snprintf(v->site, sizeof v->site, "%s", cJSON_IsString(site) ? site->valuestring : v->name);
+        v->seq = cJSON_IsNumber(seq) ? seq->valueint : 0;
+        v->bytes = cJSON_IsNumber(bytes) ? bytes->valuedouble : 0;
+        v->ranks = cJSON_IsNumber(rk) ? rk->valueint : 1;
+        v->group = cJSON_IsNumber(grp) ? grp->valueint : 0;
+        if (v->pid + 1 > ranks)
+            ranks = v->pid + 1;
+    }
+    if (n == 0) {
+        snprintf(err, sizeof err, "%s: no \"X\" events", path);
+        free(e);
+        cJSON_Delete(root);
+        cJSON_Delete(fits_root);
+        return cli_bad_input("analyze", err);
+    }
+    /* span of the whole run */
+    double t0 = 1e300, t1 = -1e300;
+    for (int i = 0; i < n; i++) {
+        if (e[i].ts < t0)
+            t0 = e[i].ts;
+        if (e[i].ts + e[i].dur > t1)
+            t1 = e[i].ts + e[i].dur;
+    }
+    split *sp = calloc((size_t)ranks, sizeof(split));
+    double *cv = malloc(sizeof(double) * 2 * (size_t)n), *mv = malloc(sizeof(double) * 2 * (size_t)n);
+    if (!sp || !cv || !mv)
+        abort();
+    for (int r = 0; r < ranks; r++) {
+        int nc = 0, nm = 0;
+        for (int i = 0; i < n; i++) {
+            if (e[i].pid != r)
+                continue;
+            double *dst = e[i].comm ? mv + 2 * nm++ : cv + 2 * nc++;
+            dst[0] = e[i].ts;
+            dst[1] = e[i].ts + e[i].dur;
+        }
+        nc = merge(cv, nc);
+        nm = merge(mv, nm);
+        sp[r].span = t1 - t0;
+        sp[r].compute = length(cv, nc);
+        sp[r].exposed = minus(mv, nm, cv, nc);
+        sp[r].idle = sp[r].span - sp[r].compute - sp[r].exposed;
+    }
+    printf("Trace %s: %d ranks, %d events, span %.3f ms\n\n", path, ranks, n, (t1 - t0) / 1e3);
+    printf("%6s %12s %10s %14s %10s %14s %10s\n", "rank", "compute ms", "%", "exposed ms", "%",
+           "bubble/idle ms", "%");
+    for (int r = 0; r < ranks; r++)
+        printf("%6d %12.3f %9.1f%% %14.3f %9.1f%% %14.3f %9.1f%%\n", r, sp[r].compute / 1e3,
+               100 * sp[r].compute / sp[r].span, sp[r].exposed / 1e3, 100 * sp[r].exposed / sp[r].span,
+               sp[r].idle / 1e3, 100 * sp[r].idle / sp[r].span);
+
+    /* collective call sites: instances matched across ranks by (site, seq) */
+    char sites[64][64];
+    int n_sites = 0;
+    for (int i = 0; i < n; i++) {
+        if (!e[i].comm)
+            continue;
+        int k = 0;
+        while (k < n_sites && strcmp(sites[k], e[i].site))
+            k++;
+        if (k == n_sites && n_sites < 64)
+            snprintf(sites[n_sites++], 64, "%s", e[i].site);
+    }
+    int *idx = malloc(sizeof(int) * (size_t)n);
+    if (!idx)
+        abort();
+    cJSON *out = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(out, "ranks"),
+          *js = cJSON_AddArrayToObject(out, "sites");
+    cJSON_AddStringToObject(out, "trace", path);
+    cJSON_AddNumberToObject(out, "span_us", t1 - t0);
+    for (int r = 0; r < ranks; r++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", r);
+        cJSON_AddNumberToObject(o, "compute_us", sp[r].compute);
+        cJSON_AddNumberToObject(o, "exposed_comm_us", sp[r].exposed);
+        cJSON_AddNumberToObject(o, "idle_us", sp[r].idle);
+        cJSON_AddNumberToObject(o, "wall_us", sp[r].span);
+        cJSON_AddItemToArray(jr, o);
+    }
+    printf("\n%-26s %7s %12s %12s %12s %12s %12s %12s\n", "call site", "calls", "bytes/call", "avg us",
+           "busbw GB/s", "skew us", "transfer us", "predicted us");
+    for (int k = 0; k < n_sites; k++) {
+        double tot = 0, bytes = 0, skew = 0, xfer = 0;
+        int calls = 0, inst = 0, nr = 1;
+        for (int i = 0; i < n; i++)
+            if (e[i].comm && !strcmp(e[i].site, sites[k])) {
+                tot += e[i].dur;
+                bytes += e[i].bytes;
+                calls++;
+                nr = e[i].ranks;
+            }
+        /* One instance of a collective = the events of its members with the same
+         * (site, group, seq). The last rank to arrive waits least: its time is the
+         * transfer, the others' extra time is skew. Receives are one-sided (only the
+         * receiver records), so they have no instances with more than one event. */
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (e[i].comm && !strcmp(e[i].site, sites[k]))
+                idx[m++] = i;
+        sort_ev = e;
+        qsort(idx, (size_t)m, sizeof(int), cmp_instance);
+        for (int a = 0; a < m;) {
+            int b = a;
+            double mn = 1e300, sum = 0;
+            while (b < m && e[idx[b]].group == e[idx[a]].group && e[idx[b]].seq == e[idx[a]].seq) {
+                if (e[idx[b]].dur < mn)
+                    mn = e[idx[b]].dur;
+                sum += e[idx[b]].dur;
+                b++;
+            }
+            if (b - a > 1) {
+                inst++;
+                xfer += mn;
+                skew += sum / (b - a) - mn;
+            }
+            a = b;
+        }
+        double avg = tot / calls, bpc = bytes / calls;
+        /* bus bandwidth of the transfer itself (skew excluded), nccl-tests convention
+         * for all-reduce: 2(n-1)/n; the tied-embedding exchange is a 2-rank all-reduce */
+        int is_ar = strstr(sites[k], "allreduce") != NULL || !strcmp(sites[k], "tied_sync");
+        double t_x = inst ? xfer / inst : avg;
+        double busbw = is_ar && t_x > 0 && nr > 1 && bpc > 0 ? bpc / (t_x * 1e3) * 2.0 * (nr - 1) / nr : 0;
+        double pred = is_ar && fits ? predict_us(fits, bpc) : -1;
+        printf("%-26s %7d %12.0f %12.1f", sites[k], calls, bpc, avg);
+        if (busbw > 0)
+            printf(" %12.3f", busbw);
+        else
+            printf(" %12s", "-");
+        if (inst)
+            printf(" %12.1f %12.1f", skew / inst, xfer / inst);
+        else
+            printf(" %12s %12s", "-", "-");
+        if (pred >= 0)
+            printf(" %12.1f\n", pred);
+        else
+            printf(" %12s\n", "-");
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "site", sites[k]);
+        cJSON_AddNumberToObject(o, "calls", calls);
+        cJSON_AddNumberToObject(o, "bytes_per_call", bpc);
+        cJSON_AddNumberToObject(o, "avg_us", avg);
+        if (busbw > 0)
+            cJSON_AddNumberToObject(o, "busbw_GBps", busbw);
+        if (inst) {
+            cJSON_AddNumberToObject(o, "instances", inst);
+            cJSON_AddNumberToObject(o, "skew_us", skew / inst);
+            cJSON_AddNumberToObject(o, "transfer_us", xfer / inst);
+        }
+        if (pred >= 0)
+            cJSON_AddNumberToObject(o, "predicted_us", pred);
+        cJSON_AddItemToArray(js, o);
+    }
+    /* the slowest operations */
+    int *order = malloc(sizeof(int) * (size_t)n);
+    if (!order)
+        abort();
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = 0; i < top && i < n; i++) /* partial selection sort: top is small */
+        for (int j = i + 1; j < n; j++)
+            if (e[order[j]].dur > e[order[i]].dur) {
+                int t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+    cJSON *jt = cJSON_AddArrayToObject(out, "slowest");
+    if (top > 0)
+        printf("\nslowest operations:\n");
+    for (int i = 0; i < top && i < n; i++) {
+        const ev *v = &e[order[i]];
+        printf("  %10.1f us  rank %-3d %s\n", v->dur, v->pid, v->name);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", v->pid);
+        cJSON_AddStringToObject(o, "name", v->name);
+        cJSON_AddNumberToObject(o, "dur_us", v->dur);
+        cJSON_AddItemToArray(jt, o);
+    }
+    int rc = 0;
+    if (json_path) {
+        char *text = cJSON_Print(out);
+        FILE *f = fopen(json_path, "w");
+        if (!f || fputs(text, f) < 0) {
+            fprintf(stderr, "autohet analyze: cannot write %s\n", json_path);
+            rc = 1;
+        }
+        if (f)
+            fclose(f);
+        free(text);
+    }
+    if (svg_path && rc == 0) {
+        FILE *f = fopen(svg_path, "w");
+        if (!f) {
+            fprintf(stderr, "autohet analyze: cannot write %s\n", svg_path);
+            rc = 1;
+        } else {
+            int W = 760, row = 26, H = 70 + row * ranks;
+            fprintf(
+                f,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                "font-family=\"sans-serif\" "
+                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+                "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">Where the time went, per rank "
+                "(span %.1f ms)</text>\n",
+                W, H, (t1 - t0) / 1e3);
+            const char *col[3] = {"#4c78a8", "#e45756", "#bab0ac"},
+                       *lab[3] = {"compute", "exposed communication", "bubble / idle"};
+            for (int q = 0; q < 3; q++)
+                fprintf(f,
+                        "<rect x=\"%d\" y=\"30\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
+                        "y=\"41\">%s</text>\n",
+                        10 + q * 200, col[q], 26 + q * 200, lab[q]);
+            for (int r = 0; r < ranks; r++) {
+                double x = 70, y = 55 + r * row, w = W - 90,
+                       parts[3] = {sp[r].compute, sp[r].exposed, sp[r].idle};
+                fprintf(f, "<text x=\"10\" y=\"%.0f\">rank %d</text>\n", y + 14, r);
+                for (int q = 0; q < 3; q++) {
+                    double pw = w * (parts[q] > 0 ? parts[q] : 0) / sp[r].span;
+                    fprintf(f,
+                            "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>%s "
+                            "%.1f%%</title></rect>\n",
+                            x, y, pw, col[q], lab[q], 100 * parts[q] / sp[r].span);
+                    x += pw;
+                }
+            }
+            fprintf(f, "</svg>\n");
+            fclose(f);
+        }
+    }
+    free(order);
+    free(idx);
+    free(sp);
+    free(cv);
+    free(mv);
+    free(e);
+    cJSON_Delete(out);
+    cJSON_Delete(root);
+    cJSON_Delete(fits_root);
+    return rc;
+}

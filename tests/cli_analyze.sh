@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# autohet analyze: on a hand-built trace the compute / exposed-communication /
+# idle split and the skew / transfer split of a collective equal the values
+# worked out by hand; on a real 4-rank traced run (2 asymmetric replicas) the
+# three parts sum to the span on every rank, compute equals the sum of the
+# compute events, every call site appears, and the alpha-beta prediction comes
+# from a comm profile; bad traces exit 2 with a message naming the file.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+PLANS="$(dirname "$0")/plans"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+"$BIN" analyze --help | grep -q usage || fail "analyze --help"
+
+# hand-built: span [0, 30] us. rank 0 computes [0,10] and all-reduces [5,20]
+# (5 us hidden under compute): compute 10, exposed 10, idle 10. rank 1 enters the
+# same all-reduce (same site, group, seq) at 0 and leaves at 30: the transfer is
+# the shorter wait (15 us), skew = mean(15, 30) - 15 = 7.5 us.
+cat >"$TMP/hand.json" <<'J'
+{"traceEvents": [
+ {"ph": "X", "name": "forward mb0", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10, "args": {}},
+ {"ph": "X", "name": "forward mb1", "cat": "compute", "pid": 0, "tid": 0, "ts": 2, "dur": 4, "args": {}},
+ {"ph": "X", "name": "ar", "cat": "communication", "pid": 0, "tid": 1, "ts": 5, "dur": 15,
+  "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}},
+ {"ph": "X", "name": "ar", "cat": "communication", "pid": 1, "tid": 1, "ts": 0, "dur": 30,
+  "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}}
+]}
+J
+"$BIN" analyze "$TMP/hand.json" --json "$TMP/hand.out.json" >"$TMP/hand.out" 2>&1 || { cat "$TMP/hand.out"; fail "hand-built trace"; }
+jq -e '.span_us == 30 and .ranks[0].compute_us == 10 and .ranks[0].exposed_comm_us == 10 and .ranks[0].idle_us == 10
+       and .ranks[1].compute_us == 0 and .ranks[1].exposed_comm_us == 30 and .ranks[1].idle_us == 0' \
+  "$TMP/hand.out.json" >/dev/null || fail "hand-built: compute/exposed/idle split"
+# busbw of the transfer: 1500 B / 15 us = 0.1 GB/s x 2(n-1)/n = 0.1
+jq -e '.sites[0].calls == 2 and .sites[0].instances == 1 and .sites[0].skew_us == 7.5 and .sites[0].transfer_us == 15
+       and ((.sites[0].busbw_GBps - 0.1) | fabs) < 1e-12' "$TMP/hand.out.json" >/dev/null \
+  || fail "hand-built: skew/transfer/busbw of the collective"
+
+# a real traced run
+timeout 300 mpirun -np 4 --bind-to none "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 3 --seed 3 \
+  --global-batch 8 --micro-batch 2 --seq 64 --plan "$PLANS/tiny-asym.json" --trace "$TMP/t.json" >"$TMP/train.out" 2>&1 \
+  || { tail -5 "$TMP/train.out"; fail "traced training run"; }
+timeout 300 mpirun -np 4 --bind-to none "$BIN" commbench --ops allreduce --max-size 1048576 --iters 10 \
+  --json "$TMP/cp.json" >"$TMP/cb.out" 2>&1 || { tail -5 "$TMP/cb.out"; fail "commbench"; }
+"$BIN" analyze "$TMP/t.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --comm-profile "$TMP/cp.json" >"$TMP/a.out" 2>&1 \
+  || { cat "$TMP/a.out"; fail "analyze of the real trace"; }
+jq -e '(.ranks | length) == 4 and all(.ranks[]; ((.compute_us + .exposed_comm_us + .idle_us - .wall_us) | fabs)
+       <= 0.01 * .wall_us and .compute_us > 0 and .idle_us >= -1e-6)' "$TMP/a.json" >/dev/null \
+  || fail "per-rank parts do not sum to the span"
+# compute events of one rank never overlap, so their union is their sum
+for r in 0 1 2 3; do
+  want=$(jq --argjson r $r '[.traceEvents[] | select(.ph == "X" and .pid == $r and .cat == "compute") | .dur] | add' "$TMP/t.json")
+  jq -e --argjson r $r --argjson w "$want" '((.ranks[$r].compute_us - $w) | fabs) <= 1e-6 * $w + 1e-3' "$TMP/a.json" \
+    >/dev/null || fail "rank $r: compute differs from the sum of its compute events ($want us)"
+done
+for site in "dp_allreduce layers" recv_activation recv_gradient step_sync tied_sync send_wait; do
+  jq -e --arg s "$site" '[.sites[] | select(.site | startswith($s))] | length >= 1' "$TMP/a.json" >/dev/null \
+    || fail "call site $site missing"
+done
+# all-reduces: matched across ranks, skew + transfer = mean duration, a prediction from the profile
+jq -e '[.sites[] | select(.site | startswith("dp_allreduce"))] | all(.instances > 0 and .busbw_GBps > 0
+       and .predicted_us > 0 and ((.skew_us + .transfer_us - .avg_us) | fabs) <= 0.01 * .avg_us)' "$TMP/a.json" \
+  >/dev/null || fail "all-reduce sites: instances, busbw, prediction, skew + transfer = avg"
+jq -e '(.slowest | length) == 10' "$TMP/a.json" >/dev/null || fail "slowest operations"
+xmllint --noout "$TMP/a.svg" 2>/dev/null || fail "SVG is not well-formed XML"
+grep -q "rank 3" "$TMP/a.svg" || fail "SVG lacks a row per rank"
+
+# bad input
+echo '{"traceEvents": [' >"$TMP/bad.json"
+"$BIN" analyze "$TMP/bad.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "bad.json" "$TMP/o"; } || fail "malformed JSON: rc $rc, $(cat "$TMP/o")"
+echo '{"traceEvents": []}' >"$TMP/empty.json"
+"$BIN" analyze "$TMP/empty.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "empty.json" "$TMP/o"; } || fail "empty trace: rc $rc"
+echo '{"traceEvents": [{"ph": "X", "pid": 0, "ts": 0, "dur": -1, "cat": "compute"}]}' >"$TMP/neg.json"
+"$BIN" analyze "$TMP/neg.json" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "negative duration: rc $rc"
+"$BIN" analyze "$TMP/missing.json" >"$TMP/o" 2>&1; rc=$?
+[ $rc -ne 0 ] || fail "missing file accepted"
+"$BIN" analyze "$TMP/t.json" --top x >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--top x: rc $rc"
+"$BIN" analyze "$TMP/t.json" --comm-profile "$TMP/bad.json" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "malformed --comm-profile: rc $rc"
+
+[ $fails -eq 0 ] && echo "analyze: all checks passed"
+exit $((fails > 0))
