@@ -32,6 +32,11 @@ VG+=(--suppressions="$SUPP")
 # blocks hanging off Open MPI's suppressed allocations show up as "indirectly lost": count definite leaks only
 VG=("${VG[@]/--errors-for-leak-kinds=definite,indirect/--errors-for-leak-kinds=definite}")
 OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 1 --seq 16 --global-batch 2 \
-  --micro-batch 1 --eval-every 1
+  --micro-batch 1 --eval-every 1 --trace "$TMP/train.json"
+[ -s "$TMP/train.json" ] || { echo "FAIL: no engine trace"; fails=$((fails + 1)); }
+# analyze: the engine trace just written, and a truncated copy
+run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg"
+head -c 300 "$TMP/train.json" >"$TMP/trunc.json"
+run "$BIN" analyze "$TMP/trunc.json"
 [ $fails -eq 0 ] && echo "cli_valgrind: clean"
 exit $fails
