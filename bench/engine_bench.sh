@@ -129,8 +129,8 @@ printf "  step untraced %.4f s, traced %.4f s (%+.2f%%), %d events\n" "$off" "$o
   echo
   echo "\`autohet analyze\` of the last traced run (all 8 steps, so the first step's warm-up is included):"
   echo
-  echo "| rank | compute | exposed communication | bubble / idle |"
-  echo "|---|---|---|---|"
-  jq -r '.ranks[] | "| \(.rank) | \(.compute_us / .wall_us * 1000 | round / 10)% | \(.exposed_comm_us / .wall_us * 1000 | round / 10)% | \(.idle_us / .wall_us * 1000 | round / 10)% |"' "$TMP/an.json"
+  echo "| rank | compute | exposed communication | pipeline bubble | other |"
+  echo "|---|---|---|---|---|"
+  jq -r '.ranks[] | "| \(.rank) | \(.compute_s / .wall_s * 1000 | round / 10)% | \(.exposed_comm_s / .wall_s * 1000 | round / 10)% | \(.bubble_s / .wall_s * 1000 | round / 10)% | \(.other_s / .wall_s * 1000 | round / 10)% |"' "$TMP/an.json"
   echo
 } >>"$OUT"

@@ -18,8 +18,9 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 "$BIN" analyze --help | grep -q usage || fail "analyze --help"
 
-# hand-built: span [0, 30] us. rank 0 computes [0,10] and all-reduces [5,20]
-# (5 us hidden under compute): compute 10, exposed 10, idle 10. rank 1 enters the
+# hand-built: span [0, 30] us. rank 0 computes [0,10], all-reduces [5,20] (5 us
+# hidden under compute) and waits in a receive [18,26] (2 us under the all-reduce):
+# compute 10, exposed 10, bubble 6, other 4. rank 1 enters the
 # same all-reduce (same site, group, seq) at 0 and leaves at 30: the transfer is
 # the shorter wait (15 us), skew = mean(15, 30) - 15 = 7.5 us.
 cat >"$TMP/hand.json" <<'J'
@@ -28,20 +29,25 @@ cat >"$TMP/hand.json" <<'J'
  {"ph": "X", "name": "forward mb1", "cat": "compute", "pid": 0, "tid": 0, "ts": 2, "dur": 4, "args": {}},
  {"ph": "X", "name": "ar", "cat": "communication", "pid": 0, "tid": 1, "ts": 5, "dur": 15,
   "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}},
+ {"ph": "X", "name": "recv_activation mb0", "cat": "communication", "pid": 0, "tid": 1, "ts": 18, "dur": 8,
+  "args": {"site": "recv_activation", "seq": 0, "bytes": 64, "ranks": 2, "group": 1}},
  {"ph": "X", "name": "ar", "cat": "communication", "pid": 1, "tid": 1, "ts": 0, "dur": 30,
   "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}}
 ]}
 J
 "$BIN" analyze "$TMP/hand.json" --json "$TMP/hand.out.json" >"$TMP/hand.out" 2>&1 || { cat "$TMP/hand.out"; fail "hand-built trace"; }
-jq -e '.span_us == 30 and .ranks[0].compute_us == 10 and .ranks[0].exposed_comm_us == 10 and .ranks[0].idle_us == 10
-       and .ranks[1].compute_us == 0 and .ranks[1].exposed_comm_us == 30 and .ranks[1].idle_us == 0' \
-  "$TMP/hand.out.json" >/dev/null || fail "hand-built: compute/exposed/idle split"
+jq -e 'def near(a; b): ((a - b) | fabs) < 1e-12;
+       .span_us == 30 and near(.ranks[0].wall_s; 30e-6) and near(.ranks[0].compute_s; 10e-6)
+       and near(.ranks[0].exposed_comm_s; 10e-6) and near(.ranks[0].bubble_s; 6e-6) and near(.ranks[0].other_s; 4e-6)
+       and .ranks[1].compute_s == 0 and near(.ranks[1].exposed_comm_s; 30e-6) and near(.ranks[1].bubble_s; 0)
+       and near(.ranks[1].other_s; 0)' \
+  "$TMP/hand.out.json" >/dev/null || fail "hand-built: compute/exposed/bubble/other split"
 # busbw of the transfer: 1500 B / 15 us = 0.1 GB/s x 2(n-1)/n = 0.1
-jq -e '.sites[0].calls == 2 and .sites[0].instances == 1 and .sites[0].skew_us == 7.5 and .sites[0].transfer_us == 15
-       and ((.sites[0].busbw_GBps - 0.1) | fabs) < 1e-12' "$TMP/hand.out.json" >/dev/null \
+jq -e '.sites[] | select(.site == "dp_allreduce layers 0-1") | .calls == 2 and .instances == 1 and .skew_us == 7.5
+       and .transfer_us == 15 and ((.busbw_GBps - 0.1) | fabs) < 1e-12' "$TMP/hand.out.json" >/dev/null \
   || fail "hand-built: skew/transfer/busbw of the collective"
 
-# a real traced run
+# a real traced run (the asymmetric plan: replica 0 = one rank, replica 1 = three stages, so some ranks wait in receives)
 timeout 300 mpirun -np 4 --bind-to none "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 3 --seed 3 \
   --global-batch 8 --micro-batch 2 --seq 64 --plan "$PLANS/tiny-asym.json" --trace "$TMP/t.json" >"$TMP/train.out" 2>&1 \
   || { tail -5 "$TMP/train.out"; fail "traced training run"; }
@@ -49,13 +55,14 @@ timeout 300 mpirun -np 4 --bind-to none "$BIN" commbench --ops allreduce --max-s
   --json "$TMP/cp.json" >"$TMP/cb.out" 2>&1 || { tail -5 "$TMP/cb.out"; fail "commbench"; }
 "$BIN" analyze "$TMP/t.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --comm-profile "$TMP/cp.json" >"$TMP/a.out" 2>&1 \
   || { cat "$TMP/a.out"; fail "analyze of the real trace"; }
-jq -e '(.ranks | length) == 4 and all(.ranks[]; ((.compute_us + .exposed_comm_us + .idle_us - .wall_us) | fabs)
-       <= 0.01 * .wall_us and .compute_us > 0 and .idle_us >= -1e-6)' "$TMP/a.json" >/dev/null \
+jq -e '(.ranks | length) == 4 and all(.ranks[]; ((.compute_s + .exposed_comm_s + .bubble_s + .other_s - .wall_s) | fabs)
+       <= 0.01 * .wall_s and .compute_s > 0 and .exposed_comm_s > 0 and .bubble_s >= 0 and .other_s >= -1e-9)
+       and ([.ranks[].bubble_s] | add) > 0' "$TMP/a.json" >/dev/null \
   || fail "per-rank parts do not sum to the span"
 # compute events of one rank never overlap, so their union is their sum
 for r in 0 1 2 3; do
   want=$(jq --argjson r $r '[.traceEvents[] | select(.ph == "X" and .pid == $r and .cat == "compute") | .dur] | add' "$TMP/t.json")
-  jq -e --argjson r $r --argjson w "$want" '((.ranks[$r].compute_us - $w) | fabs) <= 1e-6 * $w + 1e-3' "$TMP/a.json" \
+  jq -e --argjson r $r --argjson w "$want" '((.ranks[$r].compute_s * 1e6 - $w) | fabs) <= 1e-6 * $w + 1e-3' "$TMP/a.json" \
     >/dev/null || fail "rank $r: compute differs from the sum of its compute events ($want us)"
 done
 for site in "dp_allreduce layers" recv_activation recv_gradient step_sync tied_sync send_wait; do

@@ -1,8 +1,9 @@
 /* autohet analyze: where the time of a traced training run went (docs/analyze.md).
  *
  * Per rank the trace span splits into compute (union of compute events),
- * exposed communication (communication not overlapped by compute) and
- * bubble/idle (the rest); the parts sum to the span by construction. Per
+ * exposed communication (collectives not overlapped by compute), pipeline
+ * bubble (blocking receives from the neighbouring stage, not overlapped) and
+ * other (untraced gaps); the parts sum to the span by construction. Per
  * collective call site: calls, bytes, achieved bus bandwidth, the alpha-beta
  * prediction (with --comm-profile), and the split of each call into waiting
  * for the last rank to arrive (skew) and the transfer itself. */
@@ -26,7 +27,7 @@ typedef struct {
 } ev;
 
 typedef struct {
-    double compute, exposed, idle, span;
+    double compute, exposed, bubble, other, span;
 } split;
 
 static int cmp_iv(const void *a, const void *b) {
@@ -87,13 +88,15 @@ static double minus(const double *a, int na, const double *b, int nb) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n\n"
-            "Explains a trace written by autohet train --trace: per rank the split of the run into compute,\n"
-            "exposed communication (not overlapped by compute) and bubble/idle (they sum to the span);\n"
-            "per collective call site the calls, bytes, achieved bus bandwidth, the alpha-beta prediction\n"
-            "(--comm-profile: autohet commbench --json) and the time lost to skew (waiting for the last\n"
-            "rank to arrive) versus the transfer; and the slowest operations.\n");
+    fprintf(
+        f,
+        "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n\n"
+        "Explains a trace written by autohet train --trace: per rank the split of the run into compute,\n"
+        "exposed communication (not overlapped by compute), pipeline bubble (waiting in receives from the\n"
+        "neighbouring stage) and other (untraced gaps); they sum to the span;\n"
+        "per collective call site the calls, bytes, achieved bus bandwidth, the alpha-beta prediction\n"
+        "(--comm-profile: autohet commbench --json) and the time lost to skew (waiting for the last\n"
+        "rank to arrive) versus the transfer; and the slowest operations.\n");
 }
 
 /* alpha-beta prediction of one all-reduce of `bytes` from a comm profile, or -1 */
@@ -231,32 +234,44 @@ int cmd_analyze(int argc, char **argv) {
             t1 = e[i].ts + e[i].dur;
     }
     split *sp = calloc((size_t)ranks, sizeof(split));
-    double *cv = malloc(sizeof(double) * 2 * (size_t)n), *mv = malloc(sizeof(double) * 2 * (size_t)n);
-    if (!sp || !cv || !mv)
+    double *cv = malloc(sizeof(double) * 2 * (size_t)n), *mv = malloc(sizeof(double) * 2 * (size_t)n),
+           *pv = malloc(sizeof(double) * 2 * (size_t)n), *uv = malloc(sizeof(double) * 4 * (size_t)n);
+    if (!sp || !cv || !mv || !pv || !uv)
         abort();
     for (int r = 0; r < ranks; r++) {
-        int nc = 0, nm = 0;
+        /* compute, communication (collectives and send completion), pipeline
+         * receives: a blocking receive is the pipeline bubble, waiting for the
+         * neighbouring stage (the transfer of one activation is microseconds) */
+        int nc = 0, nm = 0, np = 0;
         for (int i = 0; i < n; i++) {
             if (e[i].pid != r)
                 continue;
-            double *dst = e[i].comm ? mv + 2 * nm++ : cv + 2 * nc++;
+            double *dst = !e[i].comm                        ? cv + 2 * nc++
+                          : !strncmp(e[i].site, "recv_", 5) ? pv + 2 * np++
+                                                            : mv + 2 * nm++;
             dst[0] = e[i].ts;
             dst[1] = e[i].ts + e[i].dur;
         }
         nc = merge(cv, nc);
         nm = merge(mv, nm);
+        np = merge(pv, np);
+        memcpy(uv, cv, sizeof(double) * 2 * (size_t)nc);
+        memcpy(uv + 2 * nc, mv, sizeof(double) * 2 * (size_t)nm);
+        int nu = merge(uv, nc + nm);
         sp[r].span = t1 - t0;
         sp[r].compute = length(cv, nc);
         sp[r].exposed = minus(mv, nm, cv, nc);
-        sp[r].idle = sp[r].span - sp[r].compute - sp[r].exposed;
+        sp[r].bubble = minus(pv, np, uv, nu);
+        sp[r].other = sp[r].span - sp[r].compute - sp[r].exposed - sp[r].bubble;
     }
     printf("Trace %s: %d ranks, %d events, span %.3f ms\n\n", path, ranks, n, (t1 - t0) / 1e3);
-    printf("%6s %12s %10s %14s %10s %14s %10s\n", "rank", "compute ms", "%", "exposed ms", "%",
-           "bubble/idle ms", "%");
+    printf("%6s %12s %7s %12s %7s %12s %7s %12s %7s\n", "rank", "compute ms", "%", "exposed ms", "%",
+           "bubble ms", "%", "other ms", "%");
     for (int r = 0; r < ranks; r++)
-        printf("%6d %12.3f %9.1f%% %14.3f %9.1f%% %14.3f %9.1f%%\n", r, sp[r].compute / 1e3,
+        printf("%6d %12.3f %6.1f%% %12.3f %6.1f%% %12.3f %6.1f%% %12.3f %6.1f%%\n", r, sp[r].compute / 1e3,
                100 * sp[r].compute / sp[r].span, sp[r].exposed / 1e3, 100 * sp[r].exposed / sp[r].span,
-               sp[r].idle / 1e3, 100 * sp[r].idle / sp[r].span);
+               sp[r].bubble / 1e3, 100 * sp[r].bubble / sp[r].span, sp[r].other / 1e3,
+               100 * sp[r].other / sp[r].span);
 
     /* collective call sites: instances matched across ranks by (site, seq) */
     char sites[64][64];
@@ -280,10 +295,11 @@ int cmd_analyze(int argc, char **argv) {
     for (int r = 0; r < ranks; r++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "rank", r);
-        cJSON_AddNumberToObject(o, "compute_us", sp[r].compute);
-        cJSON_AddNumberToObject(o, "exposed_comm_us", sp[r].exposed);
-        cJSON_AddNumberToObject(o, "idle_us", sp[r].idle);
-        cJSON_AddNumberToObject(o, "wall_us", sp[r].span);
+        cJSON_AddNumberToObject(o, "wall_s", sp[r].span * 1e-6);
+        cJSON_AddNumberToObject(o, "compute_s", sp[r].compute * 1e-6);
+        cJSON_AddNumberToObject(o, "exposed_comm_s", sp[r].exposed * 1e-6);
+        cJSON_AddNumberToObject(o, "bubble_s", sp[r].bubble * 1e-6);
+        cJSON_AddNumberToObject(o, "other_s", sp[r].other * 1e-6);
         cJSON_AddItemToArray(jr, o);
     }
     printf("\n%-26s %7s %12s %12s %12s %12s %12s %12s\n", "call site", "calls", "bytes/call", "avg us",
@@ -412,18 +428,18 @@ int cmd_analyze(int argc, char **argv) {
                 "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">Where the time went, per rank "
                 "(span %.1f ms)</text>\n",
                 W, H, (t1 - t0) / 1e3);
-            const char *col[3] = {"#4c78a8", "#e45756", "#bab0ac"},
-                       *lab[3] = {"compute", "exposed communication", "bubble / idle"};
-            for (int q = 0; q < 3; q++)
+            const char *col[4] = {"#4c78a8", "#e45756", "#f2cf5b", "#bab0ac"},
+                       *lab[4] = {"compute", "exposed communication", "pipeline bubble", "other"};
+            for (int q = 0; q < 4; q++)
                 fprintf(f,
                         "<rect x=\"%d\" y=\"30\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" "
                         "y=\"41\">%s</text>\n",
-                        10 + q * 200, col[q], 26 + q * 200, lab[q]);
+                        10 + q * 180, col[q], 26 + q * 180, lab[q]);
             for (int r = 0; r < ranks; r++) {
                 double x = 70, y = 55 + r * row, w = W - 90,
-                       parts[3] = {sp[r].compute, sp[r].exposed, sp[r].idle};
+                       parts[4] = {sp[r].compute, sp[r].exposed, sp[r].bubble, sp[r].other};
                 fprintf(f, "<text x=\"10\" y=\"%.0f\">rank %d</text>\n", y + 14, r);
-                for (int q = 0; q < 3; q++) {
+                for (int q = 0; q < 4; q++) {
                     double pw = w * (parts[q] > 0 ? parts[q] : 0) / sp[r].span;
                     fprintf(f,
                             "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>%s "
@@ -438,6 +454,8 @@ int cmd_analyze(int argc, char **argv) {
     }
     free(order);
     free(idx);
+    free(pv);
+    free(uv);
     free(sp);
     free(cv);
     free(mv);
