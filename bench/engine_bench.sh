@@ -127,7 +127,7 @@ printf "  step untraced %.4f s, traced %.4f s (%+.2f%%), %d events\n" "$off" "$o
   echo "|---|---|---|---|"
   printf "| %.4f s | %.4f s | %+.2f%% |  %d |\n" "$off" "$on" "$(echo "($on / $off - 1) * 100" | bc -l)" "$nev"
   echo
-  echo "\`autohet analyze\` of the last traced run (all 8 steps, so the first step's warm-up is included):"
+  echo "\`autohet analyze\` of the last traced run (steps 2-8: the engine does not trace the warm-up step):"
   echo
   echo "| rank | compute | exposed communication | pipeline bubble | other |"
   echo "|---|---|---|---|---|"

@@ -74,6 +74,34 @@ jq -e '[.sites[] | select(.site | startswith("dp_allreduce"))] | all(.instances 
        and .predicted_us > 0 and ((.skew_us + .transfer_us - .avg_us) | fabs) <= 0.01 * .avg_us)' "$TMP/a.json" \
   >/dev/null || fail "all-reduce sites: instances, busbw, prediction, skew + transfer = avg"
 jq -e '(.slowest | length) == 10' "$TMP/a.json" >/dev/null || fail "slowest operations"
+# 3 steps trained, the warm-up step is not traced: 2 steps; --skip-steps 1 analyses the last one
+jq -e '.steps == 2 and .skipped_steps == 0 and .iteration_s > 0' "$TMP/a.json" >/dev/null || fail "steps in the trace"
+"$BIN" analyze "$TMP/t.json" --skip-steps 1 --json "$TMP/a1.json" >/dev/null 2>&1 || fail "--skip-steps 1"
+jq -e '.steps == 1 and all(.ranks[]; ((.compute_s + .exposed_comm_s + .bubble_s + .other_s - .wall_s) | fabs)
+       <= 0.01 * .wall_s and .compute_s > 0)' "$TMP/a1.json" >/dev/null || fail "--skip-steps 1: 1 step, parts sum to the wall"
+"$BIN" analyze "$TMP/t.json" --skip-steps 2 >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--skip-steps 2 of 2 steps: rc $rc"
+
+# measured vs the simulator's prediction for the same plan
+"$BIN" simulate "$PLANS/tiny-asym.json" --quiet --json "$TMP/sim.json" || fail "simulate tiny-asym"
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/sim.json" --json "$TMP/as.json" >"$TMP/as.out" 2>&1 \
+  || { cat "$TMP/as.out"; fail "analyze --sim"; }
+grep -q "measured vs simulated" "$TMP/as.out" || fail "--sim: no comparison table"
+jq -e --slurpfile s "$TMP/sim.json" '.prediction as $p | ($p.ranks | length) == 4
+       and (($p.iteration_simulated_s - $s[0].iteration_time_s) | fabs) <= 1e-12
+       and (($p.iteration_error - ($p.iteration_simulated_s / $p.iteration_measured_s - 1)) | fabs) < 1e-9
+       and all($p.ranks[]; . as $q | (($q.compute_simulated_s - $s[0].gpus[$q.rank].compute_s) | fabs) <= 1e-12
+               and $q.compute_measured_s > 0
+               and (($q.compute_error - ($q.compute_simulated_s / $q.compute_measured_s - 1)) | fabs) < 1e-9)
+       and ($p.buckets | length) == ($s[0].buckets | length)
+       and all($p.buckets[]; .measured_s > 0 and .simulated_s > 0)' "$TMP/as.json" >/dev/null \
+  || fail "--sim: per-rank / per-bucket comparison"
+"$BIN" plan --model tiny-gpt --cluster 1x1xcpu --global-batch 8 --micro-batch 2 --seq 64 --quiet --json "$TMP/one.json" \
+  && "$BIN" simulate "$TMP/one.json" --quiet --json "$TMP/sim1.json" || fail "one-rank plan"
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/sim1.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "sim1.json" "$TMP/o"; } || fail "--sim of another plan (1 rank): rc $rc, $(cat "$TMP/o")"
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/t.json" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--sim with a trace instead of a simulation: rc $rc"
 xmllint --noout "$TMP/a.svg" 2>/dev/null || fail "SVG is not well-formed XML"
 grep -q "rank 3" "$TMP/a.svg" || fail "SVG lacks a row per rank"
 

@@ -52,6 +52,36 @@ static int merge(double *v, int n) {
     return k;
 }
 
+static int is_optimizer(const ev *v) {
+    return !v->comm && !strncmp(v->name, "optimizer", 9);
+}
+
+/* the number of optimizer steps every rank completed */
+static int count_steps(const ev *e, int n, int ranks) {
+    int *c = calloc((size_t)ranks, sizeof(int)), mn = -1;
+    if (!c)
+        abort();
+    for (int i = 0; i < n; i++)
+        if (is_optimizer(&e[i]))
+            c[e[i].pid]++;
+    for (int r = 0; r < ranks; r++)
+        if (mn < 0 || c[r] < mn)
+            mn = c[r];
+    free(c);
+    return mn < 0 ? 0 : mn;
+}
+
+/* cut[r] = when rank r ends the optimizer of its step `k` (a rank's events are in time order) */
+static void step_boundaries(const ev *e, int n, int ranks, int k, double *cut) {
+    int *c = calloc((size_t)ranks, sizeof(int));
+    if (!c)
+        abort();
+    for (int i = 0; i < n; i++)
+        if (is_optimizer(&e[i]) && ++c[e[i].pid] == k)
+            cut[e[i].pid] = e[i].ts + e[i].dur;
+    free(c);
+}
+
 static const ev *sort_ev; /* qsort has no context argument */
 static int cmp_instance(const void *a, const void *b) {
     const ev *x = &sort_ev[*(const int *)a], *y = &sort_ev[*(const int *)b];
@@ -90,13 +120,20 @@ static double minus(const double *a, int na, const double *b, int nb) {
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n\n"
+        "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n"
+        "                                  [--skip-steps K] [--sim SIM.json]\n\n"
         "Explains a trace written by autohet train --trace: per rank the split of the run into compute,\n"
         "exposed communication (not overlapped by compute), pipeline bubble (waiting in receives from the\n"
         "neighbouring stage) and other (untraced gaps); they sum to the span;\n"
         "per collective call site the calls, bytes, achieved bus bandwidth, the alpha-beta prediction\n"
         "(--comm-profile: autohet commbench --json) and the time lost to skew (waiting for the last\n"
-        "rank to arrive) versus the transfer; and the slowest operations.\n");
+        "rank to arrive) versus the transfer; and the slowest operations.\n\n"
+        "  --skip-steps K  leave out the first K traced steps (default 0: autohet train --trace already\n"
+        "                  leaves out the warm-up step); times per step are over the remaining steps\n"
+        "  --sim FILE      the simulator's prediction for the same plan (autohet simulate PLAN --json "
+        "FILE):\n"
+        "                  per rank and per gradient bucket, measured vs simulated time per step and "
+        "error\n");
 }
 
 /* alpha-beta prediction of one all-reduce of `bytes` from a comm profile, or -1 */
@@ -121,15 +158,119 @@ static double predict_us(const cJSON *fits, double bytes) {
     return -1;
 }
 
+static double num(const cJSON *o, const char *k) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static double rel_err(double sim, double meas) {
+    return meas > 0 ? sim / meas - 1 : NAN;
+}
+
+/* Measured (per step) next to the simulator's prediction for the same plan:
+ * per rank (engine rank order = the simulator's gpus[] order: replica, stage,
+ * TP rank) and per gradient bucket (measured = the transfer part of its
+ * all-reduces, as the simulator starts a bucket when all holders are ready). */
+static int compare_sim(const char *sim_path, const cJSON *sim, const split *sp, int ranks, int wsteps,
+                       char sites[][64], int n_sites, const double *site_xfer, const int *site_groups,
+                       cJSON *out, char *err, size_t errlen) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(sim, "format"),
+                *gpus = cJSON_GetObjectItemCaseSensitive(sim, "gpus"),
+                *buckets = cJSON_GetObjectItemCaseSensitive(sim, "buckets");
+    double it_sim = num(sim, "iteration_time_s");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-sim") || !cJSON_IsArray(gpus) ||
+        !(it_sim > 0)) {
+        snprintf(err, errlen,
+                 "--sim %s: not an autohet simulate --json output (format, gpus, iteration_time_s)",
+                 sim_path);
+        return -1;
+    }
+    if (cJSON_GetArraySize(gpus) != ranks) {
+        snprintf(err, errlen, "--sim %s: gpus[] has %d entries, the trace %d ranks (not the same plan)",
+                 sim_path, cJSON_GetArraySize(gpus), ranks);
+        return -1;
+    }
+    if (wsteps <= 0) {
+        snprintf(err, errlen, "--sim: the trace has no complete training step to compare");
+        return -1;
+    }
+    double span = 0; /* the mean window of a rank, per step */
+    for (int r = 0; r < ranks; r++)
+        span += sp[r].span * 1e-6 / wsteps / ranks;
+    cJSON *o = cJSON_AddObjectToObject(out, "prediction");
+    cJSON_AddStringToObject(o, "sim", sim_path);
+    cJSON_AddNumberToObject(o, "iteration_measured_s", span);
+    cJSON_AddNumberToObject(o, "iteration_simulated_s", it_sim);
+    cJSON_AddNumberToObject(o, "iteration_error", rel_err(it_sim, span));
+    printf("\nmeasured vs simulated, per step (%s; error = simulated / measured - 1):\n", sim_path);
+    printf("  iteration: measured %.3f ms, simulated %.3f ms, error %+.1f%%\n\n", span * 1e3, it_sim * 1e3,
+           100 * rel_err(it_sim, span));
+    printf("%6s %9s %12s %12s %8s %12s %12s %12s %12s\n", "rank", "stage", "compute ms", "simulated", "error",
+           "exposed ms", "simulated", "not busy ms", "simulated");
+    cJSON *jr = cJSON_AddArrayToObject(o, "ranks");
+    for (int r = 0; r < ranks; r++) {
+        const cJSON *g = cJSON_GetArrayItem(gpus, r);
+        double c_m = sp[r].compute * 1e-6 / wsteps, x_m = sp[r].exposed * 1e-6 / wsteps,
+               i_m = (sp[r].bubble + sp[r].other) * 1e-6 / wsteps, c_s = num(g, "compute_s"),
+               x_s = num(g, "exposed_comm_s"), i_s = num(g, "idle_s");
+        char stage[32];
+        snprintf(stage, sizeof stage, "r%.0f s%.0f", num(g, "replica"), num(g, "stage"));
+        printf("%6d %9s %12.3f %12.3f %7.1f%% %12.3f %12.3f %12.3f %12.3f\n", r, stage, c_m * 1e3, c_s * 1e3,
+               100 * rel_err(c_s, c_m), x_m * 1e3, x_s * 1e3, i_m * 1e3, i_s * 1e3);
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddNumberToObject(q, "rank", r);
+        cJSON_AddNumberToObject(q, "compute_measured_s", c_m);
+        cJSON_AddNumberToObject(q, "compute_simulated_s", c_s);
+        cJSON_AddNumberToObject(q, "compute_error", rel_err(c_s, c_m));
+        cJSON_AddNumberToObject(q, "exposed_comm_measured_s", x_m);
+        cJSON_AddNumberToObject(q, "exposed_comm_simulated_s", x_s);
+        cJSON_AddNumberToObject(q, "not_busy_measured_s", i_m);
+        cJSON_AddNumberToObject(q, "idle_simulated_s", i_s);
+        cJSON_AddItemToArray(jr, q);
+    }
+    cJSON *jb = cJSON_AddArrayToObject(o, "buckets");
+    const cJSON *b;
+    int header = 0;
+    cJSON_ArrayForEach(b, buckets) {
+        const cJSON *ly = cJSON_GetObjectItemCaseSensitive(b, "layers");
+        if (!cJSON_IsArray(ly) || cJSON_GetArraySize(ly) != 2)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "dp_allreduce layers %d-%d", cJSON_GetArrayItem(ly, 0)->valueint,
+                 cJSON_GetArrayItem(ly, 1)->valueint - 1);
+        int k = 0;
+        while (k < n_sites && strcmp(sites[k], name))
+            k++;
+        if (k == n_sites || site_groups[k] <= 0)
+            continue;
+        double meas = site_xfer[k] * 1e-6 / site_groups[k] / wsteps,
+               simt = num(b, "end_s") - num(b, "start_s");
+        if (!header)
+            printf("\n%-26s %20s %14s %8s\n", "gradient bucket", "measured transfer ms", "simulated ms",
+                   "error");
+        header = 1;
+        printf("%-26s %20.3f %14.3f %7.1f%%\n", name, meas * 1e3, simt * 1e3, 100 * rel_err(simt, meas));
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddStringToObject(q, "site", name);
+        cJSON_AddNumberToObject(q, "measured_s", meas);
+        cJSON_AddNumberToObject(q, "simulated_s", simt);
+        cJSON_AddNumberToObject(q, "error", rel_err(simt, meas));
+        cJSON_AddItemToArray(jb, q);
+    }
+    return 0;
+}
+
 int cmd_analyze(int argc, char **argv) {
     static const struct option opts[] = {{"json", required_argument, 0, 'j'},
                                          {"svg", required_argument, 0, 's'},
                                          {"comm-profile", required_argument, 0, 'c'},
                                          {"top", required_argument, 0, 't'},
+                                         {"skip-steps", required_argument, 0, 'k'},
+                                         {"sim", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *json_path = NULL, *svg_path = NULL, *cp_path = NULL;
-    int top = 10, c;
+    const char *json_path = NULL, *svg_path = NULL, *cp_path = NULL, *sim_path = NULL;
+    int top = 10, skip = 0, c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -141,6 +282,11 @@ int cmd_analyze(int argc, char **argv) {
             if (cli_parse_int(optarg, &top) != 0 || top < 0)
                 return cli_bad_input("analyze", "--top: expected an integer >= 0");
             break;
+        case 'k':
+            if (cli_parse_int(optarg, &skip) != 0 || skip < 0)
+                return cli_bad_input("analyze", "--skip-steps: expected an integer >= 0");
+            break;
+        case 'S': sim_path = optarg; break;
         case 'h': usage(stdout); return 0;
         default: {
             char msg[160];
@@ -167,12 +313,22 @@ int cmd_analyze(int argc, char **argv) {
         }
         fits = cJSON_GetObjectItemCaseSensitive(fits_root, "fits");
     }
+    cJSON *sim_root = NULL;
+    if (sim_path) {
+        sim_root = ah_json_parse_file(sim_path, 256u << 20, 1, err, sizeof err);
+        if (!sim_root) {
+            cJSON_Delete(root);
+            cJSON_Delete(fits_root);
+            return cli_bad_input("analyze", err);
+        }
+    }
     const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
     if (!cJSON_IsArray(evs)) {
         snprintf(err, sizeof err, "%s: traceEvents: expected an array (a trace from autohet train --trace)",
                  path);
         cJSON_Delete(root);
         cJSON_Delete(fits_root);
+        cJSON_Delete(sim_root);
         return cli_bad_input("analyze", err);
     }
     int n = 0, cap = cJSON_GetArraySize(evs) + 1, ranks = 0;
@@ -191,12 +347,13 @@ int cmd_analyze(int argc, char **argv) {
                     *args = cJSON_GetObjectItemCaseSensitive(it, "args"),
                     *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
         if (!cJSON_IsNumber(pid) || !cJSON_IsNumber(ts) || !cJSON_IsNumber(dur) || !cJSON_IsString(cat) ||
-            pid->valueint < 0 || dur->valuedouble < 0) {
+            pid->valueint < 0 || pid->valueint >= 1 << 20 || dur->valuedouble < 0) {
             snprintf(err, sizeof err,
                      "%s: traceEvents[]: an \"X\" event needs numeric pid, ts, dur >= 0 and a cat", path);
             free(e);
             cJSON_Delete(root);
             cJSON_Delete(fits_root);
+            cJSON_Delete(sim_root);
             return cli_bad_input("analyze", err);
         }
         ev *v = &e[n++];
@@ -223,8 +380,44 @@ int cmd_analyze(int argc, char **argv) {
         free(e);
         cJSON_Delete(root);
         cJSON_Delete(fits_root);
+        cJSON_Delete(sim_root);
         return cli_bad_input("analyze", err);
     }
+    /* steps: every rank runs the optimizer once per step. The first `skip`
+     * steps (warm-up: first-touch page faults, BLAS buffers) are cut off, on each
+     * rank where its own optimizer of step `skip` ends; a rank's window is from
+     * there to the end of the trace. */
+    int steps = count_steps(e, n, ranks);
+    if (skip < 0)
+        skip = 0; /* autohet train --trace already leaves out its first step */
+    if (skip > 0 && skip >= steps) {
+        snprintf(err, sizeof err, "--skip-steps %d: %s has %d step(s)", skip, path, steps);
+        free(e);
+        cJSON_Delete(root);
+        cJSON_Delete(fits_root);
+        cJSON_Delete(sim_root);
+        return cli_bad_input("analyze", err);
+    }
+    double *cut = calloc((size_t)ranks, sizeof(double));
+    if (!cut)
+        abort();
+    if (skip > 0) {
+        step_boundaries(e, n, ranks, skip, cut);
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            double c0 = cut[e[i].pid];
+            if (e[i].ts + e[i].dur <= c0)
+                continue;
+            ev v = e[i];
+            if (v.ts < c0) {
+                v.dur -= c0 - v.ts;
+                v.ts = c0;
+            }
+            e[k++] = v;
+        }
+        n = k;
+    }
+    int wsteps = steps - skip;
     /* span of the whole run */
     double t0 = 1e300, t1 = -1e300;
     for (int i = 0; i < n; i++) {
@@ -233,6 +426,9 @@ int cmd_analyze(int argc, char **argv) {
         if (e[i].ts + e[i].dur > t1)
             t1 = e[i].ts + e[i].dur;
     }
+    if (skip == 0)
+        for (int r = 0; r < ranks; r++)
+            cut[r] = t0;
     split *sp = calloc((size_t)ranks, sizeof(split));
     double *cv = malloc(sizeof(double) * 2 * (size_t)n), *mv = malloc(sizeof(double) * 2 * (size_t)n),
            *pv = malloc(sizeof(double) * 2 * (size_t)n), *uv = malloc(sizeof(double) * 4 * (size_t)n);
@@ -258,13 +454,19 @@ int cmd_analyze(int argc, char **argv) {
         memcpy(uv, cv, sizeof(double) * 2 * (size_t)nc);
         memcpy(uv + 2 * nc, mv, sizeof(double) * 2 * (size_t)nm);
         int nu = merge(uv, nc + nm);
-        sp[r].span = t1 - t0;
+        sp[r].span = t1 - cut[r];
         sp[r].compute = length(cv, nc);
         sp[r].exposed = minus(mv, nm, cv, nc);
         sp[r].bubble = minus(pv, np, uv, nu);
         sp[r].other = sp[r].span - sp[r].compute - sp[r].exposed - sp[r].bubble;
     }
-    printf("Trace %s: %d ranks, %d events, span %.3f ms\n\n", path, ranks, n, (t1 - t0) / 1e3);
+    double mean_span = 0;
+    for (int r = 0; r < ranks; r++)
+        mean_span += sp[r].span / ranks;
+    printf("Trace %s: %d ranks, %d events, span %.3f ms", path, ranks, n, (t1 - t0) / 1e3);
+    if (wsteps > 0)
+        printf(", %d step(s) of %.3f ms (first %d skipped)", wsteps, mean_span / 1e3 / wsteps, skip);
+    printf("\n\n");
     printf("%6s %12s %7s %12s %7s %12s %7s %12s %7s\n", "rank", "compute ms", "%", "exposed ms", "%",
            "bubble ms", "%", "other ms", "%");
     for (int r = 0; r < ranks; r++)
@@ -285,13 +487,18 @@ int cmd_analyze(int argc, char **argv) {
         if (k == n_sites && n_sites < 64)
             snprintf(sites[n_sites++], 64, "%s", e[i].site);
     }
-    int *idx = malloc(sizeof(int) * (size_t)n);
+    int *idx = malloc(sizeof(int) * (size_t)n), site_groups[64];
+    double site_xfer[64] = {0};
     if (!idx)
         abort();
     cJSON *out = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(out, "ranks"),
           *js = cJSON_AddArrayToObject(out, "sites");
     cJSON_AddStringToObject(out, "trace", path);
     cJSON_AddNumberToObject(out, "span_us", t1 - t0);
+    cJSON_AddNumberToObject(out, "steps", wsteps);
+    cJSON_AddNumberToObject(out, "skipped_steps", skip);
+    if (wsteps > 0)
+        cJSON_AddNumberToObject(out, "iteration_s", mean_span * 1e-6 / wsteps);
     for (int r = 0; r < ranks; r++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "rank", r);
@@ -324,6 +531,7 @@ int cmd_analyze(int argc, char **argv) {
                 idx[m++] = i;
         sort_ev = e;
         qsort(idx, (size_t)m, sizeof(int), cmp_instance);
+        site_groups[k] = 0;
         for (int a = 0; a < m;) {
             int b = a;
             double mn = 1e300, sum = 0;
@@ -333,6 +541,8 @@ int cmd_analyze(int argc, char **argv) {
                 sum += e[idx[b]].dur;
                 b++;
             }
+            if (a == 0 || e[idx[a]].group != e[idx[a - 1]].group)
+                site_groups[k]++;
             if (b - a > 1) {
                 inst++;
                 xfer += mn;
@@ -340,6 +550,7 @@ int cmd_analyze(int argc, char **argv) {
             }
             a = b;
         }
+        site_xfer[k] = xfer;
         double avg = tot / calls, bpc = bytes / calls;
         /* bus bandwidth of the transfer itself (skew excluded), nccl-tests convention
          * for all-reduce: 2(n-1)/n; the tied-embedding exchange is a 2-rank all-reduce */
@@ -376,6 +587,10 @@ int cmd_analyze(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "predicted_us", pred);
         cJSON_AddItemToArray(js, o);
     }
+    int rc = 0;
+    if (sim_root && compare_sim(sim_path, sim_root, sp, ranks, wsteps, sites, n_sites, site_xfer, site_groups,
+                                out, err, sizeof err) != 0)
+        rc = cli_bad_input("analyze", err);
     /* the slowest operations */
     int *order = malloc(sizeof(int) * (size_t)n);
     if (!order)
@@ -401,8 +616,7 @@ int cmd_analyze(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "dur_us", v->dur);
         cJSON_AddItemToArray(jt, o);
     }
-    int rc = 0;
-    if (json_path) {
+    if (json_path && rc == 0) {
         char *text = cJSON_Print(out);
         FILE *f = fopen(json_path, "w");
         if (!f || fputs(text, f) < 0) {
@@ -454,6 +668,7 @@ int cmd_analyze(int argc, char **argv) {
     }
     free(order);
     free(idx);
+    free(cut);
     free(pv);
     free(uv);
     free(sp);
@@ -463,5 +678,6 @@ int cmd_analyze(int argc, char **argv) {
     cJSON_Delete(out);
     cJSON_Delete(root);
     cJSON_Delete(fits_root);
+    cJSON_Delete(sim_root);
     return rc;
 }
