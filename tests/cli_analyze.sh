@@ -105,6 +105,21 @@ jq -e --slurpfile s "$TMP/sim.json" '.prediction as $p | ($p.ranks | length) == 
 xmllint --noout "$TMP/a.svg" 2>/dev/null || fail "SVG is not well-formed XML"
 grep -q "rank 3" "$TMP/a.svg" || fail "SVG lacks a row per rank"
 
+# OTF2 export: every event of the Chrome trace becomes an Enter/Leave pair that otf2-print reads back
+"$BIN" analyze "$TMP/t.json" --otf2 "$TMP/otf" --top 0 >"$TMP/o" 2>&1; rc=$?
+if grep -q "built without OTF2" "$TMP/o"; then
+  [ $rc -eq 2 ] || fail "--otf2 without OTF2 support: rc $rc"
+  echo "note: this build has no OTF2 (libopen-trace-format2-dev missing); checked its error instead"
+else
+  [ $rc -eq 0 ] || fail "--otf2: rc $rc, $(cat "$TMP/o")"
+  nx=$(jq '[.traceEvents[] | select(.ph == "X")] | length' "$TMP/t.json")
+  otf2-print "$TMP/otf/trace.otf2" >"$TMP/otf.txt" 2>&1 || fail "otf2-print cannot read the archive"
+  [ "$(grep -c '^ENTER' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: ENTER records != $nx events"
+  [ "$(grep -c '^LEAVE' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: LEAVE records != $nx events"
+  grep -q 'Region: "dp_allreduce layers' "$TMP/otf.txt" || fail "OTF2: no all-reduce region"
+  [ "$(otf2-print -G "$TMP/otf/trace.otf2" | grep -c '^LOCATION ')" -eq 8 ] || fail "OTF2: expected 8 locations (4 ranks x 2)"
+fi
+
 # bad input
 echo '{"traceEvents": [' >"$TMP/bad.json"
 "$BIN" analyze "$TMP/bad.json" >"$TMP/o" 2>&1; rc=$?

@@ -35,7 +35,7 @@ OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 1
   --micro-batch 1 --eval-every 1 --trace "$TMP/train.json"
 [ -s "$TMP/train.json" ] || { echo "FAIL: no engine trace"; fails=$((fails + 1)); }
 # analyze: the engine trace just written, and a truncated copy
-run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg"
+run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --otf2 "$TMP/otf"
 head -c 300 "$TMP/train.json" >"$TMP/trunc.json"
 run "$BIN" analyze "$TMP/trunc.json"
 [ $fails -eq 0 ] && echo "cli_valgrind: clean"

@@ -17,6 +17,7 @@
 
 #include "autohet/comm.h"
 #include "autohet/plan.h"
+#include "autohet/trace_otf2.h"
 #include "cli/cli.h"
 #include "util/json_file.h"
 
@@ -121,7 +122,7 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: autohet analyze TRACE.json [--json FILE] [--svg FILE] [--comm-profile FILE] [--top N]\n"
-        "                                  [--skip-steps K] [--sim SIM.json]\n\n"
+        "                                  [--skip-steps K] [--sim SIM.json] [--otf2 DIR]\n\n"
         "Explains a trace written by autohet train --trace: per rank the split of the run into compute,\n"
         "exposed communication (not overlapped by compute), pipeline bubble (waiting in receives from the\n"
         "neighbouring stage) and other (untraced gaps); they sum to the span;\n"
@@ -267,9 +268,10 @@ int cmd_analyze(int argc, char **argv) {
                                          {"top", required_argument, 0, 't'},
                                          {"skip-steps", required_argument, 0, 'k'},
                                          {"sim", required_argument, 0, 'S'},
+                                         {"otf2", required_argument, 0, 'O'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *json_path = NULL, *svg_path = NULL, *cp_path = NULL, *sim_path = NULL;
+    const char *json_path = NULL, *svg_path = NULL, *cp_path = NULL, *sim_path = NULL, *otf2_dir = NULL;
     int top = 10, skip = 0, c;
     optind = 1;
     opterr = 0;
@@ -287,6 +289,12 @@ int cmd_analyze(int argc, char **argv) {
                 return cli_bad_input("analyze", "--skip-steps: expected an integer >= 0");
             break;
         case 'S': sim_path = optarg; break;
+        case 'O':
+            otf2_dir = optarg;
+            if (!ah_trace_otf2_available())
+                return cli_bad_input("analyze", "--otf2: this autohet was built without OTF2 "
+                                                "(install libopen-trace-format2-dev and rebuild)");
+            break;
         case 'h': usage(stdout); return 0;
         default: {
             char msg[160];
@@ -591,6 +599,20 @@ int cmd_analyze(int argc, char **argv) {
     if (sim_root && compare_sim(sim_path, sim_root, sp, ranks, wsteps, sites, n_sites, site_xfer, site_groups,
                                 out, err, sizeof err) != 0)
         rc = cli_bad_input("analyze", err);
+    if (otf2_dir && rc == 0) {
+        ah_trace_span *spans = malloc(sizeof(ah_trace_span) * (size_t)n);
+        if (!spans)
+            abort();
+        for (int i = 0; i < n; i++)
+            spans[i] = (ah_trace_span){e[i].pid, e[i].comm, e[i].ts, e[i].dur, e[i].site};
+        if (ah_trace_write_otf2(otf2_dir, "trace", spans, n, ranks, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet analyze: --otf2 %s: %s\n", otf2_dir, err);
+            rc = 1;
+        } else {
+            printf("\nOTF2 archive written: %s/trace.otf2 (otf2-print %s/trace.otf2)\n", otf2_dir, otf2_dir);
+        }
+        free(spans);
+    }
     /* the slowest operations */
     int *order = malloc(sizeof(int) * (size_t)n);
     if (!order)

@@ -262,6 +262,8 @@ static int cmp_pair(const void *x, const void *y) {
 
 /* Merge intervals in place; returns the new count of pairs. */
 static int merge_intervals(double *v, int pairs) {
+    if (pairs <= 0) /* v may be NULL: a stage with no communication at all (one GPU) */
+        return 0;
     qsort(v, (size_t)pairs, 2 * sizeof(double), cmp_pair);
     int n = 0;
     for (int i = 0; i < pairs; i++) {
