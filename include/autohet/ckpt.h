@@ -1,0 +1,85 @@
+/* Layer-granular checkpoint shards and per-node manifests (docs/checkpoint.md).
+ *
+ * A shard holds the training state of one layer (one TP shard of it) at one
+ * step: its tensors (parameters, Adam moments) in the safetensors format, so
+ * Python's `safetensors` reads it. A manifest per (node, tier) lists the
+ * shards it holds with their step, size and XXH64 checksum; the layers it
+ * lists are the node's *layer bitmap* for that tier. Every file is written to
+ * a temporary name, fsynced and renamed, and the manifest is updated last, so
+ * a crash leaves either the old or the new state, never a torn one. */
+#ifndef AUTOHET_CKPT_H
+#define AUTOHET_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AH_CKPT_MAX_DIMS 4
+
+typedef struct {
+    const char *name;
+    const float *data;
+    int ndim;
+    int64_t shape[AH_CKPT_MAX_DIMS];
+} ah_ckpt_tensor;
+
+typedef struct {
+    char name[96];
+    float *data;
+    size_t n;
+    int ndim;
+    int64_t shape[AH_CKPT_MAX_DIMS];
+} ah_ckpt_loaded;
+
+/* Writes `n` F32 tensors and string metadata (`meta` = n_meta key/value pairs,
+ * may be NULL) as a safetensors file at `path`, atomically. On success fills
+ * the file's size and XXH64 (seed 0) of all its bytes. 0, or -1 with err. */
+int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const char *const (*meta)[2],
+                        int n_meta, uint64_t *bytes, uint64_t *xxh64, char *err, size_t errlen);
+
+/* Reads a shard, verifying its size and checksum against the manifest's
+ * (`expect_bytes`, `expect_xxh64`) before parsing. 0 and *out (free with
+ * ah_ckpt_free), or -1 with err naming the file and what is wrong (missing,
+ * truncated, checksum mismatch, malformed header). */
+int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, ah_ckpt_loaded **out,
+                       int *n, char *err, size_t errlen);
+void ah_ckpt_free(ah_ckpt_loaded *t, int n);
+
+/* ---- manifests ---- */
+
+typedef struct {
+    int layer, tp_rank, step;
+    char file[128]; /* relative to the manifest's directory */
+    uint64_t bytes, xxh64;
+} ah_manifest_entry;
+
+typedef struct {
+    char node[64], tier[16];
+    int n, cap;
+    ah_manifest_entry *e;
+} ah_manifest;
+
+void ah_manifest_init(ah_manifest *m, const char *node, const char *tier);
+void ah_manifest_free(ah_manifest *m);
+/* adds or replaces the entry for (layer, tp_rank) */
+void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e);
+/* the entry for (layer, tp_rank), or NULL */
+const ah_manifest_entry *ah_manifest_find(const ah_manifest *m, int layer, int tp_rank);
+/* layer bitmap: bit l of bits[l / 8] set when layer l (this TP rank) is held
+ * at step >= min_step; returns the number of layers set */
+int ah_manifest_bitmap(const ah_manifest *m, int tp_rank, int min_step, int n_layers, uint8_t *bits);
+/* atomic save / load of DIR/manifest.json; a missing manifest loads as empty */
+int ah_manifest_save(const char *dir, const ah_manifest *m, char *err, size_t errlen);
+int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen);
+
+/* Restores layer `layer` (TP rank `tp_rank`) at exactly `step` from the first
+ * of `n_dirs` tier directories (nearest first) whose manifest lists it and
+ * whose shard verifies; a corrupt or truncated shard is reported on stderr
+ * and the next tier is tried. Returns the index of the tier used, or -1 with
+ * err when no tier has a good copy. */
+int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp_rank, int step,
+                          ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
+
+/* writes `size` bytes to `path` via path.tmp + fsync + rename + directory fsync */
+int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,280 @@
+/* Layer checkpoint shards and manifests: safetensors layout (checked by an
+ * independent parse of the bytes), exact round trip, atomic replacement, and
+ * detection of truncated, corrupted or mismatched shards with fallback to the
+ * next tier. */
+#include "test_util.h"
+
+#include <sys/stat.h>
+
+#include "autohet/ckpt.h"
+
+static char root[64];
+
+static int setup(void **state) {
+    (void)state;
+    strcpy(root, "/tmp/ahckpt_XXXXXX");
+    assert_non_null(mkdtemp(root));
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void fill(float *v, size_t n, float base) {
+    for (size_t i = 0; i < n; i++)
+        v[i] = base + 0.001f * (float)i - 0.37f * (float)(i % 7);
+}
+
+/* writes a 3-tensor shard (weight 4x6, bias 6, adam_m 4x6) into dir/name */
+static void write_layer(const char *dir, const char *name, float base, ah_manifest_entry *e) {
+    float w[24], b[6], m[24];
+    fill(w, 24, base);
+    fill(b, 6, base + 1);
+    fill(m, 24, base + 2);
+    ah_ckpt_tensor t[3] = {{"weight", w, 2, {4, 6}}, {"bias", b, 1, {6}}, {"adam_m.weight", m, 2, {4, 6}}};
+    const char *meta[2][2] = {{"layer", "3"}, {"step", "12"}};
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(ah_ckpt_write_shard(path, t, 3, (const char *const(*)[2])meta, 2, &e->bytes, &e->xxh64,
+                                         err, sizeof err),
+                     0);
+    snprintf(e->file, sizeof e->file, "%s", name);
+}
+
+static void test_safetensors_layout(void **state) {
+    (void)state;
+    ah_manifest_entry e = {0};
+    write_layer(root, "a.safetensors", 1.0f, &e);
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.safetensors", root);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char hdr[8];
+    assert_int_equal(fread(hdr, 1, 8, f), 8);
+    uint64_t hl = 0;
+    for (int k = 0; k < 8; k++)
+        hl |= (uint64_t)hdr[k] << (8 * k);
+    assert_int_equal(hl % 8, 0);
+    char *js = calloc(hl + 1, 1);
+    assert_int_equal(fread(js, 1, hl, f), hl);
+    /* the spec's keys, offsets contiguous from 0, data = 54 floats */
+    assert_contains(js, "\"weight\":{\"shape\":[4,6],\"dtype\":\"F32\",\"data_offsets\":[0,96]}");
+    assert_contains(js, "\"bias\":{\"shape\":[6],\"dtype\":\"F32\",\"data_offsets\":[96,120]}");
+    assert_contains(js, "\"data_offsets\":[120,216]");
+    assert_contains(js, "\"__metadata__\":{\"layer\":\"3\",\"step\":\"12\"}");
+    float first;
+    assert_int_equal(fread(&first, sizeof first, 1, f), 1);
+    float w[24];
+    fill(w, 24, 1.0f);
+    assert_true(first == w[0]);
+    fclose(f);
+    free(js);
+    assert_int_equal(e.bytes, 8 + hl + 216);
+}
+
+static void test_round_trip_is_exact(void **state) {
+    (void)state;
+    ah_manifest_entry e = {0};
+    write_layer(root, "b.safetensors", 2.0f, &e);
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/b.safetensors", root);
+    ah_ckpt_loaded *t;
+    int n;
+    assert_int_equal(ah_ckpt_read_shard(path, e.bytes, e.xxh64, &t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    float want[24];
+    fill(want, 24, 2.0f);
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, "weight")) {
+            found = 1;
+            assert_int_equal(t[i].n, 24);
+            assert_int_equal(t[i].ndim, 2);
+            assert_int_equal(t[i].shape[0], 4);
+            assert_int_equal(t[i].shape[1], 6);
+            assert_memory_equal(t[i].data, want, sizeof want);
+        }
+    assert_true(found);
+    ah_ckpt_free(t, n);
+    /* no temporary file is left behind */
+    char tmpglob[300];
+    snprintf(tmpglob, sizeof tmpglob, "ls %s | grep -q tmp", root);
+    assert_int_not_equal(system(tmpglob), 0);
+}
+
+static void corrupt(const char *path, long at, int truncate_to) {
+    if (truncate_to >= 0) {
+        assert_int_equal(truncate(path, truncate_to), 0);
+        return;
+    }
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, at, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 0x01, f);
+    fclose(f);
+}
+
+static void test_detects_flipped_byte_and_truncation(void **state) {
+    (void)state;
+    ah_manifest_entry e = {0};
+    write_layer(root, "c.safetensors", 3.0f, &e);
+    char path[256], err[256];
+    snprintf(path, sizeof path, "%s/c.safetensors", root);
+    ah_ckpt_loaded *t;
+    int n;
+    corrupt(path, (long)e.bytes - 5, -1); /* one bit of the last tensor */
+    assert_int_equal(ah_ckpt_read_shard(path, e.bytes, e.xxh64, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "checksum mismatch");
+    assert_contains(err, "c.safetensors");
+    assert_null(t);
+    corrupt(path, 0, 100);
+    assert_int_equal(ah_ckpt_read_shard(path, e.bytes, e.xxh64, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "truncated");
+    snprintf(path, sizeof path, "%s/missing.safetensors", root);
+    assert_int_equal(ah_ckpt_read_shard(path, e.bytes, e.xxh64, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "cannot open");
+}
+
+static void test_manifest_round_trip_and_bitmap(void **state) {
+    (void)state;
+    ah_manifest m, r;
+    ah_manifest_init(&m, "n1", "memory");
+    for (int l = 0; l < 10; l++) {
+        ah_manifest_entry e = {.layer = l,
+                               .tp_rank = l % 2,
+                               .step = 10 + l,
+                               .bytes = 1000u + (uint64_t)l,
+                               .xxh64 = 0xfedcba9876543210ull + (uint64_t)l};
+        snprintf(e.file, sizeof e.file, "L%03d.safetensors", l);
+        ah_manifest_put(&m, &e);
+    }
+    ah_manifest_entry again = {.layer = 4, .tp_rank = 0, .step = 99, .bytes = 5, .xxh64 = 1};
+    strcpy(again.file, "L004-new.safetensors");
+    ah_manifest_put(&m, &again); /* replaces, does not add */
+    assert_int_equal(m.n, 10);
+    char err[256];
+    assert_int_equal(ah_manifest_save(root, &m, err, sizeof err), 0);
+    assert_int_equal(ah_manifest_load(root, &r, err, sizeof err), 0);
+    assert_string_equal(r.node, "n1");
+    assert_string_equal(r.tier, "memory");
+    assert_int_equal(r.n, 10);
+    const ah_manifest_entry *e7 = ah_manifest_find(&r, 7, 1);
+    assert_non_null(e7);
+    assert_int_equal(e7->step, 17);
+    assert_true(e7->xxh64 == 0xfedcba9876543217ull); /* 64 bits survive JSON (hex, not a double) */
+    assert_int_equal(ah_manifest_find(&r, 4, 0)->step, 99);
+    uint8_t bits[2];
+    /* TP rank 0 holds layers 0, 2, 4, 6, 8; at step >= 13 only 4 (step 99), 6 and 8 */
+    assert_int_equal(ah_manifest_bitmap(&r, 0, 0, 10, bits), 5);
+    assert_int_equal(bits[0], 0x55);
+    assert_int_equal(bits[1], 0x01);
+    assert_int_equal(ah_manifest_bitmap(&r, 0, 13, 10, bits), 3);
+    assert_int_equal(bits[0], 0x50);
+    assert_int_equal(bits[1], 0x01);
+    ah_manifest_free(&m);
+    ah_manifest_free(&r);
+    /* an empty tier loads as an empty manifest; a malformed one is an error naming the file */
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/empty", root);
+    mkdir(dir, 0755);
+    assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), 0);
+    assert_int_equal(r.n, 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"format\": \"autohet-manifest\", \"shards\": [{\"layer\": 1}]}", f);
+    fclose(f);
+    assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), -1);
+    assert_contains(err, "manifest.json");
+    assert_contains(err, "shards[0]");
+}
+
+/* three tiers (memory, disk, cloud): a corrupt nearer copy falls through to the
+ * next good one; a tier at an older step is not used for a newer step */
+static void test_restore_falls_back_across_tiers(void **state) {
+    (void)state;
+    const char *names[3] = {"mem", "disk", "cloud"};
+    char dirs[3][128];
+    const char *dp[3];
+    char err[512];
+    for (int d = 0; d < 3; d++) {
+        snprintf(dirs[d], sizeof dirs[d], "%s/%s", root, names[d]);
+        assert_int_equal(mkdir(dirs[d], 0755), 0);
+        dp[d] = dirs[d];
+        ah_manifest m;
+        ah_manifest_init(&m, "n0", names[d]);
+        ah_manifest_entry e = {.layer = 3, .tp_rank = 0, .step = d == 2 ? 8 : 12};
+        write_layer(dirs[d], "L003.safetensors", 5.0f, &e);
+        ah_manifest_put(&m, &e);
+        assert_int_equal(ah_manifest_save(dirs[d], &m, err, sizeof err), 0);
+        ah_manifest_free(&m);
+    }
+    ah_ckpt_loaded *t;
+    int n;
+    assert_int_equal(ah_ckpt_restore_layer(dp, 3, 3, 0, 12, &t, &n, err, sizeof err), 0);
+    ah_ckpt_free(t, n);
+    char path[256];
+    snprintf(path, sizeof path, "%s/L003.safetensors", dirs[0]);
+    corrupt(path, 40, -1);
+    assert_int_equal(ah_ckpt_restore_layer(dp, 3, 3, 0, 12, &t, &n, err, sizeof err), 1); /* disk */
+    float want[24];
+    fill(want, 24, 5.0f);
+    assert_memory_equal(t[0].data, want, sizeof want);
+    ah_ckpt_free(t, n);
+    snprintf(path, sizeof path, "%s/L003.safetensors", dirs[1]);
+    corrupt(path, 0, 50);
+    /* cloud holds step 8 only: step 12 is nowhere good */
+    assert_int_equal(ah_ckpt_restore_layer(dp, 3, 3, 0, 12, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "layer 3");
+    assert_contains(err, "no tier holds a good copy");
+    assert_int_equal(ah_ckpt_restore_layer(dp, 3, 3, 0, 8, &t, &n, err, sizeof err), 2);
+    ah_ckpt_free(t, n);
+}
+
+/* a crash between writing the temporary file and the rename leaves the old
+ * shard and manifest intact and readable */
+static void test_torn_write_leaves_previous_state(void **state) {
+    (void)state;
+    char dir[128], err[256];
+    snprintf(dir, sizeof dir, "%s/torn", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    ah_manifest m;
+    ah_manifest_init(&m, "n0", "disk");
+    ah_manifest_entry e = {.layer = 0, .tp_rank = 0, .step = 4};
+    write_layer(dir, "L000.safetensors", 7.0f, &e);
+    ah_manifest_put(&m, &e);
+    assert_int_equal(ah_manifest_save(dir, &m, err, sizeof err), 0);
+    ah_manifest_free(&m);
+    /* the half-written next version: only a temporary file exists */
+    char path[256];
+    snprintf(path, sizeof path, "%s/L000.safetensors.tmp.999", dir);
+    FILE *f = fopen(path, "wb");
+    fputs("garbage", f);
+    fclose(f);
+    const char *dp[1] = {dir};
+    ah_ckpt_loaded *t;
+    int n;
+    assert_int_equal(ah_ckpt_restore_layer(dp, 1, 0, 0, 4, &t, &n, err, sizeof err), 0);
+    float want[24];
+    fill(want, 24, 7.0f);
+    assert_memory_equal(t[0].data, want, sizeof want);
+    ah_ckpt_free(t, n);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_safetensors_layout),
+        cmocka_unit_test(test_round_trip_is_exact),
+        cmocka_unit_test(test_detects_flipped_byte_and_truncation),
+        cmocka_unit_test(test_manifest_round_trip_and_bitmap),
+        cmocka_unit_test(test_restore_falls_back_across_tiers),
+        cmocka_unit_test(test_torn_write_leaves_previous_state),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
