@@ -1,17 +1,21 @@
 /* autohet train: train a GPT/LLaMA-style model on real text, on one process or
  * over MPI ranks executing a plan document. */
 #include <getopt.h>
+#include <math.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
+#include "util/json_file.h"
 
 static void train_usage(FILE *f) {
     fprintf(f,
@@ -36,8 +40,66 @@ static void train_usage(FILE *f) {
             "  --log FILE     one JSON object per step: step, loss, val_loss, lr, grad_norm, step_s,\n"
             "                 tokens_per_s, tflops, mfu\n"
             "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
-            "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n\n"
+            "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n"
+            "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
+            "                 (parameters + AdamW moments) under DIR/<node>/, manifests, DIR/state.json\n"
+            "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
+            "                 TP degree); --steps stays the total\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+/* DIR/state.json of a checkpoint: the step to continue from, after checking
+ * that it was written for this model, batch shape and seed. */
+static int read_resume_state(const char *dir, const ah_model_config *cfg, const ah_plan *plan, int seed,
+                             const ah_optim_config *oc, int *step, char *msg, size_t n) {
+    char path[3072], err[512];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    cJSON *o = ah_json_parse_file(path, 1 << 20, 1, err, sizeof err);
+    if (!o) {
+        snprintf(msg, n, "--resume: %s", err);
+        return -1;
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
+                *sd = cJSON_GetObjectItemCaseSensitive(o, "seed"),
+                *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
+                *gb = cJSON_GetObjectItemCaseSensitive(o, "global_batch"),
+                *sq = cJSON_GetObjectItemCaseSensitive(o, "seq"),
+                *ts = cJSON_GetObjectItemCaseSensitive(o, "total_steps"),
+                *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"),
+                *wu = cJSON_GetObjectItemCaseSensitive(o, "warmup_steps");
+    int rc = 0;
+    if (!cJSON_IsNumber(st) || st->valueint < 0 || !cJSON_IsNumber(sd) || !cJSON_IsString(md) ||
+        !cJSON_IsNumber(gb) || !cJSON_IsNumber(sq)) {
+        snprintf(msg, n, "--resume: %.300s: needs step, seed, model, global_batch, seq", path);
+        rc = -1;
+    } else if (strcmp(md->valuestring, cfg->name) || gb->valueint != plan->global_batch ||
+               sq->valueint != plan->train.seq || sd->valueint != seed) {
+        snprintf(msg, n,
+                 "--resume: %.300s was written for model %.60s, global batch %d, seq %d, seed %d; this run "
+                 "has %.60s, %d, "
+                 "%d, %d",
+                 path, md->valuestring, gb->valueint, sq->valueint, sd->valueint, cfg->name,
+                 plan->global_batch, plan->train.seq, seed);
+        rc = -1;
+    } else if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(lr) || !cJSON_IsNumber(wu) ||
+               ts->valueint != oc->total_steps || wu->valueint != oc->warmup_steps ||
+               fabs(lr->valuedouble - oc->lr) > 1e-6 * oc->lr) {
+        snprintf(
+            msg, n,
+            "--resume: %.300s: the learning-rate schedule differs (--steps %d, --lr %g, warm-up %d there); "
+            "resume with the same --steps/--lr/--warmup",
+            path, cJSON_IsNumber(ts) ? ts->valueint : -1, cJSON_IsNumber(lr) ? lr->valuedouble : -1,
+            cJSON_IsNumber(wu) ? wu->valueint : -1);
+        rc = -1;
+    } else if (st->valueint > oc->total_steps) {
+        snprintf(msg, n, "--resume: %.300s is at step %d, beyond --steps %d", path, st->valueint,
+                 oc->total_steps);
+        rc = -1;
+    } else {
+        *step = st->valueint;
+    }
+    cJSON_Delete(o);
+    return rc;
 }
 
 /* The plan a run without --plan executes: one replica, one stage, TP 1. */
@@ -79,23 +141,19 @@ int cmd_train(int argc, char **argv) {
             return 0;
         }
     static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},
-        {"data", required_argument, 0, 'd'},
-        {"plan", required_argument, 0, 'p'},
-        {"steps", required_argument, 0, 's'},
-        {"seed", required_argument, 0, 'S'},
-        {"global-batch", required_argument, 0, 'G'},
-        {"micro-batch", required_argument, 0, 'B'},
-        {"seq", required_argument, 0, 'L'},
-        {"lr", required_argument, 0, 'r'},
-        {"warmup", required_argument, 0, 'w'},
-        {"eval-every", required_argument, 0, 'e'},
-        {"log-every", required_argument, 0, 'k'},
-        {"log", required_argument, 0, 'o'},
-        {"trace", required_argument, 0, 't'},
-        {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
+        {"plan", required_argument, 0, 'p'},        {"steps", required_argument, 0, 's'},
+        {"seed", required_argument, 0, 'S'},        {"global-batch", required_argument, 0, 'G'},
+        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
+        {"lr", required_argument, 0, 'r'},          {"warmup", required_argument, 0, 'w'},
+        {"eval-every", required_argument, 0, 'e'},  {"log-every", required_argument, 0, 'k'},
+        {"log", required_argument, 0, 'o'},         {"trace", required_argument, 0, 't'},
+        {"ckpt-dir", required_argument, 0, 'C'},    {"ckpt-every", required_argument, 0, 'K'},
+        {"resume", required_argument, 0, 'R'},      {0, 0, 0, 0},
     };
-    const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL, *trace_path = NULL;
+    const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL, *trace_path = NULL,
+               *ckpt_dir = NULL, *resume_dir = NULL;
+    int ckpt_every = 0;
     int steps = 50, seed = 1, gb = 0, mb = 0, seq = 0, warmup = 5, eval_every = 10, log_every = 1;
     double lr = 3e-3;
     char msg[640];
@@ -111,6 +169,9 @@ int cmd_train(int argc, char **argv) {
         case 'p': plan_arg = optarg; break;
         case 'o': log_path = optarg; break;
         case 't': trace_path = optarg; break;
+        case 'C': ckpt_dir = optarg; break;
+        case 'R': resume_dir = optarg; break;
+        case 'K': iv = &ckpt_every; break;
         case 's': iv = &steps; break;
         case 'S': iv = &seed, min = 0; break;
         case 'G': iv = &gb; break;
@@ -145,6 +206,8 @@ int cmd_train(int argc, char **argv) {
         return fail_all(rank, "--model is required (see autohet train --help)");
     if (!data_arg)
         return fail_all(rank, "--data is required: a text file or a directory of them");
+    if ((ckpt_dir != NULL) != (ckpt_every > 0))
+        return fail_all(rank, "--ckpt-dir and --ckpt-every go together");
 
     ah_model_config cfg;
     char err[512];
@@ -217,8 +280,27 @@ int cmd_train(int argc, char **argv) {
                plan.n_replicas, plan.n_replicas == 1 ? "" : "s", plan.tp, plan.global_batch, plan.train.seq,
                plan.micro_batch, data_arg, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
     const char *kill_rank = getenv("AUTOHET_TEST_KILL_RANK"), *kill_step = getenv("AUTOHET_TEST_KILL_STEP");
-    int rc = 0;
-    for (int s = 0; s < steps && rc == 0; s++) {
+    int rc = 0, first_step = 0;
+    if (resume_dir) {
+        if (read_resume_state(resume_dir, &cfg, &plan, seed, &oc, &first_step, msg, sizeof msg) != 0) {
+            ah_executor_free(x);
+            ah_dataset_free(&data);
+            ah_plan_free(&plan);
+            return fail_all(rank, msg);
+        }
+        double r0 = MPI_Wtime();
+        if (ah_executor_restore(x, resume_dir, first_step, err, sizeof err) != 0) {
+            if (rank == 0)
+                fprintf(stderr, "autohet train: --resume %s: %s\n", resume_dir, err);
+            ah_executor_free(x);
+            ah_dataset_free(&data);
+            ah_plan_free(&plan);
+            return 1;
+        }
+        if (rank == 0)
+            printf("resumed from %s at step %d (%.3f s)\n", resume_dir, first_step, MPI_Wtime() - r0);
+    }
+    for (int s = first_step; s < steps && rc == 0; s++) {
         /* test hook: a rank dies mid-run (the job must end, not hang) */
         if (kill_rank && atoi(kill_rank) == rank && kill_step && atoi(kill_step) == s)
             raise(SIGKILL);
@@ -227,6 +309,12 @@ int cmd_train(int argc, char **argv) {
             ah_executor_trace_enable(x); /* skip the warm-up step */
         int eval = eval_every > 0 && ((s + 1) % eval_every == 0 || s + 1 == steps);
         rc = ah_executor_step(x, s, eval, &st, err, sizeof err);
+        if (rc == 0 && ckpt_dir && ckpt_every > 0 && (s + 1) % ckpt_every == 0) {
+            double c0 = MPI_Wtime();
+            rc = ah_executor_save(x, ckpt_dir, s + 1, err, sizeof err);
+            if (rc == 0 && rank == 0)
+                printf("checkpoint: step %d -> %s (%.3f s)\n", s + 1, ckpt_dir, MPI_Wtime() - c0);
+        }
         if (rc != 0 || rank != 0)
             continue;
         if ((s + 1) % log_every == 0 || s + 1 == steps || eval) {

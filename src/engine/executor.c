@@ -1,16 +1,20 @@
 /* Plan execution over MPI (see executor.h and docs/engine.md). */
 #include "engine/executor.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <malloc.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cblas.h>
 
+#include "autohet/ckpt.h"
 #include "autohet/sim.h"
 #include "plan/costs.h"
 
@@ -667,4 +671,229 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
     free(all);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return rc;
+}
+
+/* ---- layer checkpoints (docs/checkpoint.md) ---- */
+
+typedef struct {
+    int node, layer, tp_rank, step;
+    uint64_t bytes, xxh64;
+    char file[64];
+} saved_shard;
+
+static void node_dir(const ah_executor *x, const char *dir, int node, char *out, size_t n) {
+    const ah_cluster *c = &x->plan.cluster;
+    char name[64];
+    snprintf(name, sizeof name, "%s", node >= 0 && node < c->n_nodes ? c->nodes[node].name : "node");
+    for (char *p = name; *p; p++)
+        if (*p == '/' || *p == ' ')
+            *p = '_';
+    snprintf(out, n, "%s/%s", dir, name);
+}
+
+static int my_node(const ah_executor *x) {
+    return x->plan.replicas[x->replica].stages[x->stage].node;
+}
+
+int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    ah_engine_model *e = &x->model;
+    int nl = e->last - e->first, rc = 0;
+    saved_shard *mine = calloc((size_t)nl + 1, sizeof(saved_shard));
+    if (!mine)
+        abort();
+    char nd[3072];
+    node_dir(x, dir, my_node(x), nd, sizeof nd);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
+    for (int l = e->first; l < e->last && rc == 0; l++) {
+        ah_eng_layer *Ly = &e->layers[l - e->first];
+        ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
+        char names[3 * AH_MAX_TENSORS][96];
+        int nt = 0;
+        for (int q = 0; q < Ly->n_tensors; q++) {
+            const ah_tensor_info *ti = &Ly->t[q];
+            const float *src[3] = {Ly->param, Ly->m, Ly->v};
+            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
+                t[nt] = (ah_ckpt_tensor){names[nt], src[k] + ti->offset, 2, {ti->lrows, ti->lcols}};
+                if ((size_t)ti->lrows * (size_t)ti->lcols != ti->size)
+                    t[nt] = (ah_ckpt_tensor){names[nt], src[k] + ti->offset, 1, {(int64_t)ti->size}};
+                nt++;
+            }
+        }
+        char st[16], ly[16], tp[16];
+        snprintf(st, sizeof st, "%d", step);
+        snprintf(ly, sizeof ly, "%d", l);
+        snprintf(tp, sizeof tp, "%d", x->tp_rank);
+        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
+        saved_shard *s = &mine[l - e->first];
+        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
+        snprintf(s->file, sizeof s->file, "L%03d-tp%d-s%d.safetensors", l, x->tp_rank, step);
+        char path[3200];
+        snprintf(path, sizeof path, "%s/%s", nd, s->file);
+        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
+                                 errlen);
+    }
+    /* everyone's shards to rank 0, which writes each node's manifest and then the
+     * global state: a checkpoint exists once state.json names its step */
+    int bad = rc != 0, any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_bad) {
+        free(mine);
+        if (!bad)
+            snprintf(err, errlen, "checkpoint: another rank could not write its layers");
+        return -1;
+    }
+    int cnt = nl * (int)sizeof(saved_shard), *counts = NULL, *displ = NULL, total = 0;
+    saved_shard *all = NULL;
+    if (x->rank == 0)
+        counts = calloc((size_t)x->world, sizeof(int)), displ = calloc((size_t)x->world, sizeof(int));
+    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (x->rank == 0) {
+        for (int r = 0; r < x->world; r++) {
+            displ[r] = total;
+            total += counts[r];
+        }
+        all = malloc((size_t)total + 1);
+        if (!all)
+            abort();
+    }
+    MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(mine);
+    if (x->rank == 0) {
+        int ns = total / (int)sizeof(saved_shard);
+        for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
+            char d[3072];
+            node_dir(x, dir, node, d, sizeof d);
+            ah_manifest m;
+            if (ah_manifest_load(d, &m, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            int touched = 0;
+            for (int i = 0; i < ns; i++)
+                if (all[i].node == node) {
+                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
+                                            "",           all[i].bytes,   all[i].xxh64};
+                    snprintf(me.file, sizeof me.file, "%s", all[i].file);
+                    ah_manifest_put(&m, &me);
+                    touched = 1;
+                }
+            snprintf(m.node, sizeof m.node, "%s", x->plan.cluster.nodes[node].name);
+            snprintf(m.tier, sizeof m.tier, "disk");
+            if (touched)
+                rc = ah_manifest_save(d, &m, err, errlen);
+            ah_manifest_free(&m);
+        }
+        if (rc == 0) {
+            char state[512], path[3072];
+            int len = snprintf(
+                state, sizeof state,
+                "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
+                "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
+                "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
+                step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
+                ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
+            snprintf(path, sizeof path, "%s/state.json", dir);
+            rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
+        }
+        free(all);
+        free(counts);
+        free(displ);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rc != 0 && x->rank != 0)
+        snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
+    return rc;
+}
+
+int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    ah_engine_model *e = &x->model;
+    /* tiers: my node's directory first, then every other node directory under
+     * DIR (also nodes that are no longer in the plan: their disks survived) */
+    int rc = 0, nd = 0, cap = 8;
+    char(*dirs)[3072] = calloc((size_t)cap, sizeof *dirs);
+    if (!dirs)
+        abort();
+    node_dir(x, dir, my_node(x), dirs[nd++], sizeof dirs[0]);
+    DIR *dh = opendir(dir);
+    if (!dh) {
+        snprintf(err, errlen, "checkpoint %s: cannot open (%s)", dir, strerror(errno));
+        rc = -1;
+    }
+    for (struct dirent *de; dh && (de = readdir(dh));) {
+        char p[3072];
+        struct stat sb;
+        if (de->d_name[0] == '.' || snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p ||
+            stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || !strcmp(p, dirs[0]))
+            continue;
+        if (nd == cap) {
+            cap *= 2;
+            dirs = realloc(dirs, sizeof *dirs * (size_t)cap);
+            if (!dirs)
+                abort();
+        }
+        snprintf(dirs[nd++], sizeof dirs[0], "%s", p);
+    }
+    if (dh)
+        closedir(dh);
+    const char **dp = calloc((size_t)nd + 1, sizeof(char *));
+    if (!dp)
+        abort();
+    for (int i = 0; i < nd; i++)
+        dp[i] = dirs[i];
+    for (int l = e->first; l < e->last && rc == 0; l++) {
+        ah_eng_layer *Ly = &e->layers[l - e->first];
+        ah_ckpt_loaded *t = NULL;
+        int nt = 0;
+        if (ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, err, errlen) < 0) {
+            rc = -1;
+            break;
+        }
+        for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
+            const ah_tensor_info *ti = &Ly->t[q];
+            float *dst[3] = {Ly->param, Ly->m, Ly->v};
+            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            for (int k = 0; k < 3 && rc == 0; k++) {
+                char name[96];
+                snprintf(name, sizeof name, "%s.%s", pre[k], ti->name);
+                int found = 0;
+                for (int i = 0; i < nt; i++)
+                    if (!strcmp(t[i].name, name)) {
+                        found = 1;
+                        if (t[i].n != ti->size) {
+                            snprintf(err, errlen,
+                                     "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
+                                     "(a different TP degree or model)",
+                                     l, name, t[i].n, ti->size);
+                            rc = -1;
+                        } else {
+                            memcpy(dst[k] + ti->offset, t[i].data, sizeof(float) * ti->size);
+                        }
+                    }
+                if (!found && rc == 0) {
+                    snprintf(err, errlen, "checkpoint layer %d: no tensor %s (a different model?)", l, name);
+                    rc = -1;
+                }
+            }
+        }
+        ah_ckpt_free(t, nt);
+    }
+    free(dirs);
+    free(dp);
+    /* every rank reports the first failing rank's reason */
+    int first_bad = rc != 0 ? x->rank : x->world, who = x->world;
+    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (who == x->world)
+        return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, MPI_COMM_WORLD);
+    snprintf(err, errlen, "%s", msg);
+    return -1;
 }

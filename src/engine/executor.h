@@ -21,22 +21,22 @@ typedef struct ah_executor ah_executor;
 
 typedef struct {
     int step;
-    double loss;            /* mean token loss of the global batch */
-    double val_loss;        /* mean token loss of a validation batch, < 0 if not evaluated */
+    double loss;     /* mean token loss of the global batch */
+    double val_loss; /* mean token loss of a validation batch, < 0 if not evaluated */
     double lr;
-    double grad_norm;       /* before clipping */
+    double grad_norm; /* before clipping */
     double step_s;
     double tokens_per_s;
-    double tflops;          /* achieved model TFLOP/s of the whole job */
-    double mfu;             /* against the ranks' measured sgemm peak */
+    double tflops; /* achieved model TFLOP/s of the whole job */
+    double mfu;    /* against the ranks' measured sgemm peak */
 } ah_step_stats;
 
 /* Set up this rank's part of `plan` (which must match the world size). The
  * plan's tp, micro_batch, global_batch and train.seq are used. Collective:
  * every rank calls it. Returns NULL with a one-line error. */
 ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
-                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank, char *err,
-                                size_t errlen);
+                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank,
+                                char *err, size_t errlen);
 /* One training step (collective). eval: also compute the validation loss. */
 int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
 void ah_executor_free(ah_executor *x);
@@ -50,6 +50,17 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n);
 /* Record every compute op, wait, send and collective of this rank from now
  * on (low overhead: two clock reads per operation). */
 void ah_executor_trace_enable(ah_executor *x);
+
+/* Layer checkpoint after `step` completed steps (collective): every rank writes
+ * its layers (parameters + AdamW moments, its TP shard) as safetensors shards
+ * into DIR/<its node>/, rank 0 then writes each node's manifest.json and last
+ * DIR/state.json. 0, or -1 with err on every rank. */
+int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
+/* Restores every rank's layers at `step` from DIR, its own node's directory
+ * first, then the other nodes' (checksums verified; a bad copy falls through
+ * to the next). The plan may differ from the one that saved (other stages,
+ * replicas, nodes) but not in TP degree. Collective. */
+int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
 /* Collective: gather the events to rank 0, which writes Chrome trace JSON
  * (docs/analyze.md). Returns 0 or -1 with err on every rank. */
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen);

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Layer checkpoints of the engine: a 4-rank run (2 replicas x 2 stages) that
+# checkpoints every 3 steps is killed at step 5; resuming from the checkpoint
+# under other plans (1 x 4 stages, asymmetric 1 + 3 stages) and on one rank
+# ends at the parameters of the uninterrupted run (1e-5 relative). Shards are
+# safetensors (header checked byte by byte here); a flipped byte in one node's
+# copy is detected and the other node's copy is used; with both copies bad the
+# resume fails naming the layer; a checkpoint of another schedule is refused.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+CMP="$3"
+PLANS="$(dirname "$0")/plans"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 6 --seed 3 --eval-every 3 --global-batch 8 --micro-batch 2 --seq 64)
+
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 \
+  || { cat "$TMP/ref.out"; fail "reference run"; }
+# rank 2 dies at the start of step 5 (index 4); the checkpoint of step 3 is on disk
+AUTOHET_TEST_KILL_RANK=2 AUTOHET_TEST_KILL_STEP=4 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/kill.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] || fail "the killed run exited 0"
+grep -q "checkpoint: step 3" "$TMP/kill.out" || fail "no checkpoint at step 3"
+jq -e '.step == 3 and .format == "autohet-train-state"' "$TMP/ck/state.json" >/dev/null || fail "state.json"
+for node in n0 n1; do
+  jq -e '.format == "autohet-manifest" and (.shards | length) == 6 and all(.shards[]; .step == 3
+         and (.xxh64 | length) == 16)' "$TMP/ck/$node/manifest.json" >/dev/null || fail "$node manifest"
+done
+ls "$TMP/ck"/*/*.tmp.* >/dev/null 2>&1 && fail "temporary files left behind"
+
+# safetensors layout, read without autohet: u64 LE header length, JSON header, data
+shard="$TMP/ck/n0/L002-tp0-s3.safetensors"
+hl=$(od -An -t u8 -N 8 "$shard" | tr -d ' ')
+size=$(stat -c %s "$shard")
+tail -c +9 "$shard" | head -c "$hl" >"$TMP/hdr.json"
+jq -e --argjson size "$size" --argjson hl "$hl" '
+  [to_entries[] | select(.key != "__metadata__") | .value] as $t
+  | all($t[]; .dtype == "F32" and (.data_offsets[1] - .data_offsets[0]) == 4 * (.shape | reduce .[] as $d (1; . * $d)))
+  and ([$t[].data_offsets[1]] | max) == ($size - 8 - $hl)
+  and (keys | any(startswith("param."))) and (keys | any(startswith("adam_m."))) and (keys | any(startswith("adam_v.")))
+  and .__metadata__.layer == "2" and .__metadata__.step == "3"' "$TMP/hdr.json" >/dev/null \
+  || fail "safetensors header of $shard"
+jq -e --arg f "$(basename "$shard")" --argjson size "$size" '.shards[] | select(.file == $f) | .bytes == $size' \
+  "$TMP/ck/n0/manifest.json" >/dev/null || fail "manifest size of $shard"
+
+resume() { # plan-or-empty out-prefix
+  local plan=() run=("${MPIRUN[@]}")
+  [ -n "$1" ] && plan=(--plan "$PLANS/$1.json")
+  [ -z "$1" ] && run=(timeout 300)
+  AUTOHET_DUMP_PARAMS="$TMP/$2.bin" "${run[@]}" "$BIN" train "${ARGS[@]}" "${plan[@]}" --resume "$TMP/ck" \
+    --log "$TMP/$2.log" >"$TMP/$2.out" 2>&1
+}
+for p in tiny-1x4 tiny-asym ""; do
+  name=${p:-one-rank}
+  resume "$p" "$name" || { tail -5 "$TMP/$name.out"; fail "$name: resume failed"; continue; }
+  grep -q "resumed from .* at step 3" "$TMP/$name.out" || fail "$name: no resume line"
+  [ "$(wc -l <"$TMP/$name.log")" -eq 3 ] || fail "$name: expected steps 4-6 only in the log"
+  jq -e -s --slurpfile r <(jq -s '.[3:]' "$TMP/ref.log") \
+    '[range(0; 3) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max < 1e-5' "$TMP/$name.log" \
+    >/dev/null || fail "$name: loss after resume differs from the uninterrupted run"
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$name.bin" 1e-5) || fail "$name: parameters differ: $out"
+  echo "resume with ${p:-one rank}: $out"
+done
+
+# a flipped byte in n0's copy of layer 2: detected, n1's copy used, same result
+printf '\x00' | dd of="$TMP/ck/n0/L002-tp0-s3.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
+resume tiny-1x4 flip || { tail -5 "$TMP/flip.out"; fail "resume with one corrupt copy failed"; }
+grep -q "checksum mismatch" "$TMP/flip.out" || fail "corrupt copy not reported"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/flip.bin" 1e-5) || fail "corrupt-copy resume: parameters differ: $out"
+# both copies bad (n1's truncated): the resume fails and names the layer
+truncate -s 100 "$TMP/ck/n1/L002-tp0-s3.safetensors"
+resume tiny-1x4 bad; rc=$?
+[ $rc -ne 0 ] || fail "resume with no good copy of layer 2 succeeded"
+grep -q "layer 2" "$TMP/bad.out" || fail "the failure does not name layer 2: $(tail -2 "$TMP/bad.out")"
+
+# another schedule or seed is refused before any work
+"$BIN" train "${ARGS[@]}" --steps 8 --resume "$TMP/ck" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "state.json" "$TMP/o"; } || fail "--steps 8 against a --steps 6 checkpoint: rc $rc"
+"$BIN" train "${ARGS[@]}" --seed 4 --resume "$TMP/ck" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "another seed: rc $rc"
+"$BIN" train "${ARGS[@]}" --ckpt-dir "$TMP/x" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--ckpt-dir without --ckpt-every: rc $rc"
+"$BIN" train "${ARGS[@]}" --resume "$TMP/nothing" >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--resume of a missing directory: rc $rc"
+
+[ $fails -eq 0 ] && echo "ckpt: all checks passed"
+exit $((fails > 0))
