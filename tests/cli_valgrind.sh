@@ -34,6 +34,12 @@ VG=("${VG[@]/--errors-for-leak-kinds=definite,indirect/--errors-for-leak-kinds=d
 OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 1 --seq 16 --global-batch 2 \
   --micro-batch 1 --eval-every 1 --trace "$TMP/train.json"
 [ -s "$TMP/train.json" ] || { echo "FAIL: no engine trace"; fails=$((fails + 1)); }
+# layer checkpoint and resume on one rank
+OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 2 --seq 16 --global-batch 2 \
+  --micro-batch 1 --eval-every 0 --ckpt-dir "$TMP/ck" --ckpt-every 1
+OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 2 --seq 16 --global-batch 2 \
+  --micro-batch 1 --eval-every 0 --resume "$TMP/ck"
+[ -s "$TMP/ck/state.json" ] || { echo "FAIL: no checkpoint"; fails=$((fails + 1)); }
 # analyze: the engine trace just written, and a truncated copy
 run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --otf2 "$TMP/otf"
 head -c 300 "$TMP/train.json" >"$TMP/trunc.json"
