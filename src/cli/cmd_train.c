@@ -290,8 +290,12 @@ int cmd_train(int argc, char **argv) {
         }
         double r0 = MPI_Wtime();
         if (ah_executor_restore(x, resume_dir, first_step, err, sizeof err) != 0) {
-            if (rank == 0)
+            if (rank == 0) {
                 fprintf(stderr, "autohet train: --resume %s: %s\n", resume_dir, err);
+                fflush(stderr);
+            }
+            MPI_Barrier(
+                MPI_COMM_WORLD); /* no rank exits (and gets the job killed) before the message is out */
             ah_executor_free(x);
             ah_dataset_free(&data);
             ah_plan_free(&plan);
