@@ -14,6 +14,9 @@ echo
 echo
 bench/engine_bench.sh ./build/autohet out/engine_bench.md
 echo
+: >out/ckpt_bench.md
+bench/ckpt_bench.sh ./build/autohet out/ckpt_bench.md
+echo
 bench/commbench.sh ./build/autohet out/commbench.md
 {
   echo "# Benchmarks"
@@ -46,6 +49,9 @@ bench/commbench.sh ./build/autohet out/commbench.md
   cat out/engine_bench.md
   cat bench/engine_notes.md
   echo
+  echo "## Checkpoints"
+  echo
+  cat out/ckpt_bench.md
   echo "## Communication (\`autohet commbench\`)"
   echo
   cat out/commbench.md

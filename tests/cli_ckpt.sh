@@ -80,6 +80,14 @@ resume tiny-1x4 bad; rc=$?
 [ $rc -ne 0 ] || fail "resume with no good copy of layer 2 succeeded"
 grep -q "layer 2" "$TMP/bad.out" || fail "the failure does not name layer 2: $(tail -2 "$TMP/bad.out")"
 
+# checkpoints every 2 steps: only the newest step's shards stay, and they are what the manifest lists
+"$BIN" train "${ARGS[@]}" --ckpt-dir "$TMP/ck2" --ckpt-every 2 >"$TMP/ck2.out" 2>&1 || fail "run with --ckpt-every 2"
+[ "$(grep -c '^checkpoint: step' "$TMP/ck2.out")" -eq 3 ] || fail "expected checkpoints at steps 2, 4, 6"
+files=$(cd "$TMP/ck2" && ls */*.safetensors | sort | tr '\n' ' ')
+listed=$(cd "$TMP/ck2" && for m in */manifest.json; do d=$(dirname "$m"); jq -r --arg d "$d" '.shards[] | "\($d)/\(.file)"' "$m"; done | sort | tr '\n' ' ')
+[ "$files" = "$listed" ] || fail "shards on disk ($files) != shards in the manifests ($listed)"
+echo "$files" | grep -q -- "-s6.safetensors" || fail "no step-6 shards"
+
 # another schedule or seed is refused before any work
 "$BIN" train "${ARGS[@]}" --steps 8 --resume "$TMP/ck" >"$TMP/o" 2>&1; rc=$?
 { [ $rc -eq 2 ] && grep -q "state.json" "$TMP/o"; } || fail "--steps 8 against a --steps 6 checkpoint: rc $rc"

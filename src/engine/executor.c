@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -66,6 +67,7 @@ struct ah_executor {
     bucket *buckets;
     int n_buckets;
     int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
+    int last_saved;  /* step of this run's previous checkpoint, -1 none */
     double slowdown;
     double peak; /* sgemm FLOP/s of one rank */
     ah_engine_model model;
@@ -270,6 +272,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     }
     /* tied embeddings: layer 0 and the head hold copies of one matrix */
     x->tie_partner = -1;
+    x->last_saved = -1;
     if (cfg->tied_embeddings) {
         const ah_replica *rep = &p->replicas[x->replica];
         int has0 = x->stage == 0, hasH = x->stage == rep->n_stages - 1;
@@ -809,6 +812,16 @@ int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rc != 0 && x->rank != 0)
         snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
+    /* the new checkpoint is committed (state.json names it): this run's previous
+     * shards of my layers are no longer referenced by any manifest */
+    if (rc == 0 && x->last_saved >= 0 && x->last_saved != step)
+        for (int l = e->first; l < e->last; l++) {
+            char old[3200];
+            snprintf(old, sizeof old, "%s/L%03d-tp%d-s%d.safetensors", nd, l, x->tp_rank, x->last_saved);
+            unlink(old); /* a replica on the same node may have removed it already */
+        }
+    if (rc == 0)
+        x->last_saved = step;
     return rc;
 }
 
