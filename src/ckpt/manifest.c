@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "util/errors.h"
 #include "util/json_file.h"
 
 void ah_manifest_init(ah_manifest *m, const char *node, const char *tier) {
@@ -38,9 +39,7 @@ void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e) {
     }
     if (m->n == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 16;
-        m->e = realloc(m->e, sizeof(ah_manifest_entry) * (size_t)m->cap);
-        if (!m->e)
-            abort();
+        m->e = ah_xrealloc(m->e, sizeof(ah_manifest_entry) * (size_t)m->cap);
     }
     m->e[m->n++] = *e;
 }

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "util/errors.h"
 
 static int fsync_dir_of(const char *path) {
     char *copy = strdup(path);
@@ -96,9 +97,7 @@ int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const 
     char *js = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
     size_t hl = strlen(js), padded = (hl + 7) / 8 * 8, total = 8 + padded + off;
-    unsigned char *buf = malloc(total);
-    if (!buf)
-        abort();
+    unsigned char *buf = ah_xcalloc(total, 1);
     for (int k = 0; k < 8; k++)
         buf[k] = (unsigned char)((uint64_t)padded >> (8 * k));
     memcpy(buf + 8, js, hl);
@@ -144,9 +143,7 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
         fclose(f);
         return -1;
     }
-    unsigned char *buf = malloc(expect_bytes ? expect_bytes : 1);
-    if (!buf)
-        abort();
+    unsigned char *buf = ah_xcalloc(expect_bytes ? expect_bytes : 1, 1);
     size_t got = fread(buf, 1, expect_bytes, f);
     fclose(f);
     if (got != expect_bytes) {
@@ -180,9 +177,7 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
         return -1;
     }
     int cnt = cJSON_GetArraySize(h), k = 0;
-    ah_ckpt_loaded *t = calloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
-    if (!t)
-        abort();
+    ah_ckpt_loaded *t = ah_xcalloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
     const cJSON *it;
     int bad = 0;
     cJSON_ArrayForEach(it, h) {
@@ -215,9 +210,7 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
             break;
         }
         v->n = elems;
-        v->data = malloc(elems * sizeof(float) + 1);
-        if (!v->data)
-            abort();
+        v->data = ah_xcalloc(elems + 1, sizeof(float));
         memcpy(v->data, data + (size_t)b, elems * sizeof(float));
         k++;
     }

@@ -19,6 +19,8 @@
 #include "autohet/plan.h"
 #include "autohet/trace_otf2.h"
 #include "cli/cli.h"
+#include "util/errors.h"
+#include "util/intervals.h"
 #include "util/json_file.h"
 
 typedef struct {
@@ -31,37 +33,13 @@ typedef struct {
     double compute, exposed, bubble, other, span;
 } split;
 
-static int cmp_iv(const void *a, const void *b) {
-    const double *x = a, *y = b;
-    return (x[0] > y[0]) - (x[0] < y[0]);
-}
-
-/* merge [start, end) pairs in place; returns count */
-static int merge(double *v, int n) {
-    qsort(v, (size_t)n, 2 * sizeof(double), cmp_iv);
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (k > 0 && v[2 * i] <= v[2 * k - 1]) {
-            if (v[2 * i + 1] > v[2 * k - 1])
-                v[2 * k - 1] = v[2 * i + 1];
-        } else {
-            v[2 * k] = v[2 * i];
-            v[2 * k + 1] = v[2 * i + 1];
-            k++;
-        }
-    }
-    return k;
-}
-
 static int is_optimizer(const ev *v) {
     return !v->comm && !strncmp(v->name, "optimizer", 9);
 }
 
 /* the number of optimizer steps every rank completed */
 static int count_steps(const ev *e, int n, int ranks) {
-    int *c = calloc((size_t)ranks, sizeof(int)), mn = -1;
-    if (!c)
-        abort();
+    int *c = ah_xcalloc((size_t)ranks, sizeof(int)), mn = -1;
     for (int i = 0; i < n; i++)
         if (is_optimizer(&e[i]))
             c[e[i].pid]++;
@@ -74,9 +52,7 @@ static int count_steps(const ev *e, int n, int ranks) {
 
 /* cut[r] = when rank r ends the optimizer of its step `k` (a rank's events are in time order) */
 static void step_boundaries(const ev *e, int n, int ranks, int k, double *cut) {
-    int *c = calloc((size_t)ranks, sizeof(int));
-    if (!c)
-        abort();
+    int *c = ah_xcalloc((size_t)ranks, sizeof(int));
     for (int i = 0; i < n; i++)
         if (is_optimizer(&e[i]) && ++c[e[i].pid] == k)
             cut[e[i].pid] = e[i].ts + e[i].dur;
@@ -89,33 +65,6 @@ static int cmp_instance(const void *a, const void *b) {
     if (x->group != y->group)
         return (x->group > y->group) - (x->group < y->group);
     return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-static double length(const double *v, int n) {
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += v[2 * i + 1] - v[2 * i];
-    return s;
-}
-
-/* |A \ B| for merged interval lists */
-static double minus(const double *a, int na, const double *b, int nb) {
-    double tot = 0;
-    int j = 0;
-    for (int i = 0; i < na; i++) {
-        double s = a[2 * i], e = a[2 * i + 1], cur = s;
-        while (j < nb && b[2 * j + 1] <= s)
-            j++;
-        for (int k = j; k < nb && b[2 * k] < e; k++) {
-            if (b[2 * k] > cur)
-                tot += b[2 * k] - cur;
-            if (b[2 * k + 1] > cur)
-                cur = b[2 * k + 1];
-        }
-        if (e > cur)
-            tot += e - cur;
-    }
-    return tot;
 }
 
 static void usage(FILE *f) {
@@ -340,9 +289,7 @@ int cmd_analyze(int argc, char **argv) {
         return cli_bad_input("analyze", err);
     }
     int n = 0, cap = cJSON_GetArraySize(evs) + 1, ranks = 0;
-    ev *e = calloc((size_t)cap, sizeof(ev));
-    if (!e)
-        abort();
+    ev *e = ah_xcalloc((size_t)cap, sizeof(ev));
     const cJSON *it;
     cJSON_ArrayForEach(it, evs) {
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph");
@@ -406,9 +353,7 @@ int cmd_analyze(int argc, char **argv) {
         cJSON_Delete(sim_root);
         return cli_bad_input("analyze", err);
     }
-    double *cut = calloc((size_t)ranks, sizeof(double));
-    if (!cut)
-        abort();
+    double *cut = ah_xcalloc((size_t)ranks, sizeof(double));
     if (skip > 0) {
         step_boundaries(e, n, ranks, skip, cut);
         int k = 0;
@@ -438,10 +383,8 @@ int cmd_analyze(int argc, char **argv) {
         for (int r = 0; r < ranks; r++)
             cut[r] = t0;
     split *sp = calloc((size_t)ranks, sizeof(split));
-    double *cv = malloc(sizeof(double) * 2 * (size_t)n), *mv = malloc(sizeof(double) * 2 * (size_t)n),
-           *pv = malloc(sizeof(double) * 2 * (size_t)n), *uv = malloc(sizeof(double) * 4 * (size_t)n);
-    if (!sp || !cv || !mv || !pv || !uv)
-        abort();
+    double *cv = ah_xcalloc(2 * (size_t)n, sizeof(double)), *mv = ah_xcalloc(2 * (size_t)n, sizeof(double)),
+           *pv = ah_xcalloc(2 * (size_t)n, sizeof(double)), *uv = ah_xcalloc(4 * (size_t)n, sizeof(double));
     for (int r = 0; r < ranks; r++) {
         /* compute, communication (collectives and send completion), pipeline
          * receives: a blocking receive is the pipeline bubble, waiting for the
@@ -456,16 +399,16 @@ int cmd_analyze(int argc, char **argv) {
             dst[0] = e[i].ts;
             dst[1] = e[i].ts + e[i].dur;
         }
-        nc = merge(cv, nc);
-        nm = merge(mv, nm);
-        np = merge(pv, np);
+        nc = ah_intervals_merge(cv, nc);
+        nm = ah_intervals_merge(mv, nm);
+        np = ah_intervals_merge(pv, np);
         memcpy(uv, cv, sizeof(double) * 2 * (size_t)nc);
         memcpy(uv + 2 * nc, mv, sizeof(double) * 2 * (size_t)nm);
-        int nu = merge(uv, nc + nm);
+        int nu = ah_intervals_merge(uv, nc + nm);
         sp[r].span = t1 - cut[r];
-        sp[r].compute = length(cv, nc);
-        sp[r].exposed = minus(mv, nm, cv, nc);
-        sp[r].bubble = minus(pv, np, uv, nu);
+        sp[r].compute = ah_intervals_length(cv, nc);
+        sp[r].exposed = ah_intervals_minus(mv, nm, cv, nc);
+        sp[r].bubble = ah_intervals_minus(pv, np, uv, nu);
         sp[r].other = sp[r].span - sp[r].compute - sp[r].exposed - sp[r].bubble;
     }
     double mean_span = 0;
@@ -495,10 +438,8 @@ int cmd_analyze(int argc, char **argv) {
         if (k == n_sites && n_sites < 64)
             snprintf(sites[n_sites++], 64, "%s", e[i].site);
     }
-    int *idx = malloc(sizeof(int) * (size_t)n), site_groups[64];
+    int *idx = ah_xcalloc((size_t)n, sizeof(int)), site_groups[64];
     double site_xfer[64] = {0};
-    if (!idx)
-        abort();
     cJSON *out = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(out, "ranks"),
           *js = cJSON_AddArrayToObject(out, "sites");
     cJSON_AddStringToObject(out, "trace", path);
@@ -521,22 +462,20 @@ int cmd_analyze(int argc, char **argv) {
            "busbw GB/s", "skew us", "transfer us", "predicted us");
     for (int k = 0; k < n_sites; k++) {
         double tot = 0, bytes = 0, skew = 0, xfer = 0;
-        int calls = 0, inst = 0, nr = 1;
-        for (int i = 0; i < n; i++)
-            if (e[i].comm && !strcmp(e[i].site, sites[k])) {
-                tot += e[i].dur;
-                bytes += e[i].bytes;
-                calls++;
-                nr = e[i].ranks;
-            }
+        int inst = 0, nr = 1;
         /* One instance of a collective = the events of its members with the same
          * (site, group, seq). The last rank to arrive waits least: its time is the
          * transfer, the others' extra time is skew. Receives are one-sided (only the
          * receiver records), so they have no instances with more than one event. */
         int m = 0;
         for (int i = 0; i < n; i++)
-            if (e[i].comm && !strcmp(e[i].site, sites[k]))
+            if (e[i].comm && !strcmp(e[i].site, sites[k])) {
                 idx[m++] = i;
+                tot += e[i].dur;
+                bytes += e[i].bytes;
+                nr = e[i].ranks;
+            }
+        int calls = m;
         sort_ev = e;
         qsort(idx, (size_t)m, sizeof(int), cmp_instance);
         site_groups[k] = 0;
@@ -600,9 +539,7 @@ int cmd_analyze(int argc, char **argv) {
                                 out, err, sizeof err) != 0)
         rc = cli_bad_input("analyze", err);
     if (otf2_dir && rc == 0) {
-        ah_trace_span *spans = malloc(sizeof(ah_trace_span) * (size_t)n);
-        if (!spans)
-            abort();
+        ah_trace_span *spans = ah_xcalloc((size_t)n, sizeof(ah_trace_span));
         for (int i = 0; i < n; i++)
             spans[i] = (ah_trace_span){e[i].pid, e[i].comm, e[i].ts, e[i].dur, e[i].site};
         if (ah_trace_write_otf2(otf2_dir, "trace", spans, n, ranks, err, sizeof err) != 0) {
@@ -614,9 +551,7 @@ int cmd_analyze(int argc, char **argv) {
         free(spans);
     }
     /* the slowest operations */
-    int *order = malloc(sizeof(int) * (size_t)n);
-    if (!order)
-        abort();
+    int *order = ah_xcalloc((size_t)n, sizeof(int));
     for (int i = 0; i < n; i++)
         order[i] = i;
     for (int i = 0; i < top && i < n; i++) /* partial selection sort: top is small */

@@ -18,6 +18,7 @@
 #include "autohet/ckpt.h"
 #include "autohet/sim.h"
 #include "plan/costs.h"
+#include "util/errors.h"
 
 typedef struct {
     int first, last; /* layers [first, last) */
@@ -694,6 +695,10 @@ static void node_dir(const ah_executor *x, const char *dir, int node, char *out,
     snprintf(out, n, "%s/%s", dir, name);
 }
 
+static void shard_name(char *out, size_t n, int layer, int tp_rank, int step) {
+    snprintf(out, n, "L%03d-tp%d-s%d.safetensors", layer, tp_rank, step);
+}
+
 static int my_node(const ah_executor *x) {
     return x->plan.replicas[x->replica].stages[x->stage].node;
 }
@@ -701,9 +706,7 @@ static int my_node(const ah_executor *x) {
 int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
     ah_engine_model *e = &x->model;
     int nl = e->last - e->first, rc = 0;
-    saved_shard *mine = calloc((size_t)nl + 1, sizeof(saved_shard));
-    if (!mine)
-        abort();
+    saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
     char nd[3072];
     node_dir(x, dir, my_node(x), nd, sizeof nd);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -723,9 +726,11 @@ int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_
             const char *pre[3] = {"param", "adam_m", "adam_v"};
             for (int k = 0; k < 3; k++) {
                 snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
-                t[nt] = (ah_ckpt_tensor){names[nt], src[k] + ti->offset, 2, {ti->lrows, ti->lcols}};
-                if ((size_t)ti->lrows * (size_t)ti->lcols != ti->size)
-                    t[nt] = (ah_ckpt_tensor){names[nt], src[k] + ti->offset, 1, {(int64_t)ti->size}};
+                int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
+                t[nt] = (ah_ckpt_tensor){names[nt],
+                                         src[k] + ti->offset,
+                                         matrix ? 2 : 1,
+                                         {matrix ? ti->lrows : (int64_t)ti->size, ti->lcols}};
                 nt++;
             }
         }
@@ -736,7 +741,7 @@ int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_
         const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
         saved_shard *s = &mine[l - e->first];
         *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
-        snprintf(s->file, sizeof s->file, "L%03d-tp%d-s%d.safetensors", l, x->tp_rank, step);
+        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
         char path[3200];
         snprintf(path, sizeof path, "%s/%s", nd, s->file);
         rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
@@ -755,16 +760,14 @@ int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_
     int cnt = nl * (int)sizeof(saved_shard), *counts = NULL, *displ = NULL, total = 0;
     saved_shard *all = NULL;
     if (x->rank == 0)
-        counts = calloc((size_t)x->world, sizeof(int)), displ = calloc((size_t)x->world, sizeof(int));
+        counts = ah_xcalloc((size_t)x->world, sizeof(int)), displ = ah_xcalloc((size_t)x->world, sizeof(int));
     MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (x->rank == 0) {
         for (int r = 0; r < x->world; r++) {
             displ[r] = total;
             total += counts[r];
         }
-        all = malloc((size_t)total + 1);
-        if (!all)
-            abort();
+        all = ah_xcalloc((size_t)total + 1, 1);
     }
     MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, MPI_COMM_WORLD);
     free(mine);
@@ -816,8 +819,9 @@ int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_
      * shards of my layers are no longer referenced by any manifest */
     if (rc == 0 && x->last_saved >= 0 && x->last_saved != step)
         for (int l = e->first; l < e->last; l++) {
-            char old[3200];
-            snprintf(old, sizeof old, "%s/L%03d-tp%d-s%d.safetensors", nd, l, x->tp_rank, x->last_saved);
+            char name[64], old[3200];
+            shard_name(name, sizeof name, l, x->tp_rank, x->last_saved);
+            snprintf(old, sizeof old, "%s/%s", nd, name);
             unlink(old); /* a replica on the same node may have removed it already */
         }
     if (rc == 0)
@@ -830,9 +834,7 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     /* tiers: my node's directory first, then every other node directory under
      * DIR (also nodes that are no longer in the plan: their disks survived) */
     int rc = 0, nd = 0, cap = 8;
-    char(*dirs)[3072] = calloc((size_t)cap, sizeof *dirs);
-    if (!dirs)
-        abort();
+    char(*dirs)[3072] = ah_xcalloc((size_t)cap, sizeof *dirs);
     node_dir(x, dir, my_node(x), dirs[nd++], sizeof dirs[0]);
     DIR *dh = opendir(dir);
     if (!dh) {
@@ -847,17 +849,13 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
             continue;
         if (nd == cap) {
             cap *= 2;
-            dirs = realloc(dirs, sizeof *dirs * (size_t)cap);
-            if (!dirs)
-                abort();
+            dirs = ah_xrealloc(dirs, sizeof *dirs * (size_t)cap);
         }
         snprintf(dirs[nd++], sizeof dirs[0], "%s", p);
     }
     if (dh)
         closedir(dh);
-    const char **dp = calloc((size_t)nd + 1, sizeof(char *));
-    if (!dp)
-        abort();
+    const char **dp = ah_xcalloc((size_t)nd + 1, sizeof(char *));
     for (int i = 0; i < nd; i++)
         dp[i] = dirs[i];
     for (int l = e->first; l < e->last && rc == 0; l++) {

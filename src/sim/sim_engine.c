@@ -15,6 +15,7 @@
 #include "autohet/sim.h"
 #include "plan/costs.h"
 #include "util/errors.h"
+#include "util/intervals.h"
 
 enum { TK_COMPUTE = 0, TK_FLOW = 1 };
 
@@ -253,51 +254,6 @@ static void add_interval(double ***arr, int **n, int **cap, int s, double a, dou
     GROW((*arr)[s], (*n)[s], (*cap)[s], 2);
     (*arr)[s][(*n)[s]++] = a;
     (*arr)[s][(*n)[s]++] = b;
-}
-
-static int cmp_pair(const void *x, const void *y) {
-    const double *a = x, *b = y;
-    return (a[0] > b[0]) - (a[0] < b[0]);
-}
-
-/* Merge intervals in place; returns the new count of pairs. */
-static int merge_intervals(double *v, int pairs) {
-    if (pairs <= 0) /* v may be NULL: a stage with no communication at all (one GPU) */
-        return 0;
-    qsort(v, (size_t)pairs, 2 * sizeof(double), cmp_pair);
-    int n = 0;
-    for (int i = 0; i < pairs; i++) {
-        if (n > 0 && v[2 * i] <= v[2 * n - 1]) {
-            if (v[2 * i + 1] > v[2 * n - 1])
-                v[2 * n - 1] = v[2 * i + 1];
-        } else {
-            v[2 * n] = v[2 * i];
-            v[2 * n + 1] = v[2 * i + 1];
-            n++;
-        }
-    }
-    return n;
-}
-
-/* Length of the union of A minus the union of B (both merged, sorted). */
-static double measure_minus(const double *a, int na, const double *b, int nb) {
-    double total = 0;
-    int j = 0;
-    for (int i = 0; i < na; i++) {
-        double s = a[2 * i], t = a[2 * i + 1];
-        while (j < nb && b[2 * j + 1] <= s)
-            j++;
-        double cur = s;
-        for (int k = j; k < nb && b[2 * k] < t; k++) {
-            if (b[2 * k] > cur)
-                total += b[2 * k] - cur;
-            if (b[2 * k + 1] > cur)
-                cur = b[2 * k + 1];
-        }
-        if (t > cur)
-            total += t - cur;
-    }
-    return total;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -909,9 +865,9 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
                     r->replica_flush_s[k] = e.t[blast[s][mb]].end;
             if (ss->finish_s > r->replica_finish_s[k])
                 r->replica_finish_s[k] = ss->finish_s;
-            int nc = merge_intervals(e.cv[s], e.ncv[s] / 2);
-            int nm = merge_intervals(e.iv[s], e.niv[s] / 2);
-            ss->exposed_comm_s = measure_minus(e.iv[s], nm, e.cv[s], nc);
+            int nc = ah_intervals_merge(e.cv[s], e.ncv[s] / 2);
+            int nm = ah_intervals_merge(e.iv[s], e.niv[s] / 2);
+            ss->exposed_comm_s = ah_intervals_minus(e.iv[s], nm, e.cv[s], nc);
             ss->idle_s = iter - ss->compute_s - ss->exposed_comm_s;
             if (ss->idle_s < 0)
                 ss->idle_s = 0;

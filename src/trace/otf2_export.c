@@ -1,5 +1,6 @@
 /* OTF2 writer for engine traces (see include/autohet/trace_otf2.h). */
 #include "autohet/trace_otf2.h"
+#include "util/errors.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +40,9 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
         return -1;
     }
     /* regions: distinct call sites */
-    const char **regions = calloc((size_t)n, sizeof(char *));
-    int *region_of = calloc((size_t)n, sizeof(int)), *order = calloc((size_t)n, sizeof(int));
-    uint64_t *count = calloc((size_t)ranks * 2, sizeof(uint64_t));
-    if (!regions || !region_of || !order || !count)
-        abort();
+    const char **regions = ah_xcalloc((size_t)n, sizeof(char *));
+    int *region_of = ah_xcalloc((size_t)n, sizeof(int)), *order = ah_xcalloc((size_t)n, sizeof(int));
+    uint64_t *count = ah_xcalloc((size_t)ranks * 2, sizeof(uint64_t));
     int n_regions = 0;
     double t0 = spans[0].ts_us, t1 = spans[0].ts_us;
     for (int i = 0; i < n; i++) {
