@@ -43,6 +43,12 @@ int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const 
 int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, ah_ckpt_loaded **out,
                        int *n, char *err, size_t errlen);
 void ah_ckpt_free(ah_ckpt_loaded *t, int n);
+/* The two halves of ah_ckpt_read_shard: read exactly `expect_bytes` raw bytes
+ * of a shard file into buf (size checked), and verify + parse bytes already in
+ * memory (e.g. fetched from a peer); `path` only names the source in errors. */
+int ah_ckpt_read_raw(const char *path, uint64_t expect_bytes, unsigned char *buf, char *err, size_t errlen);
+int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
+                        ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
 
 /* ---- manifests ---- */
 

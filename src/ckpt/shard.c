@@ -127,10 +127,7 @@ void ah_ckpt_free(ah_ckpt_loaded *t, int n) {
     free(t);
 }
 
-int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, ah_ckpt_loaded **out,
-                       int *n, char *err, size_t errlen) {
-    *out = NULL;
-    *n = 0;
+int ah_ckpt_read_raw(const char *path, uint64_t expect_bytes, unsigned char *buf, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
@@ -143,20 +140,36 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
         fclose(f);
         return -1;
     }
-    unsigned char *buf = ah_xcalloc(expect_bytes ? expect_bytes : 1, 1);
     size_t got = fread(buf, 1, expect_bytes, f);
     fclose(f);
     if (got != expect_bytes) {
         snprintf(err, errlen, "%s: short read (%zu of %llu bytes)", path, got,
                  (unsigned long long)expect_bytes);
-        free(buf);
         return -1;
     }
+    return 0;
+}
+
+int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, ah_ckpt_loaded **out,
+                       int *n, char *err, size_t errlen) {
+    *out = NULL;
+    *n = 0;
+    unsigned char *buf = ah_xcalloc(expect_bytes ? expect_bytes : 1, 1);
+    int rc = ah_ckpt_read_raw(path, expect_bytes, buf, err, errlen);
+    if (rc == 0)
+        rc = ah_ckpt_parse_shard(path, buf, expect_bytes, expect_xxh64, out, n, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
+                        ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
+    *out = NULL;
+    *n = 0;
     uint64_t hsh = XXH64(buf, expect_bytes, 0);
     if (hsh != expect_xxh64) {
         snprintf(err, errlen, "%s: checksum mismatch (xxh64 %016llx, the manifest says %016llx)", path,
                  (unsigned long long)hsh, (unsigned long long)expect_xxh64);
-        free(buf);
         return -1;
     }
     uint64_t hl = 0;
@@ -164,7 +177,6 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
         hl |= (uint64_t)buf[k] << (8 * k);
     if (expect_bytes < 8 || hl > expect_bytes - 8) {
         snprintf(err, errlen, "%s: not a safetensors file (header length)", path);
-        free(buf);
         return -1;
     }
     cJSON *h = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hl);
@@ -173,7 +185,6 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
     if (!cJSON_IsObject(h)) {
         snprintf(err, errlen, "%s: malformed safetensors header", path);
         cJSON_Delete(h);
-        free(buf);
         return -1;
     }
     int cnt = cJSON_GetArraySize(h), k = 0;
@@ -215,7 +226,6 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
         k++;
     }
     cJSON_Delete(h);
-    free(buf);
     if (bad) {
         snprintf(err, errlen, "%s: malformed tensor entry in the safetensors header", path);
         ah_ckpt_free(t, k);

@@ -9,6 +9,8 @@ int cmd_train(int argc, char **argv);
 int cmd_commbench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_preempt(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 

@@ -7,9 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "autohet/ckpt.h"
+#include "autohet/elastic.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "engine/data.h"
@@ -43,8 +47,13 @@ static void train_usage(FILE *f) {
             "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n"
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
             "                 (parameters + AdamW moments) under DIR/<node>/, manifests, DIR/state.json\n"
+            "  --ckpt-mem DIR [--mem-every k]   memory-tier snapshot (e.g. under /dev/shm) every k steps\n"
+            "                 (default 1), same layout\n"
+            "  --ckpt-cloud DIR  also write each --ckpt-every checkpoint to DIR (the cloud tier)\n"
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
-            "                 TP degree); --steps stays the total\n\n"
+            "                 TP degree); --steps stays the total\n"
+            "  --recover FILE restore from a recovery assignment of autohet run (docs/recovery.md); writes\n"
+            "                 FILE.result.json (bytes and seconds per tier)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -126,6 +135,64 @@ static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, i
     p->replicas[0].stages[0].layer_last = ah_model_num_layers(m);
 }
 
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* comparable across the processes of one machine */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Under autohet run: tell the controller which process is which rank on which
+ * node ($AUTOHET_PID_DIR/rank-R: "PID NODE"), so that it can preempt a node. */
+static void write_pid_file(const ah_executor *x, int rank) {
+    const char *dir = getenv("AUTOHET_PID_DIR");
+    if (!dir)
+        return;
+    char path[2048], line[160], err[256];
+    snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+    int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), ah_executor_node_name(x));
+    if (ah_write_file_atomic(path, line, (size_t)len, err, sizeof err) != 0)
+        fprintf(stderr, "autohet train: %s\n", err);
+}
+
+#define SERVER_RELEASE_TAG 7707
+
+/* A recovery server: a process on a surviving node that the new plan does not
+ * use. It exposes that node's shards for the new owners' one-sided gets, then
+ * idles (sleeping, not spinning) until rank 0 releases it at the end. */
+static int serve_only(const char *assignment, int rank) {
+    char err[512], node[64] = "?";
+    cJSON *o = ah_json_parse_file(assignment, 64u << 20, 1, err, sizeof err);
+    const cJSON *it, *ranks = o ? cJSON_GetObjectItemCaseSensitive(o, "ranks") : NULL;
+    cJSON_ArrayForEach(it, ranks) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
+                    *n = cJSON_GetObjectItemCaseSensitive(it, "node");
+        if (cJSON_IsNumber(r) && r->valueint == rank && cJSON_IsString(n))
+            snprintf(node, sizeof node, "%s", n->valuestring);
+    }
+    cJSON_Delete(o);
+    const char *dir = getenv("AUTOHET_PID_DIR");
+    if (dir) {
+        char path[2048], line[160];
+        snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
+        int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), node);
+        ah_write_file_atomic(path, line, (size_t)len, err, sizeof err);
+    }
+    int rc = ah_recover_serve(assignment, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "autohet train: recovery server rank %d: %s\n", rank, err);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int flag = 0; !flag;) {
+        MPI_Iprobe(0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        if (!flag)
+            usleep(20000);
+    }
+    int done;
+    MPI_Recv(&done, 1, MPI_INT, 0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Finalize();
+    return 0;
+}
+
 /* Report an input error from rank 0 only, and end every rank with exit 2. */
 static int fail_all(int rank, const char *msg) {
     if (rank == 0)
@@ -149,11 +216,13 @@ int cmd_train(int argc, char **argv) {
         {"eval-every", required_argument, 0, 'e'},  {"log-every", required_argument, 0, 'k'},
         {"log", required_argument, 0, 'o'},         {"trace", required_argument, 0, 't'},
         {"ckpt-dir", required_argument, 0, 'C'},    {"ckpt-every", required_argument, 0, 'K'},
-        {"resume", required_argument, 0, 'R'},      {0, 0, 0, 0},
+        {"resume", required_argument, 0, 'R'},      {"ckpt-mem", required_argument, 0, 'M'},
+        {"mem-every", required_argument, 0, 'E'},   {"ckpt-cloud", required_argument, 0, 'U'},
+        {"recover", required_argument, 0, 'V'},     {0, 0, 0, 0},
     };
     const char *model_arg = NULL, *data_arg = NULL, *plan_arg = NULL, *log_path = NULL, *trace_path = NULL,
-               *ckpt_dir = NULL, *resume_dir = NULL;
-    int ckpt_every = 0;
+               *ckpt_dir = NULL, *resume_dir = NULL, *mem_dir = NULL, *cloud_dir = NULL, *recover_path = NULL;
+    int ckpt_every = 0, mem_every = 1;
     int steps = 50, seed = 1, gb = 0, mb = 0, seq = 0, warmup = 5, eval_every = 10, log_every = 1;
     double lr = 3e-3;
     char msg[640];
@@ -171,6 +240,10 @@ int cmd_train(int argc, char **argv) {
         case 't': trace_path = optarg; break;
         case 'C': ckpt_dir = optarg; break;
         case 'R': resume_dir = optarg; break;
+        case 'M': mem_dir = optarg; break;
+        case 'U': cloud_dir = optarg; break;
+        case 'V': recover_path = optarg; break;
+        case 'E': iv = &mem_every; break;
         case 'K': iv = &ckpt_every; break;
         case 's': iv = &steps; break;
         case 'S': iv = &seed, min = 0; break;
@@ -197,6 +270,7 @@ int cmd_train(int argc, char **argv) {
         }
     }
     MPI_Init(&argc, &argv);
+    double t_init = wall_now();
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -208,6 +282,10 @@ int cmd_train(int argc, char **argv) {
         return fail_all(rank, "--data is required: a text file or a directory of them");
     if ((ckpt_dir != NULL) != (ckpt_every > 0))
         return fail_all(rank, "--ckpt-dir and --ckpt-every go together");
+    if (cloud_dir && !ckpt_dir)
+        return fail_all(rank, "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too");
+    if (resume_dir && recover_path)
+        return fail_all(rank, "--resume and --recover exclude each other");
 
     ah_model_config cfg;
     char err[512];
@@ -258,8 +336,19 @@ int cmd_train(int argc, char **argv) {
     oc.min_lr = (float)(lr / 10);
     oc.warmup_steps = warmup < steps ? warmup : steps / 2;
     oc.total_steps = steps;
+    /* ranks beyond the plan's slots are recovery servers of surviving nodes the plan does not use */
+    MPI_Comm comm = MPI_COMM_WORLD;
+    int slots = ah_plan_world_size(&plan);
+    if (recover_path && world > slots) {
+        MPI_Comm_split(MPI_COMM_WORLD, rank >= slots, rank, &comm);
+        if (rank >= slots) {
+            ah_dataset_free(&data);
+            ah_plan_free(&plan);
+            return serve_only(recover_path, rank);
+        }
+    }
     double peak = ah_measure_sgemm_peak();
-    ah_executor *x = ah_executor_create(&plan, &cfg, &data, &oc, (uint64_t)seed, peak, err, sizeof err);
+    ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)seed, peak, err, sizeof err);
     if (!x) {
         ah_dataset_free(&data);
         ah_plan_free(&plan);
@@ -279,6 +368,7 @@ int cmd_train(int argc, char **argv) {
                cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), world, world == 1 ? "" : "s",
                plan.n_replicas, plan.n_replicas == 1 ? "" : "s", plan.tp, plan.global_batch, plan.train.seq,
                plan.micro_batch, data_arg, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
+    write_pid_file(x, rank);
     const char *kill_rank = getenv("AUTOHET_TEST_KILL_RANK"), *kill_step = getenv("AUTOHET_TEST_KILL_STEP");
     int rc = 0, first_step = 0;
     if (resume_dir) {
@@ -304,6 +394,39 @@ int cmd_train(int argc, char **argv) {
         if (rank == 0)
             printf("resumed from %s at step %d (%.3f s)\n", resume_dir, first_step, MPI_Wtime() - r0);
     }
+    if (recover_path) {
+        double r0 = wall_now();
+        ah_recover_stats rs;
+        if (ah_executor_recover(x, recover_path, &first_step, &rs, err, sizeof err) != 0) {
+            if (rank == 0) {
+                fprintf(stderr, "autohet train: --recover %s: %s\n", recover_path, err);
+                fflush(stderr);
+            }
+            MPI_Barrier(MPI_COMM_WORLD);
+            ah_executor_free(x);
+            ah_dataset_free(&data);
+            ah_plan_free(&plan);
+            return 1;
+        }
+        double r1 = wall_now();
+        if (rank == 0) {
+            printf("recovered step %d in %.3f s: memory %.1f MB, disk %.1f MB, peer %.1f MB, cloud %.1f MB\n",
+                   first_step, r1 - r0, rs.bytes[0] / 1e6, rs.bytes[1] / 1e6, rs.bytes[2] / 1e6,
+                   rs.bytes[3] / 1e6);
+            char out[3072], js[1024];
+            snprintf(out, sizeof out, "%s.result.json", recover_path);
+            int len =
+                snprintf(js, sizeof js,
+                         "{\"step\": %d, \"t_init\": %.6f, \"t_restore_start\": %.6f, \"t_restore_end\": "
+                         "%.6f, \"bytes_by_tier\": {\"memory\": %.0f, \"disk\": %.0f, \"peer\": %.0f, "
+                         "\"cloud\": %.0f}, \"seconds_by_tier\": {\"memory\": %.6f, \"disk\": %.6f, "
+                         "\"peer\": %.6f, \"cloud\": %.6f}, \"fallbacks\": %d}\n",
+                         first_step, t_init, r0, r1, rs.bytes[0], rs.bytes[1], rs.bytes[2], rs.bytes[3],
+                         rs.seconds[0], rs.seconds[1], rs.seconds[2], rs.seconds[3], rs.fallbacks);
+            if (ah_write_file_atomic(out, js, (size_t)len, err, sizeof err) != 0)
+                fprintf(stderr, "autohet train: %s\n", err);
+        }
+    }
     for (int s = first_step; s < steps && rc == 0; s++) {
         /* test hook: a rank dies mid-run (the job must end, not hang) */
         if (kill_rank && atoi(kill_rank) == rank && kill_step && atoi(kill_step) == s)
@@ -313,11 +436,16 @@ int cmd_train(int argc, char **argv) {
             ah_executor_trace_enable(x); /* skip the warm-up step */
         int eval = eval_every > 0 && ((s + 1) % eval_every == 0 || s + 1 == steps);
         rc = ah_executor_step(x, s, eval, &st, err, sizeof err);
+        if (rc == 0 && mem_dir && (s + 1) % mem_every == 0)
+            rc = ah_executor_save(x, mem_dir, "memory", s + 1, err, sizeof err);
         if (rc == 0 && ckpt_dir && ckpt_every > 0 && (s + 1) % ckpt_every == 0) {
             double c0 = MPI_Wtime();
-            rc = ah_executor_save(x, ckpt_dir, s + 1, err, sizeof err);
+            rc = ah_executor_save(x, ckpt_dir, "disk", s + 1, err, sizeof err);
+            if (rc == 0 && cloud_dir)
+                rc = ah_executor_save(x, cloud_dir, "cloud", s + 1, err, sizeof err);
             if (rc == 0 && rank == 0)
-                printf("checkpoint: step %d -> %s (%.3f s)\n", s + 1, ckpt_dir, MPI_Wtime() - c0);
+                printf("checkpoint: step %d -> %s%s%s (%.3f s)\n", s + 1, ckpt_dir, cloud_dir ? " + " : "",
+                       cloud_dir ? cloud_dir : "", MPI_Wtime() - c0);
         }
         if (rc != 0 || rank != 0)
             continue;
@@ -369,6 +497,13 @@ int cmd_train(int argc, char **argv) {
     ah_executor_free(x);
     ah_dataset_free(&data);
     ah_plan_free(&plan);
+    if (rank == 0 && rc == 0) /* release the recovery servers */
+        for (int r = slots; r < world; r++) {
+            int done = 1;
+            MPI_Send(&done, 1, MPI_INT, r, SERVER_RELEASE_TAG, MPI_COMM_WORLD);
+        }
+    if (comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&comm);
     MPI_Finalize();
     return rc ? 1 : 0;
 }

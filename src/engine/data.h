@@ -10,7 +10,7 @@
 typedef struct {
     unsigned char *bytes; /* the whole corpus (files concatenated in name order) */
     size_t n;
-    size_t n_train;       /* [0, n_train) train, [n_train, n) validation */
+    size_t n_train; /* [0, n_train) train, [n_train, n) validation */
     char source[256];
 } ah_dataset;
 
@@ -26,8 +26,8 @@ void ah_dataset_free(ah_dataset *d);
  * at an offset drawn from a counter-based generator keyed by (seed, step, i),
  * uniformly in the split. tokens and targets are [rows * seq]. first_row lets a
  * replica fetch rows [first_row, first_row + rows) of the global batch only. */
-void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long step, int first_row, int rows, int seq,
-                      int *tokens, int *targets);
+void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long step, int first_row, int rows,
+                      int seq, int *tokens, int *targets);
 /* Unigram entropy of the train split in nats per token (for judging the loss). */
 double ah_dataset_unigram_entropy(const ah_dataset *d);
 

@@ -1,5 +1,5 @@
 /* Plan execution over MPI (see executor.h and docs/engine.md). */
-#include "engine/executor.h"
+#include "engine/executor_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,64 +20,9 @@
 #include "plan/costs.h"
 #include "util/errors.h"
 
-typedef struct {
-    int first, last; /* layers [first, last) */
-    MPI_Comm comm;   /* the holders of this bucket with my TP rank */
-    int size;        /* its ranks */
-    int lead;        /* its lowest world rank: names the communicator in traces */
-} bucket;
-
-/* One traced operation of this rank (docs/analyze.md). */
-typedef struct {
-    double t0, t1;
-    int kind, mb, site, seq, ranks;
-    int group;  /* lowest world rank of the communicator, or the peer of a receive */
-    int lo, hi; /* layers of a gradient bucket, -1 otherwise */
-    double bytes;
-} trace_ev;
-
-enum {
-    EV_FORWARD,
-    EV_BACKWARD,
-    EV_OPTIMIZER,
-    EV_RECV_ACT,
-    EV_RECV_GRAD,
-    EV_SEND_WAIT,
-    EV_DP_ALLREDUCE,
-    EV_TP_ALLREDUCE,
-    EV_TIED_SYNC,
-    EV_STEP_SYNC,
-    EV_KINDS
-};
 static const char *ev_names[EV_KINDS] = {"forward",       "backward",  "optimizer",    "recv_activation",
                                          "recv_gradient", "send_wait", "dp_allreduce", "tp_allreduce",
                                          "tied_sync",     "step_sync"};
-
-struct ah_executor {
-    ah_plan plan;
-    ah_model_config cfg;
-    const ah_dataset *data;
-    ah_optim_config oc;
-    uint64_t seed;
-    int rank, world;
-    int replica, stage, tp_rank, n_stages, tp;
-    int m;          /* my replica's micro-batches */
-    int row0;       /* my replica's first row of the global batch */
-    int prev, next; /* world ranks of the neighbouring stages (same TP rank), -1 at the ends */
-    MPI_Comm tp_comm;
-    bucket *buckets;
-    int n_buckets;
-    int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
-    int last_saved;  /* step of this run's previous checkpoint, -1 none */
-    double slowdown;
-    double peak; /* sgemm FLOP/s of one rank */
-    ah_engine_model model;
-    /* tracing */
-    int tracing;
-    trace_ev *ev;
-    int n_ev, cap_ev;
-    int site_seq[64]; /* calls so far per call site (matches instances across ranks) */
-};
 
 static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site, double bytes, int ranks,
                 int group) {
@@ -149,9 +94,9 @@ double ah_measure_sgemm_peak(void) {
     return best;
 }
 
-ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
-                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank,
-                                char *err, size_t errlen) {
+ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
+                                double peak_flops_per_rank, char *err, size_t errlen) {
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -169,8 +114,9 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     x->seed = seed;
     x->peak = peak_flops_per_rank;
     x->tp_comm = MPI_COMM_NULL;
-    MPI_Comm_rank(MPI_COMM_WORLD, &x->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &x->world);
+    x->comm = comm;
+    MPI_Comm_rank(comm, &x->rank);
+    MPI_Comm_size(comm, &x->world);
     int L = ah_model_num_layers(cfg), slots = 0, rc = 0;
     for (int k = 0; k < p->n_replicas; k++)
         slots += p->replicas[k].n_stages * p->tp;
@@ -232,7 +178,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     }
     /* agree on success before creating communicators (they are collective) */
     int bad = rc != 0, any_bad = 0;
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
     if (any_bad) {
         if (!bad)
             snprintf(err, errlen, "another rank could not set up its part of the plan");
@@ -241,7 +187,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     }
     /* TP group: the ranks of my stage */
     int stage_id = slot_rank(p, x->replica, x->stage, 0);
-    MPI_Comm_split(MPI_COMM_WORLD, stage_id, x->tp_rank, &x->tp_comm);
+    MPI_Comm_split(x->comm, stage_id, x->tp_rank, &x->tp_comm);
     x->model.comm.allreduce = tp_allreduce_cb;
     x->model.comm.ctx = x;
     /* buckets: maximal layer runs whose holder stage is the same in every replica */
@@ -260,7 +206,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
             e++;
         int member = holder[l * R + x->replica] == x->stage;
         MPI_Comm c;
-        MPI_Comm_split(MPI_COMM_WORLD, member ? x->tp_rank : MPI_UNDEFINED, x->replica, &c);
+        MPI_Comm_split(x->comm, member ? x->tp_rank : MPI_UNDEFINED, x->replica, &c);
         if (member) {
             x->buckets[x->n_buckets].first = l;
             x->buckets[x->n_buckets].last = e;
@@ -273,7 +219,7 @@ ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg,
     }
     /* tied embeddings: layer 0 and the head hold copies of one matrix */
     x->tie_partner = -1;
-    x->last_saved = -1;
+    x->resumed_step = -1;
     if (cfg->tied_embeddings) {
         const ah_replica *rep = &p->replicas[x->replica];
         int has0 = x->stage == 0, hasH = x->stage == rep->n_stages - 1;
@@ -338,7 +284,7 @@ static void sync_tied(ah_executor *x) {
     if (!theirs)
         abort();
     MPI_Sendrecv(mine, (int)n, MPI_FLOAT, x->tie_partner, 77, theirs, (int)n, MPI_FLOAT, x->tie_partner, 77,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                 x->comm, MPI_STATUS_IGNORE);
     /* the same order of operands on both sides: embedding + head */
     for (size_t i = 0; i < n; i++)
         mine[i] = head ? theirs[i] + mine[i] : mine[i] + theirs[i];
@@ -384,12 +330,12 @@ static double run_forward_only(ah_executor *x, int validation, int step, double 
     for (int i = 0; i < x->m; i++) {
         ah_dataset_batch(x->data, validation, x->seed, step, x->row0 + i * B, B, T, tok, tgt);
         if (x->prev >= 0)
-            MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, x->comm, MPI_STATUS_IGNORE);
         double l = 0;
         ah_engine_forward(e, tok, x->prev >= 0 ? in : NULL, tgt, out, &l, acts);
         ah_engine_acts_free(e, acts);
         if (x->next >= 0)
-            MPI_Send(out, (int)NC, MPI_FLOAT, x->next, 3 * i + 2, MPI_COMM_WORLD);
+            MPI_Send(out, (int)NC, MPI_FLOAT, x->next, 3 * i + 2, x->comm);
         else
             loss += l;
     }
@@ -399,7 +345,7 @@ static double run_forward_only(ah_executor *x, int validation, int step, double 
     free(tgt);
     free(acts);
     double contrib = x->next < 0 && x->tp_rank == 0 ? loss : 0, total = 0;
-    MPI_Allreduce(&contrib, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&contrib, &total, 1, MPI_DOUBLE, MPI_SUM, x->comm);
     *tokens_counted = (double)x->plan.global_batch * T;
     return total / *tokens_counted;
 }
@@ -433,7 +379,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
             if (x->prev >= 0)
                 TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2, x->prev,
-                       MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                       MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, x->comm, MPI_STATUS_IGNORE));
             float *out = x->next >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double l = 0, c0 = MPI_Wtime();
             ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l,
@@ -442,15 +388,14 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->next >= 0) {
                 sendbuf[nreq] = out;
-                MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, MPI_COMM_WORLD, &req[nreq++]);
+                MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm, &req[nreq++]);
             } else {
                 loss += l;
             }
         } else {
             if (x->next >= 0)
-                TRACED(
-                    x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2, x->next,
-                    MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                TRACED(x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2, x->next,
+                       MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, x->comm, MPI_STATUS_IGNORE));
             float *din = x->prev >= 0 ? malloc(sizeof(float) * NC) : NULL;
             double c0 = MPI_Wtime();
             ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : NULL, din, loss_scale,
@@ -459,7 +404,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->prev >= 0) {
                 sendbuf[nreq] = din;
-                MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, MPI_COMM_WORLD, &req[nreq++]);
+                MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm, &req[nreq++]);
             }
             free(md[i].tok);
             free(md[i].tgt);
@@ -488,7 +433,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     /* loss of the global batch, global gradient norm, clipping, AdamW */
     double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
     TRACED(x, EV_STEP_SYNC, -1, 0, 16, x->world, 0,
-           MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+           MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, x->comm));
     double to0 = MPI_Wtime();
     double norm = sqrt(tot[1]);
     float clip = ah_clip_factor(norm, x->oc.grad_clip);
@@ -574,9 +519,9 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
             if (x->rank == 0)
                 memcpy(all + off[l], buf, ln * sizeof(float));
         } else if (x->rank == owner) {
-            MPI_Send(buf, (int)ln, MPI_FLOAT, 0, 99, MPI_COMM_WORLD);
+            MPI_Send(buf, (int)ln, MPI_FLOAT, 0, 99, x->comm);
         } else if (x->rank == 0) {
-            MPI_Recv(all + off[l], (int)ln, MPI_FLOAT, owner, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(all + off[l], (int)ln, MPI_FLOAT, owner, 99, x->comm, MPI_STATUS_IGNORE);
         }
         free(buf);
     }
@@ -595,7 +540,7 @@ void ah_executor_trace_enable(ah_executor *x) {
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen) {
     int n = x->n_ev;
     int *counts = x->rank == 0 ? calloc((size_t)x->world, sizeof(int)) : NULL;
-    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
     int *displ = NULL, total = 0;
     trace_ev *all = NULL;
     MPI_Datatype t;
@@ -611,7 +556,7 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
         if (!displ || !all)
             abort();
     }
-    MPI_Gatherv(x->ev, n, t, all, counts, displ, t, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(x->ev, n, t, all, counts, displ, t, 0, x->comm);
     MPI_Type_free(&t);
     int rc = 0;
     if (x->rank == 0) {
@@ -673,238 +618,6 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
     free(counts);
     free(displ);
     free(all);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, x->comm);
     return rc;
-}
-
-/* ---- layer checkpoints (docs/checkpoint.md) ---- */
-
-typedef struct {
-    int node, layer, tp_rank, step;
-    uint64_t bytes, xxh64;
-    char file[64];
-} saved_shard;
-
-static void node_dir(const ah_executor *x, const char *dir, int node, char *out, size_t n) {
-    const ah_cluster *c = &x->plan.cluster;
-    char name[64];
-    snprintf(name, sizeof name, "%s", node >= 0 && node < c->n_nodes ? c->nodes[node].name : "node");
-    for (char *p = name; *p; p++)
-        if (*p == '/' || *p == ' ')
-            *p = '_';
-    snprintf(out, n, "%s/%s", dir, name);
-}
-
-static void shard_name(char *out, size_t n, int layer, int tp_rank, int step) {
-    snprintf(out, n, "L%03d-tp%d-s%d.safetensors", layer, tp_rank, step);
-}
-
-static int my_node(const ah_executor *x) {
-    return x->plan.replicas[x->replica].stages[x->stage].node;
-}
-
-int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
-    ah_engine_model *e = &x->model;
-    int nl = e->last - e->first, rc = 0;
-    saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
-    char nd[3072];
-    node_dir(x, dir, my_node(x), nd, sizeof nd);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-    if (rc != 0)
-        snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
-    for (int l = e->first; l < e->last && rc == 0; l++) {
-        ah_eng_layer *Ly = &e->layers[l - e->first];
-        ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
-        char names[3 * AH_MAX_TENSORS][96];
-        int nt = 0;
-        for (int q = 0; q < Ly->n_tensors; q++) {
-            const ah_tensor_info *ti = &Ly->t[q];
-            const float *src[3] = {Ly->param, Ly->m, Ly->v};
-            const char *pre[3] = {"param", "adam_m", "adam_v"};
-            for (int k = 0; k < 3; k++) {
-                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
-                int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
-                t[nt] = (ah_ckpt_tensor){names[nt],
-                                         src[k] + ti->offset,
-                                         matrix ? 2 : 1,
-                                         {matrix ? ti->lrows : (int64_t)ti->size, ti->lcols}};
-                nt++;
-            }
-        }
-        char st[16], ly[16], tp[16];
-        snprintf(st, sizeof st, "%d", step);
-        snprintf(ly, sizeof ly, "%d", l);
-        snprintf(tp, sizeof tp, "%d", x->tp_rank);
-        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
-        saved_shard *s = &mine[l - e->first];
-        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
-        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
-        char path[3200];
-        snprintf(path, sizeof path, "%s/%s", nd, s->file);
-        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
-                                 errlen);
-    }
-    /* everyone's shards to rank 0, which writes each node's manifest and then the
-     * global state: a checkpoint exists once state.json names its step */
-    int bad = rc != 0, any_bad = 0;
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any_bad) {
-        free(mine);
-        if (!bad)
-            snprintf(err, errlen, "checkpoint: another rank could not write its layers");
-        return -1;
-    }
-    int cnt = nl * (int)sizeof(saved_shard), *counts = NULL, *displ = NULL, total = 0;
-    saved_shard *all = NULL;
-    if (x->rank == 0)
-        counts = ah_xcalloc((size_t)x->world, sizeof(int)), displ = ah_xcalloc((size_t)x->world, sizeof(int));
-    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (x->rank == 0) {
-        for (int r = 0; r < x->world; r++) {
-            displ[r] = total;
-            total += counts[r];
-        }
-        all = ah_xcalloc((size_t)total + 1, 1);
-    }
-    MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, MPI_COMM_WORLD);
-    free(mine);
-    if (x->rank == 0) {
-        int ns = total / (int)sizeof(saved_shard);
-        for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
-            char d[3072];
-            node_dir(x, dir, node, d, sizeof d);
-            ah_manifest m;
-            if (ah_manifest_load(d, &m, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
-            int touched = 0;
-            for (int i = 0; i < ns; i++)
-                if (all[i].node == node) {
-                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
-                                            "",           all[i].bytes,   all[i].xxh64};
-                    snprintf(me.file, sizeof me.file, "%s", all[i].file);
-                    ah_manifest_put(&m, &me);
-                    touched = 1;
-                }
-            snprintf(m.node, sizeof m.node, "%s", x->plan.cluster.nodes[node].name);
-            snprintf(m.tier, sizeof m.tier, "disk");
-            if (touched)
-                rc = ah_manifest_save(d, &m, err, errlen);
-            ah_manifest_free(&m);
-        }
-        if (rc == 0) {
-            char state[512], path[3072];
-            int len = snprintf(
-                state, sizeof state,
-                "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
-                "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
-                "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
-                step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
-                ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
-            snprintf(path, sizeof path, "%s/state.json", dir);
-            rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
-        }
-        free(all);
-        free(counts);
-        free(displ);
-    }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rc != 0 && x->rank != 0)
-        snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
-    /* the new checkpoint is committed (state.json names it): this run's previous
-     * shards of my layers are no longer referenced by any manifest */
-    if (rc == 0 && x->last_saved >= 0 && x->last_saved != step)
-        for (int l = e->first; l < e->last; l++) {
-            char name[64], old[3200];
-            shard_name(name, sizeof name, l, x->tp_rank, x->last_saved);
-            snprintf(old, sizeof old, "%s/%s", nd, name);
-            unlink(old); /* a replica on the same node may have removed it already */
-        }
-    if (rc == 0)
-        x->last_saved = step;
-    return rc;
-}
-
-int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
-    ah_engine_model *e = &x->model;
-    /* tiers: my node's directory first, then every other node directory under
-     * DIR (also nodes that are no longer in the plan: their disks survived) */
-    int rc = 0, nd = 0, cap = 8;
-    char(*dirs)[3072] = ah_xcalloc((size_t)cap, sizeof *dirs);
-    node_dir(x, dir, my_node(x), dirs[nd++], sizeof dirs[0]);
-    DIR *dh = opendir(dir);
-    if (!dh) {
-        snprintf(err, errlen, "checkpoint %s: cannot open (%s)", dir, strerror(errno));
-        rc = -1;
-    }
-    for (struct dirent *de; dh && (de = readdir(dh));) {
-        char p[3072];
-        struct stat sb;
-        if (de->d_name[0] == '.' || snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p ||
-            stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || !strcmp(p, dirs[0]))
-            continue;
-        if (nd == cap) {
-            cap *= 2;
-            dirs = ah_xrealloc(dirs, sizeof *dirs * (size_t)cap);
-        }
-        snprintf(dirs[nd++], sizeof dirs[0], "%s", p);
-    }
-    if (dh)
-        closedir(dh);
-    const char **dp = ah_xcalloc((size_t)nd + 1, sizeof(char *));
-    for (int i = 0; i < nd; i++)
-        dp[i] = dirs[i];
-    for (int l = e->first; l < e->last && rc == 0; l++) {
-        ah_eng_layer *Ly = &e->layers[l - e->first];
-        ah_ckpt_loaded *t = NULL;
-        int nt = 0;
-        if (ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, err, errlen) < 0) {
-            rc = -1;
-            break;
-        }
-        for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
-            const ah_tensor_info *ti = &Ly->t[q];
-            float *dst[3] = {Ly->param, Ly->m, Ly->v};
-            const char *pre[3] = {"param", "adam_m", "adam_v"};
-            for (int k = 0; k < 3 && rc == 0; k++) {
-                char name[96];
-                snprintf(name, sizeof name, "%s.%s", pre[k], ti->name);
-                int found = 0;
-                for (int i = 0; i < nt; i++)
-                    if (!strcmp(t[i].name, name)) {
-                        found = 1;
-                        if (t[i].n != ti->size) {
-                            snprintf(err, errlen,
-                                     "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
-                                     "(a different TP degree or model)",
-                                     l, name, t[i].n, ti->size);
-                            rc = -1;
-                        } else {
-                            memcpy(dst[k] + ti->offset, t[i].data, sizeof(float) * ti->size);
-                        }
-                    }
-                if (!found && rc == 0) {
-                    snprintf(err, errlen, "checkpoint layer %d: no tensor %s (a different model?)", l, name);
-                    rc = -1;
-                }
-            }
-        }
-        ah_ckpt_free(t, nt);
-    }
-    free(dirs);
-    free(dp);
-    /* every rank reports the first failing rank's reason */
-    int first_bad = rc != 0 ? x->rank : x->world, who = x->world;
-    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (who == x->world)
-        return 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, MPI_COMM_WORLD);
-    snprintf(err, errlen, "%s", msg);
-    return -1;
 }

@@ -9,6 +9,7 @@
  * one rank without a plan is the trivial plan (one replica, one stage). */
 #ifndef AUTOHET_ENGINE_EXECUTOR_H
 #define AUTOHET_ENGINE_EXECUTOR_H
+#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -31,12 +32,12 @@ typedef struct {
     double mfu;    /* against the ranks' measured sgemm peak */
 } ah_step_stats;
 
-/* Set up this rank's part of `plan` (which must match the world size). The
- * plan's tp, micro_batch, global_batch and train.seq are used. Collective:
- * every rank calls it. Returns NULL with a one-line error. */
-ah_executor *ah_executor_create(const ah_plan *plan, const ah_model_config *cfg, const ah_dataset *data,
-                                const ah_optim_config *oc, uint64_t seed, double peak_flops_per_rank,
-                                char *err, size_t errlen);
+/* Set up this rank's part of `plan` (which must match the size of `comm`,
+ * normally MPI_COMM_WORLD). The plan's tp, micro_batch, global_batch and
+ * train.seq are used. Collective over comm. Returns NULL with a one-line error. */
+ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
+                                double peak_flops_per_rank, char *err, size_t errlen);
 /* One training step (collective). eval: also compute the validation loss. */
 int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
 void ah_executor_free(ah_executor *x);
@@ -54,13 +55,37 @@ void ah_executor_trace_enable(ah_executor *x);
 /* Layer checkpoint after `step` completed steps (collective): every rank writes
  * its layers (parameters + AdamW moments, its TP shard) as safetensors shards
  * into DIR/<its node>/, rank 0 then writes each node's manifest.json and last
- * DIR/state.json. 0, or -1 with err on every rank. */
-int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
+ * DIR/state.json. `tier` names the tier in the manifests (memory, disk, cloud).
+ * 0, or -1 with err on every rank. */
+int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen);
 /* Restores every rank's layers at `step` from DIR, its own node's directory
  * first, then the other nodes' (checksums verified; a bad copy falls through
  * to the next). The plan may differ from the one that saved (other stages,
  * replicas, nodes) but not in TP degree. Collective. */
 int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
+/* What a recovery moved and how long it took (tiers: memory, disk, peer, cloud). */
+typedef struct {
+    double bytes[4];   /* summed over ranks */
+    double seconds[4]; /* the slowest rank's time in each tier */
+    double total_s;    /* the slowest rank's whole restore */
+    int fallbacks;     /* shards whose first source was bad and came from the cloud copy */
+} ah_recover_stats;
+/* Restores every rank's layers from a recovery assignment written by
+ * `autohet run` (docs/recovery.md): for each (rank, layer shard) its source
+ * tier and file; peer shards are fetched with MPI one-sided gets from the
+ * holder node's rank, which exposes them in an RMA window; cloud reads are
+ * paced to the rank's share of the cloud bandwidth; every shard's checksum is
+ * verified and a bad one falls back to its cloud copy. Collective. *step =
+ * the step restored. 0, or -1 with err on every rank. */
+int ah_executor_recover(ah_executor *x, const char *assignment, int *step, ah_recover_stats *st, char *err,
+                        size_t errlen);
+/* The part of a recovery that a rank without a plan slot plays: a process on
+ * a surviving node that the new plan does not use serves that node's shards
+ * to their new owners (world ranks from the plan's size on). Collective over
+ * MPI_COMM_WORLD with ah_executor_recover. 0, or -1 with err. */
+int ah_recover_serve(const char *assignment, char *err, size_t errlen);
+/* the inventory name of this rank's node */
+const char *ah_executor_node_name(const ah_executor *x);
 /* Collective: gather the events to rank 0, which writes Chrome trace JSON
  * (docs/analyze.md). Returns 0 or -1 with err on every rank. */
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen);

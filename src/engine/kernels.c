@@ -299,7 +299,8 @@ static void gelu_fwd_chunk(float *restrict out, const float *restrict inp, size_
     }
 }
 
-static void gelu_bwd_chunk(float *restrict dinp, const float *restrict dout, const float *restrict inp, size_t n) {
+static void gelu_bwd_chunk(float *restrict dinp, const float *restrict dout, const float *restrict inp,
+                           size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float xc = fminf(fmaxf(x, -10.0f), 10.0f); /* saturated beyond; avoids inf * 0 for huge |x| */
@@ -420,7 +421,8 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
             const float *vb = v + (size_t)b * T * ldk + (size_t)kh * D;
             float *ob = out + (size_t)b * T * ldq + (size_t)h * D;
             float *a = att + ((size_t)b * Hq + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, qb, ldq, kb, ldk, 0.0f, a, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, qb, ldq, kb, ldk, 0.0f, a,
+                        T);
 #pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
             for (int t = 0; t < T; t++) {
                 float *row = a + (size_t)t * T;
@@ -440,7 +442,8 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
                 for (int j = t + 1; j < T; j++)
                     row[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, vb, ldk, 0.0f, ob, ldq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, vb, ldk, 0.0f, ob,
+                        ldq);
         }
     }
 }
@@ -466,7 +469,8 @@ void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, go, ldq, 1.0f,
                             dv + (size_t)b * T * ldk + (size_t)kh * D, ldk);
             /* dP = dO V^T, then dS = P (dP - rowsum(P dP)) * scale */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, go, ldq, vb, ldk, 0.0f, ds, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, go, ldq, vb, ldk, 0.0f, ds,
+                        T);
 #pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
             for (int t = 0; t < T; t++) {
                 float *row = ds + (size_t)t * T;

@@ -16,8 +16,8 @@
 /* out[N,M] = inp[N,K] W[M,K]^T (+ bias[M] if not NULL), overwrite out. */
 void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M);
 /* dinp[N,K] += dout W ; dw[M,K] += dout^T inp ; dbias[M] += column sums (dinp/dw/dbias may be NULL). */
-void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N,
-                   int K, int M);
+void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                   int N, int K, int M);
 
 /* ---- embedding ---- */
 /* out[N,C] = wte[tok[n]] (+ wpe[n % T] if wpe). */
@@ -26,14 +26,14 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 
 /* ---- normalisation ---- */
 /* LayerNorm over C with eps 1e-5; saves mean[N] and rstd[N] for the backward. */
-void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b, int N,
-                      int C);
+void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                      int N, int C);
 void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C);
 /* RMSNorm over C with eps 1e-5 (LLaMA): out = inp * rstd * w; saves rstd[N]. */
 void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C);
-void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                    int N, int C);
+void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                    const float *rstd, int N, int C);
 
 /* ---- activations ---- */
 /* GELU, tanh approximation (GPT-2). out/inp [n]. */
@@ -54,15 +54,16 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta);
  * kv head h / (Hq/Hkv)), batches of T tokens (N = B*T), scale 1/sqrt(D).
  * out[N, Hq, D]; att[B, Hq, T, T] keeps the softmax probabilities for the
  * backward (entries above the diagonal are 0). */
-void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int Hq,
-                      int Hkv, int D);
+void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                      int Hq, int Hkv, int D);
 void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                       const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
 
 /* ---- loss ---- */
 /* Softmax cross-entropy per row: losses[N] = -log softmax(logits)[target];
  * probs[N,V] keeps the softmax. Returns the sum of the losses (double). */
-double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N, int V);
+double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
+                           int V);
 /* dlogits[N,V] += (probs - onehot(target)) * scale (scale = 1 / tokens the loss is averaged over). */
 void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale);
 

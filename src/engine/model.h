@@ -32,15 +32,15 @@ typedef struct {
      * tensor: local row r is global row row_of[r], local column c is col0 + c */
     int lrows, lcols, grows, gcols, col0;
     int *row_of;
-    size_t goffset;      /* offset of the full tensor in a TP=1 layer buffer */
+    size_t goffset; /* offset of the full tensor in a TP=1 layer buffer */
 } ah_tensor_info;
 
 #define AH_MAX_TENSORS 16
 
 typedef struct {
-    int index;       /* global layer index */
+    int index; /* global layer index */
     ah_layer_kind kind;
-    size_t n;        /* floats in the layer */
+    size_t n; /* floats in the layer */
     float *param, *grad, *m, *v;
     ah_tensor_info t[AH_MAX_TENSORS];
     int n_tensors;
@@ -48,15 +48,15 @@ typedef struct {
 
 /* Saved activations of one micro-batch through one layer. */
 typedef struct {
-    float *buf;      /* one allocation, sliced */
+    float *buf; /* one allocation, sliced */
     size_t n;
 } ah_eng_acts;
 
 typedef struct {
     ah_model_config cfg;
-    int T, B;            /* sequence length, micro-batch size */
+    int T, B; /* sequence length, micro-batch size */
     int tp, tp_rank;
-    int first, last;     /* layers [first, last) held here */
+    int first, last; /* layers [first, last) held here */
     ah_eng_layer *layers;
     ah_tp_comm comm;
     float rope_theta;
@@ -68,8 +68,8 @@ typedef struct {
 /* Build the layers [first, last) of cfg for TP rank tp_rank of tp, micro-batch
  * B, sequence T, and initialise them from seed. Returns 0, or -1 with err
  * (heads not divisible by tp, ...). */
-int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last, int tp,
-                         int tp_rank, uint64_t seed, char *err, size_t errlen);
+int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                         int tp, int tp_rank, uint64_t seed, char *err, size_t errlen);
 void ah_engine_model_free(ah_engine_model *e);
 void ah_engine_zero_grads(ah_engine_model *e);
 /* Width of the hidden state passed between layers (C floats per token). */
@@ -86,8 +86,8 @@ int ah_engine_forward(ah_engine_model *e, const int *tokens, const float *in, co
  * the last held layer is the head (then the loss gradient is seeded with
  * loss_scale per token); writes din [B*T, C] unless the first held layer is the
  * embedding. Gradients accumulate into the layers. Frees acts. */
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout, float *din,
-                       float loss_scale, ah_eng_acts *acts);
+int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout,
+                       float *din, float loss_scale, ah_eng_acts *acts);
 void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts);
 
 /* Floats of layer l (global index) in an unsharded (TP=1) layer buffer. */

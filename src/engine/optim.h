@@ -5,13 +5,13 @@
 #include <stddef.h>
 
 typedef struct {
-    float lr;           /* peak learning rate */
-    float min_lr;       /* floor of the cosine */
+    float lr;     /* peak learning rate */
+    float min_lr; /* floor of the cosine */
     int warmup_steps;
     int total_steps;
     float beta1, beta2, eps;
     float weight_decay;
-    float grad_clip;    /* max global gradient norm, <= 0 disables */
+    float grad_clip; /* max global gradient norm, <= 0 disables */
 } ah_optim_config;
 
 void ah_optim_config_default(ah_optim_config *c);

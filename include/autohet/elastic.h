@@ -1,0 +1,80 @@
+/* Elastic training on spot nodes (docs/recovery.md): the recovery assignment
+ * after a change of the node set, and spot availability traces.
+ *
+ * After a preemption the controller (`autohet run`) knows, from the surviving
+ * manifests, which layer shards every node still holds in which tier (the
+ * layer bitmaps). For the new plan it picks the newest step at which every
+ * layer shard has a copy somewhere, then for every (new rank, layer shard) the
+ * nearest copy: own memory > own disk > peer memory > peer disk > cloud. */
+#ifndef AUTOHET_ELASTIC_H
+#define AUTOHET_ELASTIC_H
+#include <stddef.h>
+
+#include "autohet/ckpt.h"
+#include "autohet/plan.h"
+
+enum { AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_N };
+const char *ah_tier_name(int tier); /* "memory", "disk", "peer", "cloud" */
+
+/* What one (node, tier) holds: its manifest, loaded from dir. Tier is
+ * AH_TIER_MEMORY, AH_TIER_DISK or AH_TIER_CLOUD (cloud: node names the writer). */
+typedef struct {
+    char node[64];
+    int tier;
+    char dir[1024];
+    ah_manifest m;
+} ah_holding;
+
+typedef struct {
+    int rank, layer, tp;
+    int tier;     /* AH_TIER_*: memory/disk = the rank's own node, peer = another node's memory/disk */
+    int holding;  /* index of the source holding */
+    int server;   /* peer: the world rank on the holder node that serves it over RMA; else -1 */
+    int fallback; /* a cloud holding with the same shard and step, -1 none */
+    double bytes;
+} ah_assign_entry;
+
+typedef enum { AH_RECOVERY_LAYER_BITMAP, AH_RECOVERY_FULL_RELOAD } ah_recovery_mode;
+
+/* The world rank's node index in plan->cluster (slots: replica by replica,
+ * stage by stage, TP rank by TP rank, as the engine numbers them). The
+ * number of ranks is the return of ah_plan_world_size. */
+int ah_plan_world_size(const ah_plan *p);
+int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank);
+
+typedef struct {
+    int step;           /* the step every shard is restored at */
+    ah_assign_entry *e; /* one per (plan rank, layer it holds) */
+    int n;
+    int n_servers;           /* extra ranks (after the plan's) on surviving nodes the plan does not use */
+    char (*server_node)[64]; /* their nodes */
+} ah_assignment;
+
+/* Chooses the step and the source of every shard the ranks of `plan` need.
+ * layer-bitmap: any holding, nearest first; full-reload: cloud only (Varuna).
+ * A surviving node without a rank in the plan still serves its copies: the
+ * assignment then asks for an extra server rank there. Returns 0 (free with
+ * ah_assignment_free), or -1 with err naming a layer no step can restore. */
+int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
+                       ah_assignment *out, char *err, size_t errlen);
+void ah_assignment_free(ah_assignment *a);
+
+/* Writes the assignment as the JSON `autohet train --recover` reads;
+ * cloud_bytes_per_s is each node's bandwidth to the cloud store, shared by its
+ * ranks that read from it (0: unlimited). */
+int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan, const ah_assignment *a,
+                      double cloud_bytes_per_s, char *err, size_t errlen);
+
+/* ---- spot availability traces ---- */
+typedef struct {
+    double t_s;    /* seconds from the start of the trace */
+    int add;       /* 1 add (node available), 0 remove (preempted) */
+    char node[64]; /* the trace's node name */
+} ah_spot_event;
+
+/* Reads "<time_ms>,<add|remove>,<node>" lines (blank lines and # comments
+ * skipped). Events must be in time order. 0, or -1 with err naming the file
+ * and line. */
+int ah_spot_trace_load(const char *path, ah_spot_event **out, int *n, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,194 @@
+/* autohet run: elastic training under preemption (docs/recovery.md);
+ * autohet preempt: preempt a node of a running `autohet run`. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "elastic/controller.h"
+
+static void run_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: autohet run (--plan PLAN.json | --cluster INVENTORY --global-batch G --micro-batch B --seq "
+        "L)\n"
+        "                   --model NAME|config.json --data PATH --steps N [--seed S]\n"
+        "                   [--preempt NODE@STEP[,NODE@STEP...]] [--spot-trace FILE --time-scale X]\n"
+        "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
+        "MB/s]\n"
+        "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n\n"
+        "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
+        "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
+        "survives\n"
+        "preemptions: the node's ranks are killed (SIGKILL) and its memory and disk tiers wiped; the job is\n"
+        "stopped, the planner replans for the surviving nodes, every layer shard of the new plan is fetched\n"
+        "from the nearest copy (own memory > own disk > peer memory > peer disk over MPI RMA > cloud) at\n"
+        "the newest step every layer has, and training continues. The final parameters equal those of an\n"
+        "uninterrupted run.\n\n"
+        "  --plan          first plan (its cluster is the inventory, its TP/micro-batch/batch/seq are kept)\n"
+        "  --cluster       inventory (JSON or shorthand like 4x1xcpu); the planner makes the first plan\n"
+        "  --tp            TP degree when planning (default 1; fixed for the run)\n"
+        "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list)\n"
+        "  --spot-trace    replay an availability trace (<time_ms>,<add|remove>,<node>; the k-th trace node\n"
+        "                  is the k-th inventory node), --time-scale trace seconds per wall second\n"
+        "  --notice        preemptions come with this notice: the job is stopped at its next committed\n"
+        "                  step and the node pushes its memory-tier layers to a peer before it goes\n"
+        "  --recovery      layer-bitmap (default) or full-reload (Varuna-like: every layer from the\n"
+        "                  cloud tier at its last persisted step, progress since then lost)\n"
+        "  --cloud-bandwidth  each node's bandwidth to the cloud tier in MB/s for reads (default 100;\n"
+        "                  0 = unlimited); the cloud tier is RUN_DIR/cloud\n"
+        "  --ckpt-every    disk + cloud checkpoint every K steps (default 5); --mem-every: memory tier\n"
+        "                  every k steps (default 1; layer-bitmap only)\n"
+        "  --run-dir       where plans, logs, disk and cloud tiers go (default: a new /tmp/autohet-run.*)\n"
+        "  --log FILE      per-step JSON lines, as autohet train --log (all generations)\n"
+        "  --report FILE   JSON: generations and recoveries[] (seconds, detection_s, replan_s, relaunch_s,\n"
+        "                  restore_s, bytes_by_tier {memory, disk, peer, cloud}, steps_lost, resumed_step)\n"
+        "  --lr, --warmup, --eval-every   as autohet train\n"
+        "  --launcher CMD  MPI launcher (default mpirun)\n\n"
+        "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+int cmd_run(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            run_usage(stdout);
+            return 0;
+        }
+    static const struct option opts[] = {
+        {"plan", required_argument, 0, 'p'},        {"cluster", required_argument, 0, 'c'},
+        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
+        {"steps", required_argument, 0, 's'},       {"seed", required_argument, 0, 'S'},
+        {"preempt", required_argument, 0, 'P'},     {"spot-trace", required_argument, 0, 'T'},
+        {"time-scale", required_argument, 0, 'x'},  {"notice", required_argument, 0, 'n'},
+        {"recovery", required_argument, 0, 'R'},    {"cloud-bandwidth", required_argument, 0, 'b'},
+        {"log", required_argument, 0, 'o'},         {"report", required_argument, 0, 'r'},
+        {"run-dir", required_argument, 0, 'D'},     {"global-batch", required_argument, 0, 'G'},
+        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
+        {"tp", required_argument, 0, 't'},          {"lr", required_argument, 0, 'l'},
+        {"warmup", required_argument, 0, 'w'},      {"eval-every", required_argument, 0, 'e'},
+        {"ckpt-every", required_argument, 0, 'K'},  {"mem-every", required_argument, 0, 'k'},
+        {"launcher", required_argument, 0, 'X'},    {0, 0, 0, 0},
+    };
+    ah_run_options o = {0};
+    o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
+    o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun";
+    o.mode = AH_RECOVERY_LAYER_BITMAP;
+    char msg[512];
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int *iv = NULL, min = 1;
+        double *dv = NULL, dmin = 0;
+        switch (c) {
+        case 'p': o.plan_path = optarg; break;
+        case 'c': o.cluster_arg = optarg; break;
+        case 'm': o.model_arg = optarg; break;
+        case 'd': o.data = optarg; break;
+        case 'P': o.preempt = optarg; break;
+        case 'T': o.spot_trace = optarg; break;
+        case 'o': o.log_path = optarg; break;
+        case 'r': o.report_path = optarg; break;
+        case 'D': o.run_dir = optarg; break;
+        case 'X': o.launcher = optarg; break;
+        case 's': iv = &o.steps; break;
+        case 'S': iv = &o.seed, min = 0; break;
+        case 'G': iv = &o.global_batch; break;
+        case 'B': iv = &o.micro_batch; break;
+        case 'L': iv = &o.seq; break;
+        case 't': iv = &o.tp; break;
+        case 'w': iv = &o.warmup, min = 0; break;
+        case 'e': iv = &o.eval_every, min = 0; break;
+        case 'K': iv = &o.ckpt_every; break;
+        case 'k': iv = &o.mem_every; break;
+        case 'x': dv = &o.time_scale, dmin = 1e-9; break;
+        case 'n': dv = &o.notice_s; break;
+        case 'b': dv = &o.cloud_mbs; break;
+        case 'l': dv = &o.lr, dmin = 1e-12; break;
+        case 'R':
+            if (!strcmp(optarg, "layer-bitmap"))
+                o.mode = AH_RECOVERY_LAYER_BITMAP;
+            else if (!strcmp(optarg, "full-reload"))
+                o.mode = AH_RECOVERY_FULL_RELOAD;
+            else
+                return cli_bad_input("run", "--recovery: expected layer-bitmap or full-reload");
+            break;
+        default:
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet run --help)",
+                     argv[optind - 1]);
+            return cli_bad_input("run", msg);
+        }
+        if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < min)) {
+            snprintf(msg, sizeof msg, "%s '%s': expected an integer >= %d", argv[optind - 2], optarg, min);
+            return cli_bad_input("run", msg);
+        }
+        if (dv && (cli_parse_double(optarg, dv) != 0 || !(*dv >= dmin))) {
+            snprintf(msg, sizeof msg, "%s '%s': expected a number >= %g", argv[optind - 2], optarg, dmin);
+            return cli_bad_input("run", msg);
+        }
+    }
+    if (optind < argc) {
+        snprintf(msg, sizeof msg, "unexpected argument '%s' (see autohet run --help)", argv[optind]);
+        return cli_bad_input("run", msg);
+    }
+    if (!o.model_arg || !o.data)
+        return cli_bad_input("run", "--model and --data are required (see autohet run --help)");
+    if (!o.plan_path == !o.cluster_arg)
+        return cli_bad_input("run", "give exactly one of --plan and --cluster");
+    if (o.cluster_arg && (!o.global_batch || !o.micro_batch || !o.seq))
+        return cli_bad_input("run", "--cluster needs --global-batch, --micro-batch and --seq");
+    if (o.spot_trace && o.preempt)
+        return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
+    static char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return cli_bad_input("run", "cannot find the autohet executable (/proc/self/exe)");
+    self[n] = 0;
+    o.self_exe = self;
+    return ah_run(&o);
+}
+
+static void preempt_usage(FILE *f) {
+    fprintf(f, "usage: autohet preempt --run-dir DIR NODE [--notice SECONDS]\n\n"
+               "Preempts NODE of the `autohet run` whose run directory is DIR (printed when it starts): its\n"
+               "ranks are killed and its memory and disk tiers wiped, as when a spot instance is reclaimed.\n"
+               "With --notice the job stops at its next committed step and the node first pushes its\n"
+               "memory-tier layers to a peer.\n\n"
+               "exit status: 0 request delivered, 2 bad input\n");
+}
+
+int cmd_preempt(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            preempt_usage(stdout);
+            return 0;
+        }
+    static const struct option opts[] = {
+        {"run-dir", required_argument, 0, 'D'}, {"notice", required_argument, 0, 'n'}, {0, 0, 0, 0}};
+    const char *dir = NULL;
+    double notice = 0;
+    char msg[1200];
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (c == 'D')
+            dir = optarg;
+        else if (c == 'n' && cli_parse_double(optarg, &notice) == 0 && notice >= 0)
+            continue;
+        else {
+            snprintf(msg, sizeof msg, "bad option '%s' (see autohet preempt --help)", argv[optind - 1]);
+            return cli_bad_input("preempt", msg);
+        }
+    }
+    if (!dir || optind != argc - 1)
+        return cli_bad_input("preempt", "expected --run-dir DIR and one NODE (see autohet preempt --help)");
+    if (ah_run_request_preempt(dir, argv[optind], notice, msg, sizeof msg) != 0)
+        return cli_bad_input("preempt", msg);
+    printf("autohet preempt: asked the run in %s to preempt %s%s\n", dir, argv[optind],
+           notice > 0 ? " (with notice)" : "");
+    return 0;
+}

@@ -1,0 +1,262 @@
+/* The recovery assignment (docs/recovery.md): which step to resume from and
+ * where every new rank gets every layer shard of it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/elastic.h"
+#include "util/errors.h"
+
+static const char *tier_names[AH_TIER_N] = {"memory", "disk", "peer", "cloud"};
+
+const char *ah_tier_name(int tier) {
+    return tier >= 0 && tier < AH_TIER_N ? tier_names[tier] : "?";
+}
+
+int ah_plan_world_size(const ah_plan *p) {
+    int n = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        n += p->replicas[k].n_stages * p->tp;
+    return n;
+}
+
+int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank) {
+    for (int k = 0, idx = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++, idx += p->tp)
+            if (rank >= idx && rank < idx + p->tp) {
+                const ah_stage *s = &p->replicas[k].stages[j];
+                if (layer_first)
+                    *layer_first = s->layer_first;
+                if (layer_last)
+                    *layer_last = s->layer_last;
+                if (tp_rank)
+                    *tp_rank = rank - idx;
+                return s->node;
+            }
+    return -1;
+}
+
+/* the rank serving holding i's node to peers: its lowest plan rank, or an
+ * extra server rank when the plan does not use the node */
+static int server_of(ah_assignment *a, const ah_holding *h, int i, const int *h_node, const int *server,
+                     int world) {
+    if (h_node[i] >= 0 && server[h_node[i]] >= 0)
+        return server[h_node[i]];
+    for (int k = 0; k < a->n_servers; k++)
+        if (!strcmp(a->server_node[k], h[i].node))
+            return world + k;
+    snprintf(a->server_node[a->n_servers], sizeof a->server_node[0], "%s", h[i].node);
+    return world + a->n_servers++;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+/* the holding's entry for (layer, tp) at exactly `step`, or NULL */
+static const ah_manifest_entry *held(const ah_holding *h, int layer, int tp, int step) {
+    const ah_manifest_entry *e = ah_manifest_find(&h->m, layer, tp);
+    return e && e->step == step ? e : NULL;
+}
+
+void ah_assignment_free(ah_assignment *a) {
+    free(a->e);
+    free(a->server_node);
+    memset(a, 0, sizeof *a);
+}
+
+int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
+                       ah_assignment *out, char *err, size_t errlen) {
+    int L = ah_model_num_layers(&plan->model), tp = plan->tp, world = ah_plan_world_size(plan);
+    memset(out, 0, sizeof *out);
+    out->server_node = ah_xcalloc((size_t)nh + 1, sizeof *out->server_node);
+    /* the lowest rank of each plan node serves its node's shards to peers */
+    int nn = plan->cluster.n_nodes;
+    int *server = ah_xcalloc((size_t)nn + 1, sizeof(int));
+    for (int q = 0; q < nn; q++)
+        server[q] = -1;
+    for (int r = world - 1; r >= 0; r--)
+        server[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] = r;
+    int *h_node = ah_xcalloc((size_t)nh + 1, sizeof(int)); /* holding -> plan node, -1 not in the plan */
+    for (int i = 0; i < nh; i++) {
+        h_node[i] = -1;
+        for (int q = 0; q < nn; q++)
+            if (!strcmp(plan->cluster.nodes[q].name, h[i].node))
+                h_node[i] = q;
+    }
+    /* usable holdings and the steps they offer */
+    int *usable = ah_xcalloc((size_t)nh + 1, sizeof(int)), n_steps = 0, cap = 16;
+    int *steps = ah_xcalloc((size_t)cap, sizeof(int));
+    for (int i = 0; i < nh; i++) {
+        usable[i] = h[i].tier == AH_TIER_CLOUD || mode == AH_RECOVERY_LAYER_BITMAP;
+        for (int k = 0; usable[i] && k < h[i].m.n; k++) {
+            if (n_steps == cap)
+                steps = ah_xrealloc(steps, sizeof(int) * (size_t)(cap *= 2));
+            steps[n_steps++] = h[i].m.e[k].step;
+        }
+    }
+    qsort(steps, (size_t)n_steps, sizeof(int), cmp_desc);
+    /* the newest step at which every (layer, TP shard) has a copy */
+    int chosen = -1, worst_layer = 0, worst_tp = 0;
+    for (int s = 0; s < n_steps && chosen < 0; s++) {
+        if (s > 0 && steps[s] == steps[s - 1])
+            continue;
+        int ok = 1;
+        for (int l = 0; l < L && ok; l++)
+            for (int t = 0; t < tp && ok; t++) {
+                int any = 0;
+                for (int i = 0; i < nh && !any; i++)
+                    any = usable[i] && held(&h[i], l, t, steps[s]);
+                if (!any) {
+                    ok = 0;
+                    worst_layer = l, worst_tp = t;
+                }
+            }
+        if (ok)
+            chosen = steps[s];
+    }
+    free(steps);
+    if (chosen < 0) {
+        if (n_steps == 0)
+            snprintf(err, errlen, "no checkpoint survives in any %s tier",
+                     mode == AH_RECOVERY_FULL_RELOAD ? "cloud" : "");
+        else
+            snprintf(err, errlen,
+                     "no step has a copy of every layer: layer %d (TP rank %d) is missing at every step "
+                     "that the others have",
+                     worst_layer, worst_tp);
+        free(usable), free(server), free(h_node);
+        ah_assignment_free(out);
+        return -1;
+    }
+    double *load = ah_xcalloc((size_t)nh + 1, sizeof(double)); /* bytes served per holding, to spread peers */
+    int total = 0;
+    for (int r = 0; r < world; r++) {
+        int f = 0, l1 = 0;
+        ah_plan_rank_node(plan, r, &f, &l1, NULL);
+        total += l1 - f;
+    }
+    ah_assign_entry *e = ah_xcalloc((size_t)total + 1, sizeof(ah_assign_entry));
+    int k = 0;
+    for (int r = 0; r < world; r++) {
+        int f = 0, l1 = 0, t = 0;
+        int node = ah_plan_rank_node(plan, r, &f, &l1, &t);
+        for (int l = f; l < l1; l++) {
+            ah_assign_entry *v = &e[k++];
+            *v = (ah_assign_entry){r, l, t, -1, -1, -1, -1, 0};
+            /* nearest first: own memory, own disk, peer memory, peer disk, cloud */
+            static const int order[4][2] = {
+                {AH_TIER_MEMORY, 1}, {AH_TIER_DISK, 1}, {AH_TIER_MEMORY, 0}, {AH_TIER_DISK, 0}};
+            for (int o = 0; o < 4 && v->holding < 0 && mode == AH_RECOVERY_LAYER_BITMAP; o++) {
+                int best = -1;
+                for (int i = 0; i < nh; i++) {
+                    if (h[i].tier != order[o][0] || !held(&h[i], l, t, chosen) || h_node[i] < 0)
+                        continue;
+                    int own = h_node[i] >= 0 && h_node[i] == node;
+                    if (own != order[o][1])
+                        continue;
+                    if (best < 0 || load[i] < load[best])
+                        best = i;
+                }
+                if (best >= 0) {
+                    v->holding = best;
+                    v->tier = order[o][1] ? order[o][0] : AH_TIER_PEER;
+                    v->server = order[o][1] ? -1 : server_of(out, h, best, h_node, server, world);
+                }
+            }
+            for (int i = 0; i < nh; i++)
+                if (h[i].tier == AH_TIER_CLOUD && held(&h[i], l, t, chosen)) {
+                    if (v->holding < 0) {
+                        v->holding = i;
+                        v->tier = AH_TIER_CLOUD;
+                    } else if (v->fallback < 0 && v->tier != AH_TIER_CLOUD) {
+                        v->fallback = i;
+                    }
+                }
+            const ah_manifest_entry *me = held(&h[v->holding], l, t, chosen);
+            v->bytes = (double)me->bytes;
+            load[v->holding] += v->bytes;
+        }
+    }
+    free(usable), free(server), free(h_node), free(load);
+    out->step = chosen;
+    out->e = e;
+    out->n = k;
+    return 0;
+}
+
+static cJSON *src_json(const ah_holding *h, const ah_manifest_entry *me) {
+    cJSON *o = cJSON_CreateObject();
+    char path[2048], hex[17];
+    snprintf(path, sizeof path, "%s/%s", h->dir, me->file);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)me->xxh64);
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddNumberToObject(o, "bytes", (double)me->bytes);
+    cJSON_AddStringToObject(o, "xxh64", hex);
+    return o;
+}
+
+int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan, const ah_assignment *a,
+                      double cloud_bytes_per_s, char *err, size_t errlen) {
+    int world = ah_plan_world_size(plan), nn = plan->cluster.n_nodes, step = a->step, n = a->n;
+    const ah_assign_entry *e = a->e;
+    /* ranks of a node that read from the cloud share the node's bandwidth */
+    int *cloud_readers = ah_xcalloc((size_t)nn + 1, sizeof(int)),
+        *reads = ah_xcalloc((size_t)world + 1, sizeof(int));
+    for (int i = 0; i < n; i++)
+        if (e[i].tier == AH_TIER_CLOUD || e[i].fallback >= 0)
+            reads[e[i].rank] = 1;
+    for (int r = 0; r < world; r++)
+        cloud_readers[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] += reads[r];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", "autohet-recovery");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddNumberToObject(o, "step", step);
+    cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+    for (int r = 0; r < world; r++) {
+        int node = ah_plan_rank_node(plan, r, NULL, NULL, NULL);
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "rank", r);
+        cJSON_AddStringToObject(x, "node", plan->cluster.nodes[node].name);
+        cJSON_AddNumberToObject(
+            x, "cloud_bytes_per_s",
+            cloud_bytes_per_s > 0 && cloud_readers[node] > 0 ? cloud_bytes_per_s / cloud_readers[node] : 0);
+        cJSON_AddItemToArray(ranks, x);
+    }
+    for (int k = 0; k < a->n_servers; k++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "rank", world + k);
+        cJSON_AddStringToObject(x, "node", a->server_node[k]);
+        cJSON_AddBoolToObject(x, "server_only", 1);
+        cJSON_AddItemToArray(ranks, x);
+    }
+    cJSON *sh = cJSON_AddArrayToObject(o, "shards");
+    for (int i = 0; i < n; i++) {
+        const ah_holding *src = &h[e[i].holding];
+        cJSON *x = src_json(src, held(src, e[i].layer, e[i].tp, step));
+        cJSON_AddNumberToObject(x, "rank", e[i].rank);
+        cJSON_AddNumberToObject(x, "layer", e[i].layer);
+        cJSON_AddNumberToObject(x, "tp", e[i].tp);
+        cJSON_AddStringToObject(x, "tier", ah_tier_name(e[i].tier));
+        cJSON_AddStringToObject(x, "holder", src->node);
+        if (e[i].tier == AH_TIER_PEER) {
+            cJSON_AddNumberToObject(x, "server", e[i].server);
+            cJSON_AddStringToObject(x, "holder_tier", ah_tier_name(src->tier));
+        }
+        if (e[i].fallback >= 0)
+            cJSON_AddItemToObject(
+                x, "fallback",
+                src_json(&h[e[i].fallback], held(&h[e[i].fallback], e[i].layer, e[i].tp, step)));
+        cJSON_AddItemToArray(sh, x);
+    }
+    char *txt = cJSON_Print(o);
+    int rc = ah_write_file_atomic(path, txt, strlen(txt), err, errlen);
+    free(txt);
+    cJSON_Delete(o);
+    free(cloud_readers);
+    free(reads);
+    return rc;
+}

@@ -1,0 +1,960 @@
+/* `autohet run`: the plan-aware supervisor of an elastic training job
+ * (docs/recovery.md).
+ *
+ * One generation = one MPI job executing one plan. The controller tails the
+ * job's step log, fires preemptions (SIGKILL of a node's ranks and a wipe of
+ * its memory and disk tiers: the instance is gone), waits for the job to end,
+ * replans for the surviving nodes, computes the recovery assignment from the
+ * surviving manifests and starts the next generation with `train --recover`.
+ * Everything it measures goes into the report. */
+#define _GNU_SOURCE
+#include "elastic/controller.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/cluster.h"
+#include "autohet/model.h"
+#include "autohet/profile.h"
+#include "util/errors.h"
+#include "util/json_file.h"
+
+#define MAX_NODES 256
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb, (void)flag, (void)f;
+    remove(p);
+    return 0;
+}
+
+static void rm_rf(const char *path) {
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int mkdir_p(const char *path) {
+    char tmp[2048];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct {
+    char node[64];
+    int step;
+    int fired;
+} preempt_ev;
+
+typedef struct {
+    const ah_run_options *o;
+    ah_cluster inv;
+    int alive[MAX_NODES];
+    ah_model_config cfg;
+    ah_profile *prof;
+    ah_plan_options po;
+    char run[512], mem[600], disk[600], cloud[600], control[600];
+    FILE *log;
+    preempt_ev *pre;
+    int n_pre;
+    ah_spot_event *trace;
+    int n_trace, next_trace;
+    char trace_map[MAX_NODES][64]; /* trace node name of inventory node i ("" unmapped) */
+    double t_start;
+    cJSON *report, *gens, *recs;
+    /* the running generation */
+    int gen;
+    pid_t pid;
+    ah_plan plan;
+    int have_plan;
+    int n_servers; /* recovery server ranks beside the plan's in this generation */
+    int step;   /* last step the current job logged (its checkpoint is committed) */
+    FILE *glog; /* the job's step log being tailed */
+    char glog_path[1200];
+    cJSON *pending; /* the recovery whose restore result is awaited */
+    char pending_result[1300];
+    double t_spawn;
+} run_state;
+
+/* ---- planning ---- */
+
+static int plan_for_alive(run_state *s, ah_plan *out, char *err, size_t errlen) {
+    ah_cluster sub = {ah_xcalloc((size_t)s->inv.n_nodes + 1, sizeof(ah_node)), 0};
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (s->alive[i])
+            sub.nodes[sub.n_nodes++] = s->inv.nodes[i];
+    int rc = -1;
+    if (sub.n_nodes == 0)
+        snprintf(err, errlen, "no node is available");
+    else
+        rc = ah_plan_search(&s->cfg, &sub, s->prof, &s->po, out, err, errlen) == 0 ? 0 : -1;
+    free(sub.nodes);
+    return rc;
+}
+
+static void describe_plan(const ah_plan *p, char *buf, size_t n) {
+    int used = 0, len = snprintf(buf, n, "%d ranks, %d replica%s (", ah_plan_world_size(p), p->n_replicas,
+                                 p->n_replicas == 1 ? "" : "s");
+    for (int k = 0; k < p->n_replicas && len < (int)n; k++)
+        len += snprintf(buf + len, n - (size_t)len, "%s%d", k ? "+" : "", p->replicas[k].n_stages);
+    for (int i = 0; i < p->cluster.n_nodes; i++)
+        for (int k = 0, hit = 0; k < p->n_replicas && !hit; k++)
+            for (int j = 0; j < p->replicas[k].n_stages && !hit; j++)
+                if (p->replicas[k].stages[j].node == i)
+                    hit = 1, used++;
+    if (len < (int)n)
+        snprintf(buf + len, n - (size_t)len, " stages), TP %d, on %d of %d nodes", p->tp, used,
+                 p->cluster.n_nodes);
+}
+
+/* ---- the training job ---- */
+
+static pid_t launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
+    const ah_run_options *o = s->o;
+    char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
+    snprintf(np, sizeof np, "%d", ah_plan_world_size(&s->plan) + (recover ? s->n_servers : 0));
+    snprintf(steps, sizeof steps, "%d", o->steps);
+    snprintf(seed, sizeof seed, "%d", o->seed);
+    snprintf(lr, sizeof lr, "%.9g", o->lr);
+    snprintf(wu, sizeof wu, "%d", o->warmup);
+    snprintf(ev, sizeof ev, "%d", o->eval_every);
+    snprintf(ke, sizeof ke, "%d", o->ckpt_every);
+    snprintf(me, sizeof me, "%d", o->mem_every);
+    snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
+    snprintf(pids, sizeof pids, "%s/pids-%d", s->run, s->gen);
+    mkdir_p(pids);
+    const char *argv[64];
+    int a = 0;
+    argv[a++] = o->launcher;
+    argv[a++] = "-np", argv[a++] = np, argv[a++] = "--bind-to", argv[a++] = "none";
+    argv[a++] = o->self_exe, argv[a++] = "train";
+    argv[a++] = "--model", argv[a++] = o->model_arg, argv[a++] = "--data", argv[a++] = o->data;
+    argv[a++] = "--plan", argv[a++] = plan_path, argv[a++] = "--steps", argv[a++] = steps;
+    argv[a++] = "--seed", argv[a++] = seed, argv[a++] = "--lr", argv[a++] = lr, argv[a++] = "--warmup",
+    argv[a++] = wu;
+    argv[a++] = "--eval-every", argv[a++] = ev, argv[a++] = "--log", argv[a++] = s->glog_path;
+    if (o->mode == AH_RECOVERY_LAYER_BITMAP)
+        argv[a++] = "--ckpt-mem", argv[a++] = s->mem, argv[a++] = "--mem-every", argv[a++] = me;
+    argv[a++] = "--ckpt-dir", argv[a++] = s->disk, argv[a++] = "--ckpt-every", argv[a++] = ke;
+    argv[a++] = "--ckpt-cloud", argv[a++] = s->cloud;
+    if (recover)
+        argv[a++] = "--recover", argv[a++] = recover;
+    argv[a] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    s->t_spawn = wall_now();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
+        setenv("AUTOHET_PID_DIR", pids, 1);
+        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "autohet run: cannot execute %s (%s)\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    s->glog = NULL;
+    s->step = -1;
+    return pid;
+}
+
+/* new complete lines of the job's step log go to --log; returns lines read */
+static int tail_log(run_state *s) {
+    if (!s->glog && !(s->glog = fopen(s->glog_path, "r")))
+        return 0;
+    char line[2048];
+    int got = 0;
+    for (;;) {
+        long pos = ftell(s->glog);
+        if (!fgets(line, sizeof line, s->glog))
+            break;
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') { /* a partial line: read it again later */
+            fseek(s->glog, pos, SEEK_SET);
+            break;
+        }
+        const char *p = strstr(line, "\"step\": ");
+        if (p)
+            s->step = atoi(p + 8);
+        if (s->log) {
+            fputs(line, s->log);
+            fflush(s->log);
+        }
+        got++;
+    }
+    clearerr(s->glog);
+    return got;
+}
+
+/* Waits for the job to exit; after `grace` seconds the whole process group is
+ * killed. Returns the wait status. */
+static int reap(run_state *s, double grace) {
+    int status = 0;
+    double t0 = wall_now();
+    for (;;) {
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid || (r < 0 && errno != EINTR))
+            break;
+        if (wall_now() - t0 > grace) {
+            killpg(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+            break;
+        }
+        sleep_s(0.002);
+    }
+    killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
+    s->pid = -1;
+    return status;
+}
+
+/* SIGKILL every rank of `node` in the running job; returns how many */
+static int kill_node_ranks(run_state *s, const char *node) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "rank-", 5))
+            continue;
+        char p[2400], name[64] = "";
+        long pid = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(p, "r");
+        if (f && fscanf(f, "%ld %63s", &pid, name) == 2 && !strcmp(name, node) && pid > 1) {
+            kill((pid_t)pid, SIGKILL);
+            n++;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int node_has_ranks(const ah_plan *p, const char *node) {
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, node))
+                return 1;
+    return 0;
+}
+
+static void wipe_node(run_state *s, const char *node) {
+    char p[2400];
+    snprintf(p, sizeof p, "%s/%s", s->mem, node);
+    rm_rf(p);
+    snprintf(p, sizeof p, "%s/%s", s->disk, node);
+    rm_rf(p);
+}
+
+/* ---- recovery ---- */
+
+static int load_holdings(run_state *s, ah_holding **out, int *n) {
+    int cap = 2 * s->inv.n_nodes + 16, k = 0;
+    ah_holding *h = ah_xcalloc((size_t)cap, sizeof *h);
+    char err[512];
+    for (int i = 0; i < s->inv.n_nodes; i++) {
+        if (!s->alive[i])
+            continue;
+        for (int t = 0; t < 2; t++) {
+            ah_holding *v = &h[k];
+            snprintf(v->node, sizeof v->node, "%s", s->inv.nodes[i].name);
+            v->tier = t == 0 ? AH_TIER_MEMORY : AH_TIER_DISK;
+            snprintf(v->dir, sizeof v->dir, "%s/%s", t == 0 ? s->mem : s->disk, v->node);
+            if (ah_manifest_load(v->dir, &v->m, err, sizeof err) != 0) {
+                fprintf(stderr, "autohet run: %s (ignoring this tier)\n", err);
+                ah_manifest_init(&v->m, v->node, ah_tier_name(v->tier));
+            }
+            k++;
+        }
+    }
+    DIR *d = opendir(s->cloud);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (k == cap)
+            h = ah_xrealloc(h, sizeof *h * (size_t)(cap *= 2));
+        ah_holding *v = &h[k];
+        memset(v, 0, sizeof *v);
+        snprintf(v->node, sizeof v->node, "%.63s", de->d_name);
+        v->tier = AH_TIER_CLOUD;
+        snprintf(v->dir, sizeof v->dir, "%s/%.255s", s->cloud, de->d_name);
+        if (ah_manifest_load(v->dir, &v->m, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet run: %s (ignoring it)\n", err);
+            continue;
+        }
+        k++;
+    }
+    if (d)
+        closedir(d);
+    *out = h;
+    *n = k;
+    return 0;
+}
+
+static void free_holdings(ah_holding *h, int n) {
+    for (int i = 0; i < n; i++)
+        ah_manifest_free(&h[i].m);
+    free(h);
+}
+
+/* the restore result of the pending recovery, once the new job has written it */
+static void finish_recovery(run_state *s) {
+    if (!s->pending)
+        return;
+    char err[512];
+    struct stat sb;
+    if (stat(s->pending_result, &sb) != 0)
+        return;
+    cJSON *r = ah_json_parse_file(s->pending_result, 1 << 20, 1, err, sizeof err);
+    if (!r)
+        return; /* written atomically; a parse failure means a foreign file: ignore */
+    cJSON *rec = s->pending;
+    s->pending = NULL;
+    double t_kill = cJSON_GetObjectItemCaseSensitive(rec, "t_event")->valuedouble;
+    double t_spawn = cJSON_GetObjectItemCaseSensitive(rec, "t_spawn")->valuedouble;
+    double t0 = cJSON_GetObjectItemCaseSensitive(r, "t_restore_start")->valuedouble;
+    double t1 = cJSON_GetObjectItemCaseSensitive(r, "t_restore_end")->valuedouble;
+    cJSON_DeleteItemFromObject(rec, "t_event");
+    cJSON_DeleteItemFromObject(rec, "t_spawn");
+    cJSON_AddNumberToObject(rec, "relaunch_s", t0 - t_spawn);
+    cJSON_AddNumberToObject(rec, "restore_s", t1 - t0);
+    cJSON_AddNumberToObject(rec, "seconds", t1 - t_kill);
+    cJSON_AddItemToObject(rec, "bytes_by_tier",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, "bytes_by_tier"), 1));
+    cJSON_AddItemToObject(rec, "seconds_by_tier",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, "seconds_by_tier"), 1));
+    cJSON_AddNumberToObject(rec, "fallbacks", cJSON_GetObjectItemCaseSensitive(r, "fallbacks")->valuedouble);
+    cJSON_Delete(r);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(rec, "bytes_by_tier");
+    printf("autohet run: recovery %d: %.3f s to resume at step %d (%d step%s lost): detection %.3f + replan "
+           "%.3f + "
+           "relaunch %.3f + restore %.3f s; memory %.1f MB, disk %.1f MB, peer %.1f MB, cloud %.1f MB\n",
+           cJSON_GetArraySize(s->recs), t1 - t_kill,
+           cJSON_GetObjectItemCaseSensitive(rec, "resumed_step")->valueint,
+           cJSON_GetObjectItemCaseSensitive(rec, "steps_lost")->valueint,
+           cJSON_GetObjectItemCaseSensitive(rec, "steps_lost")->valueint == 1 ? "" : "s",
+           cJSON_GetObjectItemCaseSensitive(rec, "detection_s")->valuedouble,
+           cJSON_GetObjectItemCaseSensitive(rec, "replan_s")->valuedouble, t0 - t_spawn, t1 - t0,
+           cJSON_GetObjectItemCaseSensitive(b, "memory")->valuedouble / 1e6,
+           cJSON_GetObjectItemCaseSensitive(b, "disk")->valuedouble / 1e6,
+           cJSON_GetObjectItemCaseSensitive(b, "peer")->valuedouble / 1e6,
+           cJSON_GetObjectItemCaseSensitive(b, "cloud")->valuedouble / 1e6);
+    fflush(stdout);
+}
+
+/* Starts generation s->gen for the current s->plan (after writing it); with
+ * `recover` a recovery assignment. 0 or -1 with err. */
+static int start_generation(run_state *s, const char *recover, char *err, size_t errlen) {
+    char path[1200], desc[256];
+    snprintf(path, sizeof path, "%s/plan-%d.json", s->run, s->gen);
+    if (ah_plan_write_json(&s->plan, NULL, path, err, errlen) != 0)
+        return -1;
+    describe_plan(&s->plan, desc, sizeof desc);
+    printf("autohet run: generation %d: %s; predicted %.3f s/iteration (plan %s)\n", s->gen, desc,
+           s->plan.iteration_time_s, path);
+    fflush(stdout);
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "generation", s->gen);
+    cJSON_AddStringToObject(g, "plan", path);
+    cJSON_AddStringToObject(g, "summary", desc);
+    cJSON_AddNumberToObject(g, "ranks", ah_plan_world_size(&s->plan));
+    cJSON_AddNumberToObject(g, "predicted_iteration_s", s->plan.iteration_time_s);
+    cJSON_AddItemToArray(s->gens, g);
+    s->pid = launch(s, path, recover, err, errlen);
+    return s->pid > 0 ? 0 : -1;
+}
+
+/* The node set changes: `gone` nodes were preempted (their ranks already
+ * killed, their tiers wiped) at t_event; `added` join. Stops the job, replans,
+ * assigns and relaunches. 0, or -1 with err (nothing can run). */
+static int change_nodes(run_state *s, const char *cause, double t_event, int step_at_event, char *err,
+                        size_t errlen) {
+    if (s->pid > 0)
+        reap(s, 5.0);
+    double t_detect = wall_now();
+    if (s->glog) {
+        tail_log(s); /* steps the job finished before it went down */
+        fclose(s->glog);
+        s->glog = NULL;
+    }
+    ah_plan np;
+    double r0 = wall_now();
+    if (plan_for_alive(s, &np, err, errlen) != 0) {
+        if (s->trace && s->next_trace < s->n_trace) { /* the trace may bring nodes back */
+            printf("autohet run: %s after step %d; no plan (%s): waiting for nodes\n", cause, step_at_event,
+                   err);
+            fflush(stdout);
+            return 0;
+        }
+        return -1;
+    }
+    double r1 = wall_now();
+    ah_holding *h = NULL;
+    int nh = 0;
+    load_holdings(s, &h, &nh);
+    ah_assignment as;
+    if (ah_recovery_assign(h, nh, &np, s->o->mode, &as, err, errlen) != 0) {
+        free_holdings(h, nh);
+        ah_plan_free(&np);
+        return -1;
+    }
+    char rpath[1200];
+    snprintf(rpath, sizeof rpath, "%s/recover-%d.json", s->run, s->gen + 1);
+    int rc = ah_recovery_write(rpath, h, &np, &as, s->o->cloud_mbs * 1e6, err, errlen);
+    int step = as.step;
+    s->n_servers = as.n_servers;
+    ah_assignment_free(&as);
+    free_holdings(h, nh);
+    double r2 = wall_now();
+    if (rc != 0) {
+        ah_plan_free(&np);
+        return -1;
+    }
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddStringToObject(rec, "cause", cause);
+    cJSON_AddStringToObject(rec, "mode",
+                            s->o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");
+    cJSON_AddNumberToObject(rec, "generation", s->gen + 1);
+    cJSON_AddNumberToObject(rec, "at_s", t_event - s->t_start);
+    cJSON_AddNumberToObject(rec, "last_step_before", step_at_event);
+    cJSON_AddNumberToObject(rec, "resumed_step", step);
+    cJSON_AddNumberToObject(rec, "first_step", step + 1);
+    cJSON_AddNumberToObject(rec, "steps_lost", step_at_event > step ? step_at_event - step : 0);
+    cJSON_AddNumberToObject(rec, "detection_s", t_detect - t_event);
+    cJSON_AddNumberToObject(rec, "replan_s", r1 - r0);
+    cJSON_AddNumberToObject(rec, "assign_s", r2 - r1);
+    cJSON_AddNumberToObject(rec, "t_event", t_event);
+    ah_plan_free(&s->plan);
+    s->plan = np;
+    s->gen++;
+    printf("autohet run: %s after step %d; resuming from step %d\n", cause, step_at_event, step);
+    if (start_generation(s, rpath, err, errlen) != 0) {
+        cJSON_Delete(rec);
+        return -1;
+    }
+    cJSON_AddNumberToObject(rec, "t_spawn", s->t_spawn);
+    cJSON_AddItemToArray(s->recs, rec);
+    s->pending = rec;
+    snprintf(s->pending_result, sizeof s->pending_result, "%s.result.json", rpath);
+    return 0;
+}
+
+/* With notice, a leaving node pushes its memory-tier shards to a peer that
+ * stays (round-robin over the nodes with ranks), which lists them in its own
+ * memory manifest. The job is stopped, so no one else writes the manifests.
+ * Returns the bytes pushed. */
+static double push_to_peers(run_state *s, const int *gone) {
+    int peers[MAX_NODES], np = 0, rr = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (s->alive[i] && !gone[i] && node_has_ranks(&s->plan, s->inv.nodes[i].name))
+            peers[np++] = i;
+    for (int i = 0; i < s->inv.n_nodes && !np; i++)
+        if (s->alive[i] && !gone[i])
+            peers[np++] = i;
+    double bytes = 0;
+    char err[512];
+    for (int i = 0; i < s->inv.n_nodes && np; i++) {
+        if (!gone[i] || !s->alive[i])
+            continue;
+        char src[700];
+        snprintf(src, sizeof src, "%s/%s", s->mem, s->inv.nodes[i].name);
+        ah_manifest m;
+        if (ah_manifest_load(src, &m, err, sizeof err) != 0)
+            continue;
+        for (int k = 0; k < m.n; k++) {
+            const ah_manifest_entry *e = &m.e[k];
+            const char *peer = s->inv.nodes[peers[rr++ % np]].name;
+            char dst[700], from[1000], to[1000];
+            snprintf(dst, sizeof dst, "%s/%s", s->mem, peer);
+            mkdir_p(dst);
+            ah_manifest pm;
+            if (ah_manifest_load(dst, &pm, err, sizeof err) != 0)
+                continue;
+            const ah_manifest_entry *have = ah_manifest_find(&pm, e->layer, e->tp_rank);
+            if (!have || have->step < e->step) {
+                snprintf(from, sizeof from, "%s/%s", src, e->file);
+                snprintf(to, sizeof to, "%s/%s", dst, e->file);
+                unsigned char *buf = ah_xcalloc(e->bytes + 1, 1);
+                if (ah_ckpt_read_raw(from, e->bytes, buf, err, sizeof err) == 0 &&
+                    ah_write_file_atomic(to, buf, e->bytes, err, sizeof err) == 0) {
+                    ah_manifest_put(&pm, e);
+                    if (ah_manifest_save(dst, &pm, err, sizeof err) == 0)
+                        bytes += (double)e->bytes;
+                } else {
+                    fprintf(stderr, "autohet run: pushing a shard: %s\n", err);
+                }
+                free(buf);
+            }
+            ah_manifest_free(&pm);
+        }
+        ah_manifest_free(&m);
+    }
+    return bytes;
+}
+
+static int node_index(const run_state *s, const char *name) {
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (!strcmp(s->inv.nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+/* Preempts the nodes flagged in `gone` (SIGKILL + wipe) and adds those in
+ * `added`; restarts the job when the plan is affected. */
+static int apply_change(run_state *s, const int *gone, const int *added, const char *why, char *err,
+                        size_t errlen) {
+    double t_event = wall_now();
+    int step_at = s->step, affected = 0;
+    char cause[512] = "";
+    int len = snprintf(cause, sizeof cause, "%s:", why);
+    for (int i = 0; i < s->inv.n_nodes; i++) {
+        const char *name = s->inv.nodes[i].name;
+        if (gone[i] && s->alive[i]) {
+            if (s->have_plan && s->pid > 0 && node_has_ranks(&s->plan, name)) {
+                kill_node_ranks(s, name);
+                affected = 1;
+            }
+            wipe_node(s, name);
+            s->alive[i] = 0;
+            len += snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", name);
+        } else if (added[i] && !s->alive[i]) {
+            s->alive[i] = 1;
+            affected = 1;
+            len += snprintf(cause + len, sizeof cause - (size_t)len, " added %s", name);
+        }
+        if (len >= (int)sizeof cause - 1)
+            break;
+    }
+    if (affected && s->pid > 0)
+        killpg(s->pid, SIGKILL); /* the controller stops the job on a change of the node set */
+    if (!affected) {
+        if (len > (int)strlen(why) + 1)
+            printf("autohet run: %s (no rank there: the job continues)\n", cause);
+        return 0;
+    }
+    return change_nodes(s, cause, t_event, step_at, err, errlen);
+}
+
+static int parse_preempts(run_state *s, const char *spec, char *err, size_t errlen) {
+    char *copy = strdup(spec), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        char *at = strrchr(tok, '@'), *end = NULL;
+        long st = at ? strtol(at + 1, &end, 10) : -1;
+        if (!at || at == tok || !end || *end || st < 1) {
+            snprintf(err, errlen, "--preempt '%s': expected NODE@STEP with STEP >= 1", tok);
+            rc = -1;
+            break;
+        }
+        *at = 0;
+        if (node_index(s, tok) < 0) {
+            snprintf(err, errlen, "--preempt %s@%ld: no node named '%s' in the inventory", tok, st, tok);
+            rc = -1;
+            break;
+        }
+        s->pre = ah_xrealloc(s->pre, sizeof *s->pre * (size_t)(s->n_pre + 1));
+        snprintf(s->pre[s->n_pre].node, sizeof s->pre[0].node, "%s", tok);
+        s->pre[s->n_pre].step = (int)st;
+        s->pre[s->n_pre].fired = 0;
+        s->n_pre++;
+    }
+    free(copy);
+    return rc;
+}
+
+/* control requests of `autohet preempt`: RUN/control/preempt-NODE */
+static int poll_control(run_state *s, int *gone, double *notice) {
+    DIR *d = opendir(s->control);
+    int any = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "preempt-", 8) || strstr(de->d_name, ".tmp."))
+            continue;
+        char p[2400];
+        snprintf(p, sizeof p, "%s/%s", s->control, de->d_name);
+        int i = node_index(s, de->d_name + 8);
+        FILE *f = fopen(p, "r");
+        double nt = 0;
+        if (f && fscanf(f, "%lf", &nt) == 1 && nt > *notice)
+            *notice = nt;
+        if (f)
+            fclose(f);
+        unlink(p);
+        if (i >= 0 && s->alive[i])
+            gone[i] = 1, any = 1;
+        else
+            fprintf(stderr, "autohet run: preempt request for '%s': no such live node\n", de->d_name + 8);
+    }
+    if (d)
+        closedir(d);
+    return any;
+}
+
+/* trace events due by now (all events of one timestamp together: a burst is one change) */
+static int poll_trace(run_state *s, int *gone, int *added) {
+    if (!s->trace)
+        return 0;
+    double t = (wall_now() - s->t_start) * s->o->time_scale;
+    int any = 0;
+    while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t) {
+        const ah_spot_event *ev = &s->trace[s->next_trace++];
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            if (!strcmp(s->trace_map[i], ev->node)) {
+                if (ev->add)
+                    added[i] = 1, gone[i] = 0;
+                else
+                    gone[i] = 1, added[i] = 0;
+                any = 1;
+            }
+    }
+    return any;
+}
+
+static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
+    s->o = o;
+    s->pid = -1;
+    s->t_start = wall_now();
+    if (ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
+        return -1;
+    s->cfg.vocab = 256; /* byte-level tokens, as autohet train */
+    ah_plan_options_default(&s->po);
+    if (o->plan_path) {
+        if (ah_plan_read_json(o->plan_path, &s->plan, err, errlen) != 0)
+            return -1;
+        s->have_plan = 1;
+        /* the inventory is the plan's cluster */
+        s->inv.n_nodes = s->plan.cluster.n_nodes;
+        s->inv.nodes = ah_xcalloc((size_t)s->inv.n_nodes + 1, sizeof(ah_node));
+        memcpy(s->inv.nodes, s->plan.cluster.nodes, sizeof(ah_node) * (size_t)s->inv.n_nodes);
+        s->po.tp = s->plan.tp;
+        s->po.micro_batch = s->plan.micro_batch;
+        s->po.global_batch = s->plan.global_batch;
+        s->po.train.seq = s->plan.train.seq;
+    } else {
+        if (ah_cluster_resolve(o->cluster_arg, &s->inv, err, errlen) != 0)
+            return -1;
+        s->po.tp = o->tp;
+        s->po.micro_batch = o->micro_batch;
+        s->po.global_batch = o->global_batch;
+        s->po.train.seq = o->seq;
+    }
+    if (s->inv.n_nodes > MAX_NODES) {
+        snprintf(err, errlen, "the inventory has %d nodes; autohet run supervises at most %d", s->inv.n_nodes,
+                 MAX_NODES);
+        return -1;
+    }
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        s->alive[i] = 1;
+    s->prof = ah_profile_analytic();
+    if (o->preempt && parse_preempts(s, o->preempt, err, errlen) != 0)
+        return -1;
+    if (o->spot_trace) {
+        if (ah_spot_trace_load(o->spot_trace, &s->trace, &s->n_trace, err, errlen) != 0)
+            return -1;
+        /* the k-th distinct trace node is inventory node k; nodes the trace
+         * does not add at time 0 start unavailable */
+        int k = 0;
+        for (int i = 0; i < s->n_trace && k < s->inv.n_nodes; i++) {
+            int seen = 0;
+            for (int j = 0; j < k && !seen; j++)
+                seen = !strcmp(s->trace_map[j], s->trace[i].node);
+            if (!seen)
+                snprintf(s->trace_map[k++], sizeof s->trace_map[0], "%s", s->trace[i].node);
+        }
+        for (int i = 0; i < s->inv.n_nodes; i++) {
+            s->alive[i] = 0;
+            for (int j = 0; j < s->n_trace && s->trace[j].t_s == 0; j++)
+                if (!strcmp(s->trace[j].node, s->trace_map[i]))
+                    s->alive[i] = s->trace[j].add;
+        }
+        while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s == 0)
+            s->next_trace++;
+    }
+    /* tiers: memory under /dev/shm (tmpfs, gone with the "instance"), disk and
+     * cloud under the run directory */
+    if (o->run_dir) {
+        snprintf(s->run, sizeof s->run, "%s", o->run_dir);
+        DIR *d = opendir(s->run);
+        int nonempty = 0;
+        for (struct dirent *de; d && (de = readdir(d));)
+            nonempty |= de->d_name[0] != '.';
+        if (d)
+            closedir(d);
+        if (nonempty) {
+            snprintf(
+                err, errlen,
+                "--run-dir %.400s is not empty (a run starts from empty tiers): remove it or choose another",
+                s->run);
+            return -1;
+        }
+        if (mkdir_p(s->run) != 0) {
+            snprintf(err, errlen, "--run-dir %.400s: cannot create (%s)", s->run, strerror(errno));
+            return -1;
+        }
+    } else {
+        snprintf(s->run, sizeof s->run, "/tmp/autohet-run.XXXXXX");
+        if (!mkdtemp(s->run)) {
+            snprintf(err, errlen, "cannot create a run directory under /tmp (%s)", strerror(errno));
+            return -1;
+        }
+    }
+    char real[PATH_MAX];
+    if (realpath(s->run, real))
+        snprintf(s->run, sizeof s->run, "%.500s", real);
+    struct stat sb;
+    const char *base = strrchr(s->run, '/') ? strrchr(s->run, '/') + 1 : s->run;
+    if (stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(s->mem, sizeof s->mem, "/dev/shm/autohet-%.200s-%ld", base, (long)getpid());
+    else
+        snprintf(s->mem, sizeof s->mem, "%.500s/memory", s->run);
+    snprintf(s->disk, sizeof s->disk, "%.500s/disk", s->run);
+    snprintf(s->cloud, sizeof s->cloud, "%.500s/cloud", s->run);
+    snprintf(s->control, sizeof s->control, "%.500s/control", s->run);
+    if (mkdir_p(s->mem) || mkdir_p(s->disk) || mkdir_p(s->cloud) || mkdir_p(s->control)) {
+        snprintf(err, errlen, "cannot create the tier directories under %s (%s)", s->run, strerror(errno));
+        return -1;
+    }
+    if (o->log_path && !(s->log = fopen(o->log_path, "w"))) {
+        snprintf(err, errlen, "--log %s: cannot open for writing (%s)", o->log_path, strerror(errno));
+        return -1;
+    }
+    s->report = cJSON_CreateObject();
+    s->gens = cJSON_CreateArray();
+    s->recs = cJSON_CreateArray();
+    return 0;
+}
+
+static void write_report(run_state *s, int final_step, int ok) {
+    if (!s->o->report_path)
+        return;
+    cJSON *r = s->report;
+    cJSON_AddStringToObject(r, "format", "autohet-run-report");
+    cJSON_AddNumberToObject(r, "version", 1);
+    cJSON_AddStringToObject(r, "model", s->cfg.name);
+    cJSON_AddStringToObject(r, "recovery",
+                            s->o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");
+    cJSON_AddNumberToObject(r, "cloud_bandwidth_mbs", s->o->cloud_mbs);
+    cJSON_AddNumberToObject(r, "steps", s->o->steps);
+    cJSON_AddNumberToObject(r, "final_step", final_step);
+    cJSON_AddBoolToObject(r, "completed", ok);
+    cJSON_AddNumberToObject(r, "wall_s", wall_now() - s->t_start);
+    cJSON_AddStringToObject(r, "run_dir", s->run);
+    cJSON_AddItemToObject(r, "generations", s->gens);
+    cJSON_AddItemToObject(r, "recoveries", s->recs);
+    s->gens = s->recs = NULL;
+    char *txt = cJSON_Print(r), err[512];
+    if (ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err) != 0)
+        fprintf(stderr, "autohet run: --report: %s\n", err);
+    free(txt);
+}
+
+int ah_run(const ah_run_options *o) {
+    run_state *s = ah_xcalloc(1, sizeof *s);
+    char err[1024];
+    int rc = 0;
+    if (setup(s, o, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: %s\n", err);
+        rc = AH_EXIT_BAD_INPUT;
+        goto out;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    printf("autohet run: %s, %d nodes, run directory %s (memory tier %s)\n", s->cfg.name, s->inv.n_nodes,
+           s->run, s->mem);
+    if (!s->have_plan) {
+        if (plan_for_alive(s, &s->plan, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet run: planning: %s\n", err);
+            rc = AH_EXIT_BAD_INPUT;
+            goto out;
+        }
+        s->have_plan = 1;
+    }
+    if (start_generation(s, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    int final_step = 0, done = 0;
+    /* a preemption with notice in progress: the job runs on until its next
+     * committed step (or the notice runs out), then stops gracefully */
+    int ngone[MAX_NODES] = {0}, notice_on = 0, notice_step = 0;
+    double notice_end = 0;
+    while (!done) {
+        sleep_s(0.002);
+        tail_log(s);
+        finish_recovery(s);
+        if (s->step > final_step)
+            final_step = s->step;
+        if (interrupted) {
+            fprintf(stderr, "autohet run: interrupted; stopping the job\n");
+            if (s->pid > 0) {
+                killpg(s->pid, SIGKILL);
+                reap(s, 1);
+            }
+            rc = 130;
+            break;
+        }
+        int status;
+        pid_t r = s->pid > 0 ? waitpid(s->pid, &status, WNOHANG) : 0;
+        if (s->pid > 0 && r == s->pid) {
+            s->pid = -1;
+            tail_log(s);
+            finish_recovery(s);
+            final_step = s->step > final_step ? s->step : final_step;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+                done = 1;
+                break;
+            }
+            fprintf(stderr,
+                    "autohet run: the training job of generation %d failed (%s %d) at step %d; see its "
+                    "output above\n",
+                    s->gen, WIFEXITED(status) ? "exit" : "signal",
+                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), s->step);
+            rc = 1;
+            break;
+        }
+        int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0}, any = 0;
+        double notice = o->notice_s;
+        char why[64] = "";
+        for (int i = 0; i < s->n_pre; i++) {
+            int ni = node_index(s, s->pre[i].node);
+            if (!s->pre[i].fired && s->step >= s->pre[i].step && ni >= 0) {
+                s->pre[i].fired = 1;
+                if (s->alive[ni])
+                    gone[ni] = 1, any = 1, snprintf(why, sizeof why, "preempt");
+            }
+        }
+        double cmd_notice = 0;
+        if (poll_control(s, gone, &cmd_notice))
+            any = 1, notice = cmd_notice, snprintf(why, sizeof why, "preempt command");
+        if (poll_trace(s, gone, added))
+            any = 1, snprintf(why, sizeof why, "spot trace");
+        int removals = 0, none[MAX_NODES] = {0};
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            removals |= gone[i];
+        if (any && notice > 0 && removals && s->pid > 0) {
+            for (int i = 0; i < s->inv.n_nodes; i++)
+                ngone[i] |= gone[i];
+            if (!notice_on) {
+                notice_on = 1, notice_step = s->step, notice_end = wall_now() + notice;
+                printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why,
+                       notice);
+                fflush(stdout);
+            }
+            memcpy(gone, none, sizeof gone);
+        }
+        if (notice_on && (s->step > notice_step || wall_now() >= notice_end)) {
+            notice_on = 0;
+            double t_stop = wall_now();
+            int step_at = s->step;
+            killpg(s->pid, SIGKILL);
+            reap(s, 5.0);
+            tail_log(s);
+            double pushed = push_to_peers(s, ngone);
+            char cause[512];
+            int len = snprintf(cause, sizeof cause, "preempt with notice:");
+            for (int i = 0; i < s->inv.n_nodes; i++)
+                if (ngone[i] && s->alive[i] && len < (int)sizeof cause - 80) {
+                    len +=
+                        snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", s->inv.nodes[i].name);
+                    wipe_node(s, s->inv.nodes[i].name);
+                    s->alive[i] = 0;
+                }
+            memset(ngone, 0, sizeof ngone);
+            printf("autohet run: pushed %.1f MB of memory-tier layers to peers before the nodes left\n",
+                   pushed / 1e6);
+            if (change_nodes(s, cause, t_stop, step_at, err, sizeof err) != 0) {
+                fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+                rc = 1;
+                break;
+            }
+            if (s->pending)
+                cJSON_AddNumberToObject(s->pending, "pushed_bytes", pushed);
+        }
+        for (int i = 0; i < s->inv.n_nodes && !any; i++)
+            any = added[i];
+        if (any && apply_change(s, gone, added, why, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+            rc = 1;
+            break;
+        }
+    }
+    if (s->glog)
+        fclose(s->glog);
+    if (s->pid > 0) {
+        killpg(s->pid, SIGKILL);
+        reap(s, 1);
+    }
+    if (rc == 0)
+        printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
+               wall_now() - s->t_start, cJSON_GetArraySize(s->recs),
+               cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
+    write_report(s, final_step, rc == 0);
+out:
+    if (s->mem[0])
+        rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
+    if (s->log)
+        fclose(s->log);
+    if (s->have_plan)
+        ah_plan_free(&s->plan);
+    cJSON_Delete(s->report);
+    cJSON_Delete(s->gens);
+    cJSON_Delete(s->recs);
+    ah_profile_free(s->prof);
+    ah_cluster_free(&s->inv);
+    free(s->pre);
+    free(s->trace);
+    free(s);
+    return rc;
+}
+
+int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, char *err, size_t errlen) {
+    char dir[1100], path[1300], txt[64];
+    snprintf(dir, sizeof dir, "%s/control", run_dir);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not the run directory of a running autohet run (no control/)", run_dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/preempt-%s", dir, node);
+    int len = snprintf(txt, sizeof txt, "%g\n", notice_s);
+    return ah_write_file_atomic(path, txt, (size_t)len, err, errlen);
+}

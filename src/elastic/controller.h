@@ -1,0 +1,31 @@
+/* The `autohet run` controller (docs/recovery.md): launches and supervises
+ * the MPI training job of the current plan, one virtual node per inventory
+ * node, injects preemptions (a list, a spot trace, `autohet preempt`), and on
+ * every change of the node set replans and recovers from the layer bitmaps. */
+#ifndef AUTOHET_ELASTIC_CONTROLLER_H
+#define AUTOHET_ELASTIC_CONTROLLER_H
+#include "autohet/elastic.h"
+
+typedef struct {
+    const char *model_arg, *data, *plan_path, *cluster_arg;
+    const char *run_dir; /* NULL: a fresh /tmp/autohet-run.XXXXXX */
+    const char *log_path, *report_path;
+    const char *preempt; /* "NODE@STEP[,NODE@STEP...]" */
+    const char *spot_trace;
+    double time_scale; /* trace seconds per wall second */
+    double notice_s;   /* notice given with --preempt / trace removals (0: none) */
+    ah_recovery_mode mode;
+    double cloud_mbs; /* cloud bandwidth per node, MB/s (0: unlimited) */
+    int steps, seed, global_batch, micro_batch, seq, tp, warmup, eval_every, ckpt_every, mem_every;
+    double lr;
+    const char *launcher; /* "mpirun" */
+    const char *self_exe; /* this autohet binary */
+} ah_run_options;
+
+/* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */
+int ah_run(const ah_run_options *o);
+
+/* `autohet preempt`: asks the controller owning run_dir to preempt `node`. */
+int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,559 @@
+/* Layer checkpoints of the executor (docs/checkpoint.md): save to a tier
+ * directory, restore from the nearest good copy, and recover from a
+ * controller's recovery assignment (own tiers, peers over MPI RMA, cloud). */
+#include <dirent.h>
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/ckpt.h"
+#include "engine/executor_internal.h"
+#include "util/errors.h"
+#include "util/json_file.h"
+
+/* ---- layer checkpoints (docs/checkpoint.md) ---- */
+
+typedef struct {
+    int node, layer, tp_rank, step;
+    uint64_t bytes, xxh64;
+    char file[64];
+} saved_shard;
+
+static void node_dir(const ah_executor *x, const char *dir, int node, char *out, size_t n) {
+    const ah_cluster *c = &x->plan.cluster;
+    char name[64];
+    snprintf(name, sizeof name, "%s", node >= 0 && node < c->n_nodes ? c->nodes[node].name : "node");
+    for (char *p = name; *p; p++)
+        if (*p == '/' || *p == ' ')
+            *p = '_';
+    snprintf(out, n, "%s/%s", dir, name);
+}
+
+static void shard_name(char *out, size_t n, int layer, int tp_rank, int step) {
+    snprintf(out, n, "L%03d-tp%d-s%d.safetensors", layer, tp_rank, step);
+}
+
+static int my_node(const ah_executor *x) {
+    return x->plan.replicas[x->replica].stages[x->stage].node;
+}
+
+/* slot of `dir` in the per-tier "previous checkpoint" table (first use: the
+ * step this run resumed from, whose files of my layers the next save replaces) */
+static int *last_saved_slot(ah_executor *x, const char *dir) {
+    int n = (int)(sizeof x->last_saved / sizeof x->last_saved[0]);
+    for (int i = 0; i < n; i++)
+        if (x->last_saved[i].dir[0] && !strcmp(x->last_saved[i].dir, dir))
+            return &x->last_saved[i].step;
+    for (int i = 0; i < n; i++)
+        if (!x->last_saved[i].dir[0]) {
+            snprintf(x->last_saved[i].dir, sizeof x->last_saved[i].dir, "%s", dir);
+            x->last_saved[i].step = x->resumed_step;
+            return &x->last_saved[i].step;
+        }
+    return NULL; /* more tiers than slots: old shards stay (harmless, not referenced) */
+}
+
+const char *ah_executor_node_name(const ah_executor *x) {
+    return x->plan.cluster.nodes[my_node(x)].name;
+}
+
+int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen) {
+    ah_engine_model *e = &x->model;
+    int nl = e->last - e->first, rc = 0;
+    saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
+    char nd[3072];
+    node_dir(x, dir, my_node(x), nd, sizeof nd);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
+    for (int l = e->first; l < e->last && rc == 0; l++) {
+        ah_eng_layer *Ly = &e->layers[l - e->first];
+        ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
+        char names[3 * AH_MAX_TENSORS][96];
+        int nt = 0;
+        for (int q = 0; q < Ly->n_tensors; q++) {
+            const ah_tensor_info *ti = &Ly->t[q];
+            const float *src[3] = {Ly->param, Ly->m, Ly->v};
+            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
+                int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
+                t[nt] = (ah_ckpt_tensor){names[nt],
+                                         src[k] + ti->offset,
+                                         matrix ? 2 : 1,
+                                         {matrix ? ti->lrows : (int64_t)ti->size, ti->lcols}};
+                nt++;
+            }
+        }
+        char st[16], ly[16], tp[16];
+        snprintf(st, sizeof st, "%d", step);
+        snprintf(ly, sizeof ly, "%d", l);
+        snprintf(tp, sizeof tp, "%d", x->tp_rank);
+        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
+        saved_shard *s = &mine[l - e->first];
+        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
+        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
+        char path[3200];
+        snprintf(path, sizeof path, "%s/%s", nd, s->file);
+        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
+                                 errlen);
+    }
+    /* everyone's shards to rank 0, which writes each node's manifest and then the
+     * global state: a checkpoint exists once state.json names its step */
+    int bad = rc != 0, any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
+    if (any_bad) {
+        free(mine);
+        if (!bad)
+            snprintf(err, errlen, "checkpoint: another rank could not write its layers");
+        return -1;
+    }
+    int cnt = nl * (int)sizeof(saved_shard), *counts = NULL, *displ = NULL, total = 0;
+    saved_shard *all = NULL;
+    if (x->rank == 0)
+        counts = ah_xcalloc((size_t)x->world, sizeof(int)), displ = ah_xcalloc((size_t)x->world, sizeof(int));
+    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
+    if (x->rank == 0) {
+        for (int r = 0; r < x->world; r++) {
+            displ[r] = total;
+            total += counts[r];
+        }
+        all = ah_xcalloc((size_t)total + 1, 1);
+    }
+    MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
+    free(mine);
+    if (x->rank == 0) {
+        int ns = total / (int)sizeof(saved_shard);
+        for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
+            char d[3072];
+            node_dir(x, dir, node, d, sizeof d);
+            ah_manifest m;
+            if (ah_manifest_load(d, &m, err, errlen) != 0) {
+                rc = -1;
+                break;
+            }
+            int touched = 0;
+            for (int i = 0; i < ns; i++)
+                if (all[i].node == node) {
+                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
+                                            "",           all[i].bytes,   all[i].xxh64};
+                    snprintf(me.file, sizeof me.file, "%s", all[i].file);
+                    ah_manifest_put(&m, &me);
+                    touched = 1;
+                }
+            snprintf(m.node, sizeof m.node, "%s", x->plan.cluster.nodes[node].name);
+            snprintf(m.tier, sizeof m.tier, "%s", tier);
+            if (touched)
+                rc = ah_manifest_save(d, &m, err, errlen);
+            ah_manifest_free(&m);
+        }
+        if (rc == 0) {
+            char state[512], path[3072];
+            int len = snprintf(
+                state, sizeof state,
+                "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
+                "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
+                "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
+                step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
+                ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
+            snprintf(path, sizeof path, "%s/state.json", dir);
+            rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
+        }
+        free(all);
+        free(counts);
+        free(displ);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, x->comm);
+    if (rc != 0 && x->rank != 0)
+        snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
+    /* the new checkpoint is committed (state.json names it): this run's previous
+     * shards of my layers are no longer referenced by any manifest */
+    int *prev = last_saved_slot(x, dir);
+    if (rc == 0 && prev && *prev >= 0 && *prev != step)
+        for (int l = e->first; l < e->last; l++) {
+            char name[64], old[3200];
+            shard_name(name, sizeof name, l, x->tp_rank, *prev);
+            snprintf(old, sizeof old, "%s/%s", nd, name);
+            unlink(old); /* a replica on the same node may have removed it already */
+        }
+    if (rc == 0 && prev)
+        *prev = step;
+    return rc;
+}
+
+/* copy a loaded shard's parameters and AdamW moments into layer l */
+static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, char *err, size_t errlen) {
+    ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
+    int rc = 0;
+    for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
+        const ah_tensor_info *ti = &Ly->t[q];
+        float *dst[3] = {Ly->param, Ly->m, Ly->v};
+        const char *pre[3] = {"param", "adam_m", "adam_v"};
+        for (int k = 0; k < 3 && rc == 0; k++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", pre[k], ti->name);
+            int found = 0;
+            for (int i = 0; i < nt; i++)
+                if (!strcmp(t[i].name, name)) {
+                    found = 1;
+                    if (t[i].n != ti->size) {
+                        snprintf(err, errlen,
+                                 "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
+                                 "(a different TP degree or model)",
+                                 l, name, t[i].n, ti->size);
+                        rc = -1;
+                    } else {
+                        memcpy(dst[k] + ti->offset, t[i].data, sizeof(float) * ti->size);
+                    }
+                }
+            if (!found && rc == 0) {
+                snprintf(err, errlen, "checkpoint layer %d: no tensor %s (a different model?)", l, name);
+                rc = -1;
+            }
+        }
+    }
+    return rc;
+}
+
+int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    ah_engine_model *e = &x->model;
+    /* tiers: my node's directory first, then every other node directory under
+     * DIR (also nodes that are no longer in the plan: their disks survived) */
+    int rc = 0, nd = 0, cap = 8;
+    char(*dirs)[3072] = ah_xcalloc((size_t)cap, sizeof *dirs);
+    node_dir(x, dir, my_node(x), dirs[nd++], sizeof dirs[0]);
+    DIR *dh = opendir(dir);
+    if (!dh) {
+        snprintf(err, errlen, "checkpoint %s: cannot open (%s)", dir, strerror(errno));
+        rc = -1;
+    }
+    for (struct dirent *de; dh && (de = readdir(dh));) {
+        char p[3072];
+        struct stat sb;
+        if (de->d_name[0] == '.' || snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= (int)sizeof p ||
+            stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode) || !strcmp(p, dirs[0]))
+            continue;
+        if (nd == cap) {
+            cap *= 2;
+            dirs = ah_xrealloc(dirs, sizeof *dirs * (size_t)cap);
+        }
+        snprintf(dirs[nd++], sizeof dirs[0], "%s", p);
+    }
+    if (dh)
+        closedir(dh);
+    const char **dp = ah_xcalloc((size_t)nd + 1, sizeof(char *));
+    for (int i = 0; i < nd; i++)
+        dp[i] = dirs[i];
+    for (int l = e->first; l < e->last && rc == 0; l++) {
+        ah_ckpt_loaded *t = NULL;
+        int nt = 0;
+        if (ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, err, errlen) < 0) {
+            rc = -1;
+            break;
+        }
+        rc = apply_layer(x, l, t, nt, err, errlen);
+        ah_ckpt_free(t, nt);
+    }
+    free(dirs);
+    free(dp);
+    /* every rank reports the first failing rank's reason */
+    int first_bad = rc != 0 ? x->rank : x->world, who = x->world;
+    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, x->comm);
+    if (who == x->world) {
+        x->resumed_step = step;
+        return 0;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, x->comm);
+    snprintf(err, errlen, "%s", msg);
+    return -1;
+}
+
+/* ---- recovery from a controller's assignment (docs/recovery.md) ---- */
+
+enum { T_MEMORY, T_DISK, T_PEER, T_CLOUD, T_N };
+static const char *tier_names[T_N] = {"memory", "disk", "peer", "cloud"};
+
+typedef struct {
+    char path[1024];
+    uint64_t bytes, xxh64;
+} shard_src;
+
+typedef struct {
+    int rank, layer, tp, tier, server; /* server: the world rank exposing a peer shard */
+    shard_src src;
+    shard_src fallback; /* path[0] == 0: none */
+    uint64_t win_off;   /* peer: offset in the server's window */
+} rec_entry;
+
+static int parse_src(const cJSON *o, shard_src *s) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "path"),
+                *b = cJSON_GetObjectItemCaseSensitive(o, "bytes"),
+                *h = cJSON_GetObjectItemCaseSensitive(o, "xxh64");
+    if (!cJSON_IsString(p) || !cJSON_IsNumber(b) || b->valuedouble < 0 || !cJSON_IsString(h))
+        return -1;
+    snprintf(s->path, sizeof s->path, "%s", p->valuestring);
+    s->bytes = (uint64_t)b->valuedouble;
+    char *end = NULL;
+    s->xxh64 = strtoull(h->valuestring, &end, 16);
+    return end && *end == 0 && strlen(h->valuestring) == 16 ? 0 : -1;
+}
+
+/* the assignment file: {"step": S, "ranks": [{"rank", "cloud_bytes_per_s"}],
+ * "shards": [{"rank", "layer", "tp", "tier", "server", "path", "bytes",
+ * "xxh64", "fallback": {...}}]} */
+static int load_assignment(const char *path, int me, int *step, double *cloud_rate, rec_entry **out, int *n,
+                           char *err, size_t errlen) {
+    cJSON *o = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
+    if (!o)
+        return -1;
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
+                *rk = cJSON_GetObjectItemCaseSensitive(o, "ranks"),
+                *sh = cJSON_GetObjectItemCaseSensitive(o, "shards");
+    int rc = 0;
+    if (!cJSON_IsNumber(st) || st->valueint < 0 || !cJSON_IsArray(sh) || !cJSON_IsArray(rk)) {
+        snprintf(err, errlen, "%s: needs step, ranks and shards", path);
+        cJSON_Delete(o);
+        return -1;
+    }
+    *step = st->valueint;
+    *cloud_rate = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, rk) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
+                    *c = cJSON_GetObjectItemCaseSensitive(it, "cloud_bytes_per_s");
+        if (cJSON_IsNumber(r) && r->valueint == me && cJSON_IsNumber(c))
+            *cloud_rate = c->valuedouble;
+    }
+    int cnt = cJSON_GetArraySize(sh), k = 0;
+    rec_entry *e = ah_xcalloc((size_t)cnt + 1, sizeof(rec_entry));
+    cJSON_ArrayForEach(it, sh) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
+                    *l = cJSON_GetObjectItemCaseSensitive(it, "layer"),
+                    *t = cJSON_GetObjectItemCaseSensitive(it, "tp"),
+                    *ti = cJSON_GetObjectItemCaseSensitive(it, "tier"),
+                    *sv = cJSON_GetObjectItemCaseSensitive(it, "server"),
+                    *fb = cJSON_GetObjectItemCaseSensitive(it, "fallback");
+        rec_entry *v = &e[k];
+        v->tier = -1;
+        for (int q = 0; q < T_N && cJSON_IsString(ti); q++)
+            if (!strcmp(ti->valuestring, tier_names[q]))
+                v->tier = q;
+        if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
+            parse_src(it, &v->src) != 0 || (v->tier == T_PEER && !cJSON_IsNumber(sv)) ||
+            (fb && parse_src(fb, &v->fallback) != 0) || v->src.bytes > (uint64_t)INT32_MAX) {
+            snprintf(err, errlen, "%s: shards[%d] is malformed", path, k);
+            rc = -1;
+            break;
+        }
+        v->rank = r->valueint;
+        v->layer = l->valueint;
+        v->tp = t->valueint;
+        v->server = cJSON_IsNumber(sv) ? sv->valueint : -1;
+        k++;
+    }
+    cJSON_Delete(o);
+    if (rc != 0) {
+        free(e);
+        return -1;
+    }
+    *out = e;
+    *n = k;
+    return 0;
+}
+
+static double now_s(void) {
+    return MPI_Wtime();
+}
+
+/* Read a shard from a file, charging `tier`; cloud reads are paced to the
+ * rank's share of the cloud bandwidth (the store is remote and slower). */
+static int read_file_src(const shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
+                         double *cloud_t0, ah_recover_stats *st, ah_ckpt_loaded **t, int *nt, char *err,
+                         size_t errlen) {
+    double t0 = now_s();
+    if (tier == T_CLOUD && *cloud_bytes == 0)
+        *cloud_t0 = t0;
+    int rc = ah_ckpt_read_shard(s->path, s->bytes, s->xxh64, t, nt, err, errlen);
+    if (tier == T_CLOUD) {
+        *cloud_bytes += (double)s->bytes;
+        double due = cloud_rate > 0 ? *cloud_t0 + *cloud_bytes / cloud_rate : 0, now = now_s();
+        if (due > now)
+            usleep((useconds_t)((due - now) * 1e6));
+    }
+    st->bytes[tier] += (double)s->bytes;
+    st->seconds[tier] += now_s() - t0;
+    return rc;
+}
+
+/* The recovery as every world rank plays it; x == NULL: a server-only rank.
+ * The ranks of the plan are world ranks 0..N-1, servers come after them. */
+static int recover_core(ah_executor *x, const char *assignment, int *step_out, ah_recover_stats *st,
+                        char *err, size_t errlen) {
+    int me, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    memset(st, 0, sizeof *st);
+    double t_start = now_s();
+    rec_entry *e = NULL;
+    int n = 0, step = 0, rc = 0;
+    double cloud_rate = 0, cloud_bytes = 0, cloud_t0 = 0;
+    rc = load_assignment(assignment, me, &step, &cloud_rate, &e, &n, err, errlen);
+    /* every layer of mine must be assigned exactly once */
+    int nl = x ? x->model.last - x->model.first : 0, first = x ? x->model.first : 0;
+    int *mine = ah_xcalloc((size_t)nl + 1, sizeof(int));
+    for (int i = 0; i < n && rc == 0 && x; i++)
+        if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= first && e[i].layer < first + nl)
+            mine[e[i].layer - first]++;
+    for (int l = 0; l < nl && rc == 0; l++)
+        if (mine[l] != 1) {
+            snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, first + l, me,
+                     mine[l]);
+            rc = -1;
+        }
+    for (int i = 0; i < n && rc == 0; i++)
+        if (e[i].rank == me && !x) {
+            snprintf(err, errlen, "%s: rank %d has no plan slot but is assigned layer %d", assignment, me,
+                     e[i].layer);
+            rc = -1;
+        } else if (e[i].tier == T_PEER && (e[i].server < 0 || e[i].server >= world)) {
+            snprintf(err, errlen, "%s: shards[%d] is served by rank %d; the job has %d ranks", assignment, i,
+                     e[i].server, world);
+            rc = -1;
+        }
+    free(mine);
+    /* every rank must agree on the peer windows before the collective */
+    int bad = rc != 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        if (!bad)
+            snprintf(err, errlen, "another rank could not read the recovery assignment");
+        free(e);
+        return -1;
+    }
+
+    /* peers: each server exposes the shards it serves in one RMA window (the
+     * same layout is computed by every rank from the shared assignment), the
+     * new owners get them one-sided: RDMA on InfiniBand/RoCE fabrics */
+    double tp0 = now_s();
+    uint64_t my_win = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].tier != T_PEER)
+            continue;
+        int dup = -1;
+        for (int j = 0; j < i && dup < 0; j++)
+            if (e[j].tier == T_PEER && e[j].server == e[i].server && !strcmp(e[j].src.path, e[i].src.path))
+                dup = j;
+        if (dup >= 0) {
+            e[i].win_off = e[dup].win_off;
+            continue;
+        }
+        uint64_t end = 0;
+        for (int j = 0; j < i; j++)
+            if (e[j].tier == T_PEER && e[j].server == e[i].server && e[j].win_off + e[j].src.bytes > end)
+                end = e[j].win_off + e[j].src.bytes;
+        e[i].win_off = end;
+        if (e[i].server == me && end + e[i].src.bytes > my_win)
+            my_win = end + e[i].src.bytes;
+    }
+    unsigned char *wbuf = ah_xcalloc(my_win + 1, 1);
+    for (int i = 0; i < n; i++)
+        if (e[i].tier == T_PEER && e[i].server == me) {
+            char e2[512];
+            /* a missing or bad copy is served as is: the owner's checksum catches it */
+            if (ah_ckpt_read_raw(e[i].src.path, e[i].src.bytes, wbuf + e[i].win_off, e2, sizeof e2) != 0)
+                fprintf(stderr, "autohet: serving a peer shard: %s\n", e2);
+        }
+    MPI_Win win;
+    MPI_Win_create(wbuf, (MPI_Aint)my_win, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_fence(0, win);
+    unsigned char **got = ah_xcalloc((size_t)n + 1, sizeof(unsigned char *));
+    for (int i = 0; i < n; i++)
+        if (e[i].tier == T_PEER && e[i].rank == me) {
+            got[i] = ah_xcalloc(e[i].src.bytes + 1, 1);
+            MPI_Get(got[i], (int)e[i].src.bytes, MPI_BYTE, e[i].server, (MPI_Aint)e[i].win_off,
+                    (int)e[i].src.bytes, MPI_BYTE, win);
+        }
+    MPI_Win_fence(0, win);
+    MPI_Win_free(&win);
+    free(wbuf);
+    st->seconds[T_PEER] = now_s() - tp0;
+
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (e[i].rank != me)
+            continue;
+        ah_ckpt_loaded *t = NULL;
+        int nt = 0, ok;
+        char e2[512];
+        if (e[i].tier == T_PEER) {
+            char what[1200];
+            snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
+            double t0 = now_s();
+            ok = ah_ckpt_parse_shard(what, got[i], e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2, sizeof e2) ==
+                 0;
+            st->bytes[T_PEER] += (double)e[i].src.bytes;
+            st->seconds[T_PEER] += now_s() - t0;
+        } else {
+            ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &t, &nt, e2,
+                               sizeof e2) == 0;
+        }
+        if (!ok && e[i].fallback.path[0]) {
+            fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+            st->fallbacks++;
+            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &t, &nt, e2,
+                               sizeof e2) == 0;
+        }
+        if (!ok) {
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", e[i].layer, e[i].tp,
+                     step, e2);
+            rc = -1;
+        } else {
+            rc = apply_layer(x, e[i].layer, t, nt, err, errlen);
+        }
+        ah_ckpt_free(t, nt);
+    }
+    for (int i = 0; i < n; i++)
+        free(got[i]);
+    free(got);
+    free(e);
+    st->total_s = now_s() - t_start;
+    /* bytes summed over ranks, times of the slowest rank */
+    MPI_Allreduce(MPI_IN_PLACE, st->bytes, T_N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, st->seconds, T_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &st->total_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int first_bad = rc != 0 ? me : world, who = world;
+    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (who == world) {
+        if (x)
+            x->resumed_step = step;
+        *step_out = step;
+        return 0;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, MPI_COMM_WORLD);
+    snprintf(err, errlen, "%s", msg);
+    return -1;
+}
+
+int ah_executor_recover(ah_executor *x, const char *assignment, int *step, ah_recover_stats *st, char *err,
+                        size_t errlen) {
+    return recover_core(x, assignment, step, st, err, errlen);
+}
+
+int ah_recover_serve(const char *assignment, char *err, size_t errlen) {
+    ah_recover_stats st;
+    int step;
+    return recover_core(NULL, assignment, &step, &st, err, errlen);
+}

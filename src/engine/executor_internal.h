@@ -1,0 +1,72 @@
+/* The executor's state, shared by its parts: executor.c (set-up, the 1F1B
+ * step, tracing) and executor_ckpt.c (layer checkpoints and recovery). Not a
+ * public interface. */
+#ifndef AUTOHET_ENGINE_EXECUTOR_INTERNAL_H
+#define AUTOHET_ENGINE_EXECUTOR_INTERNAL_H
+#include <mpi.h>
+
+#include "engine/executor.h"
+
+typedef struct {
+    int first, last; /* layers [first, last) */
+    MPI_Comm comm;   /* the holders of this bucket with my TP rank */
+    int size;        /* its ranks */
+    int lead;        /* its lowest world rank: names the communicator in traces */
+} bucket;
+
+/* One traced operation of this rank (docs/analyze.md). */
+typedef struct {
+    double t0, t1;
+    int kind, mb, site, seq, ranks;
+    int group;  /* lowest world rank of the communicator, or the peer of a receive */
+    int lo, hi; /* layers of a gradient bucket, -1 otherwise */
+    double bytes;
+} trace_ev;
+
+enum {
+    EV_FORWARD,
+    EV_BACKWARD,
+    EV_OPTIMIZER,
+    EV_RECV_ACT,
+    EV_RECV_GRAD,
+    EV_SEND_WAIT,
+    EV_DP_ALLREDUCE,
+    EV_TP_ALLREDUCE,
+    EV_TIED_SYNC,
+    EV_STEP_SYNC,
+    EV_KINDS
+};
+struct ah_executor {
+    ah_plan plan;
+    ah_model_config cfg;
+    const ah_dataset *data;
+    ah_optim_config oc;
+    uint64_t seed;
+    MPI_Comm comm; /* the training ranks (MPI_COMM_WORLD unless recovery servers run beside them) */
+    int rank, world;
+    int replica, stage, tp_rank, n_stages, tp;
+    int m;          /* my replica's micro-batches */
+    int row0;       /* my replica's first row of the global batch */
+    int prev, next; /* world ranks of the neighbouring stages (same TP rank), -1 at the ends */
+    MPI_Comm tp_comm;
+    bucket *buckets;
+    int n_buckets;
+    int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
+    /* previous committed checkpoint of this run per tier root (its shards of my
+     * layers are deleted once a newer one commits); resumed_step seeds it */
+    struct {
+        char dir[512];
+        int step;
+    } last_saved[4];
+    int resumed_step;
+    double slowdown;
+    double peak; /* sgemm FLOP/s of one rank */
+    ah_engine_model model;
+    /* tracing */
+    int tracing;
+    trace_ev *ev;
+    int n_ev, cap_ev;
+    int site_seq[64]; /* calls so far per call site (matches instances across ranks) */
+};
+
+#endif
