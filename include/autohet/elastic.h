@@ -54,7 +54,9 @@ typedef struct {
  * layer-bitmap: any holding, nearest first; full-reload: cloud only (Varuna).
  * A surviving node without a rank in the plan still serves its copies: the
  * assignment then asks for an extra server rank there. Returns 0 (free with
- * ah_assignment_free), or -1 with err naming a layer no step can restore. */
+ * ah_assignment_free); 1 when no step has a copy of every layer: err says why
+ * and the assignment is step 0 without shards (the initialisation from the
+ * seed, which every rank recomputes). */
 int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
                        ah_assignment *out, char *err, size_t errlen);
 void ah_assignment_free(ah_assignment *a);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -269,6 +270,9 @@ int cmd_train(int argc, char **argv) {
             bad = 1;
         }
     }
+    if (getenv("AUTOHET_PID_DIR"))
+        prctl(PR_SET_PDEATHSIG,
+              SIGKILL); /* under autohet run: die with the launcher, never train on orphaned */
     MPI_Init(&argc, &argv);
     double t_init = wall_now();
     int rank, world;

@@ -121,16 +121,18 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
     free(steps);
     if (chosen < 0) {
         if (n_steps == 0)
-            snprintf(err, errlen, "no checkpoint survives in any %s tier",
-                     mode == AH_RECOVERY_FULL_RELOAD ? "cloud" : "");
+            snprintf(err, errlen, "no checkpoint survives in any%s tier",
+                     mode == AH_RECOVERY_FULL_RELOAD ? " cloud" : "");
         else
             snprintf(err, errlen,
                      "no step has a copy of every layer: layer %d (TP rank %d) is missing at every step "
                      "that the others have",
                      worst_layer, worst_tp);
         free(usable), free(server), free(h_node);
-        ah_assignment_free(out);
-        return -1;
+        /* step 0 is always recoverable: the initialisation from the seed */
+        out->step = 0;
+        out->e = ah_xcalloc(1, sizeof(ah_assign_entry));
+        return 1;
     }
     double *load = ah_xcalloc((size_t)nh + 1, sizeof(double)); /* bytes served per holding, to spread peers */
     int total = 0;

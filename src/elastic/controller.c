@@ -101,8 +101,8 @@ typedef struct {
     ah_plan plan;
     int have_plan;
     int n_servers; /* recovery server ranks beside the plan's in this generation */
-    int step;   /* last step the current job logged (its checkpoint is committed) */
-    FILE *glog; /* the job's step log being tailed */
+    int step;      /* last step the current job logged (its checkpoint is committed) */
+    FILE *glog;    /* the job's step log being tailed */
     char glog_path[1200];
     cJSON *pending; /* the recovery whose restore result is awaited */
     char pending_result[1300];
@@ -156,6 +156,9 @@ static pid_t launch(run_state *s, const char *plan_path, const char *recover, ch
     snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
     snprintf(pids, sizeof pids, "%s/pids-%d", s->run, s->gen);
     mkdir_p(pids);
+    char shm[700];
+    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
+    mkdir_p(shm);
     const char *argv[64];
     int a = 0;
     argv[a++] = o->launcher;
@@ -185,6 +188,9 @@ static pid_t launch(run_state *s, const char *plan_path, const char *recover, ch
         setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
         setenv("AUTOHET_PID_DIR", pids, 1);
         setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
+        /* MPI's shared-memory segments of this job go where the controller
+         * can remove them: SIGKILLed ranks never clean up after themselves */
+        setenv("OMPI_MCA_btl_vader_backing_directory", shm, 1);
         execvp(argv[0], (char *const *)argv);
         fprintf(stderr, "autohet run: cannot execute %s (%s)\n", argv[0], strerror(errno));
         _exit(127);
@@ -223,6 +229,10 @@ static int tail_log(run_state *s) {
     return got;
 }
 
+/* SIGKILL every rank of the running job named in its pid files (`node` NULL:
+ * all of them); returns how many */
+static int kill_ranks(run_state *s, const char *node);
+
 /* Waits for the job to exit; after `grace` seconds the whole process group is
  * killed. Returns the wait status. */
 static int reap(run_state *s, double grace) {
@@ -240,12 +250,32 @@ static int reap(run_state *s, double grace) {
         sleep_s(0.002);
     }
     killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
+    kill_ranks(s, NULL);     /* and ranks the launcher put in groups of their own */
     s->pid = -1;
+    char shm[700];
+    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
+    rm_rf(shm);
     return status;
 }
 
-/* SIGKILL every rank of `node` in the running job; returns how many */
-static int kill_node_ranks(run_state *s, const char *node) {
+/* the process is still a rank of this run (its command line names the run
+ * directory), not an unrelated process that reused the pid */
+static int is_our_rank(const run_state *s, pid_t pid) {
+    char p[64], buf[8192];
+    snprintf(p, sizeof p, "/proc/%ld/cmdline", (long)pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i])
+            buf[i] = ' ';
+    buf[n] = 0;
+    return strstr(buf, s->run) != NULL;
+}
+
+static int kill_ranks(run_state *s, const char *node) {
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
     DIR *d = opendir(dir);
@@ -257,7 +287,8 @@ static int kill_node_ranks(run_state *s, const char *node) {
         long pid = 0;
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         FILE *f = fopen(p, "r");
-        if (f && fscanf(f, "%ld %63s", &pid, name) == 2 && !strcmp(name, node) && pid > 1) {
+        if (f && fscanf(f, "%ld %63s", &pid, name) == 2 && (!node || !strcmp(name, node)) && pid > 1 &&
+            is_our_rank(s, (pid_t)pid)) {
             kill((pid_t)pid, SIGKILL);
             n++;
         }
@@ -432,11 +463,8 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     int nh = 0;
     load_holdings(s, &h, &nh);
     ah_assignment as;
-    if (ah_recovery_assign(h, nh, &np, s->o->mode, &as, err, errlen) != 0) {
-        free_holdings(h, nh);
-        ah_plan_free(&np);
-        return -1;
-    }
+    if (ah_recovery_assign(h, nh, &np, s->o->mode, &as, err, errlen) != 0)
+        printf("autohet run: %s: restarting from step 0 (the initialisation from the seed)\n", err);
     char rpath[1200];
     snprintf(rpath, sizeof rpath, "%s/recover-%d.json", s->run, s->gen + 1);
     int rc = ah_recovery_write(rpath, h, &np, &as, s->o->cloud_mbs * 1e6, err, errlen);
@@ -550,7 +578,7 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
         const char *name = s->inv.nodes[i].name;
         if (gone[i] && s->alive[i]) {
             if (s->have_plan && s->pid > 0 && node_has_ranks(&s->plan, name)) {
-                kill_node_ranks(s, name);
+                kill_ranks(s, name);
                 affected = 1;
             }
             wipe_node(s, name);

@@ -415,7 +415,7 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     for (int i = 0; i < n && rc == 0 && x; i++)
         if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= first && e[i].layer < first + nl)
             mine[e[i].layer - first]++;
-    for (int l = 0; l < nl && rc == 0; l++)
+    for (int l = 0; l < nl && rc == 0 && !(step == 0 && n == 0); l++) /* step 0, no shards: the seed's init */
         if (mine[l] != 1) {
             snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, first + l, me,
                      mine[l]);

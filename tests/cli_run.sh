@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# autohet run: elastic training under preemption. Every run's final parameters
+# must equal those of an uninterrupted single-process run (1e-5 relative).
+#  - 2 replicas x 2 stages on 4 virtual nodes, one node lost at step 5: zero
+#    steps lost, peers serve the missing layers (MPI RMA)
+#  - a 4-stage pipeline loses a node whose layers only the cloud holds: the
+#    resume step is the last cloud checkpoint and is reported
+#  - full-reload (Varuna-like): everything from the cloud, progress lost
+#  - with notice: the leaving node pushes its layers, nothing is lost
+#  - `autohet preempt` at random points of the run (incl. mid-checkpoint)
+#  - a spot trace that removes a node before any checkpoint: restart from 0
+#  - a recovery whose peer copy has a flipped byte uses the cloud copy
+#  - bad input: one line, exit 2
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+CMP="$3"
+PLANS="$(dirname "$0")/plans"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 12 --seed 3 --eval-every 3)
+
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" timeout 300 "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
+  >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "reference run"; }
+
+run() { # name plan extra-args...
+  local name=$1 plan=$2
+  shift 2
+  AUTOHET_DUMP_PARAMS="$TMP/$name.bin" timeout 300 "$BIN" run --plan "$PLANS/$plan.json" "${ARGS[@]}" \
+    --run-dir "$TMP/$name.run" --log "$TMP/$name.log" --report "$TMP/$name.json" "$@" >"$TMP/$name.out" 2>&1
+  local rc=$?
+  [ $rc -eq 0 ] || { tail -20 "$TMP/$name.out"; fail "$name: exit $rc"; return; }
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$name.bin" 1e-5) || fail "$name: parameters differ from the uninterrupted run: $out"
+  jq -e '.completed and .final_step == 12' "$TMP/$name.json" >/dev/null || fail "$name: report not completed"
+  [ "$(jq -s 'map(.step) | max' "$TMP/$name.log")" = 12 ] || fail "$name: log does not reach step 12"
+  jq -e 'has("loss") and has("tokens_per_s") and has("mfu")' <(head -1 "$TMP/$name.log") >/dev/null \
+    || fail "$name: log lines are not train's"
+}
+rec() { jq -e ".recoveries | length == 1 and (.[0] | $2)" "$TMP/$1.json" >/dev/null \
+  || { jq -c '.recoveries' "$TMP/$1.json"; fail "$1: recovery record: $2"; }; }
+
+# 1. a surviving replica for every layer: nothing lost, peers serve
+run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5
+rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 and .bytes_by_tier.memory > 0
+  and .bytes_by_tier.cloud == 0 and .seconds > 0 and .detection_s >= 0 and .relaunch_s > 0 and .restore_s > 0
+  and (.cause | test("lost n1"))'
+jq -e 'any(.shards[]; .tier == "peer")' "$TMP/peer.run/recover-1.json" >/dev/null || fail "peer: no peer shard"
+[ -z "$(ls /dev/shm | grep "autohet-peer.run" 2>/dev/null)" ] || fail "peer: memory tier left in /dev/shm"
+
+# 2. the layers of n2 exist only on n2 and in the cloud (step 5)
+run cloud tiny-4node-pipe --preempt n2@6 --ckpt-every 5
+rec cloud '.resumed_step == 5 and .steps_lost >= 1 and .bytes_by_tier.cloud > 0'
+grep -q "resuming from step 5" "$TMP/cloud.out" || fail "cloud: resume step not printed"
+
+# 3. full reload: every byte from the cloud, at the last cloud checkpoint
+run full tiny-4node-2x2 --preempt n1@6 --ckpt-every 5 --recovery full-reload --cloud-bandwidth 50
+rec full '.mode == "full-reload" and .resumed_step == 5 and .steps_lost >= 1 and .bytes_by_tier.cloud > 0
+  and .bytes_by_tier.memory == 0 and .bytes_by_tier.peer == 0 and .bytes_by_tier.disk == 0'
+
+# 4. with notice the pipeline node pushes its layers first: nothing lost
+run notice tiny-4node-pipe --preempt n2@7 --notice 30 --ckpt-every 5
+rec notice '.steps_lost == 0 and .resumed_step >= 7 and .pushed_bytes > 0 and .bytes_by_tier.cloud == 0'
+
+# 5. `autohet preempt` at random points of a step (also mid-checkpoint)
+for i in 1 2 3; do
+  name=random$i
+  (
+    while [ ! -s "$TMP/$name.log" ] || [ "$(wc -l <"$TMP/$name.log")" -lt 3 ]; do sleep 0.01; done
+    sleep "0.0$((RANDOM % 10))"
+    "$BIN" preempt --run-dir "$TMP/$name.run" n$((1 + RANDOM % 3)) >/dev/null
+  ) &
+  run $name tiny-4node-2x2 --ckpt-every 4
+  wait
+  rec $name '.resumed_step >= 3 and (.cause | test("preempt command"))'
+done
+
+# 6. a spot trace removes a node 1 ms in: no checkpoint yet, restart from step 0
+printf '0,add,a\n0,add,b\n0,add,c\n0,add,d\n1,remove,c\n' >"$TMP/trace.csv"
+run trace tiny-4node-2x2 --spot-trace "$TMP/trace.csv" --time-scale 1
+jq -e '.recoveries | length == 1 and .[0].resumed_step == 0 and (.[0].cause | test("lost n2"))' "$TMP/trace.json" \
+  >/dev/null || fail "trace: recovery record"
+
+# 7. peer fetch over RMA with a flipped byte in the peer copy: the cloud copy is used.
+# Recover step 10 of run 2's cloud tier into the 2x2 plan on 2 nodes, every
+# shard from a copy served by the rank two places on.
+mkdir -p "$TMP/copy"
+for f in "$TMP"/cloud.run/cloud/*/*.safetensors; do cp -f "$f" "$TMP/copy/"; done
+python_free_assignment() {
+  local shards=() r l lo hi
+  local ranges=("0 3" "3 6" "0 2" "2 6")
+  for r in 0 1 2 3; do
+    read -r lo hi <<<"${ranges[$r]}"
+    for ((l = lo; l < hi; l++)); do
+      shards+=("$(jq -c --argjson l $l --argjson r $r --arg copy "$TMP/copy" --arg cloud "$TMP/cloud.run/cloud" '
+        [.shards[] | select(.layer == $l and .step == 10)][0] as $e | select($e != null)
+        | {rank: $r, layer: $l, tp: 0, tier: "peer", server: (($r + 2) % 4), holder: "x",
+           path: ($copy + "/" + $e.file), bytes: $e.bytes, xxh64: $e.xxh64,
+           fallback: {path: ($cloud + "/" + .node + "/" + $e.file), bytes: $e.bytes, xxh64: $e.xxh64}}' \
+        "$TMP"/cloud.run/cloud/*/manifest.json | head -1)")
+    done
+  done
+  printf '{"format": "autohet-recovery", "version": 1, "step": 10, "ranks": [], "shards": [%s]}\n' \
+    "$(IFS=,; echo "${shards[*]}")"
+}
+python_free_assignment >"$TMP/assign.json"
+[ "$(jq '.shards | length' "$TMP/assign.json")" = 12 ] || fail "rma: could not build the assignment"
+victim="$TMP/copy/L002-tp0-s10.safetensors"
+printf '\x55' | dd of="$victim" bs=1 seek=$(($(stat -c %s "$victim") - 7)) conv=notrunc status=none
+AUTOHET_DUMP_PARAMS="$TMP/rma.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --recover "$TMP/assign.json" >"$TMP/rma.out" 2>&1 || { tail "$TMP/rma.out"; fail "rma: exit"; }
+grep -q "checksum mismatch" "$TMP/rma.out" || fail "rma: the flipped byte was not detected"
+jq -e '.step == 10 and .fallbacks == 2 and .bytes_by_tier.peer > 0 and .bytes_by_tier.cloud > 0' \
+  "$TMP/assign.json.result.json" >/dev/null || { cat "$TMP/assign.json.result.json"; fail "rma: result"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/rma.bin" 1e-5) || fail "rma: parameters differ: $out"
+
+# 8. bad input: one line, exit 2
+bad() { # expected-substring args...
+  local want=$1
+  shift
+  "$BIN" run "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "run $*: exit $rc, expected 2"
+  [ "$(wc -l <"$TMP/bad.err")" -eq 1 ] && grep -q -- "$want" "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "run $*: message"; }
+}
+P=(--plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}")
+bad "NODE@STEP" "${P[@]}" --preempt n1
+bad "no node named 'zz'" "${P[@]}" --preempt zz@3
+bad "not empty" "${P[@]}" --run-dir "$TMP/peer.run"
+printf '0,add,a\n12,oops,a\n' >"$TMP/badtrace.csv"
+bad "badtrace.csv:2" "${P[@]}" --spot-trace "$TMP/badtrace.csv"
+bad "exactly one of --plan and --cluster" "${ARGS[@]}"
+bad "--recovery" "${P[@]}" --recovery sometimes
+"$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"
+[ $? -eq 2 ] && grep -q "not the run directory" "$TMP/bad.err" || fail "preempt without a run"
+
+[ $fails -eq 0 ] && echo "cli_run: all checks passed"
+exit $((fails > 0))
