@@ -28,6 +28,7 @@ typedef struct {
     size_t n;
     int ndim;
     int64_t shape[AH_CKPT_MAX_DIMS];
+    int borrowed; /* data points into the caller's buffer (ah_ckpt_parse_shard view mode) */
 } ah_ckpt_loaded;
 
 /* Writes `n` F32 tensors and string metadata (`meta` = n_meta key/value pairs,
@@ -49,6 +50,14 @@ void ah_ckpt_free(ah_ckpt_loaded *t, int n);
 int ah_ckpt_read_raw(const char *path, uint64_t expect_bytes, unsigned char *buf, char *err, size_t errlen);
 int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
                         ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
+/* The same without copying: each tensor's data points into buf (which must
+ * outlive the result) when it is float-aligned there. */
+int ah_ckpt_parse_shard_view(const char *path, const unsigned char *buf, uint64_t expect_bytes,
+                             uint64_t expect_xxh64, ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
+/* Maps a shard file read-only after checking its size (*map, unmap with
+ * ah_ckpt_unmap): the zero-copy read of the memory tier. 0 or -1 with err. */
+int ah_ckpt_map(const char *path, uint64_t expect_bytes, const unsigned char **map, char *err, size_t errlen);
+void ah_ckpt_unmap(const unsigned char *map, uint64_t bytes);
 
 /* ---- manifests ---- */
 
@@ -87,5 +96,8 @@ int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp
 
 /* writes `size` bytes to `path` via path.tmp + fsync + rename + directory fsync */
 int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
+/* the same for the concatenation of n parts (no staging copy) */
+int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
+                               size_t errlen);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -33,6 +34,11 @@ static int fsync_dir_of(const char *path) {
 }
 
 int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen) {
+    return ah_write_file_atomic_parts(path, &data, &size, 1, err, errlen);
+}
+
+int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
+                               size_t errlen) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
         snprintf(err, errlen, "%s: path too long", path);
@@ -43,20 +49,22 @@ int ah_write_file_atomic(const char *path, const void *data, size_t size, char *
         snprintf(err, errlen, "%s: cannot create (%s)", tmp, strerror(errno));
         return -1;
     }
-    const char *p = data;
-    size_t left = size;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(err, errlen, "%s: write failed (%s)", tmp, strerror(errno));
-            close(fd);
-            unlink(tmp);
-            return -1;
+    for (int i = 0; i < n; i++) {
+        const char *p = parts[i];
+        size_t left = sizes[i];
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                snprintf(err, errlen, "%s: write failed (%s)", tmp, strerror(errno));
+                close(fd);
+                unlink(tmp);
+                return -1;
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (fsync(fd) != 0 || close(fd) != 0) {
         snprintf(err, errlen, "%s: fsync/close failed (%s)", tmp, strerror(errno));
@@ -97,24 +105,35 @@ int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const 
     char *js = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
     size_t hl = strlen(js), padded = (hl + 7) / 8 * 8, total = 8 + padded + off;
-    unsigned char *buf = ah_xcalloc(total, 1);
+    unsigned char *buf = ah_xcalloc(8 + padded, 1); /* the header; tensors are written from where they live */
     for (int k = 0; k < 8; k++)
         buf[k] = (unsigned char)((uint64_t)padded >> (8 * k));
     memcpy(buf + 8, js, hl);
     memset(buf + 8 + hl, ' ', padded - hl);
     free(js);
-    unsigned char *data = buf + 8 + padded;
+    const void **parts = ah_xcalloc((size_t)n + 1, sizeof(void *));
+    size_t *sizes = ah_xcalloc((size_t)n + 1, sizeof(size_t));
+    XXH64_state_t *hs = XXH64_createState();
+    if (!hs)
+        abort();
+    XXH64_reset(hs, 0);
+    parts[0] = buf;
+    sizes[0] = 8 + padded;
+    XXH64_update(hs, buf, sizes[0]);
     for (int i = 0; i < n; i++) {
         size_t cnt = 1;
         for (int k = 0; k < t[i].ndim; k++)
             cnt *= (size_t)t[i].shape[k];
-        memcpy(data, t[i].data,
-               cnt * sizeof(float)); /* x86-64 and ARM64 are little-endian, as safetensors is */
-        data += cnt * sizeof(float);
+        parts[i + 1] = t[i].data; /* x86-64 and ARM64 are little-endian, as safetensors is */
+        sizes[i + 1] = cnt * sizeof(float);
+        XXH64_update(hs, t[i].data, sizes[i + 1]);
     }
     *bytes = total;
-    *xxh64 = XXH64(buf, total, 0);
-    int rc = ah_write_file_atomic(path, buf, total, err, errlen);
+    *xxh64 = XXH64_digest(hs);
+    XXH64_freeState(hs);
+    int rc = ah_write_file_atomic_parts(path, parts, sizes, n + 1, err, errlen);
+    free(parts);
+    free(sizes);
     free(buf);
     return rc;
 }
@@ -123,7 +142,8 @@ void ah_ckpt_free(ah_ckpt_loaded *t, int n) {
     if (!t)
         return;
     for (int i = 0; i < n; i++)
-        free(t[i].data);
+        if (!t[i].borrowed)
+            free(t[i].data);
     free(t);
 }
 
@@ -162,8 +182,8 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
     return rc;
 }
 
-int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
-                        ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
+static int parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
+                       int view, ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
     uint64_t hsh = XXH64(buf, expect_bytes, 0);
@@ -221,8 +241,14 @@ int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t exp
             break;
         }
         v->n = elems;
-        v->data = ah_xcalloc(elems + 1, sizeof(float));
-        memcpy(v->data, data + (size_t)b, elems * sizeof(float));
+        const unsigned char *src = data + (size_t)b;
+        if (view && (uintptr_t)src % _Alignof(float) == 0) {
+            v->data = (float *)(uintptr_t)src; /* read-only by contract: the caller copies out of it */
+            v->borrowed = 1;
+        } else {
+            v->data = ah_xcalloc(elems + 1, sizeof(float));
+            memcpy(v->data, src, elems * sizeof(float));
+        }
         k++;
     }
     cJSON_Delete(h);
@@ -234,4 +260,43 @@ int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t exp
     *out = t;
     *n = k;
     return 0;
+}
+
+int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
+                        ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
+    return parse_shard(path, buf, expect_bytes, expect_xxh64, 0, out, n, err, errlen);
+}
+
+int ah_ckpt_parse_shard_view(const char *path, const unsigned char *buf, uint64_t expect_bytes,
+                             uint64_t expect_xxh64, ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
+    return parse_shard(path, buf, expect_bytes, expect_xxh64, 1, out, n, err, errlen);
+}
+
+int ah_ckpt_map(const char *path, uint64_t expect_bytes, const unsigned char **map, char *err, size_t errlen) {
+    *map = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != expect_bytes || expect_bytes == 0) {
+        snprintf(err, errlen, "%s: %lld bytes, the manifest says %llu (truncated or replaced)", path,
+                 (long long)st.st_size, (unsigned long long)expect_bytes);
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, expect_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "%s: mmap failed (%s)", path, strerror(errno));
+        return -1;
+    }
+    *map = m;
+    return 0;
+}
+
+void ah_ckpt_unmap(const unsigned char *map, uint64_t bytes) {
+    if (map)
+        munmap((void *)(uintptr_t)map, bytes);
 }

@@ -51,7 +51,7 @@ static int cmp_d(const void *a, const void *b) {
 static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int mb, int reps, double *f,
                          double *b, double *u, double *act_bytes, char *err, size_t errlen) {
     ah_engine_model e;
-    if (ah_engine_model_init(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, err, errlen) != 0)
+    if (ah_engine_model_init(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, 1, err, errlen) != 0)
         return -1;
     int N = mb * seq, C = cfg->hidden;
     int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);

@@ -157,6 +157,17 @@ static void write_pid_file(const ah_executor *x, int rank) {
 
 #define SERVER_RELEASE_TAG 7707
 
+/* the step a recovery assignment restores (0: the initialisation from the
+ * seed, which the ranks then compute themselves), -1 unreadable */
+static int assignment_step(const char *path) {
+    char err[512];
+    cJSON *o = ah_json_parse_file(path, 64u << 20, 1, err, sizeof err);
+    const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "step") : NULL;
+    int step = cJSON_IsNumber(st) ? st->valueint : -1;
+    cJSON_Delete(o);
+    return step;
+}
+
 /* A recovery server: a process on a surviving node that the new plan does not
  * use. It exposes that node's shards for the new owners' one-sided gets, then
  * idles (sleeping, not spinning) until rank 0 releases it at the end. */
@@ -352,7 +363,9 @@ int cmd_train(int argc, char **argv) {
         }
     }
     double peak = ah_measure_sgemm_peak();
-    ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)seed, peak, err, sizeof err);
+    ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)seed,
+                                        !resume_dir && (!recover_path || assignment_step(recover_path) == 0),
+                                        peak, err, sizeof err);
     if (!x) {
         ah_dataset_free(&data);
         ah_plan_free(&plan);

@@ -96,7 +96,7 @@ double ah_measure_sgemm_peak(void) {
 
 ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
                                 const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                double peak_flops_per_rank, char *err, size_t errlen) {
+                                int init_params, double peak_flops_per_rank, char *err, size_t errlen) {
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -173,7 +173,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
         x->next = x->stage + 1 < x->n_stages ? slot_rank(p, x->replica, x->stage + 1, x->tp_rank) : -1;
         x->slowdown = p->cluster.nodes[st->node].dev.slowdown;
         if (ah_engine_model_init(&x->model, cfg, p->train.seq, p->micro_batch, st->layer_first,
-                                 st->layer_last, p->tp, x->tp_rank, seed, err, errlen) != 0)
+                                 st->layer_last, p->tp, x->tp_rank, seed, init_params, err, errlen) != 0)
             rc = -1;
     }
     /* agree on success before creating communicators (they are collective) */
@@ -488,7 +488,7 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     /* sizes of full layers: a TP=1 description of each layer */
     ah_engine_model full;
     char err[128];
-    if (ah_engine_model_init(&full, &x->cfg, e->T, e->B, 0, L, 1, 0, 0, err, sizeof err) != 0) {
+    if (ah_engine_model_init(&full, &x->cfg, e->T, e->B, 0, L, 1, 0, 0, 0, err, sizeof err) != 0) {
         free(off);
         return -1;
     }

@@ -379,12 +379,15 @@ static double now_s(void) {
 /* Read a shard from a file, charging `tier`; cloud reads are paced to the
  * rank's share of the cloud bandwidth (the store is remote and slower). */
 static int read_file_src(const shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
-                         double *cloud_t0, ah_recover_stats *st, ah_ckpt_loaded **t, int *nt, char *err,
-                         size_t errlen) {
+                         double *cloud_t0, ah_recover_stats *st, const unsigned char **map, ah_ckpt_loaded **t,
+                         int *nt, char *err, size_t errlen) {
     double t0 = now_s();
     if (tier == T_CLOUD && *cloud_bytes == 0)
         *cloud_t0 = t0;
-    int rc = ah_ckpt_read_shard(s->path, s->bytes, s->xxh64, t, nt, err, errlen);
+    /* mapped and viewed in place: tmpfs pages are copied once, into the layer */
+    int rc = ah_ckpt_map(s->path, s->bytes, map, err, errlen);
+    if (rc == 0)
+        rc = ah_ckpt_parse_shard_view(s->path, *map, s->bytes, s->xxh64, t, nt, err, errlen);
     if (tier == T_CLOUD) {
         *cloud_bytes += (double)s->bytes;
         double due = cloud_rate > 0 ? *cloud_t0 + *cloud_bytes / cloud_rate : 0, now = now_s();
@@ -495,23 +498,28 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         ah_ckpt_loaded *t = NULL;
         int nt = 0, ok;
         char e2[512];
+        const unsigned char *map = NULL;
+        uint64_t map_bytes = 0;
         if (e[i].tier == T_PEER) {
             char what[1200];
             snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
             double t0 = now_s();
-            ok = ah_ckpt_parse_shard(what, got[i], e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2, sizeof e2) ==
-                 0;
+            ok = ah_ckpt_parse_shard_view(what, got[i], e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2,
+                                          sizeof e2) == 0;
             st->bytes[T_PEER] += (double)e[i].src.bytes;
             st->seconds[T_PEER] += now_s() - t0;
         } else {
-            ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &t, &nt, e2,
-                               sizeof e2) == 0;
+            ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
+                               e2, sizeof e2) == 0;
+            map_bytes = e[i].src.bytes;
         }
         if (!ok && e[i].fallback.path[0]) {
             fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
             st->fallbacks++;
-            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &t, &nt, e2,
-                               sizeof e2) == 0;
+            ah_ckpt_unmap(map, map_bytes);
+            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
+                               e2, sizeof e2) == 0;
+            map_bytes = e[i].fallback.bytes;
         }
         if (!ok) {
             snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", e[i].layer, e[i].tp,
@@ -521,6 +529,9 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
             rc = apply_layer(x, e[i].layer, t, nt, err, errlen);
         }
         ah_ckpt_free(t, nt);
+        ah_ckpt_unmap(map, map_bytes);
+        free(got[i]); /* a peer shard's bytes, once applied */
+        got[i] = NULL;
     }
     for (int i = 0; i < n; i++)
         free(got[i]);

@@ -183,14 +183,14 @@ static size_t global_index(const ah_tensor_info *ti, int r, int c) {
     return (size_t)ti->row_of[r] * (size_t)ti->gcols + (size_t)(ti->col0 + c);
 }
 
-static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t seed) {
+static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t seed, int init) {
     describe_layer(e, L, l);
     L->param = xcalloc(L->n, sizeof(float));
     L->grad = xcalloc(L->n, sizeof(float));
     L->m = xcalloc(L->n, sizeof(float));
     L->v = xcalloc(L->n, sizeof(float));
     float std = 0.02f, std_res = 0.02f / sqrtf(2.0f * (float)e->cfg.n_layers);
-    for (int i = 0; i < L->n_tensors; i++) {
+    for (int i = 0; i < L->n_tensors && init; i++) {
         ah_tensor_info *ti = &L->t[i];
         const char *nm = ti->name;
         float *dst = L->param + ti->offset;
@@ -240,7 +240,7 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
 }
 
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
-                         int tp, int tp_rank, uint64_t seed, char *err, size_t errlen) {
+                         int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
@@ -273,7 +273,7 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
     e->rope_theta = 10000.0f;
     e->layers = xcalloc((size_t)(last - first), sizeof(ah_eng_layer));
     for (int l = first; l < last; l++)
-        build_layer(e, &e->layers[l - first], l, seed);
+        build_layer(e, &e->layers[l - first], l, seed, init);
     return 0;
 }
 

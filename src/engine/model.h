@@ -66,10 +66,11 @@ typedef struct {
 } ah_engine_model;
 
 /* Build the layers [first, last) of cfg for TP rank tp_rank of tp, micro-batch
- * B, sequence T, and initialise them from seed. Returns 0, or -1 with err
- * (heads not divisible by tp, ...). */
+ * B, sequence T, and (init != 0) initialise them from seed; without init the
+ * parameters are zero, for state that is restored next. Returns 0, or -1 with
+ * err (heads not divisible by tp, ...). */
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
-                         int tp, int tp_rank, uint64_t seed, char *err, size_t errlen);
+                         int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen);
 void ah_engine_model_free(ah_engine_model *e);
 void ah_engine_zero_grads(ah_engine_model *e);
 /* Width of the hidden state passed between layers (C floats per token). */
