@@ -84,6 +84,16 @@ run trace tiny-4node-2x2 --spot-trace "$TMP/trace.csv" --time-scale 1
 jq -e '.recoveries | length == 1 and .[0].resumed_step == 0 and (.[0].cause | test("lost n2"))' "$TMP/trace.json" \
   >/dev/null || fail "trace: recovery record"
 
+# 6b. the real AWS spot trace (Bamboo), 11.4 hours replayed in ~2.5 s: many recoveries, same model
+AUTOHET_DUMP_PARAMS="$TMP/ref40.bin" timeout 300 "$BIN" train "${ARGS[@]}" --steps 40 --global-batch 8 --micro-batch 2 \
+  --seq 64 >"$TMP/ref40.out" 2>&1 || fail "40-step reference run"
+AUTOHET_DUMP_PARAMS="$TMP/aws.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" --steps 40 \
+  --spot-trace "$FIX/spot-traces/aws-p3-bamboo.csv" --time-scale 16000 --run-dir "$TMP/aws.run" \
+  --report "$TMP/aws.json" >"$TMP/aws.out" 2>&1 || { tail "$TMP/aws.out"; fail "aws trace: exit"; }
+jq -e '.completed and .final_step == 40 and (.recoveries | length) >= 2' "$TMP/aws.json" >/dev/null \
+  || fail "aws trace: $(jq -c '[.completed, .final_step, (.recoveries | length)]' "$TMP/aws.json")"
+out=$("$CMP" "$TMP/ref40.bin" "$TMP/aws.bin" 1e-5) || fail "aws trace: parameters differ: $out"
+
 # 7. peer fetch over RMA with a flipped byte in the peer copy: the cloud copy is used.
 # Recover step 10 of run 2's cloud tier into the 2x2 plan on 2 nodes, every
 # shard from a copy served by the rank two places on.

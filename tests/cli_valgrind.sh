@@ -25,6 +25,13 @@ run "$BIN" devices
 run "$BIN" models
 "$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G,1x8xH800 --global-batch 32 --quiet --json "$TMP/s.json"
 run "$BIN" simulate "$TMP/s.json" --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/o.json"
+# the elastic controller (its MPI jobs run outside valgrind): a preemption, a recovery, the report
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+OMP_NUM_THREADS=1 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" \
+  --steps 6 --preempt n1@3 --run-dir "$TMP/run" --report "$TMP/run.json" --log "$TMP/run.log"
+jq -e '.completed and (.recoveries | length) == 1' "$TMP/run.json" >/dev/null || { echo "FAIL: run report"; fails=$((fails + 1)); }
+run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" --preempt n7@3
+run "$BIN" preempt --run-dir "$TMP/nowhere" n1
 # the training engine (MPI singleton): Open MPI's own runtime allocations are suppressed
 SUPP="$(dirname "$0")/valgrind-mpi.supp"
 [ -f /usr/share/openmpi/openmpi-valgrind.supp ] && VG+=(--suppressions=/usr/share/openmpi/openmpi-valgrind.supp)

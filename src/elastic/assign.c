@@ -155,7 +155,7 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
             for (int o = 0; o < 4 && v->holding < 0 && mode == AH_RECOVERY_LAYER_BITMAP; o++) {
                 int best = -1;
                 for (int i = 0; i < nh; i++) {
-                    if (h[i].tier != order[o][0] || !held(&h[i], l, t, chosen) || h_node[i] < 0)
+                    if (h[i].tier != order[o][0] || !held(&h[i], l, t, chosen))
                         continue;
                     int own = h_node[i] >= 0 && h_node[i] == node;
                     if (own != order[o][1])
@@ -178,6 +178,13 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
                         v->fallback = i;
                     }
                 }
+            if (v->holding < 0) { /* cannot happen: the step was chosen complete over usable holdings */
+                snprintf(err, errlen, "layer %d (TP rank %d) at step %d has no source", l, t, chosen);
+                free(e);
+                free(usable), free(server), free(h_node), free(load);
+                ah_assignment_free(out);
+                return -1;
+            }
             const ah_manifest_entry *me = held(&h[v->holding], l, t, chosen);
             v->bytes = (double)me->bytes;
             load[v->holding] += v->bytes;

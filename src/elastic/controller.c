@@ -100,9 +100,10 @@ typedef struct {
     pid_t pid;
     ah_plan plan;
     int have_plan;
-    int n_servers; /* recovery server ranks beside the plan's in this generation */
-    int step;      /* last step the current job logged (its checkpoint is committed) */
-    FILE *glog;    /* the job's step log being tailed */
+    int n_servers;  /* recovery server ranks beside the plan's in this generation */
+    int start_step; /* the step this generation starts from */
+    int step;       /* last step the current job logged (its checkpoint is committed) */
+    FILE *glog;     /* the job's step log being tailed */
     char glog_path[1200];
     cJSON *pending; /* the recovery whose restore result is awaited */
     char pending_result[1300];
@@ -197,7 +198,7 @@ static pid_t launch(run_state *s, const char *plan_path, const char *recover, ch
     }
     setpgid(pid, pid);
     s->glog = NULL;
-    s->step = -1;
+    s->step = s->start_step; /* nothing logged yet: the step it starts from */
     return pid;
 }
 
@@ -495,12 +496,18 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     s->plan = np;
     s->gen++;
     printf("autohet run: %s after step %d; resuming from step %d\n", cause, step_at_event, step);
+    s->start_step = step;
     if (start_generation(s, rpath, err, errlen) != 0) {
         cJSON_Delete(rec);
         return -1;
     }
     cJSON_AddNumberToObject(rec, "t_spawn", s->t_spawn);
     cJSON_AddItemToArray(s->recs, rec);
+    if (s->pending) { /* the previous recovery never finished: the node set changed again first */
+        cJSON_DeleteItemFromObject(s->pending, "t_event");
+        cJSON_DeleteItemFromObject(s->pending, "t_spawn");
+        cJSON_AddBoolToObject(s->pending, "interrupted", 1);
+    }
     s->pending = rec;
     snprintf(s->pending_result, sizeof s->pending_result, "%s.result.json", rpath);
     return 0;
@@ -656,23 +663,44 @@ static int poll_control(run_state *s, int *gone, double *notice) {
     return any;
 }
 
+/* One trace event on the inventory: the inventory nodes are slots that trace
+ * nodes occupy while available. An add takes the first free slot (not one
+ * vacated in the same burst), a remove frees its node's slot; adds beyond the
+ * inventory are ignored (the trace has more machines than the inventory). */
+static int trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added) {
+    int slot = -1;
+    for (int i = 0; i < s->inv.n_nodes && slot < 0; i++)
+        if (!strcmp(s->trace_map[i], ev->node))
+            slot = i;
+    if (!ev->add) {
+        if (slot < 0)
+            return 0;
+        s->trace_map[slot][0] = 0;
+        if (added[slot])
+            added[slot] = 0; /* added and removed within one burst: never there */
+        else
+            gone[slot] = 1;
+        return 1;
+    }
+    if (slot >= 0)
+        return 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (!s->trace_map[i][0] && !gone[i] && !s->alive[i]) {
+            snprintf(s->trace_map[i], sizeof s->trace_map[i], "%s", ev->node);
+            added[i] = 1;
+            return 1;
+        }
+    return 0;
+}
+
 /* trace events due by now (all events of one timestamp together: a burst is one change) */
 static int poll_trace(run_state *s, int *gone, int *added) {
     if (!s->trace)
         return 0;
     double t = (wall_now() - s->t_start) * s->o->time_scale;
     int any = 0;
-    while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t) {
-        const ah_spot_event *ev = &s->trace[s->next_trace++];
-        for (int i = 0; i < s->inv.n_nodes; i++)
-            if (!strcmp(s->trace_map[i], ev->node)) {
-                if (ev->add)
-                    added[i] = 1, gone[i] = 0;
-                else
-                    gone[i] = 1, added[i] = 0;
-                any = 1;
-            }
-    }
+    while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t)
+        any |= trace_event(s, &s->trace[s->next_trace++], gone, added);
     return any;
 }
 
@@ -717,24 +745,14 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     if (o->spot_trace) {
         if (ah_spot_trace_load(o->spot_trace, &s->trace, &s->n_trace, err, errlen) != 0)
             return -1;
-        /* the k-th distinct trace node is inventory node k; nodes the trace
-         * does not add at time 0 start unavailable */
-        int k = 0;
-        for (int i = 0; i < s->n_trace && k < s->inv.n_nodes; i++) {
-            int seen = 0;
-            for (int j = 0; j < k && !seen; j++)
-                seen = !strcmp(s->trace_map[j], s->trace[i].node);
-            if (!seen)
-                snprintf(s->trace_map[k++], sizeof s->trace_map[0], "%s", s->trace[i].node);
-        }
-        for (int i = 0; i < s->inv.n_nodes; i++) {
+        /* the nodes available at time 0 are the first inventory nodes */
+        int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0};
+        for (int i = 0; i < s->inv.n_nodes; i++)
             s->alive[i] = 0;
-            for (int j = 0; j < s->n_trace && s->trace[j].t_s == 0; j++)
-                if (!strcmp(s->trace[j].node, s->trace_map[i]))
-                    s->alive[i] = s->trace[j].add;
-        }
         while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s == 0)
-            s->next_trace++;
+            trace_event(s, &s->trace[s->next_trace++], gone, added);
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            s->alive[i] = added[i];
     }
     /* tiers: memory under /dev/shm (tmpfs, gone with the "instance"), disk and
      * cloud under the run directory */
@@ -858,6 +876,14 @@ int ah_run(const ah_run_options *o) {
                 reap(s, 1);
             }
             rc = 130;
+            break;
+        }
+        if (s->pid <= 0 && (!s->trace || s->next_trace >= s->n_trace)) {
+            fprintf(stderr,
+                    "autohet run: no plan can run on the nodes left and the trace brings no more; stopping "
+                    "at step %d of %d\n",
+                    final_step, o->steps);
+            rc = 1;
             break;
         }
         int status;
