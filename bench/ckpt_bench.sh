@@ -40,8 +40,7 @@ printf "  step %.3f s, checkpoint %.3f s (%.1f%% of a step), %.1f MB in %d shard
     "$(echo "100 * $save / $step" | bc -l)" "$(echo "$bytes / 1000000" | bc -l)" "$params" \
     "$(echo "$bytes / 1000000 / $save" | bc -l)" "$resume_line"
   echo
-  echo "The checkpoint is written synchronously after the step; the few-percent budget of issue #6 is for"
-  echo "the per-step memory-tier snapshot, which comes with \`autohet run\` (a background writer). Checkpoints"
-  echo "every K steps cost 1/K of this share."
+  echo "The checkpoint is written synchronously after the step; checkpoints every K steps cost 1/K of this"
+  echo "share. The memory-tier snapshot of \`autohet run\` and its cost per step are in the recovery section."
   echo
 } >>"$OUT"

@@ -80,7 +80,7 @@ printf '  memory snapshot every step: %.1f s vs %.1f s for 5 steps (+%.1f%%); ev
   echo
   echo "A 38M-parameter GPT (12 layers, hidden 512, byte vocabulary: 455 MB of parameters and AdamW moments),"
   echo "global batch 8 x seq 64, 2 data-parallel replicas of 2 stages on 4 virtual nodes and of 4 stages on 8,"
-  echo "one rank per node, all on this machine's $(nproc) cores. The run is preempted after step 4 (SIGKILL of the"
+  echo "one rank per node, all on this machine's $(nproc --all) cores. The run is preempted after step 4 (SIGKILL of the"
   echo "node's ranks, its memory and disk tiers wiped); the controller stops the job, replans for the survivors"
   echo "and resumes. Disk and cloud checkpoints every $K steps; layer-bitmap keeps a memory-tier snapshot (/dev/shm)"
   echo "every step. Tier bandwidths: memory and local disk as this machine gives them (tmpfs, ext4 page cache),"

@@ -17,6 +17,9 @@ echo
 : >out/ckpt_bench.md
 bench/ckpt_bench.sh ./build/autohet out/ckpt_bench.md
 echo
+: >out/recovery_bench.md
+bench/recovery_bench.sh ./build/autohet out/recovery_bench.md
+echo
 bench/commbench.sh ./build/autohet out/commbench.md
 {
   echo "# Benchmarks"
@@ -52,6 +55,11 @@ bench/commbench.sh ./build/autohet out/commbench.md
   echo "## Checkpoints"
   echo
   cat out/ckpt_bench.md
+  echo "## Recovery after preemption (\`autohet run\`)"
+  echo
+  cat out/recovery_bench.md
+  cat bench/recovery_notes.md
+  echo
   echo "## Communication (\`autohet commbench\`)"
   echo
   cat out/commbench.md

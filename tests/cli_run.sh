@@ -65,6 +65,15 @@ rec full '.mode == "full-reload" and .resumed_step == 5 and .steps_lost >= 1 and
 run notice tiny-4node-pipe --preempt n2@7 --notice 30 --ckpt-every 5
 rec notice '.steps_lost == 0 and .resumed_step >= 7 and .pushed_bytes > 0 and .bytes_by_tier.cloud == 0'
 
+# 4b. a grace-period signal: SIGTERM to n2's rank; it asks the controller to move the node out
+(
+  while [ ! -s "$TMP/sig.log" ] || [ "$(wc -l <"$TMP/sig.log")" -lt 3 ]; do sleep 0.01; done
+  kill -TERM "$(cut -d' ' -f1 "$TMP/sig.run/pids-0/rank-2")"
+) &
+AUTOHET_GRACE_S=20 run sig tiny-4node-pipe --ckpt-every 5
+wait
+rec sig '(.cause | test("grace-period signal with notice: lost n2")) and .steps_lost == 0 and .pushed_bytes > 0'
+
 # 5. `autohet preempt` at random points of a step (also mid-checkpoint)
 for i in 1 2 3; do
   name=random$i

@@ -186,7 +186,7 @@ int cmd_preempt(int argc, char **argv) {
     }
     if (!dir || optind != argc - 1)
         return cli_bad_input("preempt", "expected --run-dir DIR and one NODE (see autohet preempt --help)");
-    if (ah_run_request_preempt(dir, argv[optind], notice, msg, sizeof msg) != 0)
+    if (ah_run_request_preempt(dir, argv[optind], notice, "command", msg, sizeof msg) != 0)
         return cli_bad_input("preempt", msg);
     printf("autohet preempt: asked the run in %s to preempt %s%s\n", dir, argv[optind],
            notice > 0 ? " (with notice)" : "");

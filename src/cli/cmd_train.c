@@ -17,6 +17,7 @@
 #include "autohet/elastic.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
+#include "elastic/controller.h"
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
@@ -140,6 +141,37 @@ static double wall_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts); /* comparable across the processes of one machine */
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Under autohet run, SIGTERM to a rank is a grace-period notice for its node
+ * (as a cluster manager or a spot agent sends before it reclaims a machine):
+ * the rank keeps training and asks the controller to move the node out. */
+static volatile sig_atomic_t term_requested;
+static void on_term(int sig) {
+    (void)sig;
+    term_requested = 1;
+}
+
+static void forward_grace_notice(const ah_executor *x) {
+    static int done;
+    const char *pids = getenv("AUTOHET_PID_DIR");
+    if (done || !term_requested || !pids)
+        return;
+    done = 1;
+    char run[2048], err[512];
+    snprintf(run, sizeof run, "%s", pids);
+    char *slash = strrchr(run, '/');
+    if (slash)
+        *slash = 0;
+    const char *g = getenv("AUTOHET_GRACE_S");
+    double grace = g ? atof(g) : 30;
+    if (ah_run_request_preempt(run, ah_executor_node_name(x), grace > 0 ? grace : 30, "signal", err,
+                               sizeof err) != 0)
+        fprintf(stderr, "autohet train: SIGTERM: %s\n", err);
+    else
+        fprintf(stderr,
+                "autohet train: SIGTERM on node %s: asked autohet run to move it out (%.0f s grace)\n",
+                ah_executor_node_name(x), grace > 0 ? grace : 30);
 }
 
 /* Under autohet run: tell the controller which process is which rank on which
@@ -281,9 +313,10 @@ int cmd_train(int argc, char **argv) {
             bad = 1;
         }
     }
-    if (getenv("AUTOHET_PID_DIR"))
-        prctl(PR_SET_PDEATHSIG,
-              SIGKILL); /* under autohet run: die with the launcher, never train on orphaned */
+    if (getenv("AUTOHET_PID_DIR")) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* under autohet run: die with the launcher, never train orphaned */
+        signal(SIGTERM, on_term);
+    }
     MPI_Init(&argc, &argv);
     double t_init = wall_now();
     int rank, world;
@@ -448,6 +481,7 @@ int cmd_train(int argc, char **argv) {
         /* test hook: a rank dies mid-run (the job must end, not hang) */
         if (kill_rank && atoi(kill_rank) == rank && kill_step && atoi(kill_step) == s)
             raise(SIGKILL);
+        forward_grace_notice(x);
         ah_step_stats st;
         if (trace_path && s == (steps > 1 ? 1 : 0))
             ah_executor_trace_enable(x); /* skip the warm-up step */

@@ -637,7 +637,7 @@ static int parse_preempts(run_state *s, const char *spec, char *err, size_t errl
 }
 
 /* control requests of `autohet preempt`: RUN/control/preempt-NODE */
-static int poll_control(run_state *s, int *gone, double *notice) {
+static int poll_control(run_state *s, int *gone, double *notice, int *from_signal) {
     DIR *d = opendir(s->control);
     int any = 0;
     for (struct dirent *de; d && (de = readdir(d));) {
@@ -648,8 +648,11 @@ static int poll_control(run_state *s, int *gone, double *notice) {
         int i = node_index(s, de->d_name + 8);
         FILE *f = fopen(p, "r");
         double nt = 0;
-        if (f && fscanf(f, "%lf", &nt) == 1 && nt > *notice)
+        char source[16] = "";
+        if (f && fscanf(f, "%lf %15s", &nt, source) >= 1 && nt > *notice)
             *notice = nt;
+        if (!strcmp(source, "signal"))
+            *from_signal = 1;
         if (f)
             fclose(f);
         unlink(p);
@@ -862,6 +865,7 @@ int ah_run(const ah_run_options *o) {
     /* a preemption with notice in progress: the job runs on until its next
      * committed step (or the notice runs out), then stops gracefully */
     int ngone[MAX_NODES] = {0}, notice_on = 0, notice_step = 0;
+    char notice_why[64] = "";
     double notice_end = 0;
     while (!done) {
         sleep_s(0.002);
@@ -917,8 +921,10 @@ int ah_run(const ah_run_options *o) {
             }
         }
         double cmd_notice = 0;
-        if (poll_control(s, gone, &cmd_notice))
-            any = 1, notice = cmd_notice, snprintf(why, sizeof why, "preempt command");
+        int from_signal = 0;
+        if (poll_control(s, gone, &cmd_notice, &from_signal))
+            any = 1, notice = cmd_notice,
+            snprintf(why, sizeof why, "%s", from_signal ? "grace-period signal" : "preempt command");
         if (poll_trace(s, gone, added))
             any = 1, snprintf(why, sizeof why, "spot trace");
         int removals = 0, none[MAX_NODES] = {0};
@@ -929,6 +935,7 @@ int ah_run(const ah_run_options *o) {
                 ngone[i] |= gone[i];
             if (!notice_on) {
                 notice_on = 1, notice_step = s->step, notice_end = wall_now() + notice;
+                snprintf(notice_why, sizeof notice_why, "%s", why);
                 printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why,
                        notice);
                 fflush(stdout);
@@ -944,7 +951,7 @@ int ah_run(const ah_run_options *o) {
             tail_log(s);
             double pushed = push_to_peers(s, ngone);
             char cause[512];
-            int len = snprintf(cause, sizeof cause, "preempt with notice:");
+            int len = snprintf(cause, sizeof cause, "%s with notice:", notice_why);
             for (int i = 0; i < s->inv.n_nodes; i++)
                 if (ngone[i] && s->alive[i] && len < (int)sizeof cause - 80) {
                     len +=
@@ -1000,7 +1007,8 @@ out:
     return rc;
 }
 
-int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, char *err, size_t errlen) {
+int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
+                           char *err, size_t errlen) {
     char dir[1100], path[1300], txt[64];
     snprintf(dir, sizeof dir, "%s/control", run_dir);
     struct stat sb;
@@ -1009,6 +1017,6 @@ int ah_run_request_preempt(const char *run_dir, const char *node, double notice_
         return -1;
     }
     snprintf(path, sizeof path, "%s/preempt-%s", dir, node);
-    int len = snprintf(txt, sizeof txt, "%g\n", notice_s);
+    int len = snprintf(txt, sizeof txt, "%g %.15s\n", notice_s, source);
     return ah_write_file_atomic(path, txt, (size_t)len, err, errlen);
 }

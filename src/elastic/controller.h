@@ -25,7 +25,10 @@ typedef struct {
 /* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */
 int ah_run(const ah_run_options *o);
 
-/* `autohet preempt`: asks the controller owning run_dir to preempt `node`. */
-int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, char *err, size_t errlen);
+/* Asks the controller owning run_dir to preempt `node` (with notice_s
+ * seconds of notice, 0 none); source names the requester in the report:
+ * "command" (`autohet preempt`) or "signal" (a rank got SIGTERM). */
+int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
+                           char *err, size_t errlen);
 
 #endif

@@ -293,7 +293,6 @@ typedef struct {
     int rank, layer, tp, tier, server; /* server: the world rank exposing a peer shard */
     shard_src src;
     shard_src fallback; /* path[0] == 0: none */
-    uint64_t win_off;   /* peer: offset in the server's window */
 } rec_entry;
 
 static int parse_src(const cJSON *o, shard_src *s) {
@@ -379,8 +378,8 @@ static double now_s(void) {
 /* Read a shard from a file, charging `tier`; cloud reads are paced to the
  * rank's share of the cloud bandwidth (the store is remote and slower). */
 static int read_file_src(const shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
-                         double *cloud_t0, ah_recover_stats *st, const unsigned char **map, ah_ckpt_loaded **t,
-                         int *nt, char *err, size_t errlen) {
+                         double *cloud_t0, ah_recover_stats *st, const unsigned char **map,
+                         ah_ckpt_loaded **t, int *nt, char *err, size_t errlen) {
     double t0 = now_s();
     if (tier == T_CLOUD && *cloud_bytes == 0)
         *cloud_t0 = t0;
@@ -445,80 +444,106 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         return -1;
     }
 
-    /* peers: each server exposes the shards it serves in one RMA window (the
-     * same layout is computed by every rank from the shared assignment), the
-     * new owners get them one-sided: RDMA on InfiniBand/RoCE fabrics */
+    /* Phase 1, peers: every server maps the shards it serves (no copy) and
+     * attaches them to a dynamic RMA window; their addresses are shared, and
+     * the new owners get them one-sided (RDMA on InfiniBand/RoCE fabrics),
+     * shard by shard into one reused buffer, verify and apply. */
     double tp0 = now_s();
-    uint64_t my_win = 0;
+    MPI_Win win;
+    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    uint64_t *addr = ah_xcalloc((size_t)n + 1, sizeof(uint64_t)), max_get = 0;
+    const unsigned char **maps = ah_xcalloc((size_t)n + 1, sizeof(*maps));
     for (int i = 0; i < n; i++) {
         if (e[i].tier != T_PEER)
             continue;
+        if (e[i].rank == me && e[i].src.bytes > max_get)
+            max_get = e[i].src.bytes;
+        if (e[i].server != me)
+            continue;
         int dup = -1;
         for (int j = 0; j < i && dup < 0; j++)
-            if (e[j].tier == T_PEER && e[j].server == e[i].server && !strcmp(e[j].src.path, e[i].src.path))
+            if (maps[j] && !strcmp(e[j].src.path, e[i].src.path))
                 dup = j;
+        char e2[512];
         if (dup >= 0) {
-            e[i].win_off = e[dup].win_off;
-            continue;
+            addr[i] = addr[dup];
+        } else if (ah_ckpt_map(e[i].src.path, e[i].src.bytes, &maps[i], e2, sizeof e2) == 0) {
+            MPI_Aint a;
+            MPI_Win_attach(win, (void *)(uintptr_t)maps[i], (MPI_Aint)e[i].src.bytes);
+            MPI_Get_address(maps[i], &a);
+            addr[i] = (uint64_t)a;
+        } else {
+            fprintf(stderr, "autohet: serving a peer shard: %s\n", e2); /* the owner falls back */
         }
-        uint64_t end = 0;
-        for (int j = 0; j < i; j++)
-            if (e[j].tier == T_PEER && e[j].server == e[i].server && e[j].win_off + e[j].src.bytes > end)
-                end = e[j].win_off + e[j].src.bytes;
-        e[i].win_off = end;
-        if (e[i].server == me && end + e[i].src.bytes > my_win)
-            my_win = end + e[i].src.bytes;
     }
-    unsigned char *wbuf = ah_xcalloc(my_win + 1, 1);
-    for (int i = 0; i < n; i++)
-        if (e[i].tier == T_PEER && e[i].server == me) {
-            char e2[512];
-            /* a missing or bad copy is served as is: the owner's checksum catches it */
-            if (ah_ckpt_read_raw(e[i].src.path, e[i].src.bytes, wbuf + e[i].win_off, e2, sizeof e2) != 0)
-                fprintf(stderr, "autohet: serving a peer shard: %s\n", e2);
+    MPI_Allreduce(MPI_IN_PLACE, addr, n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    unsigned char *buf = ah_xcalloc(max_get + 1, 1);
+    int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (e[i].rank != me || e[i].tier != T_PEER)
+            continue;
+        char what[1200], e2[512];
+        snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
+        ah_ckpt_loaded *t = NULL;
+        int nt = 0, ok = 0;
+        if (addr[i]) {
+            MPI_Get(buf, (int)e[i].src.bytes, MPI_BYTE, e[i].server, (MPI_Aint)addr[i], (int)e[i].src.bytes,
+                    MPI_BYTE, win);
+            MPI_Win_flush(e[i].server, win);
+            st->bytes[T_PEER] += (double)e[i].src.bytes;
+            ok = ah_ckpt_parse_shard_view(what, buf, e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2,
+                                          sizeof e2) == 0;
+        } else {
+            snprintf(e2, sizeof e2, "%.400s: the holder could not read it", what);
         }
-    MPI_Win win;
-    MPI_Win_create(wbuf, (MPI_Aint)my_win, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-    MPI_Win_fence(0, win);
-    unsigned char **got = ah_xcalloc((size_t)n + 1, sizeof(unsigned char *));
-    for (int i = 0; i < n; i++)
-        if (e[i].tier == T_PEER && e[i].rank == me) {
-            got[i] = ah_xcalloc(e[i].src.bytes + 1, 1);
-            MPI_Get(got[i], (int)e[i].src.bytes, MPI_BYTE, e[i].server, (MPI_Aint)e[i].win_off,
-                    (int)e[i].src.bytes, MPI_BYTE, win);
+        if (ok)
+            rc = apply_layer(x, e[i].layer, t, nt, err, errlen);
+        else if (e[i].fallback.path[0]) {
+            fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+            retry[i] = 1;
+        } else {
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", e[i].layer, e[i].tp,
+                     step, e2);
+            rc = -1;
         }
-    MPI_Win_fence(0, win);
+        ah_ckpt_free(t, nt);
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Barrier(MPI_COMM_WORLD); /* every get is done: the servers may let go */
+    for (int i = 0; i < n; i++)
+        if (maps[i]) {
+            MPI_Win_detach(win, (void *)(uintptr_t)maps[i]);
+            ah_ckpt_unmap(maps[i], e[i].src.bytes);
+        }
     MPI_Win_free(&win);
-    free(wbuf);
+    free(maps);
+    free(addr);
+    free(buf);
     st->seconds[T_PEER] = now_s() - tp0;
 
+    /* Phase 2: own tiers (mapped in place) and the cloud (paced), and the
+     * cloud copies of peer shards that did not verify */
     for (int i = 0; i < n && rc == 0; i++) {
-        if (e[i].rank != me)
+        if (e[i].rank != me || (e[i].tier == T_PEER && !retry[i]))
             continue;
         ah_ckpt_loaded *t = NULL;
-        int nt = 0, ok;
-        char e2[512];
+        int nt = 0, ok = 0;
+        char e2[512] = "";
         const unsigned char *map = NULL;
         uint64_t map_bytes = 0;
-        if (e[i].tier == T_PEER) {
-            char what[1200];
-            snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
-            double t0 = now_s();
-            ok = ah_ckpt_parse_shard_view(what, got[i], e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2,
-                                          sizeof e2) == 0;
-            st->bytes[T_PEER] += (double)e[i].src.bytes;
-            st->seconds[T_PEER] += now_s() - t0;
-        } else {
+        if (e[i].tier != T_PEER) {
             ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
                                e2, sizeof e2) == 0;
             map_bytes = e[i].src.bytes;
         }
         if (!ok && e[i].fallback.path[0]) {
-            fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+            if (e[i].tier != T_PEER)
+                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
             st->fallbacks++;
             ah_ckpt_unmap(map, map_bytes);
-            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
-                               e2, sizeof e2) == 0;
+            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t,
+                               &nt, e2, sizeof e2) == 0;
             map_bytes = e[i].fallback.bytes;
         }
         if (!ok) {
@@ -530,13 +555,10 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         }
         ah_ckpt_free(t, nt);
         ah_ckpt_unmap(map, map_bytes);
-        free(got[i]); /* a peer shard's bytes, once applied */
-        got[i] = NULL;
     }
-    for (int i = 0; i < n; i++)
-        free(got[i]);
-    free(got);
+    free(retry);
     free(e);
+
     st->total_s = now_s() - t_start;
     /* bytes summed over ranks, times of the slowest rank */
     MPI_Allreduce(MPI_IN_PLACE, st->bytes, T_N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
