@@ -20,6 +20,9 @@ echo
 : >out/recovery_bench.md
 bench/recovery_bench.sh ./build/autohet out/recovery_bench.md
 echo
+: >out/spot_bench.md
+bench/spot_bench.sh ./build/autohet out/spot_bench.md
+echo
 bench/commbench.sh ./build/autohet out/commbench.md
 {
   echo "# Benchmarks"
@@ -59,6 +62,11 @@ bench/commbench.sh ./build/autohet out/commbench.md
   echo
   cat out/recovery_bench.md
   cat bench/recovery_notes.md
+  echo
+  echo "## Spot traces (\`autohet spot-sim\`)"
+  echo
+  cat out/spot_bench.md
+  cat bench/spot_notes.md
   echo
   echo "## Communication (\`autohet commbench\`)"
   echo

@@ -25,6 +25,12 @@ run "$BIN" devices
 run "$BIN" models
 "$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G,1x8xH800 --global-batch 32 --quiet --json "$TMP/s.json"
 run "$BIN" simulate "$TMP/s.json" --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/o.json"
+# spot-trace replay (planner + simulator + recovery assignment per change)
+printf '0,add,a\n0,add,b\n0,add,c\n600000,remove,b\n1200000,remove,a\n1200000,remove,c\n1800000,add,d\n2400000,add,e\n' >"$TMP/trace.csv"
+run "$BIN" spot-sim --trace "$TMP/trace.csv" --node 8xA100-40G=2,8xV100-16G=1 --model gpt3-1.3b --global-batch 64 \
+  --seq 2048 --json "$TMP/ss.json" --svg "$TMP/ss.svg"
+printf '0,add,a\nzz\n' >"$TMP/badtrace.csv"
+run "$BIN" spot-sim --trace "$TMP/badtrace.csv" --node 8xA100-40G --model gpt3-1.3b --global-batch 64 --seq 2048
 # the elastic controller (its MPI jobs run outside valgrind): a preemption, a recovery, the report
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 OMP_NUM_THREADS=1 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" \

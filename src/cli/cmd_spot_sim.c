@@ -1,0 +1,262 @@
+/* autohet spot-sim: goodput of recovery policies over a spot-availability
+ * trace (docs/spot-sim.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/ckpt.h"
+#include "autohet/spot_sim.h"
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: autohet spot-sim --trace FILE --node SHORTHAND --model NAME|config.json --global-batch G\n"
+        "                        --seq S [--policy all|autohet|full-reload|static] [--json FILE] [--svg "
+        "FILE]\n"
+        "                        [--profile PATH] [--detect S] [--restart S] [--cloud-bandwidth MB/s]\n"
+        "                        [--memory-bandwidth GB/s] [--ckpt-every K]\n\n"
+        "Replays a spot-availability trace (<time_ms>,<add|remove>,<node> per line, e.g.\n"
+        "../shared/data/spot-traces/aws-p3-bamboo.csv) through the planner, the simulator and the recovery\n"
+        "cost model, and compares policies on the same trace. At every change of the node set (events of "
+        "one\n"
+        "timestamp together) a policy may stop, pay detection, replanning (measured), a restart and the\n"
+        "state transfer of its new plan, lose the iterations it cannot restore, and run at the simulated\n"
+        "iteration time of its plan until the next change.\n\n"
+        "  --node        each trace node is this node: GPUSxTYPE (8xA100-40G), or a mix drawn from the "
+        "node's\n"
+        "                name with weights: 8xA100-40G=3,8xV100-16G=1\n"
+        "  --policy      autohet: replan + layer-bitmap recovery (own memory, peers over the node NIC, "
+        "cloud);\n"
+        "                full-reload: Varuna-like, replan + every byte from the last cloud checkpoint;\n"
+        "                static: one plan sized for the fewest nodes the trace has, waits when it cannot "
+        "run,\n"
+        "                restarts from the last cloud checkpoint; all (default)\n"
+        "  --detect      seconds from a preemption to the job stopped (default 5)\n"
+        "  --restart     seconds to relaunch the job (default 30)\n"
+        "  --cloud-bandwidth   per node, MB/s (default 100, as the recovery benchmark)\n"
+        "  --memory-bandwidth  a node reading its memory tier, GB/s (default 10)\n"
+        "  --ckpt-every  cloud checkpoint every K iterations (default 50)\n"
+        "  --json FILE   policies: {NAME: {samples, avg_samples_per_s, downtime_s, downtime_by_cause, ...}}\n"
+        "  --svg FILE    samples/s over time per policy, the node count beneath\n\n"
+        "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const char *trace,
+                          const char *node, const ah_model_config *m, int gb, int seq, double wall_s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", "autohet-spot-sim");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON *in = cJSON_AddObjectToObject(o, "input");
+    cJSON_AddStringToObject(in, "trace", trace);
+    cJSON_AddStringToObject(in, "node", node);
+    cJSON_AddStringToObject(in, "model", m->name);
+    cJSON_AddNumberToObject(in, "global_batch", gb);
+    cJSON_AddNumberToObject(in, "seq", seq);
+    cJSON *cc = cJSON_AddObjectToObject(o, "costs");
+    cJSON_AddNumberToObject(cc, "detect_s", c->detect_s);
+    cJSON_AddNumberToObject(cc, "restart_s", c->restart_s);
+    cJSON_AddNumberToObject(cc, "memory_gbs", c->mem_gbs);
+    cJSON_AddNumberToObject(cc, "cloud_mbs", c->cloud_mbs);
+    cJSON_AddNumberToObject(cc, "ckpt_every", c->ckpt_every);
+    cJSON_AddNumberToObject(cc, "bytes_per_param", c->bytes_per_param);
+    cJSON *tr = cJSON_AddObjectToObject(o, "trace");
+    cJSON_AddNumberToObject(tr, "duration_s", r->duration_s);
+    cJSON_AddNumberToObject(tr, "events", r->n_events);
+    cJSON_AddNumberToObject(tr, "changes", r->n_changes);
+    cJSON_AddNumberToObject(tr, "max_nodes", r->max_nodes);
+    cJSON_AddNumberToObject(tr, "min_nodes", r->min_nodes);
+    cJSON_AddNumberToObject(o, "tp", r->tp);
+    cJSON_AddNumberToObject(o, "static_nodes", r->static_nodes);
+    cJSON_AddNumberToObject(o, "plans_computed", r->plans_computed);
+    cJSON_AddNumberToObject(o, "replay_wall_s", wall_s);
+    cJSON *pols = cJSON_AddObjectToObject(o, "policies");
+    for (int p = 0; p < AH_POLICY_N; p++) {
+        const ah_spot_policy_result *pr = &r->pol[p];
+        if (!pr->enabled)
+            continue;
+        cJSON *x = cJSON_AddObjectToObject(pols, ah_spot_policy_name((ah_spot_policy)p));
+        cJSON_AddNumberToObject(x, "samples", pr->samples);
+        cJSON_AddNumberToObject(x, "avg_samples_per_s", pr->avg_samples_per_s);
+        cJSON_AddNumberToObject(x, "downtime_s", pr->downtime_s);
+        cJSON *d = cJSON_AddObjectToObject(x, "downtime_by_cause");
+        for (int k = 0; k < AH_DOWN_N; k++)
+            cJSON_AddNumberToObject(d, ah_down_cause_name((ah_down_cause)k), pr->down_s[k]);
+        cJSON_AddNumberToObject(x, "lost_samples", pr->lost_samples);
+        cJSON_AddNumberToObject(x, "restarts", pr->restarts);
+        cJSON *b = cJSON_AddObjectToObject(x, "bytes_by_tier");
+        for (int k = 0; k < AH_TIER_N; k++)
+            cJSON_AddNumberToObject(b, ah_tier_name(k), pr->bytes[k]);
+        cJSON *ts = cJSON_AddArrayToObject(x, "timeline");
+        for (int i = 0; i < pr->n_seg; i++) {
+            cJSON *s = cJSON_CreateArray();
+            cJSON_AddItemToArray(s, cJSON_CreateNumber(pr->seg[i].t0));
+            cJSON_AddItemToArray(s, cJSON_CreateNumber(pr->seg[i].t1));
+            cJSON_AddItemToArray(s, cJSON_CreateNumber(pr->seg[i].samples_per_s));
+            cJSON_AddItemToArray(ts, s);
+        }
+    }
+    return o;
+}
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cmd_spot_sim(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    static const struct option opts[] = {
+        {"trace", required_argument, 0, 't'},
+        {"node", required_argument, 0, 'n'},
+        {"model", required_argument, 0, 'm'},
+        {"global-batch", required_argument, 0, 'G'},
+        {"seq", required_argument, 0, 'L'},
+        {"policy", required_argument, 0, 'p'},
+        {"json", required_argument, 0, 'j'},
+        {"svg", required_argument, 0, 's'},
+        {"profile", required_argument, 0, 'P'},
+        {"detect", required_argument, 0, 'd'},
+        {"restart", required_argument, 0, 'r'},
+        {"cloud-bandwidth", required_argument, 0, 'c'},
+        {"memory-bandwidth", required_argument, 0, 'M'},
+        {"ckpt-every", required_argument, 0, 'K'},
+        {0, 0, 0, 0},
+    };
+    const char *trace = NULL, *node = NULL, *model = NULL, *policy = "all", *json = NULL, *svg = NULL,
+               *profile = NULL;
+    int gb = 0, seq = 0;
+    ah_spot_costs c;
+    ah_spot_costs_default(&c);
+    char msg[768];
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int *iv = NULL;
+        double *dv = NULL, dmin = 0;
+        switch (ch) {
+        case 't': trace = optarg; break;
+        case 'n': node = optarg; break;
+        case 'm': model = optarg; break;
+        case 'p': policy = optarg; break;
+        case 'j': json = optarg; break;
+        case 's': svg = optarg; break;
+        case 'P': profile = optarg; break;
+        case 'G': iv = &gb; break;
+        case 'L': iv = &seq; break;
+        case 'K': iv = &c.ckpt_every; break;
+        case 'd': dv = &c.detect_s; break;
+        case 'r': dv = &c.restart_s; break;
+        case 'c': dv = &c.cloud_mbs, dmin = 1e-9; break;
+        case 'M': dv = &c.mem_gbs, dmin = 1e-9; break;
+        default:
+            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet spot-sim --help)",
+                     argv[optind - 1]);
+            return cli_bad_input("spot-sim", msg);
+        }
+        if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < 1)) {
+            snprintf(msg, sizeof msg, "%s '%s': expected a positive integer", argv[optind - 2], optarg);
+            return cli_bad_input("spot-sim", msg);
+        }
+        if (dv && (cli_parse_double(optarg, dv) != 0 || !(*dv >= dmin))) {
+            snprintf(msg, sizeof msg, "%s '%s': expected a number >= %g", argv[optind - 2], optarg, dmin);
+            return cli_bad_input("spot-sim", msg);
+        }
+    }
+    if (optind < argc) {
+        snprintf(msg, sizeof msg, "unexpected argument '%s' (see autohet spot-sim --help)", argv[optind]);
+        return cli_bad_input("spot-sim", msg);
+    }
+    if (!trace || !node || !model || !gb || !seq)
+        return cli_bad_input("spot-sim", "--trace, --node, --model, --global-batch and --seq are required");
+    int enabled[AH_POLICY_N] = {0};
+    if (!strcmp(policy, "all"))
+        for (int p = 0; p < AH_POLICY_N; p++)
+            enabled[p] = 1;
+    else {
+        for (int p = 0; p < AH_POLICY_N; p++)
+            if (!strcmp(policy, ah_spot_policy_name((ah_spot_policy)p)))
+                enabled[p] = 1;
+        int any = 0;
+        for (int p = 0; p < AH_POLICY_N; p++)
+            any |= enabled[p];
+        if (!any)
+            return cli_bad_input("spot-sim", "--policy: expected all, autohet, full-reload or static");
+    }
+    ah_spot_node_mix mix;
+    ah_model_config m;
+    if (ah_spot_node_mix_parse(node, &mix, msg, sizeof msg) != 0 ||
+        ah_model_resolve(model, &m, msg, sizeof msg) != 0)
+        return cli_bad_input("spot-sim", msg);
+    ah_spot_event *ev = NULL;
+    int n = 0;
+    if (ah_spot_trace_load(trace, &ev, &n, msg, sizeof msg) != 0)
+        return cli_bad_input("spot-sim", msg);
+    ah_profile *prof = profile ? ah_profile_load(profile, msg, sizeof msg) : ah_profile_analytic();
+    if (!prof) {
+        free(ev);
+        return cli_bad_input("spot-sim", msg);
+    }
+    ah_spot_result r;
+    double t0 = wall();
+    int rc = ah_spot_replay(ev, n, &mix, &m, prof, gb, seq, &c, enabled, &r, msg, sizeof msg);
+    double wall_s = wall() - t0;
+    free(ev);
+    ah_profile_free(prof);
+    if (rc != 0)
+        return cli_bad_input("spot-sim", msg);
+    printf(
+        "autohet spot-sim: %s, global batch %d x seq %d, TP %d; trace %s: %d events, %d changes over %.2f h, "
+        "%d-%d nodes of %s\n",
+        m.name, gb, seq, r.tp, trace, r.n_events, r.n_changes, r.duration_s / 3600, r.min_nodes, r.max_nodes,
+        node);
+    printf("costs: detection %.0f s, restart %.0f s, memory %.0f GB/s, peers at the node NIC, cloud %.0f "
+           "MB/s per node, "
+           "cloud checkpoint every %d iterations, %.0f B/param of state; static plan on %d nodes\n\n",
+           c.detect_s, c.restart_s, c.mem_gbs, c.cloud_mbs, c.ckpt_every, c.bytes_per_param, r.static_nodes);
+    printf("%-12s %14s %12s %10s %9s %9s %9s %9s %9s %12s %9s\n", "policy", "samples", "samples/s", "down h",
+           "detect h", "plan h", "restart h", "xfer h", "wait h", "lost samp.", "restarts");
+    for (int p = 0; p < AH_POLICY_N; p++) {
+        const ah_spot_policy_result *pr = &r.pol[p];
+        if (!pr->enabled)
+            continue;
+        printf("%-12s %14.0f %12.2f %10.2f %9.3f %9.3f %9.3f %9.3f %9.3f %12.0f %9d\n",
+               ah_spot_policy_name((ah_spot_policy)p), pr->samples, pr->avg_samples_per_s,
+               pr->downtime_s / 3600, pr->down_s[AH_DOWN_DETECT] / 3600, pr->down_s[AH_DOWN_PLAN] / 3600,
+               pr->down_s[AH_DOWN_RESTART] / 3600, pr->down_s[AH_DOWN_TRANSFER] / 3600,
+               pr->down_s[AH_DOWN_WAIT] / 3600, pr->lost_samples, pr->restarts);
+    }
+    printf("\nreplayed in %.3f s (%d plans computed)\n", wall_s, r.plans_computed);
+    rc = 0;
+    if (json) {
+        cJSON *o = result_json(&r, &c, trace, node, &m, gb, seq, wall_s);
+        char *txt = cJSON_Print(o);
+        if (ah_write_file_atomic(json, txt, strlen(txt), msg, sizeof msg) != 0) {
+            fprintf(stderr, "autohet spot-sim: --json: %s\n", msg);
+            rc = 1;
+        }
+        free(txt);
+        cJSON_Delete(o);
+    }
+    if (svg && rc == 0) {
+        char title[256];
+        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m.name, node,
+                 r.duration_s / 3600);
+        if (ah_spot_write_svg(&r, title, svg, msg, sizeof msg) != 0) {
+            fprintf(stderr, "autohet spot-sim: --svg: %s\n", msg);
+            rc = 1;
+        }
+    }
+    ah_spot_result_free(&r);
+    return rc;
+}

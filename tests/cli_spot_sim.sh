@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# autohet spot-sim: replay of spot traces. A burst of removals at one
+# timestamp is one change; an interval without nodes is waiting time for every
+# policy; time is conserved (running + down = the trace's span); on the real
+# AWS trace layer-bitmap recovery beats the full reload; malformed traces and
+# options are one-line errors with exit 2.
+set -uo pipefail
+BIN="$1"
+FIX="$2"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+SIM=("$BIN" spot-sim --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xA100-40G)
+
+# 4 nodes; a burst removes 2 at 1 h; all gone from 2 h to 3 h; back at 3 h; end at 4 h
+cat >"$TMP/t.csv" <<'T'
+# time_ms,event,node
+0,add,a
+0,add,b
+0,add,c
+0,add,d
+3600000,remove,a
+3600000,remove,b
+7200000,remove,c
+7200000,remove,d
+10800000,add,e
+10800000,add,f
+10800000,add,g
+14400000,remove,e
+T
+"${SIM[@]}" --trace "$TMP/t.csv" --json "$TMP/t.json" --svg "$TMP/t.svg" >"$TMP/t.out" 2>&1 || { cat "$TMP/t.out"; fail "small trace: exit"; }
+jq -e '.trace.changes == 5 and .trace.events == 12 and .trace.duration_s == 14400 and .trace.max_nodes == 4
+       and .trace.min_nodes == 2' "$TMP/t.json" >/dev/null || fail "small trace: change points $(jq -c .trace "$TMP/t.json")"
+for p in autohet full-reload static; do
+  jq -e --arg p "$p" '.policies[$p] as $r
+    | ($r.downtime_by_cause.waiting >= 3600 - 1e-6)
+    and ([$r.timeline[] | .[1] - .[0]] | add | (. > 14400 - 1e-3 and . < 14400 + 1e-3))
+    and ((([$r.timeline[] | select(.[2] > 0) | .[1] - .[0]] | add) + $r.downtime_s - 14400) | fabs < 1e-3)' \
+    "$TMP/t.json" >/dev/null || fail "$p: waiting / time conservation: $(jq -c --arg p "$p" '.policies[$p] | del(.timeline)' "$TMP/t.json")"
+done
+# the burst is one change: autohet restarts once for it (start, burst, return, last removal = 4; the
+# empty interval is waiting, not a restart)
+jq -e '.policies.autohet.restarts == 4' "$TMP/t.json" >/dev/null \
+  || fail "autohet restarts: $(jq '.policies.autohet.restarts' "$TMP/t.json") (expected 4)"
+# static is sized for the fewest nodes (2) and never needs to wait for the burst
+jq -e '.static_nodes == 2' "$TMP/t.json" >/dev/null || fail "static size"
+head -c 5 "$TMP/t.svg" | grep -q "<svg" && tail -1 "$TMP/t.svg" | grep -q "</svg>" || fail "svg"
+grep -q "samples/s" "$TMP/t.svg" || fail "svg axis"
+
+# the real AWS trace: layer-bitmap recovery gets more done than the full reload
+"${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --json "$TMP/aws.json" >"$TMP/aws.out" 2>&1 \
+  || { cat "$TMP/aws.out"; fail "aws trace: exit"; }
+jq -e '.trace.changes > 100 and .policies.autohet.samples > .policies["full-reload"].samples
+       and .policies.autohet.downtime_s < .policies["full-reload"].downtime_s
+       and .policies.autohet.bytes_by_tier.peer > 0 and .policies["full-reload"].bytes_by_tier.peer == 0
+       and (.policies | keys | sort) == ["autohet", "full-reload", "static"]' "$TMP/aws.json" >/dev/null \
+  || fail "aws: $(jq -c '[.policies[] | {samples, downtime_s}]' "$TMP/aws.json")"
+grep -q "^autohet " "$TMP/aws.out" || fail "aws: no table"
+# one policy, a mixed inventory drawn from the node names
+"${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --node 8xA100-40G=3,8xV100-16G=1 --policy autohet \
+  --json "$TMP/mix.json" >/dev/null 2>&1 || fail "mix: exit"
+jq -e '(.policies | keys) == ["autohet"] and .policies.autohet.samples > 0' "$TMP/mix.json" >/dev/null || fail "mix"
+
+# bad input
+bad() { # expected-substring args...
+  local want=$1
+  shift
+  "$BIN" spot-sim "$@" >/dev/null 2>"$TMP/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "spot-sim $*: exit $rc, expected 2"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "$want" "$TMP/err" || { cat "$TMP/err"; fail "spot-sim $*: message"; }
+}
+printf '0,add,a\n12,oops,a\n' >"$TMP/bad1.csv"
+bad "bad1.csv:2:" "${SIM[@]:2}" --trace "$TMP/bad1.csv"
+printf '0,add,a\nabc,add,b\n' >"$TMP/bad2.csv"
+bad "bad2.csv:2:" "${SIM[@]:2}" --trace "$TMP/bad2.csv"
+printf '100,add,a\n50,remove,a\n' >"$TMP/bad3.csv"
+bad "goes back" "${SIM[@]:2}" --trace "$TMP/bad3.csv"
+printf '0,remove,a\n' >"$TMP/bad4.csv"
+bad "never has a node" "${SIM[@]:2}" --trace "$TMP/bad4.csv"
+bad "--policy" "${SIM[@]:2}" --trace "$TMP/t.csv" --policy sometimes
+bad "expected GPUSxTYPE" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xZZZ --trace "$TMP/t.csv"
+bad "required" --trace "$TMP/t.csv"
+
+[ $fails -eq 0 ] && echo "cli_spot_sim: all checks passed"
+exit $((fails > 0))
