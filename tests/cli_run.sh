@@ -101,7 +101,22 @@ AUTOHET_DUMP_PARAMS="$TMP/aws.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4n
   --report "$TMP/aws.json" >"$TMP/aws.out" 2>&1 || { tail "$TMP/aws.out"; fail "aws trace: exit"; }
 jq -e '.completed and .final_step == 40 and (.recoveries | length) >= 2' "$TMP/aws.json" >/dev/null \
   || fail "aws trace: $(jq -c '[.completed, .final_step, (.recoveries | length)]' "$TMP/aws.json")"
-out=$("$CMP" "$TMP/ref40.bin" "$TMP/aws.bin" 1e-5) || fail "aws trace: parameters differ: $out"
+# (over 30-40 steps AdamW amplifies the rounding differences of another plan's reduction order: an
+# uninterrupted 2-replica run is already 3.3e-5 from the single process at step 30, hence 1e-4 here)
+out=$("$CMP" "$TMP/ref40.bin" "$TMP/aws.bin" 1e-4) || fail "aws trace: parameters differ: $out"
+
+# 6c. --cluster: the planner makes the first plan too; a preemption with notice by command
+AUTOHET_DUMP_PARAMS="$TMP/ref30.bin" timeout 300 "$BIN" train "${ARGS[@]}" --steps 30 --global-batch 8 --micro-batch 2 \
+  --seq 64 >"$TMP/ref30.out" 2>&1 || fail "30-step reference run"
+AUTOHET_DUMP_PARAMS="$TMP/plan.bin" timeout 300 "$BIN" run --cluster 3x1xcpu --global-batch 8 --micro-batch 2 --seq 64 \
+  "${ARGS[@]}" --steps 30 --run-dir "$TMP/plan.run" --report "$TMP/plan.json" --log "$TMP/plan.log" >"$TMP/plan.out" 2>&1 &
+runpid=$!
+while [ ! -s "$TMP/plan.log" ] || [ "$(wc -l <"$TMP/plan.log")" -lt 4 ]; do sleep 0.01; done
+"$BIN" preempt --run-dir "$TMP/plan.run" cpu-2 --notice 10 >/dev/null || fail "preempt command with notice"
+wait $runpid || { tail "$TMP/plan.out"; fail "cluster: exit"; }
+out=$("$CMP" "$TMP/ref30.bin" "$TMP/plan.bin" 1e-4) || fail "cluster: parameters differ: $out"
+jq -e '.recoveries | length == 1 and .[0].steps_lost == 0 and (.[0].cause | test("preempt command with notice: lost cpu-2"))' \
+  "$TMP/plan.json" >/dev/null || fail "cluster: $(jq -c '.recoveries' "$TMP/plan.json")"
 
 # 7. peer fetch over RMA with a flipped byte in the peer copy: the cloud copy is used.
 # Recover step 10 of run 2's cloud tier into the 2x2 plan on 2 nodes, every

@@ -500,6 +500,9 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     out->n_points = n_changes;
     if (max_nodes == 0) {
         free(set);
+        free(ct);
+        free(cn);
+        memset(out, 0, sizeof *out);
         snprintf(err, errlen, "the trace never has a node available");
         return -1;
     }
