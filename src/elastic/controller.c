@@ -8,7 +8,7 @@
  * surviving manifests and starts the next generation with `train --recover`.
  * Everything it measures goes into the report. */
 #define _GNU_SOURCE
-#include "elastic/controller.h"
+#include "elastic/run_state.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,83 +32,11 @@
 #include "util/errors.h"
 #include "util/json_file.h"
 
-#define MAX_NODES 256
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
-    (void)sb, (void)flag, (void)f;
-    remove(p);
-    return 0;
-}
-
-static void rm_rf(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int mkdir_p(const char *path) {
-    char tmp[2048];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
-
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {
     (void)sig;
     interrupted = 1;
 }
-
-typedef struct {
-    char node[64];
-    int step;
-    int fired;
-} preempt_ev;
-
-typedef struct {
-    const ah_run_options *o;
-    ah_cluster inv;
-    int alive[MAX_NODES];
-    ah_model_config cfg;
-    ah_profile *prof;
-    ah_plan_options po;
-    char run[512], mem[600], disk[600], cloud[600], control[600];
-    FILE *log;
-    preempt_ev *pre;
-    int n_pre;
-    ah_spot_event *trace;
-    int n_trace, next_trace;
-    char trace_map[MAX_NODES][64]; /* trace node name of inventory node i ("" unmapped) */
-    double t_start;
-    cJSON *report, *gens, *recs;
-    /* the running generation */
-    int gen;
-    pid_t pid;
-    ah_plan plan;
-    int have_plan;
-    int n_servers;  /* recovery server ranks beside the plan's in this generation */
-    int start_step; /* the step this generation starts from */
-    int step;       /* last step the current job logged (its checkpoint is committed) */
-    FILE *glog;     /* the job's step log being tailed */
-    char glog_path[1200];
-    cJSON *pending; /* the recovery whose restore result is awaited */
-    char pending_result[1300];
-    double t_spawn;
-} run_state;
 
 /* ---- planning ---- */
 
@@ -142,180 +70,6 @@ static void describe_plan(const ah_plan *p, char *buf, size_t n) {
 }
 
 /* ---- the training job ---- */
-
-static pid_t launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
-    const ah_run_options *o = s->o;
-    char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
-    snprintf(np, sizeof np, "%d", ah_plan_world_size(&s->plan) + (recover ? s->n_servers : 0));
-    snprintf(steps, sizeof steps, "%d", o->steps);
-    snprintf(seed, sizeof seed, "%d", o->seed);
-    snprintf(lr, sizeof lr, "%.9g", o->lr);
-    snprintf(wu, sizeof wu, "%d", o->warmup);
-    snprintf(ev, sizeof ev, "%d", o->eval_every);
-    snprintf(ke, sizeof ke, "%d", o->ckpt_every);
-    snprintf(me, sizeof me, "%d", o->mem_every);
-    snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
-    snprintf(pids, sizeof pids, "%s/pids-%d", s->run, s->gen);
-    mkdir_p(pids);
-    char shm[700];
-    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
-    mkdir_p(shm);
-    const char *argv[64];
-    int a = 0;
-    argv[a++] = o->launcher;
-    argv[a++] = "-np", argv[a++] = np, argv[a++] = "--bind-to", argv[a++] = "none";
-    argv[a++] = o->self_exe, argv[a++] = "train";
-    argv[a++] = "--model", argv[a++] = o->model_arg, argv[a++] = "--data", argv[a++] = o->data;
-    argv[a++] = "--plan", argv[a++] = plan_path, argv[a++] = "--steps", argv[a++] = steps;
-    argv[a++] = "--seed", argv[a++] = seed, argv[a++] = "--lr", argv[a++] = lr, argv[a++] = "--warmup",
-    argv[a++] = wu;
-    argv[a++] = "--eval-every", argv[a++] = ev, argv[a++] = "--log", argv[a++] = s->glog_path;
-    if (o->mode == AH_RECOVERY_LAYER_BITMAP)
-        argv[a++] = "--ckpt-mem", argv[a++] = s->mem, argv[a++] = "--mem-every", argv[a++] = me;
-    argv[a++] = "--ckpt-dir", argv[a++] = s->disk, argv[a++] = "--ckpt-every", argv[a++] = ke;
-    argv[a++] = "--ckpt-cloud", argv[a++] = s->cloud;
-    if (recover)
-        argv[a++] = "--recover", argv[a++] = recover;
-    argv[a] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    s->t_spawn = wall_now();
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
-        setenv("AUTOHET_PID_DIR", pids, 1);
-        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
-        /* MPI's shared-memory segments of this job go where the controller
-         * can remove them: SIGKILLed ranks never clean up after themselves */
-        setenv("OMPI_MCA_btl_vader_backing_directory", shm, 1);
-        execvp(argv[0], (char *const *)argv);
-        fprintf(stderr, "autohet run: cannot execute %s (%s)\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    s->glog = NULL;
-    s->step = s->start_step; /* nothing logged yet: the step it starts from */
-    return pid;
-}
-
-/* new complete lines of the job's step log go to --log; returns lines read */
-static int tail_log(run_state *s) {
-    if (!s->glog && !(s->glog = fopen(s->glog_path, "r")))
-        return 0;
-    char line[2048];
-    int got = 0;
-    for (;;) {
-        long pos = ftell(s->glog);
-        if (!fgets(line, sizeof line, s->glog))
-            break;
-        size_t len = strlen(line);
-        if (len == 0 || line[len - 1] != '\n') { /* a partial line: read it again later */
-            fseek(s->glog, pos, SEEK_SET);
-            break;
-        }
-        const char *p = strstr(line, "\"step\": ");
-        if (p)
-            s->step = atoi(p + 8);
-        if (s->log) {
-            fputs(line, s->log);
-            fflush(s->log);
-        }
-        got++;
-    }
-    clearerr(s->glog);
-    return got;
-}
-
-/* SIGKILL every rank of the running job named in its pid files (`node` NULL:
- * all of them); returns how many */
-static int kill_ranks(run_state *s, const char *node);
-
-/* Waits for the job to exit; after `grace` seconds the whole process group is
- * killed. Returns the wait status. */
-static int reap(run_state *s, double grace) {
-    int status = 0;
-    double t0 = wall_now();
-    for (;;) {
-        pid_t r = waitpid(s->pid, &status, WNOHANG);
-        if (r == s->pid || (r < 0 && errno != EINTR))
-            break;
-        if (wall_now() - t0 > grace) {
-            killpg(s->pid, SIGKILL);
-            waitpid(s->pid, &status, 0);
-            break;
-        }
-        sleep_s(0.002);
-    }
-    killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
-    kill_ranks(s, NULL);     /* and ranks the launcher put in groups of their own */
-    s->pid = -1;
-    char shm[700];
-    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
-    rm_rf(shm);
-    return status;
-}
-
-/* the process is still a rank of this run (its command line names the run
- * directory), not an unrelated process that reused the pid */
-static int is_our_rank(const run_state *s, pid_t pid) {
-    char p[64], buf[8192];
-    snprintf(p, sizeof p, "/proc/%ld/cmdline", (long)pid);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    for (size_t i = 0; i < n; i++)
-        if (!buf[i])
-            buf[i] = ' ';
-    buf[n] = 0;
-    return strstr(buf, s->run) != NULL;
-}
-
-static int kill_ranks(run_state *s, const char *node) {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
-    DIR *d = opendir(dir);
-    int n = 0;
-    for (struct dirent *de; d && (de = readdir(d));) {
-        if (strncmp(de->d_name, "rank-", 5))
-            continue;
-        char p[2400], name[64] = "";
-        long pid = 0;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        FILE *f = fopen(p, "r");
-        if (f && fscanf(f, "%ld %63s", &pid, name) == 2 && (!node || !strcmp(name, node)) && pid > 1 &&
-            is_our_rank(s, (pid_t)pid)) {
-            kill((pid_t)pid, SIGKILL);
-            n++;
-        }
-        if (f)
-            fclose(f);
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
-static int node_has_ranks(const ah_plan *p, const char *node) {
-    for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, node))
-                return 1;
-    return 0;
-}
-
-static void wipe_node(run_state *s, const char *node) {
-    char p[2400];
-    snprintf(p, sizeof p, "%s/%s", s->mem, node);
-    rm_rf(p);
-    snprintf(p, sizeof p, "%s/%s", s->disk, node);
-    rm_rf(p);
-}
 
 /* ---- recovery ---- */
 
@@ -431,7 +185,7 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
     cJSON_AddNumberToObject(g, "ranks", ah_plan_world_size(&s->plan));
     cJSON_AddNumberToObject(g, "predicted_iteration_s", s->plan.iteration_time_s);
     cJSON_AddItemToArray(s->gens, g);
-    s->pid = launch(s, path, recover, err, errlen);
+    s->pid = run_launch(s, path, recover, err, errlen);
     return s->pid > 0 ? 0 : -1;
 }
 
@@ -441,15 +195,15 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
 static int change_nodes(run_state *s, const char *cause, double t_event, int step_at_event, char *err,
                         size_t errlen) {
     if (s->pid > 0)
-        reap(s, 5.0);
-    double t_detect = wall_now();
+        run_reap(s, 5.0);
+    double t_detect = run_wall_now();
     if (s->glog) {
-        tail_log(s); /* steps the job finished before it went down */
+        run_tail_log(s); /* steps the job finished before it went down */
         fclose(s->glog);
         s->glog = NULL;
     }
     ah_plan np;
-    double r0 = wall_now();
+    double r0 = run_wall_now();
     if (plan_for_alive(s, &np, err, errlen) != 0) {
         if (s->trace && s->next_trace < s->n_trace) { /* the trace may bring nodes back */
             printf("autohet run: %s after step %d; no plan (%s): waiting for nodes\n", cause, step_at_event,
@@ -459,7 +213,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
         }
         return -1;
     }
-    double r1 = wall_now();
+    double r1 = run_wall_now();
     ah_holding *h = NULL;
     int nh = 0;
     load_holdings(s, &h, &nh);
@@ -473,7 +227,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     s->n_servers = as.n_servers;
     ah_assignment_free(&as);
     free_holdings(h, nh);
-    double r2 = wall_now();
+    double r2 = run_wall_now();
     if (rc != 0) {
         ah_plan_free(&np);
         return -1;
@@ -513,82 +267,22 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     return 0;
 }
 
-/* With notice, a leaving node pushes its memory-tier shards to a peer that
- * stays (round-robin over the nodes with ranks), which lists them in its own
- * memory manifest. The job is stopped, so no one else writes the manifests.
- * Returns the bytes pushed. */
-static double push_to_peers(run_state *s, const int *gone) {
-    int peers[MAX_NODES], np = 0, rr = 0;
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        if (s->alive[i] && !gone[i] && node_has_ranks(&s->plan, s->inv.nodes[i].name))
-            peers[np++] = i;
-    for (int i = 0; i < s->inv.n_nodes && !np; i++)
-        if (s->alive[i] && !gone[i])
-            peers[np++] = i;
-    double bytes = 0;
-    char err[512];
-    for (int i = 0; i < s->inv.n_nodes && np; i++) {
-        if (!gone[i] || !s->alive[i])
-            continue;
-        char src[700];
-        snprintf(src, sizeof src, "%s/%s", s->mem, s->inv.nodes[i].name);
-        ah_manifest m;
-        if (ah_manifest_load(src, &m, err, sizeof err) != 0)
-            continue;
-        for (int k = 0; k < m.n; k++) {
-            const ah_manifest_entry *e = &m.e[k];
-            const char *peer = s->inv.nodes[peers[rr++ % np]].name;
-            char dst[700], from[1000], to[1000];
-            snprintf(dst, sizeof dst, "%s/%s", s->mem, peer);
-            mkdir_p(dst);
-            ah_manifest pm;
-            if (ah_manifest_load(dst, &pm, err, sizeof err) != 0)
-                continue;
-            const ah_manifest_entry *have = ah_manifest_find(&pm, e->layer, e->tp_rank);
-            if (!have || have->step < e->step) {
-                snprintf(from, sizeof from, "%s/%s", src, e->file);
-                snprintf(to, sizeof to, "%s/%s", dst, e->file);
-                unsigned char *buf = ah_xcalloc(e->bytes + 1, 1);
-                if (ah_ckpt_read_raw(from, e->bytes, buf, err, sizeof err) == 0 &&
-                    ah_write_file_atomic(to, buf, e->bytes, err, sizeof err) == 0) {
-                    ah_manifest_put(&pm, e);
-                    if (ah_manifest_save(dst, &pm, err, sizeof err) == 0)
-                        bytes += (double)e->bytes;
-                } else {
-                    fprintf(stderr, "autohet run: pushing a shard: %s\n", err);
-                }
-                free(buf);
-            }
-            ah_manifest_free(&pm);
-        }
-        ah_manifest_free(&m);
-    }
-    return bytes;
-}
-
-static int node_index(const run_state *s, const char *name) {
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        if (!strcmp(s->inv.nodes[i].name, name))
-            return i;
-    return -1;
-}
-
 /* Preempts the nodes flagged in `gone` (SIGKILL + wipe) and adds those in
  * `added`; restarts the job when the plan is affected. */
 static int apply_change(run_state *s, const int *gone, const int *added, const char *why, char *err,
                         size_t errlen) {
-    double t_event = wall_now();
+    double t_event = run_wall_now();
     int step_at = s->step, affected = 0;
     char cause[512] = "";
     int len = snprintf(cause, sizeof cause, "%s:", why);
     for (int i = 0; i < s->inv.n_nodes; i++) {
         const char *name = s->inv.nodes[i].name;
         if (gone[i] && s->alive[i]) {
-            if (s->have_plan && s->pid > 0 && node_has_ranks(&s->plan, name)) {
-                kill_ranks(s, name);
+            if (s->have_plan && s->pid > 0 && run_node_has_ranks(&s->plan, name)) {
+                run_kill_ranks(s, name);
                 affected = 1;
             }
-            wipe_node(s, name);
+            run_wipe_node(s, name);
             s->alive[i] = 0;
             len += snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", name);
         } else if (added[i] && !s->alive[i]) {
@@ -609,108 +303,10 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
     return change_nodes(s, cause, t_event, step_at, err, errlen);
 }
 
-static int parse_preempts(run_state *s, const char *spec, char *err, size_t errlen) {
-    char *copy = strdup(spec), *save = NULL;
-    int rc = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
-        char *at = strrchr(tok, '@'), *end = NULL;
-        long st = at ? strtol(at + 1, &end, 10) : -1;
-        if (!at || at == tok || !end || *end || st < 1) {
-            snprintf(err, errlen, "--preempt '%s': expected NODE@STEP with STEP >= 1", tok);
-            rc = -1;
-            break;
-        }
-        *at = 0;
-        if (node_index(s, tok) < 0) {
-            snprintf(err, errlen, "--preempt %s@%ld: no node named '%s' in the inventory", tok, st, tok);
-            rc = -1;
-            break;
-        }
-        s->pre = ah_xrealloc(s->pre, sizeof *s->pre * (size_t)(s->n_pre + 1));
-        snprintf(s->pre[s->n_pre].node, sizeof s->pre[0].node, "%s", tok);
-        s->pre[s->n_pre].step = (int)st;
-        s->pre[s->n_pre].fired = 0;
-        s->n_pre++;
-    }
-    free(copy);
-    return rc;
-}
-
-/* control requests of `autohet preempt`: RUN/control/preempt-NODE */
-static int poll_control(run_state *s, int *gone, double *notice, int *from_signal) {
-    DIR *d = opendir(s->control);
-    int any = 0;
-    for (struct dirent *de; d && (de = readdir(d));) {
-        if (strncmp(de->d_name, "preempt-", 8) || strstr(de->d_name, ".tmp."))
-            continue;
-        char p[2400];
-        snprintf(p, sizeof p, "%s/%s", s->control, de->d_name);
-        int i = node_index(s, de->d_name + 8);
-        FILE *f = fopen(p, "r");
-        double nt = 0;
-        char source[16] = "";
-        if (f && fscanf(f, "%lf %15s", &nt, source) >= 1 && nt > *notice)
-            *notice = nt;
-        if (!strcmp(source, "signal"))
-            *from_signal = 1;
-        if (f)
-            fclose(f);
-        unlink(p);
-        if (i >= 0 && s->alive[i])
-            gone[i] = 1, any = 1;
-        else
-            fprintf(stderr, "autohet run: preempt request for '%s': no such live node\n", de->d_name + 8);
-    }
-    if (d)
-        closedir(d);
-    return any;
-}
-
-/* One trace event on the inventory: the inventory nodes are slots that trace
- * nodes occupy while available. An add takes the first free slot (not one
- * vacated in the same burst), a remove frees its node's slot; adds beyond the
- * inventory are ignored (the trace has more machines than the inventory). */
-static int trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added) {
-    int slot = -1;
-    for (int i = 0; i < s->inv.n_nodes && slot < 0; i++)
-        if (!strcmp(s->trace_map[i], ev->node))
-            slot = i;
-    if (!ev->add) {
-        if (slot < 0)
-            return 0;
-        s->trace_map[slot][0] = 0;
-        if (added[slot])
-            added[slot] = 0; /* added and removed within one burst: never there */
-        else
-            gone[slot] = 1;
-        return 1;
-    }
-    if (slot >= 0)
-        return 0;
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        if (!s->trace_map[i][0] && !gone[i] && !s->alive[i]) {
-            snprintf(s->trace_map[i], sizeof s->trace_map[i], "%s", ev->node);
-            added[i] = 1;
-            return 1;
-        }
-    return 0;
-}
-
-/* trace events due by now (all events of one timestamp together: a burst is one change) */
-static int poll_trace(run_state *s, int *gone, int *added) {
-    if (!s->trace)
-        return 0;
-    double t = (wall_now() - s->t_start) * s->o->time_scale;
-    int any = 0;
-    while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t)
-        any |= trace_event(s, &s->trace[s->next_trace++], gone, added);
-    return any;
-}
-
 static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
     s->o = o;
     s->pid = -1;
-    s->t_start = wall_now();
+    s->t_start = run_wall_now();
     if (ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
         return -1;
     s->cfg.vocab = 256; /* byte-level tokens, as autohet train */
@@ -743,7 +339,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     for (int i = 0; i < s->inv.n_nodes; i++)
         s->alive[i] = 1;
     s->prof = ah_profile_analytic();
-    if (o->preempt && parse_preempts(s, o->preempt, err, errlen) != 0)
+    if (o->preempt && run_parse_preempts(s, o->preempt, err, errlen) != 0)
         return -1;
     if (o->spot_trace) {
         if (ah_spot_trace_load(o->spot_trace, &s->trace, &s->n_trace, err, errlen) != 0)
@@ -753,7 +349,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         for (int i = 0; i < s->inv.n_nodes; i++)
             s->alive[i] = 0;
         while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s == 0)
-            trace_event(s, &s->trace[s->next_trace++], gone, added);
+            run_trace_event(s, &s->trace[s->next_trace++], gone, added);
         for (int i = 0; i < s->inv.n_nodes; i++)
             s->alive[i] = added[i];
     }
@@ -774,7 +370,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
                 s->run);
             return -1;
         }
-        if (mkdir_p(s->run) != 0) {
+        if (run_mkdir_p(s->run) != 0) {
             snprintf(err, errlen, "--run-dir %.400s: cannot create (%s)", s->run, strerror(errno));
             return -1;
         }
@@ -797,7 +393,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     snprintf(s->disk, sizeof s->disk, "%.500s/disk", s->run);
     snprintf(s->cloud, sizeof s->cloud, "%.500s/cloud", s->run);
     snprintf(s->control, sizeof s->control, "%.500s/control", s->run);
-    if (mkdir_p(s->mem) || mkdir_p(s->disk) || mkdir_p(s->cloud) || mkdir_p(s->control)) {
+    if (run_mkdir_p(s->mem) || run_mkdir_p(s->disk) || run_mkdir_p(s->cloud) || run_mkdir_p(s->control)) {
         snprintf(err, errlen, "cannot create the tier directories under %s (%s)", s->run, strerror(errno));
         return -1;
     }
@@ -824,7 +420,7 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddNumberToObject(r, "steps", s->o->steps);
     cJSON_AddNumberToObject(r, "final_step", final_step);
     cJSON_AddBoolToObject(r, "completed", ok);
-    cJSON_AddNumberToObject(r, "wall_s", wall_now() - s->t_start);
+    cJSON_AddNumberToObject(r, "wall_s", run_wall_now() - s->t_start);
     cJSON_AddStringToObject(r, "run_dir", s->run);
     cJSON_AddItemToObject(r, "generations", s->gens);
     cJSON_AddItemToObject(r, "recoveries", s->recs);
@@ -868,8 +464,8 @@ int ah_run(const ah_run_options *o) {
     char notice_why[64] = "";
     double notice_end = 0;
     while (!done) {
-        sleep_s(0.002);
-        tail_log(s);
+        run_sleep(0.002);
+        run_tail_log(s);
         finish_recovery(s);
         if (s->step > final_step)
             final_step = s->step;
@@ -877,7 +473,7 @@ int ah_run(const ah_run_options *o) {
             fprintf(stderr, "autohet run: interrupted; stopping the job\n");
             if (s->pid > 0) {
                 killpg(s->pid, SIGKILL);
-                reap(s, 1);
+                run_reap(s, 1);
             }
             rc = 130;
             break;
@@ -894,7 +490,7 @@ int ah_run(const ah_run_options *o) {
         pid_t r = s->pid > 0 ? waitpid(s->pid, &status, WNOHANG) : 0;
         if (s->pid > 0 && r == s->pid) {
             s->pid = -1;
-            tail_log(s);
+            run_tail_log(s);
             finish_recovery(s);
             final_step = s->step > final_step ? s->step : final_step;
             if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -913,7 +509,7 @@ int ah_run(const ah_run_options *o) {
         double notice = o->notice_s;
         char why[64] = "";
         for (int i = 0; i < s->n_pre; i++) {
-            int ni = node_index(s, s->pre[i].node);
+            int ni = run_node_index(s, s->pre[i].node);
             if (!s->pre[i].fired && s->step >= s->pre[i].step && ni >= 0) {
                 s->pre[i].fired = 1;
                 if (s->alive[ni])
@@ -922,10 +518,10 @@ int ah_run(const ah_run_options *o) {
         }
         double cmd_notice = 0;
         int from_signal = 0;
-        if (poll_control(s, gone, &cmd_notice, &from_signal))
+        if (run_poll_control(s, gone, &cmd_notice, &from_signal))
             any = 1, notice = cmd_notice,
             snprintf(why, sizeof why, "%s", from_signal ? "grace-period signal" : "preempt command");
-        if (poll_trace(s, gone, added))
+        if (run_poll_trace(s, gone, added))
             any = 1, snprintf(why, sizeof why, "spot trace");
         int removals = 0, none[MAX_NODES] = {0};
         for (int i = 0; i < s->inv.n_nodes; i++)
@@ -934,7 +530,7 @@ int ah_run(const ah_run_options *o) {
             for (int i = 0; i < s->inv.n_nodes; i++)
                 ngone[i] |= gone[i];
             if (!notice_on) {
-                notice_on = 1, notice_step = s->step, notice_end = wall_now() + notice;
+                notice_on = 1, notice_step = s->step, notice_end = run_wall_now() + notice;
                 snprintf(notice_why, sizeof notice_why, "%s", why);
                 printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why,
                        notice);
@@ -942,21 +538,21 @@ int ah_run(const ah_run_options *o) {
             }
             memcpy(gone, none, sizeof gone);
         }
-        if (notice_on && (s->step > notice_step || wall_now() >= notice_end)) {
+        if (notice_on && (s->step > notice_step || run_wall_now() >= notice_end)) {
             notice_on = 0;
-            double t_stop = wall_now();
+            double t_stop = run_wall_now();
             int step_at = s->step;
             killpg(s->pid, SIGKILL);
-            reap(s, 5.0);
-            tail_log(s);
-            double pushed = push_to_peers(s, ngone);
+            run_reap(s, 5.0);
+            run_tail_log(s);
+            double pushed = run_push_to_peers(s, ngone);
             char cause[512];
             int len = snprintf(cause, sizeof cause, "%s with notice:", notice_why);
             for (int i = 0; i < s->inv.n_nodes; i++)
                 if (ngone[i] && s->alive[i] && len < (int)sizeof cause - 80) {
                     len +=
                         snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", s->inv.nodes[i].name);
-                    wipe_node(s, s->inv.nodes[i].name);
+                    run_wipe_node(s, s->inv.nodes[i].name);
                     s->alive[i] = 0;
                 }
             memset(ngone, 0, sizeof ngone);
@@ -982,16 +578,16 @@ int ah_run(const ah_run_options *o) {
         fclose(s->glog);
     if (s->pid > 0) {
         killpg(s->pid, SIGKILL);
-        reap(s, 1);
+        run_reap(s, 1);
     }
     if (rc == 0)
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
-               wall_now() - s->t_start, cJSON_GetArraySize(s->recs),
+               run_wall_now() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
     write_report(s, final_step, rc == 0);
 out:
     if (s->mem[0])
-        rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
+        run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
     if (s->log)
         fclose(s->log);
     if (s->have_plan)
@@ -1005,18 +601,4 @@ out:
     free(s->trace);
     free(s);
     return rc;
-}
-
-int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
-                           char *err, size_t errlen) {
-    char dir[1100], path[1300], txt[64];
-    snprintf(dir, sizeof dir, "%s/control", run_dir);
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        snprintf(err, errlen, "%s is not the run directory of a running autohet run (no control/)", run_dir);
-        return -1;
-    }
-    snprintf(path, sizeof path, "%s/preempt-%s", dir, node);
-    int len = snprintf(txt, sizeof txt, "%g %.15s\n", notice_s, source);
-    return ah_write_file_atomic(path, txt, (size_t)len, err, errlen);
 }

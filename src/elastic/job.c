@@ -1,0 +1,277 @@
+/* One MPI job of `autohet run` (docs/recovery.md): launching it with its
+ * environment, tailing its step log, killing a node's ranks or all of them,
+ * reaping it; a node's tiers (wipe, push to peers with notice). */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "autohet/ckpt.h"
+#include "elastic/run_state.h"
+#include "util/errors.h"
+
+double run_wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void run_sleep(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb, (void)flag, (void)f;
+    remove(p);
+    return 0;
+}
+
+void run_rm_rf(const char *path) {
+    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int run_mkdir_p(const char *path) {
+    char tmp[2048];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
+    const ah_run_options *o = s->o;
+    char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
+    snprintf(np, sizeof np, "%d", ah_plan_world_size(&s->plan) + (recover ? s->n_servers : 0));
+    snprintf(steps, sizeof steps, "%d", o->steps);
+    snprintf(seed, sizeof seed, "%d", o->seed);
+    snprintf(lr, sizeof lr, "%.9g", o->lr);
+    snprintf(wu, sizeof wu, "%d", o->warmup);
+    snprintf(ev, sizeof ev, "%d", o->eval_every);
+    snprintf(ke, sizeof ke, "%d", o->ckpt_every);
+    snprintf(me, sizeof me, "%d", o->mem_every);
+    snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
+    snprintf(pids, sizeof pids, "%s/pids-%d", s->run, s->gen);
+    run_mkdir_p(pids);
+    char shm[700];
+    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
+    run_mkdir_p(shm);
+    const char *argv[64];
+    int a = 0;
+    argv[a++] = o->launcher;
+    argv[a++] = "-np", argv[a++] = np, argv[a++] = "--bind-to", argv[a++] = "none";
+    argv[a++] = o->self_exe, argv[a++] = "train";
+    argv[a++] = "--model", argv[a++] = o->model_arg, argv[a++] = "--data", argv[a++] = o->data;
+    argv[a++] = "--plan", argv[a++] = plan_path, argv[a++] = "--steps", argv[a++] = steps;
+    argv[a++] = "--seed", argv[a++] = seed, argv[a++] = "--lr", argv[a++] = lr, argv[a++] = "--warmup",
+    argv[a++] = wu;
+    argv[a++] = "--eval-every", argv[a++] = ev, argv[a++] = "--log", argv[a++] = s->glog_path;
+    if (o->mode == AH_RECOVERY_LAYER_BITMAP)
+        argv[a++] = "--ckpt-mem", argv[a++] = s->mem, argv[a++] = "--mem-every", argv[a++] = me;
+    argv[a++] = "--ckpt-dir", argv[a++] = s->disk, argv[a++] = "--ckpt-every", argv[a++] = ke;
+    argv[a++] = "--ckpt-cloud", argv[a++] = s->cloud;
+    if (recover)
+        argv[a++] = "--recover", argv[a++] = recover;
+    argv[a] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    s->t_spawn = run_wall_now();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
+        setenv("AUTOHET_PID_DIR", pids, 1);
+        setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
+        /* MPI's shared-memory segments of this job go where the controller
+         * can remove them: SIGKILLed ranks never clean up after themselves */
+        setenv("OMPI_MCA_btl_vader_backing_directory", shm, 1);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "autohet run: cannot execute %s (%s)\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    s->glog = NULL;
+    s->step = s->start_step; /* nothing logged yet: the step it starts from */
+    return pid;
+}
+
+/* new complete lines of the job's step log go to --log; returns lines read */
+int run_tail_log(run_state *s) {
+    if (!s->glog && !(s->glog = fopen(s->glog_path, "r")))
+        return 0;
+    char line[2048];
+    int got = 0;
+    for (;;) {
+        long pos = ftell(s->glog);
+        if (!fgets(line, sizeof line, s->glog))
+            break;
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') { /* a partial line: read it again later */
+            fseek(s->glog, pos, SEEK_SET);
+            break;
+        }
+        const char *p = strstr(line, "\"step\": ");
+        if (p)
+            s->step = atoi(p + 8);
+        if (s->log) {
+            fputs(line, s->log);
+            fflush(s->log);
+        }
+        got++;
+    }
+    clearerr(s->glog);
+    return got;
+}
+
+/* Waits for the job to exit; after `grace` seconds the whole process group is
+ * killed. Returns the wait status. */
+int run_reap(run_state *s, double grace) {
+    int status = 0;
+    double t0 = run_wall_now();
+    for (;;) {
+        pid_t r = waitpid(s->pid, &status, WNOHANG);
+        if (r == s->pid || (r < 0 && errno != EINTR))
+            break;
+        if (run_wall_now() - t0 > grace) {
+            killpg(s->pid, SIGKILL);
+            waitpid(s->pid, &status, 0);
+            break;
+        }
+        run_sleep(0.002);
+    }
+    killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
+    run_kill_ranks(s, NULL); /* and ranks the launcher put in groups of their own */
+    s->pid = -1;
+    char shm[700];
+    snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
+    run_rm_rf(shm);
+    return status;
+}
+
+/* the process is still a rank of this run (its command line names the run
+ * directory), not an unrelated process that reused the pid */
+static int is_our_rank(const run_state *s, pid_t pid) {
+    char p[64], buf[8192];
+    snprintf(p, sizeof p, "/proc/%ld/cmdline", (long)pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i])
+            buf[i] = ' ';
+    buf[n] = 0;
+    return strstr(buf, s->run) != NULL;
+}
+
+int run_kill_ranks(run_state *s, const char *node) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "rank-", 5))
+            continue;
+        char p[2400], name[64] = "";
+        long pid = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        FILE *f = fopen(p, "r");
+        if (f && fscanf(f, "%ld %63s", &pid, name) == 2 && (!node || !strcmp(name, node)) && pid > 1 &&
+            is_our_rank(s, (pid_t)pid)) {
+            kill((pid_t)pid, SIGKILL);
+            n++;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int run_node_has_ranks(const ah_plan *p, const char *node) {
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, node))
+                return 1;
+    return 0;
+}
+
+void run_wipe_node(run_state *s, const char *node) {
+    char p[2400];
+    snprintf(p, sizeof p, "%s/%s", s->mem, node);
+    run_rm_rf(p);
+    snprintf(p, sizeof p, "%s/%s", s->disk, node);
+    run_rm_rf(p);
+}
+
+/* With notice, a leaving node pushes its memory-tier shards to a peer that
+ * stays (round-robin over the nodes with ranks), which lists them in its own
+ * memory manifest. The job is stopped, so no one else writes the manifests.
+ * Returns the bytes pushed. */
+double run_push_to_peers(run_state *s, const int *gone) {
+    int peers[MAX_NODES], np = 0, rr = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (s->alive[i] && !gone[i] && run_node_has_ranks(&s->plan, s->inv.nodes[i].name))
+            peers[np++] = i;
+    for (int i = 0; i < s->inv.n_nodes && !np; i++)
+        if (s->alive[i] && !gone[i])
+            peers[np++] = i;
+    double bytes = 0;
+    char err[512];
+    for (int i = 0; i < s->inv.n_nodes && np; i++) {
+        if (!gone[i] || !s->alive[i])
+            continue;
+        char src[700];
+        snprintf(src, sizeof src, "%s/%s", s->mem, s->inv.nodes[i].name);
+        ah_manifest m;
+        if (ah_manifest_load(src, &m, err, sizeof err) != 0)
+            continue;
+        for (int k = 0; k < m.n; k++) {
+            const ah_manifest_entry *e = &m.e[k];
+            const char *peer = s->inv.nodes[peers[rr++ % np]].name;
+            char dst[700], from[1000], to[1000];
+            snprintf(dst, sizeof dst, "%s/%s", s->mem, peer);
+            run_mkdir_p(dst);
+            ah_manifest pm;
+            if (ah_manifest_load(dst, &pm, err, sizeof err) != 0)
+                continue;
+            const ah_manifest_entry *have = ah_manifest_find(&pm, e->layer, e->tp_rank);
+            if (!have || have->step < e->step) {
+                snprintf(from, sizeof from, "%s/%s", src, e->file);
+                snprintf(to, sizeof to, "%s/%s", dst, e->file);
+                unsigned char *buf = ah_xcalloc(e->bytes + 1, 1);
+                if (ah_ckpt_read_raw(from, e->bytes, buf, err, sizeof err) == 0 &&
+                    ah_write_file_atomic(to, buf, e->bytes, err, sizeof err) == 0) {
+                    ah_manifest_put(&pm, e);
+                    if (ah_manifest_save(dst, &pm, err, sizeof err) == 0)
+                        bytes += (double)e->bytes;
+                } else {
+                    fprintf(stderr, "autohet run: pushing a shard: %s\n", err);
+                }
+                free(buf);
+            }
+            ah_manifest_free(&pm);
+        }
+        ah_manifest_free(&m);
+    }
+    return bytes;
+}

@@ -1,0 +1,140 @@
+/* Where preemptions come from in `autohet run` (docs/recovery.md):
+ * --preempt NODE@STEP, requests in RUN/control/ (autohet preempt, or a rank
+ * that got SIGTERM), and spot-availability traces. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "autohet/ckpt.h"
+#include "elastic/run_state.h"
+#include "util/errors.h"
+
+int run_node_index(const run_state *s, const char *name) {
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (!strcmp(s->inv.nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen) {
+    char *copy = strdup(spec), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        char *at = strrchr(tok, '@'), *end = NULL;
+        long st = at ? strtol(at + 1, &end, 10) : -1;
+        if (!at || at == tok || !end || *end || st < 1) {
+            snprintf(err, errlen, "--preempt '%s': expected NODE@STEP with STEP >= 1", tok);
+            rc = -1;
+            break;
+        }
+        *at = 0;
+        if (run_node_index(s, tok) < 0) {
+            snprintf(err, errlen, "--preempt %s@%ld: no node named '%s' in the inventory", tok, st, tok);
+            rc = -1;
+            break;
+        }
+        s->pre = ah_xrealloc(s->pre, sizeof *s->pre * (size_t)(s->n_pre + 1));
+        snprintf(s->pre[s->n_pre].node, sizeof s->pre[0].node, "%s", tok);
+        s->pre[s->n_pre].step = (int)st;
+        s->pre[s->n_pre].fired = 0;
+        s->n_pre++;
+    }
+    free(copy);
+    return rc;
+}
+
+/* control requests of `autohet preempt`: RUN/control/preempt-NODE */
+int run_poll_control(run_state *s, int *gone, double *notice, int *from_signal) {
+    DIR *d = opendir(s->control);
+    int any = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "preempt-", 8) || strstr(de->d_name, ".tmp."))
+            continue;
+        char p[2400];
+        snprintf(p, sizeof p, "%s/%s", s->control, de->d_name);
+        int i = run_node_index(s, de->d_name + 8);
+        FILE *f = fopen(p, "r");
+        double nt = 0;
+        char source[16] = "";
+        if (f && fscanf(f, "%lf %15s", &nt, source) >= 1 && nt > *notice)
+            *notice = nt;
+        if (!strcmp(source, "signal"))
+            *from_signal = 1;
+        if (f)
+            fclose(f);
+        unlink(p);
+        if (i >= 0 && s->alive[i])
+            gone[i] = 1, any = 1;
+        else
+            fprintf(stderr, "autohet run: preempt request for '%s': no such live node\n", de->d_name + 8);
+    }
+    if (d)
+        closedir(d);
+    return any;
+}
+
+/* One trace event on the inventory: the inventory nodes are slots that trace
+ * nodes occupy while available. An add takes the first free slot (not one
+ * vacated in the same burst), a remove frees its node's slot; adds beyond the
+ * inventory are ignored (the trace has more machines than the inventory). */
+int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added) {
+    int slot = -1;
+    for (int i = 0; i < s->inv.n_nodes && slot < 0; i++)
+        if (!strcmp(s->trace_map[i], ev->node))
+            slot = i;
+    if (!ev->add) {
+        if (slot < 0)
+            return 0;
+        s->trace_map[slot][0] = 0;
+        if (added[slot])
+            added[slot] = 0; /* added and removed within one burst: never there */
+        else
+            gone[slot] = 1;
+        return 1;
+    }
+    if (slot >= 0)
+        return 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (!s->trace_map[i][0] && !gone[i] && !s->alive[i]) {
+            snprintf(s->trace_map[i], sizeof s->trace_map[i], "%s", ev->node);
+            added[i] = 1;
+            return 1;
+        }
+    return 0;
+}
+
+/* trace events due by now (all events of one timestamp together: a burst is one change) */
+int run_poll_trace(run_state *s, int *gone, int *added) {
+    if (!s->trace)
+        return 0;
+    double t = (run_wall_now() - s->t_start) * s->o->time_scale;
+    int any = 0;
+    while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t)
+        any |= run_trace_event(s, &s->trace[s->next_trace++], gone, added);
+    return any;
+}
+
+int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
+                           char *err, size_t errlen) {
+    char dir[1100], path[1300], txt[64];
+    snprintf(dir, sizeof dir, "%s/control", run_dir);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not the run directory of a running autohet run (no control/)", run_dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/preempt-%s", dir, node);
+    int len = snprintf(txt, sizeof txt, "%g %.15s\n", notice_s, source);
+    return ah_write_file_atomic(path, txt, (size_t)len, err, errlen);
+}
