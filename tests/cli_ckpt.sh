@@ -88,6 +88,32 @@ listed=$(cd "$TMP/ck2" && for m in */manifest.json; do d=$(dirname "$m"); jq -r 
 [ "$files" = "$listed" ] || fail "shards on disk ($files) != shards in the manifests ($listed)"
 echo "$files" | grep -q -- "-s6.safetensors" || fail "no step-6 shards"
 
+# kill -9 of the rank that is writing a shard right now (its PID is in the temporary file's name),
+# three times: the resume never sees a torn shard and ends at the uninterrupted run's parameters
+SARGS=(--model small-gpt --data "$FIX/text" --steps 6 --seed 5 --eval-every 0 --global-batch 8 --micro-batch 2 --seq 64)
+AUTOHET_DUMP_PARAMS="$TMP/sref.bin" "$BIN" train "${SARGS[@]}" >"$TMP/sref.out" 2>&1 || fail "small-gpt reference"
+for i in 1 2 3; do
+  d="$TMP/kc$i"
+  "${MPIRUN[@]}" "$BIN" train "${SARGS[@]}" --plan "$PLANS/small-2x2.json" --ckpt-dir "$d" --ckpt-every 1 \
+    >"$TMP/kc$i.out" 2>&1 &
+  mp=$!
+  killed=""
+  want=$((1 + RANDOM % 4)) # a random step's checkpoint, at whichever shard is being written then
+  while kill -0 $mp 2>/dev/null && [ -z "$killed" ]; do
+    [ -f "$d/state.json" ] && [ "$(jq .step "$d/state.json" 2>/dev/null || echo 0)" -ge $want ] || continue
+    for f in "$d"/*/*.tmp.*; do
+      [ -e "$f" ] && kill -9 "${f##*.tmp.}" 2>/dev/null && killed="$f" && break
+    done
+  done
+  wait $mp
+  [ -n "$killed" ] || { fail "kill $i: never caught a shard being written"; continue; }
+  step=$(jq .step "$d/state.json")
+  AUTOHET_DUMP_PARAMS="$TMP/kc$i.bin" "${MPIRUN[@]}" "$BIN" train "${SARGS[@]}" --plan "$PLANS/small-2x2.json" \
+    --resume "$d" >"$TMP/kr$i.out" 2>&1 || { tail -3 "$TMP/kr$i.out"; fail "kill $i: resume failed"; continue; }
+  out=$("$CMP" "$TMP/sref.bin" "$TMP/kc$i.bin" 1e-5) || fail "kill $i: parameters differ: $out"
+  echo "killed the writer of $(basename "$killed") (committed step $step): resumed, $out"
+done
+
 # another schedule or seed is refused before any work
 "$BIN" train "${ARGS[@]}" --steps 8 --resume "$TMP/ck" >"$TMP/o" 2>&1; rc=$?
 { [ $rc -eq 2 ] && grep -q "state.json" "$TMP/o"; } || fail "--steps 8 against a --steps 6 checkpoint: rc $rc"
