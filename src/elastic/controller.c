@@ -309,6 +309,11 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     s->t_start = run_wall_now();
     if (ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
         return -1;
+    struct stat ds;
+    if (stat(o->data, &ds) != 0) {
+        snprintf(err, errlen, "--data %.400s: %s", o->data, strerror(errno));
+        return -1;
+    }
     s->cfg.vocab = 256; /* byte-level tokens, as autohet train */
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
