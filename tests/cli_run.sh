@@ -51,9 +51,10 @@ rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 an
 jq -e 'any(.shards[]; .tier == "peer")' "$TMP/peer.run/recover-1.json" >/dev/null || fail "peer: no peer shard"
 [ -z "$(ls /dev/shm | grep "autohet-peer.run" 2>/dev/null)" ] || fail "peer: memory tier left in /dev/shm"
 
-# 2. the layers of n2 exist only on n2 and in the cloud (step 5)
-run cloud tiny-4node-pipe --preempt n2@6 --ckpt-every 5
-rec cloud '.resumed_step == 5 and .steps_lost >= 1 and .bytes_by_tier.cloud > 0'
+# 2. the layers of n2 exist only on n2 and in the cloud (step 5, copied from the memory tier in the
+#    background and committed a step or two later)
+run cloud tiny-4node-pipe --preempt n2@8 --ckpt-every 5
+rec cloud '.resumed_step == 5 and .steps_lost >= 3 and .bytes_by_tier.cloud > 0'
 grep -q "resuming from step 5" "$TMP/cloud.out" || fail "cloud: resume step not printed"
 
 # 3. full reload: every byte from the cloud, at the last cloud checkpoint

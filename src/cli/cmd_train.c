@@ -317,7 +317,9 @@ int cmd_train(int argc, char **argv) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* under autohet run: die with the launcher, never train orphaned */
         signal(SIGTERM, on_term);
     }
-    MPI_Init(&argc, &argv);
+    int thread_level;
+    /* funneled: only the main thread calls MPI (OpenMP and the checkpoint writer do not) */
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
     double t_init = wall_now();
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -489,14 +491,35 @@ int cmd_train(int argc, char **argv) {
         rc = ah_executor_step(x, s, eval, &st, err, sizeof err);
         if (rc == 0 && mem_dir && (s + 1) % mem_every == 0)
             rc = ah_executor_save(x, mem_dir, "memory", s + 1, err, sizeof err);
+        /* with a memory tier, the disk and cloud copies are made from its snapshot by a
+         * thread of each rank while training goes on, and committed at a later step
+         * boundary once every rank's copy is done */
+        int bg = mem_dir && ckpt_dir;
+        if (rc == 0 && bg) {
+            int c = ah_executor_persist_poll(x, 0, err, sizeof err);
+            rc = c < 0 ? -1 : 0;
+            if (c == 1 && rank == 0)
+                printf("checkpoint: persisted to %s%s%s in the background\n", ckpt_dir,
+                       cloud_dir ? " + " : "", cloud_dir ? cloud_dir : "");
+        }
         if (rc == 0 && ckpt_dir && ckpt_every > 0 && (s + 1) % ckpt_every == 0) {
-            double c0 = MPI_Wtime();
-            rc = ah_executor_save(x, ckpt_dir, "disk", s + 1, err, sizeof err);
-            if (rc == 0 && cloud_dir)
-                rc = ah_executor_save(x, cloud_dir, "cloud", s + 1, err, sizeof err);
-            if (rc == 0 && rank == 0)
-                printf("checkpoint: step %d -> %s%s%s (%.3f s)\n", s + 1, ckpt_dir, cloud_dir ? " + " : "",
-                       cloud_dir ? cloud_dir : "", MPI_Wtime() - c0);
+            if (bg && (s + 1) % mem_every == 0) {
+                int c = ah_executor_persist_poll(x, 1, err, sizeof err); /* the previous copy first */
+                if (c >= 0 && rank == 0 && c == 1)
+                    printf("checkpoint: persisted to %s in the background\n", ckpt_dir);
+                c = c < 0 ? -1 : ah_executor_persist_start(x, ckpt_dir, cloud_dir, s + 1, err, sizeof err);
+                if (c == 1)
+                    snprintf(err, sizeof err, "checkpoint: no memory snapshot of step %d to persist", s + 1);
+                rc = c != 0 ? -1 : 0;
+            } else {
+                double c0 = MPI_Wtime();
+                rc = ah_executor_save(x, ckpt_dir, "disk", s + 1, err, sizeof err);
+                if (rc == 0 && cloud_dir)
+                    rc = ah_executor_save(x, cloud_dir, "cloud", s + 1, err, sizeof err);
+                if (rc == 0 && rank == 0)
+                    printf("checkpoint: step %d -> %s%s%s (%.3f s)\n", s + 1, ckpt_dir,
+                           cloud_dir ? " + " : "", cloud_dir ? cloud_dir : "", MPI_Wtime() - c0);
+            }
         }
         if (rc != 0 || rank != 0)
             continue;
@@ -516,6 +539,12 @@ int cmd_train(int argc, char **argv) {
                     st.mfu);
             fflush(log);
         }
+    }
+    if (rc == 0 && mem_dir && ckpt_dir) { /* the copy in flight, if any */
+        int c = ah_executor_persist_poll(x, 1, err, sizeof err);
+        rc = c < 0 ? -1 : 0;
+        if (c == 1 && rank == 0)
+            printf("checkpoint: persisted to %s in the background\n", ckpt_dir);
     }
     if (rc != 0)
         fprintf(stderr, "autohet train: rank %d: %s\n", rank, err);

@@ -216,6 +216,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     double r1 = run_wall_now();
     ah_holding *h = NULL;
     int nh = 0;
+    run_clear_pins(s);
     load_holdings(s, &h, &nh);
     ah_assignment as;
     if (ah_recovery_assign(h, nh, &np, s->o->mode, &as, err, errlen) != 0)

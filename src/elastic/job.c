@@ -215,6 +215,22 @@ int run_node_has_ranks(const ah_plan *p, const char *node) {
     return 0;
 }
 
+void run_clear_pins(run_state *s) {
+    for (int i = 0; i < s->inv.n_nodes; i++) {
+        char d[700];
+        snprintf(d, sizeof d, "%s/%s", s->mem, s->inv.nodes[i].name);
+        DIR *dh = opendir(d);
+        for (struct dirent *de; dh && (de = readdir(dh));)
+            if (!strncmp(de->d_name, ".pin-", 5)) {
+                char p[1000];
+                snprintf(p, sizeof p, "%s/%.255s", d, de->d_name);
+                unlink(p);
+            }
+        if (dh)
+            closedir(dh);
+    }
+}
+
 void run_wipe_node(run_state *s, const char *node) {
     char p[2400];
     snprintf(p, sizeof p, "%s/%s", s->mem, node);

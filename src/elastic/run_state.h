@@ -69,6 +69,8 @@ int run_reap(run_state *s, double grace);
 /* SIGKILL the ranks of `node` (NULL: all) named in the job's pid files */
 int run_kill_ranks(run_state *s, const char *node);
 int run_node_has_ranks(const ah_plan *p, const char *node);
+/* drop the pins of background copies a stopped job left in the memory tiers */
+void run_clear_pins(run_state *s);
 /* the instance is gone: its memory and disk tiers with it */
 void run_wipe_node(run_state *s, const char *node);
 /* with notice: the leaving nodes push their memory-tier shards to peers; bytes pushed */

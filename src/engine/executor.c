@@ -242,6 +242,8 @@ void ah_executor_free(ah_executor *x) {
     free(x->buckets);
     if (x->tp_comm != MPI_COMM_NULL)
         MPI_Comm_free(&x->tp_comm);
+    ah_executor_persist_abandon(x);
+    free(x->last_mem);
     ah_engine_model_free(&x->model);
     ah_plan_free(&x->plan);
     free(x->ev);

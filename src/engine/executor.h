@@ -65,6 +65,20 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
  * to the next). The plan may differ from the one that saved (other stages,
  * replicas, nodes) but not in TP degree. Collective. */
 int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
+/* Background persist (docs/checkpoint.md): after the memory-tier snapshot of
+ * `step` (ah_executor_save with tier "memory"), copy it to DIR/<node>/ of the
+ * disk tier and the cloud tier (`cloud` may be NULL) in a thread of this
+ * rank while training continues. Returns 0 started, 1 when there is no memory
+ * snapshot of that step or a copy is still in flight (save synchronously),
+ * -1 with err. Not collective. */
+int ah_executor_persist_start(ah_executor *x, const char *disk, const char *cloud, int step, char *err,
+                              size_t errlen);
+/* Collective, at a step boundary: once every rank's copy is done (wait = 1:
+ * wait for this rank's), commit it (manifests, state.json in both tiers).
+ * Returns 1 committed, 0 nothing to commit yet, -1 with err on every rank. */
+int ah_executor_persist_poll(ah_executor *x, int wait, char *err, size_t errlen);
+/* joins and drops a copy in flight without committing it (e.g. on an error) */
+void ah_executor_persist_abandon(ah_executor *x);
 /* What a recovery moved and how long it took (tiers: memory, disk, peer, cloud). */
 typedef struct {
     double bytes[4];   /* summed over ranks */

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,7 @@
 
 /* ---- layer checkpoints (docs/checkpoint.md) ---- */
 
-typedef struct {
+typedef struct saved_shard {
     int node, layer, tp_rank, step;
     uint64_t bytes, xxh64;
     char file[64];
@@ -43,6 +45,10 @@ static int my_node(const ah_executor *x) {
     return x->plan.replicas[x->replica].stages[x->stage].node;
 }
 
+const char *ah_executor_node_name(const ah_executor *x) {
+    return x->plan.cluster.nodes[my_node(x)].name;
+}
+
 /* slot of `dir` in the per-tier "previous checkpoint" table (first use: the
  * step this run resumed from, whose files of my layers the next save replaces) */
 static int *last_saved_slot(ah_executor *x, const char *dir) {
@@ -59,60 +65,21 @@ static int *last_saved_slot(ah_executor *x, const char *dir) {
     return NULL; /* more tiers than slots: old shards stay (harmless, not referenced) */
 }
 
-const char *ah_executor_node_name(const ah_executor *x) {
-    return x->plan.cluster.nodes[my_node(x)].name;
-}
-
-int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen) {
+/* Commits a checkpoint whose shards every rank has written (`mine`, `nl`
+ * records; bad_in: this rank failed): rank 0 gathers the records, writes each
+ * node's manifest for `tier` and then DIR/state.json; once committed, each rank
+ * deletes this run's previous shards of its layers in DIR. Collective. */
+static int commit_shards(ah_executor *x, const char *dir, const char *tier, int step, const saved_shard *mine,
+                         int nl, int bad_in, char *err, size_t errlen) {
     ah_engine_model *e = &x->model;
-    int nl = e->last - e->first, rc = 0;
-    saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
+    int rc = 0;
     char nd[3072];
     node_dir(x, dir, my_node(x), nd, sizeof nd);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-    if (rc != 0)
-        snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
-    for (int l = e->first; l < e->last && rc == 0; l++) {
-        ah_eng_layer *Ly = &e->layers[l - e->first];
-        ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
-        char names[3 * AH_MAX_TENSORS][96];
-        int nt = 0;
-        for (int q = 0; q < Ly->n_tensors; q++) {
-            const ah_tensor_info *ti = &Ly->t[q];
-            const float *src[3] = {Ly->param, Ly->m, Ly->v};
-            const char *pre[3] = {"param", "adam_m", "adam_v"};
-            for (int k = 0; k < 3; k++) {
-                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
-                int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
-                t[nt] = (ah_ckpt_tensor){names[nt],
-                                         src[k] + ti->offset,
-                                         matrix ? 2 : 1,
-                                         {matrix ? ti->lrows : (int64_t)ti->size, ti->lcols}};
-                nt++;
-            }
-        }
-        char st[16], ly[16], tp[16];
-        snprintf(st, sizeof st, "%d", step);
-        snprintf(ly, sizeof ly, "%d", l);
-        snprintf(tp, sizeof tp, "%d", x->tp_rank);
-        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
-        saved_shard *s = &mine[l - e->first];
-        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
-        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
-        char path[3200];
-        snprintf(path, sizeof path, "%s/%s", nd, s->file);
-        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
-                                 errlen);
-    }
     /* everyone's shards to rank 0, which writes each node's manifest and then the
      * global state: a checkpoint exists once state.json names its step */
-    int bad = rc != 0, any_bad = 0;
+    int bad = bad_in != 0, any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
     if (any_bad) {
-        free(mine);
         if (!bad)
             snprintf(err, errlen, "checkpoint: another rank could not write its layers");
         return -1;
@@ -129,8 +96,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         }
         all = ah_xcalloc((size_t)total + 1, 1);
     }
-    MPI_Gatherv(mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
-    free(mine);
+    MPI_Gatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
     if (x->rank == 0) {
         int ns = total / (int)sizeof(saved_shard);
         for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
@@ -188,6 +154,205 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
     if (rc == 0 && prev)
         *prev = step;
     return rc;
+}
+
+int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen) {
+    ah_engine_model *e = &x->model;
+    int nl = e->last - e->first, rc = 0;
+    saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
+    char nd[3072];
+    node_dir(x, dir, my_node(x), nd, sizeof nd);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+    if (rc != 0)
+        snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
+    for (int l = e->first; l < e->last && rc == 0; l++) {
+        ah_eng_layer *Ly = &e->layers[l - e->first];
+        ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
+        char names[3 * AH_MAX_TENSORS][96];
+        int nt = 0;
+        for (int q = 0; q < Ly->n_tensors; q++) {
+            const ah_tensor_info *ti = &Ly->t[q];
+            const float *src[3] = {Ly->param, Ly->m, Ly->v};
+            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
+                int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
+                t[nt] = (ah_ckpt_tensor){names[nt],
+                                         src[k] + ti->offset,
+                                         matrix ? 2 : 1,
+                                         {matrix ? ti->lrows : (int64_t)ti->size, ti->lcols}};
+                nt++;
+            }
+        }
+        char st[16], ly[16], tp[16];
+        snprintf(st, sizeof st, "%d", step);
+        snprintf(ly, sizeof ly, "%d", l);
+        snprintf(tp, sizeof tp, "%d", x->tp_rank);
+        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
+        saved_shard *s = &mine[l - e->first];
+        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
+        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
+        char path[3200];
+        snprintf(path, sizeof path, "%s/%s", nd, s->file);
+        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
+                                 errlen);
+    }
+    int rc2 = commit_shards(x, dir, tier, step, mine, nl, rc, err, errlen);
+    if (rc2 == 0 && !strcmp(tier, "memory")) { /* what a background persist of this step copies */
+        free(x->last_mem);
+        x->last_mem = mine;
+        x->last_mem_n = nl;
+        x->last_mem_step = step;
+        x->last_mem_dir_len = snprintf(x->last_mem_dir, sizeof x->last_mem_dir, "%s", nd);
+        return 0;
+    }
+    free(mine);
+    return rc2;
+}
+
+/* ---- background persist: memory-tier snapshot -> disk + cloud ---- */
+
+/* The committed memory-tier shards of one step are pinned (hard links, so the
+ * next snapshot may replace them) and copied by a thread of the rank to its
+ * node's disk and cloud directories while training goes on; the ranks commit
+ * the copy (manifests, state.json) at a later step boundary, when every
+ * rank's thread is done. */
+struct ah_persist_job {
+    pthread_t th;
+    int running; /* the thread was started and not joined yet */
+    int step, n, failed;
+    atomic_int done;
+    char dir[2][512], nd[2][3072], err[512];
+    char (*pin)[3200];
+    saved_shard *rec;
+};
+
+static void *persist_main(void *arg) {
+    struct ah_persist_job *j = arg;
+    for (int i = 0; i < j->n && !j->failed; i++) {
+        const unsigned char *map = NULL;
+        if (ah_ckpt_map(j->pin[i], j->rec[i].bytes, &map, j->err, sizeof j->err) != 0) {
+            j->failed = 1;
+            break;
+        }
+        for (int k = 0; k < 2 && !j->failed; k++) {
+            if (!j->dir[k][0])
+                continue;
+            char path[3400];
+            snprintf(path, sizeof path, "%s/%s", j->nd[k], j->rec[i].file);
+            if (ah_write_file_atomic(path, map, j->rec[i].bytes, j->err, sizeof j->err) != 0)
+                j->failed = 1;
+        }
+        ah_ckpt_unmap(map, j->rec[i].bytes);
+    }
+    for (int i = 0; i < j->n; i++)
+        unlink(j->pin[i]);
+    atomic_store(&j->done, 1);
+    return NULL;
+}
+
+static void persist_free(struct ah_persist_job *j) {
+    free(j->pin);
+    free(j->rec);
+    free(j);
+}
+
+void ah_executor_persist_abandon(ah_executor *x) {
+    if (!x->persist)
+        return;
+    if (x->persist->running)
+        pthread_join(x->persist->th, NULL);
+    persist_free(x->persist);
+    x->persist = NULL;
+}
+
+int ah_executor_persist_start(ah_executor *x, const char *disk, const char *cloud, int step, char *err,
+                              size_t errlen) {
+    if (!x->last_mem || x->last_mem_step != step || x->persist)
+        return 1; /* no memory snapshot of this step (or one in flight): the caller saves synchronously */
+    struct ah_persist_job *j = ah_xcalloc(1, sizeof *j);
+    j->step = step;
+    j->n = x->last_mem_n;
+    j->rec = ah_xcalloc((size_t)j->n + 1, sizeof *j->rec);
+    j->pin = ah_xcalloc((size_t)j->n + 1, sizeof *j->pin);
+    memcpy(j->rec, x->last_mem, sizeof *j->rec * (size_t)j->n);
+    const char *dirs[2] = {disk, cloud};
+    for (int k = 0; k < 2; k++) {
+        if (!dirs[k])
+            continue;
+        snprintf(j->dir[k], sizeof j->dir[k], "%s", dirs[k]);
+        node_dir(x, dirs[k], my_node(x), j->nd[k], sizeof j->nd[k]);
+        if ((mkdir(dirs[k], 0755) != 0 && errno != EEXIST) ||
+            (mkdir(j->nd[k], 0755) != 0 && errno != EEXIST)) {
+            snprintf(j->err, sizeof j->err, "checkpoint: cannot create %.400s (%s)", j->nd[k], strerror(errno));
+            j->failed = 1;
+        }
+    }
+    for (int i = 0; i < j->n && !j->failed; i++) {
+        char src[3200];
+        snprintf(src, sizeof src, "%s/%s", x->last_mem_dir, j->rec[i].file);
+        snprintf(j->pin[i], sizeof j->pin[i], "%s/.pin-%ld-%s", x->last_mem_dir, (long)getpid(),
+                 j->rec[i].file);
+        if (link(src, j->pin[i]) != 0) {
+            snprintf(j->err, sizeof j->err, "checkpoint: cannot pin %.400s (%s)", src, strerror(errno));
+            j->failed = 1;
+        }
+    }
+    x->persist = j;
+    if (j->failed) { /* reported at the commit, collectively */
+        atomic_store(&j->done, 1);
+        return 0;
+    }
+    j->running = 1;
+    if (pthread_create(&j->th, NULL, persist_main, j) != 0) {
+        snprintf(err, errlen, "checkpoint: cannot start the background writer");
+        x->persist = NULL;
+        persist_free(j);
+        return -1;
+    }
+    return 0;
+}
+
+int ah_executor_persist_poll(ah_executor *x, int wait, char *err, size_t errlen) {
+    struct ah_persist_job *j = x->persist;
+    if (j && wait && j->running) {
+        pthread_join(j->th, NULL);
+        j->running = 0;
+    }
+    int v[2] = {j ? atomic_load(&j->done) : 1, j ? -1 : 0}, r[2];
+    MPI_Allreduce(v, r, 2, MPI_INT, MPI_MIN, x->comm);
+    if (r[1] == 0 || r[0] == 0)
+        return 0; /* nothing in flight, or not everyone is done */
+    int bad = 0, step = 0, n = 0;
+    saved_shard *rec = NULL;
+    char dir[2][512] = {"", ""};
+    if (j) {
+        if (j->running) {
+            pthread_join(j->th, NULL);
+            j->running = 0;
+        }
+        bad = j->failed;
+        step = j->step, n = j->n, rec = j->rec;
+        memcpy(dir, j->dir, sizeof dir);
+        if (bad)
+            snprintf(err, errlen, "%s", j->err);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &step, 1, MPI_INT, MPI_MAX, x->comm);
+    int rc = 0;
+    const char *tiers[2] = {"disk", "cloud"};
+    int has[2] = {dir[0][0] != 0, dir[1][0] != 0};
+    MPI_Allreduce(MPI_IN_PLACE, has, 2, MPI_INT, MPI_MAX, x->comm);
+    for (int k = 0; k < 2 && rc == 0; k++)
+        if (has[k])
+            rc = commit_shards(x, dir[k], tiers[k], step, rec, n, bad, err, errlen);
+    if (j) {
+        persist_free(j);
+        x->persist = NULL;
+    }
+    return rc == 0 ? 1 : -1;
 }
 
 /* copy a loaded shard's parameters and AdamW moments into layer l */
