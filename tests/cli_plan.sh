@@ -20,7 +20,7 @@ expect_error() {
 }
 
 # --help everywhere
-for cmd in "" plan devices models; do
+for cmd in "" plan devices models simulate train profile run preempt spot-sim analyze commbench; do
   $BIN $cmd --help >"$TMP/h" 2>&1 || fail "autohet $cmd --help exited non-zero"
   grep -qi usage "$TMP/h" || fail "autohet $cmd --help prints no usage"
 done
