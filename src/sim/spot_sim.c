@@ -227,7 +227,7 @@ static void add_segment(ah_spot_policy_result *r, double t0, double t1, double r
 }
 
 /* account the time from ps->last_t to t: recovery phases, then running */
-static void advance(pstate *ps, double t, int gb) {
+static void advance(pstate *ps, double t) {
     double a = ps->last_t;
     if (t <= a)
         return;
@@ -259,7 +259,6 @@ static void advance(pstate *ps, double t, int gb) {
             add_segment(ps->res, a, t, ps->rate);
         }
     }
-    (void)gb;
     ps->last_t = t;
 }
 
@@ -375,7 +374,7 @@ static double cloud_transfer(pstate *ps, const ah_plan *np, const ah_spot_costs 
 /* A change of the node set reaches a policy at time t. */
 static void on_change(pstate *ps, planner_ctx *pc, double t, const avail_node *set, int n,
                       const int *removed_any_used, int added, int static_n, const ah_spot_costs *c, int gb) {
-    advance(ps, t, gb);
+    advance(ps, t);
     int lost_used = 0;
     if (ps->have_plan)
         lost_used = *removed_any_used;
@@ -556,7 +555,7 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     for (int p = 0; p < AH_POLICY_N; p++) {
         if (!enabled[p])
             continue;
-        advance(&ps[p], t_end, gb);
+        advance(&ps[p], t_end);
         ah_spot_policy_result *r = &out->pol[p];
         for (int k = 0; k < AH_DOWN_N; k++)
             r->downtime_s += r->down_s[k];
