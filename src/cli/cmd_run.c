@@ -13,8 +13,8 @@
 static void run_usage(FILE *f) {
     fprintf(
         f,
-        "usage: autohet run (--plan PLAN.json | --cluster INVENTORY --global-batch G --micro-batch B --seq "
-        "L)\n"
+        "usage: autohet run (--plan PLAN.json | --cluster INVENTORY [--global-batch G --micro-batch B --seq "
+        "L])\n"
         "                   --model NAME|config.json --data PATH --steps N [--seed S]\n"
         "                   [--preempt NODE@STEP[,NODE@STEP...]] [--spot-trace FILE --time-scale X]\n"
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
@@ -29,7 +29,8 @@ static void run_usage(FILE *f) {
         "the newest step every layer has, and training continues. The final parameters equal those of an\n"
         "uninterrupted run.\n\n"
         "  --plan          first plan (its cluster is the inventory, its TP/micro-batch/batch/seq are kept)\n"
-        "  --cluster       inventory (JSON or shorthand like 4x1xcpu); the planner makes the first plan\n"
+        "  --cluster       inventory (JSON or shorthand like 4x1xcpu); the planner makes the first plan;\n"
+        "                  batch shape as autohet train (default global batch 8, micro-batch 2, seq 128)\n"
         "  --tp            TP degree when planning (default 1; fixed for the run)\n"
         "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list)\n"
         "  --spot-trace    replay an availability trace (<time_ms>,<add|remove>,<node>; the k-th trace node\n"
@@ -138,8 +139,16 @@ int cmd_run(int argc, char **argv) {
         return cli_bad_input("run", "--model and --data are required (see autohet run --help)");
     if (!o.plan_path == !o.cluster_arg)
         return cli_bad_input("run", "give exactly one of --plan and --cluster");
-    if (o.cluster_arg && (!o.global_batch || !o.micro_batch || !o.seq))
-        return cli_bad_input("run", "--cluster needs --global-batch, --micro-batch and --seq");
+    if (o.cluster_arg) { /* the batch shape of autohet train without a plan */
+        o.global_batch = o.global_batch ? o.global_batch : 8;
+        o.micro_batch = o.micro_batch ? o.micro_batch : 2;
+        o.seq = o.seq ? o.seq : 128;
+        if (o.global_batch % o.micro_batch)
+            return cli_bad_input("run", "--global-batch must be a multiple of --micro-batch");
+    } else if (o.global_batch || o.micro_batch || o.seq) {
+        return cli_bad_input("run",
+                             "--global-batch/--micro-batch/--seq go with --cluster (a plan has its own)");
+    }
     if (o.spot_trace && o.preempt)
         return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
     static char self[PATH_MAX];
