@@ -5,16 +5,7 @@
 # three parts sum to the span on every rank, compute equals the sum of the
 # compute events, every call site appears, and the alpha-beta prediction comes
 # from a comm profile; bad traces exit 2 with a message naming the file.
-set -uo pipefail
-BIN="$1"
-FIX="$2"
-PLANS="$(dirname "$0")/plans"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 
 "$BIN" analyze --help | grep -q usage || fail "analyze --help"
 

@@ -6,18 +6,8 @@
 # safetensors (header checked byte by byte here); a flipped byte in one node's
 # copy is detected and the other node's copy is used; with both copies bad the
 # resume fails naming the layer; a checkpoint of another schedule is refused.
-set -uo pipefail
-BIN="$1"
-FIX="$2"
-CMP="$3"
-PLANS="$(dirname "$0")/plans"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+. "$(dirname "$0")/common.sh"
 MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 6 --seed 3 --eval-every 3 --global-batch 8 --micro-batch 2 --seq 64)
 
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 \

@@ -11,17 +11,7 @@
 #  - a spot trace that removes a node before any checkpoint: restart from 0
 #  - a recovery whose peer copy has a flipped byte uses the cloud copy
 #  - bad input: one line, exit 2
-set -uo pipefail
-BIN="$1"
-FIX="$2"
-CMP="$3"
-PLANS="$(dirname "$0")/plans"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 12 --seed 3 --eval-every 3)
 
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" timeout 300 "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \

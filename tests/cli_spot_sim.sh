@@ -4,13 +4,7 @@
 # policy; time is conserved (running + down = the trace's span); on the real
 # AWS trace layer-bitmap recovery beats the full reload; malformed traces and
 # options are one-line errors with exit 2.
-set -uo pipefail
-BIN="$1"
-FIX="$2"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 SIM=("$BIN" spot-sim --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xA100-40G)
 
 # 4 nodes; a burst removes 2 at 1 h; all gone from 2 h to 3 h; back at 3 h; end at 4 h

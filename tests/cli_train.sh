@@ -5,18 +5,8 @@
 # stages, two asymmetric replicas of 1 and 3 stages with uneven micro-batches on
 # an emulated half-speed node, TP=2 x 2 replicas) match the single-rank run
 # within 1e-5 relative. A killed rank ends the job with a non-zero exit.
-set -uo pipefail
-BIN="$1"
-FIX="$2"
-CMP="$3"
-PLANS="$(dirname "$0")/plans"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+. "$(dirname "$0")/common.sh"
 MPIRUN=(mpirun -np 4 --bind-to none)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 6 --seed 3 --eval-every 3)
 
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \

@@ -94,6 +94,8 @@ typedef struct {
 void ah_plan_free(ah_plan *p);
 /* Deep copy (dst must be uninitialised or freed). */
 void ah_plan_copy(ah_plan *dst, const ah_plan *src);
+/* 1 if a stage of the plan runs on the cluster node named `name` */
+int ah_plan_uses_node(const ah_plan *p, const char *name);
 
 /* Search the plan space with the given strategy. Returns 0, or
  * AH_EXIT_BAD_INPUT with a one-line reason in err (bad options, nothing fits). */

@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
 #include "autohet/spot_sim.h"
 #include "cli/cli.h"
+#include "util/clock.h"
 
 static void usage(FILE *f) {
     fprintf(
@@ -101,12 +101,6 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
         }
     }
     return o;
-}
-
-static double wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int cmd_spot_sim(int argc, char **argv) {
@@ -208,9 +202,9 @@ int cmd_spot_sim(int argc, char **argv) {
         return cli_bad_input("spot-sim", msg);
     }
     ah_spot_result r;
-    double t0 = wall();
+    double t0 = ah_now_s();
     int rc = ah_spot_replay(ev, n, &mix, &m, prof, gb, seq, &c, enabled, &r, msg, sizeof msg);
-    double wall_s = wall() - t0;
+    double wall_s = ah_now_s() - t0;
     free(ev);
     ah_profile_free(prof);
     if (rc != 0)

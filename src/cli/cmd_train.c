@@ -21,6 +21,7 @@
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
+#include "util/clock.h"
 #include "util/json_file.h"
 
 static void train_usage(FILE *f) {
@@ -135,12 +136,6 @@ static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, i
     p->replicas[0].micro_batches = gb / mb;
     p->replicas[0].stages = calloc(1, sizeof(ah_stage));
     p->replicas[0].stages[0].layer_last = ah_model_num_layers(m);
-}
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* comparable across the processes of one machine */
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Under autohet run, SIGTERM to a rank is a grace-period notice for its node
@@ -320,7 +315,7 @@ int cmd_train(int argc, char **argv) {
     int thread_level;
     /* funneled: only the main thread calls MPI (OpenMP and the checkpoint writer do not) */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
-    double t_init = wall_now();
+    double t_init = ah_wall_clock_s();
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -447,7 +442,7 @@ int cmd_train(int argc, char **argv) {
             printf("resumed from %s at step %d (%.3f s)\n", resume_dir, first_step, MPI_Wtime() - r0);
     }
     if (recover_path) {
-        double r0 = wall_now();
+        double r0 = ah_wall_clock_s();
         ah_recover_stats rs;
         if (ah_executor_recover(x, recover_path, &first_step, &rs, err, sizeof err) != 0) {
             if (rank == 0) {
@@ -460,7 +455,7 @@ int cmd_train(int argc, char **argv) {
             ah_plan_free(&plan);
             return 1;
         }
-        double r1 = wall_now();
+        double r1 = ah_wall_clock_s();
         if (rank == 0) {
             printf("recovered step %d in %.3f s: memory %.1f MB, disk %.1f MB, peer %.1f MB, cloud %.1f MB\n",
                    first_step, r1 - r0, rs.bytes[0] / 1e6, rs.bytes[1] / 1e6, rs.bytes[2] / 1e6,

@@ -29,6 +29,7 @@
 #include "autohet/cluster.h"
 #include "autohet/model.h"
 #include "autohet/profile.h"
+#include "util/clock.h"
 #include "util/errors.h"
 #include "util/json_file.h"
 
@@ -196,14 +197,14 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
                         size_t errlen) {
     if (s->pid > 0)
         run_reap(s, 5.0);
-    double t_detect = run_wall_now();
+    double t_detect = ah_wall_clock_s();
     if (s->glog) {
         run_tail_log(s); /* steps the job finished before it went down */
         fclose(s->glog);
         s->glog = NULL;
     }
     ah_plan np;
-    double r0 = run_wall_now();
+    double r0 = ah_wall_clock_s();
     if (plan_for_alive(s, &np, err, errlen) != 0) {
         if (s->trace && s->next_trace < s->n_trace) { /* the trace may bring nodes back */
             printf("autohet run: %s after step %d; no plan (%s): waiting for nodes\n", cause, step_at_event,
@@ -213,7 +214,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
         }
         return -1;
     }
-    double r1 = run_wall_now();
+    double r1 = ah_wall_clock_s();
     ah_holding *h = NULL;
     int nh = 0;
     run_clear_pins(s);
@@ -228,7 +229,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     s->n_servers = as.n_servers;
     ah_assignment_free(&as);
     free_holdings(h, nh);
-    double r2 = run_wall_now();
+    double r2 = ah_wall_clock_s();
     if (rc != 0) {
         ah_plan_free(&np);
         return -1;
@@ -272,14 +273,14 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
  * `added`; restarts the job when the plan is affected. */
 static int apply_change(run_state *s, const int *gone, const int *added, const char *why, char *err,
                         size_t errlen) {
-    double t_event = run_wall_now();
+    double t_event = ah_wall_clock_s();
     int step_at = s->step, affected = 0;
     char cause[512] = "";
     int len = snprintf(cause, sizeof cause, "%s:", why);
     for (int i = 0; i < s->inv.n_nodes; i++) {
         const char *name = s->inv.nodes[i].name;
         if (gone[i] && s->alive[i]) {
-            if (s->have_plan && s->pid > 0 && run_node_has_ranks(&s->plan, name)) {
+            if (s->have_plan && s->pid > 0 && ah_plan_uses_node(&s->plan, name)) {
                 run_kill_ranks(s, name);
                 affected = 1;
             }
@@ -307,7 +308,7 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
 static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
     s->o = o;
     s->pid = -1;
-    s->t_start = run_wall_now();
+    s->t_start = ah_wall_clock_s();
     if (ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
         return -1;
     struct stat ds;
@@ -426,7 +427,7 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddNumberToObject(r, "steps", s->o->steps);
     cJSON_AddNumberToObject(r, "final_step", final_step);
     cJSON_AddBoolToObject(r, "completed", ok);
-    cJSON_AddNumberToObject(r, "wall_s", run_wall_now() - s->t_start);
+    cJSON_AddNumberToObject(r, "wall_s", ah_wall_clock_s() - s->t_start);
     cJSON_AddStringToObject(r, "run_dir", s->run);
     cJSON_AddItemToObject(r, "generations", s->gens);
     cJSON_AddItemToObject(r, "recoveries", s->recs);
@@ -536,7 +537,7 @@ int ah_run(const ah_run_options *o) {
             for (int i = 0; i < s->inv.n_nodes; i++)
                 ngone[i] |= gone[i];
             if (!notice_on) {
-                notice_on = 1, notice_step = s->step, notice_end = run_wall_now() + notice;
+                notice_on = 1, notice_step = s->step, notice_end = ah_wall_clock_s() + notice;
                 snprintf(notice_why, sizeof notice_why, "%s", why);
                 printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why,
                        notice);
@@ -544,9 +545,9 @@ int ah_run(const ah_run_options *o) {
             }
             memcpy(gone, none, sizeof gone);
         }
-        if (notice_on && (s->step > notice_step || run_wall_now() >= notice_end)) {
+        if (notice_on && (s->step > notice_step || ah_wall_clock_s() >= notice_end)) {
             notice_on = 0;
-            double t_stop = run_wall_now();
+            double t_stop = ah_wall_clock_s();
             int step_at = s->step;
             killpg(s->pid, SIGKILL);
             run_reap(s, 5.0);
@@ -588,7 +589,7 @@ int ah_run(const ah_run_options *o) {
     }
     if (rc == 0)
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
-               run_wall_now() - s->t_start, cJSON_GetArraySize(s->recs),
+               ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
     write_report(s, final_step, rc == 0);
 out:

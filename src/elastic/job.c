@@ -18,13 +18,8 @@
 
 #include "autohet/ckpt.h"
 #include "elastic/run_state.h"
+#include "util/clock.h"
 #include "util/errors.h"
-
-double run_wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void run_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
@@ -89,7 +84,7 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     argv[a] = NULL;
     fflush(stdout);
     fflush(stderr);
-    s->t_spawn = run_wall_now();
+    s->t_spawn = ah_wall_clock_s();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
@@ -144,12 +139,12 @@ int run_tail_log(run_state *s) {
  * killed. Returns the wait status. */
 int run_reap(run_state *s, double grace) {
     int status = 0;
-    double t0 = run_wall_now();
+    double t0 = ah_wall_clock_s();
     for (;;) {
         pid_t r = waitpid(s->pid, &status, WNOHANG);
         if (r == s->pid || (r < 0 && errno != EINTR))
             break;
-        if (run_wall_now() - t0 > grace) {
+        if (ah_wall_clock_s() - t0 > grace) {
             killpg(s->pid, SIGKILL);
             waitpid(s->pid, &status, 0);
             break;
@@ -207,14 +202,6 @@ int run_kill_ranks(run_state *s, const char *node) {
     return n;
 }
 
-int run_node_has_ranks(const ah_plan *p, const char *node) {
-    for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, node))
-                return 1;
-    return 0;
-}
-
 void run_clear_pins(run_state *s) {
     for (int i = 0; i < s->inv.n_nodes; i++) {
         char d[700];
@@ -246,7 +233,7 @@ void run_wipe_node(run_state *s, const char *node) {
 double run_push_to_peers(run_state *s, const int *gone) {
     int peers[MAX_NODES], np = 0, rr = 0;
     for (int i = 0; i < s->inv.n_nodes; i++)
-        if (s->alive[i] && !gone[i] && run_node_has_ranks(&s->plan, s->inv.nodes[i].name))
+        if (s->alive[i] && !gone[i] && ah_plan_uses_node(&s->plan, s->inv.nodes[i].name))
             peers[np++] = i;
     for (int i = 0; i < s->inv.n_nodes && !np; i++)
         if (s->alive[i] && !gone[i])

@@ -55,7 +55,6 @@ typedef struct {
 } run_state;
 
 /* ---- job.c ---- */
-double run_wall_now(void); /* CLOCK_REALTIME: comparable with the ranks' timestamps */
 void run_sleep(double s);
 void run_rm_rf(const char *path);
 int run_mkdir_p(const char *path);
@@ -68,7 +67,6 @@ int run_tail_log(run_state *s);
 int run_reap(run_state *s, double grace);
 /* SIGKILL the ranks of `node` (NULL: all) named in the job's pid files */
 int run_kill_ranks(run_state *s, const char *node);
-int run_node_has_ranks(const ah_plan *p, const char *node);
 /* drop the pins of background copies a stopped job left in the memory tiers */
 void run_clear_pins(run_state *s);
 /* the instance is gone: its memory and disk tiers with it */

@@ -18,6 +18,7 @@
 
 #include "autohet/ckpt.h"
 #include "elastic/run_state.h"
+#include "util/clock.h"
 #include "util/errors.h"
 
 int run_node_index(const run_state *s, const char *name) {
@@ -118,7 +119,7 @@ int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added
 int run_poll_trace(run_state *s, int *gone, int *added) {
     if (!s->trace)
         return 0;
-    double t = (run_wall_now() - s->t_start) * s->o->time_scale;
+    double t = (ah_wall_clock_s() - s->t_start) * s->o->time_scale;
     int any = 0;
     while (s->next_trace < s->n_trace && s->trace[s->next_trace].t_s <= t)
         any |= run_trace_event(s, &s->trace[s->next_trace++], gone, added);

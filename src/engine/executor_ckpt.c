@@ -206,7 +206,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         x->last_mem = mine;
         x->last_mem_n = nl;
         x->last_mem_step = step;
-        x->last_mem_dir_len = snprintf(x->last_mem_dir, sizeof x->last_mem_dir, "%s", nd);
+        snprintf(x->last_mem_dir, sizeof x->last_mem_dir, "%s", nd);
         return 0;
     }
     free(mine);
@@ -287,7 +287,8 @@ int ah_executor_persist_start(ah_executor *x, const char *disk, const char *clou
         node_dir(x, dirs[k], my_node(x), j->nd[k], sizeof j->nd[k]);
         if ((mkdir(dirs[k], 0755) != 0 && errno != EEXIST) ||
             (mkdir(j->nd[k], 0755) != 0 && errno != EEXIST)) {
-            snprintf(j->err, sizeof j->err, "checkpoint: cannot create %.400s (%s)", j->nd[k], strerror(errno));
+            snprintf(j->err, sizeof j->err, "checkpoint: cannot create %.400s (%s)", j->nd[k],
+                     strerror(errno));
             j->failed = 1;
         }
     }
@@ -353,6 +354,23 @@ int ah_executor_persist_poll(ah_executor *x, int wait, char *err, size_t errlen)
         x->persist = NULL;
     }
     return rc == 0 ? 1 : -1;
+}
+
+/* Collective over comm: 0 when rc is 0 on every rank; otherwise -1 on every
+ * rank, with err = "rank R: <its reason>" of the first failing rank. */
+static int agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
+    int me, world;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &world);
+    int first_bad = rc != 0 ? me : world, who = world;
+    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, comm);
+    if (who == world)
+        return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, comm);
+    snprintf(err, errlen, "%s", msg);
+    return -1;
 }
 
 /* copy a loaded shard's parameters and AdamW moments into layer l */
@@ -430,18 +448,10 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     }
     free(dirs);
     free(dp);
-    /* every rank reports the first failing rank's reason */
-    int first_bad = rc != 0 ? x->rank : x->world, who = x->world;
-    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, x->comm);
-    if (who == x->world) {
-        x->resumed_step = step;
-        return 0;
-    }
-    char msg[512];
-    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, x->comm);
-    snprintf(err, errlen, "%s", msg);
-    return -1;
+    if (agree_on_failure(x->comm, rc, err, errlen) != 0)
+        return -1;
+    x->resumed_step = step;
+    return 0;
 }
 
 /* ---- recovery from a controller's assignment (docs/recovery.md) ---- */
@@ -730,19 +740,12 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Allreduce(MPI_IN_PLACE, st->seconds, T_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->total_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    int first_bad = rc != 0 ? me : world, who = world;
-    MPI_Allreduce(&first_bad, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (who == world) {
-        if (x)
-            x->resumed_step = step;
-        *step_out = step;
-        return 0;
-    }
-    char msg[512];
-    snprintf(msg, sizeof msg, "rank %d: %s", who, err);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, MPI_COMM_WORLD);
-    snprintf(err, errlen, "%s", msg);
-    return -1;
+    if (agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
+        return -1;
+    if (x)
+        x->resumed_step = step;
+    *step_out = step;
+    return 0;
 }
 
 int ah_executor_recover(ah_executor *x, const char *assignment, int *step, ah_recover_stats *st, char *err,

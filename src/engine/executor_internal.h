@@ -61,7 +61,7 @@ struct ah_executor {
     int resumed_step;
     /* the last memory-tier snapshot of my layers (what a background persist copies) */
     struct saved_shard *last_mem;
-    int last_mem_n, last_mem_step, last_mem_dir_len;
+    int last_mem_n, last_mem_step;
     char last_mem_dir[3072];
     struct ah_persist_job *persist; /* a disk + cloud copy in flight, or NULL */
     double slowdown;

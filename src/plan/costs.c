@@ -117,9 +117,3 @@ int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     return (int64_t)((d->mem_gib - o->mem_reserve_gib) * gib);
 }
-
-double ah_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "autohet/plan.h"
+#include "util/clock.h" /* ah_now_s */
 
 typedef int64_t ah_ns;
 #define AH_NS_INF INT64_MAX
@@ -77,8 +78,5 @@ static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {
         return AH_NS_INF;
     return A + (m - 1) * B + tail;
 }
-
-/* Seconds since an arbitrary origin (monotonic). */
-double ah_now_s(void);
 
 #endif

@@ -45,6 +45,14 @@ void ah_plan_free(ah_plan *p) {
     memset(p, 0, sizeof *p);
 }
 
+int ah_plan_uses_node(const ah_plan *p, const char *name) {
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, name))
+                return 1;
+    return 0;
+}
+
 void ah_plan_copy(ah_plan *dst, const ah_plan *src) {
     if (!dst)
         return;

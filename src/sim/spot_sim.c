@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "autohet/plan.h"
 #include "autohet/sim.h"
+#include "util/clock.h"
 #include "util/errors.h"
 
 static const char *policy_names[AH_POLICY_N] = {"autohet", "full-reload", "static"};
@@ -91,12 +91,6 @@ static int node_type(const ah_spot_node_mix *mix, const char *name) {
     return mix->n - 1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- node sets, plans and their cache ---- */
 
 typedef struct {
@@ -152,19 +146,18 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
                 snprintf(c.nodes[i].name, sizeof c.nodes[i].name, "n%d", i);
             }
             char err[512];
-            double t0 = now_s();
+            double t0 = ah_now_s();
             pe->ok = ah_plan_search(pc->m, &c, pc->prof, &pc->po, &pe->plan, err, sizeof err) == 0;
-            pe->plan_s = now_s() - t0;
+            pe->plan_s = ah_now_s() - t0;
             pc->plans_computed++;
             if (pe->ok) {
                 ah_sim_options so = {AH_SCHED_1F1B, 0, 0};
                 ah_sim_result r;
                 ah_plan copy;
                 ah_plan_copy(&copy, &pe->plan);
-                pe->iter_s = ah_simulate(&copy, pc->prof, &pc->po, &so, &r, err, sizeof err) == 0
-                                 ? r.iteration_time_s
-                                 : pe->plan.iteration_time_s;
-                if (pe->iter_s == r.iteration_time_s)
+                int simulated = ah_simulate(&copy, pc->prof, &pc->po, &so, &r, err, sizeof err) == 0;
+                pe->iter_s = simulated ? r.iteration_time_s : pe->plan.iteration_time_s;
+                if (simulated)
                     ah_sim_result_free(&r);
                 ah_plan_free(&copy);
                 pc->sims_computed++;
@@ -180,14 +173,6 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
     for (int i = 0; i < n; i++)
         snprintf(out->cluster.nodes[i].name, sizeof out->cluster.nodes[i].name, "%s", nodes[i].name);
     return pe;
-}
-
-static int plan_uses(const ah_plan *p, const char *name) {
-    for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            if (!strcmp(p->cluster.nodes[p->replicas[k].stages[j].node].name, name))
-                return 1;
-    return 0;
 }
 
 static int in_set(const avail_node *s, int n, const char *name) {
@@ -389,10 +374,10 @@ static void on_change(pstate *ps, planner_ctx *pc, double t, const avail_node *s
     if (ps->pol == AH_POLICY_STATIC) {
         if (n >= static_n) { /* keep the nodes it had, fill up with others */
             for (int i = 0; i < n && nu < static_n; i++)
-                if (ps->have_plan && plan_uses(&ps->plan, set[i].name))
+                if (ps->have_plan && ah_plan_uses_node(&ps->plan, set[i].name))
                     use[nu++] = set[i];
             for (int i = 0; i < n && nu < static_n; i++)
-                if (!(ps->have_plan && plan_uses(&ps->plan, set[i].name)))
+                if (!(ps->have_plan && ah_plan_uses_node(&ps->plan, set[i].name)))
                     use[nu++] = set[i];
             qsort(use, (size_t)nu, sizeof *use, cmp_avail);
         }
@@ -444,6 +429,33 @@ static void on_change(pstate *ps, planner_ctx *pc, double t, const avail_node *s
     ps->res->restarts++;
 }
 
+/* Applies the events of one timestamp, from ev[i] on, to the node set (grown
+ * as needed) and returns the index after them. The names of the nodes that
+ * went are appended to `removed` (nr), *added says whether one came. */
+static int apply_burst(const ah_spot_event *ev, int n, int i, const ah_spot_node_mix *mix, avail_node **set,
+                       int *na, int *cap, char (*removed)[64], int *nr, int *added) {
+    int j = i;
+    for (; j < n && ev[j].t_s == ev[i].t_s; j++) {
+        int at = -1;
+        for (int k = 0; k < *na && at < 0; k++)
+            if (!strcmp((*set)[k].name, ev[j].node))
+                at = k;
+        if (ev[j].add && at < 0) {
+            if (*na == *cap)
+                *set = ah_xrealloc(*set, sizeof **set * (size_t)(*cap *= 2));
+            snprintf((*set)[*na].name, sizeof(*set)[*na].name, "%s", ev[j].node);
+            (*set)[*na].type = node_type(mix, ev[j].node);
+            (*na)++;
+            *added = 1;
+        } else if (!ev[j].add && at >= 0) {
+            if (removed)
+                snprintf(removed[(*nr)++], sizeof removed[0], "%s", (*set)[at].name);
+            (*set)[at] = (*set)[--*na];
+        }
+    }
+    return j;
+}
+
 int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, const ah_model_config *m,
                    const ah_profile *prof, int gb, int seq, const ah_spot_costs *c, const int *enabled,
                    ah_spot_result *out, char *err, size_t errlen) {
@@ -463,22 +475,7 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     double *ct = ah_xcalloc((size_t)n + 1, sizeof(double));
     int *cn = ah_xcalloc((size_t)n + 1, sizeof(int));
     for (int i = 0; i < n;) {
-        int j = i;
-        for (; j < n && ev[j].t_s == ev[i].t_s; j++) {
-            int at = -1;
-            for (int k = 0; k < na && at < 0; k++)
-                if (!strcmp(set[k].name, ev[j].node))
-                    at = k;
-            if (ev[j].add && at < 0) {
-                if (na == cap)
-                    set = ah_xrealloc(set, sizeof *set * (size_t)(cap *= 2));
-                snprintf(set[na].name, sizeof set[na].name, "%s", ev[j].node);
-                set[na].type = node_type(mix, ev[j].node);
-                na++;
-            } else if (!ev[j].add && at >= 0) {
-                set[at] = set[--na];
-            }
-        }
+        int added = 0, j = apply_burst(ev, n, i, mix, &set, &na, &cap, NULL, NULL, &added);
         ct[n_changes] = ev[i].t_s;
         cn[n_changes] = na;
         n_changes++;
@@ -517,25 +514,9 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     }
     na = 0;
     for (int i = 0; i < n;) {
-        int j = i, added = 0;
         double t = ev[i].t_s;
         char(*removed)[64] = ah_xcalloc((size_t)n + 1, sizeof *removed);
-        int nr = 0;
-        for (; j < n && ev[j].t_s == t; j++) {
-            int at = -1;
-            for (int k = 0; k < na && at < 0; k++)
-                if (!strcmp(set[k].name, ev[j].node))
-                    at = k;
-            if (ev[j].add && at < 0) {
-                snprintf(set[na].name, sizeof set[na].name, "%s", ev[j].node);
-                set[na].type = node_type(mix, ev[j].node);
-                na++;
-                added = 1;
-            } else if (!ev[j].add && at >= 0) {
-                snprintf(removed[nr++], sizeof removed[0], "%s", set[at].name);
-                set[at] = set[--na];
-            }
-        }
+        int nr = 0, added = 0, j = apply_burst(ev, n, i, mix, &set, &na, &cap, removed, &nr, &added);
         avail_node *sorted = ah_xcalloc((size_t)na + 1, sizeof *sorted);
         memcpy(sorted, set, sizeof *sorted * (size_t)na);
         qsort(sorted, (size_t)na, sizeof *sorted, cmp_avail);
@@ -544,7 +525,7 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
                 continue;
             int used = 0;
             for (int r = 0; r < nr && ps[p].have_plan && !used; r++)
-                used = plan_uses(&ps[p].plan, removed[r]);
+                used = ah_plan_uses_node(&ps[p].plan, removed[r]);
             on_change(&ps[p], &pc, t, sorted, na, &used, added, out->static_nodes, c, gb);
         }
         free(sorted);
