@@ -38,12 +38,25 @@ typedef struct {
     int found;
 } lexi;
 
-static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a, ah_ns B,
-                            ah_ns sum, ah_ns tail, lexi *best) {
+/* Every split of the layers into the template's stages: the rule is the
+ * lexicographic minimum of (1F1B period with the sends, sum of stage times,
+ * tail with the drain credit), computed here from the cost primitives alone. */
+static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a, int *ends,
+                            lexi *best) {
     int L = x->L, S = t->n_stages;
     if (j == S) {
         if (a != L)
             return;
+        ah_ns w[AH_MAX_STAGES], c[AH_MAX_STAGES], bw[AH_MAX_STAGES], xs[AH_MAX_STAGES], sum = 0;
+        for (int q = 0, lo = 0; q < S; lo = ends[q], q++) {
+            const ah_class *cl = &x->cls[t->cls[q]];
+            w[q] = ah_range(cl->lt.w, lo, ends[q]);
+            bw[q] = ah_range(cl->lt.bwd, lo, ends[q]);
+            xs[q] = ah_range(cl->lt.upd, lo, ends[q]) + (use_sync ? ah_range(x->lb.sync, lo, ends[q]) : 0);
+            c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
+            sum += w[q];
+        }
+        ah_ns B = ah_pipeline_period(w, c, S), tail = ah_pipeline_tail(xs, bw, c, S);
         if (!best->found || B < best->B ||
             (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
             best->found = 1;
@@ -59,9 +72,8 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
             continue;
         if (ah_stage_memory(&x->lb, a, e, S - j) > c->cap)
             continue;
-        ah_ns w = ah_range(c->lt.w, a, e);
-        ah_ns tl = ah_range(c->lt.upd, a, e) + (use_sync ? ah_range(x->lb.sync, a, e) : 0);
-        brute_split_rec(x, t, use_sync, j + 1, e, w > B ? w : B, sum + w, tl > tail ? tl : tail, best);
+        ends[j] = e;
+        brute_split_rec(x, t, use_sync, j + 1, e, ends, best);
     }
 }
 
@@ -71,7 +83,8 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
         p2p += ah_template_p2p(x, t, j);
     for (int mode = 0; mode < 2; mode++) {
         lexi best = {0, 0, 0, 0};
-        brute_split_rec(x, t, mode == 0, 0, 0, 0, 0, 0, &best);
+        int ends[AH_MAX_STAGES];
+        brute_split_rec(x, t, mode == 0, 0, 0, ends, &best);
         assert_true(best.found);
         assert_int_equal(best.B, t->B);
         assert_int_equal(best.A + 2 * p2p, t->A);

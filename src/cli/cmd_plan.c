@@ -18,7 +18,7 @@ static void plan_usage(FILE *f) {
             "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
             "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
             "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
-            "                    [--max-mixed-types N] [--verify K] [--comm-profile FILE] [--quiet]\n\n"
+            "                    [--max-mixed-types N] [--verify K] [--top K] [--comm-profile FILE] [--quiet]\n\n"
             "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
             "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
             "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
@@ -43,6 +43,8 @@ static void plan_usage(FILE *f) {
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
             "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
             "                   and which plan wins under simulation\n"
+            "  --top K          write the K best distinct plans (the best of each of the K best\n"
+            "                   configurations), ranked, as top[] in the --json document\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "  --quiet          no table on stdout\n\n"
             "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
@@ -66,6 +68,7 @@ enum {
     OPT_MAXMIX,
     OPT_MAXMIXT,
     OPT_VERIFY,
+    OPT_TOP,
     OPT_COMMPROF,
     OPT_QUIET,
     OPT_HELP
@@ -89,6 +92,7 @@ static const struct option plan_opts[] = {
     {"max-mixed-stages", required_argument, 0, OPT_MAXMIX},
     {"max-mixed-types", required_argument, 0, OPT_MAXMIXT},
     {"verify", required_argument, 0, OPT_VERIFY},
+    {"top", required_argument, 0, OPT_TOP},
     {"comm-profile", required_argument, 0, OPT_COMMPROF},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"help", no_argument, 0, OPT_HELP},
@@ -178,7 +182,7 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
 int cmd_plan(int argc, char **argv) {
     const char *model_arg = NULL, *cluster_arg = NULL, *profile_arg = NULL, *devices_arg = NULL,
                *json_path = NULL, *comm_arg = NULL;
-    int compare = 0, quiet = 0, verify = 0, rc;
+    int compare = 0, quiet = 0, verify = 0, top_k = 0, rc;
     ah_plan_options o;
     ah_plan_options_default(&o);
     optind = 1;
@@ -237,6 +241,10 @@ int cmd_plan(int argc, char **argv) {
             if ((rc = int_opt("--verify", optarg, 1, &verify)))
                 return rc;
             break;
+        case OPT_TOP:
+            if ((rc = int_opt("--top", optarg, 1, &top_k)))
+                return rc;
+            break;
         case OPT_QUIET: quiet = 1; break;
         case OPT_HELP:
         case 'h': plan_usage(stdout); return 0;
@@ -285,7 +293,9 @@ int cmd_plan(int argc, char **argv) {
     ah_plan plan, base[2];
     int base_ok[2] = {0, 0};
     char base_err[2][512] = {"", ""};
-    int k = verify > 0 ? verify : 1, n_top = 0;
+    int k = verify > top_k ? verify : top_k, n_top = 0;
+    if (k < 1)
+        k = 1;
     ah_plan *top = calloc((size_t)k, sizeof(ah_plan));
     if (!top)
         abort();
@@ -338,6 +348,13 @@ int cmd_plan(int argc, char **argv) {
                                   comparison_entry(&base[0], base_ok[0], base_err[0], &plan));
             cJSON_AddItemToObject(cmp, "proportional",
                                   comparison_entry(&base[1], base_ok[1], base_err[1], &plan));
+        }
+        if (top_k > 0) {
+            if (!extra)
+                extra = cJSON_CreateObject();
+            cJSON *arr = cJSON_AddArrayToObject(extra, "top");
+            for (int i = 0; i < n_top && i < top_k; i++)
+                cJSON_AddItemToArray(arr, ah_plan_to_json(&top[i]));
         }
         if (verify_json) {
             if (!extra)

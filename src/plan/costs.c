@@ -80,6 +80,30 @@ void ah_layer_bytes_free(ah_layer_bytes *b) {
     memset(b, 0, sizeof *b);
 }
 
+ah_ns ah_pipeline_period(const ah_ns *w, const ah_ns *c, int S) {
+    ah_ns best = 0;
+    for (int j = 0; j < S; j++) {
+        ah_ns sum = 0;
+        for (int e = j; e < S; e++) {
+            sum += w[e] + (e > j ? 2 * c[e - 1] : 0);
+            ah_ns len = e - j + 1, mean = (sum + len - 1) / len;
+            if (mean > best)
+                best = mean;
+        }
+    }
+    return best;
+}
+
+ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S) {
+    ah_ns best = x[0], drain = 0;
+    for (int j = 1; j < S; j++) {
+        drain += bwd[j - 1] + c[j - 1];
+        if (x[j] - drain > best)
+            best = x[j] - drain;
+    }
+    return best;
+}
+
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o) {
     if (inter_node)

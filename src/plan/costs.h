@@ -72,6 +72,21 @@ double ah_dp_bandwidth_gbs(const ah_cluster *c, const unsigned char *used);
 /* Usable bytes per GPU of a device after the reserve. */
 int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
 
+/* Steady-state time per micro-batch of a 1F1B pipeline whose stage j takes
+ * w[j] (forward + backward) and whose boundary j -> j+1 costs c[j] each way
+ * (c[S-1] unused): the largest mean, over windows of consecutive stages, of
+ * the window's compute plus both directions of the sends inside it, rounded
+ * up to a nanosecond. Each window is a cycle of the 1F1B dependency graph
+ * (docs/cost-model.md); a window of one stage gives max_j w[j]. O(S^2). */
+ah_ns ah_pipeline_period(const ah_ns *w, const ah_ns *c, int S);
+
+/* Gradient-sync + optimizer tail of a pipeline after its flush (the end of
+ * stage 0's last backward). Stage j finishes its last backward
+ * D_j = sum_{i<j} (bwd[i] + c[i]) earlier: the last micro-batch's gradient
+ * still travels down to stage 0, and stage j's all-reduce overlaps that drain.
+ * tail = max_j (x[j] - D_j) with x[j] = sync + optimizer of stage j; >= x[0]. */
+ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S);
+
 /* T_k = A + (m - 1) B + tail, saturating. */
 static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {
     if (m > 1 && B > (AH_NS_INF - A - tail) / (m - 1))

@@ -136,6 +136,11 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     for (int k = 0; k < p->n_replicas && rc == 0; k++) {
         ah_replica *r = &p->replicas[k];
         ah_ns sum_w = 0, sum_p2p = 0, B = -1, tail = 0;
+        size_t n = (size_t)r->n_stages;
+        ah_ns *ws = calloc(n, sizeof(ah_ns)), *cs = calloc(n, sizeof(ah_ns)), *bs = calloc(n, sizeof(ah_ns)),
+              *xs = calloc(n, sizeof(ah_ns));
+        if (!ws || !cs || !bs || !xs)
+            abort();
         for (int j = 0; j < r->n_stages; j++) {
             ah_stage *s = &r->stages[j];
             const ah_node *nd = &p->cluster.nodes[s->node];
@@ -167,17 +172,28 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
                 s->p2p_inter_node = inter;
             }
             s->p2p_s = ah_ns_to_s(p2p);
+            ws[j] = w;
+            cs[j] = p2p;
+            bs[j] = ah_range(t->bwd, a, e);
+            xs[j] = sync + upd;
             sum_w += w;
             sum_p2p += p2p;
             if (w > B) {
                 B = w;
                 r->bottleneck_stage = j;
             }
-            if (sync + upd > tail)
-                tail = sync + upd;
             used += p->tp;
             peak_sum += nd->dev.peak_tflops * p->tp;
         }
+        /* steady state: the 1F1B period with the sends (docs/cost-model.md) */
+        if (rc == 0) {
+            B = ah_pipeline_period(ws, cs, r->n_stages);
+            tail = ah_pipeline_tail(xs, bs, cs, r->n_stages);
+        }
+        free(ws);
+        free(cs);
+        free(bs);
+        free(xs);
         if (rc)
             break;
         ah_ns A = sum_w + 2 * sum_p2p;

@@ -135,9 +135,29 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                  m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
 }
 
+/* Two plans with the same TP, micro-batch and replicas (stages on the same
+ * GPUs with the same layers, same micro-batches): sub-searches at different
+ * bandwidth levels often return the same plan. */
+static int same_layout(const ah_plan *a, const ah_plan *b) {
+    if (a->tp != b->tp || a->micro_batch != b->micro_batch || a->n_replicas != b->n_replicas)
+        return 0;
+    for (int k = 0; k < a->n_replicas; k++) {
+        const ah_replica *x = &a->replicas[k], *y = &b->replicas[k];
+        if (x->n_stages != y->n_stages || x->micro_batches != y->micro_batches)
+            return 0;
+        for (int j = 0; j < x->n_stages; j++) {
+            const ah_stage *s = &x->stages[j], *t = &y->stages[j];
+            if (s->node != t->node || s->gpu_first != t->gpu_first || s->layer_first != t->layer_first ||
+                s->layer_last != t->layer_last)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 /* The AutoHet search. Writes the best plan to out[0] and, if k > 1, the best
  * plans of the next-best (tp, micro-batch, level) sub-searches to out[1..]
- * (distinct configurations, increasing predicted time); *n_out = how many. */
+ * (distinct plans, increasing predicted time); *n_out = how many. */
 static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                           const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
                           size_t errlen) {
@@ -216,11 +236,20 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         rc = ah_search_build_plan(&xs[pick], &ss[pick], prof, pl, err, errlen);
         if (rc)
             break;
+        ss[pick].n = 0; /* taken */
+        int dup = 0;
+        for (int i = 0; i < got && !dup; i++)
+            dup = same_layout(&out[i], pl);
+        if (dup) {
+            ah_plan_free(pl);
+            memset(pl, 0, sizeof *pl);
+            got--;
+            continue;
+        }
         pl->search_value_ns = ss[pick].value;
         pl->search_value_s = ah_ns_to_s(ss[pick].value);
         pl->candidates = effort;
         (*n_out)++;
-        ss[pick].n = 0; /* taken */
     }
     for (int k = 0; k < n; k++) {
         ah_search_ctx_free(&xs[k]);

@@ -137,11 +137,15 @@ void ah_search_ctx_free(ah_search_ctx *x) {
 
 /* ---- templates --------------------------------------------------------- */
 
-static void add_template(ah_search_ctx *x, const int *shape) {
+/* A template of this shape with its stages in canonical class order or, for
+ * a mixed shape, in the reverse order (reversed = 1): the class holding most
+ * gradient then sits at the end, where its all-reduce overlaps the drain. */
+static void add_template_order(ah_search_ctx *x, const int *shape, int reversed) {
     ah_template t;
     memset(&t, 0, sizeof t);
     int classes = 0;
-    for (int k = 0; k < x->K; k++) {
+    for (int q = 0; q < x->K; q++) {
+        int k = reversed ? x->K - 1 - q : q;
         t.shape[k] = shape[k];
         classes += shape[k] > 0;
         for (int i = 0; i < shape[k]; i++)
@@ -167,6 +171,15 @@ static void add_template(ah_search_ctx *x, const int *shape) {
         x->pure[k][x->n_pure[k]++] = x->n_tpl;
     }
     x->tpl[x->n_tpl++] = t;
+}
+
+static void add_template(ah_search_ctx *x, const int *shape) {
+    int classes = 0;
+    for (int k = 0; k < x->K; k++)
+        classes += shape[k] > 0;
+    add_template_order(x, shape, 0);
+    if (classes > 1)
+        add_template_order(x, shape, 1);
 }
 
 /* Mixed shapes: >= 2 classes, at most max_mixed_types classes, stages in
@@ -461,8 +474,8 @@ typedef struct {
     double inv_kappa[AH_MAX_CLASSES]; /* 1 / kappa_c, see below */
     double omega;
     ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
-    ah_ns *upd_min;           /* per subset: sum_l min_c upd_c(l) */
-    ah_ns sync_all;           /* sum_l sync(l) */
+    ah_ns *upd_min;           /* per subset: min_c upd_c(layer 0) */
+    ah_ns sync0;              /* sync(layer 0) */
     int added;
 } expand_env;
 
@@ -495,15 +508,15 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     expand_env *v = arg;
     ah_ns lbA, lbB;
     bounds_for(x, v, shape, &lbA, &lbB);
-    /* The tail of a pipeline of S stages is at least the average over its
-     * stages of (sync + optimizer) of all layers; a plan using this shape pays
-     * at least that after its slowest pipeline. */
+    /* The tail of a pipeline is at least its first stage's sync + optimizer
+     * (nothing of it overlaps the drain, ah_pipeline_tail), and the first
+     * stage holds layer 0; a plan using this shape pays at least that after
+     * its slowest pipeline. */
     unsigned mask = 0;
     for (int k = 0; k < x->K; k++)
         if (shape[k])
             mask |= 1u << k;
-    ah_ns upd = v->upd_min[mask];
-    ah_ns tail1 = (upd + stages - 1) / stages, tail = (upd + v->sync_all + stages - 1) / stages;
+    ah_ns tail1 = v->upd_min[mask], tail = tail1 + v->sync0;
     /* a single replica of this shape */
     int useful = ah_replica_time(lbA, lbB, tail1, x->M) < v->bound;
     /* r copies plus the best pure replicas on what is left: their pipelines
@@ -558,8 +571,8 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
      * ignored: a plan holds copies of one mixed template only) */
     /* pure capacities with the pipelines done by bound - 1 minus the smallest
      * tail any long mixed shape can have (valid for every shape below) */
-    v.sync_all = ah_range(x->lb.sync, 0, x->L);
-    class_tables(x, bound - 1 - v.sync_all / hi, AH_NS_INF, &v.w, v.offset);
+    v.sync0 = ah_range(x->lb.sync, 0, 1);
+    class_tables(x, bound - 1 - v.sync0, AH_NS_INF, &v.w, v.offset);
     for (unsigned m = 1; m < subsets; m++)
         for (int l = 0; l < x->L; l++) {
             ah_ns mn = AH_NS_INF;
@@ -579,7 +592,8 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
                     if (ul < un)
                         un = ul;
                 }
-            v.upd_min[m] += un;
+            if (l == 0)
+                v.upd_min[m] = un;
         }
     for (int l = 0; l < x->L; l++) {
         ah_ns om = 0;

@@ -3,9 +3,11 @@
  * Rule (part of the plan space, docs/planner.md): among all splits of the L
  * layers into the template's stages (contiguous, >= 1 layer each) that fit in
  * memory, take the lexicographic minimum of
- *   (B = slowest stage fwd+bwd,  A = sum of stage times,  tail = max stage sync+update).
+ *   (B = the 1F1B steady-state period with the sends between stages
+ *        (ah_pipeline_period),  A = sum of stage times,  tail = max stage sync+update).
  * All costs are integers and every constraint is monotone in the interval
  * (a sub-interval of a feasible stage is feasible), which the sweeps rely on. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,74 +145,172 @@ static ah_ns minmax_dp(const split_env *v, const unsigned char *reach, const uns
     return r;
 }
 
-/* Lexicographic (sum of stage times, max tail) over splits with stage time <= bmax. */
-typedef struct {
-    ah_ns sum, tail;
-    int from;
-} dp_cell;
+/* Boundary costs of a template: c[j] = one send after stage j (c[S-1] = 0). */
+static ah_ns template_comm(const ah_search_ctx *x, const ah_template *t, ah_ns *c) {
+    ah_ns cmax = 0;
+    for (int j = 0; j < t->n_stages; j++) {
+        c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
+        if (c[j] > cmax)
+            cmax = c[j];
+    }
+    return cmax;
+}
 
-static int lexi_dp(const split_env *v, int *ends, const unsigned char *reach, const unsigned char *co) {
+/* The steady-state period of a split is <= B (ah_pipeline_period) iff every
+ * window [j, e] of stages has sum w + 2 sum c <= (e - j + 1) B. Scanning the
+ * stages in order, that is: w_e + h_{e-1} <= B for every stage, where the
+ * carry h_e = max(0, w_e + h_{e-1} + 2 c_e - B) is the largest excess of a
+ * window ending at e. A prefix with a smaller carry dominates, so a DP keeping
+ * the smallest carry per (stages, layers) decides feasibility exactly. */
+static int period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns *h) {
     int L = v->x->L, S = v->t->n_stages;
-    dp_cell *f = malloc(sizeof(dp_cell) * (size_t)(S + 1) * (size_t)(L + 1));
-    if (!f)
-        abort();
     for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++)
-        f[i].sum = -1;
-    f[0].sum = 0;
-    f[0].tail = 0;
+        h[i] = AH_NS_INF;
+    h[0] = 0;
     for (int j = 0; j < S; j++) {
-        dp_cell *cur = f + (size_t)j * (L + 1), *nxt = f + (size_t)(j + 1) * (L + 1);
+        const ah_ns *cur = h + (size_t)j * (L + 1);
+        ah_ns *nxt = h + (size_t)(j + 1) * (L + 1);
+        int limit = L - (S - 1 - j);
+        for (int a = j; a < limit; a++) {
+            if (cur[a] == AH_NS_INF)
+                continue;
+            for (int e = a + 1; e <= limit; e++) {
+                if (!stage_ok(v, j, a, e))
+                    break; /* longer intervals fail too */
+                ah_ns w = stage_w(v, j, a, e);
+                if (w + cur[a] > B)
+                    break;
+                ah_ns carry = w + cur[a] + 2 * c[j] - B;
+                if (carry < 0)
+                    carry = 0;
+                if (carry < nxt[e])
+                    nxt[e] = carry;
+            }
+        }
+    }
+    return h[(size_t)S * (L + 1) + L] != AH_NS_INF;
+}
+
+/* Lexicographic (sum of stage times, tail) over the splits whose stages
+ * satisfy the limits and whose period is <= B, with the tail as
+ * ah_pipeline_tail counts it (sync + optimizer minus the drain after the
+ * stage). A (stages, layers) prefix is described by its carry h, sum, tail so
+ * far and drain D = sum of (bwd + send) of its stages; a later stage's tail
+ * term is reduced by D, so (smaller h, sum, tail; larger D) dominates, and
+ * only Pareto-minimal entries are kept per cell. */
+typedef struct {
+    ah_ns h, sum, tail, drain;
+    int parent; /* pool index of the previous stage's entry, -1 at the start */
+    int a;      /* this stage starts at layer a */
+} pentry;
+
+typedef struct {
+    pentry *e;
+    size_t n, cap;
+} pool;
+
+static void pool_push(pool *p, pentry x) {
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 1024;
+        p->e = realloc(p->e, sizeof(pentry) * p->cap);
+        if (!p->e)
+            abort();
+    }
+    p->e[p->n++] = x;
+}
+
+static int dominates(const pentry *y, const pentry *x) {
+    return y->h <= x->h && y->sum <= x->sum && y->tail <= x->tail && y->drain >= x->drain;
+}
+
+/* Insert x into the Pareto list [first, p->n) unless an entry dominates it. */
+static void pareto_insert(pool *p, size_t first, pentry x) {
+    for (size_t i = first; i < p->n; i++)
+        if (dominates(&p->e[i], &x))
+            return;
+    size_t k = first;
+    for (size_t i = first; i < p->n; i++)
+        if (!dominates(&x, &p->e[i]))
+            p->e[k++] = p->e[i];
+    p->n = k;
+    pool_push(p, x);
+}
+
+static int lexi_dp(const split_env *v, const ah_ns *c, ah_ns B, int *ends, const unsigned char *reach,
+                   const unsigned char *co) {
+    int L = v->x->L, S = v->t->n_stages;
+    size_t cells = (size_t)(S + 1) * (L + 1);
+    size_t *lo = calloc(cells, sizeof(size_t)), *hi = calloc(cells, sizeof(size_t));
+    if (!lo || !hi)
+        abort();
+    pool p = {0};
+    pool_push(&p, (pentry){0, 0, INT64_MIN / 4, 0, -1, 0});
+    lo[0] = 0;
+    hi[0] = 1;
+    for (int j = 0; j < S; j++) {
         int limit = L - (S - 1 - j);
         for (int e = j + 1; e <= limit; e++) {
-            dp_cell best = {-1, 0, -1};
-            if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e)) {
-                nxt[e] = best;
+            size_t cell = (size_t)(j + 1) * (L + 1) + e;
+            lo[cell] = hi[cell] = p.n;
+            if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e))
                 continue;
-            }
             for (int a = e - 1; a >= j; a--) {
                 if (!stage_ok(v, j, a, e))
                     break; /* longer intervals fail too */
-                if (cur[a].sum < 0 || !LIVE(co, j, a))
+                size_t from = (size_t)j * (L + 1) + a;
+                if (!LIVE(co, j, a))
                     continue;
-                ah_ns s = cur[a].sum + stage_w(v, j, a, e);
-                ah_ns tl = stage_tail(v, j, a, e);
-                if (cur[a].tail > tl)
-                    tl = cur[a].tail;
-                if (best.sum < 0 || s < best.sum || (s == best.sum && tl < best.tail)) {
-                    best.sum = s;
-                    best.tail = tl;
-                    best.from = a;
+                ah_ns w = stage_w(v, j, a, e), tl = stage_tail(v, j, a, e);
+                ah_ns bw = ah_range(v->x->cls[v->t->cls[j]].lt.bwd, a, e) + c[j];
+                for (size_t i = lo[from]; i < hi[from]; i++) {
+                    const pentry *q = &p.e[i];
+                    if (w + q->h > B)
+                        continue;
+                    ah_ns carry = w + q->h + 2 * c[j] - B, own = tl - q->drain;
+                    pentry x = {carry > 0 ? carry : 0, q->sum + w, q->tail > own ? q->tail : own,
+                                q->drain + bw, (int)i, a};
+                    pareto_insert(&p, lo[cell], x);
                 }
             }
-            nxt[e] = best;
+            hi[cell] = p.n;
         }
     }
-    int ok = f[(size_t)S * (L + 1) + L].sum >= 0;
-    if (ok) {
+    size_t last = cells - 1;
+    int best = -1;
+    for (size_t i = lo[last]; i < hi[last]; i++)
+        if (best < 0 || p.e[i].sum < p.e[best].sum ||
+            (p.e[i].sum == p.e[best].sum && p.e[i].tail < p.e[best].tail))
+            best = (int)i;
+    if (best >= 0) {
         int e = L;
-        for (int j = S; j >= 1; j--) {
+        for (int j = S, i = best; j >= 1; j--) {
             ends[j - 1] = e;
-            e = f[(size_t)j * (L + 1) + e].from;
+            e = p.e[i].a;
+            i = p.e[i].parent;
         }
     }
-    free(f);
-    return ok;
+    free(p.e);
+    free(lo);
+    free(hi);
+    return best >= 0;
 }
 
-static void measure(const split_env *v, const int *ends, ah_ns *sum_w, ah_ns *B, ah_ns *tail) {
+/* Sum of stage times and the tails (with and without the DP sync) of a split. */
+static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *sum_w, ah_ns *tail,
+                    ah_ns *tail1) {
+    ah_ns x[AH_MAX_STAGES], x1[AH_MAX_STAGES], bw[AH_MAX_STAGES];
     int a = 0;
     *sum_w = 0;
-    *B = 0;
-    *tail = 0;
     for (int j = 0; j < v->t->n_stages; j++) {
-        ah_ns w = stage_w(v, j, a, ends[j]), tl = stage_tail(v, j, a, ends[j]);
-        *sum_w += w;
-        if (w > *B)
-            *B = w;
-        if (tl > *tail)
-            *tail = tl;
+        const ah_class *cl = &v->x->cls[v->t->cls[j]];
+        *sum_w += stage_w(v, j, a, ends[j]);
+        x1[j] = ah_range(cl->lt.upd, a, ends[j]);
+        x[j] = x1[j] + ah_range(v->x->lb.sync, a, ends[j]);
+        bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }
+    *tail = ah_pipeline_tail(x, bw, c, v->t->n_stages);
+    *tail1 = ah_pipeline_tail(x1, bw, c, v->t->n_stages);
 }
 
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
@@ -285,29 +385,53 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     v.bmax = hi;
     feasible(&v, reach, diff);
     co_feasible(&v, co, diff);
-    ah_ns B = minmax_dp(&v, reach, co);
+    ah_ns B0 = minmax_dp(&v, reach, co);
+    /* 2. smallest period B >= B0 (sends inside the steady state): the B0
+     * split itself meets B0 + 2 max c, so bisect in between */
+    ah_ns c[AH_MAX_STAGES];
+    ah_ns cmax = template_comm(x, t, c);
+    ah_ns *h = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
+    if (!h)
+        abort();
+    ah_ns B = B0 + 2 * cmax;
+    v.bmax = B;
+    if (cmax > 0 && period_feasible(&v, c, B0, h))
+        B = B0;
+    else if (cmax > 0) {
+        ah_ns blo = B0;
+        while (B - blo > 1) {
+            ah_ns mid = blo + (B - blo) / 2;
+            if (period_feasible(&v, c, mid, h))
+                B = mid;
+            else
+                blo = mid;
+        }
+    } else
+        B = B0;
+    free(h);
     v.bmax = B;
     feasible(&v, reach, diff);
     co_feasible(&v, co, diff); /* the tail is not limited below, so one pass serves both modes */
-    ah_ns sum_w, b2, tl;
-    /* 2./3. then smallest A, then smallest tail: once with the DP sync in the
-     * tail (plans with several replicas), once without (single replica). */
+    ah_ns sum_w, tl, tl1;
+    /* 3./4. then smallest A, then smallest max stage sync + optimizer: once
+     * with the DP sync (plans with several replicas), once without (single
+     * replica). The template's tails credit the drain (ah_pipeline_tail). */
     for (int mode = 0; mode < 2; mode++) {
         int *ends = mode == 0 ? t->ends : t->ends1;
         v.use_sync = mode == 0;
         v.bmax = B;
         v.tmax = AH_NS_INF;
-        if (!lexi_dp(&v, ends, reach, co))
+        if (!lexi_dp(&v, c, B, ends, reach, co))
             goto done; /* cannot happen: B is feasible */
-        measure(&v, ends, &sum_w, &b2, &tl);
+        measure(&v, ends, c, &sum_w, &tl, &tl1);
         if (mode == 0)
             t->tail = tl;
         else
-            t->tail1 = tl;
+            t->tail1 = tl1;
     }
     ah_ns p2p = 0;
     for (int j = 0; j + 1 < S; j++)
-        p2p += ah_template_p2p(x, t, j);
+        p2p += c[j];
     t->A = sum_w + 2 * p2p;
     t->B = B;
     rc = 0;
