@@ -480,7 +480,7 @@ typedef struct {
 } expand_env;
 
 /* Optimistic (lower) bounds for any split of a shape:
- *  A >= sum_l min_{c in shape} w_c(l), B >= max_l min_{c in shape} w_c(l),
+ *  A >= sum_l min_{c in shape} w_c(l) + 2 sum c, B >= max_l min_{c in shape} w_c(l),
  *  and with w_c(l) >= kappa_c * omega_l for every layer (omega_l = the
  *  slowest class's time of layer l), S stages of classes c_j give
  *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
@@ -493,8 +493,22 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
             mask |= 1u << k;
             inv += shape[k] * v->inv_kappa[k];
         }
-    *lbA = v->sum_min[mask];
+    /* the sends of a shape do not depend on its split (or its class order):
+     * A pays both directions of each, and the window of all stages bounds
+     * the period: B >= (sum w + 2 sum c) / S */
+    ah_template t;
+    t.n_stages = 0;
+    for (int k = 0; k < x->K; k++)
+        for (int i = 0; i < shape[k]; i++)
+            t.cls[t.n_stages++] = k;
+    ah_ns sends = 0;
+    for (int j = 0; j + 1 < t.n_stages; j++)
+        sends += ah_template_p2p(x, &t, j);
+    *lbA = v->sum_min[mask] + 2 * sends;
     ah_ns b = v->max_min[mask];
+    ah_ns whole = (v->sum_min[mask] + 2 * sends + t.n_stages - 1) / t.n_stages;
+    if (whole > b)
+        b = whole;
     if (inv > 0) {
         double frac = v->omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
         if (frac > (double)b)

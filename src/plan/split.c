@@ -162,7 +162,7 @@ static ah_ns template_comm(const ah_search_ctx *x, const ah_template *t, ah_ns *
  * carry h_e = max(0, w_e + h_{e-1} + 2 c_e - B) is the largest excess of a
  * window ending at e. A prefix with a smaller carry dominates, so a DP keeping
  * the smallest carry per (stages, layers) decides feasibility exactly. */
-static int period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns *h) {
+static ah_ns period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns *h, int *from) {
     int L = v->x->L, S = v->t->n_stages;
     for (size_t i = 0; i < (size_t)(S + 1) * (L + 1); i++)
         h[i] = AH_NS_INF;
@@ -170,6 +170,7 @@ static int period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns *h
     for (int j = 0; j < S; j++) {
         const ah_ns *cur = h + (size_t)j * (L + 1);
         ah_ns *nxt = h + (size_t)(j + 1) * (L + 1);
+        int *nfrom = from + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j);
         for (int a = j; a < limit; a++) {
             if (cur[a] == AH_NS_INF)
@@ -183,12 +184,23 @@ static int period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns *h
                 ah_ns carry = w + cur[a] + 2 * c[j] - B;
                 if (carry < 0)
                     carry = 0;
-                if (carry < nxt[e])
+                if (carry < nxt[e]) {
                     nxt[e] = carry;
+                    nfrom[e] = a;
+                }
             }
         }
     }
-    return h[(size_t)S * (L + 1) + L] != AH_NS_INF;
+    if (h[(size_t)S * (L + 1) + L] == AH_NS_INF)
+        return AH_NS_INF;
+    /* the period of the split found, which is <= B */
+    ah_ns w[AH_MAX_STAGES];
+    for (int j = S, e = L; j >= 1; j--) {
+        int a = from[(size_t)j * (L + 1) + e];
+        w[j - 1] = stage_w(v, j - 1, a, e);
+        e = a;
+    }
+    return ah_pipeline_period(w, c, S);
 }
 
 /* Lexicographic (sum of stage times, tail) over the splits whose stages
@@ -391,23 +403,26 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     ah_ns c[AH_MAX_STAGES];
     ah_ns cmax = template_comm(x, t, c);
     ah_ns *h = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
-    if (!h)
+    int *from = malloc(sizeof(int) * (size_t)(S + 1) * (size_t)(L + 1));
+    if (!h || !from)
         abort();
-    ah_ns B = B0 + 2 * cmax;
-    v.bmax = B;
-    if (cmax > 0 && period_feasible(&v, c, B0, h))
-        B = B0;
-    else if (cmax > 0) {
-        ah_ns blo = B0;
-        while (B - blo > 1) {
-            ah_ns mid = blo + (B - blo) / 2;
-            if (period_feasible(&v, c, mid, h))
-                B = mid;
-            else
-                blo = mid;
+    ah_ns B = B0;
+    if (cmax > 0) {
+        v.bmax = B0 + 2 * cmax;
+        /* B0 is a lower bound; otherwise descend: the period p of a split
+         * found at B is feasible, so test p - 1 until nothing is found (each
+         * step finds a strictly better split; usually a few steps) */
+        if (period_feasible(&v, c, B0, h, from) == AH_NS_INF) {
+            B = period_feasible(&v, c, B0 + 2 * cmax, h, from); /* the B0 split meets it */
+            for (;;) {
+                ah_ns p = period_feasible(&v, c, B - 1, h, from);
+                if (p == AH_NS_INF)
+                    break;
+                B = p;
+            }
         }
-    } else
-        B = B0;
+    }
+    free(from);
     free(h);
     v.bmax = B;
     feasible(&v, reach, diff);
