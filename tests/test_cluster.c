@@ -58,7 +58,17 @@ static void test_catalog_contents(void **state) {
     assert_double_equal(d->nic_gbit, 50, 0);
     for (int i = 0; i < ah_device_catalog_count(); i++) {
         d = ah_device_catalog_at(i);
-        assert_double_equal(d->efficiency, 0.5, 0);
+        /* GPUs carry the calibrated GEMM model's figures (docs/calibration.md):
+         * an SM count, an fp32 peak below the bf16 one and a fitted max GEMM
+         * efficiency; the CPU devices none, and the roofline's 0.5. */
+        if (strncmp(d->name, "cpu", 3) == 0) {
+            assert_double_equal(d->efficiency, 0.5, 0);
+            assert_double_equal(d->sm_count, 0, 0);
+        } else {
+            assert_true(d->efficiency > 0.5 && d->efficiency <= 1.0);
+            assert_true(d->sm_count >= 40 && d->sm_count <= 160);
+            assert_true(d->fp32_tflops > 0 && d->fp32_tflops < d->peak_tflops);
+        }
         /* real GPUs run at full speed; only the emulated CPU devices are slowed */
         assert_double_equal(d->slowdown, !strcmp(d->name, "cpu-half") ? 2.0 : !strcmp(d->name, "cpu-quarter") ? 4.0 : 1.0, 0);
         /* every canonical name finds itself */
@@ -99,6 +109,7 @@ static void test_aliases(void **state) {
 static void test_overrides_update_and_add(void **state) {
     (void)state;
     char err[256], path[64];
+    const double a100_eff = ah_device_find("A100-40G")->efficiency;
     const char *text = "{\"devices\": [\n"
                        " {\"name\": \"a100_40gb\", \"efficiency\": 0.62, \"slowdown\": 3},\n"
                        " {\"name\": \"B200\", \"peak_tflops\": 2250, \"mem_gib\": 180,"
@@ -110,12 +121,14 @@ static void test_overrides_update_and_add(void **state) {
     assert_double_equal(d->efficiency, 0.62, 0);
     assert_double_equal(d->slowdown, 3, 0);
     assert_double_equal(d->peak_tflops, 312, 0);
+    assert_double_equal(d->sm_count, 108, 0); /* absent new fields keep their catalog values */
     d = ah_device_find("B200");
     assert_non_null(d);
     assert_double_equal(d->mem_gib, 180, 0);
     assert_double_equal(d->intra_bw_gbs, 900, 0);
     assert_double_equal(d->nic_gbit, 3200, 0); /* second entry updated the new device */
     assert_double_equal(d->efficiency, 0.5, 0);
+    assert_double_equal(d->sm_count, 0, 0); /* no SM count given: plain roofline */
 
     /* the new type is usable in inventories */
     ah_cluster c;
@@ -126,7 +139,7 @@ static void test_overrides_update_and_add(void **state) {
     ah_device_catalog_reset();
     assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
     assert_null(ah_device_find("B200"));
-    assert_double_equal(ah_device_find("A100-40G")->efficiency, 0.5, 0);
+    assert_double_equal(ah_device_find("A100-40G")->efficiency, a100_eff, 0);
 }
 
 static void test_override_errors(void **state) {

@@ -10,8 +10,15 @@ typedef struct {
     double mem_bw_gbs;   /* memory bandwidth, GB/s */
     double intra_bw_gbs; /* per-GPU intra-node link bandwidth, GB/s, one direction (NVLink or PCIe) */
     double nic_gbit;     /* default inter-node NIC bandwidth per node, Gbit/s */
-    double efficiency;   /* fraction of peak_tflops that GEMM-heavy layers reach (analytic model) */
+    double efficiency;   /* GPUs (sm_count > 0): the fraction of peak a GEMM reaches with full waves of
+                            full tiles (calibrated GEMM model, docs/calibration.md); other devices: the
+                            fraction of peak every layer reaches (plain roofline) */
     double slowdown;     /* engine emulation factor for one-machine runs; 1 on real hardware */
+    /* Added for the calibrated GEMM model; 0 = unknown. A device with
+     * sm_count 0 (the CPU devices, a new device given without it) is costed by
+     * the plain roofline with `efficiency`. */
+    double sm_count;    /* streaming multiprocessors (wave quantization) */
+    double fp32_tflops; /* dense fp32 GEMM peak: TF32 tensor cores from Ampere on, CUDA cores before */
 } ah_device;
 
 int ah_device_catalog_count(void);

@@ -17,29 +17,44 @@
  * GB/s in one direction (NVLink, or PCIe for the cards without it), and a
  * typical per-node NIC in Gbit/s. H800 is the export H100 with NVLink cut to
  * 400 GB/s bidirectional; H20 trades compute for HBM3 capacity/bandwidth.
- * efficiency (0.5) and slowdown (1.0) are model defaults, not datasheet data. */
+ * sm_count (streaming multiprocessors) and fp32_tflops (dense fp32 GEMM peak:
+ * TF32 tensor cores on Ampere and later, CUDA cores on Volta / Turing) are
+ * datasheet figures too.
+ * efficiency is the fraction of peak a GEMM reaches with full waves of full
+ * tiles, fitted per architecture to the Sailor profiles (bench/calib_bench.sh,
+ * docs/calibration.md): Volta (V100), Turing (RTX-2080, Titan-RTX; T4 shares
+ * it), GA100 (A100) and GA102 (RTX-3090; A10 shares it). Architectures without
+ * a measured profile (Hopper, Ada) get the median of the fitted ones, the same
+ * rule the leave-one-type-out validation applies to a held-out architecture.
+ * slowdown (1.0) is a model default, not datasheet data. */
+#define EFF_VOLTA 0.932
+#define EFF_TURING 1.000
+#define EFF_GA100 0.730
+#define EFF_GA102 1.000
+#define EFF_UNSEEN 0.966
 static const ah_device builtin[] = {
-    {"A100-40G", 312, 40, 1555, 300, 1600, 0.5, 1.0},
-    {"A100-80G", 312, 80, 2039, 300, 1600, 0.5, 1.0},
-    {"H100-SXM", 989, 80, 3350, 450, 3200, 0.5, 1.0},
-    {"H800", 989, 80, 3350, 200, 3200, 0.5, 1.0},
-    {"H20", 148, 96, 4000, 450, 3200, 0.5, 1.0},
-    {"V100-16G", 125, 16, 900, 150, 100, 0.5, 1.0},
-    {"V100-32G", 125, 32, 900, 150, 100, 0.5, 1.0},
-    {"L40S", 362, 48, 864, 25, 400, 0.5, 1.0},
-    {"RTX-4090", 165, 24, 1008, 25, 100, 0.5, 1.0},
-    {"A10", 125, 24, 600, 25, 100, 0.5, 1.0},
-    {"T4", 65, 16, 320, 12, 50, 0.5, 1.0},
-    {"RTX-3090", 71, 24, 936, 25, 100, 0.5, 1.0},
-    {"Titan-RTX", 130, 24, 672, 12, 100, 0.5, 1.0},
-    {"RTX-2080", 40, 8, 448, 12, 100, 0.5, 1.0},
+    {"A100-40G", 312, 40, 1555, 300, 1600, EFF_GA100, 1.0, 108, 156},
+    {"A100-80G", 312, 80, 2039, 300, 1600, EFF_GA100, 1.0, 108, 156},
+    {"H100-SXM", 989, 80, 3350, 450, 3200, EFF_UNSEEN, 1.0, 132, 495},
+    {"H800", 989, 80, 3350, 200, 3200, EFF_UNSEEN, 1.0, 132, 495},
+    {"H20", 148, 96, 4000, 450, 3200, EFF_UNSEEN, 1.0, 78, 74},
+    {"V100-16G", 125, 16, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},
+    {"V100-32G", 125, 32, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},
+    {"L40S", 362, 48, 864, 25, 400, EFF_UNSEEN, 1.0, 142, 183},
+    {"RTX-4090", 165, 24, 1008, 25, 100, EFF_UNSEEN, 1.0, 128, 82.6},
+    {"A10", 125, 24, 600, 25, 100, EFF_GA102, 1.0, 72, 62.5},
+    {"T4", 65, 16, 320, 12, 50, EFF_TURING, 1.0, 40, 8.1},
+    {"RTX-3090", 71, 24, 936, 25, 100, EFF_GA102, 1.0, 82, 35.6},
+    {"Titan-RTX", 130, 24, 672, 12, 100, EFF_TURING, 1.0, 72, 16.3},
+    {"RTX-2080", 40, 8, 448, 12, 100, EFF_TURING, 1.0, 46, 10.6},
     /* CPU "devices" for the training engine on one machine: one MPI rank on
      * this machine's cores. Peak is a nominal figure (autohet train measures
      * the real sgemm peak); cpu-half/cpu-quarter are emulated slower devices:
-     * the engine waits (slowdown - 1) x the measured time of each compute op. */
-    {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0},
-    {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0},
-    {"cpu-quarter", 0.1, 4, 20, 10, 80, 0.5, 4.0},
+     * the engine waits (slowdown - 1) x the measured time of each compute op.
+     * No SMs: costed by the plain roofline at efficiency 0.5. */
+    {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0, 0, 0},
+    {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0, 0, 0},
+    {"cpu-quarter", 0.1, 4, 20, 10, 80, 0.5, 4.0, 0, 0},
 };
 #define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 
@@ -151,11 +166,14 @@ static const num_field num_fields[] = {
     {"nic_gbit", offsetof(ah_device, nic_gbit), 0, 0},
     {"efficiency", offsetof(ah_device, efficiency), 0, 1},
     {"slowdown", offsetof(ah_device, slowdown), 0, 0},
+    {"sm_count", offsetof(ah_device, sm_count), 0, 0},
+    {"fp32_tflops", offsetof(ah_device, fp32_tflops), 0, 0},
 };
 #define N_NUM_FIELDS (sizeof num_fields / sizeof num_fields[0])
 
-/* Defaults for figures a new device may omit: PCIe 4.0 x16, a 100 Gbit/s NIC. */
-static const ah_device new_device_defaults = {"", 0, 0, 0, 25, 100, 0.5, 1.0};
+/* Defaults for figures a new device may omit: PCIe 4.0 x16, a 100 Gbit/s NIC,
+ * no SM count (so the plain roofline at efficiency 0.5 until one is given). */
+static const ah_device new_device_defaults = {"", 0, 0, 0, 25, 100, 0.5, 1.0, 0, 0};
 
 static int valid_device_name(const char *s) {
     size_t n = strlen(s);

@@ -1,6 +1,15 @@
-/* Analytic (roofline) cost profile.
+/* Analytic cost profile.
  *
- * Notation: layer kind k (embedding / transformer block / head), TP degree t,
+ * Compute of a layer on a GPU (device with sm_count > 0) comes from the
+ * calibrated GEMM model (src/cost/gemm_model.c, docs/calibration.md): the
+ * layer's GEMMs after the TP split, tile- and wave-quantized over the SMs at
+ * the device's max GEMM efficiency, plus memory-bound element-wise passes;
+ * backward = dgrad + wgrad GEMMs + twice the element-wise traffic. Devices
+ * without an SM count (the CPU devices, new devices given without one) keep
+ * the plain roofline below. TP all-reduces, recomputation, the optimizer step
+ * and slowdown are the same for both.
+ *
+ * Roofline notation: layer kind k (embedding / transformer block / head), TP degree t,
  * micro-batch b, sequence length s, hidden size h, device figures
  * peak = peak_tflops * 1e12 FLOP/s, eff = efficiency, bw = mem_bw_gbs * 1e9 B/s,
  * link = intra_bw_gbs * 1e9 B/s.
@@ -42,6 +51,7 @@
 #include "autohet/device.h"
 #include "autohet/model.h"
 #include "autohet/profile.h"
+#include "cost/gemm_model.h"
 #include "cost/profile_internal.h"
 
 #define AH_TP_ALLREDUCE_ALPHA_S 5e-6
@@ -53,15 +63,40 @@ static double ring_allreduce_s(double bytes, int t, double link_bps) {
     return 2.0 * (t - 1) / t * bytes / link_bps + 2.0 * (t - 1) * AH_TP_ALLREDUCE_ALPHA_S;
 }
 
-int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
-                            int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen) {
+/* Forward / backward compute (no communication) and the attention core that
+ * selective recomputation redoes, by the GEMM model or the roofline. */
+static int layer_compute(const ah_model_config *m, int seq, const ah_device *dev, ah_precision prec,
+                         const ah_gemm_consts *gc, ah_layer_kind k, int tp, int mb, ah_layer_compute *c,
+                         char *err, size_t errlen) {
+    ah_gemm_env env;
+    if (dev->sm_count > 0.0) {
+        if (ah_gemm_env_of(dev, prec, gc, &env) != 0) {
+            ah_cost_err_(err, errlen, "device %s: the GEMM model needs peak_tflops%s, efficiency, mem_bw_gbs > 0",
+                         dev->name, prec == AH_PREC_FP32 ? " (fp32_tflops)" : "");
+            return -1;
+        }
+        ah_layer_compute_s(&env, m, k, seq, mb, tp, c);
+        return 0;
+    }
     const double flops_rate = dev->peak_tflops * 1e12 * dev->efficiency;
-    const double mem_bps = dev->mem_bw_gbs * 1e9;
-    const double link_bps = dev->intra_bw_gbs * 1e9;
     if (!(flops_rate > 0.0) || !isfinite(flops_rate)) {
         ah_cost_err_(err, errlen, "device %s: peak_tflops * efficiency must be > 0", dev->name);
         return -1;
     }
+    const double t = (double)tp;
+    const double flops = ah_layer_fwd_flops(m, k, seq, mb);
+    const double bytes = ah_layer_fwd_bytes(m, k, seq, mb, tp);
+    c->fwd_s = fmax(flops / (t * flops_rate), bytes / (dev->mem_bw_gbs * 1e9));
+    c->bwd_s = 2.0 * c->fwd_s;
+    c->attn_fwd_s = 4.0 * (double)mb * (double)seq * (double)seq * (double)m->hidden / (t * flops_rate);
+    return 0;
+}
+
+int ah_analytic_layer_cost_prec_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
+                                 int layer, int tp, int mb, ah_precision prec, const ah_gemm_consts *gc,
+                                 ah_layer_cost *out, char *err, size_t errlen) {
+    const double mem_bps = dev->mem_bw_gbs * 1e9;
+    const double link_bps = dev->intra_bw_gbs * 1e9;
     if (!(mem_bps > 0.0) || !isfinite(mem_bps)) {
         ah_cost_err_(err, errlen, "device %s: mem_bw_gbs must be > 0", dev->name);
         return -1;
@@ -75,13 +110,13 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
     const int s = ts->seq;
     const double t = (double)tp;
     const double h = (double)m->hidden;
+    ah_layer_compute c;
+    if (layer_compute(m, s, dev, prec, gc, k, tp, mb, &c, err, errlen) != 0)
+        return -1;
 
-    const double flops = ah_layer_fwd_flops(m, k, s, mb);
-    const double bytes = ah_layer_fwd_bytes(m, k, s, mb, tp);
-    const double compute = fmax(flops / (t * flops_rate), bytes / mem_bps);
-
-    const double act = AH_ACT_BYTES * (double)mb * (double)s * h;
-    const double ar = ring_allreduce_s(act, tp, link_bps);
+    /* The all-reduced activation has the training precision's element size. */
+    const double elem = prec == AH_PREC_FP32 ? 4.0 : AH_ACT_BYTES;
+    const double ar = ring_allreduce_s(elem * (double)mb * (double)s * h, tp, link_bps);
     int n_fwd, n_bwd;
     switch (k) {
     case AH_LAYER_BLOCK:
@@ -99,8 +134,8 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
         break;
     }
 
-    double fwd = compute + n_fwd * ar;
-    double bwd = 2.0 * compute + n_bwd * ar;
+    double fwd = c.fwd_s + n_fwd * ar;
+    double bwd = c.bwd_s + n_bwd * ar;
     double bwd_comm = n_bwd * ar;
     if (k == AH_LAYER_BLOCK) {
         if (ts->recompute == AH_RECOMPUTE_FULL) {
@@ -108,7 +143,7 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
             bwd_comm += n_fwd * ar;
         }
         else if (ts->recompute == AH_RECOMPUTE_SELECTIVE)
-            bwd += 4.0 * (double)mb * (double)s * (double)s * h / (t * flops_rate);
+            bwd += c.attn_fwd_s;
     }
     out->tp_comm_fwd_s = n_fwd * ar * dev->slowdown;
     out->tp_comm_bwd_s = bwd_comm * dev->slowdown;
@@ -125,4 +160,10 @@ int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *t
         return -1;
     }
     return 0;
+}
+
+int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
+                            int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen) {
+    return ah_analytic_layer_cost_prec_(m, ts, dev, layer, tp, mb, AH_PREC_BF16, &ah_gemm_fitted, out, err,
+                                        errlen);
 }

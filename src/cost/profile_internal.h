@@ -4,6 +4,7 @@
 #define AUTOHET_COST_PROFILE_INTERNAL_H
 #include <stddef.h>
 #include "autohet/profile.h"
+#include "cost/gemm_model.h"
 
 typedef enum { AH_PROFILE_ANALYTIC = 0, AH_PROFILE_TABLE = 1 } ah_profile_kind;
 
@@ -43,6 +44,12 @@ void ah_ptab_release_(ah_profile *p);
 
 int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
                             int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen);
+/* The same at an explicit training precision and GEMM-model constants (the
+ * calibration evaluates fp32-measured profiles with trial constants; the
+ * planner's profile uses BF16 and ah_gemm_fitted). */
+int ah_analytic_layer_cost_prec_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
+                                 int layer, int tp, int mb, ah_precision prec, const ah_gemm_consts *gc,
+                                 ah_layer_cost *out, char *err, size_t errlen);
 int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah_train_settings *ts,
                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
                          size_t errlen);
