@@ -52,7 +52,7 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
             const ah_class *cl = &x->cls[t->cls[q]];
             w[q] = ah_range(cl->lt.w, lo, ends[q]);
             bw[q] = ah_range(cl->lt.bwd, lo, ends[q]);
-            xs[q] = ah_range(cl->lt.upd, lo, ends[q]) + (use_sync ? ah_range(x->lb.sync, lo, ends[q]) : 0);
+            xs[q] = ah_range(cl->lt.upd, lo, ends[q]) + (use_sync ? ah_range(cl->sync, lo, ends[q]) : 0);
             c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
             sum += w[q];
         }

@@ -1,5 +1,6 @@
 /* autohet plan: model + cluster + batch -> the fastest plan (and baselines). */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,7 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
 
 /* Simulate candidates, print closed form vs simulation, return the JSON array. */
 static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
-                           int quiet) {
+                           int quiet, double *tau_out, double *worst_out) {
     cJSON *arr = cJSON_CreateArray();
     int winner = -1;
     double best = 0;
@@ -164,6 +165,28 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
     }
     for (int i = 0; i < n; i++)
         cJSON_AddBoolToObject(cJSON_GetArrayItem(arr, i), "wins_in_simulation", i == winner);
+    /* agreement of the ranking: Kendall tau over the simulated candidates,
+     * and the worst relative error */
+    long long conc = 0, disc = 0;
+    double worst = 0;
+    int worst_i = -1;
+    for (int i = 0; i < n; i++) {
+        if (!(sim[i] > 0))
+            continue;
+        double e = fabs(plans[i].iteration_time_s / sim[i] - 1.0);
+        if (e > worst || worst_i < 0) {
+            worst = e;
+            worst_i = i;
+        }
+        for (int j = i + 1; j < n; j++) {
+            if (!(sim[j] > 0))
+                continue;
+            double d = (plans[i].iteration_time_s - plans[j].iteration_time_s) * (sim[i] - sim[j]);
+            conc += d > 0;
+            disc += d < 0;
+        }
+    }
+    double tau = conc + disc > 0 ? (double)(conc - disc) / (double)(conc + disc) : 1.0;
     if (!quiet) {
         printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
         printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",
@@ -174,8 +197,13 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
                    sim[i] > 0 ? 100.0 * (plans[i].iteration_time_s / sim[i] - 1.0) : 0.0,
                    i == winner ? "  <- fastest in simulation" : "");
         printf("  (error = closed form / simulated - 1; negative: the model is optimistic)\n");
+        if (worst_i >= 0)
+            printf("  worst |error| %.2f%% (rank %d); ranking agreement Kendall tau %.3f over %d candidates\n",
+                   100.0 * worst, worst_i, tau, n);
     }
     free(sim);
+    *tau_out = tau;
+    *worst_out = worst;
     return arr;
 }
 
@@ -338,7 +366,8 @@ int cmd_plan(int argc, char **argv) {
             printf("  (speedup = that strategy's iteration time / autohet's)\n");
         }
     }
-    cJSON *verify_json = verify ? verify_plans(top, n_top, prof, &o, quiet) : NULL;
+    double tau = 1, worst = 0;
+    cJSON *verify_json = verify ? verify_plans(top, n_top, prof, &o, quiet, &tau, &worst) : NULL;
     if (json_path) {
         cJSON *extra = NULL;
         if (compare) {
@@ -360,6 +389,10 @@ int cmd_plan(int argc, char **argv) {
             if (!extra)
                 extra = cJSON_CreateObject();
             cJSON_AddItemToObject(extra, "verify", verify_json);
+            cJSON *vs = cJSON_AddObjectToObject(extra, "verify_summary");
+            cJSON_AddNumberToObject(vs, "candidates", n_top);
+            cJSON_AddNumberToObject(vs, "kendall_tau", tau);
+            cJSON_AddNumberToObject(vs, "worst_abs_error", worst);
             verify_json = NULL;
         }
         if (ah_plan_write_json(&plan, extra, json_path, err, sizeof err) != 0) {

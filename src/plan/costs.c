@@ -50,12 +50,11 @@ void ah_layer_times_free(ah_layer_times *t) {
 }
 
 void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
-                          int mb, double dp_bw_gbs) {
+                          int mb) {
     int L = ah_model_num_layers(m);
     b->n_layers = L;
     b->static_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
     b->act_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
-    b->sync = xcalloc((size_t)L + 1, sizeof(ah_ns));
     b->grad_bytes = xcalloc((size_t)L + 1, sizeof(double));
     for (int l = 0; l < L; l++) {
         ah_layer_kind k = ah_model_layer_kind(m, l);
@@ -63,11 +62,7 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
         b->static_bytes[l + 1] = b->static_bytes[l] + (int64_t)(params * AH_STATE_BYTES_PER_PARAM + 0.5);
         b->act_bytes[l + 1] =
             b->act_bytes[l] + (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute) + 0.5);
-        /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
-         * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */
-        double grad = params * AH_GRAD_BYTES_PER_PARAM;
-        b->grad_bytes[l] = grad;
-        b->sync[l + 1] = b->sync[l] + ah_to_ns(2.0 * grad / (dp_bw_gbs * 1e9));
+        b->grad_bytes[l] = params * AH_GRAD_BYTES_PER_PARAM;
     }
     b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb) / tp;
 }
@@ -75,9 +70,21 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
 void ah_layer_bytes_free(ah_layer_bytes *b) {
     free(b->static_bytes);
     free(b->act_bytes);
-    free(b->sync);
     free(b->grad_bytes);
     memset(b, 0, sizeof *b);
+}
+
+ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs) {
+    /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
+     * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */
+    return ah_to_ns(2.0 * b->grad_bytes[l] / (bw_gbs * 1e9));
+}
+
+ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs) {
+    ah_ns *s = xcalloc((size_t)b->n_layers + 1, sizeof(ah_ns));
+    for (int l = 0; l < b->n_layers; l++)
+        s[l + 1] = s[l] + ah_layer_sync_ns(b, l, bw_gbs);
+    return s;
 }
 
 ah_ns ah_pipeline_period(const ah_ns *w, const ah_ns *c, int S) {

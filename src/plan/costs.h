@@ -35,7 +35,6 @@ typedef struct {
     int n_layers;
     int64_t *static_bytes; /* weights + grads + optimizer state per GPU */
     int64_t *act_bytes;    /* activations per in-flight micro-batch per GPU */
-    ah_ns *sync;           /* DP gradient all-reduce time (0 if single replica) */
     double *grad_bytes;    /* gradient bytes per GPU reduced across replicas */
     double p2p_bytes;      /* activation bytes one GPU sends per micro-batch */
 } ah_layer_bytes;
@@ -44,9 +43,13 @@ int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_mod
                          const ah_train_settings *ts, const ah_device *dev, int tp, int mb, char *err,
                          size_t errlen);
 void ah_layer_times_free(ah_layer_times *t);
-/* dp_bw_gbs: bandwidth of the data-parallel all-reduce (ah_dp_bandwidth_gbs). */
 void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
-                          int mb, double dp_bw_gbs);
+                          int mb);
+/* DP gradient all-reduce time of layer l at bw_gbs GB/s per GPU: the ring's
+ * 2(R-1)/R n / bw at its large-R limit 2 n / bw (docs/cost-model.md). */
+ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs);
+/* Prefix sums of ah_layer_sync_ns (n_layers + 1 entries; free() it). */
+ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs);
 void ah_layer_bytes_free(ah_layer_bytes *b);
 
 static inline int64_t ah_range(const int64_t *prefix, int first, int last) {
@@ -65,10 +68,16 @@ double ah_nic_share_gbs(const ah_node *n);
 /* Slowest link a cross-node ring meets at this node: its per-GPU NIC share
  * or its intra-node link. */
 double ah_dp_link_gbs(const ah_node *n);
-/* Bandwidth of the DP all-reduce (docs/cost-model.md) over the nodes marked
- * in `used` (NULL = all): the intra-node link if that is a single node, else
- * the slowest ah_dp_link_gbs among them. */
+/* Slowest DP all-reduce link over the nodes marked in `used` (NULL = all):
+ * the intra-node link if that is a single node, else the slowest
+ * ah_dp_link_gbs among them (reported; each stage's sync uses its own node's
+ * link, ah_stage_dp_link_gbs). */
 double ah_dp_bandwidth_gbs(const ah_cluster *c, const unsigned char *used);
+/* The link a stage's gradient all-reduce runs on: its node's intra-node link
+ * when the whole plan sits in that node, else ah_dp_link_gbs of its node. */
+static inline double ah_stage_dp_link_gbs(const ah_node *n, int single_node_plan) {
+    return single_node_plan ? n->dev.intra_bw_gbs : ah_dp_link_gbs(n);
+}
 /* Usable bytes per GPU of a device after the reserve. */
 int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
 

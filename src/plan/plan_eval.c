@@ -121,13 +121,16 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     unsigned char *used_nodes = calloc((size_t)p->cluster.n_nodes + 1, 1);
     if (!used_nodes)
         abort();
+    int n_used = 0;
     for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            n_used += !used_nodes[p->replicas[k].stages[j].node];
             used_nodes[p->replicas[k].stages[j].node] = 1;
+        }
     double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
     free(used_nodes);
     ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, dp_bw);
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch);
     int multi = p->n_replicas > 1;
     int rc = 0;
     ah_ns worst = -1, worst_tail = 0;
@@ -152,7 +155,10 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             int a = s->layer_first, e = s->layer_last;
             ah_ns w = ah_range(t->w, a, e);
             ah_ns upd = ah_range(t->upd, a, e);
-            ah_ns sync = multi ? ah_range(lb.sync, a, e) : 0;
+            ah_ns sync = 0;
+            double link = ah_stage_dp_link_gbs(nd, n_used == 1);
+            for (int l = a; multi && l < e; l++)
+                sync += ah_layer_sync_ns(&lb, l, link);
             s->fwd_s = ah_ns_to_s(ah_range(t->fwd, a, e));
             s->bwd_s = ah_ns_to_s(ah_range(t->bwd, a, e));
             s->update_s = ah_ns_to_s(upd);

@@ -95,7 +95,7 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
     for (int i = 0; tps[i]; i++)
         for (int j = 0; mbs[j]; j++) {
             ah_search_ctx x;
-            ah_search_level all = {0.0, -1, 1.0};
+            ah_search_level all = {-1};
             if (ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], &all, e2, sizeof e2) == 1) {
                 int S;
                 int64_t need = ah_min_memory_needed(&x, &S);
@@ -211,9 +211,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         effort += xs[k].evals + xs[k].n_tpl;
         if (getenv("AUTOHET_DEBUG") && ready[k])
             fprintf(stderr,
-                    "autohet: tp=%d mb=%d level(share>=%.2f, node %d, dp %.2f GB/s) classes=%d "
-                    "templates=%d pruned=%lld value=%.6f s\n",
-                    xs[k].tp, xs[k].mb, xs[k].level.min_share, xs[k].level.single_node, xs[k].level.dp_bw_gbs,
+                    "autohet: tp=%d mb=%d level(node %d) classes=%d templates=%d pruned=%lld value=%.6f s\n",
+                    xs[k].tp, xs[k].mb, xs[k].level.single_node,
                     xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
     }
     if (rc == 0 && best < 0) {

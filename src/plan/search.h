@@ -12,16 +12,15 @@
 #define AH_MAX_CLASSES 16
 #define AH_MAX_STAGES 64
 
-/* A bandwidth level of the search. The DP all-reduce runs on the slowest link
- * among the nodes a plan uses, which couples replicas; the search therefore
- * runs once per level: either only nodes whose ah_dp_link_gbs is at least
- * `min_share` (sync costed at that bandwidth), or only node `single_node`
- * (sync on its intra-node link, which is >= its ah_dp_link_gbs). A plan is costed exactly at the level that
- * matches it and pessimistically at the others, so the minimum over levels is exact. */
+/* A level of the search. A stage's gradient all-reduce runs on its node's
+ * link (ah_stage_dp_link_gbs): the NIC share when the plan spans nodes, the
+ * intra-node link when the whole plan sits in one node. The search therefore
+ * runs once with every node (sync on each node's ah_dp_link_gbs) and once per
+ * node kind with only one node of it (sync on its intra-node link). A plan is
+ * costed exactly at the level that matches it and pessimistically at the
+ * other, so the minimum over levels is exact. */
 typedef struct {
-    double min_share; /* GB/s */
-    int single_node;  /* -1, or the only node allowed */
-    double dp_bw_gbs;
+    int single_node; /* -1 (every node), or the only node allowed */
 } ah_search_level;
 
 typedef struct {
@@ -35,6 +34,7 @@ typedef struct {
     int nodes[4096]; /* indices into the cluster */
     int64_t cap;     /* usable bytes per GPU */
     ah_layer_times lt;
+    ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link */
 } ah_class;
 
 typedef struct {
@@ -65,7 +65,7 @@ typedef struct {
     long long pruned; /* mixed shapes skipped by bounds */
 } ah_search_ctx;
 
-/* The levels of a cluster (at most 2 * nodes kinds); returns the count. */
+/* The levels of a cluster (every node, then one per node kind); returns the count. */
 int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max);
 
 /* A replica of a solution: template index and micro-batches. */

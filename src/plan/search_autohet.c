@@ -29,35 +29,15 @@ static int class_before(const ah_class *a, const ah_class *b) {
 
 int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max) {
     int n = 0;
-    if (c->n_nodes == 1) {
-        out[0].min_share = 0;
-        out[0].single_node = 0;
-        out[0].dp_bw_gbs = c->nodes[0].dev.intra_bw_gbs;
-        return 1;
-    }
-    for (int i = 0; i < c->n_nodes && n < max; i++) {
-        double share = ah_dp_link_gbs(&c->nodes[i]);
-        int seen = 0;
-        for (int k = 0; k < n; k++)
-            seen |= out[k].single_node < 0 && out[k].min_share == share;
-        if (!seen) {
-            out[n].min_share = share;
-            out[n].single_node = -1;
-            out[n].dp_bw_gbs = share;
-            n++;
-        }
-    }
+    if (c->n_nodes > 1 && n < max)
+        out[n++].single_node = -1;
     /* one node alone: one level per node kind (its nodes are interchangeable) */
     for (int i = 0; i < c->n_nodes && n < max; i++) {
         int seen = 0;
         for (int k = 0; k < n; k++)
             seen |= out[k].single_node >= 0 && same_class(&c->nodes[out[k].single_node], &c->nodes[i]);
-        if (!seen) {
-            out[n].min_share = 0;
-            out[n].single_node = i;
-            out[n].dp_bw_gbs = c->nodes[i].dev.intra_bw_gbs;
-            n++;
-        }
+        if (!seen)
+            out[n++].single_node = i;
     }
     return n;
 }
@@ -81,7 +61,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
         const ah_node *nd = &c->nodes[i];
         if (nd->gpus < tp)
             continue;
-        if (lv->single_node >= 0 ? i != lv->single_node : ah_dp_link_gbs(nd) < lv->min_share)
+        if (lv->single_node >= 0 && i != lv->single_node)
             continue;
         int k = 0;
         while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd))
@@ -118,14 +98,19 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     for (int k = 0; k < x->K; k++)
         if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err, errlen) != 0)
             return -1;
-    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, lv->dp_bw_gbs);
+    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb);
+    for (int k = 0; k < x->K; k++)
+        x->cls[k].sync = ah_sync_prefix(&x->lb, ah_stage_dp_link_gbs(&c->nodes[x->cls[k].nodes[0]],
+                                                                      lv->single_node >= 0));
     return 1;
 }
 
 void ah_search_ctx_free(ah_search_ctx *x) {
     if (x->cls)
-        for (int k = 0; k < x->K; k++)
+        for (int k = 0; k < x->K; k++) {
             ah_layer_times_free(&x->cls[k].lt);
+            free(x->cls[k].sync);
+        }
     free(x->cls);
     if (x->lb.static_bytes)
         ah_layer_bytes_free(&x->lb);
@@ -475,7 +460,7 @@ typedef struct {
     double omega;
     ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
     ah_ns *upd_min;           /* per subset: min_c upd_c(layer 0) */
-    ah_ns sync0;              /* sync(layer 0) */
+    ah_ns sync0;              /* min_c sync_c(layer 0) */
     int added;
 } expand_env;
 
@@ -585,7 +570,10 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
      * ignored: a plan holds copies of one mixed template only) */
     /* pure capacities with the pipelines done by bound - 1 minus the smallest
      * tail any long mixed shape can have (valid for every shape below) */
-    v.sync0 = ah_range(x->lb.sync, 0, 1);
+    v.sync0 = AH_NS_INF;
+    for (int k = 0; k < x->K; k++)
+        if (ah_range(x->cls[k].sync, 0, 1) < v.sync0)
+            v.sync0 = ah_range(x->cls[k].sync, 0, 1);
     class_tables(x, bound - 1 - v.sync0, AH_NS_INF, &v.w, v.offset);
     for (unsigned m = 1; m < subsets; m++)
         for (int l = 0; l < x->L; l++) {

@@ -24,8 +24,9 @@ static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
     return ah_range(v->x->cls[v->t->cls[j]].lt.w, a, e);
 }
 static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
-    ah_ns u = ah_range(v->x->cls[v->t->cls[j]].lt.upd, a, e);
-    return v->use_sync ? u + ah_range(v->x->lb.sync, a, e) : u;
+    const ah_class *c = &v->x->cls[v->t->cls[j]];
+    ah_ns u = ah_range(c->lt.upd, a, e);
+    return v->use_sync ? u + ah_range(c->sync, a, e) : u;
 }
 static inline int stage_ok(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
@@ -39,12 +40,12 @@ static inline int stage_ok(const split_env *v, int j, int a, int e) {
 /* reach is (S+1) x (L+1): reach[j][p] = the first j stages can cover [0,p). */
 static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     int L = v->x->L, S = v->t->n_stages;
-    const int64_t *st = v->x->lb.static_bytes, *ac = v->x->lb.act_bytes, *sy = v->x->lb.sync;
+    const int64_t *st = v->x->lb.static_bytes, *ac = v->x->lb.act_bytes;
     memset(reach, 0, (size_t)(S + 1) * (size_t)(L + 1));
     reach[0] = 1;
     for (int j = 0; j < S; j++) {
         const ah_class *c = &v->x->cls[v->t->cls[j]];
-        const int64_t *w = c->lt.w, *up = c->lt.upd;
+        const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
         const int64_t f = S - j, cap = c->cap, bmax = v->bmax, tmax = v->tmax;
         const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
         const unsigned char *cur = reach + (size_t)j * (L + 1);
@@ -317,7 +318,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
         const ah_class *cl = &v->x->cls[v->t->cls[j]];
         *sum_w += stage_w(v, j, a, ends[j]);
         x1[j] = ah_range(cl->lt.upd, a, ends[j]);
-        x[j] = x1[j] + ah_range(v->x->lb.sync, a, ends[j]);
+        x[j] = x1[j] + ah_range(cl->sync, a, ends[j]);
         bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }

@@ -667,8 +667,7 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     times_cache cache[64];
     int n_cache = 0, rc = 0;
     ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch,
-                         p->dp_bw_gbs > 0 ? p->dp_bw_gbs : 1.0);
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch);
     int L = ah_model_num_layers(&p->model);
     const ah_layer_times **lts = calloc((size_t)S + 1, sizeof *lts);
     int *first_stage = calloc((size_t)p->n_replicas + 1, sizeof(int));
