@@ -106,6 +106,30 @@ static void sort_by_depth(const ah_search_ctx *x, ah_sol_replica *r, int n) {
     }
 }
 
+/* Node-local layout: stage j of every copy on node local_nodes[j], a node
+ * of the stage's class with room for all R copies, a different node per stage. */
+static void pick_local_nodes(const ah_search_ctx *x, const ah_template *t, int R, unit_pool *pool, int *out) {
+    for (int j = 0; j < t->n_stages; j++) {
+        const ah_class *k = &x->cls[t->cls[j]];
+        out[j] = -1;
+        for (int i = 0; i < k->n_nodes && out[j] < 0; i++)
+            if (pool->free_units[k->nodes[i]] >= R)
+                out[j] = k->nodes[i];
+        if (out[j] < 0)
+            abort(); /* the search admits a local template only where this exists */
+        pool->free_units[out[j]] = 0;
+    }
+}
+
+static void place_local(const ah_search_ctx *x, const ah_template *t, int copy, const int *local_nodes, int *nodes,
+                        int *units) {
+    (void)x;
+    for (int j = 0; j < t->n_stages; j++) {
+        nodes[j] = local_nodes[j];
+        units[j] = copy;
+    }
+}
+
 int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof, ah_plan *out,
                          char *err, size_t errlen) {
     ah_plan_init_from(out, "autohet", x->m, x->c, x->o, x->tp, x->mb);
@@ -122,6 +146,9 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
     for (int k = 0; k < x->K; k++)
         for (int i = 0; i < x->cls[k].n_nodes; i++)
             pool.free_units[x->cls[k].nodes[i]] = x->cls[k].upn;
+    int local_nodes[AH_MAX_STAGES];
+    if (s->local_R > 0)
+        pick_local_nodes(x, &x->tpl[s->r[0].tpl], s->local_R, &pool, local_nodes);
     out->n_replicas = s->n;
     out->replicas = calloc((size_t)(s->n ? s->n : 1), sizeof(ah_replica));
     if (!out->replicas)
@@ -136,6 +163,9 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
         if (!rep->stages)
             abort();
         int nodes[AH_MAX_STAGES], units[AH_MAX_STAGES];
+        if (s->local_R > 0) {
+            place_local(x, t, r, local_nodes, nodes, units);
+        } else
         for (int j = 0; j < t->n_stages;) {
             int len = 1;
             while (j + len < t->n_stages && t->cls[j + len] == t->cls[j])

@@ -113,6 +113,20 @@ static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
     return rc;
 }
 
+/* Are all holders of every layer of [a, e) on node `node`? Then the
+ * stage's gradients reduce inside that node (the simulator's rule too). */
+static int layers_on_node(const ah_plan *p, int a, int e, int node) {
+    for (int k = 0; k < p->n_replicas; k++) {
+        const ah_replica *r = &p->replicas[k];
+        for (int j = 0; j < r->n_stages; j++) {
+            const ah_stage *s = &r->stages[j];
+            if (s->layer_last > a && s->layer_first < e && s->node != node)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     if (validate_structure(p, err, errlen) != 0)
         return -1;
@@ -156,9 +170,13 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             ah_ns w = ah_range(t->w, a, e);
             ah_ns upd = ah_range(t->upd, a, e);
             ah_ns sync = 0;
-            double link = ah_stage_dp_link_gbs(nd, n_used == 1);
-            for (int l = a; multi && l < e; l++)
-                sync += ah_layer_sync_ns(&lb, l, link);
+            if (multi && layers_on_node(p, a, e, s->node)) {
+                sync = ah_local_sync_ns(&lb, a, e, p->n_replicas, nd->dev.intra_bw_gbs, o);
+            } else {
+                double link = ah_stage_dp_link_gbs(nd, n_used == 1);
+                for (int l = a; multi && l < e; l++)
+                    sync += ah_layer_sync_ns(&lb, l, link);
+            }
             s->fwd_s = ah_ns_to_s(ah_range(t->fwd, a, e));
             s->bwd_s = ah_ns_to_s(ah_range(t->bwd, a, e));
             s->update_s = ah_ns_to_s(upd);

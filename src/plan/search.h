@@ -42,6 +42,9 @@ typedef struct {
     int cls[AH_MAX_STAGES];
     int shape[AH_MAX_CLASSES]; /* stages per class */
     int mixed;                 /* more than one class */
+    int local;                 /* node-local DP layout: stage j of every copy on one node (every boundary
+                                * crosses nodes, gradients reduce inside nodes); used only by the
+                                * node-local branch of the solve, never in the knapsack */
     int ends[AH_MAX_STAGES];   /* split used when the plan has several replicas */
     int ends1[AH_MAX_STAGES];  /* split used by a single-replica plan */
     ah_ns A, B, tail, tail1;   /* fill/drain, bottleneck, tail with sync, tail without sync */
@@ -77,6 +80,7 @@ typedef struct {
 typedef struct {
     ah_ns value; /* AH_NS_INF if nothing fits */
     int single;  /* 1: one replica, split ends1 and no DP sync */
+    int local_R; /* > 0: local_R copies of one local template, stage j of all on one node */
     int n;
     ah_sol_replica *r;
 } ah_solution;
@@ -117,6 +121,8 @@ int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah
                          const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 /* p2p cost of the boundary after stage j of a template (ideal placement). */
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
+/* Tail of R node-local copies of local template t (ah_local_sync_ns per stage). */
+ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R);
 /* Smallest per-GPU peak memory any pipeline of up to max_stages stages needs
  * at this (tp, mb), and the depth that achieves it. */
 int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages);

@@ -125,9 +125,10 @@ void ah_search_ctx_free(ah_search_ctx *x) {
 /* A template of this shape with its stages in canonical class order or, for
  * a mixed shape, in the reverse order (reversed = 1): the class holding most
  * gradient then sits at the end, where its all-reduce overlaps the drain. */
-static void add_template_order(ah_search_ctx *x, const int *shape, int reversed) {
+static void add_template_order(ah_search_ctx *x, const int *shape, int reversed, int local) {
     ah_template t;
     memset(&t, 0, sizeof t);
+    t.local = local;
     int classes = 0;
     for (int q = 0; q < x->K; q++) {
         int k = reversed ? x->K - 1 - q : q;
@@ -145,7 +146,7 @@ static void add_template_order(ah_search_ctx *x, const int *shape, int reversed)
         if (!x->tpl)
             abort();
     }
-    if (!t.mixed) {
+    if (!t.mixed && !t.local) {
         int k = t.cls[0];
         if (x->n_pure[k] == x->cap_pure[k]) {
             x->cap_pure[k] = x->cap_pure[k] ? 2 * x->cap_pure[k] : 32;
@@ -158,13 +159,29 @@ static void add_template_order(ah_search_ctx *x, const int *shape, int reversed)
     x->tpl[x->n_tpl++] = t;
 }
 
-static void add_template(ah_search_ctx *x, const int *shape) {
+/* Copies of a node-local template need, per stage, a node of its class with
+ * room for at least two copies; only where the plan spans nodes. */
+static int local_possible(const ah_search_ctx *x, const int *shape) {
+    if (x->level.single_node >= 0)
+        return 0;
+    for (int k = 0; k < x->K; k++)
+        if (shape[k] && (shape[k] > x->cls[k].n_nodes || x->cls[k].upn < 2))
+            return 0;
+    return 1;
+}
+
+/* The templates of a shape: its normal layout (normal = 1) and, where
+ * possible, its node-local one (local = 1), each in both class orders if mixed. */
+static void add_templates(ah_search_ctx *x, const int *shape, int normal, int local) {
     int classes = 0;
     for (int k = 0; k < x->K; k++)
         classes += shape[k] > 0;
-    add_template_order(x, shape, 0);
-    if (classes > 1)
-        add_template_order(x, shape, 1);
+    local = local && local_possible(x, shape);
+    for (int l = normal ? 0 : 1; l <= local; l++) {
+        add_template_order(x, shape, 0, l);
+        if (classes > 1)
+            add_template_order(x, shape, 1, l);
+    }
 }
 
 /* Mixed shapes: >= 2 classes, at most max_mixed_types classes, stages in
@@ -192,7 +209,7 @@ static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int cl
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
     (void)stages;
     (void)arg;
-    add_template(x, shape);
+    add_templates(x, shape, 1, 1);
 }
 
 static int mixed_limit(const ah_search_ctx *x) {
@@ -208,7 +225,7 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     for (int k = 0; k < x->K; k++) {
         for (int s = 1; s <= x->cls[k].units && s <= smax; s++) {
             shape[k] = s;
-            add_template(x, shape);
+            add_templates(x, shape, 1, 1);
         }
         shape[k] = 0;
     }
@@ -224,7 +241,7 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
 /* Micro-batches a copy of template t can run with its pipeline done within P
  * (saturated at M); 0 if its tail exceeds max_tail. */
 static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns P, ah_ns max_tail) {
-    if (t->tail > max_tail || P < t->A)
+    if (t->local || t->tail > max_tail || P < t->A)
         return 0;
     if (t->B == 0)
         return x->M;
@@ -348,6 +365,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     ah_ns v1 = AH_NS_INF, hiP = AH_NS_INF;
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
+        if (t->local)
+            continue;
         ah_ns v = ah_replica_time(t->A, t->B, t->tail1, x->M);
         if (v < v1) {
             v1 = v;
@@ -376,7 +395,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     ah_ns P_all = bisect_P(x, 0, hiP, AH_NS_INF, &w, offset);
     int n_tails = 0;
     for (int i = 0; i < x->n_tpl; i++)
-        tails[n_tails++] = x->tpl[i].tail;
+        if (!x->tpl[i].local)
+            tails[n_tails++] = x->tpl[i].tail;
     qsort(tails, (size_t)n_tails, sizeof(ah_ns), cmp_ns);
     ah_ns best = v1, bestP = -1, bestS = -1;
     int mt;
@@ -395,8 +415,33 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         bestP = P;
         bestS = S;
     }
+    /* Node-local plans: R copies of one local template, micro-batches split
+     * evenly, each layer's gradient reduced inside one node (exact ring). */
+    int best_local = -1, best_R = 0;
+    for (int i = 0; i < x->n_tpl; i++) {
+        const ah_template *t = &x->tpl[i];
+        if (!t->local)
+            continue;
+        int rmax = 1 << 30;
+        for (int k = 0; k < x->K; k++)
+            if (t->shape[k] && x->cls[k].upn < rmax)
+                rmax = x->cls[k].upn;
+        for (int R = 2; R <= rmax && R <= x->M; R++) {
+            ah_ns v = ah_replica_time(t->A, t->B, ah_local_tail(x, t, R), (x->M + R - 1) / R);
+            if (v < best) {
+                best = v;
+                best_local = i;
+                best_R = R;
+            }
+        }
+    }
     int cap = 0;
-    if (bestP < 0) {
+    if (best_local >= 0) {
+        sol->value = best;
+        sol->local_R = best_R;
+        for (int r = 0; r < best_R; r++)
+            push(sol, best_local, x->M / best_R + (r < x->M % best_R), &cap);
+    } else if (bestP < 0) {
         sol->value = v1;
         sol->single = 1;
         push(sol, best1, x->M, &cap);
@@ -482,7 +527,7 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
      * A pays both directions of each, and the window of all stages bounds
      * the period: B >= (sum w + 2 sum c) / S */
     ah_template t;
-    t.n_stages = 0;
+    memset(&t, 0, sizeof t); /* normal layout: its sends are the fewest inter-node ones */
     for (int k = 0; k < x->K; k++)
         for (int i = 0; i < shape[k]; i++)
             t.cls[t.n_stages++] = k;
@@ -538,12 +583,17 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
             break;
         useful = val >= x->M;
     }
-    if (!useful) {
+    /* R node-local copies: the slowest runs ceil(M/R) micro-batches; its
+     * in-node all-reduce is not bounded below by sync0, only by 0 */
+    int useful_local = 0;
+    for (int R = 2; R <= 64 && R <= x->M && !useful_local; R++)
+        useful_local = ah_replica_time(lbA, lbB, tail1, (x->M + R - 1) / R) < v->bound;
+    if (!useful && !useful_local) {
         x->pruned++;
         return;
     }
     int before = x->n_tpl;
-    add_template(x, shape);
+    add_templates(x, shape, useful, useful_local);
     v->added += x->n_tpl - before;
 }
 

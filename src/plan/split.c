@@ -329,7 +329,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
     const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
     int inter = 1;
-    if (t->cls[j] == t->cls[j + 1]) {
+    if (!t->local && t->cls[j] == t->cls[j + 1]) {
         /* Position of stage j inside its run of same-class stages: runs are
          * placed in whole-node chunks of `upn` units, so only chunk edges cross. */
         int q = 0;
@@ -456,6 +456,18 @@ done:
     free(co);
     free(diff);
     return rc;
+}
+
+ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
+    ah_ns xs[AH_MAX_STAGES], bw[AH_MAX_STAGES], c[AH_MAX_STAGES];
+    for (int j = 0, a = 0; j < t->n_stages; a = t->ends[j], j++) {
+        const ah_class *cl = &x->cls[t->cls[j]];
+        xs[j] = ah_range(cl->lt.upd, a, t->ends[j]) +
+                ah_local_sync_ns(&x->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs, x->o);
+        bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
+        c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
+    }
+    return ah_pipeline_tail(xs, bw, c, t->n_stages);
 }
 
 int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
