@@ -32,6 +32,19 @@ static const peer_pool PEERS[] = {
      "bench/peer-plans/metis-opt350-16xA100-16xV100.json"},
     {"opt-350m", "8x4xA100-40G,24x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
      "bench/peer-plans/metis-opt350-32xA100-96xV100.json"},
+    /* pools the planner was not developed on (Metis run for this benchmark) */
+    {"opt-350m", "8x4xA100-40G,8x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
+     "bench/peer-plans/metis-opt350-32xA100-32xV100.json"},
+    {"opt-350m", "16x4xA100-40G,16x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
+     "bench/peer-plans/metis-opt350-64xA100-64xV100.json"},
+    {"opt-350m", "2x4xA100-40G,6x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
+     "bench/peer-plans/metis-opt350-8xA100-24xV100.json"},
+    {"opt-350m", "12x4xA100-40G,4x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
+     "bench/peer-plans/metis-opt350-48xA100-16xV100.json"},
+    {"opt-350m", "8x4xA100-40G", OPT, GCP, 1024, 2048, "Metis", "bench/peer-plans/metis-opt350-32xA100.json"},
+    {"opt-350m", "16x4xV100-16G", OPT, GCP, 1024, 2048, "Metis", "bench/peer-plans/metis-opt350-64xV100.json"},
+    {"opt-350m", "32x4xA100-40G,96x4xV100-16G", OPT, GCP, 1024, 2048, "Metis",
+     "bench/peer-plans/metis-opt350-128xA100-384xV100.json"},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])
 

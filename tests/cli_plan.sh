@@ -68,6 +68,36 @@ $BIN plan --model gpt-neo-2.7b --cluster 2x8xA100-40G,1x8xV100-16G --profile "$F
   --global-batch 128 --quiet --json "$TMP/s.json" || fail "plan with the Sailor profile failed"
 jq -e '.profile_source | startswith("measured")' "$TMP/s.json" >/dev/null || fail "profile source not recorded"
 
+# a given configuration is reproduced exactly: --tp, --pp (lists too), --micro-batch
+$BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --tp 2 --pp 4 --micro-batch 1 \
+  --quiet --json "$TMP/fixed.json" || fail "plan --tp 2 --pp 4 exited non-zero"
+jq -e '.tp == 2 and .micro_batch == 1 and ([.replicas[].stages | length] | all(. == 4))' "$TMP/fixed.json" \
+  >/dev/null || fail "--tp 2 --pp 4 --micro-batch 1 not honoured"
+$BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --tp 1,2 --pp 2,8 --quiet \
+  --json "$TMP/lists.json" || fail "plan --tp 1,2 --pp 2,8 exited non-zero"
+jq -e '(.tp == 1 or .tp == 2) and ([.replicas[].stages | length] | all(. == 2 or . == 8))' "$TMP/lists.json" \
+  >/dev/null || fail "--tp/--pp lists not honoured"
+# --top K: distinct plans, ranked; --verify K: closed form vs simulation with a ranking summary
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --top 6 --verify 6 --quiet \
+  --json "$TMP/top.json" || fail "plan --top --verify exited non-zero"
+jq -e '(.top | length) >= 2 and ([.top[].iteration_time_s] | . == sort) and
+       ([.top[] | tostring] | unique | length) == (.top | length) and
+       (.verify_summary.kendall_tau >= -1) and (.verify_summary.worst_abs_error >= 0) and
+       (.verify | length) == (.top | length)' "$TMP/top.json" >/dev/null \
+  || fail "--top/--verify JSON: ranked distinct plans and a verify summary expected"
+# the planner's pick simulates no slower than Metis's plan on the peer pools (bench/peer-plans)
+PEER="$FIX/../../bench/peer-plans"
+$BIN plan --model opt-350m --cluster 4x4xA100-40G,4x4xV100-16G --global-batch 1024 --seq 2048 \
+  --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --quiet --json "$TMP/opt.json" \
+  || fail "plan on the 16+16 peer pool exited non-zero"
+$BIN simulate "$TMP/opt.json" --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --quiet \
+  --json "$TMP/opt.sim.json" || fail "simulate of the planner's pick failed"
+$BIN simulate "$PEER/metis-opt350-16xA100-16xV100.json" --devices "$PEER/gcp-devices.json" \
+  --profile "$FIX/sailor/OPT-350" --quiet --json "$TMP/metis.sim.json" || fail "simulate of the Metis plan failed"
+jq -en --slurpfile a "$TMP/opt.sim.json" --slurpfile b "$TMP/metis.sim.json" \
+  '$a[0].iteration_time_s <= $b[0].iteration_time_s' >/dev/null \
+  || fail "autohet's pick simulates slower than Metis's plan on 16 A100 + 16 V100"
+
 # bad input: one line, exit 2
 expect_error "unknown GPU type 'B200'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
 expect_error "unknown model" -- $BIN plan --model gpt5 --cluster 1x8xA100-40G --global-batch 8
@@ -83,6 +113,9 @@ expect_error "layers" -- $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G --pr
 expect_error "global-batch" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G
 expect_error "global-batch" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch abc
 expect_error "tp" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --tp 3
+expect_error "\-\-tp '1,,2'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --tp 1,,2
+expect_error "\-\-pp 40" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --pp 40
+expect_error "needs at least 32 GPUs" -- $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --pp 4 --tp 8
 expect_error "unknown or incomplete option" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --frobnicate
 expect_error "unknown command" -- $BIN frobnicate
 

@@ -20,5 +20,7 @@ int cli_bad_input(const char *cmd, const char *msg);
 /* Strict integer / number parsing of option values. */
 int cli_parse_int(const char *s, int *out);
 int cli_parse_double(const char *s, double *out);
+/* "4" or "1,2,4": up to max integers; returns the count, or -1 (empty item, junk, too many). */
+int cli_parse_int_list(const char *s, int *out, int max);
 
 #endif

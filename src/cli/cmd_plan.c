@@ -15,7 +15,7 @@
 static void plan_usage(FILE *f) {
     fprintf(f,
             "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
-            "                    --global-batch G [--seq S] [--micro-batch B] [--tp T]\n"
+            "                    --global-batch G [--seq S] [--micro-batch B] [--tp T[,T..]] [--pp S[,S..]]\n"
             "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
             "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
             "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
@@ -29,7 +29,10 @@ static void plan_usage(FILE *f) {
             "  --global-batch   sequences per iteration\n"
             "  --seq            sequence length (default 2048)\n"
             "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
-            "  --tp             fix the tensor-parallel degree (default: best of 1,2,4,8)\n"
+            "  --tp T[,T..]     tensor-parallel degrees allowed, e.g. 2 or 1,2 (default: best of 1,2,4,8)\n"
+            "  --pp S[,S..]     pipeline depths allowed for every replica, e.g. 4 or 2,4 (default: any\n"
+            "                   depth up to --max-stages); with --tp and --micro-batch this reproduces a\n"
+            "                   given configuration\n"
             "  --recompute      activation recomputation (default none)\n"
             "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
             "                   JSON (default: the analytic roofline model)\n"
@@ -39,8 +42,10 @@ static void plan_usage(FILE *f) {
             "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
             "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
             "  --mem-reserve    GiB kept free per GPU (default 2)\n"
-            "  --max-stages     deepest pipeline considered (default 32)\n"
-            "  --max-mixed-stages / --max-mixed-types   size of mixed-type pipelines (default 8 / 3)\n"
+            "  --max-stages     deepest pipeline of one GPU type considered (default 32)\n"
+            "  --max-mixed-stages N   deepest pipeline mixing 2 GPU types (default 32; 3 or more types:\n"
+            "                   8 stages at most)\n"
+            "  --max-mixed-types N    most GPU types in one pipeline (default 3)\n"
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
             "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
             "                   and which plan wins under simulation\n"
@@ -58,6 +63,7 @@ enum {
     OPT_SEQ,
     OPT_MB,
     OPT_TP,
+    OPT_PP,
     OPT_RECOMPUTE,
     OPT_PROFILE,
     OPT_DEVICES,
@@ -82,6 +88,7 @@ static const struct option plan_opts[] = {
     {"seq", required_argument, 0, OPT_SEQ},
     {"micro-batch", required_argument, 0, OPT_MB},
     {"tp", required_argument, 0, OPT_TP},
+    {"pp", required_argument, 0, OPT_PP},
     {"recompute", required_argument, 0, OPT_RECOMPUTE},
     {"profile", required_argument, 0, OPT_PROFILE},
     {"devices", required_argument, 0, OPT_DEVICES},
@@ -233,9 +240,26 @@ int cmd_plan(int argc, char **argv) {
                 return rc;
             break;
         case OPT_TP:
-            if ((rc = int_opt("--tp", optarg, 1, &o.tp)))
-                return rc;
+        case OPT_PP: {
+            int v[64], n = cli_parse_int_list(optarg, v, 64);
+            const char *flag = c == OPT_TP ? "--tp" : "--pp";
+            char msg[160];
+            for (int i = 0; i < n; i++)
+                if (v[i] < 1 || v[i] > 64)
+                    n = -1;
+            if (n < 1) {
+                snprintf(msg, sizeof msg, "%s '%s': expected an integer or a comma list of integers in 1..64",
+                         flag, optarg);
+                return cli_bad_input("plan", msg);
+            }
+            for (int i = 0; i < n; i++) {
+                if (c == OPT_TP)
+                    o.tp_mask |= v[i] < 32 ? 1u << v[i] : 1u << 31;
+                else
+                    o.pp_mask |= 1ull << (v[i] - 1);
+            }
             break;
+        }
         case OPT_MAXST:
             if ((rc = int_opt("--max-stages", optarg, 1, &o.max_stages)))
                 return rc;

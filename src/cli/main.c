@@ -64,6 +64,26 @@ int cli_parse_int(const char *s, int *out) {
     return 0;
 }
 
+int cli_parse_int_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item || n == max)
+            return -1; /* an empty item ("1,,2", a trailing comma) is an error, not skipped */
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (cli_parse_int(item, &out[n]) != 0)
+            return -1;
+        n++;
+        if (!comma)
+            return n;
+        p = comma + 1;
+    }
+}
+
 int cli_parse_double(const char *s, double *out) {
     char *end;
     errno = 0;

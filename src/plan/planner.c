@@ -14,7 +14,7 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
             maxg = c->nodes[i].gpus;
     for (int i = 0; i < 4; i++) {
         int t = all[i];
-        if (o->tp && t != o->tp)
+        if ((o->tp && t != o->tp) || (o->tp_mask && !(o->tp_mask & (1u << t))))
             continue;
         if (t > maxg || m->n_heads % t || m->n_kv_heads % t)
             continue;
@@ -76,6 +76,26 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
             return -1;
         }
     }
+    for (int t = 0; t < 32; t++) {
+        if (!(o->tp_mask & (1u << t)))
+            continue;
+        if (t != 1 && t != 2 && t != 4 && t != 8) {
+            snprintf(err, errlen, "--tp %d: tensor-parallel degree must be 1, 2, 4 or 8", t);
+            return -1;
+        }
+        if (m->n_heads % t || m->n_kv_heads % t) {
+            snprintf(err, errlen, "--tp %d does not divide the model's %d attention heads (%d KV heads)", t,
+                     m->n_heads, m->n_kv_heads);
+            return -1;
+        }
+    }
+    int L = ah_model_num_layers(m);
+    for (int s = 1; s <= 64; s++)
+        if (((o->pp_mask >> (s - 1)) & 1) && (s > L || s > o->max_stages)) {
+            snprintf(err, errlen, "--pp %d: a pipeline has at most %d stages here (%d layers, --max-stages %d)",
+                     s, L < o->max_stages ? L : o->max_stages, L, o->max_stages);
+            return -1;
+        }
     if (o->max_stages < 1 || o->max_stages > AH_MAX_STAGES) {
         snprintf(err, errlen, "max stages must be within 1..%d", AH_MAX_STAGES);
         return -1;
@@ -216,7 +236,28 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
                     xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
     }
     if (rc == 0 && best < 0) {
-        no_fit_message(m, c, prof, o, err, errlen);
+        int tmin = 0, smin = 0;
+        for (int t = 1; t <= 8 && !tmin; t *= 2)
+            if (!o->tp_mask || (o->tp_mask & (1u << t)))
+                tmin = o->tp ? o->tp : t;
+        for (int s = 1; s <= 64 && !smin; s++)
+            if ((o->pp_mask >> (s - 1)) & 1)
+                smin = s;
+        if (o->pp_mask && tmin * smin > ah_cluster_total_gpus(c)) {
+            snprintf(err, errlen,
+                     "--pp %d with --tp %d needs at least %d GPUs for one replica (TP x stages); the cluster has %d",
+                     smin, tmin, tmin * smin, ah_cluster_total_gpus(c));
+        } else if (o->tp_mask || o->pp_mask) {
+            /* say what the limits cost: the leanest plan without them */
+            ah_plan_options free_o = *o;
+            free_o.tp_mask = 0;
+            free_o.pp_mask = 0;
+            char why[400];
+            no_fit_message(m, c, prof, &free_o, why, sizeof why);
+            snprintf(err, errlen, "no plan with the given --tp/--pp fits this cluster (GPU count or memory); "
+                     "without those limits: %s", why);
+        } else
+            no_fit_message(m, c, prof, o, err, errlen);
         rc = -1;
     }
     *n_out = 0;

@@ -122,6 +122,11 @@ void ah_search_ctx_free(ah_search_ctx *x) {
 
 /* ---- templates --------------------------------------------------------- */
 
+/* --pp: only pipelines of the listed depths. */
+static int depth_allowed(const ah_plan_options *o, int stages) {
+    return !o->pp_mask || (stages <= 64 && ((o->pp_mask >> (stages - 1)) & 1));
+}
+
 /* A template of this shape with its stages in canonical class order or, for
  * a mixed shape, in the reverse order (reversed = 1): the class holding most
  * gradient then sits at the end, where its all-reduce overlaps the drain. */
@@ -207,9 +212,9 @@ static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int cl
 }
 
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
-    (void)stages;
     (void)arg;
-    add_templates(x, shape, 1, 1);
+    if (depth_allowed(x->o, stages))
+        add_templates(x, shape, 1, 1);
 }
 
 static int mixed_limit(const ah_search_ctx *x) {
@@ -225,7 +230,8 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     for (int k = 0; k < x->K; k++) {
         for (int s = 1; s <= x->cls[k].units && s <= smax; s++) {
             shape[k] = s;
-            add_templates(x, shape, 1, 1);
+            if (depth_allowed(x->o, s))
+                add_templates(x, shape, 1, 1);
         }
         shape[k] = 0;
     }
@@ -548,8 +554,9 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
 }
 
 static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
-    (void)stages;
     expand_env *v = arg;
+    if (!depth_allowed(x->o, stages))
+        return;
     ah_ns lbA, lbB;
     bounds_for(x, v, shape, &lbA, &lbB);
     /* The tail of a pipeline is at least its first stage's sync + optimizer
