@@ -41,8 +41,8 @@ typedef struct {
     int micro_batches;
     /* Filled by ah_plan_evaluate: */
     double fill_drain_s; /* A: one micro-batch through all stages, fwd + bwd, with sends */
-    double bottleneck_s; /* B: slowest stage fwd + bwd */
-    double tail_s;       /* gradient sync + optimizer after the flush (max over stages) */
+    double bottleneck_s; /* B: steady-state 1F1B period per micro-batch, sends included (>= slowest stage) */
+    double tail_s;       /* gradient sync + optimizer left after the flush (max over stages, drain deducted) */
     double time_s;       /* pipeline flush: A + (m - 1) B (iteration = max time_s + max tail_s) */
     int bottleneck_stage;
 } ah_replica;

@@ -88,8 +88,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
     fprintf(f, "  * = bottleneck stage (slowest fwd+bwd of the slowest replica)%s\n",
             over ? "; ! = over GPU memory capacity" : "");
 
-    fprintf(f, "\nReplica pipelines (flush = fill/drain + (m-1) x bottleneck), then their tail (sync + "
-               "optimizer):\n");
+    fprintf(f, "\nReplica pipelines (flush = fill/drain + (m-1) x steady-state period, sends included), then "
+               "their tail\n(sync + optimizer left after the flush, the drain they overlap deducted; "
+               "docs/cost-model.md):\n");
     double max_tail = 0, max_flush = 0;
     for (int r = 0; r < p->n_replicas; r++) {
         const ah_replica *rep = &p->replicas[r];
