@@ -48,7 +48,9 @@ typedef struct {
 } ah_replica;
 
 typedef struct {
-    int tp;           /* 0 = search {1,2,4,8} */
+    int tp;           /* 0 = search {1,2,4,8} (or those in tp_mask) */
+    unsigned tp_mask; /* bit t: TP degree t allowed (0 = any); --tp 1,2 */
+    unsigned long long pp_mask; /* bit s-1: pipelines of s stages allowed (0 = any up to max_stages); --pp */
     int micro_batch;  /* 0 = search {1,2,4,8} */
     int global_batch; /* sequences per iteration */
     ah_train_settings train;
