@@ -135,6 +135,9 @@ static void row(FILE *md, const char *model, const char *cluster, int gpus, cons
                 100 * (v->pick_sim / v->best_sim - 1), v->plan_s, peer ? vs : "-");
 }
 
+/* cost-model options of every run (--precision, --p2p, --dist-optimizer) */
+static ah_train_settings g_train;
+
 static int run_one(FILE *md, const char *model, const char *cluster, const char *profile, const char *devices,
                    int gb, int seq, int k, const char *peer, const char *peer_plan, double *worst_all,
                    double *tau_min) {
@@ -159,6 +162,7 @@ static int run_one(FILE *md, const char *model, const char *cluster, const char 
     ah_plan_options o;
     ah_plan_options_default(&o);
     o.global_batch = gb;
+    o.train = g_train;
     o.train.seq = seq;
     verdict v;
     ah_plan pick;
@@ -166,7 +170,13 @@ static int run_one(FILE *md, const char *model, const char *cluster, const char 
     double peer_sim = 0;
     if (rc == 0 && peer_plan) {
         ah_plan pp;
-        if (ah_plan_read_json(peer_plan, &pp, err, sizeof err) != 0 ||
+        int rd = ah_plan_read_json(peer_plan, &pp, err, sizeof err);
+        if (rd == 0) { /* the peer plan at the same cost-model options */
+            pp.train.precision = g_train.precision;
+            pp.train.p2p = g_train.p2p;
+            pp.train.dist_optimizer = g_train.dist_optimizer;
+        }
+        if (rd != 0 ||
             (peer_sim = simulate(&pp, prof, &o, err, sizeof err)) < 0) {
             fprintf(stderr, "%s: %s\n", peer_plan, err);
             rc = -1;
@@ -188,14 +198,29 @@ static int run_one(FILE *md, const char *model, const char *cluster, const char 
 
 int main(int argc, char **argv) {
     int k = 20;
-    const char *mdpath = NULL;
+    const char *mdpath = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--top") && i + 1 < argc)
             k = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            if (ah_precision_parse(argv[++i], &g_train.precision) != 0) {
+                fprintf(stderr, "verify_bench: --precision: expected bf16, fp16 or fp32\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--p2p") && i + 1 < argc) {
+            if (ah_p2p_mode_parse(argv[++i], &g_train.p2p) != 0) {
+                fprintf(stderr, "verify_bench: --p2p: expected overlapped or blocking\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--dist-optimizer"))
+            g_train.dist_optimizer = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else if (!strcmp(argv[i], "--markdown") && i + 1 < argc)
             mdpath = argv[++i];
         else {
-            fprintf(stderr, "usage: verify_bench [--top K] [--markdown FILE]\n");
+            fprintf(stderr, "usage: verify_bench [--top K] [--markdown FILE] [--precision bf16|fp16|fp32]\n"
+                            "                    [--p2p overlapped|blocking] [--dist-optimizer] [--only CLUSTER]\n");
             return 2;
         }
     }
@@ -218,11 +243,15 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (size_t p = 0; p < N_PEERS && rc == 0; p++) {
         const peer_pool *q = &PEERS[p];
+        if (only && strcmp(only, q->cluster))
+            continue;
         rc = run_one(md, q->model, q->cluster, q->profile, q->devices, q->global_batch, q->seq, k, q->peer,
                      q->peer_plan, &worst, &tau_min);
     }
     for (size_t s = 0; s < N_SCEN && rc == 0; s++) {
         const scenario *sc = &SCENARIOS[s];
+        if (only && strcmp(only, sc->cluster))
+            continue;
         rc = run_one(md, sc->model, sc->cluster, sc->profile, NULL, sc->global_batch, sc->seq, k, NULL, NULL,
                      &worst, &tau_min);
     }

@@ -116,7 +116,29 @@ expect_error "tp" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global
 expect_error "\-\-tp '1,,2'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --tp 1,,2
 expect_error "\-\-pp 40" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --pp 40
 expect_error "needs at least 32 GPUs" -- $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --pp 4 --tp 8
+expect_error "\-\-precision" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --precision fp64
+expect_error "\-\-p2p" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --p2p sometimes
 expect_error "unknown or incomplete option" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --frobnicate
+
+# cost-model options: recorded in the plan document, absent = bf16 / overlapped / replicated
+$BIN plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --quiet --json "$TMP/o0.json" || fail "plan (defaults)"
+jq -e '.train.precision == "bf16" and .train.p2p == "overlapped" and .train.dist_optimizer == false' \
+  "$TMP/o0.json" >/dev/null || fail "default train.precision / p2p / dist_optimizer not written"
+$BIN plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --quiet --json "$TMP/o1.json" \
+  --precision fp32 --p2p blocking --dist-optimizer --recompute full || fail "plan --precision fp32 --p2p blocking"
+jq -e '.train.precision == "fp32" and .train.p2p == "blocking" and .train.dist_optimizer == true' \
+  "$TMP/o1.json" >/dev/null || fail "train.precision / p2p / dist_optimizer not recorded"
+jq -e '.hw_tflops_per_gpu > .tflops_per_gpu' "$TMP/o1.json" >/dev/null \
+  || fail "hardware TFLOP/s must count the recomputed forward"
+jq -e '.iteration_time_s > 1.5 * input.iteration_time_s' "$TMP/o1.json" "$TMP/o0.json" >/dev/null \
+  || fail "fp32 (TF32 peak, 4-byte elements) should be much slower than bf16"
+jq 'del(.train.precision, .train.p2p, .train.dist_optimizer)' "$TMP/o0.json" >"$TMP/o0old.json"
+$BIN simulate "$TMP/o0old.json" --quiet --json "$TMP/o0old.sim.json" || fail "a plan without the new fields must read"
+$BIN plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --p2p blocking | grep -q "p2p blocking" \
+  || fail "the table names the p2p mode"
+$BIN plan --help | grep -q -- "--precision      training precision (default bf16)" || fail "--help lists --precision"
+$BIN plan --help | grep -q -- "--p2p .*(default" || fail "--help lists --p2p"
+$BIN plan --help | grep -q -- "--dist-optimizer" || fail "--help lists --dist-optimizer"
 expect_error "unknown command" -- $BIN frobnicate
 
 [ $fails -eq 0 ] && echo "cli_plan: all checks passed"

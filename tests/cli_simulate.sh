@@ -59,6 +59,15 @@ expect_error "missing.json" -- $BIN simulate "$TMP/missing.json"
 head -c 300 "$TMP/p.json" >"$TMP/cut.json"
 expect_error "cut.json" -- $BIN simulate "$TMP/cut.json"
 expect_error "schedule" -- $BIN simulate "$TMP/p.json" --schedule zigzag
+expect_error "\-\-precision" -- $BIN simulate "$TMP/p.json" --precision fp8
+expect_error "\-\-p2p" -- $BIN simulate "$TMP/p.json" --p2p eventually
+$BIN simulate --help | grep -q -- "--p2p" || fail "--help lists --p2p"
+$BIN simulate --help | grep -q -- "--precision" || fail "--help lists --precision"
+# blocking sends can only slow the same plan down
+$BIN simulate "$TMP/p.json" --quiet --json "$TMP/ov.json" || fail "simulate overlapped"
+$BIN simulate "$TMP/p.json" --quiet --p2p blocking --json "$TMP/bl.json" || fail "simulate --p2p blocking"
+jq -e '.iteration_time_s >= input.iteration_time_s' "$TMP/bl.json" "$TMP/ov.json" >/dev/null \
+  || fail "blocking sends simulated faster than overlapped ones"
 expect_error "PLAN.json" -- $BIN simulate
 [ $fails -eq 0 ] && echo "cli_simulate: all checks passed"
 exit $fails

@@ -124,7 +124,7 @@ static void test_profile_uses_gemm_model(void **state) {
     (void)state;
     ah_profile *p = ah_profile_analytic();
     ah_model_config m = model("gpt3-13b");
-    ah_train_settings ts = {2048, AH_RECOMPUTE_NONE};
+    ah_train_settings ts = {.seq = 2048, .recompute = AH_RECOMPUTE_NONE};
     ah_device d = *ah_device_find("A100-40G");
     ah_layer_cost a, b;
     char err[256];

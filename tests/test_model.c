@@ -117,7 +117,7 @@ static void test_tiny_gpt_params_and_flops(void **state) {
     assert_double_equal(ah_layer_fwd_flops(&m, AH_LAYER_EMBED, 3, 2), 0, 0);
     /* per sequence (b=1): 3 * (2 blocks * 1296 + head 240) */
     assert_double_equal(ah_model_flops_per_sequence(&m, 3), 3 * (2 * 1296 + 240), 0);
-    assert_double_equal(ah_model_p2p_bytes(&m, 3, 2), 2 * 2 * 3 * 4, 0);
+    assert_double_equal(ah_model_p2p_bytes(&m, 3, 2, AH_PRECISION_BF16), 2 * 2 * 3 * 4, 0);
 }
 
 static void test_tiny_llama_params_and_flops(void **state) {
@@ -161,22 +161,22 @@ static void test_activation_bytes_hand(void **state) {
     /* h=4096, a=32, s=2048, b=1, t=8: sbh = 8388608 and 5as/(ht) = 10 */
     ah_model_config m = preset("gpt3-6.7b");
     const double sbh = 8388608.0;
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_NONE),
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_NONE, AH_PRECISION_BF16),
                         sbh * (10 + 3 + 10), 0);
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE), sbh * 13,
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE, AH_PRECISION_BF16), sbh * 13,
                         0);
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_FULL), 2 * sbh, 0);
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_EMBED, 2048, 1, 8, AH_RECOMPUTE_NONE), 2 * sbh, 0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_FULL, AH_PRECISION_BF16), 2 * sbh, 0);
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_EMBED, 2048, 1, 8, AH_RECOMPUTE_NONE, AH_PRECISION_BF16), 2 * sbh, 0);
     /* 2sbh + 4*s*b*V/t = 16777216 + 4*2048*50257/8 */
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_HEAD, 2048, 1, 8, AH_RECOMPUTE_NONE),
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_HEAD, 2048, 1, 8, AH_RECOMPUTE_NONE, AH_PRECISION_BF16),
                         16777216.0 + 51463168.0, 0);
     /* Korthikanti's 34 + 5as/h at t=1 */
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 1, AH_RECOMPUTE_NONE),
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 1, AH_RECOMPUTE_NONE, AH_PRECISION_BF16),
                         sbh * (34 + 80), 0);
 
     /* LLaMA-2-7B: MLP share (5 + 19*11008/(4*4096))/8 = 2.220703125 */
     m = preset("llama2-7b");
-    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE),
+    assert_double_equal(ah_layer_act_bytes(&m, AH_LAYER_BLOCK, 2048, 1, 8, AH_RECOMPUTE_SELECTIVE, AH_PRECISION_BF16),
                         102514688.0, 0);
 }
 

@@ -86,6 +86,9 @@ static void build_plan(ah_plan *p) {
     assert_int_equal(ah_model_preset("gpt3-6.7b", &p->model), 0);
     p->train.seq = 2048;
     p->train.recompute = AH_RECOMPUTE_SELECTIVE;
+    p->train.precision = AH_PRECISION_FP32;
+    p->train.p2p = AH_P2P_BLOCKING;
+    p->train.dist_optimizer = 1;
     int rc = ah_cluster_parse_shorthand("1x8xH800,2x8xA100-40G@200:spot", &p->cluster, err, sizeof err);
     if (rc != 0)
         fail_msg("ah_cluster_parse_shorthand: %s", err);
@@ -173,6 +176,9 @@ static void assert_plan_equal(const ah_plan *a, const ah_plan *b) {
     /* train */
     assert_int_equal(a->train.seq, b->train.seq);
     assert_int_equal(a->train.recompute, b->train.recompute);
+    assert_int_equal(a->train.precision, b->train.precision);
+    assert_int_equal(a->train.p2p, b->train.p2p);
+    assert_int_equal(a->train.dist_optimizer, b->train.dist_optimizer);
     /* cluster */
     assert_int_equal(a->cluster.n_nodes, b->cluster.n_nodes);
     for (int i = 0; i < a->cluster.n_nodes; i++) {
@@ -816,7 +822,7 @@ static void test_table(void **state) {
     assert_non_null(strstr(buf, "Predicted iteration time: 1.2346 s"));
     assert_non_null(strstr(buf, "MFU:"));
     assert_non_null(strstr(buf, "31.4%"));
-    assert_non_null(strstr(buf, "model FLOPs = 3x forward"));
+    assert_non_null(strstr(buf, "(model, 3x fwd); ") && strstr(buf, "(hardware, with recomputation)"));
     assert_non_null(strstr(buf, "replica 1 stage 2"));
     /* exactly one stage row carries the '*' marker: replica 1's third stage,
      * on the second A100 node, layers [24,34) */

@@ -56,7 +56,7 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
             c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
             sum += w[q];
         }
-        ah_ns B = ah_pipeline_period(w, c, S), tail = ah_pipeline_tail(xs, bw, c, S);
+        ah_ns B = ah_pipeline_period_mode(w, c, S, x->o->train.p2p), tail = ah_pipeline_tail(xs, bw, c, S);
         if (!best->found || B < best->B ||
             (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
             best->found = 1;
@@ -215,7 +215,7 @@ static const char *TYPES[3] = {"TA", "TB", "TC"};
 
 static void write_devices(const ah_model_config *m) {
     /* Memory is sized around the model so that it binds in many instances. */
-    double model_gib = ah_model_total_params(m) * AH_STATE_BYTES_PER_PARAM / (1024.0 * 1024 * 1024);
+    double model_gib = ah_model_total_params(m) * ah_state_bytes_per_param(AH_PRECISION_BF16, 1) / (1024.0 * 1024 * 1024);
     char path[] = "/tmp/ah_devXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -266,14 +266,15 @@ static void random_cluster(ah_cluster *c) {
     }
 }
 
-static void test_exhaustive_agreement(void **state) {
+/* variant 0: default cost-model options over `n_inst` instances; 1: blocking
+ * pipeline sends; 2: random precision, p2p mode and distributed optimizer. */
+static void run_exhaustive(int n_inst, int variant) {
     int local_plans = 0, colocated = 0;
-    (void)state;
     ah_profile *prof = ah_profile_analytic();
     int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0;
     long long plans = 0, templates_checked = 0, pruned = 0;
     int placement_gaps = 0;
-    for (int it = 0; it < 400; it++) {
+    for (int it = 0; it < n_inst; it++) {
         ah_model_config m;
         random_model(&m);
         write_devices(&m);
@@ -288,6 +289,13 @@ static void test_exhaustive_agreement(void **state) {
         o.max_mixed_stages = 8;
         o.max_mixed3_stages = 5;
         o.phase1_mixed_stages = 2; /* so that the bounded phase 2 is exercised */
+        if (variant == 1)
+            o.train.p2p = AH_P2P_BLOCKING;
+        else if (variant == 2) {
+            o.train.p2p = (ah_p2p_mode)rnd_int(0, 1);
+            o.train.precision = (ah_precision_mode)rnd_int(0, 2);
+            o.train.dist_optimizer = rnd_int(0, 1);
+        }
         int tps[8], mbs[8];
         ah_candidate_tps(&m, &c, &o, tps);
         ah_candidate_mbs(&o, mbs);
@@ -393,15 +401,16 @@ static void test_exhaustive_agreement(void **state) {
     }
     ah_profile_free(prof);
     ah_device_catalog_reset();
-    printf("  %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
+    printf("  variant %d: %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
            "shapes pruned by bounds; optimum has several replicas in %d, asymmetric replicas in %d, "
            "mixed-type stages in %d\n",
-           instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed);
+           variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed);
     /* the generator must exercise the interesting parts of the space */
+    int q = instances / 40; /* 10 at 400 instances */
     assert_true(fitted > instances / 3);
-    assert_true(multi_replica > 10);
-    assert_true(asymmetric > 5);
-    assert_true(with_mixed > 5);
+    assert_true(multi_replica > q);
+    assert_true(asymmetric > q / 2);
+    assert_true(with_mixed > q / 2);
     assert_true(pruned > 0);
     printf("  evaluated plan above the search optimum (placement hops) in %d instances, below it (co-located "
            "gradients) in %d; node-local optimum in %d sub-searches\n",
@@ -410,7 +419,28 @@ static void test_exhaustive_agreement(void **state) {
     assert_true(placement_gaps <= fitted / 20);
 }
 
+static void test_exhaustive_agreement(void **state) {
+    (void)state;
+    run_exhaustive(400, 0);
+}
+
+/* Blocking sends change the period (max_j w_j + c_{j-1} + c_j) that the
+ * split DP and the search optimise: the same exhaustive check. */
+static void test_exhaustive_blocking(void **state) {
+    (void)state;
+    run_exhaustive(200, 1);
+}
+
+/* Precision and the distributed optimizer change bytes, times and memory:
+ * search and enumerator must still agree. */
+static void test_exhaustive_options(void **state) {
+    (void)state;
+    run_exhaustive(200, 2);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
+                                       cmocka_unit_test(test_exhaustive_blocking),
+                                       cmocka_unit_test(test_exhaustive_options)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,7 @@ static const ah_device *roofline_device(const char *name) {
 
 static ah_layer_cost cost(const ah_profile *p, const ah_model_config *m, int seq, ah_recompute rc,
                           const ah_device *d, int layer, int tp, int mb) {
-    ah_train_settings ts = {seq, rc};
+    ah_train_settings ts = {.seq = seq, .recompute = rc};
     ah_layer_cost c;
     char err[512] = "";
     if (ah_profile_layer_cost(p, m, &ts, d, layer, tp, mb, &c, err, sizeof err) != 0)
@@ -68,7 +68,7 @@ static ah_layer_cost cost(const ah_profile *p, const ah_model_config *m, int seq
 static const char *cost_err(const ah_profile *p, const ah_model_config *m, int seq, const ah_device *d,
                             int layer, int tp, int mb) {
     static char err[512];
-    ah_train_settings ts = {seq, AH_RECOMPUTE_NONE};
+    ah_train_settings ts = {.seq = seq, .recompute = AH_RECOMPUTE_NONE};
     ah_layer_cost c;
     err[0] = '\0';
     assert_int_equal(ah_profile_layer_cost(p, m, &ts, d, layer, tp, mb, &c, err, sizeof err), -1);

@@ -25,22 +25,51 @@ typedef struct {
 
 typedef enum { AH_RECOMPUTE_NONE = 0, AH_RECOMPUTE_SELECTIVE = 1, AH_RECOMPUTE_FULL = 2 } ah_recompute;
 
-/* Training settings that change cost and memory. */
+/* Training precision: bf16 / fp16 mixed precision (half-precision weights,
+ * activations and GEMMs; fp32 gradients, master weights and Adam) or plain
+ * fp32 (GEMMs at the device's fp32_tflops: TF32 tensor cores on Ampere and
+ * later). docs/cost-model.md, "Precision". */
+typedef enum { AH_PRECISION_BF16 = 0, AH_PRECISION_FP16 = 1, AH_PRECISION_FP32 = 2 } ah_precision_mode;
+/* Pipeline sends: on their own stream, overlapping compute (default), or
+ * blocking: a send occupies the sender's compute stream until it completes. */
+typedef enum { AH_P2P_OVERLAPPED = 0, AH_P2P_BLOCKING = 1 } ah_p2p_mode;
+
+/* Training settings that change cost and memory. Zero = the defaults
+ * (bf16, overlapped sends, no distributed optimizer). */
 typedef struct {
-    int seq;                /* sequence length s */
-    ah_recompute recompute; /* activation recomputation */
+    int seq;                     /* sequence length s */
+    ah_recompute recompute;      /* activation recomputation */
+    ah_precision_mode precision; /* element sizes and GEMM peak */
+    ah_p2p_mode p2p;             /* pipeline sends overlapped or blocking */
+    int dist_optimizer;          /* optimizer state sharded over the data-parallel replicas */
 } ah_train_settings;
+
+/* Bytes per element / per parameter of one training precision: the one place
+ * these facts live (docs/cost-model.md, "Precision"). */
+typedef struct {
+    double elem;   /* activations, pipeline sends, TP all-reduces */
+    double weight; /* the weight copy the GEMMs read (and the dist-optimizer all-gather moves) */
+    double grad;   /* gradient as accumulated and reduced across replicas (fp32) */
+    double master; /* fp32 master copy of the weights (0 when the weights are fp32) */
+    double adam;   /* Adam m + v (fp32) */
+    double update; /* HBM traffic of the optimizer step per parameter */
+} ah_precision_bytes;
+const ah_precision_bytes *ah_precision_bytes_of(ah_precision_mode p);
+/* Training state per parameter with the optimizer state (master + Adam)
+ * sharded over `shards` replicas (1 = not sharded): weight + grad +
+ * (master + adam) / shards. bf16: 18 B unsharded, fp32: 16 B. */
+double ah_state_bytes_per_param(ah_precision_mode p, int shards);
+/* Bytes per parameter one GPU moves in the data-parallel gradient sync, at
+ * the large-R limit of a ring: all-reduce 2 x grad; distributed optimizer
+ * reduce-scatter of the gradients + all-gather of the weights, grad + weight. */
+double ah_dp_sync_bytes_per_param(ah_precision_mode p, int dist_optimizer);
+int ah_precision_parse(const char *s, ah_precision_mode *out);
+const char *ah_precision_name(ah_precision_mode p);
+int ah_p2p_mode_parse(const char *s, ah_p2p_mode *out);
+const char *ah_p2p_mode_name(ah_p2p_mode p);
 
 typedef enum { AH_LAYER_EMBED = 0, AH_LAYER_BLOCK = 1, AH_LAYER_HEAD = 2 } ah_layer_kind;
 
-/* Bytes of training state per parameter (bf16 mixed precision with fp32
- * master weights and Adam): 2 bf16 weight + 4 fp32 gradient + 4 fp32 master
- * + 4 Adam m + 4 Adam v. */
-#define AH_STATE_BYTES_PER_PARAM 18.0
-/* Gradient bytes per parameter moved by the data-parallel all-reduce (fp32). */
-#define AH_GRAD_BYTES_PER_PARAM 4.0
-/* Activation element size (bf16). */
-#define AH_ACT_BYTES 2.0
 
 /* Presets: 0 on success, -1 if the name is unknown. Names are case-insensitive. */
 int ah_model_preset(const char *name, ah_model_config *out);
@@ -70,10 +99,14 @@ double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, in
 /* Activation bytes one GPU keeps for one in-flight micro-batch of this layer
  * at TP degree tp (Korthikanti et al. 2022 accounting; see docs/cost-model.md). */
 double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp,
-                          ah_recompute rc);
+                          ah_recompute rc, ah_precision_mode prec);
 /* Bytes of the activation tensor sent between pipeline stages for one
- * micro-batch (b*s*h bf16), before any TP split. */
-double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb);
+ * micro-batch (b*s*h elements of the training precision), before any TP split. */
+double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb, ah_precision_mode prec);
+/* Hardware FLOPs per sequence: model FLOPs plus what recomputation redoes
+ * (full: the blocks' forward again, Megatron's 4x forward; selective: the
+ * blocks' attention core 4 b s^2 h again). */
+double ah_model_hw_flops_per_sequence(const ah_model_config *m, int seq, ah_recompute rc);
 /* Model FLOPs per iteration per sequence (fwd+bwd = 3x forward, no
  * recomputation counted): the convention behind reported TFLOP/s and MFU. */
 double ah_model_flops_per_sequence(const ah_model_config *m, int seq);

@@ -79,7 +79,8 @@ typedef struct {
     /* Filled by ah_plan_evaluate: */
     double iteration_time_s;
     double tokens_per_s;
-    double tflops_per_gpu; /* model FLOPs / time / GPUs used */
+    double tflops_per_gpu; /* model FLOPs (3x forward) / time / GPUs used */
+    double hw_tflops_per_gpu; /* hardware FLOPs (with recomputation) / time / GPUs used */
     double mfu;            /* achieved / sum of used GPUs' peak */
     int bottleneck_replica;
     int gpus_used, gpus_total;

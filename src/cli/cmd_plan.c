@@ -16,7 +16,8 @@ static void plan_usage(FILE *f) {
     fprintf(f,
             "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
             "                    --global-batch G [--seq S] [--micro-batch B] [--tp T[,T..]] [--pp S[,S..]]\n"
-            "                    [--recompute none|selective|full] [--profile PATH] [--devices FILE]\n"
+            "                    [--recompute none|selective|full] [--precision bf16|fp16|fp32]\n"
+            "                    [--p2p overlapped|blocking] [--dist-optimizer] [--profile PATH] [--devices FILE]\n"
             "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
             "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
             "                    [--max-mixed-types N] [--verify K] [--top K] [--comm-profile FILE] [--quiet]\n\n"
@@ -34,6 +35,13 @@ static void plan_usage(FILE *f) {
             "                   depth up to --max-stages); with --tp and --micro-batch this reproduces a\n"
             "                   given configuration\n"
             "  --recompute      activation recomputation (default none)\n"
+            "  --precision      training precision (default bf16): bf16/fp16 mixed precision (dense\n"
+            "                   half-precision peak, 2-byte activations, 18 B/param of state) or fp32\n"
+            "                   (TF32 tensor cores on Ampere and later, 4-byte activations, 16 B/param)\n"
+            "  --p2p            pipeline sends overlapped with compute on their own stream (default\n"
+            "                   overlapped) or blocking the sender's compute stream until they complete\n"
+            "  --dist-optimizer shard the fp32 master weights and Adam state over the data-parallel\n"
+            "                   replicas (Megatron --use-distributed-optimizer; default off)\n"
             "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
             "                   JSON (default: the analytic roofline model)\n"
             "  --devices        JSON file overriding/extending the GPU catalog\n"
@@ -65,6 +73,9 @@ enum {
     OPT_TP,
     OPT_PP,
     OPT_RECOMPUTE,
+    OPT_PRECISION,
+    OPT_P2P,
+    OPT_DISTOPT,
     OPT_PROFILE,
     OPT_DEVICES,
     OPT_BASELINE,
@@ -90,6 +101,9 @@ static const struct option plan_opts[] = {
     {"tp", required_argument, 0, OPT_TP},
     {"pp", required_argument, 0, OPT_PP},
     {"recompute", required_argument, 0, OPT_RECOMPUTE},
+    {"precision", required_argument, 0, OPT_PRECISION},
+    {"p2p", required_argument, 0, OPT_P2P},
+    {"dist-optimizer", no_argument, 0, OPT_DISTOPT},
     {"profile", required_argument, 0, OPT_PROFILE},
     {"devices", required_argument, 0, OPT_DEVICES},
     {"baseline", required_argument, 0, OPT_BASELINE},
@@ -276,6 +290,15 @@ int cmd_plan(int argc, char **argv) {
             if (ah_recompute_parse(optarg, &o.train.recompute) != 0)
                 return cli_bad_input("plan", "--recompute: expected none, selective or full");
             break;
+        case OPT_PRECISION:
+            if (ah_precision_parse(optarg, &o.train.precision) != 0)
+                return cli_bad_input("plan", "--precision: expected bf16, fp16 or fp32");
+            break;
+        case OPT_P2P:
+            if (ah_p2p_mode_parse(optarg, &o.train.p2p) != 0)
+                return cli_bad_input("plan", "--p2p: expected overlapped or blocking");
+            break;
+        case OPT_DISTOPT: o.train.dist_optimizer = 1; break;
         case OPT_PROFILE: profile_arg = optarg; break;
         case OPT_DEVICES: devices_arg = optarg; break;
         case OPT_BASELINE:

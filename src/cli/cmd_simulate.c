@@ -13,6 +13,7 @@ static void sim_usage(FILE *f) {
     fprintf(f,
             "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe] [--trace FILE] [--svg FILE]\n"
             "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
+            "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking]\n"
             "                        [--dp-serial] [--quiet]\n\n"
             "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
             "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
@@ -24,6 +25,10 @@ static void sim_usage(FILE *f) {
             "  --json       numbers: iteration time, per-GPU compute / exposed comm / idle / memory\n"
             "  --profile    per-layer profile to cost the plan with (default: the one the plan records)\n"
             "  --devices    GPU catalog override file\n"
+            "  --precision  training precision to cost the plan at (default: the plan's train.precision,\n"
+            "               bf16 when the plan has none)\n"
+            "  --p2p        pipeline sends overlapped with compute or blocking the sender's compute\n"
+            "               stream (default: the plan's train.p2p, overlapped when it has none)\n"
             "  --dp-serial  run each GPU's bucket all-reduces one at a time (one NCCL stream) instead\n"
             "               of concurrently; buckets of misaligned stages then wait for each other\n"
             "  --quiet      no summary on stdout\n\n"
@@ -50,11 +55,13 @@ int cmd_simulate(int argc, char **argv) {
         {"quiet", no_argument, 0, 'q'},
         {"dp-serial", no_argument, 0, 'S'},
         {"comm-profile", required_argument, 0, 'C'},
+        {"precision", required_argument, 0, 'P'},
+        {"p2p", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL;
-    int quiet = 0, c;
+    int quiet = 0, c, precision = -1, p2p = -1;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
     optind = 1;
     opterr = 0;
@@ -72,6 +79,20 @@ int cmd_simulate(int argc, char **argv) {
         case 'q': quiet = 1; break;
         case 'S': so.dp_serial = 1; break;
         case 'C': comm = optarg; break;
+        case 'P': {
+            ah_precision_mode pm;
+            if (ah_precision_parse(optarg, &pm) != 0)
+                return cli_bad_input("simulate", "--precision: expected bf16, fp16 or fp32");
+            precision = (int)pm;
+            break;
+        }
+        case 'B': {
+            ah_p2p_mode pm;
+            if (ah_p2p_mode_parse(optarg, &pm) != 0)
+                return cli_bad_input("simulate", "--p2p: expected overlapped or blocking");
+            p2p = (int)pm;
+            break;
+        }
         case 'h': sim_usage(stdout); return 0;
         default: {
             char msg[160];
@@ -89,6 +110,10 @@ int cmd_simulate(int argc, char **argv) {
     ah_plan plan;
     if (ah_plan_read_json(argv[optind], &plan, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);
+    if (precision >= 0)
+        plan.train.precision = (ah_precision_mode)precision;
+    if (p2p >= 0)
+        plan.train.p2p = (ah_p2p_mode)p2p;
     ah_profile *prof = profile_for(&plan, profile, err, sizeof err);
     if (!prof) {
         ah_plan_free(&plan);

@@ -172,7 +172,7 @@ double ah_calib_predict(const ah_calib_set *set, const ah_calib_params *prm, con
     d.efficiency = cls >= 0 ? prm->eff[cls] : prm->eff[0];
     d.slowdown = 1.0;
     const ah_model_config *m = &set->models[p->model];
-    ah_train_settings ts = {2048, AH_RECOMPUTE_NONE};
+    ah_train_settings ts = {.seq = 2048, .recompute = AH_RECOMPUTE_NONE};
     int layer = p->kind == AH_LAYER_EMBED ? 0 : p->kind == AH_LAYER_BLOCK ? 1 : m->n_layers + 1;
     ah_layer_cost lc;
     if (ah_analytic_layer_cost_prec_(m, &ts, &d, layer, p->tp, p->mb, AH_PREC_FP32, &prm->c, &lc, NULL, 0) != 0)

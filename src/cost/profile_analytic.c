@@ -36,10 +36,11 @@
  *   Recomputation applies to transformer blocks only: Megatron checkpoints
  *   the transformer layers, the embedding and the head are never recomputed.
  *
- * Optimizer step (Adam, bf16 params + fp32 master/m/v/grad): per parameter
- * it reads fp32 master, m, v, grad (16 B) and writes master, m, v (12 B) and
- * the bf16 weight (2 B), ~32 B/param with overheads; memory-bound:
- *     update_s = ah_layer_params(m, k) / t * 32 / bw
+ * Optimizer step (Adam), memory-bound: update_s = ah_layer_params(m, k) / t *
+ * U / bw with U the training precision's optimizer traffic per parameter
+ * (ah_precision_bytes_of: 32 B for bf16/fp16 mixed precision, 30 B for fp32).
+ * Precision: fp32 runs the GEMMs at fp32_tflops (TF32 tensor cores on Ampere
+ * and later) with 4-byte elements; bf16 and fp16 at peak_tflops, 2 bytes.
  *
  * Every time is multiplied by dev->slowdown (1 on real hardware; > 1 when the
  * engine emulates a slower GPU on one machine).
@@ -55,7 +56,6 @@
 #include "cost/profile_internal.h"
 
 #define AH_TP_ALLREDUCE_ALPHA_S 5e-6
-#define AH_UPDATE_BYTES_PER_PARAM 32.0
 
 static double ring_allreduce_s(double bytes, int t, double link_bps) {
     if (t <= 1)
@@ -78,7 +78,10 @@ static int layer_compute(const ah_model_config *m, int seq, const ah_device *dev
         ah_layer_compute_s(&env, m, k, seq, mb, tp, c);
         return 0;
     }
-    const double flops_rate = dev->peak_tflops * 1e12 * dev->efficiency;
+    /* fp32 on a device without an fp32 figure (the CPU devices, whose nominal
+     * peak is an fp32 one anyway): peak_tflops */
+    const double peak = prec == AH_PREC_FP32 && dev->fp32_tflops > 0 ? dev->fp32_tflops : dev->peak_tflops;
+    const double flops_rate = peak * 1e12 * dev->efficiency;
     if (!(flops_rate > 0.0) || !isfinite(flops_rate)) {
         ah_cost_err_(err, errlen, "device %s: peak_tflops * efficiency must be > 0", dev->name);
         return -1;
@@ -114,8 +117,11 @@ int ah_analytic_layer_cost_prec_(const ah_model_config *m, const ah_train_settin
     if (layer_compute(m, s, dev, prec, gc, k, tp, mb, &c, err, errlen) != 0)
         return -1;
 
-    /* The all-reduced activation has the training precision's element size. */
-    const double elem = prec == AH_PREC_FP32 ? 4.0 : AH_ACT_BYTES;
+    /* The all-reduced activation has the training precision's element size;
+     * the optimizer step's traffic is the training precision's (model.c). */
+    const ah_precision_bytes *pb =
+        ah_precision_bytes_of(prec == AH_PREC_FP32 ? AH_PRECISION_FP32 : ts->precision);
+    const double elem = pb->elem;
     const double ar = ring_allreduce_s(elem * (double)mb * (double)s * h, tp, link_bps);
     int n_fwd, n_bwd;
     switch (k) {
@@ -147,7 +153,7 @@ int ah_analytic_layer_cost_prec_(const ah_model_config *m, const ah_train_settin
     }
     out->tp_comm_fwd_s = n_fwd * ar * dev->slowdown;
     out->tp_comm_bwd_s = bwd_comm * dev->slowdown;
-    double update = ah_layer_params(m, k) / t * AH_UPDATE_BYTES_PER_PARAM / mem_bps;
+    double update = ah_layer_params(m, k) / t * pb->update / mem_bps;
 
     const double sd = dev->slowdown;
     out->fwd_s = fwd * sd;
@@ -164,6 +170,6 @@ int ah_analytic_layer_cost_prec_(const ah_model_config *m, const ah_train_settin
 
 int ah_analytic_layer_cost_(const ah_model_config *m, const ah_train_settings *ts, const ah_device *dev,
                             int layer, int tp, int mb, ah_layer_cost *out, char *err, size_t errlen) {
-    return ah_analytic_layer_cost_prec_(m, ts, dev, layer, tp, mb, AH_PREC_BF16, &ah_gemm_fitted, out, err,
-                                        errlen);
+    ah_precision prec = ts->precision == AH_PRECISION_FP32 ? AH_PREC_FP32 : AH_PREC_BF16;
+    return ah_analytic_layer_cost_prec_(m, ts, dev, layer, tp, mb, prec, &ah_gemm_fitted, out, err, errlen);
 }

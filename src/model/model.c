@@ -402,11 +402,15 @@ double ah_layer_fwd_bytes(const ah_model_config *m, ah_layer_kind k, int seq, in
  * For LLaMA the MLP part scales with f/(4h): 24/t -> (5 + 19f/(4h))/t; the
  * SwiGLU gate/up pair is approximated by the same per-element accounting.
  *  embedding: 2sbh (its output);  head: 2sbh + 4sbV/t (fp32 logits for the loss). */
+/* The coefficients are bf16 bytes (Korthikanti et al.); another precision
+ * scales them by its element size over 2 (the 1-byte dropout masks are scaled
+ * too, a small overestimate for fp32); the head's fp32 logits stay 4 bytes. */
 double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp,
-                          ah_recompute rc) {
+                          ah_recompute rc, ah_precision_mode prec) {
     double h = m->hidden, V = m->vocab, s = seq, b = mb, a = m->n_heads;
     double t = tp > 0 ? tp : 1;
-    double sbh = s * b * h;
+    double x = ah_precision_bytes_of(prec)->elem / 2.0;
+    double sbh = s * b * h * x;
     switch (k) {
     case AH_LAYER_EMBED: return 2.0 * sbh;
     case AH_LAYER_HEAD: return 2.0 * sbh + 4.0 * s * b * V / t;
@@ -423,9 +427,74 @@ double ah_layer_act_bytes(const ah_model_config *m, ah_layer_kind k, int seq, in
     return sbh * per;
 }
 
-/* One b x s x h bf16 activation tensor. */
-double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb) {
-    return 2.0 * mb * (double)seq * m->hidden;
+/* One b x s x h activation tensor. */
+double ah_model_p2p_bytes(const ah_model_config *m, int seq, int mb, ah_precision_mode prec) {
+    return ah_precision_bytes_of(prec)->elem * mb * (double)seq * m->hidden;
+}
+
+double ah_model_hw_flops_per_sequence(const ah_model_config *m, int seq, ah_recompute rc) {
+    double extra = 0.0;
+    if (rc == AH_RECOMPUTE_FULL)
+        extra = m->n_layers * ah_layer_fwd_flops(m, AH_LAYER_BLOCK, seq, 1);
+    else if (rc == AH_RECOMPUTE_SELECTIVE)
+        extra = m->n_layers * 4.0 * (double)seq * seq * m->hidden;
+    return ah_model_flops_per_sequence(m, seq) + extra;
+}
+
+/* bf16 / fp16 mixed precision: 2-byte weights and activations, fp32
+ * gradients (Megatron accumulates them in fp32), fp32 master, Adam m + v;
+ * the optimizer step reads master, m, v, grad (16 B), writes master, m, v
+ * (12 B) and the 2-byte weight, ~32 B with overheads. fp32: no master copy;
+ * the step reads weight, m, v, grad and writes weight, m, v (28 B), ~30 B
+ * with the same overhead. */
+static const ah_precision_bytes precision_bytes[3] = {
+    {2.0, 2.0, 4.0, 4.0, 8.0, 32.0}, /* bf16 */
+    {2.0, 2.0, 4.0, 4.0, 8.0, 32.0}, /* fp16 */
+    {4.0, 4.0, 4.0, 0.0, 8.0, 30.0}, /* fp32 */
+};
+static const char *precision_names[3] = {"bf16", "fp16", "fp32"};
+static const char *p2p_names[2] = {"overlapped", "blocking"};
+
+const ah_precision_bytes *ah_precision_bytes_of(ah_precision_mode p) {
+    return &precision_bytes[(int)p >= 0 && (int)p < 3 ? (int)p : 0];
+}
+
+double ah_state_bytes_per_param(ah_precision_mode p, int shards) {
+    const ah_precision_bytes *b = ah_precision_bytes_of(p);
+    return b->weight + b->grad + (b->master + b->adam) / (shards > 1 ? shards : 1);
+}
+
+double ah_dp_sync_bytes_per_param(ah_precision_mode p, int dist_optimizer) {
+    const ah_precision_bytes *b = ah_precision_bytes_of(p);
+    return dist_optimizer ? b->grad + b->weight : 2.0 * b->grad;
+}
+
+int ah_precision_parse(const char *s, ah_precision_mode *out) {
+    for (int i = 0; s && i < 3; i++)
+        if (strcasecmp(s, precision_names[i]) == 0) {
+            if (out)
+                *out = (ah_precision_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *ah_precision_name(ah_precision_mode p) {
+    return (int)p >= 0 && (int)p < 3 ? precision_names[p] : "unknown";
+}
+
+int ah_p2p_mode_parse(const char *s, ah_p2p_mode *out) {
+    for (int i = 0; s && i < 2; i++)
+        if (strcasecmp(s, p2p_names[i]) == 0) {
+            if (out)
+                *out = (ah_p2p_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *ah_p2p_mode_name(ah_p2p_mode p) {
+    return (int)p >= 0 && (int)p < 2 ? p2p_names[p] : "unknown";
 }
 
 /* 3 x forward (forward + 2x backward) of every layer for one sequence. */

@@ -50,7 +50,9 @@ void ah_layer_times_free(ah_layer_times *t) {
 }
 
 void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
-                          int mb) {
+                          int mb, int shards) {
+    const double state = ah_state_bytes_per_param(ts->precision, ts->dist_optimizer ? shards : 1);
+    const double sync = ah_dp_sync_bytes_per_param(ts->precision, ts->dist_optimizer) / 2.0;
     int L = ah_model_num_layers(m);
     b->n_layers = L;
     b->static_bytes = xcalloc((size_t)L + 1, sizeof(int64_t));
@@ -59,12 +61,12 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
     for (int l = 0; l < L; l++) {
         ah_layer_kind k = ah_model_layer_kind(m, l);
         double params = ah_layer_params(m, k) / tp;
-        b->static_bytes[l + 1] = b->static_bytes[l] + (int64_t)(params * AH_STATE_BYTES_PER_PARAM + 0.5);
+        b->static_bytes[l + 1] = b->static_bytes[l] + (int64_t)(params * state + 0.5);
         b->act_bytes[l + 1] =
-            b->act_bytes[l] + (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute) + 0.5);
-        b->grad_bytes[l] = params * AH_GRAD_BYTES_PER_PARAM;
+            b->act_bytes[l] + (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute, ts->precision) + 0.5);
+        b->grad_bytes[l] = params * sync;
     }
-    b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb) / tp;
+    b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb, ts->precision) / tp;
 }
 
 void ah_layer_bytes_free(ah_layer_bytes *b) {
@@ -106,6 +108,18 @@ ah_ns ah_pipeline_period(const ah_ns *w, const ah_ns *c, int S) {
             if (mean > best)
                 best = mean;
         }
+    }
+    return best;
+}
+
+ah_ns ah_pipeline_period_mode(const ah_ns *w, const ah_ns *c, int S, ah_p2p_mode mode) {
+    if (mode != AH_P2P_BLOCKING)
+        return ah_pipeline_period(w, c, S);
+    ah_ns best = 0;
+    for (int j = 0; j < S; j++) {
+        ah_ns x = ah_blocking_stage_ns(w, c, S, j);
+        if (x > best)
+            best = x;
     }
     return best;
 }

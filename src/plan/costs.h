@@ -35,7 +35,9 @@ typedef struct {
     int n_layers;
     int64_t *static_bytes; /* weights + grads + optimizer state per GPU */
     int64_t *act_bytes;    /* activations per in-flight micro-batch per GPU */
-    double *grad_bytes;    /* gradient bytes per GPU reduced across replicas */
+    double *grad_bytes;    /* DP sync buffer per GPU: a ring moves 2(R-1)/R of it (all-reduce of the
+                            * fp32 gradient; distributed optimizer: (grad + weight bytes) / 2, the
+                            * reduce-scatter + all-gather, ah_dp_sync_bytes_per_param) */
     double p2p_bytes;      /* activation bytes one GPU sends per micro-batch */
 } ah_layer_bytes;
 
@@ -43,8 +45,22 @@ int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_mod
                          const ah_train_settings *ts, const ah_device *dev, int tp, int mb, char *err,
                          size_t errlen);
 void ah_layer_times_free(ah_layer_times *t);
+/* `shards`: replicas the optimizer state is sharded over when
+ * ts->dist_optimizer (the plan's replica count; the search uses 1, the worst
+ * case, docs/cost-model.md); ignored otherwise. */
 void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
-                          int mb);
+                          int mb, int shards);
+/* Optimizer step of layers [a, e) with the state sharded over `shards` (1 = not). */
+static inline int64_t ah_update_ns(const int64_t *upd_prefix, int a, int e, int shards) {
+    int64_t u = upd_prefix[e] - upd_prefix[a];
+    return shards > 1 ? (u + shards - 1) / shards : u;
+}
+/* Dense peak TFLOP/s of a device at the training precision (fp32: the
+ * catalog's fp32_tflops, TF32 tensor cores from Ampere on; devices without
+ * that figure fall back to peak_tflops). */
+static inline double ah_peak_tflops(const ah_device *d, ah_precision_mode p) {
+    return p == AH_PRECISION_FP32 && d->fp32_tflops > 0 ? d->fp32_tflops : d->peak_tflops;
+}
 /* DP gradient all-reduce time of layer l at bw_gbs GB/s per GPU: the ring's
  * 2(R-1)/R n / bw at its large-R limit 2 n / bw (docs/cost-model.md). */
 ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs);
@@ -93,6 +109,16 @@ int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o);
  * up to a nanosecond. Each window is a cycle of the 1F1B dependency graph
  * (docs/cost-model.md); a window of one stage gives max_j w[j]. O(S^2). */
 ah_ns ah_pipeline_period(const ah_ns *w, const ah_ns *c, int S);
+/* The period in either p2p mode. Blocking sends occupy the sender's compute
+ * stream, so stage j is busy w'[j] = w[j] + c[j-1] + c[j] per micro-batch
+ * (its gradient send down and its activation send up); every window cycle
+ * then weighs sum w' over its stages, so the period is max_j w'[j]
+ * (docs/cost-model.md). */
+ah_ns ah_pipeline_period_mode(const ah_ns *w, const ah_ns *c, int S, ah_p2p_mode mode);
+/* w'[j] above: the stage's per-micro-batch busy time with blocking sends. */
+static inline ah_ns ah_blocking_stage_ns(const ah_ns *w, const ah_ns *c, int S, int j) {
+    return w[j] + (j > 0 ? c[j - 1] : 0) + (j + 1 < S ? c[j] : 0);
+}
 
 /* Gradient-sync + optimizer tail of a pipeline after its flush (the end of
  * stage 0's last backward). Stage j finishes its last backward

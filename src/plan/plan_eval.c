@@ -144,7 +144,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
     free(used_nodes);
     ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch);
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
+    int shards = p->train.dist_optimizer ? p->n_replicas : 1;
     int multi = p->n_replicas > 1;
     int rc = 0;
     ah_ns worst = -1, worst_tail = 0;
@@ -168,7 +169,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             }
             int a = s->layer_first, e = s->layer_last;
             ah_ns w = ah_range(t->w, a, e);
-            ah_ns upd = ah_range(t->upd, a, e);
+            ah_ns upd = ah_update_ns(t->upd, a, e, shards);
             ah_ns sync = 0;
             if (multi && layers_on_node(p, a, e, s->node)) {
                 sync = ah_local_sync_ns(&lb, a, e, p->n_replicas, nd->dev.intra_bw_gbs, o);
@@ -202,16 +203,19 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             xs[j] = sync + upd;
             sum_w += w;
             sum_p2p += p2p;
-            if (w > B) {
-                B = w;
-                r->bottleneck_stage = j;
-            }
             used += p->tp;
-            peak_sum += nd->dev.peak_tflops * p->tp;
+            peak_sum += ah_peak_tflops(&nd->dev, p->train.precision) * p->tp;
         }
         /* steady state: the 1F1B period with the sends (docs/cost-model.md) */
         if (rc == 0) {
-            B = ah_pipeline_period(ws, cs, r->n_stages);
+            for (int j = 0; j < r->n_stages; j++) {
+                ah_ns w = p->train.p2p == AH_P2P_BLOCKING ? ah_blocking_stage_ns(ws, cs, r->n_stages, j) : ws[j];
+                if (w > B) {
+                    B = w;
+                    r->bottleneck_stage = j;
+                }
+            }
+            B = ah_pipeline_period_mode(ws, cs, r->n_stages, p->train.p2p);
             tail = ah_pipeline_tail(xs, bs, cs, r->n_stages);
         }
         free(ws);
@@ -249,6 +253,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     p->tokens_per_s = tokens / p->iteration_time_s;
     double flops = (double)p->global_batch * ah_model_flops_per_sequence(&p->model, p->train.seq);
     p->tflops_per_gpu = flops / p->iteration_time_s / used / 1e12;
+    double hw = (double)p->global_batch * ah_model_hw_flops_per_sequence(&p->model, p->train.seq, p->train.recompute);
+    p->hw_tflops_per_gpu = hw / p->iteration_time_s / used / 1e12;
     p->mfu = flops / p->iteration_time_s / (peak_sum * 1e12);
     return 0;
 }

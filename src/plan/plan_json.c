@@ -174,6 +174,9 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
     if (t) {
         wnum(&w, t, "seq", p->train.seq);
         wstr(&w, t, "recompute", ah_recompute_name(p->train.recompute));
+        wstr(&w, t, "precision", ah_precision_name(p->train.precision));
+        wstr(&w, t, "p2p", ah_p2p_mode_name(p->train.p2p));
+        cJSON_AddBoolToObject(t, "dist_optimizer", p->train.dist_optimizer != 0);
         wnum(&w, t, "global_batch", p->global_batch);
         wnum(&w, t, "micro_batch", p->micro_batch);
     }
@@ -195,6 +198,7 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
     wnum(&w, root, "iteration_time_ns", (double)p->iteration_time_ns);
     wnum(&w, root, "tokens_per_s", p->tokens_per_s);
     wnum(&w, root, "tflops_per_gpu", p->tflops_per_gpu);
+    wnum(&w, root, "hw_tflops_per_gpu", p->hw_tflops_per_gpu);
     wnum(&w, root, "mfu", p->mfu);
     wnum(&w, root, "planning_time_s", p->planning_time_s);
     wnum(&w, root, "search_value_s", p->search_value_s);
@@ -620,6 +624,25 @@ static int read_train(rctx *c, const cJSON *root, ah_plan *p) {
         }
         p->train.recompute = r;
     }
+    /* absent: bf16, overlapped sends, no distributed optimizer (older plans) */
+    char name[32];
+    p->train.precision = AH_PRECISION_BF16;
+    if ((rc = get_str(c, o, tp, "precision", 0, name, sizeof name)) < 0)
+        return -1;
+    if (rc > 0 && ah_precision_parse(name, &p->train.precision) != 0) {
+        join(path, tp, "precision");
+        return fail(c, path, "unknown precision \"%s\" (expected bf16, fp16 or fp32)", name);
+    }
+    p->train.p2p = AH_P2P_OVERLAPPED;
+    if ((rc = get_str(c, o, tp, "p2p", 0, name, sizeof name)) < 0)
+        return -1;
+    if (rc > 0 && ah_p2p_mode_parse(name, &p->train.p2p) != 0) {
+        join(path, tp, "p2p");
+        return fail(c, path, "unknown p2p mode \"%s\" (expected overlapped or blocking)", name);
+    }
+    p->train.dist_optimizer = 0;
+    if (get_bool(c, o, tp, "dist_optimizer", 0, &p->train.dist_optimizer) < 0)
+        return -1;
     return 0;
 }
 
@@ -939,6 +962,7 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
     if (get_num(c, root, "", "iteration_time_s", 0, 1, &p->iteration_time_s) < 0 ||
         get_num(c, root, "", "tokens_per_s", 0, 1, &p->tokens_per_s) < 0 ||
         get_num(c, root, "", "tflops_per_gpu", 0, 1, &p->tflops_per_gpu) < 0 ||
+        get_num(c, root, "", "hw_tflops_per_gpu", 0, 1, &p->hw_tflops_per_gpu) < 0 ||
         get_num(c, root, "", "mfu", 0, 1, &p->mfu) < 0 ||
         get_num(c, root, "", "planning_time_s", 0, 1, &p->planning_time_s) < 0 ||
         get_num(c, root, "", "search_value_s", 0, 1, &p->search_value_s) < 0 ||

@@ -38,8 +38,9 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
     const char *rc = ah_recompute_name(p->train.recompute);
     fprintf(f,
             "Layers: 0 = embedding, 1..%d = transformer blocks, %d = head; recomputation %s; "
-            "profile %s\n\n",
-            p->model.n_layers, p->model.n_layers + 1, rc ? rc : "?",
+            "precision %s; p2p %s; %s optimizer; profile %s\n\n",
+            p->model.n_layers, p->model.n_layers + 1, rc ? rc : "?", ah_precision_name(p->train.precision),
+            ah_p2p_mode_name(p->train.p2p), p->train.dist_optimizer ? "distributed" : "replicated",
             p->profile_source[0] ? p->profile_source : "(unknown)");
 
     if (!p->replicas || p->n_replicas <= 0) {
@@ -118,14 +119,12 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
 
     fprintf(f, "\nPredicted iteration time: %.4f s\n", p->iteration_time_s);
     fprintf(f, "Throughput:               %.0f tokens/s\n", p->tokens_per_s);
+    fprintf(f, "TFLOP/s per GPU:          %.1f (model, 3x fwd); %.1f (hardware, with recomputation)\n",
+            p->tflops_per_gpu, p->hw_tflops_per_gpu);
     fprintf(f,
-            "TFLOP/s per GPU:          %.1f  (model FLOPs = 3x forward, no recomputation "
-            "counted)\n",
-            p->tflops_per_gpu);
-    fprintf(f,
-            "MFU:                      %.1f%%  (against the sum of used GPUs' dense bf16 "
+            "MFU:                      %.1f%%  (model FLOPs against the sum of used GPUs' dense %s "
             "peak)\n",
-            100.0 * p->mfu);
+            100.0 * p->mfu, p->train.precision == AH_PRECISION_FP32 ? "fp32 (TF32)" : "bf16/fp16");
     if (p->bottleneck_replica >= 0 && p->bottleneck_replica < p->n_replicas) {
         const ah_replica *rep = &p->replicas[p->bottleneck_replica];
         const ah_stage *bs = NULL;

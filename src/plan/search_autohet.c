@@ -98,7 +98,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     for (int k = 0; k < x->K; k++)
         if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err, errlen) != 0)
             return -1;
-    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb);
+    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, 1); /* dist optimizer: memory at R = 1, the worst case */
     for (int k = 0; k < x->K; k++)
         x->cls[k].sync = ah_sync_prefix(&x->lb, ah_stage_dp_link_gbs(&c->nodes[x->cls[k].nodes[0]],
                                                                       lv->single_node >= 0));

@@ -18,10 +18,14 @@ typedef struct {
     const ah_template *t;
     int use_sync;     /* tail includes the DP all-reduce */
     ah_ns bmax, tmax; /* limits on stage time and stage tail */
+    /* Blocking sends (ah_pipeline_period_mode): stage j's time includes its
+     * own sends, off[j] = c[j-1] + c[j], and the period's send terms pc are 0;
+     * overlapped: off = 0, pc = c. Either way A = sum stage_w + 2 sum pc. */
+    ah_ns off[AH_MAX_STAGES];
 } split_env;
 
 static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
-    return ah_range(v->x->cls[v->t->cls[j]].lt.w, a, e);
+    return ah_range(v->x->cls[v->t->cls[j]].lt.w, a, e) + v->off[j];
 }
 static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
@@ -46,7 +50,7 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     for (int j = 0; j < S; j++) {
         const ah_class *c = &v->x->cls[v->t->cls[j]];
         const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
-        const int64_t f = S - j, cap = c->cap, bmax = v->bmax, tmax = v->tmax;
+        const int64_t f = S - j, cap = c->cap, bmax = v->bmax - v->off[j], tmax = v->tmax;
         const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
         const unsigned char *cur = reach + (size_t)j * (L + 1);
         unsigned char *nxt = reach + (size_t)(j + 1) * (L + 1);
@@ -249,8 +253,8 @@ static void pareto_insert(pool *p, size_t first, pentry x) {
     pool_push(p, x);
 }
 
-static int lexi_dp(const split_env *v, const ah_ns *c, ah_ns B, int *ends, const unsigned char *reach,
-                   const unsigned char *co) {
+static int lexi_dp(const split_env *v, const ah_ns *c, const ah_ns *pc, ah_ns B, int *ends,
+                   const unsigned char *reach, const unsigned char *co) {
     int L = v->x->L, S = v->t->n_stages;
     size_t cells = (size_t)(S + 1) * (L + 1);
     size_t *lo = calloc(cells, sizeof(size_t)), *hi = calloc(cells, sizeof(size_t));
@@ -279,7 +283,7 @@ static int lexi_dp(const split_env *v, const ah_ns *c, ah_ns B, int *ends, const
                     const pentry *q = &p.e[i];
                     if (w + q->h > B)
                         continue;
-                    ah_ns carry = w + q->h + 2 * c[j] - B, own = tl - q->drain;
+                    ah_ns carry = w + q->h + 2 * pc[j] - B, own = tl - q->drain;
                     pentry x = {carry > 0 ? carry : 0, q->sum + w, q->tail > own ? q->tail : own,
                                 q->drain + bw, (int)i, a};
                     pareto_insert(&p, lo[cell], x);
@@ -351,9 +355,17 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
     if (!reach || !co || !diff)
         abort();
-    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF};
+    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, {0}};
     int rc = -1;
     x->evals++;
+    /* boundary costs: c the sends (drain, tail), pc their share in the period */
+    ah_ns c[AH_MAX_STAGES], pc[AH_MAX_STAGES];
+    template_comm(x, t, c);
+    int blocking = x->o->train.p2p == AH_P2P_BLOCKING;
+    for (int j = 0; j < S; j++) {
+        pc[j] = blocking ? 0 : c[j];
+        v.off[j] = blocking ? (j > 0 ? c[j - 1] : 0) + (j + 1 < S ? c[j] : 0) : 0;
+    }
     if (!feasible(&v, reach, diff))
         goto done; /* memory alone rules it out */
     /* Bracket the bottleneck: every layer sits on some stage, so
@@ -376,7 +388,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
             layer_max = hi_l;
     }
     for (int j = 0; j < S; j++) {
-        ah_ns w = ah_range(x->cls[t->cls[j]].lt.w, 0, L);
+        ah_ns w = stage_w(&v, j, 0, L);
         if (w > wmax)
             wmax = w;
     }
@@ -401,8 +413,9 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     ah_ns B0 = minmax_dp(&v, reach, co);
     /* 2. smallest period B >= B0 (sends inside the steady state): the B0
      * split itself meets B0 + 2 max c, so bisect in between */
-    ah_ns c[AH_MAX_STAGES];
-    ah_ns cmax = template_comm(x, t, c);
+    ah_ns cmax = 0;
+    for (int j = 0; j < S; j++)
+        cmax = pc[j] > cmax ? pc[j] : cmax;
     ah_ns *h = malloc(sizeof(ah_ns) * (size_t)(S + 1) * (size_t)(L + 1));
     int *from = malloc(sizeof(int) * (size_t)(S + 1) * (size_t)(L + 1));
     if (!h || !from)
@@ -413,10 +426,10 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         /* B0 is a lower bound; otherwise descend: the period p of a split
          * found at B is feasible, so test p - 1 until nothing is found (each
          * step finds a strictly better split; usually a few steps) */
-        if (period_feasible(&v, c, B0, h, from) == AH_NS_INF) {
-            B = period_feasible(&v, c, B0 + 2 * cmax, h, from); /* the B0 split meets it */
+        if (period_feasible(&v, pc, B0, h, from) == AH_NS_INF) {
+            B = period_feasible(&v, pc, B0 + 2 * cmax, h, from); /* the B0 split meets it */
             for (;;) {
-                ah_ns p = period_feasible(&v, c, B - 1, h, from);
+                ah_ns p = period_feasible(&v, pc, B - 1, h, from);
                 if (p == AH_NS_INF)
                     break;
                 B = p;
@@ -437,7 +450,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         v.use_sync = mode == 0;
         v.bmax = B;
         v.tmax = AH_NS_INF;
-        if (!lexi_dp(&v, c, B, ends, reach, co))
+        if (!lexi_dp(&v, c, pc, B, ends, reach, co))
             goto done; /* cannot happen: B is feasible */
         measure(&v, ends, c, &sum_w, &tl, &tl1);
         if (mode == 0)
@@ -447,8 +460,8 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     }
     ah_ns p2p = 0;
     for (int j = 0; j + 1 < S; j++)
-        p2p += c[j];
-    t->A = sum_w + 2 * p2p;
+        p2p += pc[j];
+    t->A = sum_w + 2 * p2p; /* blocking: sum_w already holds both directions of every send */
     t->B = B;
     rc = 0;
 done:
@@ -493,7 +506,7 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
         ah_template t;
         memset(&t, 0, sizeof t);
         t.n_stages = S;
-        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF};
+        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, {0}};
         int64_t lo = 0, hi = ah_range(x->lb.static_bytes, 0, L) + ah_range(x->lb.act_bytes, 0, L) * S;
         one.cap = hi;
         if (!feasible(&v, reach, diff))

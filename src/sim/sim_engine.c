@@ -39,6 +39,8 @@ typedef struct {
     int in_bw;      /* latency elapsed, sharing bandwidth */
     int allocs_act; /* a forward: its activations become alive at its start */
     int frees_act;  /* the (last chunk of a) backward: frees them at its end */
+    int prog_pos;   /* compute: index in its stage's program */
+    int src_op;     /* p2p: the compute task that produced what it sends */
 } task;
 
 typedef struct {
@@ -502,8 +504,9 @@ static int add_compute(engine *e, ah_event_kind kind, int s, int mb, int a, int 
         k->dur = ah_ns_to_s(ah_range(lt->bwd, a, b) - ah_range(lt->tpb, a, b));
         k->tp = ah_ns_to_s(ah_range(lt->tpb, a, b));
     } else {
-        k->dur = ah_ns_to_s(ah_range(lt->upd, a, b));
+        k->dur = ah_ns_to_s(ah_update_ns(lt->upd, a, b, e->p->train.dist_optimizer ? e->p->n_replicas : 1));
     }
+    k->prog_pos = e->nprog[s];
     push_int(&e->prog[s], &e->nprog[s], &e->capprog[s], id);
     return id;
 }
@@ -667,7 +670,7 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     times_cache cache[64];
     int n_cache = 0, rc = 0;
     ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch);
+    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
     int L = ah_model_num_layers(&p->model);
     const ah_layer_times **lts = calloc((size_t)S + 1, sizeof *lts);
     int *first_stage = calloc((size_t)p->n_replicas + 1, sizeof(int));
@@ -799,8 +802,10 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
                 int fa = add_p2p(&e, AH_EV_SEND_ACT, s, s + 1, mb, lb.p2p_bytes);
                 add_dep(&e, fwd_id[s][mb], fa);
                 add_dep(&e, fa, fwd_id[s + 1][mb]);
+                e.t[fa].src_op = fwd_id[s][mb];
                 int ga = add_p2p(&e, AH_EV_SEND_GRAD, s + 1, s, mb, lb.p2p_bytes);
                 add_dep(&e, blast[s + 1][mb], ga);
+                e.t[ga].src_op = blast[s + 1][mb];
                 add_dep(&e, ga, bfirst[s][mb]);
             }
         }
@@ -825,6 +830,19 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
         int id = add_compute(&e, AH_EV_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
         for (int i = 0; i < e.ndq[s]; i++)
             add_dep(&e, e.dq[s][i], id);
+    }
+    /* blocking sends occupy the sender's compute stream: its next op waits
+     * for the transfer to complete (docs/cost-model.md, "Pipeline sends") */
+    if (rc == 0 && p->train.p2p == AH_P2P_BLOCKING) {
+        int nt = e.nt;
+        for (int i = 0; i < nt; i++) {
+            const task *k = &e.t[i];
+            if (k->type != TK_FLOW || k->nparts > 0 || (k->kind != AH_EV_SEND_ACT && k->kind != AH_EV_SEND_GRAD))
+                continue;
+            int s = k->stage, next = e.t[k->src_op].prog_pos + 1;
+            if (next < e.nprog[s])
+                add_dep(&e, i, e.prog[s][next]);
+        }
     }
     /* dependency edges -> successor lists */
     if (rc == 0) {
