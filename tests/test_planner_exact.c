@@ -541,8 +541,85 @@ static void test_exhaustive_agreement_dp(void **state) {
     assert_true(none > 0);
 }
 
+/* --objective cost: the cheapest plan's objective (its time optimum x the
+ * hourly price of the nodes it uses) equals the minimum over every subset of
+ * the nodes of (the time optimum on that subset x the subset's price): the
+ * subsets a plan can be paid for by. Small clusters: every count vector. */
+static void test_cost_objective(void **state) {
+    (void)state;
+    ah_profile *prof = ah_profile_analytic();
+    int fitted = 0, cheaper = 0, equal = 0;
+    for (int it = 0; it < 80; it++) {
+        ah_model_config m;
+        random_model(&m);
+        write_devices(&m);
+        ah_cluster c;
+        random_cluster(&c);
+        for (int i = 0; i < c.n_nodes; i++)
+            c.nodes[i].price_per_hour = rnd_int(1, 40) / 4.0;
+        ah_plan_options o;
+        ah_plan_options_default(&o);
+        o.train.seq = 128;
+        o.global_batch = rnd_int(1, 8);
+        o.mem_reserve_gib = 0;
+        o.max_mixed_stages = 8;
+        o.max_mixed3_stages = 5;
+        char err[256];
+        double best = -1;
+        ah_node sub_nodes[8];
+        for (unsigned mask = 1; mask < 1u << c.n_nodes; mask++) {
+            ah_cluster sub = {sub_nodes, 0};
+            double price = 0;
+            for (int i = 0; i < c.n_nodes; i++)
+                if (mask & (1u << i)) {
+                    sub_nodes[sub.n_nodes++] = c.nodes[i];
+                    price += c.nodes[i].price_per_hour;
+                }
+            ah_plan p;
+            if (ah_plan_search(&m, &sub, prof, &o, &p, err, sizeof err) != 0)
+                continue;
+            double v = p.search_value_s * price;
+            if (best < 0 || v < best)
+                best = v;
+            ah_plan_free(&p);
+        }
+        ah_plan fast, cheap;
+        int rt = ah_plan_search(&m, &c, prof, &o, &fast, err, sizeof err);
+        o.objective = AH_OBJECTIVE_COST;
+        int rc = ah_plan_search(&m, &c, prof, &o, &cheap, err, sizeof err);
+        assert_int_equal(rc, rt);
+        if (best < 0) {
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
+        } else {
+            assert_int_equal(rc, 0);
+            fitted++;
+            double got = cheap.search_value_s * ah_plan_price_per_hour(&cheap);
+            /* never dearer than paying for any subset's fastest plan; equal
+             * unless the plan found on a larger node set is costed lower than
+             * on its own nodes (a lone node has no node-local DP family) */
+            assert_true(got <= best * (1 + 1e-12));
+            equal += got >= best * (1 - 1e-12);
+            assert_true(ah_plan_cost_per_iteration(&cheap) > 0);
+            if (got < fast.search_value_s * ah_plan_price_per_hour(&fast) * (1 - 1e-9))
+                cheaper++;
+            ah_plan_free(&fast);
+            ah_plan_free(&cheap);
+        }
+        ah_cluster_free(&c);
+    }
+    ah_profile_free(prof);
+    ah_device_catalog_reset();
+    printf("  --objective cost: %d instances fit; the cheapest plan is cheaper than the fastest in %d; equals the "
+           "best subset in %d\n",
+           fitted, cheaper, equal);
+    assert_true(fitted > 20);
+    assert_true(equal >= fitted - fitted / 10);
+    assert_true(cheaper > 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
-                                       cmocka_unit_test(test_exhaustive_agreement_dp)};
+                                       cmocka_unit_test(test_exhaustive_agreement_dp),
+                                       cmocka_unit_test(test_cost_objective)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

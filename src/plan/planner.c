@@ -543,6 +543,13 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
         int got = 0;
         char e2[512];
         int r = search_autohet(m, &sub, prof, &ot, &pl, 1, &got, e2, sizeof e2);
+        if (getenv("AUTOHET_DEBUG")) {
+            fprintf(stderr, "autohet: cost vector");
+            for (int k = 0; k < K; k++)
+                fprintf(stderr, " %d", cv->counts[k]);
+            fprintf(stderr, " ($%.2f/h): %s %.6f s\n", cv->price, r == 0 && got ? "optimum" : e2,
+                    r == 0 && got ? pl.search_value_s : 0.0);
+        }
         if (r != 0 || got == 0) {
             cv->state = 2;
             if (!first_err[0])
@@ -577,12 +584,23 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
         }
         pl.search_value_ns = sv;
         pl.search_value_s = ah_ns_to_s(sv);
-        int dup = 0;
-        for (int i = 0; i < n_keep && !dup; i++)
-            dup = same_layout(&keep[i], &pl);
-        if (dup) {
+        /* the same plan found on a larger node set (paying for idle nodes)
+         * gives way to the cheaper objective */
+        int dup = -1;
+        for (int i = 0; i < n_keep && dup < 0; i++)
+            if (same_layout(&keep[i], &pl))
+                dup = i;
+        if (dup >= 0 && keep_obj[dup] <= obj) {
             ah_plan_free(&pl);
             continue;
+        }
+        if (dup >= 0) {
+            ah_plan_free(&keep[dup]);
+            for (int i = dup; i + 1 < n_keep; i++) {
+                keep[i] = keep[i + 1];
+                keep_obj[i] = keep_obj[i + 1];
+            }
+            n_keep--;
         }
         if (n_keep == k_best)
             ah_plan_free(&keep[--n_keep]);
