@@ -268,7 +268,15 @@ typedef struct {
     long long *conv;                 /* K x (R + 1): classes 0..k combined, exactly r replicas */
     int *conv_arg;                   /* replicas class k contributes at that optimum */
     int sel_counts[AH_MAX_CLASSES];  /* the feasible combination found: pure replicas per class */
+    /* per subset of classes (K <= COMP_MAX_K): the convolution of the other
+     * classes at all their units, built lazily for the current tables */
+    long long *comp;
+    unsigned *comp_gen;
+    unsigned gen;
+    long long *tmp; /* 2 x (R + 1) scratch */
 } workspace;
+
+#define COMP_MAX_K 8
 
 /* --dp: is a plan of r replicas allowed? */
 static int dp_allowed(const ah_plan_options *o, long long r) {
@@ -315,6 +323,13 @@ static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offs
         w->conv_arg = malloc(sizeof(int) * (size_t)(x->K * (w->R + 1)));
         if (!w->VR || !w->chR || !w->conv || !w->conv_arg)
             abort();
+        if (x->K <= COMP_MAX_K) {
+            w->comp = malloc(sizeof(long long) * (size_t)(w->R + 1) << x->K);
+            w->comp_gen = calloc((size_t)1 << x->K, sizeof(unsigned));
+            w->tmp = malloc(sizeof(long long) * (size_t)(2 * (w->R + 1)));
+            if (!w->comp || !w->comp_gen || !w->tmp)
+                abort();
+        }
     }
 }
 
@@ -326,6 +341,9 @@ static void workspace_free(workspace *w) {
     free(w->chR);
     free(w->conv);
     free(w->conv_arg);
+    free(w->comp);
+    free(w->comp_gen);
+    free(w->tmp);
 }
 
 /* Unbounded knapsack per class over its pure templates. */
@@ -362,6 +380,7 @@ static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, worksp
  * pure templates (each with cap >= 1) in at most u units. */
 static void class_tables_R(const ah_search_ctx *x, workspace *w) {
     int R = w->R;
+    w->gen++; /* the cached convolutions are stale */
     for (int k = 0; k < x->K; k++) {
         long long *VR = w->VR + w->offR[k];
         int *ch = w->chR + w->offR[k];
@@ -460,6 +479,89 @@ static int count_feasible(const ah_search_ctx *x, workspace *w, const long long 
     return 0;
 }
 
+/* out = max-plus convolution of a (indices 0..n) with a class row (0..amax), capped at M */
+static void conv_into(const long long *a, const long long *row, int amax, int n, long long M, long long *out) {
+    for (int r = 0; r <= n; r++)
+        out[r] = -1;
+    for (int r = 0; r <= n; r++) {
+        if (a[r] < 0)
+            continue;
+        for (int q = 0; q <= amax && r + q <= n; q++) {
+            if (row[q] < 0)
+                continue;
+            long long v = a[r] + row[q];
+            if (v > M)
+                v = M;
+            if (v > out[r + q])
+                out[r + q] = v;
+        }
+    }
+}
+
+/* The same answer as count_feasible, faster: the classes a mixed shape does
+ * not touch keep all their units, so their convolution is cached per subset;
+ * the last touched class is combined only at the counts the targets need.
+ * Calls count_feasible (which records the counts) only when it succeeds. */
+static int count_feasible_fast(const ah_search_ctx *x, workspace *w, const long long *left, int fixed,
+                               long long fixed_cap) {
+    if (!w->comp)
+        return count_feasible(x, w, left, fixed, fixed_cap);
+    int R = w->R, W = R + 1, need = R - fixed;
+    if (need < 0)
+        return 0;
+    unsigned touched = 0;
+    for (int k = 0; k < x->K; k++)
+        if (left[k] != x->cls[k].units)
+            touched |= 1u << k;
+    long long *cur = w->comp + (size_t)touched * W;
+    if (w->comp_gen[touched] != w->gen) {
+        for (int r = 0; r <= R; r++)
+            cur[r] = r == 0 ? 0 : -1;
+        for (int k = 0; k < x->K; k++) {
+            if (touched & (1u << k))
+                continue;
+            int U = x->cls[k].units;
+            conv_into(cur, w->VR + w->offR[k] + (size_t)U * W, U < R ? U : R, R, x->M, w->tmp);
+            memcpy(cur, w->tmp, sizeof(long long) * (size_t)W);
+        }
+        w->comp_gen[touched] = w->gen;
+    }
+    int last = -1;
+    for (int k = 0; k < x->K; k++)
+        if (touched & (1u << k))
+            last = k;
+    const long long *a = cur;
+    long long *buf = w->tmp, *alt = w->tmp + W;
+    for (int k = 0; k < last; k++) {
+        if (!(touched & (1u << k)))
+            continue;
+        conv_into(a, w->VR + w->offR[k] + (size_t)left[k] * W, left[k] < need ? (int)left[k] : need, need, x->M,
+                  buf);
+        a = buf;
+        long long *t = buf;
+        buf = alt;
+        alt = t;
+    }
+    const long long *row = last >= 0 ? w->VR + w->offR[last] + (size_t)left[last] * W : NULL;
+    int amax = last >= 0 ? (left[last] < need ? (int)left[last] : need) : 0;
+    long long fixed_total = fixed * fixed_cap;
+    for (int i = 0; i < x->o->n_dp; i++) {
+        int T = x->o->dp[i], p = T - fixed;
+        if (T < 2 || T > x->M || p < 0 || p > need)
+            continue;
+        long long best = -1;
+        if (row == NULL)
+            best = a[p];
+        else
+            for (int q = 0; q <= amax && q <= p; q++)
+                if (row[q] >= 0 && a[p - q] >= 0 && a[p - q] + row[q] > best)
+                    best = a[p - q] + row[q];
+        if (best >= 0 && best + fixed_total >= x->M)
+            return count_feasible(x, w, left, fixed, fixed_cap);
+    }
+    return 0;
+}
+
 /* Is there a plan (several replicas allowed) whose pipelines all finish within
  * P using only templates whose tail is <= max_tail? On success *mixed_tpl and
  * *mixed_r say which mixed template (or -1) and how many copies. */
@@ -479,7 +581,7 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
         class_tables_R(x, w);
         for (int k = 0; k < x->K; k++)
             left[k] = x->cls[k].units;
-        if (base >= x->M && count_feasible(x, w, left, 0, 0))
+        if (base >= x->M && count_feasible_fast(x, w, left, 0, 0))
             return 1;
     } else if (base >= x->M)
         return 1;
@@ -499,7 +601,7 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
             }
             if (!ok || (w->R > 0 && r > w->R))
                 break;
-            if (v >= x->M && (w->R == 0 || count_feasible(x, w, left, (int)r, w->cap[i]))) {
+            if (v >= x->M && (w->R == 0 || count_feasible_fast(x, w, left, (int)r, w->cap[i]))) {
                 *mixed_tpl = i;
                 *mixed_r = r;
                 return 1;
