@@ -24,8 +24,8 @@ for cmd in "" plan devices models simulate train profile run preempt spot-sim an
   $BIN $cmd --help >"$TMP/h" 2>&1 || fail "autohet $cmd --help exited non-zero"
   grep -qi usage "$TMP/h" || fail "autohet $cmd --help prints no usage"
 done
-$BIN devices | grep -q "H800" || fail "devices lists no H800"
-$BIN models | grep -q "llama2-70b" || fail "models lists no llama2-70b"
+$BIN devices | grep "H800" >/dev/null || fail "devices lists no H800"
+$BIN models | grep "llama2-70b" >/dev/null || fail "models lists no llama2-70b"
 
 # a plan with the document's required fields
 $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH20 --global-batch 64 --seq 1024 \
@@ -85,6 +85,40 @@ jq -e '(.top | length) >= 2 and ([.top[].iteration_time_s] | . == sort) and
        (.verify_summary.kendall_tau >= -1) and (.verify_summary.worst_abs_error >= 0) and
        (.verify | length) == (.top | length)' "$TMP/top.json" >/dev/null \
   || fail "--top/--verify JSON: ranked distinct plans and a verify summary expected"
+# --dp: an exact number of replicas (or one of a list); replicas never trimmed away
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --dp 3 --quiet \
+  --json "$TMP/dp3.json" || fail "plan --dp 3 exited non-zero"
+jq -e '(.replicas | length) == 3 and ([.replicas[].micro_batches] | all(. >= 1))' "$TMP/dp3.json" >/dev/null \
+  || fail "--dp 3 not honoured"
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --dp 1,5 --tp 2 --quiet \
+  --json "$TMP/dp15.json" || fail "plan --dp 1,5 exited non-zero"
+jq -e '((.replicas | length) == 1 or (.replicas | length) == 5) and .tp == 2' "$TMP/dp15.json" >/dev/null \
+  || fail "--dp 1,5 --tp 2 not honoured"
+# --objective cost: prices from the shorthand ($ per node-hour) or the inventory; never dearer than the
+# fastest plan, never faster; both report the cost
+CL='1x8xA100-40G$32.77,1x8xH800$60,2x8xH20$20'
+$BIN plan --model gpt3-6.7b --cluster "$CL" --global-batch 256 --quiet --json "$TMP/ot.json" \
+  || fail "plan with prices exited non-zero"
+$BIN plan --model gpt3-6.7b --cluster "$CL" --global-batch 256 --objective cost --json "$TMP/oc.json" >"$TMP/oc" \
+  || fail "plan --objective cost exited non-zero"
+grep -q "per 1M tokens" "$TMP/oc" || fail "table lacks the cost"
+jq -e '.objective == "cost" and .cost_per_iteration_usd > 0 and .cost_per_mtoken_usd > 0' "$TMP/oc.json" \
+  >/dev/null || fail "cost JSON fields missing"
+jq -en --slurpfile t "$TMP/ot.json" --slurpfile c "$TMP/oc.json" \
+  '$t[0].objective == "time" and $c[0].cost_per_iteration_usd <= $t[0].cost_per_iteration_usd and
+   $c[0].iteration_time_s >= $t[0].iteration_time_s and
+   ($t[0].cost_per_iteration_usd - $t[0].iteration_time_s * $t[0].price_per_hour_usd / 3600 | fabs) < 1e-9' \
+  >/dev/null || fail "--objective cost dearer than the fastest plan, or cost not time x price / 3600"
+cat >"$TMP/priced.json" <<'EOF'
+{"nodes": [{"name": "a", "gpu": "A100-80G", "gpus": 8, "count": 2, "price_per_hour": 40},
+           {"name": "v", "gpu": "V100-32G", "gpus": 8, "count": 2, "price_per_hour": 12}]}
+EOF
+$BIN plan --model gpt3-2.7b --cluster "$TMP/priced.json" --global-batch 128 --objective cost --top 3 --quiet \
+  --json "$TMP/pc.json" || fail "plan --objective cost on an inventory exited non-zero"
+jq -e '(.top | length) >= 2 and ([.top[].cost_per_iteration_usd] | all(. > 0)) and
+       .cost_per_iteration_usd == .top[0].cost_per_iteration_usd' "$TMP/pc.json" >/dev/null \
+  || fail "--objective cost --top: costed plans expected"
+
 # the planner's pick simulates no slower than Metis's plan on the peer pools (bench/peer-plans)
 PEER="$FIX/../../bench/peer-plans"
 $BIN plan --model opt-350m --cluster 4x4xA100-40G,4x4xV100-16G --global-batch 1024 --seq 2048 \
@@ -118,6 +152,28 @@ expect_error "\-\-pp 40" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G -
 expect_error "needs at least 32 GPUs" -- $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --pp 4 --tp 8
 expect_error "\-\-precision" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --precision fp64
 expect_error "\-\-p2p" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --p2p sometimes
+expect_error "\-\-dp 64 needs at least 64 TP groups" -- $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --dp 64
+expect_error "\-\-dp 8 needs at least 8 micro-batches" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --micro-batch 2 --dp 8
+expect_error "\-\-dp 4 with \-\-pp 8" -- $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G --global-batch 64 --dp 4 --pp 8 --tp 1
+expect_error "\-\-dp fits" -- $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G --global-batch 64 --dp 8 --tp 1
+expect_error "\-\-dp '0'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --dp 0
+expect_error "\-\-dp '2,x'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --dp 2,x
+expect_error "\-\-objective 'money'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --objective money
+expect_error "node 'H20-0' has no price" -- $BIN plan --model gpt3-1.3b --cluster '1x8xA100-40G$30,1x8xH20' --global-batch 8 --objective cost
+expect_error "price '\$abc'" -- $BIN plan --model gpt3-1.3b --cluster '1x8xA100-40G$abc' --global-batch 8
+echo '{"nodes":[{"name":"p","gpu":"H20","gpus":8,"price_per_hour":9},{"name":"q","gpu":"H20","gpus":8}]}' >"$TMP/half.json"
+expect_error "node 'q' has no price" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/half.json" --global-batch 8 --objective cost
+echo '{"nodes":[{"gpu":"H20","gpus":8,"price_per_hour":"cheap"}]}' >"$TMP/pr.json"
+expect_error "price_per_hour" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/pr.json" --global-batch 8
+# --help shows every option with its real default
+$BIN plan --help >"$TMP/help"
+for opt in --model --cluster --global-batch --seq --micro-batch --tp --pp --dp --objective --recompute --profile \
+  --devices --baseline --compare --json --mem-reserve --max-stages --max-mixed-stages --max-mixed-types --verify \
+  --top --comm-profile --quiet --precision --p2p --dist-optimizer; do
+  grep -q -- "^  $opt " "$TMP/help" || fail "plan --help does not describe $opt"
+done
+grep -q "default 2048" "$TMP/help" && grep -q "default time" "$TMP/help" && grep -q "default 32" "$TMP/help" \
+  || fail "plan --help lacks the defaults"
 expect_error "unknown or incomplete option" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8 --frobnicate
 
 # cost-model options: recorded in the plan document, absent = bf16 / overlapped / replicated
@@ -134,11 +190,11 @@ jq -e '.iteration_time_s > 1.5 * input.iteration_time_s' "$TMP/o1.json" "$TMP/o0
   || fail "fp32 (TF32 peak, 4-byte elements) should be much slower than bf16"
 jq 'del(.train.precision, .train.p2p, .train.dist_optimizer)' "$TMP/o0.json" >"$TMP/o0old.json"
 $BIN simulate "$TMP/o0old.json" --quiet --json "$TMP/o0old.sim.json" || fail "a plan without the new fields must read"
-$BIN plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --p2p blocking | grep -q "p2p blocking" \
+$BIN plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --p2p blocking | grep "p2p blocking" >/dev/null \
   || fail "the table names the p2p mode"
-$BIN plan --help | grep -q -- "--precision      training precision (default bf16)" || fail "--help lists --precision"
-$BIN plan --help | grep -q -- "--p2p .*(default" || fail "--help lists --p2p"
-$BIN plan --help | grep -q -- "--dist-optimizer" || fail "--help lists --dist-optimizer"
+grep -q -- "--precision      training precision (default bf16)" "$TMP/help" || fail "--help lists --precision"
+grep -q -- "--p2p .*(default" "$TMP/help" || fail "--help lists --p2p"
+grep -q -- "--dist-optimizer" "$TMP/help" || fail "--help lists --dist-optimizer"
 expect_error "unknown command" -- $BIN frobnicate
 
 [ $fails -eq 0 ] && echo "cli_plan: all checks passed"

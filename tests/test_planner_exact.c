@@ -125,8 +125,18 @@ static void alloc_rec(enum_state *s, int k, long long left, ah_ns worst, ah_ns t
     }
 }
 
+/* --dp: plans of n replicas allowed (every count without --dp) */
+static int count_allowed(const ah_plan_options *o, long long n) {
+    if (o->n_dp == 0)
+        return 1;
+    for (int i = 0; i < o->n_dp; i++)
+        if (o->dp[i] == n)
+            return 1;
+    return 0;
+}
+
 static void multiset_rec(enum_state *s, int from) {
-    if (s->n > 0 && s->n <= s->x->M) {
+    if (s->n > 0 && s->n <= s->x->M && count_allowed(s->x->o, s->n)) {
         s->plans++;
         ah_ns tail = 0;
         for (int i = 0; i < s->n; i++) {
@@ -182,7 +192,7 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
         if (!t->local)
             continue;
         for (int R = 2; R <= x->M && R <= 8; R++) {
-            int ok = 1;
+            int ok = count_allowed(x->o, R);
             for (int k = 0; k < x->K; k++)
                 ok &= !t->shape[k] || (x->cls[k].upn >= R && x->cls[k].n_nodes >= t->shape[k]);
             if (!ok)
@@ -438,9 +448,208 @@ static void test_exhaustive_options(void **state) {
     run_exhaustive(200, 2);
 }
 
+/* --dp: with a random set of allowed replica counts, the planner's optimum
+ * equals the exhaustive minimum over the plans whose replica count is in the
+ * set, per (tp, micro-batch, level) and for the final plan, which has exactly
+ * an allowed number of replicas; a set no plan can meet is an error. */
+static void test_exhaustive_agreement_dp(void **state) {
+    (void)state;
+    ah_profile *prof = ah_profile_analytic();
+    int instances = 0, fitted = 0, restricted = 0, none = 0, subs = 0;
+    long long plans = 0;
+    for (int it = 0; it < 300; it++) {
+        ah_model_config m;
+        random_model(&m);
+        write_devices(&m);
+        ah_cluster c;
+        random_cluster(&c);
+        ah_plan_options o;
+        ah_plan_options_default(&o);
+        o.train.seq = 128;
+        o.global_batch = rnd_int(1, 8);
+        o.mem_reserve_gib = 0;
+        o.max_mixed_types = 3;
+        o.max_mixed_stages = 8;
+        o.max_mixed3_stages = 5;
+        o.phase1_mixed_stages = 2;
+        /* 1..3 distinct counts in 1..6, ascending */
+        int want = rnd_int(1, 3);
+        o.n_dp = 0;
+        for (int v = 1; v <= 6 && o.n_dp < want; v++)
+            if (rnd_int(0, 6 - v) < want - o.n_dp)
+                o.dp[o.n_dp++] = v;
+        ah_plan_options any = o;
+        any.n_dp = 0;
+        int tps[8], mbs[8];
+        ah_candidate_tps(&m, &c, &o, tps);
+        ah_candidate_mbs(&o, mbs);
+        ah_ns best_enum = AH_NS_INF, best_any = AH_NS_INF;
+        char err[256];
+        ah_search_level levels[64];
+        int n_levels = ah_search_levels(&c, levels, 64);
+        for (int i = 0; tps[i]; i++)
+            for (int j = 0; mbs[j]; j++)
+                for (int l = 0; l < n_levels; l++) {
+                    ah_search_ctx x, full, fany;
+                    int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
+                    assert_true(rc >= 0);
+                    if (rc == 1) {
+                        subs++;
+                        assert_int_equal(
+                            ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err), 1);
+                        ah_search_templates(&full, o.max_mixed_stages);
+                        ah_ns e = enumerate_best(&full, &plans);
+                        ah_search_ctx_free(&full);
+                        assert_int_equal(
+                            ah_search_ctx_init(&fany, &m, &c, prof, &any, tps[i], mbs[j], &levels[l], err, sizeof err), 1);
+                        ah_search_templates(&fany, any.max_mixed_stages);
+                        ah_ns ea = enumerate_best(&fany, &plans);
+                        ah_search_ctx_free(&fany);
+                        if (ea < best_any)
+                            best_any = ea;
+                        ah_search_templates(&x, o.phase1_mixed_stages);
+                        ah_solution sol;
+                        ah_search_solve(&x, &sol);
+                        if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
+                            ah_solution_free(&sol);
+                            ah_search_solve(&x, &sol);
+                        }
+                        assert_int_equal(sol.value, e);
+                        if (e < best_enum)
+                            best_enum = e;
+                        if (sol.value != AH_NS_INF) {
+                            /* exactly an allowed count, every replica busy, the value achieved */
+                            assert_true(count_allowed(&o, sol.n));
+                            long long total = 0;
+                            ah_ns worst = 0, tail = 0;
+                            for (int r = 0; r < sol.n; r++) {
+                                const ah_template *t = &x.tpl[sol.r[r].tpl];
+                                assert_true(sol.r[r].m >= 1);
+                                total += sol.r[r].m;
+                                ah_ns v = ah_replica_time(t->A, t->B, 0, sol.r[r].m);
+                                ah_ns tl = sol.local_R ? ah_local_tail(&x, t, sol.local_R)
+                                           : sol.n == 1 ? t->tail1
+                                                        : t->tail;
+                                if (v > worst)
+                                    worst = v;
+                                if (tl > tail)
+                                    tail = tl;
+                            }
+                            assert_int_equal(total, x.M);
+                            assert_true(worst + tail <= sol.value);
+                        }
+                        ah_solution_free(&sol);
+                    }
+                    ah_search_ctx_free(&x);
+                }
+        ah_plan plan;
+        int rc = ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err);
+        instances++;
+        if (best_enum > best_any)
+            restricted++;
+        if (best_enum == AH_NS_INF) {
+            none++;
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
+        } else {
+            assert_int_equal(rc, 0);
+            fitted++;
+            assert_int_equal(plan.search_value_ns, best_enum);
+            assert_true(count_allowed(&o, plan.n_replicas));
+            ah_plan_free(&plan);
+        }
+        ah_cluster_free(&c);
+    }
+    ah_profile_free(prof);
+    ah_device_catalog_reset();
+    printf("  --dp: %d instances (%d fit, %d with no plan of an allowed count), %d sub-searches, %lld plans "
+           "enumerated; the count constraint raised the optimum in %d\n",
+           instances, fitted, none, subs, plans, restricted);
+    assert_true(fitted > instances / 3);
+    assert_true(restricted > instances / 10);
+    assert_true(none > 0);
+}
+
+/* --objective cost: the cheapest plan's objective (its time optimum x the
+ * hourly price of the nodes it uses) equals the minimum over every subset of
+ * the nodes of (the time optimum on that subset x the subset's price): the
+ * subsets a plan can be paid for by. Small clusters: every count vector. */
+static void test_cost_objective(void **state) {
+    (void)state;
+    ah_profile *prof = ah_profile_analytic();
+    int fitted = 0, cheaper = 0, equal = 0;
+    for (int it = 0; it < 80; it++) {
+        ah_model_config m;
+        random_model(&m);
+        write_devices(&m);
+        ah_cluster c;
+        random_cluster(&c);
+        for (int i = 0; i < c.n_nodes; i++)
+            c.nodes[i].price_per_hour = rnd_int(1, 40) / 4.0;
+        ah_plan_options o;
+        ah_plan_options_default(&o);
+        o.train.seq = 128;
+        o.global_batch = rnd_int(1, 8);
+        o.mem_reserve_gib = 0;
+        o.max_mixed_stages = 8;
+        o.max_mixed3_stages = 5;
+        char err[256];
+        double best = -1;
+        ah_node sub_nodes[8];
+        for (unsigned mask = 1; mask < 1u << c.n_nodes; mask++) {
+            ah_cluster sub = {sub_nodes, 0};
+            double price = 0;
+            for (int i = 0; i < c.n_nodes; i++)
+                if (mask & (1u << i)) {
+                    sub_nodes[sub.n_nodes++] = c.nodes[i];
+                    price += c.nodes[i].price_per_hour;
+                }
+            ah_plan p;
+            if (ah_plan_search(&m, &sub, prof, &o, &p, err, sizeof err) != 0)
+                continue;
+            double v = p.search_value_s * price;
+            if (best < 0 || v < best)
+                best = v;
+            ah_plan_free(&p);
+        }
+        ah_plan fast, cheap;
+        int rt = ah_plan_search(&m, &c, prof, &o, &fast, err, sizeof err);
+        o.objective = AH_OBJECTIVE_COST;
+        int rc = ah_plan_search(&m, &c, prof, &o, &cheap, err, sizeof err);
+        assert_int_equal(rc, rt);
+        if (best < 0) {
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
+        } else {
+            assert_int_equal(rc, 0);
+            fitted++;
+            double got = cheap.search_value_s * ah_plan_price_per_hour(&cheap);
+            /* never dearer than paying for any subset's fastest plan; equal
+             * unless the plan found on a larger node set is costed lower than
+             * on its own nodes (a lone node has no node-local DP family) */
+            assert_true(got <= best * (1 + 1e-12));
+            equal += got >= best * (1 - 1e-12);
+            assert_true(ah_plan_cost_per_iteration(&cheap) > 0);
+            if (got < fast.search_value_s * ah_plan_price_per_hour(&fast) * (1 - 1e-9))
+                cheaper++;
+            ah_plan_free(&fast);
+            ah_plan_free(&cheap);
+        }
+        ah_cluster_free(&c);
+    }
+    ah_profile_free(prof);
+    ah_device_catalog_reset();
+    printf("  --objective cost: %d instances fit; the cheapest plan is cheaper than the fastest in %d; equals the "
+           "best subset in %d\n",
+           fitted, cheaper, equal);
+    assert_true(fitted > 20);
+    assert_true(equal >= fitted - fitted / 10);
+    assert_true(cheaper > 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
                                        cmocka_unit_test(test_exhaustive_blocking),
-                                       cmocka_unit_test(test_exhaustive_options)};
+                                       cmocka_unit_test(test_exhaustive_options),
+                                       cmocka_unit_test(test_exhaustive_agreement_dp),
+                                       cmocka_unit_test(test_cost_objective)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

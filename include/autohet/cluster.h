@@ -19,7 +19,8 @@ typedef struct {
 } ah_cluster;
 
 /* "2x8xA100-40G,1x8xH800,4x8xH20" = nodes x GPUs-per-node x type. Optional
- * suffixes per entry: "@NIC" (Gbit/s) and ":spot", e.g. "2x8xA100-40G@200:spot".
+ * suffixes per entry: "@NIC" (Gbit/s), "$PRICE" (dollars per node-hour) and
+ * ":spot", e.g. "2x8xA100-40G@200$12.5:spot".
  * Node names are generated: "<type>-<k>". */
 int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen);
 /* {"nodes":[{"name":"n0","gpu":"A100-40G","gpus":8,"nic_gbit":200,

@@ -47,10 +47,18 @@ typedef struct {
     int bottleneck_stage;
 } ah_replica;
 
+#define AH_MAX_DP_LIST 16
+/* time: the lowest iteration time; cost: the lowest dollars per iteration =
+ * iteration time x hourly prices of the nodes a plan uses / 3600 */
+typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective;
+
 typedef struct {
     int tp;           /* 0 = search {1,2,4,8} (or those in tp_mask) */
     unsigned tp_mask; /* bit t: TP degree t allowed (0 = any); --tp 1,2 */
     unsigned long long pp_mask; /* bit s-1: pipelines of s stages allowed (0 = any up to max_stages); --pp */
+    int dp[AH_MAX_DP_LIST];     /* --dp: data-parallel replica counts allowed, ascending ... */
+    int n_dp;                   /* ... how many (0 = any count) */
+    ah_objective objective;     /* --objective: time (default) or cost (needs node prices) */
     int micro_batch;  /* 0 = search {1,2,4,8} */
     int global_batch; /* sequences per iteration */
     ah_train_settings train;
@@ -99,6 +107,13 @@ void ah_plan_free(ah_plan *p);
 void ah_plan_copy(ah_plan *dst, const ah_plan *src);
 /* 1 if a stage of the plan runs on the cluster node named `name` */
 int ah_plan_uses_node(const ah_plan *p, const char *name);
+/* Sum of the hourly prices of the nodes the plan uses (a node is paid for if
+ * any of its GPUs runs a stage); -1 if a used node has no price (<= 0). */
+double ah_plan_price_per_hour(const ah_plan *p);
+/* Dollars per iteration (iteration time x price per hour / 3600) and per 1M
+ * tokens; both -1 when a used node has no price. */
+double ah_plan_cost_per_iteration(const ah_plan *p);
+double ah_plan_cost_per_mtoken(const ah_plan *p);
 
 /* Search the plan space with the given strategy. Returns 0, or
  * AH_EXIT_BAD_INPUT with a one-line reason in err (bad options, nothing fits). */

@@ -13,28 +13,37 @@
 #include "cli/cli.h"
 
 static void plan_usage(FILE *f) {
+    ah_plan_options d;
+    ah_plan_options_default(&d);
     fprintf(f,
             "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
             "                    --global-batch G [--seq S] [--micro-batch B] [--tp T[,T..]] [--pp S[,S..]]\n"
-            "                    [--recompute none|selective|full] [--precision bf16|fp16|fp32]\n"
-            "                    [--p2p overlapped|blocking] [--dist-optimizer] [--profile PATH] [--devices FILE]\n"
-            "                    [--baseline autohet|megatron|proportional] [--compare] [--json FILE]\n"
-            "                    [--mem-reserve GIB] [--max-stages N] [--max-mixed-stages N]\n"
-            "                    [--max-mixed-types N] [--verify K] [--top K] [--comm-profile FILE] [--quiet]\n\n"
-            "Finds the plan with the lowest predicted iteration time: one tensor-parallel degree,\n"
+            "                    [--dp R[,R..]] [--objective time|cost] [--recompute none|selective|full]\n"
+            "                    [--precision bf16|fp16|fp32] [--p2p overlapped|blocking] [--dist-optimizer]\n"
+            "                    [--profile PATH] [--devices FILE] [--baseline autohet|megatron|proportional]\n"
+            "                    [--compare] [--json FILE] [--mem-reserve GIB] [--max-stages N]\n"
+            "                    [--max-mixed-stages N] [--max-mixed-types N] [--verify K] [--top K]\n"
+            "                    [--comm-profile FILE] [--quiet]\n\n"
+            "Finds the plan with the lowest predicted iteration time (or cost): one tensor-parallel degree,\n"
             "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
             "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
-            "  --model          preset (autohet models) or an HF config.json\n"
+            "  --model          preset (autohet models) or an HF config.json (required)\n"
             "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
-            "                   [:spot]) or an inventory JSON (docs/cluster-format.md)\n"
-            "  --global-batch   sequences per iteration\n"
-            "  --seq            sequence length (default 2048)\n"
-            "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8)\n"
+            "                   [$PRICE per node-hour][:spot]) or an inventory JSON (docs/cluster-format.md)\n"
+            "                   (required)\n"
+            "  --global-batch   sequences per iteration (required)\n"
+            "  --seq            sequence length (default %d)\n"
+            "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8 dividing the batch)\n"
             "  --tp T[,T..]     tensor-parallel degrees allowed, e.g. 2 or 1,2 (default: best of 1,2,4,8)\n"
             "  --pp S[,S..]     pipeline depths allowed for every replica, e.g. 4 or 2,4 (default: any\n"
             "                   depth up to --max-stages); with --tp and --micro-batch this reproduces a\n"
             "                   given configuration\n"
-            "  --recompute      activation recomputation (default none)\n"
+            "  --dp R[,R..]     numbers of data-parallel replicas allowed, e.g. 4 or 2,4 (default: any;\n"
+            "                   at most %d values)\n"
+            "  --objective      time: the lowest iteration time; cost: the lowest dollars per iteration\n"
+            "                   (iteration time x hourly prices of the nodes used / 3600; every node needs a\n"
+            "                   price) (default time)\n"
+            "  --recompute      activation recomputation (default %s)\n"
             "  --precision      training precision (default bf16): bf16/fp16 mixed precision (dense\n"
             "                   half-precision peak, 2-byte activations, 18 B/param of state) or fp32\n"
             "                   (TF32 tensor cores on Ampere and later, 4-byte activations, 16 B/param)\n"
@@ -43,25 +52,28 @@ static void plan_usage(FILE *f) {
             "  --dist-optimizer shard the fp32 master weights and Adam state over the data-parallel\n"
             "                   replicas (Megatron --use-distributed-optimizer; default off)\n"
             "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
-            "                   JSON (default: the analytic roofline model)\n"
-            "  --devices        JSON file overriding/extending the GPU catalog\n"
-            "  --baseline       planner to run (default autohet)\n"
-            "  --compare        run autohet, megatron and proportional and print the speedups\n"
+            "                   JSON (default: the calibrated analytic model, docs/calibration.md)\n"
+            "  --devices        JSON file overriding/extending the GPU catalog (default: built-in catalog)\n"
+            "  --baseline       planner to run (default %s)\n"
+            "  --compare        run autohet, megatron and proportional and print the speedups (default off)\n"
             "  --json FILE      write the plan document (docs/plan-format.md); with --compare it\n"
-            "                   also holds comparison.{megatron,proportional}.iteration_time_s\n"
-            "  --mem-reserve    GiB kept free per GPU (default 2)\n"
-            "  --max-stages     deepest pipeline of one GPU type considered (default 32)\n"
-            "  --max-mixed-stages N   deepest pipeline mixing 2 GPU types (default 32; 3 or more types:\n"
-            "                   8 stages at most)\n"
-            "  --max-mixed-types N    most GPU types in one pipeline (default 3)\n"
+            "                   also holds comparison.{megatron,proportional}.iteration_time_s (default: none)\n"
+            "  --mem-reserve    GiB kept free per GPU (default %g)\n"
+            "  --max-stages     deepest pipeline of one GPU type considered (default %d)\n"
+            "  --max-mixed-stages N   deepest pipeline mixing 2 GPU types (default %d; 3 or more types:\n"
+            "                   %d stages at most)\n"
+            "  --max-mixed-types N    most GPU types in one pipeline (default %d)\n"
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
             "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
-            "                   and which plan wins under simulation\n"
+            "                   and which plan wins under simulation (default: no simulation)\n"
             "  --top K          write the K best distinct plans (the best of each of the K best\n"
-            "                   configurations), ranked, as top[] in the --json document\n"
+            "                   configurations), ranked, as top[] in the --json document (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
-            "  --quiet          no table on stdout\n\n"
-            "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n");
+            "                   (default: datasheet figures)\n"
+            "  --quiet          no table on stdout (default off)\n\n"
+            "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
+            d.train.seq, AH_MAX_DP_LIST, ah_recompute_name(d.train.recompute), ah_strategy_name(d.strategy),
+            d.mem_reserve_gib, d.max_stages, d.max_mixed_stages, d.max_mixed3_stages, d.max_mixed_types);
 }
 
 enum {
@@ -72,6 +84,8 @@ enum {
     OPT_MB,
     OPT_TP,
     OPT_PP,
+    OPT_DP,
+    OPT_OBJECTIVE,
     OPT_RECOMPUTE,
     OPT_PRECISION,
     OPT_P2P,
@@ -100,6 +114,8 @@ static const struct option plan_opts[] = {
     {"micro-batch", required_argument, 0, OPT_MB},
     {"tp", required_argument, 0, OPT_TP},
     {"pp", required_argument, 0, OPT_PP},
+    {"dp", required_argument, 0, OPT_DP},
+    {"objective", required_argument, 0, OPT_OBJECTIVE},
     {"recompute", required_argument, 0, OPT_RECOMPUTE},
     {"precision", required_argument, 0, OPT_PRECISION},
     {"p2p", required_argument, 0, OPT_P2P},
@@ -130,6 +146,16 @@ static int int_opt(const char *flag, const char *v, int min, int *out) {
     return 0;
 }
 
+/* cost_per_iteration_usd and cost_per_mtoken_usd, when every used node has a price */
+static void add_cost_fields(cJSON *o, const ah_plan *p) {
+    double ci = ah_plan_cost_per_iteration(p);
+    if (ci < 0)
+        return;
+    cJSON_AddNumberToObject(o, "price_per_hour_usd", ah_plan_price_per_hour(p));
+    cJSON_AddNumberToObject(o, "cost_per_iteration_usd", ci);
+    cJSON_AddNumberToObject(o, "cost_per_mtoken_usd", ah_plan_cost_per_mtoken(p));
+}
+
 static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const ah_plan *ref) {
     cJSON *o = cJSON_CreateObject();
     if (!ok) {
@@ -145,6 +171,7 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
     cJSON_AddNumberToObject(o, "replicas", p->n_replicas);
     cJSON_AddNumberToObject(o, "stages", p->replicas[0].n_stages);
     cJSON_AddNumberToObject(o, "autohet_speedup", p->iteration_time_s / ref->iteration_time_s);
+    add_cost_fields(o, p);
     return o;
 }
 
@@ -274,6 +301,46 @@ int cmd_plan(int argc, char **argv) {
             }
             break;
         }
+        case OPT_DP: {
+            int v[AH_MAX_DP_LIST + 1], n = cli_parse_int_list(optarg, v, AH_MAX_DP_LIST + 1);
+            for (int i = 0; i < n; i++)
+                if (v[i] < 1 || v[i] > 1 << 20)
+                    n = -1;
+            if (n < 1 || n > AH_MAX_DP_LIST) {
+                char msg[200];
+                snprintf(msg, sizeof msg,
+                         "--dp '%s': expected a replica count or a comma list of at most %d counts in 1..%d",
+                         optarg, AH_MAX_DP_LIST, 1 << 20);
+                return cli_bad_input("plan", msg);
+            }
+            /* ascending, without repeats */
+            o.n_dp = 0;
+            for (int i = 0; i < n; i++) {
+                int at = o.n_dp, dup = 0;
+                for (int j = 0; j < o.n_dp; j++)
+                    dup |= o.dp[j] == v[i];
+                if (dup)
+                    continue;
+                while (at > 0 && o.dp[at - 1] > v[i]) {
+                    o.dp[at] = o.dp[at - 1];
+                    at--;
+                }
+                o.dp[at] = v[i];
+                o.n_dp++;
+            }
+            break;
+        }
+        case OPT_OBJECTIVE:
+            if (!strcmp(optarg, "time"))
+                o.objective = AH_OBJECTIVE_TIME;
+            else if (!strcmp(optarg, "cost"))
+                o.objective = AH_OBJECTIVE_COST;
+            else {
+                char msg[160];
+                snprintf(msg, sizeof msg, "--objective '%s': expected time or cost", optarg);
+                return cli_bad_input("plan", msg);
+            }
+            break;
         case OPT_MAXST:
             if ((rc = int_opt("--max-stages", optarg, 1, &o.max_stages)))
                 return rc;
@@ -386,6 +453,7 @@ int cmd_plan(int argc, char **argv) {
         for (int i = 0; i < 2; i++) {
             ah_plan_options ob = o;
             ob.strategy = bs[i];
+            ob.objective = AH_OBJECTIVE_TIME; /* the baselines are fastest-plan planners */
             base_ok[i] =
                 ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i], sizeof base_err[i]) == 0;
         }
@@ -394,6 +462,11 @@ int cmd_plan(int argc, char **argv) {
         if (comm_arg)
             printf("Measured links (%s): %s\n", comm_arg, comm_summary);
         ah_plan_print_table(&plan, stdout);
+        if (ah_plan_cost_per_iteration(&plan) >= 0)
+            printf("Cost:                     $%.6f per iteration, $%.4f per 1M tokens (nodes used: $%.2f/h)%s\n",
+                   ah_plan_cost_per_iteration(&plan), ah_plan_cost_per_mtoken(&plan),
+                   ah_plan_price_per_hour(&plan),
+                   o.objective == AH_OBJECTIVE_COST ? "; objective: cost" : "");
         if (compare) {
             printf("\nComparison (same cost model, same cluster, same global batch)\n");
             printf("  %-13s %12s %12s %7s %4s %4s %6s %9s\n", "strategy", "iter time s", "tokens/s", "MFU",
@@ -417,8 +490,14 @@ int cmd_plan(int argc, char **argv) {
     cJSON *verify_json = verify ? verify_plans(top, n_top, prof, &o, quiet, &tau, &worst) : NULL;
     if (json_path) {
         cJSON *extra = NULL;
-        if (compare) {
+        if (ah_plan_cost_per_iteration(&plan) >= 0 || o.objective == AH_OBJECTIVE_COST) {
             extra = cJSON_CreateObject();
+            cJSON_AddStringToObject(extra, "objective", o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
+            add_cost_fields(extra, &plan);
+        }
+        if (compare) {
+            if (!extra)
+                extra = cJSON_CreateObject();
             cJSON *cmp = cJSON_AddObjectToObject(extra, "comparison");
             cJSON_AddItemToObject(cmp, "megatron",
                                   comparison_entry(&base[0], base_ok[0], base_err[0], &plan));
@@ -429,8 +508,11 @@ int cmd_plan(int argc, char **argv) {
             if (!extra)
                 extra = cJSON_CreateObject();
             cJSON *arr = cJSON_AddArrayToObject(extra, "top");
-            for (int i = 0; i < n_top && i < top_k; i++)
-                cJSON_AddItemToArray(arr, ah_plan_to_json(&top[i]));
+            for (int i = 0; i < n_top && i < top_k; i++) {
+                cJSON *e = ah_plan_to_json(&top[i]);
+                add_cost_fields(e, &top[i]);
+                cJSON_AddItemToArray(arr, e);
+            }
         }
         if (verify_json) {
             if (!extra)

@@ -114,13 +114,13 @@ static void trim(const char **b, const char **e) {
         (*e)--;
 }
 
-/* Parses the "@NIC" and ":spot" suffixes in [p, end). */
+/* Parses the "@NIC", "$PRICE" and ":spot" suffixes in [p, end). */
 static int parse_suffixes(const ah_err_ctx *cx, const char *p, const char *end, int elen, const char *entry,
                           ah_node *node) {
     while (p < end) {
         char mark = *p++;
         const char *q = p;
-        while (q < end && *q != '@' && *q != ':')
+        while (q < end && *q != '@' && *q != ':' && *q != '$')
             q++;
         char word[64];
         snprintf(word, sizeof word, "%.*s", (int)(q - p), p);
@@ -134,6 +134,14 @@ static int parse_suffixes(const ah_err_ctx *cx, const char *p, const char *end, 
                                "(Gbit/s)",
                                elen, entry, word);
             node->nic_gbit = nic;
+        } else if (mark == '$') {
+            char *stop;
+            errno = 0;
+            double price = strtod(word, &stop);
+            if (word[0] == '\0' || *stop != '\0' || errno != 0 || !(price > 0.0 && price < 1e9))
+                return ah_fail(cx, "entry '%.*s': price '$%s' must be a positive number (dollars per node-hour)",
+                               elen, entry, word);
+            node->price_per_hour = price;
         } else if (strcasecmp(word, "spot") == 0) {
             node->spot = 1;
         } else {
@@ -144,7 +152,7 @@ static int parse_suffixes(const ah_err_ctx *cx, const char *p, const char *end, 
     return 0;
 }
 
-/* One "NxGxTYPE[@NIC][:spot]" (or "GxTYPE") entry in [b, e). */
+/* One "NxGxTYPE[@NIC][$PRICE][:spot]" (or "GxTYPE") entry in [b, e). */
 static int parse_entry(const ah_err_ctx *cx, const char *b, const char *e, node_buf *nb) {
     int elen = (int)(e - b);
     const char *p = b;
@@ -162,7 +170,7 @@ static int parse_entry(const ah_err_ctx *cx, const char *b, const char *e, node_
         p = save; /* "GxTYPE": the type itself may start with digits ("8x4090") */
     }
     const char *tb = p;
-    while (p < e && *p != '@' && *p != ':')
+    while (p < e && *p != '@' && *p != ':' && *p != '$')
         p++;
     const char *te = p;
     trim(&tb, &te);

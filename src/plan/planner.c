@@ -96,6 +96,29 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
                      s, L < o->max_stages ? L : o->max_stages, L, o->max_stages);
             return -1;
         }
+    if (o->n_dp < 0 || o->n_dp > AH_MAX_DP_LIST) {
+        snprintf(err, errlen, "--dp: at most %d replica counts", AH_MAX_DP_LIST);
+        return -1;
+    }
+    for (int i = 0; i < o->n_dp; i++)
+        if (o->dp[i] < 1 || o->dp[i] > 1 << 20) {
+            snprintf(err, errlen, "--dp %d: the number of data-parallel replicas must be within 1..%d", o->dp[i],
+                     1 << 20);
+            return -1;
+        }
+    if (o->objective != AH_OBJECTIVE_TIME && o->objective != AH_OBJECTIVE_COST) {
+        snprintf(err, errlen, "--objective: expected time or cost");
+        return -1;
+    }
+    if (o->objective == AH_OBJECTIVE_COST && o->strategy == AH_STRATEGY_AUTOHET)
+        for (int i = 0; i < c->n_nodes; i++)
+            if (!(c->nodes[i].price_per_hour > 0)) {
+                snprintf(err, errlen,
+                         "--objective cost: node '%s' has no price (price_per_hour in the inventory, or a "
+                         "$PRICE suffix in --cluster)",
+                         c->nodes[i].name);
+                return -1;
+            }
     if (o->max_stages < 1 || o->max_stages > AH_MAX_STAGES) {
         snprintf(err, errlen, "max stages must be within 1..%d", AH_MAX_STAGES);
         return -1;
@@ -154,6 +177,10 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                  "GiB (reserve %.1f GiB)",
                  m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
 }
+
+static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                          const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
+                          size_t errlen);
 
 /* Two plans with the same TP, micro-batch and replicas (stages on the same
  * GPUs with the same layers, same micro-batches): sub-searches at different
@@ -243,19 +270,51 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
         for (int s = 1; s <= 64 && !smin; s++)
             if ((o->pp_mask >> (s - 1)) & 1)
                 smin = s;
-        if (o->pp_mask && tmin * smin > ah_cluster_total_gpus(c)) {
+        int dmin = o->n_dp ? o->dp[0] : 0, groups = 0;
+        for (int i = 1; i < o->n_dp; i++)
+            if (o->dp[i] < dmin)
+                dmin = o->dp[i];
+        for (int i = 0; i < c->n_nodes; i++)
+            groups += c->nodes[i].gpus / tmin;
+        int mb_min = o->micro_batch ? o->micro_batch : 1;
+        if (o->n_dp && dmin > groups) {
+            snprintf(err, errlen, "--dp %d needs at least %d TP groups (of %d GPUs, --tp %d); the cluster has %d",
+                     dmin, dmin, tmin, tmin, groups);
+        } else if (o->n_dp && dmin > o->global_batch / mb_min) {
+            snprintf(err, errlen,
+                     "--dp %d needs at least %d micro-batches per iteration (one per replica); --global-batch %d "
+                     "with micro-batch %d gives %d",
+                     dmin, dmin, o->global_batch, mb_min, o->global_batch / mb_min);
+        } else if (o->n_dp && o->pp_mask && (long long)dmin * smin > groups) {
+            snprintf(err, errlen, "--dp %d with --pp %d needs at least %d TP groups (--tp %d); the cluster has %d",
+                     dmin, smin, dmin * smin, tmin, groups);
+        } else if (o->pp_mask && tmin * smin > ah_cluster_total_gpus(c)) {
             snprintf(err, errlen,
                      "--pp %d with --tp %d needs at least %d GPUs for one replica (TP x stages); the cluster has %d",
                      smin, tmin, tmin * smin, ah_cluster_total_gpus(c));
-        } else if (o->tp_mask || o->pp_mask) {
+        } else if (o->tp_mask || o->pp_mask || o->n_dp) {
             /* say what the limits cost: the leanest plan without them */
             ah_plan_options free_o = *o;
             free_o.tp_mask = 0;
             free_o.pp_mask = 0;
+            free_o.n_dp = 0;
             char why[400];
-            no_fit_message(m, c, prof, &free_o, why, sizeof why);
-            snprintf(err, errlen, "no plan with the given --tp/--pp fits this cluster (GPU count or memory); "
-                     "without those limits: %s", why);
+            ah_plan fp;
+            int nf = 0;
+            if (search_autohet(m, c, prof, &free_o, &fp, 1, &nf, why, sizeof why) == 0 && nf == 1) {
+                int smin_f = 1 << 30, smax_f = 0;
+                for (int r = 0; r < fp.n_replicas; r++) {
+                    int d = fp.replicas[r].n_stages;
+                    smin_f = d < smin_f ? d : smin_f;
+                    smax_f = d > smax_f ? d : smax_f;
+                }
+                snprintf(why, sizeof why, "the fastest plan has %d replica(s) of %d..%d stages at TP %d",
+                         fp.n_replicas, smin_f, smax_f, fp.tp);
+                ah_plan_free(&fp);
+            } else
+                no_fit_message(m, c, prof, &free_o, why, sizeof why);
+            snprintf(err, errlen, "no plan with the given --tp/--pp/--dp fits this cluster (too few GPUs or "
+                     "too little memory per replica); without those limits: %s", why);
         } else
             no_fit_message(m, c, prof, o, err, errlen);
         rc = -1;
@@ -301,6 +360,281 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
     return rc;
 }
 
+/* ---- cost ------------------------------------------------------------------ */
+
+double ah_plan_price_per_hour(const ah_plan *p) {
+    double sum = 0;
+    for (int n = 0; n < p->cluster.n_nodes; n++) {
+        int used = 0;
+        for (int k = 0; k < p->n_replicas && !used; k++)
+            for (int j = 0; j < p->replicas[k].n_stages && !used; j++)
+                used = p->replicas[k].stages[j].node == n;
+        if (!used)
+            continue;
+        if (!(p->cluster.nodes[n].price_per_hour > 0))
+            return -1;
+        sum += p->cluster.nodes[n].price_per_hour;
+    }
+    return sum;
+}
+
+double ah_plan_cost_per_iteration(const ah_plan *p) {
+    double price = ah_plan_price_per_hour(p);
+    return price < 0 ? -1 : p->iteration_time_s * price / 3600.0;
+}
+
+double ah_plan_cost_per_mtoken(const ah_plan *p) {
+    double c = ah_plan_cost_per_iteration(p);
+    double tokens = (double)p->global_batch * (double)p->train.seq;
+    return c < 0 || !(tokens > 0) ? -1 : c * 1e6 / tokens;
+}
+
+/* --objective cost. Nodes of one class (GPU type, GPUs per node, NIC) are
+ * interchangeable for the time search, so a choice of nodes to pay for is a
+ * vector of counts per class, taking the cheapest nodes of each class. For
+ * every vector of a grid (below) the exact time search runs on those nodes
+ * only, and the objective is its optimum x the price of the chosen nodes.
+ * Over all vectors this is the exact minimum cost (a plan using node counts u
+ * costs at least optimum(u) x price(u)); over a grid it is exact among plans
+ * whose node counts lie on the grid. The reported cost counts only the nodes
+ * the plan uses (never more than the objective).
+ * Grid: every count 0..n_c of every class if that is at most 256 vectors,
+ * else 0, the powers of two below n_c and n_c, if at most 256, else {0, n_c}.
+ * Exact pruning: vectors are visited with the most nodes first; a vector
+ * whose nodes are contained in an infeasible one is infeasible, and one
+ * whose price x the optimum of a visited superset (which is never slower)
+ * reaches the k-th best objective is skipped. */
+#define COST_GRID_MAX 256
+
+typedef struct {
+    int n;          /* nodes of the class */
+    int idx[4096];  /* cluster node indices, cheapest first */
+    int n_grid, grid[64];
+} cost_class;
+
+typedef struct {
+    int counts[AH_MAX_CLASSES];
+    int n_nodes;
+    double price;
+    int state; /* 0 not visited, 1 feasible, 2 infeasible, 3 skipped */
+    ah_ns value;
+} cost_vec;
+
+static int cmp_vec(const void *a, const void *b) {
+    const cost_vec *x = a, *y = b;
+    if (x->n_nodes != y->n_nodes)
+        return y->n_nodes - x->n_nodes;
+    return (x->price < y->price) - (x->price > y->price);
+}
+
+static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                       const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
+                       size_t errlen) {
+    int K = 0;
+    cost_class *cc = calloc(AH_MAX_CLASSES, sizeof *cc);
+    if (!cc)
+        abort();
+    for (int i = 0; i < c->n_nodes; i++) {
+        const ah_node *nd = &c->nodes[i];
+        int k = 0;
+        while (k < K && !(strcmp(c->nodes[cc[k].idx[0]].dev.name, nd->dev.name) == 0 &&
+                          c->nodes[cc[k].idx[0]].gpus == nd->gpus && c->nodes[cc[k].idx[0]].nic_gbit == nd->nic_gbit))
+            k++;
+        if (k == K) {
+            if (K == AH_MAX_CLASSES) {
+                free(cc);
+                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
+                return -1;
+            }
+            K++;
+        }
+        /* insertion by price: cheapest first, inventory order among equals */
+        int j = cc[k].n++;
+        while (j > 0 && c->nodes[cc[k].idx[j - 1]].price_per_hour > nd->price_per_hour) {
+            cc[k].idx[j] = cc[k].idx[j - 1];
+            j--;
+        }
+        cc[k].idx[j] = i;
+    }
+    /* the grid */
+    for (int level = 0; level < 3; level++) {
+        double total = 1;
+        for (int k = 0; k < K; k++) {
+            cost_class *q = &cc[k];
+            q->n_grid = 0;
+            for (int v = 0; v <= q->n; v++) {
+                int on = level == 0 || v == 0 || v == q->n || (level == 1 && (v & (v - 1)) == 0);
+                if (on && q->n_grid < 64)
+                    q->grid[q->n_grid++] = v;
+            }
+            total *= q->n_grid;
+        }
+        if (total <= COST_GRID_MAX || level == 2)
+            break;
+    }
+    long long nv = 1;
+    for (int k = 0; k < K; k++)
+        nv *= cc[k].n_grid;
+    cost_vec *vec = calloc((size_t)nv, sizeof *vec);
+    if (!vec)
+        abort();
+    for (long long v = 0; v < nv; v++) {
+        long long r = v;
+        for (int k = 0; k < K; k++) {
+            int n = cc[k].grid[r % cc[k].n_grid];
+            r /= cc[k].n_grid;
+            vec[v].counts[k] = n;
+            vec[v].n_nodes += n;
+            for (int i = 0; i < n; i++)
+                vec[v].price += c->nodes[cc[k].idx[i]].price_per_hour;
+        }
+    }
+    qsort(vec, (size_t)nv, sizeof *vec, cmp_vec);
+    /* the k best plans by objective, ascending */
+    ah_plan *keep = calloc((size_t)k_best, sizeof *keep);
+    double *keep_obj = calloc((size_t)k_best, sizeof *keep_obj);
+    ah_node *sub_nodes = malloc(sizeof(ah_node) * (size_t)c->n_nodes);
+    int *map = malloc(sizeof(int) * (size_t)c->n_nodes);
+    if (!keep || !keep_obj || !sub_nodes || !map)
+        abort();
+    int n_keep = 0, rc = 0, any_feasible = 0;
+    long long effort = 0;
+    char first_err[512] = "";
+    ah_plan_options ot = *o;
+    ot.objective = AH_OBJECTIVE_TIME;
+    for (long long v = 0; v < nv && rc == 0; v++) {
+        cost_vec *cv = &vec[v];
+        if (cv->n_nodes == 0)
+            continue;
+        ah_ns faster = 0; /* optimum of the smallest visited superset: a lower bound */
+        int dead = 0;
+        for (long long u = 0; u < v && !dead; u++) {
+            int sup = 1;
+            for (int k = 0; k < K && sup; k++)
+                sup = vec[u].counts[k] >= cv->counts[k];
+            if (!sup)
+                continue;
+            if (vec[u].state == 2)
+                dead = 1;
+            else if (vec[u].state == 1 && vec[u].value > faster)
+                faster = vec[u].value;
+        }
+        if (dead) {
+            cv->state = 2;
+            continue;
+        }
+        if (n_keep == k_best && ah_ns_to_s(faster) * cv->price / 3600.0 >= keep_obj[k_best - 1]) {
+            cv->state = 3;
+            continue;
+        }
+        ah_cluster sub = {sub_nodes, 0};
+        for (int i = 0; i < c->n_nodes; i++) {
+            int k = 0, pos = -1;
+            for (; k < K && pos < 0; k++)
+                for (int q = 0; q < cv->counts[k]; q++)
+                    if (cc[k].idx[q] == i)
+                        pos = q;
+            if (pos >= 0) {
+                map[sub.n_nodes] = i;
+                sub_nodes[sub.n_nodes++] = c->nodes[i];
+            }
+        }
+        ah_plan pl;
+        int got = 0;
+        char e2[512];
+        int r = search_autohet(m, &sub, prof, &ot, &pl, 1, &got, e2, sizeof e2);
+        if (getenv("AUTOHET_DEBUG")) {
+            fprintf(stderr, "autohet: cost vector");
+            for (int k = 0; k < K; k++)
+                fprintf(stderr, " %d", cv->counts[k]);
+            fprintf(stderr, " ($%.2f/h): %s %.6f s\n", cv->price, r == 0 && got ? "optimum" : e2,
+                    r == 0 && got ? pl.search_value_s : 0.0);
+        }
+        if (r != 0 || got == 0) {
+            cv->state = 2;
+            if (!first_err[0])
+                snprintf(first_err, sizeof first_err, "%s", e2);
+            continue;
+        }
+        cv->state = 1;
+        cv->value = pl.search_value_ns;
+        effort += pl.candidates;
+        any_feasible = 1;
+        double obj = pl.search_value_s * cv->price / 3600.0;
+        if (n_keep == k_best && obj >= keep_obj[k_best - 1]) {
+            ah_plan_free(&pl);
+            continue;
+        }
+        /* the plan on the whole cluster's node indices */
+        for (int k = 0; k < pl.n_replicas; k++)
+            for (int j = 0; j < pl.replicas[k].n_stages; j++)
+                pl.replicas[k].stages[j].node = map[pl.replicas[k].stages[j].node];
+        free(pl.cluster.nodes);
+        pl.cluster.n_nodes = c->n_nodes;
+        pl.cluster.nodes = malloc(sizeof(ah_node) * (size_t)c->n_nodes);
+        if (!pl.cluster.nodes)
+            abort();
+        memcpy(pl.cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
+        ah_ns sv = pl.search_value_ns;
+        if (ah_plan_evaluate(&pl, prof, o, e2, sizeof e2) != 0) {
+            ah_plan_free(&pl);
+            snprintf(err, errlen, "%s", e2);
+            rc = -1;
+            break;
+        }
+        pl.search_value_ns = sv;
+        pl.search_value_s = ah_ns_to_s(sv);
+        /* the same plan found on a larger node set (paying for idle nodes)
+         * gives way to the cheaper objective */
+        int dup = -1;
+        for (int i = 0; i < n_keep && dup < 0; i++)
+            if (same_layout(&keep[i], &pl))
+                dup = i;
+        if (dup >= 0 && keep_obj[dup] <= obj) {
+            ah_plan_free(&pl);
+            continue;
+        }
+        if (dup >= 0) {
+            ah_plan_free(&keep[dup]);
+            for (int i = dup; i + 1 < n_keep; i++) {
+                keep[i] = keep[i + 1];
+                keep_obj[i] = keep_obj[i + 1];
+            }
+            n_keep--;
+        }
+        if (n_keep == k_best)
+            ah_plan_free(&keep[--n_keep]);
+        int at = n_keep++;
+        while (at > 0 && keep_obj[at - 1] > obj) {
+            keep[at] = keep[at - 1];
+            keep_obj[at] = keep_obj[at - 1];
+            at--;
+        }
+        keep[at] = pl;
+        keep_obj[at] = obj;
+    }
+    if (rc == 0 && !any_feasible) {
+        snprintf(err, errlen, "%s", first_err[0] ? first_err : "no plan fits this cluster");
+        rc = -1;
+    }
+    if (rc == 0) {
+        for (int i = 0; i < n_keep; i++) {
+            keep[i].candidates = effort;
+            out[i] = keep[i];
+        }
+        *n_out = n_keep;
+    } else
+        for (int i = 0; i < n_keep; i++)
+            ah_plan_free(&keep[i]);
+    free(keep);
+    free(keep_obj);
+    free(sub_nodes);
+    free(map);
+    free(vec);
+    free(cc);
+    return rc;
+}
+
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     int n = 0;
@@ -328,7 +662,10 @@ int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_p
         rc = ah_plan_proportional(m, c, prof, o, out, err, errlen);
         *n_out = rc == 0;
         break;
-    default: rc = search_autohet(m, c, prof, o, out, k, n_out, err, errlen); break;
+    default:
+        rc = o->objective == AH_OBJECTIVE_COST ? search_cost(m, c, prof, o, out, k, n_out, err, errlen)
+                                               : search_autohet(m, c, prof, o, out, k, n_out, err, errlen);
+        break;
     }
     if (rc != 0) {
         for (int i = 0; i < k; i++)

@@ -259,7 +259,92 @@ typedef struct {
     long long *V;   /* per class: best micro-batch capacity with u units, u = 0..units */
     int *choice;    /* template index used last at u, -1 = leave a unit idle */
     long long *cap; /* per template */
+    /* --dp only (R > 0): the same knapsack with the replica count as a second
+     * dimension, per class (units + 1) x (R + 1) */
+    int R;                           /* largest replica count tracked */
+    int offR[AH_MAX_CLASSES + 1];    /* per class: start of its table */
+    long long *VR;                   /* best capacity with <= u units and exactly r replicas, -1 = none */
+    int *chR;                        /* template used last at (u, r), -1 = a unit idle */
+    long long *conv;                 /* K x (R + 1): classes 0..k combined, exactly r replicas */
+    int *conv_arg;                   /* replicas class k contributes at that optimum */
+    int sel_counts[AH_MAX_CLASSES];  /* the feasible combination found: pure replicas per class */
+    /* per subset of classes (K <= COMP_MAX_K): the convolution of the other
+     * classes at all their units, built lazily for the current tables */
+    long long *comp;
+    unsigned *comp_gen;
+    unsigned gen;
+    long long *tmp; /* 2 x (R + 1) scratch */
 } workspace;
+
+#define COMP_MAX_K 8
+
+/* --dp: is a plan of r replicas allowed? */
+static int dp_allowed(const ah_plan_options *o, long long r) {
+    if (o->n_dp == 0)
+        return 1;
+    for (int i = 0; i < o->n_dp; i++)
+        if (o->dp[i] == r)
+            return 1;
+    return 0;
+}
+
+/* --dp: the largest replica count worth tracking (0 without --dp). */
+static int dp_track(const ah_search_ctx *x) {
+    if (x->o->n_dp == 0)
+        return 0;
+    long long units = 0, r = 0;
+    for (int k = 0; k < x->K; k++)
+        units += x->cls[k].units;
+    for (int i = 0; i < x->o->n_dp; i++)
+        if (x->o->dp[i] > r)
+            r = x->o->dp[i];
+    if (r > x->M)
+        r = x->M;
+    if (r > units)
+        r = units;
+    return (int)(r > 0 ? r : 1);
+}
+
+static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offset) {
+    memset(w, 0, sizeof *w);
+    w->V = malloc(sizeof(long long) * (size_t)offset[x->K]);
+    w->choice = malloc(sizeof(int) * (size_t)offset[x->K]);
+    w->cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
+    if (!w->V || !w->choice || !w->cap)
+        abort();
+    w->R = dp_track(x);
+    if (w->R > 0) {
+        w->offR[0] = 0;
+        for (int k = 0; k < x->K; k++)
+            w->offR[k + 1] = w->offR[k] + (x->cls[k].units + 1) * (w->R + 1);
+        w->VR = malloc(sizeof(long long) * (size_t)w->offR[x->K]);
+        w->chR = malloc(sizeof(int) * (size_t)w->offR[x->K]);
+        w->conv = malloc(sizeof(long long) * (size_t)(x->K * (w->R + 1)));
+        w->conv_arg = malloc(sizeof(int) * (size_t)(x->K * (w->R + 1)));
+        if (!w->VR || !w->chR || !w->conv || !w->conv_arg)
+            abort();
+        if (x->K <= COMP_MAX_K) {
+            w->comp = malloc(sizeof(long long) * (size_t)(w->R + 1) << x->K);
+            w->comp_gen = calloc((size_t)1 << x->K, sizeof(unsigned));
+            w->tmp = malloc(sizeof(long long) * (size_t)(2 * (w->R + 1)));
+            if (!w->comp || !w->comp_gen || !w->tmp)
+                abort();
+        }
+    }
+}
+
+static void workspace_free(workspace *w) {
+    free(w->V);
+    free(w->choice);
+    free(w->cap);
+    free(w->VR);
+    free(w->chR);
+    free(w->conv);
+    free(w->conv_arg);
+    free(w->comp);
+    free(w->comp_gen);
+    free(w->tmp);
+}
 
 /* Unbounded knapsack per class over its pure templates. */
 static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
@@ -290,6 +375,193 @@ static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, worksp
     }
 }
 
+/* --dp: the per-class knapsack with an exact replica count (w->cap set by
+ * class_tables). VR[u][r] = best capacity of exactly r replicas of the class's
+ * pure templates (each with cap >= 1) in at most u units. */
+static void class_tables_R(const ah_search_ctx *x, workspace *w) {
+    int R = w->R;
+    w->gen++; /* the cached convolutions are stale */
+    for (int k = 0; k < x->K; k++) {
+        long long *VR = w->VR + w->offR[k];
+        int *ch = w->chR + w->offR[k];
+        int U = x->cls[k].units;
+        for (int r = 0; r <= R; r++) {
+            VR[r] = r == 0 ? 0 : -1;
+            ch[r] = -1;
+        }
+        for (int u = 1; u <= U; u++) {
+            long long *row = VR + (size_t)u * (R + 1), *prev = row - (R + 1);
+            int *crow = ch + (size_t)u * (R + 1);
+            for (int r = 0; r <= R; r++) {
+                row[r] = prev[r];
+                crow[r] = -1;
+            }
+            for (int q = 0; q < x->n_pure[k]; q++) {
+                int i = x->pure[k][q];
+                int n = x->tpl[i].n_stages;
+                if (n > u || w->cap[i] == 0)
+                    continue;
+                const long long *from = VR + (size_t)(u - n) * (R + 1);
+                int rmax = R < u ? R : u;
+                for (int r = 1; r <= rmax; r++) {
+                    if (from[r - 1] < 0)
+                        continue;
+                    long long v = from[r - 1] + w->cap[i];
+                    if (v > x->M)
+                        v = x->M;
+                    if (v > row[r]) {
+                        row[r] = v;
+                        crow[r] = i;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* --dp: with `fixed` replicas of capacity fixed_cap each already chosen (the
+ * mixed copies) and left[k] units of each class for pure replicas, is there
+ * an allowed total count T >= 2 (T <= M) whose pure part reaches M? Combines
+ * the classes by a max-plus convolution over the count; on success records
+ * the pure replicas per class in w->sel_counts. */
+static int count_feasible(const ah_search_ctx *x, workspace *w, const long long *left, int fixed,
+                          long long fixed_cap) {
+    int R = w->R, W = R + 1;
+    int need = R - fixed; /* pure replicas at most */
+    if (need < 0)
+        return 0;
+    for (int k = 0; k < x->K; k++) {
+        const long long *row = w->VR + w->offR[k] + (size_t)left[k] * W;
+        long long *cv = w->conv + (size_t)k * W;
+        int *ca = w->conv_arg + (size_t)k * W;
+        int amax = left[k] < need ? (int)left[k] : need;
+        for (int r = 0; r <= need; r++) {
+            cv[r] = -1;
+            ca[r] = 0;
+        }
+        if (k == 0) {
+            for (int a = 0; a <= amax; a++) {
+                cv[a] = row[a];
+                ca[a] = a;
+            }
+            continue;
+        }
+        const long long *pv = cv - W;
+        for (int r = 0; r <= need; r++) {
+            if (pv[r] < 0)
+                continue;
+            for (int a = 0; a <= amax && r + a <= need; a++) {
+                if (row[a] < 0)
+                    continue;
+                long long v = pv[r] + row[a];
+                if (v > x->M)
+                    v = x->M;
+                if (v > cv[r + a]) {
+                    cv[r + a] = v;
+                    ca[r + a] = a;
+                }
+            }
+        }
+    }
+    const long long *last = w->conv + (size_t)(x->K - 1) * W;
+    long long fixed_total = fixed * fixed_cap;
+    for (int i = 0; i < x->o->n_dp; i++) {
+        int T = x->o->dp[i], p = T - fixed;
+        if (T < 2 || T > x->M || p < 0 || p > need || last[p] < 0 || last[p] + fixed_total < x->M)
+            continue;
+        for (int k = x->K - 1; k >= 0; k--) {
+            int a = w->conv_arg[(size_t)k * W + p];
+            w->sel_counts[k] = a;
+            p -= a;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* out = max-plus convolution of a (indices 0..n) with a class row (0..amax), capped at M */
+static void conv_into(const long long *a, const long long *row, int amax, int n, long long M, long long *out) {
+    for (int r = 0; r <= n; r++)
+        out[r] = -1;
+    for (int r = 0; r <= n; r++) {
+        if (a[r] < 0)
+            continue;
+        for (int q = 0; q <= amax && r + q <= n; q++) {
+            if (row[q] < 0)
+                continue;
+            long long v = a[r] + row[q];
+            if (v > M)
+                v = M;
+            if (v > out[r + q])
+                out[r + q] = v;
+        }
+    }
+}
+
+/* The same answer as count_feasible, faster: the classes a mixed shape does
+ * not touch keep all their units, so their convolution is cached per subset;
+ * the last touched class is combined only at the counts the targets need.
+ * Calls count_feasible (which records the counts) only when it succeeds. */
+static int count_feasible_fast(const ah_search_ctx *x, workspace *w, const long long *left, int fixed,
+                               long long fixed_cap) {
+    if (!w->comp)
+        return count_feasible(x, w, left, fixed, fixed_cap);
+    int R = w->R, W = R + 1, need = R - fixed;
+    if (need < 0)
+        return 0;
+    unsigned touched = 0;
+    for (int k = 0; k < x->K; k++)
+        if (left[k] != x->cls[k].units)
+            touched |= 1u << k;
+    long long *cur = w->comp + (size_t)touched * W;
+    if (w->comp_gen[touched] != w->gen) {
+        for (int r = 0; r <= R; r++)
+            cur[r] = r == 0 ? 0 : -1;
+        for (int k = 0; k < x->K; k++) {
+            if (touched & (1u << k))
+                continue;
+            int U = x->cls[k].units;
+            conv_into(cur, w->VR + w->offR[k] + (size_t)U * W, U < R ? U : R, R, x->M, w->tmp);
+            memcpy(cur, w->tmp, sizeof(long long) * (size_t)W);
+        }
+        w->comp_gen[touched] = w->gen;
+    }
+    int last = -1;
+    for (int k = 0; k < x->K; k++)
+        if (touched & (1u << k))
+            last = k;
+    const long long *a = cur;
+    long long *buf = w->tmp, *alt = w->tmp + W;
+    for (int k = 0; k < last; k++) {
+        if (!(touched & (1u << k)))
+            continue;
+        conv_into(a, w->VR + w->offR[k] + (size_t)left[k] * W, left[k] < need ? (int)left[k] : need, need, x->M,
+                  buf);
+        a = buf;
+        long long *t = buf;
+        buf = alt;
+        alt = t;
+    }
+    const long long *row = last >= 0 ? w->VR + w->offR[last] + (size_t)left[last] * W : NULL;
+    int amax = last >= 0 ? (left[last] < need ? (int)left[last] : need) : 0;
+    long long fixed_total = fixed * fixed_cap;
+    for (int i = 0; i < x->o->n_dp; i++) {
+        int T = x->o->dp[i], p = T - fixed;
+        if (T < 2 || T > x->M || p < 0 || p > need)
+            continue;
+        long long best = -1;
+        if (row == NULL)
+            best = a[p];
+        else
+            for (int q = 0; q <= amax && q <= p; q++)
+                if (row[q] >= 0 && a[p - q] >= 0 && a[p - q] + row[q] > best)
+                    best = a[p - q] + row[q];
+        if (best >= 0 && best + fixed_total >= x->M)
+            return count_feasible(x, w, left, fixed, fixed_cap);
+    }
+    return 0;
+}
+
 /* Is there a plan (several replicas allowed) whose pipelines all finish within
  * P using only templates whose tail is <= max_tail? On success *mixed_tpl and
  * *mixed_r say which mixed template (or -1) and how many copies. */
@@ -302,7 +574,16 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
         base += w->V[offset[k] + x->cls[k].units];
     *mixed_tpl = -1;
     *mixed_r = 0;
-    if (base >= x->M)
+    long long left[AH_MAX_CLASSES];
+    if (w->R > 0) {
+        /* --dp: the same search with exact counts; the plain tables above
+         * are an upper bound that skips hopeless combinations cheaply */
+        class_tables_R(x, w);
+        for (int k = 0; k < x->K; k++)
+            left[k] = x->cls[k].units;
+        if (base >= x->M && count_feasible_fast(x, w, left, 0, 0))
+            return 1;
+    } else if (base >= x->M)
         return 1;
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
@@ -312,15 +593,15 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
             long long v = r * w->cap[i];
             int ok = 1;
             for (int k = 0; k < x->K && ok; k++) {
-                long long left = x->cls[k].units - r * t->shape[k];
-                if (left < 0)
+                left[k] = x->cls[k].units - r * t->shape[k];
+                if (left[k] < 0)
                     ok = 0;
                 else
-                    v += w->V[offset[k] + left];
+                    v += w->V[offset[k] + left[k]];
             }
-            if (!ok)
+            if (!ok || (w->R > 0 && r > w->R))
                 break;
-            if (v >= x->M) {
+            if (v >= x->M && (w->R == 0 || count_feasible_fast(x, w, left, (int)r, w->cap[i]))) {
                 *mixed_tpl = i;
                 *mixed_r = r;
                 return 1;
@@ -368,13 +649,16 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         return;
     /* Single-replica plans: no DP all-reduce, tail = optimizer only. */
     int best1 = -1;
-    ah_ns v1 = AH_NS_INF, hiP = AH_NS_INF;
+    ah_ns v1 = AH_NS_INF, hiP = AH_NS_INF, hiAll = 0;
+    int one_ok = dp_allowed(x->o, 1);
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
         if (t->local)
             continue;
         ah_ns v = ah_replica_time(t->A, t->B, t->tail1, x->M);
-        if (v < v1) {
+        if (ah_replica_time(t->A, t->B, 0, x->M) > hiAll)
+            hiAll = ah_replica_time(t->A, t->B, 0, x->M);
+        if (one_ok && v < v1) {
             v1 = v;
             best1 = i;
         }
@@ -387,27 +671,33 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     offset[0] = 0;
     for (int k = 0; k < x->K; k++)
         offset[k + 1] = offset[k] + x->cls[k].units + 1;
-    w.V = malloc(sizeof(long long) * (size_t)offset[x->K]);
-    w.choice = malloc(sizeof(int) * (size_t)offset[x->K]);
-    w.cap = malloc(sizeof(long long) * (size_t)x->n_tpl);
+    workspace_init(x, &w, offset);
     ah_ns *tails = malloc(sizeof(ah_ns) * (size_t)x->n_tpl);
-    if (!w.V || !w.choice || !w.cap || !tails)
+    if (!tails)
         abort();
     /* Plans with several replicas: T = P + Sigma, P = slowest pipeline, Sigma =
      * largest stage tail (gradient sync + optimizer) among the templates used.
      * P_all, the best P with every template allowed, bounds P from below; then
      * every distinct tail value Sigma* is tried as the cap, in ascending order,
      * while Sigma* + P_all can still beat the best value found. */
-    ah_ns P_all = bisect_P(x, 0, hiP, AH_NS_INF, &w, offset);
+    ah_ns P_all;
+    int mt;
+    long long mr;
+    if (w.R == 0)
+        P_all = bisect_P(x, 0, hiP, AH_NS_INF, &w, offset);
+    else if (feasible_T(x, hiAll, AH_NS_INF, &w, offset, &mt, &mr))
+        /* --dp: every cap saturates at hiAll; the single replica's pipeline
+         * need not be feasible with the counts required */
+        P_all = bisect_P(x, 0, hiAll, AH_NS_INF, &w, offset);
+    else
+        P_all = AH_NS_INF; /* no multi-replica plan with an allowed count */
     int n_tails = 0;
     for (int i = 0; i < x->n_tpl; i++)
         if (!x->tpl[i].local)
             tails[n_tails++] = x->tpl[i].tail;
     qsort(tails, (size_t)n_tails, sizeof(ah_ns), cmp_ns);
     ah_ns best = v1, bestP = -1, bestS = -1;
-    int mt;
-    long long mr;
-    for (int i = 0; i < n_tails; i++) {
+    for (int i = 0; i < n_tails && P_all != AH_NS_INF; i++) {
         ah_ns S = tails[i];
         if (i > 0 && S == tails[i - 1])
             continue;
@@ -433,6 +723,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             if (t->shape[k] && x->cls[k].upn < rmax)
                 rmax = x->cls[k].upn;
         for (int R = 2; R <= rmax && R <= x->M; R++) {
+            if (!dp_allowed(x->o, R))
+                continue;
             ah_ns v = ah_replica_time(t->A, t->B, ah_local_tail(x, t, R), (x->M + R - 1) / R);
             if (v < best) {
                 best = v;
@@ -448,6 +740,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         for (int r = 0; r < best_R; r++)
             push(sol, best_local, x->M / best_R + (r < x->M % best_R), &cap);
     } else if (bestP < 0) {
+        if (best1 < 0)
+            goto done; /* nothing with an allowed replica count */
         sol->value = v1;
         sol->single = 1;
         push(sol, best1, x->M, &cap);
@@ -456,7 +750,22 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         feasible_T(x, bestP, bestS, &w, offset, &mt, &mr);
         for (long long r = 0; r < mr; r++)
             push(sol, mt, w.cap[mt], &cap);
-        for (int k = 0; k < x->K; k++) {
+        for (int k = 0; k < x->K && w.R > 0; k++) {
+            /* --dp: exactly sel_counts[k] pure replicas of class k */
+            int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+            int r = w.sel_counts[k];
+            while (r > 0) {
+                int i = w.chR[w.offR[k] + u * (w.R + 1) + r];
+                if (i < 0) {
+                    u--;
+                    continue;
+                }
+                push(sol, i, w.cap[i], &cap);
+                u -= x->tpl[i].n_stages;
+                r--;
+            }
+        }
+        for (int k = 0; k < x->K && w.R == 0; k++) {
             int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
             while (u > 0) {
                 int i = w.choice[offset[k] + u];
@@ -469,7 +778,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             }
         }
         /* Trim to exactly M micro-batches: take from the pipeline that finishes
-         * last; a replica left with none is dropped. */
+         * last; a replica left with none is dropped (with --dp none is: the
+         * count found is exact, and R <= M leaves every replica one). */
         long long total = 0;
         for (int i = 0; i < sol->n; i++)
             total += sol->r[i].m;
@@ -479,6 +789,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             for (int i = 0; i < sol->n; i++) {
                 const ah_template *t = &x->tpl[sol->r[i].tpl];
                 ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[i].m);
+                if (w.R > 0 && sol->r[i].m <= 1)
+                    continue;
                 if (v >= wt) {
                     wt = v;
                     worst = i;
@@ -490,9 +802,8 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
                 sol->r[worst] = sol->r[--sol->n];
         }
     }
-    free(w.V);
-    free(w.choice);
-    free(w.cap);
+done:
+    workspace_free(&w);
     free(tails);
 }
 
@@ -617,6 +928,7 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     v.w.V = malloc(sizeof(long long) * (size_t)v.offset[x->K]);
     v.w.choice = malloc(sizeof(int) * (size_t)v.offset[x->K]);
     v.w.cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
+    v.w.R = 0; /* the bounds ignore --dp: a relaxation, still exact to prune */
     unsigned subsets = 1u << x->K;
     v.sum_min = calloc(subsets, sizeof(ah_ns));
     v.max_min = calloc(subsets, sizeof(ah_ns));
