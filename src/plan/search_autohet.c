@@ -212,9 +212,9 @@ static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int cl
 }
 
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
-    (void)arg;
+    const int *with_local = arg;
     if (depth_allowed(x->o, stages))
-        add_templates(x, shape, 1, 1);
+        add_templates(x, shape, 1, *with_local);
 }
 
 static int mixed_limit(const ah_search_ctx *x) {
@@ -236,10 +236,13 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
         shape[k] = 0;
     }
     int hi = mixed_limit(x);
+    /* When a phase 2 follows, the node-local variants of short mixed shapes
+     * wait for it: there the phase-1 optimum bounds which ones can matter. */
+    int with_local = phase1_mixed_stages >= hi;
     if (phase1_mixed_stages < hi)
         hi = phase1_mixed_stages;
     if (x->K >= 2 && x->o->max_mixed_types >= 2)
-        mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, NULL);
+        mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, &with_local);
 }
 
 /* ---- solve ------------------------------------------------------------- */
@@ -823,6 +826,7 @@ typedef struct {
     ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
     ah_ns *upd_min;           /* per subset: min_c upd_c(layer 0) */
     ah_ns sync0;              /* min_c sync_c(layer 0) */
+    int phase1;               /* mixed shapes up to this many stages have their normal templates already */
     int added;
 } expand_env;
 
@@ -831,7 +835,7 @@ typedef struct {
  *  and with w_c(l) >= kappa_c * omega_l for every layer (omega_l = the
  *  slowest class's time of layer l), S stages of classes c_j give
  *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
-static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, ah_ns *lbA,
+static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, int local, ah_ns *lbA,
                        ah_ns *lbB) {
     unsigned mask = 0;
     double inv = 0.0;
@@ -845,6 +849,7 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
      * the period: B >= (sum w + 2 sum c) / S */
     ah_template t;
     memset(&t, 0, sizeof t); /* normal layout: its sends are the fewest inter-node ones */
+    t.local = local;         /* node-local: every boundary crosses nodes */
     for (int k = 0; k < x->K; k++)
         for (int i = 0; i < shape[k]; i++)
             t.cls[t.n_stages++] = k;
@@ -869,7 +874,8 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     if (!depth_allowed(x->o, stages))
         return;
     ah_ns lbA, lbB;
-    bounds_for(x, v, shape, &lbA, &lbB);
+    bounds_for(x, v, shape, 0, &lbA, &lbB);
+    int normal_done = stages <= v->phase1;
     /* The tail of a pipeline is at least its first stage's sync + optimizer
      * (nothing of it overlaps the drain, ah_pipeline_tail), and the first
      * stage holds layer 0; a plan using this shape pays at least that after
@@ -880,14 +886,14 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
             mask |= 1u << k;
     ah_ns tail1 = v->upd_min[mask], tail = tail1 + v->sync0;
     /* a single replica of this shape */
-    int useful = ah_replica_time(lbA, lbB, tail1, x->M) < v->bound;
+    int useful = !normal_done && ah_replica_time(lbA, lbB, tail1, x->M) < v->bound;
     /* r copies plus the best pure replicas on what is left: their pipelines
      * must finish within bound - 1 - tail */
     ah_ns T = v->bound - 1 - tail;
     long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
     if (capub > x->M)
         capub = x->M;
-    for (long long r = 1; !useful && capub > 0; r++) {
+    for (long long r = 1; !normal_done && !useful && capub > 0; r++) {
         long long val = r * capub;
         int ok = 1;
         for (int k = 0; k < x->K && ok; k++) {
@@ -903,11 +909,18 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     }
     /* R node-local copies: the slowest runs ceil(M/R) micro-batches; its
      * in-node all-reduce is not bounded below by sync0, only by 0 */
-    int useful_local = 0;
-    for (int R = 2; R <= 64 && R <= x->M && !useful_local; R++)
+    int useful_local = 0, rmax = 0;
+    if (local_possible(x, shape)) {
+        rmax = 1 << 30;
+        for (int k = 0; k < x->K; k++)
+            if (shape[k] && x->cls[k].upn < rmax)
+                rmax = x->cls[k].upn;
+        bounds_for(x, v, shape, 1, &lbA, &lbB);
+    }
+    for (int R = 2; R <= rmax && R <= x->M && !useful_local; R++)
         useful_local = ah_replica_time(lbA, lbB, tail1, (x->M + R - 1) / R) < v->bound;
     if (!useful && !useful_local) {
-        x->pruned++;
+        x->pruned += !normal_done;
         return;
     }
     int before = x->n_tpl;
@@ -993,7 +1006,8 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
         v.inv_kappa[k] = kappa > 0 ? 1.0 / kappa : 1e300;
     }
     int shape[AH_MAX_CLASSES] = {0};
-    mixed_shapes(x, 0, shape, 0, 0, phase1_mixed_stages + 1, hi, consider_shape, &v);
+    v.phase1 = phase1_mixed_stages;
+    mixed_shapes(x, 0, shape, 0, 0, 2, hi, consider_shape, &v);
     free(v.w.V);
     free(v.w.choice);
     free(v.w.cap);
