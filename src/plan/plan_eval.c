@@ -1,5 +1,6 @@
 /* ah_plan_evaluate: the closed-form cost model applied to a concrete plan.
  * Formulas are documented in docs/cost-model.md. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,78 @@ static int layers_on_node(const ah_plan *p, int a, int e, int node) {
     return 1;
 }
 
+/* Per replica, what the plan-level tail needs: its flush and, per stage,
+ * sync + optimizer and the drain after the stage's last backward. */
+typedef struct {
+    ah_ns P;
+    ah_ns *x, *drain; /* per stage: sync + optimizer, drain after its last backward */
+    ah_ns *upd;       /* per stage: optimizer */
+    ah_ns *lsync;     /* per layer: its all-reduce on its stage's link */
+    ah_ns *lbwd;      /* per layer: its backward on its stage's device */
+} replica_tail;
+
+/* The gradient sync of a stage starts when every holder of its layers is done
+ * with them: the layer's ready time is the latest, over replicas, of that
+ * replica's flush minus the drain after the stage holding it (the simulator
+ * starts each bucket so). Sets every replica's tail_s and returns the plan's
+ * tail after the slowest flush Pmax (docs/cost-model.md). */
+static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
+    int L = ah_model_num_layers(&p->model), R = p->n_replicas;
+    ah_ns *ready = malloc(sizeof(ah_ns) * (size_t)(L > 0 ? L : 1));
+    int *bfirst = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1));
+    int *holder = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1) * (size_t)R);
+    if (!ready || !bfirst || !holder)
+        abort();
+    for (int k = 0; k < R; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
+                holder[l * R + k] = j;
+    /* buckets: maximal layer runs with the same holders (the simulator's) */
+    for (int l = 0; l < L; l++)
+        bfirst[l] = l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R) ? bfirst[l - 1]
+                                                                                                  : l;
+    /* a bucket is ready when every holder has done the backward of its lowest
+     * layer: the holder's flush minus the drain after its stage minus the
+     * backward of the stage's layers below the bucket */
+    for (int l = 0; l < L; l++) {
+        ready[l] = INT64_MIN;
+        for (int k = 0; k < R; k++) {
+            int j = holder[l * R + k], a = p->replicas[k].stages[j].layer_first;
+            ah_ns below = 0;
+            for (int q = a; q < bfirst[l]; q++)
+                below += rt[k].lbwd[q];
+            if (rt[k].P - rt[k].drain[j] - below > ready[l])
+                ready[l] = rt[k].P - rt[k].drain[j] - below;
+        }
+    }
+    /* a stage's link serves its buckets top down as they become ready: it is
+     * done when, for the latest-starting layer, everything below it is through */
+    ah_ns worst = 0;
+    for (int k = 0; k < R; k++) {
+        ah_ns tail = 0;
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            const ah_stage *s = &p->replicas[k].stages[j];
+            ah_ns done = INT64_MIN, rest = 0;
+            for (int l = s->layer_first; l < s->layer_last; l++)
+                rest += rt[k].lsync[l];
+            for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
+                if (ready[l] + rest > done)
+                    done = ready[l] + rest;
+                rest -= rt[k].lsync[l];
+            }
+            if (done + rt[k].upd[j] - Pmax > tail)
+                tail = done + rt[k].upd[j] - Pmax;
+        }
+        p->replicas[k].tail_s = ah_ns_to_s(tail);
+        if (tail > worst)
+            worst = tail;
+    }
+    free(ready);
+    free(bfirst);
+    free(holder);
+    return worst;
+}
+
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     if (validate_structure(p, err, errlen) != 0)
         return -1;
@@ -151,9 +224,18 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     ah_ns worst = -1, worst_tail = 0;
     double peak_sum = 0.0;
     int used = 0;
+    replica_tail *rt = calloc((size_t)p->n_replicas, sizeof *rt);
+    if (!rt)
+        abort();
+    int L = ah_model_num_layers(&p->model);
     for (int k = 0; k < p->n_replicas && rc == 0; k++) {
         ah_replica *r = &p->replicas[k];
-        ah_ns sum_w = 0, sum_p2p = 0, B = -1, tail = 0;
+        rt[k].lsync = calloc((size_t)L + 1, sizeof(ah_ns));
+        rt[k].lbwd = calloc((size_t)L + 1, sizeof(ah_ns));
+        rt[k].upd = calloc((size_t)r->n_stages + 1, sizeof(ah_ns));
+        if (!rt[k].lsync || !rt[k].lbwd || !rt[k].upd)
+            abort();
+        ah_ns sum_w = 0, sum_p2p = 0, B = -1;
         size_t n = (size_t)r->n_stages;
         ah_ns *ws = calloc(n, sizeof(ah_ns)), *cs = calloc(n, sizeof(ah_ns)), *bs = calloc(n, sizeof(ah_ns)),
               *xs = calloc(n, sizeof(ah_ns));
@@ -171,13 +253,16 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             ah_ns w = ah_range(t->w, a, e);
             ah_ns upd = ah_update_ns(t->upd, a, e, shards);
             ah_ns sync = 0;
-            if (multi && layers_on_node(p, a, e, s->node)) {
-                sync = ah_local_sync_ns(&lb, a, e, p->n_replicas, nd->dev.intra_bw_gbs, o);
-            } else {
-                double link = ah_stage_dp_link_gbs(nd, n_used == 1);
-                for (int l = a; multi && l < e; l++)
-                    sync += ah_layer_sync_ns(&lb, l, link);
+            int local = multi && layers_on_node(p, a, e, s->node);
+            double link = ah_stage_dp_link_gbs(nd, n_used == 1);
+            for (int l = a; multi && l < e; l++) {
+                rt[k].lsync[l] = local ? ah_local_sync_ns(&lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs, o)
+                                       : ah_layer_sync_ns(&lb, l, link);
+                sync += rt[k].lsync[l];
             }
+            for (int l = a; l < e; l++)
+                rt[k].lbwd[l] = ah_range(t->bwd, l, l + 1);
+            rt[k].upd[j] = upd;
             s->fwd_s = ah_ns_to_s(ah_range(t->fwd, a, e));
             s->bwd_s = ah_ns_to_s(ah_range(t->bwd, a, e));
             s->update_s = ah_ns_to_s(upd);
@@ -216,34 +301,46 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
                 }
             }
             B = ah_pipeline_period_mode(ws, cs, r->n_stages, p->train.p2p);
-            tail = ah_pipeline_tail(xs, bs, cs, r->n_stages);
+            rt[k].drain = calloc(n, sizeof(ah_ns));
+            if (!rt[k].drain)
+                abort();
+            for (int j = 1; j < r->n_stages; j++)
+                rt[k].drain[j] = rt[k].drain[j - 1] + bs[j - 1] + cs[j - 1];
         }
+        rt[k].x = xs;
         free(ws);
         free(cs);
         free(bs);
-        free(xs);
         if (rc)
             break;
         ah_ns A = sum_w + 2 * sum_p2p;
         ah_ns P = ah_replica_time(A, B, 0, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);
         r->bottleneck_s = ah_ns_to_s(B);
-        r->tail_s = ah_ns_to_s(tail);
         r->time_s = ah_ns_to_s(P);
+        rt[k].P = P;
         if (P > worst) {
             worst = P;
             p->bottleneck_replica = k;
         }
-        if (tail > worst_tail)
-            worst_tail = tail;
     }
     for (int i = 0; i < n_cache; i++)
         ah_layer_times_free(&cache[i].t);
     ah_layer_bytes_free(&lb);
+    /* the slowest pipeline, then what is left of the gradient syncs and
+     * optimizer steps: a bucket's all-reduce needs every replica holding it */
+    if (rc == 0)
+        worst_tail = plan_tail(p, rt, worst);
+    for (int k = 0; k < p->n_replicas; k++) {
+        free(rt[k].x);
+        free(rt[k].drain);
+        free(rt[k].upd);
+        free(rt[k].lsync);
+        free(rt[k].lbwd);
+    }
+    free(rt);
     if (rc)
         return -1;
-    /* the slowest pipeline, then the longest gradient-sync + optimizer tail:
-     * a bucket's all-reduce needs every replica that holds it */
     p->iteration_time_ns = worst + worst_tail;
     p->iteration_time_s = ah_ns_to_s(p->iteration_time_ns);
     p->gpus_used = used;
