@@ -30,16 +30,23 @@ static void usage(FILE *f) {
                "  --reps     timed repetitions, median kept (default 5)\n");
 }
 
+/* "1,2,4": every item an integer >= 1; an empty item ("1,,2", "1,") or more
+ * than max items is an error (-1), not skipped */
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
     char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) {
-        if (cli_parse_int(t, &out[n]) != 0 || out[n] < 1)
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+        return -1;
+    for (char *t = buf;; n++) {
+        char *comma = strchr(t, ',');
+        if (comma)
+            *comma = 0;
+        if (n >= max || cli_parse_int(t, &out[n]) != 0 || out[n] < 1)
             return -1;
-        n++;
+        if (!comma)
+            return n + 1;
+        t = comma + 1;
     }
-    return n;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -151,6 +158,11 @@ int cmd_profile(int argc, char **argv) {
     }
     if (!model_arg || !out)
         return cli_bad_input("profile", "--model and --out are required (see autohet profile --help)");
+    {
+        char m[4400];
+        if (cli_check_output("--out", out, m, sizeof m))
+            return cli_bad_input("profile", m);
+    }
     char err[512];
     ah_model_config cfg;
     if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)

@@ -1,5 +1,4 @@
 /* autohet: heterogeneous 3D-parallel LLM training toolkit. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,31 +46,6 @@ static void usage(FILE *f) {
                "  autohet plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 "
                "--global-batch 512 --seq 2048 --compare\n"
                "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
-}
-
-int cli_bad_input(const char *cmd, const char *msg) {
-    fprintf(stderr, "autohet %s: %s\n", cmd, msg);
-    return AH_EXIT_BAD_INPUT;
-}
-
-int cli_parse_int(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-int cli_parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv) {
