@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Configure and build into build/ (Release) or, with --sanitize, build-asan/.
+# Configure and build into build/ (Release), with --sanitize build-asan/, with --fuzz the libFuzzer
+# harnesses (clang) in build-fuzz/ (fuzz/run.sh runs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "--sanitize" ]; then
+if [ "${1:-}" = "--fuzz" ]; then
+  CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAUTOHET_FUZZ=ON >/dev/null
+  cmake --build build-fuzz -j"$(nproc)" --target fuzzers
+elif [ "${1:-}" = "--sanitize" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DAUTOHET_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$(nproc)"
 else

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install dependencies, build, and run every test twice: in the Release build
-# and in the AddressSanitizer + UndefinedBehaviorSanitizer build.
+# and in the AddressSanitizer + UndefinedBehaviorSanitizer build; then a short
+# libFuzzer run of every parser (clang build in build-fuzz/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -9,6 +10,14 @@ scripts/build.sh
 scripts/build.sh --sanitize
 # valgrind cannot run ASan binaries; the MPI tests keep ASan's error checks but not
 # LeakSanitizer, which reports Open MPI's own never-freed runtime allocations.
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$(nproc)" -E '^(cli_valgrind|cli_train|cli_commbench|cli_analyze|cli_ckpt|cli_run)$')
-(cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R '^(cli_train|cli_commbench|cli_analyze|cli_ckpt|cli_run)$')
-echo "all tests passed (release and sanitizer builds)"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$(nproc)" -E '^(cli_valgrind|cli_train|cli_commbench|cli_analyze|cli_ckpt|cli_run|cli_inputs|kill_harness)$')
+(cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -R '^(cli_train|cli_commbench|cli_analyze|cli_ckpt|cli_run|cli_inputs)$')
+# libFuzzer smoke run of every parser: 2 s each (bench/fuzz_bench.sh runs them longer)
+if command -v clang >/dev/null; then
+  scripts/build.sh --fuzz
+  fuzz/run.sh 2
+else
+  echo "clang is not installed (scripts/deps.sh installs it): no fuzz smoke run" >&2
+  exit 1
+fi
+echo "all tests passed (release and sanitizer builds, fuzz smoke run)"

@@ -59,6 +59,21 @@ for p in tiny-1x4 tiny-asym ""; do
   echo "resume with ${p:-one rank}: $out"
 done
 
+# a corrupt manifest in n0's directory: the resume restores n0's layers from n1's copies, the next
+# checkpoint sets the manifest aside (manifest.json.corrupt) and commits, and the result is unchanged
+cp -r "$TMP/ck" "$TMP/ck7"
+truncate -s 200 "$TMP/ck7/n0/manifest.json"
+AUTOHET_DUMP_PARAMS="$TMP/ck7.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
+  --resume "$TMP/ck7" --ckpt-dir "$TMP/ck7" --ckpt-every 3 >"$TMP/ck7.out" 2>&1 \
+  || { tail -5 "$TMP/ck7.out"; fail "resume with a corrupt manifest failed"; }
+grep -q "n0/manifest.json: .*trying the next tier" "$TMP/ck7.out" || fail "the corrupt manifest was not reported"
+grep -q "set aside" "$TMP/ck7.out" || fail "the corrupt manifest was not set aside"
+[ -f "$TMP/ck7/n0/manifest.json.corrupt" ] || fail "no manifest.json.corrupt"
+jq -e '.step == 6' "$TMP/ck7/state.json" >/dev/null || fail "no checkpoint of step 6 after the corrupt manifest"
+jq -e '(.shards | length) == 6 and all(.shards[]; .step == 6)' "$TMP/ck7/n0/manifest.json" >/dev/null \
+  || fail "n0's new manifest"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/ck7.bin" 1e-5) || fail "corrupt-manifest resume: parameters differ: $out"
+
 # a flipped byte in n0's copy of layer 2: detected, n1's copy used, same result
 printf '\x00' | dd of="$TMP/ck/n0/L002-tp0-s3.safetensors" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
 resume tiny-1x4 flip || { tail -5 "$TMP/flip.out"; fail "resume with one corrupt copy failed"; }
@@ -102,6 +117,31 @@ for i in 1 2 3; do
     --resume "$d" >"$TMP/kr$i.out" 2>&1 || { tail -3 "$TMP/kr$i.out"; fail "kill $i: resume failed"; continue; }
   out=$("$CMP" "$TMP/sref.bin" "$TMP/kc$i.bin" 1e-5) || fail "kill $i: parameters differ: $out"
   echo "killed the writer of $(basename "$killed") (committed step $step): resumed, $out"
+done
+
+# kill -9 of rank 0 inside the commit of step 4 (checkpoints every 2 steps): after the manifests list
+# step 4 but before state.json names it, and after state.json but before the manifests drop step 2.
+# The resume continues from the step state.json names (2 or 4), ends at the uninterrupted run's
+# parameters, and leaves no temporary file (a stale state.json.tmp of a dead writer included).
+for point in manifests state; do
+  d="$TMP/kw-$point"
+  AUTOHET_TEST_KILL_COMMIT="$point@4" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
+    --ckpt-dir "$d" --ckpt-every 2 >"$TMP/kw-$point.out" 2>&1 && fail "$point: the killed run exited 0"
+  want=$([ $point = manifests ] && echo 2 || echo 4)
+  [ "$(jq .step "$d/state.json")" -eq "$want" ] || fail "$point: state.json at step $(jq .step "$d/state.json"), want $want"
+  jq -e '[.shards[].step] | (index(2) != null) and (index(4) != null)' "$d/n0/manifest.json" >/dev/null \
+    || fail "$point: the manifest does not list both steps 2 and 4 in the commit window"
+  sh -c 'exit 0' & dead=$!; wait $dead
+  echo junk >"$d/state.json.tmp.$dead"
+  AUTOHET_DUMP_PARAMS="$TMP/kw-$point.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
+    --resume "$d" --ckpt-dir "$d" --ckpt-every 2 >"$TMP/kwr-$point.out" 2>&1 \
+    || { tail -3 "$TMP/kwr-$point.out"; fail "$point: resume failed"; continue; }
+  grep -q "resumed from .* at step $want" "$TMP/kwr-$point.out" || fail "$point: did not resume at step $want"
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/kw-$point.bin" 1e-5) || fail "$point: parameters differ: $out"
+  left=$(find "$d" -name '*.tmp.*' | tr '\n' ' ')
+  [ -z "$left" ] || fail "$point: temporary files left after the resume: $left"
+  jq -e 'all(.shards[]; .step == 6)' "$d"/n*/manifest.json >/dev/null || fail "$point: manifests not at step 6"
+  echo "killed in the commit of step 4 after the $point: resumed at step $want, $out"
 done
 
 # another schedule or seed is refused before any work

@@ -85,6 +85,25 @@ for i in 1 2 3; do
   rec $name '.resumed_step >= 3 and (.cause | test("preempt command"))'
 done
 
+# 5b. shrink to one rank (n0, n1, n2 lost at once): the one-rank job restores without a peer window
+run one tiny-4node-2x2 --preempt n0@6,n1@6,n2@6 --ckpt-every 5
+rec one '.resumed_step >= 5 and (.cause | test("lost n0 lost n1 lost n2"))'
+grep -q "generation 1: 1 ranks" "$TMP/one.out" || fail "one: generation 1 is not one rank"
+
+# 5c. a second preemption during the recovery: the node serving peer shards to generation 1 (one the
+#     new plan does not use) is preempted as soon as generation 1 is launched; the job is stopped and
+#     replanned again, and ends at the uninterrupted run's parameters
+(
+  while [ ! -s "$TMP/twice.run/recover-1.json" ]; do sleep 0.002; done
+  node=$(jq -r '[.ranks[] | select(.server_only) | .node] + [.shards[] | select(.tier == "peer") | .holder]
+                | .[0] // empty' "$TMP/twice.run/recover-1.json")
+  [ -n "$node" ] && "$BIN" preempt --run-dir "$TMP/twice.run" "$node" >/dev/null
+) &
+run twice tiny-4node-2x2 --preempt n1@5 --ckpt-every 5
+wait
+jq -e '.recoveries | length == 2 and .[0].interrupted and (.[1].cause | test("preempt command"))' \
+  "$TMP/twice.json" >/dev/null || { jq -c .recoveries "$TMP/twice.json"; fail "twice: recovery records"; }
+
 # 6. a spot trace removes a node 1 ms in: no checkpoint yet, restart from step 0
 printf '0,add,a\n0,add,b\n0,add,c\n0,add,d\n1,remove,c\n' >"$TMP/trace.csv"
 run trace tiny-4node-2x2 --spot-trace "$TMP/trace.csv" --time-scale 1

@@ -5,8 +5,13 @@
 #include "test_util.h"
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <xxhash.h>
 
 #include "autohet/ckpt.h"
+#include "util/json_file.h"
+
+static void write_manifest_text(const char *dir, const char *text);
 
 static char root[64];
 
@@ -156,19 +161,25 @@ static void test_manifest_round_trip_and_bitmap(void **state) {
     }
     ah_manifest_entry again = {.layer = 4, .tp_rank = 0, .step = 99, .bytes = 5, .xxh64 = 1};
     strcpy(again.file, "L004-new.safetensors");
-    ah_manifest_put(&m, &again); /* replaces, does not add */
-    assert_int_equal(m.n, 10);
+    ah_manifest_put(&m, &again); /* another step of layer 4: added beside step 14 */
+    assert_int_equal(m.n, 11);
+    again.bytes = 6;
+    ah_manifest_put(&m, &again); /* the same (layer, TP rank, step): replaced */
+    assert_int_equal(m.n, 11);
     char err[256];
     assert_int_equal(ah_manifest_save(root, &m, err, sizeof err), 0);
     assert_int_equal(ah_manifest_load(root, &r, err, sizeof err), 0);
     assert_string_equal(r.node, "n1");
     assert_string_equal(r.tier, "memory");
-    assert_int_equal(r.n, 10);
     const ah_manifest_entry *e7 = ah_manifest_find(&r, 7, 1);
     assert_non_null(e7);
     assert_int_equal(e7->step, 17);
     assert_true(e7->xxh64 == 0xfedcba9876543217ull); /* 64 bits survive JSON (hex, not a double) */
-    assert_int_equal(ah_manifest_find(&r, 4, 0)->step, 99);
+    assert_int_equal(r.n, 11);
+    assert_int_equal(ah_manifest_find(&r, 4, 0)->step, 99); /* the newest */
+    assert_int_equal(ah_manifest_find(&r, 4, 0)->bytes, 6);
+    assert_int_equal(ah_manifest_find_step(&r, 4, 0, 14)->bytes, 1004);
+    assert_null(ah_manifest_find_step(&r, 4, 0, 15));
     uint8_t bits[2];
     /* TP rank 0 holds layers 0, 2, 4, 6, 8; at step >= 13 only 4 (step 99), 6 and 8 */
     assert_int_equal(ah_manifest_bitmap(&r, 0, 0, 10, bits), 5);
@@ -177,6 +188,11 @@ static void test_manifest_round_trip_and_bitmap(void **state) {
     assert_int_equal(ah_manifest_bitmap(&r, 0, 13, 10, bits), 3);
     assert_int_equal(bits[0], 0x50);
     assert_int_equal(bits[1], 0x01);
+    /* pruning to step 99 drops layer 4's step 14, nothing else */
+    assert_int_equal(ah_manifest_prune(&r, 99), 1);
+    assert_int_equal(r.n, 10);
+    assert_null(ah_manifest_find_step(&r, 4, 0, 14));
+    assert_non_null(ah_manifest_find_step(&r, 7, 1, 17));
     ah_manifest_free(&m);
     ah_manifest_free(&r);
     /* an empty tier loads as an empty manifest; a malformed one is an error naming the file */
@@ -188,11 +204,208 @@ static void test_manifest_round_trip_and_bitmap(void **state) {
     char path[256];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     FILE *f = fopen(path, "w");
-    fputs("{\"format\": \"autohet-manifest\", \"shards\": [{\"layer\": 1}]}", f);
+    fputs("{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": 1}]}", f);
     fclose(f);
     assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), -1);
     assert_contains(err, "manifest.json");
+    assert_contains(err, "no manifest_xxh64 checksum");
+    /* the same with a good checksum of its own: the entry is what is wrong */
+    write_manifest_text(dir, "{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": 1}], "
+                             "\"manifest_xxh64\": \"0000000000000000\"}");
+    assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), -1);
     assert_contains(err, "shards[0]");
+}
+
+/* writes text (whose "manifest_xxh64" is 16 zeros) as dir/manifest.json with
+ * its checksum filled in: XXH64 of the text with the digits as zeros */
+static void write_manifest_text(const char *dir, const char *text) {
+    char path[256], *t = strdup(text), hex[17];
+    char *at = strstr(t, "\"manifest_xxh64\": \"0000000000000000\"");
+    assert_non_null(at);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64(t, strlen(t), 0));
+    memcpy(at + strlen("\"manifest_xxh64\": \""), hex, 16);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(t, f);
+    fclose(f);
+    free(t);
+}
+
+/* the manifest's own checksum: any changed byte is caught; out-of-range
+ * fields are refused by name; an unreadable manifest can be set aside */
+static void test_manifest_checksum_and_ranges(void **state) {
+    (void)state;
+    char dir[128], path[256], err[512];
+    snprintf(dir, sizeof dir, "%s/msum", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    ah_manifest m, r;
+    ah_manifest_init(&m, "n0", "disk");
+    ah_manifest_entry e = {.layer = 2, .tp_rank = 0, .step = 7, .bytes = 100, .xxh64 = 5};
+    strcpy(e.file, "L002-tp0-s7.safetensors");
+    ah_manifest_put(&m, &e);
+    assert_int_equal(ah_manifest_save(dir, &m, err, sizeof err), 0);
+    ah_manifest_free(&m);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    /* step 7 -> step 8: still valid JSON and a valid entry, but the checksum fails */
+    FILE *f = fopen(path, "r+");
+    char text[4096];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = 0;
+    char *st = strstr(text, "\"step\":\t7");
+    assert_non_null(st);
+    st[strlen("\"step\":\t")] = '8';
+    rewind(f);
+    fwrite(text, 1, len, f);
+    fclose(f);
+    assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), -1);
+    assert_contains(err, "manifest checksum mismatch");
+    /* out-of-range numbers with a correct checksum: refused, no undefined cast */
+    const char *bad[][4] = {{"1", "3", "1e300", "a"}, {"1", "3", "-1", "a"},   {"1", "3", "2.5", "a"},
+                            {"1", "1e10", "8", "a"}, {"-3", "3", "8", "a"}, {"1", "3", "8", ".."},
+                            {"1", "3", "8", "../x"}};
+    for (int i = 0; i < 7; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc,
+                 "{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": %s, "
+                 "\"tp_rank\": 0, \"step\": %s, \"bytes\": %s, \"file\": \"%s\", \"xxh64\": "
+                 "\"0123456789abcdef\"}], \"manifest_xxh64\": \"0000000000000000\"}",
+                 bad[i][0], bad[i][1], bad[i][2], bad[i][3]);
+        write_manifest_text(dir, doc);
+        assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), -1);
+        assert_contains(err, "shards[0]");
+    }
+    /* a valid hand-written one loads */
+    write_manifest_text(dir, "{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": 1, "
+                             "\"tp_rank\": 0, \"step\": 3, \"file\": \"a\", \"bytes\": 60000000000, \"xxh64\": "
+                             "\"0123456789abcdef\"}], \"manifest_xxh64\": \"0000000000000000\"}");
+    assert_int_equal(ah_manifest_load(dir, &r, err, sizeof err), 0);
+    assert_int_equal(r.n, 1);
+    assert_true(r.e[0].bytes == 60000000000ull);
+    ah_manifest_free(&r);
+    /* ... and its 6e10-byte shard is refused by its size before any allocation */
+    ah_manifest_entry small = {0};
+    write_layer(dir, "a", 1.0f, &small);
+    ah_ckpt_loaded *t = NULL;
+    int n = 0;
+    assert_int_equal(ah_ckpt_read_shard(path, 60000000000ull, 1, &t, &n, err, sizeof err), -1);
+    snprintf(path, sizeof path, "%s/a", dir);
+    assert_int_equal(ah_ckpt_read_shard(path, 60000000000ull, 1, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "the manifest says 60000000000");
+    /* set aside: a corrupt manifest is renamed and the tier loads empty */
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    f = fopen(path, "w");
+    fputs("{\"format\": \"autohet-manif", f);
+    fclose(f);
+    assert_int_equal(ah_manifest_load_or_set_aside(dir, &r, err, sizeof err), 1);
+    assert_int_equal(r.n, 0);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), -1);
+    snprintf(path, sizeof path, "%s/manifest.json.corrupt", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(ah_manifest_load_or_set_aside(dir, &r, err, sizeof err), 0); /* now empty, no file */
+}
+
+/* builds a one-tensor safetensors buffer with the given header JSON and
+ * data_len bytes of data; returns its length */
+static size_t make_shard(unsigned char *buf, const char *hdr, size_t data_len) {
+    size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8;
+    for (int k = 0; k < 8; k++)
+        buf[k] = (unsigned char)((uint64_t)padded >> (8 * k));
+    memcpy(buf + 8, hdr, hl);
+    memset(buf + 8 + hl, ' ', padded - hl);
+    memset(buf + 8 + padded, 0, data_len);
+    return 8 + padded + data_len;
+}
+
+/* shapes whose element count wraps, or that are not integers a size_t holds */
+static void test_safetensors_hostile_shapes(void **state) {
+    (void)state;
+    const char *hdrs[] = {
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [2147483648, 2147483648], \"data_offsets\": [0, 0]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4], \"data_offsets\": [0, 0]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [1e19], \"data_offsets\": [0, 16]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [9223372036854775808], \"data_offsets\": [0, 16]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [1.5], \"data_offsets\": [0, 4]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [1e300, 16]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 1e300]}}",
+        "{\"w\": {\"dtype\": \"F32\", \"shape\": [\"4\"], \"data_offsets\": [0, 16]}}",
+    };
+    unsigned char buf[512];
+    for (size_t i = 0; i < sizeof hdrs / sizeof hdrs[0]; i++) {
+        size_t len = make_shard(buf, hdrs[i], 16);
+        ah_ckpt_loaded *t = NULL;
+        int n = 0;
+        char err[256];
+        assert_int_equal(ah_ckpt_parse_shard("x", buf, len, XXH64(buf, len, 0), &t, &n, err, sizeof err), -1);
+        assert_contains(err, "malformed tensor entry");
+    }
+    /* the good one parses */
+    size_t len = make_shard(buf, "{\"w\": {\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [0, 16]}}", 16);
+    ah_ckpt_loaded *t = NULL;
+    int n = 0;
+    char err[256];
+    assert_int_equal(ah_ckpt_parse_shard("x", buf, len, XXH64(buf, len, 0), &t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(t[0].n, 4);
+    ah_ckpt_free(t, n);
+}
+
+/* a FIFO or a device given as a shard is refused at once (no blocking read) */
+static void test_refuses_special_files(void **state) {
+    (void)state;
+    char fifo[128], err[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", root);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    ah_ckpt_loaded *t = NULL;
+    int n = 0;
+    assert_int_equal(ah_ckpt_read_shard(fifo, 16, 1, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "not a regular file (a FIFO)");
+    const unsigned char *map = NULL;
+    assert_int_equal(ah_ckpt_map("/dev/zero", 16, &map, err, sizeof err), -1);
+    assert_contains(err, "not a regular file (a character device)");
+    size_t len = 0;
+    assert_null(ah_read_text_file(fifo, 1 << 20, &len, err, sizeof err));
+    assert_contains(err, "not a regular file (a FIFO)");
+    assert_null(ah_read_text_file("/dev/zero", 1 << 20, &len, err, sizeof err));
+    assert_contains(err, "not a regular file");
+}
+
+/* the sweep removes temporary files of dead writers and unlisted shards only */
+static void test_sweep(void **state) {
+    (void)state;
+    char dir[128], p[700], err[256];
+    snprintf(dir, sizeof dir, "%s/sweep", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0); /* a PID that is gone */
+    char names[5][96];
+    snprintf(names[0], sizeof names[0], "state.json.tmp.%ld", (long)child);    /* dead writer: removed */
+    snprintf(names[1], sizeof names[1], "L001-tp0-s3.safetensors.tmp.%ld", (long)getpid()); /* live: kept */
+    snprintf(names[2], sizeof names[2], "L001-tp0-s3.safetensors");            /* listed: kept */
+    snprintf(names[3], sizeof names[3], "L001-tp0-s2.safetensors");            /* unlisted: removed */
+    snprintf(names[4], sizeof names[4], ".pin-1-L001-tp0-s2.safetensors");     /* not a shard name: kept */
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        FILE *f = fopen(p, "w");
+        fclose(f);
+    }
+    ah_manifest m;
+    ah_manifest_init(&m, "n0", "disk");
+    ah_manifest_entry e = {.layer = 1, .tp_rank = 0, .step = 3, .bytes = 1};
+    strcpy(e.file, names[2]);
+    ah_manifest_put(&m, &e);
+    assert_int_equal(ah_manifest_save(dir, &m, err, sizeof err), 0);
+    assert_int_equal(ah_ckpt_sweep(dir, &m), 2);
+    struct stat sb;
+    int want[5] = {-1, 0, 0, -1, 0};
+    for (int i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        assert_int_equal(stat(p, &sb), want[i]);
+    }
+    ah_manifest_free(&m);
 }
 
 /* three tiers (memory, disk, cloud): a corrupt nearer copy falls through to the
@@ -275,6 +488,10 @@ int main(void) {
         cmocka_unit_test(test_manifest_round_trip_and_bitmap),
         cmocka_unit_test(test_restore_falls_back_across_tiers),
         cmocka_unit_test(test_torn_write_leaves_previous_state),
+        cmocka_unit_test(test_manifest_checksum_and_ranges),
+        cmocka_unit_test(test_safetensors_hostile_shapes),
+        cmocka_unit_test(test_refuses_special_files),
+        cmocka_unit_test(test_sweep),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

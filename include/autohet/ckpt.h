@@ -61,6 +61,10 @@ void ah_ckpt_unmap(const unsigned char *map, uint64_t bytes);
 
 /* ---- manifests ---- */
 
+/* version 2: the manifest carries its own checksum ("manifest_xxh64") */
+#define AH_MANIFEST_VERSION 2
+#define AH_MANIFEST_MAX_BYTES (64u << 20)
+
 typedef struct {
     int layer, tp_rank, step;
     char file[128]; /* relative to the manifest's directory */
@@ -75,16 +79,32 @@ typedef struct {
 
 void ah_manifest_init(ah_manifest *m, const char *node, const char *tier);
 void ah_manifest_free(ah_manifest *m);
-/* adds or replaces the entry for (layer, tp_rank) */
+/* adds or replaces the entry for (layer, tp_rank, step): a manifest may list a
+ * layer at two steps while a checkpoint commits (docs/checkpoint.md) */
 void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e);
-/* the entry for (layer, tp_rank), or NULL */
+/* the newest entry for (layer, tp_rank), or NULL */
 const ah_manifest_entry *ah_manifest_find(const ah_manifest *m, int layer, int tp_rank);
+/* the entry for (layer, tp_rank) at exactly `step`, or NULL */
+const ah_manifest_entry *ah_manifest_find_step(const ah_manifest *m, int layer, int tp_rank, int step);
+/* drops the entries of every (layer, tp_rank) that also has one at `step`;
+ * returns how many were dropped */
+int ah_manifest_prune(ah_manifest *m, int step);
 /* layer bitmap: bit l of bits[l / 8] set when layer l (this TP rank) is held
  * at step >= min_step; returns the number of layers set */
 int ah_manifest_bitmap(const ah_manifest *m, int tp_rank, int min_step, int n_layers, uint8_t *bits);
-/* atomic save / load of DIR/manifest.json; a missing manifest loads as empty */
+/* atomic save / load of DIR/manifest.json; a missing manifest loads as empty.
+ * The load verifies the manifest's own checksum and every field's range. */
 int ah_manifest_save(const char *dir, const ah_manifest *m, char *err, size_t errlen);
 int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen);
+/* ah_manifest_load, but an unreadable manifest is renamed to
+ * manifest.json.corrupt (reported on stderr) and loads as empty, so that the
+ * tier can be written again: 0 loaded, 1 set aside, -1 (err) cannot rename */
+int ah_manifest_load_or_set_aside(const char *dir, ah_manifest *m, char *err, size_t errlen);
+/* Removes from DIR the temporary files (NAME.tmp.PID) of writers that are gone
+ * and, with `keep`, the shard files (L*-tp*-s*.safetensors) it does not list.
+ * Only call it where no live writer can be between writing a shard and
+ * listing it. Returns the number of files removed. */
+int ah_ckpt_sweep(const char *dir, const ah_manifest *keep);
 
 /* Restores layer `layer` (TP rank `tp_rank`) at exactly `step` from the first
  * of `n_dirs` tier directories (nearest first) whose manifest lists it and

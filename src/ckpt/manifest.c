@@ -1,12 +1,17 @@
 /* Per-(node, tier) manifests, layer bitmaps and tiered restore (include/autohet/ckpt.h). */
+#define _GNU_SOURCE /* memmem */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <xxhash.h>
 
 #include "autohet/ckpt.h"
 #include "util/errors.h"
@@ -25,14 +30,22 @@ void ah_manifest_free(ah_manifest *m) {
 }
 
 const ah_manifest_entry *ah_manifest_find(const ah_manifest *m, int layer, int tp_rank) {
+    const ah_manifest_entry *best = NULL;
     for (int i = 0; i < m->n; i++)
-        if (m->e[i].layer == layer && m->e[i].tp_rank == tp_rank)
+        if (m->e[i].layer == layer && m->e[i].tp_rank == tp_rank && (!best || m->e[i].step > best->step))
+            best = &m->e[i];
+    return best;
+}
+
+const ah_manifest_entry *ah_manifest_find_step(const ah_manifest *m, int layer, int tp_rank, int step) {
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i].layer == layer && m->e[i].tp_rank == tp_rank && m->e[i].step == step)
             return &m->e[i];
     return NULL;
 }
 
 void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e) {
-    ah_manifest_entry *old = (ah_manifest_entry *)ah_manifest_find(m, e->layer, e->tp_rank);
+    ah_manifest_entry *old = (ah_manifest_entry *)ah_manifest_find_step(m, e->layer, e->tp_rank, e->step);
     if (old) {
         *old = *e;
         return;
@@ -42,6 +55,22 @@ void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e) {
         m->e = ah_xrealloc(m->e, sizeof(ah_manifest_entry) * (size_t)m->cap);
     }
     m->e[m->n++] = *e;
+}
+
+int ah_manifest_prune(ah_manifest *m, int step) {
+    int k = 0, dropped = 0;
+    for (int i = 0; i < m->n; i++) {
+        const ah_manifest_entry *e = &m->e[i];
+        if (e->step != step && ah_manifest_find_step(m, e->layer, e->tp_rank, step)) {
+            dropped++;
+            continue;
+        }
+        m->e[k++] = *e;
+    }
+    /* compacting in place is safe for the find_step above: an entry at `step`
+     * is always kept, so every one stays findable at its old or new slot */
+    m->n = k;
+    return dropped;
 }
 
 int ah_manifest_bitmap(const ah_manifest *m, int tp_rank, int min_step, int n_layers, uint8_t *bits) {
@@ -59,10 +88,42 @@ int ah_manifest_bitmap(const ah_manifest *m, int tp_rank, int min_step, int n_la
     return set;
 }
 
+/* The manifest's own checksum: XXH64 of the file's text with the 16 hex digits
+ * of its "manifest_xxh64" member (the last member) written as zeros. Byte
+ * exact, so any change to the file is caught, whatever JSON library wrote it.
+ * Returns the offset of the digits in text, or -1 when the member is absent. */
+static long checksum_digits(const char *text, size_t len) {
+    static const char key[] = "\"manifest_xxh64\"";
+    const char *last = NULL;
+    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), key, sizeof key - 1)) != NULL; p++)
+        last = p;
+    if (!last)
+        return -1;
+    const char *p = last + sizeof key - 1, *end = text + len;
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == ':'))
+        p++;
+    if (p >= end || *p != '"' || end - p < 18 || p[17] != '"')
+        return -1;
+    return (long)(p + 1 - text);
+}
+
+static uint64_t manifest_hash(const char *text, size_t len, long at) {
+    XXH64_state_t *hs = XXH64_createState();
+    if (!hs)
+        abort();
+    XXH64_reset(hs, 0);
+    XXH64_update(hs, text, (size_t)at);
+    XXH64_update(hs, "0000000000000000", 16);
+    XXH64_update(hs, text + at + 16, len - (size_t)at - 16);
+    uint64_t h = XXH64_digest(hs);
+    XXH64_freeState(hs);
+    return h;
+}
+
 int ah_manifest_save(const char *dir, const ah_manifest *m, char *err, size_t errlen) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "format", "autohet-manifest");
-    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddNumberToObject(o, "version", AH_MANIFEST_VERSION);
     cJSON_AddStringToObject(o, "node", m->node);
     cJSON_AddStringToObject(o, "tier", m->tier);
     cJSON *a = cJSON_AddArrayToObject(o, "shards");
@@ -79,13 +140,100 @@ int ah_manifest_save(const char *dir, const ah_manifest *m, char *err, size_t er
         cJSON_AddStringToObject(s, "xxh64", hex);
         cJSON_AddItemToArray(a, s);
     }
+    cJSON_AddStringToObject(o, "manifest_xxh64", "0000000000000000");
     char *txt = cJSON_Print(o);
     cJSON_Delete(o);
+    size_t len = strlen(txt);
+    long at = checksum_digits(txt, len);
+    if (at < 0)
+        abort(); /* we just wrote the member */
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, manifest_hash(txt, len, at));
+    memcpy(txt + at, hex, 16);
     char path[4096];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    int rc = ah_write_file_atomic(path, txt, strlen(txt), err, errlen);
+    int rc = ah_write_file_atomic(path, txt, len, err, errlen);
     free(txt);
     return rc;
+}
+
+/* an integer JSON number in [0, max] (a double: NaN, inf, 1e300 and 2.5 fail) */
+static int json_uint(const cJSON *v, double max, double *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > max ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble)
+        return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+/* one "shards" entry; -1 with err naming it */
+static int parse_entry(const char *path, int i, const cJSON *s, ah_manifest_entry *e, char *err, size_t errlen) {
+    const cJSON *fi = cJSON_GetObjectItemCaseSensitive(s, "file"),
+                *hx = cJSON_GetObjectItemCaseSensitive(s, "xxh64");
+    double ly, tp, st, by;
+    memset(e, 0, sizeof *e);
+    /* bytes up to 2^53: exact in a double; a shard that large is refused by
+     * the size check against the file before anything is allocated */
+    if (json_uint(cJSON_GetObjectItemCaseSensitive(s, "layer"), 1e6, &ly) != 0 ||
+        json_uint(cJSON_GetObjectItemCaseSensitive(s, "tp_rank"), 1e6, &tp) != 0 ||
+        json_uint(cJSON_GetObjectItemCaseSensitive(s, "step"), 2147483647.0, &st) != 0 ||
+        json_uint(cJSON_GetObjectItemCaseSensitive(s, "bytes"), 9007199254740992.0, &by) != 0 ||
+        !cJSON_IsString(fi) || !cJSON_IsString(hx) || !fi->valuestring[0] ||
+        strlen(fi->valuestring) >= sizeof e->file || strchr(fi->valuestring, '/') ||
+        !strcmp(fi->valuestring, "..") || !strcmp(fi->valuestring, ".")) {
+        snprintf(err, errlen,
+                 "%s: shards[%d]: needs layer, tp_rank, step (integers >= 0), file (a plain name), bytes "
+                 "(an integer <= 2^53), xxh64",
+                 path, i);
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    e->xxh64 = strtoull(hx->valuestring, &end, 16);
+    if (errno || !end || *end || strlen(hx->valuestring) != 16 || !isxdigit((unsigned char)hx->valuestring[0])) {
+        snprintf(err, errlen, "%s: shards[%d].xxh64: expected 16 hex digits", path, i);
+        return -1;
+    }
+    e->layer = (int)ly;
+    e->tp_rank = (int)tp;
+    e->step = (int)st;
+    e->bytes = (uint64_t)by;
+    snprintf(e->file, sizeof e->file, "%s", fi->valuestring);
+    return 0;
+}
+
+/* the checks of the whole document before its entries: format, version, own checksum */
+static int check_document(const char *path, const char *txt, size_t len, const cJSON *o, char *err,
+                          size_t errlen) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"),
+                *ver = cJSON_GetObjectItemCaseSensitive(o, "version"),
+                *sum = cJSON_GetObjectItemCaseSensitive(o, "manifest_xxh64"),
+                *a = cJSON_GetObjectItemCaseSensitive(o, "shards");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-manifest") || !cJSON_IsArray(a)) {
+        snprintf(err, errlen, "%s: not an autohet manifest (format, shards)", path);
+        return -1;
+    }
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != AH_MANIFEST_VERSION) {
+        snprintf(err, errlen, "%s: manifest version %g, this autohet reads version %d", path,
+                 cJSON_IsNumber(ver) ? ver->valuedouble : -1.0, AH_MANIFEST_VERSION);
+        return -1;
+    }
+    long at = checksum_digits(txt, len);
+    char *end = NULL;
+    uint64_t want = 0;
+    if (cJSON_IsString(sum) && strlen(sum->valuestring) == 16)
+        want = strtoull(sum->valuestring, &end, 16);
+    if (at < 0 || !end || *end || memcmp(txt + at, sum->valuestring, 16) != 0) {
+        snprintf(err, errlen, "%s: no manifest_xxh64 checksum (16 hex digits, the last member)", path);
+        return -1;
+    }
+    uint64_t got = manifest_hash(txt, len, at);
+    if (got != want) {
+        snprintf(err, errlen, "%s: manifest checksum mismatch (xxh64 %016" PRIx64 ", the file says %016" PRIx64 ")",
+                 path, got, want);
+        return -1;
+    }
+    return 0;
 }
 
 int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen) {
@@ -94,59 +242,92 @@ int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen) 
     ah_manifest_init(m, "", "");
     if (access(path, F_OK) != 0)
         return 0; /* nothing held in this tier yet */
-    cJSON *o = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
-    if (!o)
+    size_t len = 0;
+    char *txt = ah_read_text_file(path, AH_MANIFEST_MAX_BYTES, &len, err, errlen);
+    if (!txt)
         return -1;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format"),
-                *node = cJSON_GetObjectItemCaseSensitive(o, "node"),
-                *tier = cJSON_GetObjectItemCaseSensitive(o, "tier"),
-                *a = cJSON_GetObjectItemCaseSensitive(o, "shards");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-manifest") || !cJSON_IsArray(a)) {
-        snprintf(err, errlen, "%s: not an autohet manifest (format, shards)", path);
+    cJSON *o = ah_json_parse_text(path, txt, len, 1, NULL, err, errlen);
+    if (!o || check_document(path, txt, len, o, err, errlen) != 0) {
         cJSON_Delete(o);
+        free(txt);
         return -1;
     }
+    free(txt);
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(o, "node"),
+                *tier = cJSON_GetObjectItemCaseSensitive(o, "tier"),
+                *a = cJSON_GetObjectItemCaseSensitive(o, "shards");
     ah_manifest_init(m, cJSON_IsString(node) ? node->valuestring : "",
                      cJSON_IsString(tier) ? tier->valuestring : "");
     const cJSON *s;
     int i = 0;
     cJSON_ArrayForEach(s, a) {
-        const cJSON *ly = cJSON_GetObjectItemCaseSensitive(s, "layer"),
-                    *tp = cJSON_GetObjectItemCaseSensitive(s, "tp_rank"),
-                    *st = cJSON_GetObjectItemCaseSensitive(s, "step"),
-                    *fi = cJSON_GetObjectItemCaseSensitive(s, "file"),
-                    *by = cJSON_GetObjectItemCaseSensitive(s, "bytes"),
-                    *hx = cJSON_GetObjectItemCaseSensitive(s, "xxh64");
-        ah_manifest_entry e = {0};
-        char *end = NULL;
-        if (!cJSON_IsNumber(ly) || !cJSON_IsNumber(tp) || !cJSON_IsNumber(st) || !cJSON_IsString(fi) ||
-            !cJSON_IsNumber(by) || by->valuedouble < 0 || !cJSON_IsString(hx) ||
-            strlen(fi->valuestring) >= sizeof e.file || strchr(fi->valuestring, '/')) {
-            snprintf(err, errlen,
-                     "%s: shards[%d]: needs layer, tp_rank, step, file (a plain name), bytes, xxh64", path,
-                     i);
+        ah_manifest_entry e;
+        if (parse_entry(path, i, s, &e, err, errlen) != 0) {
             ah_manifest_free(m);
             cJSON_Delete(o);
             return -1;
         }
-        errno = 0;
-        e.xxh64 = strtoull(hx->valuestring, &end, 16);
-        if (errno || !end || *end || strlen(hx->valuestring) != 16) {
-            snprintf(err, errlen, "%s: shards[%d].xxh64: expected 16 hex digits", path, i);
-            ah_manifest_free(m);
-            cJSON_Delete(o);
-            return -1;
-        }
-        e.layer = ly->valueint;
-        e.tp_rank = tp->valueint;
-        e.step = st->valueint;
-        e.bytes = (uint64_t)by->valuedouble;
-        snprintf(e.file, sizeof e.file, "%s", fi->valuestring);
         ah_manifest_put(m, &e);
         i++;
     }
     cJSON_Delete(o);
     return 0;
+}
+
+int ah_manifest_load_or_set_aside(const char *dir, ah_manifest *m, char *err, size_t errlen) {
+    if (ah_manifest_load(dir, m, err, errlen) == 0)
+        return 0;
+    char path[4096], aside[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    snprintf(aside, sizeof aside, "%s.corrupt", path);
+    if (rename(path, aside) != 0) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, "; cannot set it aside (%s)", strerror(errno));
+        return -1;
+    }
+    fprintf(stderr, "autohet: %s; set aside as %s, the tier starts a new manifest\n", err, aside);
+    ah_manifest_init(m, "", "");
+    return 1;
+}
+
+/* shard file names as the engine writes them: L<layer>-tp<r>-s<step>.safetensors */
+static int is_shard_name(const char *n) {
+    int layer, tp, step, end = 0;
+    return sscanf(n, "L%d-tp%d-s%d.safetensors%n", &layer, &tp, &step, &end) == 3 && end > 0 && n[end] == 0;
+}
+
+/* a temporary file of ah_write_file_atomic whose writer is gone */
+static int is_stale_tmp(const char *n) {
+    const char *t = strstr(n, ".tmp.");
+    if (!t)
+        return 0;
+    char *end = NULL;
+    long pid = strtol(t + 5, &end, 10);
+    if (!end || *end || pid <= 0 || end == t + 5)
+        return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int ah_ckpt_sweep(const char *dir, const ah_manifest *keep) {
+    DIR *d = opendir(dir);
+    int removed = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        int unlisted = 0;
+        if (keep && is_shard_name(de->d_name)) {
+            unlisted = 1;
+            for (int i = 0; i < keep->n && unlisted; i++)
+                unlisted = strcmp(keep->e[i].file, de->d_name) != 0;
+        }
+        if (!unlisted && !is_stale_tmp(de->d_name))
+            continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (unlink(p) == 0)
+            removed++;
+    }
+    if (d)
+        closedir(d);
+    return removed;
 }
 
 int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp_rank, int step,
@@ -159,8 +340,8 @@ int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp
             fprintf(stderr, "autohet: %s; trying the next tier\n", e2);
             continue;
         }
-        const ah_manifest_entry *e = ah_manifest_find(&m, layer, tp_rank);
-        if (e && e->step == step) {
+        const ah_manifest_entry *e = ah_manifest_find_step(&m, layer, tp_rank, step);
+        if (e) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dirs[d], e->file);
             if (ah_ckpt_read_shard(path, e->bytes, e->xxh64, out, n, e2, sizeof e2) == 0) {

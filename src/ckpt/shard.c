@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 
 #include "autohet/ckpt.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 
 static int fsync_dir_of(const char *path) {
     char *copy = strdup(path);
@@ -147,39 +149,111 @@ void ah_ckpt_free(ah_ckpt_loaded *t, int n) {
     free(t);
 }
 
-int ah_ckpt_read_raw(const char *path, uint64_t expect_bytes, unsigned char *buf, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+/* opens a shard file after checking that it is a regular file of exactly
+ * expect_bytes bytes: nothing is allocated for a size that a manifest, not the
+ * file, claims. An fd, or -1 with err. */
+static int open_shard(const char *path, uint64_t expect_bytes, char *err, size_t errlen) {
+    uint64_t size = 0;
+    char e2[512];
+    int fd = ah_open_regular(path, UINT64_MAX, &size, e2, sizeof e2);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s", e2);
         return -1;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (uint64_t)st.st_size != expect_bytes) {
-        snprintf(err, errlen, "%s: %lld bytes, the manifest says %llu (truncated or replaced)", path,
-                 (long long)st.st_size, (unsigned long long)expect_bytes);
-        fclose(f);
+    if (size != expect_bytes || expect_bytes == 0) {
+        snprintf(err, errlen, "%s: %llu bytes, the manifest says %llu (truncated or replaced)", path,
+                 (unsigned long long)size, (unsigned long long)expect_bytes);
+        close(fd);
         return -1;
     }
-    size_t got = fread(buf, 1, expect_bytes, f);
-    fclose(f);
-    if (got != expect_bytes) {
-        snprintf(err, errlen, "%s: short read (%zu of %llu bytes)", path, got,
-                 (unsigned long long)expect_bytes);
-        return -1;
+    return fd;
+}
+
+static int read_fd(int fd, const char *path, unsigned char *buf, uint64_t n, char *err, size_t errlen) {
+    uint64_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got > (1u << 30) ? (1u << 30) : (size_t)(n - got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            snprintf(err, errlen, "%s: short read (%llu of %llu bytes)", path, (unsigned long long)got,
+                     (unsigned long long)n);
+            return -1;
+        }
+        got += (uint64_t)r;
     }
     return 0;
+}
+
+int ah_ckpt_read_raw(const char *path, uint64_t expect_bytes, unsigned char *buf, char *err, size_t errlen) {
+    int fd = open_shard(path, expect_bytes, err, errlen);
+    if (fd < 0)
+        return -1;
+    int rc = read_fd(fd, path, buf, expect_bytes, err, errlen);
+    close(fd);
+    return rc;
 }
 
 int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, ah_ckpt_loaded **out,
                        int *n, char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
-    unsigned char *buf = ah_xcalloc(expect_bytes ? expect_bytes : 1, 1);
-    int rc = ah_ckpt_read_raw(path, expect_bytes, buf, err, errlen);
+    int fd = open_shard(path, expect_bytes, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (expect_bytes > SIZE_MAX - 1) {
+        snprintf(err, errlen, "%s: %llu bytes do not fit in memory", path, (unsigned long long)expect_bytes);
+        close(fd);
+        return -1;
+    }
+    unsigned char *buf = malloc((size_t)expect_bytes);
+    int rc = -1;
+    if (!buf)
+        snprintf(err, errlen, "%s: out of memory for %llu bytes", path, (unsigned long long)expect_bytes);
+    else
+        rc = read_fd(fd, path, buf, expect_bytes, err, errlen);
+    close(fd);
     if (rc == 0)
         rc = ah_ckpt_parse_shard(path, buf, expect_bytes, expect_xxh64, out, n, err, errlen);
     free(buf);
     return rc;
+}
+
+/* a safetensors shape value or offset: an integer JSON number in [0, 2^53]
+ * (exact in a double; NaN, inf, negatives, fractions and 1e300 fail) */
+static int st_uint(const cJSON *v, uint64_t *out) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9007199254740992.0 ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble)
+        return -1;
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+/* one tensor entry of the header: its element count and byte range, checked
+ * without overflow against the data section (data_len bytes). 0 or -1. */
+static int tensor_extent(const cJSON *it, uint64_t data_len, ah_ckpt_loaded *v, uint64_t *begin) {
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype"),
+                *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"),
+                *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+    if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32") || !cJSON_IsArray(sh) ||
+        cJSON_GetArraySize(sh) > AH_CKPT_MAX_DIMS || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 ||
+        strlen(it->string) >= sizeof v->name)
+        return -1;
+    v->ndim = cJSON_GetArraySize(sh);
+    uint64_t elems = 1, b, e, bytes;
+    for (int d = 0; d < v->ndim; d++) {
+        uint64_t x;
+        if (st_uint(cJSON_GetArrayItem(sh, d), &x) != 0 || __builtin_mul_overflow(elems, x, &elems))
+            return -1;
+        v->shape[d] = (int64_t)x;
+    }
+    if (__builtin_mul_overflow(elems, (uint64_t)sizeof(float), &bytes) || bytes > SIZE_MAX ||
+        st_uint(cJSON_GetArrayItem(of, 0), &b) != 0 || st_uint(cJSON_GetArrayItem(of, 1), &e) != 0 || e < b ||
+        e > data_len || e - b != bytes)
+        return -1;
+    v->n = (size_t)elems;
+    *begin = b;
+    return 0;
 }
 
 static int parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
@@ -214,40 +288,20 @@ static int parse_shard(const char *path, const unsigned char *buf, uint64_t expe
     cJSON_ArrayForEach(it, h) {
         if (!strcmp(it->string, "__metadata__"))
             continue;
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype"),
-                    *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"),
-                    *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
-        if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32") || !cJSON_IsArray(sh) ||
-            cJSON_GetArraySize(sh) > AH_CKPT_MAX_DIMS || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2) {
-            bad = 1;
-            break;
-        }
         ah_ckpt_loaded *v = &t[k];
-        snprintf(v->name, sizeof v->name, "%s", it->string);
-        v->ndim = cJSON_GetArraySize(sh);
-        size_t elems = 1;
-        for (int d = 0; d < v->ndim; d++) {
-            double x = cJSON_GetArrayItem(sh, d)->valuedouble;
-            if (!(x >= 0)) {
-                bad = 1;
-                break;
-            }
-            v->shape[d] = (int64_t)x;
-            elems *= (size_t)x;
-        }
-        double b = cJSON_GetArrayItem(of, 0)->valuedouble, e = cJSON_GetArrayItem(of, 1)->valuedouble;
-        if (bad || !(b >= 0) || e < b || e > (double)data_len || (size_t)(e - b) != elems * sizeof(float)) {
+        uint64_t b = 0;
+        if (tensor_extent(it, data_len, v, &b) != 0) {
             bad = 1;
             break;
         }
-        v->n = elems;
+        snprintf(v->name, sizeof v->name, "%s", it->string);
         const unsigned char *src = data + (size_t)b;
         if (view && (uintptr_t)src % _Alignof(float) == 0) {
             v->data = (float *)(uintptr_t)src; /* read-only by contract: the caller copies out of it */
             v->borrowed = 1;
         } else {
-            v->data = ah_xcalloc(elems + 1, sizeof(float));
-            memcpy(v->data, src, elems * sizeof(float));
+            v->data = ah_xcalloc(v->n + 1, sizeof(float));
+            memcpy(v->data, src, v->n * sizeof(float));
         }
         k++;
     }
@@ -274,19 +328,15 @@ int ah_ckpt_parse_shard_view(const char *path, const unsigned char *buf, uint64_
 
 int ah_ckpt_map(const char *path, uint64_t expect_bytes, const unsigned char **map, char *err, size_t errlen) {
     *map = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    int fd = open_shard(path, expect_bytes, err, errlen);
+    if (fd < 0)
         return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != expect_bytes || expect_bytes == 0) {
-        snprintf(err, errlen, "%s: %lld bytes, the manifest says %llu (truncated or replaced)", path,
-                 (long long)st.st_size, (unsigned long long)expect_bytes);
+    if (expect_bytes > SIZE_MAX) {
+        snprintf(err, errlen, "%s: %llu bytes do not fit in memory", path, (unsigned long long)expect_bytes);
         close(fd);
         return -1;
     }
-    void *m = mmap(NULL, expect_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void *m = mmap(NULL, (size_t)expect_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "%s: mmap failed (%s)", path, strerror(errno));

@@ -22,5 +22,14 @@ int cli_parse_int(const char *s, int *out);
 int cli_parse_double(const char *s, double *out);
 /* "4" or "1,2,4": up to max integers; returns the count, or -1 (empty item, junk, too many). */
 int cli_parse_int_list(const char *s, int *out, int max);
+/* Output paths are checked before any work, so that an unwritable one is bad
+ * input (exit 2) and not a failure after the run: the file's directory must
+ * exist and be writable, the path must not be a directory (NULL: nothing to
+ * check). 0, or -1 with one line "FLAG 'PATH': why" in msg. */
+int cli_check_output(const char *flag, const char *path, char *msg, size_t n);
+/* An output directory: an existing one must be a writable directory; a
+ * missing one must have a writable parent (nothing above it is created) and
+ * is created when `create`. 0, or -1 with msg. */
+int cli_check_output_dir(const char *flag, const char *path, int create, char *msg, size_t n);
 
 #endif

@@ -255,6 +255,12 @@ int cmd_analyze(int argc, char **argv) {
     }
     if (optind != argc - 1)
         return cli_bad_input("analyze", "expected exactly one TRACE.json (from autohet train --trace)");
+    {
+        char m[4400];
+        if (cli_check_output("--json", json_path, m, sizeof m) || cli_check_output("--svg", svg_path, m, sizeof m) ||
+            cli_check_output_dir("--otf2", otf2_dir, 0, m, sizeof m))
+            return cli_bad_input("analyze", m);
+    }
     const char *path = argv[optind];
     char err[512];
     cJSON *root = ah_json_parse_file(path, 1u << 30, 1, err, sizeof err);

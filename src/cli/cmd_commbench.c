@@ -170,6 +170,11 @@ int cmd_commbench(int argc, char **argv) {
         return fail_all(rank, "needs at least 2 MPI ranks (mpirun -np 2 or more)");
     if (min_size > max_size)
         return fail_all(rank, "--min-size is larger than --max-size");
+    {
+        char m[4400];
+        if (cli_check_output("--json", json_path, m, sizeof m))
+            return fail_all(rank, m);
+    }
     int want[AH_OP_COUNT];
     for (int i = 0; i < AH_OP_COUNT; i++)
         want[i] = ops_arg == NULL;

@@ -375,8 +375,10 @@ int cmd_plan(int argc, char **argv) {
         case OPT_COMPARE: compare = 1; break;
         case OPT_JSON: json_path = optarg; break;
         case OPT_RESERVE:
-            if (cli_parse_double(optarg, &o.mem_reserve_gib) != 0 || o.mem_reserve_gib < 0)
-                return cli_bad_input("plan", "--mem-reserve: expected a number of GiB >= 0");
+            /* bounded: the reserve is subtracted from GPU memory in bytes */
+            if (cli_parse_double(optarg, &o.mem_reserve_gib) != 0 || o.mem_reserve_gib < 0 ||
+                o.mem_reserve_gib > 65536)
+                return cli_bad_input("plan", "--mem-reserve: expected a number of GiB in [0, 65536]");
             break;
         case OPT_COMMPROF: comm_arg = optarg; break;
         case OPT_VERIFY:
@@ -409,6 +411,11 @@ int cmd_plan(int argc, char **argv) {
         return cli_bad_input("plan", "--cluster is required");
     if (!o.global_batch)
         return cli_bad_input("plan", "--global-batch is required");
+    {
+        char m[4400];
+        if (cli_check_output("--json", json_path, m, sizeof m))
+            return cli_bad_input("plan", m);
+    }
 
     char err[512];
     if (devices_arg && ah_device_load_overrides(devices_arg, err, sizeof err) != 0)

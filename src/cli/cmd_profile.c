@@ -30,15 +30,12 @@ static void usage(FILE *f) {
                "  --reps     timed repetitions, median kept (default 5)\n");
 }
 
+/* "1,2,4": every item an integer >= 1 (cli_parse_int_list: an empty item is an error) */
 static int parse_list(const char *s, int *out, int max) {
-    int n = 0;
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) {
-        if (cli_parse_int(t, &out[n]) != 0 || out[n] < 1)
+    int n = cli_parse_int_list(s, out, max);
+    for (int i = 0; i < n; i++)
+        if (out[i] < 1)
             return -1;
-        n++;
-    }
     return n;
 }
 
@@ -151,6 +148,11 @@ int cmd_profile(int argc, char **argv) {
     }
     if (!model_arg || !out)
         return cli_bad_input("profile", "--model and --out are required (see autohet profile --help)");
+    {
+        char m[4400];
+        if (cli_check_output("--out", out, m, sizeof m))
+            return cli_bad_input("profile", m);
+    }
     char err[512];
     ah_model_config cfg;
     if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)

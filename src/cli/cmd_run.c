@@ -151,6 +151,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (o.spot_trace && o.preempt)
         return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
+    if (cli_check_output("--log", o.log_path, msg, sizeof msg) ||
+        cli_check_output("--report", o.report_path, msg, sizeof msg) ||
+        cli_check_output_dir("--run-dir", o.run_dir, 0, msg, sizeof msg))
+        return cli_bad_input("run", msg);
     static char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)

@@ -104,6 +104,12 @@ int cmd_simulate(int argc, char **argv) {
     }
     if (optind != argc - 1)
         return cli_bad_input("simulate", "expected exactly one PLAN.json (see --help)");
+    {
+        char m[4400];
+        if (cli_check_output("--trace", trace, m, sizeof m) || cli_check_output("--svg", svg, m, sizeof m) ||
+            cli_check_output("--json", json, m, sizeof m))
+            return cli_bad_input("simulate", m);
+    }
     char err[512];
     if (devices && ah_device_load_overrides(devices, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);

@@ -173,6 +173,11 @@ int cmd_spot_sim(int argc, char **argv) {
     }
     if (!trace || !node || !model || !gb || !seq)
         return cli_bad_input("spot-sim", "--trace, --node, --model, --global-batch and --seq are required");
+    {
+        char m[4400];
+        if (cli_check_output("--json", json, m, sizeof m) || cli_check_output("--svg", svg, m, sizeof m))
+            return cli_bad_input("spot-sim", m);
+    }
     int enabled[AH_POLICY_N] = {0};
     if (!strcmp(policy, "all"))
         for (int p = 0; p < AH_POLICY_N; p++)

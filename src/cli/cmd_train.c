@@ -1,5 +1,6 @@
 /* autohet train: train a GPT/LLaMA-style model on real text, on one process or
  * over MPI ranks executing a plan document. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
@@ -58,60 +59,6 @@ static void train_usage(FILE *f) {
             "  --recover FILE restore from a recovery assignment of autohet run (docs/recovery.md); writes\n"
             "                 FILE.result.json (bytes and seconds per tier)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
-}
-
-/* DIR/state.json of a checkpoint: the step to continue from, after checking
- * that it was written for this model, batch shape and seed. */
-static int read_resume_state(const char *dir, const ah_model_config *cfg, const ah_plan *plan, int seed,
-                             const ah_optim_config *oc, int *step, char *msg, size_t n) {
-    char path[3072], err[512];
-    snprintf(path, sizeof path, "%s/state.json", dir);
-    cJSON *o = ah_json_parse_file(path, 1 << 20, 1, err, sizeof err);
-    if (!o) {
-        snprintf(msg, n, "--resume: %s", err);
-        return -1;
-    }
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
-                *sd = cJSON_GetObjectItemCaseSensitive(o, "seed"),
-                *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
-                *gb = cJSON_GetObjectItemCaseSensitive(o, "global_batch"),
-                *sq = cJSON_GetObjectItemCaseSensitive(o, "seq"),
-                *ts = cJSON_GetObjectItemCaseSensitive(o, "total_steps"),
-                *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"),
-                *wu = cJSON_GetObjectItemCaseSensitive(o, "warmup_steps");
-    int rc = 0;
-    if (!cJSON_IsNumber(st) || st->valueint < 0 || !cJSON_IsNumber(sd) || !cJSON_IsString(md) ||
-        !cJSON_IsNumber(gb) || !cJSON_IsNumber(sq)) {
-        snprintf(msg, n, "--resume: %.300s: needs step, seed, model, global_batch, seq", path);
-        rc = -1;
-    } else if (strcmp(md->valuestring, cfg->name) || gb->valueint != plan->global_batch ||
-               sq->valueint != plan->train.seq || sd->valueint != seed) {
-        snprintf(msg, n,
-                 "--resume: %.300s was written for model %.60s, global batch %d, seq %d, seed %d; this run "
-                 "has %.60s, %d, "
-                 "%d, %d",
-                 path, md->valuestring, gb->valueint, sq->valueint, sd->valueint, cfg->name,
-                 plan->global_batch, plan->train.seq, seed);
-        rc = -1;
-    } else if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(lr) || !cJSON_IsNumber(wu) ||
-               ts->valueint != oc->total_steps || wu->valueint != oc->warmup_steps ||
-               fabs(lr->valuedouble - oc->lr) > 1e-6 * oc->lr) {
-        snprintf(
-            msg, n,
-            "--resume: %.300s: the learning-rate schedule differs (--steps %d, --lr %g, warm-up %d there); "
-            "resume with the same --steps/--lr/--warmup",
-            path, cJSON_IsNumber(ts) ? ts->valueint : -1, cJSON_IsNumber(lr) ? lr->valuedouble : -1,
-            cJSON_IsNumber(wu) ? wu->valueint : -1);
-        rc = -1;
-    } else if (st->valueint > oc->total_steps) {
-        snprintf(msg, n, "--resume: %.300s is at step %d, beyond --steps %d", path, st->valueint,
-                 oc->total_steps);
-        rc = -1;
-    } else {
-        *step = st->valueint;
-    }
-    cJSON_Delete(o);
-    return rc;
 }
 
 /* The plan a run without --plan executes: one replica, one stage, TP 1. */
@@ -331,6 +278,18 @@ int cmd_train(int argc, char **argv) {
         return fail_all(rank, "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too");
     if (resume_dir && recover_path)
         return fail_all(rank, "--resume and --recover exclude each other");
+    /* outputs before any work: an unwritable one is bad input, not a failure at
+     * the first checkpoint or the end of the run (rank 0 checks, all agree) */
+    int outputs_ok = 1;
+    if (rank == 0)
+        outputs_ok = !(cli_check_output("--log", log_path, msg, sizeof msg) ||
+                       cli_check_output("--trace", trace_path, msg, sizeof msg) ||
+                       cli_check_output_dir("--ckpt-dir", ckpt_dir, 1, msg, sizeof msg) ||
+                       cli_check_output_dir("--ckpt-mem", mem_dir, 1, msg, sizeof msg) ||
+                       cli_check_output_dir("--ckpt-cloud", cloud_dir, 1, msg, sizeof msg));
+    MPI_Bcast(&outputs_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!outputs_ok)
+        return fail_all(rank, msg);
 
     ah_model_config cfg;
     char err[512];
@@ -402,10 +361,17 @@ int cmd_train(int argc, char **argv) {
         return fail_all(rank, err);
     }
     FILE *log = NULL;
+    int log_ok = 1;
     if (rank == 0 && log_path && !(log = fopen(log_path, "w"))) {
-        snprintf(msg, sizeof msg, "--log %s: cannot open for writing", log_path);
-        fprintf(stderr, "autohet train: %s\n", msg);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        snprintf(msg, sizeof msg, "--log %s: cannot open for writing (%s)", log_path, strerror(errno));
+        log_ok = 0;
+    }
+    MPI_Bcast(&log_ok, 1, MPI_INT, 0, comm);
+    if (!log_ok) { /* every rank ends with exit 2, no MPI_Abort banner */
+        ah_executor_free(x);
+        ah_dataset_free(&data);
+        ah_plan_free(&plan);
+        return fail_all(rank, msg);
     }
     if (rank == 0)
         printf("autohet train: %s (%d blocks, hidden %d, %s), %d rank%s, %d replica%s, TP %d, global batch "
@@ -419,7 +385,7 @@ int cmd_train(int argc, char **argv) {
     const char *kill_rank = getenv("AUTOHET_TEST_KILL_RANK"), *kill_step = getenv("AUTOHET_TEST_KILL_STEP");
     int rc = 0, first_step = 0;
     if (resume_dir) {
-        if (read_resume_state(resume_dir, &cfg, &plan, seed, &oc, &first_step, msg, sizeof msg) != 0) {
+        if (ah_ckpt_read_state(resume_dir, &cfg, &plan, seed, &oc, &first_step, msg, sizeof msg) != 0) {
             ah_executor_free(x);
             ah_dataset_free(&data);
             ah_plan_free(&plan);

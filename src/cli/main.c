@@ -1,5 +1,4 @@
 /* autohet: heterogeneous 3D-parallel LLM training toolkit. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,51 +46,6 @@ static void usage(FILE *f) {
                "  autohet plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800,2x8xH20 "
                "--global-batch 512 --seq 2048 --compare\n"
                "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
-}
-
-int cli_bad_input(const char *cmd, const char *msg) {
-    fprintf(stderr, "autohet %s: %s\n", cmd, msg);
-    return AH_EXIT_BAD_INPUT;
-}
-
-int cli_parse_int(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
-int cli_parse_int_list(const char *s, int *out, int max) {
-    int n = 0;
-    const char *p = s;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char item[32];
-        if (len == 0 || len >= sizeof item || n == max)
-            return -1; /* an empty item ("1,,2", a trailing comma) is an error, not skipped */
-        memcpy(item, p, len);
-        item[len] = 0;
-        if (cli_parse_int(item, &out[n]) != 0)
-            return -1;
-        n++;
-        if (!comma)
-            return n;
-        p = comma + 1;
-    }
-}
-
-int cli_parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 int main(int argc, char **argv) {

@@ -58,8 +58,7 @@ static int cmp_desc(const void *a, const void *b) {
 
 /* the holding's entry for (layer, tp) at exactly `step`, or NULL */
 static const ah_manifest_entry *held(const ah_holding *h, int layer, int tp, int step) {
-    const ah_manifest_entry *e = ah_manifest_find(&h->m, layer, tp);
-    return e && e->step == step ? e : NULL;
+    return ah_manifest_find_step(&h->m, layer, tp, step);
 }
 
 void ah_assignment_free(ah_assignment *a) {

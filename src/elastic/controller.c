@@ -280,10 +280,13 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
     for (int i = 0; i < s->inv.n_nodes; i++) {
         const char *name = s->inv.nodes[i].name;
         if (gone[i] && s->alive[i]) {
-            if (s->have_plan && s->pid > 0 && ah_plan_uses_node(&s->plan, name)) {
-                run_kill_ranks(s, name);
+            /* a node the plan does not use may still run a recovery server
+             * rank, and while a recovery is under way any node may be
+             * serving shards: stop the job rather than let it read a node
+             * that is being wiped (it is replanned without the node) */
+            if (s->pid > 0 && (run_kill_ranks(s, name) > 0 || s->pending ||
+                               (s->have_plan && ah_plan_uses_node(&s->plan, name))))
                 affected = 1;
-            }
             run_wipe_node(s, name);
             s->alive[i] = 0;
             len += snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", name);
@@ -438,6 +441,9 @@ static void write_report(run_state *s, int final_step, int ok) {
     free(txt);
 }
 
+/* consecutive failed recoveries replanned before autohet run gives up */
+#define MAX_RECOVERY_RETRIES 3
+
 int ah_run(const ah_run_options *o) {
     run_state *s = ah_xcalloc(1, sizeof *s);
     char err[1024];
@@ -464,7 +470,7 @@ int ah_run(const ah_run_options *o) {
         rc = 1;
         goto out;
     }
-    int final_step = 0, done = 0;
+    int final_step = 0, done = 0, retries = 0;
     /* a preemption with notice in progress: the job runs on until its next
      * committed step (or the notice runs out), then stops gracefully */
     int ngone[MAX_NODES] = {0}, notice_on = 0, notice_step = 0;
@@ -509,9 +515,20 @@ int ah_run(const ah_run_options *o) {
                     "output above\n",
                     s->gen, WIFEXITED(status) ? "exit" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), s->step);
+            /* a job that failed during its recovery (a holder went away meanwhile, a
+             * copy turned out bad) is replanned from what the tiers hold now, a few
+             * times in a row at most */
+            if (s->pending && retries < MAX_RECOVERY_RETRIES) {
+                retries++;
+                if (change_nodes(s, "recovery failed", ah_wall_clock_s(), s->step, err, sizeof err) == 0)
+                    continue;
+                fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+            }
             rc = 1;
             break;
         }
+        if (!s->pending)
+            retries = 0;
         int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0}, any = 0;
         double notice = o->notice_s;
         char why[64] = "";

@@ -261,16 +261,17 @@ double run_push_to_peers(run_state *s, const int *gone) {
             if (!have || have->step < e->step) {
                 snprintf(from, sizeof from, "%s/%s", src, e->file);
                 snprintf(to, sizeof to, "%s/%s", dst, e->file);
-                unsigned char *buf = ah_xcalloc(e->bytes + 1, 1);
-                if (ah_ckpt_read_raw(from, e->bytes, buf, err, sizeof err) == 0 &&
-                    ah_write_file_atomic(to, buf, e->bytes, err, sizeof err) == 0) {
+                const unsigned char *map = NULL; /* size checked before anything is mapped */
+                if (ah_ckpt_map(from, e->bytes, &map, err, sizeof err) == 0 &&
+                    ah_write_file_atomic(to, map, e->bytes, err, sizeof err) == 0) {
                     ah_manifest_put(&pm, e);
+                    ah_manifest_prune(&pm, e->step);
                     if (ah_manifest_save(dst, &pm, err, sizeof err) == 0)
                         bytes += (double)e->bytes;
                 } else {
                     fprintf(stderr, "autohet run: pushing a shard: %s\n", err);
                 }
-                free(buf);
+                ah_ckpt_unmap(map, e->bytes);
             }
             ah_manifest_free(&pm);
         }

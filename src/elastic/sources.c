@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <ftw.h>
 #include <math.h>
 #include <signal.h>
@@ -29,13 +30,27 @@ int run_node_index(const run_state *s, const char *name) {
 }
 
 int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen) {
-    char *copy = strdup(spec), *save = NULL;
+    char *copy = strdup(spec);
     int rc = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+    if (!copy)
+        abort();
+    /* split by hand: strtok would read "n0@3,,n1@4" as two items */
+    for (char *tok = copy, *next = NULL; tok && rc == 0; tok = next) {
+        char *comma = strchr(tok, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = 0;
         char *at = strrchr(tok, '@'), *end = NULL;
+        errno = 0;
         long st = at ? strtol(at + 1, &end, 10) : -1;
-        if (!at || at == tok || !end || *end || st < 1) {
+        if (!at || at == tok || !end || *end || end == at + 1 || errno || st < 1 || st > INT_MAX) {
             snprintf(err, errlen, "--preempt '%s': expected NODE@STEP with STEP >= 1", tok);
+            rc = -1;
+            break;
+        }
+        if (st >= s->o->steps) {
+            snprintf(err, errlen, "--preempt %s: step %ld is not before the last step (--steps %d)", tok, st,
+                     s->o->steps);
             rc = -1;
             break;
         }

@@ -8,15 +8,14 @@
 
 #include "autohet/elastic.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 
 int ah_spot_trace_load(const char *path, ah_spot_event **out, int *n, char *err, size_t errlen) {
     *out = NULL;
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+    FILE *f = ah_fopen_regular(path, 256u << 20, err, errlen); /* a FIFO or a device is refused */
+    if (!f)
         return -1;
-    }
     char line[512];
     int cap = 64, k = 0, lineno = 0, rc = 0;
     ah_spot_event *e = ah_xcalloc((size_t)cap, sizeof *e);

@@ -1,6 +1,7 @@
 /* Training data: byte-level corpus loading, train/validation split and
  * deterministic, partition-independent batch sampling (see data.h). */
 #include "engine/data.h"
+#include "util/json_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,11 +53,15 @@ static int buf_reserve(buf_t *b, size_t extra) {
 
 /* Appends the whole file to b; on failure writes "path: reason" to err. */
 static int read_file_into(buf_t *b, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    /* a regular file, and the corpus stays within AH_DATA_MAX_BYTES in all:
+     * a FIFO or a device would block or never end */
+    if (b->n >= AH_DATA_MAX_BYTES) {
+        set_err(err, errlen, "%s: the training data is larger than %d MiB in all", path, AH_DATA_MAX_BYTES >> 20);
         return -1;
     }
+    FILE *f = ah_fopen_regular(path, AH_DATA_MAX_BYTES - b->n, err, errlen);
+    if (f == NULL)
+        return -1;
     for (;;) {
         if (buf_reserve(b, 65536) != 0) {
             set_err(err, errlen, "%s: out of memory", path);

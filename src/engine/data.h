@@ -4,6 +4,9 @@
  * every plan and every rank sees the same samples in the same order. */
 #ifndef AUTOHET_ENGINE_DATA_H
 #define AUTOHET_ENGINE_DATA_H
+
+/* the most training text --data may hold (files of a directory together) */
+#define AH_DATA_MAX_BYTES (256 << 20)
 #include <stddef.h>
 #include <stdint.h>
 

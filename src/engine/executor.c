@@ -94,6 +94,47 @@ double ah_measure_sgemm_peak(void) {
     return best;
 }
 
+/* Refuses, before anything is allocated, a batch shape this machine cannot
+ * hold: the engine indexes a micro-batch's tokens with an int, and the
+ * stage with the most state needs at least its parameters, gradients and
+ * AdamW moments (fp32) plus one micro-batch's activations (fp32) of its
+ * layers. The same answer on every rank (it looks at every stage). */
+static int check_memory(const ah_plan *p, const ah_model_config *cfg, char *err, size_t errlen) {
+    double tokens = (double)p->micro_batch * p->train.seq;
+    if (tokens * (cfg->hidden > cfg->vocab ? cfg->hidden : cfg->vocab) > (double)SIZE_MAX / 8 ||
+        tokens > 2147483647.0) {
+        snprintf(err, errlen,
+                 "micro-batch %d x seq %d = %.3g tokens: more than a micro-batch can hold (at most 2^31 - 1 "
+                 "tokens); lower --micro-batch or --seq",
+                 p->micro_batch, p->train.seq, tokens);
+        return -1;
+    }
+    double worst = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            const ah_stage *st = &p->replicas[k].stages[j];
+            double b = 0;
+            for (int l = st->layer_first; l < st->layer_last; l++) {
+                ah_layer_kind kind = ah_model_layer_kind(cfg, l);
+                b += 4.0 * 4.0 * ah_layer_params(cfg, kind) / p->tp;
+                b += ah_layer_act_bytes(cfg, kind, p->train.seq, p->micro_batch, p->tp, AH_RECOMPUTE_NONE,
+                                        AH_PRECISION_FP32); /* the CPU engine keeps fp32 activations */
+            }
+            worst = b > worst ? b : worst;
+        }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    if (have > 0 && worst > have) {
+        snprintf(err, errlen,
+                 "micro-batch %d x seq %d: a rank needs at least %.1f GiB of memory (fp32 parameters, gradients, "
+                 "AdamW moments and one micro-batch's activations), this machine has %.1f GiB; use a "
+                 "smaller --micro-batch or --seq, or a plan with more stages",
+                 p->micro_batch, p->train.seq, worst / 1073741824.0, have / 1073741824.0);
+        return -1;
+    }
+    return 0;
+}
+
 ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
                                 const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
                                 int init_params, double peak_flops_per_rank, char *err, size_t errlen) {
@@ -150,6 +191,8 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
                  p->global_batch);
         rc = -1;
     }
+    if (rc == 0)
+        rc = check_memory(p, cfg, err, errlen);
     /* my slot */
     int row = 0;
     for (int k = 0; k < p->n_replicas && rc == 0; k++) {
@@ -219,7 +262,6 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
     }
     /* tied embeddings: layer 0 and the head hold copies of one matrix */
     x->tie_partner = -1;
-    x->resumed_step = -1;
     if (cfg->tied_embeddings) {
         const ah_replica *rep = &p->replicas[x->replica];
         int has0 = x->stage == 0, hasH = x->stage == rep->n_stages - 1;

@@ -64,6 +64,14 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
  * first, then the other nodes' (checksums verified; a bad copy falls through
  * to the next). The plan may differ from the one that saved (other stages,
  * replicas, nodes) but not in TP degree. Collective. */
+/* DIR/state.json of a checkpoint: the step to continue from (*step), after
+ * checking that it was written for this model, batch shape, seed and
+ * learning-rate schedule. 0, or -1 with one line in msg naming the file. */
+int ah_ckpt_read_state(const char *dir, const ah_model_config *cfg, const ah_plan *plan, int seed,
+                       const ah_optim_config *oc, int *step, char *msg, size_t n);
+/* Reads and checks a recovery assignment (docs/recovery.md) as rank `rank`
+ * would, without MPI: 0, or -1 with err. (The fuzzing entry of its parser.) */
+int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen);
 int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
 /* Background persist (docs/checkpoint.md): after the memory-tier snapshot of
  * `step` (ah_executor_save with tier "memory"), copy it to DIR/<node>/ of the

@@ -3,8 +3,10 @@
  * controller's recovery assignment (own tiers, peers over MPI RMA, cloud). */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,34 +51,83 @@ const char *ah_executor_node_name(const ah_executor *x) {
     return x->plan.cluster.nodes[my_node(x)].name;
 }
 
-/* slot of `dir` in the per-tier "previous checkpoint" table (first use: the
- * step this run resumed from, whose files of my layers the next save replaces) */
-static int *last_saved_slot(ah_executor *x, const char *dir) {
-    int n = (int)(sizeof x->last_saved / sizeof x->last_saved[0]);
-    for (int i = 0; i < n; i++)
-        if (x->last_saved[i].dir[0] && !strcmp(x->last_saved[i].dir, dir))
-            return &x->last_saved[i].step;
-    for (int i = 0; i < n; i++)
-        if (!x->last_saved[i].dir[0]) {
-            snprintf(x->last_saved[i].dir, sizeof x->last_saved[i].dir, "%s", dir);
-            x->last_saved[i].step = x->resumed_step;
-            return &x->last_saved[i].step;
+/* rank 0: DIR/state.json, the commit point of the checkpoint of `step` */
+static int write_state(const ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    char state[512], path[3072];
+    int len = snprintf(state, sizeof state,
+                       "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
+                       "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
+                       "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
+                       step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
+                       ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    return ah_write_file_atomic(path, state, (size_t)len, err, errlen);
+}
+
+/* rank 0, one phase of the commit for every node with records in `all`:
+ * phase 0 adds the new step's shards to the node's manifest (which keeps the
+ * committed step's); phase 1, once state.json names the new step, drops the
+ * older entries of those layers and sweeps the node directory of the shard
+ * files no manifest lists and of the temporary files of dead writers. */
+static int commit_phase(ah_executor *x, const char *dir, const char *tier, int step, const saved_shard *all,
+                        int ns, int phase, char *err, size_t errlen) {
+    int rc = 0;
+    for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
+        int touched = 0;
+        for (int i = 0; i < ns && !touched; i++)
+            touched = all[i].node == node;
+        if (!touched)
+            continue;
+        char d[3072];
+        node_dir(x, dir, node, d, sizeof d);
+        ah_manifest m;
+        /* an unreadable manifest is set aside (its shards cannot be trusted
+         * without it) so that this node's tier works again */
+        if (ah_manifest_load_or_set_aside(d, &m, err, errlen) < 0)
+            return -1;
+        if (phase == 0) {
+            for (int i = 0; i < ns; i++)
+                if (all[i].node == node) {
+                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
+                                            "",           all[i].bytes,   all[i].xxh64};
+                    snprintf(me.file, sizeof me.file, "%s", all[i].file);
+                    ah_manifest_put(&m, &me);
+                }
+        } else {
+            ah_manifest_prune(&m, step);
         }
-    return NULL; /* more tiers than slots: old shards stay (harmless, not referenced) */
+        snprintf(m.node, sizeof m.node, "%s", x->plan.cluster.nodes[node].name);
+        snprintf(m.tier, sizeof m.tier, "%s", tier);
+        rc = ah_manifest_save(d, &m, err, errlen);
+        if (rc == 0 && phase == 1)
+            ah_ckpt_sweep(d, &m);
+        ah_manifest_free(&m);
+    }
+    return rc;
+}
+
+/* test hook (tests/cli_ckpt.sh, tests/kill_harness.sh): AUTOHET_TEST_KILL_COMMIT=
+ * POINT@STEP kills rank 0 with SIGKILL at POINT (manifests: after the new
+ * step was added to the manifests; state: after state.json names it) of the
+ * commit of STEP, the windows a crash must survive */
+static void test_kill_point(const char *point, int step) {
+    const char *v = getenv("AUTOHET_TEST_KILL_COMMIT"), *at = v ? strchr(v, '@') : NULL;
+    if (at && (size_t)(at - v) == strlen(point) && !strncmp(v, point, strlen(point)) && atoi(at + 1) == step)
+        raise(SIGKILL);
 }
 
 /* Commits a checkpoint whose shards every rank has written (`mine`, `nl`
- * records; bad_in: this rank failed): rank 0 gathers the records, writes each
- * node's manifest for `tier` and then DIR/state.json; once committed, each rank
- * deletes this run's previous shards of its layers in DIR. Collective. */
+ * records; bad_in: this rank failed). Collective. Rank 0 gathers the records
+ * and commits with atomic renames such that at every instant the step that
+ * state.json names restores: (1) each node's manifest lists the new step's
+ * shards beside the committed step's, (2) state.json names the new step, (3)
+ * the manifests drop the older step, whose files are then deleted. A kill
+ * before (2) leaves the previous step committed and listed; after it, the new
+ * one. The other ranks wait in the final broadcast meanwhile, so no one
+ * writes into DIR while rank 0 sweeps it. */
 static int commit_shards(ah_executor *x, const char *dir, const char *tier, int step, const saved_shard *mine,
                          int nl, int bad_in, char *err, size_t errlen) {
-    ah_engine_model *e = &x->model;
     int rc = 0;
-    char nd[3072];
-    node_dir(x, dir, my_node(x), nd, sizeof nd);
-    /* everyone's shards to rank 0, which writes each node's manifest and then the
-     * global state: a checkpoint exists once state.json names its step */
     int bad = bad_in != 0, any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
     if (any_bad) {
@@ -99,41 +150,17 @@ static int commit_shards(ah_executor *x, const char *dir, const char *tier, int 
     MPI_Gatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
     if (x->rank == 0) {
         int ns = total / (int)sizeof(saved_shard);
-        for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
-            char d[3072];
-            node_dir(x, dir, node, d, sizeof d);
-            ah_manifest m;
-            if (ah_manifest_load(d, &m, err, errlen) != 0) {
-                rc = -1;
-                break;
-            }
-            int touched = 0;
-            for (int i = 0; i < ns; i++)
-                if (all[i].node == node) {
-                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
-                                            "",           all[i].bytes,   all[i].xxh64};
-                    snprintf(me.file, sizeof me.file, "%s", all[i].file);
-                    ah_manifest_put(&m, &me);
-                    touched = 1;
-                }
-            snprintf(m.node, sizeof m.node, "%s", x->plan.cluster.nodes[node].name);
-            snprintf(m.tier, sizeof m.tier, "%s", tier);
-            if (touched)
-                rc = ah_manifest_save(d, &m, err, errlen);
-            ah_manifest_free(&m);
-        }
-        if (rc == 0) {
-            char state[512], path[3072];
-            int len = snprintf(
-                state, sizeof state,
-                "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
-                "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
-                "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
-                step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
-                ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
-            snprintf(path, sizeof path, "%s/state.json", dir);
-            rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
-        }
+        rc = commit_phase(x, dir, tier, step, all, ns, 0, err, errlen);
+        if (rc == 0)
+            test_kill_point("manifests", step);
+        if (rc == 0)
+            rc = write_state(x, dir, step, err, errlen);
+        if (rc == 0)
+            test_kill_point("state", step);
+        if (rc == 0)
+            rc = commit_phase(x, dir, tier, step, all, ns, 1, err, errlen);
+        if (rc == 0)
+            ah_ckpt_sweep(dir, NULL); /* state.json.tmp.* of a commit that was killed */
         free(all);
         free(counts);
         free(displ);
@@ -141,18 +168,61 @@ static int commit_shards(ah_executor *x, const char *dir, const char *tier, int 
     MPI_Bcast(&rc, 1, MPI_INT, 0, x->comm);
     if (rc != 0 && x->rank != 0)
         snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
-    /* the new checkpoint is committed (state.json names it): this run's previous
-     * shards of my layers are no longer referenced by any manifest */
-    int *prev = last_saved_slot(x, dir);
-    if (rc == 0 && prev && *prev >= 0 && *prev != step)
-        for (int l = e->first; l < e->last; l++) {
-            char name[64], old[3200];
-            shard_name(name, sizeof name, l, x->tp_rank, *prev);
-            snprintf(old, sizeof old, "%s/%s", nd, name);
-            unlink(old); /* a replica on the same node may have removed it already */
-        }
-    if (rc == 0 && prev)
-        *prev = step;
+    return rc;
+}
+
+/* DIR/state.json of a checkpoint (written by write_state above): the step to continue from, after checking
+ * that it was written for this model, batch shape and seed. */
+int ah_ckpt_read_state(const char *dir, const ah_model_config *cfg, const ah_plan *plan, int seed,
+                       const ah_optim_config *oc, int *step, char *msg, size_t n) {
+    char path[3072], err[512];
+    snprintf(path, sizeof path, "%s/state.json", dir);
+    cJSON *o = ah_json_parse_file(path, 1 << 20, 1, err, sizeof err);
+    if (!o) {
+        snprintf(msg, n, "--resume: %s", err);
+        return -1;
+    }
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
+                *sd = cJSON_GetObjectItemCaseSensitive(o, "seed"),
+                *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
+                *gb = cJSON_GetObjectItemCaseSensitive(o, "global_batch"),
+                *sq = cJSON_GetObjectItemCaseSensitive(o, "seq"),
+                *ts = cJSON_GetObjectItemCaseSensitive(o, "total_steps"),
+                *lr = cJSON_GetObjectItemCaseSensitive(o, "lr"),
+                *wu = cJSON_GetObjectItemCaseSensitive(o, "warmup_steps");
+    int rc = 0;
+    if (!cJSON_IsNumber(st) || !(st->valuedouble >= 0 && st->valuedouble <= 2147483647.0) ||
+        st->valuedouble != (double)st->valueint || !cJSON_IsNumber(sd) || !cJSON_IsString(md) ||
+        !cJSON_IsNumber(gb) || !cJSON_IsNumber(sq)) {
+        snprintf(msg, n, "--resume: %.300s: needs step, seed, model, global_batch, seq", path);
+        rc = -1;
+    } else if (strcmp(md->valuestring, cfg->name) || gb->valueint != plan->global_batch ||
+               sq->valueint != plan->train.seq || sd->valueint != seed) {
+        snprintf(msg, n,
+                 "--resume: %.300s was written for model %.60s, global batch %d, seq %d, seed %d; this run "
+                 "has %.60s, %d, "
+                 "%d, %d",
+                 path, md->valuestring, gb->valueint, sq->valueint, sd->valueint, cfg->name,
+                 plan->global_batch, plan->train.seq, seed);
+        rc = -1;
+    } else if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(lr) || !cJSON_IsNumber(wu) ||
+               ts->valueint != oc->total_steps || wu->valueint != oc->warmup_steps ||
+               fabs(lr->valuedouble - oc->lr) > 1e-6 * oc->lr) {
+        snprintf(
+            msg, n,
+            "--resume: %.300s: the learning-rate schedule differs (--steps %d, --lr %g, warm-up %d there); "
+            "resume with the same --steps/--lr/--warmup",
+            path, cJSON_IsNumber(ts) ? ts->valueint : -1, cJSON_IsNumber(lr) ? lr->valuedouble : -1,
+            cJSON_IsNumber(wu) ? wu->valueint : -1);
+        rc = -1;
+    } else if (st->valueint > oc->total_steps) {
+        snprintf(msg, n, "--resume: %.300s is at step %d, beyond --steps %d", path, st->valueint,
+                 oc->total_steps);
+        rc = -1;
+    } else {
+        *step = st->valueint;
+    }
+    cJSON_Delete(o);
     return rc;
 }
 
@@ -436,6 +506,11 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     const char **dp = ah_xcalloc((size_t)nd + 1, sizeof(char *));
     for (int i = 0; i < nd; i++)
         dp[i] = dirs[i];
+    /* nobody writes into DIR while the ranks restore: the temporary files of a
+     * killed writer go now (state.json.tmp.PID, a shard's .tmp.PID) */
+    if (x->rank == 0)
+        for (int i = -1; i < nd; i++)
+            ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL);
     for (int l = e->first; l < e->last && rc == 0; l++) {
         ah_ckpt_loaded *t = NULL;
         int nt = 0;
@@ -450,7 +525,6 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     free(dp);
     if (agree_on_failure(x->comm, rc, err, errlen) != 0)
         return -1;
-    x->resumed_step = step;
     return 0;
 }
 
@@ -474,7 +548,9 @@ static int parse_src(const cJSON *o, shard_src *s) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "path"),
                 *b = cJSON_GetObjectItemCaseSensitive(o, "bytes"),
                 *h = cJSON_GetObjectItemCaseSensitive(o, "xxh64");
-    if (!cJSON_IsString(p) || !cJSON_IsNumber(b) || b->valuedouble < 0 || !cJSON_IsString(h))
+    /* bytes: an integer in [0, 2^31) (one MPI_Get), checked before the cast */
+    if (!cJSON_IsString(p) || !cJSON_IsNumber(b) || !(b->valuedouble >= 0 && b->valuedouble <= 2147483647.0) ||
+        b->valuedouble != (double)(uint64_t)b->valuedouble || !cJSON_IsString(h))
         return -1;
     snprintf(s->path, sizeof s->path, "%s", p->valuestring);
     s->bytes = (uint64_t)b->valuedouble;
@@ -525,7 +601,7 @@ static int load_assignment(const char *path, int me, int *step, double *cloud_ra
                 v->tier = q;
         if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
             parse_src(it, &v->src) != 0 || (v->tier == T_PEER && !cJSON_IsNumber(sv)) ||
-            (fb && parse_src(fb, &v->fallback) != 0) || v->src.bytes > (uint64_t)INT32_MAX) {
+            (fb && parse_src(fb, &v->fallback) != 0)) {
             snprintf(err, errlen, "%s: shards[%d] is malformed", path, k);
             rc = -1;
             break;
@@ -624,8 +700,15 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
      * the new owners get them one-sided (RDMA on InfiniBand/RoCE fabrics),
      * shard by shard into one reused buffer, verify and apply. */
     double tp0 = now_s();
-    MPI_Win win;
-    MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    /* every rank reads the same assignment, so all agree whether a window is
+     * needed; a job without peer shards (e.g. shrunk to one rank, where Open
+     * MPI's one-sided components refuse a window) makes none */
+    int any_peer = 0;
+    for (int i = 0; i < n && !any_peer; i++)
+        any_peer = e[i].tier == T_PEER;
+    MPI_Win win = MPI_WIN_NULL;
+    if (any_peer)
+        MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     uint64_t *addr = ah_xcalloc((size_t)n + 1, sizeof(uint64_t)), max_get = 0;
     const unsigned char **maps = ah_xcalloc((size_t)n + 1, sizeof(*maps));
     for (int i = 0; i < n; i++) {
@@ -654,7 +737,8 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Allreduce(MPI_IN_PLACE, addr, n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     unsigned char *buf = ah_xcalloc(max_get + 1, 1);
     int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+    if (any_peer)
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
     for (int i = 0; i < n && rc == 0; i++) {
         if (e[i].rank != me || e[i].tier != T_PEER)
             continue;
@@ -684,14 +768,16 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         }
         ah_ckpt_free(t, nt);
     }
-    MPI_Win_unlock_all(win);
+    if (any_peer)
+        MPI_Win_unlock_all(win);
     MPI_Barrier(MPI_COMM_WORLD); /* every get is done: the servers may let go */
     for (int i = 0; i < n; i++)
         if (maps[i]) {
             MPI_Win_detach(win, (void *)(uintptr_t)maps[i]);
             ah_ckpt_unmap(maps[i], e[i].src.bytes);
         }
-    MPI_Win_free(&win);
+    if (any_peer)
+        MPI_Win_free(&win);
     free(maps);
     free(addr);
     free(buf);
@@ -742,10 +828,17 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
         return -1;
-    if (x)
-        x->resumed_step = step;
     *step_out = step;
     return 0;
+}
+
+int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen) {
+    rec_entry *e = NULL;
+    int n = 0, step = 0;
+    double rate = 0;
+    int rc = load_assignment(path, rank, &step, &rate, &e, &n, err, errlen);
+    free(e);
+    return rc;
 }
 
 int ah_executor_recover(ah_executor *x, const char *assignment, int *step, ah_recover_stats *st, char *err,

@@ -52,13 +52,6 @@ struct ah_executor {
     bucket *buckets;
     int n_buckets;
     int tie_partner; /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
-    /* previous committed checkpoint of this run per tier root (its shards of my
-     * layers are deleted once a newer one commits); resumed_step seeds it */
-    struct {
-        char dir[512];
-        int step;
-    } last_saved[4];
-    int resumed_step;
     /* the last memory-tier snapshot of my layers (what a background persist copies) */
     struct saved_shard *last_mem;
     int last_mem_n, last_mem_step;

@@ -38,14 +38,16 @@ int ah_candidate_mbs(const ah_plan_options *o, int *out) {
     return n;
 }
 
+#define AH_MAX_SEQ (1 << 20)
+
 static int check_options(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, char *err,
                          size_t errlen) {
     if (o->global_batch < 1) {
         snprintf(err, errlen, "--global-batch must be a positive number of sequences");
         return -1;
     }
-    if (o->train.seq < 1) {
-        snprintf(err, errlen, "--seq must be positive");
+    if (o->train.seq < 1 || o->train.seq > AH_MAX_SEQ) { /* bounded: seq^2 terms of the cost model */
+        snprintf(err, errlen, "--seq %d: expected 1..%d tokens", o->train.seq, AH_MAX_SEQ);
         return -1;
     }
     if (o->micro_batch < 0 || (o->micro_batch && o->global_batch % o->micro_batch)) {

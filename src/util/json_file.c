@@ -2,11 +2,14 @@
 #include "util/json_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void vput_err(char *err, size_t errlen, const char *name, const char *fmt, va_list ap) {
     if (err == NULL || errlen == 0)
@@ -36,6 +39,65 @@ int ah_fail(const ah_err_ctx *cx, const char *fmt, ...) {
     return -1;
 }
 
+int ah_open_regular(const char *path, uint64_t max_bytes, uint64_t *size, char *err, size_t errlen) {
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (path == NULL) {
+        put_err(err, errlen, path, "no file given");
+        return -1;
+    }
+    /* O_NONBLOCK: opening a FIFO without a writer would otherwise wait forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        put_err(err, errlen, path, "cannot open file (%s)", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        put_err(err, errlen, path, "cannot stat file (%s)", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        put_err(err, errlen, path, "not a regular file (%s)",
+                S_ISDIR(st.st_mode)    ? "a directory"
+                : S_ISFIFO(st.st_mode) ? "a FIFO"
+                : S_ISCHR(st.st_mode)  ? "a character device"
+                : S_ISBLK(st.st_mode)  ? "a block device"
+                : S_ISSOCK(st.st_mode) ? "a socket"
+                                       : "a special file");
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        put_err(err, errlen, path, "file is larger than %llu bytes (%lld bytes)", (unsigned long long)max_bytes,
+                (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        put_err(err, errlen, path, "cannot read file (%s)", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (size != NULL)
+        *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+FILE *ah_fopen_regular(const char *path, uint64_t max_bytes, char *err, size_t errlen) {
+    int fd = ah_open_regular(path, max_bytes, NULL, err, errlen);
+    if (fd < 0)
+        return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (f == NULL) {
+        put_err(err, errlen, path, "cannot read file (%s)", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 char *ah_read_text_file(const char *path, size_t max_bytes, size_t *len_out, char *err, size_t errlen) {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -44,14 +106,13 @@ char *ah_read_text_file(const char *path, size_t max_bytes, size_t *len_out, cha
         return NULL;
     }
     /* The buffer holds at most max_bytes + 1 bytes of data (one more than
-     * allowed, to notice a file that is too large) plus the terminator. */
+     * allowed, to notice a file that grew past the limit since the size check)
+     * plus the terminator. */
     if (max_bytes > SIZE_MAX / 2)
         max_bytes = SIZE_MAX / 2;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        put_err(err, errlen, path, "cannot open file (%s)", strerror(errno));
+    FILE *f = ah_fopen_regular(path, max_bytes, err, errlen);
+    if (f == NULL)
         return NULL;
-    }
     size_t cap = 0, len = 0;
     char *buf = NULL;
     for (;;) {

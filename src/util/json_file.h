@@ -7,6 +7,7 @@
  * NAME is the path (or the name given to ah_json_parse_text); line breaks in
  * it are written as spaces. The messages are:
  *   cannot open file (<strerror>)
+ *   not a regular file (a FIFO | a directory | a character device | ...)
  *   cannot read file (<strerror>)
  *   file is larger than N bytes
  *   out of memory
@@ -22,6 +23,8 @@
 #define AH_UTIL_JSON_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -36,6 +39,16 @@ typedef struct {
 /* Writes "NAME: message" as one line (line breaks in NAME become spaces, the
  * text is cut short to fit). Always returns -1. */
 int ah_fail(const ah_err_ctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one place an input file is opened: refuses what is not a regular file
+ * (a FIFO, /dev/zero, a directory: these would block forever or never end)
+ * and a file of more than max_bytes bytes, before reading anything. Returns
+ * an fd open for reading (blocking) and its size in *size (may be NULL), or
+ * -1 with "PATH: cannot open file (...)", "PATH: not a regular file (a
+ * FIFO)" or "PATH: file is larger than N bytes (M bytes)" written. */
+int ah_open_regular(const char *path, uint64_t max_bytes, uint64_t *size, char *err, size_t errlen);
+/* ah_open_regular() as a stdio stream (fclose() it), or NULL with err. */
+FILE *ah_fopen_regular(const char *path, uint64_t max_bytes, char *err, size_t errlen);
 
 /* Reads the whole file at `path` into a NUL-terminated heap buffer (free()
  * it) and stores its length (without the terminator) in *len. A file of more

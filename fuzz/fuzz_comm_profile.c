@@ -1,0 +1,19 @@
+/* libFuzzer: the communication profile (autohet commbench --json) applied to
+ * a cluster (ah_comm_profile_apply). */
+#include "fuzz_common.h"
+
+#include "autohet/cluster.h"
+#include "autohet/comm.h"
+#include "autohet/plan.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char err[512], summary[256];
+    ah_cluster c = {0};
+    if (ah_cluster_parse_shorthand("2x8xA100-40G,1x4xH800", &c, err, sizeof err) != 0)
+        abort();
+    ah_plan_options o;
+    ah_plan_options_default(&o);
+    ah_comm_profile_apply(fuzz_write("comm.json", data, size), &c, &o, summary, sizeof summary, err, sizeof err);
+    ah_cluster_free(&c);
+    return 0;
+}

@@ -1,0 +1,117 @@
+/* Helpers shared by the subcommands (cli.h): one-line bad-input errors,
+ * strict option values, output paths checked before any work. Apart from
+ * main.c so that the fuzz harnesses can link the commands. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autohet/plan.h"
+#include "cli/cli.h"
+
+int cli_bad_input(const char *cmd, const char *msg) {
+    fprintf(stderr, "autohet %s: %s\n", cmd, msg);
+    return AH_EXIT_BAD_INPUT;
+}
+
+int cli_parse_int(const char *s, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < -2147483647L || v > 2147483647L)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cli_parse_int_list(const char *s, int *out, int max) {
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (len == 0 || len >= sizeof item || n == max)
+            return -1; /* an empty item ("1,,2", a trailing comma) is an error, not skipped */
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (cli_parse_int(item, &out[n]) != 0)
+            return -1;
+        n++;
+        if (!comma)
+            return n;
+        p = comma + 1;
+    }
+}
+
+int cli_parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v)) /* inf and nan are no option's value */
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* the directory part of path ("." for a bare name) */
+static void parent_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, n, ".");
+    else if (slash == out)
+        out[1] = 0;
+    else
+        *slash = 0;
+}
+
+int cli_check_output(const char *flag, const char *path, char *msg, size_t n) {
+    char dir[4096];
+    struct stat sb;
+    if (!path)
+        return 0;
+    parent_of(path, dir, sizeof dir);
+    if (!path[0] || (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
+        snprintf(msg, n, "%s '%s': is a directory, expected a file to write", flag, path);
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        snprintf(msg, n, "%s '%s': %s is not a writable directory", flag, path, dir);
+        return -1;
+    }
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        snprintf(msg, n, "%s '%s': the file is not writable", flag, path);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_check_output_dir(const char *flag, const char *path, int create, char *msg, size_t n) {
+    char dir[4096];
+    struct stat sb;
+    if (!path)
+        return 0;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode) || access(path, W_OK | X_OK) != 0) {
+            snprintf(msg, n, "%s '%s': not a writable directory", flag, path);
+            return -1;
+        }
+        return 0;
+    }
+    parent_of(path, dir, sizeof dir);
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        snprintf(msg, n, "%s '%s': %s is not a writable directory (only the last component is created)", flag,
+                 path, dir);
+        return -1;
+    }
+    if (create && mkdir(path, 0755) != 0 && errno != EEXIST) {
+        snprintf(msg, n, "%s '%s': cannot create (%s)", flag, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
