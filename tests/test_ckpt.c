@@ -398,13 +398,27 @@ static void test_sweep(void **state) {
     strcpy(e.file, names[2]);
     ah_manifest_put(&m, &e);
     assert_int_equal(ah_manifest_save(dir, &m, err, sizeof err), 0);
-    assert_int_equal(ah_ckpt_sweep(dir, &m), 2);
+    assert_int_equal(ah_ckpt_sweep(dir, &m, 0), 2);
     struct stat sb;
     int want[5] = {-1, 0, 0, -1, 0};
     for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         assert_int_equal(stat(p, &sb), want[i]);
     }
+    /* a zombie writer (SIGKILLed, not reaped yet) is gone too */
+    pid_t zombie = fork();
+    if (zombie == 0)
+        _exit(0);
+    usleep(200000);
+    snprintf(p, sizeof p, "%s/L002-tp0-s3.safetensors.tmp.%ld", dir, (long)zombie);
+    fclose(fopen(p, "w"));
+    assert_int_equal(ah_ckpt_sweep(dir, &m, 0), 1);
+    assert_int_equal(stat(p, &sb), -1);
+    waitpid(zombie, NULL, 0);
+    /* before a resume restores, every temporary file goes, a live PID's too */
+    assert_int_equal(ah_ckpt_sweep(dir, &m, 1), 1);
+    snprintf(p, sizeof p, "%s/%s", dir, names[1]);
+    assert_int_equal(stat(p, &sb), -1);
     ah_manifest_free(&m);
 }
 

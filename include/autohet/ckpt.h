@@ -101,10 +101,11 @@ int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen);
  * tier can be written again: 0 loaded, 1 set aside, -1 (err) cannot rename */
 int ah_manifest_load_or_set_aside(const char *dir, ah_manifest *m, char *err, size_t errlen);
 /* Removes from DIR the temporary files (NAME.tmp.PID) of writers that are gone
- * and, with `keep`, the shard files (L*-tp*-s*.safetensors) it does not list.
- * Only call it where no live writer can be between writing a shard and
- * listing it. Returns the number of files removed. */
-int ah_ckpt_sweep(const char *dir, const ah_manifest *keep);
+ * (every temporary file with `all_tmp`: where no writer of this job can be at
+ * work, e.g. before a resume restores) and, with `keep`, the shard files
+ * (L*-tp*-s*.safetensors) it does not list. Only call it where no live writer
+ * can be between writing a shard and listing it. Returns the number removed. */
+int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp);
 
 /* Restores layer `layer` (TP rank `tp_rank`) at exactly `step` from the first
  * of `n_dirs` tier directories (nearest first) whose manifest lists it and

@@ -296,19 +296,34 @@ static int is_shard_name(const char *n) {
     return sscanf(n, "L%d-tp%d-s%d.safetensors%n", &layer, &tp, &step, &end) == 3 && end > 0 && n[end] == 0;
 }
 
-/* a temporary file of ah_write_file_atomic whose writer is gone */
-static int is_stale_tmp(const char *n) {
+/* Is process pid gone? A SIGKILLed writer whose parent died too can stay a
+ * zombie for a while (the machine's init may reap late): that counts as gone. */
+static int process_gone(long pid) {
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *close = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+/* a temporary file of ah_write_file_atomic (NAME.tmp.PID); *pid its writer */
+static int is_tmp(const char *n, long *pid) {
     const char *t = strstr(n, ".tmp.");
     if (!t)
         return 0;
     char *end = NULL;
-    long pid = strtol(t + 5, &end, 10);
-    if (!end || *end || pid <= 0 || end == t + 5)
-        return 0;
-    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    *pid = strtol(t + 5, &end, 10);
+    return end && !*end && *pid > 0 && end != t + 5;
 }
 
-int ah_ckpt_sweep(const char *dir, const ah_manifest *keep) {
+int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp) {
     DIR *d = opendir(dir);
     int removed = 0;
     for (struct dirent *de; d && (de = readdir(d));) {
@@ -318,7 +333,9 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep) {
             for (int i = 0; i < keep->n && unlisted; i++)
                 unlisted = strcmp(keep->e[i].file, de->d_name) != 0;
         }
-        if (!unlisted && !is_stale_tmp(de->d_name))
+        long pid = 0;
+        int stale = is_tmp(de->d_name, &pid) && (all_tmp || process_gone(pid));
+        if (!unlisted && !stale)
             continue;
         char p[4400];
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);

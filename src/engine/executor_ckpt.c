@@ -100,7 +100,7 @@ static int commit_phase(ah_executor *x, const char *dir, const char *tier, int s
         snprintf(m.tier, sizeof m.tier, "%s", tier);
         rc = ah_manifest_save(d, &m, err, errlen);
         if (rc == 0 && phase == 1)
-            ah_ckpt_sweep(d, &m);
+            ah_ckpt_sweep(d, &m, 0);
         ah_manifest_free(&m);
     }
     return rc;
@@ -160,7 +160,7 @@ static int commit_shards(ah_executor *x, const char *dir, const char *tier, int 
         if (rc == 0)
             rc = commit_phase(x, dir, tier, step, all, ns, 1, err, errlen);
         if (rc == 0)
-            ah_ckpt_sweep(dir, NULL); /* state.json.tmp.* of a commit that was killed */
+            ah_ckpt_sweep(dir, NULL, 0); /* state.json.tmp.* of a commit that was killed */
         free(all);
         free(counts);
         free(displ);
@@ -510,7 +510,7 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
      * killed writer go now (state.json.tmp.PID, a shard's .tmp.PID) */
     if (x->rank == 0)
         for (int i = -1; i < nd; i++)
-            ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL);
+            ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL, 1);
     for (int l = e->first; l < e->last && rc == 0; l++) {
         ah_ckpt_loaded *t = NULL;
         int nt = 0;
