@@ -17,6 +17,7 @@
 #include "autohet/sim.h"
 #include "plan/costs.h"
 #include "scenarios.h"
+#include "util/stats.h"
 
 /* Pools with a plan from another planner (bench/peer-plans/README.md). */
 typedef struct {
@@ -102,16 +103,13 @@ static int verify(const ah_model_config *m, const ah_cluster *c, const ah_profil
         if (sim[i] < v->best_sim)
             v->best_sim = sim[i];
     }
-    long long conc = 0, disc = 0;
+    double *closed = calloc((size_t)n + 1, sizeof(double));
+    if (!closed)
+        abort();
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) {
-            if (sim[i] < 0 || sim[j] < 0)
-                continue;
-            double d = (top[i].iteration_time_s - top[j].iteration_time_s) * (sim[i] - sim[j]);
-            conc += d > 0;
-            disc += d < 0;
-        }
-    v->tau = conc + disc ? (double)(conc - disc) / (double)(conc + disc) : 1.0;
+        closed[i] = top[i].iteration_time_s;
+    v->tau = ah_kendall_tau(closed, sim, n);
+    free(closed);
     v->pick_sim = sim[0];
     *pick = top[0];
     for (int i = 1; i < n; i++)

@@ -197,15 +197,7 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
                 ok &= !t->shape[k] || (x->cls[k].upn >= R && x->cls[k].n_nodes >= t->shape[k]);
             if (!ok)
                 continue;
-            ah_ns xs[AH_MAX_STAGES], bw[AH_MAX_STAGES], c[AH_MAX_STAGES];
-            for (int j = 0, a = 0; j < t->n_stages; a = t->ends[j], j++) {
-                const ah_class *cl = &x->cls[t->cls[j]];
-                xs[j] = ah_range(cl->lt.upd, a, t->ends[j]) +
-                        ah_local_sync_ns(&x->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs, x->o);
-                bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
-                c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
-            }
-            ah_ns tail = ah_pipeline_tail(xs, bw, c, t->n_stages);
+            ah_ns tail = ah_local_tail(x, t, R);
             /* the slowest copy runs the most micro-batches: at best ceil(M/R) */
             for (long long m = (x->M + R - 1) / R; m <= x->M - (R - 1); m++) {
                 ah_ns v = ah_replica_time(t->A, t->B, tail, m);
@@ -217,6 +209,36 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
     }
     *plans += s.plans;
     return s.best;
+}
+
+/* ---- the planner's search on one sub-search, and what a solution costs ---- */
+
+/* Phase 1, then the bounded phase 2 under the phase-1 optimum, as ah_plan_search runs them. */
+static void planner_solve(ah_search_ctx *x, int phase1, ah_solution *sol) {
+    ah_search_templates(x, phase1);
+    ah_search_solve(x, sol);
+    if (ah_search_expand(x, phase1, sol->value) > 0) {
+        ah_solution_free(sol);
+        ah_search_solve(x, sol);
+    }
+}
+
+/* The cost model's value of a solution (slowest pipeline + largest tail),
+ * restated from its replicas; *total = its micro-batches. */
+static ah_ns solution_value(const ah_search_ctx *x, const ah_solution *sol, long long *total) {
+    ah_ns worst = 0, tail = 0;
+    *total = 0;
+    for (int r = 0; r < sol->n; r++) {
+        const ah_template *t = &x->tpl[sol->r[r].tpl];
+        *total += sol->r[r].m;
+        ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[r].m);
+        ah_ns tl = sol->local_R ? ah_local_tail(x, t, sol->local_R) : sol->n == 1 ? t->tail1 : t->tail;
+        if (v > worst)
+            worst = v;
+        if (tl > tail)
+            tail = tl;
+    }
+    return worst + tail;
 }
 
 /* ---- instances ------------------------------------------------------------ */
@@ -333,13 +355,8 @@ static void run_exhaustive(int n_inst, int variant) {
                         ah_ns e = enumerate_best(&full, &plans);
                         ah_search_ctx_free(&full);
                         /* ... the planner only splits long mixed shapes its bounds keep */
-                        ah_search_templates(&x, o.phase1_mixed_stages);
                         ah_solution sol;
-                        ah_search_solve(&x, &sol);
-                        if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
-                            ah_solution_free(&sol);
-                            ah_search_solve(&x, &sol);
-                        }
+                        planner_solve(&x, o.phase1_mixed_stages, &sol);
                         pruned += x.pruned;
                         assert_int_equal(sol.value, e);
                         if (e < best_enum)
@@ -347,23 +364,9 @@ static void run_exhaustive(int n_inst, int variant) {
                         if (sol.value != AH_NS_INF) {
                             /* the solution itself achieves its value */
                             long long total = 0;
-                            ah_ns worst = 0, tail = 0;
-                            for (int r = 0; r < sol.n; r++) {
-                                const ah_template *t = &x.tpl[sol.r[r].tpl];
-                                total += sol.r[r].m;
-                                ah_ns v = ah_replica_time(t->A, t->B, 0, sol.r[r].m);
-                                ah_ns tl = sol.local_R ? ah_local_tail(&x, t, sol.local_R)
-                                           : sol.n == 1 ? t->tail1
-                                                        : t->tail;
-                                if (sol.local_R)
-                                    local_plans++;
-                                if (v > worst)
-                                    worst = v;
-                                if (tl > tail)
-                                    tail = tl;
-                            }
+                            local_plans += sol.local_R > 0;
+                            assert_true(solution_value(&x, &sol, &total) <= sol.value);
                             assert_int_equal(total, x.M);
-                            assert_true(worst + tail <= sol.value);
                         }
                         ah_solution_free(&sol);
                     }
@@ -507,13 +510,8 @@ static void test_exhaustive_agreement_dp(void **state) {
                         ah_search_ctx_free(&fany);
                         if (ea < best_any)
                             best_any = ea;
-                        ah_search_templates(&x, o.phase1_mixed_stages);
                         ah_solution sol;
-                        ah_search_solve(&x, &sol);
-                        if (ah_search_expand(&x, o.phase1_mixed_stages, sol.value) > 0) {
-                            ah_solution_free(&sol);
-                            ah_search_solve(&x, &sol);
-                        }
+                        planner_solve(&x, o.phase1_mixed_stages, &sol);
                         assert_int_equal(sol.value, e);
                         if (e < best_enum)
                             best_enum = e;
@@ -521,22 +519,10 @@ static void test_exhaustive_agreement_dp(void **state) {
                             /* exactly an allowed count, every replica busy, the value achieved */
                             assert_true(count_allowed(&o, sol.n));
                             long long total = 0;
-                            ah_ns worst = 0, tail = 0;
-                            for (int r = 0; r < sol.n; r++) {
-                                const ah_template *t = &x.tpl[sol.r[r].tpl];
+                            for (int r = 0; r < sol.n; r++)
                                 assert_true(sol.r[r].m >= 1);
-                                total += sol.r[r].m;
-                                ah_ns v = ah_replica_time(t->A, t->B, 0, sol.r[r].m);
-                                ah_ns tl = sol.local_R ? ah_local_tail(&x, t, sol.local_R)
-                                           : sol.n == 1 ? t->tail1
-                                                        : t->tail;
-                                if (v > worst)
-                                    worst = v;
-                                if (tl > tail)
-                                    tail = tl;
-                            }
+                            assert_true(solution_value(&x, &sol, &total) <= sol.value);
                             assert_int_equal(total, x.M);
-                            assert_true(worst + tail <= sol.value);
                         }
                         ah_solution_free(&sol);
                     }

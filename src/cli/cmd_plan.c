@@ -11,6 +11,7 @@
 #include "autohet/plan.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
+#include "util/stats.h"
 
 static void plan_usage(FILE *f) {
     ah_plan_options d;
@@ -215,26 +216,23 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         cJSON_AddBoolToObject(cJSON_GetArrayItem(arr, i), "wins_in_simulation", i == winner);
     /* agreement of the ranking: Kendall tau over the simulated candidates,
      * and the worst relative error */
-    long long conc = 0, disc = 0;
     double worst = 0;
     int worst_i = -1;
+    double *closed = calloc((size_t)n + 1, sizeof(double));
+    if (!closed)
+        abort();
     for (int i = 0; i < n; i++) {
+        closed[i] = plans[i].iteration_time_s;
         if (!(sim[i] > 0))
             continue;
-        double e = fabs(plans[i].iteration_time_s / sim[i] - 1.0);
+        double e = fabs(closed[i] / sim[i] - 1.0);
         if (e > worst || worst_i < 0) {
             worst = e;
             worst_i = i;
         }
-        for (int j = i + 1; j < n; j++) {
-            if (!(sim[j] > 0))
-                continue;
-            double d = (plans[i].iteration_time_s - plans[j].iteration_time_s) * (sim[i] - sim[j]);
-            conc += d > 0;
-            disc += d < 0;
-        }
     }
-    double tau = conc + disc > 0 ? (double)(conc - disc) / (double)(conc + disc) : 1.0;
+    double tau = ah_kendall_tau(closed, sim, n);
+    free(closed);
     if (!quiet) {
         printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
         printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",

@@ -469,14 +469,19 @@ double ah_dp_sync_bytes_per_param(ah_precision_mode p, int dist_optimizer) {
     return dist_optimizer ? b->grad + b->weight : 2.0 * b->grad;
 }
 
-int ah_precision_parse(const char *s, ah_precision_mode *out) {
-    for (int i = 0; s && i < 3; i++)
-        if (strcasecmp(s, precision_names[i]) == 0) {
-            if (out)
-                *out = (ah_precision_mode)i;
-            return 0;
-        }
+/* Index of s in names[0..n) (case-insensitive), or -1. */
+static int name_index(const char *const *names, int n, const char *s) {
+    for (int i = 0; s && i < n; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return i;
     return -1;
+}
+
+int ah_precision_parse(const char *s, ah_precision_mode *out) {
+    int i = name_index(precision_names, 3, s);
+    if (i >= 0 && out)
+        *out = (ah_precision_mode)i;
+    return i >= 0 ? 0 : -1;
 }
 
 const char *ah_precision_name(ah_precision_mode p) {
@@ -484,13 +489,10 @@ const char *ah_precision_name(ah_precision_mode p) {
 }
 
 int ah_p2p_mode_parse(const char *s, ah_p2p_mode *out) {
-    for (int i = 0; s && i < 2; i++)
-        if (strcasecmp(s, p2p_names[i]) == 0) {
-            if (out)
-                *out = (ah_p2p_mode)i;
-            return 0;
-        }
-    return -1;
+    int i = name_index(p2p_names, 2, s);
+    if (i >= 0 && out)
+        *out = (ah_p2p_mode)i;
+    return i >= 0 ? 0 : -1;
 }
 
 const char *ah_p2p_mode_name(ah_p2p_mode p) {

@@ -82,9 +82,7 @@ ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs) {
     return ah_to_ns(2.0 * b->grad_bytes[l] / (bw_gbs * 1e9));
 }
 
-ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs,
-                       const ah_plan_options *o) {
-    (void)o;
+ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs) {
     ah_ns t = 0;
     for (int l = first; l < last; l++)
         t += ah_to_ns(2.0 * (R - 1) / R * b->grad_bytes[l] / (intra_gbs * 1e9));

@@ -67,8 +67,7 @@ ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs);
 /* All-reduce of layers [first, last) among R holders inside one node: the
  * exact ring's bandwidth term 2(R-1)/R n / intra (like ah_layer_sync_ns it
  * leaves the per-step latency out, so it never exceeds it; docs/cost-model.md). */
-ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs,
-                       const ah_plan_options *o);
+ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs);
 /* Prefix sums of ah_layer_sync_ns (n_layers + 1 entries; free() it). */
 ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs);
 void ah_layer_bytes_free(ah_layer_bytes *b);

@@ -132,7 +132,7 @@ static int layers_on_node(const ah_plan *p, int a, int e, int node) {
  * sync + optimizer and the drain after the stage's last backward. */
 typedef struct {
     ah_ns P;
-    ah_ns *x, *drain; /* per stage: sync + optimizer, drain after its last backward */
+    ah_ns *drain;     /* per stage: the drain after its last backward */
     ah_ns *upd;       /* per stage: optimizer */
     ah_ns *lsync;     /* per layer: its all-reduce on its stage's link */
     ah_ns *lbwd;      /* per layer: its backward on its stage's device */
@@ -237,9 +237,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             abort();
         ah_ns sum_w = 0, sum_p2p = 0, B = -1;
         size_t n = (size_t)r->n_stages;
-        ah_ns *ws = calloc(n, sizeof(ah_ns)), *cs = calloc(n, sizeof(ah_ns)), *bs = calloc(n, sizeof(ah_ns)),
-              *xs = calloc(n, sizeof(ah_ns));
-        if (!ws || !cs || !bs || !xs)
+        ah_ns *ws = calloc(n, sizeof(ah_ns)), *cs = calloc(n, sizeof(ah_ns)), *bs = calloc(n, sizeof(ah_ns));
+        if (!ws || !cs || !bs)
             abort();
         for (int j = 0; j < r->n_stages; j++) {
             ah_stage *s = &r->stages[j];
@@ -256,7 +255,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             int local = multi && layers_on_node(p, a, e, s->node);
             double link = ah_stage_dp_link_gbs(nd, n_used == 1);
             for (int l = a; multi && l < e; l++) {
-                rt[k].lsync[l] = local ? ah_local_sync_ns(&lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs, o)
+                rt[k].lsync[l] = local ? ah_local_sync_ns(&lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs)
                                        : ah_layer_sync_ns(&lb, l, link);
                 sync += rt[k].lsync[l];
             }
@@ -285,7 +284,6 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             ws[j] = w;
             cs[j] = p2p;
             bs[j] = ah_range(t->bwd, a, e);
-            xs[j] = sync + upd;
             sum_w += w;
             sum_p2p += p2p;
             used += p->tp;
@@ -307,7 +305,6 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             for (int j = 1; j < r->n_stages; j++)
                 rt[k].drain[j] = rt[k].drain[j - 1] + bs[j - 1] + cs[j - 1];
         }
-        rt[k].x = xs;
         free(ws);
         free(cs);
         free(bs);
@@ -332,7 +329,6 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     if (rc == 0)
         worst_tail = plan_tail(p, rt, worst);
     for (int k = 0; k < p->n_replicas; k++) {
-        free(rt[k].x);
         free(rt[k].drain);
         free(rt[k].upd);
         free(rt[k].lsync);

@@ -422,6 +422,33 @@ static void class_tables_R(const ah_search_ctx *x, workspace *w) {
     }
 }
 
+/* out = max-plus convolution of a (indices 0..n) with a class row (0..amax),
+ * capped at M; with arg, arg[r] = the row index the best out[r] took. */
+static void conv_into(const long long *a, const long long *row, int amax, int n, long long M, long long *out,
+                      int *arg) {
+    for (int r = 0; r <= n; r++) {
+        out[r] = -1;
+        if (arg)
+            arg[r] = 0;
+    }
+    for (int r = 0; r <= n; r++) {
+        if (a[r] < 0)
+            continue;
+        for (int q = 0; q <= amax && r + q <= n; q++) {
+            if (row[q] < 0)
+                continue;
+            long long v = a[r] + row[q];
+            if (v > M)
+                v = M;
+            if (v > out[r + q]) {
+                out[r + q] = v;
+                if (arg)
+                    arg[r + q] = q;
+            }
+        }
+    }
+}
+
 /* --dp: with `fixed` replicas of capacity fixed_cap each already chosen (the
  * mixed copies) and left[k] units of each class for pure replicas, is there
  * an allowed total count T >= 2 (T <= M) whose pure part reaches M? Combines
@@ -438,33 +465,14 @@ static int count_feasible(const ah_search_ctx *x, workspace *w, const long long 
         long long *cv = w->conv + (size_t)k * W;
         int *ca = w->conv_arg + (size_t)k * W;
         int amax = left[k] < need ? (int)left[k] : need;
-        for (int r = 0; r <= need; r++) {
-            cv[r] = -1;
-            ca[r] = 0;
-        }
         if (k == 0) {
-            for (int a = 0; a <= amax; a++) {
-                cv[a] = row[a];
-                ca[a] = a;
+            for (int r = 0; r <= need; r++) {
+                cv[r] = r <= amax ? row[r] : -1;
+                ca[r] = r <= amax ? r : 0;
             }
             continue;
         }
-        const long long *pv = cv - W;
-        for (int r = 0; r <= need; r++) {
-            if (pv[r] < 0)
-                continue;
-            for (int a = 0; a <= amax && r + a <= need; a++) {
-                if (row[a] < 0)
-                    continue;
-                long long v = pv[r] + row[a];
-                if (v > x->M)
-                    v = x->M;
-                if (v > cv[r + a]) {
-                    cv[r + a] = v;
-                    ca[r + a] = a;
-                }
-            }
-        }
+        conv_into(cv - W, row, amax, need, x->M, cv, ca);
     }
     const long long *last = w->conv + (size_t)(x->K - 1) * W;
     long long fixed_total = fixed * fixed_cap;
@@ -482,24 +490,6 @@ static int count_feasible(const ah_search_ctx *x, workspace *w, const long long 
     return 0;
 }
 
-/* out = max-plus convolution of a (indices 0..n) with a class row (0..amax), capped at M */
-static void conv_into(const long long *a, const long long *row, int amax, int n, long long M, long long *out) {
-    for (int r = 0; r <= n; r++)
-        out[r] = -1;
-    for (int r = 0; r <= n; r++) {
-        if (a[r] < 0)
-            continue;
-        for (int q = 0; q <= amax && r + q <= n; q++) {
-            if (row[q] < 0)
-                continue;
-            long long v = a[r] + row[q];
-            if (v > M)
-                v = M;
-            if (v > out[r + q])
-                out[r + q] = v;
-        }
-    }
-}
 
 /* The same answer as count_feasible, faster: the classes a mixed shape does
  * not touch keep all their units, so their convolution is cached per subset;
@@ -524,7 +514,7 @@ static int count_feasible_fast(const ah_search_ctx *x, workspace *w, const long 
             if (touched & (1u << k))
                 continue;
             int U = x->cls[k].units;
-            conv_into(cur, w->VR + w->offR[k] + (size_t)U * W, U < R ? U : R, R, x->M, w->tmp);
+            conv_into(cur, w->VR + w->offR[k] + (size_t)U * W, U < R ? U : R, R, x->M, w->tmp, NULL);
             memcpy(cur, w->tmp, sizeof(long long) * (size_t)W);
         }
         w->comp_gen[touched] = w->gen;
@@ -539,7 +529,7 @@ static int count_feasible_fast(const ah_search_ctx *x, workspace *w, const long 
         if (!(touched & (1u << k)))
             continue;
         conv_into(a, w->VR + w->offR[k] + (size_t)left[k] * W, left[k] < need ? (int)left[k] : need, need, x->M,
-                  buf);
+                  buf, NULL);
         a = buf;
         long long *t = buf;
         buf = alt;

@@ -476,7 +476,7 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
     for (int j = 0, a = 0; j < t->n_stages; a = t->ends[j], j++) {
         const ah_class *cl = &x->cls[t->cls[j]];
         xs[j] = ah_range(cl->lt.upd, a, t->ends[j]) +
-                ah_local_sync_ns(&x->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs, x->o);
+                ah_local_sync_ns(&x->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs);
         bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
         c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
     }
