@@ -69,5 +69,14 @@ $BIN simulate "$TMP/p.json" --quiet --p2p blocking --json "$TMP/bl.json" || fail
 jq -e '.iteration_time_s >= input.iteration_time_s' "$TMP/bl.json" "$TMP/ov.json" >/dev/null \
   || fail "blocking sends simulated faster than overlapped ones"
 expect_error "PLAN.json" -- $BIN simulate
+# interleaved 1F1B (virtual stages): runs on a plan that can interleave, says why on one that cannot
+PL="$(dirname "$0")/plans"
+$BIN simulate "$PL/tiny-2s-interleave.json" --schedule interleaved --virtual-stages 3 --quiet --json "$TMP/il.json" \
+  || fail "simulate --schedule interleaved"
+jq -e '.schedule == "interleaved" and .iteration_time_s > 0' "$TMP/il.json" >/dev/null || fail "interleaved JSON"
+expect_error "one stage, nothing to interleave" -- $BIN simulate "$PL/tiny-2x1.json" --schedule interleaved
+expect_error "fewer than the 4 virtual stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --schedule interleaved \
+  --virtual-stages 4
+expect_error "virtual-stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --virtual-stages 1
 [ $fails -eq 0 ] && echo "cli_simulate: all checks passed"
 exit $fails

@@ -324,11 +324,69 @@ static void test_planner_plan(void **state) {
     ah_profile_free(prof);
 }
 
+/* Interleaved 1F1B, S stages of 2 blocks, V = 2 chunks of one block each,
+ * m = 2S micro-batches, free communication: the bubble shrinks from
+ * (S - 1)(f + b) to (S - 1)(f + b) / V (Narayanan et al., SC'21), so the
+ * iteration is (m + (S - 1) / V)(f + b); 1F1B on the same plan
+ * (m + S - 1)(f + b). Stage 0 holds the embedding and stage S-1 the head
+ * (free layers), in their chunks with one layer more. */
+static void test_interleaved_pipeline(void **state) {
+    (void)state;
+    sim_device(1e9);
+    const int S = 4, m = 8, V = 2;
+    const double f = 4e-3, b = 8e-3;
+    ah_model_config model = tiny_model(2 * S);
+    ah_profile *prof = table(&model, 0, 0, f / 2, b / 2);
+    for (int sched = 0; sched < 2; sched++) {
+        int gpn[1] = {S};
+        ah_plan p;
+        base_plan(&p, &model, gpn, 1, m);
+        int node[4] = {0, 0, 0, 0}, gpu[4] = {0, 1, 2, 3}, first[4] = {0, 3, 5, 7};
+        add_replica(&p, m, S, node, gpu, first);
+        ah_plan_options o;
+        options(&o, m);
+        ah_sim_options so = {.schedule = sched ? AH_SCHED_INTERLEAVED : AH_SCHED_1F1B, .virtual_stages = V,
+                             .record_events = 1};
+        ah_sim_result r;
+        char err[256];
+        assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+        double want = sched ? (m + (S - 1) / (double)V) * (f + b) : (m + S - 1) * (f + b);
+        near_rel(r.iteration_time_s, want);
+        for (int j = 0; j < S; j++)
+            near_rel(r.stages[j].compute_s, m * (f + b));
+        /* every micro-batch crosses S V - 1 chunk boundaries (S - 1 under 1F1B);
+         * a transfer is on the sender's and the receiver's track */
+        int sends = 0;
+        for (int i = 0; i < r.n_events; i++)
+            sends += r.events[i].kind == AH_EV_SEND_ACT;
+        assert_int_equal(sends, 2 * m * (sched ? S * V - 1 : S - 1));
+        ah_sim_result_free(&r);
+        ah_plan_free(&p);
+    }
+    /* a plan that cannot interleave says why */
+    int gpn[1] = {S};
+    ah_plan p;
+    base_plan(&p, &model, gpn, 1, 6);
+    int node[4] = {0, 0, 0, 0}, gpu[4] = {0, 1, 2, 3}, first[4] = {0, 3, 5, 7};
+    add_replica(&p, 6, S, node, gpu, first);
+    ah_plan_options o;
+    options(&o, 6);
+    ah_sim_options so = {.schedule = AH_SCHED_INTERLEAVED, .virtual_stages = V};
+    ah_sim_result r;
+    char err[256];
+    assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), -1);
+    assert_contains(err, "6 micro-batches, not a multiple of its 4 stages");
+    ah_plan_free(&p);
+    ah_profile_free(prof);
+    ah_device_catalog_reset();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_homogeneous_pipeline), cmocka_unit_test(test_ring_allreduce),
         cmocka_unit_test(test_asymmetric_replicas),  cmocka_unit_test(test_nic_sharing),
         cmocka_unit_test(test_planner_plan),
+        cmocka_unit_test(test_interleaved_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,6 +135,11 @@ int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_p
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen);
 /* 0 if every stage fits, else -1 with the first offending stage in err. */
 int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen);
+/* The structure of a plan: positive sizes, every replica covering the model's
+ * layers exactly once in order, GPUs inside their nodes and used once,
+ * micro-batches summing to the global batch. The one plan validator of the
+ * planner, the simulator, the engine and `autohet run`. 0, or -1 with err. */
+int ah_plan_validate(const ah_plan *p, char *err, size_t errlen);
 
 /* Output. */
 void ah_plan_print_table(const ah_plan *p, FILE *f);

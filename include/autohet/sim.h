@@ -11,20 +11,7 @@
 
 #include "autohet/plan.h"
 #include "autohet/profile.h"
-
-typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_GPIPE = 1 } ah_schedule;
-const char *ah_schedule_name(ah_schedule s);
-int ah_schedule_parse(const char *s, ah_schedule *out);
-
-/* One compute operation of a stage's program. */
-typedef struct {
-    int backward; /* 0 = forward, 1 = backward */
-    int micro_batch;
-} ah_sched_op;
-
-/* The program of stage j (0-based) of an S-stage pipeline running m
- * micro-batches: 2m operations written to out (which must hold 2m). */
-void ah_schedule_program(ah_schedule s, int S, int j, int m, ah_sched_op *out);
+#include "autohet/schedule.h"
 
 typedef enum {
     AH_EV_FORWARD = 0,  /* compute: forward of one micro-batch */
@@ -100,6 +87,7 @@ typedef struct {
 
 typedef struct {
     ah_schedule schedule;
+    int virtual_stages; /* interleaved: chunks per stage (0 = 2) */
     int record_events; /* keep the event list (needed for --trace / --svg) */
     /* 0: bucket all-reduces run concurrently, sharing the links (one
      * communicator and stream per bucket, or MPI non-blocking collectives);

@@ -11,7 +11,7 @@
 
 static void sim_usage(FILE *f) {
     fprintf(f,
-            "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe] [--trace FILE] [--svg FILE]\n"
+            "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--trace FILE] [--svg FILE]\n"
             "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
             "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking]\n"
             "                        [--dp-serial] [--quiet]\n\n"
@@ -19,7 +19,9 @@ static void sim_usage(FILE *f) {
             "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
             "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
             "replicas bucket by bucket, the optimizer step, and each GPU's memory over time.\n\n"
-            "  --schedule   pipeline schedule (default 1f1b)\n"
+            "  --schedule   pipeline schedule: 1f1b (default), gpipe, or interleaved 1F1B (Megatron's\n"
+            "               virtual pipeline stages: every stage holds V layer chunks)\n"
+            "  --virtual-stages V  interleaved: chunks per stage (default 2)\n"
             "  --trace      Chrome trace-event JSON: open it in ui.perfetto.dev or chrome://tracing\n"
             "  --svg        Gantt chart of the iteration\n"
             "  --json       numbers: iteration time, per-GPU compute / exposed comm / idle / memory\n"
@@ -47,6 +49,7 @@ static ah_profile *profile_for(const ah_plan *p, const char *override, char *err
 int cmd_simulate(int argc, char **argv) {
     static const struct option opts[] = {
         {"schedule", required_argument, 0, 's'},
+        {"virtual-stages", required_argument, 0, 'V'},
         {"trace", required_argument, 0, 't'},
         {"svg", required_argument, 0, 'g'},
         {"json", required_argument, 0, 'j'},
@@ -69,8 +72,16 @@ int cmd_simulate(int argc, char **argv) {
         switch (c) {
         case 's':
             if (ah_schedule_parse(optarg, &so.schedule) != 0)
-                return cli_bad_input("simulate", "--schedule: expected 1f1b or gpipe");
+                return cli_bad_input("simulate", "--schedule: expected 1f1b, gpipe or interleaved");
             break;
+        case 'V': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 2 || v > 64)
+                return cli_bad_input("simulate", "--virtual-stages: expected an integer from 2 to 64");
+            so.virtual_stages = (int)v;
+            break;
+        }
         case 't': trace = optarg; break;
         case 'g': svg = optarg; break;
         case 'j': json = optarg; break;

@@ -16,7 +16,7 @@
 #include <cblas.h>
 
 #include "autohet/ckpt.h"
-#include "autohet/sim.h"
+#include "autohet/schedule.h"
 #include "plan/costs.h"
 #include "util/errors.h"
 
@@ -404,7 +404,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     double t0 = MPI_Wtime();
     ah_engine_zero_grads(e);
     float loss_scale = 1.0f / ((float)p->global_batch * (float)T);
-    ah_sched_op *prog = malloc(sizeof(ah_sched_op) * (size_t)(2 * m));
+    ah_compute_op *prog = malloc(sizeof(ah_compute_op) * (size_t)(2 * m));
     ah_eng_acts *acts = calloc((size_t)m * held, sizeof(ah_eng_acts));
     mb_data *md = calloc((size_t)m, sizeof(mb_data));
     float **sendbuf = calloc((size_t)(2 * m), sizeof(float *));
@@ -414,7 +414,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
         abort();
     int nreq = 0;
     double loss = 0;
-    ah_schedule_program(AH_SCHED_1F1B, S, x->stage, m, prog);
+    ah_schedule_order(AH_SCHED_1F1B, S, 1, x->stage, m, prog);
     for (int o = 0; o < 2 * m; o++) {
         int i = prog[o].micro_batch;
         if (!prog[o].backward) {

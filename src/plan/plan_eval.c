@@ -40,7 +40,7 @@ static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan
     return &cache[(*n)++].t;
 }
 
-static int validate_structure(const ah_plan *p, char *err, size_t errlen) {
+int ah_plan_validate(const ah_plan *p, char *err, size_t errlen) {
     int L = ah_model_num_layers(&p->model);
     if (p->tp < 1 || p->micro_batch < 1 || p->global_batch < 1) {
         snprintf(err, errlen, "plan: tp, micro_batch and global_batch must be positive");
@@ -201,7 +201,7 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
 }
 
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
-    if (validate_structure(p, err, errlen) != 0)
+    if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
     times_entry cache[64];
     int n_cache = 0;

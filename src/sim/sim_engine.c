@@ -37,8 +37,8 @@ typedef struct {
     /* running flow state */
     double remaining, rate;
     int in_bw;      /* latency elapsed, sharing bandwidth */
-    int allocs_act; /* a forward: its activations become alive at its start */
-    int frees_act;  /* the (last chunk of a) backward: frees them at its end */
+    double act_alloc; /* a forward: bytes of activations that become alive at its start */
+    double act_free;  /* the (last piece of a) backward: bytes it frees at its end */
     int prog_pos;   /* compute: index in its stage's program */
     int src_op;     /* p2p: the compute task that produced what it sends */
 } task;
@@ -75,7 +75,7 @@ typedef struct {
     int **prog, *nprog, *capprog, *pc; /* compute program: task ids in order */
     int **dq, *ndq, *capdq, *dqh;      /* DP collectives in the global bucket order */
     int *busy;
-    double *mem_now, *act;
+    double *mem_now;
     int *in_flight;
     /* links: per stage intra out/in and NIC rail out/in, per node NIC out/in */
     double *cap;
@@ -310,8 +310,8 @@ static void try_start_compute(engine *e, int s, double now) {
     e->busy[s] = 1;
     e->pc[s]++;
     k->start = now;
-    if (k->allocs_act) {
-        e->mem_now[s] += e->act[s];
+    if (k->act_alloc > 0) {
+        e->mem_now[s] += k->act_alloc;
         e->in_flight[s]++;
         mem_point(e, s, now);
     }
@@ -364,8 +364,8 @@ static void finish_task(engine *e, int id, double now) {
             add_interval(&e->iv, &e->niv, &e->capiv, s, mid, now);
         }
         e->r->stages[s].compute_s += k->dur;
-        if (k->frees_act) {
-            e->mem_now[s] -= e->act[s];
+        if (k->act_free > 0) {
+            e->mem_now[s] -= k->act_free;
             e->in_flight[s]--;
             mem_point(e, s, now);
         }
@@ -597,7 +597,6 @@ static void engine_free(engine *e) {
     free(e->dqh);
     free(e->busy);
     free(e->mem_now);
-    free(e->act);
     free(e->in_flight);
     free(e->cap);
     free(e->active);
@@ -618,6 +617,262 @@ static void engine_free(engine *e) {
 
 #define CALLOC(ptr, n) ((ptr) = calloc((size_t)(n) + 1, sizeof(*(ptr))))
 
+/* Stage records, per-device layer times (as the planner costs them) and the
+ * links of every stage and node. */
+static int setup_stages(engine *e, const ah_profile *prof, const ah_layer_bytes *lb, times_cache *cache,
+                        int *n_cache, const ah_layer_times **lts, char *err, size_t errlen) {
+    const ah_plan *p = e->p;
+    for (int k = 0, s = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++, s++) {
+            const ah_stage *st = &p->replicas[k].stages[j];
+            const ah_node *nd = &p->cluster.nodes[st->node];
+            ah_sim_stage *ss = &e->r->stages[s];
+            ss->replica = k;
+            ss->stage = j;
+            ss->node = st->node;
+            ss->gpu_first = st->gpu_first;
+            ss->tp = p->tp;
+            ss->capacity_bytes = st->mem_cap_bytes;
+            ss->static_bytes = (double)ah_range(lb->static_bytes, st->layer_first, st->layer_last);
+            e->mem_now[s] = ss->static_bytes;
+            mem_point(e, s, 0.0);
+            int c = 0;
+            while (c < *n_cache && strcmp(cache[c].name, nd->dev.name))
+                c++;
+            if (c == *n_cache) {
+                if (*n_cache == 64) {
+                    snprintf(err, errlen, "simulate: more than 64 device types");
+                    return -1;
+                }
+                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, p->tp,
+                                         p->micro_batch, err, errlen) != 0)
+                    return -1;
+                cache[c].name = nd->dev.name;
+                (*n_cache)++;
+            }
+            lts[s] = &cache[c].t;
+            /* links of this stage: per-GPU intra-node link and NIC rail */
+            e->cap[L_INTRA(s, 0)] = e->cap[L_INTRA(s, 1)] = nd->dev.intra_bw_gbs * 1e9;
+            e->cap[L_RAIL(s, 0)] = e->cap[L_RAIL(s, 1)] = ah_nic_share_gbs(nd) * 1e9;
+        }
+    for (int i = 0; i < p->cluster.n_nodes; i++)
+        e->cap[L_NIC(e, i, 0)] = e->cap[L_NIC(e, i, 1)] = p->cluster.nodes[i].nic_gbit / 8.0 * 1e9;
+    return 0;
+}
+
+/* Task ids of the compute ops, by (stage, chunk, micro-batch): the forward,
+ * and the first and last piece of the backward (the last backward of a chunk
+ * is cut at bucket boundaries so that each bucket's all-reduce can start as
+ * soon as its layers are done). chunk_of[q R + k]: the piece that finishes
+ * bucket q in replica k. */
+typedef struct {
+    int **fwd, **bfirst, **blast; /* [stage][chunk * m + mb] */
+    int *chunk_of;
+} compute_ids;
+
+static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, int k, const ah_op *op, int idx,
+                                compute_ids *ci, const ah_layer_times *lt) {
+    const ah_sim_result *r = e->r;
+    int R = sp->n_replicas, a = op->first, hi = op->last;
+    ci->bfirst[s][idx] = -1;
+    for (int q = r->n_buckets - 1; q >= 0; q--) {
+        int lo = r->buckets[q].first, top = r->buckets[q].last;
+        if (top <= a || lo >= op->last)
+            continue;
+        if (lo < a)
+            lo = a;
+        int id = add_compute(e, AH_EV_BACKWARD, s, op->mb, lo, hi < top ? hi : top, lt);
+        e->t[id].bucket = q;
+        if (ci->bfirst[s][idx] < 0)
+            ci->bfirst[s][idx] = id;
+        ci->blast[s][idx] = id;
+        ci->chunk_of[q * R + k] = id;
+        hi = lo;
+    }
+}
+
+/* The compute tasks of every stage of replica k, in the order of its program. */
+static void add_programs(engine *e, const ah_schedule_plan *sp, int k, const ah_layer_bytes *lb,
+                         const ah_layer_times **lts, compute_ids *ci) {
+    int R = sp->n_replicas;
+    int m = e->p->replicas[k].micro_batches;
+    for (int j = 0; j < e->p->replicas[k].n_stages; j++) {
+        int s = sp->first_stage[k] + j;
+        const ah_program *pg = &sp->programs[s];
+        int *last_bwd = ah_xcalloc((size_t)sp->V, sizeof(int)); /* op index of each chunk's last backward */
+        for (int i = 0; i < pg->n_ops; i++)
+            if (pg->ops[i].kind == AH_OP_BACKWARD)
+                last_bwd[pg->ops[i].chunk] = i;
+        ci->fwd[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
+        ci->bfirst[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
+        ci->blast[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
+        for (int i = 0; i < pg->n_ops; i++) {
+            const ah_op *op = &pg->ops[i];
+            int idx = op->chunk * m + op->mb;
+            double act = (double)ah_range(lb->act_bytes, op->first, op->last);
+            if (op->kind == AH_OP_FORWARD) {
+                int id = add_compute(e, AH_EV_FORWARD, s, op->mb, op->first, op->last, lts[s]);
+                e->t[id].act_alloc = act;
+                ci->fwd[s][idx] = id;
+            } else if (op->kind == AH_OP_BACKWARD) {
+                if (i == last_bwd[op->chunk] && R > 1) {
+                    add_backward_pieces(e, sp, s, k, op, idx, ci, lts[s]);
+                } else {
+                    int id = add_compute(e, AH_EV_BACKWARD, s, op->mb, op->first, op->last, lts[s]);
+                    ci->bfirst[s][idx] = ci->blast[s][idx] = id;
+                }
+                e->t[ci->blast[s][idx]].act_free = act;
+            }
+        }
+        free(last_bwd);
+    }
+}
+
+/* Activation and gradient transfers between consecutive chunks of replica
+ * k, chunk boundary by boundary, micro-batch by micro-batch. */
+static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, double bytes, const compute_ids *ci) {
+    int m = e->p->replicas[k].micro_batches, base = sp->first_stage[k];
+    for (int c = 0; c + 1 < sp->n_chunks[k]; c++) {
+        const ah_chunk *a = &sp->chunks[k][c], *b = &sp->chunks[k][c + 1];
+        int s = base + a->stage, t = base + b->stage;
+        for (int mb = 0; mb < m; mb++) {
+            int ia = a->virt * m + mb, ib = b->virt * m + mb;
+            int fa = add_p2p(e, AH_EV_SEND_ACT, s, t, mb, bytes);
+            add_dep(e, ci->fwd[s][ia], fa);
+            add_dep(e, fa, ci->fwd[t][ib]);
+            e->t[fa].src_op = ci->fwd[s][ia];
+            int ga = add_p2p(e, AH_EV_SEND_GRAD, t, s, mb, bytes);
+            add_dep(e, ci->blast[t][ib], ga);
+            e->t[ga].src_op = ci->blast[t][ib];
+            add_dep(e, ga, ci->bfirst[s][ia]);
+        }
+    }
+}
+
+/* Bucket all-reduces, queued on every holder's DP stream from the top bucket
+ * down; the optimizer step after the stage's last bucket; blocking sends
+ * occupying the sender's compute stream. */
+static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const compute_ids *ci,
+                                 const ah_layer_times **lts) {
+    const ah_plan *p = e->p;
+    ah_sim_result *r = e->r;
+    int R = sp->n_replicas;
+    int *hs = ah_xcalloc((size_t)R + 1, sizeof(int));
+    for (int q = r->n_buckets - 1; q >= 0; q--) {
+        for (int k = 0; k < R; k++)
+            hs[k] = sp->first_stage[k] + sp->buckets[q].holder[k];
+        int col = add_collective(e, q, hs, R, r->buckets[q].bytes);
+        for (int k = 0; k < R; k++) {
+            add_dep(e, ci->chunk_of[q * R + k], col);
+            push_int(&e->dq[hs[k]], &e->ndq[hs[k]], &e->capdq[hs[k]], col);
+        }
+    }
+    free(hs);
+    for (int s = 0; s < e->S; s++) {
+        const ah_stage *st = &p->replicas[r->stages[s].replica].stages[r->stages[s].stage];
+        int id = add_compute(e, AH_EV_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
+        for (int i = 0; i < e->ndq[s]; i++)
+            add_dep(e, e->dq[s][i], id);
+    }
+    /* blocking sends occupy the sender's compute stream: its next op waits
+     * for the transfer to complete (docs/cost-model.md, "Pipeline sends") */
+    if (p->train.p2p != AH_P2P_BLOCKING)
+        return;
+    int nt = e->nt;
+    for (int i = 0; i < nt; i++) {
+        const task *k = &e->t[i];
+        if (k->type != TK_FLOW || k->nparts > 0 || (k->kind != AH_EV_SEND_ACT && k->kind != AH_EV_SEND_GRAD))
+            continue;
+        int s = k->stage, next = e->t[k->src_op].prog_pos + 1;
+        if (next < e->nprog[s])
+            add_dep(e, i, e->prog[s][next]);
+    }
+}
+
+/* dependency edges -> successor lists */
+static void link_successors(engine *e) {
+    for (int i = 0; i < e->ne; i++) {
+        e->t[e->deps_to[i]].deps_left++;
+        e->t[e->deps_from[i]].nsucc++;
+    }
+    e->succ = calloc((size_t)e->ne + 1, sizeof(int));
+    if (!e->succ)
+        abort();
+    int off = 0;
+    for (int i = 0; i < e->nt; i++) {
+        e->t[i].succ0 = off;
+        off += e->t[i].nsucc;
+        e->t[i].nsucc = 0;
+        e->t[i].start = -1;
+    }
+    for (int i = 0; i < e->ne; i++) {
+        task *f = &e->t[e->deps_from[i]];
+        e->succ[f->succ0 + f->nsucc++] = e->deps_to[i];
+    }
+}
+
+/* iteration time, per-stage breakdown, flush times, bucket ready times */
+static void collect_results(engine *e, const ah_schedule_plan *sp, const compute_ids *ci) {
+    const ah_plan *p = e->p;
+    ah_sim_result *r = e->r;
+    int R = sp->n_replicas;
+    double iter = 0;
+    for (int i = 0; i < e->nt; i++)
+        if (e->t[i].end > iter)
+            iter = e->t[i].end;
+    r->iteration_time_s = iter;
+    for (int s = 0; s < e->S; s++) {
+        ah_sim_stage *ss = &r->stages[s];
+        int k = ss->replica;
+        for (int idx = 0; idx < p->replicas[k].micro_batches * sp->V; idx++)
+            if (e->t[ci->blast[s][idx]].end > r->replica_flush_s[k])
+                r->replica_flush_s[k] = e->t[ci->blast[s][idx]].end;
+        if (ss->finish_s > r->replica_finish_s[k])
+            r->replica_finish_s[k] = ss->finish_s;
+        int nc = ah_intervals_merge(e->cv[s], e->ncv[s] / 2);
+        int nm = ah_intervals_merge(e->iv[s], e->niv[s] / 2);
+        ss->exposed_comm_s = ah_intervals_minus(e->iv[s], nm, e->cv[s], nc);
+        ss->idle_s = iter - ss->compute_s - ss->exposed_comm_s;
+        if (ss->idle_s < 0)
+            ss->idle_s = 0;
+    }
+    for (int q = 0; q < r->n_buckets; q++) {
+        double ready = 0;
+        for (int k = 0; k < R; k++)
+            if (e->t[ci->chunk_of[q * R + k]].end > ready)
+                ready = e->t[ci->chunk_of[q * R + k]].end;
+        r->buckets[q].ready_s = ready;
+    }
+}
+
+static int engine_alloc(engine *e, ah_sim_result *r, int S) {
+    CALLOC(r->replica_flush_s, e->p->n_replicas);
+    CALLOC(r->replica_finish_s, e->p->n_replicas);
+    CALLOC(r->stages, S);
+    CALLOC(e->prog, S);
+    CALLOC(e->nprog, S);
+    CALLOC(e->capprog, S);
+    CALLOC(e->pc, S);
+    CALLOC(e->dq, S);
+    CALLOC(e->ndq, S);
+    CALLOC(e->capdq, S);
+    CALLOC(e->dqh, S);
+    CALLOC(e->busy, S);
+    CALLOC(e->mem_now, S);
+    CALLOC(e->in_flight, S);
+    CALLOC(e->iv, S);
+    CALLOC(e->cv, S);
+    CALLOC(e->niv, S);
+    CALLOC(e->capiv, S);
+    CALLOC(e->ncv, S);
+    CALLOC(e->capcv, S);
+    e->nlinks = 4 * S + 2 * e->p->cluster.n_nodes;
+    CALLOC(e->cap, e->nlinks);
+    return !r->replica_flush_s || !r->replica_finish_s || !r->stages || !e->prog || !e->nprog || !e->capprog ||
+           !e->pc || !e->dq || !e->ndq || !e->capdq || !e->dqh || !e->busy || !e->mem_now || !e->in_flight ||
+           !e->iv || !e->cv || !e->niv || !e->capiv || !e->ncv || !e->capcv || !e->cap;
+}
+
 int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
                 ah_sim_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
@@ -633,283 +888,49 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     r->schedule = so->schedule;
     r->closed_form_s = p->iteration_time_s;
     r->n_replicas = p->n_replicas;
-    CALLOC(r->replica_flush_s, p->n_replicas);
-    CALLOC(r->replica_finish_s, p->n_replicas);
-    int S = 0;
-    for (int k = 0; k < p->n_replicas; k++)
-        S += p->replicas[k].n_stages;
+    int S = ah_plan_slots(p) / p->tp, R = p->n_replicas, n_cache = 0, rc = 0;
     e.S = S;
     r->n_stages = S;
-    CALLOC(r->stages, S);
-    CALLOC(e.prog, S);
-    CALLOC(e.nprog, S);
-    CALLOC(e.capprog, S);
-    CALLOC(e.pc, S);
-    CALLOC(e.dq, S);
-    CALLOC(e.ndq, S);
-    CALLOC(e.capdq, S);
-    CALLOC(e.dqh, S);
-    CALLOC(e.busy, S);
-    CALLOC(e.mem_now, S);
-    CALLOC(e.act, S);
-    CALLOC(e.in_flight, S);
-    CALLOC(e.iv, S);
-    CALLOC(e.cv, S);
-    CALLOC(e.niv, S);
-    CALLOC(e.capiv, S);
-    CALLOC(e.ncv, S);
-    CALLOC(e.capcv, S);
-    e.nlinks = 4 * S + 2 * p->cluster.n_nodes;
-    CALLOC(e.cap, e.nlinks);
-    if (!r->replica_flush_s || !r->replica_finish_s || !r->stages || !e.prog || !e.nprog || !e.capprog ||
-        !e.pc || !e.dq || !e.ndq || !e.capdq || !e.dqh || !e.busy || !e.mem_now || !e.act || !e.in_flight ||
-        !e.iv || !e.cv || !e.niv || !e.capiv || !e.ncv || !e.capcv || !e.cap)
+    if (engine_alloc(&e, r, S))
         abort();
-
-    /* per-device layer times (as the planner costs them) and layer bytes */
     times_cache cache[64];
-    int n_cache = 0, rc = 0;
     ah_layer_bytes lb;
     ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
-    int L = ah_model_num_layers(&p->model);
-    const ah_layer_times **lts = calloc((size_t)S + 1, sizeof *lts);
-    int *first_stage = calloc((size_t)p->n_replicas + 1, sizeof(int));
-    if (!lts || !first_stage)
-        abort();
-    for (int k = 0, s = 0; k < p->n_replicas; k++) {
-        first_stage[k] = s;
-        for (int j = 0; j < p->replicas[k].n_stages; j++, s++) {
-            const ah_stage *st = &p->replicas[k].stages[j];
-            const ah_node *nd = &p->cluster.nodes[st->node];
-            ah_sim_stage *ss = &r->stages[s];
-            ss->replica = k;
-            ss->stage = j;
-            ss->node = st->node;
-            ss->gpu_first = st->gpu_first;
-            ss->tp = p->tp;
-            ss->capacity_bytes = st->mem_cap_bytes;
-            ss->static_bytes = (double)ah_range(lb.static_bytes, st->layer_first, st->layer_last);
-            e.act[s] = (double)ah_range(lb.act_bytes, st->layer_first, st->layer_last);
-            e.mem_now[s] = ss->static_bytes;
-            mem_point(&e, s, 0.0);
-            int c = 0;
-            while (c < n_cache && strcmp(cache[c].name, nd->dev.name))
-                c++;
-            if (c == n_cache) {
-                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, p->tp,
-                                         p->micro_batch, err, errlen) != 0) {
-                    rc = -1;
-                    break;
-                }
-                cache[c].name = nd->dev.name;
-                n_cache++;
-            }
-            lts[s] = &cache[c].t;
-            /* links of this stage: per-GPU intra-node link and NIC rail */
-            e.cap[L_INTRA(s, 0)] = e.cap[L_INTRA(s, 1)] = nd->dev.intra_bw_gbs * 1e9;
-            e.cap[L_RAIL(s, 0)] = e.cap[L_RAIL(s, 1)] = ah_nic_share_gbs(nd) * 1e9;
-        }
-        if (rc)
-            break;
-    }
-    for (int i = 0; i < p->cluster.n_nodes; i++)
-        e.cap[L_NIC(&e, i, 0)] = e.cap[L_NIC(&e, i, 1)] = p->cluster.nodes[i].nic_gbit / 8.0 * 1e9;
-
-    /* buckets: maximal layer runs whose holder (stage per replica) is the same */
-    int R = p->n_replicas;
-    int *holder = calloc((size_t)L * (size_t)R + 1, sizeof(int));
-    if (!holder)
-        abort();
-    for (int k = 0; k < R; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
-                holder[l * R + k] = first_stage[k] + j;
-    if (R > 1 && rc == 0) {
-        r->buckets = calloc((size_t)L + 1, sizeof(ah_sim_bucket));
-        if (!r->buckets)
-            abort();
-        for (int l = 0; l < L; l++) {
-            if (l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R)) {
-                r->buckets[r->n_buckets - 1].last = l + 1;
-            } else {
-                r->buckets[r->n_buckets].first = l;
-                r->buckets[r->n_buckets].last = l + 1;
-                r->buckets[r->n_buckets].n_holders = R;
-                r->n_buckets++;
-            }
-            r->buckets[r->n_buckets - 1].bytes += lb.grad_bytes[l];
-        }
-    }
-
-    /* compute programs */
-    int **fwd_id = calloc((size_t)S + 1, sizeof(int *)), **bfirst = calloc((size_t)S + 1, sizeof(int *)),
-        **blast = calloc((size_t)S + 1, sizeof(int *));
-    int *chunk_of = calloc((size_t)(r->n_buckets + 1) * (size_t)R + 1, sizeof(int));
-    if (!fwd_id || !bfirst || !blast || !chunk_of)
-        abort();
-    for (int k = 0; k < R && rc == 0; k++) {
-        const ah_replica *rep = &p->replicas[k];
-        int m = rep->micro_batches, Sk = rep->n_stages;
-        ah_sched_op *ops = malloc(sizeof(ah_sched_op) * (size_t)(2 * m));
-        if (!ops)
-            abort();
-        for (int j = 0; j < Sk; j++) {
-            int s = first_stage[k] + j, a = rep->stages[j].layer_first, b = rep->stages[j].layer_last;
-            fwd_id[s] = calloc((size_t)m, sizeof(int));
-            bfirst[s] = calloc((size_t)m, sizeof(int));
-            blast[s] = calloc((size_t)m, sizeof(int));
-            if (!fwd_id[s] || !bfirst[s] || !blast[s])
-                abort();
-            ah_schedule_program(so->schedule, Sk, j, m, ops);
-            for (int i = 0; i < 2 * m; i++) {
-                int mb = ops[i].micro_batch;
-                if (!ops[i].backward) {
-                    int id = add_compute(&e, AH_EV_FORWARD, s, mb, a, b, lts[s]);
-                    e.t[id].allocs_act = 1;
-                    fwd_id[s][mb] = id;
-                } else if (i == 2 * m - 1 && R > 1) {
-                    /* the last backward, bucket by bucket from the top layer down:
-                     * each bucket's all-reduce may start as soon as its chunk is done */
-                    int hi = b;
-                    bfirst[s][mb] = -1;
-                    for (int q = r->n_buckets - 1; q >= 0; q--) {
-                        int lo = r->buckets[q].first, top = r->buckets[q].last;
-                        if (top <= a || lo >= b)
-                            continue;
-                        if (lo < a)
-                            lo = a;
-                        int id = add_compute(&e, AH_EV_BACKWARD, s, mb, lo, hi < top ? hi : top, lts[s]);
-                        e.t[id].bucket = q;
-                        if (bfirst[s][mb] < 0)
-                            bfirst[s][mb] = id;
-                        blast[s][mb] = id;
-                        chunk_of[q * R + k] = id;
-                        hi = lo;
-                    }
-                    e.t[blast[s][mb]].frees_act = 1;
-                } else {
-                    int id = add_compute(&e, AH_EV_BACKWARD, s, mb, a, b, lts[s]);
-                    e.t[id].frees_act = 1;
-                    bfirst[s][mb] = blast[s][mb] = id;
-                }
-            }
-        }
-        free(ops);
-        /* pipeline transfers */
-        for (int j = 0; j + 1 < Sk; j++) {
-            int s = first_stage[k] + j;
-            for (int mb = 0; mb < m; mb++) {
-                int fa = add_p2p(&e, AH_EV_SEND_ACT, s, s + 1, mb, lb.p2p_bytes);
-                add_dep(&e, fwd_id[s][mb], fa);
-                add_dep(&e, fa, fwd_id[s + 1][mb]);
-                e.t[fa].src_op = fwd_id[s][mb];
-                int ga = add_p2p(&e, AH_EV_SEND_GRAD, s + 1, s, mb, lb.p2p_bytes);
-                add_dep(&e, blast[s + 1][mb], ga);
-                e.t[ga].src_op = blast[s + 1][mb];
-                add_dep(&e, ga, bfirst[s][mb]);
-            }
-        }
-    }
-    /* bucket all-reduces, queued on every holder's DP stream from the top bucket down */
-    int *col = calloc((size_t)r->n_buckets + 1, sizeof(int));
-    int *hs = calloc((size_t)R + 1, sizeof(int));
-    if (!col || !hs)
-        abort();
-    for (int q = r->n_buckets - 1; q >= 0 && rc == 0; q--) {
-        for (int k = 0; k < R; k++)
-            hs[k] = holder[r->buckets[q].first * R + k];
-        col[q] = add_collective(&e, q, hs, R, r->buckets[q].bytes);
+    const ah_layer_times **lts = ah_xcalloc((size_t)S + 1, sizeof *lts);
+    ah_schedule_plan sp;
+    ah_schedule_options sopt = {so->schedule, so->virtual_stages, lb.p2p_bytes, lb.grad_bytes, 0};
+    rc = setup_stages(&e, prof, &lb, cache, &n_cache, lts, err, errlen);
+    if (rc == 0)
+        rc = ah_schedule_build(p, &sopt, &sp, err, errlen);
+    if (rc == 0) {
+        r->n_buckets = sp.n_buckets;
+        r->buckets = ah_xcalloc((size_t)sp.n_buckets + 1, sizeof(ah_sim_bucket));
+        for (int q = 0; q < sp.n_buckets; q++)
+            r->buckets[q] = (ah_sim_bucket){.first = sp.buckets[q].first, .last = sp.buckets[q].last,
+                                            .bytes = sp.buckets[q].bytes, .n_holders = R};
+        compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)), ah_xcalloc((size_t)S, sizeof(int *)),
+                          ah_xcalloc((size_t)S, sizeof(int *)),
+                          ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int))};
         for (int k = 0; k < R; k++) {
-            add_dep(&e, chunk_of[q * R + k], col[q]);
-            push_int(&e.dq[hs[k]], &e.ndq[hs[k]], &e.capdq[hs[k]], col[q]);
+            add_programs(&e, &sp, k, &lb, lts, &ci);
+            add_transfers(&e, &sp, k, lb.p2p_bytes, &ci);
         }
-    }
-    /* optimizer step after the stage's last bucket (or its last backward) */
-    for (int s = 0; s < S && rc == 0; s++) {
-        const ah_stage *st = &p->replicas[r->stages[s].replica].stages[r->stages[s].stage];
-        int id = add_compute(&e, AH_EV_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
-        for (int i = 0; i < e.ndq[s]; i++)
-            add_dep(&e, e.dq[s][i], id);
-    }
-    /* blocking sends occupy the sender's compute stream: its next op waits
-     * for the transfer to complete (docs/cost-model.md, "Pipeline sends") */
-    if (rc == 0 && p->train.p2p == AH_P2P_BLOCKING) {
-        int nt = e.nt;
-        for (int i = 0; i < nt; i++) {
-            const task *k = &e.t[i];
-            if (k->type != TK_FLOW || k->nparts > 0 || (k->kind != AH_EV_SEND_ACT && k->kind != AH_EV_SEND_GRAD))
-                continue;
-            int s = k->stage, next = e.t[k->src_op].prog_pos + 1;
-            if (next < e.nprog[s])
-                add_dep(&e, i, e.prog[s][next]);
-        }
-    }
-    /* dependency edges -> successor lists */
-    if (rc == 0) {
-        for (int i = 0; i < e.ne; i++) {
-            e.t[e.deps_to[i]].deps_left++;
-            e.t[e.deps_from[i]].nsucc++;
-        }
-        e.succ = calloc((size_t)e.ne + 1, sizeof(int));
-        if (!e.succ)
-            abort();
-        int off = 0;
-        for (int i = 0; i < e.nt; i++) {
-            e.t[i].succ0 = off;
-            off += e.t[i].nsucc;
-            e.t[i].nsucc = 0;
-            e.t[i].start = -1;
-        }
-        for (int i = 0; i < e.ne; i++) {
-            task *f = &e.t[e.deps_from[i]];
-            e.succ[f->succ0 + f->nsucc++] = e.deps_to[i];
-        }
+        add_sync_and_updates(&e, &sp, &ci, lts);
+        link_successors(&e);
         rc = run(&e, err, errlen);
-    }
-
-    if (rc == 0) {
-        double iter = 0;
-        for (int i = 0; i < e.nt; i++)
-            if (e.t[i].end > iter)
-                iter = e.t[i].end;
-        r->iteration_time_s = iter;
+        if (rc == 0)
+            collect_results(&e, &sp, &ci);
         for (int s = 0; s < S; s++) {
-            ah_sim_stage *ss = &r->stages[s];
-            int k = ss->replica;
-            const ah_replica *rep = &p->replicas[k];
-            for (int mb = 0; mb < rep->micro_batches; mb++)
-                if (e.t[blast[s][mb]].end > r->replica_flush_s[k])
-                    r->replica_flush_s[k] = e.t[blast[s][mb]].end;
-            if (ss->finish_s > r->replica_finish_s[k])
-                r->replica_finish_s[k] = ss->finish_s;
-            int nc = ah_intervals_merge(e.cv[s], e.ncv[s] / 2);
-            int nm = ah_intervals_merge(e.iv[s], e.niv[s] / 2);
-            ss->exposed_comm_s = ah_intervals_minus(e.iv[s], nm, e.cv[s], nc);
-            ss->idle_s = iter - ss->compute_s - ss->exposed_comm_s;
-            if (ss->idle_s < 0)
-                ss->idle_s = 0;
+            free(ci.fwd[s]);
+            free(ci.bfirst[s]);
+            free(ci.blast[s]);
         }
-        for (int q = 0; q < r->n_buckets; q++) {
-            double ready = 0;
-            for (int k = 0; k < R; k++)
-                if (e.t[chunk_of[q * R + k]].end > ready)
-                    ready = e.t[chunk_of[q * R + k]].end;
-            r->buckets[q].ready_s = ready;
-        }
+        free(ci.fwd);
+        free(ci.bfirst);
+        free(ci.blast);
+        free(ci.chunk_of);
+        ah_schedule_plan_free(&sp);
     }
-    for (int s = 0; s < S; s++) {
-        free(fwd_id[s]);
-        free(bfirst[s]);
-        free(blast[s]);
-    }
-    free(fwd_id);
-    free(bfirst);
-    free(blast);
-    free(chunk_of);
-    free(col);
-    free(hs);
-    free(holder);
-    free(first_stage);
     free(lts);
     for (int c = 0; c < n_cache; c++)
         ah_layer_times_free(&cache[c].t);

@@ -33,28 +33,6 @@
 
 /* ------------------------------------------------------------------ names */
 
-const char *ah_schedule_name(ah_schedule s) {
-    switch (s) {
-    case AH_SCHED_1F1B: return "1f1b";
-    case AH_SCHED_GPIPE: return "gpipe";
-    }
-    return "unknown";
-}
-
-int ah_schedule_parse(const char *s, ah_schedule *out) {
-    if (!s)
-        return -1;
-    ah_schedule v;
-    if (strcasecmp(s, "1f1b") == 0)
-        v = AH_SCHED_1F1B;
-    else if (strcasecmp(s, "gpipe") == 0)
-        v = AH_SCHED_GPIPE;
-    else
-        return -1;
-    if (out)
-        *out = v;
-    return 0;
-}
 
 const char *ah_event_kind_name(ah_event_kind k) {
     switch (k) {

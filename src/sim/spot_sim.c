@@ -151,7 +151,7 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
             pe->plan_s = ah_now_s() - t0;
             pc->plans_computed++;
             if (pe->ok) {
-                ah_sim_options so = {AH_SCHED_1F1B, 0, 0};
+                ah_sim_options so = {.schedule = AH_SCHED_1F1B};
                 ah_sim_result r;
                 ah_plan copy;
                 ah_plan_copy(&copy, &pe->plan);

@@ -1,0 +1,145 @@
+/* Schedule programs: what every rank of a plan does in one training step, in
+ * order (docs/architecture.md, docs/schedules.md).
+ *
+ * A plan document says which layers each (replica, stage) holds; this module
+ * turns it into
+ *   - the rank <-> slot map (slots are numbered replica by replica, stage by
+ *     stage, TP rank by TP rank),
+ *   - the chunks of every replica: with the interleaved schedule a stage holds
+ *     V non-contiguous layer chunks (Megatron's virtual pipeline stages),
+ *   - the gradient buckets: maximal layer runs whose holder stage is the same
+ *     in every replica, each with its members (the communicator it needs),
+ *   - one program per stage: forward / backward of a chunk for a micro-batch,
+ *     receives and sends of activations and gradients (peer, bytes), the wait
+ *     for outgoing sends, the tied-embedding exchange, the bucket all-reduces,
+ *     the step reduction and the optimizer step.
+ * Every TP rank of a stage runs its stage's program; its peers are the ranks of
+ * the same TP rank in the neighbouring stages, and its tensor-parallel
+ * all-reduces happen inside the forward and backward of its layers.
+ *
+ * The engine executes programs over a transport, the simulator turns them
+ * into a task graph, `autohet run` maps ranks to hosts with the slot map: one
+ * owner for each of these facts. */
+#ifndef AUTOHET_SCHEDULE_H
+#define AUTOHET_SCHEDULE_H
+#include <stddef.h>
+
+#include "autohet/plan.h"
+
+typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_GPIPE = 1, AH_SCHED_INTERLEAVED = 2, AH_SCHED_KINDS } ah_schedule;
+const char *ah_schedule_name(ah_schedule s);
+/* "1f1b", "gpipe", "interleaved" (any case): 0, or -1 */
+int ah_schedule_parse(const char *s, ah_schedule *out);
+
+/* ---- the rank <-> slot map ---------------------------------------------- */
+
+typedef struct {
+    int replica, stage, tp_rank;
+} ah_slot;
+
+/* ranks the plan needs: sum over replicas of stages x tp */
+int ah_plan_slots(const ah_plan *p);
+/* world rank of (replica, stage, tp rank) */
+int ah_slot_rank(const ah_plan *p, int replica, int stage, int tp_rank);
+/* the slot of a rank: 0, or -1 when the plan has no such rank */
+int ah_rank_slot(const ah_plan *p, int rank, ah_slot *out);
+
+/* ---- compute order of one stage ----------------------------------------- */
+
+typedef struct {
+    int backward; /* 0 = forward, 1 = backward */
+    int chunk;    /* virtual chunk of the stage, 0 .. V-1 */
+    int micro_batch;
+} ah_compute_op;
+
+/* The compute order of stage j of an S-stage pipeline with V chunks per stage
+ * (V = 1 unless interleaved) running m micro-batches: 2 m V entries written to
+ * out. Interleaved needs S >= 2 and m a multiple of S (ah_schedule_check). */
+void ah_schedule_order(ah_schedule s, int S, int V, int j, int m, ah_compute_op *out);
+
+/* ---- programs ----------------------------------------------------------- */
+
+typedef enum {
+    AH_OP_FORWARD = 0, /* layers [first, last) of chunk, micro-batch mb */
+    AH_OP_BACKWARD,
+    AH_OP_RECV_ACT,  /* activation of mb from peer (before the forward that needs it) */
+    AH_OP_SEND_ACT,  /* activation of mb to peer, non-blocking (after its forward) */
+    AH_OP_RECV_GRAD, /* activation gradient of mb from peer */
+    AH_OP_SEND_GRAD, /* activation gradient of mb to peer, non-blocking */
+    AH_OP_SEND_WAIT, /* wait until every posted send has completed */
+    AH_OP_TIED_SYNC, /* sum the two copies of the tied embedding gradient (peer: the other holder) */
+    AH_OP_DP_ALLREDUCE, /* layer-wise gradient all-reduce of one bucket */
+    AH_OP_STEP_SYNC,    /* global reduction of the loss and the gradient norm */
+    AH_OP_OPTIMIZER,    /* clip + AdamW of the held layers */
+    AH_OP_KINDS
+} ah_op_kind;
+const char *ah_op_kind_name(ah_op_kind k);
+
+typedef struct {
+    ah_op_kind kind;
+    int mb;          /* micro-batch, -1 if none */
+    int chunk;       /* the stage's chunk (0..V-1) the op belongs to, -1 if none */
+    int first, last; /* layers [first, last) involved, -1 if none */
+    int peer_stage;  /* send/receive/tied: the other stage of this replica, -1 if none */
+    int tag;         /* send/receive: the same on both ends, unique within the step */
+    int bucket;      /* DP all-reduce: index into ah_schedule_plan.buckets, -1 otherwise */
+    double bytes;    /* payload per rank */
+} ah_op;
+
+typedef struct {
+    int first, last; /* layers [first, last) */
+    int stage;       /* the stage of its replica that holds it */
+    int virt;        /* which of that stage's chunks it is */
+} ah_chunk;
+
+typedef struct {
+    int first, last; /* layers [first, last) */
+    double bytes;    /* gradient bytes per rank */
+    int *holder;     /* per replica: the stage holding these layers (the members, same TP rank) */
+} ah_bucket;
+
+typedef struct {
+    int replica, stage;
+    ah_op *ops;
+    int n_ops;
+} ah_program;
+
+/* What a program builder needs besides the plan: the bytes of one
+ * micro-batch's activation between stages, and every layer's gradient bytes
+ * per rank (NULL: bucket bytes are 0). */
+typedef struct {
+    ah_schedule schedule;
+    int virtual_stages; /* V, chunks per stage with the interleaved schedule (0 = 2) */
+    double act_bytes;
+    const double *grad_bytes; /* [num_layers] */
+    double tied_bytes;        /* > 0: layer 0 and the head share a matrix of this many bytes per rank */
+} ah_schedule_options;
+
+typedef struct {
+    ah_schedule schedule;
+    int V; /* chunks per stage */
+    int n_replicas;
+    int *first_stage; /* [n_replicas + 1]: index of (replica k, stage 0) in programs */
+    ah_chunk **chunks; /* per replica: S_k * V chunks in model order */
+    int *n_chunks;
+    ah_bucket *buckets; /* from the lowest layer up; none when there is one replica */
+    int n_buckets;
+    ah_program *programs; /* one per (replica, stage), replica-major */
+    int n_programs;
+} ah_schedule_plan;
+
+/* Can the plan run this schedule? (interleaved: every replica has >= 2 stages,
+ * micro-batches a multiple of its stages, >= V layers per stage). 0, or -1
+ * with one line in err. */
+int ah_schedule_check(const ah_plan *p, ah_schedule s, int V, char *err, size_t errlen);
+/* Build the chunks, buckets and programs of a plan (ah_plan_validate first).
+ * 0, or -1 with err. */
+int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedule_plan *out, char *err,
+                      size_t errlen);
+void ah_schedule_plan_free(ah_schedule_plan *sp);
+/* the program of (replica, stage) */
+const ah_program *ah_schedule_program_of(const ah_schedule_plan *sp, int replica, int stage);
+/* the chunk of replica k holding layer l */
+const ah_chunk *ah_schedule_chunk_of(const ah_schedule_plan *sp, int replica, int layer);
+
+#endif

@@ -1,0 +1,153 @@
+/* Programs: the ordered operations of every stage in one training step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/schedule.h"
+#include "schedule/schedule_internal.h"
+#include "util/errors.h"
+
+static const char *const op_names[AH_OP_KINDS] = {
+    "forward",   "backward",  "recv_activation", "send_activation", "recv_gradient", "send_gradient",
+    "send_wait", "tied_sync", "dp_allreduce",    "step_sync",       "optimizer"};
+
+const char *ah_op_kind_name(ah_op_kind k) {
+    return k >= 0 && k < AH_OP_KINDS ? op_names[k] : "?";
+}
+
+typedef struct {
+    ah_op *ops;
+    int n, cap;
+} op_list;
+
+static ah_op *push(op_list *l, ah_op_kind kind) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->ops = ah_xrealloc(l->ops, sizeof(ah_op) * (size_t)l->cap);
+    }
+    ah_op *o = &l->ops[l->n++];
+    *o = (ah_op){kind, -1, -1, -1, -1, -1, -1, -1, 0};
+    return o;
+}
+
+/* tags: the activation chunk c sends to chunk c+1 for micro-batch i is
+ * 2 (c m + i), the gradient coming back 2 (c m + i) + 1 */
+static int tag_of(int c, int m, int i, int grad) {
+    return 2 * (c * m + i) + grad;
+}
+
+/* one forward or backward with its receive before and its send after */
+static void emit_compute(op_list *l, const ah_chunk *ch, int nc, int c, int m, ah_compute_op op,
+                         double act_bytes) {
+    int i = op.micro_batch, fwd = !op.backward;
+    int from = fwd ? c - 1 : c + 1, to = fwd ? c + 1 : c - 1;
+    if (from >= 0 && from < nc) {
+        ah_op *o = push(l, fwd ? AH_OP_RECV_ACT : AH_OP_RECV_GRAD);
+        o->mb = i;
+        o->chunk = op.chunk;
+        o->peer_stage = ch[from].stage;
+        o->tag = fwd ? tag_of(c - 1, m, i, 0) : tag_of(c, m, i, 1);
+        o->bytes = act_bytes;
+    }
+    ah_op *o = push(l, fwd ? AH_OP_FORWARD : AH_OP_BACKWARD);
+    o->mb = i;
+    o->chunk = op.chunk;
+    o->first = ch[c].first;
+    o->last = ch[c].last;
+    if (to >= 0 && to < nc) {
+        o = push(l, fwd ? AH_OP_SEND_ACT : AH_OP_SEND_GRAD);
+        o->mb = i;
+        o->chunk = op.chunk;
+        o->peer_stage = ch[to].stage;
+        o->tag = fwd ? tag_of(c, m, i, 0) : tag_of(c - 1, m, i, 1);
+        o->bytes = act_bytes;
+    }
+}
+
+/* after the flush: sends complete, tied exchange, buckets top down (one global
+ * order, so that ranks in several buckets cannot wait on each other), step
+ * reduction, optimizer */
+static void emit_tail(op_list *l, const ah_schedule_plan *sp, int k, int j, int S, int L, int sent,
+                      double tied_bytes) {
+    if (sent)
+        push(l, AH_OP_SEND_WAIT);
+    if (tied_bytes > 0 && (j == 0 || j == S - 1)) {
+        ah_op *o = push(l, AH_OP_TIED_SYNC);
+        o->peer_stage = j == 0 ? S - 1 : 0;
+        o->first = j == 0 ? 0 : L - 1;
+        o->last = o->first + 1;
+        o->bytes = S > 1 ? tied_bytes : 0;
+    }
+    for (int q = sp->n_buckets - 1; q >= 0; q--) {
+        const ah_bucket *b = &sp->buckets[q];
+        if (b->holder[k] != j)
+            continue;
+        ah_op *o = push(l, AH_OP_DP_ALLREDUCE);
+        o->first = b->first;
+        o->last = b->last;
+        o->bucket = q;
+        o->bytes = b->bytes;
+    }
+    push(l, AH_OP_STEP_SYNC)->bytes = 16;
+    push(l, AH_OP_OPTIMIZER);
+}
+
+static void build_program(ah_schedule_plan *sp, const ah_plan *p, const ah_schedule_options *o, int k, int j,
+                          ah_program *out) {
+    const ah_replica *r = &p->replicas[k];
+    int S = r->n_stages, m = r->micro_batches, V = sp->V, nc = sp->n_chunks[k];
+    int L = ah_model_num_layers(&p->model);
+    ah_compute_op *order = ah_xcalloc((size_t)(2 * m * V), sizeof *order);
+    ah_schedule_order(sp->schedule, S, V, j, m, order);
+    op_list l = {0};
+    for (int i = 0; i < 2 * m * V; i++)
+        emit_compute(&l, sp->chunks[k], nc, order[i].chunk * S + j, m, order[i], o->act_bytes);
+    int sent = 0;
+    for (int i = 0; i < l.n; i++)
+        sent |= l.ops[i].kind == AH_OP_SEND_ACT || l.ops[i].kind == AH_OP_SEND_GRAD;
+    emit_tail(&l, sp, k, j, S, L, sent, o->tied_bytes);
+    free(order);
+    *out = (ah_program){k, j, l.ops, l.n};
+}
+
+int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedule_plan *sp, char *err,
+                      size_t errlen) {
+    memset(sp, 0, sizeof *sp);
+    int V = o->schedule == AH_SCHED_INTERLEAVED ? (o->virtual_stages > 0 ? o->virtual_stages : 2) : 1;
+    if (ah_schedule_check(p, o->schedule, V, err, errlen) != 0)
+        return -1;
+    int R = p->n_replicas, L = ah_model_num_layers(&p->model);
+    sp->schedule = o->schedule;
+    sp->V = V;
+    sp->n_replicas = R;
+    sp->first_stage = ah_xcalloc((size_t)R + 1, sizeof(int));
+    sp->chunks = ah_xcalloc((size_t)R, sizeof(ah_chunk *));
+    sp->n_chunks = ah_xcalloc((size_t)R, sizeof(int));
+    for (int k = 0; k < R; k++) {
+        sp->first_stage[k + 1] = sp->first_stage[k] + p->replicas[k].n_stages;
+        sp->chunks[k] = ah_xcalloc((size_t)(p->replicas[k].n_stages * V), sizeof(ah_chunk));
+        sp->n_chunks[k] = ah_schedule_build_chunks(p, k, V, sp->chunks[k]);
+    }
+    ah_schedule_build_buckets(sp, L, o->grad_bytes);
+    sp->n_programs = sp->first_stage[R];
+    sp->programs = ah_xcalloc((size_t)sp->n_programs, sizeof(ah_program));
+    for (int k = 0; k < R; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            build_program(sp, p, o, k, j, &sp->programs[sp->first_stage[k] + j]);
+    return 0;
+}
+
+void ah_schedule_plan_free(ah_schedule_plan *sp) {
+    for (int i = 0; i < sp->n_programs; i++)
+        free(sp->programs[i].ops);
+    free(sp->programs);
+    for (int q = 0; q < sp->n_buckets; q++)
+        free(sp->buckets[q].holder);
+    free(sp->buckets);
+    for (int k = 0; k < sp->n_replicas; k++)
+        free(sp->chunks[k]);
+    free(sp->chunks);
+    free(sp->n_chunks);
+    free(sp->first_stage);
+    memset(sp, 0, sizeof *sp);
+}
