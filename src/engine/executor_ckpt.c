@@ -23,6 +23,10 @@
 
 /* ---- layer checkpoints (docs/checkpoint.md) ---- */
 
+/* A shard holds these states of each tensor, named PREFIX.TENSOR. */
+static const ah_layer_state ckpt_states[3] = {AH_STATE_PARAM, AH_STATE_ADAM_M, AH_STATE_ADAM_V};
+static const char *const ckpt_prefix[3] = {"param", "adam_m", "adam_v"};
+
 typedef struct saved_shard {
     int node, layer, tp_rank, step;
     uint64_t bytes, xxh64;
@@ -243,12 +247,15 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
         char names[3 * AH_MAX_TENSORS][96];
         int nt = 0;
+        /* host copies of the layer's parameters and moments, the shard's data */
+        float *host = ah_xcalloc(3 * Ly->n + 1, sizeof(float));
+        for (int k = 0; k < 3; k++)
+            ah_engine_layer_to_host(e, l, ckpt_states[k], host + (size_t)k * Ly->n);
         for (int q = 0; q < Ly->n_tensors; q++) {
             const ah_tensor_info *ti = &Ly->t[q];
-            const float *src[3] = {Ly->param, Ly->m, Ly->v};
-            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            const float *src[3] = {host, host + Ly->n, host + 2 * Ly->n};
             for (int k = 0; k < 3; k++) {
-                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
+                snprintf(names[nt], sizeof names[nt], "%s.%s", ckpt_prefix[k], ti->name);
                 int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
                 t[nt] = (ah_ckpt_tensor){names[nt],
                                          src[k] + ti->offset,
@@ -269,6 +276,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         snprintf(path, sizeof path, "%s/%s", nd, s->file);
         rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
                                  errlen);
+        free(host);
     }
     int rc2 = commit_shards(x, dir, tier, step, mine, nl, rc, err, errlen);
     if (rc2 == 0 && !strcmp(tier, "memory")) { /* what a background persist of this step copies */
@@ -445,15 +453,13 @@ static int agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
 
 /* copy a loaded shard's parameters and AdamW moments into layer l */
 static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, char *err, size_t errlen) {
-    ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
+    const ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
     int rc = 0;
     for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
         const ah_tensor_info *ti = &Ly->t[q];
-        float *dst[3] = {Ly->param, Ly->m, Ly->v};
-        const char *pre[3] = {"param", "adam_m", "adam_v"};
         for (int k = 0; k < 3 && rc == 0; k++) {
             char name[96];
-            snprintf(name, sizeof name, "%s.%s", pre[k], ti->name);
+            snprintf(name, sizeof name, "%s.%s", ckpt_prefix[k], ti->name);
             int found = 0;
             for (int i = 0; i < nt; i++)
                 if (!strcmp(t[i].name, name)) {
@@ -465,7 +471,7 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
                                  l, name, t[i].n, ti->size);
                         rc = -1;
                     } else {
-                        memcpy(dst[k] + ti->offset, t[i].data, sizeof(float) * ti->size);
+                        ah_engine_tensor_from_host(&x->model, l, ckpt_states[k], q, t[i].data);
                     }
                 }
             if (!found && rc == 0) {
