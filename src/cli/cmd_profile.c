@@ -52,10 +52,9 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
         return -1;
     int N = mb * seq, C = cfg->hidden;
     int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);
-    float *in = malloc(sizeof(float) * (size_t)N * C), *out = malloc(sizeof(float) * (size_t)N * C),
-          *din = malloc(sizeof(float) * (size_t)N * C), *dout = malloc(sizeof(float) * (size_t)N * C);
+    float *in = malloc(sizeof(float) * (size_t)N * C), *dout = malloc(sizeof(float) * (size_t)N * C);
     double tf[64], tb[64], tu[64];
-    if (!tok || !tgt || !in || !out || !din || !dout)
+    if (!tok || !tgt || !in || !dout)
         abort();
     for (int i = 0; i < N; i++) {
         tok[i] = (int)(ah_hash64((uint64_t)i) % 256);
@@ -68,18 +67,25 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
     ah_optim_config oc;
     ah_optim_config_default(&oc);
     ah_eng_acts acts;
-    ah_eng_layer *L = &e.layers[0];
+    /* the layer's input and output gradient on the engine's backend */
+    size_t NC = (size_t)N * C;
+    ah_dptr din_d = ah_be_alloc(e.be, NC), dout_d = ah_be_alloc(e.be, NC), in_d = ah_be_alloc(e.be, NC),
+            out_d = ah_be_alloc(e.be, NC);
+    ah_be_to_device(e.be, in_d, in, NC);
+    ah_be_to_device(e.be, dout_d, dout, NC);
     ah_layer_kind kind = ah_model_layer_kind(cfg, l);
     for (int r = -1; r < reps; r++) { /* r = -1 warms up */
         double loss = 0, t0 = omp_get_wtime();
-        ah_engine_forward(&e, tok, in, tgt, out, &loss, &acts);
+        ah_engine_forward(&e, tok, in_d, tgt, out_d, &loss, &acts);
+        ah_engine_sync(&e);
         double t1 = omp_get_wtime();
         *act_bytes = (double)acts.n * sizeof(float);
-        ah_engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? NULL : dout, din, 1.0f / (float)N, &acts);
+        ah_engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? ah_dptr_null() : dout_d, din_d,
+                           1.0f / (float)N, &acts);
+        ah_engine_sync(&e);
         double t2 = omp_get_wtime();
-        for (int t = 0; t < L->n_tensors; t++)
-            ah_adamw_update(L->param + L->t[t].offset, L->grad + L->t[t].offset, L->m + L->t[t].offset,
-                            L->v + L->t[t].offset, L->t[t].size, 1e-4f, 1, &oc, L->t[t].decay);
+        ah_engine_clip_and_step(&e, 1.0f, 1e-4f, 1, &oc);
+        ah_engine_sync(&e);
         double t3 = omp_get_wtime();
         if (r >= 0) {
             tf[r] = t1 - t0;
@@ -96,9 +102,10 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
     free(tok);
     free(tgt);
     free(in);
-    free(out);
-    free(din);
     free(dout);
+    ah_dptr bufs[] = {in_d, out_d, din_d, dout_d};
+    for (int i = 0; i < 4; i++)
+        ah_be_free(e.be, bufs[i]);
     ah_engine_model_free(&e);
     return 0;
 }

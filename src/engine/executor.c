@@ -17,7 +17,6 @@
 
 #include "autohet/ckpt.h"
 #include "autohet/schedule.h"
-#include "plan/costs.h"
 #include "util/errors.h"
 
 static const char *ev_names[EV_KINDS] = {"forward",       "backward",  "optimizer",    "recv_activation",
@@ -47,10 +46,10 @@ static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site
             rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group));                    \
     } while (0)
 
-static void tp_allreduce_cb(float *buf, size_t n, void *ctx) {
+static void tp_allreduce_cb(ah_dptr buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
     TRACED(x, EV_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank,
-           MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
+           MPI_Allreduce(MPI_IN_PLACE, ah_dptr_transport(buf), (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
 }
 
 /* World rank of (replica k, stage j, tp rank r). */
@@ -296,63 +295,35 @@ int ah_executor_rank(const ah_executor *x) {
     return x->rank;
 }
 
-/* The held layer's tensor that is (a copy of) the tied embedding matrix. */
-static float *tied_grad(ah_executor *x, int head) {
-    ah_engine_model *e = &x->model;
-    int l = head ? e->last - 1 : e->first;
-    ah_eng_layer *L = &e->layers[l - e->first];
-    int ti = head ? 2 : 0; /* lm_head / wte */
-    return L->grad + L->t[ti].offset;
-}
-
 static size_t tied_size(const ah_executor *x) {
-    return (size_t)x->cfg.vocab * x->cfg.hidden;
+    return ah_engine_tied_size(&x->model);
 }
 
 /* Sum the gradients of the two copies of a tied embedding matrix. */
 static void sync_tied(ah_executor *x) {
     if (x->tie_partner == -1)
         return;
-    size_t n = tied_size(x);
+    ah_engine_model *e = &x->model;
     if (x->tie_partner == -2) {
-        float *a = tied_grad(x, 0), *b = tied_grad(x, 1);
-        for (size_t i = 0; i < n; i++) {
-            float s = a[i] + b[i];
-            a[i] = s;
-            b[i] = s;
-        }
+        ah_engine_tied_sum_local(e);
         return;
     }
+    size_t n = tied_size(x);
     int head = x->stage != 0;
-    float *mine = tied_grad(x, head), *theirs = malloc(sizeof(float) * n);
-    if (!theirs)
-        abort();
-    MPI_Sendrecv(mine, (int)n, MPI_FLOAT, x->tie_partner, 77, theirs, (int)n, MPI_FLOAT, x->tie_partner, 77,
-                 x->comm, MPI_STATUS_IGNORE);
-    /* the same order of operands on both sides: embedding + head */
-    for (size_t i = 0; i < n; i++)
-        mine[i] = head ? theirs[i] + mine[i] : mine[i] + theirs[i];
-    free(theirs);
+    const ah_backend *be = e->be;
+    ah_dptr theirs = ah_be_alloc(be, n);
+    ah_engine_sync(e);
+    MPI_Sendrecv(ah_dptr_transport(ah_engine_tied_grad(e, head)), (int)n, MPI_FLOAT, x->tie_partner, 77,
+                 ah_dptr_transport(theirs), (int)n, MPI_FLOAT, x->tie_partner, 77, x->comm, MPI_STATUS_IGNORE);
+    /* the same sum on both sides: embedding + head */
+    ah_engine_tied_add(e, head, theirs);
+    ah_be_free(be, theirs);
 }
 
 /* Sum of squares of the gradients this rank counts towards the global norm:
  * replica 0 only, replicated tensors on TP rank 0 only, a tied head once. */
 static double my_sumsq(ah_executor *x) {
-    if (x->replica != 0)
-        return 0;
-    ah_engine_model *e = &x->model;
-    double s = 0;
-    for (int l = e->first; l < e->last; l++) {
-        ah_eng_layer *L = &e->layers[l - e->first];
-        for (int i = 0; i < L->n_tensors; i++) {
-            if (L->t[i].replicated && x->tp_rank != 0)
-                continue;
-            if (L->kind == AH_LAYER_HEAD && i == 2 && x->cfg.tied_embeddings)
-                continue;
-            s += ah_sumsq(L->grad + L->t[i].offset, L->t[i].size);
-        }
-    }
-    return s;
+    return x->replica != 0 ? 0 : ah_engine_grad_sumsq(&x->model);
 }
 
 typedef struct {
@@ -365,26 +336,28 @@ static double run_forward_only(ah_executor *x, int validation, int step, double 
     int T = e->T, B = e->B, C = e->cfg.hidden;
     size_t NC = (size_t)B * T * C;
     int held = e->last - e->first;
-    float *in = calloc(NC, sizeof(float)), *out = calloc(NC, sizeof(float));
+    ah_dptr in = ah_be_alloc(e->be, NC), out = ah_be_alloc(e->be, NC);
     int *tok = calloc((size_t)B * T, sizeof(int)), *tgt = calloc((size_t)B * T, sizeof(int));
     ah_eng_acts *acts = calloc((size_t)held, sizeof(ah_eng_acts));
-    if (!in || !out || !tok || !tgt || !acts)
+    if (!tok || !tgt || !acts)
         abort();
     double loss = 0;
     for (int i = 0; i < x->m; i++) {
         ah_dataset_batch(x->data, validation, x->seed, step, x->row0 + i * B, B, T, tok, tgt);
+        ah_engine_sync(e);
         if (x->prev >= 0)
-            MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, x->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(ah_dptr_transport(in), (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, x->comm, MPI_STATUS_IGNORE);
         double l = 0;
-        ah_engine_forward(e, tok, x->prev >= 0 ? in : NULL, tgt, out, &l, acts);
+        ah_engine_forward(e, tok, x->prev >= 0 ? in : ah_dptr_null(), tgt, out, &l, acts);
         ah_engine_acts_free(e, acts);
+        ah_engine_sync(e);
         if (x->next >= 0)
-            MPI_Send(out, (int)NC, MPI_FLOAT, x->next, 3 * i + 2, x->comm);
+            MPI_Send(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i + 2, x->comm);
         else
             loss += l;
     }
-    free(in);
-    free(out);
+    ah_be_free(e->be, in);
+    ah_be_free(e->be, out);
     free(tok);
     free(tgt);
     free(acts);
@@ -407,10 +380,11 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     ah_compute_op *prog = malloc(sizeof(ah_compute_op) * (size_t)(2 * m));
     ah_eng_acts *acts = calloc((size_t)m * held, sizeof(ah_eng_acts));
     mb_data *md = calloc((size_t)m, sizeof(mb_data));
-    float **sendbuf = calloc((size_t)(2 * m), sizeof(float *));
+    ah_dptr *sendbuf = calloc((size_t)(2 * m), sizeof(ah_dptr));
     MPI_Request *req = calloc((size_t)(2 * m), sizeof(MPI_Request));
-    float *in = calloc(NC, sizeof(float)), *dio = calloc(NC, sizeof(float));
-    if (!prog || !acts || !md || !sendbuf || !req || !in || !dio)
+    const ah_backend *be = e->be;
+    ah_dptr in = ah_be_alloc(be, NC), dio = ah_be_alloc(be, NC);
+    if (!prog || !acts || !md || !sendbuf || !req)
         abort();
     int nreq = 0;
     double loss = 0;
@@ -421,34 +395,40 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             md[i].tok = malloc(sizeof(int) * (size_t)B * T);
             md[i].tgt = malloc(sizeof(int) * (size_t)B * T);
             ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
+            ah_engine_sync(e); /* the last op that read `in` is done */
             if (x->prev >= 0)
                 TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2, x->prev,
-                       MPI_Recv(in, (int)NC, MPI_FLOAT, x->prev, 3 * i, x->comm, MPI_STATUS_IGNORE));
-            float *out = x->next >= 0 ? malloc(sizeof(float) * NC) : NULL;
+                       MPI_Recv(ah_dptr_transport(in), (int)NC, MPI_FLOAT, x->prev, 3 * i, x->comm,
+                                MPI_STATUS_IGNORE));
+            ah_dptr out = x->next >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
             double l = 0, c0 = MPI_Wtime();
-            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : NULL, md[i].tgt, out, &l,
+            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : ah_dptr_null(), md[i].tgt, out, &l,
                               acts + (size_t)i * held);
+            ah_engine_sync(e);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
             rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->next >= 0) {
                 sendbuf[nreq] = out;
-                MPI_Isend(out, (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm, &req[nreq++]);
+                MPI_Isend(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm, &req[nreq++]);
             } else {
                 loss += l;
             }
         } else {
+            ah_engine_sync(e); /* the last op that read `dio` is done */
             if (x->next >= 0)
                 TRACED(x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2, x->next,
-                       MPI_Recv(dio, (int)NC, MPI_FLOAT, x->next, 3 * i + 1, x->comm, MPI_STATUS_IGNORE));
-            float *din = x->prev >= 0 ? malloc(sizeof(float) * NC) : NULL;
+                       MPI_Recv(ah_dptr_transport(dio), (int)NC, MPI_FLOAT, x->next, 3 * i + 1, x->comm,
+                                MPI_STATUS_IGNORE));
+            ah_dptr din = x->prev >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
             double c0 = MPI_Wtime();
-            ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : NULL, din, loss_scale,
+            ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : ah_dptr_null(), din, loss_scale,
                                acts + (size_t)i * held);
+            ah_engine_sync(e);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
             rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
             if (x->prev >= 0) {
                 sendbuf[nreq] = din;
-                MPI_Isend(din, (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm, &req[nreq++]);
+                MPI_Isend(ah_dptr_transport(din), (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm, &req[nreq++]);
             }
             free(md[i].tok);
             free(md[i].tgt);
@@ -456,19 +436,21 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     }
     TRACED(x, EV_SEND_WAIT, -1, 5, 0, 2, x->rank, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
     for (int i = 0; i < nreq; i++)
-        free(sendbuf[i]);
+        ah_be_free(be, sendbuf[i]);
     /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
     if (x->tie_partner >= 0)
         TRACED(x, EV_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2,
                x->rank < x->tie_partner ? x->rank : x->tie_partner, sync_tied(x));
     else
         sync_tied(x); /* both copies here: a local add, or nothing */
+    ah_engine_sync(e);
     for (int b = 0; b < x->n_buckets; b++)
         for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
-            ah_eng_layer *Ly = &e->layers[l - e->first];
-            TRACED(x, EV_DP_ALLREDUCE, -1, 8 + b, (double)Ly->n * sizeof(float), x->buckets[b].size,
+            size_t ln = ah_engine_layer_floats(e, l);
+            void *grad = ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD));
+            TRACED(x, EV_DP_ALLREDUCE, -1, 8 + b, (double)ln * sizeof(float), x->buckets[b].size,
                    x->buckets[b].lead,
-                   MPI_Allreduce(MPI_IN_PLACE, Ly->grad, (int)Ly->n, MPI_FLOAT, MPI_SUM, x->buckets[b].comm));
+                   MPI_Allreduce(MPI_IN_PLACE, grad, (int)ln, MPI_FLOAT, MPI_SUM, x->buckets[b].comm));
             if (x->tracing) {
                 x->ev[x->n_ev - 1].lo = x->buckets[b].first;
                 x->ev[x->n_ev - 1].hi = x->buckets[b].last - 1;
@@ -482,17 +464,8 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     double norm = sqrt(tot[1]);
     float clip = ah_clip_factor(norm, x->oc.grad_clip);
     float lr = ah_lr_at(&x->oc, step);
-    for (int l = e->first; l < e->last; l++) {
-        ah_eng_layer *Ly = &e->layers[l - e->first];
-        if (clip != 1.0f)
-            for (size_t q = 0; q < Ly->n; q++)
-                Ly->grad[q] *= clip;
-        for (int t = 0; t < Ly->n_tensors; t++) {
-            ah_tensor_info *ti = &Ly->t[t];
-            ah_adamw_update(Ly->param + ti->offset, Ly->grad + ti->offset, Ly->m + ti->offset,
-                            Ly->v + ti->offset, ti->size, lr, step + 1, &x->oc, ti->decay);
-        }
-    }
+    ah_engine_clip_and_step(e, clip, lr, step + 1, &x->oc);
+    ah_engine_sync(e);
     rec(x, EV_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1, x->rank);
     double dt = MPI_Wtime() - t0;
     double toks = (double)p->global_batch * T;
@@ -515,8 +488,8 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     free(md);
     free(sendbuf);
     free(req);
-    free(in);
-    free(dio);
+    ah_be_free(be, in);
+    ah_be_free(be, dio);
     (void)C;
     return 0;
 }

@@ -23,6 +23,10 @@
 
 /* ---- layer checkpoints (docs/checkpoint.md) ---- */
 
+/* A shard holds these states of each tensor, named PREFIX.TENSOR. */
+static const ah_layer_state ckpt_states[3] = {AH_STATE_PARAM, AH_STATE_ADAM_M, AH_STATE_ADAM_V};
+static const char *const ckpt_prefix[3] = {"param", "adam_m", "adam_v"};
+
 typedef struct saved_shard {
     int node, layer, tp_rank, step;
     uint64_t bytes, xxh64;
@@ -243,12 +247,15 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
         char names[3 * AH_MAX_TENSORS][96];
         int nt = 0;
+        /* host copies of the layer's parameters and moments, the shard's data */
+        float *host = ah_xcalloc(3 * Ly->n + 1, sizeof(float));
+        for (int k = 0; k < 3; k++)
+            ah_engine_layer_to_host(e, l, ckpt_states[k], host + (size_t)k * Ly->n);
         for (int q = 0; q < Ly->n_tensors; q++) {
             const ah_tensor_info *ti = &Ly->t[q];
-            const float *src[3] = {Ly->param, Ly->m, Ly->v};
-            const char *pre[3] = {"param", "adam_m", "adam_v"};
+            const float *src[3] = {host, host + Ly->n, host + 2 * Ly->n};
             for (int k = 0; k < 3; k++) {
-                snprintf(names[nt], sizeof names[nt], "%s.%s", pre[k], ti->name);
+                snprintf(names[nt], sizeof names[nt], "%s.%s", ckpt_prefix[k], ti->name);
                 int matrix = (size_t)ti->lrows * (size_t)ti->lcols == ti->size;
                 t[nt] = (ah_ckpt_tensor){names[nt],
                                          src[k] + ti->offset,
@@ -269,6 +276,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         snprintf(path, sizeof path, "%s/%s", nd, s->file);
         rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
                                  errlen);
+        free(host);
     }
     int rc2 = commit_shards(x, dir, tier, step, mine, nl, rc, err, errlen);
     if (rc2 == 0 && !strcmp(tier, "memory")) { /* what a background persist of this step copies */
@@ -445,15 +453,13 @@ static int agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
 
 /* copy a loaded shard's parameters and AdamW moments into layer l */
 static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, char *err, size_t errlen) {
-    ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
+    const ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
     int rc = 0;
     for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
         const ah_tensor_info *ti = &Ly->t[q];
-        float *dst[3] = {Ly->param, Ly->m, Ly->v};
-        const char *pre[3] = {"param", "adam_m", "adam_v"};
         for (int k = 0; k < 3 && rc == 0; k++) {
             char name[96];
-            snprintf(name, sizeof name, "%s.%s", pre[k], ti->name);
+            snprintf(name, sizeof name, "%s.%s", ckpt_prefix[k], ti->name);
             int found = 0;
             for (int i = 0; i < nt; i++)
                 if (!strcmp(t[i].name, name)) {
@@ -465,7 +471,7 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
                                  l, name, t[i].n, ti->size);
                         rc = -1;
                     } else {
-                        memcpy(dst[k] + ti->offset, t[i].data, sizeof(float) * ti->size);
+                        ah_engine_tensor_from_host(&x->model, l, ckpt_states[k], q, t[i].data);
                     }
                 }
             if (!found && rc == 0) {
@@ -649,23 +655,14 @@ static int read_file_src(const shard_src *s, int tier, double cloud_rate, double
     return rc;
 }
 
-/* The recovery as every world rank plays it; x == NULL: a server-only rank.
- * The ranks of the plan are world ranks 0..N-1, servers come after them. */
-static int recover_core(ah_executor *x, const char *assignment, int *step_out, ah_recover_stats *st,
-                        char *err, size_t errlen) {
-    int me, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    memset(st, 0, sizeof *st);
-    double t_start = now_s();
-    rec_entry *e = NULL;
-    int n = 0, step = 0, rc = 0;
-    double cloud_rate = 0, cloud_bytes = 0, cloud_t0 = 0;
-    rc = load_assignment(assignment, me, &step, &cloud_rate, &e, &n, err, errlen);
-    /* every layer of mine must be assigned exactly once */
+/* Every layer of mine is assigned exactly once, a rank without a plan slot is
+ * assigned nothing, every peer shard names a rank of the job. 0 or -1 (err). */
+static int check_assignment(const ah_executor *x, const char *assignment, int me, int world, const rec_entry *e,
+                            int n, int step, char *err, size_t errlen) {
+    int rc = 0;
     int nl = x ? x->model.last - x->model.first : 0, first = x ? x->model.first : 0;
     int *mine = ah_xcalloc((size_t)nl + 1, sizeof(int));
-    for (int i = 0; i < n && rc == 0 && x; i++)
+    for (int i = 0; i < n && x; i++)
         if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= first && e[i].layer < first + nl)
             mine[e[i].layer - first]++;
     for (int l = 0; l < nl && rc == 0 && !(step == 0 && n == 0); l++) /* step 0, no shards: the seed's init */
@@ -685,20 +682,18 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
             rc = -1;
         }
     free(mine);
-    /* every rank must agree on the peer windows before the collective */
-    int bad = rc != 0, any = 0;
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any) {
-        if (!bad)
-            snprintf(err, errlen, "another rank could not read the recovery assignment");
-        free(e);
-        return -1;
-    }
+    return rc;
+}
 
-    /* Phase 1, peers: every server maps the shards it serves (no copy) and
-     * attaches them to a dynamic RMA window; their addresses are shared, and
-     * the new owners get them one-sided (RDMA on InfiniBand/RoCE fabrics),
-     * shard by shard into one reused buffer, verify and apply. */
+/* Phase 1, peers: every server maps the shards it serves (no copy) and
+ * attaches them to a dynamic RMA window; their addresses are shared, and the
+ * new owners get them one-sided (RDMA on InfiniBand/RoCE fabrics), shard by
+ * shard into one reused buffer, verify and apply. A peer shard that does not
+ * verify but has a cloud copy is marked in retry[]. Collective over the world;
+ * returns this rank's rc. */
+static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n, int step, int *retry,
+                              ah_recover_stats *st, char *err, size_t errlen) {
+    int rc = 0;
     double tp0 = now_s();
     /* every rank reads the same assignment, so all agree whether a window is
      * needed; a job without peer shards (e.g. shrunk to one rank, where Open
@@ -736,7 +731,6 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     }
     MPI_Allreduce(MPI_IN_PLACE, addr, n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
     unsigned char *buf = ah_xcalloc(max_get + 1, 1);
-    int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
     if (any_peer)
         MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
     for (int i = 0; i < n && rc == 0; i++) {
@@ -782,9 +776,15 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     free(addr);
     free(buf);
     st->seconds[T_PEER] = now_s() - tp0;
+    return rc;
+}
 
-    /* Phase 2: own tiers (mapped in place) and the cloud (paced), and the
-     * cloud copies of peer shards that did not verify */
+/* Phase 2: own tiers (mapped in place) and the cloud (paced), and the cloud
+ * copies of peer shards that did not verify (retry[]). */
+static int recover_from_files(ah_executor *x, int me, const rec_entry *e, int n, int step, const int *retry,
+                              double cloud_rate, ah_recover_stats *st, char *err, size_t errlen) {
+    int rc = 0;
+    double cloud_bytes = 0, cloud_t0 = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         if (e[i].rank != me || (e[i].tier == T_PEER && !retry[i]))
             continue;
@@ -817,6 +817,37 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         ah_ckpt_free(t, nt);
         ah_ckpt_unmap(map, map_bytes);
     }
+    return rc;
+}
+
+/* The recovery as every world rank plays it; x == NULL: a server-only rank.
+ * The ranks of the plan are world ranks 0..N-1, servers come after them. */
+static int recover_core(ah_executor *x, const char *assignment, int *step_out, ah_recover_stats *st,
+                        char *err, size_t errlen) {
+    int me, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    memset(st, 0, sizeof *st);
+    double t_start = now_s();
+    rec_entry *e = NULL;
+    int n = 0, step = 0;
+    double cloud_rate = 0;
+    int rc = load_assignment(assignment, me, &step, &cloud_rate, &e, &n, err, errlen);
+    if (rc == 0)
+        rc = check_assignment(x, assignment, me, world, e, n, step, err, errlen);
+    /* every rank must agree on the peer windows before the collective */
+    int bad = rc != 0, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        if (!bad)
+            snprintf(err, errlen, "another rank could not read the recovery assignment");
+        free(e);
+        return -1;
+    }
+    int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
+    rc = recover_from_peers(x, me, e, n, step, retry, st, err, errlen);
+    if (rc == 0)
+        rc = recover_from_files(x, me, e, n, step, retry, cloud_rate, st, err, errlen);
     free(retry);
     free(e);
 

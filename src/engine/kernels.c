@@ -539,6 +539,17 @@ void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets,
 
 /* ------------------------------------------------------------ elementwise */
 
+void ah_add_bias_rows(float *x, const float *b, int N, int C) {
+#pragma omp parallel for
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            x[(size_t)n * C + c] += b[c];
+}
+
+void ah_bias_grad_acc(float *db, const float *d, int N, int C) {
+    colsum_acc(db, d, N, C);
+}
+
 void ah_add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN * 4)
     for (size_t i = 0; i < n; i++)

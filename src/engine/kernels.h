@@ -6,8 +6,9 @@
  * n = b*T + t), a Linear layer's weight is [out, in] like PyTorch, so
  * y = x W^T + b. Every backward ACCUMULATES (+=) into the gradients of its
  * parameters and of its input, so callers zero them when they start a step
- * (or a micro-batch for activation gradients). This file is the backend seam:
- * a CUDA backend implements the same functions (see ah_backend in backend.h). */
+ * (or a micro-batch for activation gradients). These are the CPU backend's
+ * kernels: backend_cpu.c exposes them through the ah_backend table of
+ * backend.h, which a CUDA backend implements with the same semantics. */
 #ifndef AUTOHET_ENGINE_KERNELS_H
 #define AUTOHET_ENGINE_KERNELS_H
 #include <stddef.h>
@@ -66,6 +67,12 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
                            int V);
 /* dlogits[N,V] += (probs - onehot(target)) * scale (scale = 1 / tokens the loss is averaged over). */
 void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale);
+
+/* ---- biases of products done without one (TP row splits add it after the all-reduce) ---- */
+/* x[n, c] += b[c] for every row n of x[N, C]. */
+void ah_add_bias_rows(float *x, const float *b, int N, int C);
+/* db[c] += sum over rows of d[N, C] (double accumulation, rows in order). */
+void ah_bias_grad_acc(float *db, const float *d, int N, int C);
 
 /* ---- elementwise ---- */
 void ah_add_inplace(float *y, const float *x, size_t n); /* y += x */

@@ -1,4 +1,5 @@
-/* Transformer layers for the CPU engine (see model.h). */
+/* Transformer layers of the training engine (see model.h). Every buffer is a
+ * backend buffer and every op goes through the backend table (backend.h). */
 #include "engine/model.h"
 
 #include <math.h>
@@ -7,7 +8,7 @@
 #include <string.h>
 
 #include "engine/data.h"
-#include "engine/kernels.h"
+#include "engine/backend.h"
 #include "util/errors.h"
 
 #include <omp.h>
@@ -43,6 +44,10 @@ static int k_enabled(void) {
     } while (0)
 
 #define xcalloc ah_xcalloc
+
+/* An op of the model's backend: BK(e, linear_fwd, out, ...). */
+#define BK(e, op, ...) (e)->be->op((e)->be->ctx, __VA_ARGS__)
+#define NOBUF ah_dptr_null()
 
 /* ---- deterministic initialisation ------------------------------------------ */
 
@@ -90,11 +95,11 @@ static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int g
     lo->goff += (size_t)grows * gcols;
 }
 
-static float *P(const ah_eng_layer *L, int i) {
-    return L->param + L->t[i].offset;
+static ah_dptr P(const ah_eng_layer *L, int i) {
+    return ah_dptr_at(L->param, L->t[i].offset);
 }
-static float *G(const ah_eng_layer *L, int i) {
-    return L->grad + L->t[i].offset;
+static ah_dptr G(const ah_eng_layer *L, int i) {
+    return ah_dptr_at(L->grad, L->t[i].offset);
 }
 
 /* Tensor indices per layer kind. */
@@ -185,15 +190,18 @@ static size_t global_index(const ah_tensor_info *ti, int r, int c) {
 
 static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t seed, int init) {
     describe_layer(e, L, l);
-    L->param = xcalloc(L->n, sizeof(float));
-    L->grad = xcalloc(L->n, sizeof(float));
-    L->m = xcalloc(L->n, sizeof(float));
-    L->v = xcalloc(L->n, sizeof(float));
+    L->param = ah_be_alloc(e->be, L->n);
+    L->grad = ah_be_alloc(e->be, L->n);
+    L->m = ah_be_alloc(e->be, L->n);
+    L->v = ah_be_alloc(e->be, L->n);
+    if (!init)
+        return;
+    float *host = xcalloc(L->n + 1, sizeof(float)); /* computed here, then uploaded */
     float std = 0.02f, std_res = 0.02f / sqrtf(2.0f * (float)e->cfg.n_layers);
-    for (int i = 0; i < L->n_tensors && init; i++) {
+    for (int i = 0; i < L->n_tensors; i++) {
         ah_tensor_info *ti = &L->t[i];
         const char *nm = ti->name;
-        float *dst = L->param + ti->offset;
+        float *dst = host + ti->offset;
         int is_norm = strstr(nm, "ln") == nm || strstr(nm, "rms") == nm || strstr(nm, "norm") == nm;
         if (is_norm) {
             if (strstr(nm, "_w"))
@@ -218,6 +226,8 @@ static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t see
             for (int c = 0; c < ti->lcols; c++)
                 dst[(size_t)r * ti->lcols + c] = normal_from(base ^ ah_hash64(global_index(ti, r, c)), sd);
     }
+    ah_be_to_device(e->be, L->param, host, L->n);
+    free(host);
 }
 
 size_t ah_engine_layer_full_size(const ah_engine_model *e, int l) {
@@ -228,7 +238,8 @@ size_t ah_engine_layer_full_size(const ah_engine_model *e, int l) {
 
 void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full) {
     const ah_eng_layer *L = &e->layers[l - e->first];
-    const float *src = which ? L->grad : L->param;
+    float *src = xcalloc(L->n + 1, sizeof(float));
+    ah_engine_layer_to_host(e, l, which ? AH_STATE_GRAD : AH_STATE_PARAM, src);
     for (int i = 0; i < L->n_tensors; i++) {
         const ah_tensor_info *ti = &L->t[i];
         if (ti->replicated && e->tp_rank != 0)
@@ -237,6 +248,7 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
             for (int c = 0; c < ti->lcols; c++)
                 full[ti->goffset + global_index(ti, r, c)] = src[ti->offset + (size_t)r * ti->lcols + c];
     }
+    free(src);
 }
 
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
@@ -263,6 +275,9 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
         snprintf(err, errlen, "layers [%d,%d) outside the model's %d layers", first, last, L);
         return -1;
     }
+    e->be = ah_backend_default(err, errlen);
+    if (e->be == NULL)
+        return -1;
     e->cfg = *cfg;
     e->T = T;
     e->B = B;
@@ -281,10 +296,10 @@ void ah_engine_model_free(ah_engine_model *e) {
     for (int i = 0; e->layers && i < e->last - e->first; i++) {
         for (int k = 0; k < e->layers[i].n_tensors; k++)
             free(e->layers[i].t[k].row_of);
-        free(e->layers[i].param);
-        free(e->layers[i].grad);
-        free(e->layers[i].m);
-        free(e->layers[i].v);
+        ah_be_free(e->be, e->layers[i].param);
+        ah_be_free(e->be, e->layers[i].grad);
+        ah_be_free(e->be, e->layers[i].m);
+        ah_be_free(e->be, e->layers[i].v);
     }
     free(e->layers);
     memset(e, 0, sizeof *e);
@@ -292,43 +307,46 @@ void ah_engine_model_free(ah_engine_model *e) {
 
 void ah_engine_zero_grads(ah_engine_model *e) {
     for (int i = 0; i < e->last - e->first; i++)
-        memset(e->layers[i].grad, 0, e->layers[i].n * sizeof(float));
+        ah_be_zero(e->be, e->layers[i].grad, e->layers[i].n);
 }
 
 int ah_engine_hidden(const ah_engine_model *e) {
     return e->cfg.hidden;
 }
 
-static void tp_allreduce(ah_engine_model *e, float *buf, size_t n) {
-    if (e->tp > 1 && e->comm.allreduce)
+static void tp_allreduce(ah_engine_model *e, ah_dptr buf, size_t n) {
+    if (e->tp > 1 && e->comm.allreduce) {
+        ah_be_sync(e->be);
         e->comm.allreduce(buf, n, e->comm.ctx);
-}
-
-static void add_bias_rows(float *x, const float *b, int N, int C) {
-#pragma omp parallel for
-    for (int n = 0; n < N; n++)
-        for (int c = 0; c < C; c++)
-            x[(size_t)n * C + c] += b[c];
-}
-
-static void colsum_acc(float *db, const float *d, int N, int C) {
-    for (int c = 0; c < C; c++) {
-        double s = 0;
-        for (int n = 0; n < N; n++)
-            s += d[(size_t)n * C + c];
-        db[c] += (float)s;
     }
+}
+
+/* A backend buffer of n floats (zeroed), and its release. */
+static ah_dptr dalloc(const ah_engine_model *e, size_t n) {
+    return ah_be_alloc(e->be, n);
+}
+static void dfree(const ah_engine_model *e, ah_dptr d) {
+    ah_be_free(e->be, d);
+}
+/* Host token ids uploaded to a backend buffer (a null handle for NULL). */
+static ah_dptr upload_ids(const ah_engine_model *e, const int *ids) {
+    if (ids == NULL)
+        return NOBUF;
+    size_t n = (size_t)e->B * e->T;
+    ah_dptr d = ah_be_alloc(e->be, n);
+    ah_be_to_device(e->be, d, ids, n);
+    return d;
 }
 
 /* ---- activation arenas -------------------------------------------------------- */
 
 typedef struct {
-    float *base;
+    ah_dptr base;
     size_t off;
 } arena;
 
-static float *take(arena *a, size_t n) {
-    float *p = a->base + a->off;
+static ah_dptr take(arena *a, size_t n) {
+    ah_dptr p = ah_dptr_at(a->base, a->off);
     a->off += n;
     return p;
 }
@@ -354,276 +372,356 @@ static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
 
 void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
     for (int i = 0; i < e->last - e->first; i++) {
-        free(acts[i].buf);
-        acts[i].buf = NULL;
+        dfree(e, acts[i].buf);
+        acts[i].buf = NOBUF;
     }
 }
 
 /* ---- layers: forward --------------------------------------------------------- */
 
-static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, const int *tok, float *out) {
+static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr out) {
     int N = e->B * e->T;
-    ah_embedding_fwd(out, tok, P(L, E_WTE), is_llama(e) ? NULL : P(L, E_WPE), N, e->T, e->cfg.hidden);
+    BK(e, embedding_fwd, out, tok, P(L, E_WTE), is_llama(e) ? NOBUF : P(L, E_WPE), N, e->T, e->cfg.hidden);
 }
 
-static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out, ah_eng_acts *a) {
+static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
         Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *ln1 = take(&ar, (size_t)N * C), *m1 = take(&ar, N),
-          *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
-          *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
-          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl),
-          *ge = take(&ar, (size_t)N * Fl);
-    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
-    KT(K_NORM, ah_layernorm_fwd(ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
-    const float *w = P(L, B_QKVW), *b = P(L, B_QKVB);
-    KT(K_LINEAR, ah_linear_fwd(q, ln1, w, b, N, C, Cl););
-    KT(K_LINEAR, ah_linear_fwd(k, ln1, w + (size_t)Cl * C, b + Cl, N, C, Cl););
-    KT(K_LINEAR, ah_linear_fwd(v, ln1, w + (size_t)2 * Cl * C, b + 2 * Cl, N, C, Cl););
-    KT(K_ATTN, ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hl, D););
-    KT(K_LINEAR, ah_linear_fwd(x_mid, y, P(L, B_PROJW), NULL, N, Cl, C););
+    ah_dptr x_in = take(&ar, (size_t)N * C), ln1 = take(&ar, (size_t)N * C), m1 = take(&ar, N),
+            r1 = take(&ar, N), q = take(&ar, (size_t)N * Cl), k = take(&ar, (size_t)N * Cl),
+            v = take(&ar, (size_t)N * Cl), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            y = take(&ar, (size_t)N * Cl), x_mid = take(&ar, (size_t)N * C), ln2 = take(&ar, (size_t)N * C),
+            m2 = take(&ar, N), r2 = take(&ar, N), fc = take(&ar, (size_t)N * Fl), ge = take(&ar, (size_t)N * Fl);
+    ah_be_copy(e->be, x_in, in, (size_t)N * C);
+    KT(K_NORM, BK(e, layernorm_fwd, ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
+    ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB);
+    KT(K_LINEAR, BK(e, linear_fwd, q, ln1, w, b, N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_fwd, k, ln1, ah_dptr_at(w, (size_t)Cl * C), ah_dptr_at(b, Cl), N, C, Cl););
+    KT(K_LINEAR,
+       BK(e, linear_fwd, v, ln1, ah_dptr_at(w, (size_t)2 * Cl * C), ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hl, D););
+    KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, B_PROJW), NOBUF, N, Cl, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
-    KT(K_MISC, add_bias_rows(x_mid, P(L, B_PROJB), N, C););
-    KT(K_MISC, ah_add_inplace(x_mid, x_in, (size_t)N * C););
-    KT(K_NORM, ah_layernorm_fwd(ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C););
-    KT(K_LINEAR, ah_linear_fwd(fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl););
-    KT(K_ACT, ah_gelu_fwd(ge, fc, (size_t)N * Fl););
-    KT(K_LINEAR, ah_linear_fwd(out, ge, P(L, B_FCPW), NULL, N, Fl, C););
+    KT(K_MISC, BK(e, add_bias_rows, x_mid, P(L, B_PROJB), N, C););
+    KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
+    KT(K_NORM, BK(e, layernorm_fwd, ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C););
+    KT(K_LINEAR, BK(e, linear_fwd, fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl););
+    KT(K_ACT, BK(e, gelu_fwd, ge, fc, (size_t)N * Fl););
+    KT(K_LINEAR, BK(e, linear_fwd, out, ge, P(L, B_FCPW), NOBUF, N, Fl, C););
     tp_allreduce(e, out, (size_t)N * C);
-    KT(K_MISC, add_bias_rows(out, P(L, B_FCPB), N, C););
-    KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
+    KT(K_MISC, BK(e, add_bias_rows, out, P(L, B_FCPB), N, C););
+    KT(K_MISC, BK(e, add, out, x_mid, (size_t)N * C););
 }
 
-static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, float *out,
-                            ah_eng_acts *a) {
+static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
-          *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
-          *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C),
-          *n2 = take(&ar, (size_t)N * C), *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl),
-          *sw = take(&ar, (size_t)N * Fl);
-    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
-    KT(K_NORM, ah_rmsnorm_fwd(n1, r1, x_in, P(L, Q_RMS1), N, C););
-    KT(K_LINEAR, ah_linear_fwd(q, n1, P(L, Q_QW), NULL, N, C, Hl * D););
-    KT(K_LINEAR, ah_linear_fwd(k, n1, P(L, Q_KW), NULL, N, C, Hkvl * D););
-    KT(K_LINEAR, ah_linear_fwd(v, n1, P(L, Q_VW), NULL, N, C, Hkvl * D););
-    KT(K_ATTN, ah_rope_fwd(q, N, e->T, Hl, D, e->rope_theta););
-    KT(K_ATTN, ah_rope_fwd(k, N, e->T, Hkvl, D, e->rope_theta););
-    KT(K_ATTN, ah_attention_fwd(y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
-    KT(K_LINEAR, ah_linear_fwd(x_mid, y, P(L, Q_OW), NULL, N, Hl * D, C););
+    ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
+            q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
+            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
+            r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
+    ah_be_copy(e->be, x_in, in, (size_t)N * C);
+    KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C););
+    KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), NOBUF, N, C, Hl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), NOBUF, N, C, Hkvl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), NOBUF, N, C, Hkvl * D););
+    KT(K_ATTN, BK(e, rope_fwd, q, N, e->T, Hl, D, e->rope_theta););
+    KT(K_ATTN, BK(e, rope_fwd, k, N, e->T, Hkvl, D, e->rope_theta););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, Q_OW), NOBUF, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
-    KT(K_MISC, ah_add_inplace(x_mid, x_in, (size_t)N * C););
-    KT(K_NORM, ah_rmsnorm_fwd(n2, r2, x_mid, P(L, Q_RMS2), N, C););
-    KT(K_LINEAR, ah_linear_fwd(gu, n2, P(L, Q_GUW), NULL, N, C, 2 * Fl););
-    KT(K_ACT, ah_swiglu_fwd(sw, gu, N, Fl););
-    KT(K_LINEAR, ah_linear_fwd(out, sw, P(L, Q_DOWNW), NULL, N, Fl, C););
+    KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
+    KT(K_NORM, BK(e, rmsnorm_fwd, n2, r2, x_mid, P(L, Q_RMS2), N, C););
+    KT(K_LINEAR, BK(e, linear_fwd, gu, n2, P(L, Q_GUW), NOBUF, N, C, 2 * Fl););
+    KT(K_ACT, BK(e, swiglu_fwd, sw, gu, N, Fl););
+    KT(K_LINEAR, BK(e, linear_fwd, out, sw, P(L, Q_DOWNW), NOBUF, N, Fl, C););
     tp_allreduce(e, out, (size_t)N * C);
-    KT(K_MISC, ah_add_inplace(out, x_mid, (size_t)N * C););
+    KT(K_MISC, BK(e, add, out, x_mid, (size_t)N * C););
 }
 
-static double head_fwd(ah_engine_model *e, ah_eng_layer *L, const float *in, const int *targets,
-                       ah_eng_acts *a) {
+static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr targets, ah_eng_acts *a) {
     int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *nf = take(&ar, (size_t)N * C), *mean = take(&ar, N),
-          *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V), *losses = take(&ar, N);
-    memcpy(x_in, in, sizeof(float) * (size_t)N * C);
+    ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
+            rstd = take(&ar, N), probs = take(&ar, (size_t)N * V), losses = take(&ar, N);
+    ah_be_copy(e->be, x_in, in, (size_t)N * C);
     if (is_llama(e))
-        KT(K_NORM, ah_rmsnorm_fwd(nf, rstd, x_in, P(L, H_NW), N, C););
+        KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C););
     else
-        KT(K_NORM, ah_layernorm_fwd(nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
-    float *logits = xcalloc((size_t)N * V, sizeof(float));
-    KT(K_LINEAR, ah_linear_fwd(logits, nf, P(L, H_LM), NULL, N, C, V););
-    double loss = ah_crossentropy_fwd(losses, probs, logits, targets, N, V);
-    free(logits);
+        KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
+    ah_dptr logits = dalloc(e, (size_t)N * V);
+    KT(K_LINEAR, BK(e, linear_fwd, logits, nf, P(L, H_LM), NOBUF, N, C, V););
+    double loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V);
+    dfree(e, logits);
     return loss;
 }
 
-int ah_engine_forward(ah_engine_model *e, const int *tokens, const float *in, const int *targets, float *out,
+int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
                       double *loss, ah_eng_acts *acts) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
-    float *cur = xcalloc(NC, sizeof(float)), *nxt = xcalloc(NC, sizeof(float));
-    if (in)
-        memcpy(cur, in, NC * sizeof(float));
+    ah_dptr cur = dalloc(e, NC), nxt = dalloc(e, NC);
+    ah_dptr dtok = e->first == 0 ? upload_ids(e, tokens) : NOBUF;
+    ah_dptr dtgt = ah_model_layer_kind(&e->cfg, e->last - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
+    if (!ah_dptr_is_null(in))
+        ah_be_copy(e->be, cur, in, NC);
     for (int l = e->first; l < e->last; l++) {
         ah_eng_layer *L = &e->layers[l - e->first];
         ah_eng_acts *a = &acts[l - e->first];
         a->n = layer_acts(e, L->kind);
-        a->buf = xcalloc(a->n, sizeof(float));
+        a->buf = dalloc(e, a->n);
         if (L->kind == AH_LAYER_EMBED) {
-            embed_fwd(e, L, tokens, cur);
+            embed_fwd(e, L, dtok, cur);
         } else if (L->kind == AH_LAYER_HEAD) {
-            *loss = head_fwd(e, L, cur, targets, a);
+            *loss = head_fwd(e, L, cur, dtgt, a);
         } else {
             if (is_llama(e))
                 llama_block_fwd(e, L, cur, nxt, a);
             else
                 gpt_block_fwd(e, L, cur, nxt, a);
-            float *t = cur;
+            ah_dptr t = cur;
             cur = nxt;
             nxt = t;
         }
     }
-    if (out && ah_model_layer_kind(&e->cfg, e->last - 1) != AH_LAYER_HEAD)
-        memcpy(out, cur, NC * sizeof(float));
-    free(cur);
-    free(nxt);
+    if (!ah_dptr_is_null(out) && ah_model_layer_kind(&e->cfg, e->last - 1) != AH_LAYER_HEAD)
+        ah_be_copy(e->be, out, cur, NC);
+    dfree(e, cur);
+    dfree(e, nxt);
+    dfree(e, dtok);
+    dfree(e, dtgt);
     return 0;
 }
 
 /* ---- layers: backward -------------------------------------------------------- */
 
 /* dout -> din (both [N, C]); din is overwritten. */
-static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din,
-                          ah_eng_acts *a) {
+static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_dptr din, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
         Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *ln1 = take(&ar, (size_t)N * C), *m1 = take(&ar, N),
-          *r1 = take(&ar, N), *q = take(&ar, (size_t)N * Cl), *k = take(&ar, (size_t)N * Cl),
-          *v = take(&ar, (size_t)N * Cl), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Cl), *x_mid = take(&ar, (size_t)N * C), *ln2 = take(&ar, (size_t)N * C),
-          *m2 = take(&ar, N), *r2 = take(&ar, N), *fc = take(&ar, (size_t)N * Fl),
-          *ge = take(&ar, (size_t)N * Fl);
+    ah_dptr x_in = take(&ar, (size_t)N * C), ln1 = take(&ar, (size_t)N * C), m1 = take(&ar, N),
+            r1 = take(&ar, N), q = take(&ar, (size_t)N * Cl), k = take(&ar, (size_t)N * Cl),
+            v = take(&ar, (size_t)N * Cl), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            y = take(&ar, (size_t)N * Cl), x_mid = take(&ar, (size_t)N * C), ln2 = take(&ar, (size_t)N * C),
+            m2 = take(&ar, N), r2 = take(&ar, N), fc = take(&ar, (size_t)N * Fl), ge = take(&ar, (size_t)N * Fl);
     size_t NC = (size_t)N * C;
-    float *dmid = xcalloc(NC, sizeof(float)), *dln = xcalloc(NC, sizeof(float));
-    float *dge = xcalloc((size_t)N * Fl, sizeof(float)), *dfc = xcalloc((size_t)N * Fl, sizeof(float));
-    float *dy = xcalloc((size_t)N * Cl, sizeof(float)), *dq = xcalloc((size_t)N * Cl, sizeof(float)),
-          *dk = xcalloc((size_t)N * Cl, sizeof(float)), *dv = xcalloc((size_t)N * Cl, sizeof(float));
+    ah_dptr dmid = dalloc(e, NC), dln = dalloc(e, NC);
+    ah_dptr dge = dalloc(e, (size_t)N * Fl), dfc = dalloc(e, (size_t)N * Fl);
+    ah_dptr dy = dalloc(e, (size_t)N * Cl), dq = dalloc(e, (size_t)N * Cl), dk = dalloc(e, (size_t)N * Cl),
+            dv = dalloc(e, (size_t)N * Cl);
     /* MLP */
-    memcpy(dmid, dout, NC * sizeof(float));
-    KT(K_MISC, colsum_acc(G(L, B_FCPB), dout, N, C););
-    KT(K_LINEAR, ah_linear_bwd(dge, G(L, B_FCPW), NULL, dout, ge, P(L, B_FCPW), N, Fl, C););
-    KT(K_ACT, ah_gelu_bwd(dfc, dge, fc, (size_t)N * Fl););
-    KT(K_LINEAR, ah_linear_bwd(dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl););
+    ah_be_copy(e->be, dmid, dout, NC);
+    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_FCPB), dout, N, C););
+    KT(K_LINEAR, BK(e, linear_bwd, dge, G(L, B_FCPW), NOBUF, dout, ge, P(L, B_FCPW), N, Fl, C););
+    KT(K_ACT, BK(e, gelu_bwd, dfc, dge, fc, (size_t)N * Fl););
+    KT(K_LINEAR, BK(e, linear_bwd, dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl););
     tp_allreduce(e, dln, NC);
-    KT(K_NORM, ah_layernorm_bwd(dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C););
+    KT(K_NORM,
+       BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C););
     /* attention */
-    KT(K_MISC, colsum_acc(G(L, B_PROJB), dmid, N, C););
-    KT(K_LINEAR, ah_linear_bwd(dy, G(L, B_PROJW), NULL, dmid, y, P(L, B_PROJW), N, Cl, C););
-    KT(K_ATTN, ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D););
-    memset(dln, 0, NC * sizeof(float));
-    const float *w = P(L, B_QKVW);
-    float *gw = G(L, B_QKVW), *gb = G(L, B_QKVB);
-    KT(K_LINEAR, ah_linear_bwd(dln, gw, gb, dq, ln1, w, N, C, Cl););
-    KT(K_LINEAR, ah_linear_bwd(dln, gw + (size_t)Cl * C, gb + Cl, dk, ln1, w + (size_t)Cl * C, N, C, Cl););
-    KT(K_LINEAR,
-       ah_linear_bwd(dln, gw + (size_t)2 * Cl * C, gb + 2 * Cl, dv, ln1, w + (size_t)2 * Cl * C, N, C, Cl););
+    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_PROJB), dmid, N, C););
+    KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, B_PROJW), NOBUF, dmid, y, P(L, B_PROJW), N, Cl, C););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D););
+    ah_be_zero(e->be, dln, NC);
+    ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB);
+    size_t wk = (size_t)Cl * C, wv = (size_t)2 * Cl * C;
+    KT(K_LINEAR, BK(e, linear_bwd, dln, gw, gb, dq, ln1, w, N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wk), ah_dptr_at(gb, Cl), dk, ln1, ah_dptr_at(w, wk), N,
+                    C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wv), ah_dptr_at(gb, 2 * (size_t)Cl), dv, ln1,
+                    ah_dptr_at(w, wv), N, C, Cl););
     tp_allreduce(e, dln, NC);
-    memcpy(din, dmid, NC * sizeof(float));
-    KT(K_NORM, ah_layernorm_bwd(din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C););
-    free(dmid);
-    free(dln);
-    free(dge);
-    free(dfc);
-    free(dy);
-    free(dq);
-    free(dk);
-    free(dv);
+    ah_be_copy(e->be, din, dmid, NC);
+    KT(K_NORM,
+       BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C););
+    ah_dptr scratch[] = {dmid, dln, dge, dfc, dy, dq, dk, dv};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+        dfree(e, scratch[i]);
 }
 
-static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, const float *dout, float *din,
-                            ah_eng_acts *a) {
+static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_dptr din, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *n1 = take(&ar, (size_t)N * C), *r1 = take(&ar, N),
-          *q = take(&ar, (size_t)N * Hl * D), *k = take(&ar, (size_t)N * Hkvl * D),
-          *v = take(&ar, (size_t)N * Hkvl * D), *att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-          *y = take(&ar, (size_t)N * Hl * D), *x_mid = take(&ar, (size_t)N * C),
-          *n2 = take(&ar, (size_t)N * C), *r2 = take(&ar, N), *gu = take(&ar, (size_t)2 * N * Fl),
-          *sw = take(&ar, (size_t)N * Fl);
+    ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
+            q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
+            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
+            r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     size_t NC = (size_t)N * C;
-    float *dmid = xcalloc(NC, sizeof(float)), *dn = xcalloc(NC, sizeof(float));
-    float *dsw = xcalloc((size_t)N * Fl, sizeof(float)), *dgu = xcalloc((size_t)2 * N * Fl, sizeof(float));
-    float *dy = xcalloc((size_t)N * Hl * D, sizeof(float)), *dq = xcalloc((size_t)N * Hl * D, sizeof(float)),
-          *dk = xcalloc((size_t)N * Hkvl * D, sizeof(float)),
-          *dv = xcalloc((size_t)N * Hkvl * D, sizeof(float));
-    memcpy(dmid, dout, NC * sizeof(float));
-    KT(K_LINEAR, ah_linear_bwd(dsw, G(L, Q_DOWNW), NULL, dout, sw, P(L, Q_DOWNW), N, Fl, C););
-    KT(K_ACT, ah_swiglu_bwd(dgu, dsw, gu, N, Fl););
-    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_GUW), NULL, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl););
+    ah_dptr dmid = dalloc(e, NC), dn = dalloc(e, NC);
+    ah_dptr dsw = dalloc(e, (size_t)N * Fl), dgu = dalloc(e, (size_t)2 * N * Fl);
+    ah_dptr dy = dalloc(e, (size_t)N * Hl * D), dq = dalloc(e, (size_t)N * Hl * D),
+            dk = dalloc(e, (size_t)N * Hkvl * D), dv = dalloc(e, (size_t)N * Hkvl * D);
+    ah_be_copy(e->be, dmid, dout, NC);
+    KT(K_LINEAR, BK(e, linear_bwd, dsw, G(L, Q_DOWNW), NOBUF, dout, sw, P(L, Q_DOWNW), N, Fl, C););
+    KT(K_ACT, BK(e, swiglu_bwd, dgu, dsw, gu, N, Fl););
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_GUW), NOBUF, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl););
     tp_allreduce(e, dn, NC);
-    KT(K_NORM, ah_rmsnorm_bwd(dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C););
-    KT(K_LINEAR, ah_linear_bwd(dy, G(L, Q_OW), NULL, dmid, y, P(L, Q_OW), N, Hl * D, C););
-    KT(K_ATTN, ah_attention_bwd(dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
-    KT(K_ATTN, ah_rope_bwd(dq, N, e->T, Hl, D, e->rope_theta););
-    KT(K_ATTN, ah_rope_bwd(dk, N, e->T, Hkvl, D, e->rope_theta););
-    memset(dn, 0, NC * sizeof(float));
-    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_QW), NULL, dq, n1, P(L, Q_QW), N, C, Hl * D););
-    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_KW), NULL, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
-    KT(K_LINEAR, ah_linear_bwd(dn, G(L, Q_VW), NULL, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
+    KT(K_NORM, BK(e, rmsnorm_bwd, dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C););
+    KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, Q_OW), NOBUF, dmid, y, P(L, Q_OW), N, Hl * D, C););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
+    KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
+    ah_be_zero(e->be, dn, NC);
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_QW), NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_KW), NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_VW), NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
-    memcpy(din, dmid, NC * sizeof(float));
-    KT(K_NORM, ah_rmsnorm_bwd(din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););
-    free(dmid);
-    free(dn);
-    free(dsw);
-    free(dgu);
-    free(dy);
-    free(dq);
-    free(dk);
-    free(dv);
+    ah_be_copy(e->be, din, dmid, NC);
+    KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););
+    ah_dptr scratch[] = {dmid, dn, dsw, dgu, dy, dq, dk, dv};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+        dfree(e, scratch[i]);
 }
 
-static void head_bwd(ah_engine_model *e, ah_eng_layer *L, const int *targets, float *din, float scale,
+static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dptr din, float scale,
                      ah_eng_acts *a) {
     int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
     arena ar = {a->buf, 0};
-    float *x_in = take(&ar, (size_t)N * C), *nf = take(&ar, (size_t)N * C), *mean = take(&ar, N),
-          *rstd = take(&ar, N), *probs = take(&ar, (size_t)N * V);
-    float *dlogits = xcalloc((size_t)N * V, sizeof(float)), *dnf = xcalloc((size_t)N * C, sizeof(float));
-    ah_crossentropy_bwd(dlogits, probs, targets, N, V, scale);
-    KT(K_LINEAR, ah_linear_bwd(dnf, G(L, H_LM), NULL, dlogits, nf, P(L, H_LM), N, C, V););
-    memset(din, 0, sizeof(float) * (size_t)N * C);
+    ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
+            rstd = take(&ar, N), probs = take(&ar, (size_t)N * V);
+    ah_dptr dlogits = dalloc(e, (size_t)N * V), dnf = dalloc(e, (size_t)N * C);
+    BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, scale);
+    KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, V););
+    ah_be_zero(e->be, din, (size_t)N * C);
     if (is_llama(e))
-        KT(K_NORM, ah_rmsnorm_bwd(din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););
+        KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););
     else
-        KT(K_NORM, ah_layernorm_bwd(din, G(L, H_NW), G(L, H_NB), dnf, x_in, P(L, H_NW), mean, rstd, N, C););
-    free(dlogits);
-    free(dnf);
+        KT(K_NORM,
+           BK(e, layernorm_bwd, din, G(L, H_NW), G(L, H_NB), dnf, x_in, P(L, H_NW), mean, rstd, N, C););
+    dfree(e, dlogits);
+    dfree(e, dnf);
 }
 
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout,
-                       float *din, float loss_scale, ah_eng_acts *acts) {
+int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+                       float loss_scale, ah_eng_acts *acts) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
-    float *cur = xcalloc(NC, sizeof(float)), *nxt = xcalloc(NC, sizeof(float));
-    if (dout)
-        memcpy(cur, dout, NC * sizeof(float));
+    ah_dptr cur = dalloc(e, NC), nxt = dalloc(e, NC);
+    ah_dptr dtok = e->first == 0 ? upload_ids(e, tokens) : NOBUF;
+    ah_dptr dtgt = ah_model_layer_kind(&e->cfg, e->last - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
+    if (!ah_dptr_is_null(dout))
+        ah_be_copy(e->be, cur, dout, NC);
     for (int l = e->last - 1; l >= e->first; l--) {
         ah_eng_layer *L = &e->layers[l - e->first];
         ah_eng_acts *a = &acts[l - e->first];
         if (L->kind == AH_LAYER_HEAD) {
-            head_bwd(e, L, targets, cur, loss_scale, a);
+            head_bwd(e, L, dtgt, cur, loss_scale, a);
         } else if (L->kind == AH_LAYER_EMBED) {
-            ah_embedding_bwd(G(L, E_WTE), is_llama(e) ? NULL : G(L, E_WPE), cur, tokens, e->B * e->T, e->T,
-                             e->cfg.hidden);
+            BK(e, embedding_bwd, G(L, E_WTE), is_llama(e) ? NOBUF : G(L, E_WPE), cur, dtok, e->B * e->T, e->T,
+               e->cfg.hidden);
         } else {
             if (is_llama(e))
                 llama_block_bwd(e, L, cur, nxt, a);
             else
                 gpt_block_bwd(e, L, cur, nxt, a);
-            float *t = cur;
+            ah_dptr t = cur;
             cur = nxt;
             nxt = t;
         }
-        free(a->buf);
-        a->buf = NULL;
+        dfree(e, a->buf);
+        a->buf = NOBUF;
     }
-    if (din && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
-        memcpy(din, cur, NC * sizeof(float));
-    free(cur);
-    free(nxt);
+    if (!ah_dptr_is_null(din) && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
+        ah_be_copy(e->be, din, cur, NC);
+    dfree(e, cur);
+    dfree(e, nxt);
+    dfree(e, dtok);
+    dfree(e, dtgt);
     return 0;
+}
+
+/* ---- state for the executor: transports, tied copies, norm, update, I/O ---- */
+
+void ah_engine_sync(ah_engine_model *e) {
+    ah_be_sync(e->be);
+}
+
+static const ah_eng_layer *held(const ah_engine_model *e, int l) {
+    return &e->layers[l - e->first];
+}
+
+ah_dptr ah_engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which) {
+    const ah_eng_layer *L = held(e, l);
+    switch (which) {
+    case AH_STATE_GRAD:
+        return L->grad;
+    case AH_STATE_ADAM_M:
+        return L->m;
+    case AH_STATE_ADAM_V:
+        return L->v;
+    default:
+        return L->param;
+    }
+}
+
+size_t ah_engine_layer_floats(const ah_engine_model *e, int l) {
+    return held(e, l)->n;
+}
+
+void ah_engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst) {
+    ah_be_to_host(e->be, dst, ah_engine_layer_state(e, l, which), held(e, l)->n);
+}
+
+void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src) {
+    const ah_tensor_info *ti = &held(e, l)->t[tensor];
+    ah_be_to_device(e->be, ah_dptr_at(ah_engine_layer_state(e, l, which), ti->offset), src, ti->size);
+}
+
+size_t ah_engine_tied_size(const ah_engine_model *e) {
+    return (size_t)e->cfg.vocab * e->cfg.hidden;
+}
+
+ah_dptr ah_engine_tied_grad(const ah_engine_model *e, int head) {
+    const ah_eng_layer *L = held(e, head ? e->last - 1 : e->first);
+    return G(L, head ? H_LM : E_WTE);
+}
+
+void ah_engine_tied_sum_local(ah_engine_model *e) {
+    ah_dptr emb = ah_engine_tied_grad(e, 0), head = ah_engine_tied_grad(e, 1);
+    size_t n = ah_engine_tied_size(e);
+    BK(e, add, emb, head, n);
+    ah_be_copy(e->be, head, emb, n);
+}
+
+void ah_engine_tied_add(ah_engine_model *e, int head, ah_dptr other) {
+    /* x + y == y + x in IEEE arithmetic: both sides get the same sum */
+    BK(e, add, ah_engine_tied_grad(e, head), other, ah_engine_tied_size(e));
+}
+
+double ah_engine_grad_sumsq(const ah_engine_model *e) {
+    double s = 0;
+    for (int l = e->first; l < e->last; l++) {
+        const ah_eng_layer *L = held(e, l);
+        for (int i = 0; i < L->n_tensors; i++) {
+            if (L->t[i].replicated && e->tp_rank != 0)
+                continue;
+            if (L->kind == AH_LAYER_HEAD && i == H_LM && e->cfg.tied_embeddings)
+                continue;
+            s += BK(e, sumsq, G(L, i), L->t[i].size);
+        }
+    }
+    return s;
+}
+
+void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc) {
+    for (int l = e->first; l < e->last; l++) {
+        const ah_eng_layer *L = held(e, l);
+        if (clip != 1.0f)
+            BK(e, scale, L->grad, clip, L->n);
+        for (int i = 0; i < L->n_tensors; i++) {
+            const ah_tensor_info *ti = &L->t[i];
+            BK(e, adamw, ah_dptr_at(L->param, ti->offset), ah_dptr_at(L->grad, ti->offset),
+               ah_dptr_at(L->m, ti->offset), ah_dptr_at(L->v, ti->offset), ti->size, lr, t, oc, ti->decay);
+        }
+    }
 }
 
 double ah_engine_forward_flops(const ah_engine_model *e) {

@@ -15,11 +15,15 @@
 #include <stdint.h>
 
 #include "autohet/model.h"
+#include "engine/backend.h"
+#include "engine/optim.h"
 
 /* Communication hooks the model needs inside a layer (tensor parallelism).
- * NULL allreduce = single TP rank. */
+ * NULL allreduce = single TP rank. The model has synchronised its backend
+ * before the call; buf is a backend buffer of n floats (ah_dptr_transport
+ * gives its address for the transport). */
 typedef struct {
-    void (*allreduce)(float *buf, size_t n, void *ctx); /* sum over the TP group, in place */
+    void (*allreduce)(ah_dptr buf, size_t n, void *ctx); /* sum over the TP group, in place */
     void *ctx;
 } ah_tp_comm;
 
@@ -41,14 +45,14 @@ typedef struct {
     int index; /* global layer index */
     ah_layer_kind kind;
     size_t n; /* floats in the layer */
-    float *param, *grad, *m, *v;
+    ah_dptr param, grad, m, v; /* backend buffers of n floats: only model.c reads them */
     ah_tensor_info t[AH_MAX_TENSORS];
     int n_tensors;
 } ah_eng_layer;
 
 /* Saved activations of one micro-batch through one layer. */
 typedef struct {
-    float *buf; /* one allocation, sliced */
+    ah_dptr buf; /* one backend allocation, sliced */
     size_t n;
 } ah_eng_acts;
 
@@ -60,15 +64,17 @@ typedef struct {
     ah_eng_layer *layers;
     ah_tp_comm comm;
     float rope_theta;
-    /* scratch for one micro-batch (largest intermediate sizes) */
-    float *scratch;
-    size_t scratch_n;
+    const ah_backend *be; /* every buffer of the model lives on it */
 } ah_engine_model;
+
+/* Which buffer of a layer. */
+typedef enum { AH_STATE_PARAM = 0, AH_STATE_GRAD = 1, AH_STATE_ADAM_M = 2, AH_STATE_ADAM_V = 3 } ah_layer_state;
 
 /* Build the layers [first, last) of cfg for TP rank tp_rank of tp, micro-batch
  * B, sequence T, and (init != 0) initialise them from seed; without init the
- * parameters are zero, for state that is restored next. Returns 0, or -1 with
- * err (heads not divisible by tp, ...). */
+ * parameters are zero, for state that is restored next. The buffers live on
+ * ah_backend_default(). Returns 0, or -1 with err (heads not divisible by tp,
+ * an unknown backend, ...). */
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen);
 void ah_engine_model_free(ah_engine_model *e);
@@ -77,18 +83,20 @@ void ah_engine_zero_grads(ah_engine_model *e);
 int ah_engine_hidden(const ah_engine_model *e);
 
 /* Forward of the held layers for one micro-batch. The first held layer takes
- * `tokens` if it is the embedding, else `in` [B*T, C]. If the last held layer
- * is the head, targets are used and the summed token loss is written to *loss;
- * otherwise the hidden state is written to `out` [B*T, C]. acts receives one
- * entry per held layer (released by the backward). */
-int ah_engine_forward(ah_engine_model *e, const int *tokens, const float *in, const int *targets, float *out,
+ * `tokens` (host) if it is the embedding, else `in` [B*T, C] (a backend
+ * buffer). If the last held layer is the head, targets (host) are used and the
+ * summed token loss is written to *loss; otherwise the hidden state is written
+ * to the backend buffer `out` [B*T, C] (a null handle: not written). acts
+ * receives one entry per held layer (released by the backward). */
+int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
                       double *loss, ah_eng_acts *acts);
 /* Backward of the held layers for the same micro-batch: dout [B*T, C] unless
  * the last held layer is the head (then the loss gradient is seeded with
  * loss_scale per token); writes din [B*T, C] unless the first held layer is the
- * embedding. Gradients accumulate into the layers. Frees acts. */
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, const float *dout,
-                       float *din, float loss_scale, ah_eng_acts *acts);
+ * embedding (dout, din: backend buffers). Gradients accumulate into the
+ * layers. Frees acts. */
+int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+                       float loss_scale, ah_eng_acts *acts);
 void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts);
 
 /* Floats of layer l (global index) in an unsharded (TP=1) layer buffer. */
@@ -97,6 +105,37 @@ size_t ah_engine_layer_full_size(const ah_engine_model *e, int l);
  * (replicated tensors only when tp_rank == 0, so that summing the buffers of
  * a TP group yields the full layer). which: 0 params, 1 grads. */
 void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full);
+
+/* Waits for every operation issued on the model's backend (before a transport
+ * reads or writes one of its buffers). */
+void ah_engine_sync(ah_engine_model *e);
+/* Backend buffer of one state of held layer l (n = ah_engine_layer_floats),
+ * for a transport (the data-parallel gradient all-reduce). */
+ah_dptr ah_engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which);
+size_t ah_engine_layer_floats(const ah_engine_model *e, int l);
+/* Host copy of a whole state of held layer l (ah_engine_layer_floats floats). */
+void ah_engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst);
+/* Overwrite tensor `tensor` of state `which` of held layer l with
+ * t[tensor].size host floats (checkpoint restore). */
+void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src);
+
+/* Tied embeddings: floats of the tied matrix, and the gradient of the copy held
+ * here in the embedding (head 0) or in the head (head 1). */
+size_t ah_engine_tied_size(const ah_engine_model *e);
+ah_dptr ah_engine_tied_grad(const ah_engine_model *e, int head);
+/* Both copies held here: each becomes embedding + head. */
+void ah_engine_tied_sum_local(ah_engine_model *e);
+/* One copy held here (the head's if head): it becomes embedding + head, with
+ * `other` (a backend buffer) holding the other copy's gradient. */
+void ah_engine_tied_add(ah_engine_model *e, int head, ah_dptr other);
+
+/* Sum of squares of the gradients this model counts towards the global norm:
+ * replicated tensors only on TP rank 0, a tied head never (its embedding copy
+ * counts). */
+double ah_engine_grad_sumsq(const ah_engine_model *e);
+/* Scale every gradient by clip (skipped at 1) and take one AdamW step t
+ * (1-based) at learning rate lr, each tensor with its weight-decay flag. */
+void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc);
 
 /* Model FLOPs of one forward of the held layers' full (unsharded) math for one micro-batch (for MFU). */
 double ah_engine_forward_flops(const ah_engine_model *e);

@@ -1,0 +1,135 @@
+/* The compute backend seam of the training engine: a table of function
+ * pointers over opaque device buffers. model.c runs every layer through it;
+ * backend_cpu.c implements it with the CPU kernels of kernels.c, and a CUDA
+ * backend implements the same table in its own files (docs/engine.md,
+ * "Backend seam").
+ *
+ * Buffers: an ah_dptr is the address of device memory holding 4-byte elements
+ * (fp32 values, or int32 token ids). Its pointer type is incomplete, so host
+ * code can neither dereference it nor do arithmetic on it by accident; only a
+ * backend's own file turns it into something it reads. ah_dptr_at() offsets
+ * it by elements, ah_dptr_transport() yields the address to hand to a
+ * transport (MPI for the CPU backend, NCCL for CUDA).
+ *
+ * Ordering: every operation of a backend instance is issued on its one
+ * ordered queue (a CUDA stream), in program order. to_host returns when the
+ * data is in host memory; sync waits for every operation issued so far. Sync
+ * before a transport touches a buffer (the CPU backend runs synchronously and
+ * its sync returns at once). Kernels follow kernels.h: same arguments, same
+ * math, with ah_dptr for every array. */
+#ifndef AUTOHET_ENGINE_BACKEND_H
+#define AUTOHET_ENGINE_BACKEND_H
+#include <stddef.h>
+
+#include "engine/optim.h"
+
+typedef struct ah_dmem ah_dmem; /* never defined: device memory is not host memory */
+typedef struct {
+    ah_dmem *p;
+} ah_dptr;
+
+/* Bytes of one buffer element (fp32 or int32). */
+#define AH_DELEM 4
+
+static inline ah_dptr ah_dptr_null(void) {
+    return (ah_dptr){NULL};
+}
+static inline int ah_dptr_is_null(ah_dptr d) {
+    return d.p == NULL;
+}
+/* d advanced by n elements (the address of element n of the buffer at d). */
+static inline ah_dptr ah_dptr_at(ah_dptr d, size_t n) {
+    return (ah_dptr){(ah_dmem *)(void *)((char *)(void *)d.p + n * AH_DELEM)};
+}
+/* The address of d for a transport (MPI, NCCL) that moves the buffer's bytes.
+ * The caller never dereferences it: on a GPU backend it is device memory. */
+static inline void *ah_dptr_transport(ah_dptr d) {
+    return (void *)d.p;
+}
+
+typedef struct ah_backend ah_backend;
+struct ah_backend {
+    const char *name;
+    void *ctx; /* the backend's own state (device, stream, library handles) */
+
+    /* ---- memory: n counts elements of AH_DELEM bytes ---- */
+    ah_dptr (*alloc)(void *ctx, size_t n); /* zero-filled; aborts when out of memory */
+    void (*free)(void *ctx, ah_dptr d);    /* a null handle is ignored */
+    void (*zero)(void *ctx, ah_dptr d, size_t n);
+    void (*to_device)(void *ctx, ah_dptr dst, const void *src, size_t n);
+    void (*to_host)(void *ctx, void *dst, ah_dptr src, size_t n);
+    void (*copy)(void *ctx, ah_dptr dst, ah_dptr src, size_t n);
+    void (*sync)(void *ctx);
+
+    /* ---- kernels (kernels.h): a null handle where kernels.h allows NULL ---- */
+    void (*linear_fwd)(void *ctx, ah_dptr out, ah_dptr inp, ah_dptr w, ah_dptr bias, int N, int K, int M);
+    void (*linear_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah_dptr dout, ah_dptr inp,
+                       ah_dptr w, int N, int K, int M);
+    void (*embedding_fwd)(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T, int C);
+    void (*embedding_bwd)(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout, ah_dptr tok, int N, int T,
+                          int C);
+    void (*layernorm_fwd)(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
+                          ah_dptr b, int N, int C);
+    void (*layernorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
+                          ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C);
+    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C);
+    void (*rmsnorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
+                        ah_dptr rstd, int N, int C);
+    void (*gelu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);
+    void (*gelu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n);
+    void (*swiglu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, int N, int F);
+    void (*swiglu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int F);
+    void (*rope_fwd)(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta);
+    void (*rope_bwd)(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta);
+    void (*attention_fwd)(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
+                          int Hq, int Hkv, int D);
+    void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
+                          ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D);
+    /* returns the summed loss: a synchronising read on an asynchronous backend */
+    double (*crossentropy_fwd)(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
+                               int N, int V);
+    void (*crossentropy_bwd)(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V,
+                             float scale);
+    void (*add_bias_rows)(void *ctx, ah_dptr x, ah_dptr b, int N, int C);
+    void (*bias_grad_acc)(void *ctx, ah_dptr db, ah_dptr d, int N, int C);
+
+    /* ---- elementwise, reductions, optimizer ---- */
+    void (*add)(void *ctx, ah_dptr y, ah_dptr x, size_t n); /* y += x (the tied-gradient sum) */
+    void (*scale)(void *ctx, ah_dptr y, float a, size_t n); /* y *= a (clipping) */
+    double (*sumsq)(void *ctx, ah_dptr x, size_t n);       /* as ah_sumsq: synchronising */
+    void (*adamw)(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
+                  const ah_optim_config *c, int decay); /* as ah_adamw_update */
+};
+
+/* The backend registered under name ("cpu"; "cuda" where built), or NULL. */
+const ah_backend *ah_backend_get(const char *name);
+/* The engine's backend: $AUTOHET_BACKEND if set, else "cpu"; NULL (with a
+ * one-line reason in err) for an unknown name. */
+const ah_backend *ah_backend_default(char *err, size_t errlen);
+/* The CPU backend (backend_cpu.c). */
+const ah_backend *ah_backend_cpu(void);
+
+/* Short forms of the memory operations. */
+static inline ah_dptr ah_be_alloc(const ah_backend *be, size_t n) {
+    return be->alloc(be->ctx, n);
+}
+static inline void ah_be_free(const ah_backend *be, ah_dptr d) {
+    be->free(be->ctx, d);
+}
+static inline void ah_be_zero(const ah_backend *be, ah_dptr d, size_t n) {
+    be->zero(be->ctx, d, n);
+}
+static inline void ah_be_to_device(const ah_backend *be, ah_dptr dst, const void *src, size_t n) {
+    be->to_device(be->ctx, dst, src, n);
+}
+static inline void ah_be_to_host(const ah_backend *be, void *dst, ah_dptr src, size_t n) {
+    be->to_host(be->ctx, dst, src, n);
+}
+static inline void ah_be_copy(const ah_backend *be, ah_dptr dst, ah_dptr src, size_t n) {
+    be->copy(be->ctx, dst, src, n);
+}
+static inline void ah_be_sync(const ah_backend *be) {
+    be->sync(be->ctx);
+}
+
+#endif

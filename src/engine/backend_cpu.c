@@ -1,0 +1,199 @@
+/* The CPU backend: the ah_backend table over host memory, with the kernels of
+ * kernels.c and the optimizer of optim.c (see backend.h). It runs every
+ * operation synchronously, so its queue is always drained. This is the one
+ * file where an ah_dptr becomes a float pointer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/backend.h"
+#include "engine/kernels.h"
+#include "engine/optim.h"
+
+static float *F(ah_dptr d) {
+    return (float *)(void *)d.p;
+}
+static int *I(ah_dptr d) {
+    return (int *)(void *)d.p;
+}
+
+static ah_dptr cpu_alloc(void *ctx, size_t n) {
+    (void)ctx;
+    void *p = calloc(n ? n : 1, AH_DELEM);
+    if (p == NULL) {
+        fprintf(stderr, "autohet cpu backend: out of memory (%zu bytes)\n", n * AH_DELEM);
+        abort();
+    }
+    return (ah_dptr){(ah_dmem *)p};
+}
+static void cpu_free(void *ctx, ah_dptr d) {
+    (void)ctx;
+    free(d.p);
+}
+static void cpu_zero(void *ctx, ah_dptr d, size_t n) {
+    (void)ctx;
+    memset(d.p, 0, n * AH_DELEM);
+}
+static void cpu_to_device(void *ctx, ah_dptr dst, const void *src, size_t n) {
+    (void)ctx;
+    memcpy(dst.p, src, n * AH_DELEM);
+}
+static void cpu_to_host(void *ctx, void *dst, ah_dptr src, size_t n) {
+    (void)ctx;
+    memcpy(dst, src.p, n * AH_DELEM);
+}
+static void cpu_copy(void *ctx, ah_dptr dst, ah_dptr src, size_t n) {
+    (void)ctx;
+    memmove(dst.p, src.p, n * AH_DELEM);
+}
+static void cpu_sync(void *ctx) {
+    (void)ctx; /* every operation has completed when it returns */
+}
+
+static void cpu_linear_fwd(void *ctx, ah_dptr out, ah_dptr inp, ah_dptr w, ah_dptr bias, int N, int K, int M) {
+    (void)ctx;
+    ah_linear_fwd(F(out), F(inp), F(w), F(bias), N, K, M);
+}
+static void cpu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah_dptr dout, ah_dptr inp,
+                           ah_dptr w, int N, int K, int M) {
+    (void)ctx;
+    ah_linear_bwd(F(dinp), F(dw), F(dbias), F(dout), F(inp), F(w), N, K, M);
+}
+static void cpu_embedding_fwd(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T,
+                              int C) {
+    (void)ctx;
+    ah_embedding_fwd(F(out), I(tok), F(wte), F(wpe), N, T, C);
+}
+static void cpu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout, ah_dptr tok, int N, int T,
+                              int C) {
+    (void)ctx;
+    ah_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C);
+}
+static void cpu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
+                              ah_dptr b, int N, int C) {
+    (void)ctx;
+    ah_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C);
+}
+static void cpu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
+                              ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
+    (void)ctx;
+    ah_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C);
+}
+static void cpu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C) {
+    (void)ctx;
+    ah_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C);
+}
+static void cpu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
+                            ah_dptr rstd, int N, int C) {
+    (void)ctx;
+    ah_rmsnorm_bwd(F(dinp), F(dw), F(dout), F(inp), F(w), F(rstd), N, C);
+}
+static void cpu_gelu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_gelu_fwd(F(out), F(inp), n);
+}
+static void cpu_gelu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_gelu_bwd(F(dinp), F(dout), F(inp), n);
+}
+static void cpu_swiglu_fwd(void *ctx, ah_dptr out, ah_dptr inp, int N, int Fn) {
+    (void)ctx;
+    ah_swiglu_fwd(F(out), F(inp), N, Fn);
+}
+static void cpu_swiglu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int Fn) {
+    (void)ctx;
+    ah_swiglu_bwd(F(dinp), F(dout), F(inp), N, Fn);
+}
+static void cpu_rope_fwd(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta) {
+    (void)ctx;
+    ah_rope_fwd(F(x), N, T, H, D, theta);
+}
+static void cpu_rope_bwd(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta) {
+    (void)ctx;
+    ah_rope_bwd(F(dx), N, T, H, D, theta);
+}
+static void cpu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B,
+                              int T, int Hq, int Hkv, int D) {
+    (void)ctx;
+    ah_attention_fwd(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
+}
+static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
+                              ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D) {
+    (void)ctx;
+    ah_attention_bwd(F(dq), F(dk), F(dv), F(dout), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
+}
+static double cpu_crossentropy_fwd(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
+                                   int N, int V) {
+    (void)ctx;
+    return ah_crossentropy_fwd(F(losses), F(probs), F(logits), I(targets), N, V);
+}
+static void cpu_crossentropy_bwd(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V,
+                                 float scale) {
+    (void)ctx;
+    ah_crossentropy_bwd(F(dlogits), F(probs), I(targets), N, V, scale);
+}
+static void cpu_add_bias_rows(void *ctx, ah_dptr x, ah_dptr b, int N, int C) {
+    (void)ctx;
+    ah_add_bias_rows(F(x), F(b), N, C);
+}
+static void cpu_bias_grad_acc(void *ctx, ah_dptr db, ah_dptr d, int N, int C) {
+    (void)ctx;
+    ah_bias_grad_acc(F(db), F(d), N, C);
+}
+static void cpu_add(void *ctx, ah_dptr y, ah_dptr x, size_t n) {
+    (void)ctx;
+    ah_add_inplace(F(y), F(x), n);
+}
+static void cpu_scale(void *ctx, ah_dptr y, float a, size_t n) {
+    (void)ctx;
+    ah_scale_inplace(F(y), a, n);
+}
+static double cpu_sumsq(void *ctx, ah_dptr x, size_t n) {
+    (void)ctx;
+    return ah_sumsq(F(x), n);
+}
+static void cpu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
+                      const ah_optim_config *c, int decay) {
+    (void)ctx;
+    ah_adamw_update(F(param), F(grad), F(m), F(v), n, lr, t, c, decay);
+}
+
+static const ah_backend cpu_backend = {
+    .name = "cpu",
+    .ctx = NULL,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .to_device = cpu_to_device,
+    .to_host = cpu_to_host,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+    .linear_fwd = cpu_linear_fwd,
+    .linear_bwd = cpu_linear_bwd,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .rmsnorm_fwd = cpu_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .rope_fwd = cpu_rope_fwd,
+    .rope_bwd = cpu_rope_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .crossentropy_fwd = cpu_crossentropy_fwd,
+    .crossentropy_bwd = cpu_crossentropy_bwd,
+    .add_bias_rows = cpu_add_bias_rows,
+    .bias_grad_acc = cpu_bias_grad_acc,
+    .add = cpu_add,
+    .scale = cpu_scale,
+    .sumsq = cpu_sumsq,
+    .adamw = cpu_adamw,
+};
+
+const ah_backend *ah_backend_cpu(void) {
+    return &cpu_backend;
+}
