@@ -1,5 +1,6 @@
-/* libFuzzer: Chrome traces of train --trace, through `autohet analyze FILE
- * --json OUT` itself (its parser lives in the command); its stdout goes to
+/* libFuzzer: Chrome traces of train / simulate --trace, through `autohet
+ * analyze FILE --sim FILE --json OUT` itself: the reader, the analysis and the
+ * comparison of src/trace/ (autohet/trace_analysis.h); stdout goes to
  * /dev/null. */
 #include "fuzz_common.h"
 
@@ -17,5 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(out, sizeof out, "%s/analysis.json", fuzz_dir());
     char *argv[] = {"analyze", (char *)path, "--json", out, NULL};
     cmd_analyze(4, argv);
+    char *argv_sim[] = {"analyze", (char *)path, "--sim", (char *)path, "--json", out, NULL};
+    cmd_analyze(6, argv_sim);
     return 0;
 }

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # autohet analyze: on a hand-built trace the compute / exposed-communication /
 # idle split and the skew / transfer split of a collective equal the values
-# worked out by hand; on a real 4-rank traced run (2 asymmetric replicas) the
-# three parts sum to the span on every rank, compute equals the sum of the
-# compute events, every call site appears, and the alpha-beta prediction comes
-# from a comm profile; bad traces exit 2 with a message naming the file.
+# worked out by hand, and a hand-built measured trace against a hand-built
+# simulated one gives the worked-out comparison per rank, op kind and bucket;
+# a real simulator trace is analysed like an engine trace; on a real 4-rank
+# traced run (2 asymmetric replicas) the parts sum to the span on every rank,
+# compute equals the sum of the compute events, every call site appears, sends
+# are linked to their receives by flow events, the alpha-beta prediction comes
+# from a comm profile, and `--sim` of `autohet simulate --trace` of the same
+# plan compares rank by rank; bad traces exit 2 with a message naming the file.
 . "$(dirname "$0")/common.sh"
 
-"$BIN" analyze --help | grep -q usage || fail "analyze --help"
+"$BIN" analyze --help >"$TMP/help.out" || fail "analyze --help"
+grep -q usage "$TMP/help.out" || fail "analyze --help: no usage"
+for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --help; do
+  grep -qE -- "^  (-h, )?$f " "$TMP/help.out" || fail "analyze --help does not describe $f"
+done
 
 # hand-built: span [0, 30] us. rank 0 computes [0,10], all-reduces [5,20] (5 us
 # hidden under compute) and waits in a receive [18,26] (2 us under the all-reduce):
@@ -37,6 +45,49 @@ jq -e 'def near(a; b): ((a - b) | fabs) < 1e-12;
 jq -e '.sites[] | select(.site == "dp_allreduce layers 0-1") | .calls == 2 and .instances == 1 and .skew_us == 7.5
        and .transfer_us == 15 and ((.busbw_GBps - 0.1) | fabs) < 1e-12' "$TMP/hand.out.json" >/dev/null \
   || fail "hand-built: skew/transfer/busbw of the collective"
+
+# hand-built measured vs simulated, one step of 2 ranks (times in us):
+#   measured  rank 0: forward [0,10], bucket all-reduce [10,20], optimizer [20,30]
+#             rank 1: forward [0,20], bucket all-reduce [20,25], optimizer [25,30]
+#   simulated rank 0: forward [0,5],  all-reduce [5,10], optimizer [10,15]; rank 1 the same
+# iteration 30 vs 15 us (-50 %); rank 0 forward 10 vs 5 us (-50 %), compute 20 vs 10 us;
+# rank 1 forward 20 vs 5 us (-75 %); bucket layers 0-1: mean of (10, 5) = 7.5 vs 5 us (-1/3).
+ev() { # pid kind ts dur [layers]
+  local ly=${5:-"-1,-1"}
+  printf '{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":0,"ts":%s,"dur":%s,"args":{"kind":"%s","site":"%s","layers":[%s],"bucket":0,"ranks":2,"group":0,"seq":0}}' \
+    "$2" "$([ "$2" = dp_allreduce ] && echo communication || echo compute)" "$1" "$3" "$4" "$2" "$2" "$ly"
+}
+{ echo '{"traceEvents":['; ev 0 forward 0 10; echo ,; ev 0 dp_allreduce 10 10 0,2; echo ,; ev 0 optimizer 20 10; echo ,
+  ev 1 forward 0 20; echo ,; ev 1 dp_allreduce 20 5 0,2; echo ,; ev 1 optimizer 25 5
+  echo '],"otherData":{"format":"autohet-trace","source":"engine"}}'; } >"$TMP/hm.json"
+{ echo '{"traceEvents":['; for r in 0 1; do ev $r forward 0 5; echo ,; ev $r dp_allreduce 5 5 0,2; echo ,; ev $r optimizer 10 5
+    [ $r = 0 ] && echo ,; done
+  echo '],"otherData":{"format":"autohet-trace","source":"simulator"}}'; } >"$TMP/hs.json"
+"$BIN" analyze "$TMP/hm.json" --sim "$TMP/hs.json" --json "$TMP/hc.json" >"$TMP/hc.out" 2>&1 \
+  || { cat "$TMP/hc.out"; fail "hand-built --sim"; }
+jq -e 'def near(a; b): ((a - b) | fabs) < 1e-12; .prediction as $p |
+       near($p.iteration_measured_s; 30e-6) and near($p.iteration_simulated_s; 15e-6) and near($p.iteration_error; -0.5)
+       and near($p.ranks[0].compute_measured_s; 20e-6) and near($p.ranks[0].compute_simulated_s; 10e-6)
+       and ($p.ranks[0].kinds[] | select(.kind == "forward") | near(.time_measured_s; 10e-6) and near(.time_error; -0.5))
+       and ($p.ranks[1].kinds[] | select(.kind == "forward") | near(.time_measured_s; 20e-6) and near(.time_error; -0.75))
+       and ($p.buckets | length) == 1 and $p.buckets[0].site == "dp_allreduce layers 0-1"
+       and near($p.buckets[0].time_measured_s; 7.5e-6) and near($p.buckets[0].time_simulated_s; 5e-6)
+       and near($p.buckets[0].time_error; 5 / 7.5 - 1) and ($p.buckets[0].ranks | length) == 2' "$TMP/hc.json" >/dev/null \
+  || fail "hand-built --sim: per rank / kind / bucket values"
+grep -q "per op kind" "$TMP/hc.out" && grep -q "gradient bucket" "$TMP/hc.out" || fail "hand-built --sim: tables missing"
+{ echo '{"traceEvents":['; ev 0 forward 0 5; echo ,; ev 0 optimizer 5 5; echo '],"otherData":{"source":"simulator"}}'; } >"$TMP/hs1.json"
+"$BIN" analyze "$TMP/hm.json" --sim "$TMP/hs1.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "hs1.json" "$TMP/o"; } || fail "--sim with another number of ranks: rc $rc"
+
+# a real simulator trace reads like an engine trace: one process per engine rank, parts sum to the span
+"$BIN" simulate "$PLANS/tiny-asym.json" --quiet --trace "$TMP/simt.json" --json "$TMP/sim.json" || fail "simulate --trace tiny-asym"
+"$BIN" analyze "$TMP/simt.json" --json "$TMP/sa.json" >"$TMP/sa.out" 2>&1 || { cat "$TMP/sa.out"; fail "analyze of a simulator trace"; }
+jq -e --slurpfile s "$TMP/sim.json" '.steps == 1 and (.ranks | length) == ($s[0].gpus | length)
+       and all(.ranks[]; ((.compute_s + .exposed_comm_s + .bubble_s + .other_s - .wall_s) | fabs) <= 1e-9)
+       and ((.iteration_s - $s[0].iteration_time_s) | fabs) <= 1e-6 * $s[0].iteration_time_s
+       and (.buckets | length) == ($s[0].buckets | length)
+       and ([.sites[] | select(.site | startswith("dp_allreduce"))] | all(.instances > 0))' "$TMP/sa.json" >/dev/null \
+  || fail "analyze of a simulator trace: ranks, steps, parts, buckets"
 
 # a real traced run (the asymmetric plan: replica 0 = one rank, replica 1 = three stages, so some ranks wait in receives)
 timeout 300 mpirun -np 4 --bind-to none "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 3 --seed 3 \
@@ -73,28 +124,44 @@ jq -e '.steps == 1 and all(.ranks[]; ((.compute_s + .exposed_comm_s + .bubble_s 
 "$BIN" analyze "$TMP/t.json" --skip-steps 2 >"$TMP/o" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--skip-steps 2 of 2 steps: rc $rc"
 
-# measured vs the simulator's prediction for the same plan
-"$BIN" simulate "$PLANS/tiny-asym.json" --quiet --json "$TMP/sim.json" || fail "simulate tiny-asym"
-"$BIN" analyze "$TMP/t.json" --sim "$TMP/sim.json" --json "$TMP/as.json" >"$TMP/as.out" 2>&1 \
+# sends are linked to their receives: every flow start has one end with the same id
+jq -e '[.traceEvents[] | select(.ph == "s")] as $s | [.traceEvents[] | select(.ph == "f")] as $f
+       | ($s | length) > 0 and ($s | length) == ($f | length) and ([$s[].id] | sort) == ([$f[].id] | sort)' "$TMP/t.json" \
+  >/dev/null || fail "engine trace: flow events send -> receive"
+jq -e '[.traceEvents[] | select(.ph == "M" and .name == "process_name") | .args.name]
+       | length == 4 and all(.[]; test("^rank [0-3] \\(replica [01], stage [0-2], tp 0\\)"))' "$TMP/t.json" >/dev/null \
+  || fail "engine trace: one process per rank, named after its slot"
+
+# measured vs the simulator's trace of the same plan, rank by rank
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/simt.json" --json "$TMP/as.json" >"$TMP/as.out" 2>&1 \
   || { cat "$TMP/as.out"; fail "analyze --sim"; }
 grep -q "measured vs simulated" "$TMP/as.out" || fail "--sim: no comparison table"
-jq -e --slurpfile s "$TMP/sim.json" '.prediction as $p | ($p.ranks | length) == 4
-       and (($p.iteration_simulated_s - $s[0].iteration_time_s) | fabs) <= 1e-12
+jq -e --slurpfile s "$TMP/sa.json" '.prediction as $p | ($p.ranks | length) == 4
+       and (($p.iteration_simulated_s - $s[0].iteration_s) | fabs) <= 1e-12
        and (($p.iteration_error - ($p.iteration_simulated_s / $p.iteration_measured_s - 1)) | fabs) < 1e-9
-       and all($p.ranks[]; . as $q | (($q.compute_simulated_s - $s[0].gpus[$q.rank].compute_s) | fabs) <= 1e-12
+       and all($p.ranks[]; . as $q | (($q.compute_simulated_s - $s[0].ranks[$q.rank].compute_s) | fabs) <= 1e-12
                and $q.compute_measured_s > 0
-               and (($q.compute_error - ($q.compute_simulated_s / $q.compute_measured_s - 1)) | fabs) < 1e-9)
+               and (($q.compute_error - ($q.compute_simulated_s / $q.compute_measured_s - 1)) | fabs) < 1e-9
+               and ([$q.kinds[] | select(.kind == "forward" or .kind == "backward")
+                     | .time_measured_s > 0 and .time_simulated_s > 0] | length == 2 and all))
        and ($p.buckets | length) == ($s[0].buckets | length)
-       and all($p.buckets[]; .measured_s > 0 and .simulated_s > 0)' "$TMP/as.json" >/dev/null \
-  || fail "--sim: per-rank / per-bucket comparison"
+       and all($p.buckets[]; .time_measured_s > 0 and .time_simulated_s > 0)' "$TMP/as.json" >/dev/null \
+  || fail "--sim: per-rank / per-kind / per-bucket comparison"
 "$BIN" plan --model tiny-gpt --cluster 1x1xcpu --global-batch 8 --micro-batch 2 --seq 64 --quiet --json "$TMP/one.json" \
-  && "$BIN" simulate "$TMP/one.json" --quiet --json "$TMP/sim1.json" || fail "one-rank plan"
+  && "$BIN" simulate "$TMP/one.json" --quiet --trace "$TMP/sim1.json" || fail "one-rank plan"
 "$BIN" analyze "$TMP/t.json" --sim "$TMP/sim1.json" >"$TMP/o" 2>&1; rc=$?
 { [ $rc -eq 2 ] && grep -q "sim1.json" "$TMP/o"; } || fail "--sim of another plan (1 rank): rc $rc, $(cat "$TMP/o")"
 "$BIN" analyze "$TMP/t.json" --sim "$TMP/t.json" >"$TMP/o" 2>&1; rc=$?
-[ $rc -eq 2 ] || fail "--sim with a trace instead of a simulation: rc $rc"
+[ $rc -eq 2 ] || fail "--sim with a measured trace instead of a simulation: rc $rc"
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/sim.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "simulate PLAN --trace" "$TMP/o"; } || fail "--sim with the simulator's --json summary: rc $rc"
 xmllint --noout "$TMP/a.svg" 2>/dev/null || fail "SVG is not well-formed XML"
 grep -q "rank 3" "$TMP/a.svg" || fail "SVG lacks a row per rank"
+[ "$(grep -c ' ms</text>' "$TMP/a.svg")" -eq 4 ] || fail "SVG: no values next to the bars"
+grep -q '%</text>' "$TMP/a.svg" || fail "SVG: no values on the bars"
+cp "$TMP/t.json" "$TMP/a&<b>.json"
+"$BIN" analyze "$TMP/a&<b>.json" --svg "$TMP/esc.svg" --top 0 >/dev/null 2>&1 || fail "analyze of a path with & < >"
+xmllint --noout "$TMP/esc.svg" 2>/dev/null && grep -q 'a&amp;&lt;b&gt;.json' "$TMP/esc.svg" || fail "SVG: text not escaped"
 
 # OTF2 export: every event of the Chrome trace becomes an Enter/Leave pair that otf2-print reads back
 "$BIN" analyze "$TMP/t.json" --otf2 "$TMP/otf" --top 0 >"$TMP/o" 2>&1; rc=$?
@@ -108,7 +175,8 @@ else
   [ "$(grep -c '^ENTER' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: ENTER records != $nx events"
   [ "$(grep -c '^LEAVE' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: LEAVE records != $nx events"
   grep -q 'Region: "dp_allreduce layers' "$TMP/otf.txt" || fail "OTF2: no all-reduce region"
-  [ "$(otf2-print -G "$TMP/otf/trace.otf2" | grep -c '^LOCATION ')" -eq 8 ] || fail "OTF2: expected 8 locations (4 ranks x 2)"
+  nt=$(jq '[.traceEvents[] | select(.ph == "X") | [.pid, .tid]] | unique | length' "$TMP/t.json")
+  [ "$(otf2-print -G "$TMP/otf/trace.otf2" | grep -c '^LOCATION ')" -eq "$nt" ] || fail "OTF2: expected $nt locations (one per thread)"
 fi
 
 # bad input

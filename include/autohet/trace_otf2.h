@@ -6,22 +6,18 @@
 
 #include <stddef.h>
 
-/* one timed operation of one rank */
-typedef struct {
-    int rank;
-    int comm; /* 0 = compute stream, 1 = communication stream */
-    double ts_us, dur_us;
-    const char *region; /* call site: "forward", "dp_allreduce layers 0-3", ... */
-} ah_trace_span;
+#include "autohet/trace.h"
 
 /* 1 when this build can write OTF2 */
 int ah_trace_otf2_available(void);
 
-/* Writes DIR/NAME.otf2 (+ DIR/NAME/ and NAME.def): one location group per rank,
- * two locations (compute, communication), one region per distinct call site,
- * an Enter/Leave pair per span; time unit 1 ns from the earliest span.
- * Returns 0, or -1 with a one-line message in err. */
-int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *spans, int n, int ranks,
+/* Writes the trace records as DIR/NAME.otf2 (+ DIR/NAME/ and NAME.def): one
+ * location group per rank, one location per thread of the Chrome trace
+ * (stream and lane: compute, tp, p2p, dp, "p2p #2"...), one region per
+ * distinct call site (ah_trace_site_name), an Enter/Leave pair per record;
+ * time unit 1 ns from the earliest record. Records of ranks outside
+ * [0, ranks) are refused. Returns 0, or -1 with a one-line message in err. */
+int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
                         char *err, size_t errlen);
 
 #endif

@@ -19,36 +19,32 @@
 #include "autohet/schedule.h"
 #include "util/errors.h"
 
-static const char *ev_names[EV_KINDS] = {"forward",       "backward",  "optimizer",    "recv_activation",
-                                         "recv_gradient", "send_wait", "dp_allreduce", "tp_allreduce",
-                                         "tied_sync",     "step_sync"};
-
-static void rec(ah_executor *x, int kind, double t0, double t1, int mb, int site, double bytes, int ranks,
-                int group) {
-    if (!x->tracing)
-        return;
-    if (x->n_ev == x->cap_ev) {
-        x->cap_ev = x->cap_ev ? 2 * x->cap_ev : 1024;
-        x->ev = realloc(x->ev, sizeof(trace_ev) * (size_t)x->cap_ev);
-        if (!x->ev)
-            abort();
+/* Records one operation of this rank (no-op unless tracing): a store after
+ * the caller's two clock reads. group: the communicator's lowest rank. */
+static ah_trace_event *rec(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
+                           double bytes, int ranks, int group, int peer) {
+    ah_trace_event *e = ah_trace_record(&x->trace, kind, t0, t1, site, mb);
+    if (e) {
+        e->bytes = bytes;
+        e->ranks = ranks;
+        e->group = group;
+        e->peer = peer;
     }
-    int sidx = site >= 0 && site < 64 ? site : 63;
-    x->ev[x->n_ev++] = (trace_ev){t0, t1, kind, mb, site, x->site_seq[sidx]++, ranks, group, -1, -1, bytes};
+    return e;
 }
 
 /* time an expression and record it */
-#define TRACED(x, kind, mb, site, bytes, ranks, group, stmt)                                                 \
+#define TRACED(x, kind, mb, site, bytes, ranks, group, peer, stmt)                                         \
     do {                                                                                                     \
-        double tq0_ = (x)->tracing ? MPI_Wtime() : 0;                                                        \
+        double tq0_ = (x)->trace.on ? MPI_Wtime() : 0;                                                       \
         stmt;                                                                                                \
-        if ((x)->tracing)                                                                                    \
-            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group));                    \
+        if ((x)->trace.on)                                                                                   \
+            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group), (peer));            \
     } while (0)
 
 static void tp_allreduce_cb(ah_dptr buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
-    TRACED(x, EV_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank,
+    TRACED(x, AH_TRACE_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
            MPI_Allreduce(MPI_IN_PLACE, ah_dptr_transport(buf), (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
 }
 
@@ -242,7 +238,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
         for (int j = 0; j < p->replicas[k].n_stages; j++)
             for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
                 holder[l * R + k] = j;
-    for (int l = 0; l < L && R > 1;) {
+    for (int l = 0, n_global = 0; l < L && R > 1;) {
         int e = l + 1;
         while (e < L && !memcmp(&holder[e * R], &holder[l * R], sizeof(int) * (size_t)R))
             e++;
@@ -250,6 +246,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
         MPI_Comm c;
         MPI_Comm_split(x->comm, member ? x->tp_rank : MPI_UNDEFINED, x->replica, &c);
         if (member) {
+            x->buckets[x->n_buckets].index = n_global;
             x->buckets[x->n_buckets].first = l;
             x->buckets[x->n_buckets].last = e;
             x->buckets[x->n_buckets].comm = c;
@@ -258,6 +255,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
             x->n_buckets++;
         }
         l = e;
+        n_global++;
     }
     /* tied embeddings: layer 0 and the head hold copies of one matrix */
     x->tie_partner = -1;
@@ -287,7 +285,7 @@ void ah_executor_free(ah_executor *x) {
     free(x->last_mem);
     ah_engine_model_free(&x->model);
     ah_plan_free(&x->plan);
-    free(x->ev);
+    ah_trace_recorder_free(&x->trace);
     free(x);
 }
 
@@ -397,7 +395,8 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
             ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
             ah_engine_sync(e); /* the last op that read `in` is done */
             if (x->prev >= 0)
-                TRACED(x, EV_RECV_ACT, i, 3, (double)NC * sizeof(float), 2, x->prev,
+                TRACED(x, AH_TRACE_RECV_ACTIVATION, i, 3, (double)NC * sizeof(float), 2,
+                       x->prev < x->rank ? x->prev : x->rank, x->prev,
                        MPI_Recv(ah_dptr_transport(in), (int)NC, MPI_FLOAT, x->prev, 3 * i, x->comm,
                                 MPI_STATUS_IGNORE));
             ah_dptr out = x->next >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
@@ -406,17 +405,19 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
                               acts + (size_t)i * held);
             ah_engine_sync(e);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
-            rec(x, EV_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
+            rec(x, AH_TRACE_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank, -1);
             if (x->next >= 0) {
                 sendbuf[nreq] = out;
-                MPI_Isend(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm, &req[nreq++]);
+                TRACED(x, AH_TRACE_SEND_ACTIVATION, i, 6, (double)NC * sizeof(float), 2, x->rank, x->next,
+                       MPI_Isend(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm,
+                                 &req[nreq++]));
             } else {
                 loss += l;
             }
         } else {
             ah_engine_sync(e); /* the last op that read `dio` is done */
             if (x->next >= 0)
-                TRACED(x, EV_RECV_GRAD, i, 4, (double)NC * sizeof(float), 2, x->next,
+                TRACED(x, AH_TRACE_RECV_GRADIENT, i, 4, (double)NC * sizeof(float), 2, x->rank, x->next,
                        MPI_Recv(ah_dptr_transport(dio), (int)NC, MPI_FLOAT, x->next, 3 * i + 1, x->comm,
                                 MPI_STATUS_IGNORE));
             ah_dptr din = x->prev >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
@@ -425,22 +426,24 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
                                acts + (size_t)i * held);
             ah_engine_sync(e);
             sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
-            rec(x, EV_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank);
+            rec(x, AH_TRACE_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank, -1);
             if (x->prev >= 0) {
                 sendbuf[nreq] = din;
-                MPI_Isend(ah_dptr_transport(din), (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm, &req[nreq++]);
+                TRACED(x, AH_TRACE_SEND_GRADIENT, i, 7, (double)NC * sizeof(float), 2, x->prev, x->prev,
+                       MPI_Isend(ah_dptr_transport(din), (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm,
+                                 &req[nreq++]));
             }
             free(md[i].tok);
             free(md[i].tgt);
         }
     }
-    TRACED(x, EV_SEND_WAIT, -1, 5, 0, 2, x->rank, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
+    TRACED(x, AH_TRACE_SEND_WAIT, -1, 5, 0, 2, x->rank, -1, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
     for (int i = 0; i < nreq; i++)
         ah_be_free(be, sendbuf[i]);
     /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
     if (x->tie_partner >= 0)
-        TRACED(x, EV_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2,
-               x->rank < x->tie_partner ? x->rank : x->tie_partner, sync_tied(x));
+        TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2,
+               x->rank < x->tie_partner ? x->rank : x->tie_partner, -1, sync_tied(x));
     else
         sync_tied(x); /* both copies here: a local add, or nothing */
     ah_engine_sync(e);
@@ -448,17 +451,21 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
         for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
             size_t ln = ah_engine_layer_floats(e, l);
             void *grad = ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD));
-            TRACED(x, EV_DP_ALLREDUCE, -1, 8 + b, (double)ln * sizeof(float), x->buckets[b].size,
-                   x->buckets[b].lead,
-                   MPI_Allreduce(MPI_IN_PLACE, grad, (int)ln, MPI_FLOAT, MPI_SUM, x->buckets[b].comm));
-            if (x->tracing) {
-                x->ev[x->n_ev - 1].lo = x->buckets[b].first;
-                x->ev[x->n_ev - 1].hi = x->buckets[b].last - 1;
+            double ta = x->trace.on ? MPI_Wtime() : 0;
+            MPI_Allreduce(MPI_IN_PLACE, grad, (int)ln, MPI_FLOAT, MPI_SUM, x->buckets[b].comm);
+            ah_trace_event *te = x->trace.on ? rec(x, AH_TRACE_DP_ALLREDUCE, ta, MPI_Wtime(), -1, 8 + b,
+                                                   (double)ln * sizeof(float), x->buckets[b].size,
+                                                   x->buckets[b].lead, -1)
+                                             : NULL;
+            if (te) {
+                te->layer_first = x->buckets[b].first;
+                te->layer_last = x->buckets[b].last;
+                te->bucket = x->buckets[b].index;
             }
         }
     /* loss of the global batch, global gradient norm, clipping, AdamW */
     double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
-    TRACED(x, EV_STEP_SYNC, -1, 0, 16, x->world, 0,
+    TRACED(x, AH_TRACE_STEP_SYNC, -1, 0, 16, x->world, 0, -1,
            MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, x->comm));
     double to0 = MPI_Wtime();
     double norm = sqrt(tot[1]);
@@ -466,7 +473,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     float lr = ah_lr_at(&x->oc, step);
     ah_engine_clip_and_step(e, clip, lr, step + 1, &x->oc);
     ah_engine_sync(e);
-    rec(x, EV_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1, x->rank);
+    rec(x, AH_TRACE_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1, x->rank, -1);
     double dt = MPI_Wtime() - t0;
     double toks = (double)p->global_batch * T;
     st->step = step;
@@ -549,19 +556,66 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
 }
 
 void ah_executor_trace_enable(ah_executor *x) {
-    x->tracing = 1;
+    if (x->trace.on)
+        return;
+    ah_trace_recorder_init(&x->trace, x->rank);
+    x->trace.on = 1;
 }
 
-/* Gather every rank's events to rank 0 and write them as Chrome trace JSON:
- * one process per rank, thread 0 = compute, thread 1 = communication. */
+/* Rank 0's file: every rank named after its slot and node, the earliest
+ * event at time 0. */
+static int write_gathered_trace(const ah_executor *x, const char *path, const ah_trace_event *all, int total,
+                                char *err, size_t errlen) {
+    const ah_plan *p = &x->plan;
+    ah_trace_rank *rk = calloc((size_t)x->world, sizeof(ah_trace_rank));
+    char(*where)[160] = calloc((size_t)x->world, sizeof *where);
+    if (!rk || !where)
+        abort();
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            for (int q = 0; q < p->tp; q++) {
+                int r = slot_rank(p, k, j, q), nd = p->replicas[k].stages[j].node;
+                if (r >= x->world)
+                    continue;
+                rk[r] = (ah_trace_rank){k, j, q, NULL};
+                if (nd >= 0 && nd < p->cluster.n_nodes) {
+                    snprintf(where[r], sizeof where[r], "%s (%s)", p->cluster.nodes[nd].name,
+                             p->cluster.nodes[nd].dev.name);
+                    rk[r].where = where[r];
+                }
+            }
+    double origin = 1e300;
+    for (int i = 0; i < total; i++)
+        if (all[i].t0 < origin)
+            origin = all[i].t0;
+    ah_trace_doc d = {.source = "engine", .origin_s = total ? origin : 0, .ranks = rk, .n_ranks = x->world};
+    int rc = 0;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, errlen, "--trace %s: cannot open for writing", path);
+        rc = -1;
+    } else {
+        rc = ah_trace_write_chrome(f, all, total, &d, err, errlen);
+        if (fclose(f) != 0 && rc == 0) {
+            snprintf(err, errlen, "--trace %s: write error", path);
+            rc = -1;
+        }
+    }
+    free(rk);
+    free(where);
+    return rc;
+}
+
+/* Gather every rank's events to rank 0 and write them as one Chrome trace
+ * (autohet/trace.h: one process per rank, a thread per stream). */
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen) {
-    int n = x->n_ev;
+    int n = x->trace.n;
     int *counts = x->rank == 0 ? calloc((size_t)x->world, sizeof(int)) : NULL;
     MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
     int *displ = NULL, total = 0;
-    trace_ev *all = NULL;
+    ah_trace_event *all = NULL;
     MPI_Datatype t;
-    MPI_Type_contiguous((int)sizeof(trace_ev), MPI_BYTE, &t);
+    MPI_Type_contiguous((int)sizeof(ah_trace_event), MPI_BYTE, &t);
     MPI_Type_commit(&t);
     if (x->rank == 0) {
         displ = calloc((size_t)x->world, sizeof(int));
@@ -569,69 +623,13 @@ int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t 
             displ[r] = total;
             total += counts[r];
         }
-        all = malloc(sizeof(trace_ev) * (size_t)(total + 1));
+        all = malloc(sizeof(ah_trace_event) * (size_t)(total + 1));
         if (!displ || !all)
             abort();
     }
-    MPI_Gatherv(x->ev, n, t, all, counts, displ, t, 0, x->comm);
+    MPI_Gatherv(x->trace.ev, n, t, all, counts, displ, t, 0, x->comm);
     MPI_Type_free(&t);
-    int rc = 0;
-    if (x->rank == 0) {
-        double origin = 1e300;
-        for (int i = 0; i < total; i++)
-            if (all[i].t0 < origin)
-                origin = all[i].t0;
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            snprintf(err, errlen, "--trace %s: cannot open for writing", path);
-            rc = -1;
-        } else {
-            fprintf(f, "{\"traceEvents\": [\n");
-            const ah_plan *p = &x->plan;
-            int first = 1;
-            for (int r = 0, k = 0; k < p->n_replicas; k++)
-                for (int j = 0; j < p->replicas[k].n_stages; j++)
-                    for (int q = 0; q < p->tp; q++, r++) {
-                        fprintf(
-                            f,
-                            "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": "
-                            "\"rank %d (replica %d, stage %d, tp %d)\"}},\n"
-                            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": "
-                            "{\"name\": \"compute\"}},\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": "
-                            "%d, "
-                            "\"tid\": 1, \"args\": {\"name\": \"communication\"}}",
-                            first ? "" : ",\n", r, r, k, j, q, r, r);
-                        first = 0;
-                    }
-            for (int r = 0; r < x->world; r++)
-                for (int i = displ[r]; i < displ[r] + counts[r]; i++) {
-                    const trace_ev *v = &all[i];
-                    int comm = v->kind >= EV_RECV_ACT;
-                    char site[48];
-                    if (v->kind == EV_DP_ALLREDUCE)
-                        snprintf(site, sizeof site, "dp_allreduce layers %d-%d", v->lo, v->hi);
-                    else
-                        snprintf(site, sizeof site, "%s", ev_names[v->kind]);
-                    char name[64];
-                    if (v->mb >= 0)
-                        snprintf(name, sizeof name, "%s mb%d", site, v->mb);
-                    else
-                        snprintf(name, sizeof name, "%s", site);
-                    fprintf(f,
-                            ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, "
-                            "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"site\": \"%s\", \"seq\": %d, "
-                            "\"bytes\": %.0f, "
-                            "\"ranks\": %d, \"group\": %d, \"micro_batch\": %d}}",
-                            name, comm ? "communication" : "compute", r, comm, (v->t0 - origin) * 1e6,
-                            (v->t1 - v->t0) * 1e6, site, v->seq, v->bytes, v->ranks, v->group, v->mb);
-                }
-            fprintf(f,
-                    "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"format\": \"autohet-engine-trace\", "
-                    "\"ranks\": %d}}\n",
-                    x->world);
-            fclose(f);
-        }
-    }
+    int rc = x->rank == 0 ? write_gathered_trace(x, path, all, total, err, errlen) : 0;
     free(counts);
     free(displ);
     free(all);

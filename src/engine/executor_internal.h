@@ -5,6 +5,7 @@
 #define AUTOHET_ENGINE_EXECUTOR_INTERNAL_H
 #include <mpi.h>
 
+#include "autohet/trace.h"
 #include "engine/executor.h"
 
 typedef struct {
@@ -12,30 +13,9 @@ typedef struct {
     MPI_Comm comm;   /* the holders of this bucket with my TP rank */
     int size;        /* its ranks */
     int lead;        /* its lowest world rank: names the communicator in traces */
+    int index;       /* the bucket's number over the whole model, in layer order (traces) */
 } bucket;
 
-/* One traced operation of this rank (docs/analyze.md). */
-typedef struct {
-    double t0, t1;
-    int kind, mb, site, seq, ranks;
-    int group;  /* lowest world rank of the communicator, or the peer of a receive */
-    int lo, hi; /* layers of a gradient bucket, -1 otherwise */
-    double bytes;
-} trace_ev;
-
-enum {
-    EV_FORWARD,
-    EV_BACKWARD,
-    EV_OPTIMIZER,
-    EV_RECV_ACT,
-    EV_RECV_GRAD,
-    EV_SEND_WAIT,
-    EV_DP_ALLREDUCE,
-    EV_TP_ALLREDUCE,
-    EV_TIED_SYNC,
-    EV_STEP_SYNC,
-    EV_KINDS
-};
 struct ah_executor {
     ah_plan plan;
     ah_model_config cfg;
@@ -60,11 +40,7 @@ struct ah_executor {
     double slowdown;
     double peak; /* sgemm FLOP/s of one rank */
     ah_engine_model model;
-    /* tracing */
-    int tracing;
-    trace_ev *ev;
-    int n_ev, cap_ev;
-    int site_seq[64]; /* calls so far per call site (matches instances across ranks) */
+    ah_trace_recorder trace; /* on after ah_executor_trace_enable */
 };
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "util/errors.h"
 #include "autohet/sim.h"
+#include "autohet/trace.h"
 
 #define GIB 1073741824.0
 /* SVG limits: rows drawn, and the event count above which adjacent
@@ -259,15 +260,6 @@ static const ah_stage *plan_stage(const ah_plan *p, const ah_sim_stage *st) {
     return &rep->stages[st->stage];
 }
 
-/* "r0 s2 gpus 4-7" */
-static void stage_label(const ah_plan *p, const ah_sim_stage *st, char *buf, size_t n) {
-    int tp = stage_tp(p, st);
-    if (tp > 1)
-        snprintf(buf, n, "r%d s%d gpus %d-%d", st->replica, st->stage, st->gpu_first, st->gpu_first + tp - 1);
-    else
-        snprintf(buf, n, "r%d s%d gpu %d", st->replica, st->stage, st->gpu_first);
-}
-
 static int is_comm(ah_event_kind k) {
     return k == AH_EV_TP_ALLREDUCE || k == AH_EV_SEND_ACT || k == AH_EV_SEND_GRAD || k == AH_EV_DP_ALLREDUCE;
 }
@@ -488,22 +480,191 @@ static int cmp_mem(const void *a, const void *b) {
     return x->idx - y->idx;
 }
 
-static void trace_sep(FILE *f, int *first) {
-    fputs(*first ? "\n" : ",\n", f);
-    *first = 0;
+/* The simulator's trace is the engine's (autohet/trace.h): a simulated
+ * stage is one TP group, so each of its events is written once per GPU of
+ * the group, as the engine rank that GPU would be (replica by replica, stage
+ * by stage, tp rank by tp rank). */
+typedef struct {
+    const ah_plan *plan;
+    const ah_sim_result *r;
+    int *base;      /* per stage index: its first engine rank */
+    int *lookup;    /* (replica, stage) -> stage index, -1 */
+    int maxs;       /* stage ids are below maxs + 1 */
+    int maxr;
+} sim_ranks;
+
+static int sim_stage_index(const sim_ranks *m, int replica, int stage) {
+    if (replica < 0 || replica > m->maxr || stage < 0 || stage > m->maxs)
+        return -1;
+    return m->lookup[(size_t)replica * (size_t)(m->maxs + 1) + (size_t)stage];
 }
 
-static void trace_meta(FILE *f, int *first, const char *what, int pid, int tid, const char *name,
-                       long long sort_index) {
-    trace_sep(f, first);
-    fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{", pid, tid, what);
-    if (name) {
-        fputs("\"name\":", f);
-        json_str(f, name);
-    } else {
-        fprintf(f, "\"sort_index\":%lld", sort_index);
+/* ev_index_build has checked the ids (non-negative, bounded) */
+static int sim_ranks_build(const ah_plan *plan, const ah_sim_result *r, sim_ranks *m) {
+    memset(m, 0, sizeof *m);
+    m->plan = plan;
+    m->r = r;
+    int ns = r->n_stages > 0 && r->stages ? r->n_stages : 0;
+    for (int i = 0; i < ns; i++) {
+        m->maxr = r->stages[i].replica > m->maxr ? r->stages[i].replica : m->maxr;
+        m->maxs = r->stages[i].stage > m->maxs ? r->stages[i].stage : m->maxs;
     }
-    fputs("}}", f);
+    size_t nl = (size_t)(m->maxr + 1) * (size_t)(m->maxs + 1);
+    m->lookup = ah_xcalloc(nl, sizeof(int));
+    m->base = ah_xcalloc((size_t)ns + 1, sizeof(int));
+    for (size_t i = 0; i < nl; i++)
+        m->lookup[i] = -1;
+    for (int i = 0; i < ns; i++)
+        m->lookup[(size_t)r->stages[i].replica * (size_t)(m->maxs + 1) + (size_t)r->stages[i].stage] = i;
+    int ranks = 0;
+    for (int k = 0; k <= m->maxr; k++)
+        for (int j = 0; j <= m->maxs; j++) {
+            int i = sim_stage_index(m, k, j);
+            if (i >= 0) {
+                m->base[i] = ranks;
+                ranks += stage_tp(plan, &r->stages[i]);
+            }
+        }
+    return ranks;
+}
+
+/* The simulated events as trace records, one per GPU of the stage. */
+static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, int *n_out) {
+    const ah_sim_result *r = m->r;
+    int ns = x->n_stages, nb = r->n_buckets > 0 ? r->n_buckets : 0, n = 0, cap = 0;
+    for (int k = 0; k < x->n_items; k++)
+        cap += stage_tp(m->plan, &r->stages[x->items[k].track / AH_STREAMS]);
+    ah_trace_event *out = ah_xcalloc((size_t)cap + 1, sizeof(ah_trace_event));
+    int *seq = ah_xcalloc((size_t)ns * AH_TRACE_KINDS + 1, sizeof(int));
+    int *seq_dp = ah_xcalloc((size_t)ns * (size_t)nb + 1, sizeof(int)); /* one call site per bucket */
+    int *bucket_lead = ah_xcalloc((size_t)nb + 1, sizeof(int));
+    for (int b = 0; b < nb; b++)
+        bucket_lead[b] = 1 << 30;
+    for (int k = 0; k < x->n_items; k++) {
+        const ah_sim_event *e = &r->events[x->items[k].ev];
+        int si = x->items[k].track / AH_STREAMS;
+        if (e->kind == AH_EV_DP_ALLREDUCE && e->bucket >= 0 && e->bucket < nb && m->base[si] < bucket_lead[e->bucket])
+            bucket_lead[e->bucket] = m->base[si];
+    }
+    for (int k = 0; k < x->n_items; k++) { /* items: by stage and stream, in start order */
+        const ah_sim_event *e = &r->events[x->items[k].ev];
+        int si = x->items[k].track / AH_STREAMS, tp = stage_tp(m->plan, &r->stages[si]);
+        int pi = sim_stage_index(m, e->peer_replica, e->peer_stage);
+        ah_trace_kind kind = AH_TRACE_FORWARD;
+        switch (e->kind) {
+        case AH_EV_FORWARD: kind = AH_TRACE_FORWARD; break;
+        case AH_EV_BACKWARD: kind = AH_TRACE_BACKWARD; break;
+        case AH_EV_TP_ALLREDUCE: kind = AH_TRACE_TP_ALLREDUCE; break;
+        case AH_EV_DP_ALLREDUCE: kind = AH_TRACE_DP_ALLREDUCE; break;
+        case AH_EV_OPTIMIZER: kind = AH_TRACE_OPTIMIZER; break;
+        case AH_EV_SEND_ACT:
+        case AH_EV_SEND_GRAD: {
+            /* activations flow to later stages, gradients to earlier ones */
+            int peer_later =
+                e->peer_replica != e->replica ? e->peer_replica > e->replica : e->peer_stage > e->stage;
+            int act = e->kind == AH_EV_SEND_ACT, sender = act ? peer_later : !peer_later;
+            kind = sender ? (act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT)
+                          : (act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT);
+            break;
+        }
+        case AH_EV_KINDS: break;
+        }
+        int has_bucket = e->bucket >= 0 && e->bucket < nb;
+        int s = kind == AH_TRACE_DP_ALLREDUCE && has_bucket ? seq_dp[(size_t)si * (size_t)nb + (size_t)e->bucket]++
+                                                            : seq[si * AH_TRACE_KINDS + kind]++;
+        for (int q = 0; q < tp; q++) {
+            ah_trace_event *t = &out[n++];
+            int rank = m->base[si] + q;
+            *t = (ah_trace_event){.t0 = e->start_s, .t1 = e->end_s, .rank = rank, .kind = kind,
+                                  .micro_batch = e->micro_batch, .layer_first = -1, .layer_last = -1,
+                                  .bucket = e->bucket, .bytes = is_comm(e->kind) ? e->bytes : 0,
+                                  .ranks = 1, .group = rank, .peer = -1, .site = (int)kind, .seq = s};
+            if (e->layer_last > e->layer_first) {
+                t->layer_first = e->layer_first;
+                t->layer_last = e->layer_last;
+            }
+            if (kind == AH_TRACE_TP_ALLREDUCE) {
+                t->ranks = tp;
+                t->group = m->base[si];
+            } else if (kind == AH_TRACE_DP_ALLREDUCE && has_bucket) {
+                t->ranks = r->buckets[e->bucket].n_holders;
+                t->group = bucket_lead[e->bucket] + q;
+            } else if (ah_trace_kind_stream(kind) == AH_TRACE_P2P && pi >= 0) {
+                t->peer = m->base[pi] + q;
+                t->ranks = 2;
+                t->group = rank < t->peer ? rank : t->peer;
+            }
+        }
+    }
+    free(seq);
+    free(seq_dp);
+    free(bucket_lead);
+    *n_out = n;
+    return out;
+}
+
+/* memory counters (per GPU, on every rank of its stage) and markers */
+static void sim_trace_extra_events(FILE *f, void *ctx) {
+    const sim_ranks *m = ctx;
+    const ah_sim_result *r = m->r;
+    int ns = r->n_stages > 0 && r->stages ? r->n_stages : 0;
+    char b1[64], b2[64], nm[96];
+    for (int i = 0; i < ns; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        if (!st->mem || st->n_mem <= 0)
+            continue;
+        mem_item *mp = ah_xcalloc((size_t)st->n_mem, sizeof *mp);
+        int nm_pts = 0;
+        for (int k = 0; k < st->n_mem; k++)
+            if (isfinite(st->mem[k].t) && isfinite(st->mem[k].bytes))
+                mp[nm_pts++] = (mem_item){to_ns(st->mem[k].t), st->mem[k].bytes, k};
+        qsort(mp, (size_t)nm_pts, sizeof *mp, cmp_mem);
+        snprintf(nm, sizeof nm, "memory GiB r%d s%d", st->replica, st->stage);
+        for (int q = 0; q < stage_tp(m->plan, st); q++)
+            for (int k = 0; k < nm_pts; k++) {
+                if (k + 1 < nm_pts && mp[k + 1].t_ns == mp[k].t_ns)
+                    continue; /* superseded at the same instant */
+                fprintf(f, ",\n{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%s,\"name\":\"%s\",\"args\":{\"used\":%s}}",
+                        m->base[i] + q, fmt_us(b1, sizeof b1, mp[k].t_ns), nm,
+                        fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
+            }
+        free(mp);
+    }
+    /* each replica's flush (on its first stage's first rank) and the iteration end */
+    for (int k = 0; r->replica_flush_s && k < r->n_replicas; k++) {
+        int si = -1;
+        for (int i = 0; i < ns && si < 0; i++)
+            if (r->stages[i].replica == k)
+                si = i;
+        if (si < 0 || !isfinite(r->replica_flush_s[k]))
+            continue;
+        fprintf(f,
+                ",\n{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":0,\"ts\":%s,\"name\":\"flush r%d\","
+                "\"cat\":\"marker\",\"args\":{\"replica\":%d}}",
+                m->base[si], fmt_us(b1, sizeof b1, to_ns(r->replica_flush_s[k])), k, k);
+    }
+    if (ns > 0 && isfinite(r->iteration_time_s))
+        fprintf(f,
+                ",\n{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":%s,\"name\":\"iteration end\","
+                "\"cat\":\"marker\",\"args\":{}}",
+                fmt_us(b1, sizeof b1, to_ns(r->iteration_time_s)));
+}
+
+static void sim_trace_other_data(FILE *f, void *ctx) {
+    const sim_ranks *m = ctx;
+    const ah_sim_result *r = m->r;
+    char b1[64];
+    fprintf(f, ",\"schedule\":\"%s\"", ah_schedule_name(r->schedule));
+    fprintf(f, ",\"iteration_time_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->iteration_time_s));
+    fprintf(f, ",\"closed_form_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->closed_form_s));
+    if (m->plan) {
+        fputs(",\"model\":", f);
+        json_str(f, m->plan->model.name);
+        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", m->plan->tp,
+                m->plan->micro_batch, m->plan->global_batch);
+    }
+    fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"", r->n_replicas,
+            r->n_stages > 0 ? r->n_stages : 0, r->n_events > 0 ? r->n_events : 0);
 }
 
 int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
@@ -515,157 +676,37 @@ int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *
     ev_index x;
     if (ev_index_build(r, &x, err, errlen) < 0)
         return -1;
-    int ns = x.n_stages, nt = ns * AH_STREAMS;
-    int *tid_base = calloc((size_t)nt + 1, sizeof *tid_base);
-    if (!tid_base) {
-        ev_index_free(&x);
-        set_err(err, errlen, "out of memory");
-        return -1;
+    sim_ranks m;
+    int n_ranks = sim_ranks_build(plan, r, &m), n = 0;
+    ah_trace_event *ev = sim_trace_events(&m, &x, &n);
+    ah_trace_rank *rk = ah_xcalloc((size_t)n_ranks + 1, sizeof(ah_trace_rank));
+    char(*where)[160] = ah_xcalloc((size_t)x.n_stages + 1, sizeof *where);
+    for (int i = 0; i < x.n_stages; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        char nb[64];
+        snprintf(where[i], sizeof where[i], "%s (%s)", node_name(plan, st, nb, sizeof nb), gpu_type(plan, st));
+        for (int q = 0; q < stage_tp(plan, st); q++)
+            rk[m.base[i] + q] = (ah_trace_rank){st->replica, st->stage, q, where[i]};
     }
+    ah_trace_doc d = {.source = "simulator",
+                      .ranks = rk,
+                      .n_ranks = n_ranks,
+                      .extra_events = sim_trace_extra_events,
+                      .other_data = sim_trace_other_data,
+                      .ctx = &m};
     out_file o;
-    if (out_open(&o, path, err, errlen) < 0) {
-        free(tid_base);
-        ev_index_free(&x);
-        return -1;
+    int rc = out_open(&o, path, err, errlen);
+    if (rc == 0) {
+        int ok = ah_trace_write_chrome(o.f, ev, n, &d, err, errlen) == 0;
+        rc = out_close(&o, ok, err, errlen);
     }
-    FILE *f = o.f;
-    int ok = 1;
-    char b1[64], b2[64], lbl[160], nm[256], nb[64];
-
-    fputs("{\"traceEvents\":[", f);
-    int first = 1;
-
-    /* processes: one per node that holds a stage */
-    for (int i = 0; i < ns; i++) {
-        const ah_sim_stage *st = &r->stages[i];
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++)
-            seen = r->stages[j].node == st->node;
-        if (seen)
-            continue;
-        snprintf(nm, sizeof nm, "%s (%s)", node_name(plan, st, nb, sizeof nb), gpu_type(plan, st));
-        trace_meta(f, &first, "process_name", st->node + 1, 0, nm, 0);
-        trace_meta(f, &first, "process_sort_index", st->node + 1, 0, NULL, st->node);
-    }
-    /* threads: one per (stage, stream, lane); the compute one always exists */
-    int tid = 0;
-    for (int i = 0; i < ns; i++) {
-        const ah_sim_stage *st = &r->stages[i];
-        stage_label(plan, st, lbl, sizeof lbl);
-        for (int s = 0; s < AH_STREAMS; s++) {
-            int t = i * AH_STREAMS + s;
-            int lanes = x.track_lanes[t];
-            if (s == AH_STREAM_COMPUTE && lanes == 0)
-                lanes = x.track_lanes[t] = 1;
-            tid_base[t] = tid + 1;
-            for (int l = 0; l < lanes; l++) {
-                tid++;
-                if (l == 0)
-                    snprintf(nm, sizeof nm, "%s %s", lbl, ah_stream_name((ah_stream)s));
-                else
-                    snprintf(nm, sizeof nm, "%s %s #%d", lbl, ah_stream_name((ah_stream)s), l + 1);
-                trace_meta(f, &first, "thread_name", st->node + 1, tid, nm, 0);
-                trace_meta(f, &first, "thread_sort_index", st->node + 1, tid, NULL, tid);
-            }
-        }
-    }
-
-    /* complete events, sorted by start within each thread */
-    for (int k = 0; k < x.n_items; k++) {
-        const ev_item *it = &x.items[k];
-        const ah_sim_event *e = &r->events[it->ev];
-        const ah_sim_stage *st = &r->stages[it->track / AH_STREAMS];
-        event_name(e, nm, sizeof nm);
-        trace_sep(f, &first);
-        fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,\"name\":", st->node + 1,
-                tid_base[it->track] + it->lane, fmt_us(b1, sizeof b1, it->s_ns),
-                fmt_us(b2, sizeof b2, it->e_ns - it->s_ns));
-        json_str(f, nm);
-        fprintf(f, ",\"cat\":\"%s\",\"args\":{", ah_event_kind_name(e->kind));
-        if (e->micro_batch >= 0)
-            fprintf(f, "\"micro_batch\":%d,", e->micro_batch);
-        if (e->layer_last > e->layer_first)
-            fprintf(f, "\"layers\":[%d,%d],", e->layer_first, e->layer_last);
-        if (is_comm(e->kind) && isfinite(e->bytes))
-            fprintf(f, "\"bytes\":%s,", fmt_exact(b1, sizeof b1, e->bytes));
-        if ((e->kind == AH_EV_SEND_ACT || e->kind == AH_EV_SEND_GRAD) && e->peer_replica >= 0 &&
-            e->peer_stage >= 0)
-            fprintf(f, "\"peer\":\"r%d s%d\",", e->peer_replica, e->peer_stage);
-        if (e->bucket >= 0)
-            fprintf(f, "\"bucket\":%d,", e->bucket);
-        fprintf(f, "\"replica\":%d,\"stage\":%d}}", e->replica, e->stage);
-    }
-
-    /* memory counters, one track per stage */
-    for (int i = 0; i < ns && ok; i++) {
-        const ah_sim_stage *st = &r->stages[i];
-        if (!st->mem || st->n_mem <= 0)
-            continue;
-        mem_item *mp = malloc((size_t)st->n_mem * sizeof *mp);
-        if (!mp) {
-            set_err(err, errlen, "out of memory");
-            ok = 0;
-            break;
-        }
-        int nm_pts = 0;
-        for (int k = 0; k < st->n_mem; k++)
-            if (isfinite(st->mem[k].t) && isfinite(st->mem[k].bytes))
-                mp[nm_pts++] = (mem_item){to_ns(st->mem[k].t), st->mem[k].bytes, k};
-        qsort(mp, (size_t)nm_pts, sizeof *mp, cmp_mem);
-        snprintf(nm, sizeof nm, "memory GiB r%d s%d", st->replica, st->stage);
-        for (int k = 0; k < nm_pts; k++) {
-            if (k + 1 < nm_pts && mp[k + 1].t_ns == mp[k].t_ns)
-                continue; /* superseded at the same instant */
-            trace_sep(f, &first);
-            fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":", st->node + 1,
-                    tid_base[i * AH_STREAMS], fmt_us(b1, sizeof b1, mp[k].t_ns));
-            json_str(f, nm);
-            fprintf(f, ",\"args\":{\"used\":%s}}", fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
-        }
-        free(mp);
-    }
-
-    /* markers: each replica's flush (on its first stage) and the iteration end */
-    for (int k = 0; ok && r->replica_flush_s && k < r->n_replicas; k++) {
-        int si = -1;
-        for (int i = 0; i < ns && si < 0; i++)
-            if (r->stages[i].replica == k)
-                si = i;
-        if (si < 0 || !isfinite(r->replica_flush_s[k]))
-            continue;
-        trace_sep(f, &first);
-        fprintf(f,
-                "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":\"flush r%d\","
-                "\"cat\":\"marker\",\"args\":{\"replica\":%d}}",
-                r->stages[si].node + 1, tid_base[si * AH_STREAMS],
-                fmt_us(b1, sizeof b1, to_ns(r->replica_flush_s[k])), k, k);
-    }
-    if (ok && ns > 0 && isfinite(r->iteration_time_s)) {
-        trace_sep(f, &first);
-        fprintf(f,
-                "{\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"name\":\"iteration end\","
-                "\"cat\":\"marker\",\"args\":{}}",
-                r->stages[0].node + 1, tid_base[0], fmt_us(b1, sizeof b1, to_ns(r->iteration_time_s)));
-    }
-
-    fputs("\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"autohet-sim-trace\",\"version\":"
-          "\"1\"",
-          f);
-    fprintf(f, ",\"schedule\":\"%s\"", ah_schedule_name(r->schedule));
-    fprintf(f, ",\"iteration_time_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->iteration_time_s));
-    fprintf(f, ",\"closed_form_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->closed_form_s));
-    if (plan) {
-        fputs(",\"model\":", f);
-        json_str(f, plan->model.name);
-        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", plan->tp,
-                plan->micro_batch, plan->global_batch);
-    }
-    fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"}\n}\n", r->n_replicas, ns,
-            r->n_events > 0 ? r->n_events : 0);
-
-    free(tid_base);
+    free(rk);
+    free(where);
+    free(ev);
+    free(m.lookup);
+    free(m.base);
     ev_index_free(&x);
-    return out_close(&o, ok, err, errlen);
+    return rc;
 }
 
 /* -------------------------------------------------------------------- SVG */

@@ -1,4 +1,4 @@
-/* OTF2 writer for engine traces (see include/autohet/trace_otf2.h). */
+/* OTF2 writer for trace records (see include/autohet/trace_otf2.h). */
 #include "autohet/trace_otf2.h"
 #include "util/errors.h"
 
@@ -24,43 +24,58 @@ static OTF2_TimeStamp post_flush(void *user, OTF2_FileType type, OTF2_LocationRe
     return 0;
 }
 
-static const ah_trace_span *sort_spans;
-static int cmp_span(const void *a, const void *b) {
-    const ah_trace_span *x = &sort_spans[*(const int *)a], *y = &sort_spans[*(const int *)b];
-    int lx = 2 * x->rank + x->comm, ly = 2 * y->rank + y->comm;
-    if (lx != ly)
-        return (lx > ly) - (lx < ly);
-    return (x->ts_us > y->ts_us) - (x->ts_us < y->ts_us);
+static const ah_trace_event *sort_ev;
+static int per_rank; /* locations per rank: the largest tid + 1 */
+static int location(const ah_trace_event *e) {
+    return e->rank * per_rank + ah_trace_tid(ah_trace_kind_stream(e->kind), e->lane);
 }
 
-int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *spans, int n, int ranks,
+static int cmp_ev(const void *a, const void *b) {
+    const ah_trace_event *x = &sort_ev[*(const int *)a], *y = &sort_ev[*(const int *)b];
+    int lx = location(x), ly = location(y);
+    if (lx != ly)
+        return (lx > ly) - (lx < ly);
+    return (x->t0 > y->t0) - (x->t0 < y->t0);
+}
+
+int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
                         char *err, size_t errlen) {
     if (n <= 0 || ranks <= 0) {
         snprintf(err, errlen, "OTF2: no events to write");
         return -1;
     }
-    /* regions: distinct call sites */
-    const char **regions = ah_xcalloc((size_t)n, sizeof(char *));
-    int *region_of = ah_xcalloc((size_t)n, sizeof(int)), *order = ah_xcalloc((size_t)n, sizeof(int));
-    uint64_t *count = ah_xcalloc((size_t)ranks * 2, sizeof(uint64_t));
-    int n_regions = 0;
-    double t0 = spans[0].ts_us, t1 = spans[0].ts_us;
+    per_rank = 1;
     for (int i = 0; i < n; i++) {
+        if (ev[i].rank < 0 || ev[i].rank >= ranks || ev[i].lane < 0 || ev[i].lane > 4096) {
+            snprintf(err, errlen, "OTF2: record %d is on rank %d lane %d, outside %d ranks", i, ev[i].rank,
+                     ev[i].lane, ranks);
+            return -1;
+        }
+        int tid = ah_trace_tid(ah_trace_kind_stream(ev[i].kind), ev[i].lane);
+        per_rank = tid + 1 > per_rank ? tid + 1 : per_rank;
+    }
+    /* regions: distinct call sites */
+    char(*regions)[64] = ah_xcalloc((size_t)n, sizeof *regions);
+    int *region_of = ah_xcalloc((size_t)n, sizeof(int)), *order = ah_xcalloc((size_t)n, sizeof(int));
+    uint64_t *count = ah_xcalloc((size_t)ranks * (size_t)per_rank, sizeof(uint64_t));
+    int n_regions = 0;
+    double t0 = ev[0].t0, t1 = ev[0].t1;
+    for (int i = 0; i < n; i++) {
+        char site[64];
+        ah_trace_site_name(&ev[i], site, sizeof site);
         int k = 0;
-        while (k < n_regions && strcmp(regions[k], spans[i].region))
+        while (k < n_regions && strcmp(regions[k], site))
             k++;
         if (k == n_regions)
-            regions[n_regions++] = spans[i].region;
+            snprintf(regions[n_regions++], sizeof regions[0], "%s", site);
         region_of[i] = k;
         order[i] = i;
-        count[2 * spans[i].rank + spans[i].comm] += 2;
-        if (spans[i].ts_us < t0)
-            t0 = spans[i].ts_us;
-        if (spans[i].ts_us + spans[i].dur_us > t1)
-            t1 = spans[i].ts_us + spans[i].dur_us;
+        count[location(&ev[i])] += 2;
+        t0 = ev[i].t0 < t0 ? ev[i].t0 : t0;
+        t1 = ev[i].t1 > t1 ? ev[i].t1 : t1;
     }
-    sort_spans = spans;
-    qsort(order, (size_t)n, sizeof(int), cmp_span);
+    sort_ev = ev;
+    qsort(order, (size_t)n, sizeof(int), cmp_ev);
 
     int rc = -1;
     OTF2_Archive *ar = OTF2_Archive_Open(dir, name, OTF2_FILEMODE_WRITE, 1024 * 1024, 4 * 1024 * 1024,
@@ -83,8 +98,8 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
     int cur = -1;
     uint64_t last = 0;
     for (int q = 0; q < n; q++) {
-        const ah_trace_span *s = &spans[order[q]];
-        int loc = 2 * s->rank + s->comm;
+        const ah_trace_event *s = &ev[order[q]];
+        int loc = location(s);
         if (loc != cur) {
             if (w)
                 OTF2_Archive_CloseEvtWriter(ar, w);
@@ -92,8 +107,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
             cur = loc;
             last = 0;
         }
-        uint64_t a = (uint64_t)((s->ts_us - t0) * 1e3 + 0.5),
-                 b = (uint64_t)((s->ts_us + s->dur_us - t0) * 1e3 + 0.5);
+        uint64_t a = (uint64_t)((s->t0 - t0) * 1e9 + 0.5), b = (uint64_t)((s->t1 - t0) * 1e9 + 0.5);
         if (a < last)
             a = last;
         if (b < a)
@@ -107,7 +121,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
     OTF2_Archive_CloseEvtFiles(ar);
     /* local definitions (none, but every location needs its file) */
     OTF2_Archive_OpenDefFiles(ar);
-    for (int loc = 0; loc < 2 * ranks; loc++) {
+    for (int loc = 0; loc < per_rank * ranks; loc++) {
         if (!count[loc])
             continue;
         OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)loc);
@@ -116,7 +130,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
     OTF2_Archive_CloseDefFiles(ar);
     /* global definitions: strings, regions, system tree, ranks, locations */
     OTF2_GlobalDefWriter *g = OTF2_Archive_GetGlobalDefWriter(ar);
-    OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, 0, (uint64_t)((t1 - t0) * 1e3 + 0.5),
+    OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, 0, (uint64_t)((t1 - t0) * 1e9 + 0.5),
                                               OTF2_UNDEFINED_TIMESTAMP);
     uint32_t str = 0;
     OTF2_GlobalDefWriter_WriteString(g, str++, "");
@@ -126,18 +140,26 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
                    strcmp(regions[k], "optimizer");
         OTF2_RegionRole role = !comm                              ? OTF2_REGION_ROLE_FUNCTION
                                : !strncmp(regions[k], "recv_", 5) ? OTF2_REGION_ROLE_POINT2POINT
-                               : !strcmp(regions[k], "send_wait") ? OTF2_REGION_ROLE_POINT2POINT
+                               : !strncmp(regions[k], "send_", 5) ? OTF2_REGION_ROLE_POINT2POINT
                                                                   : OTF2_REGION_ROLE_COLL_ALL2ALL;
         OTF2_GlobalDefWriter_WriteRegion(g, (OTF2_RegionRef)k, str, str, 0, role,
                                          comm ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE,
                                          0, 0, 0);
         str++;
     }
-    uint32_t s_machine = str++, s_node = str++, s_compute = str++, s_comm = str++;
+    uint32_t s_machine = str++, s_node = str++, s_thread0 = str;
     OTF2_GlobalDefWriter_WriteString(g, s_machine, "autohet run");
     OTF2_GlobalDefWriter_WriteString(g, s_node, "machine");
-    OTF2_GlobalDefWriter_WriteString(g, s_compute, "compute");
-    OTF2_GlobalDefWriter_WriteString(g, s_comm, "communication");
+    for (int tid = 0; tid < per_rank; tid++) { /* thread names as in the Chrome trace */
+        char tn[32];
+        int lane = tid / AH_TRACE_STREAMS;
+        const char *sn = ah_trace_stream_name((ah_trace_stream)(tid % AH_TRACE_STREAMS));
+        if (lane)
+            snprintf(tn, sizeof tn, "%s #%d", sn, lane + 1);
+        else
+            snprintf(tn, sizeof tn, "%s", sn);
+        OTF2_GlobalDefWriter_WriteString(g, str++, tn);
+    }
     OTF2_GlobalDefWriter_WriteSystemTreeNode(g, 0, s_machine, s_node, OTF2_UNDEFINED_SYSTEM_TREE_NODE);
     for (int r = 0; r < ranks; r++) {
         char label[32];
@@ -147,10 +169,10 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *
         OTF2_GlobalDefWriter_WriteLocationGroup(g, (OTF2_LocationGroupRef)r, s_rank,
                                                 OTF2_LOCATION_GROUP_TYPE_PROCESS, 0,
                                                 OTF2_UNDEFINED_LOCATION_GROUP);
-        for (int c = 0; c < 2; c++)
-            if (count[2 * r + c])
-                OTF2_GlobalDefWriter_WriteLocation(g, (OTF2_LocationRef)(2 * r + c), c ? s_comm : s_compute,
-                                                   OTF2_LOCATION_TYPE_CPU_THREAD, count[2 * r + c],
+        for (int c = 0; c < per_rank; c++)
+            if (count[per_rank * r + c])
+                OTF2_GlobalDefWriter_WriteLocation(g, (OTF2_LocationRef)(per_rank * r + c), s_thread0 + (uint32_t)c,
+                                                   OTF2_LOCATION_TYPE_CPU_THREAD, count[per_rank * r + c],
                                                    (OTF2_LocationGroupRef)r);
     }
     OTF2_Archive_CloseGlobalDefWriter(ar, g);
@@ -173,9 +195,9 @@ int ah_trace_otf2_available(void) {
     return 0;
 }
 
-int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_span *spans, int n, int ranks,
+int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
                         char *err, size_t errlen) {
-    (void)dir, (void)name, (void)spans, (void)n, (void)ranks;
+    (void)dir, (void)name, (void)ev, (void)n, (void)ranks;
     snprintf(err, errlen,
              "this autohet was built without OTF2 (install libopen-trace-format2-dev and rebuild)");
     return -1;

@@ -1,0 +1,114 @@
+/* One trace model for the engine and the simulator (docs/analyze.md).
+ *
+ * An ah_trace_event is one timed operation of one engine rank; the engine
+ * records them while it trains (ah_trace_record: two clock reads by the
+ * caller and a store), the simulator converts its result into them, and
+ * ah_trace_write_chrome writes either as the same Chrome trace JSON: one
+ * process per rank, one thread per stream (compute, tp, p2p, dp; a stream
+ * whose operations overlap gets extra lanes), the same names and args, and
+ * flow events linking each send to its receive. `autohet analyze` reads the
+ * file back (autohet/trace_analysis.h). Public because three folders use it:
+ * src/engine and src/sim write, src/trace and src/cli read. */
+#ifndef AUTOHET_TRACE_H
+#define AUTOHET_TRACE_H
+#include <stdio.h>
+
+typedef enum {
+    AH_TRACE_FORWARD = 0,
+    AH_TRACE_BACKWARD,
+    AH_TRACE_OPTIMIZER,
+    AH_TRACE_RECV_ACTIVATION, /* waiting for (and receiving) the previous stage's activation */
+    AH_TRACE_RECV_GRADIENT,   /* the same for the next stage's activation gradient */
+    AH_TRACE_SEND_ACTIVATION,
+    AH_TRACE_SEND_GRADIENT,
+    AH_TRACE_SEND_WAIT,    /* completing the step's outgoing sends */
+    AH_TRACE_TP_ALLREDUCE, /* tensor-parallel all-reduce inside a forward/backward */
+    AH_TRACE_DP_ALLREDUCE, /* data-parallel gradient all-reduce of a bucket's layers */
+    AH_TRACE_TIED_SYNC,    /* exchange of the tied embedding gradient (first and last stage) */
+    AH_TRACE_STEP_SYNC,    /* global loss / gradient-norm reduction */
+    AH_TRACE_KINDS
+} ah_trace_kind;
+
+typedef enum { AH_TRACE_COMPUTE = 0, AH_TRACE_TP, AH_TRACE_P2P, AH_TRACE_DP, AH_TRACE_STREAMS } ah_trace_stream;
+
+/* "forward", "recv_activation", ... (the event names and args.kind); NULL out of range */
+const char *ah_trace_kind_name(ah_trace_kind k);
+/* the kind with that name, or -1 */
+int ah_trace_kind_parse(const char *name);
+/* compute for forward, backward, optimizer; tp; p2p for sends, receives and
+ * send_wait; dp for the gradient all-reduces, tied_sync and step_sync */
+ah_trace_stream ah_trace_kind_stream(ah_trace_kind k);
+const char *ah_trace_stream_name(ah_trace_stream s);
+
+typedef struct {
+    double t0, t1; /* seconds (the writer subtracts an origin) */
+    int rank;      /* engine world rank: replica by replica, stage by stage, tp rank by tp rank */
+    int lane;      /* 0, or the extra lane of an overlapping stream (set by the writer / reader) */
+    ah_trace_kind kind;
+    int micro_batch;             /* -1 none */
+    int layer_first, layer_last; /* layers [first, last), -1 none */
+    int bucket;                  /* gradient bucket index (in layer order over the whole model), -1 none */
+    double bytes;                /* payload of this rank */
+    int ranks;                   /* ranks taking part */
+    int group;                   /* lowest rank of the communicator (instances match by site, group, seq) */
+    int peer;                    /* the other end of a send or receive, -1 none */
+    int site, seq;               /* call site (the caller's number) and the calls made there before */
+} ah_trace_event;
+
+/* The call-site name: the kind's name, or "dp_allreduce layers A-B" (B
+ * inclusive) for a bucket all-reduce with layers. Returns buf. */
+const char *ah_trace_site_name(const ah_trace_event *e, char *buf, size_t n);
+
+/* ---------------------------------------------------------------- recording */
+
+#define AH_TRACE_SITES 64
+
+typedef struct {
+    int on, rank;
+    ah_trace_event *ev;
+    int n, cap;
+    int site_seq[AH_TRACE_SITES]; /* calls so far per call site (site >= 63 share one) */
+} ah_trace_recorder;
+
+void ah_trace_recorder_init(ah_trace_recorder *r, int rank);
+void ah_trace_recorder_free(ah_trace_recorder *r);
+
+/* Appends the operation [t0, t1] of `kind` at call site `site`: rank, stream,
+ * seq filled in, no layers / bucket / peer, 1 rank, group = this rank, 0
+ * bytes. Returns the record for the caller to complete (bytes, ranks, group,
+ * peer, layers), or NULL when the recorder is off. */
+ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double t0, double t1, int site,
+                                int micro_batch);
+
+/* ------------------------------------------------------------------ writing */
+
+/* How a rank is named: "rank R (replica k, stage j, tp t)" and, when where
+ * is set, " on <where>" (node and device). */
+typedef struct {
+    int replica, stage, tp_rank;
+    const char *where;
+} ah_trace_rank;
+
+typedef struct {
+    const char *source; /* otherData.source: "engine" or "simulator" */
+    double origin_s;    /* subtracted from every time */
+    const ah_trace_rank *ranks;
+    int n_ranks; /* every event's rank must be below this */
+    /* optional: more events (each written after ",\n") and more otherData
+     * members (each as ",\"key\":value"), in the same file */
+    void (*extra_events)(FILE *f, void *ctx);
+    void (*other_data)(FILE *f, void *ctx);
+    void *ctx;
+} ah_trace_doc;
+
+/* The tid of (stream, lane) in every trace: stream + AH_TRACE_STREAMS * lane. */
+int ah_trace_tid(ah_trace_stream s, int lane);
+
+/* Writes the events (any order) as one Chrome trace JSON document. Times are
+ * rounded to integer nanoseconds and printed as microseconds with three
+ * decimals, so operations that touch touch in the file. Returns 0, or -1 with
+ * a one-line message (an event's rank out of range, a non-finite time). */
+int ah_trace_write_chrome(FILE *f, const ah_trace_event *ev, int n, const ah_trace_doc *d, char *err,
+                          size_t errlen);
+
+#endif

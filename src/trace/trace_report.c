@@ -1,0 +1,197 @@
+/* The analysis as files: JSON (analyze --json) and an SVG bar chart
+ * (analyze --svg), autohet/trace_analysis.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/trace_analysis.h"
+#include "util/errors.h"
+
+static void add_pair(cJSON *o, const char *name, ah_trace_pair p) {
+    char k[64];
+    snprintf(k, sizeof k, "%s_measured_s", name);
+    cJSON_AddNumberToObject(o, k, p.measured_s);
+    snprintf(k, sizeof k, "%s_simulated_s", name);
+    cJSON_AddNumberToObject(o, k, p.simulated_s);
+    snprintf(k, sizeof k, "%s_error", name);
+    cJSON_AddNumberToObject(o, k, p.error);
+}
+
+static cJSON *analysis_json(const char *trace_path, const ah_trace_analysis *a) {
+    cJSON *out = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(out, "ranks"),
+          *js = cJSON_AddArrayToObject(out, "sites"), *jb = cJSON_AddArrayToObject(out, "buckets");
+    cJSON_AddStringToObject(out, "trace", trace_path);
+    cJSON_AddNumberToObject(out, "span_us", a->span_us);
+    cJSON_AddNumberToObject(out, "steps", a->steps);
+    cJSON_AddNumberToObject(out, "skipped_steps", a->skipped);
+    if (a->steps > 0)
+        cJSON_AddNumberToObject(out, "iteration_s", a->iteration_s);
+    for (int r = 0; r < a->ranks; r++) {
+        const ah_trace_split *s = &a->split[r];
+        cJSON *o = cJSON_CreateObject(), *k = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", r);
+        cJSON_AddNumberToObject(o, "wall_s", s->span * 1e-6);
+        cJSON_AddNumberToObject(o, "compute_s", s->compute * 1e-6);
+        cJSON_AddNumberToObject(o, "exposed_comm_s", s->exposed * 1e-6);
+        cJSON_AddNumberToObject(o, "bubble_s", s->bubble * 1e-6);
+        cJSON_AddNumberToObject(o, "other_s", s->other * 1e-6);
+        for (int q = 0; q < AH_TRACE_KINDS; q++)
+            if (a->kind_s[r * AH_TRACE_KINDS + q] > 0)
+                cJSON_AddNumberToObject(k, ah_trace_kind_name((ah_trace_kind)q), a->kind_s[r * AH_TRACE_KINDS + q]);
+        cJSON_AddItemToObject(o, "kind_s_per_step", k);
+        cJSON_AddItemToArray(jr, o);
+    }
+    for (int i = 0; i < a->n_sites; i++) {
+        const ah_trace_site *s = &a->sites[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "site", s->site);
+        cJSON_AddNumberToObject(o, "calls", s->calls);
+        cJSON_AddNumberToObject(o, "bytes_per_call", s->bytes_per_call);
+        cJSON_AddNumberToObject(o, "avg_us", s->avg_us);
+        if (s->busbw_GBps > 0)
+            cJSON_AddNumberToObject(o, "busbw_GBps", s->busbw_GBps);
+        if (s->instances) {
+            cJSON_AddNumberToObject(o, "instances", s->instances);
+            cJSON_AddNumberToObject(o, "skew_us", s->skew_us);
+            cJSON_AddNumberToObject(o, "transfer_us", s->transfer_us);
+        }
+        if (s->predicted_us >= 0)
+            cJSON_AddNumberToObject(o, "predicted_us", s->predicted_us);
+        cJSON_AddItemToArray(js, o);
+    }
+    for (int b = 0; b < a->n_buckets; b++) {
+        cJSON *o = cJSON_CreateObject(), *rs = cJSON_AddArrayToObject(o, "rank_s");
+        cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray((int[]){a->buckets[b].first, a->buckets[b].last}, 2));
+        cJSON_AddNumberToObject(o, "mean_s", a->buckets[b].mean_s);
+        for (int r = 0; r < a->ranks; r++)
+            cJSON_AddItemToArray(rs, a->buckets[b].rank_s[r] < 0 ? cJSON_CreateNull()
+                                                                  : cJSON_CreateNumber(a->buckets[b].rank_s[r]));
+        cJSON_AddItemToArray(jb, o);
+    }
+    cJSON *jt = cJSON_AddArrayToObject(out, "slowest");
+    for (int i = 0; i < a->n_slowest; i++) {
+        const ah_trace_item *v = &a->items[a->slowest[i]];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "rank", v->ev.rank);
+        cJSON_AddStringToObject(o, "name", v->name);
+        cJSON_AddNumberToObject(o, "dur_us", v->dur);
+        cJSON_AddItemToArray(jt, o);
+    }
+    return out;
+}
+
+static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c) {
+    cJSON *o = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(o, "ranks"),
+          *jb = cJSON_AddArrayToObject(o, "buckets");
+    cJSON_AddStringToObject(o, "sim", sim_path);
+    add_pair(o, "iteration", c->iteration);
+    for (int r = 0; r < c->ranks; r++) {
+        cJSON *q = cJSON_CreateObject(), *jk = cJSON_CreateArray();
+        cJSON_AddNumberToObject(q, "rank", r);
+        for (int p = 0; p < AH_TRACE_PARTS; p++)
+            add_pair(q, ah_trace_part_name(p), c->parts[r * AH_TRACE_PARTS + p]);
+        for (int k = 0; k < AH_TRACE_KINDS; k++) {
+            if (!c->kind_seen[r * AH_TRACE_KINDS + k])
+                continue;
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddStringToObject(x, "kind", ah_trace_kind_name((ah_trace_kind)k));
+            add_pair(x, "time", c->kinds[r * AH_TRACE_KINDS + k]);
+            cJSON_AddItemToArray(jk, x);
+        }
+        cJSON_AddItemToObject(q, "kinds", jk);
+        cJSON_AddItemToArray(jr, q);
+    }
+    for (int b = 0; b < c->n_buckets; b++) {
+        cJSON *q = cJSON_CreateObject(), *rs = cJSON_AddArrayToObject(q, "ranks");
+        char site[64];
+        snprintf(site, sizeof site, "dp_allreduce layers %d-%d", c->bucket_layers[b][0], c->bucket_layers[b][1] - 1);
+        cJSON_AddStringToObject(q, "site", site);
+        cJSON_AddItemToObject(q, "layers", cJSON_CreateIntArray(c->bucket_layers[b], 2));
+        add_pair(q, "time", c->buckets[b]);
+        for (int r = 0; r < c->ranks; r++) {
+            ah_trace_pair p = c->bucket_ranks[b * c->ranks + r];
+            if (isnan(p.measured_s))
+                continue;
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "rank", r);
+            add_pair(x, "time", p);
+            cJSON_AddItemToArray(rs, x);
+        }
+        cJSON_AddItemToArray(jb, q);
+    }
+    return o;
+}
+
+int ah_trace_write_analysis_json(const char *path, const char *trace_path, const ah_trace_analysis *a,
+                                 const char *sim_path, const ah_trace_comparison *c, char *err, size_t errlen) {
+    cJSON *out = analysis_json(trace_path, a);
+    if (c)
+        cJSON_AddItemToObject(out, "prediction", comparison_json(sim_path ? sim_path : "", c));
+    char *text = cJSON_Print(out);
+    FILE *f = fopen(path, "w");
+    int rc = f && text && fputs(text, f) >= 0 ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc)
+        ah_errf(err, errlen, "--json %s: cannot write", path);
+    free(text);
+    cJSON_Delete(out);
+    return rc;
+}
+
+/* text for an SVG element: & < > " as entities */
+static void svg_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        const char *ent = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '"' ? "&quot;" : NULL;
+        if (ent)
+            fputs(ent, f);
+        else
+            fputc(*s, f);
+    }
+}
+
+int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const ah_trace_analysis *a, char *err,
+                                size_t errlen) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        ah_errf(err, errlen, "--svg %s: cannot write", path);
+        return -1;
+    }
+    int W = 900, row = 26, H = 70 + row * a->ranks, bar = 560;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+               "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">Where the time went, per rank: ", W, H);
+    svg_text(f, trace_path);
+    fprintf(f, " (span %.1f ms)</text>\n", a->span_us / 1e3);
+    const char *col[4] = {"#4c78a8", "#e45756", "#f2cf5b", "#bab0ac"},
+               *lab[4] = {"compute", "exposed communication", "pipeline bubble", "other"};
+    for (int q = 0; q < 4; q++)
+        fprintf(f, "<rect x=\"%d\" y=\"30\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"41\">%s</text>\n",
+                10 + q * 180, col[q], 26 + q * 180, lab[q]);
+    for (int r = 0; r < a->ranks; r++) {
+        const ah_trace_split *s = &a->split[r];
+        double x = 70, y = 55 + r * row, parts[4] = {s->compute, s->exposed, s->bubble, s->other};
+        fprintf(f, "<text x=\"10\" y=\"%.0f\">rank %d</text>\n", y + 14, r);
+        for (int q = 0; q < 4; q++) {
+            double pw = s->span > 0 ? bar * (parts[q] > 0 ? parts[q] : 0) / s->span : 0,
+                   pct = s->span > 0 ? 100 * parts[q] / s->span : 0;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>%s %.3f ms "
+                       "(%.1f%%)</title></rect>\n", x, y, pw, col[q], lab[q], parts[q] / 1e3, pct);
+            if (pw >= 36) /* the value on the bar where it fits */
+                fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" text-anchor=\"middle\">%.0f%%</text>\n",
+                        x + pw / 2, y + 13, pct);
+            x += pw;
+        }
+        fprintf(f, "<text x=\"%d\" y=\"%.0f\" font-size=\"11\">%.2f / %.2f / %.2f / %.2f ms</text>\n", 70 + bar + 8,
+                y + 14, s->compute / 1e3, s->exposed / 1e3, s->bubble / 1e3, s->other / 1e3);
+    }
+    fputs("</svg>\n", f);
+    if (fclose(f) != 0) {
+        ah_errf(err, errlen, "--svg %s: cannot write", path);
+        return -1;
+    }
+    return 0;
+}
