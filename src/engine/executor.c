@@ -1,16 +1,14 @@
-/* Plan execution over MPI (see executor.h and docs/engine.md). */
+/* Plan execution (see executor.h and docs/engine.md): setting up this rank's
+ * part of a plan from its schedule program — its layer chunks, its groups —
+ * and gathering parameters. The step itself is in executor_step.c. */
 #include "engine/executor_internal.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <malloc.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cblas.h>
@@ -19,48 +17,34 @@
 #include "autohet/schedule.h"
 #include "util/errors.h"
 
-/* Records one operation of this rank (no-op unless tracing): a store after
- * the caller's two clock reads. group: the communicator's lowest rank. */
-static ah_trace_event *rec(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
-                           double bytes, int ranks, int group, int peer) {
-    ah_trace_event *e = ah_trace_record(&x->trace, kind, t0, t1, site, mb);
-    if (e) {
-        e->bytes = bytes;
-        e->ranks = ranks;
-        e->group = group;
-        e->peer = peer;
-    }
-    return e;
-}
-
-/* time an expression and record it */
-#define TRACED(x, kind, mb, site, bytes, ranks, group, peer, stmt)                                         \
-    do {                                                                                                     \
-        double tq0_ = (x)->trace.on ? MPI_Wtime() : 0;                                                       \
-        stmt;                                                                                                \
-        if ((x)->trace.on)                                                                                   \
-            rec((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group), (peer));            \
-    } while (0)
-
 static void tp_allreduce_cb(ah_dptr buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
-    TRACED(x, AH_TRACE_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
-           MPI_Allreduce(MPI_IN_PLACE, ah_dptr_transport(buf), (int)n, MPI_FLOAT, MPI_SUM, x->tp_comm));
+    AH_EXEC_TRACED(x, AH_TRACE_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
+                   ah_tr_allreduce_sum_f32(x->tr, x->tp_group, ah_dptr_transport(buf), n));
 }
 
-/* World rank of (replica k, stage j, tp rank r). */
-static int slot_rank(const ah_plan *p, int k, int j, int r) {
-    int idx = 0;
-    for (int q = 0; q < k; q++)
-        idx += p->replicas[q].n_stages * p->tp;
-    return idx + j * p->tp + r;
+ah_engine_model *ah_exec_model_of(const ah_executor *x, int l) {
+    for (int c = 0; c < x->n_chunks; c++)
+        if (l >= x->chunks[c].first && l < x->chunks[c].last)
+            return &x->chunks[c];
+    return NULL;
 }
 
-static void sleep_s(double s) {
-    if (s <= 0)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
+int ah_exec_n_held(const ah_executor *x) {
+    int n = 0;
+    for (int c = 0; c < x->n_chunks; c++)
+        n += x->chunks[c].last - x->chunks[c].first;
+    return n;
+}
+
+int ah_exec_held_layer(const ah_executor *x, int i) {
+    for (int c = 0; c < x->n_chunks; c++) {
+        int n = x->chunks[c].last - x->chunks[c].first;
+        if (i < n)
+            return x->chunks[c].first + i;
+        i -= n;
+    }
+    return -1;
 }
 
 double ah_measure_sgemm_peak(void) {
@@ -130,160 +114,158 @@ static int check_memory(const ah_plan *p, const ah_model_config *cfg, char *err,
     return 0;
 }
 
-ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                int init_params, double peak_flops_per_rank, char *err, size_t errlen) {
+/* The plan's structure (the one validator), its size against the ranks
+ * started, the batch shape against this machine, the schedule's own
+ * conditions. The same answer on every rank. */
+static int check_plan(ah_executor *x, ah_schedule s, int V, char *err, size_t errlen) {
+    const ah_plan *p = &x->plan;
+    int slots = ah_plan_slots(p);
+    if (slots != x->world) {
+        snprintf(err, errlen,
+                 "the plan has %d GPU slots (replicas x stages x tp) but %d MPI ranks were started", slots,
+                 x->world);
+        return -1;
+    }
+    if (ah_plan_validate(p, err, errlen) != 0)
+        return -1;
+    if (ah_schedule_check(p, s, V, err, errlen) != 0)
+        return -1;
+    return check_memory(p, &x->cfg, err, errlen);
+}
+
+/* My slot, my stage's program and chunk models. */
+static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, char *err, size_t errlen) {
+    const ah_plan *p = &x->plan;
+    ah_slot me;
+    if (ah_rank_slot(p, x->rank, &me) != 0) {
+        snprintf(err, errlen, "rank %d has no slot in the plan", x->rank);
+        return -1;
+    }
+    x->replica = me.replica;
+    x->stage = me.stage;
+    x->tp_rank = me.tp_rank;
+    for (int k = 0; k < x->replica; k++)
+        x->row0 += p->replicas[k].micro_batches * p->micro_batch;
+    const ah_replica *rep = &p->replicas[x->replica];
+    x->n_stages = rep->n_stages;
+    x->tp = p->tp;
+    x->m = rep->micro_batches;
+    x->slowdown = p->cluster.nodes[rep->stages[x->stage].node].dev.slowdown;
+    int L = ah_model_num_layers(&x->cfg);
+    ah_schedule_options so = {
+        .schedule = s,
+        .virtual_stages = V,
+        .act_bytes = (double)p->micro_batch * p->train.seq * x->cfg.hidden * sizeof(float),
+        .tied_bytes = x->cfg.tied_embeddings ? (double)x->cfg.vocab * x->cfg.hidden * sizeof(float) : 0,
+    };
+    if (ah_schedule_build(p, &so, &x->sched, err, errlen) != 0)
+        return -1;
+    x->prog = ah_schedule_program_of(&x->sched, x->replica, x->stage);
+    x->chunks = ah_xcalloc((size_t)x->sched.V, sizeof(ah_engine_model));
+    for (int c = 0; c < x->sched.n_chunks[x->replica]; c++) {
+        const ah_chunk *ch = &x->sched.chunks[x->replica][c];
+        if (ch->stage != x->stage)
+            continue;
+        if (ah_engine_model_init(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
+                                 ch->last, p->tp, x->tp_rank, x->seed, init_params, err, errlen) != 0)
+            return -1;
+        x->n_chunks++;
+    }
+    (void)L;
+    return 0;
+}
+
+/* The groups my program needs: my stage's TP group, one group per gradient
+ * bucket (its holders with my TP rank; every rank takes part in every split,
+ * in bucket order), and the holder of the other tied embedding copy. */
+static void setup_groups(ah_executor *x) {
+    const ah_plan *p = &x->plan;
+    ah_transport *t = x->tr;
+    t->split(t->ctx, t->world, ah_slot_rank(p, x->replica, x->stage, 0), x->tp_rank, &x->tp_group);
+    for (int c = 0; c < x->n_chunks; c++) {
+        x->chunks[c].comm.allreduce = tp_allreduce_cb;
+        x->chunks[c].comm.ctx = x;
+    }
+    x->bgroups = ah_xcalloc((size_t)x->sched.n_buckets + 1, sizeof(bucket_group));
+    for (int q = 0; q < x->sched.n_buckets; q++) {
+        bucket_group *b = &x->bgroups[q];
+        int member = x->sched.buckets[q].holder[x->replica] == x->stage;
+        t->split(t->ctx, t->world, member ? x->tp_rank : -1, x->replica, &b->group);
+        if (b->group) {
+            b->size = t->group_size(t->ctx, b->group);
+            b->lead = x->rank;
+            t->allreduce(t->ctx, b->group, &b->lead, 1, AH_DT_I32, AH_RED_MIN);
+        }
+    }
+    x->tie_partner = -1;
+    for (int i = 0; i < x->prog->n_ops; i++)
+        if (x->prog->ops[i].kind == AH_OP_TIED_SYNC) {
+            int peer = x->prog->ops[i].peer_stage;
+            x->tie_partner = peer == x->stage ? -2 : ah_slot_rank(p, x->replica, peer, x->tp_rank);
+        }
+}
+
+ah_executor *ah_executor_create_scheduled(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                          const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
+                                          int init_params, double peak_flops_per_rank, ah_schedule schedule,
+                                          int virtual_stages, char *err, size_t errlen) {
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
      * GPT-2-124M-shaped model: 35% -> 69% of the sgemm peak). */
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    ah_executor *x = calloc(1, sizeof *x);
-    if (!x)
-        abort();
+    ah_executor *x = ah_xcalloc(1, sizeof *x);
     ah_plan_copy(&x->plan, plan);
-    ah_plan *p = &x->plan;
     x->cfg = *cfg;
     x->data = data;
     x->oc = *oc;
     x->seed = seed;
     x->peak = peak_flops_per_rank;
-    x->tp_comm = MPI_COMM_NULL;
     x->comm = comm;
-    MPI_Comm_rank(comm, &x->rank);
-    MPI_Comm_size(comm, &x->world);
-    int L = ah_model_num_layers(cfg), slots = 0, rc = 0;
-    for (int k = 0; k < p->n_replicas; k++)
-        slots += p->replicas[k].n_stages * p->tp;
-    if (slots != x->world) {
-        snprintf(err, errlen,
-                 "the plan has %d GPU slots (replicas x stages x tp) but %d MPI ranks were started", slots,
-                 x->world);
-        rc = -1;
-    }
-    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
-        int expect = 0;
-        for (int j = 0; j < p->replicas[k].n_stages && rc == 0; j++) {
-            const ah_stage *s = &p->replicas[k].stages[j];
-            if (s->layer_first != expect || s->layer_last <= s->layer_first || s->layer_last > L) {
-                snprintf(err, errlen, "plan: replica %d does not cover the model's %d layers exactly once", k,
-                         L);
-                rc = -1;
-            }
-            expect = s->layer_last;
-        }
-        if (rc == 0 && expect != L) {
-            snprintf(err, errlen, "plan: replica %d covers layers [0,%d), the model has %d", k, expect, L);
-            rc = -1;
-        }
-    }
-    long samples = 0;
-    for (int k = 0; k < p->n_replicas; k++)
-        samples += (long)p->replicas[k].micro_batches * p->micro_batch;
-    if (rc == 0 && samples != p->global_batch) {
-        snprintf(err, errlen, "plan: micro-batches x micro_batch = %ld, global batch is %d", samples,
-                 p->global_batch);
-        rc = -1;
-    }
+    x->tr = ah_transport_mpi(&comm);
+    x->rank = x->tr->rank;
+    x->world = x->tr->size;
+    int V = schedule == AH_SCHED_INTERLEAVED ? (virtual_stages > 0 ? virtual_stages : 2) : 1;
+    int rc = check_plan(x, schedule, V, err, errlen);
     if (rc == 0)
-        rc = check_memory(p, cfg, err, errlen);
-    /* my slot */
-    int row = 0;
-    for (int k = 0; k < p->n_replicas && rc == 0; k++) {
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            for (int r = 0; r < p->tp; r++)
-                if (slot_rank(p, k, j, r) == x->rank) {
-                    x->replica = k;
-                    x->stage = j;
-                    x->tp_rank = r;
-                    x->row0 = row;
-                }
-        row += p->replicas[k].micro_batches * p->micro_batch;
-    }
-    if (rc == 0) {
-        const ah_replica *rep = &p->replicas[x->replica];
-        const ah_stage *st = &rep->stages[x->stage];
-        x->n_stages = rep->n_stages;
-        x->tp = p->tp;
-        x->m = rep->micro_batches;
-        x->prev = x->stage > 0 ? slot_rank(p, x->replica, x->stage - 1, x->tp_rank) : -1;
-        x->next = x->stage + 1 < x->n_stages ? slot_rank(p, x->replica, x->stage + 1, x->tp_rank) : -1;
-        x->slowdown = p->cluster.nodes[st->node].dev.slowdown;
-        if (ah_engine_model_init(&x->model, cfg, p->train.seq, p->micro_batch, st->layer_first,
-                                 st->layer_last, p->tp, x->tp_rank, seed, init_params, err, errlen) != 0)
-            rc = -1;
-    }
-    /* agree on success before creating communicators (they are collective) */
-    int bad = rc != 0, any_bad = 0;
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
-    if (any_bad) {
-        if (!bad)
+        rc = setup_my_part(x, schedule, V, init_params, err, errlen);
+    /* agree on success before creating groups (they are collective) */
+    int bad = rc != 0;
+    x->tr->allreduce(x->tr->ctx, x->tr->world, &bad, 1, AH_DT_I32, AH_RED_MAX);
+    if (bad) {
+        if (rc == 0)
             snprintf(err, errlen, "another rank could not set up its part of the plan");
         ah_executor_free(x);
         return NULL;
     }
-    /* TP group: the ranks of my stage */
-    int stage_id = slot_rank(p, x->replica, x->stage, 0);
-    MPI_Comm_split(x->comm, stage_id, x->tp_rank, &x->tp_comm);
-    x->model.comm.allreduce = tp_allreduce_cb;
-    x->model.comm.ctx = x;
-    /* buckets: maximal layer runs whose holder stage is the same in every replica */
-    int R = p->n_replicas;
-    int *holder = calloc((size_t)L * R + 1, sizeof(int));
-    x->buckets = calloc((size_t)L + 1, sizeof(bucket));
-    if (!holder || !x->buckets)
-        abort();
-    for (int k = 0; k < R; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
-                holder[l * R + k] = j;
-    for (int l = 0, n_global = 0; l < L && R > 1;) {
-        int e = l + 1;
-        while (e < L && !memcmp(&holder[e * R], &holder[l * R], sizeof(int) * (size_t)R))
-            e++;
-        int member = holder[l * R + x->replica] == x->stage;
-        MPI_Comm c;
-        MPI_Comm_split(x->comm, member ? x->tp_rank : MPI_UNDEFINED, x->replica, &c);
-        if (member) {
-            x->buckets[x->n_buckets].index = n_global;
-            x->buckets[x->n_buckets].first = l;
-            x->buckets[x->n_buckets].last = e;
-            x->buckets[x->n_buckets].comm = c;
-            MPI_Comm_size(c, &x->buckets[x->n_buckets].size);
-            MPI_Allreduce(&x->rank, &x->buckets[x->n_buckets].lead, 1, MPI_INT, MPI_MIN, c);
-            x->n_buckets++;
-        }
-        l = e;
-        n_global++;
-    }
-    /* tied embeddings: layer 0 and the head hold copies of one matrix */
-    x->tie_partner = -1;
-    if (cfg->tied_embeddings) {
-        const ah_replica *rep = &p->replicas[x->replica];
-        int has0 = x->stage == 0, hasH = x->stage == rep->n_stages - 1;
-        if (has0 && hasH)
-            x->tie_partner = -2;
-        else if (has0)
-            x->tie_partner = slot_rank(p, x->replica, rep->n_stages - 1, x->tp_rank);
-        else if (hasH)
-            x->tie_partner = slot_rank(p, x->replica, 0, x->tp_rank);
-    }
-    free(holder);
+    setup_groups(x);
     return x;
+}
+
+ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
+                                int init_params, double peak_flops_per_rank, char *err, size_t errlen) {
+    return ah_executor_create_scheduled(comm, plan, cfg, data, oc, seed, init_params, peak_flops_per_rank,
+                                        AH_SCHED_1F1B, 1, err, errlen);
 }
 
 void ah_executor_free(ah_executor *x) {
     if (!x)
         return;
-    for (int i = 0; i < x->n_buckets; i++)
-        MPI_Comm_free(&x->buckets[i].comm);
-    free(x->buckets);
-    if (x->tp_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&x->tp_comm);
+    for (int q = 0; x->bgroups && q < x->sched.n_buckets; q++)
+        if (x->bgroups[q].group)
+            x->tr->group_free(x->tr->ctx, x->bgroups[q].group);
+    free(x->bgroups);
+    if (x->tp_group)
+        x->tr->group_free(x->tr->ctx, x->tp_group);
     ah_executor_persist_abandon(x);
     free(x->last_mem);
-    ah_engine_model_free(&x->model);
+    for (int c = 0; c < x->n_chunks; c++)
+        ah_engine_model_free(&x->chunks[c]);
+    free(x->chunks);
+    ah_schedule_plan_free(&x->sched);
+    ah_transport_free(x->tr);
     ah_plan_free(&x->plan);
     ah_trace_recorder_free(&x->trace);
     free(x);
@@ -293,226 +275,17 @@ int ah_executor_rank(const ah_executor *x) {
     return x->rank;
 }
 
-static size_t tied_size(const ah_executor *x) {
-    return ah_engine_tied_size(&x->model);
-}
-
-/* Sum the gradients of the two copies of a tied embedding matrix. */
-static void sync_tied(ah_executor *x) {
-    if (x->tie_partner == -1)
-        return;
-    ah_engine_model *e = &x->model;
-    if (x->tie_partner == -2) {
-        ah_engine_tied_sum_local(e);
-        return;
-    }
-    size_t n = tied_size(x);
-    int head = x->stage != 0;
-    const ah_backend *be = e->be;
-    ah_dptr theirs = ah_be_alloc(be, n);
-    ah_engine_sync(e);
-    MPI_Sendrecv(ah_dptr_transport(ah_engine_tied_grad(e, head)), (int)n, MPI_FLOAT, x->tie_partner, 77,
-                 ah_dptr_transport(theirs), (int)n, MPI_FLOAT, x->tie_partner, 77, x->comm, MPI_STATUS_IGNORE);
-    /* the same sum on both sides: embedding + head */
-    ah_engine_tied_add(e, head, theirs);
-    ah_be_free(be, theirs);
-}
-
-/* Sum of squares of the gradients this rank counts towards the global norm:
- * replica 0 only, replicated tensors on TP rank 0 only, a tied head once. */
-static double my_sumsq(ah_executor *x) {
-    return x->replica != 0 ? 0 : ah_engine_grad_sumsq(&x->model);
-}
-
-typedef struct {
-    int *tok, *tgt;
-} mb_data;
-
-static double run_forward_only(ah_executor *x, int validation, int step, double *tokens_counted) {
-    /* the validation batch: same shape as a training batch, drawn from the validation split */
-    ah_engine_model *e = &x->model;
-    int T = e->T, B = e->B, C = e->cfg.hidden;
-    size_t NC = (size_t)B * T * C;
-    int held = e->last - e->first;
-    ah_dptr in = ah_be_alloc(e->be, NC), out = ah_be_alloc(e->be, NC);
-    int *tok = calloc((size_t)B * T, sizeof(int)), *tgt = calloc((size_t)B * T, sizeof(int));
-    ah_eng_acts *acts = calloc((size_t)held, sizeof(ah_eng_acts));
-    if (!tok || !tgt || !acts)
-        abort();
-    double loss = 0;
-    for (int i = 0; i < x->m; i++) {
-        ah_dataset_batch(x->data, validation, x->seed, step, x->row0 + i * B, B, T, tok, tgt);
-        ah_engine_sync(e);
-        if (x->prev >= 0)
-            MPI_Recv(ah_dptr_transport(in), (int)NC, MPI_FLOAT, x->prev, 3 * i + 2, x->comm, MPI_STATUS_IGNORE);
-        double l = 0;
-        ah_engine_forward(e, tok, x->prev >= 0 ? in : ah_dptr_null(), tgt, out, &l, acts);
-        ah_engine_acts_free(e, acts);
-        ah_engine_sync(e);
-        if (x->next >= 0)
-            MPI_Send(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i + 2, x->comm);
-        else
-            loss += l;
-    }
-    ah_be_free(e->be, in);
-    ah_be_free(e->be, out);
-    free(tok);
-    free(tgt);
-    free(acts);
-    double contrib = x->next < 0 && x->tp_rank == 0 ? loss : 0, total = 0;
-    MPI_Allreduce(&contrib, &total, 1, MPI_DOUBLE, MPI_SUM, x->comm);
-    *tokens_counted = (double)x->plan.global_batch * T;
-    return total / *tokens_counted;
-}
-
-int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen) {
-    (void)err;
-    (void)errlen;
-    ah_engine_model *e = &x->model;
-    const ah_plan *p = &x->plan;
-    int T = e->T, B = e->B, C = e->cfg.hidden, m = x->m, S = x->n_stages, held = e->last - e->first;
-    size_t NC = (size_t)B * T * C;
-    double t0 = MPI_Wtime();
-    ah_engine_zero_grads(e);
-    float loss_scale = 1.0f / ((float)p->global_batch * (float)T);
-    ah_compute_op *prog = malloc(sizeof(ah_compute_op) * (size_t)(2 * m));
-    ah_eng_acts *acts = calloc((size_t)m * held, sizeof(ah_eng_acts));
-    mb_data *md = calloc((size_t)m, sizeof(mb_data));
-    ah_dptr *sendbuf = calloc((size_t)(2 * m), sizeof(ah_dptr));
-    MPI_Request *req = calloc((size_t)(2 * m), sizeof(MPI_Request));
-    const ah_backend *be = e->be;
-    ah_dptr in = ah_be_alloc(be, NC), dio = ah_be_alloc(be, NC);
-    if (!prog || !acts || !md || !sendbuf || !req)
-        abort();
-    int nreq = 0;
-    double loss = 0;
-    ah_schedule_order(AH_SCHED_1F1B, S, 1, x->stage, m, prog);
-    for (int o = 0; o < 2 * m; o++) {
-        int i = prog[o].micro_batch;
-        if (!prog[o].backward) {
-            md[i].tok = malloc(sizeof(int) * (size_t)B * T);
-            md[i].tgt = malloc(sizeof(int) * (size_t)B * T);
-            ah_dataset_batch(x->data, 0, x->seed, step, x->row0 + i * B, B, T, md[i].tok, md[i].tgt);
-            ah_engine_sync(e); /* the last op that read `in` is done */
-            if (x->prev >= 0)
-                TRACED(x, AH_TRACE_RECV_ACTIVATION, i, 3, (double)NC * sizeof(float), 2,
-                       x->prev < x->rank ? x->prev : x->rank, x->prev,
-                       MPI_Recv(ah_dptr_transport(in), (int)NC, MPI_FLOAT, x->prev, 3 * i, x->comm,
-                                MPI_STATUS_IGNORE));
-            ah_dptr out = x->next >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
-            double l = 0, c0 = MPI_Wtime();
-            ah_engine_forward(e, md[i].tok, x->prev >= 0 ? in : ah_dptr_null(), md[i].tgt, out, &l,
-                              acts + (size_t)i * held);
-            ah_engine_sync(e);
-            sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
-            rec(x, AH_TRACE_FORWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank, -1);
-            if (x->next >= 0) {
-                sendbuf[nreq] = out;
-                TRACED(x, AH_TRACE_SEND_ACTIVATION, i, 6, (double)NC * sizeof(float), 2, x->rank, x->next,
-                       MPI_Isend(ah_dptr_transport(out), (int)NC, MPI_FLOAT, x->next, 3 * i, x->comm,
-                                 &req[nreq++]));
-            } else {
-                loss += l;
-            }
-        } else {
-            ah_engine_sync(e); /* the last op that read `dio` is done */
-            if (x->next >= 0)
-                TRACED(x, AH_TRACE_RECV_GRADIENT, i, 4, (double)NC * sizeof(float), 2, x->rank, x->next,
-                       MPI_Recv(ah_dptr_transport(dio), (int)NC, MPI_FLOAT, x->next, 3 * i + 1, x->comm,
-                                MPI_STATUS_IGNORE));
-            ah_dptr din = x->prev >= 0 ? ah_be_alloc(be, NC) : ah_dptr_null();
-            double c0 = MPI_Wtime();
-            ah_engine_backward(e, md[i].tok, md[i].tgt, x->next >= 0 ? dio : ah_dptr_null(), din, loss_scale,
-                               acts + (size_t)i * held);
-            ah_engine_sync(e);
-            sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0));
-            rec(x, AH_TRACE_BACKWARD, c0, MPI_Wtime(), i, -1, 0, 1, x->rank, -1);
-            if (x->prev >= 0) {
-                sendbuf[nreq] = din;
-                TRACED(x, AH_TRACE_SEND_GRADIENT, i, 7, (double)NC * sizeof(float), 2, x->prev, x->prev,
-                       MPI_Isend(ah_dptr_transport(din), (int)NC, MPI_FLOAT, x->prev, 3 * i + 1, x->comm,
-                                 &req[nreq++]));
-            }
-            free(md[i].tok);
-            free(md[i].tgt);
-        }
-    }
-    TRACED(x, AH_TRACE_SEND_WAIT, -1, 5, 0, 2, x->rank, -1, MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE));
-    for (int i = 0; i < nreq; i++)
-        ah_be_free(be, sendbuf[i]);
-    /* gradients: tied copies, then the layer-wise all-reduce of every bucket */
-    if (x->tie_partner >= 0)
-        TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)tied_size(x) * sizeof(float), 2,
-               x->rank < x->tie_partner ? x->rank : x->tie_partner, -1, sync_tied(x));
-    else
-        sync_tied(x); /* both copies here: a local add, or nothing */
-    ah_engine_sync(e);
-    for (int b = 0; b < x->n_buckets; b++)
-        for (int l = x->buckets[b].first; l < x->buckets[b].last; l++) {
-            size_t ln = ah_engine_layer_floats(e, l);
-            void *grad = ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD));
-            double ta = x->trace.on ? MPI_Wtime() : 0;
-            MPI_Allreduce(MPI_IN_PLACE, grad, (int)ln, MPI_FLOAT, MPI_SUM, x->buckets[b].comm);
-            ah_trace_event *te = x->trace.on ? rec(x, AH_TRACE_DP_ALLREDUCE, ta, MPI_Wtime(), -1, 8 + b,
-                                                   (double)ln * sizeof(float), x->buckets[b].size,
-                                                   x->buckets[b].lead, -1)
-                                             : NULL;
-            if (te) {
-                te->layer_first = x->buckets[b].first;
-                te->layer_last = x->buckets[b].last;
-                te->bucket = x->buckets[b].index;
-            }
-        }
-    /* loss of the global batch, global gradient norm, clipping, AdamW */
-    double sums[2] = {x->next < 0 && x->tp_rank == 0 ? loss : 0, my_sumsq(x)}, tot[2];
-    TRACED(x, AH_TRACE_STEP_SYNC, -1, 0, 16, x->world, 0, -1,
-           MPI_Allreduce(sums, tot, 2, MPI_DOUBLE, MPI_SUM, x->comm));
-    double to0 = MPI_Wtime();
-    double norm = sqrt(tot[1]);
-    float clip = ah_clip_factor(norm, x->oc.grad_clip);
-    float lr = ah_lr_at(&x->oc, step);
-    ah_engine_clip_and_step(e, clip, lr, step + 1, &x->oc);
-    ah_engine_sync(e);
-    rec(x, AH_TRACE_OPTIMIZER, to0, MPI_Wtime(), -1, -1, 0, 1, x->rank, -1);
-    double dt = MPI_Wtime() - t0;
-    double toks = (double)p->global_batch * T;
-    st->step = step;
-    st->loss = tot[0] / toks;
-    st->lr = lr;
-    st->grad_norm = norm;
-    st->step_s = dt;
-    st->tokens_per_s = toks / dt;
-    double flops = (double)p->global_batch * ah_model_flops_per_sequence(&x->cfg, T);
-    st->tflops = flops / dt / 1e12;
-    st->mfu = x->peak > 0 ? flops / dt / (x->peak * x->world) : 0;
-    st->val_loss = -1;
-    if (eval) {
-        double counted;
-        st->val_loss = run_forward_only(x, 1, step, &counted);
-    }
-    free(prog);
-    free(acts);
-    free(md);
-    free(sendbuf);
-    free(req);
-    ah_be_free(be, in);
-    ah_be_free(be, dio);
-    (void)C;
-    return 0;
-}
-
+/* Every layer of replica 0 as one rank holds it: each layer's TP shards
+ * scattered into a full-size buffer and summed over the TP group of its
+ * holder, then sent to rank 0. Host data over the transport. */
 int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
-    /* every layer: full-size buffer summed over the TP group of its replica-0
-     * holder, then sent to rank 0 */
     int L = ah_model_num_layers(&x->cfg);
-    ah_engine_model *e = &x->model;
-    size_t total = 0, *off = calloc((size_t)L + 1, sizeof(size_t));
-    if (!off)
-        abort();
+    ah_engine_model *e0 = &x->chunks[0];
+    size_t total = 0, *off = ah_xcalloc((size_t)L + 1, sizeof(size_t));
     /* sizes of full layers: a TP=1 description of each layer */
     ah_engine_model full;
     char err[128];
-    if (ah_engine_model_init(&full, &x->cfg, e->T, e->B, 0, L, 1, 0, 0, 0, err, sizeof err) != 0) {
+    if (ah_engine_model_init(&full, &x->cfg, e0->T, e0->B, 0, L, 1, 0, 0, 0, err, sizeof err) != 0) {
         free(off);
         return -1;
     }
@@ -522,30 +295,26 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     }
     off[L] = total;
     ah_engine_model_free(&full);
-    float *all = x->rank == 0 ? calloc(total + 1, sizeof(float)) : NULL;
+    float *all = x->rank == 0 ? ah_xcalloc(total + 1, sizeof(float)) : NULL;
+    ah_transport *t = x->tr;
     for (int l = 0; l < L; l++) {
         size_t ln = off[l + 1] - off[l];
-        int mine = x->replica == 0 && l >= e->first && l < e->last;
-        float *buf = calloc(ln + 1, sizeof(float));
-        if (!buf)
-            abort();
-        if (mine)
+        ah_engine_model *e = x->replica == 0 ? ah_exec_model_of(x, l) : NULL;
+        float *buf = ah_xcalloc(ln + 1, sizeof(float));
+        if (e)
             ah_engine_layer_to_full(e, l, 0, buf);
         /* owner: TP rank 0 of the replica-0 stage holding l */
-        int owner = -1;
-        for (int j = 0; j < x->plan.replicas[0].n_stages; j++)
-            if (l >= x->plan.replicas[0].stages[j].layer_first &&
-                l < x->plan.replicas[0].stages[j].layer_last)
-                owner = slot_rank(&x->plan, 0, j, 0);
-        if (mine)
-            MPI_Reduce(x->tp_rank == 0 ? MPI_IN_PLACE : buf, buf, (int)ln, MPI_FLOAT, MPI_SUM, 0, x->tp_comm);
+        int owner = ah_slot_rank(&x->plan, 0, ah_schedule_chunk_of(&x->sched, 0, l)->stage, 0);
+        if (e)
+            t->reduce(t->ctx, x->tp_group, buf, ln, AH_DT_F32, 0);
         if (owner == 0) {
             if (x->rank == 0)
                 memcpy(all + off[l], buf, ln * sizeof(float));
         } else if (x->rank == owner) {
-            MPI_Send(buf, (int)ln, MPI_FLOAT, 0, 99, x->comm);
+            t->send(t->ctx, buf, ln * sizeof(float), 0, 99);
+            t->wait_sends(t->ctx);
         } else if (x->rank == 0) {
-            MPI_Recv(all + off[l], (int)ln, MPI_FLOAT, owner, 99, x->comm, MPI_STATUS_IGNORE);
+            t->recv(t->ctx, all + off[l], ln * sizeof(float), owner, 99);
         }
         free(buf);
     }
@@ -553,86 +322,4 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     *out = all;
     *n = total;
     return 0;
-}
-
-void ah_executor_trace_enable(ah_executor *x) {
-    if (x->trace.on)
-        return;
-    ah_trace_recorder_init(&x->trace, x->rank);
-    x->trace.on = 1;
-}
-
-/* Rank 0's file: every rank named after its slot and node, the earliest
- * event at time 0. */
-static int write_gathered_trace(const ah_executor *x, const char *path, const ah_trace_event *all, int total,
-                                char *err, size_t errlen) {
-    const ah_plan *p = &x->plan;
-    ah_trace_rank *rk = calloc((size_t)x->world, sizeof(ah_trace_rank));
-    char(*where)[160] = calloc((size_t)x->world, sizeof *where);
-    if (!rk || !where)
-        abort();
-    for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
-            for (int q = 0; q < p->tp; q++) {
-                int r = slot_rank(p, k, j, q), nd = p->replicas[k].stages[j].node;
-                if (r >= x->world)
-                    continue;
-                rk[r] = (ah_trace_rank){k, j, q, NULL};
-                if (nd >= 0 && nd < p->cluster.n_nodes) {
-                    snprintf(where[r], sizeof where[r], "%s (%s)", p->cluster.nodes[nd].name,
-                             p->cluster.nodes[nd].dev.name);
-                    rk[r].where = where[r];
-                }
-            }
-    double origin = 1e300;
-    for (int i = 0; i < total; i++)
-        if (all[i].t0 < origin)
-            origin = all[i].t0;
-    ah_trace_doc d = {.source = "engine", .origin_s = total ? origin : 0, .ranks = rk, .n_ranks = x->world};
-    int rc = 0;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "--trace %s: cannot open for writing", path);
-        rc = -1;
-    } else {
-        rc = ah_trace_write_chrome(f, all, total, &d, err, errlen);
-        if (fclose(f) != 0 && rc == 0) {
-            snprintf(err, errlen, "--trace %s: write error", path);
-            rc = -1;
-        }
-    }
-    free(rk);
-    free(where);
-    return rc;
-}
-
-/* Gather every rank's events to rank 0 and write them as one Chrome trace
- * (autohet/trace.h: one process per rank, a thread per stream). */
-int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen) {
-    int n = x->trace.n;
-    int *counts = x->rank == 0 ? calloc((size_t)x->world, sizeof(int)) : NULL;
-    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
-    int *displ = NULL, total = 0;
-    ah_trace_event *all = NULL;
-    MPI_Datatype t;
-    MPI_Type_contiguous((int)sizeof(ah_trace_event), MPI_BYTE, &t);
-    MPI_Type_commit(&t);
-    if (x->rank == 0) {
-        displ = calloc((size_t)x->world, sizeof(int));
-        for (int r = 0; r < x->world; r++) {
-            displ[r] = total;
-            total += counts[r];
-        }
-        all = malloc(sizeof(ah_trace_event) * (size_t)(total + 1));
-        if (!displ || !all)
-            abort();
-    }
-    MPI_Gatherv(x->trace.ev, n, t, all, counts, displ, t, 0, x->comm);
-    MPI_Type_free(&t);
-    int rc = x->rank == 0 ? write_gathered_trace(x, path, all, total, err, errlen) : 0;
-    free(counts);
-    free(displ);
-    free(all);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, x->comm);
-    return rc;
 }

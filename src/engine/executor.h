@@ -1,12 +1,15 @@
 /* Executing a plan document over MPI processes (docs/engine.md).
  *
- * Rank r takes one GPU slot of the plan: slots are numbered replica by
- * replica, stage by stage, TP rank by TP rank. Each rank holds its stage's
- * layers (its 1/tp shard), runs the stage's 1F1B program with non-blocking
- * sends of activations and gradients, all-reduces inside its TP group, and
- * after the flush takes part in the layer-wise gradient all-reduce of every
- * bucket it holds (one communicator per bucket: exactly its holders). A run on
- * one rank without a plan is the trivial plan (one replica, one stage). */
+ * Rank r takes one GPU slot of the plan (the slot map of autohet/schedule.h:
+ * replica by replica, stage by stage, TP rank by TP rank). Each rank holds its
+ * stage's layer chunks (its 1/tp shard; several chunks under the interleaved
+ * schedule) and runs its stage's schedule program: forwards and backwards,
+ * non-blocking sends and blocking receives of activations and gradients,
+ * all-reduces inside its TP group, after the flush the layer-wise gradient
+ * all-reduce of every bucket it holds (one group per bucket: exactly its
+ * holders), the step reduction and AdamW. Compute runs on a backend
+ * (engine/backend.h), communication over a transport (engine/transport.h). A
+ * run on one rank without a plan is the trivial plan (one replica, one stage). */
 #ifndef AUTOHET_ENGINE_EXECUTOR_H
 #define AUTOHET_ENGINE_EXECUTOR_H
 #include <mpi.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 
 #include "autohet/plan.h"
+#include "autohet/schedule.h"
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -40,6 +44,13 @@ typedef struct {
 ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
                                 const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
                                 int init_params, double peak_flops_per_rank, char *err, size_t errlen);
+/* The same under a pipeline schedule (1F1B, GPipe, interleaved 1F1B with
+ * virtual_stages chunks per stage; 0 = 2). A plan that cannot run the
+ * schedule is refused with the reason (ah_schedule_check). */
+ah_executor *ah_executor_create_scheduled(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                          const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
+                                          int init_params, double peak_flops_per_rank, ah_schedule schedule,
+                                          int virtual_stages, char *err, size_t errlen);
 /* One training step (collective). eval: also compute the validation loss. */
 int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
 void ah_executor_free(ah_executor *x);

@@ -231,8 +231,7 @@ int ah_ckpt_read_state(const char *dir, const ah_model_config *cfg, const ah_pla
 }
 
 int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen) {
-    ah_engine_model *e = &x->model;
-    int nl = e->last - e->first, rc = 0;
+    int nl = ah_exec_n_held(x), rc = 0;
     saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
     char nd[3072];
     node_dir(x, dir, my_node(x), nd, sizeof nd);
@@ -242,7 +241,9 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         rc = -1;
     if (rc != 0)
         snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
-    for (int l = e->first; l < e->last && rc == 0; l++) {
+    for (int h = 0; h < nl && rc == 0; h++) {
+        int l = ah_exec_held_layer(x, h);
+        ah_engine_model *e = ah_exec_model_of(x, l);
         ah_eng_layer *Ly = &e->layers[l - e->first];
         ah_ckpt_tensor t[3 * AH_MAX_TENSORS];
         char names[3 * AH_MAX_TENSORS][96];
@@ -269,7 +270,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
         snprintf(ly, sizeof ly, "%d", l);
         snprintf(tp, sizeof tp, "%d", x->tp_rank);
         const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
-        saved_shard *s = &mine[l - e->first];
+        saved_shard *s = &mine[h];
         *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
         shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
         char path[3200];
@@ -453,7 +454,8 @@ static int agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
 
 /* copy a loaded shard's parameters and AdamW moments into layer l */
 static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, char *err, size_t errlen) {
-    const ah_eng_layer *Ly = &x->model.layers[l - x->model.first];
+    ah_engine_model *e = ah_exec_model_of(x, l);
+    const ah_eng_layer *Ly = &e->layers[l - e->first];
     int rc = 0;
     for (int q = 0; q < Ly->n_tensors && rc == 0; q++) {
         const ah_tensor_info *ti = &Ly->t[q];
@@ -471,7 +473,7 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
                                  l, name, t[i].n, ti->size);
                         rc = -1;
                     } else {
-                        ah_engine_tensor_from_host(&x->model, l, ckpt_states[k], q, t[i].data);
+                        ah_engine_tensor_from_host(e, l, ckpt_states[k], q, t[i].data);
                     }
                 }
             if (!found && rc == 0) {
@@ -484,7 +486,6 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
 }
 
 int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
-    ah_engine_model *e = &x->model;
     /* tiers: my node's directory first, then every other node directory under
      * DIR (also nodes that are no longer in the plan: their disks survived) */
     int rc = 0, nd = 0, cap = 8;
@@ -517,7 +518,8 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     if (x->rank == 0)
         for (int i = -1; i < nd; i++)
             ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL, 1);
-    for (int l = e->first; l < e->last && rc == 0; l++) {
+    for (int h = 0; h < ah_exec_n_held(x) && rc == 0; h++) {
+        int l = ah_exec_held_layer(x, h);
         ah_ckpt_loaded *t = NULL;
         int nt = 0;
         if (ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, err, errlen) < 0) {
@@ -660,17 +662,19 @@ static int read_file_src(const shard_src *s, int tier, double cloud_rate, double
 static int check_assignment(const ah_executor *x, const char *assignment, int me, int world, const rec_entry *e,
                             int n, int step, char *err, size_t errlen) {
     int rc = 0;
-    int nl = x ? x->model.last - x->model.first : 0, first = x ? x->model.first : 0;
-    int *mine = ah_xcalloc((size_t)nl + 1, sizeof(int));
+    int nl = x ? ah_exec_n_held(x) : 0, L = x ? ah_model_num_layers(&x->cfg) : 0;
+    int *mine = ah_xcalloc((size_t)L + 1, sizeof(int));
     for (int i = 0; i < n && x; i++)
-        if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= first && e[i].layer < first + nl)
-            mine[e[i].layer - first]++;
-    for (int l = 0; l < nl && rc == 0 && !(step == 0 && n == 0); l++) /* step 0, no shards: the seed's init */
+        if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= 0 && e[i].layer < L &&
+            ah_exec_model_of(x, e[i].layer))
+            mine[e[i].layer]++;
+    for (int h = 0; h < nl && rc == 0 && !(step == 0 && n == 0); h++) { /* step 0, no shards: the seed's init */
+        int l = ah_exec_held_layer(x, h);
         if (mine[l] != 1) {
-            snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, first + l, me,
-                     mine[l]);
+            snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, l, me, mine[l]);
             rc = -1;
         }
+    }
     for (int i = 0; i < n && rc == 0; i++)
         if (e[i].rank == me && !x) {
             snprintf(err, errlen, "%s: rank %d has no plan slot but is assigned layer %d", assignment, me,

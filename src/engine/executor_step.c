@@ -1,0 +1,331 @@
+/* The program runner: one training step is this rank's schedule program
+ * (autohet/schedule.h), op by op. Compute goes to the chunk models (the
+ * backend), data between ranks to the transport; each op is traced. The
+ * forward-only evaluation walks the chunks in model order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/executor_internal.h"
+#include "util/errors.h"
+
+/* One micro-batch's tokens and targets, drawn when a chunk first needs them. */
+typedef struct {
+    int *tok, *tgt;
+} mb_data;
+
+typedef struct {
+    ah_executor *x;
+    int step, L, T, B;
+    size_t NC;         /* floats of one activation between chunks */
+    float loss_scale;  /* 1 / tokens of the global batch */
+    double loss;       /* summed token loss of the micro-batches whose head I ran */
+    double sums[2];    /* after the step sync: global loss sum, global gradient sum of squares */
+    mb_data *md;       /* [m] */
+    ah_eng_acts **acts; /* per chunk: [m x its layers] */
+    ah_dptr in, dio;   /* receive buffers: activation, activation gradient */
+    ah_dptr out;       /* the last forward's output or backward's input gradient, to be sent */
+    ah_dptr *sent;     /* buffers of posted sends, freed once they complete */
+    int n_sent, cap_sent;
+} step_ctx;
+
+static void sleep_s(double s) {
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static const mb_data *batch_of(step_ctx *c, int i, int validation) {
+    mb_data *d = &c->md[i];
+    if (!d->tok) {
+        ah_executor *x = c->x;
+        d->tok = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
+        d->tgt = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
+        ah_dataset_batch(x->data, validation, x->seed, c->step, x->row0 + i * c->B, c->B, c->T, d->tok, d->tgt);
+    }
+    return d;
+}
+
+/* the lowest of two ranks: names a point-to-point pair in traces */
+static int pair_of(int a, int b) {
+    return a < b ? a : b;
+}
+
+static int peer_rank(const ah_executor *x, const ah_op *op) {
+    return ah_slot_rank(&x->plan, x->replica, op->peer_stage, x->tp_rank);
+}
+
+static void run_recv(step_ctx *c, const ah_op *op) {
+    ah_executor *x = c->x;
+    int act = op->kind == AH_OP_RECV_ACT, peer = peer_rank(x, op);
+    ah_dptr into = act ? c->in : c->dio;
+    ah_engine_sync(&x->chunks[0]); /* the last op that read the buffer is done */
+    AH_EXEC_TRACED(x, act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT, op->mb, act ? 3 : 4,
+                   (double)c->NC * sizeof(float), 2, pair_of(peer, x->rank), peer,
+                   x->tr->recv(x->tr->ctx, ah_dptr_transport(into), c->NC * sizeof(float), peer, op->tag));
+}
+
+static void run_send(step_ctx *c, const ah_op *op) {
+    ah_executor *x = c->x;
+    int act = op->kind == AH_OP_SEND_ACT, peer = peer_rank(x, op);
+    if (c->n_sent == c->cap_sent) {
+        c->cap_sent = c->cap_sent ? 2 * c->cap_sent : 16;
+        c->sent = ah_xrealloc(c->sent, sizeof(ah_dptr) * (size_t)c->cap_sent);
+    }
+    c->sent[c->n_sent++] = c->out;
+    AH_EXEC_TRACED(x, act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT, op->mb, act ? 6 : 7,
+                   (double)c->NC * sizeof(float), 2, pair_of(peer, x->rank), peer,
+                   x->tr->send(x->tr->ctx, ah_dptr_transport(c->out), c->NC * sizeof(float), peer, op->tag));
+    c->out = ah_dptr_null();
+}
+
+/* the chunk model (and its index) running op */
+static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op, int *idx) {
+    ah_executor *x = c->x;
+    for (int k = 0; k < x->n_chunks; k++)
+        if (x->chunks[k].first == op->first) {
+            *idx = k;
+            return &x->chunks[k];
+        }
+    abort(); /* the program names a chunk of this stage */
+}
+
+static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
+    ah_executor *x = c->x;
+    sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
+    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD, c0,
+                                       MPI_Wtime(), op->mb, -1, 0, 1, x->rank, -1);
+    if (e) {
+        e->layer_first = op->first;
+        e->layer_last = op->last;
+    }
+}
+
+static void run_forward(step_ctx *c, const ah_op *op) {
+    int k;
+    ah_engine_model *e = chunk_of(c, op, &k);
+    const mb_data *d = batch_of(c, op->mb, 0);
+    int held = e->last - e->first, head = e->last == c->L;
+    c->out = head ? ah_dptr_null() : ah_be_alloc(e->be, c->NC);
+    double l = 0, c0 = MPI_Wtime();
+    ah_engine_forward(e, d->tok, e->first > 0 ? c->in : ah_dptr_null(), d->tgt, c->out, &l,
+                      c->acts[k] + (size_t)op->mb * held);
+    ah_engine_sync(e);
+    traced_compute(c, op, c0);
+    if (head)
+        c->loss += l;
+}
+
+static void run_backward(step_ctx *c, const ah_op *op) {
+    int k;
+    ah_engine_model *e = chunk_of(c, op, &k);
+    const mb_data *d = batch_of(c, op->mb, 0);
+    int held = e->last - e->first, head = e->last == c->L;
+    c->out = e->first > 0 ? ah_be_alloc(e->be, c->NC) : ah_dptr_null();
+    double c0 = MPI_Wtime();
+    ah_engine_backward(e, d->tok, d->tgt, head ? ah_dptr_null() : c->dio, c->out, c->loss_scale,
+                       c->acts[k] + (size_t)op->mb * held);
+    ah_engine_sync(e);
+    traced_compute(c, op, c0);
+}
+
+static void run_send_wait(step_ctx *c) {
+    ah_executor *x = c->x;
+    AH_EXEC_TRACED(x, AH_TRACE_SEND_WAIT, -1, 5, 0, 2, x->rank, -1, x->tr->wait_sends(x->tr->ctx));
+    for (int i = 0; i < c->n_sent; i++)
+        ah_be_free(x->chunks[0].be, c->sent[i]);
+    c->n_sent = 0;
+}
+
+/* Sum the gradients of the two copies of a tied embedding matrix: both here
+ * (a local add), or exchanged with the other holder. */
+static void run_tied_sync(step_ctx *c) {
+    ah_executor *x = c->x;
+    if (x->tie_partner == -2) {
+        ah_engine_tied_sum_local(&x->chunks[0]);
+        return;
+    }
+    int head = x->stage != 0;
+    ah_engine_model *e = ah_exec_model_of(x, head ? c->L - 1 : 0);
+    size_t n = ah_engine_tied_size(e);
+    ah_dptr theirs = ah_be_alloc(e->be, n);
+    ah_engine_sync(e);
+    AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2, pair_of(x->rank, x->tie_partner),
+                   -1,
+                   x->tr->sendrecv(x->tr->ctx, ah_dptr_transport(ah_engine_tied_grad(e, head)),
+                                   ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77));
+    /* the same sum on both sides: embedding + head */
+    ah_engine_tied_add(e, head, theirs);
+    ah_be_free(e->be, theirs);
+}
+
+/* The layer-wise all-reduce of one bucket's gradients among its holders. */
+static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
+    ah_executor *x = c->x;
+    const bucket_group *b = &x->bgroups[op->bucket];
+    for (int l = op->first; l < op->last; l++) {
+        ah_engine_model *e = ah_exec_model_of(x, l);
+        ah_engine_sync(e);
+        size_t ln = ah_engine_layer_floats(e, l);
+        double ta = x->trace.on ? MPI_Wtime() : 0;
+        ah_tr_allreduce_sum_f32(x->tr, b->group, ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD)),
+                                ln);
+        ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, MPI_Wtime(), -1,
+                                                          8 + op->bucket, (double)ln * sizeof(float), b->size,
+                                                          b->lead, -1)
+                                         : NULL;
+        if (te) {
+            te->layer_first = op->first;
+            te->layer_last = op->last;
+            te->bucket = op->bucket;
+        }
+    }
+}
+
+/* The loss of the global batch and the global gradient norm: replica 0
+ * counts its gradients (replicated tensors on TP rank 0, a tied head once),
+ * TP rank 0 of the head's stage its losses. */
+static void run_step_sync(step_ctx *c) {
+    ah_executor *x = c->x;
+    c->sums[0] = x->tp_rank == 0 ? c->loss : 0;
+    c->sums[1] = 0;
+    for (int k = 0; k < x->n_chunks && x->replica == 0; k++)
+        c->sums[1] += ah_engine_grad_sumsq(&x->chunks[k]);
+    AH_EXEC_TRACED(x, AH_TRACE_STEP_SYNC, -1, 0, 16, x->world, 0, -1,
+                   x->tr->allreduce(x->tr->ctx, x->tr->world, c->sums, 2, AH_DT_F64, AH_RED_SUM));
+}
+
+static void run_optimizer(step_ctx *c) {
+    ah_executor *x = c->x;
+    double t0 = MPI_Wtime();
+    float clip = ah_clip_factor(sqrt(c->sums[1]), x->oc.grad_clip), lr = ah_lr_at(&x->oc, c->step);
+    for (int k = 0; k < x->n_chunks; k++) {
+        ah_engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
+        ah_engine_sync(&x->chunks[k]);
+    }
+    ah_exec_record(x, AH_TRACE_OPTIMIZER, t0, MPI_Wtime(), -1, -1, 0, 1, x->rank, -1);
+}
+
+static void run_op(step_ctx *c, const ah_op *op) {
+    switch (op->kind) {
+    case AH_OP_FORWARD: run_forward(c, op); break;
+    case AH_OP_BACKWARD: run_backward(c, op); break;
+    case AH_OP_RECV_ACT:
+    case AH_OP_RECV_GRAD: run_recv(c, op); break;
+    case AH_OP_SEND_ACT:
+    case AH_OP_SEND_GRAD: run_send(c, op); break;
+    case AH_OP_SEND_WAIT: run_send_wait(c); break;
+    case AH_OP_TIED_SYNC: run_tied_sync(c); break;
+    case AH_OP_DP_ALLREDUCE: run_dp_allreduce(c, op); break;
+    case AH_OP_STEP_SYNC: run_step_sync(c); break;
+    case AH_OP_OPTIMIZER: run_optimizer(c); break;
+    case AH_OP_KINDS: break;
+    }
+}
+
+static void ctx_init(step_ctx *c, ah_executor *x, int step) {
+    memset(c, 0, sizeof *c);
+    const ah_engine_model *e0 = &x->chunks[0];
+    c->x = x;
+    c->step = step;
+    c->L = ah_model_num_layers(&x->cfg);
+    c->T = e0->T;
+    c->B = e0->B;
+    c->NC = (size_t)c->B * c->T * x->cfg.hidden;
+    c->loss_scale = 1.0f / ((float)x->plan.global_batch * (float)c->T);
+    c->md = ah_xcalloc((size_t)x->m, sizeof(mb_data));
+    c->acts = ah_xcalloc((size_t)x->n_chunks, sizeof(ah_eng_acts *));
+    for (int k = 0; k < x->n_chunks; k++)
+        c->acts[k] = ah_xcalloc((size_t)x->m * (size_t)(x->chunks[k].last - x->chunks[k].first) + 1,
+                                sizeof(ah_eng_acts));
+    c->in = ah_be_alloc(e0->be, c->NC);
+    c->dio = ah_be_alloc(e0->be, c->NC);
+}
+
+static void ctx_free(step_ctx *c) {
+    ah_executor *x = c->x;
+    for (int i = 0; i < x->m; i++) {
+        free(c->md[i].tok);
+        free(c->md[i].tgt);
+    }
+    free(c->md);
+    for (int k = 0; k < x->n_chunks; k++)
+        free(c->acts[k]);
+    free(c->acts);
+    free(c->sent);
+    ah_be_free(x->chunks[0].be, c->in);
+    ah_be_free(x->chunks[0].be, c->dio);
+}
+
+/* The validation loss: every micro-batch through the chunks in model order
+ * (receive, forward, send and wait), one chain that every rank walks in the
+ * same order, so it cannot deadlock under any schedule. Its tags follow the
+ * step's. */
+static double run_forward_only(ah_executor *x, int step) {
+    step_ctx c;
+    ctx_init(&c, x, step);
+    const ah_chunk *ch = x->sched.chunks[x->replica];
+    int nc = x->sched.n_chunks[x->replica], m = x->m, base = 2 * nc * m + 2;
+    size_t bytes = c.NC * sizeof(float);
+    for (int i = 0; i < m; i++)
+        for (int ci = 0; ci < nc; ci++) {
+            if (ch[ci].stage != x->stage)
+                continue;
+            ah_engine_model *e = ah_exec_model_of(x, ch[ci].first);
+            const mb_data *d = batch_of(&c, i, 1);
+            ah_engine_sync(e);
+            if (ci > 0)
+                x->tr->recv(x->tr->ctx, ah_dptr_transport(c.in), bytes,
+                            ah_slot_rank(&x->plan, x->replica, ch[ci - 1].stage, x->tp_rank), base + ci * m + i);
+            ah_dptr out = ci + 1 < nc ? ah_be_alloc(e->be, c.NC) : ah_dptr_null();
+            double l = 0;
+            ah_eng_acts *acts = ah_xcalloc((size_t)(e->last - e->first) + 1, sizeof(ah_eng_acts));
+            ah_engine_forward(e, d->tok, ci > 0 ? c.in : ah_dptr_null(), d->tgt, out, &l, acts);
+            ah_engine_acts_free(e, acts);
+            free(acts);
+            ah_engine_sync(e);
+            if (ci + 1 < nc) {
+                x->tr->send(x->tr->ctx, ah_dptr_transport(out), bytes,
+                            ah_slot_rank(&x->plan, x->replica, ch[ci + 1].stage, x->tp_rank),
+                            base + (ci + 1) * m + i);
+                x->tr->wait_sends(x->tr->ctx);
+            } else {
+                c.loss += l;
+            }
+            ah_be_free(e->be, out);
+        }
+    double total = x->tp_rank == 0 ? c.loss : 0;
+    x->tr->allreduce(x->tr->ctx, x->tr->world, &total, 1, AH_DT_F64, AH_RED_SUM);
+    ctx_free(&c);
+    return total / ((double)x->plan.global_batch * c.T);
+}
+
+int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    double t0 = MPI_Wtime();
+    for (int k = 0; k < x->n_chunks; k++)
+        ah_engine_zero_grads(&x->chunks[k]);
+    step_ctx c;
+    ctx_init(&c, x, step);
+    for (int i = 0; i < x->prog->n_ops; i++)
+        run_op(&c, &x->prog->ops[i]);
+    double dt = MPI_Wtime() - t0, toks = (double)x->plan.global_batch * c.T;
+    double flops = (double)x->plan.global_batch * ah_model_flops_per_sequence(&x->cfg, c.T);
+    *st = (ah_step_stats){.step = step,
+                          .loss = c.sums[0] / toks,
+                          .val_loss = -1,
+                          .lr = ah_lr_at(&x->oc, step),
+                          .grad_norm = sqrt(c.sums[1]),
+                          .step_s = dt,
+                          .tokens_per_s = toks / dt,
+                          .tflops = flops / dt / 1e12,
+                          .mfu = x->peak > 0 ? flops / dt / (x->peak * x->world) : 0};
+    ctx_free(&c);
+    if (eval)
+        st->val_loss = run_forward_only(x, step);
+    return 0;
+}
