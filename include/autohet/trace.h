@@ -40,15 +40,16 @@ int ah_trace_kind_parse(const char *name);
 ah_trace_stream ah_trace_kind_stream(ah_trace_kind k);
 const char *ah_trace_stream_name(ah_trace_stream s);
 
+/* Doubles first: no padding, so the engine gathers records as plain bytes. */
 typedef struct {
-    double t0, t1; /* seconds (the writer subtracts an origin) */
+    double t0, t1;               /* seconds (the writer subtracts an origin) */
+    double bytes;                /* payload of this rank */
     int rank;      /* engine world rank: replica by replica, stage by stage, tp rank by tp rank */
     int lane;      /* 0, or the extra lane of an overlapping stream (set by the writer / reader) */
     ah_trace_kind kind;
     int micro_batch;             /* -1 none */
     int layer_first, layer_last; /* layers [first, last), -1 none */
     int bucket;                  /* gradient bucket index (in layer order over the whole model), -1 none */
-    double bytes;                /* payload of this rank */
     int ranks;                   /* ranks taking part */
     int group;                   /* lowest rank of the communicator (instances match by site, group, seq) */
     int peer;                    /* the other end of a send or receive, -1 none */

@@ -9,6 +9,8 @@
 
 #include "util/errors.h"
 
+_Static_assert(sizeof(ah_trace_event) == 3 * sizeof(double) + 12 * sizeof(int), "records have no padding");
+
 static const char *kind_names[AH_TRACE_KINDS] = {
     "forward",         "backward",      "optimizer",    "recv_activation", "recv_gradient", "send_activation",
     "send_gradient",   "send_wait",     "tp_allreduce", "dp_allreduce",    "tied_sync",     "step_sync"};
