@@ -2,6 +2,7 @@
  * 0 success, 2 bad input (AH_EXIT_BAD_INPUT), 1 internal failure. */
 #ifndef AUTOHET_CLI_H
 #define AUTOHET_CLI_H
+#include <getopt.h>
 #include <stddef.h>
 
 int cmd_plan(int argc, char **argv);
@@ -18,6 +19,15 @@ int cmd_models(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);
+/* getopt_long options from one line, "model=m data=d quiet!q": NAME=C takes a
+ * value, NAME!C none; C is what getopt_long returns. */
+#define CLI_MAX_OPTIONS 40
+typedef struct {
+    struct option opts[CLI_MAX_OPTIONS + 1];
+    char names[1024];
+} cli_options;
+/* the option count, or -1 for a malformed spec */
+int cli_long_options(const char *spec, cli_options *o);
 /* Whether --help or -h is among the arguments. */
 int cli_wants_help(int argc, char **argv);
 /* msg = "unknown or incomplete option 'ARG' (see autohet CMD --help)"; returns -1. */

@@ -2,6 +2,7 @@
  * strict option values, output paths checked before any work. Apart from
  * main.c so that the fuzz harnesses can link the commands. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -42,6 +43,20 @@ int cli_mpi_fail_all(const char *cmd, int rank, const char *msg) {
         fprintf(stderr, "autohet %s: %s\n", cmd, msg);
     MPI_Finalize();
     return AH_EXIT_BAD_INPUT;
+}
+
+int cli_long_options(const char *spec, cli_options *o) {
+    snprintf(o->names, sizeof o->names, "%s", spec);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(o->names, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *mark = strpbrk(tok, "=!");
+        if (!mark || !mark[1] || n == CLI_MAX_OPTIONS)
+            return -1;
+        o->opts[n++] = (struct option){tok, *mark == '=' ? required_argument : no_argument, 0, mark[1]};
+        *mark = 0;
+    }
+    o->opts[n] = (struct option){0, 0, 0, 0};
+    return n;
 }
 
 int cli_parse_int(const char *s, int *out) {

@@ -41,16 +41,16 @@ typedef struct {
 
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
-    static const struct option opts[] = {
-        {"ops", required_argument, 0, 'o'},      {"min-size", required_argument, 0, 'm'},
-        {"max-size", required_argument, 0, 'M'}, {"iters", required_argument, 0, 'i'},
-        {"json", required_argument, 0, 'j'},     {0, 0, 0, 0}};
+    static cli_options opts;
+    cli_long_options(
+        "ops=o min-size=m max-size=M iters=i json=j",
+        &opts);
     a->ops = a->json = NULL;
     a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100;
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         switch (c) {
         case 'o': a->ops = optarg; break;
         case 'j': a->json = optarg; break;

@@ -116,23 +116,18 @@ typedef struct {
 
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, spot_args *a, char *msg, size_t n) {
-    static const struct option opts[] = {
-        {"trace", required_argument, 0, 't'},           {"node", required_argument, 0, 'n'},
-        {"model", required_argument, 0, 'm'},           {"global-batch", required_argument, 0, 'G'},
-        {"seq", required_argument, 0, 'L'},             {"policy", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'},            {"svg", required_argument, 0, 's'},
-        {"profile", required_argument, 0, 'P'},         {"detect", required_argument, 0, 'd'},
-        {"restart", required_argument, 0, 'r'},         {"cloud-bandwidth", required_argument, 0, 'c'},
-        {"memory-bandwidth", required_argument, 0, 'M'}, {"ckpt-every", required_argument, 0, 'K'},
-        {"measure-planning", no_argument, 0, 'T'},      {0, 0, 0, 0},
-    };
+    static cli_options opts;
+    cli_long_options(
+        "trace=t node=n model=m global-batch=G seq=L policy=p json=j svg=s profile=P detect=d "
+        "restart=r cloud-bandwidth=c memory-bandwidth=M ckpt-every=K measure-planning!T",
+        &opts);
     memset(a, 0, sizeof *a);
     a->policy = "all";
     ah_spot_costs_default(&a->c);
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         int *iv = NULL;
         double *dv = NULL, dmin = 0;
         switch (ch) {

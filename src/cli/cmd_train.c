@@ -30,7 +30,9 @@ static void train_usage(FILE *f) {
     fprintf(f,
             "usage: [mpirun -np N] autohet train --model NAME|config.json --data PATH [--plan PLAN.json]\n"
             "                      [--steps N] [--seed S] [--global-batch G --micro-batch B --seq L]\n"
-            "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n\n"
+            "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
+            "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
+            "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n\n"
             "Trains on byte-level tokens (vocabulary 256) of a text file or a directory of them. Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
@@ -45,7 +47,8 @@ static void train_usage(FILE *f) {
             "  --global-batch / --micro-batch / --seq   batch shape without a plan (default 8 / 2 / 128)\n"
             "  --lr, --warmup peak learning rate (default 3e-3) and warm-up steps (default 5); cosine decay\n"
             "  --eval-every   validation loss every K steps (default 10, 0 = never)\n"
-            "  --log-every    progress line every K steps (default 1)\n"
+            "  --log-every    progress line every K steps (default 1; also at evaluations and the last\n"
+            "                 step); the val column is blank on steps without an evaluation\n"
             "  --log FILE     one JSON object per step: step, loss, val_loss, lr, grad_norm, step_s,\n"
             "                 tokens_per_s, tflops, mfu\n"
             "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
@@ -59,6 +62,9 @@ static void train_usage(FILE *f) {
             "                 TP degree); --steps stays the total\n"
             "  --recover FILE restore from a recovery assignment of autohet run (docs/recovery.md); writes\n"
             "                 FILE.result.json (bytes and seconds per tier)\n\n"
+            "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
+            "tokens/s (tokens / summed step times), mean MFU (weighted by step time), the final train loss and\n"
+            "the last validation loss.\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -173,26 +179,19 @@ typedef struct {
 
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
-        {"plan", required_argument, 0, 'p'},        {"steps", required_argument, 0, 's'},
-        {"seed", required_argument, 0, 'S'},        {"global-batch", required_argument, 0, 'G'},
-        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
-        {"lr", required_argument, 0, 'r'},          {"warmup", required_argument, 0, 'w'},
-        {"eval-every", required_argument, 0, 'e'},  {"log-every", required_argument, 0, 'k'},
-        {"log", required_argument, 0, 'o'},         {"trace", required_argument, 0, 't'},
-        {"ckpt-dir", required_argument, 0, 'C'},    {"ckpt-every", required_argument, 0, 'K'},
-        {"resume", required_argument, 0, 'R'},      {"ckpt-mem", required_argument, 0, 'M'},
-        {"mem-every", required_argument, 0, 'E'},   {"ckpt-cloud", required_argument, 0, 'U'},
-        {"recover", required_argument, 0, 'V'},     {0, 0, 0, 0},
-    };
+    static cli_options opts;
+    cli_long_options(
+        "model=m data=d plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
+        "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
+        "mem-every=E ckpt-cloud=U recover=V",
+        &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
     a->lr = 3e-3;
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         int *iv = NULL, min = 1;
         switch (c) {
         case 'm': a->model = optarg; break;
