@@ -74,5 +74,16 @@ expect2 "spot-sim --trace FIFO" "not a regular file" "$BIN" spot-sim --trace "$T
   --model gpt3-1.3b --global-batch 64 --seq 2048
 expect2 "train --data 300 MB" "larger than" "$BIN" train --model tiny-gpt --data "$TMP/big.txt"
 
+# the --help synopses of train and run (the lines before the first blank one) name every flag
+synopsis() { "$BIN" "$1" --help | sed '/^$/q'; }
+for f in model data plan steps seed global-batch micro-batch seq lr warmup eval-every log-every log trace ckpt-dir \
+  ckpt-every ckpt-mem mem-every ckpt-cloud resume recover; do
+  synopsis train | grep -q -- "--$f\b" || fail "train --help synopsis lacks --$f"
+done
+for f in plan cluster global-batch micro-batch seq tp model data steps seed lr warmup eval-every preempt spot-trace \
+  time-scale notice recovery cloud-bandwidth ckpt-every mem-every run-dir log report launcher; do
+  synopsis run | grep -q -- "--$f\b" || fail "run --help synopsis lacks --$f"
+done
+
 [ $fails -eq 0 ] && echo "inputs: all checks passed"
 exit $((fails > 0))

@@ -85,6 +85,17 @@ jq -e '(.top | length) >= 2 and ([.top[].iteration_time_s] | . == sort) and
        (.verify_summary.kendall_tau >= -1) and (.verify_summary.worst_abs_error >= 0) and
        (.verify | length) == (.top | length)' "$TMP/top.json" >/dev/null \
   || fail "--top/--verify JSON: ranked distinct plans and a verify summary expected"
+# --verify --quiet without --json: not silent, the one-line summary (the JSON run above printed nothing)
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --top 6 --verify 6 --quiet \
+  --json "$TMP/top2.json" >"$TMP/vq-json.out" || fail "plan --verify --quiet --json exited non-zero"
+[ ! -s "$TMP/vq-json.out" ] || fail "--quiet --json printed: $(head -2 "$TMP/vq-json.out")"
+$BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --verify 6 --quiet \
+  >"$TMP/vq.out" || fail "plan --verify --quiet exited non-zero"
+tau=$(jq '.verify_summary.kendall_tau * 1000 | round / 1000' "$TMP/top.json")
+[ "$(wc -l <"$TMP/vq.out")" -eq 1 ] && grep -q "^Verification: 6 candidates simulated (1F1B); worst |error| [0-9.]*% (rank [0-9]*); ranking agreement Kendall tau " "$TMP/vq.out" \
+  || fail "--verify --quiet without --json: expected one summary line, got: $(cat "$TMP/vq.out")"
+awk -v t="$tau" '{ for (i = 1; i <= NF; i++) if ($i == "tau") v = $(i+1) + 0 } END { exit !((v - t) ^ 2 < 1e-6) }' \
+  "$TMP/vq.out" || fail "--verify --quiet: Kendall tau differs from the JSON's ($tau)"
 # --dp: an exact number of replicas (or one of a list); replicas never trimmed away
 $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --dp 3 --quiet \
   --json "$TMP/dp3.json" || fail "plan --dp 3 exited non-zero"

@@ -46,6 +46,11 @@ rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 an
   and .bytes_by_tier.cloud == 0 and .seconds > 0 and .detection_s >= 0 and .relaunch_s > 0 and .restore_s > 0
   and (.cause | test("lost n1"))'
 jq -e 'any(.shards[]; .tier == "peer")' "$TMP/peer.run/recover-1.json" >/dev/null || fail "peer: no peer shard"
+# a hand-written plan has no predicted time: it is evaluated, never "0.000"; the lines say what they count
+grep -q "generation 0: 4 plan ranks, 2 replicas (2+2 stages), TP 1, on 4 of 4 nodes; predicted [0-9.]* s/iteration (evaluated" \
+  "$TMP/peer.out" && ! grep -q "predicted 0.000" "$TMP/peer.out" || fail "peer: generation 0 line: $(grep 'generation 0' "$TMP/peer.out")"
+jq -e '.generations[0].predicted_iteration_s > 0 and .generations[0].recovery_servers == 0' "$TMP/peer.json" >/dev/null \
+  || fail "peer: report lacks the evaluated prediction"
 [ -z "$(ls /dev/shm | grep "autohet-peer.run" 2>/dev/null)" ] || fail "peer: memory tier left in /dev/shm"
 
 # 2. the layers of n2 exist only on n2 and in the cloud (step 5, copied from the memory tier in the
@@ -88,7 +93,14 @@ done
 # 5b. shrink to one rank (n0, n1, n2 lost at once): the one-rank job restores without a peer window
 run one tiny-4node-2x2 --preempt n0@6,n1@6,n2@6 --ckpt-every 5
 rec one '.resumed_step >= 5 and (.cause | test("lost n0 lost n1 lost n2"))'
-grep -q "generation 1: 1 ranks" "$TMP/one.out" || fail "one: generation 1 is not one rank"
+# ranks beyond the plan's are recovery servers: run and train both say so, and agree on the count
+if jq -e '.generations[1].recovery_servers > 0' "$TMP/one.json" >/dev/null; then
+  k=$(jq '.generations[1].recovery_servers' "$TMP/one.json")
+  grep -q "generation 1: 1 plan rank + $k recovery servers\? = $((k + 1)) MPI ranks" "$TMP/one.out" \
+    && grep -q "autohet train: .*, $((k + 1)) ranks (1 plan slot + $k recovery servers\?)" "$TMP/one.out" \
+    || fail "one: rank counts: $(grep -E 'generation 1|autohet train: tiny' "$TMP/one.out" | tail -2)"
+fi
+grep -q "generation 1: 1 plan rank\b" "$TMP/one.out" || fail "one: generation 1 is not one rank"
 
 # 5c. a second preemption during the recovery: the node serving peer shards to generation 1 (one the
 #     new plan does not use) is preempted as soon as generation 1 is launched; the job is stopped and

@@ -41,6 +41,26 @@ jq -e '.policies.autohet.restarts == 4' "$TMP/t.json" >/dev/null \
 jq -e '.static_nodes == 2' "$TMP/t.json" >/dev/null || fail "static size"
 head -c 5 "$TMP/t.svg" | grep -q "<svg" && tail -1 "$TMP/t.svg" | grep -q "</svg>" || fail "svg"
 grep -q "samples/s" "$TMP/t.svg" || fail "svg axis"
+# one panel per policy, each headed by its numbers; the panels do not overlap
+[ "$(grep -c 'fill="none" stroke="#ccc"' "$TMP/t.svg")" -eq 3 ] || fail "svg: not one panel per policy"
+for p in autohet full-reload static; do
+  grep -q ">$p</tspan>: [0-9.e+]* samples/s on average, [0-9]* samples, [0-9.]* h down, [0-9]* restarts" "$TMP/t.svg" \
+    || fail "svg: $p panel lacks its numbers"
+done
+python3 - "$TMP/t.svg" <<'PY' || fail "svg: panels overlap"
+import re, sys
+frames = sorted((float(y), float(y) + float(h)) for y, h in
+                re.findall(r'<rect x="[0-9.]+" y="([0-9.]+)" width="[0-9.]+" height="([0-9.]+)" fill="none"', open(sys.argv[1]).read()))
+sys.exit(any(a[1] + 12 > b[0] for a, b in zip(frames, frames[1:])))
+PY
+
+# deterministic by default: two identical runs write byte-identical JSON; measured planning on request
+"${SIM[@]}" --trace "$TMP/t.csv" --json "$TMP/t2.json" >/dev/null 2>&1 || fail "second run: exit"
+cmp -s "$TMP/t.json" "$TMP/t2.json" || fail "two identical runs differ: $(diff <(jq -S . "$TMP/t.json") <(jq -S . "$TMP/t2.json") | head -5)"
+jq -e '.costs.planning == "modelled" and (has("replay_wall_s") | not)
+       and .policies.autohet.downtime_by_cause.planning > 0' "$TMP/t.json" >/dev/null || fail "modelled planning"
+"${SIM[@]}" --trace "$TMP/t.csv" --json "$TMP/tm.json" --measure-planning >/dev/null 2>&1 || fail "--measure-planning: exit"
+jq -e '.costs.planning == "measured" and .replay_wall_s > 0' "$TMP/tm.json" >/dev/null || fail "--measure-planning"
 
 # the real AWS trace: layer-bitmap recovery gets more done than the full reload
 "${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --json "$TMP/aws.json" >"$TMP/aws.out" 2>&1 \

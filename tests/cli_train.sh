@@ -15,6 +15,22 @@ AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --global-batch 8 --
 jq -e -s 'all(.[]; has("step") and has("loss") and has("tokens_per_s"))' "$TMP/ref.log" >/dev/null \
   || fail "--log lines lack step/loss/tokens_per_s"
 jq -e -s '.[-1].loss < .[0].loss' "$TMP/ref.log" >/dev/null || fail "loss does not fall"
+# progress columns stay put on evaluation steps (the val column is blank otherwise)
+grep '^step ' "$TMP/ref.out" >"$TMP/steps.txt"
+[ "$(grep -c '| val ' "$TMP/steps.txt")" -eq 2 ] || fail "expected val on steps 3 and 6"
+[ "$(awk '{ print index($0, "| lr") }' "$TMP/steps.txt" | sort -u | wc -l)" -eq 1 ] \
+  && [ "$(awk '{ print length($0) }' "$TMP/steps.txt" | sort -u | wc -l)" -eq 1 ] \
+  || { cat "$TMP/steps.txt"; fail "progress columns shift between steps"; }
+# the end-of-run summary: steps, tokens (6 x 8 x 64), wall time, means, the last train and val losses
+grep '^autohet train: done: ' "$TMP/ref.out" >"$TMP/summary.txt" || fail "no end-of-run summary line"
+last=$(jq -s -r '.[-1].loss | . * 10000 | round / 10000 | tostring' "$TMP/ref.log")
+val=$(jq -s -r '.[-1].val_loss | . * 10000 | round / 10000 | tostring' "$TMP/ref.log")
+grep -q "done: 6 steps (1-6), 3072 tokens in [0-9.]* s wall; mean [0-9]* tokens/s, mean MFU [0-9.]*%; final train loss " \
+  "$TMP/summary.txt" || fail "summary line: $(cat "$TMP/summary.txt")"
+awk -v l="$last" -v v="$val" '{ for (i = 1; i <= NF; i++) { if ($i == "loss" && $(i-1) == "train") t = $(i+1) + 0;
+  if ($i == "loss" && $(i-1) == "val") w = $(i+1) + 0 } }
+  END { exit !((t - l) ^ 2 < 1e-8 && (w - v) ^ 2 < 1e-8) }' "$TMP/summary.txt" \
+  || fail "summary losses differ from the log's last step ($last, val $val): $(cat "$TMP/summary.txt")"
 
 for plan in tiny-2x2 tiny-1x4 tiny-asym tiny-tp2; do
   AUTOHET_DUMP_PARAMS="$TMP/$plan.bin" timeout 300 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" \

@@ -3,8 +3,8 @@
  * policies on the same trace.
  *
  * At every change of the available node set (all events of one timestamp are
- * one change) each policy may stop: it pays detection, replanning (the
- * planner's measured time), a restart and the transfer of the state its new
+ * one change) each policy may stop: it pays detection, replanning (a
+ * modelled planning time, or the planner's measured one on request), a restart and the transfer of the state its new
  * plan needs (bytes per tier over tier bandwidths), loses the iterations it
  * cannot restore, and then runs at the simulated iteration time of its plan
  * until the next change. */
@@ -28,8 +28,15 @@ typedef struct {
     double cloud_mbs;       /* a node's bandwidth to the cloud store, MB/s */
     int ckpt_every;         /* cloud checkpoint every K iterations (all policies) */
     double bytes_per_param; /* training state: bf16 weights + fp32 master + Adam m, v + grads = 16 */
+    /* planning time of a new node set: modelled (plan_s_64 x (GPUs / 64)^1.36,
+     * the planner benchmark's curve) so that a replay is deterministic, or the
+     * planner's measured time when measure_planning */
+    double plan_s_64;
+    int measure_planning;
 } ah_spot_costs;
 void ah_spot_costs_default(ah_spot_costs *c);
+/* the modelled planning seconds for a node set of `gpus` GPUs */
+double ah_spot_modelled_plan_s(const ah_spot_costs *c, int gpus);
 
 /* A trace node becomes one inventory node: one of `n` types chosen
  * deterministically from the trace node's name with the given weights. */

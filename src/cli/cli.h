@@ -2,6 +2,8 @@
  * 0 success, 2 bad input (AH_EXIT_BAD_INPUT), 1 internal failure. */
 #ifndef AUTOHET_CLI_H
 #define AUTOHET_CLI_H
+#include <getopt.h>
+#include <stddef.h>
 
 int cmd_plan(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
@@ -17,6 +19,23 @@ int cmd_models(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);
+/* getopt_long options from one line, "model=m data=d quiet!q": NAME=C takes a
+ * value, NAME!C none; C is what getopt_long returns. */
+#define CLI_MAX_OPTIONS 40
+typedef struct {
+    struct option opts[CLI_MAX_OPTIONS + 1];
+    char names[1024];
+} cli_options;
+/* the option count, or -1 for a malformed spec */
+int cli_long_options(const char *spec, cli_options *o);
+/* Whether --help or -h is among the arguments. */
+int cli_wants_help(int argc, char **argv);
+/* msg = "unknown or incomplete option 'ARG' (see autohet CMD --help)"; returns -1. */
+int cli_unknown_option(const char *cmd, const char *arg, char *msg, size_t n);
+/* An integer option value >= min into *out: 0, or -1 with msg "FLAG 'VALUE': expected an integer >= MIN". */
+int cli_int_value(const char *flag, const char *value, int min, int *out, char *msg, size_t n);
+/* Under MPI: rank 0 prints "autohet <cmd>: <msg>", every rank finalizes; returns 2. */
+int cli_mpi_fail_all(const char *cmd, int rank, const char *msg);
 /* Strict integer / number parsing of option values. */
 int cli_parse_int(const char *s, int *out);
 int cli_parse_double(const char *s, double *out);

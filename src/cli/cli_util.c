@@ -2,7 +2,9 @@
  * strict option values, output paths checked before any work. Apart from
  * main.c so that the fuzz harnesses can link the commands. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,46 @@
 int cli_bad_input(const char *cmd, const char *msg) {
     fprintf(stderr, "autohet %s: %s\n", cmd, msg);
     return AH_EXIT_BAD_INPUT;
+}
+
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
+int cli_unknown_option(const char *cmd, const char *arg, char *msg, size_t n) {
+    snprintf(msg, n, "unknown or incomplete option '%s' (see autohet %s --help)", arg, cmd);
+    return -1;
+}
+
+int cli_int_value(const char *flag, const char *value, int min, int *out, char *msg, size_t n) {
+    if (cli_parse_int(value, out) == 0 && *out >= min)
+        return 0;
+    snprintf(msg, n, "%s '%s': expected an integer >= %d", flag, value, min);
+    return -1;
+}
+
+int cli_mpi_fail_all(const char *cmd, int rank, const char *msg) {
+    if (rank == 0)
+        fprintf(stderr, "autohet %s: %s\n", cmd, msg);
+    MPI_Finalize();
+    return AH_EXIT_BAD_INPUT;
+}
+
+int cli_long_options(const char *spec, cli_options *o) {
+    snprintf(o->names, sizeof o->names, "%s", spec);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(o->names, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *mark = strpbrk(tok, "=!");
+        if (!mark || !mark[1] || n == CLI_MAX_OPTIONS)
+            return -1;
+        o->opts[n++] = (struct option){tok, *mark == '=' ? required_argument : no_argument, 0, mark[1]};
+        *mark = 0;
+    }
+    o->opts[n] = (struct option){0, 0, 0, 0};
+    return n;
 }
 
 int cli_parse_int(const char *s, int *out) {

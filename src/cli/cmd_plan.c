@@ -11,6 +11,7 @@
 #include "autohet/plan.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
+#include "util/errors.h"
 #include "util/stats.h"
 
 static void plan_usage(FILE *f) {
@@ -71,7 +72,8 @@ static void plan_usage(FILE *f) {
             "                   configurations), ranked, as top[] in the --json document (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
-            "  --quiet          no table on stdout (default off)\n\n"
+            "  --quiet          no tables on stdout (default off); with --verify and without --json the\n"
+            "                   verification summary is still printed (one line)\n\n"
             "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
             d.train.seq, AH_MAX_DP_LIST, ah_recompute_name(d.train.recompute), ah_strategy_name(d.strategy),
             d.mem_reserve_gib, d.max_stages, d.max_mixed_stages, d.max_mixed3_stages, d.max_mixed_types);
@@ -178,7 +180,7 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
 
 /* Simulate candidates, print closed form vs simulation, return the JSON array. */
 static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
-                           int quiet, double *tau_out, double *worst_out) {
+                           int quiet, int summary_only, double *tau_out, double *worst_out) {
     cJSON *arr = cJSON_CreateArray();
     int winner = -1;
     double best = 0;
@@ -246,6 +248,13 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         if (worst_i >= 0)
             printf("  worst |error| %.2f%% (rank %d); ranking agreement Kendall tau %.3f over %d candidates\n",
                    100.0 * worst, worst_i, tau, n);
+    } else if (summary_only) { /* --quiet without --json: the verification's one line, not nothing */
+        if (worst_i >= 0)
+            printf("Verification: %d candidates simulated (1F1B); worst |error| %.2f%% (rank %d); ranking "
+                   "agreement Kendall tau %.3f; fastest in simulation: rank %d\n",
+                   n, 100.0 * worst, worst_i, tau, winner);
+        else
+            printf("Verification: none of the %d candidates could be simulated\n", n);
     }
     free(sim);
     *tau_out = tau;
@@ -253,283 +262,281 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
     return arr;
 }
 
-int cmd_plan(int argc, char **argv) {
-    const char *model_arg = NULL, *cluster_arg = NULL, *profile_arg = NULL, *devices_arg = NULL,
-               *json_path = NULL, *comm_arg = NULL;
-    int compare = 0, quiet = 0, verify = 0, top_k = 0, rc;
+/* --tp / --pp LIST into the option masks; 0, or the exit status */
+static int mask_opt(int c, const char *arg, ah_plan_options *o) {
+    int v[64], n = cli_parse_int_list(arg, v, 64);
+    const char *flag = c == OPT_TP ? "--tp" : "--pp";
+    for (int i = 0; i < n; i++)
+        if (v[i] < 1 || v[i] > 64)
+            n = -1;
+    if (n < 1) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s '%s': expected an integer or a comma list of integers in 1..64", flag, arg);
+        return cli_bad_input("plan", msg);
+    }
+    for (int i = 0; i < n; i++) {
+        if (c == OPT_TP)
+            o->tp_mask |= v[i] < 32 ? 1u << v[i] : 1u << 31;
+        else
+            o->pp_mask |= 1ull << (v[i] - 1);
+    }
+    return 0;
+}
+
+/* --dp LIST: ascending, without repeats; 0, or the exit status */
+static int dp_opt(const char *arg, ah_plan_options *o) {
+    int v[AH_MAX_DP_LIST + 1], n = cli_parse_int_list(arg, v, AH_MAX_DP_LIST + 1);
+    for (int i = 0; i < n; i++)
+        if (v[i] < 1 || v[i] > 1 << 20)
+            n = -1;
+    if (n < 1 || n > AH_MAX_DP_LIST) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "--dp '%s': expected a replica count or a comma list of at most %d counts in 1..%d",
+                 arg, AH_MAX_DP_LIST, 1 << 20);
+        return cli_bad_input("plan", msg);
+    }
+    o->n_dp = 0;
+    for (int i = 0; i < n; i++) {
+        int at = o->n_dp, dup = 0;
+        for (int j = 0; j < o->n_dp; j++)
+            dup |= o->dp[j] == v[i];
+        if (dup)
+            continue;
+        while (at > 0 && o->dp[at - 1] > v[i]) {
+            o->dp[at] = o->dp[at - 1];
+            at--;
+        }
+        o->dp[at] = v[i];
+        o->n_dp++;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *model, *cluster, *profile, *devices, *json, *comm;
+    int compare, quiet, verify, top_k;
     ah_plan_options o;
-    ah_plan_options_default(&o);
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", plan_opts, NULL)) != -1) {
-        switch (c) {
-        case OPT_MODEL: model_arg = optarg; break;
-        case OPT_CLUSTER: cluster_arg = optarg; break;
-        case OPT_GB:
-            if ((rc = int_opt("--global-batch", optarg, 1, &o.global_batch)))
-                return rc;
-            break;
-        case OPT_SEQ:
-            if ((rc = int_opt("--seq", optarg, 1, &o.train.seq)))
-                return rc;
-            break;
-        case OPT_MB:
-            if ((rc = int_opt("--micro-batch", optarg, 1, &o.micro_batch)))
-                return rc;
-            break;
-        case OPT_TP:
-        case OPT_PP: {
-            int v[64], n = cli_parse_int_list(optarg, v, 64);
-            const char *flag = c == OPT_TP ? "--tp" : "--pp";
+} plan_args;
+
+/* an option that sets an enum through a parser; 0, or the exit status */
+static int enum_opt(int ok, const char *msg) { return ok ? 0 : cli_bad_input("plan", msg); }
+
+/* One option c (with optarg). 0, the exit status of bad input, or -1 for --help. */
+static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *a) {
+    ah_plan_options *o = &a->o;
+    switch (c) {
+    case OPT_MODEL: a->model = arg; return 0;
+    case OPT_CLUSTER: a->cluster = arg; return 0;
+    case OPT_GB: return int_opt("--global-batch", arg, 1, &o->global_batch);
+    case OPT_SEQ: return int_opt("--seq", arg, 1, &o->train.seq);
+    case OPT_MB: return int_opt("--micro-batch", arg, 1, &o->micro_batch);
+    case OPT_TP:
+    case OPT_PP: return mask_opt(c, arg, o);
+    case OPT_DP: return dp_opt(arg, o);
+    case OPT_OBJECTIVE:
+        if (!strcmp(arg, "time") || !strcmp(arg, "cost")) {
+            o->objective = !strcmp(arg, "time") ? AH_OBJECTIVE_TIME : AH_OBJECTIVE_COST;
+            return 0;
+        } else {
             char msg[160];
-            for (int i = 0; i < n; i++)
-                if (v[i] < 1 || v[i] > 64)
-                    n = -1;
-            if (n < 1) {
-                snprintf(msg, sizeof msg, "%s '%s': expected an integer or a comma list of integers in 1..64",
-                         flag, optarg);
-                return cli_bad_input("plan", msg);
-            }
-            for (int i = 0; i < n; i++) {
-                if (c == OPT_TP)
-                    o.tp_mask |= v[i] < 32 ? 1u << v[i] : 1u << 31;
-                else
-                    o.pp_mask |= 1ull << (v[i] - 1);
-            }
-            break;
-        }
-        case OPT_DP: {
-            int v[AH_MAX_DP_LIST + 1], n = cli_parse_int_list(optarg, v, AH_MAX_DP_LIST + 1);
-            for (int i = 0; i < n; i++)
-                if (v[i] < 1 || v[i] > 1 << 20)
-                    n = -1;
-            if (n < 1 || n > AH_MAX_DP_LIST) {
-                char msg[200];
-                snprintf(msg, sizeof msg,
-                         "--dp '%s': expected a replica count or a comma list of at most %d counts in 1..%d",
-                         optarg, AH_MAX_DP_LIST, 1 << 20);
-                return cli_bad_input("plan", msg);
-            }
-            /* ascending, without repeats */
-            o.n_dp = 0;
-            for (int i = 0; i < n; i++) {
-                int at = o.n_dp, dup = 0;
-                for (int j = 0; j < o.n_dp; j++)
-                    dup |= o.dp[j] == v[i];
-                if (dup)
-                    continue;
-                while (at > 0 && o.dp[at - 1] > v[i]) {
-                    o.dp[at] = o.dp[at - 1];
-                    at--;
-                }
-                o.dp[at] = v[i];
-                o.n_dp++;
-            }
-            break;
-        }
-        case OPT_OBJECTIVE:
-            if (!strcmp(optarg, "time"))
-                o.objective = AH_OBJECTIVE_TIME;
-            else if (!strcmp(optarg, "cost"))
-                o.objective = AH_OBJECTIVE_COST;
-            else {
-                char msg[160];
-                snprintf(msg, sizeof msg, "--objective '%s': expected time or cost", optarg);
-                return cli_bad_input("plan", msg);
-            }
-            break;
-        case OPT_MAXST:
-            if ((rc = int_opt("--max-stages", optarg, 1, &o.max_stages)))
-                return rc;
-            break;
-        case OPT_MAXMIX:
-            if ((rc = int_opt("--max-mixed-stages", optarg, 0, &o.max_mixed_stages)))
-                return rc;
-            break;
-        case OPT_MAXMIXT:
-            if ((rc = int_opt("--max-mixed-types", optarg, 0, &o.max_mixed_types)))
-                return rc;
-            break;
-        case OPT_RECOMPUTE:
-            if (ah_recompute_parse(optarg, &o.train.recompute) != 0)
-                return cli_bad_input("plan", "--recompute: expected none, selective or full");
-            break;
-        case OPT_PRECISION:
-            if (ah_precision_parse(optarg, &o.train.precision) != 0)
-                return cli_bad_input("plan", "--precision: expected bf16, fp16 or fp32");
-            break;
-        case OPT_P2P:
-            if (ah_p2p_mode_parse(optarg, &o.train.p2p) != 0)
-                return cli_bad_input("plan", "--p2p: expected overlapped or blocking");
-            break;
-        case OPT_DISTOPT: o.train.dist_optimizer = 1; break;
-        case OPT_PROFILE: profile_arg = optarg; break;
-        case OPT_DEVICES: devices_arg = optarg; break;
-        case OPT_BASELINE:
-            if (ah_strategy_parse(optarg, &o.strategy) != 0)
-                return cli_bad_input("plan", "--baseline: expected autohet, megatron or proportional");
-            break;
-        case OPT_COMPARE: compare = 1; break;
-        case OPT_JSON: json_path = optarg; break;
-        case OPT_RESERVE:
-            /* bounded: the reserve is subtracted from GPU memory in bytes */
-            if (cli_parse_double(optarg, &o.mem_reserve_gib) != 0 || o.mem_reserve_gib < 0 ||
-                o.mem_reserve_gib > 65536)
-                return cli_bad_input("plan", "--mem-reserve: expected a number of GiB in [0, 65536]");
-            break;
-        case OPT_COMMPROF: comm_arg = optarg; break;
-        case OPT_VERIFY:
-            if ((rc = int_opt("--verify", optarg, 1, &verify)))
-                return rc;
-            break;
-        case OPT_TOP:
-            if ((rc = int_opt("--top", optarg, 1, &top_k)))
-                return rc;
-            break;
-        case OPT_QUIET: quiet = 1; break;
-        case OPT_HELP:
-        case 'h': plan_usage(stdout); return 0;
-        default: {
-            char msg[160];
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet plan --help)",
-                     argv[optind - 1]);
+            snprintf(msg, sizeof msg, "--objective '%s': expected time or cost", arg);
             return cli_bad_input("plan", msg);
         }
-        }
-    }
-    if (optind < argc) {
+    case OPT_MAXST: return int_opt("--max-stages", arg, 1, &o->max_stages);
+    case OPT_MAXMIX: return int_opt("--max-mixed-stages", arg, 0, &o->max_mixed_stages);
+    case OPT_MAXMIXT: return int_opt("--max-mixed-types", arg, 0, &o->max_mixed_types);
+    case OPT_RECOMPUTE:
+        return enum_opt(ah_recompute_parse(arg, &o->train.recompute) == 0,
+                        "--recompute: expected none, selective or full");
+    case OPT_PRECISION:
+        return enum_opt(ah_precision_parse(arg, &o->train.precision) == 0,
+                        "--precision: expected bf16, fp16 or fp32");
+    case OPT_P2P: return enum_opt(ah_p2p_mode_parse(arg, &o->train.p2p) == 0, "--p2p: expected overlapped or blocking");
+    case OPT_DISTOPT: o->train.dist_optimizer = 1; return 0;
+    case OPT_PROFILE: a->profile = arg; return 0;
+    case OPT_DEVICES: a->devices = arg; return 0;
+    case OPT_BASELINE:
+        return enum_opt(ah_strategy_parse(arg, &o->strategy) == 0,
+                        "--baseline: expected autohet, megatron or proportional");
+    case OPT_COMPARE: a->compare = 1; return 0;
+    case OPT_JSON: a->json = arg; return 0;
+    case OPT_RESERVE: /* bounded: the reserve is subtracted from GPU memory in bytes */
+        return enum_opt(cli_parse_double(arg, &o->mem_reserve_gib) == 0 && o->mem_reserve_gib >= 0 &&
+                            o->mem_reserve_gib <= 65536,
+                        "--mem-reserve: expected a number of GiB in [0, 65536]");
+    case OPT_COMMPROF: a->comm = arg; return 0;
+    case OPT_VERIFY: return int_opt("--verify", arg, 1, &a->verify);
+    case OPT_TOP: return int_opt("--top", arg, 1, &a->top_k);
+    case OPT_QUIET: a->quiet = 1; return 0;
+    case OPT_HELP:
+    case 'h': return -1;
+    default: {
         char msg[160];
+        cli_unknown_option("plan", argv_opt, msg, sizeof msg);
+        return cli_bad_input("plan", msg);
+    }
+    }
+}
+
+/* The flags and their checks. 0, -1 for --help, or the exit status. */
+static int parse_plan_args(int argc, char **argv, plan_args *a) {
+    memset(a, 0, sizeof *a);
+    ah_plan_options_default(&a->o);
+    optind = 1;
+    opterr = 0;
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "h", plan_opts, NULL)) != -1)
+        if ((rc = plan_option(c, optarg, argv[optind - 1], a)) != 0)
+            return rc;
+    char msg[4400];
+    if (optind < argc) {
         snprintf(msg, sizeof msg, "unexpected argument '%s'", argv[optind]);
         return cli_bad_input("plan", msg);
     }
-    if (!model_arg)
+    if (!a->model)
         return cli_bad_input("plan", "--model is required (see autohet plan --help)");
-    if (!cluster_arg)
+    if (!a->cluster)
         return cli_bad_input("plan", "--cluster is required");
-    if (!o.global_batch)
+    if (!a->o.global_batch)
         return cli_bad_input("plan", "--global-batch is required");
-    {
-        char m[4400];
-        if (cli_check_output("--json", json_path, m, sizeof m))
-            return cli_bad_input("plan", m);
-    }
+    if (cli_check_output("--json", a->json, msg, sizeof msg))
+        return cli_bad_input("plan", msg);
+    return 0;
+}
 
+/* the table, its cost line and the --compare rows */
+static void print_plan(const plan_args *a, const ah_plan *plan, const ah_plan *base, const int *base_ok,
+                       char base_err[2][512], const char *comm_summary) {
+    if (a->comm)
+        printf("Measured links (%s): %s\n", a->comm, comm_summary);
+    ah_plan_print_table(plan, stdout);
+    if (ah_plan_cost_per_iteration(plan) >= 0)
+        printf("Cost:                     $%.6f per iteration, $%.4f per 1M tokens (nodes used: $%.2f/h)%s\n",
+               ah_plan_cost_per_iteration(plan), ah_plan_cost_per_mtoken(plan), ah_plan_price_per_hour(plan),
+               a->o.objective == AH_OBJECTIVE_COST ? "; objective: cost" : "");
+    if (!a->compare)
+        return;
+    printf("\nComparison (same cost model, same cluster, same global batch)\n");
+    printf("  %-13s %12s %12s %7s %4s %4s %6s %9s\n", "strategy", "iter time s", "tokens/s", "MFU", "TP", "mb",
+           "DP", "speedup");
+    const ah_plan *rows[3] = {plan, &base[0], &base[1]};
+    const char *names[3] = {"autohet", "megatron", "proportional"};
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && !base_ok[i - 1]) {
+            printf("  %-13s %s\n", names[i], base_err[i - 1]);
+            continue;
+        }
+        const ah_plan *p = rows[i];
+        printf("  %-13s %12.4f %12.0f %6.1f%% %4d %4d %6d %8.2fx\n", names[i], p->iteration_time_s,
+               p->tokens_per_s, 100.0 * p->mfu, p->tp, p->micro_batch, p->n_replicas,
+               p->iteration_time_s / plan->iteration_time_s);
+    }
+    printf("  (speedup = that strategy's iteration time / autohet's)\n");
+}
+
+/* the fields --json adds beside the plan (NULL: none); takes verify_json */
+static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_plan *base, const int *base_ok,
+                              char base_err[2][512], const ah_plan *top, int n_top, cJSON *verify_json,
+                              double tau, double worst) {
+    cJSON *extra = cJSON_CreateObject();
+    if (ah_plan_cost_per_iteration(plan) >= 0 || a->o.objective == AH_OBJECTIVE_COST) {
+        cJSON_AddStringToObject(extra, "objective", a->o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
+        add_cost_fields(extra, plan);
+    }
+    if (a->compare) {
+        cJSON *cmp = cJSON_AddObjectToObject(extra, "comparison");
+        cJSON_AddItemToObject(cmp, "megatron", comparison_entry(&base[0], base_ok[0], base_err[0], plan));
+        cJSON_AddItemToObject(cmp, "proportional", comparison_entry(&base[1], base_ok[1], base_err[1], plan));
+    }
+    if (a->top_k > 0) {
+        cJSON *arr = cJSON_AddArrayToObject(extra, "top");
+        for (int i = 0; i < n_top && i < a->top_k; i++) {
+            cJSON *e = ah_plan_to_json(&top[i]);
+            add_cost_fields(e, &top[i]);
+            cJSON_AddItemToArray(arr, e);
+        }
+    }
+    if (verify_json) {
+        cJSON_AddItemToObject(extra, "verify", verify_json);
+        cJSON *vs = cJSON_AddObjectToObject(extra, "verify_summary");
+        cJSON_AddNumberToObject(vs, "candidates", n_top);
+        cJSON_AddNumberToObject(vs, "kendall_tau", tau);
+        cJSON_AddNumberToObject(vs, "worst_abs_error", worst);
+    }
+    if (!extra->child) { /* nothing beside the plan */
+        cJSON_Delete(extra);
+        return NULL;
+    }
+    return extra;
+}
+
+/* The inputs of a search: devices, model, cluster (with measured links),
+ * profile. 0, or the exit status of bad input. */
+static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cluster, ah_profile **prof,
+                            char *comm_summary, size_t cs_len) {
     char err[512];
-    if (devices_arg && ah_device_load_overrides(devices_arg, err, sizeof err) != 0)
+    if (a->devices && ah_device_load_overrides(a->devices, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
-    ah_model_config model;
-    if (ah_model_resolve(model_arg, &model, err, sizeof err) != 0)
+    if (ah_model_resolve(a->model, model, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
-    ah_cluster cluster = {0};
-    if (ah_cluster_resolve(cluster_arg, &cluster, err, sizeof err) != 0)
+    if (ah_cluster_resolve(a->cluster, cluster, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
-    char comm_summary[256] = "";
-    if (comm_arg && ah_comm_profile_apply(comm_arg, &cluster, &o, comm_summary, sizeof comm_summary, err,
-                                          sizeof err) != 0) {
-        ah_cluster_free(&cluster);
+    if (a->comm && ah_comm_profile_apply(a->comm, cluster, &a->o, comm_summary, cs_len, err, sizeof err) != 0) {
+        ah_cluster_free(cluster);
         return cli_bad_input("plan", err);
     }
-    ah_profile *prof = profile_arg ? ah_profile_load(profile_arg, err, sizeof err) : ah_profile_analytic();
-    if (!prof) {
-        ah_cluster_free(&cluster);
+    *prof = a->profile ? ah_profile_load(a->profile, err, sizeof err) : ah_profile_analytic();
+    if (!*prof) {
+        ah_cluster_free(cluster);
         return cli_bad_input("plan", err);
     }
+    return 0;
+}
 
+int cmd_plan(int argc, char **argv) {
+    plan_args a;
+    int rc = parse_plan_args(argc, argv, &a);
+    if (rc < 0) {
+        plan_usage(stdout);
+        return 0;
+    }
+    if (rc)
+        return rc;
+    ah_model_config model;
+    ah_cluster cluster = {0};
+    ah_profile *prof = NULL;
+    char comm_summary[256] = "", err[512];
+    if ((rc = load_plan_inputs(&a, &model, &cluster, &prof, comm_summary, sizeof comm_summary)) != 0)
+        return rc;
     int exit_code = 0;
     ah_plan plan, base[2];
     int base_ok[2] = {0, 0};
     char base_err[2][512] = {"", ""};
-    int k = verify > top_k ? verify : top_k, n_top = 0;
-    if (k < 1)
-        k = 1;
-    ah_plan *top = calloc((size_t)k, sizeof(ah_plan));
-    if (!top)
-        abort();
-    rc = ah_plan_search_top(&model, &cluster, prof, &o, k, top, &n_top, err, sizeof err);
-    if (rc != 0) {
+    int k = a.verify > a.top_k ? a.verify : a.top_k, n_top = 0;
+    ah_plan *top = ah_xcalloc((size_t)(k < 1 ? 1 : k), sizeof(ah_plan));
+    if (ah_plan_search_top(&model, &cluster, prof, &a.o, k < 1 ? 1 : k, top, &n_top, err, sizeof err) != 0) {
         free(top);
         exit_code = cli_bad_input("plan", err);
         goto out;
     }
     plan = top[0];
-    if (compare) {
+    if (a.compare) {
         ah_strategy bs[2] = {AH_STRATEGY_MEGATRON, AH_STRATEGY_PROPORTIONAL};
         for (int i = 0; i < 2; i++) {
-            ah_plan_options ob = o;
+            ah_plan_options ob = a.o;
             ob.strategy = bs[i];
             ob.objective = AH_OBJECTIVE_TIME; /* the baselines are fastest-plan planners */
-            base_ok[i] =
-                ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i], sizeof base_err[i]) == 0;
+            base_ok[i] = ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i], sizeof base_err[i]) == 0;
         }
     }
-    if (!quiet) {
-        if (comm_arg)
-            printf("Measured links (%s): %s\n", comm_arg, comm_summary);
-        ah_plan_print_table(&plan, stdout);
-        if (ah_plan_cost_per_iteration(&plan) >= 0)
-            printf("Cost:                     $%.6f per iteration, $%.4f per 1M tokens (nodes used: $%.2f/h)%s\n",
-                   ah_plan_cost_per_iteration(&plan), ah_plan_cost_per_mtoken(&plan),
-                   ah_plan_price_per_hour(&plan),
-                   o.objective == AH_OBJECTIVE_COST ? "; objective: cost" : "");
-        if (compare) {
-            printf("\nComparison (same cost model, same cluster, same global batch)\n");
-            printf("  %-13s %12s %12s %7s %4s %4s %6s %9s\n", "strategy", "iter time s", "tokens/s", "MFU",
-                   "TP", "mb", "DP", "speedup");
-            const ah_plan *rows[3] = {&plan, &base[0], &base[1]};
-            const char *names[3] = {"autohet", "megatron", "proportional"};
-            for (int i = 0; i < 3; i++) {
-                if (i > 0 && !base_ok[i - 1]) {
-                    printf("  %-13s %s\n", names[i], base_err[i - 1]);
-                    continue;
-                }
-                const ah_plan *p = rows[i];
-                printf("  %-13s %12.4f %12.0f %6.1f%% %4d %4d %6d %8.2fx\n", names[i], p->iteration_time_s,
-                       p->tokens_per_s, 100.0 * p->mfu, p->tp, p->micro_batch, p->n_replicas,
-                       p->iteration_time_s / plan.iteration_time_s);
-            }
-            printf("  (speedup = that strategy's iteration time / autohet's)\n");
-        }
-    }
+    if (!a.quiet)
+        print_plan(&a, &plan, base, base_ok, base_err, comm_summary);
     double tau = 1, worst = 0;
-    cJSON *verify_json = verify ? verify_plans(top, n_top, prof, &o, quiet, &tau, &worst) : NULL;
-    if (json_path) {
-        cJSON *extra = NULL;
-        if (ah_plan_cost_per_iteration(&plan) >= 0 || o.objective == AH_OBJECTIVE_COST) {
-            extra = cJSON_CreateObject();
-            cJSON_AddStringToObject(extra, "objective", o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
-            add_cost_fields(extra, &plan);
-        }
-        if (compare) {
-            if (!extra)
-                extra = cJSON_CreateObject();
-            cJSON *cmp = cJSON_AddObjectToObject(extra, "comparison");
-            cJSON_AddItemToObject(cmp, "megatron",
-                                  comparison_entry(&base[0], base_ok[0], base_err[0], &plan));
-            cJSON_AddItemToObject(cmp, "proportional",
-                                  comparison_entry(&base[1], base_ok[1], base_err[1], &plan));
-        }
-        if (top_k > 0) {
-            if (!extra)
-                extra = cJSON_CreateObject();
-            cJSON *arr = cJSON_AddArrayToObject(extra, "top");
-            for (int i = 0; i < n_top && i < top_k; i++) {
-                cJSON *e = ah_plan_to_json(&top[i]);
-                add_cost_fields(e, &top[i]);
-                cJSON_AddItemToArray(arr, e);
-            }
-        }
-        if (verify_json) {
-            if (!extra)
-                extra = cJSON_CreateObject();
-            cJSON_AddItemToObject(extra, "verify", verify_json);
-            cJSON *vs = cJSON_AddObjectToObject(extra, "verify_summary");
-            cJSON_AddNumberToObject(vs, "candidates", n_top);
-            cJSON_AddNumberToObject(vs, "kendall_tau", tau);
-            cJSON_AddNumberToObject(vs, "worst_abs_error", worst);
-            verify_json = NULL;
-        }
-        if (ah_plan_write_json(&plan, extra, json_path, err, sizeof err) != 0) {
+    cJSON *verify_json = a.verify ? verify_plans(top, n_top, prof, &a.o, a.quiet, !a.json, &tau, &worst) : NULL;
+    if (a.json) {
+        cJSON *extra = plan_extra_json(&a, &plan, base, base_ok, base_err, top, n_top, verify_json, tau, worst);
+        verify_json = NULL;
+        if (ah_plan_write_json(&plan, extra, a.json, err, sizeof err) != 0) {
             fprintf(stderr, "autohet plan: %s\n", err);
             exit_code = 1;
         }

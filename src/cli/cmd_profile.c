@@ -111,21 +111,14 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
 }
 
 int cmd_profile(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"device", required_argument, 0, 'd'},
-                                         {"seq", required_argument, 0, 's'},
-                                         {"tp", required_argument, 0, 't'},
-                                         {"mb", required_argument, 0, 'b'},
-                                         {"reps", required_argument, 0, 'r'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static cli_options opts;
+    cli_long_options("model=m out=o device=d seq=s tp=t mb=b reps=r help!h", &opts);
     const char *model_arg = NULL, *out = NULL, *device = "cpu";
     int seq = 128, reps = 5, tps[8] = {1, 2, 4}, n_tp = 3, mbs[8] = {1, 2, 4, 8}, n_mb = 4, c;
     char msg[256];
     optind = 1;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "h", opts.opts, NULL)) != -1) {
         switch (c) {
         case 'm': model_arg = optarg; break;
         case 'o': out = optarg; break;

@@ -15,11 +15,13 @@ static void run_usage(FILE *f) {
         f,
         "usage: autohet run (--plan PLAN.json | --cluster INVENTORY [--global-batch G --micro-batch B --seq "
         "L])\n"
-        "                   --model NAME|config.json --data PATH --steps N [--seed S]\n"
+        "                   [--tp T] --model NAME|config.json --data PATH --steps N [--seed S]\n"
+        "                   [--lr LR] [--warmup N] [--eval-every K]\n"
         "                   [--preempt NODE@STEP[,NODE@STEP...]] [--spot-trace FILE --time-scale X]\n"
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
-        "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n\n"
+        "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
+        "                   [--launcher CMD]\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
         "survives\n"
@@ -32,6 +34,7 @@ static void run_usage(FILE *f) {
         "  --cluster       inventory (JSON or shorthand like 4x1xcpu); the planner makes the first plan;\n"
         "                  batch shape as autohet train (default global batch 8, micro-batch 2, seq 128)\n"
         "  --tp            TP degree when planning (default 1; fixed for the run)\n"
+        "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1)\n"
         "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list)\n"
         "  --spot-trace    replay an availability trace (<time_ms>,<add|remove>,<node>; the k-th trace node\n"
         "                  is the k-th inventory node), --time-scale trace seconds per wall second\n"
@@ -53,26 +56,16 @@ static void run_usage(FILE *f) {
 }
 
 int cmd_run(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            run_usage(stdout);
-            return 0;
-        }
-    static const struct option opts[] = {
-        {"plan", required_argument, 0, 'p'},        {"cluster", required_argument, 0, 'c'},
-        {"model", required_argument, 0, 'm'},       {"data", required_argument, 0, 'd'},
-        {"steps", required_argument, 0, 's'},       {"seed", required_argument, 0, 'S'},
-        {"preempt", required_argument, 0, 'P'},     {"spot-trace", required_argument, 0, 'T'},
-        {"time-scale", required_argument, 0, 'x'},  {"notice", required_argument, 0, 'n'},
-        {"recovery", required_argument, 0, 'R'},    {"cloud-bandwidth", required_argument, 0, 'b'},
-        {"log", required_argument, 0, 'o'},         {"report", required_argument, 0, 'r'},
-        {"run-dir", required_argument, 0, 'D'},     {"global-batch", required_argument, 0, 'G'},
-        {"micro-batch", required_argument, 0, 'B'}, {"seq", required_argument, 0, 'L'},
-        {"tp", required_argument, 0, 't'},          {"lr", required_argument, 0, 'l'},
-        {"warmup", required_argument, 0, 'w'},      {"eval-every", required_argument, 0, 'e'},
-        {"ckpt-every", required_argument, 0, 'K'},  {"mem-every", required_argument, 0, 'k'},
-        {"launcher", required_argument, 0, 'X'},    {0, 0, 0, 0},
-    };
+    if (cli_wants_help(argc, argv)) {
+        run_usage(stdout);
+        return 0;
+    }
+    static cli_options opts;
+    cli_long_options(
+        "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
+        "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
+        "micro-batch=B seq=L tp=t lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X",
+        &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
     o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun";
@@ -81,7 +74,7 @@ int cmd_run(int argc, char **argv) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         int *iv = NULL, min = 1;
         double *dv = NULL, dmin = 0;
         switch (c) {
@@ -117,15 +110,10 @@ int cmd_run(int argc, char **argv) {
             else
                 return cli_bad_input("run", "--recovery: expected layer-bitmap or full-reload");
             break;
-        default:
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet run --help)",
-                     argv[optind - 1]);
-            return cli_bad_input("run", msg);
+        default: return cli_unknown_option("run", argv[optind - 1], msg, sizeof msg), cli_bad_input("run", msg);
         }
-        if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < min)) {
-            snprintf(msg, sizeof msg, "%s '%s': expected an integer >= %d", argv[optind - 2], optarg, min);
+        if (iv && cli_int_value(argv[optind - 2], optarg, min, iv, msg, sizeof msg) != 0)
             return cli_bad_input("run", msg);
-        }
         if (dv && (cli_parse_double(optarg, dv) != 0 || !(*dv >= dmin))) {
             snprintf(msg, sizeof msg, "%s '%s': expected a number >= %g", argv[optind - 2], optarg, dmin);
             return cli_bad_input("run", msg);
@@ -174,11 +162,10 @@ static void preempt_usage(FILE *f) {
 }
 
 int cmd_preempt(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            preempt_usage(stdout);
-            return 0;
-        }
+    if (cli_wants_help(argc, argv)) {
+        preempt_usage(stdout);
+        return 0;
+    }
     static const struct option opts[] = {
         {"run-dir", required_argument, 0, 'D'}, {"notice", required_argument, 0, 'n'}, {0, 0, 0, 0}};
     const char *dir = NULL;

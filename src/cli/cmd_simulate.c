@@ -107,8 +107,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'h': sim_usage(stdout); return 0;
         default: {
             char msg[160];
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet simulate --help)",
-                     argv[optind - 1]);
+            cli_unknown_option("simulate", argv[optind - 1], msg, sizeof msg);
             return cli_bad_input("simulate", msg);
         }
         }

@@ -19,12 +19,12 @@ static void usage(FILE *f) {
         "                        --seq S [--policy all|autohet|full-reload|static] [--json FILE] [--svg "
         "FILE]\n"
         "                        [--profile PATH] [--detect S] [--restart S] [--cloud-bandwidth MB/s]\n"
-        "                        [--memory-bandwidth GB/s] [--ckpt-every K]\n\n"
+        "                        [--memory-bandwidth GB/s] [--ckpt-every K] [--measure-planning]\n\n"
         "Replays a spot-availability trace (<time_ms>,<add|remove>,<node> per line, e.g.\n"
-        "../shared/data/spot-traces/aws-p3-bamboo.csv) through the planner, the simulator and the recovery\n"
+        "tests/fixtures/spot-traces/aws-p3-bamboo.csv) through the planner, the simulator and the recovery\n"
         "cost model, and compares policies on the same trace. At every change of the node set (events of "
         "one\n"
-        "timestamp together) a policy may stop, pay detection, replanning (measured), a restart and the\n"
+        "timestamp together) a policy may stop, pay detection, replanning, a restart and the\n"
         "state transfer of its new plan, lose the iterations it cannot restore, and run at the simulated\n"
         "iteration time of its plan until the next change.\n\n"
         "  --node        each trace node is this node: GPUSxTYPE (8xA100-40G), or a mix drawn from the "
@@ -41,6 +41,9 @@ static void usage(FILE *f) {
         "  --cloud-bandwidth   per node, MB/s (default 100, as the recovery benchmark)\n"
         "  --memory-bandwidth  a node reading its memory tier, GB/s (default 10)\n"
         "  --ckpt-every  cloud checkpoint every K iterations (default 50)\n"
+        "  --measure-planning  charge the planner's measured time for each new node set (identical runs\n"
+        "                then differ); default: the modelled 0.18 s x (GPUs / 64)^1.36, so that a replay\n"
+        "                is a function of its inputs (docs/spot-sim.md)\n"
         "  --json FILE   policies: {NAME: {samples, avg_samples_per_s, downtime_s, downtime_by_cause, ...}}\n"
         "  --svg FILE    samples/s over time per policy, the node count beneath\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
@@ -64,6 +67,7 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
     cJSON_AddNumberToObject(cc, "cloud_mbs", c->cloud_mbs);
     cJSON_AddNumberToObject(cc, "ckpt_every", c->ckpt_every);
     cJSON_AddNumberToObject(cc, "bytes_per_param", c->bytes_per_param);
+    cJSON_AddStringToObject(cc, "planning", c->measure_planning ? "measured" : "modelled");
     cJSON *tr = cJSON_AddObjectToObject(o, "trace");
     cJSON_AddNumberToObject(tr, "duration_s", r->duration_s);
     cJSON_AddNumberToObject(tr, "events", r->n_events);
@@ -73,7 +77,8 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
     cJSON_AddNumberToObject(o, "tp", r->tp);
     cJSON_AddNumberToObject(o, "static_nodes", r->static_nodes);
     cJSON_AddNumberToObject(o, "plans_computed", r->plans_computed);
-    cJSON_AddNumberToObject(o, "replay_wall_s", wall_s);
+    if (c->measure_planning) /* a measured run carries its wall time; a modelled one stays reproducible */
+        cJSON_AddNumberToObject(o, "replay_wall_s", wall_s);
     cJSON *pols = cJSON_AddObjectToObject(o, "policies");
     for (int p = 0; p < AH_POLICY_N; p++) {
         const ah_spot_policy_result *pr = &r->pol[p];
@@ -103,130 +108,90 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
     return o;
 }
 
-int cmd_spot_sim(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    static const struct option opts[] = {
-        {"trace", required_argument, 0, 't'},
-        {"node", required_argument, 0, 'n'},
-        {"model", required_argument, 0, 'm'},
-        {"global-batch", required_argument, 0, 'G'},
-        {"seq", required_argument, 0, 'L'},
-        {"policy", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'},
-        {"svg", required_argument, 0, 's'},
-        {"profile", required_argument, 0, 'P'},
-        {"detect", required_argument, 0, 'd'},
-        {"restart", required_argument, 0, 'r'},
-        {"cloud-bandwidth", required_argument, 0, 'c'},
-        {"memory-bandwidth", required_argument, 0, 'M'},
-        {"ckpt-every", required_argument, 0, 'K'},
-        {0, 0, 0, 0},
-    };
-    const char *trace = NULL, *node = NULL, *model = NULL, *policy = "all", *json = NULL, *svg = NULL,
-               *profile = NULL;
-    int gb = 0, seq = 0;
+typedef struct {
+    const char *trace, *node, *model, *policy, *json, *svg, *profile;
+    int gb, seq;
     ah_spot_costs c;
-    ah_spot_costs_default(&c);
-    char msg[768];
+} spot_args;
+
+/* 0, or -1 with msg */
+static int parse_args(int argc, char **argv, spot_args *a, char *msg, size_t n) {
+    static cli_options opts;
+    cli_long_options(
+        "trace=t node=n model=m global-batch=G seq=L policy=p json=j svg=s profile=P detect=d "
+        "restart=r cloud-bandwidth=c memory-bandwidth=M ckpt-every=K measure-planning!T",
+        &opts);
+    memset(a, 0, sizeof *a);
+    a->policy = "all";
+    ah_spot_costs_default(&a->c);
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         int *iv = NULL;
         double *dv = NULL, dmin = 0;
         switch (ch) {
-        case 't': trace = optarg; break;
-        case 'n': node = optarg; break;
-        case 'm': model = optarg; break;
-        case 'p': policy = optarg; break;
-        case 'j': json = optarg; break;
-        case 's': svg = optarg; break;
-        case 'P': profile = optarg; break;
-        case 'G': iv = &gb; break;
-        case 'L': iv = &seq; break;
-        case 'K': iv = &c.ckpt_every; break;
-        case 'd': dv = &c.detect_s; break;
-        case 'r': dv = &c.restart_s; break;
-        case 'c': dv = &c.cloud_mbs, dmin = 1e-9; break;
-        case 'M': dv = &c.mem_gbs, dmin = 1e-9; break;
-        default:
-            snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet spot-sim --help)",
-                     argv[optind - 1]);
-            return cli_bad_input("spot-sim", msg);
+        case 't': a->trace = optarg; break;
+        case 'n': a->node = optarg; break;
+        case 'm': a->model = optarg; break;
+        case 'p': a->policy = optarg; break;
+        case 'j': a->json = optarg; break;
+        case 's': a->svg = optarg; break;
+        case 'P': a->profile = optarg; break;
+        case 'T': a->c.measure_planning = 1; break;
+        case 'G': iv = &a->gb; break;
+        case 'L': iv = &a->seq; break;
+        case 'K': iv = &a->c.ckpt_every; break;
+        case 'd': dv = &a->c.detect_s; break;
+        case 'r': dv = &a->c.restart_s; break;
+        case 'c': dv = &a->c.cloud_mbs, dmin = 1e-9; break;
+        case 'M': dv = &a->c.mem_gbs, dmin = 1e-9; break;
+        default: return cli_unknown_option("spot-sim", argv[optind - 1], msg, n);
         }
         if (iv && (cli_parse_int(optarg, iv) != 0 || *iv < 1)) {
-            snprintf(msg, sizeof msg, "%s '%s': expected a positive integer", argv[optind - 2], optarg);
-            return cli_bad_input("spot-sim", msg);
+            snprintf(msg, n, "%s '%s': expected a positive integer", argv[optind - 2], optarg);
+            return -1;
         }
         if (dv && (cli_parse_double(optarg, dv) != 0 || !(*dv >= dmin))) {
-            snprintf(msg, sizeof msg, "%s '%s': expected a number >= %g", argv[optind - 2], optarg, dmin);
-            return cli_bad_input("spot-sim", msg);
+            snprintf(msg, n, "%s '%s': expected a number >= %g", argv[optind - 2], optarg, dmin);
+            return -1;
         }
     }
     if (optind < argc) {
-        snprintf(msg, sizeof msg, "unexpected argument '%s' (see autohet spot-sim --help)", argv[optind]);
-        return cli_bad_input("spot-sim", msg);
+        snprintf(msg, n, "unexpected argument '%s' (see autohet spot-sim --help)", argv[optind]);
+        return -1;
     }
-    if (!trace || !node || !model || !gb || !seq)
-        return cli_bad_input("spot-sim", "--trace, --node, --model, --global-batch and --seq are required");
-    {
-        char m[4400];
-        if (cli_check_output("--json", json, m, sizeof m) || cli_check_output("--svg", svg, m, sizeof m))
-            return cli_bad_input("spot-sim", m);
+    if (!a->trace || !a->node || !a->model || !a->gb || !a->seq) {
+        snprintf(msg, n, "--trace, --node, --model, --global-batch and --seq are required");
+        return -1;
     }
-    int enabled[AH_POLICY_N] = {0};
-    if (!strcmp(policy, "all"))
-        for (int p = 0; p < AH_POLICY_N; p++)
-            enabled[p] = 1;
-    else {
-        for (int p = 0; p < AH_POLICY_N; p++)
-            if (!strcmp(policy, ah_spot_policy_name((ah_spot_policy)p)))
-                enabled[p] = 1;
-        int any = 0;
-        for (int p = 0; p < AH_POLICY_N; p++)
-            any |= enabled[p];
-        if (!any)
-            return cli_bad_input("spot-sim", "--policy: expected all, autohet, full-reload or static");
-    }
-    ah_spot_node_mix mix;
-    ah_model_config m;
-    if (ah_spot_node_mix_parse(node, &mix, msg, sizeof msg) != 0 ||
-        ah_model_resolve(model, &m, msg, sizeof msg) != 0)
-        return cli_bad_input("spot-sim", msg);
-    ah_spot_event *ev = NULL;
-    int n = 0;
-    if (ah_spot_trace_load(trace, &ev, &n, msg, sizeof msg) != 0)
-        return cli_bad_input("spot-sim", msg);
-    ah_profile *prof = profile ? ah_profile_load(profile, msg, sizeof msg) : ah_profile_analytic();
-    if (!prof) {
-        free(ev);
-        return cli_bad_input("spot-sim", msg);
-    }
-    ah_spot_result r;
-    double t0 = ah_now_s();
-    int rc = ah_spot_replay(ev, n, &mix, &m, prof, gb, seq, &c, enabled, &r, msg, sizeof msg);
-    double wall_s = ah_now_s() - t0;
-    free(ev);
-    ah_profile_free(prof);
-    if (rc != 0)
-        return cli_bad_input("spot-sim", msg);
+    return cli_check_output("--json", a->json, msg, n) || cli_check_output("--svg", a->svg, msg, n) ? -1 : 0;
+}
+
+/* --policy into enabled[]; 0, or -1 */
+static int parse_policy(const char *policy, int *enabled) {
+    int any = 0;
+    for (int p = 0; p < AH_POLICY_N; p++)
+        any |= enabled[p] = !strcmp(policy, "all") || !strcmp(policy, ah_spot_policy_name((ah_spot_policy)p));
+    return any ? 0 : -1;
+}
+
+static void print_result(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+    const ah_spot_costs *c = &a->c;
     printf(
         "autohet spot-sim: %s, global batch %d x seq %d, TP %d; trace %s: %d events, %d changes over %.2f h, "
         "%d-%d nodes of %s\n",
-        m.name, gb, seq, r.tp, trace, r.n_events, r.n_changes, r.duration_s / 3600, r.min_nodes, r.max_nodes,
-        node);
+        m->name, a->gb, a->seq, r->tp, a->trace, r->n_events, r->n_changes, r->duration_s / 3600, r->min_nodes,
+        r->max_nodes, a->node);
     printf("costs: detection %.0f s, restart %.0f s, memory %.0f GB/s, peers at the node NIC, cloud %.0f "
-           "MB/s per node, "
-           "cloud checkpoint every %d iterations, %.0f B/param of state; static plan on %d nodes\n\n",
-           c.detect_s, c.restart_s, c.mem_gbs, c.cloud_mbs, c.ckpt_every, c.bytes_per_param, r.static_nodes);
+           "MB/s per node, cloud checkpoint every %d iterations, %.0f B/param of state, planning %s; static "
+           "plan on %d nodes\n\n",
+           c->detect_s, c->restart_s, c->mem_gbs, c->cloud_mbs, c->ckpt_every, c->bytes_per_param,
+           c->measure_planning ? "measured" : "modelled", r->static_nodes);
     printf("%-12s %14s %12s %10s %9s %9s %9s %9s %9s %12s %9s\n", "policy", "samples", "samples/s", "down h",
            "detect h", "plan h", "restart h", "xfer h", "wait h", "lost samp.", "restarts");
     for (int p = 0; p < AH_POLICY_N; p++) {
-        const ah_spot_policy_result *pr = &r.pol[p];
+        const ah_spot_policy_result *pr = &r->pol[p];
         if (!pr->enabled)
             continue;
         printf("%-12s %14.0f %12.2f %10.2f %9.3f %9.3f %9.3f %9.3f %9.3f %12.0f %9d\n",
@@ -235,27 +200,70 @@ int cmd_spot_sim(int argc, char **argv) {
                pr->down_s[AH_DOWN_RESTART] / 3600, pr->down_s[AH_DOWN_TRANSFER] / 3600,
                pr->down_s[AH_DOWN_WAIT] / 3600, pr->lost_samples, pr->restarts);
     }
-    printf("\nreplayed in %.3f s (%d plans computed)\n", wall_s, r.plans_computed);
-    rc = 0;
-    if (json) {
-        cJSON *o = result_json(&r, &c, trace, node, &m, gb, seq, wall_s);
+    printf("\nreplayed in %.3f s (%d plans computed)\n", wall_s, r->plans_computed);
+}
+
+/* --json and --svg; 0 or 1 */
+static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+    char msg[768];
+    if (a->json) {
+        cJSON *o = result_json(r, &a->c, a->trace, a->node, m, a->gb, a->seq, wall_s);
         char *txt = cJSON_Print(o);
-        if (ah_write_file_atomic(json, txt, strlen(txt), msg, sizeof msg) != 0) {
-            fprintf(stderr, "autohet spot-sim: --json: %s\n", msg);
-            rc = 1;
-        }
+        int rc = ah_write_file_atomic(a->json, txt, strlen(txt), msg, sizeof msg);
         free(txt);
         cJSON_Delete(o);
-    }
-    if (svg && rc == 0) {
-        char title[256];
-        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m.name, node,
-                 r.duration_s / 3600);
-        if (ah_spot_write_svg(&r, title, svg, msg, sizeof msg) != 0) {
-            fprintf(stderr, "autohet spot-sim: --svg: %s\n", msg);
-            rc = 1;
+        if (rc != 0) {
+            fprintf(stderr, "autohet spot-sim: --json: %s\n", msg);
+            return 1;
         }
     }
+    if (a->svg) {
+        char title[256];
+        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m->name, a->node, r->duration_s / 3600);
+        if (ah_spot_write_svg(r, title, a->svg, msg, sizeof msg) != 0) {
+            fprintf(stderr, "autohet spot-sim: --svg: %s\n", msg);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int cmd_spot_sim(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    spot_args a;
+    char msg[4400];
+    if (parse_args(argc, argv, &a, msg, sizeof msg) != 0)
+        return cli_bad_input("spot-sim", msg);
+    int enabled[AH_POLICY_N] = {0};
+    if (parse_policy(a.policy, enabled) != 0)
+        return cli_bad_input("spot-sim", "--policy: expected all, autohet, full-reload or static");
+    ah_spot_node_mix mix;
+    ah_model_config m;
+    if (ah_spot_node_mix_parse(a.node, &mix, msg, sizeof msg) != 0 ||
+        ah_model_resolve(a.model, &m, msg, sizeof msg) != 0)
+        return cli_bad_input("spot-sim", msg);
+    ah_spot_event *ev = NULL;
+    int n = 0;
+    if (ah_spot_trace_load(a.trace, &ev, &n, msg, sizeof msg) != 0)
+        return cli_bad_input("spot-sim", msg);
+    ah_profile *prof = a.profile ? ah_profile_load(a.profile, msg, sizeof msg) : ah_profile_analytic();
+    if (!prof) {
+        free(ev);
+        return cli_bad_input("spot-sim", msg);
+    }
+    ah_spot_result r;
+    double t0 = ah_now_s();
+    int rc = ah_spot_replay(ev, n, &mix, &m, prof, a.gb, a.seq, &a.c, enabled, &r, msg, sizeof msg);
+    double wall_s = ah_now_s() - t0;
+    free(ev);
+    ah_profile_free(prof);
+    if (rc != 0)
+        return cli_bad_input("spot-sim", msg);
+    print_result(&r, &a, &m, wall_s);
+    rc = write_outputs(&r, &a, &m, wall_s);
     ah_spot_result_free(&r);
     return rc;
 }

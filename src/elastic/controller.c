@@ -55,9 +55,16 @@ static int plan_for_alive(run_state *s, ah_plan *out, char *err, size_t errlen) 
     return rc;
 }
 
-static void describe_plan(const ah_plan *p, char *buf, size_t n) {
-    int used = 0, len = snprintf(buf, n, "%d ranks, %d replica%s (", ah_plan_world_size(p), p->n_replicas,
-                                 p->n_replicas == 1 ? "" : "s");
+/* "2 plan ranks + 1 recovery server = 3 MPI ranks, 1 replica (2 stages), TP 1,
+ * on 2 of 3 nodes": the plan's ranks and the job's are told apart */
+static void describe_plan(const ah_plan *p, int servers, char *buf, size_t n) {
+    int ranks = ah_plan_world_size(p), used = 0;
+    int len = snprintf(buf, n, "%d plan rank%s", ranks, ranks == 1 ? "" : "s");
+    if (servers > 0 && len < (int)n)
+        len += snprintf(buf + len, n - (size_t)len, " + %d recovery server%s = %d MPI ranks", servers,
+                        servers == 1 ? "" : "s", ranks + servers);
+    if (len < (int)n)
+        len += snprintf(buf + len, n - (size_t)len, ", %d replica%s (", p->n_replicas, p->n_replicas == 1 ? "" : "s");
     for (int k = 0; k < p->n_replicas && len < (int)n; k++)
         len += snprintf(buf + len, n - (size_t)len, "%s%d", k ? "+" : "", p->replicas[k].n_stages);
     for (int i = 0; i < p->cluster.n_nodes; i++)
@@ -68,6 +75,20 @@ static void describe_plan(const ah_plan *p, char *buf, size_t n) {
     if (len < (int)n)
         snprintf(buf + len, n - (size_t)len, " stages), TP %d, on %d of %d nodes", p->tp, used,
                  p->cluster.n_nodes);
+}
+
+/* The plan's predicted iteration time: the planner's, or for a hand-written
+ * plan without one the cost model's evaluation of it; 0 if it cannot be
+ * evaluated. */
+static double predicted_iteration_s(const run_state *s) {
+    if (s->plan.iteration_time_s > 0)
+        return s->plan.iteration_time_s;
+    ah_plan copy;
+    ah_plan_copy(&copy, &s->plan);
+    char err[512];
+    double t = ah_plan_evaluate(&copy, s->prof, &s->po, err, sizeof err) == 0 ? copy.iteration_time_s : 0;
+    ah_plan_free(&copy);
+    return t > 0 ? t : 0;
 }
 
 /* ---- the training job ---- */
@@ -175,16 +196,26 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
     snprintf(path, sizeof path, "%s/plan-%d.json", s->run, s->gen);
     if (ah_plan_write_json(&s->plan, NULL, path, err, errlen) != 0)
         return -1;
-    describe_plan(&s->plan, desc, sizeof desc);
-    printf("autohet run: generation %d: %s; predicted %.3f s/iteration (plan %s)\n", s->gen, desc,
-           s->plan.iteration_time_s, path);
+    describe_plan(&s->plan, recover ? s->n_servers : 0, desc, sizeof desc);
+    double predicted = predicted_iteration_s(s);
+    char pred[96];
+    if (predicted > 0)
+        snprintf(pred, sizeof pred, "predicted %.3f s/iteration%s", predicted,
+                 s->plan.iteration_time_s > 0 ? "" : " (evaluated: the plan has none)");
+    else
+        snprintf(pred, sizeof pred, "iteration time not predicted");
+    printf("autohet run: generation %d: %s; %s (plan %s)\n", s->gen, desc, pred, path);
     fflush(stdout);
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "generation", s->gen);
     cJSON_AddStringToObject(g, "plan", path);
     cJSON_AddStringToObject(g, "summary", desc);
     cJSON_AddNumberToObject(g, "ranks", ah_plan_world_size(&s->plan));
-    cJSON_AddNumberToObject(g, "predicted_iteration_s", s->plan.iteration_time_s);
+    cJSON_AddNumberToObject(g, "recovery_servers", recover ? s->n_servers : 0);
+    if (predicted > 0)
+        cJSON_AddNumberToObject(g, "predicted_iteration_s", predicted);
+    else
+        cJSON_AddNullToObject(g, "predicted_iteration_s");
     cJSON_AddItemToArray(s->gens, g);
     s->pid = run_launch(s, path, recover, err, errlen);
     return s->pid > 0 ? 0 : -1;
@@ -444,6 +475,166 @@ static void write_report(run_state *s, int final_step, int ok) {
 /* consecutive failed recoveries replanned before autohet run gives up */
 #define MAX_RECOVERY_RETRIES 3
 
+/* a preemption with notice in progress: the job runs on until its next
+ * committed step (or the notice runs out), then stops gracefully */
+typedef struct {
+    int gone[MAX_NODES], on, step;
+    char why[64];
+    double end;
+} notice_state;
+
+/* The job ended with `status`. Returns 1 done (success), 0 go on (replanned
+ * after a failed recovery), -1 failure. */
+static int job_ended(run_state *s, int status, int *retries, int *final_step) {
+    char err[1024];
+    s->pid = -1;
+    run_tail_log(s);
+    finish_recovery(s);
+    *final_step = s->step > *final_step ? s->step : *final_step;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 1;
+    fprintf(stderr,
+            "autohet run: the training job of generation %d failed (%s %d) at step %d; see its output above\n",
+            s->gen, WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+            s->step);
+    /* a job that failed during its recovery (a holder went away meanwhile, a
+     * copy turned out bad) is replanned from what the tiers hold now, a few
+     * times in a row at most */
+    if (s->pending && *retries < MAX_RECOVERY_RETRIES) {
+        (*retries)++;
+        if (change_nodes(s, "recovery failed", ah_wall_clock_s(), s->step, err, sizeof err) == 0)
+            return 0;
+        fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+    }
+    return -1;
+}
+
+/* The node-set changes requested since the last poll (--preempt, autohet
+ * preempt / SIGTERM requests, the spot trace) into gone/added; *notice the
+ * notice they come with, why their source. 1 if any. */
+static int poll_changes(run_state *s, int *gone, int *added, double *notice, char *why, size_t whylen) {
+    int any = 0;
+    *notice = s->o->notice_s;
+    for (int i = 0; i < s->n_pre; i++) {
+        int ni = run_node_index(s, s->pre[i].node);
+        if (!s->pre[i].fired && s->step >= s->pre[i].step && ni >= 0) {
+            s->pre[i].fired = 1;
+            if (s->alive[ni])
+                gone[ni] = 1, any = 1, snprintf(why, whylen, "preempt");
+        }
+    }
+    double cmd_notice = 0;
+    int from_signal = 0;
+    if (run_poll_control(s, gone, &cmd_notice, &from_signal))
+        any = 1, *notice = cmd_notice,
+        snprintf(why, whylen, "%s", from_signal ? "grace-period signal" : "preempt command");
+    if (run_poll_trace(s, gone, added))
+        any = 1, snprintf(why, whylen, "spot trace");
+    return any;
+}
+
+/* Removals with notice are held back (into ns) while the job runs on;
+ * gone[] is cleared of them. */
+static void hold_for_notice(run_state *s, notice_state *ns, int *gone, double notice, const char *why) {
+    int removals = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        removals |= gone[i];
+    if (!(notice > 0 && removals && s->pid > 0))
+        return;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        ns->gone[i] |= gone[i], gone[i] = 0;
+    if (ns->on)
+        return;
+    ns->on = 1, ns->step = s->step, ns->end = ah_wall_clock_s() + notice;
+    snprintf(ns->why, sizeof ns->why, "%s", why);
+    printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why, notice);
+    fflush(stdout);
+}
+
+/* Once the noticed job committed its next step (or the notice ran out): stop
+ * it, push the leaving nodes' memory tiers to peers, replan. 0, or -1 with err. */
+static int stop_after_notice(run_state *s, notice_state *ns, char *err, size_t errlen) {
+    if (!ns->on || (s->step <= ns->step && ah_wall_clock_s() < ns->end))
+        return 0;
+    ns->on = 0;
+    double t_stop = ah_wall_clock_s();
+    int step_at = s->step;
+    killpg(s->pid, SIGKILL);
+    run_reap(s, 5.0);
+    run_tail_log(s);
+    double pushed = run_push_to_peers(s, ns->gone);
+    char cause[512];
+    int len = snprintf(cause, sizeof cause, "%s with notice:", ns->why);
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (ns->gone[i] && s->alive[i] && len < (int)sizeof cause - 80) {
+            len += snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", s->inv.nodes[i].name);
+            run_wipe_node(s, s->inv.nodes[i].name);
+            s->alive[i] = 0;
+        }
+    memset(ns->gone, 0, sizeof ns->gone);
+    printf("autohet run: pushed %.1f MB of memory-tier layers to peers before the nodes left\n", pushed / 1e6);
+    if (change_nodes(s, cause, t_stop, step_at, err, errlen) != 0)
+        return -1;
+    if (s->pending)
+        cJSON_AddNumberToObject(s->pending, "pushed_bytes", pushed);
+    return 0;
+}
+
+/* Supervises the generations until the run ends; the exit status. */
+static int supervise(run_state *s, int *final_step) {
+    char err[1024];
+    int retries = 0;
+    notice_state ns;
+    memset(&ns, 0, sizeof ns);
+    for (;;) {
+        run_sleep(0.002);
+        run_tail_log(s);
+        finish_recovery(s);
+        if (s->step > *final_step)
+            *final_step = s->step;
+        if (interrupted) {
+            fprintf(stderr, "autohet run: interrupted; stopping the job\n");
+            if (s->pid > 0) {
+                killpg(s->pid, SIGKILL);
+                run_reap(s, 1);
+            }
+            return 130;
+        }
+        if (s->pid <= 0 && (!s->trace || s->next_trace >= s->n_trace)) {
+            fprintf(stderr,
+                    "autohet run: no plan can run on the nodes left and the trace brings no more; stopping at "
+                    "step %d of %d\n",
+                    *final_step, s->o->steps);
+            return 1;
+        }
+        int status;
+        if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            int r = job_ended(s, status, &retries, final_step);
+            if (r != 0)
+                return r > 0 ? 0 : 1;
+            continue;
+        }
+        if (!s->pending)
+            retries = 0;
+        int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0};
+        double notice;
+        char why[64] = "";
+        int any = poll_changes(s, gone, added, &notice, why, sizeof why);
+        if (any)
+            hold_for_notice(s, &ns, gone, notice, why);
+        if (stop_after_notice(s, &ns, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+            return 1;
+        }
+        for (int i = 0; i < s->inv.n_nodes && !any; i++)
+            any = added[i];
+        if (any && apply_change(s, gone, added, why, err, sizeof err) != 0) {
+            fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+            return 1;
+        }
+    }
+}
+
 int ah_run(const ah_run_options *o) {
     run_state *s = ah_xcalloc(1, sizeof *s);
     char err[1024];
@@ -470,134 +661,8 @@ int ah_run(const ah_run_options *o) {
         rc = 1;
         goto out;
     }
-    int final_step = 0, done = 0, retries = 0;
-    /* a preemption with notice in progress: the job runs on until its next
-     * committed step (or the notice runs out), then stops gracefully */
-    int ngone[MAX_NODES] = {0}, notice_on = 0, notice_step = 0;
-    char notice_why[64] = "";
-    double notice_end = 0;
-    while (!done) {
-        run_sleep(0.002);
-        run_tail_log(s);
-        finish_recovery(s);
-        if (s->step > final_step)
-            final_step = s->step;
-        if (interrupted) {
-            fprintf(stderr, "autohet run: interrupted; stopping the job\n");
-            if (s->pid > 0) {
-                killpg(s->pid, SIGKILL);
-                run_reap(s, 1);
-            }
-            rc = 130;
-            break;
-        }
-        if (s->pid <= 0 && (!s->trace || s->next_trace >= s->n_trace)) {
-            fprintf(stderr,
-                    "autohet run: no plan can run on the nodes left and the trace brings no more; stopping "
-                    "at step %d of %d\n",
-                    final_step, o->steps);
-            rc = 1;
-            break;
-        }
-        int status;
-        pid_t r = s->pid > 0 ? waitpid(s->pid, &status, WNOHANG) : 0;
-        if (s->pid > 0 && r == s->pid) {
-            s->pid = -1;
-            run_tail_log(s);
-            finish_recovery(s);
-            final_step = s->step > final_step ? s->step : final_step;
-            if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-                done = 1;
-                break;
-            }
-            fprintf(stderr,
-                    "autohet run: the training job of generation %d failed (%s %d) at step %d; see its "
-                    "output above\n",
-                    s->gen, WIFEXITED(status) ? "exit" : "signal",
-                    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), s->step);
-            /* a job that failed during its recovery (a holder went away meanwhile, a
-             * copy turned out bad) is replanned from what the tiers hold now, a few
-             * times in a row at most */
-            if (s->pending && retries < MAX_RECOVERY_RETRIES) {
-                retries++;
-                if (change_nodes(s, "recovery failed", ah_wall_clock_s(), s->step, err, sizeof err) == 0)
-                    continue;
-                fprintf(stderr, "autohet run: recovery failed: %s\n", err);
-            }
-            rc = 1;
-            break;
-        }
-        if (!s->pending)
-            retries = 0;
-        int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0}, any = 0;
-        double notice = o->notice_s;
-        char why[64] = "";
-        for (int i = 0; i < s->n_pre; i++) {
-            int ni = run_node_index(s, s->pre[i].node);
-            if (!s->pre[i].fired && s->step >= s->pre[i].step && ni >= 0) {
-                s->pre[i].fired = 1;
-                if (s->alive[ni])
-                    gone[ni] = 1, any = 1, snprintf(why, sizeof why, "preempt");
-            }
-        }
-        double cmd_notice = 0;
-        int from_signal = 0;
-        if (run_poll_control(s, gone, &cmd_notice, &from_signal))
-            any = 1, notice = cmd_notice,
-            snprintf(why, sizeof why, "%s", from_signal ? "grace-period signal" : "preempt command");
-        if (run_poll_trace(s, gone, added))
-            any = 1, snprintf(why, sizeof why, "spot trace");
-        int removals = 0, none[MAX_NODES] = {0};
-        for (int i = 0; i < s->inv.n_nodes; i++)
-            removals |= gone[i];
-        if (any && notice > 0 && removals && s->pid > 0) {
-            for (int i = 0; i < s->inv.n_nodes; i++)
-                ngone[i] |= gone[i];
-            if (!notice_on) {
-                notice_on = 1, notice_step = s->step, notice_end = ah_wall_clock_s() + notice;
-                snprintf(notice_why, sizeof notice_why, "%s", why);
-                printf("autohet run: %s with %.1f s notice: stopping after the next committed step\n", why,
-                       notice);
-                fflush(stdout);
-            }
-            memcpy(gone, none, sizeof gone);
-        }
-        if (notice_on && (s->step > notice_step || ah_wall_clock_s() >= notice_end)) {
-            notice_on = 0;
-            double t_stop = ah_wall_clock_s();
-            int step_at = s->step;
-            killpg(s->pid, SIGKILL);
-            run_reap(s, 5.0);
-            run_tail_log(s);
-            double pushed = run_push_to_peers(s, ngone);
-            char cause[512];
-            int len = snprintf(cause, sizeof cause, "%s with notice:", notice_why);
-            for (int i = 0; i < s->inv.n_nodes; i++)
-                if (ngone[i] && s->alive[i] && len < (int)sizeof cause - 80) {
-                    len +=
-                        snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", s->inv.nodes[i].name);
-                    run_wipe_node(s, s->inv.nodes[i].name);
-                    s->alive[i] = 0;
-                }
-            memset(ngone, 0, sizeof ngone);
-            printf("autohet run: pushed %.1f MB of memory-tier layers to peers before the nodes left\n",
-                   pushed / 1e6);
-            if (change_nodes(s, cause, t_stop, step_at, err, sizeof err) != 0) {
-                fprintf(stderr, "autohet run: recovery failed: %s\n", err);
-                rc = 1;
-                break;
-            }
-            if (s->pending)
-                cJSON_AddNumberToObject(s->pending, "pushed_bytes", pushed);
-        }
-        for (int i = 0; i < s->inv.n_nodes && !any; i++)
-            any = added[i];
-        if (any && apply_change(s, gone, added, why, err, sizeof err) != 0) {
-            fprintf(stderr, "autohet run: recovery failed: %s\n", err);
-            rc = 1;
-            break;
-        }
-    }
+    int final_step = 0;
+    rc = supervise(s, &final_step);
     if (s->glog)
         fclose(s->glog);
     if (s->pid > 0) {

@@ -1,5 +1,5 @@
 /* Spot availability traces: "<time_ms>,<add|remove>,<node>" per line
- * (../shared/data/spot-traces/, Bamboo's AWS P3 trace). */
+ * (tests/fixtures/spot-traces/aws-p3-bamboo.csv, Bamboo's AWS P3 trace). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>

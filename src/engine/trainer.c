@@ -1,0 +1,269 @@
+/* The training loop over an executor (trainer.h). */
+#include "engine/trainer.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/ckpt.h"
+#include "util/clock.h"
+#include "util/json_file.h"
+
+#define SERVER_RELEASE_TAG 7707
+
+void ah_trainer_config_default(ah_trainer_config *c) {
+    memset(c, 0, sizeof *c);
+    c->steps = 50;
+    c->eval_every = 10;
+    c->log_every = 1;
+    c->mem_every = 1;
+    c->schedule = AH_TRAIN_SCHED_1F1B;
+}
+
+void ah_trainer_lr_schedule(double lr, int warmup, int steps, ah_optim_config *oc) {
+    ah_optim_config_default(oc);
+    oc->lr = (float)lr;
+    oc->min_lr = (float)(lr / 10);
+    oc->warmup_steps = warmup < steps ? warmup : steps / 2;
+    oc->total_steps = steps;
+}
+
+/* the step a recovery assignment restores (0: the initialisation from the
+ * seed, which the ranks then compute themselves), -1 unreadable */
+static int assignment_step(const char *path) {
+    char err[512];
+    cJSON *o = ah_json_parse_file(path, 64u << 20, 1, err, sizeof err);
+    const cJSON *st = o ? cJSON_GetObjectItemCaseSensitive(o, "step") : NULL;
+    int step = cJSON_IsNumber(st) ? st->valueint : -1;
+    cJSON_Delete(o);
+    return step;
+}
+
+int ah_trainer_initialises_params(const ah_trainer_config *c) {
+    return !c->resume_dir && (!c->recover_path || assignment_step(c->recover_path) == 0);
+}
+
+static int rank0(const ah_executor *x) { return ah_executor_rank(x) == 0; }
+
+static int resume(ah_executor *x, const ah_trainer_config *c, int *first_step, char *err, size_t errlen) {
+    if (ah_ckpt_read_state(c->resume_dir, c->cfg, c->plan, c->seed, c->oc, first_step, err, errlen) != 0)
+        return AH_EXIT_BAD_INPUT;
+    double r0 = MPI_Wtime();
+    char why[512];
+    if (ah_executor_restore(x, c->resume_dir, *first_step, why, sizeof why) != 0) {
+        snprintf(err, errlen, "--resume %s: %s", c->resume_dir, why);
+        return 1;
+    }
+    if (rank0(x) && c->progress)
+        fprintf(c->progress, "resumed from %s at step %d (%.3f s)\n", c->resume_dir, *first_step,
+                MPI_Wtime() - r0);
+    return 0;
+}
+
+/* the restore from a recovery assignment, and its result file for autohet run */
+static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, char *err, size_t errlen) {
+    double r0 = ah_wall_clock_s();
+    ah_recover_stats rs;
+    char why[512];
+    if (ah_executor_recover(x, c->recover_path, first_step, &rs, why, sizeof why) != 0) {
+        snprintf(err, errlen, "--recover %s: %s", c->recover_path, why);
+        return 1;
+    }
+    double r1 = ah_wall_clock_s();
+    if (!rank0(x))
+        return 0;
+    if (c->progress)
+        fprintf(c->progress,
+                "recovered step %d in %.3f s: memory %.1f MB, disk %.1f MB, peer %.1f MB, cloud %.1f MB\n",
+                *first_step, r1 - r0, rs.bytes[0] / 1e6, rs.bytes[1] / 1e6, rs.bytes[2] / 1e6,
+                rs.bytes[3] / 1e6);
+    char out[3072], js[1024];
+    snprintf(out, sizeof out, "%s.result.json", c->recover_path);
+    int len = snprintf(js, sizeof js,
+                       "{\"step\": %d, \"t_init\": %.6f, \"t_restore_start\": %.6f, \"t_restore_end\": "
+                       "%.6f, \"bytes_by_tier\": {\"memory\": %.0f, \"disk\": %.0f, \"peer\": %.0f, "
+                       "\"cloud\": %.0f}, \"seconds_by_tier\": {\"memory\": %.6f, \"disk\": %.6f, "
+                       "\"peer\": %.6f, \"cloud\": %.6f}, \"fallbacks\": %d}\n",
+                       *first_step, c->t_init, r0, r1, rs.bytes[0], rs.bytes[1], rs.bytes[2], rs.bytes[3],
+                       rs.seconds[0], rs.seconds[1], rs.seconds[2], rs.seconds[3], rs.fallbacks);
+    if (ah_write_file_atomic(out, js, (size_t)len, why, sizeof why) != 0)
+        fprintf(stderr, "autohet train: %s\n", why);
+    return 0;
+}
+
+/* Polls the background copy (wait: join this rank's first); prints a commit. */
+static int persist_poll(ah_executor *x, const ah_trainer_config *c, int wait, int with_cloud, char *err,
+                        size_t errlen) {
+    int r = ah_executor_persist_poll(x, wait, err, errlen);
+    if (r == 1 && rank0(x) && c->progress)
+        fprintf(c->progress, "checkpoint: persisted to %s%s%s in the background\n", c->ckpt_dir,
+                with_cloud && c->cloud_dir ? " + " : "", with_cloud && c->cloud_dir ? c->cloud_dir : "");
+    return r;
+}
+
+/* The checkpoints due after step s (0-based) completed. 0, or -1 with err. */
+static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, int s, char *err, size_t errlen) {
+    int done = s + 1;
+    if (c->mem_dir && done % c->mem_every == 0 &&
+        ah_executor_save(x, c->mem_dir, "memory", done, err, errlen) != 0)
+        return -1;
+    /* with a memory tier, the disk and cloud copies are made from its snapshot by a
+     * thread of each rank while training goes on, and committed at a later step
+     * boundary once every rank's copy is done */
+    int bg = c->mem_dir && c->ckpt_dir;
+    if (bg && persist_poll(x, c, 0, 1, err, errlen) < 0)
+        return -1;
+    if (!c->ckpt_dir || c->ckpt_every <= 0 || done % c->ckpt_every != 0)
+        return 0;
+    if (bg && done % c->mem_every == 0) {
+        int r = persist_poll(x, c, 1, 0, err, errlen); /* the previous copy first */
+        r = r < 0 ? -1 : ah_executor_persist_start(x, c->ckpt_dir, c->cloud_dir, done, err, errlen);
+        if (r == 1)
+            snprintf(err, errlen, "checkpoint: no memory snapshot of step %d to persist", done);
+        return r != 0 ? -1 : 0;
+    }
+    double c0 = MPI_Wtime();
+    if (ah_executor_save(x, c->ckpt_dir, "disk", done, err, errlen) != 0 ||
+        (c->cloud_dir && ah_executor_save(x, c->cloud_dir, "cloud", done, err, errlen) != 0))
+        return -1;
+    if (rank0(x) && c->progress)
+        fprintf(c->progress, "checkpoint: step %d -> %s%s%s (%.3f s)\n", done, c->ckpt_dir,
+                c->cloud_dir ? " + " : "", c->cloud_dir ? c->cloud_dir : "", MPI_Wtime() - c0);
+    return 0;
+}
+
+/* Fixed-width columns: an evaluated step and another line up (the val column
+ * is blank when the step did not evaluate). */
+static void progress_line(FILE *f, int step, int steps, const ah_step_stats *st) {
+    char val[16] = "";
+    if (st->val_loss >= 0)
+        snprintf(val, sizeof val, "val %7.4f", st->val_loss);
+    int w = snprintf(NULL, 0, "%d", steps);
+    fprintf(f,
+            "step %*d/%d | loss %7.4f | %-11s | lr %.2e | grad norm %7.3f | %8.0f tok/s | %8.2f GFLOP/s | "
+            "MFU %5.1f%% | %6.0f ms\n",
+            w < 4 ? 4 : w, step, steps, st->loss, val, st->lr, st->grad_norm, st->tokens_per_s,
+            st->tflops * 1e3, 100 * st->mfu, st->step_s * 1e3);
+    fflush(f);
+}
+
+static void log_line(FILE *f, int step, const ah_step_stats *st) {
+    fprintf(f,
+            "{\"step\": %d, \"loss\": %.9g, \"val_loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
+            "\"step_s\": %.6f, \"tokens_per_s\": %.3f, \"tflops\": %.6g, \"mfu\": %.6g}\n",
+            step, st->loss, st->val_loss, st->lr, st->grad_norm, st->step_s, st->tokens_per_s, st->tflops,
+            st->mfu);
+    fflush(f);
+}
+
+static void account(ah_trainer_summary *sum, const ah_trainer_config *c, int s, const ah_step_stats *st) {
+    sum->last_step = s + 1;
+    sum->tokens += (double)c->tokens_per_step;
+    sum->step_s += st->step_s;
+    sum->mean_mfu += st->mfu * st->step_s; /* divided by step_s at the end */
+    sum->final_loss = st->loss;
+    if (st->val_loss >= 0) {
+        sum->last_val_loss = st->val_loss;
+        sum->last_val_step = s + 1;
+    }
+}
+
+int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summary *sum, char *err,
+                   size_t errlen) {
+    memset(sum, 0, sizeof *sum);
+    sum->final_loss = sum->last_val_loss = -1;
+    int first_step = 0, rc = 0;
+    if (c->resume_dir)
+        rc = resume(x, c, &first_step, err, errlen);
+    else if (c->recover_path)
+        rc = recover(x, c, &first_step, err, errlen);
+    if (rc != 0)
+        return rc;
+    sum->first_step = sum->last_step = first_step;
+    double t0 = ah_wall_clock_s();
+    for (int s = first_step; s < c->steps && rc == 0; s++) {
+        if (c->before_step)
+            c->before_step(c->hook_ctx, x, s);
+        ah_step_stats st;
+        if (c->trace_path && s == (c->steps > 1 ? 1 : 0))
+            ah_executor_trace_enable(x); /* skip the warm-up step */
+        int eval = c->eval_every > 0 && ((s + 1) % c->eval_every == 0 || s + 1 == c->steps);
+        rc = ah_executor_step(x, s, eval, &st, err, errlen);
+        if (rc == 0)
+            rc = checkpoint_after(x, c, s, err, errlen);
+        if (rc != 0)
+            break;
+        account(sum, c, s, &st);
+        if (!rank0(x))
+            continue;
+        if (c->progress && ((s + 1) % c->log_every == 0 || s + 1 == c->steps || eval))
+            progress_line(c->progress, s + 1, c->steps, &st);
+        if (c->log)
+            log_line(c->log, s + 1, &st);
+    }
+    if (rc == 0 && c->mem_dir && c->ckpt_dir) /* the copy in flight, if any */
+        rc = persist_poll(x, c, 1, 0, err, errlen) < 0 ? -1 : 0;
+    sum->wall_s = ah_wall_clock_s() - t0;
+    if (rc != 0) {
+        sum->err_on_every_rank = 1;
+        return 1;
+    }
+    sum->mean_tokens_per_s = sum->step_s > 0 ? sum->tokens / sum->step_s : 0;
+    sum->mean_mfu = sum->step_s > 0 ? sum->mean_mfu / sum->step_s : 0;
+    if (c->trace_path) {
+        char why[512];
+        if (ah_executor_write_trace(x, c->trace_path, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s", why);
+            return 1;
+        }
+        if (rank0(x) && c->progress)
+            fprintf(c->progress, "trace written to %s (autohet analyze %s)\n", c->trace_path, c->trace_path);
+    }
+    return 0;
+}
+
+void ah_trainer_format_summary(const ah_trainer_summary *s, char *buf, size_t n) {
+    int steps = s->last_step - s->first_step;
+    int len = snprintf(buf, n,
+                       "done: %d step%s (%d-%d), %.0f tokens in %.2f s wall; mean %.0f tokens/s, mean MFU "
+                       "%.1f%%",
+                       steps, steps == 1 ? "" : "s", steps ? s->first_step + 1 : s->first_step, s->last_step,
+                       s->tokens, s->wall_s, s->mean_tokens_per_s, 100 * s->mean_mfu);
+    if (len < 0 || (size_t)len >= n)
+        return;
+    if (s->final_loss >= 0)
+        len += snprintf(buf + len, n - (size_t)len, "; final train loss %.4f", s->final_loss);
+    else
+        len += snprintf(buf + len, n - (size_t)len, "; no step ran");
+    if (len < 0 || (size_t)len >= n)
+        return;
+    if (s->last_val_loss >= 0)
+        snprintf(buf + len, n - (size_t)len, ", last val loss %.4f (step %d)", s->last_val_loss,
+                 s->last_val_step);
+    else
+        snprintf(buf + len, n - (size_t)len, ", no val loss");
+}
+
+int ah_trainer_serve_recovery(const char *assignment, int rank, char *err, size_t errlen) {
+    (void)rank;
+    if (ah_recover_serve(assignment, err, errlen) != 0)
+        return -1;
+    for (int flag = 0; !flag;) { /* sleeping, not spinning, until rank 0 releases it */
+        MPI_Iprobe(0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        if (!flag)
+            usleep(20000);
+    }
+    int done;
+    MPI_Recv(&done, 1, MPI_INT, 0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return 0;
+}
+
+void ah_trainer_release_servers(int first, int world) {
+    for (int r = first; r < world; r++) {
+        int done = 1;
+        MPI_Send(&done, 1, MPI_INT, r, SERVER_RELEASE_TAG, MPI_COMM_WORLD);
+    }
+}
