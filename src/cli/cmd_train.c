@@ -24,6 +24,7 @@
 #include "engine/optim.h"
 #include "util/clock.h"
 #include "util/json_file.h"
+#include "util/atomic_file.h"
 
 static void train_usage(FILE *f) {
     fprintf(f,

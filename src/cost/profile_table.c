@@ -24,7 +24,9 @@
 #include "autohet/profile.h"
 #include "autohet/profile_table.h"
 #include "cost/profile_internal.h"
+#include "util/atomic_file.h"
 #include "util/json_file.h"
+#include "util/num_text.h"
 
 /* The Sailor profiles were measured at this sequence length. */
 #define AH_SAILOR_SEQ 2048
@@ -797,16 +799,6 @@ fail:
 
 /* ------------------------------------------------------------------ JSON output */
 
-/* Shortest "%.Ng" text that reads back as exactly v (cJSON's own printer
- * only guarantees approximate round trips). */
-static void format_exact(double v, char *buf, size_t cap) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
-
 int ah_profile_table_write(const ah_profile *p, const char *path, char *err, size_t n) {
     if (!p || !path || !*path) {
         ah_cost_err_(err, n, "profile write: missing argument");
@@ -873,8 +865,8 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
                 if (!arr)
                     goto oom;
                 for (int k = 0; k < 3; k++) {
-                    char num[32];
-                    format_exact(v[k], num, sizeof num);
+                    char num[AH_NUM_EXACT_LEN];
+                    ah_num_exact(num, v[k]);
                     cJSON *x = cJSON_CreateRaw(num);
                     if (!x || !cJSON_AddItemToArray(arr, x)) {
                         cJSON_Delete(x);
@@ -896,25 +888,9 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
     if (!text)
         goto oom;
 
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        ah_cost_err_(err, n, "%s: %s", path, strerror(errno));
-        free(text);
-        return -1;
-    }
-    int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
-    int e1 = errno;
-    bad |= ferror(f);
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e1 = errno;
-    }
+    int rc = ah_write_text_output(path, text, err, n);
     free(text);
-    if (bad) {
-        ah_cost_err_(err, n, "%s: write failed: %s", path, strerror(e1));
-        return -1;
-    }
-    return 0;
+    return rc;
 oom:
     cJSON_Delete(root);
     free(text);

@@ -7,20 +7,20 @@
  * Every reading error is one line "<file>: <json path>: <what is wrong>". */
 #include <errno.h>
 #include <limits.h>
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
 #include "util/errors.h"
 #include "autohet/plan.h"
+#include "util/atomic_file.h"
 #include "util/json_file.h"
+#include "util/num_text.h"
 
 #define PLAN_FORMAT_NAME "autohet-plan"
 #define MAX_PLAN_FILE_BYTES ((size_t)256 << 20)
@@ -233,56 +233,6 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
     return root;
 }
 
-/* Write `text` to `path` so that a concurrent reader never sees a partial
- * document: write a temporary file next to it, then rename. Non-regular
- * targets (/dev/stdout, FIFOs) are written directly; "-" is stdout. */
-static int write_text(const char *path, const char *text, char *err, size_t errlen) {
-    if (strcmp(path, "-") == 0) {
-        if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-            set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    struct stat st;
-    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    size_t tl = strlen(path) + 16;
-    char *tmp = malloc(tl);
-    if (!tmp) {
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, tl, "%s.tmp", path);
-    const char *target = direct ? path : tmp;
-    FILE *f = fopen(target, "w");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    int ok = fputs(text, f) != EOF && fputc('\n', f) != EOF;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) {
-        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
-        if (!direct)
-            remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    if (!direct && rename(tmp, path) != 0) {
-        set_err(err, errlen, "%s: cannot replace with %s: %s", path, tmp, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
-}
-
 /* cJSON prints doubles with 15 significant digits unless that reads back
  * "close enough", which can lose the last bit. The plan file promises exact
  * round trips, so every number is replaced by a raw item holding its
@@ -297,22 +247,8 @@ static int exact_numbers(cJSON *parent) {
         }
         if (!cJSON_IsNumber(it))
             continue;
-        double d = it->valuedouble;
-        char buf[40] = "null";
-        if (isfinite(d)) {
-            for (int prec = 15; prec <= 17; prec++) {
-                snprintf(buf, sizeof buf, "%.*g", prec, d);
-                if (strtod(buf, NULL) == d)
-                    break;
-            }
-            /* JSON wants '.', whatever LC_NUMERIC says */
-            char dp = localeconv()->decimal_point[0];
-            if (dp && dp != '.') {
-                char *c = strchr(buf, dp);
-                if (c)
-                    *c = '.';
-            }
-        }
+        char buf[AH_NUM_EXACT_LEN];
+        ah_num_exact(buf, it->valuedouble);
         cJSON *raw = cJSON_CreateRaw(buf);
         if (!raw)
             return -1;
@@ -379,7 +315,7 @@ int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *
         set_err(err, errlen, "%s: out of memory printing the plan document", path);
         return -1;
     }
-    int rc = write_text(path, text, err, errlen);
+    int rc = ah_write_text_output(path, text, err, errlen);
     cJSON_free(text);
     return rc;
 }
