@@ -65,8 +65,8 @@ int ah_write_file_atomic(const char *path, const void *data, size_t size, char *
     return ah_write_file_atomic_parts(path, &data, &size, 1, err, errlen);
 }
 
-int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
-                               size_t errlen) {
+int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n,
+                               char *err, size_t errlen) {
     char *tmp = tmp_name(path, err, errlen);
     if (!tmp)
         return -1;

@@ -15,8 +15,8 @@
 /* Writes `size` bytes to `path` atomically (a regular file). */
 int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
 /* The same for the concatenation of n parts (no staging copy). */
-int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
-                               size_t errlen);
+int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n,
+                               char *err, size_t errlen);
 
 /* A document written through stdio. "-" is standard output, and a target
  * that exists and is not a regular file (/dev/stdout, a FIFO) is written
