@@ -88,20 +88,26 @@ int ah_jmember(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const
     return 0;
 }
 
-static int is_integer(const cJSON *v) {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
+/* obj[key] as a whole number in *d (its path in path). */
+static int get_integer(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key,
+                       int required, double *d, char *path) {
+    const cJSON *v;
+    int rc = ah_jmember(cx, obj, parent, key, required, &v, path);
+    if (rc <= 0)
+        return rc;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return ah_jfail(cx, path, "expected an integer, got %s", ah_json_type_name(v));
+    *d = v->valuedouble;
+    return 1;
 }
 
 int ah_jget_int(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, int required,
                 long lo, long hi, int *out) {
     char path[AH_JPATH_LEN];
-    const cJSON *v;
-    int rc = ah_jmember(cx, obj, parent, key, required, &v, path);
+    double d = 0;
+    int rc = get_integer(cx, obj, parent, key, required, &d, path);
     if (rc <= 0)
         return rc;
-    if (!is_integer(v))
-        return ah_jfail(cx, path, "expected an integer, got %s", ah_json_type_name(v));
-    double d = v->valuedouble;
     if (d < (double)lo || d > (double)hi) {
         if (hi >= INT_MAX)
             return ah_jfail(cx, path, "%.0f out of range (expected >= %ld)", d, lo);
@@ -114,13 +120,10 @@ int ah_jget_int(const ah_err_ctx *cx, const cJSON *obj, const char *parent, cons
 int ah_jget_ll(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, int required,
                long long lo, long long *out) {
     char path[AH_JPATH_LEN];
-    const cJSON *v;
-    int rc = ah_jmember(cx, obj, parent, key, required, &v, path);
+    double d = 0;
+    int rc = get_integer(cx, obj, parent, key, required, &d, path);
     if (rc <= 0)
         return rc;
-    if (!is_integer(v))
-        return ah_jfail(cx, path, "expected an integer, got %s", ah_json_type_name(v));
-    double d = v->valuedouble;
     if (d < (double)lo || d > 9007199254740992.0 || d < -9007199254740992.0)
         return ah_jfail(cx, path, "%.0f out of range", d);
     *out = (long long)d;
@@ -173,24 +176,26 @@ int ah_jget_str(const ah_err_ctx *cx, const cJSON *obj, const char *parent, cons
     return 1;
 }
 
-int ah_jget_obj(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, int required,
-                const cJSON **out, char *path) {
+/* ah_jmember() of a container: is(*out) must hold, else "expected WHAT". */
+static int get_container(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key,
+                         int required, const cJSON **out, char *path, cJSON_bool (*is)(const cJSON *),
+                         const char *what) {
     int rc = ah_jmember(cx, obj, parent, key, required, out, path);
     if (rc <= 0)
         return rc;
-    if (!cJSON_IsObject(*out))
-        return ah_jfail(cx, path, "expected an object, got %s", ah_json_type_name(*out));
+    if (!is(*out))
+        return ah_jfail(cx, path, "expected %s, got %s", what, ah_json_type_name(*out));
     return 1;
+}
+
+int ah_jget_obj(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, int required,
+                const cJSON **out, char *path) {
+    return get_container(cx, obj, parent, key, required, out, path, cJSON_IsObject, "an object");
 }
 
 int ah_jget_arr(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, int required,
                 const cJSON **out, char *path) {
-    int rc = ah_jmember(cx, obj, parent, key, required, out, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsArray(*out))
-        return ah_jfail(cx, path, "expected an array, got %s", ah_json_type_name(*out));
-    return 1;
+    return get_container(cx, obj, parent, key, required, out, path, cJSON_IsArray, "an array");
 }
 
 int ah_jget_list(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, const char *why,

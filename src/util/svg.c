@@ -46,6 +46,17 @@ static void end_element(FILE *f, const char *tag, const char *title) {
     fprintf(f, "</title></%s>\n", tag);
 }
 
+/* <TAG attrs N0="V0" N1="V1" N2="V2" N3="V3" and its end. */
+static void element4(FILE *f, const char *tag, const char *attrs, const char *const names[4],
+                     const double v[4], const char *title) {
+    fprintf(f, "<%s", tag);
+    if (attrs && *attrs)
+        fprintf(f, " %s", attrs);
+    for (int i = 0; i < 4; i++)
+        put_attr(f, names[i], v[i]);
+    end_element(f, tag, title);
+}
+
 void ah_xml_escape(FILE *f, const char *s) {
     for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
         switch (*c) {
@@ -87,23 +98,13 @@ void ah_svg_title(FILE *f, const char *text) {
 }
 
 void ah_svg_rect(FILE *f, double x, double y, double w, double h, const char *attrs, const char *title) {
-    fputs("<rect", f);
-    put_attrs(f, attrs);
-    put_attr(f, "x", x);
-    put_attr(f, "y", y);
-    put_attr(f, "width", w);
-    put_attr(f, "height", h);
-    end_element(f, "rect", title);
+    static const char *const names[4] = {"x", "y", "width", "height"};
+    element4(f, "rect", attrs, names, (const double[4]){x, y, w, h}, title);
 }
 
 void ah_svg_line(FILE *f, double x1, double y1, double x2, double y2, const char *attrs, const char *title) {
-    fputs("<line", f);
-    put_attrs(f, attrs);
-    put_attr(f, "x1", x1);
-    put_attr(f, "y1", y1);
-    put_attr(f, "x2", x2);
-    put_attr(f, "y2", y2);
-    end_element(f, "line", title);
+    static const char *const names[4] = {"x1", "y1", "x2", "y2"};
+    element4(f, "line", attrs, names, (const double[4]){x1, y1, x2, y2}, title);
 }
 
 void ah_svg_text(FILE *f, double x, double y, const char *attrs, const char *text) {
