@@ -149,18 +149,18 @@ static void test_override_errors(void **state) {
     } cases[] = {
         {"{\"devices\": [{\"name\": \"T4\"}, {\"name\": \"A10\"},\n"
          " {\"name\": \"H20\", \"mem_gib\": -96}]}",
-         "devices[2].mem_gib must be a positive number"},
+         "devices[2].mem_gib: must be a positive number"},
         {"{\"devices\": [{\"name\": \"H20\", \"mem_gib\": \"96\"}]}",
-         "devices[0].mem_gib must be a positive number"},
+         "devices[0].mem_gib: must be a positive number"},
         {"{\"devices\": [{\"name\": \"B200\", \"peak_tflops\": 2250, \"mem_gib\": 180}]}",
-         "devices[0].mem_bw_gbs is required for new device 'B200'"},
+         "devices[0].mem_bw_gbs: is required for new device 'B200'"},
         {"{\"devices\": [{\"name\": \"H20\", \"efficiency\": 1.5}]}",
-         "devices[0].efficiency must be a number in (0, 1]"},
+         "devices[0].efficiency: must be a number in (0, 1]"},
         {"{\"devices\": [{\"name\": \"H20\", \"mem_gb\": 1}]}", "devices[0]: unknown field 'mem_gb'"},
         {"{\"devices\": [{\"peak_tflops\": 1}]}", "devices[0]: missing field 'name'"},
-        {"{\"devices\": [{\"name\": \"a,b\", \"peak_tflops\": 1}]}", "devices[0].name must be"},
-        {"{\"devices\": [{\"name\": 5}]}", "devices[0].name must be"},
-        {"{\"devices\": [7]}", "devices[0] must be an object"},
+        {"{\"devices\": [{\"name\": \"a,b\", \"peak_tflops\": 1}]}", "devices[0].name: must be"},
+        {"{\"devices\": [{\"name\": 5}]}", "devices[0].name: must be"},
+        {"{\"devices\": [7]}", "devices[0]: must be an object"},
         {"{\"devices\": {}}", "field 'devices' must be an array"},
         {"{\"gpus\": []}", "missing field 'devices'"},
         {"{\"devices\": [\n{\"name\": \"T4\"\n", "malformed JSON near line 3"},
@@ -185,7 +185,7 @@ static void test_override_is_atomic(void **state) {
                        "{\"name\": \"NEW1\", \"peak_tflops\": 1, \"mem_gib\": 1, \"mem_bw_gbs\": 1},"
                        "{\"name\": \"T4\", \"slowdown\": 0}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), -1);
-    assert_contains(err, "devices[2].slowdown must be a positive number");
+    assert_contains(err, "devices[2].slowdown: must be a positive number");
     assert_double_equal(ah_device_find("H20")->mem_gib, 96, 0);
     assert_null(ah_device_find("NEW1"));
     assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
@@ -372,26 +372,26 @@ static void test_inventory_errors(void **state) {
          "nodes[1].gpu: unknown GPU type 'X' (known: A100-40G"},
         {"{\"nodes\": [{\"gpu_type\": \"X\", \"gpus\": 8}]}", "nodes[0].gpu_type: unknown GPU type"},
         {"{\"nodes\": [{\"gpus\": 8}]}", "nodes[0]: missing field 'gpu'"},
-        {"{\"nodes\": [{\"gpu\": 3, \"gpus\": 8}]}", "nodes[0].gpu must be a string"},
+        {"{\"nodes\": [{\"gpu\": 3, \"gpus\": 8}]}", "nodes[0].gpu: must be a string"},
         {"{\"nodes\": [{\"gpu\": \"H20\"}]}", "nodes[0]: missing field 'gpus'"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 17}]}",
-         "nodes[0].gpus must be an integer between 1 and 16"},
+         "nodes[0].gpus: must be an integer between 1 and 16"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus_per_node\": 2.5}]}",
-         "nodes[0].gpus_per_node must be an integer between 1 and 16"},
+         "nodes[0].gpus_per_node: must be an integer between 1 and 16"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"count\": 0}]}",
-         "nodes[0].count must be an integer between 1 and 4096"},
+         "nodes[0].count: must be an integer between 1 and 4096"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"count\": 4000},"
          "{\"gpu\": \"H20\", \"gpus\": 8, \"count\": 100}]}",
          "too many nodes (at most 4096)"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic_gbit\": 0}]}",
-         "nodes[0].nic_gbit must be a positive number"},
+         "nodes[0].nic_gbit: must be a positive number"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"spot\": 1}]}",
-         "nodes[0].spot must be true or false"},
+         "nodes[0].spot: must be true or false"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"price_per_hour\": -1}]}",
-         "nodes[0].price_per_hour must be a non-negative number"},
-        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}", "nodes[0].name must be a string"},
+         "nodes[0].price_per_hour: must be a non-negative number"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}", "nodes[0].name: must be a string"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic\": 100}]}", "nodes[0]: unknown field 'nic'"},
-        {"{\"nodes\": [3]}", "nodes[0] must be an object"},
+        {"{\"nodes\": [3]}", "nodes[0]: must be an object"},
         {"{\"nodes\": []}", "field 'nodes' is empty"},
         {"{\"nodes\": {}}", "field 'nodes' must be an array"},
         {"{\"machines\": []}", "missing field 'nodes'"},

@@ -115,10 +115,6 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp);
 int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp_rank, int step,
                           ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
 
-/* writes `size` bytes to `path` via path.tmp + fsync + rename + directory fsync */
-int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
-/* the same for the concatenation of n parts (no staging copy) */
-int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
-                               size_t errlen);
+/* Atomic whole-file writes: ah_write_file_atomic() in util/atomic_file.h. */
 
 #endif

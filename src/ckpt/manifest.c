@@ -16,6 +16,7 @@
 #include "autohet/ckpt.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/atomic_file.h"
 
 void ah_manifest_init(ah_manifest *m, const char *node, const char *tier) {
     memset(m, 0, sizeof *m);

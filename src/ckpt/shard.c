@@ -6,7 +6,6 @@
  * tensor bytes; offsets are relative to the start of the data. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,68 +18,9 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/json_file.h"
-
-static int fsync_dir_of(const char *path) {
-    char *copy = strdup(path);
-    if (!copy)
-        abort();
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    free(copy);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen) {
-    return ah_write_file_atomic_parts(path, &data, &size, 1, err, errlen);
-}
-
-int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n, char *err,
-                               size_t errlen) {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot create (%s)", tmp, strerror(errno));
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *p = parts[i];
-        size_t left = sizes[i];
-        while (left > 0) {
-            ssize_t w = write(fd, p, left);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0) {
-                snprintf(err, errlen, "%s: write failed (%s)", tmp, strerror(errno));
-                close(fd);
-                unlink(tmp);
-                return -1;
-            }
-            p += w;
-            left -= (size_t)w;
-        }
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        snprintf(err, errlen, "%s: fsync/close failed (%s)", tmp, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "%s: rename to %s failed (%s)", tmp, path, strerror(errno));
-        unlink(tmp);
-        return -1;
-    }
-    fsync_dir_of(path); /* make the rename durable; best effort (tmpfs has nothing to sync) */
-    return 0;
-}
 
 int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const char *const (*meta)[2],
                         int n_meta, uint64_t *bytes, uint64_t *xxh64, char *err, size_t errlen) {

@@ -11,6 +11,7 @@
 #include "autohet/spot_sim.h"
 #include "cli/cli.h"
 #include "util/clock.h"
+#include "util/atomic_file.h"
 
 static void usage(FILE *f) {
     fprintf(

@@ -25,6 +25,7 @@
 #include "engine/trainer.h"
 #include "util/clock.h"
 #include "util/json_file.h"
+#include "util/atomic_file.h"
 
 static void train_usage(FILE *f) {
     fprintf(f,

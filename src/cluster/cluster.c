@@ -11,6 +11,7 @@
 
 #include "autohet/cluster.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
 
 #define MAX_NODES 4096
 #define MAX_GPUS_PER_NODE 16
@@ -139,7 +140,8 @@ static int parse_suffixes(const ah_err_ctx *cx, const char *p, const char *end, 
             errno = 0;
             double price = strtod(word, &stop);
             if (word[0] == '\0' || *stop != '\0' || errno != 0 || !(price > 0.0 && price < 1e9))
-                return ah_fail(cx, "entry '%.*s': price '$%s' must be a positive number (dollars per node-hour)",
+                return ah_fail(cx,
+                               "entry '%.*s': price '$%s' must be a positive number (dollars per node-hour)",
                                elen, entry, word);
             node->price_per_hour = price;
         } else if (strcasecmp(word, "spot") == 0) {
@@ -245,6 +247,7 @@ static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const c
 }
 
 static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) {
+    char ep[AH_JPATH_LEN];
     static const char *const known[] = {"name",     "gpu",  "gpu_type",       "gpus",  "gpus_per_node",
                                         "nic_gbit", "spot", "price_per_hour", "count", NULL};
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
@@ -252,7 +255,7 @@ static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) 
         for (int k = 0; known[k] != NULL && !ok; k++)
             ok = strcmp(it->string, known[k]) == 0;
         if (!ok)
-            return ah_fail(cx, "nodes[%d]: unknown field '%s'", idx, it->string);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "unknown field '%s'", it->string);
     }
     return 0;
 }
@@ -260,16 +263,18 @@ static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) 
 /* An optional integer field in [lo, hi]; *out keeps its value if absent. */
 static int get_int(const ah_err_ctx *cx, const cJSON *entry, int idx, const char *k1, const char *k2, int lo,
                    int hi, int required, int *out) {
+    char ep[AH_JPATH_LEN];
     const char *key;
     const cJSON *it = get2(entry, k1, k2, &key);
     if (it == NULL) {
         if (required)
-            return ah_fail(cx, "nodes[%d]: missing field '%s'", idx, k1);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "missing field '%s'", k1);
         return 0;
     }
     double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
     if (!(v >= lo && v <= hi && v == (double)(long)v))
-        return ah_fail(cx, "nodes[%d].%s must be an integer between %d and %d", idx, key, lo, hi);
+        return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, key), "must be an integer between %d and %d", lo,
+                        hi);
     *out = (int)v;
     return 0;
 }
@@ -277,20 +282,21 @@ static int get_int(const ah_err_ctx *cx, const cJSON *entry, int idx, const char
 /* Reads nodes[idx] into *node (and its repeat count and explicit name). */
 static int parse_node(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_node *node, int *count,
                       const char **name) {
+    char ep[AH_JPATH_LEN];
     if (!cJSON_IsObject(entry))
-        return ah_fail(cx, "nodes[%d] must be an object", idx);
+        return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "must be an object");
     if (check_node_fields(cx, entry, idx))
         return -1;
     const char *key;
     const cJSON *gpu = get2(entry, "gpu", "gpu_type", &key);
     if (gpu == NULL)
-        return ah_fail(cx, "nodes[%d]: missing field 'gpu'", idx);
+        return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "missing field 'gpu'");
     if (!cJSON_IsString(gpu))
-        return ah_fail(cx, "nodes[%d].%s must be a string", idx, key);
+        return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, key), "must be a string");
     const ah_device *dev = ah_device_find(gpu->valuestring);
     if (dev == NULL) {
-        char where[64];
-        snprintf(where, sizeof where, "nodes[%d].%s: ", idx, key);
+        char where[AH_JPATH_LEN + 2];
+        snprintf(where, sizeof where, "%s: ", ah_jpath_item(ep, "nodes", idx, key));
         return unknown_type(cx, where, gpu->valuestring);
     }
     memset(node, 0, sizeof *node);
@@ -304,26 +310,28 @@ static int parse_node(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_node
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, "nic_gbit");
     if (it != NULL) {
         if (!cJSON_IsNumber(it) || !(it->valuedouble > 0.0 && it->valuedouble < 1e9))
-            return ah_fail(cx, "nodes[%d].nic_gbit must be a positive number", idx);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "nic_gbit"), "must be a positive number");
         node->nic_gbit = it->valuedouble;
     }
     it = cJSON_GetObjectItemCaseSensitive(entry, "spot");
     if (it != NULL) {
         if (!cJSON_IsBool(it))
-            return ah_fail(cx, "nodes[%d].spot must be true or false", idx);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "spot"), "must be true or false");
         node->spot = cJSON_IsTrue(it);
     }
     it = cJSON_GetObjectItemCaseSensitive(entry, "price_per_hour");
     if (it != NULL) {
         if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0.0 && it->valuedouble < 1e12))
-            return ah_fail(cx, "nodes[%d].price_per_hour must be a non-negative number", idx);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "price_per_hour"),
+                            "must be a non-negative number");
         node->price_per_hour = it->valuedouble;
     }
     *name = NULL;
     it = cJSON_GetObjectItemCaseSensitive(entry, "name");
     if (it != NULL) {
         if (!cJSON_IsString(it) || it->valuestring[0] == '\0' || strlen(it->valuestring) > MAX_NODE_NAME)
-            return ah_fail(cx, "nodes[%d].name must be a string of 1-%d characters", idx, MAX_NODE_NAME);
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "name"),
+                            "must be a string of 1-%d characters", MAX_NODE_NAME);
         *name = it->valuestring;
     }
     return 0;

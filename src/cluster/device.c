@@ -8,6 +8,7 @@
 
 #include "autohet/device.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
 
 #define MAX_DEVICES 64
 #define MAX_FILE_BYTES (16u << 20)
@@ -187,27 +188,30 @@ static int valid_device_name(const char *s) {
 }
 
 static int check_known_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) {
+    char ep[AH_JPATH_LEN];
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
         int known = strcmp(it->string, "name") == 0 || it->string[0] == '_';
         for (size_t f = 0; f < N_NUM_FIELDS && !known; f++)
             known = strcmp(it->string, num_fields[f].key) == 0;
         if (!known)
-            return ah_fail(cx, "devices[%d]: unknown field '%s'", idx, it->string);
+            return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL), "unknown field '%s'", it->string);
     }
     return 0;
 }
 
 /* Applies one devices[idx] entry to the scratch catalog devs[0..*n). */
 static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n) {
+    char ep[AH_JPATH_LEN];
     if (!cJSON_IsObject(entry))
-        return ah_fail(cx, "devices[%d] must be an object", idx);
+        return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL), "must be an object");
     if (check_known_fields(cx, entry, idx))
         return -1;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(entry, "name");
     if (name == NULL)
-        return ah_fail(cx, "devices[%d]: missing field 'name'", idx);
+        return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL), "missing field 'name'");
     if (!cJSON_IsString(name) || !valid_device_name(name->valuestring))
-        return ah_fail(cx, "devices[%d].name must be 1-31 letters, digits, '-', '_' or '.'", idx);
+        return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, "name"),
+                        "must be 1-31 letters, digits, '-', '_' or '.'");
 
     ah_device dev;
     ah_device *existing = find_in(devs, *n, name->valuestring);
@@ -222,21 +226,23 @@ static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_dev
         const cJSON *it = cJSON_GetObjectItemCaseSensitive(entry, nf->key);
         if (it == NULL) {
             if (existing == NULL && nf->required_for_new)
-                return ah_fail(cx, "devices[%d].%s is required for new device '%s'", idx, nf->key, dev.name);
+                return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, nf->key),
+                                "is required for new device '%s'", dev.name);
             continue;
         }
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
         if (nf->fraction && !(v > 0.0 && v <= 1.0))
-            return ah_fail(cx, "devices[%d].%s must be a number in (0, 1]", idx, nf->key);
+            return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, nf->key), "must be a number in (0, 1]");
         if (!(v > 0.0 && v < 1e12))
-            return ah_fail(cx, "devices[%d].%s must be a positive number", idx, nf->key);
+            return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, nf->key), "must be a positive number");
         *(double *)((char *)&dev + nf->offset) = v;
     }
     if (existing != NULL) {
         *existing = dev;
     } else {
         if (*n >= MAX_DEVICES)
-            return ah_fail(cx, "devices[%d]: catalog is full (%d devices at most)", idx, MAX_DEVICES);
+            return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL),
+                            "catalog is full (%d devices at most)", MAX_DEVICES);
         devs[(*n)++] = dev;
     }
     return 0;

@@ -24,7 +24,10 @@
 #include "autohet/profile.h"
 #include "autohet/profile_table.h"
 #include "cost/profile_internal.h"
+#include "util/atomic_file.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
+#include "util/num_text.h"
 
 /* The Sailor profiles were measured at this sequence length. */
 #define AH_SAILOR_SEQ 2048
@@ -416,87 +419,67 @@ static int parse_key_int(const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-/* Context for error messages: "<file>: <path>: <message>". */
-typedef struct {
-    const char *file;
-    char *err;
-    size_t errlen;
-} ah_jctx;
-
-static int jfail(const ah_jctx *c, const char *path, const char *msg) {
-    if (path && *path)
-        ah_cost_err_(c->err, c->errlen, "%s: %s: %s", c->file, path, msg);
-    else
-        ah_cost_err_(c->err, c->errlen, "%s: %s", c->file, msg);
-    return -1;
-}
-
-/* path + ["key"], key shortened if absurdly long. */
-static void path_push(char *dst, size_t cap, const char *path, const char *key) {
-    snprintf(dst, cap, "%s[\"%.40s%s\"]", path, key ? key : "", key && strlen(key) > 40 ? "..." : "");
-}
-
 /* Load {"<mb>":{"<tp>":{"<layer>":[fwd,bwd,update]}}} into device di. */
-static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_jctx *c, const char *path) {
-    char p1[256], p2[384], p3[512], msg[160];
+static int load_nest(ah_profile *p, int di, const cJSON *root, const ah_err_ctx *c, const char *path) {
+    char p1[AH_JPATH_LEN], p2[AH_JPATH_LEN], p3[AH_JPATH_LEN], msg[160];
     if (!cJSON_IsObject(root))
-        return jfail(c, path, "expected an object keyed by micro-batch size");
+        return ah_jfail(c, path, "expected an object keyed by micro-batch size");
     if (!root->child)
-        return jfail(c, path, "no micro-batch entries");
+        return ah_jfail(c, path, "no micro-batch entries");
     for (const cJSON *jm = root->child; jm; jm = jm->next) {
         int mb;
-        path_push(p1, sizeof p1, path, jm->string);
+        ah_jpath_map_key(p1, path, jm->string);
         if (parse_key_int(jm->string, 1, AH_MAX_KEY_INT, &mb) != 0)
-            return jfail(c, p1, "micro-batch size must be a positive integer");
+            return ah_jfail(c, p1, "micro-batch size must be a positive integer");
         if (!cJSON_IsObject(jm))
-            return jfail(c, p1, "expected an object keyed by TP degree");
+            return ah_jfail(c, p1, "expected an object keyed by TP degree");
         if (!jm->child)
-            return jfail(c, p1, "no TP-degree entries");
+            return ah_jfail(c, p1, "no TP-degree entries");
         for (const cJSON *jt = jm->child; jt; jt = jt->next) {
             int tp;
-            path_push(p2, sizeof p2, p1, jt->string);
+            ah_jpath_map_key(p2, p1, jt->string);
             if (parse_key_int(jt->string, 1, AH_MAX_KEY_INT, &tp) != 0)
-                return jfail(c, p2, "TP degree must be a positive integer");
+                return ah_jfail(c, p2, "TP degree must be a positive integer");
             if (!cJSON_IsObject(jt))
-                return jfail(c, p2, "expected an object keyed by layer index");
+                return ah_jfail(c, p2, "expected an object keyed by layer index");
             if (find_entry(&p->devs[di], mb, tp))
-                return jfail(c, p2, "duplicate entry for this micro-batch size and TP degree");
+                return ah_jfail(c, p2, "duplicate entry for this micro-batch size and TP degree");
             int n = cJSON_GetArraySize(jt);
             if (n < 1)
-                return jfail(c, p2, "no layers");
+                return ah_jfail(c, p2, "no layers");
             if (p->n_layers != 0 && n != p->n_layers) {
                 snprintf(msg, sizeof msg, "%d layers, but other entries have %d", n, p->n_layers);
-                return jfail(c, p2, msg);
+                return ah_jfail(c, p2, "%s", msg);
             }
             ah_ptab_entry *e = add_entry(&p->devs[di], mb, tp, n);
             if (!e)
-                return jfail(c, p2, "out of memory");
+                return ah_jfail(c, p2, "out of memory");
             p->n_layers = n;
             for (const cJSON *jl = jt->child; jl; jl = jl->next) {
                 int layer;
-                path_push(p3, sizeof p3, p2, jl->string);
+                ah_jpath_map_key(p3, p2, jl->string);
                 if (parse_key_int(jl->string, 0, AH_MAX_KEY_INT, &layer) != 0) {
-                    return jfail(c, p3, "layer index must be a non-negative integer");
+                    return ah_jfail(c, p3, "layer index must be a non-negative integer");
                 }
                 if (layer >= n) {
                     snprintf(msg, sizeof msg, "layer index out of range: %d layers must be numbered 0..%d", n,
                              n - 1);
-                    return jfail(c, p3, msg);
+                    return ah_jfail(c, p3, "%s", msg);
                 }
                 if (layer_is_set(&e->layers[layer]))
-                    return jfail(c, p3, "duplicate layer index");
+                    return ah_jfail(c, p3, "duplicate layer index");
                 if (!cJSON_IsArray(jl) || cJSON_GetArraySize(jl) != 3)
-                    return jfail(c, p3, "expected 3 numbers");
+                    return ah_jfail(c, p3, "expected 3 numbers");
                 double v[3];
                 int k = 0;
                 for (const cJSON *x = jl->child; x; x = x->next, k++) {
                     if (!cJSON_IsNumber(x))
-                        return jfail(c, p3, "expected 3 numbers");
+                        return ah_jfail(c, p3, "expected 3 numbers");
                     v[k] = x->valuedouble;
                 }
                 ah_layer_cost lc = {.fwd_s = v[0], .bwd_s = v[1], .update_s = v[2]};
                 if (!cost_valid(lc))
-                    return jfail(c, p3, "times must be finite and >= 0");
+                    return ah_jfail(c, p3, "times must be finite and >= 0");
                 e->layers[layer] = lc;
             }
         }
@@ -643,7 +626,7 @@ ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen
         if (di < 0)
             goto oom;
         snprintf(p->devs[di].file, sizeof p->devs[di].file, "%s", name);
-        ah_jctx c = {name, err, errlen};
+        ah_err_ctx c = {name, err, errlen};
         if (load_nest(p, di, root, &c, "") != 0)
             goto fail;
         cJSON_Delete(root);
@@ -693,51 +676,51 @@ ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
     free(text);
     if (!root)
         return NULL;
-    ah_jctx c = {path, err, errlen};
+    ah_err_ctx c = {path, err, errlen};
     ah_profile *p = NULL;
     if (!cJSON_IsObject(root)) {
-        jfail(&c, NULL, "expected a JSON object (autohet profile)");
+        ah_jfail(&c, NULL, "expected a JSON object (autohet profile)");
         goto fail;
     }
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, AH_PROFILE_FORMAT) != 0) {
-        jfail(&c, "[\"format\"]", "expected \"" AH_PROFILE_FORMAT "\"");
+        ah_jfail(&c, "format", "expected \"" AH_PROFILE_FORMAT "\"");
         goto fail;
     }
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (!cJSON_IsNumber(ver)) {
-        jfail(&c, "[\"version\"]", "expected a number");
+        ah_jfail(&c, "version", "expected a number");
         goto fail;
     }
     if (ver->valuedouble != AH_PROFILE_VERSION) {
         snprintf(msg, sizeof msg, "unsupported version %g (this build reads %d)", ver->valuedouble,
                  AH_PROFILE_VERSION);
-        jfail(&c, "[\"version\"]", msg);
+        ah_jfail(&c, "version", "%s", msg);
         goto fail;
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsString(model)) {
-        jfail(&c, "[\"model\"]", "expected a string");
+        ah_jfail(&c, "model", "expected a string");
         goto fail;
     }
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(root, "seq");
     if (!cJSON_IsNumber(seq) || !(seq->valuedouble >= 1) || seq->valuedouble > INT_MAX ||
         seq->valuedouble != floor(seq->valuedouble)) {
-        jfail(&c, "[\"seq\"]", "expected a positive integer sequence length");
+        ah_jfail(&c, "seq", "expected a positive integer sequence length");
         goto fail;
     }
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source");
     if (src && !cJSON_IsString(src)) {
-        jfail(&c, "[\"source\"]", "expected a string");
+        ah_jfail(&c, "source", "expected a string");
         goto fail;
     }
     const cJSON *devs = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsObject(devs)) {
-        jfail(&c, "[\"devices\"]", "expected an object keyed by GPU name");
+        ah_jfail(&c, "devices", "expected an object keyed by GPU name");
         goto fail;
     }
     if (!devs->child) {
-        jfail(&c, "[\"devices\"]", "no devices");
+        ah_jfail(&c, "devices", "no devices");
         goto fail;
     }
 
@@ -745,7 +728,7 @@ ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
         size_t srclen = strlen("measured:") + strlen(path) + 1;
         char *s = malloc(srclen);
         if (!s) {
-            jfail(&c, NULL, "out of memory");
+            ah_jfail(&c, NULL, "out of memory");
             goto fail;
         }
         snprintf(s, srclen, "measured:%s", path);
@@ -753,35 +736,35 @@ ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
         free(s);
     }
     if (!p || ah_profile_table_set_origin(p, src ? src->valuestring : "") != 0) {
-        jfail(&c, NULL, "out of memory");
+        ah_jfail(&c, NULL, "out of memory");
         goto fail;
     }
     p->seq = (int)seq->valuedouble;
     {
         char *m = strdup(model->valuestring);
         if (!m) {
-            jfail(&c, NULL, "out of memory");
+            ah_jfail(&c, NULL, "out of memory");
             goto fail;
         }
         free(p->model);
         p->model = m;
     }
     for (const cJSON *jd = devs->child; jd; jd = jd->next) {
-        char dpath[128], canon[32];
-        path_push(dpath, sizeof dpath, "[\"devices\"]", jd->string);
+        char dpath[AH_JPATH_LEN], canon[32];
+        ah_jpath_map_key(dpath, "devices", jd->string);
         if (canonical_device_name(jd->string, canon) != 0) {
-            jfail(&c, dpath, "GPU name must be 1..31 characters");
+            ah_jfail(&c, dpath, "GPU name must be 1..31 characters");
             goto fail;
         }
         int prev = find_dev_by_name(p, canon);
         if (prev >= 0) {
             snprintf(msg, sizeof msg, "same GPU (%s) as an earlier entry", canon);
-            jfail(&c, dpath, msg);
+            ah_jfail(&c, dpath, "%s", msg);
             goto fail;
         }
         int di = add_dev(p, canon);
         if (di < 0) {
-            jfail(&c, NULL, "out of memory");
+            ah_jfail(&c, NULL, "out of memory");
             goto fail;
         }
         if (load_nest(p, di, jd, &c, dpath) != 0)
@@ -796,16 +779,6 @@ fail:
 }
 
 /* ------------------------------------------------------------------ JSON output */
-
-/* Shortest "%.Ng" text that reads back as exactly v (cJSON's own printer
- * only guarantees approximate round trips). */
-static void format_exact(double v, char *buf, size_t cap) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
 
 int ah_profile_table_write(const ah_profile *p, const char *path, char *err, size_t n) {
     if (!p || !path || !*path) {
@@ -873,8 +846,8 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
                 if (!arr)
                     goto oom;
                 for (int k = 0; k < 3; k++) {
-                    char num[32];
-                    format_exact(v[k], num, sizeof num);
+                    char num[AH_NUM_EXACT_LEN];
+                    ah_num_exact(num, v[k]);
                     cJSON *x = cJSON_CreateRaw(num);
                     if (!x || !cJSON_AddItemToArray(arr, x)) {
                         cJSON_Delete(x);
@@ -896,25 +869,9 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
     if (!text)
         goto oom;
 
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        ah_cost_err_(err, n, "%s: %s", path, strerror(errno));
-        free(text);
-        return -1;
-    }
-    int bad = fputs(text, f) < 0 || fputc('\n', f) == EOF;
-    int e1 = errno;
-    bad |= ferror(f);
-    if (fclose(f) != 0 && !bad) {
-        bad = 1;
-        e1 = errno;
-    }
+    int rc = ah_write_text_output(path, text, err, n);
     free(text);
-    if (bad) {
-        ah_cost_err_(err, n, "%s: write failed: %s", path, strerror(e1));
-        return -1;
-    }
-    return 0;
+    return rc;
 oom:
     cJSON_Delete(root);
     free(text);

@@ -8,6 +8,7 @@
 
 #include "autohet/elastic.h"
 #include "util/errors.h"
+#include "util/atomic_file.h"
 
 static const char *tier_names[AH_TIER_N] = {"memory", "disk", "peer", "cloud"};
 

@@ -32,6 +32,7 @@
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/atomic_file.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {

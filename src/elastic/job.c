@@ -20,6 +20,7 @@
 #include "elastic/run_state.h"
 #include "util/clock.h"
 #include "util/errors.h"
+#include "util/atomic_file.h"
 
 void run_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};

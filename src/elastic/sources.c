@@ -21,6 +21,7 @@
 #include "elastic/run_state.h"
 #include "util/clock.h"
 #include "util/errors.h"
+#include "util/atomic_file.h"
 
 int run_node_index(const run_state *s, const char *name) {
     for (int i = 0; i < s->inv.n_nodes; i++)

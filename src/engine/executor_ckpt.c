@@ -20,6 +20,7 @@
 #include "engine/executor_internal.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/atomic_file.h"
 
 /* ---- layer checkpoints (docs/checkpoint.md) ---- */
 

@@ -132,10 +132,10 @@ static int layers_on_node(const ah_plan *p, int a, int e, int node) {
  * sync + optimizer and the drain after the stage's last backward. */
 typedef struct {
     ah_ns P;
-    ah_ns *drain;     /* per stage: the drain after its last backward */
-    ah_ns *upd;       /* per stage: optimizer */
-    ah_ns *lsync;     /* per layer: its all-reduce on its stage's link */
-    ah_ns *lbwd;      /* per layer: its backward on its stage's device */
+    ah_ns *drain; /* per stage: the drain after its last backward */
+    ah_ns *upd;   /* per stage: optimizer */
+    ah_ns *lsync; /* per layer: its all-reduce on its stage's link */
+    ah_ns *lbwd;  /* per layer: its backward on its stage's device */
 } replica_tail;
 
 /* The gradient sync of a stage starts when every holder of its layers is done
@@ -156,8 +156,9 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
                 holder[l * R + k] = j;
     /* buckets: maximal layer runs with the same holders (the simulator's) */
     for (int l = 0; l < L; l++)
-        bfirst[l] = l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R) ? bfirst[l - 1]
-                                                                                                  : l;
+        bfirst[l] = l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R)
+                        ? bfirst[l - 1]
+                        : l;
     /* a bucket is ready when every holder has done the backward of its lowest
      * layer: the holder's flush minus the drain after its stage minus the
      * backward of the stage's layers below the bucket */
@@ -200,22 +201,67 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
     return worst;
 }
 
+/* The DP bandwidth over the nodes the plan uses, and their count. */
+static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
+    unsigned char *used_nodes = calloc((size_t)p->cluster.n_nodes + 1, 1);
+    if (!used_nodes)
+        abort();
+    *n_used = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            *n_used += !used_nodes[p->replicas[k].stages[j].node];
+            used_nodes[p->replicas[k].stages[j].node] = 1;
+        }
+    double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
+    free(used_nodes);
+    return dp_bw;
+}
+
+/* The send of stage j's activations to stage j + 1 (0 for the last stage);
+ * sets the stage's p2p_s and p2p_inter_node. */
+static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, const ah_layer_bytes *lb,
+                          const ah_plan_options *o) {
+    ah_stage *s = &r->stages[j];
+    const ah_node *nd = &p->cluster.nodes[s->node];
+    ah_ns p2p = 0;
+    s->p2p_inter_node = 0;
+    if (j + 1 < r->n_stages) {
+        const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
+        int inter = r->stages[j + 1].node != s->node;
+        double intra =
+            nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
+        double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
+        p2p = ah_p2p_ns(lb->p2p_bytes, inter, intra, na < nb ? na : nb, o);
+        s->p2p_inter_node = inter;
+    }
+    s->p2p_s = ah_ns_to_s(p2p);
+    return p2p;
+}
+
+/* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */
+static void set_plan_totals(ah_plan *p, ah_ns iteration_ns, int used, double peak_sum, double dp_bw) {
+    p->iteration_time_ns = iteration_ns;
+    p->iteration_time_s = ah_ns_to_s(p->iteration_time_ns);
+    p->gpus_used = used;
+    p->gpus_total = ah_cluster_total_gpus(&p->cluster);
+    p->dp_bw_gbs = dp_bw;
+    double tokens = (double)p->global_batch * p->train.seq;
+    p->tokens_per_s = tokens / p->iteration_time_s;
+    double flops = (double)p->global_batch * ah_model_flops_per_sequence(&p->model, p->train.seq);
+    p->tflops_per_gpu = flops / p->iteration_time_s / used / 1e12;
+    double hw =
+        (double)p->global_batch * ah_model_hw_flops_per_sequence(&p->model, p->train.seq, p->train.recompute);
+    p->hw_tflops_per_gpu = hw / p->iteration_time_s / used / 1e12;
+    p->mfu = flops / p->iteration_time_s / (peak_sum * 1e12);
+}
+
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
     times_entry cache[64];
     int n_cache = 0;
-    unsigned char *used_nodes = calloc((size_t)p->cluster.n_nodes + 1, 1);
-    if (!used_nodes)
-        abort();
-    int n_used = 0;
-    for (int k = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++) {
-            n_used += !used_nodes[p->replicas[k].stages[j].node];
-            used_nodes[p->replicas[k].stages[j].node] = 1;
-        }
-    double dp_bw = ah_dp_bandwidth_gbs(&p->cluster, used_nodes);
-    free(used_nodes);
+    int n_used;
+    double dp_bw = used_nodes_dp_bw(p, &n_used);
     ah_layer_bytes lb;
     ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
     int shards = p->train.dist_optimizer ? p->n_replicas : 1;
@@ -269,18 +315,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             s->in_flight = r->n_stages - j;
             s->mem_bytes = (double)ah_stage_memory(&lb, a, e, s->in_flight);
             s->mem_cap_bytes = (double)ah_usable_bytes(&nd->dev, o);
-            ah_ns p2p = 0;
-            s->p2p_inter_node = 0;
-            if (j + 1 < r->n_stages) {
-                const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
-                int inter = r->stages[j + 1].node != s->node;
-                double intra =
-                    nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
-                double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
-                p2p = ah_p2p_ns(lb.p2p_bytes, inter, intra, na < nb ? na : nb, o);
-                s->p2p_inter_node = inter;
-            }
-            s->p2p_s = ah_ns_to_s(p2p);
+            ah_ns p2p = stage_p2p_ns(p, r, j, &lb, o);
             ws[j] = w;
             cs[j] = p2p;
             bs[j] = ah_range(t->bwd, a, e);
@@ -292,7 +327,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         /* steady state: the 1F1B period with the sends (docs/cost-model.md) */
         if (rc == 0) {
             for (int j = 0; j < r->n_stages; j++) {
-                ah_ns w = p->train.p2p == AH_P2P_BLOCKING ? ah_blocking_stage_ns(ws, cs, r->n_stages, j) : ws[j];
+                ah_ns w =
+                    p->train.p2p == AH_P2P_BLOCKING ? ah_blocking_stage_ns(ws, cs, r->n_stages, j) : ws[j];
                 if (w > B) {
                     B = w;
                     r->bottleneck_stage = j;
@@ -337,18 +373,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     free(rt);
     if (rc)
         return -1;
-    p->iteration_time_ns = worst + worst_tail;
-    p->iteration_time_s = ah_ns_to_s(p->iteration_time_ns);
-    p->gpus_used = used;
-    p->gpus_total = ah_cluster_total_gpus(&p->cluster);
-    p->dp_bw_gbs = dp_bw;
-    double tokens = (double)p->global_batch * p->train.seq;
-    p->tokens_per_s = tokens / p->iteration_time_s;
-    double flops = (double)p->global_batch * ah_model_flops_per_sequence(&p->model, p->train.seq);
-    p->tflops_per_gpu = flops / p->iteration_time_s / used / 1e12;
-    double hw = (double)p->global_batch * ah_model_hw_flops_per_sequence(&p->model, p->train.seq, p->train.recompute);
-    p->hw_tflops_per_gpu = hw / p->iteration_time_s / used / 1e12;
-    p->mfu = flops / p->iteration_time_s / (peak_sum * 1e12);
+    set_plan_totals(p, worst + worst_tail, used, peak_sum, dp_bw);
     return 0;
 }
 

@@ -7,24 +7,24 @@
  * Every reading error is one line "<file>: <json path>: <what is wrong>". */
 #include <errno.h>
 #include <limits.h>
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
 #include "util/errors.h"
 #include "autohet/plan.h"
+#include "util/atomic_file.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
+#include "util/num_text.h"
 
 #define PLAN_FORMAT_NAME "autohet-plan"
 #define MAX_PLAN_FILE_BYTES ((size_t)256 << 20)
-#define PATH_LEN 192
 
 #define set_err ah_errf
 
@@ -233,56 +233,6 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
     return root;
 }
 
-/* Write `text` to `path` so that a concurrent reader never sees a partial
- * document: write a temporary file next to it, then rename. Non-regular
- * targets (/dev/stdout, FIFOs) are written directly; "-" is stdout. */
-static int write_text(const char *path, const char *text, char *err, size_t errlen) {
-    if (strcmp(path, "-") == 0) {
-        if (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0) {
-            set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
-            return -1;
-        }
-        return 0;
-    }
-    struct stat st;
-    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    size_t tl = strlen(path) + 16;
-    char *tmp = malloc(tl);
-    if (!tmp) {
-        set_err(err, errlen, "%s: out of memory", path);
-        return -1;
-    }
-    snprintf(tmp, tl, "%s.tmp", path);
-    const char *target = direct ? path : tmp;
-    FILE *f = fopen(target, "w");
-    if (!f) {
-        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    int ok = fputs(text, f) != EOF && fputc('\n', f) != EOF;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) {
-        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
-        if (!direct)
-            remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    if (!direct && rename(tmp, path) != 0) {
-        set_err(err, errlen, "%s: cannot replace with %s: %s", path, tmp, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    return 0;
-}
-
 /* cJSON prints doubles with 15 significant digits unless that reads back
  * "close enough", which can lose the last bit. The plan file promises exact
  * round trips, so every number is replaced by a raw item holding its
@@ -297,22 +247,8 @@ static int exact_numbers(cJSON *parent) {
         }
         if (!cJSON_IsNumber(it))
             continue;
-        double d = it->valuedouble;
-        char buf[40] = "null";
-        if (isfinite(d)) {
-            for (int prec = 15; prec <= 17; prec++) {
-                snprintf(buf, sizeof buf, "%.*g", prec, d);
-                if (strtod(buf, NULL) == d)
-                    break;
-            }
-            /* JSON wants '.', whatever LC_NUMERIC says */
-            char dp = localeconv()->decimal_point[0];
-            if (dp && dp != '.') {
-                char *c = strchr(buf, dp);
-                if (c)
-                    *c = '.';
-            }
-        }
+        char buf[AH_NUM_EXACT_LEN];
+        ah_num_exact(buf, it->valuedouble);
         cJSON *raw = cJSON_CreateRaw(buf);
         if (!raw)
             return -1;
@@ -379,7 +315,7 @@ int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *
         set_err(err, errlen, "%s: out of memory printing the plan document", path);
         return -1;
     }
-    int rc = write_text(path, text, err, errlen);
+    int rc = ah_write_text_output(path, text, err, errlen);
     cJSON_free(text);
     return rc;
 }
@@ -388,183 +324,18 @@ int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------ */
 
-typedef struct {
-    const char *file;
-    char *err;
-    size_t errlen;
-} rctx;
-
-static int fail(rctx *c, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(rctx *c, const char *path, const char *fmt, ...) {
-    char msg[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    set_err(c->err, c->errlen, "%s: %s: %s", c->file, path && *path ? path : "(document)", msg);
-    return -1;
-}
-
-/* Paths are at most PATH_LEN - 1 characters; a longer one is cut short
- * (only in the error text). */
-static void join(char *out, const char *parent, const char *key) {
-    int n = parent && *parent ? snprintf(out, PATH_LEN, "%s.%s", parent, key)
-                              : snprintf(out, PATH_LEN, "%s", key);
-    if (n < 0)
-        out[0] = '\0';
-}
-
-static void index_path(char *out, const char *parent, int i) {
-    if (snprintf(out, PATH_LEN, "%s[%d]", parent, i) < 0)
-        out[0] = '\0';
-}
-
-static const char *type_name(const cJSON *v) {
-    if (!v)
-        return "nothing";
-    if (cJSON_IsNull(v))
-        return "null";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsObject(v))
-        return "an object";
-    return "an invalid value";
-}
-
-/* Fetch obj[key]. Returns 1 if present, 0 if absent and optional, -1 (error
- * set) if absent and required. */
-static int member(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                  const cJSON **out, char *path) {
-    join(path, parent, key);
-    *out = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (*out)
-        return 1;
-    if (required)
-        return fail(c, path, "missing");
-    return 0;
-}
-
-static int get_int(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, long lo,
-                   long hi, int *out) {
-    char path[PATH_LEN];
-    const cJSON *v;
-    int rc = member(c, obj, parent, key, required, &v, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
-        return fail(c, path, "expected an integer, got %s", type_name(v));
-    double d = v->valuedouble;
-    if (d < (double)lo || d > (double)hi) {
-        if (hi >= INT_MAX)
-            return fail(c, path, "%.0f out of range (expected >= %ld)", d, lo);
-        return fail(c, path, "%.0f out of range [%ld, %ld]", d, lo, hi);
-    }
-    *out = (int)d;
-    return 1;
-}
-
-/* Integers beyond int (nanoseconds, counts); exact up to 2^53. */
-static int get_ll(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, long long lo,
-                  long long *out) {
-    char path[PATH_LEN];
-    const cJSON *v;
-    int rc = member(c, obj, parent, key, required, &v, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
-        return fail(c, path, "expected an integer, got %s", type_name(v));
-    double d = v->valuedouble;
-    if (d < (double)lo || d > 9007199254740992.0 || d < -9007199254740992.0)
-        return fail(c, path, "%.0f out of range", d);
-    *out = (long long)d;
-    return 1;
-}
-
-/* Numbers; null is accepted as NaN for derived values (the writer emits null
- * for non-finite numbers). */
-static int get_num(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   int allow_null, double *out) {
-    char path[PATH_LEN];
-    const cJSON *v;
-    int rc = member(c, obj, parent, key, required, &v, path);
-    if (rc <= 0)
-        return rc;
-    if (allow_null && cJSON_IsNull(v)) {
-        *out = NAN;
-        return 1;
-    }
-    if (!cJSON_IsNumber(v))
-        return fail(c, path, "expected a number, got %s", type_name(v));
-    *out = v->valuedouble;
-    return 1;
-}
-
-static int get_bool(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, int *out) {
-    char path[PATH_LEN];
-    const cJSON *v;
-    int rc = member(c, obj, parent, key, required, &v, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsBool(v))
-        return fail(c, path, "expected true or false, got %s", type_name(v));
-    *out = cJSON_IsTrue(v) ? 1 : 0;
-    return 1;
-}
-
-static int get_str(rctx *c, const cJSON *obj, const char *parent, const char *key, int required, char *buf,
-                   size_t bufsz) {
-    char path[PATH_LEN];
-    const cJSON *v;
-    int rc = member(c, obj, parent, key, required, &v, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsString(v) || !v->valuestring)
-        return fail(c, path, "expected a string, got %s", type_name(v));
-    size_t n = strlen(v->valuestring);
-    if (n >= bufsz)
-        return fail(c, path, "string too long (%zu characters, at most %zu)", n, bufsz - 1);
-    memcpy(buf, v->valuestring, n + 1);
-    return 1;
-}
-
-static int get_obj(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   const cJSON **out, char *path) {
-    int rc = member(c, obj, parent, key, required, out, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsObject(*out))
-        return fail(c, path, "expected an object, got %s", type_name(*out));
-    return 1;
-}
-
-static int get_arr(rctx *c, const cJSON *obj, const char *parent, const char *key, int required,
-                   const cJSON **out, char *path) {
-    int rc = member(c, obj, parent, key, required, out, path);
-    if (rc <= 0)
-        return rc;
-    if (!cJSON_IsArray(*out))
-        return fail(c, path, "expected an array, got %s", type_name(*out));
-    return 1;
-}
-
-static int read_model(rctx *c, const cJSON *root, ah_model_config *m) {
-    char mp[PATH_LEN], path[PATH_LEN];
+static int read_model(const ah_err_ctx *c, const cJSON *root, ah_model_config *m) {
+    char mp[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o;
-    if (get_obj(c, root, "", "model", 1, &o, mp) < 0)
+    if (ah_jget_obj(c, root, "", "model", 1, &o, mp) < 0)
         return -1;
-    if (get_str(c, o, mp, "name", 1, m->name, sizeof m->name) < 0)
+    if (ah_jget_str(c, o, mp, "name", 1, m->name, sizeof m->name) < 0)
         return -1;
     /* a hand-written plan may name a preset and give nothing else */
     if (!cJSON_GetObjectItemCaseSensitive(o, "arch") && ah_model_preset(m->name, m) == 0)
         return 0;
     char arch[32];
-    if (get_str(c, o, mp, "arch", 1, arch, sizeof arch) < 0)
+    if (ah_jget_str(c, o, mp, "arch", 1, arch, sizeof arch) < 0)
         return -1;
     int found = 0;
     for (int a = AH_ARCH_GPT; a <= AH_ARCH_BERT; a++) {
@@ -575,140 +346,136 @@ static int read_model(rctx *c, const cJSON *root, ah_model_config *m) {
         }
     }
     if (!found) {
-        join(path, mp, "arch");
-        return fail(c, path, "unknown architecture \"%s\" (expected %s, %s or %s)", arch,
-                    ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA), ah_arch_name(AH_ARCH_BERT));
+        ah_jpath_key(path, mp, "arch");
+        return ah_jfail(c, path, "unknown architecture \"%s\" (expected %s, %s or %s)", arch,
+                        ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA), ah_arch_name(AH_ARCH_BERT));
     }
-    if (get_int(c, o, mp, "hidden", 1, 1, INT_MAX, &m->hidden) < 0 ||
-        get_int(c, o, mp, "n_layers", 1, 1, INT_MAX - 2, &m->n_layers) < 0 ||
-        get_int(c, o, mp, "n_heads", 1, 1, INT_MAX, &m->n_heads) < 0)
+    if (ah_jget_int(c, o, mp, "hidden", 1, 1, INT_MAX, &m->hidden) < 0 ||
+        ah_jget_int(c, o, mp, "n_layers", 1, 1, INT_MAX - 2, &m->n_layers) < 0 ||
+        ah_jget_int(c, o, mp, "n_heads", 1, 1, INT_MAX, &m->n_heads) < 0)
         return -1;
     m->n_kv_heads = m->n_heads;
-    if (get_int(c, o, mp, "n_kv_heads", 0, 1, INT_MAX, &m->n_kv_heads) < 0 ||
-        get_int(c, o, mp, "ffn_hidden", 1, 1, INT_MAX, &m->ffn_hidden) < 0 ||
-        get_int(c, o, mp, "vocab", 1, 1, INT_MAX, &m->vocab) < 0 ||
-        get_int(c, o, mp, "max_positions", 0, 0, INT_MAX, &m->max_positions) < 0 ||
-        get_bool(c, o, mp, "tied_embeddings", 0, &m->tied_embeddings) < 0)
+    if (ah_jget_int(c, o, mp, "n_kv_heads", 0, 1, INT_MAX, &m->n_kv_heads) < 0 ||
+        ah_jget_int(c, o, mp, "ffn_hidden", 1, 1, INT_MAX, &m->ffn_hidden) < 0 ||
+        ah_jget_int(c, o, mp, "vocab", 1, 1, INT_MAX, &m->vocab) < 0 ||
+        ah_jget_int(c, o, mp, "max_positions", 0, 0, INT_MAX, &m->max_positions) < 0 ||
+        ah_jget_bool(c, o, mp, "tied_embeddings", 0, &m->tied_embeddings) < 0)
         return -1;
     int total = 0;
-    int rc = get_int(c, o, mp, "num_layers_total", 0, 0, INT_MAX, &total);
+    int rc = ah_jget_int(c, o, mp, "num_layers_total", 0, 0, INT_MAX, &total);
     if (rc < 0)
         return -1;
     if (rc > 0 && total != m->n_layers + 2) {
-        join(path, mp, "num_layers_total");
-        return fail(c, path, "%d does not equal n_layers + 2 = %d", total, m->n_layers + 2);
+        ah_jpath_key(path, mp, "num_layers_total");
+        return ah_jfail(c, path, "%d does not equal n_layers + 2 = %d", total, m->n_layers + 2);
     }
     double params;
-    if (get_num(c, o, mp, "params", 0, 1, &params) < 0) /* derived; type-checked only */
+    if (ah_jget_num(c, o, mp, "params", 0, 1, &params) < 0) /* derived; type-checked only */
         return -1;
     return 0;
 }
 
-static int read_train(rctx *c, const cJSON *root, ah_plan *p) {
-    char tp[PATH_LEN], path[PATH_LEN];
+static int read_train(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
+    char tp[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o;
-    if (get_obj(c, root, "", "train", 1, &o, tp) < 0)
+    if (ah_jget_obj(c, root, "", "train", 1, &o, tp) < 0)
         return -1;
-    if (get_int(c, o, tp, "seq", 1, 1, INT_MAX, &p->train.seq) < 0)
+    if (ah_jget_int(c, o, tp, "seq", 1, 1, INT_MAX, &p->train.seq) < 0)
         return -1;
     char rcname[32];
-    int rc = get_str(c, o, tp, "recompute", 0, rcname, sizeof rcname);
+    int rc = ah_jget_str(c, o, tp, "recompute", 0, rcname, sizeof rcname);
     if (rc < 0)
         return -1;
     p->train.recompute = AH_RECOMPUTE_NONE;
     if (rc > 0) {
         ah_recompute r;
         if (ah_recompute_parse(rcname, &r) != 0) {
-            join(path, tp, "recompute");
-            return fail(c, path, "unknown recomputation \"%s\" (expected none, selective or full)", rcname);
+            ah_jpath_key(path, tp, "recompute");
+            return ah_jfail(c, path, "unknown recomputation \"%s\" (expected none, selective or full)",
+                            rcname);
         }
         p->train.recompute = r;
     }
     /* absent: bf16, overlapped sends, no distributed optimizer (older plans) */
     char name[32];
     p->train.precision = AH_PRECISION_BF16;
-    if ((rc = get_str(c, o, tp, "precision", 0, name, sizeof name)) < 0)
+    if ((rc = ah_jget_str(c, o, tp, "precision", 0, name, sizeof name)) < 0)
         return -1;
     if (rc > 0 && ah_precision_parse(name, &p->train.precision) != 0) {
-        join(path, tp, "precision");
-        return fail(c, path, "unknown precision \"%s\" (expected bf16, fp16 or fp32)", name);
+        ah_jpath_key(path, tp, "precision");
+        return ah_jfail(c, path, "unknown precision \"%s\" (expected bf16, fp16 or fp32)", name);
     }
     p->train.p2p = AH_P2P_OVERLAPPED;
-    if ((rc = get_str(c, o, tp, "p2p", 0, name, sizeof name)) < 0)
+    if ((rc = ah_jget_str(c, o, tp, "p2p", 0, name, sizeof name)) < 0)
         return -1;
     if (rc > 0 && ah_p2p_mode_parse(name, &p->train.p2p) != 0) {
-        join(path, tp, "p2p");
-        return fail(c, path, "unknown p2p mode \"%s\" (expected overlapped or blocking)", name);
+        ah_jpath_key(path, tp, "p2p");
+        return ah_jfail(c, path, "unknown p2p mode \"%s\" (expected overlapped or blocking)", name);
     }
     p->train.dist_optimizer = 0;
-    if (get_bool(c, o, tp, "dist_optimizer", 0, &p->train.dist_optimizer) < 0)
+    if (ah_jget_bool(c, o, tp, "dist_optimizer", 0, &p->train.dist_optimizer) < 0)
         return -1;
     return 0;
 }
 
 /* train.global_batch / train.micro_batch duplicate the top-level values. */
-static int check_train_dup(rctx *c, const cJSON *root, const char *key, int value) {
+static int check_train_dup(const ah_err_ctx *c, const cJSON *root, const char *key, int value) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "train");
     int v = 0;
-    int rc = get_int(c, o, "train", key, 0, 1, INT_MAX, &v);
+    int rc = ah_jget_int(c, o, "train", key, 0, 1, INT_MAX, &v);
     if (rc < 0)
         return -1;
     if (rc > 0 && v != value) {
-        char path[PATH_LEN];
-        join(path, "train", key);
-        return fail(c, path, "%d does not match top-level %s %d", v, key, value);
+        char path[AH_JPATH_LEN];
+        ah_jpath_key(path, "train", key);
+        return ah_jfail(c, path, "%d does not match top-level %s %d", v, key, value);
     }
     return 0;
 }
 
-static int read_cluster(rctx *c, const cJSON *root, ah_cluster *cl) {
-    char cp[PATH_LEN], np[PATH_LEN], ip[PATH_LEN], path[PATH_LEN];
+static int read_cluster(const ah_err_ctx *c, const cJSON *root, ah_cluster *cl) {
+    char cp[AH_JPATH_LEN], np[AH_JPATH_LEN], ip[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o, *nodes;
-    if (get_obj(c, root, "", "cluster", 1, &o, cp) < 0)
+    if (ah_jget_obj(c, root, "", "cluster", 1, &o, cp) < 0)
         return -1;
-    if (get_arr(c, o, cp, "nodes", 1, &nodes, np) < 0)
+    void *elems;
+    if (ah_jget_list(c, o, cp, "nodes", "a plan needs at least one node", sizeof *cl->nodes, &nodes, &elems,
+                     &cl->n_nodes, np) < 0)
         return -1;
-    int n = cJSON_GetArraySize(nodes);
-    if (n <= 0)
-        return fail(c, np, "empty (a plan needs at least one node)");
-    cl->nodes = calloc((size_t)n, sizeof *cl->nodes);
-    if (!cl->nodes)
-        return fail(c, np, "out of memory");
-    cl->n_nodes = n;
+    cl->nodes = elems;
     int i = 0;
     for (const cJSON *it = nodes->child; it; it = it->next, i++) {
         ah_node *nd = &cl->nodes[i];
-        index_path(ip, np, i);
-        if (!cJSON_IsObject(it))
-            return fail(c, ip, "expected an object, got %s", type_name(it));
-        if (get_str(c, it, ip, "name", 1, nd->name, sizeof nd->name) < 0)
+        if (ah_jitem_obj(c, it, np, i, ip) < 0)
+            return -1;
+        if (ah_jget_str(c, it, ip, "name", 1, nd->name, sizeof nd->name) < 0)
             return -1;
         for (int k = 0; k < i; k++) {
             if (strcmp(cl->nodes[k].name, nd->name) == 0) {
-                join(path, ip, "name");
-                return fail(c, path, "duplicate node name \"%s\" (also cluster.nodes[%d])", nd->name, k);
+                ah_jpath_key(path, ip, "name");
+                return ah_jfail(c, path, "duplicate node name \"%s\" (also cluster.nodes[%d])", nd->name, k);
             }
         }
         char gpu[64];
-        if (get_str(c, it, ip, "gpu_type", 1, gpu, sizeof gpu) < 0)
+        if (ah_jget_str(c, it, ip, "gpu_type", 1, gpu, sizeof gpu) < 0)
             return -1;
         const ah_device *d = ah_device_find(gpu);
         if (!d) {
-            join(path, ip, "gpu_type");
-            return fail(c, path, "unknown GPU type \"%s\" (not in the device catalog)", gpu);
+            ah_jpath_key(path, ip, "gpu_type");
+            return ah_jfail(c, path, "unknown GPU type \"%s\" (not in the device catalog)", gpu);
         }
         nd->dev = *d;
-        if (get_int(c, it, ip, "gpus", 1, 1, INT_MAX, &nd->gpus) < 0)
+        if (ah_jget_int(c, it, ip, "gpus", 1, 1, INT_MAX, &nd->gpus) < 0)
             return -1;
         nd->nic_gbit = d->nic_gbit;
-        if (get_num(c, it, ip, "nic_gbit", 0, 0, &nd->nic_gbit) < 0)
+        if (ah_jget_num(c, it, ip, "nic_gbit", 0, 0, &nd->nic_gbit) < 0)
             return -1;
         if (!(nd->nic_gbit >= 0) || !isfinite(nd->nic_gbit)) {
-            join(path, ip, "nic_gbit");
-            return fail(c, path, "expected a non-negative bandwidth in Gbit/s");
+            ah_jpath_key(path, ip, "nic_gbit");
+            return ah_jfail(c, path, "expected a non-negative bandwidth in Gbit/s");
         }
-        if (get_bool(c, it, ip, "spot", 0, &nd->spot) < 0 ||
-            get_num(c, it, ip, "price_per_hour", 0, 0, &nd->price_per_hour) < 0)
+        if (ah_jget_bool(c, it, ip, "spot", 0, &nd->spot) < 0 ||
+            ah_jget_num(c, it, ip, "price_per_hour", 0, 0, &nd->price_per_hour) < 0)
             return -1;
     }
     return 0;
@@ -721,144 +488,134 @@ static int find_node(const ah_cluster *cl, const char *name) {
     return -1;
 }
 
-static int read_stage(rctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s) {
-    char path[PATH_LEN];
+static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s) {
+    char path[AH_JPATH_LEN];
     const cJSON *v;
     const ah_cluster *cl = &p->cluster;
     if (!cJSON_IsObject(so))
-        return fail(c, sp, "expected an object, got %s", type_name(so));
+        return ah_jfail(c, sp, "expected an object, got %s", ah_json_type_name(so));
 
     /* node: node_index (authoritative) and/or node name */
-    int have_idx = get_int(c, so, sp, "node_index", 0, INT_MIN, INT_MAX, &s->node);
+    int have_idx = ah_jget_int(c, so, sp, "node_index", 0, INT_MIN, INT_MAX, &s->node);
     if (have_idx < 0)
         return -1;
     if (have_idx > 0 && (s->node < 0 || s->node >= cl->n_nodes)) {
-        join(path, sp, "node_index");
-        return fail(c, path, "node index %d out of range (the cluster has %d node%s)", s->node, cl->n_nodes,
-                    cl->n_nodes == 1 ? "" : "s");
+        ah_jpath_key(path, sp, "node_index");
+        return ah_jfail(c, path, "node index %d out of range (the cluster has %d node%s)", s->node,
+                        cl->n_nodes, cl->n_nodes == 1 ? "" : "s");
     }
-    int rc = member(c, so, sp, "node", 0, &v, path);
+    int rc = ah_jmember(c, so, sp, "node", 0, &v, path);
     if (rc > 0 && !(have_idx > 0 && cJSON_IsNull(v))) {
         if (!cJSON_IsString(v) || !v->valuestring)
-            return fail(c, path, "expected a node name, got %s", type_name(v));
+            return ah_jfail(c, path, "expected a node name, got %s", ah_json_type_name(v));
         int k = find_node(cl, v->valuestring);
         if (k < 0)
-            return fail(c, path, "no node named \"%s\" in cluster.nodes", v->valuestring);
+            return ah_jfail(c, path, "no node named \"%s\" in cluster.nodes", v->valuestring);
         if (have_idx > 0 && k != s->node)
-            return fail(c, path, "\"%s\" is cluster.nodes[%d] but node_index is %d", v->valuestring, k,
-                        s->node);
+            return ah_jfail(c, path, "\"%s\" is cluster.nodes[%d] but node_index is %d", v->valuestring, k,
+                            s->node);
         s->node = k;
     } else if (have_idx == 0) {
-        join(path, sp, "node_index");
-        return fail(c, path, "missing (a stage needs node_index or node)");
+        ah_jpath_key(path, sp, "node_index");
+        return ah_jfail(c, path, "missing (a stage needs node_index or node)");
     }
     const ah_node *nd = &cl->nodes[s->node];
 
     char gpu[64];
-    rc = get_str(c, so, sp, "gpu_type", 0, gpu, sizeof gpu);
+    rc = ah_jget_str(c, so, sp, "gpu_type", 0, gpu, sizeof gpu);
     if (rc < 0)
         return -1;
     if (rc > 0) {
         const ah_device *d = ah_device_find(gpu);
         if (!d || strcmp(d->name, nd->dev.name) != 0) {
-            join(path, sp, "gpu_type");
-            return fail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name, nd->dev.name);
+            ah_jpath_key(path, sp, "gpu_type");
+            return ah_jfail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name, nd->dev.name);
         }
     }
 
     /* gpus: [g0, g0+1, ..., g0+tp-1] within the node */
-    char gp[PATH_LEN];
-    if (get_arr(c, so, sp, "gpus", 1, &v, gp) < 0)
+    char gp[AH_JPATH_LEN];
+    if (ah_jget_arr(c, so, sp, "gpus", 1, &v, gp) < 0)
         return -1;
     int ng = cJSON_GetArraySize(v);
     if (ng != p->tp)
-        return fail(c, gp, "expected %d GPU indices (tp = %d), got %d", p->tp, p->tp, ng);
+        return ah_jfail(c, gp, "expected %d GPU indices (tp = %d), got %d", p->tp, p->tp, ng);
     int i = 0;
     for (const cJSON *g = v->child; g; g = g->next, i++) {
         double d = cJSON_IsNumber(g) ? g->valuedouble : NAN;
         if (!isfinite(d) || d != floor(d) || d < 0 || d >= (double)nd->gpus) {
-            index_path(path, gp, i);
+            ah_jpath_index(path, gp, i);
             if (!cJSON_IsNumber(g))
-                return fail(c, path, "expected a GPU index, got %s", type_name(g));
-            return fail(c, path, "GPU %g out of range (node \"%s\" has %d GPUs)", d, nd->name, nd->gpus);
+                return ah_jfail(c, path, "expected a GPU index, got %s", ah_json_type_name(g));
+            return ah_jfail(c, path, "GPU %g out of range (node \"%s\" has %d GPUs)", d, nd->name, nd->gpus);
         }
         if (i == 0)
             s->gpu_first = (int)d;
         else if ((int)d != s->gpu_first + i)
-            return fail(c, gp, "expected consecutive GPU indices %d..%d", s->gpu_first,
-                        s->gpu_first + p->tp - 1);
+            return ah_jfail(c, gp, "expected consecutive GPU indices %d..%d", s->gpu_first,
+                            s->gpu_first + p->tp - 1);
     }
 
     /* layers: [first, last_exclusive] */
-    char lp[PATH_LEN];
-    if (member(c, so, sp, "layers", 1, &v, lp) < 0)
+    char lp[AH_JPATH_LEN];
+    if (ah_jmember(c, so, sp, "layers", 1, &v, lp) < 0)
         return -1;
     int total = p->model.n_layers + 2;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
         !cJSON_IsNumber(v->child->next) || v->child->valuedouble != floor(v->child->valuedouble) ||
         v->child->next->valuedouble != floor(v->child->next->valuedouble))
-        return fail(c, lp, "expected [first, last_exclusive]");
+        return ah_jfail(c, lp, "expected [first, last_exclusive]");
     double f = v->child->valuedouble, l = v->child->next->valuedouble;
     if (!(f >= 0 && f < l && l <= total))
-        return fail(c, lp, "[%g, %g) is not a non-empty range within [0, %d)", f, l, total);
+        return ah_jfail(c, lp, "[%g, %g) is not a non-empty range within [0, %d)", f, l, total);
     s->layer_first = (int)f;
     s->layer_last = (int)l;
 
     /* derived */
-    if (get_num(c, so, sp, "fwd_s", 0, 1, &s->fwd_s) < 0 ||
-        get_num(c, so, sp, "bwd_s", 0, 1, &s->bwd_s) < 0 ||
-        get_num(c, so, sp, "update_s", 0, 1, &s->update_s) < 0 ||
-        get_num(c, so, sp, "sync_s", 0, 1, &s->sync_s) < 0 ||
-        get_num(c, so, sp, "p2p_s", 0, 1, &s->p2p_s) < 0 ||
-        get_bool(c, so, sp, "p2p_inter_node", 0, &s->p2p_inter_node) < 0 ||
-        get_int(c, so, sp, "in_flight", 0, 0, INT_MAX, &s->in_flight) < 0 ||
-        get_num(c, so, sp, "memory_bytes", 0, 1, &s->mem_bytes) < 0 ||
-        get_num(c, so, sp, "memory_capacity_bytes", 0, 1, &s->mem_cap_bytes) < 0)
+    if (ah_jget_num(c, so, sp, "fwd_s", 0, 1, &s->fwd_s) < 0 ||
+        ah_jget_num(c, so, sp, "bwd_s", 0, 1, &s->bwd_s) < 0 ||
+        ah_jget_num(c, so, sp, "update_s", 0, 1, &s->update_s) < 0 ||
+        ah_jget_num(c, so, sp, "sync_s", 0, 1, &s->sync_s) < 0 ||
+        ah_jget_num(c, so, sp, "p2p_s", 0, 1, &s->p2p_s) < 0 ||
+        ah_jget_bool(c, so, sp, "p2p_inter_node", 0, &s->p2p_inter_node) < 0 ||
+        ah_jget_int(c, so, sp, "in_flight", 0, 0, INT_MAX, &s->in_flight) < 0 ||
+        ah_jget_num(c, so, sp, "memory_bytes", 0, 1, &s->mem_bytes) < 0 ||
+        ah_jget_num(c, so, sp, "memory_capacity_bytes", 0, 1, &s->mem_cap_bytes) < 0)
         return -1;
     return 0;
 }
 
-static int read_replicas(rctx *c, const cJSON *root, ah_plan *p) {
-    char rp[PATH_LEN], ip[PATH_LEN], stp[PATH_LEN], sp[PATH_LEN], path[PATH_LEN];
+static int read_replicas(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
+    char rp[AH_JPATH_LEN], ip[AH_JPATH_LEN], stp[AH_JPATH_LEN], sp[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *arr;
-    if (get_arr(c, root, "", "replicas", 1, &arr, rp) < 0)
+    void *elems;
+    if (ah_jget_list(c, root, "", "replicas", "a plan needs at least one replica", sizeof *p->replicas, &arr,
+                     &elems, &p->n_replicas, rp) < 0)
         return -1;
-    int n = cJSON_GetArraySize(arr);
-    if (n <= 0)
-        return fail(c, rp, "empty (a plan needs at least one replica)");
-    p->replicas = calloc((size_t)n, sizeof *p->replicas);
-    if (!p->replicas)
-        return fail(c, rp, "out of memory");
-    p->n_replicas = n;
+    p->replicas = elems;
     int r = 0;
     for (const cJSON *ro = arr->child; ro; ro = ro->next, r++) {
         ah_replica *rep = &p->replicas[r];
-        index_path(ip, rp, r);
-        if (!cJSON_IsObject(ro))
-            return fail(c, ip, "expected an object, got %s", type_name(ro));
-        if (get_int(c, ro, ip, "micro_batches", 1, 1, INT_MAX, &rep->micro_batches) < 0)
+        if (ah_jitem_obj(c, ro, rp, r, ip) < 0 ||
+            ah_jget_int(c, ro, ip, "micro_batches", 1, 1, INT_MAX, &rep->micro_batches) < 0)
             return -1;
         const cJSON *stages;
-        if (get_arr(c, ro, ip, "stages", 1, &stages, stp) < 0)
+        if (ah_jget_list(c, ro, ip, "stages", "a replica needs at least one stage", sizeof *rep->stages,
+                         &stages, &elems, &rep->n_stages, stp) < 0)
             return -1;
-        int ns = cJSON_GetArraySize(stages);
-        if (ns <= 0)
-            return fail(c, stp, "empty (a replica needs at least one stage)");
-        rep->stages = calloc((size_t)ns, sizeof *rep->stages);
-        if (!rep->stages)
-            return fail(c, stp, "out of memory");
-        rep->n_stages = ns;
+        rep->stages = elems;
+        int ns = rep->n_stages;
         int j = 0;
         for (const cJSON *so = stages->child; so; so = so->next, j++) {
-            index_path(sp, stp, j);
+            ah_jpath_index(sp, stp, j);
             if (read_stage(c, so, sp, p, &rep->stages[j]) < 0)
                 return -1;
         }
-        if (get_num(c, ro, ip, "time_s", 0, 1, &rep->time_s) < 0 ||
-            get_num(c, ro, ip, "fill_drain_s", 0, 1, &rep->fill_drain_s) < 0 ||
-            get_num(c, ro, ip, "bottleneck_s", 0, 1, &rep->bottleneck_s) < 0 ||
-            get_num(c, ro, ip, "tail_s", 0, 1, &rep->tail_s) < 0 ||
-            get_int(c, ro, ip, "bottleneck_stage", 0, 0, ns - 1, &rep->bottleneck_stage) < 0)
+        if (ah_jget_num(c, ro, ip, "time_s", 0, 1, &rep->time_s) < 0 ||
+            ah_jget_num(c, ro, ip, "fill_drain_s", 0, 1, &rep->fill_drain_s) < 0 ||
+            ah_jget_num(c, ro, ip, "bottleneck_s", 0, 1, &rep->bottleneck_s) < 0 ||
+            ah_jget_num(c, ro, ip, "tail_s", 0, 1, &rep->tail_s) < 0 ||
+            ah_jget_int(c, ro, ip, "bottleneck_stage", 0, 0, ns - 1, &rep->bottleneck_stage) < 0)
             return -1;
     }
 
@@ -872,26 +629,26 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p) {
             int expect = j == 0 ? 0 : rep->stages[j - 1].layer_last;
             if (s->layer_first != expect) {
                 snprintf(path, sizeof path, "replicas[%d].stages[%d].layers", r, j);
-                return fail(c, path,
-                            "starts at layer %d, expected %d (stages must cover layers "
-                            "0..%d contiguously, in order)",
-                            s->layer_first, expect, total - 1);
+                return ah_jfail(c, path,
+                                "starts at layer %d, expected %d (stages must cover layers "
+                                "0..%d contiguously, in order)",
+                                s->layer_first, expect, total - 1);
             }
         }
         if (rep->stages[rep->n_stages - 1].layer_last != total) {
             snprintf(path, sizeof path, "replicas[%d].stages[%d].layers", r, rep->n_stages - 1);
-            return fail(c, path, "last stage ends at layer %d, expected %d (num_layers_total)",
-                        rep->stages[rep->n_stages - 1].layer_last, total);
+            return ah_jfail(c, path, "last stage ends at layer %d, expected %d (num_layers_total)",
+                            rep->stages[rep->n_stages - 1].layer_last, total);
         }
         samples += (long long)rep->micro_batches * p->micro_batch;
         if (samples > INT_MAX)
             break; /* already wrong; avoid overflow */
     }
     if (samples != p->global_batch)
-        return fail(c, "replicas",
-                    "micro_batches x micro_batch sum to %lld sequences, expected "
-                    "global_batch %d",
-                    samples, p->global_batch);
+        return ah_jfail(c, "replicas",
+                        "micro_batches x micro_batch sum to %lld sequences, expected "
+                        "global_batch %d",
+                        samples, p->global_batch);
 
     /* No GPU is used by two stages. */
     for (r = 0; r < p->n_replicas; r++) {
@@ -904,11 +661,11 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p) {
                     if (t->node == s->node && t->gpu_first < s->gpu_first + p->tp &&
                         s->gpu_first < t->gpu_first + p->tp) {
                         snprintf(path, sizeof path, "replicas[%d].stages[%d].gpus", r, j);
-                        return fail(c, path,
-                                    "GPUs %d-%d of node \"%s\" are already used by "
-                                    "replicas[%d].stages[%d]",
-                                    s->gpu_first, s->gpu_first + p->tp - 1, p->cluster.nodes[s->node].name,
-                                    r2, j2);
+                        return ah_jfail(c, path,
+                                        "GPUs %d-%d of node \"%s\" are already used by "
+                                        "replicas[%d].stages[%d]",
+                                        s->gpu_first, s->gpu_first + p->tp - 1,
+                                        p->cluster.nodes[s->node].name, r2, j2);
                     }
                 }
             }
@@ -917,28 +674,28 @@ static int read_replicas(rctx *c, const cJSON *root, ah_plan *p) {
     return 0;
 }
 
-static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
-    char path[PATH_LEN];
+static int read_plan(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
+    char path[AH_JPATH_LEN];
     const cJSON *v;
     if (!cJSON_IsObject(root))
-        return fail(c, "", "expected a JSON object, got %s", type_name(root));
+        return ah_jfail(c, "", "expected a JSON object, got %s", ah_json_type_name(root));
 
-    int rc = member(c, root, "", "format", 1, &v, path);
+    int rc = ah_jmember(c, root, "", "format", 1, &v, path);
     if (rc < 0)
         return -1;
     if (!cJSON_IsString(v) || strcmp(v->valuestring, PLAN_FORMAT_NAME) != 0)
-        return fail(c, "format", "expected \"%s\" (not an autohet plan document)", PLAN_FORMAT_NAME);
-    rc = member(c, root, "", "version", 1, &v, path);
+        return ah_jfail(c, "format", "expected \"%s\" (not an autohet plan document)", PLAN_FORMAT_NAME);
+    rc = ah_jmember(c, root, "", "version", 1, &v, path);
     if (rc < 0)
         return -1;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
-        return fail(c, "version", "expected an integer, got %s", type_name(v));
+        return ah_jfail(c, "version", "expected an integer, got %s", ah_json_type_name(v));
     if (v->valuedouble != AH_PLAN_FORMAT_VERSION)
-        return fail(c, "version", "unsupported plan format version %g (this reader supports %d)",
-                    v->valuedouble, AH_PLAN_FORMAT_VERSION);
+        return ah_jfail(c, "version", "unsupported plan format version %g (this reader supports %d)",
+                        v->valuedouble, AH_PLAN_FORMAT_VERSION);
     p->version = AH_PLAN_FORMAT_VERSION;
 
-    rc = get_str(c, root, "", "strategy", 0, p->strategy, sizeof p->strategy);
+    rc = ah_jget_str(c, root, "", "strategy", 0, p->strategy, sizeof p->strategy);
     if (rc < 0)
         return -1;
     if (rc == 0)
@@ -948,9 +705,9 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
         read_cluster(c, root, &p->cluster) < 0)
         return -1;
 
-    if (get_int(c, root, "", "tp", 1, 1, INT_MAX, &p->tp) < 0 ||
-        get_int(c, root, "", "micro_batch", 1, 1, INT_MAX, &p->micro_batch) < 0 ||
-        get_int(c, root, "", "global_batch", 1, 1, INT_MAX, &p->global_batch) < 0 ||
+    if (ah_jget_int(c, root, "", "tp", 1, 1, INT_MAX, &p->tp) < 0 ||
+        ah_jget_int(c, root, "", "micro_batch", 1, 1, INT_MAX, &p->micro_batch) < 0 ||
+        ah_jget_int(c, root, "", "global_batch", 1, 1, INT_MAX, &p->global_batch) < 0 ||
         check_train_dup(c, root, "micro_batch", p->micro_batch) < 0 ||
         check_train_dup(c, root, "global_batch", p->global_batch) < 0)
         return -1;
@@ -959,30 +716,30 @@ static int read_plan(rctx *c, const cJSON *root, ah_plan *p) {
         return -1;
 
     /* derived top-level numbers */
-    if (get_num(c, root, "", "iteration_time_s", 0, 1, &p->iteration_time_s) < 0 ||
-        get_num(c, root, "", "tokens_per_s", 0, 1, &p->tokens_per_s) < 0 ||
-        get_num(c, root, "", "tflops_per_gpu", 0, 1, &p->tflops_per_gpu) < 0 ||
-        get_num(c, root, "", "hw_tflops_per_gpu", 0, 1, &p->hw_tflops_per_gpu) < 0 ||
-        get_num(c, root, "", "mfu", 0, 1, &p->mfu) < 0 ||
-        get_num(c, root, "", "planning_time_s", 0, 1, &p->planning_time_s) < 0 ||
-        get_num(c, root, "", "search_value_s", 0, 1, &p->search_value_s) < 0 ||
-        get_ll(c, root, "", "iteration_time_ns", 0, -1, &p->iteration_time_ns) < 0 ||
-        get_ll(c, root, "", "search_value_ns", 0, LLONG_MIN, &p->search_value_ns) < 0 ||
-        get_ll(c, root, "", "candidates", 0, 0, &p->candidates) < 0 ||
-        get_int(c, root, "", "gpus_used", 0, 0, INT_MAX, &p->gpus_used) < 0 ||
-        get_int(c, root, "", "gpus_total", 0, 0, INT_MAX, &p->gpus_total) < 0 ||
-        get_num(c, root, "", "dp_bw_gbs", 0, 1, &p->dp_bw_gbs) < 0 ||
-        get_str(c, root, "", "profile_source", 0, p->profile_source, sizeof p->profile_source) < 0)
+    if (ah_jget_num(c, root, "", "iteration_time_s", 0, 1, &p->iteration_time_s) < 0 ||
+        ah_jget_num(c, root, "", "tokens_per_s", 0, 1, &p->tokens_per_s) < 0 ||
+        ah_jget_num(c, root, "", "tflops_per_gpu", 0, 1, &p->tflops_per_gpu) < 0 ||
+        ah_jget_num(c, root, "", "hw_tflops_per_gpu", 0, 1, &p->hw_tflops_per_gpu) < 0 ||
+        ah_jget_num(c, root, "", "mfu", 0, 1, &p->mfu) < 0 ||
+        ah_jget_num(c, root, "", "planning_time_s", 0, 1, &p->planning_time_s) < 0 ||
+        ah_jget_num(c, root, "", "search_value_s", 0, 1, &p->search_value_s) < 0 ||
+        ah_jget_ll(c, root, "", "iteration_time_ns", 0, -1, &p->iteration_time_ns) < 0 ||
+        ah_jget_ll(c, root, "", "search_value_ns", 0, LLONG_MIN, &p->search_value_ns) < 0 ||
+        ah_jget_ll(c, root, "", "candidates", 0, 0, &p->candidates) < 0 ||
+        ah_jget_int(c, root, "", "gpus_used", 0, 0, INT_MAX, &p->gpus_used) < 0 ||
+        ah_jget_int(c, root, "", "gpus_total", 0, 0, INT_MAX, &p->gpus_total) < 0 ||
+        ah_jget_num(c, root, "", "dp_bw_gbs", 0, 1, &p->dp_bw_gbs) < 0 ||
+        ah_jget_str(c, root, "", "profile_source", 0, p->profile_source, sizeof p->profile_source) < 0)
         return -1;
 
-    rc = member(c, root, "", "bottleneck", 0, &v, path);
+    rc = ah_jmember(c, root, "", "bottleneck", 0, &v, path);
     if (rc > 0 && !cJSON_IsNull(v)) {
         if (!cJSON_IsObject(v))
-            return fail(c, path, "expected {\"replica\": r, \"stage\": s}, got %s", type_name(v));
+            return ah_jfail(c, path, "expected {\"replica\": r, \"stage\": s}, got %s", ah_json_type_name(v));
         int br = 0, bs = 0;
-        if (get_int(c, v, path, "replica", 1, 0, p->n_replicas - 1, &br) < 0)
+        if (ah_jget_int(c, v, path, "replica", 1, 0, p->n_replicas - 1, &br) < 0)
             return -1;
-        rc = get_int(c, v, path, "stage", 1, 0, p->replicas[br].n_stages - 1, &bs);
+        rc = ah_jget_int(c, v, path, "stage", 1, 0, p->replicas[br].n_stages - 1, &bs);
         if (rc < 0)
             return -1;
         p->bottleneck_replica = br;
@@ -998,7 +755,7 @@ int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) 
         set_err(err, errlen, "plan: no file or output given");
         return -1;
     }
-    rctx c = {path, err, errlen};
+    ah_err_ctx c = {path, err, errlen};
 
     cJSON *root = ah_json_parse_file(path, MAX_PLAN_FILE_BYTES, 0, err, errlen);
     if (!root)

@@ -5,11 +5,10 @@
  *
  * Nothing here recomputes simulation results: every number comes from the
  * ah_sim_result (and names and layer ranges from the plan). Files are written
- * to "<path>.tmp" and renamed over the target, so a reader never sees a
+ * atomically (util/atomic_file.h), so a reader never sees a
  * partial document; "-" is standard output and non-regular targets
  * (/dev/stdout, FIFOs) are written directly. */
 #include <errno.h>
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,11 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
+#include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/num_text.h"
+#include "util/svg.h"
 #include "autohet/sim.h"
 #include "autohet/trace.h"
 
@@ -64,33 +65,11 @@ const char *ah_stream_name(ah_stream s) {
 
 #define set_err ah_errf
 
-/* printf of one double with '.' as the decimal point whatever LC_NUMERIC
- * says (JSON and SVG want '.'). */
-static const char *fmtd(char *buf, size_t n, const char *fmt, double d) {
-    snprintf(buf, n, fmt, d);
-    char dp = localeconv()->decimal_point[0];
-    if (dp && dp != '.') {
-        char *c = strchr(buf, dp);
-        if (c)
-            *c = '.';
-    }
-    return buf;
-}
-
-/* Shortest "%.Ng" that reads back bit for bit (JSON numbers). */
+/* The trace writer's names for the document kit's number printers. */
+#define fmtd ah_num_format
 static const char *fmt_exact(char *buf, size_t n, double d) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d)
-            break;
-    }
-    char dp = localeconv()->decimal_point[0];
-    if (dp && dp != '.') {
-        char *c = strchr(buf, dp);
-        if (c)
-            *c = '.';
-    }
-    return buf;
+    (void)n; /* every caller's buffer holds AH_NUM_EXACT_LEN */
+    return ah_num_exact(buf, d);
 }
 
 /* Integer nanoseconds as microseconds with three decimals: exact. */
@@ -128,100 +107,12 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void xml_str(FILE *f, const char *s) {
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        switch (*c) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default:
-            /* control characters other than tab/newline are not allowed in XML 1.0 */
-            if (*c < 0x20 && *c != '\t' && *c != '\n')
-                fputc('?', f);
-            else
-                fputc(*c, f);
-        }
-    }
-}
-
 /* ------------------------------------------------------- atomic file output */
 
-typedef struct {
-    FILE *f;
-    const char *path;
-    char *tmp; /* NULL when writing directly */
-    int is_stdout;
-} out_file;
-
-static int out_open(out_file *o, const char *path, char *err, size_t errlen) {
-    memset(o, 0, sizeof *o);
-    o->path = path;
-    if (!path || !*path) {
-        set_err(err, errlen, "no output path given");
-        return -1;
-    }
-    if (strcmp(path, "-") == 0) {
-        o->f = stdout;
-        o->is_stdout = 1;
-        return 0;
-    }
-    struct stat st;
-    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
-    if (!direct) {
-        size_t tl = strlen(path) + 8;
-        o->tmp = malloc(tl);
-        if (!o->tmp) {
-            set_err(err, errlen, "%s: out of memory", path);
-            return -1;
-        }
-        snprintf(o->tmp, tl, "%s.tmp", path);
-    }
-    const char *target = o->tmp ? o->tmp : path;
-    o->f = fopen(target, "w");
-    if (!o->f) {
-        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* Finish the file: commit (flush, close, rename) if ok, else discard. */
-static int out_close(out_file *o, int ok, char *err, size_t errlen) {
-    const char *target = o->tmp ? o->tmp : o->path;
-    int rc = 0;
-    if (o->is_stdout) {
-        if (fflush(stdout) != 0 || ferror(stdout)) {
-            if (ok)
-                set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
-            rc = -1;
-        }
-        return ok && rc == 0 ? 0 : -1;
-    }
-    int werr = ferror(o->f);
-    int saved = errno;
-    if (fclose(o->f) != 0 && !werr) {
-        werr = 1;
-        saved = errno;
-    }
-    o->f = NULL;
-    if (ok && werr) {
-        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
-        ok = 0;
-    }
-    if (ok && o->tmp && rename(o->tmp, o->path) != 0) {
-        set_err(err, errlen, "%s: cannot replace with %s: %s", o->path, o->tmp, strerror(errno));
-        ok = 0;
-    }
-    if (!ok && o->tmp)
-        remove(o->tmp);
-    free(o->tmp);
-    o->tmp = NULL;
-    return ok ? 0 : -1;
-}
+/* The trace writer's names for util/atomic_file.h. */
+typedef ah_out_file out_file;
+#define out_open ah_out_open
+#define out_close ah_out_close
 
 /* --------------------------------------------------- plan / result lookups */
 
@@ -719,6 +610,7 @@ static const struct {
     {"forward", "#4e79a7"},           {"backward", "#f28e2b"},      {"TP all-reduce", "#b07aa1"},
     {"send (act / grad)", "#59a14f"}, {"DP all-reduce", "#e15759"}, {"optimizer", "#9c755f"},
 };
+#define SVG_N_KINDS (sizeof svg_kinds / sizeof svg_kinds[0])
 
 static int svg_class(ah_event_kind k) {
     switch (k) {
@@ -734,12 +626,32 @@ static int svg_class(ah_event_kind k) {
     return 0;
 }
 
-typedef struct {
-    double left, plot_w, T;
-} svg_scale;
+/* Geometry (px): the plot spans [SVG_LEFT, SVG_WIDTH - SVG_RIGHT]; each
+ * stage row is a compute lane over a communication lane. */
+#define SVG_WIDTH 1500.0
+#define SVG_LEFT 300.0
+#define SVG_RIGHT 40.0
+#define SVG_TOP 96.0
+#define SVG_LANE_C 16.0
+#define SVG_LANE_GAP 2.0
+#define SVG_LANE_M 7.0
+#define SVG_ROW_GAP 9.0
+#define SVG_REP_GAP 12.0
 
-static double sx(const svg_scale *s, double t) {
-    return s->left + t / s->T * s->plot_w;
+/* One chart being drawn: the result, its events by track, the rows shown
+ * and the time scale. */
+typedef struct {
+    const ah_plan *plan;
+    const ah_sim_result *r;
+    ev_index x;
+    int rows, merge, tips;
+    double *row_y; /* top of each row */
+    double rows_end, height;
+    double plot_w, T; /* plot width and the time it spans */
+} svg_chart;
+
+static double sx(const svg_chart *c, double t) {
+    return SVG_LEFT + t / c->T * c->plot_w;
 }
 
 /* A time in the unit chosen for the axis. */
@@ -747,27 +659,219 @@ static void fmt_time(char *buf, size_t n, double t) {
     char b[40];
     double a = fabs(t);
     if (a >= 1.0 || a == 0.0)
-        snprintf(buf, n, "%s s", fmtd(b, sizeof b, "%.6g", t));
+        snprintf(buf, n, "%s s", ah_num_format(b, sizeof b, "%.6g", t));
     else if (a >= 1e-3)
-        snprintf(buf, n, "%s ms", fmtd(b, sizeof b, "%.6g", t * 1e3));
+        snprintf(buf, n, "%s ms", ah_num_format(b, sizeof b, "%.6g", t * 1e3));
     else
-        snprintf(buf, n, "%s us", fmtd(b, sizeof b, "%.6g", t * 1e6));
+        snprintf(buf, n, "%s us", ah_num_format(b, sizeof b, "%.6g", t * 1e6));
 }
 
-static void svg_rect(FILE *f, double x0, double x1, double y, double h, int cls, const char *tip) {
-    char a[32], b[32], c[32], d[32];
-    double w = x1 - x0;
-    if (w < 0.5)
-        w = 0.5;
-    fprintf(f, "<rect class=\"k%d\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"", cls,
-            fmtd(a, sizeof a, "%.2f", x0), fmtd(b, sizeof b, "%.2f", y), fmtd(c, sizeof c, "%.2f", w),
-            fmtd(d, sizeof d, "%.2f", h));
-    if (tip) {
-        fputs("><title>", f);
-        xml_str(f, tip);
-        fputs("</title></rect>\n", f);
-    } else {
-        fputs("/>\n", f);
+/* Row positions (a gap between replicas) and the time scale. */
+static int svg_layout(svg_chart *c, char *err, size_t errlen) {
+    const ah_sim_result *r = c->r;
+    const double pitch = SVG_LANE_C + SVG_LANE_GAP + SVG_LANE_M + SVG_ROW_GAP;
+    c->row_y = malloc(((size_t)c->rows + 1) * sizeof *c->row_y);
+    if (!c->row_y) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    double y = SVG_TOP;
+    for (int i = 0; i < c->rows; i++) {
+        if (i > 0 && r->stages[i].replica != r->stages[i - 1].replica)
+            y += SVG_REP_GAP;
+        c->row_y[i] = y;
+        y += pitch;
+    }
+    c->rows_end = y;
+    c->height = y + 48;
+    c->plot_w = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
+    c->T = result_end_s(r);
+    /* the closed-form marker stays inside the plot unless it is far off */
+    if (isfinite(r->closed_form_s) && r->closed_form_s > c->T && r->closed_form_s <= 1.5 * c->T)
+        c->T = r->closed_form_s;
+    if (!(c->T > 0))
+        c->T = 1.0;
+    return 0;
+}
+
+/* Styles, background, the title and the line under it. */
+static void svg_header(FILE *f, const svg_chart *c) {
+    const ah_sim_result *r = c->r;
+    int ns = c->x.n_stages;
+    char t1[64], nm[256], a[48];
+    ah_svg_open(f, SVG_WIDTH, c->height, "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\"");
+    fputs("<style>", f);
+    for (size_t k = 0; k < SVG_N_KINDS; k++)
+        fprintf(f, ".k%zu{fill:%s}", k, svg_kinds[k].colour);
+    fputs(".lane{fill:#f1f1f1}.grid{stroke:#dddddd;stroke-width:1}.sep{stroke:#888888;stroke-width:1}"
+          ".flush{stroke:#222222;stroke-width:1.5;stroke-dasharray:5,3}.iter{stroke:#d62728;stroke-width:2}"
+          ".cf{stroke:#555555;stroke-width:1.2;stroke-dasharray:2,2}</style>\n",
+          f);
+    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n", f);
+
+    fmt_time(t1, sizeof t1, r->iteration_time_s);
+    snprintf(nm, sizeof nm, "Simulated iteration %s (schedule %s%s%s)", t1, ah_schedule_name(r->schedule),
+             c->plan ? ", " : "", c->plan ? c->plan->model.name : "");
+    if (c->rows < ns)
+        snprintf(nm + strlen(nm), sizeof nm - strlen(nm), ": showing the first %d of %d stages", c->rows, ns);
+    ah_svg_title(f, nm);
+    ah_svg_text(f, 16, 24, "font-size=\"16\" font-weight=\"bold\"", nm);
+    fmt_time(t1, sizeof t1, r->closed_form_s);
+    if (r->iteration_time_s > 0 && isfinite(r->closed_form_s))
+        snprintf(nm, sizeof nm, "closed form %s, model error %s%%; %d replica%s, %d stages, %d events%s", t1,
+                 ah_num_format(a, sizeof a, "%+.2f", (r->closed_form_s / r->iteration_time_s - 1.0) * 100.0),
+                 r->n_replicas, r->n_replicas == 1 ? "" : "s", ns, r->n_events,
+                 c->merge ? " (adjacent events closer than 1 px merged)" : "");
+    else
+        snprintf(nm, sizeof nm, "%d replicas, %d stages, %d events", r->n_replicas, ns, r->n_events);
+    ah_svg_text(f, 16, 44, "font-size=\"12\" fill=\"#444444\"", nm);
+}
+
+/* Kind swatches, then the marker lines (text width estimated at 6.5 px per
+ * character of the 11 px font). */
+static void svg_legend(FILE *f) {
+    char cls[32];
+    double lx = 16;
+    for (size_t k = 0; k < SVG_N_KINDS; k++) {
+        snprintf(cls, sizeof cls, "class=\"k%zu\"", k);
+        ah_svg_rect(f, lx, 58, 14, 10, cls, NULL);
+        ah_svg_text(f, lx + 18, 67, NULL, svg_kinds[k].label);
+        lx += 18 + 6.5 * (double)strlen(svg_kinds[k].label) + 20;
+    }
+    static const char *const marker_class[] = {"class=\"flush\"", "class=\"iter\"", "class=\"cf\""};
+    static const char *const marker_label[] = {"replica flush", "iteration end", "closed form"};
+    for (int k = 0; k < 3; k++) {
+        ah_svg_line(f, lx, 63, lx + 20, 63, marker_class[k], NULL);
+        ah_svg_text(f, lx + 24, 67, NULL, marker_label[k]);
+        lx += 24 + 6.5 * (double)strlen(marker_label[k]) + 20;
+    }
+    ah_svg_text(f, 16, 86, "fill=\"#666666\"",
+                "each row: compute (upper lane), communication: TP, p2p, DP (lower lane)");
+}
+
+/* Time axis: ticks at 1/2/5 x 10^k, labelled in s, ms or us. */
+static void svg_axis(FILE *f, const svg_chart *c) {
+    double raw = c->T / 10.0, mag = pow(10.0, floor(log10(raw))), step = mag;
+    if (step < raw)
+        step = 2 * mag;
+    if (step < raw)
+        step = 5 * mag;
+    if (step < raw)
+        step = 10 * mag;
+    double unit = c->T >= 2.0 ? 1.0 : c->T >= 2e-3 ? 1e-3 : 1e-6;
+    const char *uname = unit == 1.0 ? "s" : unit == 1e-3 ? "ms" : "us";
+    int dec = (int)fmax(0.0, -floor(log10(step / unit) + 1e-9));
+    ah_svg_line(f, SVG_LEFT, c->rows_end + 4, SVG_LEFT + c->plot_w, c->rows_end + 4, "class=\"sep\"", NULL);
+    char num[48], label[64];
+    for (int k = 0; k * step <= c->T * (1 + 1e-9) && k < 1000; k++) {
+        double tx = sx(c, k * step);
+        ah_svg_line(f, tx, SVG_TOP - 4, tx, c->rows_end + 8, "class=\"grid\"", NULL);
+        snprintf(label, sizeof label, "%s %s", ah_num_format(num, sizeof num, "%.*f", dec, k * step / unit),
+                 uname);
+        ah_svg_text(f, tx, c->rows_end + 22, "text-anchor=\"middle\"", label);
+    }
+    ah_svg_text(f, SVG_LEFT + c->plot_w / 2, c->rows_end + 40, "text-anchor=\"middle\" fill=\"#444444\"", "time");
+}
+
+/* Rows: label, lane backgrounds, replica separators. */
+static void svg_rows(FILE *f, const svg_chart *c) {
+    char nm[256], nb[64];
+    for (int i = 0; i < c->rows; i++) {
+        const ah_sim_stage *st = &c->r->stages[i];
+        double y = c->row_y[i];
+        if (i > 0 && st->replica != c->r->stages[i - 1].replica) {
+            double sy = y - SVG_REP_GAP / 2 - SVG_ROW_GAP / 2;
+            ah_svg_line(f, 8, sy, SVG_WIDTH - 8, sy, "class=\"sep\"", NULL);
+        }
+        snprintf(nm, sizeof nm, "r%d s%d %s %s", st->replica, st->stage, gpu_type(c->plan, st),
+                 node_name(c->plan, st, nb, sizeof nb));
+        ah_svg_text(f, SVG_LEFT - 8, y + SVG_LANE_C - 4, "text-anchor=\"end\"", nm);
+        ah_svg_rect(f, SVG_LEFT, y, c->plot_w, SVG_LANE_C, "class=\"lane\"", NULL);
+        ah_svg_rect(f, SVG_LEFT, y + SVG_LANE_C + SVG_LANE_GAP, c->plot_w, SVG_LANE_M, "class=\"lane\"", NULL);
+    }
+}
+
+/* One event box, at least half a pixel wide. */
+static void svg_event(FILE *f, double x0, double x1, double y, double h, int cls, const char *tip) {
+    char attrs[32];
+    snprintf(attrs, sizeof attrs, "class=\"k%d\"", cls);
+    ah_svg_rect(f, x0, y, x1 - x0 < 0.5 ? 0.5 : x1 - x0, h, attrs, tip);
+}
+
+/* The events of stage row i on stream s; with c->merge, adjacent same-kind
+ * events less than a pixel apart become one box (no tooltips). */
+static void svg_track(FILE *f, const svg_chart *c, int i, int s) {
+    int t = i * AH_STREAMS + s;
+    double ly = s == AH_STREAM_COMPUTE ? c->row_y[i] : c->row_y[i] + SVG_LANE_C + SVG_LANE_GAP;
+    double lh = s == AH_STREAM_COMPUTE ? SVG_LANE_C : SVG_LANE_M;
+    int have = 0, cur_cls = 0;
+    double cx0 = 0, cx1 = 0;
+    char nm[256], t1[64], t2[64], tip[400];
+    for (int k = c->x.track_first[t]; k < c->x.track_first[t + 1]; k++) {
+        const ah_sim_event *e = &c->r->events[c->x.items[k].ev];
+        int cls = svg_class(e->kind);
+        double x0 = sx(c, c->x.items[k].s_ns * 1e-9), x1 = sx(c, c->x.items[k].e_ns * 1e-9);
+        if (c->merge) {
+            if (have && cls == cur_cls && x0 <= cx1 + 1.0) {
+                cx1 = x1 > cx1 ? x1 : cx1;
+                continue;
+            }
+            if (have)
+                svg_event(f, cx0, cx1, ly, lh, cur_cls, NULL);
+            have = 1;
+            cur_cls = cls;
+            cx0 = x0;
+            cx1 = x1;
+            continue;
+        }
+        const char *tp = NULL;
+        if (c->tips) {
+            event_name(e, nm, sizeof nm);
+            fmt_time(t1, sizeof t1, e->start_s);
+            fmt_time(t2, sizeof t2, e->end_s - e->start_s);
+            snprintf(tip, sizeof tip, "%s: start %s, %s", nm, t1, t2);
+            tp = tip;
+        }
+        svg_event(f, x0, x1, ly, lh, cls, tp);
+    }
+    if (c->merge && have)
+        svg_event(f, cx0, cx1, ly, lh, cur_cls, NULL);
+}
+
+/* Replica flushes (over that replica's rows), closed form and iteration end
+ * (over all rows). */
+static void svg_markers(FILE *f, const svg_chart *c) {
+    const ah_sim_result *r = c->r;
+    char t1[64], nm[128];
+    for (int k = 0; r->replica_flush_s && k < r->n_replicas; k++) {
+        int i0 = -1, i1 = -1;
+        for (int i = 0; i < c->rows; i++)
+            if (r->stages[i].replica == k) {
+                i0 = i0 < 0 ? i : i0;
+                i1 = i;
+            }
+        if (i0 < 0 || !isfinite(r->replica_flush_s[k]))
+            continue;
+        double fx = sx(c, r->replica_flush_s[k]);
+        fmt_time(t1, sizeof t1, r->replica_flush_s[k]);
+        snprintf(nm, sizeof nm, "flush r%d at %s", k, t1);
+        ah_svg_line(f, fx, c->row_y[i0] - 3, fx, c->row_y[i1] + SVG_LANE_C + SVG_LANE_GAP + SVG_LANE_M + 3,
+                    "class=\"flush\"", nm);
+        snprintf(nm, sizeof nm, "flush r%d", k);
+        ah_svg_text(f, fx - 3, c->row_y[i0] - 2, "text-anchor=\"end\" font-size=\"9\" fill=\"#222222\"", nm);
+    }
+    if (c->rows > 0 && isfinite(r->closed_form_s) && r->closed_form_s > 0 && r->closed_form_s <= c->T * 1.5) {
+        double cx = sx(c, r->closed_form_s);
+        fmt_time(t1, sizeof t1, r->closed_form_s);
+        snprintf(nm, sizeof nm, "closed form %s", t1);
+        ah_svg_line(f, cx, SVG_TOP - 6, cx, c->rows_end, "class=\"cf\"", nm);
+    }
+    if (c->rows > 0 && isfinite(r->iteration_time_s)) {
+        double ix = sx(c, r->iteration_time_s);
+        fmt_time(t1, sizeof t1, r->iteration_time_s);
+        snprintf(nm, sizeof nm, "iteration %s", t1);
+        ah_svg_line(f, ix, SVG_TOP - 8, ix, c->rows_end, "class=\"iter\"", NULL);
+        ah_svg_text(f, ix - 3, SVG_TOP - 10, "text-anchor=\"end\" fill=\"#d62728\"", nm);
     }
 }
 
@@ -777,250 +881,33 @@ int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *pa
         set_err(err, errlen, "%s: no simulation result", path ? path : "?");
         return -1;
     }
-    ev_index x;
-    if (ev_index_build(r, &x, err, errlen) < 0)
+    svg_chart c = {.plan = plan, .r = r};
+    if (ev_index_build(r, &c.x, err, errlen) < 0)
         return -1;
-    int ns = x.n_stages;
-    int rows = ns < SVG_MAX_ROWS ? ns : SVG_MAX_ROWS;
-    int merge = r->n_events > SVG_MERGE_EVENTS;
-    int tips = !merge && r->n_events <= SVG_TOOLTIP_EVENTS;
-
-    /* geometry */
-    const double width = 1500, left = 300, right = 40, top = 96;
-    const double lane_c = 16, lane_gap = 2, lane_m = 7, row_gap = 9, rep_gap = 12;
-    const double pitch = lane_c + lane_gap + lane_m + row_gap;
-    double *row_y = malloc(((size_t)rows + 1) * sizeof *row_y);
-    if (!row_y) {
-        ev_index_free(&x);
-        set_err(err, errlen, "out of memory");
+    c.rows = c.x.n_stages < SVG_MAX_ROWS ? c.x.n_stages : SVG_MAX_ROWS;
+    c.merge = r->n_events > SVG_MERGE_EVENTS;
+    c.tips = !c.merge && r->n_events <= SVG_TOOLTIP_EVENTS;
+    ah_out_file o;
+    if (svg_layout(&c, err, errlen) < 0 || ah_out_open(&o, path, err, errlen) < 0) {
+        free(c.row_y);
+        ev_index_free(&c.x);
         return -1;
     }
-    double y = top;
-    for (int i = 0; i < rows; i++) {
-        if (i > 0 && r->stages[i].replica != r->stages[i - 1].replica)
-            y += rep_gap;
-        row_y[i] = y;
-        y += pitch;
-    }
-    double rows_end = y;
-    double height = rows_end + 48;
-    svg_scale sc = {left, width - left - right, result_end_s(r)};
-    /* the closed-form marker stays inside the plot unless it is far off */
-    if (isfinite(r->closed_form_s) && r->closed_form_s > sc.T && r->closed_form_s <= 1.5 * sc.T)
-        sc.T = r->closed_form_s;
-    if (!(sc.T > 0))
-        sc.T = 1.0;
-
-    out_file o;
-    if (out_open(&o, path, err, errlen) < 0) {
-        free(row_y);
-        ev_index_free(&x);
-        return -1;
-    }
-    FILE *f = o.f;
-    char a[48], b[48], c[48], d[48], t1[64], t2[64], nm[256], tip[400], nb[64];
-
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" "
-            "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n",
-            fmtd(a, sizeof a, "%.0f", width), fmtd(b, sizeof b, "%.0f", height),
-            fmtd(c, sizeof c, "%.0f", width), fmtd(d, sizeof d, "%.0f", height));
-    fputs("<style>", f);
-    for (size_t k = 0; k < sizeof svg_kinds / sizeof svg_kinds[0]; k++)
-        fprintf(f, ".k%zu{fill:%s}", k, svg_kinds[k].colour);
-    fputs(".lane{fill:#f1f1f1}.grid{stroke:#dddddd;stroke-width:1}.sep{stroke:#888888;stroke-width:1}"
-          ".flush{stroke:#222222;stroke-width:1.5;stroke-dasharray:5,3}.iter{stroke:#d62728;stroke-width:2}"
-          ".cf{stroke:#555555;stroke-width:1.2;stroke-dasharray:2,2}</style>\n",
-          f);
-    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n", f);
-
-    /* title */
-    fmt_time(t1, sizeof t1, r->iteration_time_s);
-    snprintf(nm, sizeof nm, "Simulated iteration %s (schedule %s%s%s)", t1, ah_schedule_name(r->schedule),
-             plan ? ", " : "", plan ? plan->model.name : "");
-    if (rows < ns)
-        snprintf(nm + strlen(nm), sizeof nm - strlen(nm), ": showing the first %d of %d stages", rows, ns);
-    fputs("<title>", f);
-    xml_str(f, nm);
-    fputs("</title>\n<text x=\"16\" y=\"24\" font-size=\"16\" font-weight=\"bold\">", f);
-    xml_str(f, nm);
-    fputs("</text>\n", f);
-    fmt_time(t2, sizeof t2, r->closed_form_s);
-    if (r->iteration_time_s > 0 && isfinite(r->closed_form_s))
-        snprintf(nm, sizeof nm, "closed form %s, model error %s%%; %d replica%s, %d stages, %d events%s", t2,
-                 fmtd(a, sizeof a, "%+.2f", (r->closed_form_s / r->iteration_time_s - 1.0) * 100.0),
-                 r->n_replicas, r->n_replicas == 1 ? "" : "s", ns, r->n_events,
-                 merge ? " (adjacent events closer than 1 px merged)" : "");
-    else
-        snprintf(nm, sizeof nm, "%d replicas, %d stages, %d events", r->n_replicas, ns, r->n_events);
-    fputs("<text x=\"16\" y=\"44\" font-size=\"12\" fill=\"#444444\">", f);
-    xml_str(f, nm);
-    fputs("</text>\n", f);
-
-    /* legend: kind swatches, then the marker lines (text width estimated
-     * at 6.5 px per character of the 11 px font) */
-    double lx = 16;
-    for (size_t k = 0; k < sizeof svg_kinds / sizeof svg_kinds[0]; k++) {
-        fprintf(f, "<rect class=\"k%zu\" x=\"%s\" y=\"58\" width=\"14\" height=\"10\"/>", k,
-                fmtd(a, sizeof a, "%.0f", lx));
-        fprintf(f, "<text x=\"%s\" y=\"67\">%s</text>\n", fmtd(a, sizeof a, "%.0f", lx + 18),
-                svg_kinds[k].label);
-        lx += 18 + 6.5 * (double)strlen(svg_kinds[k].label) + 20;
-    }
-    static const char *const marker_class[] = {"flush", "iter", "cf"};
-    static const char *const marker_label[] = {"replica flush", "iteration end", "closed form"};
-    for (int k = 0; k < 3; k++) {
-        fprintf(f, "<line class=\"%s\" x1=\"%s\" y1=\"63\" x2=\"%s\" y2=\"63\"/>", marker_class[k],
-                fmtd(a, sizeof a, "%.0f", lx), fmtd(b, sizeof b, "%.0f", lx + 20));
-        fprintf(f, "<text x=\"%s\" y=\"67\">%s</text>\n", fmtd(a, sizeof a, "%.0f", lx + 24),
-                marker_label[k]);
-        lx += 24 + 6.5 * (double)strlen(marker_label[k]) + 20;
-    }
-    fputs(
-        "<text x=\"16\" y=\"86\" fill=\"#666666\">each row: compute (upper lane), communication: TP, p2p, DP "
-        "(lower lane)</text>\n",
-        f);
-
-    /* time axis: ticks at 1/2/5 x 10^k, labelled in s, ms or us */
-    double raw = sc.T / 10.0, mag = pow(10.0, floor(log10(raw))), step = mag;
-    if (step < raw)
-        step = 2 * mag;
-    if (step < raw)
-        step = 5 * mag;
-    if (step < raw)
-        step = 10 * mag;
-    double unit = sc.T >= 2.0 ? 1.0 : sc.T >= 2e-3 ? 1e-3 : 1e-6;
-    const char *uname = unit == 1.0 ? "s" : unit == 1e-3 ? "ms" : "us";
-    int dec = (int)fmax(0.0, -floor(log10(step / unit) + 1e-9));
-    fprintf(f, "<line class=\"sep\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
-            fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", rows_end + 4),
-            fmtd(c, sizeof c, "%.2f", left + sc.plot_w), fmtd(d, sizeof d, "%.2f", rows_end + 4));
-    for (int k = 0; k * step <= sc.T * (1 + 1e-9) && k < 1000; k++) {
-        double tx = sx(&sc, k * step);
-        fprintf(f, "<line class=\"grid\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>",
-                fmtd(a, sizeof a, "%.2f", tx), fmtd(b, sizeof b, "%.2f", top - 4),
-                fmtd(c, sizeof c, "%.2f", tx), fmtd(d, sizeof d, "%.2f", rows_end + 8));
-        snprintf(nm, sizeof nm, "%.*f %s", dec, k * step / unit, uname);
-        char dp = localeconv()->decimal_point[0];
-        if (dp && dp != '.' && strchr(nm, dp))
-            *strchr(nm, dp) = '.';
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%s</text>\n",
-                fmtd(a, sizeof a, "%.2f", tx), fmtd(b, sizeof b, "%.2f", rows_end + 22), nm);
-    }
-    fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" fill=\"#444444\">time</text>\n",
-            fmtd(a, sizeof a, "%.2f", left + sc.plot_w / 2), fmtd(b, sizeof b, "%.2f", rows_end + 40));
-
-    /* rows: label, lane backgrounds, replica separators */
-    for (int i = 0; i < rows; i++) {
-        const ah_sim_stage *st = &r->stages[i];
-        if (i > 0 && st->replica != r->stages[i - 1].replica)
-            fprintf(f, "<line class=\"sep\" x1=\"8\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>\n",
-                    fmtd(a, sizeof a, "%.2f", row_y[i] - rep_gap / 2 - row_gap / 2),
-                    fmtd(b, sizeof b, "%.2f", width - 8),
-                    fmtd(c, sizeof c, "%.2f", row_y[i] - rep_gap / 2 - row_gap / 2));
-        snprintf(nm, sizeof nm, "r%d s%d %s %s", st->replica, st->stage, gpu_type(plan, st),
-                 node_name(plan, st, nb, sizeof nb));
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\">", fmtd(a, sizeof a, "%.2f", left - 8),
-                fmtd(b, sizeof b, "%.2f", row_y[i] + lane_c - 4));
-        xml_str(f, nm);
-        fputs("</text>\n", f);
-        fprintf(f, "<rect class=\"lane\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"/>",
-                fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", row_y[i]),
-                fmtd(c, sizeof c, "%.2f", sc.plot_w), fmtd(d, sizeof d, "%.2f", lane_c));
-        fprintf(f, "<rect class=\"lane\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\"/>\n",
-                fmtd(a, sizeof a, "%.2f", left), fmtd(b, sizeof b, "%.2f", row_y[i] + lane_c + lane_gap),
-                fmtd(c, sizeof c, "%.2f", sc.plot_w), fmtd(d, sizeof d, "%.2f", lane_m));
-    }
-
-    /* events: compute in the upper lane; DP, then p2p, then TP on the lower
-     * lane (shorter ones drawn last stay visible on top) */
+    svg_header(o.f, &c);
+    svg_legend(o.f);
+    svg_axis(o.f, &c);
+    svg_rows(o.f, &c);
+    /* compute in the upper lane; DP, then p2p, then TP on the lower lane
+     * (shorter ones drawn last stay visible on top) */
     static const int order[AH_STREAMS] = {AH_STREAM_COMPUTE, AH_STREAM_DP, AH_STREAM_P2P, AH_STREAM_TP};
-    for (int i = 0; i < rows; i++) {
-        for (int so = 0; so < AH_STREAMS; so++) {
-            int s = order[so];
-            int t = i * AH_STREAMS + s;
-            double ly = s == AH_STREAM_COMPUTE ? row_y[i] : row_y[i] + lane_c + lane_gap;
-            double lh = s == AH_STREAM_COMPUTE ? lane_c : lane_m;
-            int have = 0, cur_cls = 0;
-            double cx0 = 0, cx1 = 0;
-            for (int k = x.track_first[t]; k < x.track_first[t + 1]; k++) {
-                const ah_sim_event *e = &r->events[x.items[k].ev];
-                int cls = svg_class(e->kind);
-                double x0 = sx(&sc, x.items[k].s_ns * 1e-9), x1 = sx(&sc, x.items[k].e_ns * 1e-9);
-                if (merge) {
-                    if (have && cls == cur_cls && x0 <= cx1 + 1.0) {
-                        cx1 = x1 > cx1 ? x1 : cx1;
-                        continue;
-                    }
-                    if (have)
-                        svg_rect(f, cx0, cx1, ly, lh, cur_cls, NULL);
-                    have = 1;
-                    cur_cls = cls;
-                    cx0 = x0;
-                    cx1 = x1;
-                    continue;
-                }
-                const char *tp = NULL;
-                if (tips) {
-                    event_name(e, nm, sizeof nm);
-                    fmt_time(t1, sizeof t1, e->start_s);
-                    fmt_time(t2, sizeof t2, e->end_s - e->start_s);
-                    snprintf(tip, sizeof tip, "%s: start %s, %s", nm, t1, t2);
-                    tp = tip;
-                }
-                svg_rect(f, x0, x1, ly, lh, cls, tp);
-            }
-            if (merge && have)
-                svg_rect(f, cx0, cx1, ly, lh, cur_cls, NULL);
-        }
-    }
-
-    /* markers: replica flushes (over that replica's rows), closed form and
-     * iteration end (over all rows) */
-    for (int k = 0; r->replica_flush_s && k < r->n_replicas; k++) {
-        int i0 = -1, i1 = -1;
-        for (int i = 0; i < rows; i++)
-            if (r->stages[i].replica == k) {
-                i0 = i0 < 0 ? i : i0;
-                i1 = i;
-            }
-        if (i0 < 0 || !isfinite(r->replica_flush_s[k]))
-            continue;
-        double fx = sx(&sc, r->replica_flush_s[k]);
-        fprintf(f, "<line class=\"flush\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"><title>",
-                fmtd(a, sizeof a, "%.2f", fx), fmtd(b, sizeof b, "%.2f", row_y[i0] - 3),
-                fmtd(c, sizeof c, "%.2f", fx),
-                fmtd(d, sizeof d, "%.2f", row_y[i1] + lane_c + lane_gap + lane_m + 3));
-        fmt_time(t1, sizeof t1, r->replica_flush_s[k]);
-        fprintf(f, "flush r%d at %s</title></line>", k, t1);
-        fprintf(
-            f,
-            "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" font-size=\"9\" fill=\"#222222\">flush r%d</text>\n",
-            fmtd(a, sizeof a, "%.2f", fx - 3), fmtd(b, sizeof b, "%.2f", row_y[i0] - 2), k);
-    }
-    if (rows > 0 && isfinite(r->closed_form_s) && r->closed_form_s > 0 && r->closed_form_s <= sc.T * 1.5) {
-        double cx = sx(&sc, r->closed_form_s);
-        fmt_time(t1, sizeof t1, r->closed_form_s);
-        fprintf(f,
-                "<line class=\"cf\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"><title>closed form "
-                "%s</title></line>\n",
-                fmtd(a, sizeof a, "%.2f", cx), fmtd(b, sizeof b, "%.2f", top - 6),
-                fmtd(c, sizeof c, "%.2f", cx), fmtd(d, sizeof d, "%.2f", rows_end), t1);
-    }
-    if (rows > 0 && isfinite(r->iteration_time_s)) {
-        double ix = sx(&sc, r->iteration_time_s);
-        fmt_time(t1, sizeof t1, r->iteration_time_s);
-        fprintf(f, "<line class=\"iter\" x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"/>",
-                fmtd(a, sizeof a, "%.2f", ix), fmtd(b, sizeof b, "%.2f", top - 8),
-                fmtd(c, sizeof c, "%.2f", ix), fmtd(d, sizeof d, "%.2f", rows_end));
-        fprintf(f, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" fill=\"#d62728\">iteration %s</text>\n",
-                fmtd(a, sizeof a, "%.2f", ix - 3), fmtd(b, sizeof b, "%.2f", top - 10), t1);
-    }
-    fputs("</svg>\n", f);
-
-    free(row_y);
-    ev_index_free(&x);
-    return out_close(&o, 1, err, errlen);
+    for (int i = 0; i < c.rows; i++)
+        for (int so = 0; so < AH_STREAMS; so++)
+            svg_track(o.f, &c, i, order[so]);
+    svg_markers(o.f, &c);
+    ah_svg_close(o.f);
+    free(c.row_y);
+    ev_index_free(&c.x);
+    return ah_out_close(&o, 1, err, errlen);
 }
 
 /* ------------------------------------------------------------ JSON summary */
@@ -1031,7 +918,7 @@ static cJSON *jnum(double d) {
     if (!isfinite(d))
         return cJSON_CreateNull();
     char buf[40];
-    return cJSON_CreateRaw(fmt_exact(buf, sizeof buf, d));
+    return cJSON_CreateRaw(ah_num_exact(buf, d));
 }
 
 typedef struct {
@@ -1190,15 +1077,9 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
         set_err(err, errlen, "%s: out of memory building the document", path ? path : "?");
         return -1;
     }
-    out_file o;
-    if (out_open(&o, path, err, errlen) < 0) {
-        cJSON_free(text);
-        return -1;
-    }
-    fputs(text, o.f);
-    fputc('\n', o.f);
+    int rc = ah_write_text_output(path, text, err, errlen);
     cJSON_free(text);
-    return out_close(&o, 1, err, errlen);
+    return rc;
 }
 
 /* ------------------------------------------------------------- text report */

@@ -1,0 +1,165 @@
+/* Atomic file output (util/atomic_file.h). */
+#include "util/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/errors.h"
+
+#define set_err ah_errf
+
+static int fsync_dir_of(const char *path) {
+    char *copy = strdup(path);
+    if (!copy)
+        abort();
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    free(copy);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* PATH.tmp.PID on the heap (free it), or NULL with the error written. */
+static char *tmp_name(const char *path, char *err, size_t errlen) {
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp)
+        set_err(err, errlen, "%s: out of memory", path);
+    else
+        snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    return tmp;
+}
+
+/* Renames the synced temporary file over path and makes that durable. */
+static int commit(const char *tmp, const char *path, char *err, size_t errlen) {
+    if (rename(tmp, path) != 0) {
+        set_err(err, errlen, "%s: cannot replace with %s: %s", path, tmp, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    fsync_dir_of(path); /* best effort (tmpfs has nothing to sync) */
+    return 0;
+}
+
+static int write_all(int fd, const char *p, size_t left) {
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        left -= (size_t)w;
+    }
+    return 0;
+}
+
+int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen) {
+    return ah_write_file_atomic_parts(path, &data, &size, 1, err, errlen);
+}
+
+int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n,
+                               char *err, size_t errlen) {
+    char *tmp = tmp_name(path, err, errlen);
+    if (!tmp)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        set_err(err, errlen, "%s: cannot open for writing: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (write_all(fd, parts[i], sizes[i]) != 0) {
+            set_err(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return -1;
+        }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        set_err(err, errlen, "%s: write failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    int rc = commit(tmp, path, err, errlen);
+    free(tmp);
+    return rc;
+}
+
+int ah_out_open(ah_out_file *o, const char *path, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (!path || !*path) {
+        set_err(err, errlen, "no output path given");
+        return -1;
+    }
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        o->is_stdout = 1;
+        return 0;
+    }
+    struct stat st;
+    int direct = stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+    if (!direct && !(o->tmp = tmp_name(path, err, errlen)))
+        return -1;
+    const char *target = o->tmp ? o->tmp : path;
+    o->f = fopen(target, "w");
+    if (!o->f) {
+        set_err(err, errlen, "%s: cannot open for writing: %s", target, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int ah_out_close(ah_out_file *o, int ok, char *err, size_t errlen) {
+    if (o->is_stdout) {
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            if (ok)
+                set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
+            return -1;
+        }
+        return ok ? 0 : -1;
+    }
+    const char *target = o->tmp ? o->tmp : o->path;
+    int werr = fflush(o->f) != 0 || ferror(o->f) || (o->tmp && fsync(fileno(o->f)) != 0);
+    int saved = errno;
+    if (fclose(o->f) != 0 && !werr) {
+        werr = 1;
+        saved = errno;
+    }
+    o->f = NULL;
+    if (ok && werr) {
+        set_err(err, errlen, "%s: write failed: %s", target, strerror(saved));
+        ok = 0;
+    }
+    if (ok && o->tmp && commit(o->tmp, o->path, err, errlen) != 0)
+        ok = 0;
+    if (!ok && o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+    o->tmp = NULL;
+    return ok ? 0 : -1;
+}
+
+int ah_write_text_output(const char *path, const char *text, char *err, size_t errlen) {
+    ah_out_file o;
+    if (ah_out_open(&o, path, err, errlen) < 0)
+        return -1;
+    int ok = fputs(text, o.f) != EOF && fputc('\n', o.f) != EOF;
+    if (!ok && o.is_stdout)
+        set_err(err, errlen, "-: cannot write to standard output: %s", strerror(errno));
+    else if (!ok)
+        set_err(err, errlen, "%s: write failed: %s", o.tmp ? o.tmp : path, strerror(errno));
+    return ah_out_close(&o, ok, err, errlen) == 0 && ok ? 0 : -1;
+}
