@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/json_file.h"
 
