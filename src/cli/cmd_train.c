@@ -33,7 +33,8 @@ static void train_usage(FILE *f) {
             "                      [--steps N] [--seed S] [--global-batch G --micro-batch B --seq L]\n"
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
-            "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n\n"
+            "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n"
+            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]]\n\n"
             "Trains on byte-level tokens (vocabulary 256) of a text file or a directory of them. Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
@@ -62,7 +63,10 @@ static void train_usage(FILE *f) {
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
             "                 TP degree); --steps stays the total\n"
             "  --recover FILE restore from a recovery assignment of autohet run (docs/recovery.md); writes\n"
-            "                 FILE.result.json (bytes and seconds per tier)\n\n"
+            "                 FILE.result.json (bytes and seconds per tier)\n"
+            "  --schedule     pipeline schedule of a step (docs/schedules.md): 1f1b (default), gpipe, or\n"
+            "                 interleaved 1F1B, where every stage holds V layer chunks (virtual stages)\n"
+            "  --virtual-stages V  chunks per stage with --schedule interleaved (default 2)\n\n"
             "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
             "tokens/s (tokens / summed step times), mean MFU (weighted by step time), the final train loss and\n"
             "the last validation loss.\n\n"
@@ -175,6 +179,8 @@ static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("train"
 typedef struct {
     const char *model, *data, *plan, *log, *trace, *ckpt_dir, *resume, *mem_dir, *cloud_dir, *recover;
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
+    int virtual_stages;
+    ah_schedule schedule;
     double lr;
 } train_args;
 
@@ -184,7 +190,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V",
+        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
@@ -205,6 +211,13 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'M': a->mem_dir = optarg; break;
         case 'U': a->cloud_dir = optarg; break;
         case 'V': a->recover = optarg; break;
+        case 'c':
+            if (ah_schedule_parse(optarg, &a->schedule) != 0) {
+                snprintf(msg, n, "--schedule '%s': expected 1f1b, gpipe or interleaved", optarg);
+                return -1;
+            }
+            break;
+        case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
         case 'K': iv = &a->ckpt_every; break;
         case 's': iv = &a->steps; break;
@@ -239,7 +252,9 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
                       : a->resume && a->recover ? "--resume and --recover exclude each other"
-                                                : NULL;
+                      : a->virtual_stages && a->schedule != AH_SCHED_INTERLEAVED
+                          ? "--virtual-stages goes with --schedule interleaved"
+                          : NULL;
     if (why) {
         snprintf(msg, n, "%s", why);
         return -1;
@@ -410,7 +425,8 @@ int cmd_train(int argc, char **argv) {
     }
     double peak = ah_measure_sgemm_peak();
     ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)a.seed,
-                                        ah_trainer_initialises_params(&tc), peak, msg, sizeof msg);
+                                        ah_trainer_initialises_params(&tc), peak, a.schedule, a.virtual_stages,
+                                        msg, sizeof msg);
     FILE *log = NULL;
     int log_ok = 1;
     if (x && rank == 0 && a.log && !(log = fopen(a.log, "w"))) {

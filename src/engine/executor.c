@@ -205,10 +205,10 @@ static void setup_groups(ah_executor *x) {
         }
 }
 
-ah_executor *ah_executor_create_scheduled(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                          const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                          int init_params, double peak_flops_per_rank, ah_schedule schedule,
-                                          int virtual_stages, char *err, size_t errlen) {
+ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
+                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed, int init_params,
+                                double peak_flops_per_rank, ah_schedule schedule, int virtual_stages, char *err,
+                                size_t errlen) {
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -241,13 +241,6 @@ ah_executor *ah_executor_create_scheduled(MPI_Comm comm, const ah_plan *plan, co
     }
     setup_groups(x);
     return x;
-}
-
-ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                int init_params, double peak_flops_per_rank, char *err, size_t errlen) {
-    return ah_executor_create_scheduled(comm, plan, cfg, data, oc, seed, init_params, peak_flops_per_rank,
-                                        AH_SCHED_1F1B, 1, err, errlen);
 }
 
 void ah_executor_free(ah_executor *x) {

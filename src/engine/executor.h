@@ -37,20 +37,16 @@ typedef struct {
 } ah_step_stats;
 
 /* Set up this rank's part of `plan` (which must match the size of `comm`,
- * normally MPI_COMM_WORLD). The plan's tp, micro_batch, global_batch and
- * train.seq are used. init_params = 0 skips the initialisation from the seed
- * (the state is restored next). Collective over comm. Returns NULL with a
- * one-line error. */
+ * normally MPI_COMM_WORLD) under a pipeline schedule: 1F1B, GPipe, or
+ * interleaved 1F1B with virtual_stages chunks per stage (0 = 2; ignored by the
+ * others). The plan's tp, micro_batch, global_batch and train.seq are used.
+ * init_params = 0 skips the initialisation from the seed (the state is
+ * restored next). Collective over comm. Returns NULL with a one-line error
+ * (a plan the schedule cannot run says why: ah_schedule_check). */
 ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                int init_params, double peak_flops_per_rank, char *err, size_t errlen);
-/* The same under a pipeline schedule (1F1B, GPipe, interleaved 1F1B with
- * virtual_stages chunks per stage; 0 = 2). A plan that cannot run the
- * schedule is refused with the reason (ah_schedule_check). */
-ah_executor *ah_executor_create_scheduled(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                          const ah_dataset *data, const ah_optim_config *oc, uint64_t seed,
-                                          int init_params, double peak_flops_per_rank, ah_schedule schedule,
-                                          int virtual_stages, char *err, size_t errlen);
+                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed, int init_params,
+                                double peak_flops_per_rank, ah_schedule schedule, int virtual_stages, char *err,
+                                size_t errlen);
 /* One training step (collective). eval: also compute the validation loss. */
 int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
 void ah_executor_free(ah_executor *x);

@@ -21,7 +21,6 @@ void ah_trainer_config_default(ah_trainer_config *c) {
     c->eval_every = 10;
     c->log_every = 1;
     c->mem_every = 1;
-    c->schedule = AH_TRAIN_SCHED_1F1B;
 }
 
 void ah_trainer_lr_schedule(double lr, int warmup, int steps, ah_optim_config *oc) {

@@ -12,15 +12,10 @@
 #include "engine/executor.h"
 #include "engine/optim.h"
 
-/* The pipeline schedule of a step. Only 1F1B runs today; the field is there
- * for `train --schedule` (the executor does not read it yet). */
-typedef enum { AH_TRAIN_SCHED_1F1B = 0, AH_TRAIN_SCHED_GPIPE, AH_TRAIN_SCHED_INTERLEAVED } ah_train_schedule;
-
 typedef struct {
     int steps;      /* total optimizer steps; a resumed run continues up to this */
     int eval_every; /* validation loss every K steps and at the last step (0: never) */
     int log_every;  /* a progress line every K steps, at evaluations and at the last step */
-    int schedule;   /* ah_train_schedule (default 1F1B) */
     long long tokens_per_step; /* global batch x sequence: the summary's token count */
     /* checkpoints: ckpt_dir every ckpt_every steps (+ cloud_dir); a memory-tier
      * snapshot into mem_dir every mem_every steps; with both a memory and a

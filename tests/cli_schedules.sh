@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The engine under every pipeline schedule computes the same model as one
+# process: for one global batch and seed, the loss at every step and the final
+# parameters of GPipe and interleaved 1F1B runs (2 replicas x 2 stages with
+# different layer splits, asymmetric replicas, TP=2, V = 2 and 3 chunks per
+# stage) match the single-rank run within 1e-5 relative; a plan that cannot
+# interleave is refused with its reason (exit 2).
+. "$(dirname "$0")/common.sh"
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 4 --seed 3 --eval-every 2)
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
+  --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "single-rank run"; }
+
+same_model() { # name ranks plan [train flags...]
+  local name="$1" np="$2" plan="$3"; shift 3
+  AUTOHET_DUMP_PARAMS="$TMP/$name.bin" timeout 300 mpirun -np "$np" --bind-to none "$BIN" train "${ARGS[@]}" \
+    --plan "$PLANS/$plan.json" --log "$TMP/$name.log" "$@" >"$TMP/$name.out" 2>&1 \
+    || { tail -5 "$TMP/$name.out"; fail "$name: run failed"; return; }
+  jq -e -s --slurpfile r <(jq -s . "$TMP/ref.log") \
+    '[range(0; length) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max < 1e-5' \
+    "$TMP/$name.log" >/dev/null || fail "$name: loss differs from the single-rank run by more than 1e-5"
+  jq -e -s --slurpfile r <(jq -s . "$TMP/ref.log") \
+    '[range(0; length) as $i | select(.[$i].val_loss >= 0) | (.[$i].val_loss - $r[0][$i].val_loss) | fabs] | max < 1e-5' \
+    "$TMP/$name.log" >/dev/null || fail "$name: validation loss differs from the single-rank run"
+  local out
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$name.bin" 1e-5) || fail "$name: parameters differ: $out"
+  echo "$name: $out"
+}
+same_model gpipe-2x2 4 tiny-2x2 --schedule gpipe
+same_model gpipe-asym 4 tiny-asym --schedule gpipe
+same_model gpipe-tp2 4 tiny-tp2 --schedule gpipe
+same_model interleaved-2x2 4 tiny-2x2 --schedule interleaved
+same_model interleaved-2s-v3 2 tiny-2s-interleave --schedule interleaved --virtual-stages 3
+same_model interleaved-tp2 4 tiny-tp2-2s --schedule interleaved --virtual-stages 2
+
+# traced interleaved run: every rank runs forwards of V chunks per micro-batch
+timeout 300 mpirun -np 2 --bind-to none "$BIN" train "${ARGS[@]}" --steps 2 --plan "$PLANS/tiny-2s-interleave.json" \
+  --schedule interleaved --virtual-stages 3 --trace "$TMP/il.json" >"$TMP/il.out" 2>&1 || fail "traced interleaved run"
+jq -e '[.traceEvents[] | select(.ph == "X" and (.name | startswith("forward")) and .pid == 0)] | length == 12' \
+  "$TMP/il.json" >/dev/null || fail "interleaved trace: rank 0 should run 4 micro-batches x 3 chunks of forwards"
+
+# refusals: one line, exit 2
+expect_refusal() { # pattern ranks plan flags...
+  local pat="$1" np="$2" plan="$3"; shift 3
+  timeout 120 mpirun -np "$np" --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/$plan.json" "$@" \
+    >"$TMP/r.out" 2>"$TMP/r.err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "expected exit 2, got $rc: $plan $*"
+  grep -q -- "$pat" "$TMP/r.err" || fail "stderr lacks '$pat': $(head -3 "$TMP/r.err")"
+}
+expect_refusal "one stage, nothing to interleave" 4 tiny-tp2 --schedule interleaved
+expect_refusal "fewer than the 4 virtual stages" 2 tiny-2s-interleave --schedule interleaved --virtual-stages 4
+expect_refusal "expected 1f1b, gpipe or interleaved" 2 tiny-2s-interleave --schedule zb
+expect_refusal "virtual-stages goes with --schedule interleaved" 2 tiny-2s-interleave --virtual-stages 2
+[ $fails -eq 0 ] && echo "cli_schedules: all checks passed"
+exit $fails
