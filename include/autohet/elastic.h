@@ -36,10 +36,9 @@ typedef struct {
 
 typedef enum { AH_RECOVERY_LAYER_BITMAP, AH_RECOVERY_FULL_RELOAD } ah_recovery_mode;
 
-/* The world rank's node index in plan->cluster (slots: replica by replica,
- * stage by stage, TP rank by TP rank, as the engine numbers them). The
- * number of ranks is the return of ah_plan_world_size. */
-int ah_plan_world_size(const ah_plan *p);
+/* The world rank's node index in plan->cluster, and its stage's layers and
+ * TP rank (the slot map of autohet/schedule.h; the number of ranks is
+ * ah_plan_slots). */
 int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank);
 
 typedef struct {

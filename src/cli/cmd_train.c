@@ -414,7 +414,7 @@ int cmd_train(int argc, char **argv) {
     tc.t_init = t_init;
     /* ranks beyond the plan's slots are recovery servers of surviving nodes the plan does not use */
     MPI_Comm comm = MPI_COMM_WORLD;
-    int slots = ah_plan_world_size(&plan);
+    int slots = ah_plan_slots(&plan);
     if (a.recover && world > slots) {
         MPI_Comm_split(MPI_COMM_WORLD, rank >= slots, rank, &comm);
         if (rank >= slots) {

@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/elastic.h"
+#include "autohet/schedule.h"
 #include "util/errors.h"
 #include "util/atomic_file.h"
 
@@ -16,27 +17,18 @@ const char *ah_tier_name(int tier) {
     return tier >= 0 && tier < AH_TIER_N ? tier_names[tier] : "?";
 }
 
-int ah_plan_world_size(const ah_plan *p) {
-    int n = 0;
-    for (int k = 0; k < p->n_replicas; k++)
-        n += p->replicas[k].n_stages * p->tp;
-    return n;
-}
-
 int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank) {
-    for (int k = 0, idx = 0; k < p->n_replicas; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++, idx += p->tp)
-            if (rank >= idx && rank < idx + p->tp) {
-                const ah_stage *s = &p->replicas[k].stages[j];
-                if (layer_first)
-                    *layer_first = s->layer_first;
-                if (layer_last)
-                    *layer_last = s->layer_last;
-                if (tp_rank)
-                    *tp_rank = rank - idx;
-                return s->node;
-            }
-    return -1;
+    ah_slot sl;
+    if (ah_rank_slot(p, rank, &sl) != 0)
+        return -1;
+    const ah_stage *s = &p->replicas[sl.replica].stages[sl.stage];
+    if (layer_first)
+        *layer_first = s->layer_first;
+    if (layer_last)
+        *layer_last = s->layer_last;
+    if (tp_rank)
+        *tp_rank = sl.tp_rank;
+    return s->node;
 }
 
 /* the rank serving holding i's node to peers: its lowest plan rank, or an
@@ -70,7 +62,7 @@ void ah_assignment_free(ah_assignment *a) {
 
 int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
                        ah_assignment *out, char *err, size_t errlen) {
-    int L = ah_model_num_layers(&plan->model), tp = plan->tp, world = ah_plan_world_size(plan);
+    int L = ah_model_num_layers(&plan->model), tp = plan->tp, world = ah_plan_slots(plan);
     memset(out, 0, sizeof *out);
     out->server_node = ah_xcalloc((size_t)nh + 1, sizeof *out->server_node);
     /* the lowest rank of each plan node serves its node's shards to peers */
@@ -210,7 +202,7 @@ static cJSON *src_json(const ah_holding *h, const ah_manifest_entry *me) {
 
 int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan, const ah_assignment *a,
                       double cloud_bytes_per_s, char *err, size_t errlen) {
-    int world = ah_plan_world_size(plan), nn = plan->cluster.n_nodes, step = a->step, n = a->n;
+    int world = ah_plan_slots(plan), nn = plan->cluster.n_nodes, step = a->step, n = a->n;
     const ah_assign_entry *e = a->e;
     /* ranks of a node that read from the cloud share the node's bandwidth */
     int *cloud_readers = ah_xcalloc((size_t)nn + 1, sizeof(int)),

@@ -29,6 +29,7 @@
 #include "autohet/cluster.h"
 #include "autohet/model.h"
 #include "autohet/profile.h"
+#include "autohet/schedule.h"
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/json_file.h"
@@ -59,7 +60,7 @@ static int plan_for_alive(run_state *s, ah_plan *out, char *err, size_t errlen) 
 /* "2 plan ranks + 1 recovery server = 3 MPI ranks, 1 replica (2 stages), TP 1,
  * on 2 of 3 nodes": the plan's ranks and the job's are told apart */
 static void describe_plan(const ah_plan *p, int servers, char *buf, size_t n) {
-    int ranks = ah_plan_world_size(p), used = 0;
+    int ranks = ah_plan_slots(p), used = 0;
     int len = snprintf(buf, n, "%d plan rank%s", ranks, ranks == 1 ? "" : "s");
     if (servers > 0 && len < (int)n)
         len += snprintf(buf + len, n - (size_t)len, " + %d recovery server%s = %d MPI ranks", servers,
@@ -211,7 +212,7 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
     cJSON_AddNumberToObject(g, "generation", s->gen);
     cJSON_AddStringToObject(g, "plan", path);
     cJSON_AddStringToObject(g, "summary", desc);
-    cJSON_AddNumberToObject(g, "ranks", ah_plan_world_size(&s->plan));
+    cJSON_AddNumberToObject(g, "ranks", ah_plan_slots(&s->plan));
     cJSON_AddNumberToObject(g, "recovery_servers", recover ? s->n_servers : 0);
     if (predicted > 0)
         cJSON_AddNumberToObject(g, "predicted_iteration_s", predicted);

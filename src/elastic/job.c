@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "autohet/schedule.h"
 #include "autohet/ckpt.h"
 #include "elastic/run_state.h"
 #include "util/clock.h"
@@ -52,7 +53,7 @@ int run_mkdir_p(const char *path) {
 pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
     const ah_run_options *o = s->o;
     char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
-    snprintf(np, sizeof np, "%d", ah_plan_world_size(&s->plan) + (recover ? s->n_servers : 0));
+    snprintf(np, sizeof np, "%d", ah_plan_slots(&s->plan) + (recover ? s->n_servers : 0));
     snprintf(steps, sizeof steps, "%d", o->steps);
     snprintf(seed, sizeof seed, "%d", o->seed);
     snprintf(lr, sizeof lr, "%.9g", o->lr);
