@@ -32,6 +32,19 @@ same_model interleaved-2x2 4 tiny-2x2 --schedule interleaved
 same_model interleaved-2s-v3 2 tiny-2s-interleave --schedule interleaved --virtual-stages 3
 same_model interleaved-tp2 4 tiny-tp2-2s --schedule interleaved --virtual-stages 2
 
+# a 1F1B checkpoint resumes under the interleaved schedule (other layers per rank) and the run goes on as one
+# process's: the loss of step 4 and the final parameters
+timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
+  --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/ck.out" 2>&1 || { tail -5 "$TMP/ck.out"; fail "checkpointed run"; }
+AUTOHET_DUMP_PARAMS="$TMP/res.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --schedule interleaved --resume "$TMP/ck" --log "$TMP/res.log" >"$TMP/res.out" 2>&1 \
+  || { tail -5 "$TMP/res.out"; fail "interleaved resume"; }
+jq -e -s --slurpfile r <(jq -s . "$TMP/ref.log") \
+  'length == 1 and ([.[] | . as $e | ($r[0][] | select(.step == $e.step) | .loss) as $w | ($e.loss - $w) | fabs / $w] | max < 1e-5)' \
+  "$TMP/res.log" >/dev/null || fail "interleaved resume: the loss of step 4 differs from the uninterrupted run"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/res.bin" 1e-5) || fail "interleaved resume: parameters differ: $out"
+echo "1f1b checkpoint resumed interleaved: $out"
+
 # traced interleaved run: every rank runs forwards of V chunks per micro-batch
 timeout 300 mpirun -np 2 --bind-to none "$BIN" train "${ARGS[@]}" --steps 2 --plan "$PLANS/tiny-2s-interleave.json" \
   --schedule interleaved --virtual-stages 3 --trace "$TMP/il.json" >"$TMP/il.out" 2>&1 || fail "traced interleaved run"
