@@ -708,6 +708,8 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, const ah_
         ci->blast[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         for (int i = 0; i < pg->n_ops; i++) {
             const ah_op *op = &pg->ops[i];
+            if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
+                continue; /* transfers come from the chunk boundaries, the tail from the buckets */
             int idx = op->chunk * m + op->mb;
             double act = (double)ah_range(lb->act_bytes, op->first, op->last);
             if (op->kind == AH_OP_FORWARD) {
