@@ -59,6 +59,13 @@ int ah_ckpt_parse_shard_view(const char *path, const unsigned char *buf, uint64_
 int ah_ckpt_map(const char *path, uint64_t expect_bytes, const unsigned char **map, char *err, size_t errlen);
 void ah_ckpt_unmap(const unsigned char *map, uint64_t bytes);
 
+/* ---- tiers ---- */
+/* Where a copy of a layer shard lives: its node's memory or disk, another
+ * node's (a peer, fetched over RMA), or the cloud. */
+enum { AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_N };
+const char *ah_tier_name(int tier); /* "memory", "disk", "peer", "cloud"; "?" out of range */
+int ah_tier_parse(const char *name); /* the tier of that name, or -1 */
+
 /* ---- manifests ---- */
 
 /* version 2: the manifest carries its own checksum ("manifest_xxh64") */

@@ -13,8 +13,7 @@
 #include "autohet/ckpt.h"
 #include "autohet/plan.h"
 
-enum { AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_N };
-const char *ah_tier_name(int tier); /* "memory", "disk", "peer", "cloud" */
+/* tiers: AH_TIER_* of autohet/ckpt.h */
 
 /* What one (node, tier) holds: its manifest, loaded from dir. Tier is
  * AH_TIER_MEMORY, AH_TIER_DISK or AH_TIER_CLOUD (cloud: node names the writer). */

@@ -18,6 +18,19 @@
 #include "util/json_file.h"
 #include "util/atomic_file.h"
 
+static const char *const tier_names[AH_TIER_N] = {"memory", "disk", "peer", "cloud"};
+
+const char *ah_tier_name(int tier) {
+    return tier >= 0 && tier < AH_TIER_N ? tier_names[tier] : "?";
+}
+
+int ah_tier_parse(const char *name) {
+    for (int t = 0; name && t < AH_TIER_N; t++)
+        if (!strcmp(name, tier_names[t]))
+            return t;
+    return -1;
+}
+
 void ah_manifest_init(ah_manifest *m, const char *node, const char *tier) {
     memset(m, 0, sizeof *m);
     snprintf(m->node, sizeof m->node, "%s", node ? node : "");

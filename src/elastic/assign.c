@@ -11,12 +11,6 @@
 #include "util/errors.h"
 #include "util/atomic_file.h"
 
-static const char *tier_names[AH_TIER_N] = {"memory", "disk", "peer", "cloud"};
-
-const char *ah_tier_name(int tier) {
-    return tier >= 0 && tier < AH_TIER_N ? tier_names[tier] : "?";
-}
-
 int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank) {
     ah_slot sl;
     if (ah_rank_slot(p, rank, &sl) != 0)

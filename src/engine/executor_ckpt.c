@@ -539,8 +539,6 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
 
 /* ---- recovery from a controller's assignment (docs/recovery.md) ---- */
 
-enum { T_MEMORY, T_DISK, T_PEER, T_CLOUD, T_N };
-static const char *tier_names[T_N] = {"memory", "disk", "peer", "cloud"};
 
 typedef struct {
     char path[1024];
@@ -604,12 +602,9 @@ static int load_assignment(const char *path, int me, int *step, double *cloud_ra
                     *sv = cJSON_GetObjectItemCaseSensitive(it, "server"),
                     *fb = cJSON_GetObjectItemCaseSensitive(it, "fallback");
         rec_entry *v = &e[k];
-        v->tier = -1;
-        for (int q = 0; q < T_N && cJSON_IsString(ti); q++)
-            if (!strcmp(ti->valuestring, tier_names[q]))
-                v->tier = q;
+        v->tier = cJSON_IsString(ti) ? ah_tier_parse(ti->valuestring) : -1;
         if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
-            parse_src(it, &v->src) != 0 || (v->tier == T_PEER && !cJSON_IsNumber(sv)) ||
+            parse_src(it, &v->src) != 0 || (v->tier == AH_TIER_PEER && !cJSON_IsNumber(sv)) ||
             (fb && parse_src(fb, &v->fallback) != 0)) {
             snprintf(err, errlen, "%s: shards[%d] is malformed", path, k);
             rc = -1;
@@ -641,13 +636,13 @@ static int read_file_src(const shard_src *s, int tier, double cloud_rate, double
                          double *cloud_t0, ah_recover_stats *st, const unsigned char **map,
                          ah_ckpt_loaded **t, int *nt, char *err, size_t errlen) {
     double t0 = now_s();
-    if (tier == T_CLOUD && *cloud_bytes == 0)
+    if (tier == AH_TIER_CLOUD && *cloud_bytes == 0)
         *cloud_t0 = t0;
     /* mapped and viewed in place: tmpfs pages are copied once, into the layer */
     int rc = ah_ckpt_map(s->path, s->bytes, map, err, errlen);
     if (rc == 0)
         rc = ah_ckpt_parse_shard_view(s->path, *map, s->bytes, s->xxh64, t, nt, err, errlen);
-    if (tier == T_CLOUD) {
+    if (tier == AH_TIER_CLOUD) {
         *cloud_bytes += (double)s->bytes;
         double due = cloud_rate > 0 ? *cloud_t0 + *cloud_bytes / cloud_rate : 0, now = now_s();
         if (due > now)
@@ -681,7 +676,7 @@ static int check_assignment(const ah_executor *x, const char *assignment, int me
             snprintf(err, errlen, "%s: rank %d has no plan slot but is assigned layer %d", assignment, me,
                      e[i].layer);
             rc = -1;
-        } else if (e[i].tier == T_PEER && (e[i].server < 0 || e[i].server >= world)) {
+        } else if (e[i].tier == AH_TIER_PEER && (e[i].server < 0 || e[i].server >= world)) {
             snprintf(err, errlen, "%s: shards[%d] is served by rank %d; the job has %d ranks", assignment, i,
                      e[i].server, world);
             rc = -1;
@@ -705,14 +700,14 @@ static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n,
      * MPI's one-sided components refuse a window) makes none */
     int any_peer = 0;
     for (int i = 0; i < n && !any_peer; i++)
-        any_peer = e[i].tier == T_PEER;
+        any_peer = e[i].tier == AH_TIER_PEER;
     MPI_Win win = MPI_WIN_NULL;
     if (any_peer)
         MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     uint64_t *addr = ah_xcalloc((size_t)n + 1, sizeof(uint64_t)), max_get = 0;
     const unsigned char **maps = ah_xcalloc((size_t)n + 1, sizeof(*maps));
     for (int i = 0; i < n; i++) {
-        if (e[i].tier != T_PEER)
+        if (e[i].tier != AH_TIER_PEER)
             continue;
         if (e[i].rank == me && e[i].src.bytes > max_get)
             max_get = e[i].src.bytes;
@@ -739,7 +734,7 @@ static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n,
     if (any_peer)
         MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
     for (int i = 0; i < n && rc == 0; i++) {
-        if (e[i].rank != me || e[i].tier != T_PEER)
+        if (e[i].rank != me || e[i].tier != AH_TIER_PEER)
             continue;
         char what[1200], e2[512];
         snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
@@ -749,7 +744,7 @@ static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n,
             MPI_Get(buf, (int)e[i].src.bytes, MPI_BYTE, e[i].server, (MPI_Aint)addr[i], (int)e[i].src.bytes,
                     MPI_BYTE, win);
             MPI_Win_flush(e[i].server, win);
-            st->bytes[T_PEER] += (double)e[i].src.bytes;
+            st->bytes[AH_TIER_PEER] += (double)e[i].src.bytes;
             ok = ah_ckpt_parse_shard_view(what, buf, e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2,
                                           sizeof e2) == 0;
         } else {
@@ -780,7 +775,7 @@ static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n,
     free(maps);
     free(addr);
     free(buf);
-    st->seconds[T_PEER] = now_s() - tp0;
+    st->seconds[AH_TIER_PEER] = now_s() - tp0;
     return rc;
 }
 
@@ -791,24 +786,24 @@ static int recover_from_files(ah_executor *x, int me, const rec_entry *e, int n,
     int rc = 0;
     double cloud_bytes = 0, cloud_t0 = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        if (e[i].rank != me || (e[i].tier == T_PEER && !retry[i]))
+        if (e[i].rank != me || (e[i].tier == AH_TIER_PEER && !retry[i]))
             continue;
         ah_ckpt_loaded *t = NULL;
         int nt = 0, ok = 0;
         char e2[512] = "";
         const unsigned char *map = NULL;
         uint64_t map_bytes = 0;
-        if (e[i].tier != T_PEER) {
+        if (e[i].tier != AH_TIER_PEER) {
             ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
                                e2, sizeof e2) == 0;
             map_bytes = e[i].src.bytes;
         }
         if (!ok && e[i].fallback.path[0]) {
-            if (e[i].tier != T_PEER)
+            if (e[i].tier != AH_TIER_PEER)
                 fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
             st->fallbacks++;
             ah_ckpt_unmap(map, map_bytes);
-            ok = read_file_src(&e[i].fallback, T_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t,
+            ok = read_file_src(&e[i].fallback, AH_TIER_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t,
                                &nt, e2, sizeof e2) == 0;
             map_bytes = e[i].fallback.bytes;
         }
@@ -858,8 +853,8 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
 
     st->total_s = now_s() - t_start;
     /* bytes summed over ranks, times of the slowest rank */
-    MPI_Allreduce(MPI_IN_PLACE, st->bytes, T_N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, st->seconds, T_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, st->bytes, AH_TIER_N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, st->seconds, AH_TIER_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->total_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
