@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify calib simulator engine ckpt recovery spot comm (default: all)
+#   sections: planner verify calib simulator engine engine_ab schedules ckpt recovery spot comm (default: all)
+#   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
 set -euo pipefail
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify calib simulator engine ckpt recovery spot comm)
+SECTIONS=(planner verify calib simulator engine engine_ab schedules ckpt recovery spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
@@ -84,6 +85,29 @@ section_engine() {
   bench/engine_bench.sh ./build/autohet out/engine_bench.md >&2
   cat out/engine_bench.md
   cat bench/engine_notes.md
+}
+
+section_engine_ab() {
+  local rev="${ENGINE_BASE:-9d48f6f}"
+  echo "## Engine throughput against an earlier build"
+  echo
+  stamp engine_ab
+  echo
+  rm -rf out/base-src && mkdir -p out/base-src
+  git archive "$rev" | tar -x -C out/base-src
+  cmake -S out/base-src -B out/base-src/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build out/base-src/build -j"$(nproc)" --target autohet >/dev/null
+  bench/engine_compare.sh out/base-src/build/autohet ./build/autohet out/engine_ab.md "$RUNS" "$rev" >&2
+  cat out/engine_ab.md
+}
+
+section_schedules() {
+  echo "## Pipeline schedules"
+  echo
+  stamp schedules
+  echo
+  bench/schedule_bench.sh ./build/autohet out/schedule_bench.md 3 >&2
+  cat out/schedule_bench.md
 }
 
 section_ckpt() {
