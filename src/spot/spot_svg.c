@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "autohet/spot_sim.h"
+#include "util/atomic_file.h"
+#include "util/svg.h"
 
 static const char *colors[AH_POLICY_N] = {"#1f77b4", "#d62728", "#7f7f7f"};
 
@@ -19,15 +21,6 @@ typedef struct {
 static double xpos(const layout *g, double t) { return g->L + (t - g->t0) / g->span * g->pw; }
 static double panel_y0(const layout *g, int k) { return g->top + k * (g->PH + g->GAP); }
 static double ypos(const layout *g, int k, double v) { return panel_y0(g, k) + g->PH - v / g->ymax * g->PH; }
-
-/* text with &, <, > escaped (a model or node name is the user's) */
-static void put_text(FILE *f, const char *s) {
-    for (; *s; s++)
-        if (*s == '&' || *s == '<' || *s == '>')
-            fputs(*s == '&' ? "&amp;" : *s == '<' ? "&lt;" : "&gt;", f);
-        else
-            fputc(*s, f);
-}
 
 static void time_axis(FILE *f, const layout *g, double bottom) {
     double hours = g->span / 3600;
@@ -108,11 +101,10 @@ static layout make_layout(const ah_spot_result *r) {
 
 int ah_spot_write_svg(const ah_spot_result *r, const char *title, const char *path, char *err,
                       size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open for writing", path);
+    ah_out_file o;
+    if (ah_out_open(&o, path, err, errlen) != 0)
         return -1;
-    }
+    FILE *f = o.f;
     layout g = make_layout(r);
     double bottom = panel_y0(&g, g.npanels) + g.NH, H = bottom + g.B;
     fprintf(f,
@@ -120,7 +112,7 @@ int ah_spot_write_svg(const ah_spot_result *r, const char *title, const char *pa
             "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
             "<text x=\"%.0f\" y=\"22\" font-size=\"15\">",
             g.W, H, g.L);
-    put_text(f, title);
+    ah_xml_escape(f, title); /* a model or node name is the user's */
     fprintf(f, "</text>\n<text transform=\"translate(16,%.1f) rotate(-90)\" text-anchor=\"middle\">samples/s</text>\n",
             g.top + (bottom - g.NH - g.GAP - g.top) / 2);
     time_axis(f, &g, bottom);
@@ -130,9 +122,5 @@ int ah_spot_write_svg(const ah_spot_result *r, const char *title, const char *pa
             policy_panel(f, &g, k++, p, &r->pol[p]);
     nodes_panel(f, &g, k, r);
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0) {
-        snprintf(err, errlen, "%s: write failed", path);
-        return -1;
-    }
-    return 0;
+    return ah_out_close(&o, 1, err, errlen);
 }

@@ -8,6 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/trace_analysis.h"
+#include "util/atomic_file.h"
+#include "util/svg.h"
 #include "util/errors.h"
 
 static void add_pair(cJSON *o, const char *name, ah_trace_pair p) {
@@ -130,67 +132,65 @@ int ah_trace_write_analysis_json(const char *path, const char *trace_path, const
     cJSON *out = analysis_json(trace_path, a);
     if (c)
         cJSON_AddItemToObject(out, "prediction", comparison_json(sim_path ? sim_path : "", c));
-    char *text = cJSON_Print(out);
-    FILE *f = fopen(path, "w");
-    int rc = f && text && fputs(text, f) >= 0 ? 0 : -1;
-    if (f && fclose(f) != 0)
-        rc = -1;
+    char *text = cJSON_Print(out), why[512];
+    int rc = text ? ah_write_text_output(path, text, why, sizeof why) : -1;
     if (rc)
-        ah_errf(err, errlen, "--json %s: cannot write", path);
+        ah_errf(err, errlen, "--json %s", text ? why : "out of memory");
     free(text);
     cJSON_Delete(out);
     return rc;
 }
 
-/* text for an SVG element: & < > " as entities */
-static void svg_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        const char *ent = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '"' ? "&quot;" : NULL;
-        if (ent)
-            fputs(ent, f);
-        else
-            fputc(*s, f);
-    }
-}
-
+/* One stacked bar per rank (compute / exposed / bubble / other), the values
+ * on the bars where they fit and in ms beside them. */
 int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const ah_trace_analysis *a, char *err,
                                 size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        ah_errf(err, errlen, "--svg %s: cannot write", path);
+    ah_out_file o;
+    char why[512], buf[256];
+    if (ah_out_open(&o, path, why, sizeof why) != 0) {
+        ah_errf(err, errlen, "--svg %s", why);
         return -1;
     }
+    FILE *f = o.f;
     int W = 900, row = 26, H = 70 + row * a->ranks, bar = 560;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
-               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-               "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">Where the time went, per rank: ", W, H);
-    svg_text(f, trace_path);
-    fprintf(f, " (span %.1f ms)</text>\n", a->span_us / 1e3);
+    ah_svg_open(f, W, H, "font-family=\"sans-serif\" font-size=\"12\"");
+    ah_svg_rect(f, 0, 0, W, H, "fill=\"white\"", NULL);
+    snprintf(buf, sizeof buf, "Where the time went, per rank: %s (span %.1f ms)", trace_path, a->span_us / 1e3);
+    ah_svg_title(f, buf);
+    ah_svg_text(f, 10, 20, "font-size=\"15\" font-weight=\"bold\"", buf);
     const char *col[4] = {"#4c78a8", "#e45756", "#f2cf5b", "#bab0ac"},
                *lab[4] = {"compute", "exposed communication", "pipeline bubble", "other"};
-    for (int q = 0; q < 4; q++)
-        fprintf(f, "<rect x=\"%d\" y=\"30\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"41\">%s</text>\n",
-                10 + q * 180, col[q], 26 + q * 180, lab[q]);
+    for (int q = 0; q < 4; q++) {
+        char fill[32];
+        snprintf(fill, sizeof fill, "fill=\"%s\"", col[q]);
+        ah_svg_rect(f, 10 + q * 180, 30, 12, 12, fill, NULL);
+        ah_svg_text(f, 26 + q * 180, 41, NULL, lab[q]);
+    }
     for (int r = 0; r < a->ranks; r++) {
         const ah_trace_split *s = &a->split[r];
         double x = 70, y = 55 + r * row, parts[4] = {s->compute, s->exposed, s->bubble, s->other};
-        fprintf(f, "<text x=\"10\" y=\"%.0f\">rank %d</text>\n", y + 14, r);
+        snprintf(buf, sizeof buf, "rank %d", r);
+        ah_svg_text(f, 10, y + 14, NULL, buf);
         for (int q = 0; q < 4; q++) {
             double pw = s->span > 0 ? bar * (parts[q] > 0 ? parts[q] : 0) / s->span : 0,
                    pct = s->span > 0 ? 100 * parts[q] / s->span : 0;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>%s %.3f ms "
-                       "(%.1f%%)</title></rect>\n", x, y, pw, col[q], lab[q], parts[q] / 1e3, pct);
-            if (pw >= 36) /* the value on the bar where it fits */
-                fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" text-anchor=\"middle\">%.0f%%</text>\n",
-                        x + pw / 2, y + 13, pct);
+            char fill[32];
+            snprintf(fill, sizeof fill, "fill=\"%s\"", col[q]);
+            snprintf(buf, sizeof buf, "%s %.3f ms (%.1f%%)", lab[q], parts[q] / 1e3, pct);
+            ah_svg_rect(f, x, y, pw, 18, fill, buf);
+            if (pw >= 36) { /* the value on the bar where it fits */
+                snprintf(buf, sizeof buf, "%.0f%%", pct);
+                ah_svg_text(f, x + pw / 2, y + 13, "font-size=\"10\" text-anchor=\"middle\"", buf);
+            }
             x += pw;
         }
-        fprintf(f, "<text x=\"%d\" y=\"%.0f\" font-size=\"11\">%.2f / %.2f / %.2f / %.2f ms</text>\n", 70 + bar + 8,
-                y + 14, s->compute / 1e3, s->exposed / 1e3, s->bubble / 1e3, s->other / 1e3);
+        snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f / %.2f ms", s->compute / 1e3, s->exposed / 1e3,
+                 s->bubble / 1e3, s->other / 1e3);
+        ah_svg_text(f, 70 + bar + 8, y + 14, "font-size=\"11\"", buf);
     }
-    fputs("</svg>\n", f);
-    if (fclose(f) != 0) {
-        ah_errf(err, errlen, "--svg %s: cannot write", path);
+    ah_svg_close(f);
+    if (ah_out_close(&o, 1, why, sizeof why) != 0) {
+        ah_errf(err, errlen, "--svg %s", why);
         return -1;
     }
     return 0;
