@@ -66,6 +66,46 @@ enum { AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_N };
 const char *ah_tier_name(int tier); /* "memory", "disk", "peer", "cloud"; "?" out of range */
 int ah_tier_parse(const char *name); /* the tier of that name, or -1 */
 
+/* ---- recovery assignments (docs/recovery.md) ----
+ * The one owner of the format: `autohet run` writes it (elastic/assign.c),
+ * the engine's recovery and the recovery servers read it. */
+typedef struct {
+    char path[1280]; /* a holding's directory (< 1024) / a shard's file name (< 128) */
+    uint64_t bytes, xxh64;
+} ah_shard_src;
+
+typedef struct {
+    int rank, layer, tp, tier;
+    int server;          /* a peer shard: the world rank exposing it over RMA; else -1 */
+    ah_shard_src src;
+    ah_shard_src fallback; /* path[0] == 0: none */
+    char holder[64];       /* the node holding src (written for people) */
+    int holder_tier;       /* a peer shard: the holder's own tier, else -1 (written for people) */
+} ah_recovery_shard;
+
+typedef struct {
+    int rank;
+    char node[64];
+    double cloud_bytes_per_s; /* this rank's share of its node's cloud bandwidth */
+    int server_only;          /* a surviving node's server the new plan does not use */
+} ah_recovery_rank;
+
+typedef struct {
+    int step;
+    ah_recovery_rank *ranks;
+    int n_ranks;
+    ah_recovery_shard *shards;
+    int n_shards;
+} ah_recovery_doc;
+
+/* Atomic write; 0 or -1 with err. */
+int ah_recovery_doc_write(const char *path, const ah_recovery_doc *d, char *err, size_t errlen);
+/* Read and check (bounded file, every field typed, tiers known, sizes in
+ * [0, 2^31), checksums 16 hex digits). 0, or -1 with one line naming the file
+ * and the entry. */
+int ah_recovery_doc_read(const char *path, ah_recovery_doc *d, char *err, size_t errlen);
+void ah_recovery_doc_free(ah_recovery_doc *d);
+
 /* ---- manifests ---- */
 
 /* version 2: the manifest carries its own checksum ("manifest_xxh64") */

@@ -155,15 +155,13 @@ static void before_step(void *ctx, ah_executor *x, int step) {
  * in the pid file for autohet run, serves, and exits when released. */
 static int serve_only(const char *assignment, int rank) {
     char err[512], node[64] = "?";
-    cJSON *o = ah_json_parse_file(assignment, 64u << 20, 1, err, sizeof err);
-    const cJSON *it, *ranks = o ? cJSON_GetObjectItemCaseSensitive(o, "ranks") : NULL;
-    cJSON_ArrayForEach(it, ranks) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
-                    *n = cJSON_GetObjectItemCaseSensitive(it, "node");
-        if (cJSON_IsNumber(r) && r->valueint == rank && cJSON_IsString(n))
-            snprintf(node, sizeof node, "%s", n->valuestring);
+    ah_recovery_doc d;
+    if (ah_recovery_doc_read(assignment, &d, err, sizeof err) == 0) {
+        for (int i = 0; i < d.n_ranks; i++)
+            if (d.ranks[i].rank == rank && d.ranks[i].node[0])
+                snprintf(node, sizeof node, "%s", d.ranks[i].node);
+        ah_recovery_doc_free(&d);
     }
-    cJSON_Delete(o);
     write_pid_line(rank, node);
     if (ah_trainer_serve_recovery(assignment, rank, err, sizeof err) != 0) {
         fprintf(stderr, "autohet train: recovery server rank %d: %s\n", rank, err);

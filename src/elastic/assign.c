@@ -183,15 +183,10 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
     return 0;
 }
 
-static cJSON *src_json(const ah_holding *h, const ah_manifest_entry *me) {
-    cJSON *o = cJSON_CreateObject();
-    char path[2048], hex[17];
-    snprintf(path, sizeof path, "%s/%s", h->dir, me->file);
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)me->xxh64);
-    cJSON_AddStringToObject(o, "path", path);
-    cJSON_AddNumberToObject(o, "bytes", (double)me->bytes);
-    cJSON_AddStringToObject(o, "xxh64", hex);
-    return o;
+static ah_shard_src src_of(const ah_holding *h, const ah_manifest_entry *me) {
+    ah_shard_src s = {.bytes = me->bytes, .xxh64 = me->xxh64};
+    snprintf(s.path, sizeof s.path, "%s/%s", h->dir, me->file);
+    return s;
 }
 
 int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan, const ah_assignment *a,
@@ -206,51 +201,39 @@ int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan
             reads[e[i].rank] = 1;
     for (int r = 0; r < world; r++)
         cloud_readers[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] += reads[r];
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "format", "autohet-recovery");
-    cJSON_AddNumberToObject(o, "version", 1);
-    cJSON_AddNumberToObject(o, "step", step);
-    cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+    ah_recovery_doc d = {.step = step, .n_ranks = world + a->n_servers, .n_shards = n};
+    d.ranks = ah_xcalloc((size_t)d.n_ranks + 1, sizeof(ah_recovery_rank));
+    d.shards = ah_xcalloc((size_t)n + 1, sizeof(ah_recovery_shard));
     for (int r = 0; r < world; r++) {
         int node = ah_plan_rank_node(plan, r, NULL, NULL, NULL);
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "rank", r);
-        cJSON_AddStringToObject(x, "node", plan->cluster.nodes[node].name);
-        cJSON_AddNumberToObject(
-            x, "cloud_bytes_per_s",
-            cloud_bytes_per_s > 0 && cloud_readers[node] > 0 ? cloud_bytes_per_s / cloud_readers[node] : 0);
-        cJSON_AddItemToArray(ranks, x);
+        ah_recovery_rank *x = &d.ranks[r];
+        x->rank = r;
+        snprintf(x->node, sizeof x->node, "%s", plan->cluster.nodes[node].name);
+        x->cloud_bytes_per_s =
+            cloud_bytes_per_s > 0 && cloud_readers[node] > 0 ? cloud_bytes_per_s / cloud_readers[node] : 0;
     }
     for (int k = 0; k < a->n_servers; k++) {
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "rank", world + k);
-        cJSON_AddStringToObject(x, "node", a->server_node[k]);
-        cJSON_AddBoolToObject(x, "server_only", 1);
-        cJSON_AddItemToArray(ranks, x);
+        ah_recovery_rank *x = &d.ranks[world + k];
+        x->rank = world + k;
+        snprintf(x->node, sizeof x->node, "%s", a->server_node[k]);
+        x->server_only = 1;
     }
-    cJSON *sh = cJSON_AddArrayToObject(o, "shards");
     for (int i = 0; i < n; i++) {
         const ah_holding *src = &h[e[i].holding];
-        cJSON *x = src_json(src, held(src, e[i].layer, e[i].tp, step));
-        cJSON_AddNumberToObject(x, "rank", e[i].rank);
-        cJSON_AddNumberToObject(x, "layer", e[i].layer);
-        cJSON_AddNumberToObject(x, "tp", e[i].tp);
-        cJSON_AddStringToObject(x, "tier", ah_tier_name(e[i].tier));
-        cJSON_AddStringToObject(x, "holder", src->node);
-        if (e[i].tier == AH_TIER_PEER) {
-            cJSON_AddNumberToObject(x, "server", e[i].server);
-            cJSON_AddStringToObject(x, "holder_tier", ah_tier_name(src->tier));
-        }
+        ah_recovery_shard *x = &d.shards[i];
+        *x = (ah_recovery_shard){.rank = e[i].rank,
+                                 .layer = e[i].layer,
+                                 .tp = e[i].tp,
+                                 .tier = e[i].tier,
+                                 .server = e[i].tier == AH_TIER_PEER ? e[i].server : -1,
+                                 .src = src_of(src, held(src, e[i].layer, e[i].tp, step)),
+                                 .holder_tier = e[i].tier == AH_TIER_PEER ? src->tier : -1};
+        snprintf(x->holder, sizeof x->holder, "%s", src->node);
         if (e[i].fallback >= 0)
-            cJSON_AddItemToObject(
-                x, "fallback",
-                src_json(&h[e[i].fallback], held(&h[e[i].fallback], e[i].layer, e[i].tp, step)));
-        cJSON_AddItemToArray(sh, x);
+            x->fallback = src_of(&h[e[i].fallback], held(&h[e[i].fallback], e[i].layer, e[i].tp, step));
     }
-    char *txt = cJSON_Print(o);
-    int rc = ah_write_file_atomic(path, txt, strlen(txt), err, errlen);
-    free(txt);
-    cJSON_Delete(o);
+    int rc = ah_recovery_doc_write(path, &d, err, errlen);
+    ah_recovery_doc_free(&d);
     free(cloud_readers);
     free(reads);
     return rc;

@@ -540,89 +540,22 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
 /* ---- recovery from a controller's assignment (docs/recovery.md) ---- */
 
 
-typedef struct {
-    char path[1024];
-    uint64_t bytes, xxh64;
-} shard_src;
-
-typedef struct {
-    int rank, layer, tp, tier, server; /* server: the world rank exposing a peer shard */
-    shard_src src;
-    shard_src fallback; /* path[0] == 0: none */
-} rec_entry;
-
-static int parse_src(const cJSON *o, shard_src *s) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "path"),
-                *b = cJSON_GetObjectItemCaseSensitive(o, "bytes"),
-                *h = cJSON_GetObjectItemCaseSensitive(o, "xxh64");
-    /* bytes: an integer in [0, 2^31) (one MPI_Get), checked before the cast */
-    if (!cJSON_IsString(p) || !cJSON_IsNumber(b) || !(b->valuedouble >= 0 && b->valuedouble <= 2147483647.0) ||
-        b->valuedouble != (double)(uint64_t)b->valuedouble || !cJSON_IsString(h))
+/* my entries of a recovery assignment (autohet/ckpt.h owns the format) and my
+ * share of the cloud bandwidth */
+static int load_assignment(const char *path, int me, int *step, double *cloud_rate, ah_recovery_shard **out,
+                           int *n, char *err, size_t errlen) {
+    ah_recovery_doc d;
+    if (ah_recovery_doc_read(path, &d, err, errlen) != 0)
         return -1;
-    snprintf(s->path, sizeof s->path, "%s", p->valuestring);
-    s->bytes = (uint64_t)b->valuedouble;
-    char *end = NULL;
-    s->xxh64 = strtoull(h->valuestring, &end, 16);
-    return end && *end == 0 && strlen(h->valuestring) == 16 ? 0 : -1;
-}
-
-/* the assignment file: {"step": S, "ranks": [{"rank", "cloud_bytes_per_s"}],
- * "shards": [{"rank", "layer", "tp", "tier", "server", "path", "bytes",
- * "xxh64", "fallback": {...}}]} */
-static int load_assignment(const char *path, int me, int *step, double *cloud_rate, rec_entry **out, int *n,
-                           char *err, size_t errlen) {
-    cJSON *o = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
-    if (!o)
-        return -1;
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
-                *rk = cJSON_GetObjectItemCaseSensitive(o, "ranks"),
-                *sh = cJSON_GetObjectItemCaseSensitive(o, "shards");
-    int rc = 0;
-    if (!cJSON_IsNumber(st) || st->valueint < 0 || !cJSON_IsArray(sh) || !cJSON_IsArray(rk)) {
-        snprintf(err, errlen, "%s: needs step, ranks and shards", path);
-        cJSON_Delete(o);
-        return -1;
-    }
-    *step = st->valueint;
+    *step = d.step;
     *cloud_rate = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, rk) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
-                    *c = cJSON_GetObjectItemCaseSensitive(it, "cloud_bytes_per_s");
-        if (cJSON_IsNumber(r) && r->valueint == me && cJSON_IsNumber(c))
-            *cloud_rate = c->valuedouble;
-    }
-    int cnt = cJSON_GetArraySize(sh), k = 0;
-    rec_entry *e = ah_xcalloc((size_t)cnt + 1, sizeof(rec_entry));
-    cJSON_ArrayForEach(it, sh) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"),
-                    *l = cJSON_GetObjectItemCaseSensitive(it, "layer"),
-                    *t = cJSON_GetObjectItemCaseSensitive(it, "tp"),
-                    *ti = cJSON_GetObjectItemCaseSensitive(it, "tier"),
-                    *sv = cJSON_GetObjectItemCaseSensitive(it, "server"),
-                    *fb = cJSON_GetObjectItemCaseSensitive(it, "fallback");
-        rec_entry *v = &e[k];
-        v->tier = cJSON_IsString(ti) ? ah_tier_parse(ti->valuestring) : -1;
-        if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
-            parse_src(it, &v->src) != 0 || (v->tier == AH_TIER_PEER && !cJSON_IsNumber(sv)) ||
-            (fb && parse_src(fb, &v->fallback) != 0)) {
-            snprintf(err, errlen, "%s: shards[%d] is malformed", path, k);
-            rc = -1;
-            break;
-        }
-        v->rank = r->valueint;
-        v->layer = l->valueint;
-        v->tp = t->valueint;
-        v->server = cJSON_IsNumber(sv) ? sv->valueint : -1;
-        k++;
-    }
-    cJSON_Delete(o);
-    if (rc != 0) {
-        free(e);
-        return -1;
-    }
-    *out = e;
-    *n = k;
+    for (int i = 0; i < d.n_ranks; i++)
+        if (d.ranks[i].rank == me)
+            *cloud_rate = d.ranks[i].cloud_bytes_per_s;
+    *out = d.shards;
+    *n = d.n_shards;
+    d.shards = NULL;
+    ah_recovery_doc_free(&d);
     return 0;
 }
 
@@ -632,7 +565,7 @@ static double now_s(void) {
 
 /* Read a shard from a file, charging `tier`; cloud reads are paced to the
  * rank's share of the cloud bandwidth (the store is remote and slower). */
-static int read_file_src(const shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
+static int read_file_src(const ah_shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
                          double *cloud_t0, ah_recover_stats *st, const unsigned char **map,
                          ah_ckpt_loaded **t, int *nt, char *err, size_t errlen) {
     double t0 = now_s();
@@ -655,7 +588,7 @@ static int read_file_src(const shard_src *s, int tier, double cloud_rate, double
 
 /* Every layer of mine is assigned exactly once, a rank without a plan slot is
  * assigned nothing, every peer shard names a rank of the job. 0 or -1 (err). */
-static int check_assignment(const ah_executor *x, const char *assignment, int me, int world, const rec_entry *e,
+static int check_assignment(const ah_executor *x, const char *assignment, int me, int world, const ah_recovery_shard *e,
                             int n, int step, char *err, size_t errlen) {
     int rc = 0;
     int nl = x ? ah_exec_n_held(x) : 0, L = x ? ah_model_num_layers(&x->cfg) : 0;
@@ -691,7 +624,7 @@ static int check_assignment(const ah_executor *x, const char *assignment, int me
  * shard into one reused buffer, verify and apply. A peer shard that does not
  * verify but has a cloud copy is marked in retry[]. Collective over the world;
  * returns this rank's rc. */
-static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n, int step, int *retry,
+static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e, int n, int step, int *retry,
                               ah_recover_stats *st, char *err, size_t errlen) {
     int rc = 0;
     double tp0 = now_s();
@@ -781,7 +714,7 @@ static int recover_from_peers(ah_executor *x, int me, const rec_entry *e, int n,
 
 /* Phase 2: own tiers (mapped in place) and the cloud (paced), and the cloud
  * copies of peer shards that did not verify (retry[]). */
-static int recover_from_files(ah_executor *x, int me, const rec_entry *e, int n, int step, const int *retry,
+static int recover_from_files(ah_executor *x, int me, const ah_recovery_shard *e, int n, int step, const int *retry,
                               double cloud_rate, ah_recover_stats *st, char *err, size_t errlen) {
     int rc = 0;
     double cloud_bytes = 0, cloud_t0 = 0;
@@ -829,7 +762,7 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     memset(st, 0, sizeof *st);
     double t_start = now_s();
-    rec_entry *e = NULL;
+    ah_recovery_shard *e = NULL;
     int n = 0, step = 0;
     double cloud_rate = 0;
     int rc = load_assignment(assignment, me, &step, &cloud_rate, &e, &n, err, errlen);
@@ -864,7 +797,7 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
 }
 
 int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen) {
-    rec_entry *e = NULL;
+    ah_recovery_shard *e = NULL;
     int n = 0, step = 0;
     double rate = 0;
     int rc = load_assignment(path, rank, &step, &rate, &e, &n, err, errlen);
