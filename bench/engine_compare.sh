@@ -40,11 +40,11 @@ for r in $(seq "$RUNS"); do
     done
   done
 done
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu="$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//") (model $(grep -m1 "^model\s" /proc/cpuinfo | cut -d: -f2 | tr -d " "))"
 {
   echo "### Engine throughput, $LABEL vs this build (issue #12: the program runner, backend and transport seams)"
   echo
-  echo "$(date -u +%Y-%m-%d), $cpu, $(nproc) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, one thread per"
+  echo "$(date -u +%Y-%m-%d), $cpu, $(nproc --all) cores, OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, one thread per"
   echo "rank. The same runs alternated between the two binaries, $RUNS times; per run the median tokens/s of"
   echo "steps 2-5; the table gives the median over runs."
   echo

@@ -99,6 +99,7 @@ section_engine_ab() {
   cmake --build out/base-src/build -j"$(nproc)" --target autohet >/dev/null
   bench/engine_compare.sh out/base-src/build/autohet ./build/autohet out/engine_ab.md "$RUNS" "$rev" >&2
   cat out/engine_ab.md
+  cat bench/engine_ab_notes.md
 }
 
 section_schedules() {
