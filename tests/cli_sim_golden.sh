@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The simulator's 1F1B and GPipe results stay what they were before the
+# simulator ran schedule programs (issue #12): iteration times of planner
+# plans, hand-written plans and Metis plans, written by the simulator at
+# 9d48f6f into tests/fixtures/sim-golden.tsv, reproduced to 1e-9 relative.
+. "$(dirname "$0")/common.sh"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+n=0
+while IFS=$'\t' read -r plan sched dp prof want; do
+  flags=(--schedule "$sched")
+  [ "$dp" != "-" ] && flags+=("$dp")
+  [ "$prof" = sailor ] && flags+=(--profile "$ROOT/tests/fixtures/sailor/OPT-350" --devices "$ROOT/bench/peer-plans/gcp-devices.json")
+  "$BIN" simulate "$ROOT/$plan" "${flags[@]}" --quiet --json "$TMP/o.json" || { fail "$plan $sched: simulate failed"; continue; }
+  got=$(jq -r .iteration_time_s "$TMP/o.json")
+  awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= 1e-9 * w) }' \
+    || fail "$plan $sched $dp: iteration time $got, was $want"
+  n=$((n + 1))
+done <"$FIX/sim-golden.tsv"
+[ $n -ge 28 ] || fail "only $n golden cases ran"
+[ $fails -eq 0 ] && echo "cli_sim_golden: $n simulations reproduce their recorded iteration times"
+exit $fails
