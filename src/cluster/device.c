@@ -33,8 +33,9 @@
 #define EFF_GA102 1.000
 #define EFF_UNSEEN 0.966
 /* The last three entries are CPU "devices" for the training engine on one
- * machine: one MPI rank on this machine's cores. Peak is a nominal figure (autohet train measures
- * the real sgemm peak); cpu-half/cpu-quarter are emulated slower devices:
+ * machine: one MPI rank on this machine's cores. Peak is a nominal figure
+ * (autohet train measures the real sgemm peak); cpu-half/cpu-quarter are
+ * emulated slower devices:
  * the engine waits (slowdown - 1) x the measured time of each compute op.
  * No SMs: costed by the plain roofline at efficiency 0.5. */
 #define BUILTIN_DEVICES \
