@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
         ah_model_config m;
         ah_cluster c = {0};
         if (ah_model_resolve(sc->model, &m, err, sizeof err) ||
-            ah_cluster_resolve(sc->cluster, &c, err, sizeof err)) {
+            ah_cluster_resolve(sc->cluster, ah_device_catalog_builtin(), &c, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
         ah_model_config m;
         ah_model_preset("gpt3-6.7b", &m);
         ah_cluster c = {0};
-        ah_cluster_resolve(speed[i].cluster, &c, err, sizeof err);
+        ah_cluster_resolve(speed[i].cluster, ah_device_catalog_builtin(), &c, err, sizeof err);
         ah_plan p;
         uniform_plan(&p, &m, &c, speed[i].S, speed[i].D, 64);
         o.global_batch = p.global_batch;
@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
         ah_model_config m;
         ah_cluster c = {0};
         if (ah_model_resolve(sc->model, &m, err, sizeof err) ||
-            ah_cluster_resolve(sc->cluster, &c, err, sizeof err)) {
+            ah_cluster_resolve(sc->cluster, ah_device_catalog_builtin(), &c, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
@@ -211,7 +211,7 @@ int main(int argc, char **argv) {
         ah_model_config m;
         ah_cluster c = {0};
         ah_model_resolve(ver[v].model, &m, err, sizeof err);
-        ah_cluster_resolve(ver[v].cluster, &c, err, sizeof err);
+        ah_cluster_resolve(ver[v].cluster, ah_device_catalog_builtin(), &c, err, sizeof err);
         o.global_batch = ver[v].gb;
         o.train.seq = 2048;
         ah_plan top[5];

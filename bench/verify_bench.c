@@ -140,14 +140,14 @@ static int run_one(FILE *md, const char *model, const char *cluster, const char 
                    int gb, int seq, int k, const char *peer, const char *peer_plan, double *worst_all,
                    double *tau_min) {
     char err[512];
-    ah_device_catalog_reset();
-    if (devices && ah_device_load_overrides(devices, err, sizeof err) != 0) {
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if (devices && ah_device_load_overrides(&catalog, devices, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
     ah_model_config m;
     ah_cluster c = {0};
-    if (ah_model_resolve(model, &m, err, sizeof err) || ah_cluster_resolve(cluster, &c, err, sizeof err)) {
+    if (ah_model_resolve(model, &m, err, sizeof err) || ah_cluster_resolve(cluster, &catalog, &c, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return -1;
     }
@@ -168,7 +168,7 @@ static int run_one(FILE *md, const char *model, const char *cluster, const char 
     double peer_sim = 0;
     if (rc == 0 && peer_plan) {
         ah_plan pp;
-        int rd = ah_plan_read_json(peer_plan, &pp, err, sizeof err);
+        int rd = ah_plan_read_json(peer_plan, &catalog, &pp, err, sizeof err);
         if (rd == 0) { /* the peer plan at the same cost-model options */
             pp.train.precision = g_train.precision;
             pp.train.p2p = g_train.p2p;
@@ -253,7 +253,6 @@ int main(int argc, char **argv) {
         rc = run_one(md, sc->model, sc->cluster, sc->profile, NULL, sc->global_batch, sc->seq, k, NULL, NULL,
                      &worst, &tau_min);
     }
-    ah_device_catalog_reset();
     printf("worst closed-form error over all candidates %.2f%%, smallest Kendall tau %.3f\n", 100 * worst,
            tau_min);
     if (md) {

@@ -9,7 +9,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512], summary[256];
     ah_cluster c = {0};
-    if (ah_cluster_parse_shorthand("2x8xA100-40G,1x4xH800", &c, err, sizeof err) != 0)
+    if (ah_cluster_parse_shorthand("2x8xA100-40G,1x4xH800", ah_device_catalog_builtin(), &c, err, sizeof err) != 0)
         abort();
     ah_plan_options o;
     ah_plan_options_default(&o);

@@ -25,7 +25,7 @@ static ah_model_config model(const char *name) {
 
 static ah_gemm_env env_of(const char *dev) {
     ah_gemm_env e;
-    assert_int_equal(ah_gemm_env_of(ah_device_find(dev), AH_PREC_BF16, &ah_gemm_fitted, &e), 0);
+    assert_int_equal(ah_gemm_env_of(ah_device_find(ah_device_catalog_builtin(), dev), AH_PREC_BF16, &ah_gemm_fitted, &e), 0);
     return e;
 }
 
@@ -125,7 +125,7 @@ static void test_profile_uses_gemm_model(void **state) {
     ah_profile *p = ah_profile_analytic();
     ah_model_config m = model("gpt3-13b");
     ah_train_settings ts = {.seq = 2048, .recompute = AH_RECOMPUTE_NONE};
-    ah_device d = *ah_device_find("A100-40G");
+    ah_device d = *ah_device_find(ah_device_catalog_builtin(), "A100-40G");
     ah_layer_cost a, b;
     char err[256];
     assert_int_equal(ah_profile_layer_cost(p, &m, &ts, &d, 1, 1, 1, &a, err, sizeof err), 0);
@@ -139,7 +139,7 @@ static void test_profile_uses_gemm_model(void **state) {
     assert_true(b.fwd_s > 1.3 * a.fwd_s && b.fwd_s < 2.0 * a.fwd_s);
     /* Selective recomputation adds the attention core, less than the forward. */
     ts.recompute = AH_RECOMPUTE_SELECTIVE;
-    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, ah_device_find("A100-40G"), 1, 1, 1, &b, err, sizeof err), 0);
+    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, ah_device_find(ah_device_catalog_builtin(), "A100-40G"), 1, 1, 1, &b, err, sizeof err), 0);
     assert_true(b.bwd_s > a.bwd_s && b.bwd_s < a.bwd_s + a.fwd_s);
     ah_profile_free(p);
 }
@@ -180,7 +180,7 @@ static void test_catalog_is_the_fit(void **state) {
     assert_int_equal(ah_calib_fit(&set, NULL, &p), 0);
     const char *types[] = {"A100-40G", "V100-16G", "RTX-3090", "Titan-RTX"};
     for (int i = 0; i < 4; i++)
-        assert_double_equal(ah_device_find(types[i])->efficiency, p.eff[ah_gpu_arch_of(types[i])], 0.01);
+        assert_double_equal(ah_device_find(ah_device_catalog_builtin(), types[i])->efficiency, p.eff[ah_gpu_arch_of(types[i])], 0.01);
     assert_double_equal(ah_gemm_fitted.ew_eff, p.c.ew_eff, 0.01);
     assert_double_equal(ah_gemm_fitted.ew_bwd, p.c.ew_bwd, 0.03);
     assert_double_equal(ah_gemm_fitted.launch_s, p.c.launch_s, 0.2e-6);

@@ -17,23 +17,26 @@
 
 /* ----------------------------------------------------------- helpers */
 
+/* The catalog the tests read and override: a copy of the built-in one. */
+static ah_device_catalog cat;
+
 static int overrides_text(const char *text, char *err, size_t errlen, char *path) {
     write_tmp(text, path);
-    int rc = ah_device_load_overrides(path, err, errlen);
+    int rc = ah_device_load_overrides(&cat, path, err, errlen);
     unlink(path);
     return rc;
 }
 
 static int inventory_text(const char *text, ah_cluster *c, char *err, size_t errlen, char *path) {
     write_tmp(text, path);
-    int rc = ah_cluster_load_json(path, c, err, errlen);
+    int rc = ah_cluster_load_json(path, &cat, c, err, errlen);
     unlink(path);
     return rc;
 }
 
 static int reset_catalog(void **state) {
     (void)state;
-    ah_device_catalog_reset();
+    cat = *ah_device_catalog_builtin();
     return 0;
 }
 
@@ -41,23 +44,23 @@ static int reset_catalog(void **state) {
 
 static void test_catalog_contents(void **state) {
     (void)state;
-    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
-    const ah_device *d = ah_device_catalog_at(0);
+    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
+    const ah_device *d = &cat.dev[0];
     assert_string_equal(d->name, "A100-40G");
     assert_double_equal(d->peak_tflops, 312, 0);
     assert_double_equal(d->mem_gib, 40, 0);
     assert_double_equal(d->mem_bw_gbs, 1555, 0);
     assert_double_equal(d->intra_bw_gbs, 300, 0);
     assert_double_equal(d->nic_gbit, 1600, 0);
-    d = ah_device_find("H800");
+    d = ah_device_find(&cat, "H800");
     assert_non_null(d);
     assert_double_equal(d->intra_bw_gbs, 200, 0);
     assert_double_equal(d->peak_tflops, 989, 0);
-    d = ah_device_find("T4");
+    d = ah_device_find(&cat, "T4");
     assert_double_equal(d->mem_gib, 16, 0);
     assert_double_equal(d->nic_gbit, 50, 0);
-    for (int i = 0; i < ah_device_catalog_count(); i++) {
-        d = ah_device_catalog_at(i);
+    for (int i = 0; i < cat.n; i++) {
+        d = &cat.dev[i];
         /* GPUs carry the calibrated GEMM model's figures (docs/calibration.md):
          * an SM count, an fp32 peak below the bf16 one and a fitted max GEMM
          * efficiency; the CPU devices none, and the roofline's 0.5. */
@@ -72,10 +75,8 @@ static void test_catalog_contents(void **state) {
         /* real GPUs run at full speed; only the emulated CPU devices are slowed */
         assert_double_equal(d->slowdown, !strcmp(d->name, "cpu-half") ? 2.0 : !strcmp(d->name, "cpu-quarter") ? 4.0 : 1.0, 0);
         /* every canonical name finds itself */
-        assert_ptr_equal(ah_device_find(d->name), d);
+        assert_ptr_equal(ah_device_find(&cat, d->name), d);
     }
-    assert_null(ah_device_catalog_at(-1));
-    assert_null(ah_device_catalog_at(17));
 }
 
 static void test_aliases(void **state) {
@@ -92,16 +93,16 @@ static void test_aliases(void **state) {
         {"2080", "RTX-2080"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        const ah_device *d = ah_device_find(pairs[i][0]);
+        const ah_device *d = ah_device_find(&cat, pairs[i][0]);
         if (d == NULL)
             fail_msg("alias '%s' not found", pairs[i][0]);
         assert_string_equal(d->name, pairs[i][1]);
     }
-    assert_null(ah_device_find("B200"));
-    assert_null(ah_device_find(""));
-    assert_null(ah_device_find("---"));
-    assert_null(ah_device_find(NULL));
-    assert_null(ah_device_find("A100-40G-A100-40G-A100-40G-A100-40G-A100-40G-A100-40G-A100"));
+    assert_null(ah_device_find(&cat, "B200"));
+    assert_null(ah_device_find(&cat, ""));
+    assert_null(ah_device_find(&cat, "---"));
+    assert_null(ah_device_find(&cat, NULL));
+    assert_null(ah_device_find(&cat, "A100-40G-A100-40G-A100-40G-A100-40G-A100-40G-A100-40G-A100"));
 }
 
 /* ----------------------------------------------------------- overrides */
@@ -109,20 +110,20 @@ static void test_aliases(void **state) {
 static void test_overrides_update_and_add(void **state) {
     (void)state;
     char err[256], path[64];
-    const double a100_eff = ah_device_find("A100-40G")->efficiency;
+    const double a100_eff = ah_device_find(&cat, "A100-40G")->efficiency;
     const char *text = "{\"devices\": [\n"
                        " {\"name\": \"a100_40gb\", \"efficiency\": 0.62, \"slowdown\": 3},\n"
                        " {\"name\": \"B200\", \"peak_tflops\": 2250, \"mem_gib\": 180,"
                        "  \"mem_bw_gbs\": 8000, \"intra_bw_gbs\": 900, \"_note\": \"x\"},\n"
                        " {\"name\": \"b200\", \"nic_gbit\": 3200}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), 0);
-    assert_int_equal(ah_device_catalog_count(), 18);
-    const ah_device *d = ah_device_find("A100-40G");
+    assert_int_equal(cat.n, 18);
+    const ah_device *d = ah_device_find(&cat, "A100-40G");
     assert_double_equal(d->efficiency, 0.62, 0);
     assert_double_equal(d->slowdown, 3, 0);
     assert_double_equal(d->peak_tflops, 312, 0);
     assert_double_equal(d->sm_count, 108, 0); /* absent new fields keep their catalog values */
-    d = ah_device_find("B200");
+    d = ah_device_find(&cat, "B200");
     assert_non_null(d);
     assert_double_equal(d->mem_gib, 180, 0);
     assert_double_equal(d->intra_bw_gbs, 900, 0);
@@ -132,14 +133,17 @@ static void test_overrides_update_and_add(void **state) {
 
     /* the new type is usable in inventories */
     ah_cluster c;
-    assert_int_equal(ah_cluster_parse_shorthand("1x8xB200", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_parse_shorthand("1x8xB200", &cat, &c, err, sizeof err), 0);
     assert_string_equal(c.nodes[0].dev.name, "B200");
     ah_cluster_free(&c);
 
-    ah_device_catalog_reset();
-    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
-    assert_null(ah_device_find("B200"));
-    assert_double_equal(ah_device_find("A100-40G")->efficiency, a100_eff, 0);
+    /* the override changed the copy, not the built-in catalog */
+    const ah_device_catalog *builtin = ah_device_catalog_builtin();
+    assert_int_equal(builtin->n, 17); /* 14 GPU types + 3 CPU devices */
+    assert_null(ah_device_find(builtin, "B200"));
+    assert_double_equal(ah_device_find(builtin, "A100-40G")->efficiency, a100_eff, 0);
+    assert_int_equal(ah_cluster_parse_shorthand("1x8xB200", builtin, &c, err, sizeof err), -1);
+    assert_contains(err, "unknown GPU type 'B200'");
 }
 
 static void test_override_errors(void **state) {
@@ -174,7 +178,7 @@ static void test_override_errors(void **state) {
         assert_contains(err, cases[i].want);
     }
     char err[256];
-    assert_int_equal(ah_device_load_overrides("/nonexistent/devices.json", err, sizeof err), -1);
+    assert_int_equal(ah_device_load_overrides(&cat, "/nonexistent/devices.json", err, sizeof err), -1);
     assert_contains(err, "/nonexistent/devices.json: cannot open file");
 }
 
@@ -186,9 +190,9 @@ static void test_override_is_atomic(void **state) {
                        "{\"name\": \"T4\", \"slowdown\": 0}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), -1);
     assert_contains(err, "devices[2].slowdown: must be a positive number");
-    assert_double_equal(ah_device_find("H20")->mem_gib, 96, 0);
-    assert_null(ah_device_find("NEW1"));
-    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
+    assert_double_equal(ah_device_find(&cat, "H20")->mem_gib, 96, 0);
+    assert_null(ah_device_find(&cat, "NEW1"));
+    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
 }
 
 static void test_override_catalog_full(void **state) {
@@ -203,7 +207,7 @@ static void test_override_catalog_full(void **state) {
     snprintf(text + off, sizeof text - off, "]}");
     assert_int_equal(overrides_text(text, err, sizeof err, path), -1);
     assert_contains(err, "devices[47]: catalog is full (64 devices at most)"); /* 17 built in + 47 */
-    assert_int_equal(ah_device_catalog_count(), 17); /* 14 GPU types + 3 CPU devices */
+    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
 }
 
 /* ----------------------------------------------------------- shorthand */
@@ -213,7 +217,7 @@ static void test_shorthand_mixed(void **state) {
     ah_cluster c;
     char err[256];
     assert_int_equal(
-        ah_cluster_parse_shorthand("2x8xA100-40G,1x8xH800@400:spot,4x8xH20", &c, err, sizeof err), 0);
+        ah_cluster_parse_shorthand("2x8xA100-40G,1x8xH800@400:spot,4x8xH20", &cat, &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 7);
     assert_int_equal(ah_cluster_total_gpus(&c), 56);
     assert_string_equal(c.nodes[0].name, "A100-40G-0");
@@ -243,13 +247,13 @@ static void test_shorthand_forms(void **state) {
     (void)state;
     ah_cluster c;
     char err[256], desc[128];
-    assert_int_equal(ah_cluster_parse_shorthand("8xT4", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_parse_shorthand("8xT4", &cat, &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 1);
     assert_int_equal(c.nodes[0].gpus, 8);
     ah_cluster_free(&c);
 
     assert_int_equal(
-        ah_cluster_parse_shorthand(" 1x8xa100_40gb , 2X4X4090:SPOT@25.5, 8x4090 ", &c, err, sizeof err), 0);
+        ah_cluster_parse_shorthand(" 1x8xa100_40gb , 2X4X4090:SPOT@25.5, 8x4090 ", &cat, &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 4);
     assert_string_equal(c.nodes[0].dev.name, "A100-40G");
     assert_string_equal(c.nodes[1].dev.name, "RTX-4090");
@@ -264,7 +268,7 @@ static void test_shorthand_forms(void **state) {
     ah_cluster_free(&c);
 
     /* same type in two entries keeps counting names */
-    assert_int_equal(ah_cluster_parse_shorthand("1x8xH20,1x8xA10,1x8xH20", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_parse_shorthand("1x8xH20,1x8xA10,1x8xH20", &cat, &c, err, sizeof err), 0);
     assert_string_equal(c.nodes[2].name, "H20-1");
     ah_cluster_free(&c);
 }
@@ -297,7 +301,7 @@ static void test_shorthand_errors(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ah_cluster c;
         char err[512];
-        if (ah_cluster_parse_shorthand(cases[i].spec, &c, err, sizeof err) != -1)
+        if (ah_cluster_parse_shorthand(cases[i].spec, &cat, &c, err, sizeof err) != -1)
             fail_msg("case '%s' accepted", cases[i].spec);
         assert_contains(err, cases[i].want);
         assert_null(c.nodes);
@@ -305,7 +309,7 @@ static void test_shorthand_errors(void **state) {
     }
     ah_cluster c;
     char err[64];
-    assert_int_equal(ah_cluster_parse_shorthand(NULL, &c, err, sizeof err), -1);
+    assert_int_equal(ah_cluster_parse_shorthand(NULL, &cat, &c, err, sizeof err), -1);
     assert_contains(err, "empty cluster specification");
 }
 
@@ -315,7 +319,7 @@ static void test_inventory_example(void **state) {
     (void)state;
     ah_cluster c;
     char err[256], desc[128];
-    assert_int_equal(ah_cluster_load_json(EXAMPLES "/inventory-mixed.json", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_load_json(EXAMPLES "/inventory-mixed.json", &cat, &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 5);
     assert_int_equal(ah_cluster_total_gpus(&c), 40);
     assert_string_equal(c.nodes[0].name, "a100-0");
@@ -414,15 +418,15 @@ static void test_resolve(void **state) {
     (void)state;
     ah_cluster c;
     char err[256];
-    assert_int_equal(ah_cluster_resolve(EXAMPLES "/inventory-mixed.json", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_resolve(EXAMPLES "/inventory-mixed.json", &cat, &c, err, sizeof err), 0);
     assert_int_equal(c.n_nodes, 5);
     ah_cluster_free(&c);
-    assert_int_equal(ah_cluster_resolve("2x8xH20", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_resolve("2x8xH20", &cat, &c, err, sizeof err), 0);
     assert_int_equal(ah_cluster_total_gpus(&c), 16);
     ah_cluster_free(&c);
-    assert_int_equal(ah_cluster_resolve("/nonexistent/inv.json", &c, err, sizeof err), -1);
+    assert_int_equal(ah_cluster_resolve("/nonexistent/inv.json", &cat, &c, err, sizeof err), -1);
     assert_contains(err, "/nonexistent/inv.json: cannot open file");
-    assert_int_equal(ah_cluster_resolve("2x8xB200", &c, err, sizeof err), -1);
+    assert_int_equal(ah_cluster_resolve("2x8xB200", &cat, &c, err, sizeof err), -1);
     assert_contains(err, "unknown GPU type 'B200'");
 
     ah_cluster empty = {NULL, 0};
@@ -435,6 +439,7 @@ static void test_resolve(void **state) {
 }
 
 int main(void) {
+    cat = *ah_device_catalog_builtin();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_catalog_contents, reset_catalog),
         cmocka_unit_test(test_aliases),

@@ -11,7 +11,7 @@ static ah_plan load_plan(const char *name) {
     ah_plan p;
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/%s.json", PLANS, name);
-    if (ah_plan_read_json(path, &p, err, sizeof err) != 0)
+    if (ah_plan_read_json(path, ah_device_catalog_builtin(), &p, err, sizeof err) != 0)
         fail_msg("%s", err);
     return p;
 }

@@ -366,42 +366,45 @@ static void test_json_errors(void **state) {
         {"", "malformed JSON near line 1"},
         {"{\"n_embd\": 64} trailing", "malformed JSON"},
         {"[1, 2]", "must be an object"},
-        {"{\"model_type\": \"llama\", \"num_attention_heads\": 4}", "missing field 'hidden_size'"},
-        {"{\"vocab_size\": 10}", "missing field 'hidden_size'"},
+        {"{\"model_type\": \"llama\", \"num_attention_heads\": 4}", "hidden_size: missing"},
+        {"{\"vocab_size\": 10}", "hidden_size: missing (or 'n_embd'"},
         {"{\"n_embd\": 64, \"n_head\": \"4\", \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "field 'n_head' must be a positive integer"},
+         "n_head: expected an integer, got a string"},
         {"{\"n_embd\": 64, \"n_head\": 0, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
-         "field 'n_head' must be a positive integer"},
+         "n_head: 0 out of range [1, 67108864]"},
         {"{\"n_embd\": 64, \"n_head\": 2.5, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "field 'n_head' must be a positive integer"},
+         "n_head: expected an integer, got a number"},
         {"{\"n_embd\": 1e300, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "field 'n_embd' must be a positive integer"},
+         "n_embd: 1e+300 out of range [1, 67108864]"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": -2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "field 'n_layer' must be a positive integer"},
-        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}", "missing field 'vocab_size'"},
+         "n_layer: -2 out of range [1, 67108864]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}", "vocab_size: missing"},
+        /* null is "the default": a required field given as null is missing */
+        {"{\"n_embd\": 64, \"n_head\": null, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_head: missing"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"vocab_size\": 10}",
-         "missing field 'n_positions'"},
+         "n_positions: missing"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10, "
          "\"n_inner\": true}",
-         "field 'n_inner' must be a positive integer"},
+         "n_inner: expected an integer, got a boolean"},
         {"{\"n_embd\": 66, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
-         "field 'n_embd' (66) must be divisible by 'n_head' (4)"},
+         "n_embd: 66 must be divisible by 'n_head' (4)"},
         {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 8, "
          "\"num_key_value_heads\": 3, \"num_hidden_layers\": 2, \"intermediate_size\": 100, "
          "\"vocab_size\": 10}",
-         "field 'num_attention_heads' (8) must be divisible by 'num_key_value_heads' (3)"},
+         "num_attention_heads: 8 must be divisible by 'num_key_value_heads' (3)"},
         {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 8, "
          "\"num_hidden_layers\": 2, \"vocab_size\": 10}",
-         "missing field 'intermediate_size'"},
-        {"{\"model_type\": \"t5\", \"d_model\": 512}", "field 'model_type' has unsupported value 't5'"},
-        {"{\"model_type\": 7}", "field 'model_type' must be a string"},
+         "intermediate_size: missing"},
+        {"{\"model_type\": \"t5\", \"d_model\": 512}", "model_type: unsupported value 't5'"},
+        {"{\"model_type\": 7}", "model_type: expected a string, got a number"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10, "
          "\"tie_word_embeddings\": \"yes\"}",
-         "field 'tie_word_embeddings' must be true or false"},
+         "tie_word_embeddings: expected true or false, got a string"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ah_model_config m;

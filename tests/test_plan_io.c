@@ -89,7 +89,7 @@ static void build_plan(ah_plan *p) {
     p->train.precision = AH_PRECISION_FP32;
     p->train.p2p = AH_P2P_BLOCKING;
     p->train.dist_optimizer = 1;
-    int rc = ah_cluster_parse_shorthand("1x8xH800,2x8xA100-40G@200:spot", &p->cluster, err, sizeof err);
+    int rc = ah_cluster_parse_shorthand("1x8xH800,2x8xA100-40G@200:spot", ah_device_catalog_builtin(), &p->cluster, err, sizeof err);
     if (rc != 0)
         fail_msg("ah_cluster_parse_shorthand: %s", err);
     assert_int_equal(p->cluster.n_nodes, 3);
@@ -285,7 +285,7 @@ static void expect_read_error(cJSON *doc, const char *name, const char *frag1, c
     cJSON_free(text);
     ah_plan p;
     memset(&p, 0xAB, sizeof p); /* uninitialised output must not matter */
-    int rc = ah_plan_read_json(path, &p, err, sizeof err);
+    int rc = ah_plan_read_json(path, ah_device_catalog_builtin(), &p, err, sizeof err);
     if (rc != -1)
         fail_msg("%s: expected -1, got %d", name, rc);
     if (strncmp(err, path, strlen(path)) != 0 || strncmp(err + strlen(path), ": ", 2) != 0)
@@ -329,7 +329,7 @@ static void test_round_trip(void **state) {
     tmp_path(path, sizeof path, "plan.json");
     assert_int_equal(ah_plan_write_json(&p, NULL, path, err, sizeof err), 0);
     memset(&q, 0x5A, sizeof q);
-    int rc = ah_plan_read_json(path, &q, err, sizeof err);
+    int rc = ah_plan_read_json(path, ah_device_catalog_builtin(), &q, err, sizeof err);
     if (rc != 0)
         fail_msg("read: %s", err);
     assert_plan_equal(&p, &q);
@@ -407,7 +407,7 @@ static void test_stage_by_node_name(void **state) {
     cJSON_free(text);
     cJSON_Delete(doc);
     ah_plan p;
-    int rc = ah_plan_read_json(path, &p, err, sizeof err);
+    int rc = ah_plan_read_json(path, ah_device_catalog_builtin(), &p, err, sizeof err);
     if (rc != 0)
         fail_msg("read: %s", err);
     assert_int_equal(p.replicas[1].stages[2].node, 2);
@@ -433,7 +433,7 @@ static void test_extra_items(void **state) {
     assert_non_null(c2);
     assert_true(cJSON_GetObjectItem(c2, "megatron_iteration_time_s")->valuedouble == 2.5);
     cJSON_Delete(doc);
-    assert_int_equal(ah_plan_read_json(path, &q, err, sizeof err), 0);
+    assert_int_equal(ah_plan_read_json(path, ah_device_catalog_builtin(), &q, err, sizeof err), 0);
     assert_plan_equal(&p, &q);
     ah_plan_free(&q);
 
@@ -651,7 +651,7 @@ static void test_truncated_and_garbage(void **state) {
     write_file(bad, text, len / 2);
     ah_plan p;
     err[0] = '\0';
-    assert_int_equal(ah_plan_read_json(bad, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     assert_non_null(strstr(err, bad));
     assert_non_null(strstr(err, "line "));
     assert_non_null(strstr(err, "truncated"));
@@ -664,7 +664,7 @@ static void test_truncated_and_garbage(void **state) {
         write_file(bad, text, cut);
         err[0] = '\0';
         memset(&p, 0xCD, sizeof p);
-        int rc = ah_plan_read_json(bad, &p, err, sizeof err);
+        int rc = ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err);
         if (rc != -1)
             fail_msg("cut at %zu: expected -1", cut);
         assert_non_null(strstr(err, bad));
@@ -676,19 +676,19 @@ static void test_truncated_and_garbage(void **state) {
     memcpy(g, text, len);
     memcpy(g + len, "{}", 2);
     write_file(bad, g, len + 2);
-    assert_int_equal(ah_plan_read_json(bad, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     assert_non_null(strstr(err, "after the JSON document"));
     free(g);
     write_file(bad, "", 0);
-    assert_int_equal(ah_plan_read_json(bad, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     assert_non_null(strstr(err, "empty"));
     write_file(bad, "{\"a\"\0}", 6);
-    assert_int_equal(ah_plan_read_json(bad, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     assert_non_null(strstr(err, bad));
     tmp_path(bad, sizeof bad, "does-not-exist.json");
-    assert_int_equal(ah_plan_read_json(bad, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(bad, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     assert_non_null(strstr(err, bad));
-    assert_int_equal(ah_plan_read_json(NULL, &p, err, sizeof err), -1);
+    assert_int_equal(ah_plan_read_json(NULL, ah_device_catalog_builtin(), &p, err, sizeof err), -1);
     free(text);
 }
 
@@ -704,7 +704,7 @@ static void try_doc(cJSON *root, const char *file) {
     cJSON_free(text);
     ah_plan p;
     char err[512] = "";
-    int rc = ah_plan_read_json(file, &p, err, sizeof err);
+    int rc = ah_plan_read_json(file, ah_device_catalog_builtin(), &p, err, sizeof err);
     assert_true(rc == 0 || rc == -1);
     if (rc == -1) {
         assert_non_null(strstr(err, file));

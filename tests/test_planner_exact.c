@@ -245,6 +245,9 @@ static ah_ns solution_value(const ah_search_ctx *x, const ah_solution *sol, long
 
 static const char *TYPES[3] = {"TA", "TB", "TC"};
 
+/* The built-in catalog plus TA, TB, TC (write_devices). */
+static ah_device_catalog random_devices;
+
 static void write_devices(const ah_model_config *m) {
     /* Memory is sized around the model so that it binds in many instances. */
     double model_gib = ah_model_total_params(m) * ah_state_bytes_per_param(AH_PRECISION_BF16, 1) / (1024.0 * 1024 * 1024);
@@ -262,8 +265,8 @@ static void write_devices(const ah_model_config *m) {
     fprintf(f, "]}");
     fclose(f);
     char err[256];
-    ah_device_catalog_reset();
-    assert_int_equal(ah_device_load_overrides(path, err, sizeof err), 0);
+    random_devices = *ah_device_catalog_builtin();
+    assert_int_equal(ah_device_load_overrides(&random_devices, path, err, sizeof err), 0);
     unlink(path);
 }
 
@@ -290,7 +293,7 @@ static void random_cluster(ah_cluster *c) {
         for (int i = 0; i < nodes && total + gpn <= 8; i++) {
             ah_node *n = &c->nodes[c->n_nodes++];
             snprintf(n->name, sizeof n->name, "%s-%d", TYPES[k], i);
-            n->dev = *ah_device_find(TYPES[k]);
+            n->dev = *ah_device_find(&random_devices, TYPES[k]);
             n->gpus = gpn;
             n->nic_gbit = n->dev.nic_gbit;
             total += gpn;
@@ -413,7 +416,6 @@ static void run_exhaustive(int n_inst, int variant) {
         ah_cluster_free(&c);
     }
     ah_profile_free(prof);
-    ah_device_catalog_reset();
     printf("  variant %d: %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
            "shapes pruned by bounds; optimum has several replicas in %d, asymmetric replicas in %d, "
            "mixed-type stages in %d\n",
@@ -546,7 +548,6 @@ static void test_exhaustive_agreement_dp(void **state) {
         ah_cluster_free(&c);
     }
     ah_profile_free(prof);
-    ah_device_catalog_reset();
     printf("  --dp: %d instances (%d fit, %d with no plan of an allowed count), %d sub-searches, %lld plans "
            "enumerated; the count constraint raised the optimum in %d\n",
            instances, fitted, none, subs, plans, restricted);
@@ -622,7 +623,6 @@ static void test_cost_objective(void **state) {
         ah_cluster_free(&c);
     }
     ah_profile_free(prof);
-    ah_device_catalog_reset();
     printf("  --objective cost: %d instances fit; the cheapest plan is cheaper than the fastest in %d; equals the "
            "best subset in %d\n",
            fitted, cheaper, equal);

@@ -36,7 +36,7 @@ static ah_model_config model(const char *name) {
 }
 
 static const ah_device *device(const char *name) {
-    const ah_device *d = ah_device_find(name);
+    const ah_device *d = ah_device_find(ah_device_catalog_builtin(), name);
     assert_non_null(d);
     return d;
 }
@@ -274,7 +274,7 @@ static void test_sailor_neo(void **state) {
     assert_int_equal(ah_profile_has(p, &m, v100, 2, 8), 1);
     assert_int_equal(ah_profile_has(p, &m, device("A100-80G"), 2, 64), 1);
     assert_int_equal(ah_profile_has(p, &m, device("A100-80G"), 4, 1), 0);
-    const ah_device *h800 = ah_device_find("H800");
+    const ah_device *h800 = ah_device_find(ah_device_catalog_builtin(), "H800");
     ah_device fake;
     if (!h800) { /* not in the catalog: a hand-made device of that name */
         fake = *a100;

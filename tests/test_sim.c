@@ -12,6 +12,9 @@ static void near_rel(double got, double want) {
 }
 
 /* A device with (practically) free links unless the test sets the NIC. */
+/* The built-in catalog plus SIMDEV (sim_device). */
+static ah_device_catalog sim_devices;
+
 static void sim_device(double nic_gbit) {
     char json[512], path[64];
     snprintf(json, sizeof json,
@@ -20,8 +23,8 @@ static void sim_device(double nic_gbit) {
              nic_gbit);
     write_tmp(json, path);
     char err[256];
-    ah_device_catalog_reset();
-    assert_int_equal(ah_device_load_overrides(path, err, sizeof err), 0);
+    sim_devices = *ah_device_catalog_builtin();
+    assert_int_equal(ah_device_load_overrides(&sim_devices, path, err, sizeof err), 0);
     unlink(path);
 }
 
@@ -68,7 +71,7 @@ static void base_plan(ah_plan *p, const ah_model_config *m, const int *gpus_per_
     for (int i = 0; i < nodes; i++) {
         ah_node *n = &p->cluster.nodes[i];
         snprintf(n->name, sizeof n->name, "n%d", i);
-        n->dev = *ah_device_find("SIMDEV");
+        n->dev = *ah_device_find(&sim_devices, "SIMDEV");
         n->gpus = gpus_per_node[i];
         n->nic_gbit = n->dev.nic_gbit;
     }
@@ -139,7 +142,6 @@ static void test_homogeneous_pipeline(void **state) {
         ah_plan_free(&p);
     }
     ah_profile_free(prof);
-    ah_device_catalog_reset();
 }
 
 /* Ring all-reduce of n bytes over p ranks: 2(p-1)(alpha + n/(pB)). */
@@ -174,7 +176,6 @@ static void test_ring_allreduce(void **state) {
         ah_plan_free(&p);
     }
     ah_profile_free(prof);
-    ah_device_catalog_reset();
 }
 
 /* Two replicas, 2 stages x 3 micro-batches and 1 stage x 1 micro-batch; the
@@ -249,7 +250,6 @@ static void test_asymmetric_replicas(void **state) {
     ah_sim_result_free(&r);
     ah_plan_free(&p);
     ah_profile_free(prof);
-    ah_device_catalog_reset();
 }
 
 /* Two transfers through one node's NIC at once share it. */
@@ -284,7 +284,6 @@ static void test_nic_sharing(void **state) {
     ah_plan_free(&p);
     /* one node of 2 GPUs, NIC 2 GB/s, but a TP-2 stage pushes 2 GPUs' worth: still 1 GB/s each */
     ah_profile_free(prof);
-    ah_device_catalog_reset();
 }
 
 /* A real plan from the planner, end to end. */
@@ -294,7 +293,7 @@ static void test_planner_plan(void **state) {
     assert_int_equal(ah_model_preset("gpt3-1.3b", &m), 0);
     ah_cluster c = {0};
     char err[256];
-    assert_int_equal(ah_cluster_parse_shorthand("1x8xA100-40G,1x8xH800", &c, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_parse_shorthand("1x8xA100-40G,1x8xH800", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
     ah_profile *prof = ah_profile_analytic();
     ah_plan_options o;
     ah_plan_options_default(&o);
@@ -378,7 +377,6 @@ static void test_interleaved_pipeline(void **state) {
     assert_contains(err, "6 micro-batches, not a multiple of its 4 stages");
     ah_plan_free(&p);
     ah_profile_free(prof);
-    ah_device_catalog_reset();
 }
 
 int main(void) {

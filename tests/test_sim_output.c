@@ -254,7 +254,7 @@ static void build_plan(ah_plan *p, const char *node0_name) {
     assert_int_equal(ah_model_num_layers(&p->model), 26);
     p->train.seq = 2048;
     p->train.recompute = AH_RECOMPUTE_SELECTIVE;
-    if (ah_cluster_parse_shorthand("1x4xA100-40G,1x4xH800", &p->cluster, err, sizeof err) != 0)
+    if (ah_cluster_parse_shorthand("1x4xA100-40G,1x4xH800", ah_device_catalog_builtin(), &p->cluster, err, sizeof err) != 0)
         fail_msg("ah_cluster_parse_shorthand: %s", err);
     assert_int_equal(p->cluster.n_nodes, 2);
     if (node0_name)
@@ -995,7 +995,7 @@ static void check_real_simulator(const char *cluster, int global_batch, ah_sched
     ah_model_config m;
     assert_int_equal(ah_model_preset("gpt3-1.3b", &m), 0);
     ah_cluster c;
-    if (ah_cluster_parse_shorthand(cluster, &c, err, sizeof err) != 0)
+    if (ah_cluster_parse_shorthand(cluster, ah_device_catalog_builtin(), &c, err, sizeof err) != 0)
         fail_msg("%s", err);
     ah_profile *prof = ah_profile_analytic();
     assert_non_null(prof);

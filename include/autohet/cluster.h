@@ -22,14 +22,17 @@ typedef struct {
  * suffixes per entry: "@NIC" (Gbit/s), "$PRICE" (dollars per node-hour) and
  * ":spot", e.g. "2x8xA100-40G@200$12.5:spot".
  * Node names are generated: "<type>-<k>". */
-int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen);
+int ah_cluster_parse_shorthand(const char *s, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                               size_t errlen);
 /* {"nodes":[{"name":"n0","gpu":"A100-40G","gpus":8,"nic_gbit":200,
  *            "spot":true,"price_per_hour":12.3}, ...]}
  * ("count": k on an entry repeats it k times with names name-0..k-1). */
-int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen);
+int ah_cluster_load_json(const char *path, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                         size_t errlen);
 /* A path to an existing file (or one ending in .json) is loaded as JSON,
- * anything else is parsed as shorthand. */
-int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen);
+ * anything else is parsed as shorthand. GPU types are looked up in devices. */
+int ah_cluster_resolve(const char *arg, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                       size_t errlen);
 void ah_cluster_free(ah_cluster *c);
 int ah_cluster_total_gpus(const ah_cluster *c);
 /* Human summary like "2x8xA100-40G + 1x8xH800" into buf. */

@@ -21,17 +21,25 @@ typedef struct {
     double fp32_tflops; /* dense fp32 GEMM peak: TF32 tensor cores from Ampere on, CUDA cores before */
 } ah_device;
 
-int ah_device_catalog_count(void);
-const ah_device *ah_device_catalog_at(int i);
-/* Case-insensitive lookup; accepts aliases such as "A100-40", "A100_40GB",
- * "H100", "V100-16". NULL if unknown. */
-const ah_device *ah_device_find(const char *name);
-/* Override or extend the catalog from a JSON file:
+/* A device catalog is a value: the built-in one is immutable; --devices
+ * overrides are applied to a copy, which is then passed to what reads device
+ * names (cluster parsing, plan documents, the CLI commands). */
+#define AH_MAX_DEVICES 64
+typedef struct {
+    int n;
+    ah_device dev[AH_MAX_DEVICES];
+} ah_device_catalog;
+
+/* The built-in catalog (datasheet figures). */
+const ah_device_catalog *ah_device_catalog_builtin(void);
+/* Case-insensitive lookup in *cat; accepts aliases such as "A100-40",
+ * "A100_40GB", "H100", "V100-16". NULL if unknown. */
+const ah_device *ah_device_find(const ah_device_catalog *cat, const char *name);
+/* Override or extend *cat from a JSON file:
  * {"devices":[{"name":..., "peak_tflops":..., "mem_gib":..., ...}]}
  * Fields that are absent keep their catalog values (new names need all of
- * peak_tflops, mem_gib, mem_bw_gbs). Returns 0, or -1 with a one-line error. */
-int ah_device_load_overrides(const char *path, char *err, size_t errlen);
-/* Restore the built-in catalog (tests). */
-void ah_device_catalog_reset(void);
+ * peak_tflops, mem_gib, mem_bw_gbs). Returns 0, or -1 with a one-line error
+ * and *cat unchanged. */
+int ah_device_load_overrides(ah_device_catalog *cat, const char *path, char *err, size_t errlen);
 
 #endif

@@ -149,6 +149,8 @@ struct cJSON;
 int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
                        size_t errlen);
 struct cJSON *ah_plan_to_json(const ah_plan *p);
-int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen);
+/* Reads a plan document; GPU types are looked up in devices. */
+int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_plan *out, char *err,
+                      size_t errlen);
 
 #endif

@@ -2,10 +2,10 @@
  * JSON (docs/profile-format.md), and inspect loaded ones (autohet files or
  * Sailor directories, see autohet/profile.h for the loaders).
  *
- * Device names are resolved through the catalog (ah_device_find) so aliases
- * such as "A100-40" are stored as "A100-40G"; names the catalog does not know
+ * Device names are resolved through the built-in catalog (ah_device_find) so
+ * aliases such as "A100-40" are stored as "A100-40G"; names it does not know
  * are kept verbatim and match an ah_device of exactly that name (case-
- * insensitive), e.g. one added later by ah_device_load_overrides. */
+ * insensitive), e.g. one added by ah_device_load_overrides. */
 #ifndef AUTOHET_PROFILE_TABLE_H
 #define AUTOHET_PROFILE_TABLE_H
 #include <stddef.h>

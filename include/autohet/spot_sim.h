@@ -46,7 +46,8 @@ typedef struct {
     int n;
 } ah_spot_node_mix;
 /* "8xA100-40G" or "8xA100-40G=3,8xV100-16G=1" (GPUs x type [= weight]). */
-int ah_spot_node_mix_parse(const char *s, ah_spot_node_mix *mix, char *err, size_t errlen);
+int ah_spot_node_mix_parse(const char *s, const ah_device_catalog *devices, ah_spot_node_mix *mix, char *err,
+                           size_t errlen);
 
 typedef enum {
     AH_DOWN_DETECT,

@@ -14,17 +14,18 @@ int cmd_devices(int argc, char **argv) {
                "analytic cost model. --devices applies an override file first.\n");
         return 0;
     }
+    ah_device_catalog cat = *ah_device_catalog_builtin();
     if (argc > 1) {
         char err[512];
         if (argc != 3 || strcmp(argv[1], "--devices"))
             return cli_bad_input("devices", "usage: autohet devices [--devices FILE]");
-        if (ah_device_load_overrides(argv[2], err, sizeof err) != 0)
+        if (ah_device_load_overrides(&cat, argv[2], err, sizeof err) != 0)
             return cli_bad_input("devices", err);
     }
     printf("%-12s %10s %8s %10s %11s %10s %6s %9s\n", "gpu", "TFLOP/s", "GiB", "mem GB/s", "link GB/s",
            "NIC Gb/s", "eff", "slowdown");
-    for (int i = 0; i < ah_device_catalog_count(); i++) {
-        const ah_device *d = ah_device_catalog_at(i);
+    for (int i = 0; i < cat.n; i++) {
+        const ah_device *d = &cat.dev[i];
         printf("%-12s %10.1f %8.1f %10.0f %11.0f %10.0f %6.2f %9.2f\n", d->name, d->peak_tflops, d->mem_gib,
                d->mem_bw_gbs, d->intra_bw_gbs, d->nic_gbit, d->efficiency, d->slowdown);
     }

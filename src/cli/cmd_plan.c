@@ -475,11 +475,12 @@ static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_
 static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cluster, ah_profile **prof,
                             char *comm_summary, size_t cs_len) {
     char err[512];
-    if (a->devices && ah_device_load_overrides(a->devices, err, sizeof err) != 0)
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if (a->devices && ah_device_load_overrides(&catalog, a->devices, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
     if (ah_model_resolve(a->model, model, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
-    if (ah_cluster_resolve(a->cluster, cluster, err, sizeof err) != 0)
+    if (ah_cluster_resolve(a->cluster, &catalog, cluster, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
     if (a->comm && ah_comm_profile_apply(a->comm, cluster, &a->o, comm_summary, cs_len, err, sizeof err) != 0) {
         ah_cluster_free(cluster);

@@ -158,7 +158,7 @@ int cmd_profile(int argc, char **argv) {
     if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)
         return cli_bad_input("profile", err);
     cfg.vocab = 256;
-    if (!ah_device_find(device)) {
+    if (!ah_device_find(ah_device_catalog_builtin(), device)) {
         snprintf(msg, sizeof msg, "--device '%s': unknown device (see autohet devices)", device);
         return cli_bad_input("profile", msg);
     }

@@ -121,10 +121,11 @@ int cmd_simulate(int argc, char **argv) {
             return cli_bad_input("simulate", m);
     }
     char err[512];
-    if (devices && ah_device_load_overrides(devices, err, sizeof err) != 0)
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if (devices && ah_device_load_overrides(&catalog, devices, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);
     ah_plan plan;
-    if (ah_plan_read_json(argv[optind], &plan, err, sizeof err) != 0)
+    if (ah_plan_read_json(argv[optind], &catalog, &plan, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);
     if (precision >= 0)
         plan.train.precision = (ah_precision_mode)precision;

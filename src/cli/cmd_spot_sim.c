@@ -243,7 +243,7 @@ int cmd_spot_sim(int argc, char **argv) {
         return cli_bad_input("spot-sim", "--policy: expected all, autohet, full-reload or static");
     ah_spot_node_mix mix;
     ah_model_config m;
-    if (ah_spot_node_mix_parse(a.node, &mix, msg, sizeof msg) != 0 ||
+    if (ah_spot_node_mix_parse(a.node, ah_device_catalog_builtin(), &mix, msg, sizeof msg) != 0 ||
         ah_model_resolve(a.model, &m, msg, sizeof msg) != 0)
         return cli_bad_input("spot-sim", msg);
     ah_spot_event *ev = NULL;

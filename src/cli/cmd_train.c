@@ -86,7 +86,7 @@ static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, i
     p->cluster.n_nodes = 1;
     p->cluster.nodes = calloc(1, sizeof(ah_node));
     snprintf(p->cluster.nodes[0].name, sizeof p->cluster.nodes[0].name, "cpu-0");
-    p->cluster.nodes[0].dev = *ah_device_find("cpu");
+    p->cluster.nodes[0].dev = *ah_device_find(ah_device_catalog_builtin(), "cpu");
     p->cluster.nodes[0].gpus = 1;
     p->cluster.nodes[0].nic_gbit = p->cluster.nodes[0].dev.nic_gbit;
     p->n_replicas = 1;
@@ -274,7 +274,7 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         return -1;
     cfg->vocab = 256; /* byte-level tokens */
     if (a->plan) {
-        if (ah_plan_read_json(a->plan, plan, msg, n) != 0)
+        if (ah_plan_read_json(a->plan, ah_device_catalog_builtin(), plan, msg, n) != 0)
             return -1;
         if ((a->gb && a->gb != plan->global_batch) || (a->mb && a->mb != plan->micro_batch) ||
             (a->seq && a->seq != plan->train.seq))

@@ -24,12 +24,12 @@ static void clear_err(char *err, size_t errlen) {
         err[0] = '\0';
 }
 
-/* "A100-40G, A100-80G, ..." from the live catalog. */
-static const char *known_types(char *buf, size_t n) {
+/* "A100-40G, A100-80G, ..." from the catalog in use. */
+static const char *known_types(const ah_device_catalog *devices, char *buf, size_t n) {
     size_t off = 0;
     buf[0] = '\0';
-    for (int i = 0; i < ah_device_catalog_count() && off < n; i++) {
-        int w = snprintf(buf + off, n - off, "%s%s", i ? ", " : "", ah_device_catalog_at(i)->name);
+    for (int i = 0; i < devices->n && off < n; i++) {
+        int w = snprintf(buf + off, n - off, "%s%s", i ? ", " : "", devices->dev[i].name);
         if (w < 0)
             break;
         off += (size_t)w;
@@ -37,10 +37,11 @@ static const char *known_types(char *buf, size_t n) {
     return buf;
 }
 
-static int unknown_type(const ah_err_ctx *cx, const char *where, const char *type) {
+static int unknown_type(const ah_err_ctx *cx, const ah_device_catalog *devices, const char *where,
+                        const char *type) {
     char known[1024];
     return ah_fail(cx, "%sunknown GPU type '%.40s' (known: %s)", where, type,
-                   known_types(known, sizeof known));
+                   known_types(devices, known, sizeof known));
 }
 
 /* --------------------------------------------------------- node storage */
@@ -48,6 +49,7 @@ static int unknown_type(const ah_err_ctx *cx, const char *where, const char *typ
 typedef struct {
     ah_cluster *c;
     int cap;
+    const ah_device_catalog *devices; /* where GPU types are looked up */
 } node_buf;
 
 /* Number of nodes already in c whose type is dev_name (for "<type>-<k>"). */
@@ -184,9 +186,9 @@ static int parse_entry(const ah_err_ctx *cx, const char *b, const char *e, node_
         return ah_fail(cx, "entry '%.*s': missing GPU type", elen, b);
     char type[64];
     snprintf(type, sizeof type, "%.*s", (int)(te - tb), tb);
-    const ah_device *dev = ah_device_find(type);
+    const ah_device *dev = ah_device_find(nb->devices, type);
     if (dev == NULL)
-        return unknown_type(cx, "", type);
+        return unknown_type(cx, nb->devices, "", type);
 
     ah_node node;
     memset(&node, 0, sizeof node);
@@ -198,7 +200,8 @@ static int parse_entry(const ah_err_ctx *cx, const char *b, const char *e, node_
     return add_nodes(cx, nb, &node, (int)nodes, dev->name, count_type(nb->c, dev->name), 0);
 }
 
-int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t errlen) {
+int ah_cluster_parse_shorthand(const char *s, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                               size_t errlen) {
     /* Errors name the input as --cluster 'ARG'. */
     char name[216];
     snprintf(name, sizeof name, "--cluster '%.200s'", s ? s : "");
@@ -210,7 +213,9 @@ int ah_cluster_parse_shorthand(const char *s, ah_cluster *c, char *err, size_t e
     c->n_nodes = 0;
     if (s == NULL)
         return ah_fail(&cx, "empty cluster specification");
-    node_buf nb = {c, 0};
+    if (devices == NULL)
+        return ah_fail(&cx, "no device catalog given");
+    node_buf nb = {c, 0, devices};
     const char *p = s;
     int rc = 0;
     for (;;) {
@@ -280,8 +285,8 @@ static int get_int(const ah_err_ctx *cx, const cJSON *entry, int idx, const char
 }
 
 /* Reads nodes[idx] into *node (and its repeat count and explicit name). */
-static int parse_node(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_node *node, int *count,
-                      const char **name) {
+static int parse_node(const ah_err_ctx *cx, const ah_device_catalog *devices, const cJSON *entry, int idx,
+                      ah_node *node, int *count, const char **name) {
     char ep[AH_JPATH_LEN];
     if (!cJSON_IsObject(entry))
         return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "must be an object");
@@ -293,11 +298,11 @@ static int parse_node(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_node
         return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "missing field 'gpu'");
     if (!cJSON_IsString(gpu))
         return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, key), "must be a string");
-    const ah_device *dev = ah_device_find(gpu->valuestring);
+    const ah_device *dev = ah_device_find(devices, gpu->valuestring);
     if (dev == NULL) {
         char where[AH_JPATH_LEN + 2];
         snprintf(where, sizeof where, "%s: ", ah_jpath_item(ep, "nodes", idx, key));
-        return unknown_type(cx, where, gpu->valuestring);
+        return unknown_type(cx, devices, where, gpu->valuestring);
     }
     memset(node, 0, sizeof *node);
     node->dev = *dev;
@@ -350,7 +355,7 @@ static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
         ah_node node;
         int count = 1;
         const char *name = NULL;
-        if (parse_node(cx, e, idx, &node, &count, &name))
+        if (parse_node(cx, nb->devices, e, idx, &node, &count, &name))
             return -1;
         int rc = name != NULL
                      ? add_nodes(cx, nb, &node, count, name, 0, 1)
@@ -361,7 +366,8 @@ static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
     return 0;
 }
 
-int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errlen) {
+int ah_cluster_load_json(const char *path, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                         size_t errlen) {
     ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     clear_err(err, errlen);
     if (c == NULL)
@@ -370,10 +376,12 @@ int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errl
     c->n_nodes = 0;
     if (path == NULL)
         return ah_fail(&cx, "no file given");
+    if (devices == NULL)
+        return ah_fail(&cx, "no device catalog given");
     cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
     if (root == NULL)
         return -1;
-    node_buf nb = {c, 0};
+    node_buf nb = {c, 0, devices};
     int rc = load_nodes(&cx, root, &nb);
     cJSON_Delete(root);
     if (rc != 0)
@@ -381,15 +389,16 @@ int ah_cluster_load_json(const char *path, ah_cluster *c, char *err, size_t errl
     return rc;
 }
 
-int ah_cluster_resolve(const char *arg, ah_cluster *c, char *err, size_t errlen) {
+int ah_cluster_resolve(const char *arg, const ah_device_catalog *devices, ah_cluster *c, char *err,
+                       size_t errlen) {
     struct stat st;
     if (arg != NULL) {
         size_t n = strlen(arg);
         int is_json = n >= 5 && strcasecmp(arg + n - 5, ".json") == 0;
         if (is_json || (stat(arg, &st) == 0 && !S_ISDIR(st.st_mode)))
-            return ah_cluster_load_json(arg, c, err, errlen);
+            return ah_cluster_load_json(arg, devices, c, err, errlen);
     }
-    return ah_cluster_parse_shorthand(arg, c, err, errlen);
+    return ah_cluster_parse_shorthand(arg, devices, c, err, errlen);
 }
 
 void ah_cluster_free(ah_cluster *c) {

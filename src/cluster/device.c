@@ -10,7 +10,6 @@
 #include "util/json_file.h"
 #include "util/json_read.h"
 
-#define MAX_DEVICES 64
 #define MAX_FILE_BYTES (16u << 20)
 
 /* Public vendor datasheet figures: dense (no structured sparsity) bf16/fp16
@@ -33,31 +32,36 @@
 #define EFF_GA100 0.730
 #define EFF_GA102 1.000
 #define EFF_UNSEEN 0.966
-static const ah_device builtin[] = {
-    {"A100-40G", 312, 40, 1555, 300, 1600, EFF_GA100, 1.0, 108, 156},
-    {"A100-80G", 312, 80, 2039, 300, 1600, EFF_GA100, 1.0, 108, 156},
-    {"H100-SXM", 989, 80, 3350, 450, 3200, EFF_UNSEEN, 1.0, 132, 495},
-    {"H800", 989, 80, 3350, 200, 3200, EFF_UNSEEN, 1.0, 132, 495},
-    {"H20", 148, 96, 4000, 450, 3200, EFF_UNSEEN, 1.0, 78, 74},
-    {"V100-16G", 125, 16, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},
-    {"V100-32G", 125, 32, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},
-    {"L40S", 362, 48, 864, 25, 400, EFF_UNSEEN, 1.0, 142, 183},
-    {"RTX-4090", 165, 24, 1008, 25, 100, EFF_UNSEEN, 1.0, 128, 82.6},
-    {"A10", 125, 24, 600, 25, 100, EFF_GA102, 1.0, 72, 62.5},
-    {"T4", 65, 16, 320, 12, 50, EFF_TURING, 1.0, 40, 8.1},
-    {"RTX-3090", 71, 24, 936, 25, 100, EFF_GA102, 1.0, 82, 35.6},
-    {"Titan-RTX", 130, 24, 672, 12, 100, EFF_TURING, 1.0, 72, 16.3},
-    {"RTX-2080", 40, 8, 448, 12, 100, EFF_TURING, 1.0, 46, 10.6},
-    /* CPU "devices" for the training engine on one machine: one MPI rank on
-     * this machine's cores. Peak is a nominal figure (autohet train measures
-     * the real sgemm peak); cpu-half/cpu-quarter are emulated slower devices:
-     * the engine waits (slowdown - 1) x the measured time of each compute op.
-     * No SMs: costed by the plain roofline at efficiency 0.5. */
-    {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0, 0, 0},
-    {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0, 0, 0},
+/* The last three entries are CPU "devices" for the training engine on one
+ * machine: one MPI rank on this machine's cores. Peak is a nominal figure
+ * (autohet train measures the real sgemm peak); cpu-half/cpu-quarter are
+ * emulated slower devices:
+ * the engine waits (slowdown - 1) x the measured time of each compute op.
+ * No SMs: costed by the plain roofline at efficiency 0.5. */
+#define BUILTIN_DEVICES \
+    {"A100-40G", 312, 40, 1555, 300, 1600, EFF_GA100, 1.0, 108, 156},  \
+    {"A100-80G", 312, 80, 2039, 300, 1600, EFF_GA100, 1.0, 108, 156},  \
+    {"H100-SXM", 989, 80, 3350, 450, 3200, EFF_UNSEEN, 1.0, 132, 495}, \
+    {"H800", 989, 80, 3350, 200, 3200, EFF_UNSEEN, 1.0, 132, 495},     \
+    {"H20", 148, 96, 4000, 450, 3200, EFF_UNSEEN, 1.0, 78, 74},        \
+    {"V100-16G", 125, 16, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},    \
+    {"V100-32G", 125, 32, 900, 150, 100, EFF_VOLTA, 1.0, 80, 15.7},    \
+    {"L40S", 362, 48, 864, 25, 400, EFF_UNSEEN, 1.0, 142, 183},        \
+    {"RTX-4090", 165, 24, 1008, 25, 100, EFF_UNSEEN, 1.0, 128, 82.6},  \
+    {"A10", 125, 24, 600, 25, 100, EFF_GA102, 1.0, 72, 62.5},          \
+    {"T4", 65, 16, 320, 12, 50, EFF_TURING, 1.0, 40, 8.1},             \
+    {"RTX-3090", 71, 24, 936, 25, 100, EFF_GA102, 1.0, 82, 35.6},      \
+    {"Titan-RTX", 130, 24, 672, 12, 100, EFF_TURING, 1.0, 72, 16.3},   \
+    {"RTX-2080", 40, 8, 448, 12, 100, EFF_TURING, 1.0, 46, 10.6},      \
+    {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0, 0, 0},                       \
+    {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0, 0, 0},                  \
     {"cpu-quarter", 0.1, 4, 20, 10, 80, 0.5, 4.0, 0, 0},
+
+/* The table is written once: the count is the size of the same list. */
+static const ah_device_catalog builtin = {
+    .n = (int)(sizeof((const ah_device[]){BUILTIN_DEVICES}) / sizeof(ah_device)),
+    .dev = {BUILTIN_DEVICES},
 };
-#define N_BUILTIN ((int)(sizeof builtin / sizeof builtin[0]))
 
 /* Short names that the generic normalisation in key_of() cannot derive.
  * Both sides are normalised keys (upper case, no separators). */
@@ -68,28 +72,8 @@ static const struct {
     {"V100", "V10016G"}, {"4090", "RTX4090"}, {"3090", "RTX3090"},    {"2080", "RTX2080"},
 };
 
-/* Mutable copy so overrides work; n_catalog < 0 means "not yet copied". */
-static ah_device catalog[MAX_DEVICES];
-static int n_catalog = -1;
-
-static void ensure_catalog(void) {
-    if (n_catalog < 0)
-        ah_device_catalog_reset();
-}
-
-void ah_device_catalog_reset(void) {
-    memcpy(catalog, builtin, sizeof builtin);
-    n_catalog = N_BUILTIN;
-}
-
-int ah_device_catalog_count(void) {
-    ensure_catalog();
-    return n_catalog;
-}
-
-const ah_device *ah_device_catalog_at(int i) {
-    ensure_catalog();
-    return (i >= 0 && i < n_catalog) ? &catalog[i] : NULL;
+const ah_device_catalog *ah_device_catalog_builtin(void) {
+    return &builtin;
 }
 
 /* Normalised lookup key: upper case with '-', '_', ' ' and '.' dropped, a
@@ -114,40 +98,41 @@ static int key_of(const char *name, char *key, size_t n) {
     return len > 0;
 }
 
-static ah_device *find_exact_key(ah_device *devs, int n, const char *key) {
+/* Index of the device whose normalised name is key, or -1. */
+static int find_exact_key(const ah_device_catalog *cat, const char *key) {
     char k[64];
-    for (int i = 0; i < n; i++)
-        if (key_of(devs[i].name, k, sizeof k) && strcmp(k, key) == 0)
-            return &devs[i];
-    return NULL;
+    for (int i = 0; i < cat->n; i++)
+        if (key_of(cat->dev[i].name, k, sizeof k) && strcmp(k, key) == 0)
+            return i;
+    return -1;
 }
 
-/* Lookup in an arbitrary device array (the live catalog or a scratch copy). */
-static ah_device *find_in(ah_device *devs, int n, const char *name) {
+/* Index of the device a name (or an alias) denotes, or -1. */
+static int find_index(const ah_device_catalog *cat, const char *name) {
     char key[64];
     if (name == NULL || !key_of(name, key, sizeof key - 1))
-        return NULL;
-    ah_device *d = find_exact_key(devs, n, key);
-    if (d != NULL)
-        return d;
+        return -1;
+    int i = find_exact_key(cat, key);
+    if (i >= 0)
+        return i;
     /* "A100-40" -> "A100-40G", "V100-16" -> "V100-16G". */
     size_t len = strlen(key);
     if (isdigit((unsigned char)key[len - 1])) {
         key[len] = 'G';
         key[len + 1] = '\0';
-        if ((d = find_exact_key(devs, n, key)) != NULL)
-            return d;
+        if ((i = find_exact_key(cat, key)) >= 0)
+            return i;
         key[len] = '\0';
     }
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (strcmp(key, aliases[i].alias) == 0)
-            return find_exact_key(devs, n, aliases[i].key);
-    return NULL;
+    for (size_t a = 0; a < sizeof aliases / sizeof aliases[0]; a++)
+        if (strcmp(key, aliases[a].alias) == 0)
+            return find_exact_key(cat, aliases[a].key);
+    return -1;
 }
 
-const ah_device *ah_device_find(const char *name) {
-    ensure_catalog();
-    return find_in(catalog, n_catalog, name);
+const ah_device *ah_device_find(const ah_device_catalog *cat, const char *name) {
+    int i = cat != NULL ? find_index(cat, name) : -1;
+    return i >= 0 ? &cat->dev[i] : NULL;
 }
 
 /* ----------------------------------------------------------- overrides */
@@ -199,8 +184,8 @@ static int check_known_fields(const ah_err_ctx *cx, const cJSON *entry, int idx)
     return 0;
 }
 
-/* Applies one devices[idx] entry to the scratch catalog devs[0..*n). */
-static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device *devs, int *n) {
+/* Applies one devices[idx] entry to the scratch catalog *cat. */
+static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device_catalog *cat) {
     char ep[AH_JPATH_LEN];
     if (!cJSON_IsObject(entry))
         return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL), "must be an object");
@@ -214,7 +199,8 @@ static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_dev
                         "must be 1-31 letters, digits, '-', '_' or '.'");
 
     ah_device dev;
-    ah_device *existing = find_in(devs, *n, name->valuestring);
+    int at = find_index(cat, name->valuestring);
+    ah_device *existing = at >= 0 ? &cat->dev[at] : NULL;
     if (existing != NULL) {
         dev = *existing;
     } else {
@@ -240,28 +226,27 @@ static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_dev
     if (existing != NULL) {
         *existing = dev;
     } else {
-        if (*n >= MAX_DEVICES)
+        if (cat->n >= AH_MAX_DEVICES)
             return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL),
-                            "catalog is full (%d devices at most)", MAX_DEVICES);
-        devs[(*n)++] = dev;
+                            "catalog is full (%d devices at most)", AH_MAX_DEVICES);
+        cat->dev[cat->n++] = dev;
     }
     return 0;
 }
 
-int ah_device_load_overrides(const char *path, char *err, size_t errlen) {
+int ah_device_load_overrides(ah_device_catalog *cat, const char *path, char *err, size_t errlen) {
     ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
         err[0] = '\0';
     if (path == NULL)
         return ah_fail(&cx, "no file given");
-    ensure_catalog();
+    if (cat == NULL)
+        return ah_fail(&cx, "no catalog given");
     cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
     if (root == NULL)
         return -1;
     /* Work on a copy so a bad entry leaves the catalog untouched. */
-    ah_device scratch[MAX_DEVICES];
-    int n = n_catalog;
-    memcpy(scratch, catalog, sizeof catalog);
+    ah_device_catalog scratch = *cat;
     int rc = 0;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (devices == NULL)
@@ -270,11 +255,9 @@ int ah_device_load_overrides(const char *path, char *err, size_t errlen) {
         rc = ah_fail(&cx, "field 'devices' must be an array");
     int idx = 0;
     for (const cJSON *e = devices ? devices->child : NULL; rc == 0 && e != NULL; e = e->next)
-        rc = apply_entry(&cx, e, idx++, scratch, &n);
-    if (rc == 0) {
-        memcpy(catalog, scratch, sizeof catalog);
-        n_catalog = n;
-    }
+        rc = apply_entry(&cx, e, idx++, &scratch);
+    if (rc == 0)
+        *cat = scratch;
     cJSON_Delete(root);
     return rc;
 }

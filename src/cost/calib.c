@@ -73,7 +73,7 @@ static void add_entry(ah_calib_set *set, int mi, const ah_profile *p, const char
     int nl = ah_model_num_layers(m);
     ah_layer_cost c;
     if (ah_profile_table_get(p, dev, mb, tp, nl - 1, &c) == 0 &&
-        !head_is_lm_head(m, ah_device_find(dev), c.fwd_s, mb, tp))
+        !head_is_lm_head(m, ah_device_find(ah_device_catalog_builtin(), dev), c.fwd_s, mb, tp))
         *edge_ok = 0;
     for (int kind = 0; kind < 3; kind++) {
         for (int bwd = 0; bwd < 2; bwd++) {
@@ -118,7 +118,7 @@ static int load_model(ah_calib_set *set, const char *dir, int mi, char *err, siz
     int edge_ok = 1;
     for (int d = 0; d < ah_profile_table_num_devices(p); d++) {
         const char *dev = ah_profile_table_device(p, d);
-        const ah_device *cd = ah_device_find(dev);
+        const ah_device *cd = ah_device_find(ah_device_catalog_builtin(), dev);
         if (cd == NULL || !(cd->fp32_tflops > 0) || !(cd->sm_count > 0)) {
             ah_errf(err, errlen, "%s: device %s has no sm_count / fp32_tflops in the catalog", dir, dev);
             ah_profile_free(p);
@@ -167,7 +167,7 @@ void ah_calib_free(ah_calib_set *set) {
 }
 
 double ah_calib_predict(const ah_calib_set *set, const ah_calib_params *prm, const ah_calib_point *p) {
-    ah_device d = *ah_device_find(p->type);
+    ah_device d = *ah_device_find(ah_device_catalog_builtin(), p->type);
     int cls = ah_gpu_arch_of(p->type);
     d.efficiency = cls >= 0 ? prm->eff[cls] : prm->eff[0];
     d.slowdown = 1.0;

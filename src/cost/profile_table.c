@@ -67,7 +67,7 @@ void ah_ptab_release_(ah_profile *p) {
 static int canonical_device_name(const char *name, char out[32]) {
     if (!name || !*name)
         return -1;
-    const ah_device *d = ah_device_find(name);
+    const ah_device *d = ah_device_find(ah_device_catalog_builtin(), name);
     const char *c = d ? d->name : name;
     if (strlen(c) >= 32)
         return -1;
@@ -87,7 +87,7 @@ static int find_dev(const ah_profile *p, const char *name) {
     int i = find_dev_by_name(p, name);
     if (i >= 0)
         return i;
-    const ah_device *d = ah_device_find(name);
+    const ah_device *d = ah_device_find(ah_device_catalog_builtin(), name);
     if (d && strcasecmp(d->name, name) != 0)
         return find_dev_by_name(p, d->name);
     return -1;
@@ -603,7 +603,7 @@ ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen
             continue;
         char stem[256];
         snprintf(stem, sizeof stem, "%.*s", (int)(strlen(name) - 5), name);
-        const ah_device *dev = ah_device_find(stem);
+        const ah_device *dev = ah_device_find(ah_device_catalog_builtin(), stem);
         if (!dev || strlen(dev->name) >= sizeof p->devs[0].name) {
             if (add_skipped(p, name) != 0)
                 goto oom;

@@ -355,7 +355,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     s->cfg.vocab = 256; /* byte-level tokens, as autohet train */
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
-        if (ah_plan_read_json(o->plan_path, &s->plan, err, errlen) != 0)
+        if (ah_plan_read_json(o->plan_path, ah_device_catalog_builtin(), &s->plan, err, errlen) != 0)
             return -1;
         s->have_plan = 1;
         /* the inventory is the plan's cluster */
@@ -367,7 +367,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;
     } else {
-        if (ah_cluster_resolve(o->cluster_arg, &s->inv, err, errlen) != 0)
+        if (ah_cluster_resolve(o->cluster_arg, ah_device_catalog_builtin(), &s->inv, err, errlen) != 0)
             return -1;
         s->po.tp = o->tp;
         s->po.micro_batch = o->micro_batch;

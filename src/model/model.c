@@ -14,6 +14,7 @@
 
 #include "autohet/model.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
 
 /* ------------------------------------------------------------------ names */
 
@@ -54,34 +55,32 @@ const char *ah_recompute_name(ah_recompute r) {
 /* Upper bound for any dimension, so 4*h and friends never overflow an int. */
 #define MAX_DIM (1 << 26)
 
-/* First of the alternative keys that is present and not null. */
-static const cJSON *find_key(const cJSON *obj, const char *const *keys, const char **found) {
-    for (; *keys != NULL; keys++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, *keys);
-        if (it != NULL && !cJSON_IsNull(it)) {
-            *found = *keys;
-            return it;
-        }
-    }
+/* Whether obj has key with a value: HF configs write null for "the default",
+ * so null counts as absent. */
+static int has_value(const cJSON *obj, const char *key) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return it != NULL && !cJSON_IsNull(it);
+}
+
+/* First of the alternative keys that has a value, or NULL. */
+static const char *present_key(const cJSON *obj, const char *const *keys) {
+    for (; *keys != NULL; keys++)
+        if (has_value(obj, *keys))
+            return *keys;
     return NULL;
 }
 
 /* Reads a positive integer from one of `keys`. If none is present, uses
  * `dflt`, or fails naming keys[0] when dflt < 0 (required field). */
 static int get_pos_int(const ah_err_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int *out) {
-    const char *key = keys[0];
-    const cJSON *it = find_key(obj, keys, &key);
-    if (it == NULL) {
+    const char *key = present_key(obj, keys);
+    if (key == NULL) {
         if (dflt < 0)
-            return ah_fail(cx, "missing field '%s'", keys[0]);
+            return ah_jfail(cx, keys[0], "missing");
         *out = dflt;
         return 0;
     }
-    double v = cJSON_IsNumber(it) ? it->valuedouble : -1.0;
-    if (!(v >= 1.0 && v <= (double)MAX_DIM && v == floor(v)))
-        return ah_fail(cx, "field '%s' must be a positive integer (at most %d)", key, MAX_DIM);
-    *out = (int)v;
-    return 0;
+    return ah_jget_int(cx, obj, "", key, 1, 1, MAX_DIM, out) < 0 ? -1 : 0;
 }
 
 typedef struct {
@@ -104,21 +103,20 @@ static int has_key(const cJSON *obj, const char *key) {
 
 /* Architecture from "model_type", or guessed from which keys exist. */
 static int detect_arch(const ah_err_ctx *cx, const cJSON *root, model_type_info *info) {
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    if (mt != NULL && !cJSON_IsNull(mt)) {
-        if (!cJSON_IsString(mt))
-            return ah_fail(cx, "field 'model_type' must be a string");
+    if (has_value(root, "model_type")) {
+        char mt[128];
+        if (ah_jget_str(cx, root, "", "model_type", 1, mt, sizeof mt) < 0)
+            return -1;
         for (size_t i = 0; i < N_MODEL_TYPES; i++) {
-            if (strcasecmp(mt->valuestring, model_types[i].model_type) == 0) {
+            if (strcasecmp(mt, model_types[i].model_type) == 0) {
                 *info = model_types[i];
                 return 0;
             }
         }
-        return ah_fail(cx,
-                       "field 'model_type' has unsupported value '%.64s' (supported: gpt2, "
-                       "gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, llama, mistral, qwen2, bert, "
-                       "roberta)",
-                       mt->valuestring);
+        return ah_jfail(cx, "model_type",
+                        "unsupported value '%.64s' (supported: gpt2, gpt_neo, gpt_neox, gptj, gpt_bigcode, opt, "
+                        "llama, mistral, qwen2, bert, roberta)",
+                        mt);
     }
     info->model_type = NULL;
     info->rotary = 0;
@@ -133,8 +131,8 @@ static int detect_arch(const ah_err_ctx *cx, const cJSON *root, model_type_info 
     } else if (has_key(root, "hidden_size")) {
         info->arch = AH_ARCH_GPT;
     } else {
-        return ah_fail(cx, "missing field 'hidden_size' (or 'n_embd'; cannot tell the architecture "
-                           "without 'model_type')");
+        return ah_jfail(cx, "hidden_size",
+                        "missing (or 'n_embd'; cannot tell the architecture without 'model_type')");
     }
     return 0;
 }
@@ -181,32 +179,27 @@ static int read_dims(const ah_err_ctx *cx, const cJSON *root, const model_type_i
     const char *hkey = gpt2_style ? "n_embd" : "hidden_size";
     const char *akey = gpt2_style ? "n_head" : "num_attention_heads";
     if (m->hidden % m->n_heads != 0)
-        return ah_fail(cx, "field '%s' (%d) must be divisible by '%s' (%d)", hkey, m->hidden, akey,
-                       m->n_heads);
+        return ah_jfail(cx, hkey, "%d must be divisible by '%s' (%d)", m->hidden, akey, m->n_heads);
     if (m->n_heads % m->n_kv_heads != 0)
-        return ah_fail(cx, "field '%s' (%d) must be divisible by 'num_key_value_heads' (%d)", akey,
-                       m->n_heads, m->n_kv_heads);
+        return ah_jfail(cx, akey, "%d must be divisible by 'num_key_value_heads' (%d)", m->n_heads,
+                        m->n_kv_heads);
     return 0;
 }
 
 static int read_tied(const ah_err_ctx *cx, const cJSON *root, ah_arch arch, int *tied) {
     /* HF default: LlamaConfig unties, the others tie. */
     *tied = arch != AH_ARCH_LLAMA;
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-    if (it == NULL || cJSON_IsNull(it))
+    if (!has_value(root, "tie_word_embeddings"))
         return 0;
-    if (!cJSON_IsBool(it))
-        return ah_fail(cx, "field 'tie_word_embeddings' must be true or false");
-    *tied = cJSON_IsTrue(it);
-    return 0;
+    return ah_jget_bool(cx, root, "", "tie_word_embeddings", 1, tied) < 0 ? -1 : 0;
 }
 
 /* "name_or_path" if given, else the file name without ".json"; for the
  * ubiquitous "config.json" the directory name is more telling. */
 static void set_name(const cJSON *root, const char *path, ah_model_config *m) {
     static const char *const keys[] = {"name_or_path", "_name_or_path", NULL};
-    const char *key;
-    const cJSON *it = find_key(root, keys, &key);
+    const char *key = present_key(root, keys);
+    const cJSON *it = key != NULL ? cJSON_GetObjectItemCaseSensitive(root, key) : NULL;
     if (it != NULL && cJSON_IsString(it) && it->valuestring[0] != '\0') {
         snprintf(m->name, sizeof m->name, "%s", it->valuestring);
         return;

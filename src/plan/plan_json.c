@@ -433,7 +433,7 @@ static int check_train_dup(const ah_err_ctx *c, const cJSON *root, const char *k
     return 0;
 }
 
-static int read_cluster(const ah_err_ctx *c, const cJSON *root, ah_cluster *cl) {
+static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_cluster *cl) {
     char cp[AH_JPATH_LEN], np[AH_JPATH_LEN], ip[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o, *nodes;
     if (ah_jget_obj(c, root, "", "cluster", 1, &o, cp) < 0)
@@ -459,7 +459,7 @@ static int read_cluster(const ah_err_ctx *c, const cJSON *root, ah_cluster *cl) 
         char gpu[64];
         if (ah_jget_str(c, it, ip, "gpu_type", 1, gpu, sizeof gpu) < 0)
             return -1;
-        const ah_device *d = ah_device_find(gpu);
+        const ah_device *d = ah_device_find(devices, gpu);
         if (!d) {
             ah_jpath_key(path, ip, "gpu_type");
             return ah_jfail(c, path, "unknown GPU type \"%s\" (not in the device catalog)", gpu);
@@ -488,7 +488,8 @@ static int find_node(const ah_cluster *cl, const char *name) {
     return -1;
 }
 
-static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *sp, ah_plan *p, ah_stage *s) {
+static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *so, const char *sp,
+                      ah_plan *p, ah_stage *s) {
     char path[AH_JPATH_LEN];
     const cJSON *v;
     const ah_cluster *cl = &p->cluster;
@@ -526,7 +527,7 @@ static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *sp, ah_p
     if (rc < 0)
         return -1;
     if (rc > 0) {
-        const ah_device *d = ah_device_find(gpu);
+        const ah_device *d = ah_device_find(devices, gpu);
         if (!d || strcmp(d->name, nd->dev.name) != 0) {
             ah_jpath_key(path, sp, "gpu_type");
             return ah_jfail(c, path, "\"%s\" does not match node \"%s\" (%s)", gpu, nd->name, nd->dev.name);
@@ -585,7 +586,7 @@ static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *sp, ah_p
     return 0;
 }
 
-static int read_replicas(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
+static int read_replicas(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_plan *p) {
     char rp[AH_JPATH_LEN], ip[AH_JPATH_LEN], stp[AH_JPATH_LEN], sp[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *arr;
     void *elems;
@@ -608,7 +609,7 @@ static int read_replicas(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
         int j = 0;
         for (const cJSON *so = stages->child; so; so = so->next, j++) {
             ah_jpath_index(sp, stp, j);
-            if (read_stage(c, so, sp, p, &rep->stages[j]) < 0)
+            if (read_stage(c, devices, so, sp, p, &rep->stages[j]) < 0)
                 return -1;
         }
         if (ah_jget_num(c, ro, ip, "time_s", 0, 1, &rep->time_s) < 0 ||
@@ -674,7 +675,7 @@ static int read_replicas(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
     return 0;
 }
 
-static int read_plan(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
+static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_plan *p) {
     char path[AH_JPATH_LEN];
     const cJSON *v;
     if (!cJSON_IsObject(root))
@@ -702,7 +703,7 @@ static int read_plan(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
         snprintf(p->strategy, sizeof p->strategy, "%s", ah_strategy_name(AH_STRATEGY_AUTOHET));
 
     if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0 ||
-        read_cluster(c, root, &p->cluster) < 0)
+        read_cluster(c, devices, root, &p->cluster) < 0)
         return -1;
 
     if (ah_jget_int(c, root, "", "tp", 1, 1, INT_MAX, &p->tp) < 0 ||
@@ -712,7 +713,7 @@ static int read_plan(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
         check_train_dup(c, root, "global_batch", p->global_batch) < 0)
         return -1;
 
-    if (read_replicas(c, root, p) < 0)
+    if (read_replicas(c, devices, root, p) < 0)
         return -1;
 
     /* derived top-level numbers */
@@ -748,11 +749,12 @@ static int read_plan(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
     return 0;
 }
 
-int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) {
+int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_plan *out, char *err,
+                      size_t errlen) {
     if (out)
         memset(out, 0, sizeof *out);
-    if (!path || !out) {
-        set_err(err, errlen, "plan: no file or output given");
+    if (!path || !out || !devices) {
+        set_err(err, errlen, "plan: no file, device catalog or output given");
         return -1;
     }
     ah_err_ctx c = {path, err, errlen};
@@ -763,7 +765,7 @@ int ah_plan_read_json(const char *path, ah_plan *out, char *err, size_t errlen) 
 
     ah_plan p;
     memset(&p, 0, sizeof p);
-    int rc = read_plan(&c, root, &p);
+    int rc = read_plan(&c, devices, root, &p);
     cJSON_Delete(root);
     if (rc < 0) {
         ah_plan_free(&p);

@@ -204,140 +204,179 @@ static int same_layout(const ah_plan *a, const ah_plan *b) {
     return 1;
 }
 
-/* The AutoHet search. Writes the best plan to out[0] and, if k > 1, the best
- * plans of the next-best (tp, micro-batch, level) sub-searches to out[1..]
- * (distinct plans, increasing predicted time); *n_out = how many. */
-static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
-                          const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
-                          size_t errlen) {
+/* The sub-searches of one AutoHet search: one per (tp, micro-batch,
+ * bandwidth level), with their contexts and best solutions. */
+typedef struct {
+    ah_search_ctx *xs;
+    ah_solution *ss;
+    int *ready; /* the context initialised (the sub-search can run) */
+    int n;
+} subsearches;
+
+static void subsearches_free(subsearches *sub) {
+    for (int k = 0; k < sub->n; k++) {
+        ah_search_ctx_free(&sub->xs[k]);
+        ah_solution_free(&sub->ss[k]);
+    }
+    free(sub->xs);
+    free(sub->ss);
+    free(sub->ready);
+}
+
+/* Phase 1 for every (tp, micro-batch, bandwidth level): pure pipelines and
+ * short mixed ones. 0, or -1 with err. */
+static int search_phase1(subsearches *sub, const ah_model_config *m, const ah_cluster *c,
+                         const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
     ah_search_level levels[64];
     int n_levels = ah_search_levels(c, levels, 64);
-    int cap = 16 * n_levels;
-    ah_search_ctx *xs = calloc((size_t)cap, sizeof *xs);
-    ah_solution *ss = calloc((size_t)cap, sizeof *ss);
-    int *ready = calloc((size_t)cap, sizeof *ready);
-    if (!xs || !ss || !ready)
+    size_t cap = 16 * (size_t)n_levels; /* at most 4 TPs x 4 micro-batches per level */
+    sub->xs = calloc(cap, sizeof *sub->xs);
+    sub->ss = calloc(cap, sizeof *sub->ss);
+    sub->ready = calloc(cap, sizeof *sub->ready);
+    if (!sub->xs || !sub->ss || !sub->ready)
         abort();
-    int n = 0, rc = 0;
-    /* Phase 1 for every (tp, micro-batch, bandwidth level): pure pipelines and
-     * short mixed ones. */
+    sub->n = 0;
+    int rc = 0;
     for (int i = 0; tps[i] && rc == 0; i++)
         for (int j = 0; mbs[j] && rc == 0; j++)
             for (int l = 0; l < n_levels && rc == 0; l++) {
-                ah_search_ctx *x = &xs[n];
-                ah_solution *s = &ss[n];
+                ah_search_ctx *x = &sub->xs[sub->n];
+                ah_solution *s = &sub->ss[sub->n];
                 s->value = AH_NS_INF;
                 int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], &levels[l], err, errlen);
                 if (r < 0)
                     rc = -1;
-                ready[n] = r == 1;
+                sub->ready[sub->n] = r == 1;
                 if (r == 1) {
                     ah_search_templates(x, o->phase1_mixed_stages);
                     ah_search_solve(x, s);
                 }
-                n++;
+                sub->n++;
             }
+    return rc;
+}
+
+/* Phase 2: long mixed pipelines, split only where bounds say they could beat
+ * the best plan so far; then the exact optimum of each sub-search. Returns
+ * the best sub-search (-1 if none found a plan); *effort = the work done. */
+static int search_phase2(subsearches *sub, const ah_plan_options *o, long long *effort) {
     ah_ns bound = AH_NS_INF;
-    for (int k = 0; k < n; k++)
-        if (ss[k].value < bound)
-            bound = ss[k].value;
-    /* Phase 2: long mixed pipelines, split only where bounds say they could
-     * beat the best plan so far; then the exact optimum of each sub-search. */
+    for (int k = 0; k < sub->n; k++)
+        if (sub->ss[k].value < bound)
+            bound = sub->ss[k].value;
     int best = -1;
-    long long effort = 0;
-    for (int k = 0; k < n && rc == 0; k++) {
-        if (ready[k] && ah_search_expand(&xs[k], o->phase1_mixed_stages, bound) > 0) {
-            ah_solution_free(&ss[k]);
-            ah_search_solve(&xs[k], &ss[k]);
+    *effort = 0;
+    for (int k = 0; k < sub->n; k++) {
+        ah_search_ctx *x = &sub->xs[k];
+        ah_solution *s = &sub->ss[k];
+        if (sub->ready[k] && ah_search_expand(x, o->phase1_mixed_stages, bound) > 0) {
+            ah_solution_free(s);
+            ah_search_solve(x, s);
         }
-        if (ss[k].value < bound)
-            bound = ss[k].value;
-        if (ss[k].value != AH_NS_INF && (best < 0 || ss[k].value < ss[best].value))
+        if (s->value < bound)
+            bound = s->value;
+        if (s->value != AH_NS_INF && (best < 0 || s->value < sub->ss[best].value))
             best = k;
-        effort += xs[k].evals + xs[k].n_tpl;
-        if (getenv("AUTOHET_DEBUG") && ready[k])
+        *effort += x->evals + x->n_tpl;
+        if (getenv("AUTOHET_DEBUG") && sub->ready[k])
             fprintf(stderr,
                     "autohet: tp=%d mb=%d level(node %d) classes=%d templates=%d pruned=%lld value=%.6f s\n",
-                    xs[k].tp, xs[k].mb, xs[k].level.single_node,
-                    xs[k].K, xs[k].n_tpl, xs[k].pruned, ah_ns_to_s(ss[k].value));
+                    x->tp, x->mb, x->level.single_node, x->K, x->n_tpl, x->pruned, ah_ns_to_s(s->value));
     }
-    if (rc == 0 && best < 0) {
-        int tmin = 0, smin = 0;
-        for (int t = 1; t <= 8 && !tmin; t *= 2)
-            if (!o->tp_mask || (o->tp_mask & (1u << t)))
-                tmin = o->tp ? o->tp : t;
-        for (int s = 1; s <= 64 && !smin; s++)
-            if ((o->pp_mask >> (s - 1)) & 1)
-                smin = s;
-        int dmin = o->n_dp ? o->dp[0] : 0, groups = 0;
-        for (int i = 1; i < o->n_dp; i++)
-            if (o->dp[i] < dmin)
-                dmin = o->dp[i];
-        for (int i = 0; i < c->n_nodes; i++)
-            groups += c->nodes[i].gpus / tmin;
-        int mb_min = o->micro_batch ? o->micro_batch : 1;
-        if (o->n_dp && dmin > groups) {
-            snprintf(err, errlen, "--dp %d needs at least %d TP groups (of %d GPUs, --tp %d); the cluster has %d",
-                     dmin, dmin, tmin, tmin, groups);
-        } else if (o->n_dp && dmin > o->global_batch / mb_min) {
-            snprintf(err, errlen,
-                     "--dp %d needs at least %d micro-batches per iteration (one per replica); --global-batch %d "
-                     "with micro-batch %d gives %d",
-                     dmin, dmin, o->global_batch, mb_min, o->global_batch / mb_min);
-        } else if (o->n_dp && o->pp_mask && (long long)dmin * smin > groups) {
-            snprintf(err, errlen, "--dp %d with --pp %d needs at least %d TP groups (--tp %d); the cluster has %d",
-                     dmin, smin, dmin * smin, tmin, groups);
-        } else if (o->pp_mask && tmin * smin > ah_cluster_total_gpus(c)) {
-            snprintf(err, errlen,
-                     "--pp %d with --tp %d needs at least %d GPUs for one replica (TP x stages); the cluster has %d",
-                     smin, tmin, tmin * smin, ah_cluster_total_gpus(c));
-        } else if (o->tp_mask || o->pp_mask || o->n_dp) {
-            /* say what the limits cost: the leanest plan without them */
-            ah_plan_options free_o = *o;
-            free_o.tp_mask = 0;
-            free_o.pp_mask = 0;
-            free_o.n_dp = 0;
-            char why[400];
-            ah_plan fp;
-            int nf = 0;
-            if (search_autohet(m, c, prof, &free_o, &fp, 1, &nf, why, sizeof why) == 0 && nf == 1) {
-                int smin_f = 1 << 30, smax_f = 0;
-                for (int r = 0; r < fp.n_replicas; r++) {
-                    int d = fp.replicas[r].n_stages;
-                    smin_f = d < smin_f ? d : smin_f;
-                    smax_f = d > smax_f ? d : smax_f;
-                }
-                snprintf(why, sizeof why, "the fastest plan has %d replica(s) of %d..%d stages at TP %d",
-                         fp.n_replicas, smin_f, smax_f, fp.tp);
-                ah_plan_free(&fp);
-            } else
-                no_fit_message(m, c, prof, &free_o, why, sizeof why);
-            snprintf(err, errlen, "no plan with the given --tp/--pp/--dp fits this cluster (too few GPUs or "
-                     "too little memory per replica); without those limits: %s", why);
-        } else
-            no_fit_message(m, c, prof, o, err, errlen);
-        rc = -1;
-    }
+    return best;
+}
+
+/* Why --tp/--pp/--dp limits leave no plan: the leanest plan without them, or
+ * why none fits at all, into why. */
+static void unlimited_plan_summary(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                                   const ah_plan_options *o, char *why, size_t whylen) {
+    ah_plan_options free_o = *o;
+    free_o.tp_mask = 0;
+    free_o.pp_mask = 0;
+    free_o.n_dp = 0;
+    ah_plan fp;
+    int nf = 0;
+    if (search_autohet(m, c, prof, &free_o, &fp, 1, &nf, why, whylen) == 0 && nf == 1) {
+        int smin_f = 1 << 30, smax_f = 0;
+        for (int r = 0; r < fp.n_replicas; r++) {
+            int d = fp.replicas[r].n_stages;
+            smin_f = d < smin_f ? d : smin_f;
+            smax_f = d > smax_f ? d : smax_f;
+        }
+        snprintf(why, whylen, "the fastest plan has %d replica(s) of %d..%d stages at TP %d", fp.n_replicas,
+                 smin_f, smax_f, fp.tp);
+        ah_plan_free(&fp);
+    } else
+        no_fit_message(m, c, prof, &free_o, why, whylen);
+}
+
+/* The one-line error when no sub-search found a plan: the --tp/--pp/--dp
+ * limit that cannot be met, else what the limits cost, else why nothing fits. */
+static void no_plan_message(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                            const ah_plan_options *o, char *err, size_t errlen) {
+    int tmin = 0, smin = 0;
+    for (int t = 1; t <= 8 && !tmin; t *= 2)
+        if (!o->tp_mask || (o->tp_mask & (1u << t)))
+            tmin = o->tp ? o->tp : t;
+    for (int s = 1; s <= 64 && !smin; s++)
+        if ((o->pp_mask >> (s - 1)) & 1)
+            smin = s;
+    int dmin = o->n_dp ? o->dp[0] : 0, groups = 0;
+    for (int i = 1; i < o->n_dp; i++)
+        if (o->dp[i] < dmin)
+            dmin = o->dp[i];
+    for (int i = 0; i < c->n_nodes; i++)
+        groups += c->nodes[i].gpus / tmin;
+    int mb_min = o->micro_batch ? o->micro_batch : 1;
+    if (o->n_dp && dmin > groups) {
+        snprintf(err, errlen, "--dp %d needs at least %d TP groups (of %d GPUs, --tp %d); the cluster has %d", dmin,
+                 dmin, tmin, tmin, groups);
+    } else if (o->n_dp && dmin > o->global_batch / mb_min) {
+        snprintf(err, errlen,
+                 "--dp %d needs at least %d micro-batches per iteration (one per replica); --global-batch %d "
+                 "with micro-batch %d gives %d",
+                 dmin, dmin, o->global_batch, mb_min, o->global_batch / mb_min);
+    } else if (o->n_dp && o->pp_mask && (long long)dmin * smin > groups) {
+        snprintf(err, errlen, "--dp %d with --pp %d needs at least %d TP groups (--tp %d); the cluster has %d",
+                 dmin, smin, dmin * smin, tmin, groups);
+    } else if (o->pp_mask && tmin * smin > ah_cluster_total_gpus(c)) {
+        snprintf(err, errlen,
+                 "--pp %d with --tp %d needs at least %d GPUs for one replica (TP x stages); the cluster has %d",
+                 smin, tmin, tmin * smin, ah_cluster_total_gpus(c));
+    } else if (o->tp_mask || o->pp_mask || o->n_dp) {
+        char why[400];
+        unlimited_plan_summary(m, c, prof, o, why, sizeof why);
+        snprintf(err, errlen, "no plan with the given --tp/--pp/--dp fits this cluster (too few GPUs or "
+                 "too little memory per replica); without those limits: %s", why);
+    } else
+        no_fit_message(m, c, prof, o, err, errlen);
+}
+
+/* The best plans of the best sub-searches, distinct layouts, increasing
+ * predicted time, into out[0..k_best); *n_out = how many. 0, or -1 with err. */
+static int take_best_plans(subsearches *sub, const ah_profile *prof, long long effort, ah_plan *out,
+                           int k_best, int *n_out, char *err, size_t errlen) {
+    int rc = 0;
     *n_out = 0;
     for (int got = 0; rc == 0 && got < k_best; got++) {
         /* next best sub-search not taken yet */
         int pick = -1;
-        for (int k = 0; k < n; k++) {
-            if (ss[k].value == AH_NS_INF || ss[k].n == 0)
+        for (int k = 0; k < sub->n; k++) {
+            if (sub->ss[k].value == AH_NS_INF || sub->ss[k].n == 0)
                 continue;
-            if (pick < 0 || ss[k].value < ss[pick].value)
+            if (pick < 0 || sub->ss[k].value < sub->ss[pick].value)
                 pick = k;
         }
         if (pick < 0)
             break;
         ah_plan *pl = &out[got];
-        rc = ah_search_build_plan(&xs[pick], &ss[pick], prof, pl, err, errlen);
+        rc = ah_search_build_plan(&sub->xs[pick], &sub->ss[pick], prof, pl, err, errlen);
         if (rc)
             break;
-        ss[pick].n = 0; /* taken */
+        sub->ss[pick].n = 0; /* taken */
         int dup = 0;
         for (int i = 0; i < got && !dup; i++)
             dup = same_layout(&out[i], pl);
@@ -347,18 +386,34 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
             got--;
             continue;
         }
-        pl->search_value_ns = ss[pick].value;
-        pl->search_value_s = ah_ns_to_s(ss[pick].value);
+        pl->search_value_ns = sub->ss[pick].value;
+        pl->search_value_s = ah_ns_to_s(sub->ss[pick].value);
         pl->candidates = effort;
         (*n_out)++;
     }
-    for (int k = 0; k < n; k++) {
-        ah_search_ctx_free(&xs[k]);
-        ah_solution_free(&ss[k]);
+    return rc;
+}
+
+/* The AutoHet search. Writes the best plan to out[0] and, if k > 1, the best
+ * plans of the next-best (tp, micro-batch, level) sub-searches to out[1..]
+ * (distinct plans, increasing predicted time); *n_out = how many. */
+static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                          const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
+                          size_t errlen) {
+    subsearches sub = {0};
+    *n_out = 0;
+    int rc = search_phase1(&sub, m, c, prof, o, err, errlen);
+    if (rc == 0) {
+        long long effort = 0;
+        int best = search_phase2(&sub, o, &effort);
+        if (best < 0) {
+            no_plan_message(m, c, prof, o, err, errlen);
+            rc = -1;
+        } else {
+            rc = take_best_plans(&sub, prof, effort, out, k_best, n_out, err, errlen);
+        }
     }
-    free(xs);
-    free(ss);
-    free(ready);
+    subsearches_free(&sub);
     return rc;
 }
 
@@ -429,26 +484,22 @@ static int cmp_vec(const void *a, const void *b) {
     return (x->price < y->price) - (x->price > y->price);
 }
 
-static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
-                       const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
-                       size_t errlen) {
-    int K = 0;
-    cost_class *cc = calloc(AH_MAX_CLASSES, sizeof *cc);
-    if (!cc)
-        abort();
+/* Groups the nodes into classes (GPU type, GPUs per node, NIC), each class's
+ * nodes cheapest first. *K = the number of classes; 0, or -1 with err. */
+static int cost_classes(const ah_cluster *c, cost_class *cc, int *K, char *err, size_t errlen) {
+    *K = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         const ah_node *nd = &c->nodes[i];
         int k = 0;
-        while (k < K && !(strcmp(c->nodes[cc[k].idx[0]].dev.name, nd->dev.name) == 0 &&
-                          c->nodes[cc[k].idx[0]].gpus == nd->gpus && c->nodes[cc[k].idx[0]].nic_gbit == nd->nic_gbit))
+        while (k < *K && !(strcmp(c->nodes[cc[k].idx[0]].dev.name, nd->dev.name) == 0 &&
+                           c->nodes[cc[k].idx[0]].gpus == nd->gpus && c->nodes[cc[k].idx[0]].nic_gbit == nd->nic_gbit))
             k++;
-        if (k == K) {
-            if (K == AH_MAX_CLASSES) {
-                free(cc);
+        if (k == *K) {
+            if (*K == AH_MAX_CLASSES) {
                 snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
                 return -1;
             }
-            K++;
+            (*K)++;
         }
         /* insertion by price: cheapest first, inventory order among equals */
         int j = cc[k].n++;
@@ -458,7 +509,12 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
         }
         cc[k].idx[j] = i;
     }
-    /* the grid */
+    return 0;
+}
+
+/* The grid of node counts per class (see above), and every vector of it,
+ * most nodes first; *nv = how many. */
+static cost_vec *cost_vectors(const ah_cluster *c, cost_class *cc, int K, long long *nv) {
     for (int level = 0; level < 3; level++) {
         double total = 1;
         for (int k = 0; k < K; k++) {
@@ -474,13 +530,13 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
         if (total <= COST_GRID_MAX || level == 2)
             break;
     }
-    long long nv = 1;
+    *nv = 1;
     for (int k = 0; k < K; k++)
-        nv *= cc[k].n_grid;
-    cost_vec *vec = calloc((size_t)nv, sizeof *vec);
+        *nv *= cc[k].n_grid;
+    cost_vec *vec = calloc((size_t)*nv, sizeof *vec);
     if (!vec)
         abort();
-    for (long long v = 0; v < nv; v++) {
+    for (long long v = 0; v < *nv; v++) {
         long long r = v;
         for (int k = 0; k < K; k++) {
             int n = cc[k].grid[r % cc[k].n_grid];
@@ -491,67 +547,157 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
                 vec[v].price += c->nodes[cc[k].idx[i]].price_per_hour;
         }
     }
-    qsort(vec, (size_t)nv, sizeof *vec, cmp_vec);
-    /* the k best plans by objective, ascending */
-    ah_plan *keep = calloc((size_t)k_best, sizeof *keep);
-    double *keep_obj = calloc((size_t)k_best, sizeof *keep_obj);
+    qsort(vec, (size_t)*nv, sizeof *vec, cmp_vec);
+    return vec;
+}
+
+/* The k best plans by objective, ascending. */
+typedef struct {
+    ah_plan *plan;
+    double *obj;
+    int n, k;
+} cost_keep;
+
+/* Whether vec[v] can be skipped without a search: a visited superset is
+ * infeasible (state 2), or its price x the optimum of a visited superset
+ * reaches the k-th best objective (state 3). */
+static int cost_vector_pruned(cost_vec *vec, long long v, int K, const cost_keep *keep) {
+    cost_vec *cv = &vec[v];
+    ah_ns faster = 0; /* optimum of the smallest visited superset: a lower bound */
+    for (long long u = 0; u < v; u++) {
+        int sup = 1;
+        for (int k = 0; k < K && sup; k++)
+            sup = vec[u].counts[k] >= cv->counts[k];
+        if (!sup)
+            continue;
+        if (vec[u].state == 2) {
+            cv->state = 2;
+            return 1;
+        }
+        if (vec[u].state == 1 && vec[u].value > faster)
+            faster = vec[u].value;
+    }
+    if (keep->n == keep->k && ah_ns_to_s(faster) * cv->price / 3600.0 >= keep->obj[keep->k - 1]) {
+        cv->state = 3;
+        return 1;
+    }
+    return 0;
+}
+
+/* The nodes a vector pays for, in inventory order, into sub (storage
+ * sub->nodes); map[i] = the cluster index of sub's node i. */
+static void cost_sub_cluster(const ah_cluster *c, const cost_class *cc, int K, const cost_vec *cv,
+                             ah_cluster *sub, int *map) {
+    sub->n_nodes = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        int k = 0, pos = -1;
+        for (; k < K && pos < 0; k++)
+            for (int q = 0; q < cv->counts[k]; q++)
+                if (cc[k].idx[q] == i)
+                    pos = q;
+        if (pos >= 0) {
+            map[sub->n_nodes] = i;
+            sub->nodes[sub->n_nodes++] = c->nodes[i];
+        }
+    }
+}
+
+/* Moves a plan found on a sub-cluster onto the whole cluster's node indices
+ * and evaluates it there. 0, or -1 with err. */
+static int cost_plan_on_cluster(ah_plan *pl, const ah_cluster *c, const int *map, const ah_profile *prof,
+                                const ah_plan_options *o, char *err, size_t errlen) {
+    for (int k = 0; k < pl->n_replicas; k++)
+        for (int j = 0; j < pl->replicas[k].n_stages; j++)
+            pl->replicas[k].stages[j].node = map[pl->replicas[k].stages[j].node];
+    free(pl->cluster.nodes);
+    pl->cluster.n_nodes = c->n_nodes;
+    pl->cluster.nodes = malloc(sizeof(ah_node) * (size_t)c->n_nodes);
+    if (!pl->cluster.nodes)
+        abort();
+    memcpy(pl->cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
+    ah_ns sv = pl->search_value_ns;
+    if (ah_plan_evaluate(pl, prof, o, err, errlen) != 0)
+        return -1;
+    pl->search_value_ns = sv;
+    pl->search_value_s = ah_ns_to_s(sv);
+    return 0;
+}
+
+/* Adds a plan of objective obj to keep (which takes it over or frees it). */
+static void cost_keep_add(cost_keep *keep, ah_plan *pl, double obj) {
+    /* the same plan found on a larger node set (paying for idle nodes)
+     * gives way to the cheaper objective */
+    int dup = -1;
+    for (int i = 0; i < keep->n && dup < 0; i++)
+        if (same_layout(&keep->plan[i], pl))
+            dup = i;
+    if (dup >= 0 && keep->obj[dup] <= obj) {
+        ah_plan_free(pl);
+        return;
+    }
+    if (dup >= 0) {
+        ah_plan_free(&keep->plan[dup]);
+        for (int i = dup; i + 1 < keep->n; i++) {
+            keep->plan[i] = keep->plan[i + 1];
+            keep->obj[i] = keep->obj[i + 1];
+        }
+        keep->n--;
+    }
+    if (keep->n == keep->k)
+        ah_plan_free(&keep->plan[--keep->n]);
+    int at = keep->n++;
+    while (at > 0 && keep->obj[at - 1] > obj) {
+        keep->plan[at] = keep->plan[at - 1];
+        keep->obj[at] = keep->obj[at - 1];
+        at--;
+    }
+    keep->plan[at] = *pl;
+    keep->obj[at] = obj;
+}
+
+static void cost_debug_line(const cost_vec *cv, int K, int found, const char *e2, double value_s) {
+    fprintf(stderr, "autohet: cost vector");
+    for (int k = 0; k < K; k++)
+        fprintf(stderr, " %d", cv->counts[k]);
+    fprintf(stderr, " ($%.2f/h): %s %.6f s\n", cv->price, found ? "optimum" : e2, found ? value_s : 0.0);
+}
+
+static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                       const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
+                       size_t errlen) {
+    int K = 0;
+    cost_class *cc = calloc(AH_MAX_CLASSES, sizeof *cc);
+    if (!cc)
+        abort();
+    if (cost_classes(c, cc, &K, err, errlen) != 0) {
+        free(cc);
+        return -1;
+    }
+    long long nv = 0;
+    cost_vec *vec = cost_vectors(c, cc, K, &nv);
+    cost_keep keep = {calloc((size_t)k_best, sizeof *keep.plan), calloc((size_t)k_best, sizeof *keep.obj), 0,
+                      k_best};
     ah_node *sub_nodes = malloc(sizeof(ah_node) * (size_t)c->n_nodes);
     int *map = malloc(sizeof(int) * (size_t)c->n_nodes);
-    if (!keep || !keep_obj || !sub_nodes || !map)
+    if (!keep.plan || !keep.obj || !sub_nodes || !map)
         abort();
-    int n_keep = 0, rc = 0, any_feasible = 0;
+    int rc = 0, any_feasible = 0;
     long long effort = 0;
     char first_err[512] = "";
     ah_plan_options ot = *o;
     ot.objective = AH_OBJECTIVE_TIME;
     for (long long v = 0; v < nv && rc == 0; v++) {
         cost_vec *cv = &vec[v];
-        if (cv->n_nodes == 0)
+        if (cv->n_nodes == 0 || cost_vector_pruned(vec, v, K, &keep))
             continue;
-        ah_ns faster = 0; /* optimum of the smallest visited superset: a lower bound */
-        int dead = 0;
-        for (long long u = 0; u < v && !dead; u++) {
-            int sup = 1;
-            for (int k = 0; k < K && sup; k++)
-                sup = vec[u].counts[k] >= cv->counts[k];
-            if (!sup)
-                continue;
-            if (vec[u].state == 2)
-                dead = 1;
-            else if (vec[u].state == 1 && vec[u].value > faster)
-                faster = vec[u].value;
-        }
-        if (dead) {
-            cv->state = 2;
-            continue;
-        }
-        if (n_keep == k_best && ah_ns_to_s(faster) * cv->price / 3600.0 >= keep_obj[k_best - 1]) {
-            cv->state = 3;
-            continue;
-        }
         ah_cluster sub = {sub_nodes, 0};
-        for (int i = 0; i < c->n_nodes; i++) {
-            int k = 0, pos = -1;
-            for (; k < K && pos < 0; k++)
-                for (int q = 0; q < cv->counts[k]; q++)
-                    if (cc[k].idx[q] == i)
-                        pos = q;
-            if (pos >= 0) {
-                map[sub.n_nodes] = i;
-                sub_nodes[sub.n_nodes++] = c->nodes[i];
-            }
-        }
+        cost_sub_cluster(c, cc, K, cv, &sub, map);
         ah_plan pl;
         int got = 0;
         char e2[512];
         int r = search_autohet(m, &sub, prof, &ot, &pl, 1, &got, e2, sizeof e2);
-        if (getenv("AUTOHET_DEBUG")) {
-            fprintf(stderr, "autohet: cost vector");
-            for (int k = 0; k < K; k++)
-                fprintf(stderr, " %d", cv->counts[k]);
-            fprintf(stderr, " ($%.2f/h): %s %.6f s\n", cv->price, r == 0 && got ? "optimum" : e2,
-                    r == 0 && got ? pl.search_value_s : 0.0);
-        }
+        if (getenv("AUTOHET_DEBUG"))
+            cost_debug_line(cv, K, r == 0 && got, e2, r == 0 && got ? pl.search_value_s : 0.0);
         if (r != 0 || got == 0) {
             cv->state = 2;
             if (!first_err[0])
@@ -563,73 +709,33 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
         effort += pl.candidates;
         any_feasible = 1;
         double obj = pl.search_value_s * cv->price / 3600.0;
-        if (n_keep == k_best && obj >= keep_obj[k_best - 1]) {
+        if (keep.n == k_best && obj >= keep.obj[k_best - 1]) {
             ah_plan_free(&pl);
             continue;
         }
-        /* the plan on the whole cluster's node indices */
-        for (int k = 0; k < pl.n_replicas; k++)
-            for (int j = 0; j < pl.replicas[k].n_stages; j++)
-                pl.replicas[k].stages[j].node = map[pl.replicas[k].stages[j].node];
-        free(pl.cluster.nodes);
-        pl.cluster.n_nodes = c->n_nodes;
-        pl.cluster.nodes = malloc(sizeof(ah_node) * (size_t)c->n_nodes);
-        if (!pl.cluster.nodes)
-            abort();
-        memcpy(pl.cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
-        ah_ns sv = pl.search_value_ns;
-        if (ah_plan_evaluate(&pl, prof, o, e2, sizeof e2) != 0) {
+        if (cost_plan_on_cluster(&pl, c, map, prof, o, e2, sizeof e2) != 0) {
             ah_plan_free(&pl);
             snprintf(err, errlen, "%s", e2);
             rc = -1;
             break;
         }
-        pl.search_value_ns = sv;
-        pl.search_value_s = ah_ns_to_s(sv);
-        /* the same plan found on a larger node set (paying for idle nodes)
-         * gives way to the cheaper objective */
-        int dup = -1;
-        for (int i = 0; i < n_keep && dup < 0; i++)
-            if (same_layout(&keep[i], &pl))
-                dup = i;
-        if (dup >= 0 && keep_obj[dup] <= obj) {
-            ah_plan_free(&pl);
-            continue;
-        }
-        if (dup >= 0) {
-            ah_plan_free(&keep[dup]);
-            for (int i = dup; i + 1 < n_keep; i++) {
-                keep[i] = keep[i + 1];
-                keep_obj[i] = keep_obj[i + 1];
-            }
-            n_keep--;
-        }
-        if (n_keep == k_best)
-            ah_plan_free(&keep[--n_keep]);
-        int at = n_keep++;
-        while (at > 0 && keep_obj[at - 1] > obj) {
-            keep[at] = keep[at - 1];
-            keep_obj[at] = keep_obj[at - 1];
-            at--;
-        }
-        keep[at] = pl;
-        keep_obj[at] = obj;
+        cost_keep_add(&keep, &pl, obj);
     }
     if (rc == 0 && !any_feasible) {
         snprintf(err, errlen, "%s", first_err[0] ? first_err : "no plan fits this cluster");
         rc = -1;
     }
     if (rc == 0) {
-        for (int i = 0; i < n_keep; i++) {
-            keep[i].candidates = effort;
-            out[i] = keep[i];
+        for (int i = 0; i < keep.n; i++) {
+            keep.plan[i].candidates = effort;
+            out[i] = keep.plan[i];
         }
-        *n_out = n_keep;
+        *n_out = keep.n;
     } else
-        for (int i = 0; i < n_keep; i++)
-            ah_plan_free(&keep[i]);
-    free(keep);
-    free(keep_obj);
+        for (int i = 0; i < keep.n; i++)
+            ah_plan_free(&keep.plan[i]);
+    free(keep.plan);
+    free(keep.obj);
     free(sub_nodes);
     free(map);
     free(vec);

@@ -635,61 +635,61 @@ static ah_ns bisect_P(ah_search_ctx *x, ah_ns lo, ah_ns hi, ah_ns max_tail, work
     return hi;
 }
 
-void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
-    memset(sol, 0, sizeof *sol);
-    sol->value = AH_NS_INF;
-    if (x->n_tpl == 0)
-        return;
-    /* Single-replica plans: no DP all-reduce, tail = optimizer only. */
-    int best1 = -1;
-    ah_ns v1 = AH_NS_INF, hiP = AH_NS_INF, hiAll = 0;
+/* Single-replica plans: no DP all-reduce, tail = optimizer only. *v1 and
+ * *best1 = the best of them (-1 if one replica is not allowed); *hiP = the
+ * fastest pipeline and *hiAll = the slowest, without tails. */
+static void best_single_replica(const ah_search_ctx *x, ah_ns *v1, int *best1, ah_ns *hiP, ah_ns *hiAll) {
+    *best1 = -1;
+    *v1 = AH_NS_INF;
+    *hiP = AH_NS_INF;
+    *hiAll = 0;
     int one_ok = dp_allowed(x->o, 1);
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
         if (t->local)
             continue;
         ah_ns v = ah_replica_time(t->A, t->B, t->tail1, x->M);
-        if (ah_replica_time(t->A, t->B, 0, x->M) > hiAll)
-            hiAll = ah_replica_time(t->A, t->B, 0, x->M);
-        if (one_ok && v < v1) {
-            v1 = v;
-            best1 = i;
+        if (ah_replica_time(t->A, t->B, 0, x->M) > *hiAll)
+            *hiAll = ah_replica_time(t->A, t->B, 0, x->M);
+        if (one_ok && v < *v1) {
+            *v1 = v;
+            *best1 = i;
         }
         ah_ns h = ah_replica_time(t->A, t->B, 0, x->M);
-        if (h < hiP)
-            hiP = h;
+        if (h < *hiP)
+            *hiP = h;
     }
-    workspace w;
-    int offset[AH_MAX_CLASSES + 1];
-    offset[0] = 0;
-    for (int k = 0; k < x->K; k++)
-        offset[k + 1] = offset[k] + x->cls[k].units + 1;
-    workspace_init(x, &w, offset);
-    ah_ns *tails = malloc(sizeof(ah_ns) * (size_t)x->n_tpl);
-    if (!tails)
-        abort();
-    /* Plans with several replicas: T = P + Sigma, P = slowest pipeline, Sigma =
-     * largest stage tail (gradient sync + optimizer) among the templates used.
-     * P_all, the best P with every template allowed, bounds P from below; then
-     * every distinct tail value Sigma* is tried as the cap, in ascending order,
-     * while Sigma* + P_all can still beat the best value found. */
+}
+
+/* Plans with several replicas: T = P + Sigma, P = slowest pipeline, Sigma =
+ * largest stage tail (gradient sync + optimizer) among the templates used.
+ * P_all, the best P with every template allowed, bounds P from below; then
+ * every distinct tail value Sigma* is tried as the cap, in ascending order,
+ * while Sigma* + P_all can still beat the best value found. Returns the best
+ * value (best if none beats it); *bestP, *bestS = its P and Sigma (-1 if none). */
+static ah_ns best_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_ns hiP, ah_ns hiAll, ah_ns best,
+                                ah_ns *bestP, ah_ns *bestS) {
     ah_ns P_all;
     int mt;
     long long mr;
-    if (w.R == 0)
-        P_all = bisect_P(x, 0, hiP, AH_NS_INF, &w, offset);
-    else if (feasible_T(x, hiAll, AH_NS_INF, &w, offset, &mt, &mr))
+    if (w->R == 0)
+        P_all = bisect_P(x, 0, hiP, AH_NS_INF, w, offset);
+    else if (feasible_T(x, hiAll, AH_NS_INF, w, offset, &mt, &mr))
         /* --dp: every cap saturates at hiAll; the single replica's pipeline
          * need not be feasible with the counts required */
-        P_all = bisect_P(x, 0, hiAll, AH_NS_INF, &w, offset);
+        P_all = bisect_P(x, 0, hiAll, AH_NS_INF, w, offset);
     else
         P_all = AH_NS_INF; /* no multi-replica plan with an allowed count */
+    ah_ns *tails = malloc(sizeof(ah_ns) * (size_t)x->n_tpl);
+    if (!tails)
+        abort();
     int n_tails = 0;
     for (int i = 0; i < x->n_tpl; i++)
         if (!x->tpl[i].local)
             tails[n_tails++] = x->tpl[i].tail;
     qsort(tails, (size_t)n_tails, sizeof(ah_ns), cmp_ns);
-    ah_ns best = v1, bestP = -1, bestS = -1;
+    *bestP = -1;
+    *bestS = -1;
     for (int i = 0; i < n_tails && P_all != AH_NS_INF; i++) {
         ah_ns S = tails[i];
         if (i > 0 && S == tails[i - 1])
@@ -697,16 +697,23 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         if (S + P_all >= best)
             break;
         ah_ns target = best - S - 1; /* strictly better */
-        if (!feasible_T(x, target, S, &w, offset, &mt, &mr))
+        if (!feasible_T(x, target, S, w, offset, &mt, &mr))
             continue;
-        ah_ns P = bisect_P(x, P_all - 1, target, S, &w, offset);
+        ah_ns P = bisect_P(x, P_all - 1, target, S, w, offset);
         best = P + S;
-        bestP = P;
-        bestS = S;
+        *bestP = P;
+        *bestS = S;
     }
-    /* Node-local plans: R copies of one local template, micro-batches split
-     * evenly, each layer's gradient reduced inside one node (exact ring). */
-    int best_local = -1, best_R = 0;
+    free(tails);
+    return best;
+}
+
+/* Node-local plans: R copies of one local template, micro-batches split
+ * evenly, each layer's gradient reduced inside one node (exact ring). Lowers
+ * *best if one beats it; *best_local = its template (-1 if none), *best_R. */
+static void best_node_local(const ah_search_ctx *x, ah_ns *best, int *best_local, int *best_R) {
+    *best_local = -1;
+    *best_R = 0;
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
         if (!t->local)
@@ -719,13 +726,100 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
             if (!dp_allowed(x->o, R))
                 continue;
             ah_ns v = ah_replica_time(t->A, t->B, ah_local_tail(x, t, R), (x->M + R - 1) / R);
-            if (v < best) {
-                best = v;
-                best_local = i;
-                best_R = R;
+            if (v < *best) {
+                *best = v;
+                *best_local = i;
+                *best_R = R;
             }
         }
     }
+}
+
+/* Trim to exactly M micro-batches: take from the pipeline that finishes last;
+ * a replica left with none is dropped (with --dp none is: the count found is
+ * exact, and R <= M leaves every replica one). */
+static void trim_to_micro_batches(const ah_search_ctx *x, const workspace *w, ah_solution *sol) {
+    long long total = 0;
+    for (int i = 0; i < sol->n; i++)
+        total += sol->r[i].m;
+    while (total > x->M) {
+        int worst = -1;
+        ah_ns wt = -1;
+        for (int i = 0; i < sol->n; i++) {
+            const ah_template *t = &x->tpl[sol->r[i].tpl];
+            ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[i].m);
+            if (w->R > 0 && sol->r[i].m <= 1)
+                continue;
+            if (v >= wt) {
+                wt = v;
+                worst = i;
+            }
+        }
+        sol->r[worst].m--;
+        total--;
+        if (sol->r[worst].m == 0)
+            sol->r[worst] = sol->r[--sol->n];
+    }
+}
+
+/* The replicas of the multi-replica plan with slowest pipeline P and tail
+ * cap S: the mixed copies feasible_T chose, then each class's pure replicas
+ * from the tables, trimmed to M micro-batches. */
+static void build_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_ns P, ah_ns S, ah_solution *sol,
+                                int *cap) {
+    int mt;
+    long long mr;
+    feasible_T(x, P, S, w, offset, &mt, &mr);
+    for (long long r = 0; r < mr; r++)
+        push(sol, mt, w->cap[mt], cap);
+    for (int k = 0; k < x->K && w->R > 0; k++) {
+        /* --dp: exactly sel_counts[k] pure replicas of class k */
+        int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+        int r = w->sel_counts[k];
+        while (r > 0) {
+            int i = w->chR[w->offR[k] + u * (w->R + 1) + r];
+            if (i < 0) {
+                u--;
+                continue;
+            }
+            push(sol, i, w->cap[i], cap);
+            u -= x->tpl[i].n_stages;
+            r--;
+        }
+    }
+    for (int k = 0; k < x->K && w->R == 0; k++) {
+        int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+        while (u > 0) {
+            int i = w->choice[offset[k] + u];
+            if (i < 0) {
+                u--;
+                continue;
+            }
+            push(sol, i, w->cap[i], cap);
+            u -= x->tpl[i].n_stages;
+        }
+    }
+    trim_to_micro_batches(x, w, sol);
+}
+
+void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
+    memset(sol, 0, sizeof *sol);
+    sol->value = AH_NS_INF;
+    if (x->n_tpl == 0)
+        return;
+    int best1;
+    ah_ns v1, hiP, hiAll;
+    best_single_replica(x, &v1, &best1, &hiP, &hiAll);
+    workspace w;
+    int offset[AH_MAX_CLASSES + 1];
+    offset[0] = 0;
+    for (int k = 0; k < x->K; k++)
+        offset[k + 1] = offset[k] + x->cls[k].units + 1;
+    workspace_init(x, &w, offset);
+    ah_ns bestP, bestS;
+    ah_ns best = best_multi_replica(x, &w, offset, hiP, hiAll, v1, &bestP, &bestS);
+    int best_local, best_R;
+    best_node_local(x, &best, &best_local, &best_R);
     int cap = 0;
     if (best_local >= 0) {
         sol->value = best;
@@ -733,71 +827,16 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         for (int r = 0; r < best_R; r++)
             push(sol, best_local, x->M / best_R + (r < x->M % best_R), &cap);
     } else if (bestP < 0) {
-        if (best1 < 0)
-            goto done; /* nothing with an allowed replica count */
-        sol->value = v1;
-        sol->single = 1;
-        push(sol, best1, x->M, &cap);
+        if (best1 >= 0) { /* else nothing with an allowed replica count */
+            sol->value = v1;
+            sol->single = 1;
+            push(sol, best1, x->M, &cap);
+        }
     } else {
         sol->value = best;
-        feasible_T(x, bestP, bestS, &w, offset, &mt, &mr);
-        for (long long r = 0; r < mr; r++)
-            push(sol, mt, w.cap[mt], &cap);
-        for (int k = 0; k < x->K && w.R > 0; k++) {
-            /* --dp: exactly sel_counts[k] pure replicas of class k */
-            int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
-            int r = w.sel_counts[k];
-            while (r > 0) {
-                int i = w.chR[w.offR[k] + u * (w.R + 1) + r];
-                if (i < 0) {
-                    u--;
-                    continue;
-                }
-                push(sol, i, w.cap[i], &cap);
-                u -= x->tpl[i].n_stages;
-                r--;
-            }
-        }
-        for (int k = 0; k < x->K && w.R == 0; k++) {
-            int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
-            while (u > 0) {
-                int i = w.choice[offset[k] + u];
-                if (i < 0) {
-                    u--;
-                    continue;
-                }
-                push(sol, i, w.cap[i], &cap);
-                u -= x->tpl[i].n_stages;
-            }
-        }
-        /* Trim to exactly M micro-batches: take from the pipeline that finishes
-         * last; a replica left with none is dropped (with --dp none is: the
-         * count found is exact, and R <= M leaves every replica one). */
-        long long total = 0;
-        for (int i = 0; i < sol->n; i++)
-            total += sol->r[i].m;
-        while (total > x->M) {
-            int worst = -1;
-            ah_ns wt = -1;
-            for (int i = 0; i < sol->n; i++) {
-                const ah_template *t = &x->tpl[sol->r[i].tpl];
-                ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[i].m);
-                if (w.R > 0 && sol->r[i].m <= 1)
-                    continue;
-                if (v >= wt) {
-                    wt = v;
-                    worst = i;
-                }
-            }
-            sol->r[worst].m--;
-            total--;
-            if (sol->r[worst].m == 0)
-                sol->r[worst] = sol->r[--sol->n];
-        }
+        build_multi_replica(x, &w, offset, bestP, bestS, sol, &cap);
     }
-done:
     workspace_free(&w);
-    free(tails);
 }
 
 void ah_solution_free(ah_solution *s) {

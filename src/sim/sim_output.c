@@ -63,15 +63,6 @@ const char *ah_stream_name(ah_stream s) {
 
 /* ---------------------------------------------------------------- helpers */
 
-#define set_err ah_errf
-
-/* The trace writer's names for the document kit's number printers. */
-#define fmtd ah_num_format
-static const char *fmt_exact(char *buf, size_t n, double d) {
-    (void)n; /* every caller's buffer holds AH_NUM_EXACT_LEN */
-    return ah_num_exact(buf, d);
-}
-
 /* Integer nanoseconds as microseconds with three decimals: exact. */
 static const char *fmt_us(char *buf, size_t n, long long ns) {
     unsigned long long a = ns < 0 ? 0ULL - (unsigned long long)ns : (unsigned long long)ns;
@@ -106,13 +97,6 @@ static void json_str(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
-
-/* ------------------------------------------------------- atomic file output */
-
-/* The trace writer's names for util/atomic_file.h. */
-typedef ah_out_file out_file;
-#define out_open ah_out_open
-#define out_close ah_out_close
 
 /* --------------------------------------------------- plan / result lookups */
 
@@ -250,14 +234,14 @@ static int ev_index_build(const ah_sim_result *r, ev_index *x, char *err, size_t
     for (int i = 0; i < ns; i++) {
         const ah_sim_stage *st = &r->stages[i];
         if (st->replica < 0 || st->stage < 0) {
-            set_err(err, errlen, "simulated stage %d has a negative replica or stage id", i);
+            ah_errf(err, errlen, "simulated stage %d has a negative replica or stage id", i);
             goto fail;
         }
         maxr = st->replica > maxr ? st->replica : maxr;
         maxs = st->stage > maxs ? st->stage : maxs;
     }
     if ((long long)(maxr + 1) * (maxs + 1) > 50000000LL) {
-        set_err(err, errlen, "replica/stage ids out of range (r%d s%d)", maxr, maxs);
+        ah_errf(err, errlen, "replica/stage ids out of range (r%d s%d)", maxr, maxs);
         goto fail;
     }
     size_t nl = (size_t)(maxr + 1) * (size_t)(maxs + 1);
@@ -278,16 +262,16 @@ static int ev_index_build(const ah_sim_result *r, ev_index *x, char *err, size_t
         if (e->replica >= 0 && e->replica <= maxr && e->stage >= 0 && e->stage <= maxs)
             si = lookup[(size_t)e->replica * (size_t)(maxs + 1) + (size_t)e->stage];
         if (si < 0) {
-            set_err(err, errlen, "event %d is on unknown stage r%d s%d", i, e->replica, e->stage);
+            ah_errf(err, errlen, "event %d is on unknown stage r%d s%d", i, e->replica, e->stage);
             goto fail;
         }
         if ((int)e->stream < 0 || e->stream >= AH_STREAMS || (int)e->kind < 0 || e->kind >= AH_EV_KINDS) {
-            set_err(err, errlen, "event %d has an invalid stream (%d) or kind (%d)", i, (int)e->stream,
+            ah_errf(err, errlen, "event %d has an invalid stream (%d) or kind (%d)", i, (int)e->stream,
                     (int)e->kind);
             goto fail;
         }
         if (!isfinite(e->start_s) || !isfinite(e->end_s)) {
-            set_err(err, errlen, "event %d (r%d s%d) has a non-finite time", i, e->replica, e->stage);
+            ah_errf(err, errlen, "event %d (r%d s%d) has a non-finite time", i, e->replica, e->stage);
             goto fail;
         }
         ev_item *it = &x->items[x->n_items++];
@@ -335,7 +319,7 @@ static int ev_index_build(const ah_sim_result *r, ev_index *x, char *err, size_t
     free(lookup);
     return 0;
 oom:
-    set_err(err, errlen, "out of memory");
+    ah_errf(err, errlen, "out of memory");
 fail:
     free(lane_end);
     free(lookup);
@@ -517,7 +501,7 @@ static void sim_trace_extra_events(FILE *f, void *ctx) {
                     continue; /* superseded at the same instant */
                 fprintf(f, ",\n{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%s,\"name\":\"%s\",\"args\":{\"used\":%s}}",
                         m->base[i] + q, fmt_us(b1, sizeof b1, mp[k].t_ns), nm,
-                        fmtd(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
+                        ah_num_format(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
             }
         free(mp);
     }
@@ -544,10 +528,10 @@ static void sim_trace_extra_events(FILE *f, void *ctx) {
 static void sim_trace_other_data(FILE *f, void *ctx) {
     const sim_ranks *m = ctx;
     const ah_sim_result *r = m->r;
-    char b1[64];
+    char b1[AH_NUM_EXACT_LEN];
     fprintf(f, ",\"schedule\":\"%s\"", ah_schedule_name(r->schedule));
-    fprintf(f, ",\"iteration_time_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->iteration_time_s));
-    fprintf(f, ",\"closed_form_s\":\"%s\"", fmt_exact(b1, sizeof b1, r->closed_form_s));
+    fprintf(f, ",\"iteration_time_s\":\"%s\"", ah_num_exact(b1, r->iteration_time_s));
+    fprintf(f, ",\"closed_form_s\":\"%s\"", ah_num_exact(b1, r->closed_form_s));
     if (m->plan) {
         fputs(",\"model\":", f);
         json_str(f, m->plan->model.name);
@@ -561,7 +545,7 @@ static void sim_trace_other_data(FILE *f, void *ctx) {
 int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
                        size_t errlen) {
     if (!r) {
-        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        ah_errf(err, errlen, "%s: no simulation result", path ? path : "?");
         return -1;
     }
     ev_index x;
@@ -585,11 +569,11 @@ int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *
                       .extra_events = sim_trace_extra_events,
                       .other_data = sim_trace_other_data,
                       .ctx = &m};
-    out_file o;
-    int rc = out_open(&o, path, err, errlen);
+    ah_out_file o;
+    int rc = ah_out_open(&o, path, err, errlen);
     if (rc == 0) {
         int ok = ah_trace_write_chrome(o.f, ev, n, &d, err, errlen) == 0;
-        rc = out_close(&o, ok, err, errlen);
+        rc = ah_out_close(&o, ok, err, errlen);
     }
     free(rk);
     free(where);
@@ -672,7 +656,7 @@ static int svg_layout(svg_chart *c, char *err, size_t errlen) {
     const double pitch = SVG_LANE_C + SVG_LANE_GAP + SVG_LANE_M + SVG_ROW_GAP;
     c->row_y = malloc(((size_t)c->rows + 1) * sizeof *c->row_y);
     if (!c->row_y) {
-        set_err(err, errlen, "out of memory");
+        ah_errf(err, errlen, "out of memory");
         return -1;
     }
     double y = SVG_TOP;
@@ -878,7 +862,7 @@ static void svg_markers(FILE *f, const svg_chart *c) {
 int ah_sim_write_svg(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
                      size_t errlen) {
     if (!r) {
-        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        ah_errf(err, errlen, "%s: no simulation result", path ? path : "?");
         return -1;
     }
     svg_chart c = {.plan = plan, .r = r};
@@ -967,14 +951,14 @@ static double last_bucket_end(const ah_sim_result *r) {
 int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
                       size_t errlen) {
     if (!r) {
-        set_err(err, errlen, "%s: no simulation result", path ? path : "?");
+        ah_errf(err, errlen, "%s: no simulation result", path ? path : "?");
         return -1;
     }
     jw w = {0};
     char nb[64];
     cJSON *root = cJSON_CreateObject();
     if (!root) {
-        set_err(err, errlen, "out of memory");
+        ah_errf(err, errlen, "out of memory");
         return -1;
     }
     jadd(&w, root, "format", cJSON_CreateString("autohet-sim"));
@@ -1074,7 +1058,7 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
     char *text = w.bad ? NULL : cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) {
-        set_err(err, errlen, "%s: out of memory building the document", path ? path : "?");
+        ah_errf(err, errlen, "%s: out of memory building the document", path ? path : "?");
         return -1;
     }
     int rc = ah_write_text_output(path, text, err, errlen);

@@ -40,7 +40,8 @@ double ah_spot_modelled_plan_s(const ah_spot_costs *c, int gpus) {
     return gpus > 0 ? c->plan_s_64 * pow(gpus / 64.0, 1.36) : 0;
 }
 
-int ah_spot_node_mix_parse(const char *s, ah_spot_node_mix *mix, char *err, size_t errlen) {
+int ah_spot_node_mix_parse(const char *s, const ah_device_catalog *devices, ah_spot_node_mix *mix, char *err,
+                           size_t errlen) {
     memset(mix, 0, sizeof *mix);
     char *copy = strdup(s), *save = NULL;
     int rc = 0;
@@ -65,7 +66,7 @@ int ah_spot_node_mix_parse(const char *s, ah_spot_node_mix *mix, char *err, size
         char one[160], e2[256];
         snprintf(one, sizeof one, "1x%.150s", tok);
         ah_cluster c;
-        if (ah_cluster_parse_shorthand(one, &c, e2, sizeof e2) != 0) {
+        if (ah_cluster_parse_shorthand(one, devices, &c, e2, sizeof e2) != 0) {
             snprintf(err, errlen, "--node '%s': expected GPUSxTYPE like 8xA100-40G (%s)", tok, e2);
             rc = -1;
             break;

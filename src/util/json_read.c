@@ -110,8 +110,8 @@ int ah_jget_int(const ah_err_ctx *cx, const cJSON *obj, const char *parent, cons
         return rc;
     if (d < (double)lo || d > (double)hi) {
         if (hi >= INT_MAX)
-            return ah_jfail(cx, path, "%.0f out of range (expected >= %ld)", d, lo);
-        return ah_jfail(cx, path, "%.0f out of range [%ld, %ld]", d, lo, hi);
+            return ah_jfail(cx, path, "%.15g out of range (expected >= %ld)", d, lo);
+        return ah_jfail(cx, path, "%.15g out of range [%ld, %ld]", d, lo, hi);
     }
     *out = (int)d;
     return 1;
@@ -125,7 +125,7 @@ int ah_jget_ll(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const
     if (rc <= 0)
         return rc;
     if (d < (double)lo || d > 9007199254740992.0 || d < -9007199254740992.0)
-        return ah_jfail(cx, path, "%.0f out of range", d);
+        return ah_jfail(cx, path, "%.15g out of range", d);
     *out = (long long)d;
     return 1;
 }
