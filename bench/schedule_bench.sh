@@ -38,13 +38,13 @@ for s in $SCHEDS; do
   train "$s" "$TMP/tr-$s.log" --steps 3 --trace "$TMP/trace-$s.json"
   "$BIN" analyze "$TMP/trace-$s.json" --json "$TMP/an-$s.json" >/dev/null
 done
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+cpu="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
 base_meas=$(cat "$TMP"/1f1b-*.log | jq -s 'group_by(.step) | .[1:] | map(.[].step_s) | .[]' | median)
 base_sim=$(jq .iteration_time_s "$TMP/sim-1f1b.json")
 {
   echo "### Pipeline schedules (\`train --schedule\`, \`simulate --schedule\`)"
   echo
-  echo "$(date -u +%Y-%m-%d), $cpu, $(nproc) cores. One replica of 4 stages (small-gpt, layers 2+2+2+2),"
+  echo "$(date -u +%Y-%m-%d), $cpu, $(nproc --all) cores. One replica of 4 stages (small-gpt, layers 2+2+2+2),"
   echo "8 micro-batches of 2 x 128 tokens, 4 MPI ranks on emulated \`cpu-quarter\` devices (each op waits 3x"
   echo "its compute time, so the pipeline's shape and not the shared cores sets the step time). Measured:"
   echo "median step time of steps 2-5 over $RUNS runs per schedule, schedules alternated. Bubble: the mean"
@@ -62,6 +62,9 @@ base_sim=$(jq .iteration_time_s "$TMP/sim-1f1b.json")
     printf "| %s | %.4f s | %.3f | %.4f s | %.3f | %.4f s | %.4f s | %s |\n" "$s" "$sim" \
       "$(echo "$sim / $base_sim" | bc -l)" "$meas" "$(echo "$meas / $base_meas" | bc -l)" "$bub" "$sbub" "$ideal"
   done
+  echo
+  echo "The simulator prices the plan with the analytic profile of the catalog's \`cpu\` device, not this"
+  echo "machine's measured speed, so its seconds are not the measured ones: compare the ratios."
   echo
 } >"$OUT"
 cat "$OUT"
