@@ -140,6 +140,12 @@ int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen);
  * micro-batches summing to the global batch. The one plan validator of the
  * planner, the simulator, the engine and `autohet run`. 0, or -1 with err. */
 int ah_plan_validate(const ah_plan *p, char *err, size_t errlen);
+/* Gradient buckets, the one definition (closed form, schedule programs, hence
+ * the simulator and the engine): maximal runs of layers whose holder is the
+ * same in every replica. holder[l * R + k] is the stage of replica k holding
+ * layer l; first[l] receives the first layer of l's bucket. Returns the
+ * number of buckets. */
+int ah_plan_bucket_starts(const int *holder, int L, int R, int *first);
 
 /* Output. */
 void ah_plan_print_table(const ah_plan *p, FILE *f);

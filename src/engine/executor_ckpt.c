@@ -669,7 +669,7 @@ static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e
     for (int i = 0; i < n && rc == 0; i++) {
         if (e[i].rank != me || e[i].tier != AH_TIER_PEER)
             continue;
-        char what[1200], e2[512];
+        char what[1400], e2[512];
         snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
         ah_ckpt_loaded *t = NULL;
         int nt = 0, ok = 0;

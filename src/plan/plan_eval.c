@@ -40,6 +40,16 @@ static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan
     return &cache[(*n)++].t;
 }
 
+int ah_plan_bucket_starts(const int *holder, int L, int R, int *first) {
+    int n = 0;
+    for (int l = 0; l < L; l++) {
+        int same = l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R);
+        first[l] = same ? first[l - 1] : l;
+        n += !same;
+    }
+    return n;
+}
+
 int ah_plan_validate(const ah_plan *p, char *err, size_t errlen) {
     int L = ah_model_num_layers(&p->model);
     if (p->tp < 1 || p->micro_batch < 1 || p->global_batch < 1) {
@@ -154,11 +164,7 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
         for (int j = 0; j < p->replicas[k].n_stages; j++)
             for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
                 holder[l * R + k] = j;
-    /* buckets: maximal layer runs with the same holders (the simulator's) */
-    for (int l = 0; l < L; l++)
-        bfirst[l] = l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R)
-                        ? bfirst[l - 1]
-                        : l;
+    ah_plan_bucket_starts(holder, L, R, bfirst);
     /* a bucket is ready when every holder has done the backward of its lowest
      * layer: the holder's flush minus the drain after its stage minus the
      * backward of the stage's layers below the bucket */

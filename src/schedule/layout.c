@@ -108,20 +108,22 @@ void ah_schedule_build_buckets(ah_schedule_plan *sp, int L, const double *grad_b
         for (int c = 0; c < sp->n_chunks[k]; c++)
             for (int l = sp->chunks[k][c].first; l < sp->chunks[k][c].last; l++)
                 holder[l * R + k] = sp->chunks[k][c].stage;
+    int *first = ah_xcalloc((size_t)L + 1, sizeof(int));
+    ah_plan_bucket_starts(holder, L, R, first);
     sp->buckets = ah_xcalloc((size_t)L, sizeof(ah_bucket));
     for (int l = 0; l < L; l++) {
-        if (l > 0 && !memcmp(&holder[l * R], &holder[(l - 1) * R], sizeof(int) * (size_t)R)) {
-            sp->buckets[sp->n_buckets - 1].last = l + 1;
-        } else {
+        if (first[l] == l) {
             ah_bucket *b = &sp->buckets[sp->n_buckets++];
             b->first = l;
-            b->last = l + 1;
             b->holder = ah_xcalloc((size_t)R, sizeof(int));
             memcpy(b->holder, &holder[l * R], sizeof(int) * (size_t)R);
         }
+        ah_bucket *b = &sp->buckets[sp->n_buckets - 1];
+        b->last = l + 1;
         if (grad_bytes)
-            sp->buckets[sp->n_buckets - 1].bytes += grad_bytes[l];
+            b->bytes += grad_bytes[l];
     }
+    free(first);
     free(holder);
 }
 
