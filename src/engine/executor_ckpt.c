@@ -624,9 +624,9 @@ static int check_assignment(const ah_executor *x, const char *assignment, int me
  * shard into one reused buffer, verify and apply. A peer shard that does not
  * verify but has a cloud copy is marked in retry[]. Collective over the world;
  * returns this rank's rc. */
-static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e, int n, int step, int *retry,
-                              ah_recover_stats *st, char *err, size_t errlen) {
-    int rc = 0;
+static int recover_from_peers(ah_executor *x, ah_transport *t, const ah_recovery_shard *e, int n, int step,
+                              int *retry, ah_recover_stats *st, char *err, size_t errlen) {
+    int rc = 0, me = t->rank;
     double tp0 = now_s();
     /* every rank reads the same assignment, so all agree whether a window is
      * needed; a job without peer shards (e.g. shrunk to one rank, where Open
@@ -634,9 +634,7 @@ static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e
     int any_peer = 0;
     for (int i = 0; i < n && !any_peer; i++)
         any_peer = e[i].tier == AH_TIER_PEER;
-    MPI_Win win = MPI_WIN_NULL;
-    if (any_peer)
-        MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    ah_window *win = any_peer ? t->window_create(t->ctx, t->world) : NULL;
     uint64_t *addr = ah_xcalloc((size_t)n + 1, sizeof(uint64_t)), max_get = 0;
     const unsigned char **maps = ah_xcalloc((size_t)n + 1, sizeof(*maps));
     for (int i = 0; i < n; i++) {
@@ -651,40 +649,34 @@ static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e
             if (maps[j] && !strcmp(e[j].src.path, e[i].src.path))
                 dup = j;
         char e2[512];
-        if (dup >= 0) {
+        if (dup >= 0)
             addr[i] = addr[dup];
-        } else if (ah_ckpt_map(e[i].src.path, e[i].src.bytes, &maps[i], e2, sizeof e2) == 0) {
-            MPI_Aint a;
-            MPI_Win_attach(win, (void *)(uintptr_t)maps[i], (MPI_Aint)e[i].src.bytes);
-            MPI_Get_address(maps[i], &a);
-            addr[i] = (uint64_t)a;
-        } else {
+        else if (ah_ckpt_map(e[i].src.path, e[i].src.bytes, &maps[i], e2, sizeof e2) == 0)
+            addr[i] = t->window_expose(t->ctx, win, maps[i], e[i].src.bytes);
+        else
             fprintf(stderr, "autohet: serving a peer shard: %s\n", e2); /* the owner falls back */
-        }
     }
-    MPI_Allreduce(MPI_IN_PLACE, addr, n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    t->allreduce(t->ctx, t->world, addr, (size_t)n, AH_DT_U64, AH_RED_MAX);
     unsigned char *buf = ah_xcalloc(max_get + 1, 1);
-    if (any_peer)
-        MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+    if (win)
+        t->window_open(t->ctx, win);
     for (int i = 0; i < n && rc == 0; i++) {
         if (e[i].rank != me || e[i].tier != AH_TIER_PEER)
             continue;
         char what[1400], e2[512];
         snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
-        ah_ckpt_loaded *t = NULL;
+        ah_ckpt_loaded *tl = NULL;
         int nt = 0, ok = 0;
         if (addr[i]) {
-            MPI_Get(buf, (int)e[i].src.bytes, MPI_BYTE, e[i].server, (MPI_Aint)addr[i], (int)e[i].src.bytes,
-                    MPI_BYTE, win);
-            MPI_Win_flush(e[i].server, win);
+            t->get(t->ctx, win, buf, e[i].src.bytes, e[i].server, addr[i]);
             st->bytes[AH_TIER_PEER] += (double)e[i].src.bytes;
-            ok = ah_ckpt_parse_shard_view(what, buf, e[i].src.bytes, e[i].src.xxh64, &t, &nt, e2,
+            ok = ah_ckpt_parse_shard_view(what, buf, e[i].src.bytes, e[i].src.xxh64, &tl, &nt, e2,
                                           sizeof e2) == 0;
         } else {
             snprintf(e2, sizeof e2, "%.400s: the holder could not read it", what);
         }
         if (ok)
-            rc = apply_layer(x, e[i].layer, t, nt, err, errlen);
+            rc = apply_layer(x, e[i].layer, tl, nt, err, errlen);
         else if (e[i].fallback.path[0]) {
             fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
             retry[i] = 1;
@@ -693,18 +685,18 @@ static int recover_from_peers(ah_executor *x, int me, const ah_recovery_shard *e
                      step, e2);
             rc = -1;
         }
-        ah_ckpt_free(t, nt);
+        ah_ckpt_free(tl, nt);
     }
-    if (any_peer)
-        MPI_Win_unlock_all(win);
-    MPI_Barrier(MPI_COMM_WORLD); /* every get is done: the servers may let go */
+    if (win)
+        t->window_close(t->ctx, win);
+    t->barrier(t->ctx, t->world); /* every get is done: the servers may let go */
     for (int i = 0; i < n; i++)
         if (maps[i]) {
-            MPI_Win_detach(win, (void *)(uintptr_t)maps[i]);
+            t->window_hide(t->ctx, win, maps[i]);
             ah_ckpt_unmap(maps[i], e[i].src.bytes);
         }
-    if (any_peer)
-        MPI_Win_free(&win);
+    if (win)
+        t->window_free(t->ctx, win);
     free(maps);
     free(addr);
     free(buf);
@@ -778,7 +770,10 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         return -1;
     }
     int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
-    rc = recover_from_peers(x, me, e, n, step, retry, st, err, errlen);
+    MPI_Comm wc = MPI_COMM_WORLD; /* servers beside the training ranks take part */
+    ah_transport *t = ah_transport_mpi(&wc);
+    rc = recover_from_peers(x, t, e, n, step, retry, st, err, errlen);
+    ah_transport_free(t);
     if (rc == 0)
         rc = recover_from_files(x, me, e, n, step, retry, cloud_rate, st, err, errlen);
     free(retry);
