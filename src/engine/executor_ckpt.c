@@ -18,6 +18,7 @@
 
 #include "autohet/ckpt.h"
 #include "engine/executor_internal.h"
+#include "engine/reshard.h"
 #include "util/errors.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
@@ -69,6 +70,18 @@ static int write_state(const ah_executor *x, const char *dir, int step, char *er
     return ah_write_file_atomic(path, state, (size_t)len, err, errlen);
 }
 
+/* Drops a manifest's entries at `step` or later: a killed run's uncommitted
+ * shards (state.json names an older step). A run of another TP degree that
+ * died in the commit of the same step may have left TP ranks this commit does
+ * not replace; a later resume must not mistake them for this step's. */
+static void drop_uncommitted(ah_manifest *m, int step) {
+    int k = 0;
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i].step < step)
+            m->e[k++] = m->e[i];
+    m->n = k;
+}
+
 /* rank 0, one phase of the commit for every node with records in `all`:
  * phase 0 adds the new step's shards to the node's manifest (which keeps the
  * committed step's); phase 1, once state.json names the new step, drops the
@@ -91,6 +104,7 @@ static int commit_phase(ah_executor *x, const char *dir, const char *tier, int s
         if (ah_manifest_load_or_set_aside(d, &m, err, errlen) < 0)
             return -1;
         if (phase == 0) {
+            drop_uncommitted(&m, step);
             for (int i = 0; i < ns; i++)
                 if (all[i].node == node) {
                     ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
@@ -470,7 +484,7 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
                     if (t[i].n != ti->size) {
                         snprintf(err, errlen,
                                  "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
-                                 "(a different TP degree or model)",
+                                 "(a different TP degree or model; --resume reshards, a recovery does not)",
                                  l, name, t[i].n, ti->size);
                         rc = -1;
                     } else {
@@ -483,6 +497,33 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
             }
         }
     }
+    return rc;
+}
+
+/* Restores held layer l at `step`: this TP rank's own shard when it exists
+ * with this plan's sizes, else (a checkpoint of another TP degree) the layer
+ * resharded from every old TP rank's shard; *t_old = that degree, 0 when
+ * not resharded. 0 or -1 (err). */
+static int restore_held_layer(ah_executor *x, const char *const *dp, int nd, int l, int step, int *t_old,
+                              char *err, size_t errlen) {
+    ah_engine_model *e = ah_exec_model_of(x, l);
+    ah_ckpt_loaded *t = NULL, *rt = NULL;
+    int nt = 0, nrt = 0, rc;
+    char own[512] = "";
+    int got = ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, own, sizeof own);
+    if (got >= 0 && !ah_reshard_mismatch(e, l, t, nt)) {
+        rc = apply_layer(x, l, t, nt, err, errlen);
+    } else {
+        rc = ah_reshard_layer(e, l, dp, nd, step, &rt, &nrt, t_old, err, errlen);
+        if (rc == 1 && got < 0) /* the checkpoint has this TP degree: the own shard's error stands */
+            snprintf(err, errlen, "%s", own), rc = -1;
+        else if (rc == 1) /* ... and the own shard's sizes are wrong: apply_layer says which */
+            rc = apply_layer(x, l, t, nt, err, errlen);
+        else if (rc == 0)
+            rc = apply_layer(x, l, rt, nrt, err, errlen);
+    }
+    ah_ckpt_free(t, nt);
+    ah_ckpt_free(rt, nrt);
     return rc;
 }
 
@@ -519,17 +560,16 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
     if (x->rank == 0)
         for (int i = -1; i < nd; i++)
             ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL, 1);
+    int resharded = 0, from_tp = 0;
     for (int h = 0; h < ah_exec_n_held(x) && rc == 0; h++) {
-        int l = ah_exec_held_layer(x, h);
-        ah_ckpt_loaded *t = NULL;
-        int nt = 0;
-        if (ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, err, errlen) < 0) {
-            rc = -1;
-            break;
-        }
-        rc = apply_layer(x, l, t, nt, err, errlen);
-        ah_ckpt_free(t, nt);
+        int t_old = 0;
+        rc = restore_held_layer(x, dp, nd, ah_exec_held_layer(x, h), step, &t_old, err, errlen);
+        if (t_old)
+            resharded++, from_tp = t_old > from_tp ? t_old : from_tp;
     }
+    if (rc == 0 && resharded && x->rank == 0)
+        fprintf(stderr, "autohet: resharded %d layer(s) of rank 0 from TP=%d to TP=%d\n", resharded, from_tp,
+                x->tp);
     free(dirs);
     free(dp);
     if (agree_on_failure(x->comm, rc, err, errlen) != 0)

@@ -182,7 +182,7 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
 }
 
 /* Global (row, col) of local element (r, c) of tensor ti. */
-static size_t global_index(const ah_tensor_info *ti, int r, int c) {
+size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c) {
     if (ti->col0 == -1) /* qkv bias: a single row with a column map */
         return (size_t)ti->row_of[c];
     return (size_t)ti->row_of[r] * (size_t)ti->gcols + (size_t)(ti->col0 + c);
@@ -224,7 +224,8 @@ static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t see
         uint64_t base = ah_hash64(seed ^ ah_hash64(((uint64_t)layer_key << 20) ^ (uint64_t)tensor_key));
         for (int r = 0; r < ti->lrows; r++)
             for (int c = 0; c < ti->lcols; c++)
-                dst[(size_t)r * ti->lcols + c] = normal_from(base ^ ah_hash64(global_index(ti, r, c)), sd);
+                dst[(size_t)r * ti->lcols + c] =
+                    normal_from(base ^ ah_hash64(ah_tensor_global_index(ti, r, c)), sd);
     }
     ah_be_to_device(e->be, L->param, host, L->n);
     free(host);
@@ -246,7 +247,8 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
             continue;
         for (int r = 0; r < ti->lrows; r++)
             for (int c = 0; c < ti->lcols; c++)
-                full[ti->goffset + global_index(ti, r, c)] = src[ti->offset + (size_t)r * ti->lcols + c];
+                full[ti->goffset + ah_tensor_global_index(ti, r, c)] =
+                    src[ti->offset + (size_t)r * ti->lcols + c];
     }
     free(src);
 }

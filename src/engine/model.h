@@ -39,6 +39,10 @@ typedef struct {
     size_t goffset; /* offset of the full tensor in a TP=1 layer buffer */
 } ah_tensor_info;
 
+/* Index in the full tensor (row-major [grows x gcols]) of local element
+ * (r, c) of the shard ti describes. */
+size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c);
+
 #define AH_MAX_TENSORS 16
 
 typedef struct {

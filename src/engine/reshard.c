@@ -1,0 +1,169 @@
+/* Resharding on restore (docs/checkpoint.md, "Resharding"). The engine's
+ * layer model says where each TP rank's [lrows x lcols] shard of a tensor
+ * sits in the full [grows x gcols] one (ah_tensor_info); a TP=T_old
+ * description of the layer places every old shard in the full tensor, and
+ * this rank's own description cuts its new shard out of it. Only the tensor
+ * being resharded is ever held in full. */
+#include "engine/reshard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/errors.h"
+
+/* The tensor of layer L that a checkpoint tensor PREFIX.NAME holds, or NULL. */
+static const ah_tensor_info *tensor_of(const ah_eng_layer *L, const char *ckpt_name) {
+    const char *dot = strchr(ckpt_name, '.');
+    for (int q = 0; dot && q < L->n_tensors; q++)
+        if (!strcmp(L->t[q].name, dot + 1))
+            return &L->t[q];
+    return NULL;
+}
+
+static const ah_ckpt_loaded *loaded_named(const ah_ckpt_loaded *t, int nt, const char *name) {
+    for (int i = 0; i < nt; i++)
+        if (!strcmp(t[i].name, name))
+            return &t[i];
+    return NULL;
+}
+
+static const ah_eng_layer *layer_of(const ah_engine_model *e, int l) {
+    return &e->layers[l - e->first];
+}
+
+int ah_reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt) {
+    const ah_eng_layer *L = layer_of(e, l);
+    for (int i = 0; i < nt; i++) {
+        const ah_tensor_info *ti = tensor_of(L, t[i].name);
+        if (ti && t[i].n != ti->size)
+            return 1;
+    }
+    return 0;
+}
+
+/* The TP degree TP rank 0's shard was written under: the full size over the
+ * shard size of its first TP-split tensor (1 when the layer has none: every
+ * rank then holds the same full copy). 0 with err when the sizes fit no TP
+ * degree. */
+static int old_tp_degree(const ah_eng_layer *L, int l, const ah_ckpt_loaded *t0, int n0, char *err,
+                         size_t errlen) {
+    for (int i = 0; i < n0; i++) {
+        const ah_tensor_info *ti = tensor_of(L, t0[i].name);
+        if (!ti || ti->replicated)
+            continue;
+        size_t full = (size_t)ti->grows * (size_t)ti->gcols;
+        if (t0[i].n == 0 || full % t0[i].n) {
+            snprintf(err, errlen, "checkpoint layer %d: %s has %zu values, not a TP shard of its %zu", l,
+                     t0[i].name, t0[i].n, full);
+            return 0;
+        }
+        return (int)(full / t0[i].n);
+    }
+    return 1;
+}
+
+/* Every old TP rank r in [1, t_old) of layer l: its shard shards[r] (from the
+ * tiers, verified) and its TP=t_old description old[r] (old[0] too). */
+static int load_old_ranks(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
+                          int t_old, ah_engine_model *old, ah_ckpt_loaded **shards, int *counts, char *err,
+                          size_t errlen) {
+    for (int r = 0; r < t_old; r++)
+        if (ah_engine_model_init(&old[r], &e->cfg, e->T, e->B, l, l + 1, t_old, r, 0, 0, err, errlen) != 0)
+            return -1;
+    for (int r = 1; r < t_old; r++)
+        if (ah_ckpt_restore_layer(dirs, n_dirs, l, r, step, &shards[r], &counts[r], err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
+/* Scatters old rank r's shard `src` of a tensor (described by oti) into the
+ * full tensor. */
+static void scatter_shard(const ah_tensor_info *oti, const float *src, float *full) {
+    for (int r = 0; r < oti->lrows; r++)
+        for (int c = 0; c < oti->lcols; c++)
+            full[ah_tensor_global_index(oti, r, c)] = src[(size_t)r * oti->lcols + c];
+}
+
+/* Cuts the shard ti describes out of the full tensor into dst. */
+static void cut_shard(const ah_tensor_info *ti, const float *full, float *dst) {
+    for (int r = 0; r < ti->lrows; r++)
+        for (int c = 0; c < ti->lcols; c++)
+            dst[(size_t)r * ti->lcols + c] = full[ah_tensor_global_index(ti, r, c)];
+}
+
+/* out = this rank's shard (ti) of checkpoint tensor `name`, reassembled from
+ * the t_old old ranks' shards (replicated: TP rank 0's copy). 0 or -1 (err). */
+static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int t_old,
+                          const ah_engine_model *old, ah_ckpt_loaded *const *shards, const int *counts,
+                          ah_ckpt_loaded *out, char *err, size_t errlen) {
+    float *full = ah_xcalloc((size_t)ti->grows * ti->gcols + 1, sizeof(float));
+    int rc = 0;
+    for (int r = 0; r < (ti->replicated ? 1 : t_old) && rc == 0; r++) {
+        const ah_tensor_info *oti = tensor_of(layer_of(&old[r], l), name);
+        const ah_ckpt_loaded *src = loaded_named(shards[r], counts[r], name);
+        if (!oti || !src || src->n != oti->size) {
+            snprintf(err, errlen,
+                     "checkpoint layer %d: TP rank %d of %d %s %s (%zu values; a TP=%d shard has %zu)", l, r,
+                     t_old, src ? "has a wrong-sized" : "lacks", name, src ? src->n : 0, t_old,
+                     oti ? oti->size : 0);
+            rc = -1;
+        } else {
+            scatter_shard(oti, src->data, full);
+        }
+    }
+    if (rc == 0) {
+        snprintf(out->name, sizeof out->name, "%s", name);
+        out->n = ti->size;
+        out->data = ah_xcalloc(ti->size + 1, sizeof(float));
+        out->ndim = 2;
+        out->shape[0] = ti->lrows;
+        out->shape[1] = ti->lcols;
+        cut_shard(ti, full, out->data);
+    }
+    free(full);
+    return rc;
+}
+
+int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
+                     ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
+    const ah_eng_layer *L = layer_of(e, l);
+    ah_ckpt_loaded *t0 = NULL;
+    int n0 = 0;
+    if (ah_ckpt_restore_layer(dirs, n_dirs, l, 0, step, &t0, &n0, err, errlen) < 0)
+        return -1;
+    int T = old_tp_degree(L, l, t0, n0, err, errlen);
+    if (T == e->tp || T == 0) {
+        ah_ckpt_free(t0, n0);
+        return T == 0 ? -1 : 1;
+    }
+    ah_engine_model *old = ah_xcalloc((size_t)T, sizeof *old);
+    ah_ckpt_loaded **shards = ah_xcalloc((size_t)T, sizeof *shards);
+    int *counts = ah_xcalloc((size_t)T, sizeof *counts);
+    shards[0] = t0;
+    counts[0] = n0;
+    int rc = load_old_ranks(e, l, dirs, n_dirs, step, T, old, shards, counts, err, errlen);
+    ah_ckpt_loaded *res = ah_xcalloc((size_t)n0 + 1, sizeof *res);
+    int nr = 0;
+    for (int i = 0; i < n0 && rc == 0; i++) {
+        const ah_tensor_info *ti = tensor_of(L, t0[i].name);
+        if (ti &&
+            (rc = reshard_tensor(ti, l, t0[i].name, T, old, shards, counts, &res[nr], err, errlen)) == 0)
+            nr++;
+    }
+    for (int r = 0; r < T; r++) {
+        ah_engine_model_free(&old[r]); /* a zeroed model frees nothing */
+        ah_ckpt_free(shards[r], counts[r]);
+    }
+    free(old);
+    free(shards);
+    free(counts);
+    if (rc != 0) {
+        ah_ckpt_free(res, nr);
+        return -1;
+    }
+    *out = res;
+    *n_out = nr;
+    *t_old = T;
+    return 0;
+}

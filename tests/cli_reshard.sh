@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Resharding on resume: a TP=2 run of 2 replicas (4 ranks) checkpoints at
+# step 5 of 8; resuming from that checkpoint under a TP=1 plan (2 x 2 stages),
+# on one rank, and under a TP=4 plan (1 replica, 4 GPUs) reassembles every
+# layer from the two old TP shards, cuts the new ones out of it, and ends on
+# the uninterrupted run's parameters and losses (1e-6 relative). A checkpoint
+# missing one old TP rank's shard fails naming the layer and rank.
+. "$(dirname "$0")/common.sh"
+MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 8 --seed 3 --global-batch 8 --micro-batch 2 --seq 64)
+TOL=1e-6
+
+# the uninterrupted TP=2 run, which also writes the checkpoint of step 5
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" \
+  --ckpt-dir "$TMP/ck" --ckpt-every 5 --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 \
+  || { tail -5 "$TMP/ref.out"; fail "the TP=2 run"; }
+jq -e '.step == 5' "$TMP/ck/state.json" >/dev/null || fail "state.json is not at step 5"
+jq -e '[.shards[].tp_rank] | unique == [0, 1]' "$TMP/ck/n0/manifest.json" >/dev/null \
+  || fail "the checkpoint does not hold TP ranks 0 and 1"
+
+resume() { # name plan-or-empty
+  local plan=() run=("${MPIRUN[@]}")
+  [ -n "$2" ] && plan=(--plan "$PLANS/$2.json")
+  [ -z "$2" ] && run=(timeout 300)
+  AUTOHET_DUMP_PARAMS="$TMP/$1.bin" "${run[@]}" "$BIN" train "${ARGS[@]}" "${plan[@]}" --resume "$TMP/ck" \
+    --log "$TMP/$1.log" >"$TMP/$1.out" 2>&1
+}
+for c in "tp1:tiny-2x2:1" "one-rank::1" "tp4:tiny-tp4:4"; do
+  IFS=: read -r name plan tp <<<"$c"
+  resume "$name" "$plan" || { tail -5 "$TMP/$name.out"; fail "$name: resume failed"; continue; }
+  grep -q "resumed from .* at step 5" "$TMP/$name.out" || fail "$name: no resume line"
+  grep -q "resharded [0-9]* layer(s) of rank 0 from TP=2 to TP=$tp" "$TMP/$name.out" || fail "$name: no reshard line"
+  [ "$(wc -l <"$TMP/$name.log")" -eq 3 ] || fail "$name: expected steps 6-8 only in the log"
+  worst=$(jq -s --slurpfile r <(jq -s '.[5:]' "$TMP/ref.log") \
+    '[range(0; 3) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max' "$TMP/$name.log")
+  jq -n -e --argjson w "${worst:-1}" --argjson tol "$TOL" '$w <= $tol' >/dev/null \
+    || fail "$name: loss after resume differs from the uninterrupted run by $worst (relative)"
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$name.bin" "$TOL") || fail "$name: parameters differ: $out"
+  echo "resume of TP=2 under ${plan:-one rank} (TP=$tp): losses within $worst, parameters $out"
+done
+
+# one old TP rank's shard of a block missing everywhere: the TP=1 resume names it
+cp -r "$TMP/ck" "$TMP/ck2"
+rm -f "$TMP"/ck2/n*/L002-tp1-s5.safetensors
+resume_out="$TMP/missing.out"
+"$BIN" train "${ARGS[@]}" --resume "$TMP/ck2" >"$resume_out" 2>&1; rc=$?
+{ [ $rc -ne 0 ] && grep -q "layer 2 (TP rank 1) at step 5" "$resume_out"; } \
+  || { tail -3 "$resume_out"; fail "a missing old TP shard: rc $rc"; }
+
+[ $fails -eq 0 ] && echo "reshard: all checks passed"
+exit $((fails > 0))
