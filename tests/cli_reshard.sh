@@ -4,7 +4,8 @@
 # on one rank, and under a TP=4 plan (1 replica, 4 GPUs) reassembles every
 # layer from the two old TP shards, cuts the new ones out of it, and ends on
 # the uninterrupted run's parameters and losses (1e-6 relative). A checkpoint
-# missing one old TP rank's shard fails naming the layer and rank.
+# missing one old TP rank's shard fails naming the layer and rank; a commit
+# drops the entries a run of another TP degree left when it died in it.
 . "$(dirname "$0")/common.sh"
 MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 8 --seed 3 --global-batch 8 --micro-batch 2 --seq 64)
@@ -46,6 +47,24 @@ resume_out="$TMP/missing.out"
 "$BIN" train "${ARGS[@]}" --resume "$TMP/ck2" >"$resume_out" 2>&1; rc=$?
 { [ $rc -ne 0 ] && grep -q "layer 2 (TP rank 1) at step 5" "$resume_out"; } \
   || { tail -3 "$resume_out"; fail "a missing old TP shard: rc $rc"; }
+
+# a TP=4 run resumed from step 5 dies in the commit of step 6 after its manifests listed TP ranks 0-3
+# there; a TP=2 run resumed from step 5 then commits step 6: the manifest keeps no TP rank 2 or 3
+# entry of the dead run, which a later TP=4 resume would take for step 6's
+cp -r "$TMP/ck" "$TMP/ck3"
+AUTOHET_TEST_KILL_COMMIT=manifests@6 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp4.json" \
+  --resume "$TMP/ck3" --ckpt-dir "$TMP/ck3" --ckpt-every 3 >"$TMP/dead.out" 2>&1
+jq -e '[.shards[] | select(.step == 6) | .tp_rank] | unique == [0, 1, 2, 3]' "$TMP/ck3/n0/manifest.json" \
+  >/dev/null || fail "the killed TP=4 commit did not list its step-6 shards"
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" --resume "$TMP/ck3" \
+  --ckpt-dir "$TMP/ck3" --ckpt-every 3 >"$TMP/again.out" 2>&1 || { tail -3 "$TMP/again.out"; fail "TP=2 again"; }
+jq -e '.step == 6' "$TMP/ck3/state.json" >/dev/null || fail "the TP=2 run did not commit step 6"
+jq -e 'all(.shards[]; .step == 6 and .tp_rank < 2)' "$TMP/ck3/n0/manifest.json" >/dev/null \
+  || fail "the dead TP=4 run's entries are still listed"
+ls "$TMP"/ck3/n0/*-tp[23]-* >/dev/null 2>&1 && fail "the dead TP=4 run's shard files are left"
+AUTOHET_DUMP_PARAMS="$TMP/tp4b.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp4.json" \
+  --resume "$TMP/ck3" >"$TMP/tp4b.out" 2>&1 || { tail -3 "$TMP/tp4b.out"; fail "TP=4 resume of step 6"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/tp4b.bin" "$TOL") || fail "TP=4 resume of step 6: parameters differ: $out"
 
 [ $fails -eq 0 ] && echo "reshard: all checks passed"
 exit $((fails > 0))
