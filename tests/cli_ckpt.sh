@@ -82,7 +82,7 @@ out=$("$CMP" "$TMP/ref.bin" "$TMP/flip.bin" 1e-5) || fail "corrupt-copy resume: 
 # both copies bad (n1's truncated): the resume fails and names the layer
 truncate -s 100 "$TMP/ck/n1/L002-tp0-s3.safetensors"
 resume tiny-1x4 bad; rc=$?
-[ $rc -ne 0 ] || fail "resume with no good copy of layer 2 succeeded"
+[ $rc -eq 2 ] || fail "resume with no good copy of layer 2: exit $rc, expected 2 (bad input)"
 grep -q "layer 2" "$TMP/bad.out" || fail "the failure does not name layer 2: $(tail -2 "$TMP/bad.out")"
 
 # checkpoints every 2 steps: only the newest step's shards stay, and they are what the manifest lists

@@ -119,8 +119,9 @@ for t in $(seq 1 "$TRIALS"); do
       else silent=$((silent + 1)); verdict="SILENT: $what not reported"; fi
     fi
   else
-    # a failed resume is acceptable only for a corruption with no other good copy, in one clear line
-    if [ -n "$what" ] && grep -q "layer [0-9]* (TP rank [0-9]*) at step $s: no tier holds a good copy" "$TMP/r$t.out"; then
+    # a failed resume is acceptable only for a corruption with no other good copy, in one clear line and exit 2
+    if [ -n "$what" ] && [ $rrc -eq 2 ] &&
+      grep -q "layer [0-9]* (TP rank [0-9]*) at step $s: no tier holds a good copy" "$TMP/r$t.out"; then
       refused=$((refused + 1)); verdict="refused (no other good copy)"
     else
       unclear=$((unclear + 1)); verdict="UNCLEAR: resume exit $rrc: $(grep -m1 autohet "$TMP/r$t.out")"

@@ -54,8 +54,9 @@ static int resume(ah_executor *x, const ah_trainer_config *c, int *first_step, c
     double r0 = MPI_Wtime();
     char why[512];
     if (ah_executor_restore(x, c->resume_dir, *first_step, why, sizeof why) != 0) {
+        /* the checkpoint is the input: a layer with no good copy is bad input, not a crash */
         snprintf(err, errlen, "--resume %s: %s", c->resume_dir, why);
-        return 1;
+        return AH_EXIT_BAD_INPUT;
     }
     if (rank0(x) && c->progress)
         fprintf(c->progress, "resumed from %s at step %d (%.3f s)\n", c->resume_dir, *first_step,
