@@ -115,9 +115,9 @@ static int check_memory(const ah_plan *p, const ah_model_config *cfg, char *err,
 }
 
 /* The plan's structure (the one validator), its size against the ranks
- * started, the batch shape against this machine, the schedule's own
- * conditions. The same answer on every rank. */
-static int check_plan(ah_executor *x, ah_schedule s, int V, char *err, size_t errlen) {
+ * started, the batch shape against this machine. The same answer on every
+ * rank. */
+static int check_plan(ah_executor *x, char *err, size_t errlen) {
     const ah_plan *p = &x->plan;
     int slots = ah_plan_slots(p);
     if (slots != x->world) {
@@ -128,9 +128,7 @@ static int check_plan(ah_executor *x, ah_schedule s, int V, char *err, size_t er
     }
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
-    if (ah_schedule_check(p, s, V, err, errlen) != 0)
-        return -1;
-    return check_memory(p, &x->cfg, err, errlen);
+    return check_memory(p, &x->cfg, err, errlen); /* the schedule's own conditions: ah_schedule_build */
 }
 
 /* My slot, my stage's program and chunk models. */
@@ -151,7 +149,6 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
     x->tp = p->tp;
     x->m = rep->micro_batches;
     x->slowdown = p->cluster.nodes[rep->stages[x->stage].node].dev.slowdown;
-    int L = ah_model_num_layers(&x->cfg);
     ah_schedule_options so = {
         .schedule = s,
         .virtual_stages = V,
@@ -171,7 +168,6 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
             return -1;
         x->n_chunks++;
     }
-    (void)L;
     return 0;
 }
 
@@ -227,7 +223,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
     x->rank = x->tr->rank;
     x->world = x->tr->size;
     int V = schedule == AH_SCHED_INTERLEAVED ? (virtual_stages > 0 ? virtual_stages : 2) : 1;
-    int rc = check_plan(x, schedule, V, err, errlen);
+    int rc = check_plan(x, err, errlen);
     if (rc == 0)
         rc = setup_my_part(x, schedule, V, init_params, err, errlen);
     /* agree on success before creating groups (they are collective) */

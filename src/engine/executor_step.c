@@ -82,15 +82,10 @@ static void run_send(step_ctx *c, const ah_op *op) {
     c->out = ah_dptr_null();
 }
 
-/* the chunk model (and its index) running op */
-static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op, int *idx) {
-    ah_executor *x = c->x;
-    for (int k = 0; k < x->n_chunks; k++)
-        if (x->chunks[k].first == op->first) {
-            *idx = k;
-            return &x->chunks[k];
-        }
-    abort(); /* the program names a chunk of this stage */
+/* the chunk model running op: x->chunks holds my stage's chunks in virtual
+ * order, which is the op's chunk index */
+static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
+    return &c->x->chunks[op->chunk];
 }
 
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
@@ -105,10 +100,9 @@ static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
 }
 
 static void run_forward(step_ctx *c, const ah_op *op) {
-    int k;
-    ah_engine_model *e = chunk_of(c, op, &k);
+    ah_engine_model *e = chunk_of(c, op);
     const mb_data *d = batch_of(c, op->mb, 0);
-    int held = e->last - e->first, head = e->last == c->L;
+    int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
     c->out = head ? ah_dptr_null() : ah_be_alloc(e->be, c->NC);
     double l = 0, c0 = MPI_Wtime();
     ah_engine_forward(e, d->tok, e->first > 0 ? c->in : ah_dptr_null(), d->tgt, c->out, &l,
@@ -120,10 +114,9 @@ static void run_forward(step_ctx *c, const ah_op *op) {
 }
 
 static void run_backward(step_ctx *c, const ah_op *op) {
-    int k;
-    ah_engine_model *e = chunk_of(c, op, &k);
+    ah_engine_model *e = chunk_of(c, op);
     const mb_data *d = batch_of(c, op->mb, 0);
-    int held = e->last - e->first, head = e->last == c->L;
+    int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
     c->out = e->first > 0 ? ah_be_alloc(e->be, c->NC) : ah_dptr_null();
     double c0 = MPI_Wtime();
     ah_engine_backward(e, d->tok, d->tgt, head ? ah_dptr_null() : c->dio, c->out, c->loss_scale,
@@ -274,7 +267,8 @@ static double run_forward_only(ah_executor *x, int step) {
         for (int ci = 0; ci < nc; ci++) {
             if (ch[ci].stage != x->stage)
                 continue;
-            ah_engine_model *e = ah_exec_model_of(x, ch[ci].first);
+            int k = ch[ci].virt;
+            ah_engine_model *e = &x->chunks[k];
             const mb_data *d = batch_of(&c, i, 1);
             ah_engine_sync(e);
             if (ci > 0)
@@ -282,10 +276,9 @@ static double run_forward_only(ah_executor *x, int step) {
                             ah_slot_rank(&x->plan, x->replica, ch[ci - 1].stage, x->tp_rank), base + ci * m + i);
             ah_dptr out = ci + 1 < nc ? ah_be_alloc(e->be, c.NC) : ah_dptr_null();
             double l = 0;
-            ah_eng_acts *acts = ah_xcalloc((size_t)(e->last - e->first) + 1, sizeof(ah_eng_acts));
+            ah_eng_acts *acts = c.acts[k] + (size_t)i * (e->last - e->first);
             ah_engine_forward(e, d->tok, ci > 0 ? c.in : ah_dptr_null(), d->tgt, out, &l, acts);
             ah_engine_acts_free(e, acts);
-            free(acts);
             ah_engine_sync(e);
             if (ci + 1 < nc) {
                 x->tr->send(x->tr->ctx, ah_dptr_transport(out), bytes,
