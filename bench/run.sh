@@ -19,7 +19,7 @@ done
 SECTIONS=(planner verify calib simulator engine engine_ab schedules ckpt recovery spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
-CPU="$(nproc) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
 stamp() { echo "_Measured by \`bench/run.sh --only $1\` on $(date -u +%Y-%m-%d), $CPU, Release build._"; }
 
 section_planner() {
