@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
                 if (d > depth_max)
                     depth_max = d;
             }
-            snprintf(shape, sizeof shape, "TP=%d mb=%d, %d replicas, %d-%d stages", p[0].tp, p[0].micro_batch,
+            snprintf(shape, sizeof shape, "TP=%d mb=%d, %d replicas, %d-%d stages", ah_plan_uniform_tp(&p[0]), p[0].micro_batch,
                      p[0].n_replicas, depth_min, depth_max);
         }
         snprintf(desc, sizeof desc, "%s", sc->cluster);

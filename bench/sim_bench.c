@@ -27,7 +27,6 @@ static void uniform_plan(ah_plan *p, const ah_model_config *m, const ah_cluster 
     snprintf(p->strategy, sizeof p->strategy, "bench");
     p->model = *m;
     p->train.seq = 2048;
-    p->tp = 1;
     p->micro_batch = 1;
     p->global_batch = D * mb_per_replica;
     p->cluster.n_nodes = c->n_nodes;
@@ -44,6 +43,7 @@ static void uniform_plan(ah_plan *p, const ah_model_config *m, const ah_cluster 
         for (int j = 0; j < S; j++, g++) {
             r->stages[j].node = g / c->nodes[0].gpus;
             r->stages[j].gpu_first = g % c->nodes[0].gpus;
+            r->stages[j].tp = 1;
             r->stages[j].layer_first = j == 0 ? 0 : 1 + j * N / S;
             r->stages[j].layer_last = j + 1 == S ? N + 2 : 1 + (j + 1) * N / S;
         }
@@ -236,11 +236,11 @@ int main(int argc, char **argv) {
             double e = 100.0 * (top[i].iteration_time_s / sim[i] - 1.0);
             printf(
                 "  %-10s %5d GPUs  #%d TP=%d mb=%d %2d replicas  closed %.4f  simulated %.4f  %+5.1f%%%s\n",
-                ver[v].model, ah_cluster_total_gpus(&c), i, top[i].tp, top[i].micro_batch, top[i].n_replicas,
+                ver[v].model, ah_cluster_total_gpus(&c), i, ah_plan_uniform_tp(&top[i]), top[i].micro_batch, top[i].n_replicas,
                 top[i].iteration_time_s, sim[i], e, i == best ? "  <- fastest simulated" : "");
             if (out)
                 fprintf(out, "| %s, %d GPUs | %d | %d | %d | %d | %.4f | %.4f | %+.1f%% | %s |\n",
-                        ver[v].model, ah_cluster_total_gpus(&c), i, top[i].tp, top[i].micro_batch,
+                        ver[v].model, ah_cluster_total_gpus(&c), i, ah_plan_uniform_tp(&top[i]), top[i].micro_batch,
                         top[i].n_replicas, top[i].iteration_time_s, sim[i], e, i == best ? "yes" : "");
             ah_plan_free(&top[i]);
         }

@@ -31,8 +31,8 @@ $BIN models | grep "llama2-70b" >/dev/null || fail "models lists no llama2-70b"
 $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH20 --global-batch 64 --seq 1024 \
   --json "$TMP/p.json" >"$TMP/table" || fail "plan exited non-zero"
 grep -q "Predicted iteration time" "$TMP/table" || fail "table lacks the predicted iteration time"
-jq -e '.format == "autohet-plan" and .version == 1 and (.iteration_time_s > 0) and (.tokens_per_s > 0)
-       and (.tp >= 1) and (.micro_batch >= 1) and .global_batch == 64 and (.planning_time_s >= 0)
+jq -e '.format == "autohet-plan" and .version == 2 and (.iteration_time_s > 0) and (.tokens_per_s > 0)
+       and ([.replicas[].stages[].tp] | all(. >= 1)) and (.micro_batch >= 1) and .global_batch == 64 and (.planning_time_s >= 0)
        and (.replicas | length) >= 1' "$TMP/p.json" >/dev/null || fail "plan JSON lacks required fields"
 # every replica covers all layers exactly once, and samples add up to the global batch
 jq -e '(.model.num_layers_total) as $L | [.replicas[] | [.stages[] | .layers] ] |

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/plan.h"
+#include "autohet/schedule.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -97,7 +98,6 @@ static void build_plan(ah_plan *p) {
     assert_string_equal(p->cluster.nodes[1].dev.name, "A100-40G");
     p->cluster.nodes[0].price_per_hour = 31.25;
     p->cluster.nodes[2].price_per_hour = 12.5;
-    p->tp = 4;
     p->micro_batch = 1;
     p->global_batch = 64;
     p->n_replicas = 2;
@@ -119,6 +119,7 @@ static void build_plan(ah_plan *p) {
             ah_stage *s = &rep->stages[j];
             s->node = r == 0 ? layout0[j].node : layout1[j].node;
             s->gpu_first = r == 0 ? layout0[j].gpu : layout1[j].gpu;
+            s->tp = 4;
             s->layer_first = r == 0 ? layout0[j].lf : layout1[j].lf;
             s->layer_last = r == 0 ? layout0[j].ll : layout1[j].ll;
             s->fwd_s = val(k++);
@@ -197,7 +198,7 @@ static void assert_plan_equal(const ah_plan *a, const ah_plan *b) {
         assert_int_equal(x->spot, y->spot);
         assert_dbl_same(x->price_per_hour, y->price_per_hour, "price_per_hour");
     }
-    assert_int_equal(a->tp, b->tp);
+    assert_int_equal(ah_plan_uniform_tp(a), ah_plan_uniform_tp(b));
     assert_int_equal(a->micro_batch, b->micro_batch);
     assert_int_equal(a->global_batch, b->global_batch);
     /* replicas */
@@ -216,6 +217,7 @@ static void assert_plan_equal(const ah_plan *a, const ah_plan *b) {
             assert_int_equal(s->node, t->node);
             assert_int_equal(s->gpu_first, t->gpu_first);
             assert_int_equal(s->layer_first, t->layer_first);
+            assert_int_equal(s->tp, t->tp);
             assert_int_equal(s->layer_last, t->layer_last);
             assert_dbl_same(s->fwd_s, t->fwd_s, "fwd_s");
             assert_dbl_same(s->bwd_s, t->bwd_s, "bwd_s");
@@ -416,6 +418,69 @@ static void test_stage_by_node_name(void **state) {
     ah_plan_free(&p);
 }
 
+/* Reads doc back from a file (fails the test on an error). */
+static void read_doc(cJSON *doc, const char *name, ah_plan *p) {
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, name);
+    char *text = cJSON_Print(doc);
+    write_file(path, text, strlen(text));
+    cJSON_free(text);
+    if (ah_plan_read_json(path, ah_device_catalog_builtin(), p, err, sizeof err) != 0)
+        fail_msg("read %s: %s", name, err);
+}
+
+/* A version-1 document (one tp for the plan, none per stage) reads as every
+ * stage at that TP; a version-2 plan with stages of TP 1, 2 and 4 round-trips
+ * and has no top-level tp. */
+static void test_stage_tp_versions(void **state) {
+    (void)state;
+    char path[128];
+    cJSON *doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(doc, "version", cJSON_CreateNumber(1));
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < (r ? 3 : 2); j++)
+            cJSON_DeleteItemFromObject(at(doc, "replicas", r, "stages", j), "tp");
+    ah_plan p;
+    read_doc(doc, "v1.json", &p);
+    cJSON_Delete(doc);
+    assert_int_equal(p.version, 1);
+    assert_int_equal(ah_plan_uniform_tp(&p), 4);
+    assert_int_equal(p.replicas[1].stages[2].tp, 4);
+
+    /* mixed: replica 1 runs TP 1, 2, 4 on node 1 GPUs 0, 2-3, 4-7 */
+    p.replicas[1].stages[0].tp = 1;
+    p.replicas[1].stages[0].gpu_first = 0;
+    p.replicas[1].stages[1].tp = 2;
+    p.replicas[1].stages[1].node = 1;
+    p.replicas[1].stages[1].gpu_first = 2;
+    p.replicas[1].stages[2].node = 1;
+    p.replicas[1].stages[2].gpu_first = 4;
+    char err[256] = "";
+    if (ah_plan_validate(&p, err, sizeof err) != 0)
+        fail_msg("validate: %s", err);
+    assert_int_equal(ah_plan_uniform_tp(&p), 0);
+    assert_int_equal(ah_plan_max_tp(&p), 4);
+    char text[48];
+    ah_plan_tp_text(&p, text, sizeof text);
+    assert_string_equal(text, "1-4 per stage");
+    cJSON *out = ah_plan_to_json(&p);
+    assert_non_null(out);
+    assert_null(cJSON_GetObjectItem(out, "tp"));
+    assert_int_equal(cJSON_GetObjectItem(out, "version")->valueint, AH_PLAN_FORMAT_VERSION);
+    ah_plan q;
+    read_doc(out, "mixed.json", &q);
+    cJSON_Delete(out);
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < p.replicas[r].n_stages; j++) {
+            assert_int_equal(q.replicas[r].stages[j].tp, p.replicas[r].stages[j].tp);
+            assert_int_equal(q.replicas[r].stages[j].gpu_first, p.replicas[r].stages[j].gpu_first);
+        }
+    /* the rank map follows the stages' TP degrees */
+    assert_int_equal(ah_plan_slots(&q), 4 + 4 + 1 + 2 + 4);
+    ah_plan_free(&p);
+    ah_plan_free(&q);
+}
+
 static void test_extra_items(void **state) {
     (void)state;
     ah_plan p, q;
@@ -487,8 +552,35 @@ static void test_malformed(void **state) {
 
     /* wrong version */
     doc = good_doc(path, sizeof path);
-    cJSON_ReplaceItemInObject(doc, "version", cJSON_CreateNumber(2));
-    expect_read_error(doc, "v2.json", ": version: ", "unsupported");
+    cJSON_ReplaceItemInObject(doc, "version", cJSON_CreateNumber(3));
+    expect_read_error(doc, "v3.json", ": version: ", "unsupported");
+    cJSON_Delete(doc);
+
+    /* per-stage tp (version 2): not a power of two, not dividing the heads */
+    doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 1), "tp", cJSON_CreateNumber(3));
+    expect_read_error(doc, "tp3.json", ": replicas[0].stages[1].tp: ", "power of two");
+    cJSON_Delete(doc);
+    doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "model"), "n_heads", cJSON_CreateNumber(34));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "model"), "n_kv_heads", cJSON_CreateNumber(34));
+    expect_read_error(doc, "tp-heads.json", ": replicas[0].stages[0].tp: ", "does not divide");
+    cJSON_Delete(doc);
+    /* version 2 without any tp; version 1 without the plan's tp, or with a stage's own */
+    doc = good_doc(path, sizeof path);
+    cJSON_DeleteItemFromObject(doc, "tp");
+    cJSON_DeleteItemFromObject(at(doc, "replicas", 1, "stages", 2), "tp");
+    expect_read_error(doc, "no-tp.json", ": replicas[1].stages[2].tp: ", "missing");
+    cJSON_Delete(doc);
+    doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(doc, "version", cJSON_CreateNumber(1));
+    cJSON_DeleteItemFromObject(doc, "tp");
+    expect_read_error(doc, "v1-no-tp.json", ": tp: ", "missing");
+    cJSON_Delete(doc);
+    doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(doc, "version", cJSON_CreateNumber(1));
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "tp", cJSON_CreateNumber(2));
+    expect_read_error(doc, "v1-stage-tp.json", ": replicas[0].stages[0].tp: ", "version 1");
     cJSON_Delete(doc);
 
     /* gpus length != tp */
@@ -711,12 +803,12 @@ static void try_doc(cJSON *root, const char *file) {
         assert_null(p.replicas);
     } else {
         /* accepted: must still be structurally sound */
-        assert_true(p.n_replicas > 0 && p.tp > 0);
+        assert_true(p.n_replicas > 0);
         for (int r = 0; r < p.n_replicas; r++)
             for (int j = 0; j < p.replicas[r].n_stages; j++) {
                 const ah_stage *s = &p.replicas[r].stages[j];
                 assert_true(s->node >= 0 && s->node < p.cluster.n_nodes);
-                assert_true(s->gpu_first + p.tp <= p.cluster.nodes[s->node].gpus);
+                assert_true(s->tp > 0 && s->gpu_first + s->tp <= p.cluster.nodes[s->node].gpus);
             }
     }
     ah_plan_free(&p);
@@ -864,7 +956,7 @@ int main(void) {
         cmocka_unit_test(test_extra_items),     cmocka_unit_test(test_to_json),
         cmocka_unit_test(test_malformed),       cmocka_unit_test(test_truncated_and_garbage),
         cmocka_unit_test(test_mutations),       cmocka_unit_test(test_copy_is_deep),
-        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_table),           cmocka_unit_test(test_stage_tp_versions),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

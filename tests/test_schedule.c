@@ -18,7 +18,6 @@ static void make_plan(ah_plan *p, int blocks, int R, const int *stages, const in
     p->model.ffn_hidden = 256;
     p->model.vocab = 128;
     p->model.max_positions = 64;
-    p->tp = 2;
     p->micro_batch = 1;
     p->n_replicas = R;
     p->replicas = calloc((size_t)R, sizeof(ah_replica));
@@ -32,6 +31,7 @@ static void make_plan(ah_plan *p, int blocks, int R, const int *stages, const in
         for (int j = 0; j < stages[k]; j++) {
             r->stages[j].layer_first = first[k][j];
             r->stages[j].layer_last = j + 1 < stages[k] ? first[k][j + 1] : L;
+            r->stages[j].tp = 2;
         }
     }
 }

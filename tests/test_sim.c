@@ -63,7 +63,6 @@ static void base_plan(ah_plan *p, const ah_model_config *m, const int *gpus_per_
     snprintf(p->strategy, sizeof p->strategy, "test");
     p->model = *m;
     p->train.seq = 64;
-    p->tp = 1;
     p->micro_batch = 1;
     p->global_batch = global_batch;
     p->cluster.n_nodes = nodes;
@@ -88,6 +87,7 @@ static void add_replica(ah_plan *p, int m, int n_stages, const int *node, const 
     for (int j = 0; j < n_stages; j++) {
         r->stages[j].node = node[j];
         r->stages[j].gpu_first = gpu[j];
+        r->stages[j].tp = 1;
         r->stages[j].layer_first = first[j];
         r->stages[j].layer_last = j + 1 < n_stages ? first[j + 1] : L;
     }

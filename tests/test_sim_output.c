@@ -259,7 +259,6 @@ static void build_plan(ah_plan *p, const char *node0_name) {
     assert_int_equal(p->cluster.n_nodes, 2);
     if (node0_name)
         snprintf(p->cluster.nodes[0].name, sizeof p->cluster.nodes[0].name, "%s", node0_name);
-    p->tp = 2;
     p->micro_batch = 1;
     p->global_batch = 4;
     p->n_replicas = 2;
@@ -276,6 +275,7 @@ static void build_plan(ah_plan *p, const char *node0_name) {
     assert_non_null(p->replicas[1].stages);
     p->replicas[1].stages[0] = (ah_stage){.node = 1, .gpu_first = 0, .layer_first = 0, .layer_last = 13};
     p->replicas[1].stages[1] = (ah_stage){.node = 1, .gpu_first = 2, .layer_first = 13, .layer_last = 26};
+    ah_plan_set_tp(p, 2);
 }
 
 #define MS 1e-3
@@ -1025,7 +1025,8 @@ static void check_real_simulator(const char *cluster, int global_batch, ah_sched
     cJSON *root = parse_file(path);
     int gpus = 0;
     for (int k = 0; k < plan.n_replicas; k++)
-        gpus += plan.replicas[k].n_stages * plan.tp;
+        for (int j = 0; j < plan.replicas[k].n_stages; j++)
+            gpus += plan.replicas[k].stages[j].tp;
     const cJSON *ga = cJSON_GetObjectItemCaseSensitive(root, "gpus");
     assert_int_equal(cJSON_GetArraySize(ga), gpus);
     assert_int_equal(gpus, plan.gpus_used);

@@ -1,10 +1,10 @@
 /* Plan documents and the planners that produce them.
  *
- * A plan fixes one tensor-parallel degree `tp`, one micro-batch size, and a
- * list of data-parallel replicas. Each replica is a pipeline of stages; a
- * stage is one TP group (tp GPUs of one node) holding a contiguous layer range.
- * Replicas may differ in stage count, GPU types and layer boundaries, and run
- * different numbers of micro-batches. Cost formulas: docs/cost-model.md;
+ * A plan fixes one micro-batch size and a list of data-parallel replicas.
+ * Each replica is a pipeline of stages; a stage is one TP group (its own
+ * tensor-parallel degree tp: tp GPUs of one node) holding a contiguous layer
+ * range. Replicas may differ in stage count, GPU types, TP degrees and layer
+ * boundaries, and run different numbers of micro-batches. Cost formulas: docs/cost-model.md;
  * JSON schema: docs/plan-format.md. */
 #ifndef AUTOHET_PLAN_H
 #define AUTOHET_PLAN_H
@@ -13,8 +13,10 @@
 #include "autohet/model.h"
 #include "autohet/profile.h"
 
-#define AH_PLAN_FORMAT_VERSION 1
+#define AH_PLAN_FORMAT_VERSION 2 /* 2: per-stage tp; version 1 documents are read too */
 #define AH_EXIT_BAD_INPUT 2
+#define AH_MAX_TP_LOG2 6
+#define AH_MAX_TP (1 << AH_MAX_TP_LOG2) /* largest TP degree of a stage */
 
 typedef enum { AH_STRATEGY_AUTOHET = 0, AH_STRATEGY_MEGATRON = 1, AH_STRATEGY_PROPORTIONAL = 2 } ah_strategy;
 const char *ah_strategy_name(ah_strategy s);
@@ -22,6 +24,7 @@ int ah_strategy_parse(const char *s, ah_strategy *out);
 
 typedef struct {
     int node;                    /* index into plan->cluster.nodes */
+    int tp;                      /* the stage's tensor-parallel degree (a power of two) */
     int gpu_first;               /* TP group = GPUs gpu_first .. gpu_first+tp-1 of that node */
     int layer_first, layer_last; /* layers [first, last) */
     /* Filled by ah_plan_evaluate: */
@@ -81,7 +84,7 @@ typedef struct {
     ah_model_config model;
     ah_train_settings train;
     ah_cluster cluster; /* owned copy */
-    int tp, micro_batch, global_batch;
+    int micro_batch, global_batch;
     ah_replica *replicas;
     int n_replicas;
     /* Filled by ah_plan_evaluate: */
@@ -103,6 +106,14 @@ typedef struct {
 } ah_plan;
 
 void ah_plan_free(ah_plan *p);
+/* The TP degree every stage shares, or 0 when stages differ (or no stage). */
+int ah_plan_uniform_tp(const ah_plan *p);
+/* Sets every stage's TP degree (a plan built with one degree). */
+void ah_plan_set_tp(ah_plan *p, int tp);
+/* Largest TP degree of any stage. */
+int ah_plan_max_tp(const ah_plan *p);
+/* "2" for a plan whose stages all have TP 2, "1-4 per stage" otherwise. */
+void ah_plan_tp_text(const ah_plan *p, char *buf, size_t n);
 /* Deep copy (dst must be uninitialised or freed). */
 void ah_plan_copy(ah_plan *dst, const ah_plan *src);
 /* 1 if a stage of the plan runs on the cluster node named `name` */

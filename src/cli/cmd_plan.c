@@ -150,6 +150,17 @@ static int int_opt(const char *flag, const char *v, int min, int *out) {
 }
 
 /* cost_per_iteration_usd and cost_per_mtoken_usd, when every used node has a price */
+/* "2" or "mix" (stages of different TP degrees) for a table column */
+static const char *tp_label(const ah_plan *p) {
+    static char buf[16];
+    int tp = ah_plan_uniform_tp(p);
+    if (tp > 0)
+        snprintf(buf, sizeof buf, "%d", tp);
+    else
+        snprintf(buf, sizeof buf, "mix");
+    return buf;
+}
+
 static void add_cost_fields(cJSON *o, const ah_plan *p) {
     double ci = ah_plan_cost_per_iteration(p);
     if (ci < 0)
@@ -169,7 +180,7 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
     cJSON_AddNumberToObject(o, "iteration_time_s", p->iteration_time_s);
     cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens_per_s);
     cJSON_AddNumberToObject(o, "mfu", p->mfu);
-    cJSON_AddNumberToObject(o, "tp", p->tp);
+    cJSON_AddNumberToObject(o, "tp", ah_plan_uniform_tp(p)); /* 0: per stage */
     cJSON_AddNumberToObject(o, "micro_batch", p->micro_batch);
     cJSON_AddNumberToObject(o, "replicas", p->n_replicas);
     cJSON_AddNumberToObject(o, "stages", p->replicas[0].n_stages);
@@ -195,7 +206,7 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         char err[256];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", i);
-        cJSON_AddNumberToObject(e, "tp", plans[i].tp);
+        cJSON_AddNumberToObject(e, "tp", ah_plan_uniform_tp(&plans[i])); /* 0: per stage */
         cJSON_AddNumberToObject(e, "micro_batch", plans[i].micro_batch);
         cJSON_AddNumberToObject(e, "replicas", plans[i].n_replicas);
         cJSON_AddNumberToObject(e, "closed_form_s", plans[i].iteration_time_s);
@@ -240,7 +251,7 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",
                "simulated s", "error");
         for (int i = 0; i < n; i++)
-            printf("  %4d %4d %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, plans[i].tp, plans[i].micro_batch,
+            printf("  %4d %4s %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, tp_label(&plans[i]), plans[i].micro_batch,
                    plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
                    sim[i] > 0 ? 100.0 * (plans[i].iteration_time_s / sim[i] - 1.0) : 0.0,
                    i == winner ? "  <- fastest in simulation" : "");
@@ -427,8 +438,8 @@ static void print_plan(const plan_args *a, const ah_plan *plan, const ah_plan *b
             continue;
         }
         const ah_plan *p = rows[i];
-        printf("  %-13s %12.4f %12.0f %6.1f%% %4d %4d %6d %8.2fx\n", names[i], p->iteration_time_s,
-               p->tokens_per_s, 100.0 * p->mfu, p->tp, p->micro_batch, p->n_replicas,
+        printf("  %-13s %12.4f %12.0f %6.1f%% %4s %4d %6d %8.2fx\n", names[i], p->iteration_time_s,
+               p->tokens_per_s, 100.0 * p->mfu, tp_label(p), p->micro_batch, p->n_replicas,
                p->iteration_time_s / plan->iteration_time_s);
     }
     printf("  (speedup = that strategy's iteration time / autohet's)\n");

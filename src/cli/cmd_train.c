@@ -80,7 +80,6 @@ static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, i
     snprintf(p->strategy, sizeof p->strategy, "single");
     p->model = *m;
     p->train.seq = seq;
-    p->tp = 1;
     p->micro_batch = mb;
     p->global_batch = gb;
     p->cluster.n_nodes = 1;
@@ -95,6 +94,7 @@ static void trivial_plan(ah_plan *p, const ah_model_config *m, int gb, int mb, i
     p->replicas[0].micro_batches = gb / mb;
     p->replicas[0].stages = calloc(1, sizeof(ah_stage));
     p->replicas[0].stages[0].layer_last = ah_model_num_layers(m);
+    p->replicas[0].stages[0].tp = 1;
 }
 
 /* Under autohet run, SIGTERM to a rank is a grace-period notice for its node
@@ -435,14 +435,15 @@ int cmd_train(int argc, char **argv) {
         MPI_Bcast(&log_ok, 1, MPI_INT, 0, comm);
     int rc = 0, set_up = x && log_ok;
     if (set_up) {
-        char ranks[128];
+        char ranks[128], tp_text[48];
         describe_ranks(world, slots, ranks, sizeof ranks);
+        ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)
-            printf("autohet train: %s (%d blocks, hidden %d, %s), %s, %d replica%s, TP %d, global batch %d x "
+            printf("autohet train: %s (%d blocks, hidden %d, %s), %s, %d replica%s, TP %s, global batch %d x "
                    "seq %d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f "
                    "GFLOP/s/rank\n",
                    cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), ranks, plan.n_replicas,
-                   plan.n_replicas == 1 ? "" : "s", plan.tp, plan.global_batch, plan.train.seq,
+                   plan.n_replicas == 1 ? "" : "s", tp_text, plan.global_batch, plan.train.seq,
                    plan.micro_batch, a.data, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
         write_pid_line(rank, ah_executor_node_name(x));
         rc = train(x, comm, &tc, log);

@@ -56,7 +56,15 @@ void ah_assignment_free(ah_assignment *a) {
 
 int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
                        ah_assignment *out, char *err, size_t errlen) {
-    int L = ah_model_num_layers(&plan->model), tp = plan->tp, world = ah_plan_slots(plan);
+    int L = ah_model_num_layers(&plan->model), world = ah_plan_slots(plan);
+    /* the TP shards of each layer the new plan's ranks restore */
+    int *need_tp = ah_xcalloc((size_t)L + 1, sizeof(int));
+    for (int k = 0; k < plan->n_replicas; k++)
+        for (int j = 0; j < plan->replicas[k].n_stages; j++) {
+            const ah_stage *s = &plan->replicas[k].stages[j];
+            for (int l = s->layer_first; l < s->layer_last; l++)
+                need_tp[l] = s->tp > need_tp[l] ? s->tp : need_tp[l];
+        }
     memset(out, 0, sizeof *out);
     out->server_node = ah_xcalloc((size_t)nh + 1, sizeof *out->server_node);
     /* the lowest rank of each plan node serves its node's shards to peers */
@@ -92,7 +100,7 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
             continue;
         int ok = 1;
         for (int l = 0; l < L && ok; l++)
-            for (int t = 0; t < tp && ok; t++) {
+            for (int t = 0; t < need_tp[l] && ok; t++) {
                 int any = 0;
                 for (int i = 0; i < nh && !any; i++)
                     any = usable[i] && held(&h[i], l, t, steps[s]);
@@ -105,6 +113,7 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
             chosen = steps[s];
     }
     free(steps);
+    free(need_tp);
     if (chosen < 0) {
         if (n_steps == 0)
             snprintf(err, errlen, "no checkpoint survives in any%s tier",

@@ -74,9 +74,10 @@ static void describe_plan(const ah_plan *p, int servers, char *buf, size_t n) {
             for (int j = 0; j < p->replicas[k].n_stages && !hit; j++)
                 if (p->replicas[k].stages[j].node == i)
                     hit = 1, used++;
+    char tp[48];
+    ah_plan_tp_text(p, tp, sizeof tp);
     if (len < (int)n)
-        snprintf(buf + len, n - (size_t)len, " stages), TP %d, on %d of %d nodes", p->tp, used,
-                 p->cluster.n_nodes);
+        snprintf(buf + len, n - (size_t)len, " stages), TP %s, on %d of %d nodes", tp, used, p->cluster.n_nodes);
 }
 
 /* The plan's predicted iteration time: the planner's, or for a hand-written
@@ -362,7 +363,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         s->inv.n_nodes = s->plan.cluster.n_nodes;
         s->inv.nodes = ah_xcalloc((size_t)s->inv.n_nodes + 1, sizeof(ah_node));
         memcpy(s->inv.nodes, s->plan.cluster.nodes, sizeof(ah_node) * (size_t)s->inv.n_nodes);
-        s->po.tp = s->plan.tp;
+        s->po.tp = ah_plan_uniform_tp(&s->plan); /* 0 (search) for a plan with per-stage TP */
         s->po.micro_batch = s->plan.micro_batch;
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;

@@ -95,8 +95,8 @@ static int check_memory(const ah_plan *p, const ah_model_config *cfg, char *err,
             double b = 0;
             for (int l = st->layer_first; l < st->layer_last; l++) {
                 ah_layer_kind kind = ah_model_layer_kind(cfg, l);
-                b += 4.0 * 4.0 * ah_layer_params(cfg, kind) / p->tp;
-                b += ah_layer_act_bytes(cfg, kind, p->train.seq, p->micro_batch, p->tp, AH_RECOMPUTE_NONE,
+                b += 4.0 * 4.0 * ah_layer_params(cfg, kind) / st->tp;
+                b += ah_layer_act_bytes(cfg, kind, p->train.seq, p->micro_batch, st->tp, AH_RECOMPUTE_NONE,
                                         AH_PRECISION_FP32); /* the CPU engine keeps fp32 activations */
             }
             worst = b > worst ? b : worst;
@@ -128,6 +128,10 @@ static int check_plan(ah_executor *x, char *err, size_t errlen) {
     }
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
+    if (ah_plan_uniform_tp(p) == 0) {
+        snprintf(err, errlen, "the engine does not yet execute plans whose stages have different TP degrees");
+        return -1;
+    }
     return check_memory(p, &x->cfg, err, errlen); /* the schedule's own conditions: ah_schedule_build */
 }
 
@@ -146,7 +150,7 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
         x->row0 += p->replicas[k].micro_batches * p->micro_batch;
     const ah_replica *rep = &p->replicas[x->replica];
     x->n_stages = rep->n_stages;
-    x->tp = p->tp;
+    x->tp = rep->stages[x->stage].tp;
     x->m = rep->micro_batches;
     x->slowdown = p->cluster.nodes[rep->stages[x->stage].node].dev.slowdown;
     ah_schedule_options so = {
@@ -164,7 +168,7 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
         if (ch->stage != x->stage)
             continue;
         if (ah_engine_model_init(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
-                                 ch->last, p->tp, x->tp_rank, x->seed, init_params, err, errlen) != 0)
+                                 ch->last, x->tp, x->tp_rank, x->seed, init_params, err, errlen) != 0)
             return -1;
         x->n_chunks++;
     }

@@ -38,7 +38,7 @@ static int write_gathered_trace(const ah_executor *x, const char *path, const ah
         abort();
     for (int k = 0; k < p->n_replicas; k++)
         for (int j = 0; j < p->replicas[k].n_stages; j++)
-            for (int q = 0; q < p->tp; q++) {
+            for (int q = 0; q < p->replicas[k].stages[j].tp; q++) {
                 int r = ah_slot_rank(p, k, j, q), nd = p->replicas[k].stages[j].node;
                 if (r >= x->world)
                     continue;

@@ -42,7 +42,7 @@ static int stage_first_layer(int N, int S, int j) {
 }
 
 /* Build a symmetric plan: replica d stage j uses units[pick(d, j)]. */
-static void build_symmetric(ah_plan *p, const unit_ref *units, int S, int D, int interleave_dp,
+static void build_symmetric(ah_plan *p, const unit_ref *units, int tp, int S, int D, int interleave_dp,
                             const long long *mbs) {
     int N = p->model.n_layers, L = N + 2;
     p->n_replicas = D;
@@ -59,7 +59,8 @@ static void build_symmetric(ah_plan *p, const unit_ref *units, int S, int D, int
         for (int j = 0; j < S; j++) {
             const unit_ref *u = &units[interleave_dp ? j * D + d : d * S + j];
             r->stages[j].node = u->node;
-            r->stages[j].gpu_first = u->unit * p->tp;
+            r->stages[j].tp = tp;
+            r->stages[j].gpu_first = u->unit * tp;
             r->stages[j].layer_first = stage_first_layer(N, S, j);
             r->stages[j].layer_last = j + 1 == S ? L : stage_first_layer(N, S, j + 1);
         }
@@ -167,8 +168,8 @@ static int symmetric_search(const char *name, const ah_model_config *m, const ah
                     for (int d = 0; d < D; d++)
                         mb_list[d] = megatron ? M / D : (d < M % D) + M / D;
                     ah_plan p;
-                    ah_plan_init_from(&p, name, m, c, o, tps[i], mbs[j]);
-                    build_symmetric(&p, units, S, D, megatron, mb_list);
+                    ah_plan_init_from(&p, name, m, c, o, mbs[j]);
+                    build_symmetric(&p, units, tps[i], S, D, megatron, mb_list);
                     effort++;
                     int rc = megatron ? assign_equal(&p, prof, o, M, e2, sizeof e2)
                                       : assign_proportional(&p, prof, o, M, e2, sizeof e2);

@@ -10,7 +10,7 @@
 #include "plan/search.h"
 
 void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m, const ah_cluster *c,
-                       const ah_plan_options *o, int tp, int mb) {
+                       const ah_plan_options *o, int mb) {
     memset(p, 0, sizeof *p);
     p->version = AH_PLAN_FORMAT_VERSION;
     snprintf(p->strategy, sizeof p->strategy, "%s", strategy);
@@ -21,7 +21,6 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
     if (!p->cluster.nodes)
         abort();
     memcpy(p->cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
-    p->tp = tp;
     p->micro_batch = mb;
     p->global_batch = o->global_batch;
 }
@@ -132,7 +131,7 @@ static void place_local(const ah_search_ctx *x, const ah_template *t, int copy, 
 
 int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof, ah_plan *out,
                          char *err, size_t errlen) {
-    ah_plan_init_from(out, "autohet", x->m, x->c, x->o, x->tp, x->mb);
+    ah_plan_init_from(out, "autohet", x->m, x->c, x->o, x->mb);
     ah_sol_replica *order = malloc(sizeof *order * (size_t)(s->n ? s->n : 1));
     if (!order)
         abort();
@@ -177,6 +176,7 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
         for (int j = 0; j < t->n_stages; j++) {
             ah_stage *st = &rep->stages[j];
             st->node = nodes[j];
+            st->tp = x->tp;
             st->gpu_first = units[j] * x->tp;
             st->layer_first = first;
             st->layer_last = ends[j];

@@ -1,4 +1,5 @@
 /* Plan document lifetime (free / deep copy) and strategy names. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -43,6 +44,45 @@ void ah_plan_free(ah_plan *p) {
      * node array releases it completely (same as ah_cluster_free). */
     free(p->cluster.nodes);
     memset(p, 0, sizeof *p);
+}
+
+int ah_plan_uniform_tp(const ah_plan *p) {
+    int tp = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            int t = p->replicas[k].stages[j].tp;
+            if (tp && t != tp)
+                return 0;
+            tp = t;
+        }
+    return tp;
+}
+
+void ah_plan_set_tp(ah_plan *p, int tp) {
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            p->replicas[k].stages[j].tp = tp;
+}
+
+int ah_plan_max_tp(const ah_plan *p) {
+    int tp = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (p->replicas[k].stages[j].tp > tp)
+                tp = p->replicas[k].stages[j].tp;
+    return tp;
+}
+
+void ah_plan_tp_text(const ah_plan *p, char *buf, size_t n) {
+    int u = ah_plan_uniform_tp(p), lo = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (!lo || p->replicas[k].stages[j].tp < lo)
+                lo = p->replicas[k].stages[j].tp;
+    if (u > 0)
+        snprintf(buf, n, "%d", u);
+    else
+        snprintf(buf, n, "%d-%d per stage", lo, ah_plan_max_tp(p));
 }
 
 int ah_plan_uses_node(const ah_plan *p, const char *name) {

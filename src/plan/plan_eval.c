@@ -22,22 +22,52 @@ void ah_plan_options_default(ah_plan_options *o) {
     o->strategy = AH_STRATEGY_AUTOHET;
 }
 
-/* Layer times per distinct device type, built lazily. */
+/* Layer times per distinct (device type, TP degree), built lazily. */
 typedef struct {
     const char *name;
+    int tp;
     ah_layer_times t;
 } times_entry;
+#define TIMES_CACHE 64
 
 static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan *p, const ah_profile *prof,
-                                       const ah_device *dev, char *err, size_t errlen) {
+                                       const ah_device *dev, int tp, char *err, size_t errlen) {
     for (int i = 0; i < *n; i++)
-        if (strcmp(cache[i].name, dev->name) == 0)
+        if (cache[i].tp == tp && strcmp(cache[i].name, dev->name) == 0)
             return &cache[i].t;
-    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, p->tp, p->micro_batch, err,
+    if (*n == TIMES_CACHE) {
+        snprintf(err, errlen, "plan: more than %d (GPU type, TP degree) pairs", TIMES_CACHE);
+        return NULL;
+    }
+    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, tp, p->micro_batch, err,
                              errlen) != 0)
         return NULL;
     cache[*n].name = dev->name;
+    cache[*n].tp = tp;
     return &cache[(*n)++].t;
+}
+
+/* Per-GPU layer bytes per TP degree (index log2 tp), built lazily. */
+typedef struct {
+    ah_layer_bytes lb[AH_MAX_TP_LOG2 + 1];
+    unsigned char built[AH_MAX_TP_LOG2 + 1];
+} bytes_cache;
+
+static const ah_layer_bytes *bytes_for(bytes_cache *bc, const ah_plan *p, int tp) {
+    int i = 0;
+    while ((1 << i) < tp)
+        i++;
+    if (!bc->built[i]) {
+        ah_layer_bytes_build(&bc->lb[i], &p->model, &p->train, tp, p->micro_batch, p->n_replicas);
+        bc->built[i] = 1;
+    }
+    return &bc->lb[i];
+}
+
+static void bytes_cache_free(bytes_cache *bc) {
+    for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
+        if (bc->built[i])
+            ah_layer_bytes_free(&bc->lb[i]);
 }
 
 int ah_plan_bucket_starts(const int *holder, int L, int R, int *first) {
@@ -52,8 +82,8 @@ int ah_plan_bucket_starts(const int *holder, int L, int R, int *first) {
 
 int ah_plan_validate(const ah_plan *p, char *err, size_t errlen) {
     int L = ah_model_num_layers(&p->model);
-    if (p->tp < 1 || p->micro_batch < 1 || p->global_batch < 1) {
-        snprintf(err, errlen, "plan: tp, micro_batch and global_batch must be positive");
+    if (p->micro_batch < 1 || p->global_batch < 1) {
+        snprintf(err, errlen, "plan: micro_batch and global_batch must be positive");
         return -1;
     }
     if (p->n_replicas < 1) {
@@ -89,13 +119,22 @@ int ah_plan_validate(const ah_plan *p, char *err, size_t errlen) {
                 break;
             }
             expect = s->layer_last;
+            if (s->tp < 1 || s->tp > AH_MAX_TP || (s->tp & (s->tp - 1)) || p->model.n_heads % s->tp ||
+                p->model.n_kv_heads % s->tp) {
+                snprintf(err, errlen,
+                         "plan: replicas[%d].stages[%d].tp %d must be a power of two <= %d dividing the %d "
+                         "attention and %d KV heads",
+                         k, j, s->tp, AH_MAX_TP, p->model.n_heads, p->model.n_kv_heads);
+                rc = -1;
+                break;
+            }
             if (s->node < 0 || s->node >= p->cluster.n_nodes || s->gpu_first < 0 ||
-                s->gpu_first + p->tp > p->cluster.nodes[s->node].gpus) {
+                s->gpu_first + s->tp > p->cluster.nodes[s->node].gpus) {
                 snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPUs out of range of its node", k, j);
                 rc = -1;
                 break;
             }
-            for (int g = 0; g < p->tp; g++) {
+            for (int g = 0; g < s->tp; g++) {
                 int id = node_base[s->node] + s->gpu_first + g;
                 if (used[id]) {
                     snprintf(err, errlen, "plan: replicas[%d].stages[%d]: GPU %d of node '%s' used twice", k,
@@ -224,9 +263,11 @@ static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
 }
 
 /* The send of stage j's activations to stage j + 1 (0 for the last stage);
- * sets the stage's p2p_s and p2p_inter_node. */
-static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, const ah_layer_bytes *lb,
-                          const ah_plan_options *o) {
+ * sets the stage's p2p_s and p2p_inter_node. Each GPU of a TP group sends
+ * 1/t of the activation (Megatron's scatter/gather); between stages of
+ * different TP degrees the smaller group's GPUs move 1/min(t) each, which
+ * bounds both directions (docs/cost-model.md). */
+static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, bytes_cache *bc, const ah_plan_options *o) {
     ah_stage *s = &r->stages[j];
     const ah_node *nd = &p->cluster.nodes[s->node];
     ah_ns p2p = 0;
@@ -237,7 +278,8 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, const ah_layer
         double intra =
             nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
         double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
-        p2p = ah_p2p_ns(lb->p2p_bytes, inter, intra, na < nb ? na : nb, o);
+        int tmin = s->tp < r->stages[j + 1].tp ? s->tp : r->stages[j + 1].tp;
+        p2p = ah_p2p_ns(bytes_for(bc, p, tmin)->p2p_bytes, inter, intra, na < nb ? na : nb, o);
         s->p2p_inter_node = inter;
     }
     s->p2p_s = ah_ns_to_s(p2p);
@@ -264,12 +306,12 @@ static void set_plan_totals(ah_plan *p, ah_ns iteration_ns, int used, double pea
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
-    times_entry cache[64];
+    times_entry cache[TIMES_CACHE];
     int n_cache = 0;
     int n_used;
     double dp_bw = used_nodes_dp_bw(p, &n_used);
-    ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
+    bytes_cache bc;
+    memset(&bc, 0, sizeof bc);
     int shards = p->train.dist_optimizer ? p->n_replicas : 1;
     int multi = p->n_replicas > 1;
     int rc = 0;
@@ -295,7 +337,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         for (int j = 0; j < r->n_stages; j++) {
             ah_stage *s = &r->stages[j];
             const ah_node *nd = &p->cluster.nodes[s->node];
-            const ah_layer_times *t = times_for(cache, &n_cache, p, prof, &nd->dev, err, errlen);
+            const ah_layer_times *t = times_for(cache, &n_cache, p, prof, &nd->dev, s->tp, err, errlen);
+            const ah_layer_bytes *lb = bytes_for(&bc, p, s->tp);
             if (!t) {
                 rc = -1;
                 break;
@@ -307,8 +350,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             int local = multi && layers_on_node(p, a, e, s->node);
             double link = ah_stage_dp_link_gbs(nd, n_used == 1);
             for (int l = a; multi && l < e; l++) {
-                rt[k].lsync[l] = local ? ah_local_sync_ns(&lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs)
-                                       : ah_layer_sync_ns(&lb, l, link);
+                rt[k].lsync[l] = local ? ah_local_sync_ns(lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs)
+                                       : ah_layer_sync_ns(lb, l, link);
                 sync += rt[k].lsync[l];
             }
             for (int l = a; l < e; l++)
@@ -319,16 +362,16 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             s->update_s = ah_ns_to_s(upd);
             s->sync_s = ah_ns_to_s(sync);
             s->in_flight = r->n_stages - j;
-            s->mem_bytes = (double)ah_stage_memory(&lb, a, e, s->in_flight);
+            s->mem_bytes = (double)ah_stage_memory(lb, a, e, s->in_flight);
             s->mem_cap_bytes = (double)ah_usable_bytes(&nd->dev, o);
-            ah_ns p2p = stage_p2p_ns(p, r, j, &lb, o);
+            ah_ns p2p = stage_p2p_ns(p, r, j, &bc, o);
             ws[j] = w;
             cs[j] = p2p;
             bs[j] = ah_range(t->bwd, a, e);
             sum_w += w;
             sum_p2p += p2p;
-            used += p->tp;
-            peak_sum += ah_peak_tflops(&nd->dev, p->train.precision) * p->tp;
+            used += s->tp;
+            peak_sum += ah_peak_tflops(&nd->dev, p->train.precision) * s->tp;
         }
         /* steady state: the 1F1B period with the sends (docs/cost-model.md) */
         if (rc == 0) {
@@ -365,7 +408,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
     }
     for (int i = 0; i < n_cache; i++)
         ah_layer_times_free(&cache[i].t);
-    ah_layer_bytes_free(&lb);
+    bytes_cache_free(&bc);
     /* the slowest pipeline, then what is left of the gradient syncs and
      * optimizer steps: a bucket's all-reduce needs every replica holding it */
     if (rc == 0)

@@ -117,8 +117,9 @@ static void write_stage(wctx *w, cJSON *o, const ah_plan *p, const ah_stage *s, 
         wstr(w, o, "gpu_type", n->dev.name);
     else if (!cJSON_AddNullToObject(o, "gpu_type"))
         w->bad = 1;
+    wnum(w, o, "tp", s->tp);
     cJSON *g = warr(w, o, "gpus");
-    for (int i = 0; g && i < p->tp; i++)
+    for (int i = 0; g && i < s->tp; i++)
         wpush(w, g, cJSON_CreateNumber((double)s->gpu_first + i));
     cJSON *l = warr(w, o, "layers");
     if (l) {
@@ -190,7 +191,9 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
         wpush(&w, nodes, no);
     }
 
-    wnum(&w, root, "tp", p->tp);
+    int tp = ah_plan_uniform_tp(p);
+    if (tp > 0)
+        wnum(&w, root, "tp", tp); /* info: every stage's TP degree (absent when stages differ) */
     wnum(&w, root, "micro_batch", p->micro_batch);
     wnum(&w, root, "global_batch", p->global_batch);
 
@@ -488,8 +491,31 @@ static int find_node(const ah_cluster *cl, const char *name) {
     return -1;
 }
 
+/* A stage's TP degree: a power of two dividing the attention and KV heads
+ * (the engine splits heads across the group; so does the cost model). */
+static int read_stage_tp(const ah_err_ctx *c, const cJSON *so, const char *sp, const ah_plan *p, int plan_tp,
+                         ah_stage *s) {
+    char path[AH_JPATH_LEN];
+    int rc = ah_jget_int(c, so, sp, "tp", plan_tp > 0 ? 0 : 1, 1, AH_MAX_TP, &s->tp);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        s->tp = plan_tp;
+    ah_jpath_key(path, sp, "tp");
+    if (plan_tp > 0 && p->version == 1 && s->tp != plan_tp)
+        return ah_jfail(c, path, "%d differs from the plan's tp %d (version 1 has one TP degree; use version 2)",
+                        s->tp, plan_tp);
+    if (s->tp & (s->tp - 1))
+        return ah_jfail(c, path, "%d is not a power of two", s->tp);
+    const ah_model_config *m = &p->model;
+    if (m->n_heads % s->tp || m->n_kv_heads % s->tp)
+        return ah_jfail(c, path, "%d does not divide the model's %d attention heads and %d KV heads", s->tp,
+                        m->n_heads, m->n_kv_heads);
+    return 0;
+}
+
 static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *so, const char *sp,
-                      ah_plan *p, ah_stage *s) {
+                      ah_plan *p, int plan_tp, ah_stage *s) {
     char path[AH_JPATH_LEN];
     const cJSON *v;
     const ah_cluster *cl = &p->cluster;
@@ -535,12 +561,14 @@ static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, con
     }
 
     /* gpus: [g0, g0+1, ..., g0+tp-1] within the node */
+    if (read_stage_tp(c, so, sp, p, plan_tp, s) < 0)
+        return -1;
     char gp[AH_JPATH_LEN];
     if (ah_jget_arr(c, so, sp, "gpus", 1, &v, gp) < 0)
         return -1;
     int ng = cJSON_GetArraySize(v);
-    if (ng != p->tp)
-        return ah_jfail(c, gp, "expected %d GPU indices (tp = %d), got %d", p->tp, p->tp, ng);
+    if (ng != s->tp)
+        return ah_jfail(c, gp, "expected %d GPU indices (tp = %d), got %d", s->tp, s->tp, ng);
     int i = 0;
     for (const cJSON *g = v->child; g; g = g->next, i++) {
         double d = cJSON_IsNumber(g) ? g->valuedouble : NAN;
@@ -554,7 +582,7 @@ static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, con
             s->gpu_first = (int)d;
         else if ((int)d != s->gpu_first + i)
             return ah_jfail(c, gp, "expected consecutive GPU indices %d..%d", s->gpu_first,
-                            s->gpu_first + p->tp - 1);
+                            s->gpu_first + s->tp - 1);
     }
 
     /* layers: [first, last_exclusive] */
@@ -586,7 +614,8 @@ static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, con
     return 0;
 }
 
-static int read_replicas(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_plan *p) {
+static int read_replicas(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_plan *p,
+                         int plan_tp) {
     char rp[AH_JPATH_LEN], ip[AH_JPATH_LEN], stp[AH_JPATH_LEN], sp[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *arr;
     void *elems;
@@ -609,7 +638,7 @@ static int read_replicas(const ah_err_ctx *c, const ah_device_catalog *devices, 
         int j = 0;
         for (const cJSON *so = stages->child; so; so = so->next, j++) {
             ah_jpath_index(sp, stp, j);
-            if (read_stage(c, devices, so, sp, p, &rep->stages[j]) < 0)
+            if (read_stage(c, devices, so, sp, p, plan_tp, &rep->stages[j]) < 0)
                 return -1;
         }
         if (ah_jget_num(c, ro, ip, "time_s", 0, 1, &rep->time_s) < 0 ||
@@ -659,13 +688,13 @@ static int read_replicas(const ah_err_ctx *c, const ah_device_catalog *devices, 
                 int jmax = r2 == r ? j : p->replicas[r2].n_stages;
                 for (int j2 = 0; j2 < jmax; j2++) {
                     const ah_stage *t = &p->replicas[r2].stages[j2];
-                    if (t->node == s->node && t->gpu_first < s->gpu_first + p->tp &&
-                        s->gpu_first < t->gpu_first + p->tp) {
+                    if (t->node == s->node && t->gpu_first < s->gpu_first + s->tp &&
+                        s->gpu_first < t->gpu_first + t->tp) {
                         snprintf(path, sizeof path, "replicas[%d].stages[%d].gpus", r, j);
                         return ah_jfail(c, path,
                                         "GPUs %d-%d of node \"%s\" are already used by "
                                         "replicas[%d].stages[%d]",
-                                        s->gpu_first, s->gpu_first + p->tp - 1,
+                                        s->gpu_first, s->gpu_first + s->tp - 1,
                                         p->cluster.nodes[s->node].name, r2, j2);
                     }
                 }
@@ -691,10 +720,10 @@ static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, cons
         return -1;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
         return ah_jfail(c, "version", "expected an integer, got %s", ah_json_type_name(v));
-    if (v->valuedouble != AH_PLAN_FORMAT_VERSION)
-        return ah_jfail(c, "version", "unsupported plan format version %g (this reader supports %d)",
+    if (v->valuedouble != 1 && v->valuedouble != AH_PLAN_FORMAT_VERSION)
+        return ah_jfail(c, "version", "unsupported plan format version %g (this reader supports 1 and %d)",
                         v->valuedouble, AH_PLAN_FORMAT_VERSION);
-    p->version = AH_PLAN_FORMAT_VERSION;
+    p->version = (int)v->valuedouble;
 
     rc = ah_jget_str(c, root, "", "strategy", 0, p->strategy, sizeof p->strategy);
     if (rc < 0)
@@ -706,14 +735,17 @@ static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, cons
         read_cluster(c, devices, root, &p->cluster) < 0)
         return -1;
 
-    if (ah_jget_int(c, root, "", "tp", 1, 1, INT_MAX, &p->tp) < 0 ||
+    /* version 1: one TP degree for the plan; version 2: per stage (a
+     * top-level tp, when given, is every stage's default) */
+    int plan_tp = 0;
+    if (ah_jget_int(c, root, "", "tp", p->version == 1, 1, AH_MAX_TP, &plan_tp) < 0 ||
         ah_jget_int(c, root, "", "micro_batch", 1, 1, INT_MAX, &p->micro_batch) < 0 ||
         ah_jget_int(c, root, "", "global_batch", 1, 1, INT_MAX, &p->global_batch) < 0 ||
         check_train_dup(c, root, "micro_batch", p->micro_batch) < 0 ||
         check_train_dup(c, root, "global_batch", p->global_batch) < 0)
         return -1;
 
-    if (read_replicas(c, devices, root, p) < 0)
+    if (read_replicas(c, devices, root, p, plan_tp) < 0)
         return -1;
 
     /* derived top-level numbers */

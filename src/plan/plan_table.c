@@ -29,11 +29,13 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
     if (p->cluster.nodes && p->cluster.n_nodes > 0)
         ah_cluster_describe(&p->cluster, cdesc, sizeof cdesc);
 
+    char tp[48];
+    ah_plan_tp_text(p, tp, sizeof tp);
     fprintf(f,
-            "Plan (%s): %s, seq %d, global batch %d = %lld micro-batches x %d; TP=%d; "
+            "Plan (%s): %s, seq %d, global batch %d = %lld micro-batches x %d; TP=%s; "
             "%d replica%s; %d/%d GPUs used; cluster %s\n",
             p->strategy[0] ? p->strategy : "?", p->model.name, p->train.seq, p->global_batch, total_mb,
-            p->micro_batch, p->tp, p->n_replicas, p->n_replicas == 1 ? "" : "s", p->gpus_used, p->gpus_total,
+            p->micro_batch, tp, p->n_replicas, p->n_replicas == 1 ? "" : "s", p->gpus_used, p->gpus_total,
             cdesc[0] ? cdesc : "(none)");
     const char *rc = ah_recompute_name(p->train.recompute);
     fprintf(f,
@@ -73,8 +75,8 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
                 snprintf(mcol, sizeof mcol, "%d", rep->micro_batches);
             }
             snprintf(stage, sizeof stage, "%d%c", j, is_bottleneck(p, r, j) ? '*' : ' ');
-            if (p->tp > 1)
-                snprintf(gpus, sizeof gpus, "%d-%d", s->gpu_first, s->gpu_first + p->tp - 1);
+            if (s->tp > 1)
+                snprintf(gpus, sizeof gpus, "%d-%d", s->gpu_first, s->gpu_first + s->tp - 1);
             else
                 snprintf(gpus, sizeof gpus, "%d", s->gpu_first);
             snprintf(layers, sizeof layers, "[%d,%d)", s->layer_first, s->layer_last);

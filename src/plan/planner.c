@@ -188,7 +188,7 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
  * GPUs with the same layers, same micro-batches): sub-searches at different
  * bandwidth levels often return the same plan. */
 static int same_layout(const ah_plan *a, const ah_plan *b) {
-    if (a->tp != b->tp || a->micro_batch != b->micro_batch || a->n_replicas != b->n_replicas)
+    if (a->micro_batch != b->micro_batch || a->n_replicas != b->n_replicas)
         return 0;
     for (int k = 0; k < a->n_replicas; k++) {
         const ah_replica *x = &a->replicas[k], *y = &b->replicas[k];
@@ -196,7 +196,7 @@ static int same_layout(const ah_plan *a, const ah_plan *b) {
             return 0;
         for (int j = 0; j < x->n_stages; j++) {
             const ah_stage *s = &x->stages[j], *t = &y->stages[j];
-            if (s->node != t->node || s->gpu_first != t->gpu_first || s->layer_first != t->layer_first ||
+            if (s->node != t->node || s->tp != t->tp || s->gpu_first != t->gpu_first || s->layer_first != t->layer_first ||
                 s->layer_last != t->layer_last)
                 return 0;
         }
@@ -307,7 +307,7 @@ static void unlimited_plan_summary(const ah_model_config *m, const ah_cluster *c
             smax_f = d > smax_f ? d : smax_f;
         }
         snprintf(why, whylen, "the fastest plan has %d replica(s) of %d..%d stages at TP %d", fp.n_replicas,
-                 smin_f, smax_f, fp.tp);
+                 smin_f, smax_f, fp.replicas[0].stages[0].tp);
         ah_plan_free(&fp);
     } else
         no_fit_message(m, c, prof, &free_o, why, whylen);

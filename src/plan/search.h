@@ -110,7 +110,7 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
                          char *err, size_t errlen);
 /* Start a plan with a deep copy of the cluster and the job settings. */
 void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *m, const ah_cluster *c,
-                       const ah_plan_options *o, int tp, int mb);
+                       const ah_plan_options *o, int mb);
 /* Candidate TP degrees / micro-batch sizes for the options (0-terminated). */
 int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out);
 int ah_candidate_mbs(const ah_plan_options *o, int *out);

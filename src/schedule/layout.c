@@ -8,31 +8,42 @@
 #include "schedule/schedule_internal.h"
 #include "util/errors.h"
 
+static int replica_slots(const ah_replica *r) {
+    int n = 0;
+    for (int j = 0; j < r->n_stages; j++)
+        n += r->stages[j].tp;
+    return n;
+}
+
 int ah_plan_slots(const ah_plan *p) {
     int n = 0;
     for (int k = 0; k < p->n_replicas; k++)
-        n += p->replicas[k].n_stages * p->tp;
+        n += replica_slots(&p->replicas[k]);
     return n;
 }
 
 int ah_slot_rank(const ah_plan *p, int replica, int stage, int tp_rank) {
     int idx = 0;
     for (int q = 0; q < replica; q++)
-        idx += p->replicas[q].n_stages * p->tp;
-    return idx + stage * p->tp + tp_rank;
+        idx += replica_slots(&p->replicas[q]);
+    for (int j = 0; j < stage; j++)
+        idx += p->replicas[replica].stages[j].tp;
+    return idx + tp_rank;
 }
 
 int ah_rank_slot(const ah_plan *p, int rank, ah_slot *out) {
     int idx = 0;
     for (int k = 0; k < p->n_replicas; k++) {
-        int n = p->replicas[k].n_stages * p->tp;
-        if (rank >= idx && rank < idx + n) {
-            out->replica = k;
-            out->stage = (rank - idx) / p->tp;
-            out->tp_rank = (rank - idx) % p->tp;
-            return 0;
+        const ah_replica *r = &p->replicas[k];
+        for (int j = 0; j < r->n_stages; j++) {
+            if (rank >= idx && rank < idx + r->stages[j].tp) {
+                out->replica = k;
+                out->stage = j;
+                out->tp_rank = rank - idx;
+                return 0;
+            }
+            idx += r->stages[j].tp;
         }
-        idx += n;
     }
     return -1;
 }

@@ -524,7 +524,6 @@ static int L_NIC(const engine *e, int node, int in) {
 }
 
 static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, double bytes) {
-    const ah_plan *p = e->p;
     const ah_sim_stage *a = &e->r->stages[from], *b = &e->r->stages[to];
     int id = new_task(e, TK_FLOW, kind, from);
     task *k = &e->t[id];
@@ -539,8 +538,8 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
         k->latency = e->o->alpha_inter_s;
         use_link(e, id, L_RAIL(from, 0), 1);
         use_link(e, id, L_RAIL(to, 1), 1);
-        use_link(e, id, L_NIC(e, a->node, 0), p->tp);
-        use_link(e, id, L_NIC(e, b->node, 1), p->tp);
+        use_link(e, id, L_NIC(e, a->node, 0), a->tp);
+        use_link(e, id, L_NIC(e, b->node, 1), b->tp);
     }
     return id;
 }
@@ -569,8 +568,8 @@ static int add_collective(engine *e, int bucket, const int *holders, int np, dou
             int node = e->r->stages[s].node;
             use_link(e, id, L_RAIL(s, 0), 1);
             use_link(e, id, L_RAIL(s, 1), 1);
-            use_link(e, id, L_NIC(e, node, 0), e->p->tp);
-            use_link(e, id, L_NIC(e, node, 1), e->p->tp);
+            use_link(e, id, L_NIC(e, node, 0), e->r->stages[s].tp);
+            use_link(e, id, L_NIC(e, node, 1), e->r->stages[s].tp);
         }
     }
     return id;
@@ -631,7 +630,7 @@ static int setup_stages(engine *e, const ah_profile *prof, const ah_layer_bytes 
             ss->stage = j;
             ss->node = st->node;
             ss->gpu_first = st->gpu_first;
-            ss->tp = p->tp;
+            ss->tp = st->tp;
             ss->capacity_bytes = st->mem_cap_bytes;
             ss->static_bytes = (double)ah_range(lb->static_bytes, st->layer_first, st->layer_last);
             e->mem_now[s] = ss->static_bytes;
@@ -644,7 +643,7 @@ static int setup_stages(engine *e, const ah_profile *prof, const ah_layer_bytes 
                     snprintf(err, errlen, "simulate: more than 64 device types");
                     return -1;
                 }
-                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, p->tp,
+                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, st->tp,
                                          p->micro_batch, err, errlen) != 0)
                     return -1;
                 cache[c].name = nd->dev.name;
@@ -890,14 +889,19 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     r->schedule = so->schedule;
     r->closed_form_s = p->iteration_time_s;
     r->n_replicas = p->n_replicas;
-    int S = ah_plan_slots(p) / p->tp, R = p->n_replicas, n_cache = 0, rc = 0;
+    int tp = ah_plan_uniform_tp(p);
+    if (tp == 0) {
+        snprintf(err, errlen, "simulate: plans whose stages have different TP degrees are not simulated yet");
+        return -1;
+    }
+    int S = ah_plan_slots(p) / tp, R = p->n_replicas, n_cache = 0, rc = 0;
     e.S = S;
     r->n_stages = S;
     if (engine_alloc(&e, r, S))
         abort();
     times_cache cache[64];
     ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, p->tp, p->micro_batch, p->n_replicas);
+    ah_layer_bytes_build(&lb, &p->model, &p->train, tp, p->micro_batch, p->n_replicas);
     const ah_layer_times **lts = ah_xcalloc((size_t)S + 1, sizeof *lts);
     ah_schedule_plan sp;
     ah_schedule_options sopt = {so->schedule, so->virtual_stages, lb.p2p_bytes, lb.grad_bytes, 0};

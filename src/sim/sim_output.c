@@ -122,7 +122,8 @@ static const char *gpu_type(const ah_plan *p, const ah_sim_stage *st) {
 static int stage_tp(const ah_plan *p, const ah_sim_stage *st) {
     if (st->tp > 0)
         return st->tp;
-    return p && p->tp > 0 ? p->tp : 1;
+    int tp = p ? ah_plan_uniform_tp(p) : 0;
+    return tp > 0 ? tp : 1;
 }
 
 /* The plan's stage for a simulated stage (layers), or NULL. */
@@ -535,7 +536,7 @@ static void sim_trace_other_data(FILE *f, void *ctx) {
     if (m->plan) {
         fputs(",\"model\":", f);
         json_str(f, m->plan->model.name);
-        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", m->plan->tp,
+        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", ah_plan_uniform_tp(m->plan),
                 m->plan->micro_batch, m->plan->global_batch);
     }
     fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"", r->n_replicas,
@@ -966,7 +967,7 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
     jadd(&w, root, "schedule", cJSON_CreateString(ah_schedule_name(r->schedule)));
     if (plan) {
         jadd(&w, root, "model", cJSON_CreateString(plan->model.name));
-        jadd(&w, root, "tp", jint(plan->tp));
+        jadd(&w, root, "tp", jint(ah_plan_uniform_tp(plan))); /* 0: per stage (stages[].tp) */
         jadd(&w, root, "micro_batch", jint(plan->micro_batch));
         jadd(&w, root, "global_batch", jint(plan->global_batch));
     }

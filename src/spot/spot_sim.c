@@ -173,8 +173,8 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
                     ah_sim_result_free(&r);
                 ah_plan_free(&copy);
                 pc->sims_computed++;
-                if (pc->po.tp == 0)
-                    pc->po.tp = pe->plan.tp; /* one TP degree for the whole replay: shards stay comparable */
+                if (pc->po.tp == 0) /* one TP degree for the whole replay: shards stay comparable */
+                    pc->po.tp = ah_plan_uniform_tp(&pe->plan);
             }
             free(c.nodes);
         }
@@ -303,13 +303,13 @@ static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *s
                 if (s->node != i)
                     continue;
                 for (int l = s->layer_first; l < s->layer_last; l++)
-                    for (int t = 0; t < ps->held.tp; t++) {
+                    for (int t = 0; t < s->tp; t++) {
                         ah_manifest_entry e = {
                             l,
                             t,
                             cur,
                             "",
-                            (uint64_t)layer_bytes(&np->model, l, ps->held.tp, c->bytes_per_param),
+                            (uint64_t)layer_bytes(&np->model, l, s->tp, c->bytes_per_param),
                             0};
                         ah_manifest_put(&v->m, &e);
                     }
@@ -319,10 +319,11 @@ static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *s
     snprintf(cl->node, sizeof cl->node, "cloud");
     cl->tier = AH_TIER_CLOUD;
     ah_manifest_init(&cl->m, "cloud", "cloud");
+    int np_tp = ah_plan_max_tp(np);
     for (int l = 0; l < ah_model_num_layers(&np->model) && ps->iter >= 1; l++)
-        for (int t = 0; t < np->tp; t++) {
+        for (int t = 0; t < np_tp; t++) {
             ah_manifest_entry e = {
-                l, t, ck, "", (uint64_t)layer_bytes(&np->model, l, np->tp, c->bytes_per_param), 0};
+                l, t, ck, "", (uint64_t)layer_bytes(&np->model, l, np_tp, c->bytes_per_param), 0};
             ah_manifest_put(&cl->m, &e);
         }
     ah_assignment a;
@@ -332,10 +333,10 @@ static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *s
     int nn = np->cluster.n_nodes, L = ah_model_num_layers(&np->model);
     double *t_node = ah_xcalloc((size_t)nn + 1, sizeof(double));
     /* a shard several ranks of one node need crosses the network once, then is copied locally */
-    unsigned char *got = ah_xcalloc((size_t)nn * (size_t)L * (size_t)np->tp + 1, 1);
+    unsigned char *got = ah_xcalloc((size_t)nn * (size_t)L * (size_t)np_tp + 1, 1);
     for (int i = 0; i < a.n; i++) {
         int node = ah_plan_rank_node(np, a.e[i].rank, NULL, NULL, NULL), tier = a.e[i].tier;
-        size_t gi = ((size_t)node * (size_t)L + (size_t)a.e[i].layer) * (size_t)np->tp + (size_t)a.e[i].tp;
+        size_t gi = ((size_t)node * (size_t)L + (size_t)a.e[i].layer) * (size_t)np_tp + (size_t)a.e[i].tp;
         if (tier != AH_TIER_MEMORY && got[gi]++)
             tier = AH_TIER_MEMORY;
         double bw = tier == AH_TIER_PEER    ? np->cluster.nodes[node].nic_gbit / 8 * 1e9
