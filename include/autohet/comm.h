@@ -26,9 +26,12 @@ typedef struct {
     ah_comm_op op;
     size_t bytes; /* message size (nccl-tests convention for collectives) */
     int iters;
-    double min_us, avg_us, max_us; /* per-iteration time, min/avg/max over ranks */
-    double algbw_gbs, busbw_gbs;
-    double fit_us; /* the alpha-beta prediction for this size */
+    double min_us, avg_us, max_us; /* per-rank mean of its iterations: min/avg/max over ranks */
+    double algbw_gbs, busbw_gbs;   /* from avg_us */
+    double median_us, ci_low_us, ci_high_us; /* over the valid repetitions (each: slowest rank) */
+    int invalid;                   /* repetitions dropped (window sync: a rank started late) */
+    long wrong;                    /* mismatched elements of the correctness check, summed over ranks */
+    double fit_us;                 /* the model's prediction for this size */
 } ah_comm_result;
 
 typedef struct {
@@ -43,22 +46,48 @@ typedef struct {
  * relative error (sizes span decades). alpha >= 0, beta > 0. */
 ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const double *us, int n);
 
-/* Two alpha-beta regimes (MPI switches protocol, e.g. eager to rendezvous,
- * at some size): sizes <= split_bytes use small, larger ones use large; the
- * split minimises the largest relative error. n >= 4 points needed (else
- * small = large = the single fit). */
+/* The piecewise alpha-beta model: MPI changes protocol with the message size
+ * (eager to rendezvous, shared-memory copy strategies, cache sizes), so each
+ * regime [min_bytes, max_bytes] of consecutive measured sizes gets its own
+ * line. The break points come from the data: for every regime count K up to
+ * AH_COMM_MAX_REGIMES, the partition of the sorted sizes into K runs of at
+ * least min_points that minimises the largest relative error (dynamic
+ * programming over the runs' fits); the fewest regimes whose error is within
+ * `tolerance` win, else the count with the smallest error. */
+#define AH_COMM_MAX_REGIMES 4
 typedef struct {
-    size_t split_bytes;
-    ah_comm_fit small, large;
-    double max_rel_error;
-} ah_comm_fit2;
+    size_t min_bytes, max_bytes; /* the measured sizes it covers */
+    ah_comm_fit fit;
+} ah_comm_regime;
 
-ah_comm_fit2 ah_comm_fit_two_regimes(ah_comm_op op, const size_t *bytes, const double *us, int n);
+typedef struct {
+    int n_regimes;
+    ah_comm_regime regime[AH_COMM_MAX_REGIMES];
+    double max_rel_error; /* over all sizes */
+} ah_comm_piecewise;
+
+/* bytes ascending; n >= 1 (fewer than 2 * min_points sizes: one regime) */
+ah_comm_piecewise ah_comm_fit_piecewise(ah_comm_op op, const size_t *bytes, const double *us, int n,
+                                        double tolerance, int min_points);
+/* The regime a size falls in: the first whose max_bytes >= bytes (the last beyond them all). */
+const ah_comm_regime *ah_comm_piecewise_regime(const ah_comm_piecewise *p, size_t bytes);
+/* Predicted microseconds at `bytes` */
+double ah_comm_piecewise_us(const ah_comm_piecewise *p, size_t bytes);
+
+/* Outlier-robust statistics of repeated measurements (ReproMPI): the median
+ * and the distribution-free 95% confidence interval of the median from order
+ * statistics (Le Boudec, Performance Evaluation, Thm. 2.1: ranks
+ * floor(n/2 - 0.98 sqrt n) and ceil(n/2 + 1 + 0.98 sqrt n); [min, max] below
+ * 6 samples). x is sorted in place. */
+typedef struct {
+    double median, ci_low, ci_high;
+} ah_comm_stats;
+ah_comm_stats ah_comm_median_ci(double *x, int n);
 
 /* Apply a comm profile (`autohet commbench --json`) to a cluster and plan
- * options, replacing datasheet figures with measured ones: the `latency` fit
- * sets the per-message latency and the `bw` fit (its large-message regime when
- * there is one) the point-to-point bandwidth, per link class — intra-node:
+ * options, replacing datasheet figures with measured ones: the `latency` fit's
+ * small-message regime sets the per-message latency and the `bw` fit's
+ * large-message regime the point-to-point bandwidth, per link class — intra-node:
  * every node's intra-node link; inter-node: every node's NIC share per GPU.
  * Writes a one-line summary into summary. Returns 0, or -1 with an error
  * naming the file and field. */

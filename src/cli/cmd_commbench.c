@@ -1,6 +1,7 @@
 /* autohet commbench: OSU / nccl-tests style communication benchmarks over MPI
- * with an alpha-beta fit per operation (docs/commbench.md). The measurement
- * loop is src/comm/commbench.c; this file parses flags and prints. */
+ * with a piecewise alpha-beta fit per operation (docs/commbench.md). The
+ * measurement loop is src/comm/commbench*.c; this file parses flags, runs the
+ * cases and collects the profile. */
 #include <getopt.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -13,39 +14,66 @@
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "comm/commbench.h"
+#include "comm/commbench_print.h"
+#include "util/errors.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: mpirun -np N autohet commbench [--ops LIST] [--min-size BYTES] [--max-size BYTES]\n"
-               "                                      [--iters N] [--json FILE]\n\n"
+               "                                      [--iters N] [--format default|osu|nccl-tests]\n"
+               "                                      [--sync barrier|window] [--pairs SPEC] [--json FILE]\n\n"
                "Point-to-point latency (ping-pong, osu_latency) and bandwidth (windowed streaming, osu_bw)\n"
-               "between ranks 0 and 1, and all-reduce, all-gather, reduce-scatter, broadcast and all-to-all\n"
+               "between pairs of ranks, and all-reduce, all-gather, reduce-scatter, broadcast and all-to-all\n"
                "over all ranks, for message sizes in powers of two. Per size: min/avg/max time over ranks,\n"
-               "algorithm and bus bandwidth (nccl-tests convention); per operation an alpha-beta fit\n"
-               "time = alpha + bytes / beta with its largest relative error.\n\n"
+               "the median repetition with its 95%% confidence interval, algorithm and bus bandwidth\n"
+               "(nccl-tests convention), and a check of every element of every result (#wrong); per\n"
+               "operation a piecewise alpha-beta fit (time = alpha + bytes / beta per protocol regime, the\n"
+               "break points found from the data) with its largest relative error.\n\n"
                "  --ops       comma list of latency,bw,allreduce,allgather,reduce_scatter,bcast,alltoall\n"
                "              (default all)\n"
                "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB)\n"
-               "  --iters     timed iterations for small messages (default 100; fewer for large ones)\n"
+               "  --iters     timed repetitions for small messages (default 100; fewer for large ones)\n"
+               "  --format    default (autohet's columns), osu (OSU micro-benchmarks' columns and units:\n"
+               "              latency us, bandwidth MB/s, collectives avg/min/max latency us), nccl-tests\n"
+               "              (size count type redop root, time algbw busbw #wrong out-of-place and in-place)\n"
+               "  --sync      barrier (default: a barrier before every repetition) or window (ReproMPI:\n"
+               "              clocks synchronised, every repetition starts at its own global time)\n"
+               "  --pairs     point-to-point pairs: classes (default: the lowest pair of every link class\n"
+               "              present), all, or a list A-B,C-D\n"
                "  --json      write results[] and fits[] (a comm profile)\n\n"
-               "Needs at least 2 ranks. Each timed iteration starts after a barrier (collectives) or a\n"
-               "full round trip / acknowledged window (point-to-point), so iterations never overlap.\n");
+               "Needs at least 2 ranks. Exits 1 when a correctness check finds a wrong element.\n");
 }
 
 static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("commbench", rank, msg); }
 
 typedef struct {
-    const char *ops, *json;
+    const char *ops, *json, *pairs;
     double min_size, max_size;
     int base_iters;
+    ah_commbench_format format;
+    ah_commbench_sync sync;
 } commbench_args;
+
+/* --format / --sync values; 0, or -1 with msg */
+static int parse_choice(int c, const char *v, commbench_args *a, char *msg, size_t n) {
+    if (c == 'f' && ah_commbench_format_parse(v, &a->format) != 0) {
+        snprintf(msg, n, "--format '%s': expected default, osu or nccl-tests", v);
+        return -1;
+    }
+    if (c == 's') {
+        if (strcmp(v, "barrier") && strcmp(v, "window")) {
+            snprintf(msg, n, "--sync '%s': expected barrier or window", v);
+            return -1;
+        }
+        a->sync = strcmp(v, "window") ? AH_SYNC_BARRIER : AH_SYNC_WINDOW;
+    }
+    return 0;
+}
 
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
     static cli_options opts;
-    cli_long_options(
-        "ops=o min-size=m max-size=M iters=i json=j",
-        &opts);
-    a->ops = a->json = NULL;
+    cli_long_options("ops=o min-size=m max-size=M iters=i json=j format=f sync=s pairs=p", &opts);
+    memset(a, 0, sizeof *a);
     a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100;
     optind = 1;
     opterr = 0;
@@ -54,6 +82,12 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
         switch (c) {
         case 'o': a->ops = optarg; break;
         case 'j': a->json = optarg; break;
+        case 'p': a->pairs = optarg; break;
+        case 'f':
+        case 's':
+            if (parse_choice(c, optarg, a, msg, n) != 0)
+                return -1;
+            break;
         case 'm':
         case 'M': {
             double *v = c == 'm' ? &a->min_size : &a->max_size;
@@ -95,41 +129,83 @@ static int parse_ops(const char *ops, int *want, char *msg, size_t n) {
     return 0;
 }
 
-/* One operation over its sizes: a table on rank 0, its results and its fit
- * appended to the JSON arrays. Collective. */
-static void bench_op(ah_comm_op op, const commbench_args *a, const ah_commbench_topology *t,
-                     const ah_commbench_buffers *b, int rank, cJSON *results, cJSON *fits) {
+typedef struct {
+    const commbench_args *a;
+    const ah_commbench_topology *t;
+    const ah_commbench_buffers *b;
+    int rank;
+    cJSON *results, *fits;
+    long wrong;
+    double busbw_sum;
+    int rows;
+} bench_ctx;
+
+/* one case at one placement: measured and checked; its results[] entry on rank 0 */
+static void measure_case(bench_ctx *x, const ah_commbench_case *c, const char *cls, ah_comm_result *r) {
+    double *reps = ah_xcalloc((size_t)c->iters, sizeof(double));
+    int valid = ah_commbench_measure(c, x->b, r, reps);
+    r->wrong = ah_commbench_check(c, x->b);
+    x->wrong += r->wrong;
+    if (x->rank == 0)
+        cJSON_AddItemToArray(x->results, ah_commbench_result_json(r, cls, c, reps, valid));
+    free(reps);
+}
+
+/* One operation (for point-to-point: one pair) over its sizes: a table on
+ * rank 0, results and the fit appended to the JSON arrays. Collective. */
+static void bench_op(bench_ctx *x, ah_comm_op op, int src, int dst) {
+    const commbench_args *a = x->a;
     size_t sizes[AH_COMMBENCH_MAX_SIZES];
-    double avg[AH_COMMBENCH_MAX_SIZES];
-    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, t->ranks, sizes,
+    double med[AH_COMMBENCH_MAX_SIZES];
+    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, x->t->ranks, sizes,
                                 AH_COMMBENCH_MAX_SIZES);
-    const char *cls = ah_commbench_link_class(t, op);
-    if (rank == 0) {
-        printf("\n# %s (%s)\n", ah_comm_op_name(op), cls);
-        printf("%12s %10s %12s %12s %12s %12s %12s\n", "bytes", "iters", "min us", "avg us", "max us",
-               "algbw GB/s", "busbw GB/s");
-    }
+    const char *cls = ah_commbench_link_class(x->t, op <= AH_OP_BW ? src : -1, dst);
+    ah_commbench_case c = {op, 0, 0, 0, src, dst, a->sync};
+    if (x->rank == 0)
+        ah_commbench_print_header(a->format, &c, cls, x->t->ranks);
     for (int i = 0; i < ns; i++) {
-        ah_comm_result r;
-        ah_commbench_measure(op, sizes[i], ah_commbench_iters(sizes[i], a->base_iters), b, &r);
-        avg[i] = r.avg_us;
-        if (rank != 0)
+        ah_comm_result r, rin;
+        c.bytes = sizes[i];
+        c.iters = ah_commbench_iters(sizes[i], a->base_iters);
+        c.in_place = 0;
+        measure_case(x, &c, cls, &r);
+        med[i] = r.median_us;
+        if (a->format == AH_FORMAT_NCCL) { /* nccl-tests measures both placements */
+            c.in_place = 1;
+            measure_case(x, &c, cls, &rin);
+        }
+        if (x->rank != 0)
             continue;
-        printf("%12zu %10d %12.2f %12.2f %12.2f %12.3f %12.3f\n", r.bytes, r.iters, r.min_us, r.avg_us,
-               r.max_us, r.algbw_gbs, r.busbw_gbs);
-        cJSON_AddItemToArray(results, ah_commbench_result_json(&r, cls));
+        ah_commbench_print_row(a->format, &c, &r, a->format == AH_FORMAT_NCCL ? &rin : NULL);
+        x->busbw_sum += r.busbw_gbs;
+        x->rows++;
     }
-    if (rank != 0 || ns == 0)
+    if (x->rank != 0 || ns == 0)
         return;
-    ah_comm_fit f = ah_comm_fit_alpha_beta(op, sizes, avg, ns);
-    printf("# fit: time = %.2f us + bytes / %.3f GB/s; largest relative error %.1f%% over %d sizes\n",
-           f.alpha_us, f.beta_gbs, 100 * f.max_rel_error, ns);
-    ah_comm_fit2 f2 = ah_comm_fit_two_regimes(op, sizes, avg, ns);
-    printf("# two regimes: <= %zu B: %.2f us + bytes / %.3f GB/s; larger: %.2f us + bytes / %.3f GB/s; "
-           "largest relative error %.1f%%\n",
-           f2.split_bytes, f2.small.alpha_us, f2.small.beta_gbs, f2.large.alpha_us, f2.large.beta_gbs,
-           100 * f2.max_rel_error);
-    cJSON_AddItemToArray(fits, ah_commbench_fit_json(op, cls, &f, &f2, sizes, avg, ns));
+    ah_comm_fit line = ah_comm_fit_alpha_beta(op, sizes, med, ns);
+    ah_comm_piecewise pw = ah_comm_fit_piecewise(op, sizes, med, ns, 0.10, 3);
+    ah_commbench_print_fit(a->format, &line, &pw, ns);
+    c.in_place = 0;
+    cJSON_AddItemToArray(x->fits, ah_commbench_fit_json(op, cls, &c, &line, &pw, sizes, med, ns));
+}
+
+static int write_profile(int rank, const commbench_args *a, const ah_commbench_topology *t, cJSON *results,
+                         cJSON *fits) {
+    int rc = 0;
+    cJSON *root = ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits);
+    if (rank == 0 && a->json) {
+        char *text = cJSON_Print(root);
+        FILE *f = fopen(a->json, "w");
+        if (!f || fputs(text, f) < 0) {
+            fprintf(stderr, "autohet commbench: cannot write %s\n", a->json);
+            rc = 1;
+        }
+        if (f)
+            fclose(f);
+        free(text);
+    }
+    cJSON_Delete(root);
+    return rc;
 }
 
 int cmd_commbench(int argc, char **argv) {
@@ -154,31 +230,26 @@ int cmd_commbench(int argc, char **argv) {
         return fail_all(rank, msg);
     ah_commbench_topology t;
     ah_commbench_topology_probe(&t);
+    ah_commbench_pair pairs[AH_COMMBENCH_MAX_PAIRS];
+    int np = ah_commbench_pairs(&t, a.pairs, pairs, AH_COMMBENCH_MAX_PAIRS, msg, sizeof msg);
     ah_commbench_buffers b;
-    if (ah_commbench_buffers_alloc(&b, (size_t)a.max_size) != 0)
-        return fail_all(rank, "cannot allocate the message buffers (lower --max-size)");
-    cJSON *results = cJSON_CreateArray(), *fits = cJSON_CreateArray();
-    if (rank == 0)
-        printf("# autohet commbench: %d ranks on %d node%s; point-to-point between ranks 0 and 1 (%s)\n", n,
-               t.nodes, t.nodes == 1 ? "" : "s", ah_commbench_link_class(&t, AH_OP_LATENCY));
-    for (int op = 0; op < AH_OP_COUNT; op++)
-        if (want[op])
-            bench_op((ah_comm_op)op, &a, &t, &b, rank, results, fits);
-    int rc = 0;
-    cJSON *root = ah_commbench_profile_json(&t, results, fits);
-    if (rank == 0 && a.json) {
-        char *text = cJSON_Print(root);
-        FILE *f = fopen(a.json, "w");
-        if (!f || fputs(text, f) < 0) {
-            fprintf(stderr, "autohet commbench: cannot write %s\n", a.json);
-            rc = 1;
-        }
-        if (f)
-            fclose(f);
-        free(text);
+    if (np < 0 || ah_commbench_buffers_alloc(&b, (size_t)a.max_size) != 0) {
+        ah_commbench_topology_free(&t);
+        return fail_all(rank, np < 0 ? msg : "cannot allocate the message buffers (lower --max-size)");
     }
-    cJSON_Delete(root);
+    bench_ctx x = {&a, &t, &b, rank, cJSON_CreateArray(), cJSON_CreateArray(), 0, 0, 0};
+    if (rank == 0)
+        printf("# autohet commbench: %d ranks on %d node%s; %d point-to-point pair%s; %s synchronisation\n", n,
+               t.nodes, t.nodes == 1 ? "" : "s", np, np == 1 ? "" : "s",
+               a.sync == AH_SYNC_WINDOW ? "window" : "barrier");
+    for (int op = 0; op < AH_OP_COUNT; op++)
+        for (int q = 0; want[op] && q < (op <= AH_OP_BW ? np : 1); q++)
+            bench_op(&x, (ah_comm_op)op, op <= AH_OP_BW ? pairs[q].src : 0, op <= AH_OP_BW ? pairs[q].dst : 1);
+    if (rank == 0)
+        ah_commbench_print_summary(a.format, x.wrong, x.busbw_sum, x.rows);
+    int rc = write_profile(rank, &a, &t, x.results, x.fits);
+    ah_commbench_topology_free(&t);
     ah_commbench_buffers_free(&b);
     MPI_Finalize();
-    return rc;
+    return rc ? rc : x.wrong ? 1 : 0;
 }

@@ -87,23 +87,3 @@ ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const dou
     }
     return f;
 }
-
-ah_comm_fit2 ah_comm_fit_two_regimes(ah_comm_op op, const size_t *bytes, const double *us, int n) {
-    ah_comm_fit2 best;
-    memset(&best, 0, sizeof best);
-    best.small = best.large = ah_comm_fit_alpha_beta(op, bytes, us, n);
-    best.max_rel_error = best.small.max_rel_error;
-    best.split_bytes = n > 0 ? bytes[n - 1] : 0;
-    for (int s = 2; s + 2 <= n; s++) { /* at least two points per regime */
-        ah_comm_fit a = ah_comm_fit_alpha_beta(op, bytes, us, s);
-        ah_comm_fit b = ah_comm_fit_alpha_beta(op, bytes + s, us + s, n - s);
-        double e = a.max_rel_error > b.max_rel_error ? a.max_rel_error : b.max_rel_error;
-        if (e < best.max_rel_error) {
-            best.small = a;
-            best.large = b;
-            best.max_rel_error = e;
-            best.split_bytes = bytes[s - 1];
-        }
-    }
-    return best;
-}

@@ -5,8 +5,12 @@
 #include "autohet/comm.h"
 #include "util/json_file.h"
 
-/* The fit of `op` for `link_class`: (alpha us, beta GB/s) of its
- * large-message regime if it has one. 0 if found. */
+/* The fit of `op` for `link_class` (the first one, e.g. of the lowest pair):
+ * the latency alpha (us) of its smallest-message regime and the bandwidth
+ * beta (GB/s) of its largest-message one; a fit without regimes[] gives its
+ * own alpha_us and beta_GBps. (Reading alpha from the large-message regime
+ * gave latencies of 0 and 1677 us for links measured at 9.5 and 6.1 us,
+ * issue #14.) 0 if found, -1 none, -2 malformed. */
 static int find_fit(const cJSON *fits, const char *op, const char *link_class, double *alpha, double *beta) {
     const cJSON *f;
     cJSON_ArrayForEach(f, fits) {
@@ -18,10 +22,10 @@ static int find_fit(const cJSON *fits, const char *op, const char *link_class, d
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(f, "alpha_us"),
                     *b = cJSON_GetObjectItemCaseSensitive(f, "beta_GBps");
         const cJSON *reg = cJSON_GetObjectItemCaseSensitive(f, "regimes");
-        if (cJSON_IsArray(reg) && cJSON_GetArraySize(reg) == 2) {
-            const cJSON *big = cJSON_GetArrayItem(reg, 1);
-            a = cJSON_GetObjectItemCaseSensitive(big, "alpha_us");
-            b = cJSON_GetObjectItemCaseSensitive(big, "beta_GBps");
+        int nr = cJSON_IsArray(reg) ? cJSON_GetArraySize(reg) : 0;
+        if (nr > 0) {
+            a = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, 0), "alpha_us");
+            b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, nr - 1), "beta_GBps");
         }
         if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || !(b->valuedouble > 0))
             return -2;

@@ -1,11 +1,13 @@
-/* The commbench measurement loop (commbench.h). */
+/* The commbench set-up and documents (commbench.h): topology, pairs, buffers,
+ * sizes, nccl-tests' column values, the comm-profile JSON. */
 #include "comm/commbench.h"
 
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BW_WINDOW 64
+#include "util/errors.h"
 
 void ah_commbench_topology_probe(ah_commbench_topology *t) {
     int rank;
@@ -13,23 +15,73 @@ void ah_commbench_topology_probe(ah_commbench_topology *t) {
     MPI_Comm_size(MPI_COMM_WORLD, &t->ranks);
     MPI_Comm shm;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shm);
-    int shm_rank;
+    int shm_rank, leader_here, leader = 0;
     MPI_Comm_rank(shm, &shm_rank);
-    int leader_here = shm_rank == 0;
-    MPI_Allreduce(&leader_here, &t->nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    int color = shm_rank == 0 ? rank : -1, leader = 0;
-    MPI_Allreduce(&color, &leader, 1, MPI_INT, MPI_MAX, shm); /* the node leader's world rank */
-    int leaders[2] = {0, 0};
-    if (rank < 2)
-        leaders[rank] = leader + 1;
-    MPI_Allreduce(MPI_IN_PLACE, leaders, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    t->p2p_same_node = leaders[0] == leaders[1];
+    leader_here = shm_rank == 0 ? rank : -1;
+    MPI_Allreduce(&leader_here, &leader, 1, MPI_INT, MPI_MAX, shm); /* the node leader's world rank */
     MPI_Comm_free(&shm);
+    int *leaders = ah_xcalloc((size_t)t->ranks, sizeof(int));
+    MPI_Allgather(&leader, 1, MPI_INT, leaders, 1, MPI_INT, MPI_COMM_WORLD);
+    t->node_of = ah_xcalloc((size_t)t->ranks, sizeof(int));
+    t->nodes = 0;
+    for (int r = 0; r < t->ranks; r++) { /* nodes numbered in order of their first rank */
+        int q = 0;
+        while (q < r && leaders[q] != leaders[r])
+            q++;
+        t->node_of[r] = q < r ? t->node_of[q] : t->nodes++;
+    }
+    free(leaders);
 }
 
-const char *ah_commbench_link_class(const ah_commbench_topology *t, ah_comm_op op) {
-    int same = op <= AH_OP_BW ? t->p2p_same_node : t->nodes == 1;
+void ah_commbench_topology_free(ah_commbench_topology *t) {
+    free(t->node_of);
+    t->node_of = NULL;
+}
+
+const char *ah_commbench_link_class(const ah_commbench_topology *t, int a, int b) {
+    int same = a < 0 ? t->nodes == 1 : t->node_of[a] == t->node_of[b];
     return same ? "intra-node" : "inter-node";
+}
+
+/* the lowest pair (i < j) whose class is `same` (1 intra-node, 0 inter-node); 0 if none */
+static int lowest_pair(const ah_commbench_topology *t, int same, ah_commbench_pair *p) {
+    for (int i = 0; i < t->ranks; i++)
+        for (int j = i + 1; j < t->ranks; j++)
+            if ((t->node_of[i] == t->node_of[j]) == same) {
+                *p = (ah_commbench_pair){i, j};
+                return 1;
+            }
+    return 0;
+}
+
+int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_commbench_pair *out, int max,
+                       char *msg, size_t n) {
+    int np = 0;
+    if (!spec || !strcmp(spec, "classes")) {
+        for (int same = 1; same >= 0; same--)
+            np += lowest_pair(t, same, &out[np]);
+        return np;
+    }
+    if (!strcmp(spec, "all")) {
+        for (int i = 0; i < t->ranks; i++)
+            for (int j = i + 1; j < t->ranks && np < max; j++)
+                out[np++] = (ah_commbench_pair){i, j};
+        return np;
+    }
+    char list[1024];
+    snprintf(list, sizeof list, "%s", spec);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int a, b, used = 0;
+        if (sscanf(tok, "%d-%d%n", &a, &b, &used) != 2 || tok[used] || a < 0 || b < 0 || a == b ||
+            a >= t->ranks || b >= t->ranks || np >= max) {
+            snprintf(msg, n,
+                     "--pairs: '%s' is not a pair A-B of two different ranks below %d (or classes, all)", tok,
+                     t->ranks);
+            return -1;
+        }
+        out[np++] = (ah_commbench_pair){a, b};
+    }
+    return np;
 }
 
 int ah_commbench_buffers_alloc(ah_commbench_buffers *b, size_t max_bytes) {
@@ -51,15 +103,29 @@ void ah_commbench_buffers_free(ah_commbench_buffers *b) {
     b->send = b->recv = NULL;
 }
 
-/* Sizes a collective can use with n ranks: at least n floats so each rank gets one. */
+const char *ah_commbench_type_name(ah_comm_op op) {
+    return op <= AH_OP_BW ? "int8" : "float";
+}
+
+const char *ah_commbench_redop_name(ah_comm_op op) {
+    return op == AH_OP_ALLREDUCE || op == AH_OP_REDUCE_SCATTER ? "sum" : "none";
+}
+
+int ah_commbench_root(ah_comm_op op) {
+    return op == AH_OP_BCAST ? 0 : -1;
+}
+
+size_t ah_commbench_count(ah_comm_op op, size_t bytes) {
+    return op <= AH_OP_BW ? bytes : bytes / sizeof(float);
+}
+
+/* Collectives move floats (so that every reduction can be checked); a size
+ * must split into whole floats over the ranks where the op splits it. */
 static int size_valid(ah_comm_op op, size_t bytes, int n) {
-    if (op == AH_OP_ALLGATHER || op == AH_OP_ALLTOALL)
-        return bytes % (size_t)n == 0 && bytes >= (size_t)n;
-    if (op == AH_OP_REDUCE_SCATTER)
-        return bytes >= sizeof(float) * (size_t)n && bytes % (sizeof(float) * (size_t)n) == 0;
-    if (op == AH_OP_ALLREDUCE)
-        return bytes >= sizeof(float);
-    return 1;
+    size_t unit = sizeof(float);
+    if (op == AH_OP_ALLGATHER || op == AH_OP_ALLTOALL || op == AH_OP_REDUCE_SCATTER)
+        unit *= (size_t)n;
+    return op <= AH_OP_BW || (bytes >= unit && bytes % unit == 0);
 }
 
 int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, size_t *sizes, int max) {
@@ -77,148 +143,97 @@ int ah_commbench_iters(size_t bytes, int base) {
     return it < 3 ? 3 : (int)it;
 }
 
-/* one point-to-point iteration between ranks 0 and 1: its seconds on this rank */
-static double p2p_once(ah_comm_op op, size_t bytes, char *sbuf, char *rbuf, int rank) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    if (op == AH_OP_LATENCY) {
-        if (rank == 0) {
-            MPI_Send(sbuf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
-            MPI_Recv(rbuf, (int)bytes, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else if (rank == 1) {
-            MPI_Recv(rbuf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(sbuf, (int)bytes, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
-        }
-        return (MPI_Wtime() - t0) / 2; /* one way */
-    }
-    MPI_Request req[BW_WINDOW];
-    char ack = 0;
-    if (rank == 0) {
-        for (int w = 0; w < BW_WINDOW; w++)
-            MPI_Isend(sbuf, (int)bytes, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &req[w]);
-        MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
-        MPI_Recv(&ack, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (rank == 1) {
-        for (int w = 0; w < BW_WINDOW; w++)
-            MPI_Irecv(rbuf, (int)bytes, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &req[w]);
-        MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
-        MPI_Send(&ack, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
-    }
-    return (MPI_Wtime() - t0) / BW_WINDOW; /* per message */
-}
-
-/* One iteration of op; returns its seconds on this rank. */
-static double run_once(ah_comm_op op, size_t bytes, char *sbuf, char *rbuf, int rank, int n) {
-    if (op == AH_OP_LATENCY || op == AH_OP_BW)
-        return p2p_once(op, bytes, sbuf, rbuf, rank);
-    int cnt = (int)(bytes / sizeof(float));
-    if (cnt < 1)
-        cnt = 1;
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    switch (op) {
-    case AH_OP_ALLREDUCE: MPI_Allreduce(sbuf, rbuf, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-    case AH_OP_ALLGATHER: /* bytes = the gathered total */
-        MPI_Allgather(sbuf, (int)(bytes / (size_t)n), MPI_BYTE, rbuf, (int)(bytes / (size_t)n), MPI_BYTE,
-                      MPI_COMM_WORLD);
-        break;
-    case AH_OP_REDUCE_SCATTER: /* bytes = the input per rank */
-        MPI_Reduce_scatter_block(sbuf, rbuf, cnt / n > 0 ? cnt / n : 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        break;
-    case AH_OP_BCAST: MPI_Bcast(sbuf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD); break;
-    case AH_OP_ALLTOALL: /* bytes = what each rank sends in total */
-        MPI_Alltoall(sbuf, (int)(bytes / (size_t)n), MPI_BYTE, rbuf, (int)(bytes / (size_t)n), MPI_BYTE,
-                     MPI_COMM_WORLD);
-        break;
-    default: break;
-    }
-    return MPI_Wtime() - t0;
-}
-
-void ah_commbench_measure(ah_comm_op op, size_t bytes, int iters, const ah_commbench_buffers *b,
-                          ah_comm_result *out) {
-    int rank, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
-    int warm = iters / 10 + 2;
-    for (int w = 0; w < warm; w++)
-        run_once(op, bytes, b->send, b->recv, rank, n);
-    double sum = 0;
-    for (int k = 0; k < iters; k++)
-        sum += run_once(op, bytes, b->send, b->recv, rank, n);
-    double mine = sum / iters, lo, hi, tot;
-    /* point-to-point: only ranks 0 and 1 took part */
-    int p2p = op <= AH_OP_BW, part = p2p ? rank < 2 : 1;
-    double v_lo = part ? mine : 1e300, v_hi = part ? mine : 0, v_sum = part ? mine : 0;
-    MPI_Allreduce(&v_lo, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&v_hi, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&v_sum, &tot, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    double mean = tot / (p2p ? 2 : n);
-    memset(out, 0, sizeof *out);
-    out->op = op;
-    out->bytes = bytes;
-    out->iters = iters;
-    out->min_us = lo * 1e6;
-    out->avg_us = mean * 1e6;
-    out->max_us = hi * 1e6;
-    out->algbw_gbs = (double)bytes / mean / 1e9;
-    out->busbw_gbs = out->algbw_gbs * ah_busbw_factor(op, n);
-}
-
-cJSON *ah_commbench_result_json(const ah_comm_result *res, const char *link_class) {
+cJSON *ah_commbench_result_json(const ah_comm_result *res, const char *link_class, const ah_commbench_case *c,
+                                const double *rep_us, int n_reps) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "op", ah_comm_op_name(res->op));
     cJSON_AddStringToObject(r, "link_class", link_class);
+    if (c->op <= AH_OP_BW) {
+        int pair[2] = {c->src, c->dst};
+        cJSON_AddItemToObject(r, "pair", cJSON_CreateIntArray(pair, 2));
+    }
+    cJSON_AddBoolToObject(r, "in_place", c->in_place);
     cJSON_AddNumberToObject(r, "bytes", (double)res->bytes);
+    cJSON_AddNumberToObject(r, "count", (double)ah_commbench_count(c->op, res->bytes));
+    cJSON_AddStringToObject(r, "type", ah_commbench_type_name(c->op));
+    cJSON_AddStringToObject(r, "redop", ah_commbench_redop_name(c->op));
+    cJSON_AddNumberToObject(r, "root", ah_commbench_root(c->op));
     cJSON_AddNumberToObject(r, "iters", res->iters);
     cJSON_AddNumberToObject(r, "min_us", res->min_us);
     cJSON_AddNumberToObject(r, "avg_us", res->avg_us);
     cJSON_AddNumberToObject(r, "max_us", res->max_us);
+    cJSON_AddNumberToObject(r, "median_us", res->median_us);
+    cJSON_AddNumberToObject(r, "ci_low_us", res->ci_low_us);
+    cJSON_AddNumberToObject(r, "ci_high_us", res->ci_high_us);
+    cJSON_AddNumberToObject(r, "ci_level", 0.95);
+    cJSON_AddNumberToObject(r, "invalid_reps", res->invalid);
     cJSON_AddNumberToObject(r, "algbw_GBps", res->algbw_gbs);
     cJSON_AddNumberToObject(r, "busbw_GBps", res->busbw_gbs);
+    cJSON_AddNumberToObject(r, "wrong", (double)res->wrong);
+    cJSON *reps = cJSON_AddArrayToObject(r, "reps_us");
+    for (int i = 0; rep_us && i < n_reps; i++)
+        cJSON_AddItemToArray(reps, cJSON_CreateNumber(rep_us[i]));
     return r;
 }
 
-cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_comm_fit *f,
-                             const ah_comm_fit2 *f2, const size_t *sizes, const double *avg_us, int n) {
+static cJSON *fit_object(const ah_comm_fit *f) {
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "alpha_us", f->alpha_us);
+    cJSON_AddNumberToObject(g, "beta_GBps", f->beta_gbs);
+    cJSON_AddNumberToObject(g, "max_rel_error", f->max_rel_error);
+    return g;
+}
+
+cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
+                             const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
+                             const double *us, int n) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "op", ah_comm_op_name(op));
     cJSON_AddStringToObject(j, "link_class", link_class);
-    cJSON_AddNumberToObject(j, "alpha_us", f->alpha_us);
-    cJSON_AddNumberToObject(j, "beta_GBps", f->beta_gbs);
-    cJSON_AddNumberToObject(j, "max_rel_error", f->max_rel_error);
-    cJSON_AddNumberToObject(j, "sizes", n);
-    cJSON *errs = cJSON_AddArrayToObject(j, "rel_error_per_size");
-    for (int i = 0; i < n; i++) {
-        double pred = f->alpha_us + (double)sizes[i] / (f->beta_gbs * 1e3);
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddNumberToObject(e, "bytes", (double)sizes[i]);
-        cJSON_AddNumberToObject(e, "rel_error", (pred - avg_us[i]) / avg_us[i]);
-        cJSON_AddItemToArray(errs, e);
+    if (op <= AH_OP_BW) {
+        int pair[2] = {c->src, c->dst};
+        cJSON_AddItemToObject(j, "pair", cJSON_CreateIntArray(pair, 2));
     }
+    cJSON_AddStringToObject(j, "statistic", "median_us");
+    /* the summary: latency of the smallest sizes, bandwidth of the largest */
+    cJSON_AddNumberToObject(j, "alpha_us", pw->regime[0].fit.alpha_us);
+    cJSON_AddNumberToObject(j, "beta_GBps", pw->regime[pw->n_regimes - 1].fit.beta_gbs);
+    cJSON_AddNumberToObject(j, "max_rel_error", pw->max_rel_error);
+    cJSON_AddNumberToObject(j, "sizes", n);
     cJSON *reg = cJSON_AddArrayToObject(j, "regimes");
-    const ah_comm_fit *parts[2] = {&f2->small, &f2->large};
-    for (int q = 0; q < 2; q++) {
-        cJSON *g = cJSON_CreateObject();
-        if (q == 0)
-            cJSON_AddNumberToObject(g, "max_bytes", (double)f2->split_bytes);
+    for (int q = 0; q < pw->n_regimes; q++) {
+        cJSON *g = fit_object(&pw->regime[q].fit);
+        cJSON_AddNumberToObject(g, "min_bytes", (double)pw->regime[q].min_bytes);
+        if (q + 1 < pw->n_regimes)
+            cJSON_AddNumberToObject(g, "max_bytes", (double)pw->regime[q].max_bytes);
         else
             cJSON_AddNullToObject(g, "max_bytes");
-        cJSON_AddNumberToObject(g, "alpha_us", parts[q]->alpha_us);
-        cJSON_AddNumberToObject(g, "beta_GBps", parts[q]->beta_gbs);
-        cJSON_AddNumberToObject(g, "max_rel_error", parts[q]->max_rel_error);
+        cJSON_AddNumberToObject(g, "sizes", pw->regime[q].fit.n_sizes);
         cJSON_AddItemToArray(reg, g);
     }
-    cJSON_AddNumberToObject(j, "two_regime_max_rel_error", f2->max_rel_error);
+    cJSON_AddItemToObject(j, "single_line", fit_object(line));
+    cJSON *errs = cJSON_AddArrayToObject(j, "rel_error_per_size");
+    for (int i = 0; i < n; i++) {
+        double pred = ah_comm_piecewise_us(pw, sizes[i]);
+        double pl = line->alpha_us + (double)sizes[i] / (line->beta_gbs * 1e3);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "bytes", (double)sizes[i]);
+        cJSON_AddNumberToObject(e, "measured_us", us[i]);
+        cJSON_AddNumberToObject(e, "predicted_us", pred);
+        cJSON_AddNumberToObject(e, "rel_error", (pred - us[i]) / us[i]);
+        cJSON_AddNumberToObject(e, "single_line_rel_error", (pl - us[i]) / us[i]);
+        cJSON_AddItemToArray(errs, e);
+    }
     return j;
 }
 
-cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, cJSON *results, cJSON *fits) {
+cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results, cJSON *fits) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "autohet-comm-profile");
-    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON_AddNumberToObject(root, "version", 2);
     cJSON_AddNumberToObject(root, "ranks", t->ranks);
     cJSON_AddNumberToObject(root, "nodes", t->nodes);
+    cJSON_AddStringToObject(root, "sync", sync);
     cJSON_AddItemToObject(root, "results", results);
     cJSON_AddItemToObject(root, "fits", fits);
     return root;

@@ -1,7 +1,9 @@
-/* The commbench measurement loop (docs/commbench.md): message sizes, warm-up
- * and timed iterations of one operation over MPI_COMM_WORLD, min/avg/max over
- * the ranks, bandwidths, and the comm-profile JSON of results and fits.
- * `autohet commbench` parses flags, calls these and prints. */
+/* The commbench measurement loop (docs/commbench.md): message sizes, the
+ * pairs point-to-point is measured between, warm-up and timed repetitions of
+ * one operation over MPI_COMM_WORLD under barrier or window synchronisation,
+ * the correctness check of every result, statistics, and the comm-profile
+ * JSON of results and fits. `autohet commbench` parses flags, calls these and
+ * prints (commbench_print.c). */
 #ifndef AUTOHET_COMM_COMMBENCH_H
 #define AUTOHET_COMM_COMMBENCH_H
 #include <stddef.h>
@@ -11,17 +13,34 @@
 #include "autohet/comm.h"
 
 #define AH_COMMBENCH_MAX_SIZES 64
+#define AH_COMMBENCH_MAX_PAIRS 256
 
-/* Where the ranks are: nodes = distinct shared-memory nodes; p2p_same_node:
- * ranks 0 and 1 share one. Collective. */
+/* The test hook of the correctness check: with this environment variable set
+ * to a rank, that rank changes element 0 of its input after filling it, so
+ * the check must report #wrong > 0 (tests/cli_commbench.sh). */
+#define AH_COMMBENCH_CORRUPT_ENV "AUTOHET_COMMBENCH_CORRUPT_RANK"
+
+/* Where the ranks are: node_of[r] = r's node (0.. nodes-1, in order of first
+ * rank). Collective. */
 typedef struct {
-    int ranks, nodes, p2p_same_node;
+    int ranks, nodes;
+    int *node_of;
 } ah_commbench_topology;
 void ah_commbench_topology_probe(ah_commbench_topology *t);
-/* "intra-node" / "inter-node" of op's participants (point-to-point: ranks 0 and 1) */
-const char *ah_commbench_link_class(const ah_commbench_topology *t, ah_comm_op op);
+void ah_commbench_topology_free(ah_commbench_topology *t);
+/* "intra-node" / "inter-node": of ranks a and b; of all ranks for a < 0 */
+const char *ah_commbench_link_class(const ah_commbench_topology *t, int a, int b);
 
-/* The message buffers for sizes up to max_bytes. NULL pair on allocation failure. */
+/* Point-to-point pairs: "classes" (the lowest pair of every link class
+ * present), "all" (every pair), or a list "A-B,C-D". Returns the count, or -1
+ * with msg naming the bad entry. */
+typedef struct {
+    int src, dst;
+} ah_commbench_pair;
+int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_commbench_pair *out, int max,
+                       char *msg, size_t n);
+
+/* The message buffers for sizes up to max_bytes. -1 on allocation failure. */
 typedef struct {
     char *send, *recv;
     size_t max_bytes;
@@ -29,23 +48,60 @@ typedef struct {
 int ah_commbench_buffers_alloc(ah_commbench_buffers *b, size_t max_bytes);
 void ah_commbench_buffers_free(ah_commbench_buffers *b);
 
-/* The sizes op is measured at: powers of two from min_bytes to max_bytes that
- * the op can split over n ranks; returns the count (at most max). */
+/* The sizes op is measured at: powers of two from min_bytes to max_bytes
+ * that its element type and split over n ranks allow; returns the count. */
 int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, size_t *sizes, int max);
-/* Timed iterations for a size: `base` for small messages, fewer for big ones, at least 3. */
+/* Timed repetitions for a size: `base` for small messages, fewer for big ones, at least 3. */
 int ah_commbench_iters(size_t bytes, int base);
-/* Measures op at `bytes` (collective): iters/10 + 2 warm-up iterations, then
- * `iters` timed ones; min/avg/max over the participating ranks, algbw, busbw
- * (fit_us left 0). */
-void ah_commbench_measure(ah_comm_op op, size_t bytes, int iters, const ah_commbench_buffers *b,
-                          ah_comm_result *out);
 
-/* The comm-profile document parts: one results[] entry, one fits[] entry
- * (single fit with its error per size, and the two-regime fit). */
-cJSON *ah_commbench_result_json(const ah_comm_result *r, const char *link_class);
-cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_comm_fit *f,
-                             const ah_comm_fit2 *f2, const size_t *sizes, const double *avg_us, int n);
-/* {format, version, ranks, nodes, results, fits}; takes ownership of both arrays */
-cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, cJSON *results, cJSON *fits);
+typedef enum { AH_SYNC_BARRIER = 0, AH_SYNC_WINDOW } ah_commbench_sync;
+
+/* One measurement: op at bytes, out-of-place or in-place (MPI_IN_PLACE; a
+ * ping-pong from and into one buffer), between src and dst for
+ * point-to-point. */
+typedef struct {
+    ah_comm_op op;
+    size_t bytes;
+    int iters, in_place, src, dst;
+    ah_commbench_sync sync;
+} ah_commbench_case;
+
+/* nccl-tests' columns of op: element type ("float", "int8"), reduction
+ * ("sum", "none"), root (-1 none) and element count of bytes */
+const char *ah_commbench_type_name(ah_comm_op op);
+const char *ah_commbench_redop_name(ah_comm_op op);
+int ah_commbench_root(ah_comm_op op);
+size_t ah_commbench_count(ah_comm_op op, size_t bytes);
+
+/* Measures a case (collective): warm-up, then `iters` repetitions; per
+ * repetition the time of its slowest participant. Barrier: each repetition
+ * starts after MPI_Barrier and is timed locally. Window (ReproMPI): the
+ * clocks are synchronised to rank 0's, every repetition starts at its own
+ * global time (windows twice the warm-up's slowest repetition), and is timed
+ * from that start to the rank's end; a repetition a rank began late is
+ * dropped (out->invalid). Fills out (wrong left 0); rep_us (rank 0, iters
+ * long, may be NULL) gets the valid repetitions, their count returned on rank 0. */
+int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
+                         double *rep_us);
+
+/* One repetition of a case after a barrier (the check's run) */
+void ah_commbench_run_once(const ah_commbench_case *c, const ah_commbench_buffers *b);
+
+/* The correctness check (collective): fills every rank's input with values
+ * depending on rank and index, runs the case once, compares every element of
+ * every rank's result with the value it must have; returns the mismatches
+ * summed over the ranks (the same on every rank). */
+long ah_commbench_check(const ah_commbench_case *c, const ah_commbench_buffers *b);
+
+/* The comm-profile document parts: one results[] entry (rep_us: its
+ * repetitions, n_reps of them), one fits[] entry (the piecewise model, its
+ * error per size, and the single line). */
+cJSON *ah_commbench_result_json(const ah_comm_result *r, const char *link_class, const ah_commbench_case *c,
+                                const double *rep_us, int n_reps);
+cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
+                             const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
+                             const double *us, int n);
+/* {format, version, ranks, nodes, sync, results, fits}; takes ownership of both arrays */
+cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results, cJSON *fits);
 
 #endif

@@ -1,0 +1,123 @@
+/* The piecewise alpha-beta fit finds known break points in synthetic data
+ * (exact and with +-3% noise), the median and its order-statistic confidence
+ * interval, and the comm profile's reading: latency from the small-message
+ * regime, bandwidth from the large-message one (issue #14's bug). */
+#include "test_util.h"
+
+#include "autohet/cluster.h"
+#include "autohet/comm.h"
+#include "autohet/device.h"
+#include "autohet/plan.h"
+
+/* three regimes: <= 4 KiB 2 us + b / 5 GB/s; <= 256 KiB 8 us + b / 10 GB/s; beyond 30 us + b / 4 GB/s */
+static double truth(size_t b) {
+    if (b <= 4096)
+        return 2 + (double)b / 5e3;
+    if (b <= 262144)
+        return 8 + (double)b / 10e3;
+    return 30 + (double)b / 4e3;
+}
+
+static int synthetic(size_t *sizes, double *us, double noise) {
+    int n = 0;
+    for (size_t b = 4; b <= (64u << 20); b *= 2, n++) {
+        sizes[n] = b;
+        us[n] = truth(b) * (1 + noise * ((n % 3) - 1)); /* -noise, 0, +noise */
+    }
+    return n;
+}
+
+static void finds_exact_break_points(void **state) {
+    (void)state;
+    size_t sizes[64];
+    double us[64];
+    int n = synthetic(sizes, us, 0);
+    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, n, 0.01, 3);
+    assert_int_equal(p.n_regimes, 3);
+    assert_int_equal(p.regime[0].min_bytes, 4);
+    assert_int_equal(p.regime[0].max_bytes, 4096);
+    assert_int_equal(p.regime[1].max_bytes, 262144);
+    assert_int_equal(p.regime[2].max_bytes, 64u << 20);
+    assert_double_equal(p.regime[0].fit.alpha_us, 2, 1e-6);
+    assert_double_equal(p.regime[1].fit.beta_gbs, 10, 1e-6);
+    assert_double_equal(p.regime[2].fit.alpha_us, 30, 1e-4);
+    assert_true(p.max_rel_error < 1e-9);
+    assert_double_equal(ah_comm_piecewise_us(&p, 1 << 20), truth(1 << 20), 1e-6);
+    assert_double_equal(ah_comm_piecewise_us(&p, 8192), truth(8192), 1e-6);
+    /* one line cannot follow it */
+    assert_true(ah_comm_fit_alpha_beta(AH_OP_BW, sizes, us, n).max_rel_error > 0.3);
+}
+
+static void finds_break_points_under_noise(void **state) {
+    (void)state;
+    size_t sizes[64];
+    double us[64];
+    int n = synthetic(sizes, us, 0.03);
+    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, n, 0.10, 3);
+    assert_int_equal(p.n_regimes, 3);
+    assert_int_equal(p.regime[0].max_bytes, 4096);
+    assert_int_equal(p.regime[1].max_bytes, 262144);
+    assert_true(p.max_rel_error <= 0.07);
+    /* the fewest regimes within tolerance: one line is enough for a line */
+    for (int i = 0; i < n; i++)
+        us[i] = 3 + (double)sizes[i] / 7e3;
+    p = ah_comm_fit_piecewise(AH_OP_LATENCY, sizes, us, n, 0.10, 3);
+    assert_int_equal(p.n_regimes, 1);
+    assert_double_equal(p.regime[0].fit.alpha_us, 3, 1e-6);
+    /* too few sizes for two regimes */
+    p = ah_comm_fit_piecewise(AH_OP_LATENCY, sizes, us, 4, 0.0, 3);
+    assert_int_equal(p.n_regimes, 1);
+}
+
+static void median_and_ci(void **state) {
+    (void)state;
+    double x[20];
+    for (int i = 0; i < 20; i++)
+        x[i] = (double)((i * 7) % 20) + 1; /* 1..20 shuffled */
+    ah_comm_stats s = ah_comm_median_ci(x, 20);
+    assert_double_equal(s.median, 10.5, 0);
+    /* n = 20: ranks floor(10 - 0.98 sqrt 20) = 5 and ceil(11 + 4.38) = 16 */
+    assert_double_equal(s.ci_low, 5, 0);
+    assert_double_equal(s.ci_high, 16, 0);
+    double y[3] = {5, 1, 3};
+    s = ah_comm_median_ci(y, 3);
+    assert_double_equal(s.median, 3, 0);
+    assert_double_equal(s.ci_low, 1, 0);
+    assert_double_equal(s.ci_high, 5, 0);
+    x[0] = 1e9; /* an outlier moves the median by at most one rank */
+    s = ah_comm_median_ci(x, 20);
+    assert_true(s.median <= 11.5);
+}
+
+static void profile_reads_small_regime_latency(void **state) {
+    (void)state;
+    const char *doc = "{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
+                      " {\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 9.5, \"beta_GBps\": 3,"
+                      "  \"regimes\": [{\"alpha_us\": 9.5, \"beta_GBps\": 1, \"max_bytes\": 4096},"
+                      "               {\"alpha_us\": 1677, \"beta_GBps\": 3, \"max_bytes\": null}]},"
+                      " {\"op\": \"bw\", \"link_class\": \"intra-node\", \"alpha_us\": 0, \"beta_GBps\": 12,"
+                      "  \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 2}, {\"alpha_us\": 0, \"beta_GBps\": 5},"
+                      "               {\"alpha_us\": 40, \"beta_GBps\": 12, \"max_bytes\": null}]}]}";
+    char path[64], err[512], summary[256];
+    write_tmp(doc, path);
+    ah_cluster c = {0};
+    assert_int_equal(ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
+    ah_plan_options o;
+    ah_plan_options_default(&o);
+    assert_int_equal(ah_comm_profile_apply(path, &c, &o, summary, sizeof summary, err, sizeof err), 0);
+    assert_double_equal(o.alpha_intra_s, 9.5e-6, 1e-15);
+    assert_double_equal(c.nodes[0].dev.intra_bw_gbs, 12, 1e-12);
+    assert_contains(summary, "latency 9.50 us");
+    ah_cluster_free(&c);
+    unlink(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(finds_exact_break_points),
+        cmocka_unit_test(finds_break_points_under_noise),
+        cmocka_unit_test(median_and_ci),
+        cmocka_unit_test(profile_reads_small_regime_latency),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
