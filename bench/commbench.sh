@@ -1,28 +1,55 @@
 #!/usr/bin/env bash
 # commbench on this machine (2 ranks = one per core, and 4 ranks oversubscribed), up to 16 MiB:
-# the alpha-beta fits and their errors, and the large-message bus bandwidth.
-# usage: bench/commbench.sh BIN OUT.md
+# the piecewise alpha-beta fits (break points from the data), their largest error per regime, the
+# one-line fit's error for comparison, the large-message bus bandwidth, and the noise floor (the same
+# size measured in REPEAT separate runs: the spread of their medians).
+# usage: bench/commbench.sh BIN OUT.md [MAX_SIZE] [REPEAT]   (bench/run.sh --only comm refreshes BENCHMARKS.md)
 set -euo pipefail
 BIN="$1"
 OUT="$2"
+MAX=${3:-16777216}
+REPEAT=${4:-5}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 {
-  echo "Open MPI 4.1 shared memory on this 2-vCPU VM, sizes 4 B - 16 MiB. α-β fit: time = α + bytes / β by"
-  echo "least squares on the relative error; the two-regime fit splits the sizes where the largest error is"
-  echo "smallest. busbw at 16 MiB (8 MiB for reduce-scatter / all-to-all where 16 MiB does not divide)."
+  echo "Open MPI shared memory on this machine ($(nproc) vCPUs), sizes 4 B - $MAX B, barrier synchronisation,"
+  echo "the median of each size's repetitions. Piecewise α-β: time = α + bytes / β per regime, the break points"
+  echo "chosen from the data (the fewest regimes, at most 4 of at least 3 sizes, whose largest relative error"
+  echo "is within 10 %, else the count with the smallest error); the one-line fit for comparison."
   echo
-  echo "| ranks | op | α µs | β GB/s | max rel. error (one fit) | max rel. error (two regimes) | split at | busbw GB/s, largest size |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| ranks | op | regimes (bytes: α µs + bytes / β GB/s, max error) | max rel. error, piecewise | one line | busbw GB/s, largest size |"
+  echo "|---|---|---|---|---|---|"
 } >"$OUT"
 for np in 2 4; do
   echo "== commbench, $np ranks =="
-  mpirun -np $np --bind-to none "$BIN" commbench --max-size 16777216 --json "$TMP/cb$np.json" | grep "^# fit" || true
+  mpirun -np $np --bind-to none "$BIN" commbench --max-size "$MAX" --json "$TMP/cb$np.json" | grep "^# " || true
   jq -r --arg np $np '.results as $r | .fits[] | . as $f |
-      ([$r[] | select(.op == $f.op)] | max_by(.bytes)) as $big |
-      "| \($np) | \(.op) | \(.alpha_us * 100 | round / 100) | \(.beta_GBps * 1000 | round / 1000) | \(.max_rel_error * 1000 | round / 10)% | \(.two_regime_max_rel_error * 1000 | round / 10)% | \(.regimes[0].max_bytes) B | \($big.busbw_GBps * 1000 | round / 1000) |"' \
+      ([$r[] | select(.op == $f.op and (.in_place | not))] | max_by(.bytes)) as $big |
+      def p(x): (x * 1000 | round / 10 | tostring) + "%";
+      def g(x): (x * 100 | round / 100);
+      ([.regimes[] | "\(.min_bytes)-\(.max_bytes // "∞"): \(g(.alpha_us)) + b/\(if .beta_GBps > 1e6 then "∞" else g(.beta_GBps) end) (\(p(.max_rel_error)))"] | join("; ")) as $reg |
+      "| \($np) | \(.op) | \($reg) | \(p(.max_rel_error)) | \(p(.single_line.max_rel_error)) | \($big.busbw_GBps * 1000 | round / 1000) |"' \
     "$TMP/cb$np.json" >>"$OUT"
 done
-echo >>"$OUT"
-echo "A two-parameter line cannot express everything here: protocol switches (eager / rendezvous, copy strategies), cache capacity (bandwidth falls once messages outgrow the last-level cache) and small-message noise on a shared VM (min and max over ranks differ by up to tens of times below 1 KiB). The two-regime fit halves the error for the collectives that switch protocol; a fit per size range is the next step before the planner consumes these numbers." >>"$OUT"
+# noise floor: one size per op measured REPEAT times in separate runs on 2 ranks
+{
+  echo
+  echo "Noise floor (2 ranks): the same size measured in $REPEAT separate runs; the largest deviation of a run's"
+  echo "median from the median of the runs, and the widest 95 % confidence interval of one run (relative)."
+  echo
+  echo "| op | bytes | medians µs | largest deviation | widest CI |"
+  echo "|---|---|---|---|---|"
+} >>"$OUT"
+for spec in latency:1024 bw:65536 allreduce:65536; do
+  op=${spec%%:*} size=${spec##*:}
+  for k in $(seq "$REPEAT"); do
+    mpirun -np 2 --bind-to none "$BIN" commbench --ops "$op" --min-size "$size" --max-size "$size" \
+      --json "$TMP/n$k.json" >/dev/null || echo "noise run $k of $op failed" >&2
+  done
+  jq -s -r --arg op "$op" --arg size "$size" '[.[] | .results[0]] as $r | ([$r[].median_us] | sort) as $m |
+      ($m[($m | length) / 2 | floor]) as $mid |
+      "| \($op) | \($size) | \([$m[] | . * 100 | round / 100] | join(", ")) | \(([$m[] | (. / $mid - 1) | fabs] | max) * 1000 | round / 10)% | \(([$r[] | (.ci_high_us - .ci_low_us) / .median_us] | max) * 1000 | round / 10)% |"' \
+    "$TMP"/n*.json >>"$OUT"
+  rm -f "$TMP"/n*.json
+done

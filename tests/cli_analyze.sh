@@ -175,8 +175,26 @@ else
   [ "$(grep -c '^ENTER' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: ENTER records != $nx events"
   [ "$(grep -c '^LEAVE' "$TMP/otf.txt")" -eq "$nx" ] || fail "OTF2: LEAVE records != $nx events"
   grep -q 'Region: "dp_allreduce layers' "$TMP/otf.txt" || fail "OTF2: no all-reduce region"
+  # MPI records: one MPI_SEND per send (and per tied exchange), one MPI_RECV per receive (and per
+  # tied exchange), a begin/end pair per collective, each naming its peer or communicator
+  ns=$(jq '[.traceEvents[] | select(.ph == "X" and ((.args.kind | test("^send_(activation|gradient)$")) or .args.kind == "tied_sync"))] | length' "$TMP/t.json")
+  nr=$(jq '[.traceEvents[] | select(.ph == "X" and ((.args.kind | test("^recv_")) or .args.kind == "tied_sync"))] | length' "$TMP/t.json")
+  nc=$(jq '[.traceEvents[] | select(.ph == "X" and (.args.kind | test("^(tp_allreduce|dp_allreduce|step_sync)$")))] | length' "$TMP/t.json")
+  [ "$ns" -gt 0 ] && [ "$nr" -gt 0 ] && [ "$nc" -gt 0 ] || fail "OTF2: the traced run has no sends, receives or collectives"
+  [ "$(grep -c '^MPI_SEND ' "$TMP/otf.txt")" -eq "$ns" ] || fail "OTF2: MPI_SEND records != $ns sends"
+  [ "$(grep -c '^MPI_RECV ' "$TMP/otf.txt")" -eq "$nr" ] || fail "OTF2: MPI_RECV records != $nr receives"
+  [ "$(grep -c '^MPI_COLLECTIVE_BEGIN ' "$TMP/otf.txt")" -eq "$nc" ] || fail "OTF2: MPI_COLLECTIVE_BEGIN != $nc collectives"
+  [ "$(grep -c '^MPI_COLLECTIVE_END ' "$TMP/otf.txt")" -eq "$nc" ] || fail "OTF2: MPI_COLLECTIVE_END != $nc collectives"
+  grep '^MPI_SEND ' "$TMP/otf.txt" | head -1 | grep -q 'Receiver: [0-9].*Communicator: "MPI_COMM_WORLD".*Tag: [0-9]*.*Length: [1-9]' \
+    || fail "OTF2: MPI_SEND lacks receiver/communicator/tag/length: $(grep -m1 '^MPI_SEND ' "$TMP/otf.txt")"
+  grep -q '^MPI_COLLECTIVE_END .*Operation: ALLREDUCE.*Communicator: "dp_allreduce layers' "$TMP/otf.txt" \
+    || fail "OTF2: no all-reduce end on a bucket communicator: $(grep -m1 '^MPI_COLLECTIVE_END ' "$TMP/otf.txt")"
+  otf2-print -G "$TMP/otf/trace.otf2" >"$TMP/otfG.txt"
+  grep -q '^COMM .*"MPI_COMM_WORLD"' "$TMP/otfG.txt" && [ "$(grep -c '^COMM ' "$TMP/otfG.txt")" -ge 3 ] \
+    || fail "OTF2: communicator definitions (world and one per collective group)"
+  grep -q '^GROUP .*COMM_LOCATIONS' "$TMP/otfG.txt" || fail "OTF2: no COMM_LOCATIONS group"
   nt=$(jq '[.traceEvents[] | select(.ph == "X") | [.pid, .tid]] | unique | length' "$TMP/t.json")
-  [ "$(otf2-print -G "$TMP/otf/trace.otf2" | grep -c '^LOCATION ')" -eq "$nt" ] || fail "OTF2: expected $nt locations (one per thread)"
+  [ "$(grep -c '^LOCATION ' "$TMP/otfG.txt")" -eq "$nt" ] || fail "OTF2: expected $nt locations (one per thread)"
 fi
 
 # bad input

@@ -147,7 +147,7 @@ static void run_tied_sync(step_ctx *c) {
     ah_dptr theirs = ah_be_alloc(e->be, n);
     ah_engine_sync(e);
     AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2, pair_of(x->rank, x->tie_partner),
-                   -1,
+                   x->tie_partner,
                    x->tr->sendrecv(x->tr->ctx, ah_dptr_transport(ah_engine_tied_grad(e, head)),
                                    ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77));
     /* the same sum on both sides: embedding + head */

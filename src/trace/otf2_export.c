@@ -38,6 +38,146 @@ static int cmp_ev(const void *a, const void *b) {
     return (x->t0 > y->t0) - (x->t0 < y->t0);
 }
 
+/* ------------------------------------------------------------ MPI records */
+
+/* The engine's point-to-point traffic goes over MPI_COMM_WORLD (comm 0); a
+ * collective's communicator is the set of ranks that call its site with the
+ * same group (lowest rank); equal sets share one definition. */
+#define MAX_COMMS 256
+typedef struct {
+    int n_comms;
+    int *members[MAX_COMMS]; /* ranks, ascending */
+    int size[MAX_COMMS];
+    char name[MAX_COMMS][80];
+    int *comm_of; /* per event: its communicator, -1 none */
+} otf2_comms;
+
+static int is_collective(ah_trace_kind k) {
+    return k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_STEP_SYNC;
+}
+
+static int is_p2p_message(ah_trace_kind k) {
+    return k == AH_TRACE_SEND_ACTIVATION || k == AH_TRACE_SEND_GRADIENT || k == AH_TRACE_RECV_ACTIVATION ||
+           k == AH_TRACE_RECV_GRADIENT || k == AH_TRACE_TIED_SYNC;
+}
+
+static int comm_find(const otf2_comms *c, const int *m, int size) {
+    for (int k = 0; k < c->n_comms; k++)
+        if (c->size[k] == size && !memcmp(c->members[k], m, sizeof(int) * (size_t)size))
+            return k;
+    return -1;
+}
+
+/* comm 0 = world; one per distinct member set of (site, group) */
+static void build_comms(const ah_trace_event *ev, int n, int ranks, otf2_comms *c) {
+    memset(c, 0, sizeof *c);
+    c->comm_of = ah_xcalloc((size_t)n, sizeof(int));
+    c->members[0] = ah_xcalloc((size_t)ranks, sizeof(int));
+    for (int r = 0; r < ranks; r++)
+        c->members[0][r] = r;
+    c->size[0] = ranks;
+    snprintf(c->name[0], sizeof c->name[0], "MPI_COMM_WORLD");
+    c->n_comms = 1;
+    char *in = ah_xcalloc((size_t)ranks, 1);
+    int *m = ah_xcalloc((size_t)ranks, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        c->comm_of[i] = is_p2p_message(ev[i].kind) ? 0 : -1;
+        if (!is_collective(ev[i].kind))
+            continue;
+        char site[64], other[64];
+        ah_trace_site_name(&ev[i], site, sizeof site);
+        memset(in, 0, (size_t)ranks);
+        for (int j = 0; j < n; j++) /* every rank calling this site with this group */
+            if (ev[j].kind == ev[i].kind && ev[j].group == ev[i].group &&
+                !strcmp(ah_trace_site_name(&ev[j], other, sizeof other), site))
+                in[ev[j].rank] = 1;
+        int size = 0;
+        for (int r = 0; r < ranks; r++)
+            if (in[r])
+                m[size++] = r;
+        int k = comm_find(c, m, size);
+        if (k < 0 && c->n_comms < MAX_COMMS) {
+            k = c->n_comms++;
+            c->members[k] = ah_xcalloc((size_t)size, sizeof(int));
+            memcpy(c->members[k], m, sizeof(int) * (size_t)size);
+            c->size[k] = size;
+            snprintf(c->name[k], sizeof c->name[k], "%s group %d", site, ev[i].group);
+        }
+        c->comm_of[i] = k < 0 ? 0 : k;
+    }
+    free(in);
+    free(m);
+}
+
+static void free_comms(otf2_comms *c) {
+    for (int k = 0; k < c->n_comms; k++)
+        free(c->members[k]);
+    free(c->comm_of);
+}
+
+/* MPI records of an event, written between its Enter (at a) and Leave (at b).
+ * Sends and receives name the peer's world rank; their tag is the trace's
+ * direction and micro-batch (2 mb for activations, 2 mb + 1 for gradients;
+ * the tied exchange: 77, the engine's tag), as the Chrome trace does not
+ * carry MPI's tag. Returns the records written. */
+static int write_mpi_records(OTF2_EvtWriter *w, const ah_trace_event *e, const otf2_comms *c, int i, uint64_t a,
+                             uint64_t b) {
+    int comm = c->comm_of[i];
+    if (comm < 0 || (!is_collective(e->kind) && e->peer < 0))
+        return 0;
+    uint64_t bytes = (uint64_t)(e->bytes > 0 ? e->bytes : 0);
+    uint32_t mb = e->micro_batch > 0 ? (uint32_t)e->micro_batch : 0, peer = (uint32_t)e->peer;
+    switch (e->kind) {
+    case AH_TRACE_SEND_ACTIVATION:
+    case AH_TRACE_SEND_GRADIENT:
+        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 2 * mb + (e->kind == AH_TRACE_SEND_GRADIENT), bytes);
+        return 1;
+    case AH_TRACE_RECV_ACTIVATION:
+    case AH_TRACE_RECV_GRADIENT:
+        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 2 * mb + (e->kind == AH_TRACE_RECV_GRADIENT), bytes);
+        return 1;
+    case AH_TRACE_TIED_SYNC: /* MPI_Sendrecv with the partner */
+        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 77, bytes);
+        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 77, bytes);
+        return 2;
+    default:
+        OTF2_EvtWriter_MpiCollectiveBegin(w, NULL, a);
+        OTF2_EvtWriter_MpiCollectiveEnd(w, NULL, b, OTF2_COLLECTIVE_OP_ALLREDUCE, (OTF2_CommRef)comm,
+                                        OTF2_UNDEFINED_UINT32, bytes, bytes);
+        return 2;
+    }
+}
+
+/* the MPI location of each rank (for COMM_LOCATIONS): its p2p thread, else
+ * its first location with events */
+static void write_comm_defs(OTF2_GlobalDefWriter *g, const otf2_comms *c, const uint64_t *count, int ranks,
+                            uint32_t *str) {
+    uint64_t *locs = ah_xcalloc((size_t)ranks, sizeof(uint64_t)), *m = ah_xcalloc((size_t)ranks, sizeof(uint64_t));
+    for (int r = 0; r < ranks; r++) {
+        int p2p = r * per_rank + ah_trace_tid(AH_TRACE_P2P, 0), loc = p2p < (r + 1) * per_rank && count[p2p] ? p2p : -1;
+        for (int q = 0; loc < 0 && q < per_rank; q++)
+            if (count[r * per_rank + q])
+                loc = r * per_rank + q;
+        locs[r] = (uint64_t)(loc < 0 ? r * per_rank : loc);
+    }
+    uint32_t s_locs = (*str)++;
+    OTF2_GlobalDefWriter_WriteString(g, s_locs, "MPI ranks");
+    OTF2_GlobalDefWriter_WriteGroup(g, 0, s_locs, OTF2_GROUP_TYPE_COMM_LOCATIONS, OTF2_PARADIGM_MPI,
+                                    OTF2_GROUP_FLAG_NONE, (uint32_t)ranks, locs);
+    for (int k = 0; k < c->n_comms; k++) {
+        for (int q = 0; q < c->size[k]; q++)
+            m[q] = (uint64_t)c->members[k][q];
+        uint32_t s = (*str)++;
+        OTF2_GlobalDefWriter_WriteString(g, s, c->name[k]);
+        OTF2_GlobalDefWriter_WriteGroup(g, (OTF2_GroupRef)(k + 1), s, OTF2_GROUP_TYPE_COMM_GROUP, OTF2_PARADIGM_MPI,
+                                        OTF2_GROUP_FLAG_NONE, (uint32_t)c->size[k], m);
+        OTF2_GlobalDefWriter_WriteComm(g, (OTF2_CommRef)k, s, (OTF2_GroupRef)(k + 1),
+                                       k ? 0 : OTF2_UNDEFINED_COMM, OTF2_COMM_FLAG_NONE);
+    }
+    free(locs);
+    free(m);
+}
+
 int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
                         char *err, size_t errlen) {
     if (n <= 0 || ranks <= 0) {
@@ -70,12 +210,13 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
             snprintf(regions[n_regions++], sizeof regions[0], "%s", site);
         region_of[i] = k;
         order[i] = i;
-        count[location(&ev[i])] += 2;
         t0 = ev[i].t0 < t0 ? ev[i].t0 : t0;
         t1 = ev[i].t1 > t1 ? ev[i].t1 : t1;
     }
     sort_ev = ev;
     qsort(order, (size_t)n, sizeof(int), cmp_ev);
+    otf2_comms comms;
+    build_comms(ev, n, ranks, &comms);
 
     int rc = -1;
     OTF2_Archive *ar = OTF2_Archive_Open(dir, name, OTF2_FILEMODE_WRITE, 1024 * 1024, 4 * 1024 * 1024,
@@ -113,6 +254,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
         if (b < a)
             b = a;
         OTF2_EvtWriter_Enter(w, NULL, a, (OTF2_RegionRef)region_of[order[q]]);
+        count[loc] += 2 + (uint64_t)write_mpi_records(w, s, &comms, order[q], a, b);
         OTF2_EvtWriter_Leave(w, NULL, b, (OTF2_RegionRef)region_of[order[q]]);
         last = b;
     }
@@ -175,6 +317,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
                                                    OTF2_LOCATION_TYPE_CPU_THREAD, count[per_rank * r + c],
                                                    (OTF2_LocationGroupRef)r);
     }
+    write_comm_defs(g, &comms, count, ranks, &str);
     OTF2_Archive_CloseGlobalDefWriter(ar, g);
     if (OTF2_Archive_Close(ar) != OTF2_SUCCESS) {
         snprintf(err, errlen, "OTF2: closing %s/%s.otf2 failed", dir, name);
@@ -182,6 +325,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
     }
     rc = 0;
 out:
+    free_comms(&comms);
     free(regions);
     free(region_of);
     free(order);
