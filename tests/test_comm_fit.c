@@ -27,17 +27,24 @@ static int synthetic(size_t *sizes, double *us, double noise) {
     return n;
 }
 
-static void finds_exact_break_points(void **state) {
-    (void)state;
-    size_t sizes[64];
-    double us[64];
-    int n = synthetic(sizes, us, 0);
-    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, n, 0.01, 3);
+/* the three regimes of truth() found at 4 KiB and 256 KiB */
+static ah_comm_piecewise fit_three(size_t *sizes, double *us, int *n, double noise, double tolerance) {
+    *n = synthetic(sizes, us, noise);
+    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, *n, tolerance, 3);
     assert_int_equal(p.n_regimes, 3);
     assert_int_equal(p.regime[0].min_bytes, 4);
     assert_int_equal(p.regime[0].max_bytes, 4096);
     assert_int_equal(p.regime[1].max_bytes, 262144);
     assert_int_equal(p.regime[2].max_bytes, 64u << 20);
+    return p;
+}
+
+static void finds_exact_break_points(void **state) {
+    (void)state;
+    size_t sizes[64];
+    double us[64];
+    int n;
+    ah_comm_piecewise p = fit_three(sizes, us, &n, 0, 0.01);
     assert_double_equal(p.regime[0].fit.alpha_us, 2, 1e-6);
     assert_double_equal(p.regime[1].fit.beta_gbs, 10, 1e-6);
     assert_double_equal(p.regime[2].fit.alpha_us, 30, 1e-4);
@@ -52,11 +59,8 @@ static void finds_break_points_under_noise(void **state) {
     (void)state;
     size_t sizes[64];
     double us[64];
-    int n = synthetic(sizes, us, 0.03);
-    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, n, 0.10, 3);
-    assert_int_equal(p.n_regimes, 3);
-    assert_int_equal(p.regime[0].max_bytes, 4096);
-    assert_int_equal(p.regime[1].max_bytes, 262144);
+    int n;
+    ah_comm_piecewise p = fit_three(sizes, us, &n, 0.03, 0.10);
     assert_true(p.max_rel_error <= 0.07);
     /* the fewest regimes within tolerance: one line is enough for a line */
     for (int i = 0; i < n; i++)

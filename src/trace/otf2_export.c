@@ -178,6 +178,25 @@ static void write_comm_defs(OTF2_GlobalDefWriter *g, const otf2_comms *c, const 
     free(m);
 }
 
+/* one region per call site: compute sites are user functions, the rest MPI */
+static void write_region_defs(OTF2_GlobalDefWriter *g, char (*regions)[64], int n_regions, uint32_t *next_str) {
+    uint32_t str = *next_str;
+    for (int k = 0; k < n_regions; k++) {
+        OTF2_GlobalDefWriter_WriteString(g, str, regions[k]);
+        int comm = strcmp(regions[k], "forward") && strcmp(regions[k], "backward") &&
+                   strcmp(regions[k], "optimizer");
+        OTF2_RegionRole role = !comm                              ? OTF2_REGION_ROLE_FUNCTION
+                               : !strncmp(regions[k], "recv_", 5) ? OTF2_REGION_ROLE_POINT2POINT
+                               : !strncmp(regions[k], "send_", 5) ? OTF2_REGION_ROLE_POINT2POINT
+                                                                  : OTF2_REGION_ROLE_COLL_ALL2ALL;
+        OTF2_GlobalDefWriter_WriteRegion(g, (OTF2_RegionRef)k, str, str, 0, role,
+                                         comm ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE,
+                                         0, 0, 0);
+        str++;
+    }
+    *next_str = str;
+}
+
 int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
                         char *err, size_t errlen) {
     if (n <= 0 || ranks <= 0) {
@@ -276,19 +295,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
                                               OTF2_UNDEFINED_TIMESTAMP);
     uint32_t str = 0;
     OTF2_GlobalDefWriter_WriteString(g, str++, "");
-    for (int k = 0; k < n_regions; k++) {
-        OTF2_GlobalDefWriter_WriteString(g, str, regions[k]);
-        int comm = strcmp(regions[k], "forward") && strcmp(regions[k], "backward") &&
-                   strcmp(regions[k], "optimizer");
-        OTF2_RegionRole role = !comm                              ? OTF2_REGION_ROLE_FUNCTION
-                               : !strncmp(regions[k], "recv_", 5) ? OTF2_REGION_ROLE_POINT2POINT
-                               : !strncmp(regions[k], "send_", 5) ? OTF2_REGION_ROLE_POINT2POINT
-                                                                  : OTF2_REGION_ROLE_COLL_ALL2ALL;
-        OTF2_GlobalDefWriter_WriteRegion(g, (OTF2_RegionRef)k, str, str, 0, role,
-                                         comm ? OTF2_PARADIGM_MPI : OTF2_PARADIGM_USER, OTF2_REGION_FLAG_NONE,
-                                         0, 0, 0);
-        str++;
-    }
+    write_region_defs(g, regions, n_regions, &str);
     uint32_t s_machine = str++, s_node = str++, s_thread0 = str;
     OTF2_GlobalDefWriter_WriteString(g, s_machine, "autohet run");
     OTF2_GlobalDefWriter_WriteString(g, s_node, "machine");
