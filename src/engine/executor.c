@@ -289,10 +289,12 @@ int ah_executor_rank(const ah_executor *x) {
     return x->rank;
 }
 
-/* Every layer of replica 0 as one rank holds it: each layer's TP shards
+/* Every layer of one replica as one rank holds it: each layer's TP shards
  * scattered into a full-size buffer and summed over the TP group of its
  * holder, then sent to rank 0. Host data over the transport. */
-int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
+int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *n) {
+    if (replica < 0 || replica >= x->plan.n_replicas)
+        return -1;
     int L = ah_model_num_layers(&x->cfg);
     ah_engine_model *e0 = &x->chunks[0];
     size_t total = 0, *off = ah_xcalloc((size_t)L + 1, sizeof(size_t));
@@ -313,12 +315,12 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     ah_transport *t = x->tr;
     for (int l = 0; l < L; l++) {
         size_t ln = off[l + 1] - off[l];
-        ah_engine_model *e = x->replica == 0 ? ah_exec_model_of(x, l) : NULL;
+        ah_engine_model *e = x->replica == replica ? ah_exec_model_of(x, l) : NULL;
         float *buf = ah_xcalloc(ln + 1, sizeof(float));
         if (e)
             ah_engine_layer_to_full(e, l, 0, buf);
-        /* owner: TP rank 0 of the replica-0 stage holding l */
-        int owner = ah_slot_rank(&x->plan, 0, ah_schedule_chunk_of(&x->sched, 0, l)->stage, 0);
+        /* owner: TP rank 0 of the replica's stage holding l */
+        int owner = ah_slot_rank(&x->plan, replica, ah_schedule_chunk_of(&x->sched, replica, l)->stage, 0);
         if (e)
             t->reduce(t->ctx, x->tp_group, buf, ln, AH_DT_F32, 0);
         if (owner == 0) {

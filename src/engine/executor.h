@@ -52,10 +52,11 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
 void ah_executor_free(ah_executor *x);
 int ah_executor_rank(const ah_executor *x);
 
-/* Gather every layer's parameters of replica 0 into `out` laid out layer by
- * layer as a single-rank model would hold them (TP shards concatenated in
- * tensor order). Collective; only rank 0 receives. *n = floats. For tests. */
-int ah_executor_gather_params(ah_executor *x, float **out, size_t *n);
+/* Gather every layer's parameters of one replica into `out` laid out layer
+ * by layer as a single-rank model would hold them (TP shards concatenated in
+ * tensor order). Collective; only rank 0 receives. *n = floats. -1 when the
+ * plan has no such replica. For tests. */
+int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *n);
 
 /* Record every compute op, wait, send and collective of this rank from now
  * on (low overhead: two clock reads per operation). */
