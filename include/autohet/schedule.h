@@ -13,9 +13,10 @@
  *     receives and sends of activations and gradients (peer, bytes), the wait
  *     for outgoing sends, the tied-embedding exchange, the bucket all-reduces,
  *     the step reduction and the optimizer step.
- * Every TP rank of a stage runs its stage's program; its peers are the ranks of
- * the same TP rank in the neighbouring stages, and its tensor-parallel
- * all-reduces happen inside the forward and backward of its layers.
+ * Every TP rank of a stage runs its stage's program; its peers are ranks of
+ * the neighbouring stages (the same TP rank when the degrees agree, else the
+ * rule of ah_tp_source / ah_tp_targets), and its tensor-parallel all-reduces
+ * happen inside the forward and backward of its layers.
  *
  * The engine executes programs over a transport, the simulator turns them
  * into a task graph, `autohet run` maps ranks to hosts with the slot map: one

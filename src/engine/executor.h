@@ -2,12 +2,14 @@
  *
  * Rank r takes one GPU slot of the plan (the slot map of autohet/schedule.h:
  * replica by replica, stage by stage, TP rank by TP rank). Each rank holds its
- * stage's layer chunks (its 1/tp shard; several chunks under the interleaved
- * schedule) and runs its stage's schedule program: forwards and backwards,
- * non-blocking sends and blocking receives of activations and gradients,
- * all-reduces inside its TP group, after the flush the layer-wise gradient
- * all-reduce of every bucket it holds (one group per bucket: exactly its
- * holders), the step reduction and AdamW. Compute runs on a backend
+ * stage's layer chunks (its 1/tp shard, tp its stage's own degree; several
+ * chunks under the interleaved schedule) and runs its stage's schedule
+ * program: forwards and backwards, non-blocking sends and blocking receives of
+ * activations and gradients (peers between stages of different degrees by
+ * rule 1 of per-stage TP), all-reduces inside its TP group, after the flush
+ * the layer-wise gradient all-reduce of every bucket it holds (one group per
+ * bucket: exactly its holders; per TP slice when their degrees differ), the
+ * step reduction and AdamW. Compute runs on a backend
  * (engine/backend.h), communication over a transport (engine/transport.h). A
  * run on one rank without a plan is the trivial plan (one replica, one stage). */
 #ifndef AUTOHET_ENGINE_EXECUTOR_H
@@ -39,7 +41,8 @@ typedef struct {
 /* Set up this rank's part of `plan` (which must match the size of `comm`,
  * normally MPI_COMM_WORLD) under a pipeline schedule: 1F1B, GPipe, or
  * interleaved 1F1B with virtual_stages chunks per stage (0 = 2; ignored by the
- * others). The plan's tp, micro_batch, global_batch and train.seq are used.
+ * others). Each stage's tp, the plan's micro_batch, global_batch and train.seq
+ * are used.
  * init_params = 0 skips the initialisation from the seed (the state is
  * restored next). Collective over comm. Returns NULL with a one-line error
  * (a plan the schedule cannot run says why: ah_schedule_check). */
