@@ -290,8 +290,36 @@ static void test_no_deadlock(void **state) {
     assert_true(cases > 40);
 }
 
+/* Rule 1 of per-stage TP: between degrees a -> b every receiving rank has
+ * exactly one sender, and a sender's targets are exactly the ranks taking from
+ * it; rule 2: a rank of degree t owns T/t consecutive slices of T. */
+static void test_tp_peers_and_slices(void **state) {
+    (void)state;
+    for (int a = 1; a <= 8; a *= 2)
+        for (int b = 1; b <= 8; b *= 2) {
+            int got[8] = {0};
+            for (int s = 0; s < a; s++) {
+                int q[AH_MAX_TP], n = ah_tp_targets(s, a, b, q);
+                assert_int_equal(n, s < b ? (b - s + a - 1) / a : 0);
+                for (int i = 0; i < n; i++) {
+                    assert_int_equal(ah_tp_source(q[i], a), s);
+                    got[q[i]]++;
+                }
+            }
+            for (int q = 0; q < b; q++)
+                assert_int_equal(got[q], 1);
+        }
+    for (int T = 1; T <= 8; T *= 2)
+        for (int t = 1; t <= T; t *= 2)
+            for (int s = 0; s < T; s++) {
+                int q = ah_tp_slice_owner(s, T, t);
+                assert_true(q >= 0 && q < t && q * (T / t) <= s && s < (q + 1) * (T / t));
+            }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tp_peers_and_slices),
         cmocka_unit_test(test_orders),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_chunks_and_buckets),

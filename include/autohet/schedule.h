@@ -13,9 +13,10 @@
  *     receives and sends of activations and gradients (peer, bytes), the wait
  *     for outgoing sends, the tied-embedding exchange, the bucket all-reduces,
  *     the step reduction and the optimizer step.
- * Every TP rank of a stage runs its stage's program; its peers are the ranks of
- * the same TP rank in the neighbouring stages, and its tensor-parallel
- * all-reduces happen inside the forward and backward of its layers.
+ * Every TP rank of a stage runs its stage's program; its peers are ranks of
+ * the neighbouring stages (the same TP rank when the degrees agree, else the
+ * rule of ah_tp_source / ah_tp_targets), and its tensor-parallel all-reduces
+ * happen inside the forward and backward of its layers.
  *
  * The engine executes programs over a transport, the simulator turns them
  * into a task graph, `autohet run` maps ranks to hosts with the slot map: one
@@ -141,5 +142,24 @@ void ah_schedule_plan_free(ah_schedule_plan *sp);
 const ah_program *ah_schedule_program_of(const ah_schedule_plan *sp, int replica, int stage);
 /* the chunk of replica k holding layer l */
 const ah_chunk *ah_schedule_chunk_of(const ah_schedule_plan *sp, int replica, int layer);
+
+/* ---- per-stage TP: who exchanges what (src/schedule/slices.c) ----------- */
+
+/* Rule 1: between a sending stage of degree from_tp and a receiving stage,
+ * TP rank q of the receiver takes the whole activation (or gradient) from TP
+ * rank q mod from_tp of the sender. */
+int ah_tp_source(int tp_rank, int from_tp);
+/* The receivers of TP rank tp_rank of a sending stage of degree from_tp in a
+ * receiving stage of degree to_tp (tp_rank, tp_rank + from_tp, ... < to_tp):
+ * their count (0 when tp_rank >= to_tp), written to out (AH_MAX_TP entries). */
+int ah_tp_targets(int tp_rank, int from_tp, int to_tp, int *out);
+/* Rule 2: the largest TP degree among a bucket's holders (T: its layers' split
+ * tensors are cut into the T shards of the TP=T layout), and 1 when every
+ * holder has the same degree. */
+int ah_bucket_max_tp(const ah_plan *p, const ah_bucket *b);
+int ah_bucket_uniform_tp(const ah_plan *p, const ah_bucket *b);
+/* The TP rank of a holder of degree tp that owns slice `slice` of T (a rank
+ * at TP rank q owns slices q T/tp .. (q+1) T/tp - 1). */
+int ah_tp_slice_owner(int slice, int T, int tp);
 
 #endif

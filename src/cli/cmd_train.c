@@ -334,14 +334,19 @@ static void describe_ranks(int world, int slots, char *buf, size_t n) {
                  slots == 1 ? "" : "s", servers, servers == 1 ? "" : "s");
 }
 
-/* test hook: dump the final parameters (replica 0, full layout) */
+/* test hook: dump the final parameters (full layout) of replica
+ * $AUTOHET_DUMP_REPLICA (default 0) */
 static void dump_params(ah_executor *x, int rank) {
-    const char *dump = getenv("AUTOHET_DUMP_PARAMS");
+    const char *dump = getenv("AUTOHET_DUMP_PARAMS"), *rep = getenv("AUTOHET_DUMP_REPLICA");
     if (!dump)
         return;
     float *all = NULL;
     size_t n = 0;
-    ah_executor_gather_params(x, &all, &n);
+    if (ah_executor_gather_params(x, rep ? atoi(rep) : 0, &all, &n) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "autohet train: AUTOHET_DUMP_REPLICA=%s: the plan has no such replica\n", rep);
+        return;
+    }
     if (rank == 0) {
         FILE *f = fopen(dump, "wb");
         if (f) {

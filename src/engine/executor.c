@@ -128,10 +128,6 @@ static int check_plan(ah_executor *x, char *err, size_t errlen) {
     }
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
-    if (ah_plan_uniform_tp(p) == 0) {
-        snprintf(err, errlen, "the engine does not yet execute plans whose stages have different TP degrees");
-        return -1;
-    }
     return check_memory(p, &x->cfg, err, errlen); /* the schedule's own conditions: ah_schedule_build */
 }
 
@@ -175,9 +171,32 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
     return 0;
 }
 
+/* The tied-embedding exchange of my stage (stage 0 or the last): the rank I
+ * take the other copy's gradient from, and the ranks I send mine to (rule 1
+ * of per-stage TP between the two stages; one partner each way when their
+ * degrees are equal). */
+static void setup_tied(ah_executor *x) {
+    const ah_plan *p = &x->plan;
+    x->tie_partner = -1;
+    for (int i = 0; i < x->prog->n_ops; i++)
+        if (x->prog->ops[i].kind == AH_OP_TIED_SYNC) {
+            int peer = x->prog->ops[i].peer_stage;
+            if (peer == x->stage) {
+                x->tie_partner = -2;
+                continue;
+            }
+            int their_tp = p->replicas[x->replica].stages[peer].tp, q[AH_MAX_TP];
+            x->tie_partner = ah_slot_rank(p, x->replica, peer, ah_tp_source(x->tp_rank, their_tp));
+            x->n_tie_targets = ah_tp_targets(x->tp_rank, x->tp, their_tp, q);
+            for (int k = 0; k < x->n_tie_targets; k++)
+                x->tie_targets[k] = ah_slot_rank(p, x->replica, peer, q[k]);
+        }
+}
+
 /* The groups my program needs: my stage's TP group, one group per gradient
  * bucket (its holders with my TP rank; every rank takes part in every split,
- * in bucket order), and the holder of the other tied embedding copy. */
+ * in bucket order; a bucket whose holders have different degrees gets its
+ * slice groups instead, executor_slices.c), and the tied-embedding peers. */
 static void setup_groups(ah_executor *x) {
     const ah_plan *p = &x->plan;
     ah_transport *t = x->tr;
@@ -189,6 +208,10 @@ static void setup_groups(ah_executor *x) {
     x->bgroups = ah_xcalloc((size_t)x->sched.n_buckets + 1, sizeof(bucket_group));
     for (int q = 0; q < x->sched.n_buckets; q++) {
         bucket_group *b = &x->bgroups[q];
+        if (!ah_bucket_uniform_tp(p, &x->sched.buckets[q])) {
+            ah_exec_mixed_bucket_setup(x, q, b);
+            continue;
+        }
         int member = x->sched.buckets[q].holder[x->replica] == x->stage;
         t->split(t->ctx, t->world, member ? x->tp_rank : -1, x->replica, &b->group);
         if (b->group) {
@@ -197,12 +220,7 @@ static void setup_groups(ah_executor *x) {
             t->allreduce(t->ctx, b->group, &b->lead, 1, AH_DT_I32, AH_RED_MIN);
         }
     }
-    x->tie_partner = -1;
-    for (int i = 0; i < x->prog->n_ops; i++)
-        if (x->prog->ops[i].kind == AH_OP_TIED_SYNC) {
-            int peer = x->prog->ops[i].peer_stage;
-            x->tie_partner = peer == x->stage ? -2 : ah_slot_rank(p, x->replica, peer, x->tp_rank);
-        }
+    setup_tied(x);
 }
 
 ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
@@ -246,9 +264,12 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
 void ah_executor_free(ah_executor *x) {
     if (!x)
         return;
-    for (int q = 0; x->bgroups && q < x->sched.n_buckets; q++)
+    for (int q = 0; x->bgroups && q < x->sched.n_buckets; q++) {
         if (x->bgroups[q].group)
             x->tr->group_free(x->tr->ctx, x->bgroups[q].group);
+        if (x->bgroups[q].T)
+            ah_exec_mixed_bucket_free(x, &x->bgroups[q]);
+    }
     free(x->bgroups);
     if (x->tp_group)
         x->tr->group_free(x->tr->ctx, x->tp_group);
@@ -268,10 +289,12 @@ int ah_executor_rank(const ah_executor *x) {
     return x->rank;
 }
 
-/* Every layer of replica 0 as one rank holds it: each layer's TP shards
+/* Every layer of one replica as one rank holds it: each layer's TP shards
  * scattered into a full-size buffer and summed over the TP group of its
  * holder, then sent to rank 0. Host data over the transport. */
-int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
+int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *n) {
+    if (replica < 0 || replica >= x->plan.n_replicas)
+        return -1;
     int L = ah_model_num_layers(&x->cfg);
     ah_engine_model *e0 = &x->chunks[0];
     size_t total = 0, *off = ah_xcalloc((size_t)L + 1, sizeof(size_t));
@@ -292,12 +315,12 @@ int ah_executor_gather_params(ah_executor *x, float **out, size_t *n) {
     ah_transport *t = x->tr;
     for (int l = 0; l < L; l++) {
         size_t ln = off[l + 1] - off[l];
-        ah_engine_model *e = x->replica == 0 ? ah_exec_model_of(x, l) : NULL;
+        ah_engine_model *e = x->replica == replica ? ah_exec_model_of(x, l) : NULL;
         float *buf = ah_xcalloc(ln + 1, sizeof(float));
         if (e)
             ah_engine_layer_to_full(e, l, 0, buf);
-        /* owner: TP rank 0 of the replica-0 stage holding l */
-        int owner = ah_slot_rank(&x->plan, 0, ah_schedule_chunk_of(&x->sched, 0, l)->stage, 0);
+        /* owner: TP rank 0 of the replica's stage holding l */
+        int owner = ah_slot_rank(&x->plan, replica, ah_schedule_chunk_of(&x->sched, replica, l)->stage, 0);
         if (e)
             t->reduce(t->ctx, x->tp_group, buf, ln, AH_DT_F32, 0);
         if (owner == 0) {

@@ -2,12 +2,14 @@
  *
  * Rank r takes one GPU slot of the plan (the slot map of autohet/schedule.h:
  * replica by replica, stage by stage, TP rank by TP rank). Each rank holds its
- * stage's layer chunks (its 1/tp shard; several chunks under the interleaved
- * schedule) and runs its stage's schedule program: forwards and backwards,
- * non-blocking sends and blocking receives of activations and gradients,
- * all-reduces inside its TP group, after the flush the layer-wise gradient
- * all-reduce of every bucket it holds (one group per bucket: exactly its
- * holders), the step reduction and AdamW. Compute runs on a backend
+ * stage's layer chunks (its 1/tp shard, tp its stage's own degree; several
+ * chunks under the interleaved schedule) and runs its stage's schedule
+ * program: forwards and backwards, non-blocking sends and blocking receives of
+ * activations and gradients (peers between stages of different degrees by
+ * rule 1 of per-stage TP), all-reduces inside its TP group, after the flush
+ * the layer-wise gradient all-reduce of every bucket it holds (one group per
+ * bucket: exactly its holders; per TP slice when their degrees differ), the
+ * step reduction and AdamW. Compute runs on a backend
  * (engine/backend.h), communication over a transport (engine/transport.h). A
  * run on one rank without a plan is the trivial plan (one replica, one stage). */
 #ifndef AUTOHET_ENGINE_EXECUTOR_H
@@ -39,7 +41,8 @@ typedef struct {
 /* Set up this rank's part of `plan` (which must match the size of `comm`,
  * normally MPI_COMM_WORLD) under a pipeline schedule: 1F1B, GPipe, or
  * interleaved 1F1B with virtual_stages chunks per stage (0 = 2; ignored by the
- * others). The plan's tp, micro_batch, global_batch and train.seq are used.
+ * others). Each stage's tp, the plan's micro_batch, global_batch and train.seq
+ * are used.
  * init_params = 0 skips the initialisation from the seed (the state is
  * restored next). Collective over comm. Returns NULL with a one-line error
  * (a plan the schedule cannot run says why: ah_schedule_check). */
@@ -52,10 +55,11 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
 void ah_executor_free(ah_executor *x);
 int ah_executor_rank(const ah_executor *x);
 
-/* Gather every layer's parameters of replica 0 into `out` laid out layer by
- * layer as a single-rank model would hold them (TP shards concatenated in
- * tensor order). Collective; only rank 0 receives. *n = floats. For tests. */
-int ah_executor_gather_params(ah_executor *x, float **out, size_t *n);
+/* Gather every layer's parameters of one replica into `out` laid out layer
+ * by layer as a single-rank model would hold them (TP shards concatenated in
+ * tensor order). Collective; only rank 0 receives. *n = floats. -1 when the
+ * plan has no such replica. For tests. */
+int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *n);
 
 /* Record every compute op, wait, send and collective of this rank from now
  * on (low overhead: two clock reads per operation). */

@@ -11,11 +11,39 @@
 #include "engine/executor.h"
 #include "engine/transport.h"
 
+/* A set of ranks of a gradient sync: the communicator, its size and its
+ * lowest world rank (which names it in traces). */
+typedef struct {
+    ah_group *group;
+    int size, lead;
+} sync_group;
+
+/* One held layer of a bucket whose holders have different TP degrees: the runs
+ * of its gradient buffer that make each TP=T slice I own (in the TP=T shard's
+ * order), and the runs of its replicated tensors. */
+typedef struct {
+    ah_float_run **slice; /* [n_slices] */
+    int *n_slice_runs;
+    size_t *slice_floats;
+    ah_float_run *rep;
+    int n_rep;
+    size_t rep_floats;
+} slice_layer;
+
 /* My membership in one gradient bucket of the schedule (ah_schedule_plan.buckets). */
 typedef struct {
-    ah_group *group; /* the holders of the bucket with my TP rank; NULL: I do not hold it */
+    ah_group *group; /* uniform degree: the holders with my TP rank; NULL: I do not hold it (or mixed) */
     int size;        /* its ranks */
     int lead;        /* its lowest world rank: names the communicator in traces */
+    /* mixed degrees (executor_slices.c; T = 0 when uniform) */
+    int T;              /* the largest degree among the holders */
+    int n_slices;       /* the TP=T slices I own: first_slice .. + n_slices - 1 (0: not a holder) */
+    int first_slice;
+    sync_group *slices; /* [n_slices]: each slice's owners, one rank per replica */
+    sync_group rep;     /* every holder rank: the replicated tensors, summed once per replica */
+    slice_layer *layers; /* [n_layers]: the bucket's layers, when I hold it */
+    int n_layers;
+    ah_dptr pack;       /* a backend buffer of the largest slice or replicated part */
 } bucket_group;
 
 struct ah_executor {
@@ -38,7 +66,9 @@ struct ah_executor {
     int n_chunks;
     ah_group *tp_group;      /* the ranks of my stage */
     bucket_group *bgroups;   /* [sched.n_buckets] */
-    int tie_partner;         /* tied embeddings: the rank holding the other copy, -1 none, -2 myself */
+    int tie_partner;         /* tied embeddings: the rank I take the other copy from, -1 none, -2 myself */
+    int tie_targets[AH_MAX_TP]; /* the ranks I send my copy to (tie_partner alone when the degrees match) */
+    int n_tie_targets;
     /* the last memory-tier snapshot of my layers (what a background persist copies) */
     struct saved_shard *last_mem;
     int last_mem_n, last_mem_step;
@@ -54,6 +84,14 @@ ah_engine_model *ah_exec_model_of(const ah_executor *x, int l);
 /* Layers this rank holds, and the i-th of them in layer order. */
 int ah_exec_n_held(const ah_executor *x);
 int ah_exec_held_layer(const ah_executor *x, int i);
+
+/* Gradient buckets whose holders have different TP degrees (executor_slices.c):
+ * set-up of bucket q (collective over every rank, in bucket order: T + 1
+ * splits), its release, and the all-reduce of held layer l (rule 2 of
+ * per-stage TP, docs/engine.md). */
+void ah_exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b);
+void ah_exec_mixed_bucket_free(ah_executor *x, bucket_group *b);
+void ah_exec_mixed_allreduce(ah_executor *x, int q, int l);
 
 /* Recording (executor_trace.c): one operation of this rank, a no-op unless
  * tracing; returns the record for the caller to complete, or NULL. group: the

@@ -54,13 +54,27 @@ static int pair_of(int a, int b) {
     return a < b ? a : b;
 }
 
-static int peer_rank(const ah_executor *x, const ah_op *op) {
-    return ah_slot_rank(&x->plan, x->replica, op->peer_stage, x->tp_rank);
+static int stage_tp(const ah_executor *x, int stage) {
+    return x->plan.replicas[x->replica].stages[stage].tp;
+}
+
+/* rule 1 of per-stage TP: the rank of `stage` (of my replica) I receive from */
+static int source_rank(const ah_executor *x, int stage) {
+    return ah_slot_rank(&x->plan, x->replica, stage, ah_tp_source(x->tp_rank, stage_tp(x, stage)));
+}
+
+/* ... and the ranks of `stage` I send to (none, one, or several when it has a
+ * higher degree than mine); returns their count */
+static int target_ranks(const ah_executor *x, int stage, int *out) {
+    int n = ah_tp_targets(x->tp_rank, x->tp, stage_tp(x, stage), out);
+    for (int i = 0; i < n; i++)
+        out[i] = ah_slot_rank(&x->plan, x->replica, stage, out[i]);
+    return n;
 }
 
 static void run_recv(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
-    int act = op->kind == AH_OP_RECV_ACT, peer = peer_rank(x, op);
+    int act = op->kind == AH_OP_RECV_ACT, peer = source_rank(x, op->peer_stage);
     ah_dptr into = act ? c->in : c->dio;
     ah_engine_sync(&x->chunks[0]); /* the last op that read the buffer is done */
     AH_EXEC_TRACED(x, act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT, op->mb, act ? 3 : 4,
@@ -68,17 +82,28 @@ static void run_recv(step_ctx *c, const ah_op *op) {
                    x->tr->recv(x->tr->ctx, ah_dptr_transport(into), c->NC * sizeof(float), peer, op->tag));
 }
 
+/* The output of the last compute to every receiver of it. Each receiver's
+ * send is one trace record; they share the op's seq (the sends made at the
+ * site before this op), which is what each receiver's record counts. */
 static void run_send(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
-    int act = op->kind == AH_OP_SEND_ACT, peer = peer_rank(x, op);
+    int act = op->kind == AH_OP_SEND_ACT, site = act ? 6 : 7, peers[AH_MAX_TP];
+    int n = target_ranks(x, op->peer_stage, peers), seq = x->trace.site_seq[site];
     if (c->n_sent == c->cap_sent) {
         c->cap_sent = c->cap_sent ? 2 * c->cap_sent : 16;
         c->sent = ah_xrealloc(c->sent, sizeof(ah_dptr) * (size_t)c->cap_sent);
     }
-    c->sent[c->n_sent++] = c->out;
-    AH_EXEC_TRACED(x, act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT, op->mb, act ? 6 : 7,
-                   (double)c->NC * sizeof(float), 2, pair_of(peer, x->rank), peer,
-                   x->tr->send(x->tr->ctx, ah_dptr_transport(c->out), c->NC * sizeof(float), peer, op->tag));
+    c->sent[c->n_sent++] = c->out; /* freed at the wait, sent or not */
+    for (int i = 0; i < n; i++) {
+        AH_EXEC_TRACED(x, act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT, op->mb, site,
+                       (double)c->NC * sizeof(float), 2, pair_of(peers[i], x->rank), peers[i],
+                       x->tr->send(x->tr->ctx, ah_dptr_transport(c->out), c->NC * sizeof(float), peers[i],
+                                   op->tag));
+        if (x->trace.on && x->trace.n > 0) {
+            x->trace.ev[x->trace.n - 1].seq = seq;
+            x->trace.site_seq[site] = seq + 1;
+        }
+    }
     c->out = ah_dptr_null();
 }
 
@@ -134,7 +159,9 @@ static void run_send_wait(step_ctx *c) {
 }
 
 /* Sum the gradients of the two copies of a tied embedding matrix: both here
- * (a local add), or exchanged with the other holder. */
+ * (a local add), or exchanged with the other holder's stage: one partner
+ * each way when the two stages have the same degree, else mine to every rank
+ * that takes it and theirs from one (rule 1 of per-stage TP). */
 static void run_tied_sync(step_ctx *c) {
     ah_executor *x = c->x;
     if (x->tie_partner == -2) {
@@ -144,12 +171,24 @@ static void run_tied_sync(step_ctx *c) {
     int head = x->stage != 0;
     ah_engine_model *e = ah_exec_model_of(x, head ? c->L - 1 : 0);
     size_t n = ah_engine_tied_size(e);
-    ah_dptr theirs = ah_be_alloc(e->be, n);
+    ah_dptr theirs = ah_be_alloc(e->be, n), mine = ah_engine_tied_grad(e, head);
     ah_engine_sync(e);
-    AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2, pair_of(x->rank, x->tie_partner),
-                   x->tie_partner,
-                   x->tr->sendrecv(x->tr->ctx, ah_dptr_transport(ah_engine_tied_grad(e, head)),
-                                   ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77));
+    ah_transport *t = x->tr;
+    if (x->n_tie_targets == 1 && x->tie_targets[0] == x->tie_partner) {
+        AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2,
+                       pair_of(x->rank, x->tie_partner), x->tie_partner,
+                       t->sendrecv(t->ctx, ah_dptr_transport(mine), ah_dptr_transport(theirs), n * sizeof(float),
+                                   x->tie_partner, 77));
+    } else {
+        double t0 = x->trace.on ? MPI_Wtime() : 0;
+        for (int i = 0; i < x->n_tie_targets; i++)
+            t->send(t->ctx, ah_dptr_transport(mine), n * sizeof(float), x->tie_targets[i], 77);
+        t->recv(t->ctx, ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
+        t->wait_sends(t->ctx); /* mine is read by the sends until here */
+        if (x->trace.on)
+            ah_exec_record(x, AH_TRACE_TIED_SYNC, t0, MPI_Wtime(), -1, 2, (double)n * sizeof(float), 2,
+                           pair_of(x->rank, x->tie_partner), x->tie_partner);
+    }
     /* the same sum on both sides: embedding + head */
     ah_engine_tied_add(e, head, theirs);
     ah_be_free(e->be, theirs);
@@ -160,6 +199,10 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
     const bucket_group *b = &x->bgroups[op->bucket];
     for (int l = op->first; l < op->last; l++) {
+        if (b->T) {
+            ah_exec_mixed_allreduce(x, op->bucket, l);
+            continue;
+        }
         ah_engine_model *e = ah_exec_model_of(x, l);
         ah_engine_sync(e);
         size_t ln = ah_engine_layer_floats(e, l);
@@ -272,8 +315,8 @@ static double run_forward_only(ah_executor *x, int step) {
             const mb_data *d = batch_of(&c, i, 1);
             ah_engine_sync(e);
             if (ci > 0)
-                x->tr->recv(x->tr->ctx, ah_dptr_transport(c.in), bytes,
-                            ah_slot_rank(&x->plan, x->replica, ch[ci - 1].stage, x->tp_rank), base + ci * m + i);
+                x->tr->recv(x->tr->ctx, ah_dptr_transport(c.in), bytes, source_rank(x, ch[ci - 1].stage),
+                            base + ci * m + i);
             ah_dptr out = ci + 1 < nc ? ah_be_alloc(e->be, c.NC) : ah_dptr_null();
             double l = 0;
             ah_eng_acts *acts = c.acts[k] + (size_t)i * (e->last - e->first);
@@ -281,9 +324,9 @@ static double run_forward_only(ah_executor *x, int step) {
             ah_engine_acts_free(e, acts);
             ah_engine_sync(e);
             if (ci + 1 < nc) {
-                x->tr->send(x->tr->ctx, ah_dptr_transport(out), bytes,
-                            ah_slot_rank(&x->plan, x->replica, ch[ci + 1].stage, x->tp_rank),
-                            base + (ci + 1) * m + i);
+                int peers[AH_MAX_TP], np = target_ranks(x, ch[ci + 1].stage, peers);
+                for (int k = 0; k < np; k++)
+                    x->tr->send(x->tr->ctx, ah_dptr_transport(out), bytes, peers[k], base + (ci + 1) * m + i);
                 x->tr->wait_sends(x->tr->ctx);
             } else {
                 c.loss += l;

@@ -181,6 +181,79 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
     free(rows);
 }
 
+void ah_engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out) {
+    ah_engine_model e = {.cfg = *cfg, .tp = tp, .tp_rank = tp_rank};
+    memset(out, 0, sizeof *out);
+    describe_layer(&e, out, l);
+}
+
+void ah_engine_layer_info_free(ah_eng_layer *L) {
+    for (int k = 0; k < L->n_tensors; k++)
+        free(L->t[k].row_of);
+    memset(L, 0, sizeof *L);
+}
+
+/* Runs of a layer buffer, merged where they touch. */
+typedef struct {
+    ah_float_run *r;
+    int n, cap;
+} run_list;
+
+static void run_add(run_list *l, size_t off, size_t n) {
+    if (l->n && l->r[l->n - 1].off + l->r[l->n - 1].n == off) {
+        l->r[l->n - 1].n += n;
+        return;
+    }
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->r = ah_xrealloc(l->r, sizeof(ah_float_run) * (size_t)l->cap);
+    }
+    l->r[l->n++] = (ah_float_run){off, n};
+}
+
+/* the local (row, column) of `mine` holding global element g of its full
+ * tensor; inv: global row (or, for a column-mapped tensor, column) -> local */
+static size_t local_offset(const ah_tensor_info *mine, const int *inv, size_t g) {
+    int colmap = mine->col0 == -1;
+    int R = (int)(g / (size_t)mine->gcols), Cg = (int)(g % (size_t)mine->gcols);
+    int r = colmap ? 0 : inv[R], c = colmap ? inv[Cg] : Cg - mine->col0;
+    if (r < 0 || c < 0 || c >= mine->lcols) {
+        fprintf(stderr, "autohet: tensor %s: a TP slice outside this rank's shard\n", mine->name);
+        abort();
+    }
+    return mine->offset + (size_t)r * mine->lcols + c;
+}
+
+int ah_engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out) {
+    run_list l = {0};
+    for (int i = 0; i < part->n_tensors; i++) {
+        const ah_tensor_info *p = &part->t[i], *m = &mine->t[i];
+        if (p->replicated || p->size == 0)
+            continue;
+        int colmap = m->col0 == -1, n_inv = colmap ? m->gcols : m->grows;
+        int *inv = xcalloc((size_t)n_inv + 1, sizeof(int));
+        for (int k = 0; k < n_inv; k++)
+            inv[k] = -1;
+        for (int k = 0; k < (colmap ? m->lcols : m->lrows); k++)
+            inv[m->row_of[k]] = k;
+        for (int r = 0; r < p->lrows; r++)
+            for (int c = 0; c < p->lcols; c++)
+                run_add(&l, local_offset(m, inv, ah_tensor_global_index(p, r, c)), 1);
+        free(inv);
+    }
+    *out = l.r;
+    return l.n;
+}
+
+int ah_engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out) {
+    run_list l = {0};
+    for (int i = 0; i < mine->n_tensors; i++)
+        if (mine->t[i].replicated && mine->t[i].size > 0)
+            run_add(&l, mine->t[i].offset, mine->t[i].size);
+    *out = l.r;
+    return l.n;
+}
+
 /* Global (row, col) of local element (r, c) of tensor ti. */
 size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c) {
     if (ti->col0 == -1) /* qkv bias: a single row with a column map */

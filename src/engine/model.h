@@ -54,6 +54,26 @@ typedef struct {
     int n_tensors;
 } ah_eng_layer;
 
+/* The tensor table of layer l as TP rank tp_rank of tp holds it, without
+ * buffers (where each tensor's shard sits in the full tensor, which tensors
+ * are replicated): the one description of the TP layout, for code that maps
+ * one degree's shards onto another's. Free with ah_engine_layer_info_free. */
+void ah_engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out);
+void ah_engine_layer_info_free(ah_eng_layer *L);
+
+/* A run of n floats at offset off of a layer buffer. */
+typedef struct {
+    size_t off, n;
+} ah_float_run;
+/* The runs of layer buffer `mine` (a held layer's table) that hold the TP-split
+ * tensors of `part` (the same layer's table at a degree that is a multiple of
+ * mine's, for a TP rank whose shard lies inside mine), in part's element order:
+ * a TP slice of the gradient sync of a layer held at different degrees.
+ * Replicated tensors are left out. Returns the count; *out is malloc'ed. */
+int ah_engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out);
+/* The runs of mine's replicated tensors (the same on every TP rank). */
+int ah_engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out);
+
 /* Saved activations of one micro-batch through one layer. */
 typedef struct {
     ah_dptr buf; /* one backend allocation, sliced */
