@@ -399,6 +399,16 @@ static void set_stage_tp(ah_plan *p, int k, int j, int tp) {
     p->replicas[k].stages[j].tp = tp;
 }
 
+/* 1F1B with the events kept, free latencies (options()). */
+static void simulate_recorded(ah_plan *p, const ah_profile *prof, int global_batch, ah_sim_result *r) {
+    ah_plan_options o;
+    options(&o, global_batch);
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+    char err[256];
+    if (ah_simulate(p, prof, &o, &so, r, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
 /* Two one-stage replicas on two 4-GPU nodes (2.5 GB/s rails), degrees t0 and
  * t1: the bucket is T = max(t0, t1) slices of n/T (n: its bytes at TP 1), each
  * all-reduced between its two owners; a GPU of degree t carries T/t of them,
@@ -422,12 +432,8 @@ static void test_slice_allreduce(void **state) {
         }
         set_stage_tp(&p, 0, 0, t0);
         set_stage_tp(&p, 1, 0, t1);
-        ah_plan_options o;
-        options(&o, 2);
-        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
         ah_sim_result r;
-        char err[256];
-        assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+        simulate_recorded(&p, prof, 2, &r);
         assert_int_equal(r.n_stages, 2);
         assert_int_equal(r.stages[0].tp, t0);
         assert_int_equal(r.stages[1].tp, t1);
@@ -476,12 +482,8 @@ static void test_sends_between_degrees(void **state) {
         set_stage_tp(&p, 0, 0, a);
         set_stage_tp(&p, 0, 1, bd);
         assert_int_equal(ah_plan_slots(&p), a + bd);
-        ah_plan_options o;
-        options(&o, m);
-        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
         ah_sim_result r;
-        char err[256];
-        assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+        simulate_recorded(&p, prof, m, &r);
         assert_int_equal(r.n_stages, 2);
         assert_int_equal(r.n_buckets, 0);
         int sends = 0;
