@@ -78,5 +78,19 @@ expect_error "one stage, nothing to interleave" -- $BIN simulate "$PL/tiny-2x1.j
 expect_error "fewer than the 4 virtual stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --schedule interleaved \
   --virtual-stages 4
 expect_error "virtual-stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --virtual-stages 1
+# a version-2 plan whose stages have different TP degrees (1 -> 2 -> 4 pipelines beside TP-1 replicas;
+# Sailor's OPT-350M profiles and GCP links): played, each stage's degree in the JSON and the trace
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+$BIN simulate "$PL/sim-mixtp-pipe-1-2-4.json" --profile "$ROOT/tests/fixtures/sailor/OPT-350" \
+  --devices "$ROOT/bench/peer-plans/gcp-devices.json" --json "$TMP/mx.json" --trace "$TMP/mx-trace.json" >"$TMP/mx.out" \
+  || fail "simulate a mixed-TP plan"
+jq -e '.iteration_time_s > 0 and .tp == 0 and ([.stages[].tp] == [1, 2, 4, 1, 2, 4, 1, 1]) and
+       (.gpus | length) == 16 and ([.buckets[].slices] == [1, 2, 4]) and
+       ((.closed_form_s / .iteration_time_s - 1) | fabs) < 0.03' "$TMP/mx.json" >/dev/null \
+  || fail "mixed-TP simulation JSON: iteration time, stages' tp, GPUs, bucket slices or closed-form agreement"
+jq -e '.otherData.stage_tp == "1,2,4,1,2,4,1,1" and
+       ([.traceEvents[] | select(.ph == "M" and .name == "process_name")] | length) == 16' "$TMP/mx-trace.json" \
+  >/dev/null || fail "mixed-TP trace: stage_tp or one process per GPU"
+grep -q "Iteration time" "$TMP/mx.out" || fail "mixed-TP: no summary"
 [ $fails -eq 0 ] && echo "cli_simulate: all checks passed"
 exit $fails

@@ -317,12 +317,71 @@ static void test_tp_peers_and_slices(void **state) {
             }
 }
 
+/* Byte counts come at TP 1; the builder divides them by the stages' degrees:
+ * sends by min(a, b) and the tied exchange by the stage's degree with
+ * split_by_tp (whole without it, as the CPU engine sends), a bucket's
+ * all-reduce by its holder's degree always. */
+static void test_bytes_per_degree(void **state) {
+    (void)state;
+    ah_plan p;
+    int st[2] = {2, 1}, mb[2] = {2, 2}, f0[2] = {0, 5}, f1[1] = {0};
+    const int *first[2] = {f0, f1};
+    make_plan(&p, 8, 2, st, mb, first);
+    p.replicas[0].stages[0].tp = 2;
+    p.replicas[0].stages[1].tp = 4;
+    p.replicas[1].stages[0].tp = 2;
+    double grad[10];
+    for (int l = 0; l < 10; l++)
+        grad[l] = 64.0 * (l + 1);
+    for (int split = 0; split < 2; split++) {
+        ah_schedule_options o = {.schedule = AH_SCHED_1F1B, .act_bytes = 64, .grad_bytes = grad,
+                                 .tied_bytes = 32, .split_by_tp = split};
+        ah_schedule_plan sp;
+        char err[256];
+        assert_int_equal(ah_schedule_build(&p, &o, &sp, err, sizeof err), 0);
+        assert_int_equal(sp.n_buckets, 2);
+        assert_double_equal(sp.buckets[0].bytes, 64.0 * (1 + 2 + 3 + 4 + 5), 0); /* at TP 1 */
+        int sends = 0, dp = 0, tied = 0;
+        for (int i = 0; i < sp.n_programs; i++) {
+            const ah_program *pg = &sp.programs[i];
+            int t = p.replicas[pg->replica].stages[pg->stage].tp;
+            for (int n = 0; n < pg->n_ops; n++) {
+                const ah_op *op = &pg->ops[n];
+                switch (op->kind) {
+                case AH_OP_SEND_ACT:
+                case AH_OP_RECV_ACT:
+                case AH_OP_SEND_GRAD:
+                case AH_OP_RECV_GRAD:
+                    assert_double_equal(op->bytes, split ? 64.0 / 2 : 64.0, 0); /* min(2, 4) */
+                    sends++;
+                    break;
+                case AH_OP_DP_ALLREDUCE:
+                    assert_double_equal(op->bytes, sp.buckets[op->bucket].bytes / t, 0);
+                    dp++;
+                    break;
+                case AH_OP_TIED_SYNC:
+                    assert_double_equal(op->bytes, pg->replica == 1 ? 0 : split ? 32.0 / t : 32.0, 0);
+                    tied++;
+                    break;
+                default: break;
+                }
+            }
+        }
+        assert_int_equal(sends, 4 * 2); /* replica 0: act and grad of 2 micro-batches, both ends */
+        assert_int_equal(dp, 2 + 2);    /* each bucket on its two holders */
+        assert_int_equal(tied, 3);      /* both ends of replica 0, the one stage of replica 1 */
+        ah_schedule_plan_free(&sp);
+    }
+    free_plan(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tp_peers_and_slices),
         cmocka_unit_test(test_orders),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_chunks_and_buckets),
+        cmocka_unit_test(test_bytes_per_degree),
         cmocka_unit_test(test_check),
         cmocka_unit_test(test_no_deadlock),
     };

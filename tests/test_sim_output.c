@@ -405,8 +405,8 @@ static void build_result(ah_sim_result *r) {
     r->n_buckets = 2;
     r->buckets = calloc(2, sizeof *r->buckets);
     assert_non_null(r->buckets);
-    r->buckets[0] = (ah_sim_bucket){13, 26, 1.25e8, 4.0 * MS, 4.5 * MS, 5.0 * MS, 2};
-    r->buckets[1] = (ah_sim_bucket){0, 13, 1.25e8, 4.5 * MS, 5.0 * MS, 6.5 * MS, 2};
+    r->buckets[0] = (ah_sim_bucket){13, 26, 1.25e8, 4.0 * MS, 4.5 * MS, 5.0 * MS, 2, 1};
+    r->buckets[1] = (ah_sim_bucket){0, 13, 1.25e8, 4.5 * MS, 5.0 * MS, 6.5 * MS, 2, 1};
     r->flow_updates = 42;
 }
 

@@ -84,7 +84,7 @@ typedef struct {
     int peer_stage;  /* send/receive/tied: the other stage of this replica, -1 if none */
     int tag;         /* send/receive: the same on both ends, unique within the step */
     int bucket;      /* DP all-reduce: index into ah_schedule_plan.buckets, -1 otherwise */
-    double bytes;    /* payload per rank */
+    double bytes;    /* payload per rank (ah_schedule_options says how it follows the degrees) */
 } ah_op;
 
 typedef struct {
@@ -95,7 +95,8 @@ typedef struct {
 
 typedef struct {
     int first, last; /* layers [first, last) */
-    double bytes;    /* gradient bytes per rank */
+    double bytes;    /* gradient bytes of the layers at TP 1 (the whole tensors); a holder of degree t
+                      * moves bytes / t per rank (its DP_ALLREDUCE op's bytes) */
     int *holder;     /* per replica: the stage holding these layers (the members, same TP rank) */
 } ah_bucket;
 
@@ -105,15 +106,24 @@ typedef struct {
     int n_ops;
 } ah_program;
 
-/* What a program builder needs besides the plan: the bytes of one
- * micro-batch's activation between stages, and every layer's gradient bytes
- * per rank (NULL: bucket bytes are 0). */
+/* What a program builder needs besides the plan. Every byte count is at TP 1
+ * (degree-independent); the builder divides by the stages' degrees:
+ *   - a send or receive between stages of degrees a and b carries act_bytes
+ *     whole, or act_bytes / min(a, b) per rank with split_by_tp (a GPU system's
+ *     scatter/gather between TP groups: rule 1 of per-stage TP,
+ *     docs/cost-model.md; the simulator's cost model);
+ *   - the DP all-reduce of a bucket on a holder of degree t carries the bucket's
+ *     gradient bytes / t (the rank's shard, rule 2);
+ *   - the tied-embedding exchange carries tied_bytes whole, or tied_bytes / t
+ *     with split_by_tp.
+ * The CPU engine sends whole activations and leaves split_by_tp 0. */
 typedef struct {
     ah_schedule schedule;
     int virtual_stages; /* V, chunks per stage with the interleaved schedule (0 = 2) */
-    double act_bytes;
-    const double *grad_bytes; /* [num_layers] */
-    double tied_bytes;        /* > 0: layer 0 and the head share a matrix of this many bytes per rank */
+    double act_bytes;   /* one micro-batch's activation between stages */
+    const double *grad_bytes; /* [num_layers] gradient bytes of each layer (NULL: bucket bytes are 0) */
+    double tied_bytes;        /* > 0: layer 0 and the head share a matrix of this many bytes */
+    int split_by_tp;          /* 1: sends and the tied exchange move each rank's share, as above */
 } ah_schedule_options;
 
 typedef struct {

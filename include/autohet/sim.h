@@ -64,9 +64,11 @@ typedef struct {
 
 typedef struct {
     int first, last; /* layers [first, last) */
-    double bytes;    /* gradient bytes per GPU */
+    double bytes;    /* gradient bytes per GPU of one slice: the layers' bytes over `slices` */
     double ready_s, start_s, end_s;
     int n_holders;
+    int slices; /* the largest degree among its holders: a holder of degree t all-reduces slices / t
+                 * slices per GPU (uniform degrees: 1 per GPU, its whole shard) */
 } ah_sim_bucket;
 
 typedef struct {

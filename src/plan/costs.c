@@ -76,6 +76,43 @@ void ah_layer_bytes_free(ah_layer_bytes *b) {
     memset(b, 0, sizeof *b);
 }
 
+const ah_layer_times *ah_plan_costs_times(ah_plan_costs *c, const ah_plan *p, const ah_profile *prof,
+                                          const ah_device *dev, int tp, char *err, size_t errlen) {
+    for (int i = 0; i < c->n_times; i++)
+        if (c->times[i].tp == tp && strcmp(c->times[i].name, dev->name) == 0)
+            return &c->times[i].t;
+    if (c->n_times == AH_PLAN_COSTS_TIMES) {
+        snprintf(err, errlen, "plan: more than %d (GPU type, TP degree) pairs", AH_PLAN_COSTS_TIMES);
+        return NULL;
+    }
+    if (ah_layer_times_build(&c->times[c->n_times].t, prof, &p->model, &p->train, dev, tp, p->micro_batch, err,
+                             errlen) != 0)
+        return NULL;
+    c->times[c->n_times].name = dev->name;
+    c->times[c->n_times].tp = tp;
+    return &c->times[c->n_times++].t;
+}
+
+const ah_layer_bytes *ah_plan_costs_bytes(ah_plan_costs *c, const ah_plan *p, int tp) {
+    int i = 0;
+    while ((1 << i) < tp)
+        i++;
+    if (!c->built[i]) {
+        ah_layer_bytes_build(&c->bytes[i], &p->model, &p->train, tp, p->micro_batch, p->n_replicas);
+        c->built[i] = 1;
+    }
+    return &c->bytes[i];
+}
+
+void ah_plan_costs_free(ah_plan_costs *c) {
+    for (int i = 0; i < c->n_times; i++)
+        ah_layer_times_free(&c->times[i].t);
+    for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
+        if (c->built[i])
+            ah_layer_bytes_free(&c->bytes[i]);
+    memset(c, 0, sizeof *c);
+}
+
 ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs) {
     /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
      * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */

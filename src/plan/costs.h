@@ -50,6 +50,30 @@ void ah_layer_times_free(ah_layer_times *t);
  * case, docs/cost-model.md); ignored otherwise. */
 void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_train_settings *ts, int tp,
                           int mb, int shards);
+/* The layer times of a plan per distinct (device type, TP degree) and its
+ * layer bytes per TP degree, built on first use: the closed form and the
+ * simulator cost a plan's stages through one of these (rule 4 of per-stage
+ * TP, docs/cost-model.md). Zero-initialise; ah_plan_costs_free after use. */
+#define AH_PLAN_COSTS_TIMES 64
+typedef struct {
+    struct {
+        const char *name; /* the device's name (borrowed from the plan) */
+        int tp;
+        ah_layer_times t;
+    } times[AH_PLAN_COSTS_TIMES];
+    int n_times;
+    ah_layer_bytes bytes[AH_MAX_TP_LOG2 + 1]; /* index log2 tp */
+    unsigned char built[AH_MAX_TP_LOG2 + 1];
+} ah_plan_costs;
+/* Layer times of `dev` at degree tp for the plan's model, training settings
+ * and micro-batch; NULL with err (profile errors, more than
+ * AH_PLAN_COSTS_TIMES pairs). */
+const ah_layer_times *ah_plan_costs_times(ah_plan_costs *c, const ah_plan *p, const ah_profile *prof,
+                                          const ah_device *dev, int tp, char *err, size_t errlen);
+/* Per-GPU layer bytes at degree tp (optimizer state sharded over the plan's
+ * replicas when it is distributed). */
+const ah_layer_bytes *ah_plan_costs_bytes(ah_plan_costs *c, const ah_plan *p, int tp);
+void ah_plan_costs_free(ah_plan_costs *c);
 /* Optimizer step of layers [a, e) with the state sharded over `shards` (1 = not). */
 static inline int64_t ah_update_ns(const int64_t *upd_prefix, int a, int e, int shards) {
     int64_t u = upd_prefix[e] - upd_prefix[a];

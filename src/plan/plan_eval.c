@@ -22,54 +22,6 @@ void ah_plan_options_default(ah_plan_options *o) {
     o->strategy = AH_STRATEGY_AUTOHET;
 }
 
-/* Layer times per distinct (device type, TP degree), built lazily. */
-typedef struct {
-    const char *name;
-    int tp;
-    ah_layer_times t;
-} times_entry;
-#define TIMES_CACHE 64
-
-static const ah_layer_times *times_for(times_entry *cache, int *n, const ah_plan *p, const ah_profile *prof,
-                                       const ah_device *dev, int tp, char *err, size_t errlen) {
-    for (int i = 0; i < *n; i++)
-        if (cache[i].tp == tp && strcmp(cache[i].name, dev->name) == 0)
-            return &cache[i].t;
-    if (*n == TIMES_CACHE) {
-        snprintf(err, errlen, "plan: more than %d (GPU type, TP degree) pairs", TIMES_CACHE);
-        return NULL;
-    }
-    if (ah_layer_times_build(&cache[*n].t, prof, &p->model, &p->train, dev, tp, p->micro_batch, err,
-                             errlen) != 0)
-        return NULL;
-    cache[*n].name = dev->name;
-    cache[*n].tp = tp;
-    return &cache[(*n)++].t;
-}
-
-/* Per-GPU layer bytes per TP degree (index log2 tp), built lazily. */
-typedef struct {
-    ah_layer_bytes lb[AH_MAX_TP_LOG2 + 1];
-    unsigned char built[AH_MAX_TP_LOG2 + 1];
-} bytes_cache;
-
-static const ah_layer_bytes *bytes_for(bytes_cache *bc, const ah_plan *p, int tp) {
-    int i = 0;
-    while ((1 << i) < tp)
-        i++;
-    if (!bc->built[i]) {
-        ah_layer_bytes_build(&bc->lb[i], &p->model, &p->train, tp, p->micro_batch, p->n_replicas);
-        bc->built[i] = 1;
-    }
-    return &bc->lb[i];
-}
-
-static void bytes_cache_free(bytes_cache *bc) {
-    for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
-        if (bc->built[i])
-            ah_layer_bytes_free(&bc->lb[i]);
-}
-
 int ah_plan_bucket_starts(const int *holder, int L, int R, int *first) {
     int n = 0;
     for (int l = 0; l < L; l++) {
@@ -267,7 +219,7 @@ static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
  * 1/t of the activation (Megatron's scatter/gather); between stages of
  * different TP degrees the smaller group's GPUs move 1/min(t) each, which
  * bounds both directions (docs/cost-model.md). */
-static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, bytes_cache *bc, const ah_plan_options *o) {
+static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs *pc, const ah_plan_options *o) {
     ah_stage *s = &r->stages[j];
     const ah_node *nd = &p->cluster.nodes[s->node];
     ah_ns p2p = 0;
@@ -279,7 +231,7 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, bytes_cache *b
             nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
         double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
         int tmin = s->tp < r->stages[j + 1].tp ? s->tp : r->stages[j + 1].tp;
-        p2p = ah_p2p_ns(bytes_for(bc, p, tmin)->p2p_bytes, inter, intra, na < nb ? na : nb, o);
+        p2p = ah_p2p_ns(ah_plan_costs_bytes(pc, p, tmin)->p2p_bytes, inter, intra, na < nb ? na : nb, o);
         s->p2p_inter_node = inter;
     }
     s->p2p_s = ah_ns_to_s(p2p);
@@ -306,12 +258,10 @@ static void set_plan_totals(ah_plan *p, ah_ns iteration_ns, int used, double pea
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
     if (ah_plan_validate(p, err, errlen) != 0)
         return -1;
-    times_entry cache[TIMES_CACHE];
-    int n_cache = 0;
     int n_used;
     double dp_bw = used_nodes_dp_bw(p, &n_used);
-    bytes_cache bc;
-    memset(&bc, 0, sizeof bc);
+    ah_plan_costs pc;
+    memset(&pc, 0, sizeof pc);
     int shards = p->train.dist_optimizer ? p->n_replicas : 1;
     int multi = p->n_replicas > 1;
     int rc = 0;
@@ -337,8 +287,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         for (int j = 0; j < r->n_stages; j++) {
             ah_stage *s = &r->stages[j];
             const ah_node *nd = &p->cluster.nodes[s->node];
-            const ah_layer_times *t = times_for(cache, &n_cache, p, prof, &nd->dev, s->tp, err, errlen);
-            const ah_layer_bytes *lb = bytes_for(&bc, p, s->tp);
+            const ah_layer_times *t = ah_plan_costs_times(&pc, p, prof, &nd->dev, s->tp, err, errlen);
+            const ah_layer_bytes *lb = ah_plan_costs_bytes(&pc, p, s->tp);
             if (!t) {
                 rc = -1;
                 break;
@@ -364,7 +314,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             s->in_flight = r->n_stages - j;
             s->mem_bytes = (double)ah_stage_memory(lb, a, e, s->in_flight);
             s->mem_cap_bytes = (double)ah_usable_bytes(&nd->dev, o);
-            ah_ns p2p = stage_p2p_ns(p, r, j, &bc, o);
+            ah_ns p2p = stage_p2p_ns(p, r, j, &pc, o);
             ws[j] = w;
             cs[j] = p2p;
             bs[j] = ah_range(t->bwd, a, e);
@@ -406,9 +356,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             p->bottleneck_replica = k;
         }
     }
-    for (int i = 0; i < n_cache; i++)
-        ah_layer_times_free(&cache[i].t);
-    bytes_cache_free(&bc);
+    ah_plan_costs_free(&pc);
     /* the slowest pipeline, then what is left of the gradient syncs and
      * optimizer steps: a bucket's all-reduce needs every replica holding it */
     if (rc == 0)

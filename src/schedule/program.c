@@ -36,9 +36,17 @@ static int tag_of(int c, int m, int i, int grad) {
     return 2 * (c * m + i) + grad;
 }
 
+/* Bytes per rank of a send between stages j and peer of replica r (ah_schedule_options). */
+static double send_bytes(const ah_replica *r, int j, int peer, const ah_schedule_options *o) {
+    if (!o->split_by_tp)
+        return o->act_bytes;
+    int a = r->stages[j].tp, b = r->stages[peer].tp;
+    return o->act_bytes / (a < b ? a : b);
+}
+
 /* one forward or backward with its receive before and its send after */
-static void emit_compute(op_list *l, const ah_chunk *ch, int nc, int c, int m, ah_compute_op op,
-                         double act_bytes) {
+static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, int nc, int c, int m,
+                         ah_compute_op op, const ah_schedule_options *so) {
     int i = op.micro_batch, fwd = !op.backward;
     int from = fwd ? c - 1 : c + 1, to = fwd ? c + 1 : c - 1;
     if (from >= 0 && from < nc) {
@@ -47,7 +55,7 @@ static void emit_compute(op_list *l, const ah_chunk *ch, int nc, int c, int m, a
         o->chunk = op.chunk;
         o->peer_stage = ch[from].stage;
         o->tag = fwd ? tag_of(c - 1, m, i, 0) : tag_of(c, m, i, 1);
-        o->bytes = act_bytes;
+        o->bytes = send_bytes(r, ch[c].stage, o->peer_stage, so);
     }
     ah_op *o = push(l, fwd ? AH_OP_FORWARD : AH_OP_BACKWARD);
     o->mb = i;
@@ -60,15 +68,17 @@ static void emit_compute(op_list *l, const ah_chunk *ch, int nc, int c, int m, a
         o->chunk = op.chunk;
         o->peer_stage = ch[to].stage;
         o->tag = fwd ? tag_of(c, m, i, 0) : tag_of(c - 1, m, i, 1);
-        o->bytes = act_bytes;
+        o->bytes = send_bytes(r, ch[c].stage, o->peer_stage, so);
     }
 }
 
 /* after the flush: sends complete, tied exchange, buckets top down (one global
  * order, so that ranks in several buckets cannot wait on each other), step
  * reduction, optimizer */
-static void emit_tail(op_list *l, const ah_schedule_plan *sp, int k, int j, int S, int L, int sent,
-                      double tied_bytes) {
+static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_replica *r, int k, int j, int L, int sent,
+                      const ah_schedule_options *so) {
+    int S = r->n_stages, t = r->stages[j].tp;
+    double tied_bytes = so->split_by_tp ? so->tied_bytes / t : so->tied_bytes;
     if (sent)
         push(l, AH_OP_SEND_WAIT);
     if (tied_bytes > 0 && (j == 0 || j == S - 1)) {
@@ -86,7 +96,7 @@ static void emit_tail(op_list *l, const ah_schedule_plan *sp, int k, int j, int 
         o->first = b->first;
         o->last = b->last;
         o->bucket = q;
-        o->bytes = b->bytes;
+        o->bytes = b->bytes / t; /* this rank's shard (rule 2 of per-stage TP) */
     }
     push(l, AH_OP_STEP_SYNC)->bytes = 16;
     push(l, AH_OP_OPTIMIZER);
@@ -101,11 +111,11 @@ static void build_program(ah_schedule_plan *sp, const ah_plan *p, const ah_sched
     ah_schedule_order(sp->schedule, S, V, j, m, order);
     op_list l = {0};
     for (int i = 0; i < 2 * m * V; i++)
-        emit_compute(&l, sp->chunks[k], nc, order[i].chunk * S + j, m, order[i], o->act_bytes);
+        emit_compute(&l, r, sp->chunks[k], nc, order[i].chunk * S + j, m, order[i], o);
     int sent = 0;
     for (int i = 0; i < l.n; i++)
         sent |= l.ops[i].kind == AH_OP_SEND_ACT || l.ops[i].kind == AH_OP_SEND_GRAD;
-    emit_tail(&l, sp, k, j, S, L, sent, o->tied_bytes);
+    emit_tail(&l, sp, r, k, j, L, sent, o);
     free(order);
     *out = (ah_program){k, j, l.ops, l.n};
 }

@@ -30,6 +30,7 @@ typedef struct {
     double latency;    /* flow: fixed part */
     int link0, nlinks; /* flow: range in the link-use pool */
     int part0, nparts; /* collective: range in the participant pool */
+    int slices;        /* collective: the slices it stands for (its largest holder degree) */
     int deps_left;
     int succ0, nsucc;
     double start, end;
@@ -72,6 +73,9 @@ typedef struct {
     int nparts, capparts;
     /* per stage (TP group) */
     int S;
+    ah_plan_costs *costs;            /* layer times and bytes per (device, degree) */
+    const ah_layer_times **lts;      /* per stage: its device's times at its degree */
+    const ah_layer_bytes **lbs;      /* per stage: layer bytes at its degree */
     int **prog, *nprog, *capprog, *pc; /* compute program: task ids in order */
     int **dq, *ndq, *capdq, *dqh;      /* DP collectives in the global bucket order */
     int *busy;
@@ -374,7 +378,9 @@ static void finish_task(engine *e, int id, double now) {
     } else if (k->nparts > 0) {
         for (int i = k->part0; i < k->part0 + k->nparts; i++) {
             int s = e->parts[i];
-            record(e, AH_EV_DP_ALLREDUCE, AH_STREAM_DP, s, k, k->start, now, -1, k->volume);
+            /* bytes each of the stage's GPUs moved: its T/t slices */
+            record(e, AH_EV_DP_ALLREDUCE, AH_STREAM_DP, s, k, k->start, now, -1,
+                   k->volume * k->slices / e->r->stages[s].tp);
             add_interval(&e->iv, &e->niv, &e->capiv, s, k->start, now);
             e->dqh[s]++;
         }
@@ -480,11 +486,6 @@ static int run(engine *e, char *err, size_t errlen) {
 
 /* ---- building ------------------------------------------------------------ */
 
-typedef struct {
-    const char *name;
-    ah_layer_times t;
-} times_cache;
-
 static void push_int(int **arr, int *n, int *cap, int v) {
     GROW(*arr, *n, *cap, 1);
     (*arr)[(*n)++] = v;
@@ -544,15 +545,22 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
     return id;
 }
 
-/* Ring all-reduce of one bucket among its holders: 2(p-1) steps of latency,
- * 2(p-1)/p of the bucket through every GPU, on the slowest link it crosses. */
-static int add_collective(engine *e, int bucket, const int *holders, int np, double bytes) {
+/* Ring all-reduces of one bucket among its holders: 2(p-1) steps of latency,
+ * 2(p-1)/p of the buffer through every GPU, on the slowest link it crosses.
+ * With T the largest holder degree the gradients are cut into T slices
+ * (rule 2 of per-stage TP), each all-reduced among its owners, one GPU per
+ * holder, all at once: a holder of degree t carries T/t of them on each of
+ * its GPUs and T through its node's NIC. The T slice rings are symmetric,
+ * so one flow of one slice's volume with those link weights plays them all
+ * (uniform degrees: one slice per GPU, the plain ring). */
+static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
     int id = new_task(e, TK_FLOW, AH_EV_DP_ALLREDUCE, -1);
     task *k = &e->t[id];
     k->bucket = bucket;
     k->first = e->r->buckets[bucket].first;
     k->last = e->r->buckets[bucket].last;
-    k->volume = 2.0 * (np - 1) / np * bytes;
+    k->slices = T;
+    k->volume = 2.0 * (np - 1) / np * slice_bytes;
     int one_node = 1;
     for (int i = 1; i < np; i++)
         one_node &= e->r->stages[holders[i]].node == e->r->stages[holders[0]].node;
@@ -561,15 +569,16 @@ static int add_collective(engine *e, int bucket, const int *holders, int np, dou
     k->nparts = np;
     for (int i = 0; i < np; i++) {
         int s = holders[i];
+        double per_gpu = (double)T / e->r->stages[s].tp;
         push_int(&e->parts, &e->nparts, &e->capparts, s);
-        use_link(e, id, L_INTRA(s, 0), 1);
-        use_link(e, id, L_INTRA(s, 1), 1);
+        use_link(e, id, L_INTRA(s, 0), per_gpu);
+        use_link(e, id, L_INTRA(s, 1), per_gpu);
         if (!one_node) {
             int node = e->r->stages[s].node;
-            use_link(e, id, L_RAIL(s, 0), 1);
-            use_link(e, id, L_RAIL(s, 1), 1);
-            use_link(e, id, L_NIC(e, node, 0), e->r->stages[s].tp);
-            use_link(e, id, L_NIC(e, node, 1), e->r->stages[s].tp);
+            use_link(e, id, L_RAIL(s, 0), per_gpu);
+            use_link(e, id, L_RAIL(s, 1), per_gpu);
+            use_link(e, id, L_NIC(e, node, 0), T);
+            use_link(e, id, L_NIC(e, node, 1), T);
         }
     }
     return id;
@@ -616,10 +625,9 @@ static void engine_free(engine *e) {
 
 #define CALLOC(ptr, n) ((ptr) = calloc((size_t)(n) + 1, sizeof(*(ptr))))
 
-/* Stage records, per-device layer times (as the planner costs them) and the
- * links of every stage and node. */
-static int setup_stages(engine *e, const ah_profile *prof, const ah_layer_bytes *lb, times_cache *cache,
-                        int *n_cache, const ah_layer_times **lts, char *err, size_t errlen) {
+/* Stage records, layer times and bytes per (device, stage degree) as the
+ * planner costs them, and the links of every stage and node. */
+static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t errlen) {
     const ah_plan *p = e->p;
     for (int k = 0, s = 0; k < p->n_replicas; k++)
         for (int j = 0; j < p->replicas[k].n_stages; j++, s++) {
@@ -632,24 +640,13 @@ static int setup_stages(engine *e, const ah_profile *prof, const ah_layer_bytes 
             ss->gpu_first = st->gpu_first;
             ss->tp = st->tp;
             ss->capacity_bytes = st->mem_cap_bytes;
-            ss->static_bytes = (double)ah_range(lb->static_bytes, st->layer_first, st->layer_last);
+            e->lbs[s] = ah_plan_costs_bytes(e->costs, p, st->tp);
+            ss->static_bytes = (double)ah_range(e->lbs[s]->static_bytes, st->layer_first, st->layer_last);
             e->mem_now[s] = ss->static_bytes;
             mem_point(e, s, 0.0);
-            int c = 0;
-            while (c < *n_cache && strcmp(cache[c].name, nd->dev.name))
-                c++;
-            if (c == *n_cache) {
-                if (*n_cache == 64) {
-                    snprintf(err, errlen, "simulate: more than 64 device types");
-                    return -1;
-                }
-                if (ah_layer_times_build(&cache[c].t, prof, &p->model, &p->train, &nd->dev, st->tp,
-                                         p->micro_batch, err, errlen) != 0)
-                    return -1;
-                cache[c].name = nd->dev.name;
-                (*n_cache)++;
-            }
-            lts[s] = &cache[c].t;
+            e->lts[s] = ah_plan_costs_times(e->costs, p, prof, &nd->dev, st->tp, err, errlen);
+            if (!e->lts[s])
+                return -1;
             /* links of this stage: per-GPU intra-node link and NIC rail */
             e->cap[L_INTRA(s, 0)] = e->cap[L_INTRA(s, 1)] = nd->dev.intra_bw_gbs * 1e9;
             e->cap[L_RAIL(s, 0)] = e->cap[L_RAIL(s, 1)] = ah_nic_share_gbs(nd) * 1e9;
@@ -691,8 +688,8 @@ static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, in
 }
 
 /* The compute tasks of every stage of replica k, in the order of its program. */
-static void add_programs(engine *e, const ah_schedule_plan *sp, int k, const ah_layer_bytes *lb,
-                         const ah_layer_times **lts, compute_ids *ci) {
+static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_ids *ci) {
+    const ah_layer_times **lts = e->lts;
     int R = sp->n_replicas;
     int m = e->p->replicas[k].micro_batches;
     for (int j = 0; j < e->p->replicas[k].n_stages; j++) {
@@ -710,7 +707,7 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, const ah_
             if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
                 continue; /* transfers come from the chunk boundaries, the tail from the buckets */
             int idx = op->chunk * m + op->mb;
-            double act = (double)ah_range(lb->act_bytes, op->first, op->last);
+            double act = (double)ah_range(e->lbs[s]->act_bytes, op->first, op->last);
             if (op->kind == AH_OP_FORWARD) {
                 int id = add_compute(e, AH_EV_FORWARD, s, op->mb, op->first, op->last, lts[s]);
                 e->t[id].act_alloc = act;
@@ -730,12 +727,16 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, const ah_
 }
 
 /* Activation and gradient transfers between consecutive chunks of replica
- * k, chunk boundary by boundary, micro-batch by micro-batch. */
-static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, double bytes, const compute_ids *ci) {
+ * k, chunk boundary by boundary, micro-batch by micro-batch. Between stages
+ * of degrees a and b each GPU moves 1/min(a, b) of the activation, as in the
+ * closed form (rule 1 of per-stage TP, docs/cost-model.md). */
+static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const compute_ids *ci) {
     int m = e->p->replicas[k].micro_batches, base = sp->first_stage[k];
     for (int c = 0; c + 1 < sp->n_chunks[k]; c++) {
         const ah_chunk *a = &sp->chunks[k][c], *b = &sp->chunks[k][c + 1];
         int s = base + a->stage, t = base + b->stage;
+        int tmin = e->r->stages[s].tp < e->r->stages[t].tp ? e->r->stages[s].tp : e->r->stages[t].tp;
+        double bytes = ah_plan_costs_bytes(e->costs, e->p, tmin)->p2p_bytes;
         for (int mb = 0; mb < m; mb++) {
             int ia = a->virt * m + mb, ib = b->virt * m + mb;
             int fa = add_p2p(e, AH_EV_SEND_ACT, s, t, mb, bytes);
@@ -753,8 +754,8 @@ static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, double b
 /* Bucket all-reduces, queued on every holder's DP stream from the top bucket
  * down; the optimizer step after the stage's last bucket; blocking sends
  * occupying the sender's compute stream. */
-static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const compute_ids *ci,
-                                 const ah_layer_times **lts) {
+static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const compute_ids *ci) {
+    const ah_layer_times **lts = e->lts;
     const ah_plan *p = e->p;
     ah_sim_result *r = e->r;
     int R = sp->n_replicas;
@@ -762,7 +763,7 @@ static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const co
     for (int q = r->n_buckets - 1; q >= 0; q--) {
         for (int k = 0; k < R; k++)
             hs[k] = sp->first_stage[k] + sp->buckets[q].holder[k];
-        int col = add_collective(e, q, hs, R, r->buckets[q].bytes);
+        int col = add_collective(e, q, hs, R, r->buckets[q].bytes, r->buckets[q].slices);
         for (int k = 0; k < R; k++) {
             add_dep(e, ci->chunk_of[q * R + k], col);
             push_int(&e->dq[hs[k]], &e->ndq[hs[k]], &e->capdq[hs[k]], col);
@@ -874,6 +875,61 @@ static int engine_alloc(engine *e, ah_sim_result *r, int S) {
            !e->iv || !e->cv || !e->niv || !e->capiv || !e->ncv || !e->capcv || !e->cap;
 }
 
+/* The simulator's buckets from the schedule's: bytes of one slice (the
+ * bucket's TP-1 bytes over its largest holder degree T) and T. */
+static void set_buckets(engine *e, const ah_schedule_plan *sp) {
+    ah_sim_result *r = e->r;
+    int R = sp->n_replicas;
+    r->n_buckets = sp->n_buckets;
+    r->buckets = ah_xcalloc((size_t)sp->n_buckets + 1, sizeof(ah_sim_bucket));
+    for (int q = 0; q < sp->n_buckets; q++) {
+        int T = 1;
+        for (int k = 0; k < R; k++) {
+            int t = r->stages[sp->first_stage[k] + sp->buckets[q].holder[k]].tp;
+            T = t > T ? t : T;
+        }
+        r->buckets[q] = (ah_sim_bucket){.first = sp->buckets[q].first, .last = sp->buckets[q].last,
+                                        .bytes = sp->buckets[q].bytes / T, .slices = T, .n_holders = R};
+    }
+}
+
+/* The task graph of the plan's schedule, run. */
+static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
+    const ah_plan *p = e->p;
+    int S = e->S, R = p->n_replicas;
+    /* byte counts at TP 1; the builder divides by the stages' degrees */
+    const ah_layer_bytes *lb1 = ah_plan_costs_bytes(e->costs, p, 1);
+    ah_schedule_options sopt = {.schedule = so->schedule, .virtual_stages = so->virtual_stages,
+                                .act_bytes = lb1->p2p_bytes, .grad_bytes = lb1->grad_bytes, .split_by_tp = 1};
+    ah_schedule_plan sp;
+    if (ah_schedule_build(p, &sopt, &sp, err, errlen) != 0)
+        return -1;
+    set_buckets(e, &sp);
+    compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)), ah_xcalloc((size_t)S, sizeof(int *)),
+                      ah_xcalloc((size_t)S, sizeof(int *)),
+                      ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int))};
+    for (int k = 0; k < R; k++) {
+        add_programs(e, &sp, k, &ci);
+        add_transfers(e, &sp, k, &ci);
+    }
+    add_sync_and_updates(e, &sp, &ci);
+    link_successors(e);
+    int rc = run(e, err, errlen);
+    if (rc == 0)
+        collect_results(e, &sp, &ci);
+    for (int s = 0; s < S; s++) {
+        free(ci.fwd[s]);
+        free(ci.bfirst[s]);
+        free(ci.blast[s]);
+    }
+    free(ci.fwd);
+    free(ci.bfirst);
+    free(ci.blast);
+    free(ci.chunk_of);
+    ah_schedule_plan_free(&sp);
+    return rc;
+}
+
 int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
                 ah_sim_result *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
@@ -889,58 +945,24 @@ int ah_simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, co
     r->schedule = so->schedule;
     r->closed_form_s = p->iteration_time_s;
     r->n_replicas = p->n_replicas;
-    int tp = ah_plan_uniform_tp(p);
-    if (tp == 0) {
-        snprintf(err, errlen, "simulate: plans whose stages have different TP degrees are not simulated yet");
-        return -1;
-    }
-    int S = ah_plan_slots(p) / tp, R = p->n_replicas, n_cache = 0, rc = 0;
+    int S = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        S += p->replicas[k].n_stages;
     e.S = S;
     r->n_stages = S;
     if (engine_alloc(&e, r, S))
         abort();
-    times_cache cache[64];
-    ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &p->model, &p->train, tp, p->micro_batch, p->n_replicas);
-    const ah_layer_times **lts = ah_xcalloc((size_t)S + 1, sizeof *lts);
-    ah_schedule_plan sp;
-    ah_schedule_options sopt = {so->schedule, so->virtual_stages, lb.p2p_bytes, lb.grad_bytes, 0};
-    rc = setup_stages(&e, prof, &lb, cache, &n_cache, lts, err, errlen);
+    ah_plan_costs costs;
+    memset(&costs, 0, sizeof costs);
+    e.costs = &costs;
+    e.lts = ah_xcalloc((size_t)S + 1, sizeof *e.lts);
+    e.lbs = ah_xcalloc((size_t)S + 1, sizeof *e.lbs);
+    int rc = setup_stages(&e, prof, err, errlen);
     if (rc == 0)
-        rc = ah_schedule_build(p, &sopt, &sp, err, errlen);
-    if (rc == 0) {
-        r->n_buckets = sp.n_buckets;
-        r->buckets = ah_xcalloc((size_t)sp.n_buckets + 1, sizeof(ah_sim_bucket));
-        for (int q = 0; q < sp.n_buckets; q++)
-            r->buckets[q] = (ah_sim_bucket){.first = sp.buckets[q].first, .last = sp.buckets[q].last,
-                                            .bytes = sp.buckets[q].bytes, .n_holders = R};
-        compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)), ah_xcalloc((size_t)S, sizeof(int *)),
-                          ah_xcalloc((size_t)S, sizeof(int *)),
-                          ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int))};
-        for (int k = 0; k < R; k++) {
-            add_programs(&e, &sp, k, &lb, lts, &ci);
-            add_transfers(&e, &sp, k, lb.p2p_bytes, &ci);
-        }
-        add_sync_and_updates(&e, &sp, &ci, lts);
-        link_successors(&e);
-        rc = run(&e, err, errlen);
-        if (rc == 0)
-            collect_results(&e, &sp, &ci);
-        for (int s = 0; s < S; s++) {
-            free(ci.fwd[s]);
-            free(ci.bfirst[s]);
-            free(ci.blast[s]);
-        }
-        free(ci.fwd);
-        free(ci.bfirst);
-        free(ci.blast);
-        free(ci.chunk_of);
-        ah_schedule_plan_free(&sp);
-    }
-    free(lts);
-    for (int c = 0; c < n_cache; c++)
-        ah_layer_times_free(&cache[c].t);
-    ah_layer_bytes_free(&lb);
+        rc = play(&e, so, err, errlen);
+    free(e.lts);
+    free(e.lbs);
+    ah_plan_costs_free(&costs);
     engine_free(&e);
     if (rc != 0)
         ah_sim_result_free(r);

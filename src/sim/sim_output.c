@@ -466,7 +466,8 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
                 t->ranks = r->buckets[e->bucket].n_holders;
                 t->group = bucket_lead[e->bucket] + q;
             } else if (ah_trace_kind_stream(kind) == AH_TRACE_P2P && pi >= 0) {
-                t->peer = m->base[pi] + q;
+                /* GPU q meets GPU q mod t' of a stage of degree t' (rule 1 of per-stage TP) */
+                t->peer = m->base[pi] + q % stage_tp(m->plan, &r->stages[pi]);
                 t->ranks = 2;
                 t->group = rank < t->peer ? rank : t->peer;
             }
@@ -541,6 +542,11 @@ static void sim_trace_other_data(FILE *f, void *ctx) {
     }
     fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"", r->n_replicas,
             r->n_stages > 0 ? r->n_stages : 0, r->n_events > 0 ? r->n_events : 0);
+    /* every stage's degree, stage by stage as in "stages" of the JSON (the "tp" above is 0 when they differ) */
+    fputs(",\"stage_tp\":\"", f);
+    for (int i = 0; r->stages && i < r->n_stages; i++)
+        fprintf(f, "%s%d", i ? "," : "", stage_tp(m->plan, &r->stages[i]));
+    fputs("\"", f);
 }
 
 int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
@@ -1011,6 +1017,7 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
         jadd(&w, o, "node", cJSON_CreateString(node));
         jadd(&w, o, "node_index", jint(st->node));
         jadd(&w, o, "gpu_type", cJSON_CreateString(gpu_type(plan, st)));
+        jadd(&w, o, "tp", jint(tp));
         cJSON *ids = cJSON_CreateArray();
         jadd(&w, o, "gpus", ids);
         for (int g = 0; g < tp; g++)
@@ -1034,6 +1041,7 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
             jadd(&w, q, "gpu_type", cJSON_CreateString(gpu_type(plan, st)));
             jadd(&w, q, "replica", jint(st->replica));
             jadd(&w, q, "stage", jint(st->stage));
+            jadd(&w, q, "tp", jint(tp));
             jadd(&w, q, "compute_s", jnum(st->compute_s));
             jadd(&w, q, "exposed_comm_s", jnum(st->exposed_comm_s));
             jadd(&w, q, "idle_s", jnum(st->idle_s));
@@ -1050,6 +1058,7 @@ int ah_sim_write_json(const ah_plan *plan, const ah_sim_result *r, const char *p
         jpush(&w, bks, o);
         jadd(&w, o, "layers", jpair(bk->first, bk->last));
         jadd(&w, o, "bytes", jnum(bk->bytes));
+        jadd(&w, o, "slices", jint(bk->slices > 0 ? bk->slices : 1));
         jadd(&w, o, "holders", jint(bk->n_holders));
         jadd(&w, o, "ready_s", jnum(bk->ready_s));
         jadd(&w, o, "start_s", jnum(bk->start_s));
@@ -1093,15 +1102,16 @@ void ah_sim_print_summary(const ah_plan *plan, const ah_sim_result *r, FILE *f) 
     }
     wn = wn > 24 ? 24 : wn;
     wg = wg > 16 ? 16 : wg;
-    fprintf(f, "%7s %5s  %-*s  %-*s  %8s %10s %7s  %-19s %9s %10s\n", "replica", "stage", wg, "gpu", wn,
-            "node", "compute", "exp. comm", "idle", "peak mem / cap GiB", "in flight", "finish s");
+    fprintf(f, "%7s %5s %3s  %-*s  %-*s  %8s %10s %7s  %-19s %9s %10s\n", "replica", "stage", "tp", wg, "gpu",
+            wn, "node", "compute", "exp. comm", "idle", "peak mem / cap GiB", "in flight", "finish s");
     for (int i = 0; r->stages && i < r->n_stages; i++) {
         const ah_sim_stage *st = &r->stages[i];
         char mem[48];
         snprintf(mem, sizeof mem, "%.2f / %.2f%s", st->peak_memory_bytes / GIB, st->capacity_bytes / GIB,
                  st->capacity_bytes > 0 && st->peak_memory_bytes > st->capacity_bytes ? " !" : "");
-        fprintf(f, "%7d %5d  %-*.*s  %-*.*s  %7.1f%% %9.1f%% %6.1f%%  %-19s %9d %10.6f\n", st->replica,
-                st->stage, wg, wg, gpu_type(plan, st), wn, wn, node_name(plan, st, nb, sizeof nb),
+        fprintf(f, "%7d %5d %3d  %-*.*s  %-*.*s  %7.1f%% %9.1f%% %6.1f%%  %-19s %9d %10.6f\n", st->replica,
+                st->stage, stage_tp(plan, st), wg, wg, gpu_type(plan, st), wn, wn,
+                node_name(plan, st, nb, sizeof nb),
                 pct(st->compute_s, it), pct(st->exposed_comm_s, it), pct(st->idle_s, it), mem,
                 st->peak_in_flight, st->finish_s);
     }
