@@ -24,7 +24,7 @@ static void hold(ah_holding *h, const char *node, int tier, int lo, int hi, int 
     snprintf(h->dir, sizeof h->dir, "/x/%s/%s", ah_tier_name(tier), node);
     ah_manifest_init(&h->m, node, ah_tier_name(tier));
     for (int l = lo; l < hi; l++) {
-        ah_manifest_entry e = {l, 0, step, "", 1000 + (uint64_t)l, 0x1234};
+        ah_manifest_entry e = {l, 0, step, "", 1000 + (uint64_t)l, 0x1234, 0};
         snprintf(e.file, sizeof e.file, "L%03d-tp0-s%d.safetensors", l, step);
         ah_manifest_put(&h->m, &e);
     }

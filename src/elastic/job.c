@@ -259,7 +259,11 @@ double run_push_to_peers(run_state *s, const int *gone) {
             ah_manifest pm;
             if (ah_manifest_load(dst, &pm, err, sizeof err) != 0)
                 continue;
-            const ah_manifest_entry *have = ah_manifest_find(&pm, e->layer, e->tp_rank);
+            const ah_manifest_entry *have = NULL; /* the peer's newest copy of this shard (same degree) */
+            for (int q = 0; q < pm.n; q++)
+                if (pm.e[q].layer == e->layer && pm.e[q].tp_rank == e->tp_rank &&
+                    pm.e[q].tp_degree == e->tp_degree && (!have || pm.e[q].step > have->step))
+                    have = &pm.e[q];
             if (!have || have->step < e->step) {
                 snprintf(from, sizeof from, "%s/%s", src, e->file);
                 snprintf(to, sizeof to, "%s/%s", dst, e->file);
