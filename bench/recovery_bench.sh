@@ -18,13 +18,23 @@ DATA="$HERE/../tests/fixtures/text"
 STEPS=6
 K=3 # disk + cloud checkpoint every K steps (the full reload restarts from the last one)
 BWS="${RECOVERY_BENCH_CLOUD_MBS:-100 400}"
+RUNS="${RECOVERY_BENCH_RUNS:-3}" # each configuration RUNS times; its row is the run of median recovery time
 ARGS=(--model "$MODEL" --data "$DATA" --steps $STEPS --seed 1 --eval-every 0 --ckpt-every $K)
 
-run() { # name plan preempt mode cloud-MB/s
+run_once() { # name plan preempt mode cloud-MB/s
   timeout 900 "$BIN" run --plan "$HERE/plans/$2.json" "${ARGS[@]}" --preempt "$3" --recovery "$4" \
     --cloud-bandwidth "$5" --run-dir "$TMP/$1.run" --log "$TMP/$1.log" --report "$TMP/$1.json" >"$TMP/$1.out" 2>&1 \
     || { tail -20 "$TMP/$1.out"; echo "recovery_bench: run $1 failed" >&2; exit 1; }
   rm -rf "$TMP/$1.run"
+}
+run() { # name plan preempt mode cloud-MB/s: RUNS runs; NAME.json/.log = the median one's
+  local r
+  for ((r = 1; r <= RUNS; r++)); do run_once "$1-r$r" "${@:2}"; done
+  local med
+  med=$(for ((r = 1; r <= RUNS; r++)); do echo "$(jq '.recoveries[0].seconds' "$TMP/$1-r$r.json") $r"; done \
+    | sort -g | sed -n "$(((RUNS + 1) / 2))p" | cut -d' ' -f2)
+  cp "$TMP/$1-r$med.json" "$TMP/$1.json"
+  cp "$TMP/$1-r$med.log" "$TMP/$1.log"
 }
 row() { # label name
   jq -r --arg lab "$1" --slurpfile log "$TMP/$2.log" '
@@ -95,6 +105,7 @@ printf '  memory snapshot every step: %.1f s vs %.1f s for 5 steps (+%.1f%%); ev
   echo "peers over Open MPI shared memory (one-sided gets from the holder's RMA window), the cloud tier paced to"
   echo "the stated MB/s per node (shared by the node's reading ranks). Recovery = from the kill to the restored"
   echo "state (detection + replan + relaunch + restore); *with lost work* adds the steps lost times the mean step."
+  echo "Each row is the run of median recovery time among $RUNS runs of its configuration."
   echo
   echo "| scenario | recovery | cloud | detection s | replan s | relaunch s | restore s | MB memory / disk / peer / cloud | recovery s | resumed at | steps lost | with lost work s |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

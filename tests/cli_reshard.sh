@@ -18,6 +18,9 @@ AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --pl
 jq -e '.step == 5' "$TMP/ck/state.json" >/dev/null || fail "state.json is not at step 5"
 jq -e '[.shards[].tp_rank] | unique == [0, 1]' "$TMP/ck/n0/manifest.json" >/dev/null \
   || fail "the checkpoint does not hold TP ranks 0 and 1"
+# every entry records its TP degree, and the file name carries it
+jq -e 'all(.shards[]; .tp_degree == 2 and (.file | test("^L[0-9]{3}-tp[01]of2-s5[.]safetensors$")))' \
+  "$TMP/ck/n0/manifest.json" >/dev/null || fail "the manifest does not record TP degree 2 per shard"
 
 resume() { # name plan-or-empty
   local plan=() run=("${MPIRUN[@]}")
@@ -42,10 +45,10 @@ done
 
 # one old TP rank's shard of a block missing everywhere: the TP=1 resume names it
 cp -r "$TMP/ck" "$TMP/ck2"
-rm -f "$TMP"/ck2/n*/L002-tp1-s5.safetensors
+rm -f "$TMP"/ck2/n*/L002-tp1of2-s5.safetensors
 resume_out="$TMP/missing.out"
 "$BIN" train "${ARGS[@]}" --resume "$TMP/ck2" >"$resume_out" 2>&1; rc=$?
-{ [ $rc -ne 0 ] && grep -q "layer 2 (TP rank 1) at step 5" "$resume_out"; } \
+{ [ $rc -ne 0 ] && grep -q "layer 2 (TP rank 1 of 2) at step 5" "$resume_out"; } \
   || { tail -3 "$resume_out"; fail "a missing old TP shard: rc $rc"; }
 
 # a TP=4 run resumed from step 5 dies in the commit of step 6 after its manifests listed TP ranks 0-3
@@ -61,10 +64,24 @@ jq -e '[.shards[] | select(.step == 6) | .tp_rank] | unique == [0, 1, 2, 3]' "$T
 jq -e '.step == 6' "$TMP/ck3/state.json" >/dev/null || fail "the TP=2 run did not commit step 6"
 jq -e 'all(.shards[]; .step == 6 and .tp_rank < 2)' "$TMP/ck3/n0/manifest.json" >/dev/null \
   || fail "the dead TP=4 run's entries are still listed"
-ls "$TMP"/ck3/n0/*-tp[23]-* >/dev/null 2>&1 && fail "the dead TP=4 run's shard files are left"
+ls "$TMP"/ck3/n0/*-tp[23]of4-* >/dev/null 2>&1 && fail "the dead TP=4 run's shard files are left"
 AUTOHET_DUMP_PARAMS="$TMP/tp4b.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp4.json" \
   --resume "$TMP/ck3" >"$TMP/tp4b.out" 2>&1 || { tail -3 "$TMP/tp4b.out"; fail "TP=4 resume of step 6"; }
 out=$("$CMP" "$TMP/ref.bin" "$TMP/tp4b.bin" "$TOL") || fail "TP=4 resume of step 6: parameters differ: $out"
+
+# two degrees of one step side by side: the TP=2 checkpoint (both node directories) lacks TP rank 1 of
+# layer 2, a TP=4 checkpoint of the same step sits in a third node directory under the same (layer,
+# TP rank) keys. A TP=1 resume must take layer 2 from the four TP=4 shards, never TP rank 0 of 2 with
+# anything of 4 (the old size inference found degree 2 and failed on the missing rank)
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp4.json" --steps 8 --ckpt-dir "$TMP/ck4" \
+  --ckpt-every 5 >"$TMP/ck4.out" 2>&1 || { tail -3 "$TMP/ck4.out"; fail "the TP=4 run"; }
+cp -r "$TMP/ck2" "$TMP/ck5"
+cp -r "$TMP/ck4/n0" "$TMP/ck5/n9"
+AUTOHET_DUMP_PARAMS="$TMP/mixed.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --resume "$TMP/ck5" >"$TMP/mixed.out" 2>&1 \
+  || { tail -3 "$TMP/mixed.out"; fail "a TP=1 resume beside two degrees of one step"; }
+grep -q "resharded [0-9]* layer(s) of rank 0 from TP=4 to TP=1" "$TMP/mixed.out" || fail "two degrees: layer 2 not taken from TP=4"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/mixed.bin" "$TOL") || fail "two degrees side by side: parameters differ: $out"
 
 [ $fails -eq 0 ] && echo "reshard: all checks passed"
 exit $((fails > 0))

@@ -464,6 +464,79 @@ static void test_restore_falls_back_across_tiers(void **state) {
     ah_ckpt_free(t, n);
 }
 
+/* Every entry records its shard's TP degree (issue #13): it survives the round
+ * trip, is optional on read (an older manifest: 0, matched by TP rank alone),
+ * must be a power of two above tp_rank; one (layer, TP rank, step) may be
+ * listed at two degrees, and restore takes the degree asked for. */
+static void test_manifest_tp_degree(void **state) {
+    (void)state;
+    char dir[2][128], err[512], name[128];
+    const char *dp[2];
+    for (int d = 0; d < 2; d++) {
+        snprintf(dir[d], sizeof dir[d], "%s/deg%d", root, d);
+        assert_int_equal(mkdir(dir[d], 0755), 0);
+        dp[d] = dir[d];
+    }
+    ah_ckpt_shard_name(name, sizeof name, 3, 1, 4, 12);
+    assert_string_equal(name, "L003-tp1of4-s12.safetensors");
+    ah_ckpt_shard_name(name, sizeof name, 3, 0, 1, 12);
+    assert_string_equal(name, "L003-tp0-s12.safetensors");
+    /* dir 0: TP rank 0 of layer 3 at degrees 2 and 4; dir 1: the same key at degree 4 only */
+    ah_manifest m, r;
+    ah_manifest_init(&m, "n0", "disk");
+    for (int deg = 2; deg <= 4; deg += 2) {
+        ah_manifest_entry e = {.layer = 3, .tp_rank = 0, .step = 12, .tp_degree = deg};
+        ah_ckpt_shard_name(name, sizeof name, 3, 0, deg, 12);
+        write_layer(dir[0], name, (float)deg, &e);
+        ah_manifest_put(&m, &e);
+    }
+    assert_int_equal(m.n, 2); /* two degrees of one key: both kept */
+    assert_int_equal(ah_manifest_save(dir[0], &m, err, sizeof err), 0);
+    assert_int_equal(ah_manifest_load(dir[0], &r, err, sizeof err), 0);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(ah_manifest_find_shard(&r, 3, 0, 4, 12)->tp_degree, 4);
+    assert_int_equal(ah_manifest_find_shard(&r, 3, 0, 2, 12)->tp_degree, 2);
+    assert_null(ah_manifest_find_shard(&r, 3, 0, 1, 12));
+    assert_non_null(ah_manifest_find_shard(&r, 3, 0, 0, 12)); /* any degree */
+    ah_manifest_free(&r);
+    ah_manifest_free(&m);
+    ah_manifest_init(&m, "n1", "disk");
+    ah_manifest_entry e4 = {.layer = 3, .tp_rank = 0, .step = 12, .tp_degree = 4};
+    write_layer(dir[1], "L003-tp0of4-s12.safetensors", 40.0f, &e4);
+    ah_manifest_put(&m, &e4);
+    assert_int_equal(ah_manifest_save(dir[1], &m, err, sizeof err), 0);
+    ah_manifest_free(&m);
+    ah_ckpt_loaded *t;
+    int n;
+    float want[24];
+    assert_int_equal(ah_ckpt_restore_shard(dp, 2, 3, 0, 4, 12, &t, &n, err, sizeof err), 0);
+    fill(want, 24, 4.0f);
+    assert_memory_equal(t[0].data, want, sizeof want); /* dir 0's degree-4 copy, not its degree 2 */
+    ah_ckpt_free(t, n);
+    assert_int_equal(ah_ckpt_restore_shard(dp, 2, 3, 0, 8, 12, &t, &n, err, sizeof err), -1);
+    assert_contains(err, "layer 3 (TP rank 0 of 8) at step 12");
+    /* optional on read; when present a power of two above tp_rank */
+    write_manifest_text(dir[1], "{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": 1, "
+                                "\"tp_rank\": 1, \"step\": 3, \"file\": \"a\", \"bytes\": 6, \"xxh64\": "
+                                "\"0123456789abcdef\"}], \"manifest_xxh64\": \"0000000000000000\"}");
+    assert_int_equal(ah_manifest_load(dir[1], &r, err, sizeof err), 0);
+    assert_int_equal(r.e[0].tp_degree, 0);
+    assert_non_null(ah_manifest_find_shard(&r, 1, 1, 2, 3)); /* an unrecorded degree matches any */
+    ah_manifest_free(&r);
+    const char *bad[] = {"3", "0", "2.5", "1e300", "-2", "1"}; /* "1": tp_rank 1 is not below it */
+    for (int i = 0; i < 6; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc,
+                 "{\"format\": \"autohet-manifest\", \"version\": 2, \"shards\": [{\"layer\": 1, "
+                 "\"tp_rank\": 1, \"tp_degree\": %s, \"step\": 3, \"file\": \"a\", \"bytes\": 6, "
+                 "\"xxh64\": \"0123456789abcdef\"}], \"manifest_xxh64\": \"0000000000000000\"}",
+                 bad[i]);
+        write_manifest_text(dir[1], doc);
+        assert_int_equal(ah_manifest_load(dir[1], &r, err, sizeof err), -1);
+        assert_contains(err, "shards[0]");
+    }
+}
+
 /* a crash between writing the temporary file and the rename leaves the old
  * shard and manifest intact and readable */
 static void test_torn_write_leaves_previous_state(void **state) {
@@ -501,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_detects_flipped_byte_and_truncation),
         cmocka_unit_test(test_manifest_round_trip_and_bitmap),
         cmocka_unit_test(test_restore_falls_back_across_tiers),
+        cmocka_unit_test(test_manifest_tp_degree),
         cmocka_unit_test(test_torn_write_leaves_previous_state),
         cmocka_unit_test(test_manifest_checksum_and_ranges),
         cmocka_unit_test(test_safetensors_hostile_shapes),

@@ -24,10 +24,36 @@ static void hold(ah_holding *h, const char *node, int tier, int lo, int hi, int 
     snprintf(h->dir, sizeof h->dir, "/x/%s/%s", ah_tier_name(tier), node);
     ah_manifest_init(&h->m, node, ah_tier_name(tier));
     for (int l = lo; l < hi; l++) {
-        ah_manifest_entry e = {l, 0, step, "", 1000 + (uint64_t)l, 0x1234};
+        ah_manifest_entry e = {l, 0, step, "", 1000 + (uint64_t)l, 0x1234, 0};
         snprintf(e.file, sizeof e.file, "L%03d-tp0-s%d.safetensors", l, step);
         ah_manifest_put(&h->m, &e);
     }
+}
+
+/* a holding of `node` in `tier` with every TP rank of degree deg of layers [lo, hi) at `step` */
+static void hold_deg(ah_holding *h, const char *node, int tier, int lo, int hi, int step, int deg) {
+    hold(h, node, tier, 0, 0, step);
+    for (int l = lo; l < hi; l++)
+        for (int t = 0; t < deg; t++) {
+            ah_manifest_entry e = {l, t, step, "", 100 * (uint64_t)deg + (uint64_t)t, 0x1234, deg};
+            ah_ckpt_shard_name(e.file, sizeof e.file, l, t, deg, step);
+            ah_manifest_put(&h->m, &e);
+        }
+}
+
+/* rank's entries for layer: how many, and the TP ranks they list as a bit mask */
+static int entries_of(const ah_assignment *a, int rank, int layer, unsigned *tp_mask, int *degree) {
+    int n = 0;
+    *tp_mask = 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->e[i].rank == rank && a->e[i].layer == layer) {
+            n++;
+            *tp_mask |= 1u << a->e[i].tp;
+            if (n > 1 && a->e[i].degree != *degree)
+                fail_msg("rank %d layer %d mixes TP degrees %d and %d", rank, layer, *degree, a->e[i].degree);
+            *degree = a->e[i].degree;
+        }
+    return n;
 }
 
 static void free_holds(ah_holding *h, int n) {
@@ -161,6 +187,85 @@ static void test_server_for_unused_node(void **state) {
     ah_plan_free(&p);
 }
 
+/* A plan whose stages have different TP degrees (stage 0 at TP 2 on n0, ranks 0-1; stage 1 at TP 1
+ * on n1, rank 2) recovering from checkpoints of other degrees: each rank gets its own degree's shard
+ * when one exists, else every TP rank of one complete degree, never a mix. */
+static void test_mixed_degrees(void **state) {
+    (void)state;
+    ah_plan p = load_plan("tiny-ckpt-2stage-tp2-tp1");
+    ah_holding h[4];
+    char err[256];
+    ah_assignment a;
+    unsigned mask;
+    int deg;
+    /* a uniform TP=2 run's memory tier on n0 (n1 wiped) */
+    hold_deg(&h[0], "n0", AH_TIER_MEMORY, 0, 6, 5, 2);
+    assert_int_equal(ah_recovery_assign(h, 1, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
+    assert_int_equal(a.step, 5);
+    for (int l = 0; l < 3; l++) { /* stage 0 has degree 2: its own shard, own memory */
+        assert_int_equal(entries_of(&a, 0, l, &mask, &deg), 1);
+        assert_int_equal(mask, 1u);
+        assert_int_equal(entries_of(&a, 1, l, &mask, &deg), 1);
+        assert_int_equal(mask, 2u);
+        assert_int_equal(deg, 2);
+        assert_int_equal(entry(&a, 1, l)->tier, AH_TIER_MEMORY);
+    }
+    for (int l = 3; l < 6; l++) { /* stage 1 has degree 1: both TP=2 shards, over RMA from n0's rank 0 */
+        assert_int_equal(entries_of(&a, 2, l, &mask, &deg), 2);
+        assert_int_equal(mask, 3u);
+        assert_int_equal(deg, 2);
+        for (int i = 0; i < a.n; i++)
+            if (a.e[i].rank == 2 && a.e[i].layer == l) {
+                assert_int_equal(a.e[i].tier, AH_TIER_PEER);
+                assert_int_equal(a.e[i].server, 0);
+            }
+    }
+    assert_int_equal(a.n, 3 * 2 + 3 * 2);
+    ah_assignment_free(&a);
+    /* the cloud holds layer 4 at degree 1 too: rank 2 takes that one shard, not two to reshard */
+    hold_deg(&h[1], "n1", AH_TIER_CLOUD, 4, 5, 5, 1);
+    assert_int_equal(ah_recovery_assign(h, 2, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
+    assert_int_equal(entries_of(&a, 2, 4, &mask, &deg), 1);
+    assert_int_equal(deg, 1);
+    assert_int_equal(entry(&a, 2, 4)->tier, AH_TIER_CLOUD);
+    assert_int_equal(entries_of(&a, 2, 3, &mask, &deg), 2);
+    ah_assignment_free(&a);
+    free_holds(h, 2);
+    /* the same (layer, TP rank) keys at two degrees: n0's memory has TP rank 0 of 2 of layer 3 only,
+     * the cloud all four TP ranks of degree 4 of every layer; layer 3 comes from degree 4 alone */
+    hold_deg(&h[0], "n0", AH_TIER_MEMORY, 0, 6, 5, 2);
+    ah_manifest_entry *e = (ah_manifest_entry *)ah_manifest_find_shard(&h[0].m, 3, 1, 2, 5);
+    *e = h[0].m.e[--h[0].m.n]; /* drop (3, 1 of 2) */
+    hold_deg(&h[1], "c", AH_TIER_CLOUD, 0, 6, 5, 4);
+    assert_int_equal(ah_recovery_assign(h, 2, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
+    assert_int_equal(entries_of(&a, 2, 3, &mask, &deg), 4);
+    assert_int_equal(mask, 15u);
+    assert_int_equal(deg, 4);
+    assert_int_equal(entries_of(&a, 2, 4, &mask, &deg), 2); /* n0's complete degree 2: nearer than the cloud */
+    assert_int_equal(deg, 2);
+    /* stage 0 (degree 2) finds its own shards of layers 0-2 in its memory tier */
+    assert_int_equal(entries_of(&a, 1, 2, &mask, &deg), 1);
+    assert_int_equal(entry(&a, 1, 2)->tier, AH_TIER_MEMORY);
+    ah_assignment_free(&a);
+    /* full-reload: the cloud's degree 4, resharded by all three ranks */
+    assert_int_equal(ah_recovery_assign(h, 2, &p, AH_RECOVERY_FULL_RELOAD, &a, err, sizeof err), 0);
+    assert_int_equal(entries_of(&a, 0, 0, &mask, &deg), 4);
+    assert_int_equal(deg, 4);
+    assert_int_equal(a.n, 6 * 4 + 3 * 4);
+    ah_assignment_free(&a);
+    free_holds(h, 2);
+    /* no complete degree of layer 3 at step 7 (TP rank 0 of 2 only): the older complete step 5 */
+    hold_deg(&h[0], "n0", AH_TIER_MEMORY, 0, 6, 7, 2);
+    e = (ah_manifest_entry *)ah_manifest_find_shard(&h[0].m, 3, 1, 2, 7);
+    *e = h[0].m.e[--h[0].m.n];
+    hold_deg(&h[1], "c", AH_TIER_CLOUD, 0, 6, 5, 2);
+    assert_int_equal(ah_recovery_assign(h, 2, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
+    assert_int_equal(a.step, 5);
+    ah_assignment_free(&a);
+    free_holds(h, 2);
+    ah_plan_free(&p);
+}
+
 static void test_spot_trace(void **state) {
     (void)state;
     ah_spot_event *e = NULL;
@@ -203,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_nearest_copy_first),
         cmocka_unit_test(test_newest_complete_step),
         cmocka_unit_test(test_server_for_unused_node),
+        cmocka_unit_test(test_mixed_degrees),
         cmocka_unit_test(test_spot_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -76,6 +76,7 @@ typedef struct {
 
 typedef struct {
     int rank, layer, tp, tier;
+    int tp_degree;       /* the TP degree the shard was written under; 0: not stated (the reader's own) */
     int server;          /* a peer shard: the world rank exposing it over RMA; else -1 */
     ah_shard_src src;
     ah_shard_src fallback; /* path[0] == 0: none */
@@ -116,6 +117,7 @@ typedef struct {
     int layer, tp_rank, step;
     char file[128]; /* relative to the manifest's directory */
     uint64_t bytes, xxh64;
+    int tp_degree; /* the TP degree of the shard's stage; 0: not recorded (an older manifest) */
 } ah_manifest_entry;
 
 typedef struct {
@@ -126,13 +128,23 @@ typedef struct {
 
 void ah_manifest_init(ah_manifest *m, const char *node, const char *tier);
 void ah_manifest_free(ah_manifest *m);
-/* adds or replaces the entry for (layer, tp_rank, step): a manifest may list a
- * layer at two steps while a checkpoint commits (docs/checkpoint.md) */
+/* adds or replaces the entry for (layer, tp_rank, tp_degree, step): a manifest
+ * may list a layer at two steps while a checkpoint commits, and at two TP
+ * degrees when two stages of the node hold it (docs/checkpoint.md) */
 void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e);
 /* the newest entry for (layer, tp_rank), or NULL */
 const ah_manifest_entry *ah_manifest_find(const ah_manifest *m, int layer, int tp_rank);
 /* the entry for (layer, tp_rank) at exactly `step`, or NULL */
 const ah_manifest_entry *ah_manifest_find_step(const ah_manifest *m, int layer, int tp_rank, int step);
+/* the entry for (layer, tp_rank) of TP degree tp_degree at exactly `step`, or
+ * NULL. tp_degree 0 asks for any degree; an entry that records no degree
+ * (tp_degree 0) matches any: its degree is then known from its sizes only. */
+const ah_manifest_entry *ah_manifest_find_shard(const ah_manifest *m, int layer, int tp_rank, int tp_degree,
+                                                int step);
+/* The file name of a shard: L<layer>-tp<rank>-s<step>.safetensors for TP
+ * degree 1 (or 0, unstated), L<layer>-tp<rank>of<degree>-s<step>.safetensors
+ * otherwise, so that one node directory can hold a layer at two degrees. */
+void ah_ckpt_shard_name(char *out, size_t n, int layer, int tp_rank, int tp_degree, int step);
 /* drops the entries of every (layer, tp_rank) that also has one at `step`;
  * returns how many were dropped */
 int ah_manifest_prune(ah_manifest *m, int step);
@@ -160,6 +172,10 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp);
  * and the next tier is tried. Returns the index of the tier used, or -1 with
  * err when no tier has a good copy. */
 int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp_rank, int step,
+                          ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
+/* The same for the shard of TP degree tp_degree (ah_manifest_find_shard's
+ * matching: 0 = any degree; an entry without a degree matches any). */
+int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp_rank, int tp_degree, int step,
                           ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
 
 /* Atomic whole-file writes: ah_write_file_atomic() in util/atomic_file.h. */

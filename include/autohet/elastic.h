@@ -4,8 +4,10 @@
  * After a preemption the controller (`autohet run`) knows, from the surviving
  * manifests, which layer shards every node still holds in which tier (the
  * layer bitmaps). For the new plan it picks the newest step at which every
- * layer shard has a copy somewhere, then for every (new rank, layer shard) the
- * nearest copy: own memory > own disk > peer memory > peer disk > cloud. */
+ * layer can be restored, then for every (new rank, layer) the nearest copy of
+ * its own shard (own memory > own disk > peer memory > peer disk > cloud), or,
+ * when its stage's TP degree was not checkpointed, the nearest copy of every
+ * old TP rank's shard of one checkpointed degree, which the rank reshards. */
 #ifndef AUTOHET_ELASTIC_H
 #define AUTOHET_ELASTIC_H
 #include <stddef.h>
@@ -31,6 +33,8 @@ typedef struct {
     int server;   /* peer: the world rank on the holder node that serves it over RMA; else -1 */
     int fallback; /* a cloud holding with the same shard and step, -1 none */
     double bytes;
+    int degree; /* the TP degree of the source shard (0: its manifest records none); when it is not
+                   the rank's stage's, the rank has one entry per old TP rank and reshards */
 } ah_assign_entry;
 
 typedef enum { AH_RECOVERY_LAYER_BITMAP, AH_RECOVERY_FULL_RELOAD } ah_recovery_mode;
@@ -42,7 +46,7 @@ int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_l
 
 typedef struct {
     int step;           /* the step every shard is restored at */
-    ah_assign_entry *e; /* one per (plan rank, layer it holds) */
+    ah_assign_entry *e; /* per (plan rank, layer it holds): its own shard, or every old TP rank's of one degree */
     int n;
     int n_servers;           /* extra ranks (after the plan's) on surviving nodes the plan does not use */
     char (*server_node)[64]; /* their nodes */

@@ -47,6 +47,8 @@ int ah_recovery_doc_write(const char *path, const ah_recovery_doc *d, char *err,
         cJSON_AddNumberToObject(x, "rank", e->rank);
         cJSON_AddNumberToObject(x, "layer", e->layer);
         cJSON_AddNumberToObject(x, "tp", e->tp);
+        if (e->tp_degree > 0)
+            cJSON_AddNumberToObject(x, "tp_degree", e->tp_degree);
         cJSON_AddStringToObject(x, "tier", ah_tier_name(e->tier));
         cJSON_AddStringToObject(x, "holder", e->holder);
         if (e->tier == AH_TIER_PEER) {
@@ -85,8 +87,14 @@ static int parse_shard(const cJSON *it, ah_recovery_shard *v) {
                 *sv = cJSON_GetObjectItemCaseSensitive(it, "server"),
                 *fb = cJSON_GetObjectItemCaseSensitive(it, "fallback"),
                 *ho = cJSON_GetObjectItemCaseSensitive(it, "holder"),
-                *ht = cJSON_GetObjectItemCaseSensitive(it, "holder_tier");
+                *ht = cJSON_GetObjectItemCaseSensitive(it, "holder_tier"),
+                *dg = cJSON_GetObjectItemCaseSensitive(it, "tp_degree");
     memset(v, 0, sizeof *v);
+    /* tp_degree (optional): a power of two above tp, checked before the cast */
+    if (dg && (!cJSON_IsNumber(dg) || !(dg->valuedouble >= 1 && dg->valuedouble <= 65536) ||
+               dg->valuedouble != (double)(int)dg->valuedouble || ((int)dg->valuedouble & ((int)dg->valuedouble - 1))))
+        return -1;
+    v->tp_degree = dg ? (int)dg->valuedouble : 0;
     v->tier = cJSON_IsString(ti) ? ah_tier_parse(ti->valuestring) : -1;
     if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
         parse_src(it, &v->src) != 0 || (v->tier == AH_TIER_PEER && !cJSON_IsNumber(sv)) ||
@@ -95,6 +103,8 @@ static int parse_shard(const cJSON *it, ah_recovery_shard *v) {
     v->rank = r->valueint;
     v->layer = l->valueint;
     v->tp = t->valueint;
+    if (v->tp_degree > 0 && (v->tp < 0 || v->tp >= v->tp_degree))
+        return -1;
     v->server = cJSON_IsNumber(sv) ? sv->valueint : -1;
     v->holder_tier = cJSON_IsString(ht) ? ah_tier_parse(ht->valuestring) : -1;
     if (cJSON_IsString(ho))

@@ -58,11 +58,30 @@ const ah_manifest_entry *ah_manifest_find_step(const ah_manifest *m, int layer, 
     return NULL;
 }
 
+const ah_manifest_entry *ah_manifest_find_shard(const ah_manifest *m, int layer, int tp_rank, int tp_degree,
+                                                int step) {
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i].layer == layer && m->e[i].tp_rank == tp_rank && m->e[i].step == step &&
+            (tp_degree == 0 || m->e[i].tp_degree == 0 || m->e[i].tp_degree == tp_degree))
+            return &m->e[i];
+    return NULL;
+}
+
+void ah_ckpt_shard_name(char *out, size_t n, int layer, int tp_rank, int tp_degree, int step) {
+    if (tp_degree > 1)
+        snprintf(out, n, "L%03d-tp%dof%d-s%d.safetensors", layer, tp_rank, tp_degree, step);
+    else
+        snprintf(out, n, "L%03d-tp%d-s%d.safetensors", layer, tp_rank, step);
+}
+
 void ah_manifest_put(ah_manifest *m, const ah_manifest_entry *e) {
-    ah_manifest_entry *old = (ah_manifest_entry *)ah_manifest_find_step(m, e->layer, e->tp_rank, e->step);
-    if (old) {
-        *old = *e;
-        return;
+    for (int i = 0; i < m->n; i++) {
+        ah_manifest_entry *old = &m->e[i];
+        if (old->layer == e->layer && old->tp_rank == e->tp_rank && old->step == e->step &&
+            old->tp_degree == e->tp_degree) {
+            *old = *e;
+            return;
+        }
     }
     if (m->n == m->cap) {
         m->cap = m->cap ? 2 * m->cap : 16;
@@ -148,6 +167,8 @@ int ah_manifest_save(const char *dir, const ah_manifest *m, char *err, size_t er
         snprintf(hex, sizeof hex, "%016" PRIx64, e->xxh64);
         cJSON_AddNumberToObject(s, "layer", e->layer);
         cJSON_AddNumberToObject(s, "tp_rank", e->tp_rank);
+        if (e->tp_degree > 0)
+            cJSON_AddNumberToObject(s, "tp_degree", e->tp_degree);
         cJSON_AddNumberToObject(s, "step", e->step);
         cJSON_AddStringToObject(s, "file", e->file);
         cJSON_AddNumberToObject(s, "bytes", (double)e->bytes);
@@ -184,8 +205,15 @@ static int json_uint(const cJSON *v, double max, double *out) {
 static int parse_entry(const char *path, int i, const cJSON *s, ah_manifest_entry *e, char *err, size_t errlen) {
     const cJSON *fi = cJSON_GetObjectItemCaseSensitive(s, "file"),
                 *hx = cJSON_GetObjectItemCaseSensitive(s, "xxh64");
-    double ly, tp, st, by;
+    const cJSON *dg = cJSON_GetObjectItemCaseSensitive(s, "tp_degree");
+    double ly, tp, st, by, deg = 0;
     memset(e, 0, sizeof *e);
+    /* tp_degree is optional (older manifests): absent, the shard's degree is
+     * known from its sizes only; present, a power of two above tp_rank */
+    if (dg && (json_uint(dg, 65536, &deg) != 0 || deg < 1 || ((uint64_t)deg & ((uint64_t)deg - 1)) != 0)) {
+        snprintf(err, errlen, "%s: shards[%d].tp_degree: expected a power of two >= 1", path, i);
+        return -1;
+    }
     /* bytes up to 2^53: exact in a double; a shard that large is refused by
      * the size check against the file before anything is allocated */
     if (json_uint(cJSON_GetObjectItemCaseSensitive(s, "layer"), 1e6, &ly) != 0 ||
@@ -208,8 +236,13 @@ static int parse_entry(const char *path, int i, const cJSON *s, ah_manifest_entr
         snprintf(err, errlen, "%s: shards[%d].xxh64: expected 16 hex digits", path, i);
         return -1;
     }
+    if (dg && tp >= deg) {
+        snprintf(err, errlen, "%s: shards[%d]: tp_rank %d is not below tp_degree %d", path, i, (int)tp, (int)deg);
+        return -1;
+    }
     e->layer = (int)ly;
     e->tp_rank = (int)tp;
+    e->tp_degree = (int)deg;
     e->step = (int)st;
     e->bytes = (uint64_t)by;
     snprintf(e->file, sizeof e->file, "%s", fi->valuestring);
@@ -304,10 +337,15 @@ int ah_manifest_load_or_set_aside(const char *dir, ah_manifest *m, char *err, si
     return 1;
 }
 
-/* shard file names as the engine writes them: L<layer>-tp<r>-s<step>.safetensors */
+/* shard file names as the engine writes them (ah_ckpt_shard_name):
+ * L<layer>-tp<r>-s<step>.safetensors, L<layer>-tp<r>of<degree>-s<step>.safetensors */
 static int is_shard_name(const char *n) {
-    int layer, tp, step, end = 0;
-    return sscanf(n, "L%d-tp%d-s%d.safetensors%n", &layer, &tp, &step, &end) == 3 && end > 0 && n[end] == 0;
+    int layer, tp, deg, step, end = 0;
+    if (sscanf(n, "L%d-tp%d-s%d.safetensors%n", &layer, &tp, &step, &end) == 3 && end > 0 && n[end] == 0)
+        return 1;
+    end = 0;
+    return sscanf(n, "L%d-tp%dof%d-s%d.safetensors%n", &layer, &tp, &deg, &step, &end) == 4 && end > 0 &&
+           n[end] == 0;
 }
 
 /* Is process pid gone? A SIGKILLed writer whose parent died too can stay a
@@ -363,7 +401,14 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp) {
 
 int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp_rank, int step,
                           ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
-    char why[1024] = "";
+    return ah_ckpt_restore_shard(dirs, n_dirs, layer, tp_rank, 0, step, out, n, err, errlen);
+}
+
+int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp_rank, int tp_degree, int step,
+                          ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
+    char why[1024] = "", of[32] = "";
+    if (tp_degree > 0)
+        snprintf(of, sizeof of, " of %d", tp_degree);
     for (int d = 0; d < n_dirs; d++) {
         ah_manifest m;
         char e2[512];
@@ -371,7 +416,7 @@ int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp
             fprintf(stderr, "autohet: %s; trying the next tier\n", e2);
             continue;
         }
-        const ah_manifest_entry *e = ah_manifest_find_step(&m, layer, tp_rank, step);
+        const ah_manifest_entry *e = ah_manifest_find_shard(&m, layer, tp_rank, tp_degree, step);
         if (e) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dirs[d], e->file);
@@ -384,7 +429,7 @@ int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp
         }
         ah_manifest_free(&m);
     }
-    snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no tier holds a good copy%s%s", layer, tp_rank,
+    snprintf(err, errlen, "layer %d (TP rank %d%s) at step %d: no tier holds a good copy%s%s", layer, tp_rank, of,
              step, why[0] ? "; last error: " : "", why);
     return -1;
 }

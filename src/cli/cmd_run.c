@@ -15,7 +15,7 @@ static void run_usage(FILE *f) {
         f,
         "usage: autohet run (--plan PLAN.json | --cluster INVENTORY [--global-batch G --micro-batch B --seq "
         "L])\n"
-        "                   [--tp T] --model NAME|config.json --data PATH --steps N [--seed S]\n"
+        "                   [--tp T] [--replan-tp T|any] --model NAME|config.json --data PATH --steps N [--seed S]\n"
         "                   [--lr LR] [--warmup N] [--eval-every K]\n"
         "                   [--preempt NODE@STEP[,NODE@STEP...]] [--spot-trace FILE --time-scale X]\n"
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
@@ -33,7 +33,9 @@ static void run_usage(FILE *f) {
         "  --plan          first plan (its cluster is the inventory, its TP/micro-batch/batch/seq are kept)\n"
         "  --cluster       inventory (JSON or shorthand like 4x1xcpu); the planner makes the first plan;\n"
         "                  batch shape as autohet train (default global batch 8, micro-batch 2, seq 128)\n"
-        "  --tp            TP degree when planning (default 1; fixed for the run)\n"
+        "  --tp            TP degree of the first plan when planning (default 1)\n"
+        "  --replan-tp     TP degree of the plans made after a change of the node set (default any: the\n"
+        "                  planner chooses; shards of another degree are resharded on recovery)\n"
         "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1)\n"
         "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list)\n"
         "  --spot-trace    replay an availability trace (<time_ms>,<add|remove>,<node>; the k-th trace node\n"
@@ -64,7 +66,7 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
@@ -102,6 +104,15 @@ int cmd_run(int argc, char **argv) {
         case 'n': dv = &o.notice_s; break;
         case 'b': dv = &o.cloud_mbs; break;
         case 'l': dv = &o.lr, dmin = 1e-12; break;
+        case 'Y':
+            if (strcmp(optarg, "any") != 0 &&
+                (cli_int_value("--replan-tp", optarg, 1, &o.replan_tp, msg, sizeof msg) != 0 ||
+                 (o.replan_tp & (o.replan_tp - 1)) != 0 || o.replan_tp > AH_MAX_TP)) {
+                snprintf(msg, sizeof msg, "--replan-tp '%s': expected any or a power of two <= %d", optarg,
+                         AH_MAX_TP);
+                return cli_bad_input("run", msg);
+            }
+            break;
         case 'R':
             if (!strcmp(optarg, "layer-bitmap"))
                 o.mode = AH_RECOVERY_LAYER_BITMAP;

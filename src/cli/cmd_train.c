@@ -130,13 +130,15 @@ static void forward_grace_notice(const ah_executor *x) {
 
 /* Under autohet run: tell the controller which process is which rank on which
  * node ($AUTOHET_PID_DIR/rank-R: "PID NODE"), so that it can preempt a node. */
-static void write_pid_line(int rank, const char *node) {
+static void write_pid_line(int rank, const char *node, double peak) {
     const char *dir = getenv("AUTOHET_PID_DIR");
     if (!dir)
         return;
     char path[2048], line[160], err[256];
     snprintf(path, sizeof path, "%s/rank-%d", dir, rank);
-    int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), node);
+    /* "PID NODE [SGEMM_PEAK]": autohet run hands the peak to its later generations */
+    int len = peak > 0 ? snprintf(line, sizeof line, "%ld %s %.6g\n", (long)getpid(), node, peak)
+                       : snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), node);
     if (ah_write_file_atomic(path, line, (size_t)len, err, sizeof err) != 0)
         fprintf(stderr, "autohet train: %s\n", err);
 }
@@ -162,7 +164,7 @@ static int serve_only(const char *assignment, int rank) {
                 snprintf(node, sizeof node, "%s", d.ranks[i].node);
         ah_recovery_doc_free(&d);
     }
-    write_pid_line(rank, node);
+    write_pid_line(rank, node, 0);
     if (ah_trainer_serve_recovery(assignment, rank, err, sizeof err) != 0) {
         fprintf(stderr, "autohet train: recovery server rank %d: %s\n", rank, err);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -426,7 +428,10 @@ int cmd_train(int argc, char **argv) {
             return serve_only(a.recover, rank);
         }
     }
-    double peak = ah_measure_sgemm_peak();
+    /* a later generation of autohet run is told the peak its first generation measured on this
+     * machine (it only scales the MFU): a relaunch after a preemption does not benchmark again */
+    const char *known_peak = getenv("AUTOHET_SGEMM_PEAK");
+    double peak = known_peak && strtod(known_peak, NULL) > 0 ? strtod(known_peak, NULL) : ah_measure_sgemm_peak();
     ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)a.seed,
                                         ah_trainer_initialises_params(&tc), peak, a.schedule, a.virtual_stages,
                                         msg, sizeof msg);
@@ -450,7 +455,7 @@ int cmd_train(int argc, char **argv) {
                    cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), ranks, plan.n_replicas,
                    plan.n_replicas == 1 ? "" : "s", tp_text, plan.global_batch, plan.train.seq,
                    plan.micro_batch, a.data, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
-        write_pid_line(rank, ah_executor_node_name(x));
+        write_pid_line(rank, ah_executor_node_name(x), peak);
         rc = train(x, comm, &tc, log);
     }
     if (log)

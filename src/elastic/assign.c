@@ -43,9 +43,18 @@ static int cmp_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* the holding's entry for (layer, tp) at exactly `step`, or NULL */
-static const ah_manifest_entry *held(const ah_holding *h, int layer, int tp, int step) {
-    return ah_manifest_find_step(&h->m, layer, tp, step);
+/* the holding's entry for TP rank tp of layer at exactly `step` and TP degree
+ * deg: strict, one that records deg; else also one that records no degree
+ * (an older manifest; deg 0 asks for any) */
+static const ah_manifest_entry *held(const ah_holding *h, int layer, int tp, int deg, int step, int strict) {
+    if (!strict)
+        return ah_manifest_find_shard(&h->m, layer, tp, deg, step);
+    for (int i = 0; i < h->m.n; i++) {
+        const ah_manifest_entry *e = &h->m.e[i];
+        if (e->layer == layer && e->tp_rank == tp && e->tp_degree == deg && e->step == step)
+            return e;
+    }
+    return NULL;
 }
 
 void ah_assignment_free(ah_assignment *a) {
@@ -54,17 +63,171 @@ void ah_assignment_free(ah_assignment *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* what every source choice needs to know */
+typedef struct {
+    const ah_holding *h;
+    int nh;
+    const int *usable, *h_node, *server;
+    int world, step;
+    ah_recovery_mode mode;
+    double *load; /* bytes served per holding, to spread peers */
+    ah_assignment *out;
+} assign_ctx;
+
+/* some usable holding has the shard */
+static int available(const assign_ctx *c, int l, int t, int deg, int strict, int step) {
+    for (int i = 0; i < c->nh; i++)
+        if (c->usable[i] && held(&c->h[i], l, t, deg, step, strict))
+            return 1;
+    return 0;
+}
+
+/* every TP rank of degree T of layer l has a copy (recorded at degree T) */
+static int degree_complete(const assign_ctx *c, int l, int T, int step) {
+    for (int t = 0; t < T; t++)
+        if (!available(c, l, t, T, 1, step))
+            return 0;
+    return 1;
+}
+
+/* Can every stage of `plan` holding layer l restore it at `step`: its own
+ * degree's shards (any, legacy entries included), or every TP rank of one
+ * recorded degree to reshard from? 1, or 0 with *missing_tp the first
+ * own-degree TP rank missing. */
+static int layer_restorable(const assign_ctx *c, const ah_plan *plan, int l, int step, int *missing_tp) {
+    int direct = 1;
+    for (int k = 0; k < plan->n_replicas && direct; k++)
+        for (int j = 0; j < plan->replicas[k].n_stages && direct; j++) {
+            const ah_stage *s = &plan->replicas[k].stages[j];
+            for (int t = 0; l >= s->layer_first && l < s->layer_last && t < s->tp && direct; t++)
+                if (!available(c, l, t, s->tp, 0, step))
+                    direct = 0, *missing_tp = t;
+        }
+    for (int T = 1; T <= AH_MAX_TP && !direct; T *= 2)
+        direct = degree_complete(c, l, T, step);
+    return direct;
+}
+
+/* The source of shard (l, t, deg) for a rank on plan node `node` into v:
+ * nearest first (own memory, own disk, peer memory, peer disk, cloud; among
+ * peers the least loaded), a cloud copy as the fallback. 0, -1 none. */
+static int pick_source(const assign_ctx *c, ah_assign_entry *v, int node, int l, int t, int deg, int strict) {
+    static const int order[4][2] = {{AH_TIER_MEMORY, 1}, {AH_TIER_DISK, 1}, {AH_TIER_MEMORY, 0}, {AH_TIER_DISK, 0}};
+    const ah_holding *h = c->h;
+    v->holding = v->server = v->fallback = -1;
+    for (int o = 0; o < 4 && v->holding < 0 && c->mode == AH_RECOVERY_LAYER_BITMAP; o++) {
+        int best = -1;
+        for (int i = 0; i < c->nh; i++) {
+            if (h[i].tier != order[o][0] || !held(&h[i], l, t, deg, c->step, strict))
+                continue;
+            int own = c->h_node[i] >= 0 && c->h_node[i] == node;
+            if (own != order[o][1])
+                continue;
+            if (best < 0 || c->load[i] < c->load[best])
+                best = i;
+        }
+        if (best >= 0) {
+            v->holding = best;
+            v->tier = order[o][1] ? order[o][0] : AH_TIER_PEER;
+            v->server = order[o][1] ? -1 : server_of(c->out, h, best, c->h_node, c->server, c->world);
+        }
+    }
+    for (int i = 0; i < c->nh; i++)
+        if (h[i].tier == AH_TIER_CLOUD && held(&h[i], l, t, deg, c->step, strict)) {
+            if (v->holding < 0) {
+                v->holding = i;
+                v->tier = AH_TIER_CLOUD;
+            } else if (v->fallback < 0 && v->tier != AH_TIER_CLOUD) {
+                v->fallback = i;
+            }
+        }
+    if (v->holding < 0)
+        return -1;
+    const ah_manifest_entry *me = held(&h[v->holding], l, t, deg, c->step, strict);
+    v->bytes = (double)me->bytes;
+    v->degree = me->tp_degree;
+    c->load[v->holding] += v->bytes;
+    return 0;
+}
+
+/* The old degree to reshard layer l from for a rank on `node`: a complete
+ * recorded degree, the one with most shards on the rank's own node, then the
+ * smallest. 0 when none. */
+static int reshard_degree(const assign_ctx *c, int l, int node) {
+    int best = 0, best_own = -1;
+    for (int T = 1; T <= AH_MAX_TP; T *= 2) {
+        if (!degree_complete(c, l, T, c->step))
+            continue;
+        int own = 0;
+        for (int t = 0; t < T; t++)
+            for (int i = 0, hit = 0; i < c->nh && !hit; i++)
+                hit = c->usable[i] && c->h_node[i] == node && c->h[i].tier != AH_TIER_CLOUD &&
+                      held(&c->h[i], l, t, T, c->step, 1),
+                own += hit;
+        if (own > best_own)
+            best = T, best_own = own;
+    }
+    return best;
+}
+
+/* The entries of plan rank r: per held layer its own shard, or every old TP
+ * rank's shard of one degree to reshard from. Appends to *e (n, cap). 0 or
+ * -1 with err. */
+static int assign_rank(const assign_ctx *c, const ah_plan *plan, int r, ah_assign_entry **e, int *n, int *cap,
+                       char *err, size_t errlen) {
+    int f = 0, l1 = 0, t = 0;
+    int node = ah_plan_rank_node(plan, r, &f, &l1, &t);
+    ah_slot sl;
+    ah_rank_slot(plan, r, &sl);
+    int deg = plan->replicas[sl.replica].stages[sl.stage].tp;
+    for (int l = f; l < l1; l++) {
+        int direct = available(c, l, t, deg, 0, c->step), T = direct ? deg : reshard_degree(c, l, node);
+        for (int q = 0; q < (direct ? 1 : T); q++) {
+            if (*n == *cap)
+                *e = ah_xrealloc(*e, sizeof **e * (size_t)(*cap *= 2));
+            ah_assign_entry *v = &(*e)[(*n)++];
+            *v = (ah_assign_entry){r, l, direct ? t : q, -1, -1, -1, -1, 0, 0};
+            if (T == 0 || pick_source(c, v, node, l, direct ? t : q, T, !direct) != 0) {
+                /* cannot happen: the step was chosen restorable over usable holdings */
+                snprintf(err, errlen, "layer %d (TP rank %d) at step %d has no source", l, t, c->step);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The newest step (of the usable holdings' entries) at which every layer is
+ * restorable by the plan; -1 with *why_layer, *why_tp, *n_steps (0: no
+ * entry at all) when none is. */
+static int choose_step(assign_ctx *c, const ah_plan *plan, int *why_layer, int *why_tp, int *n_steps_out) {
+    int L = ah_model_num_layers(&plan->model), n_steps = 0, cap = 16, chosen = -1;
+    int *steps = ah_xcalloc((size_t)cap, sizeof(int));
+    for (int i = 0; i < c->nh; i++)
+        for (int k = 0; c->usable[i] && k < c->h[i].m.n; k++) {
+            if (n_steps == cap)
+                steps = ah_xrealloc(steps, sizeof(int) * (size_t)(cap *= 2));
+            steps[n_steps++] = c->h[i].m.e[k].step;
+        }
+    qsort(steps, (size_t)n_steps, sizeof(int), cmp_desc);
+    for (int s = 0; s < n_steps && chosen < 0; s++) {
+        if (s > 0 && steps[s] == steps[s - 1])
+            continue;
+        int ok = 1;
+        for (int l = 0; l < L && ok; l++)
+            if (!layer_restorable(c, plan, l, steps[s], why_tp))
+                ok = 0, *why_layer = l;
+        if (ok)
+            chosen = steps[s];
+    }
+    free(steps);
+    *n_steps_out = n_steps;
+    return chosen;
+}
+
 int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_recovery_mode mode,
                        ah_assignment *out, char *err, size_t errlen) {
-    int L = ah_model_num_layers(&plan->model), world = ah_plan_slots(plan);
-    /* the TP shards of each layer the new plan's ranks restore */
-    int *need_tp = ah_xcalloc((size_t)L + 1, sizeof(int));
-    for (int k = 0; k < plan->n_replicas; k++)
-        for (int j = 0; j < plan->replicas[k].n_stages; j++) {
-            const ah_stage *s = &plan->replicas[k].stages[j];
-            for (int l = s->layer_first; l < s->layer_last; l++)
-                need_tp[l] = s->tp > need_tp[l] ? s->tp : need_tp[l];
-        }
+    int world = ah_plan_slots(plan);
     memset(out, 0, sizeof *out);
     out->server_node = ah_xcalloc((size_t)nh + 1, sizeof *out->server_node);
     /* the lowest rank of each plan node serves its node's shards to peers */
@@ -75,45 +238,18 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
     for (int r = world - 1; r >= 0; r--)
         server[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] = r;
     int *h_node = ah_xcalloc((size_t)nh + 1, sizeof(int)); /* holding -> plan node, -1 not in the plan */
+    int *usable = ah_xcalloc((size_t)nh + 1, sizeof(int));
     for (int i = 0; i < nh; i++) {
         h_node[i] = -1;
         for (int q = 0; q < nn; q++)
             if (!strcmp(plan->cluster.nodes[q].name, h[i].node))
                 h_node[i] = q;
-    }
-    /* usable holdings and the steps they offer */
-    int *usable = ah_xcalloc((size_t)nh + 1, sizeof(int)), n_steps = 0, cap = 16;
-    int *steps = ah_xcalloc((size_t)cap, sizeof(int));
-    for (int i = 0; i < nh; i++) {
         usable[i] = h[i].tier == AH_TIER_CLOUD || mode == AH_RECOVERY_LAYER_BITMAP;
-        for (int k = 0; usable[i] && k < h[i].m.n; k++) {
-            if (n_steps == cap)
-                steps = ah_xrealloc(steps, sizeof(int) * (size_t)(cap *= 2));
-            steps[n_steps++] = h[i].m.e[k].step;
-        }
     }
-    qsort(steps, (size_t)n_steps, sizeof(int), cmp_desc);
-    /* the newest step at which every (layer, TP shard) has a copy */
-    int chosen = -1, worst_layer = 0, worst_tp = 0;
-    for (int s = 0; s < n_steps && chosen < 0; s++) {
-        if (s > 0 && steps[s] == steps[s - 1])
-            continue;
-        int ok = 1;
-        for (int l = 0; l < L && ok; l++)
-            for (int t = 0; t < need_tp[l] && ok; t++) {
-                int any = 0;
-                for (int i = 0; i < nh && !any; i++)
-                    any = usable[i] && held(&h[i], l, t, steps[s]);
-                if (!any) {
-                    ok = 0;
-                    worst_layer = l, worst_tp = t;
-                }
-            }
-        if (ok)
-            chosen = steps[s];
-    }
-    free(steps);
-    free(need_tp);
+    double *load = ah_xcalloc((size_t)nh + 1, sizeof(double));
+    assign_ctx c = {h, nh, usable, h_node, server, world, 0, mode, load, out};
+    int worst_layer = 0, worst_tp = 0, n_steps = 0;
+    int chosen = choose_step(&c, plan, &worst_layer, &worst_tp, &n_steps), rc = 0;
     if (chosen < 0) {
         if (n_steps == 0)
             snprintf(err, errlen, "no checkpoint survives in any%s tier",
@@ -123,73 +259,24 @@ int ah_recovery_assign(const ah_holding *h, int nh, const ah_plan *plan, ah_reco
                      "no step has a copy of every layer: layer %d (TP rank %d) is missing at every step "
                      "that the others have",
                      worst_layer, worst_tp);
-        free(usable), free(server), free(h_node);
         /* step 0 is always recoverable: the initialisation from the seed */
         out->step = 0;
         out->e = ah_xcalloc(1, sizeof(ah_assign_entry));
-        return 1;
-    }
-    double *load = ah_xcalloc((size_t)nh + 1, sizeof(double)); /* bytes served per holding, to spread peers */
-    int total = 0;
-    for (int r = 0; r < world; r++) {
-        int f = 0, l1 = 0;
-        ah_plan_rank_node(plan, r, &f, &l1, NULL);
-        total += l1 - f;
-    }
-    ah_assign_entry *e = ah_xcalloc((size_t)total + 1, sizeof(ah_assign_entry));
-    int k = 0;
-    for (int r = 0; r < world; r++) {
-        int f = 0, l1 = 0, t = 0;
-        int node = ah_plan_rank_node(plan, r, &f, &l1, &t);
-        for (int l = f; l < l1; l++) {
-            ah_assign_entry *v = &e[k++];
-            *v = (ah_assign_entry){r, l, t, -1, -1, -1, -1, 0};
-            /* nearest first: own memory, own disk, peer memory, peer disk, cloud */
-            static const int order[4][2] = {
-                {AH_TIER_MEMORY, 1}, {AH_TIER_DISK, 1}, {AH_TIER_MEMORY, 0}, {AH_TIER_DISK, 0}};
-            for (int o = 0; o < 4 && v->holding < 0 && mode == AH_RECOVERY_LAYER_BITMAP; o++) {
-                int best = -1;
-                for (int i = 0; i < nh; i++) {
-                    if (h[i].tier != order[o][0] || !held(&h[i], l, t, chosen))
-                        continue;
-                    int own = h_node[i] >= 0 && h_node[i] == node;
-                    if (own != order[o][1])
-                        continue;
-                    if (best < 0 || load[i] < load[best])
-                        best = i;
-                }
-                if (best >= 0) {
-                    v->holding = best;
-                    v->tier = order[o][1] ? order[o][0] : AH_TIER_PEER;
-                    v->server = order[o][1] ? -1 : server_of(out, h, best, h_node, server, world);
-                }
-            }
-            for (int i = 0; i < nh; i++)
-                if (h[i].tier == AH_TIER_CLOUD && held(&h[i], l, t, chosen)) {
-                    if (v->holding < 0) {
-                        v->holding = i;
-                        v->tier = AH_TIER_CLOUD;
-                    } else if (v->fallback < 0 && v->tier != AH_TIER_CLOUD) {
-                        v->fallback = i;
-                    }
-                }
-            if (v->holding < 0) { /* cannot happen: the step was chosen complete over usable holdings */
-                snprintf(err, errlen, "layer %d (TP rank %d) at step %d has no source", l, t, chosen);
-                free(e);
-                free(usable), free(server), free(h_node), free(load);
-                ah_assignment_free(out);
-                return -1;
-            }
-            const ah_manifest_entry *me = held(&h[v->holding], l, t, chosen);
-            v->bytes = (double)me->bytes;
-            load[v->holding] += v->bytes;
-        }
+        rc = 1;
+    } else {
+        c.step = chosen;
+        int n = 0, cap = 16;
+        ah_assign_entry *e = ah_xcalloc((size_t)cap, sizeof(ah_assign_entry));
+        for (int r = 0; r < world && rc == 0; r++)
+            rc = assign_rank(&c, plan, r, &e, &n, &cap, err, errlen);
+        out->step = chosen;
+        out->e = e;
+        out->n = n;
+        if (rc != 0)
+            ah_assignment_free(out);
     }
     free(usable), free(server), free(h_node), free(load);
-    out->step = chosen;
-    out->e = e;
-    out->n = k;
-    return 0;
+    return rc;
 }
 
 static ah_shard_src src_of(const ah_holding *h, const ah_manifest_entry *me) {
@@ -235,11 +322,13 @@ int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan
                                  .tp = e[i].tp,
                                  .tier = e[i].tier,
                                  .server = e[i].tier == AH_TIER_PEER ? e[i].server : -1,
-                                 .src = src_of(src, held(src, e[i].layer, e[i].tp, step)),
+                                 .tp_degree = e[i].degree,
+                                 .src = src_of(src, held(src, e[i].layer, e[i].tp, e[i].degree, step, e[i].degree > 0)),
                                  .holder_tier = e[i].tier == AH_TIER_PEER ? src->tier : -1};
         snprintf(x->holder, sizeof x->holder, "%s", src->node);
         if (e[i].fallback >= 0)
-            x->fallback = src_of(&h[e[i].fallback], held(&h[e[i].fallback], e[i].layer, e[i].tp, step));
+            x->fallback = src_of(&h[e[i].fallback],
+                                 held(&h[e[i].fallback], e[i].layer, e[i].tp, e[i].degree, step, e[i].degree > 0));
     }
     int rc = ah_recovery_doc_write(path, &d, err, errlen);
     ah_recovery_doc_free(&d);

@@ -363,7 +363,6 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         s->inv.n_nodes = s->plan.cluster.n_nodes;
         s->inv.nodes = ah_xcalloc((size_t)s->inv.n_nodes + 1, sizeof(ah_node));
         memcpy(s->inv.nodes, s->plan.cluster.nodes, sizeof(ah_node) * (size_t)s->inv.n_nodes);
-        s->po.tp = ah_plan_uniform_tp(&s->plan); /* 0 (search) for a plan with per-stage TP */
         s->po.micro_batch = s->plan.micro_batch;
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;
@@ -659,6 +658,8 @@ int ah_run(const ah_run_options *o) {
         }
         s->have_plan = 1;
     }
+    /* replans may choose any TP degree (or the forced one): recovery reshards */
+    s->po.tp = o->replan_tp;
     if (start_generation(s, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "autohet run: %s\n", err);
         rc = 1;

@@ -17,6 +17,7 @@ typedef struct {
     ah_recovery_mode mode;
     double cloud_mbs; /* cloud bandwidth per node, MB/s (0: unlimited) */
     int steps, seed, global_batch, micro_batch, seq, tp, warmup, eval_every, ckpt_every, mem_every;
+    int replan_tp; /* TP degree of the plans after a change of the node set; 0: the planner's choice */
     double lr;
     const char *launcher; /* "mpirun" */
     const char *self_exe; /* this autohet binary */

@@ -50,6 +50,25 @@ int run_mkdir_p(const char *path) {
     return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+/* The sgemm peak (FLOP/s) rank 0 of an earlier generation measured and wrote
+ * in its pid file ("PID NODE PEAK"), newest first; 0 when none did. */
+static double known_sgemm_peak(const run_state *s) {
+    for (int g = s->gen - 1; g >= 0; g--) {
+        char p[1300];
+        snprintf(p, sizeof p, "%s/pids-%d/rank-0", s->run, g);
+        FILE *f = fopen(p, "r");
+        long pid = 0;
+        char node[64];
+        double peak = 0;
+        int got = f ? fscanf(f, "%ld %63s %lf", &pid, node, &peak) : 0;
+        if (f)
+            fclose(f);
+        if (got == 3 && peak > 0 && peak < 1e18)
+            return peak;
+    }
+    return 0;
+}
+
 pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
     const ah_run_options *o = s->o;
     char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
@@ -84,6 +103,10 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     if (recover)
         argv[a++] = "--recover", argv[a++] = recover;
     argv[a] = NULL;
+    char peak[32] = "";
+    double known = known_sgemm_peak(s);
+    if (known > 0)
+        snprintf(peak, sizeof peak, "%.6g", known);
     fflush(stdout);
     fflush(stderr);
     s->t_spawn = ah_wall_clock_s();
@@ -95,6 +118,10 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     if (pid == 0) {
         setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
         setenv("AUTOHET_PID_DIR", pids, 1);
+        if (peak[0]) /* the ranks need not benchmark sgemm again */
+            setenv("AUTOHET_SGEMM_PEAK", peak, 1);
+        else
+            unsetenv("AUTOHET_SGEMM_PEAK");
         setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
         /* MPI's shared-memory segments of this job go where the controller
          * can remove them: SIGKILLed ranks never clean up after themselves */
@@ -259,7 +286,11 @@ double run_push_to_peers(run_state *s, const int *gone) {
             ah_manifest pm;
             if (ah_manifest_load(dst, &pm, err, sizeof err) != 0)
                 continue;
-            const ah_manifest_entry *have = ah_manifest_find(&pm, e->layer, e->tp_rank);
+            const ah_manifest_entry *have = NULL; /* the peer's newest copy of this shard (same degree) */
+            for (int q = 0; q < pm.n; q++)
+                if (pm.e[q].layer == e->layer && pm.e[q].tp_rank == e->tp_rank &&
+                    pm.e[q].tp_degree == e->tp_degree && (!have || pm.e[q].step > have->step))
+                    have = &pm.e[q];
             if (!have || have->step < e->step) {
                 snprintf(from, sizeof from, "%s/%s", src, e->file);
                 snprintf(to, sizeof to, "%s/%s", dst, e->file);

@@ -30,7 +30,7 @@ static const ah_layer_state ckpt_states[3] = {AH_STATE_PARAM, AH_STATE_ADAM_M, A
 static const char *const ckpt_prefix[3] = {"param", "adam_m", "adam_v"};
 
 typedef struct saved_shard {
-    int node, layer, tp_rank, step;
+    int node, layer, tp_rank, tp_degree, step;
     uint64_t bytes, xxh64;
     char file[64];
 } saved_shard;
@@ -43,10 +43,6 @@ static void node_dir(const ah_executor *x, const char *dir, int node, char *out,
         if (*p == '/' || *p == ' ')
             *p = '_';
     snprintf(out, n, "%s/%s", dir, name);
-}
-
-static void shard_name(char *out, size_t n, int layer, int tp_rank, int step) {
-    snprintf(out, n, "L%03d-tp%d-s%d.safetensors", layer, tp_rank, step);
 }
 
 static int my_node(const ah_executor *x) {
@@ -107,8 +103,8 @@ static int commit_phase(ah_executor *x, const char *dir, const char *tier, int s
             drop_uncommitted(&m, step);
             for (int i = 0; i < ns; i++)
                 if (all[i].node == node) {
-                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step,
-                                            "",           all[i].bytes,   all[i].xxh64};
+                    ah_manifest_entry me = {all[i].layer, all[i].tp_rank, all[i].step, "",
+                                            all[i].bytes, all[i].xxh64,   all[i].tp_degree};
                     snprintf(me.file, sizeof me.file, "%s", all[i].file);
                     ah_manifest_put(&m, &me);
                 }
@@ -280,17 +276,18 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
                 nt++;
             }
         }
-        char st[16], ly[16], tp[16];
+        char st[16], ly[16], tp[16], dg[16];
         snprintf(st, sizeof st, "%d", step);
         snprintf(ly, sizeof ly, "%d", l);
         snprintf(tp, sizeof tp, "%d", x->tp_rank);
-        const char *meta[3][2] = {{"layer", ly}, {"tp_rank", tp}, {"step", st}};
+        snprintf(dg, sizeof dg, "%d", x->tp);
+        const char *meta[4][2] = {{"layer", ly}, {"tp_rank", tp}, {"tp_degree", dg}, {"step", st}};
         saved_shard *s = &mine[h];
-        *s = (saved_shard){my_node(x), l, x->tp_rank, step, 0, 0, ""};
-        shard_name(s->file, sizeof s->file, l, x->tp_rank, step);
+        *s = (saved_shard){my_node(x), l, x->tp_rank, x->tp, step, 0, 0, ""};
+        ah_ckpt_shard_name(s->file, sizeof s->file, l, x->tp_rank, x->tp, step);
         char path[3200];
         snprintf(path, sizeof path, "%s/%s", nd, s->file);
-        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 3, &s->bytes, &s->xxh64, err,
+        rc = ah_ckpt_write_shard(path, t, nt, (const char *const(*)[2])meta, 4, &s->bytes, &s->xxh64, err,
                                  errlen);
         free(host);
     }
@@ -484,7 +481,7 @@ static int apply_layer(ah_executor *x, int l, const ah_ckpt_loaded *t, int nt, c
                     if (t[i].n != ti->size) {
                         snprintf(err, errlen,
                                  "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
-                                 "(a different TP degree or model; --resume reshards, a recovery does not)",
+                                 "(a different TP degree or model)",
                                  l, name, t[i].n, ti->size);
                         rc = -1;
                     } else {
@@ -510,7 +507,7 @@ static int restore_held_layer(ah_executor *x, const char *const *dp, int nd, int
     ah_ckpt_loaded *t = NULL, *rt = NULL;
     int nt = 0, nrt = 0, rc;
     char own[512] = "";
-    int got = ah_ckpt_restore_layer(dp, nd, l, x->tp_rank, step, &t, &nt, own, sizeof own);
+    int got = ah_ckpt_restore_shard(dp, nd, l, x->tp_rank, x->tp, step, &t, &nt, own, sizeof own);
     if (got >= 0 && !ah_reshard_mismatch(e, l, t, nt)) {
         rc = apply_layer(x, l, t, nt, err, errlen);
     } else {
@@ -626,35 +623,113 @@ static int read_file_src(const ah_shard_src *s, int tier, double cloud_rate, dou
     return rc;
 }
 
-/* Every layer of mine is assigned exactly once, a rank without a plan slot is
- * assigned nothing, every peer shard names a rank of the job. 0 or -1 (err). */
+/* An assignment entry of rank x is its own shard (its TP rank, at its stage's
+ * degree or none stated) or one old TP rank's shard of a layer to reshard. */
+static int is_own_shard(const ah_executor *x, const ah_recovery_shard *s) {
+    return s->tp == x->tp_rank && (s->tp_degree == 0 || s->tp_degree == x->tp);
+}
+
+/* Layer l of rank me is assigned its own shard once, or every TP rank of one
+ * old degree once (a reshard group), nothing else. 0 or -1 (err). */
+static int check_layer_entries(const ah_executor *x, const char *assignment, int me, int l,
+                               const ah_recovery_shard *e, int n, char *err, size_t errlen) {
+    int own = 0, group = 0, deg = -1, seen[AH_MAX_TP] = {0}, mixed = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].rank != me || e[i].layer != l)
+            continue;
+        if (is_own_shard(x, &e[i])) {
+            own++;
+            continue;
+        }
+        group++;
+        if (deg < 0)
+            deg = e[i].tp_degree;
+        if (e[i].tp_degree != deg || deg < 1 || deg > AH_MAX_TP || e[i].tp >= deg || seen[e[i].tp]++)
+            mixed = 1;
+    }
+    if ((own == 1 && group == 0) || (own == 0 && !mixed && group == deg))
+        return 0;
+    if (group == 0)
+        snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, l, me, own + group);
+    else
+        snprintf(err, errlen,
+                 "%s: layer %d of rank %d: %d shard(s) to reshard from, not every TP rank of one degree once"
+                 "%s",
+                 assignment, l, me, group, own ? " (and its own shard too)" : "");
+    return -1;
+}
+
+/* Every layer of mine is assigned exactly once (or as one reshard group), a
+ * rank without a plan slot is assigned nothing, every peer shard names a rank
+ * of the job. 0 or -1 (err). */
 static int check_assignment(const ah_executor *x, const char *assignment, int me, int world, const ah_recovery_shard *e,
                             int n, int step, char *err, size_t errlen) {
     int rc = 0;
-    int nl = x ? ah_exec_n_held(x) : 0, L = x ? ah_model_num_layers(&x->cfg) : 0;
-    int *mine = ah_xcalloc((size_t)L + 1, sizeof(int));
-    for (int i = 0; i < n && x; i++)
-        if (e[i].rank == me && e[i].tp == x->tp_rank && e[i].layer >= 0 && e[i].layer < L &&
-            ah_exec_model_of(x, e[i].layer))
-            mine[e[i].layer]++;
-    for (int h = 0; h < nl && rc == 0 && !(step == 0 && n == 0); h++) { /* step 0, no shards: the seed's init */
-        int l = ah_exec_held_layer(x, h);
-        if (mine[l] != 1) {
-            snprintf(err, errlen, "%s: layer %d of rank %d is assigned %d times", assignment, l, me, mine[l]);
-            rc = -1;
-        }
-    }
+    int nl = x ? ah_exec_n_held(x) : 0;
+    for (int h = 0; h < nl && rc == 0 && !(step == 0 && n == 0); h++) /* step 0, no shards: the seed's init */
+        rc = check_layer_entries(x, assignment, me, ah_exec_held_layer(x, h), e, n, err, errlen);
     for (int i = 0; i < n && rc == 0; i++)
-        if (e[i].rank == me && !x) {
-            snprintf(err, errlen, "%s: rank %d has no plan slot but is assigned layer %d", assignment, me,
-                     e[i].layer);
+        if (e[i].rank == me && (!x || !ah_exec_model_of(x, e[i].layer))) {
+            snprintf(err, errlen, "%s: rank %d %s but is assigned layer %d", assignment, me,
+                     x ? "does not hold it" : "has no plan slot", e[i].layer);
             rc = -1;
         } else if (e[i].tier == AH_TIER_PEER && (e[i].server < 0 || e[i].server >= world)) {
             snprintf(err, errlen, "%s: shards[%d] is served by rank %d; the job has %d ranks", assignment, i,
                      e[i].server, world);
             rc = -1;
         }
-    free(mine);
+    return rc;
+}
+
+/* A shard of a reshard group outlives its source (a reused buffer, an
+ * unmapped file): its tensors are copied. */
+static ah_ckpt_loaded *keep_copy(const ah_ckpt_loaded *t, int n) {
+    ah_ckpt_loaded *c = ah_xcalloc((size_t)n + 1, sizeof *c);
+    for (int i = 0; i < n; i++) {
+        c[i] = t[i];
+        c[i].data = ah_xcalloc(t[i].n + 1, sizeof(float));
+        memcpy(c[i].data, t[i].data, t[i].n * sizeof(float));
+        c[i].borrowed = 0;
+    }
+    return c;
+}
+
+/* A verified shard of mine: applied when it is my own, else kept (copied)
+ * for the reshard of its layer. */
+static int take_shard(ah_executor *x, const ah_recovery_shard *s, const ah_ckpt_loaded *t, int nt,
+                      ah_ckpt_loaded **kept, int *kept_n, char *err, size_t errlen) {
+    if (is_own_shard(x, s))
+        return apply_layer(x, s->layer, t, nt, err, errlen);
+    *kept = keep_copy(t, nt);
+    *kept_n = nt;
+    return 0;
+}
+
+/* Phase 3: every layer of mine assigned as a reshard group is rebuilt from
+ * its old TP ranks' shards (reshard.c, the layout's one owner) and applied. */
+static int reshard_groups(ah_executor *x, int me, const ah_recovery_shard *e, int n, ah_ckpt_loaded **kept,
+                          const int *kept_n, char *err, size_t errlen) {
+    int rc = 0, layers = 0, from = 0;
+    for (int h = 0; x && h < ah_exec_n_held(x) && rc == 0; h++) {
+        int l = ah_exec_held_layer(x, h), T = 0;
+        ah_ckpt_loaded *shards[AH_MAX_TP] = {0};
+        int counts[AH_MAX_TP] = {0};
+        for (int i = 0; i < n; i++)
+            if (e[i].rank == me && e[i].layer == l && !is_own_shard(x, &e[i]))
+                T = e[i].tp_degree, shards[e[i].tp] = kept[i], counts[e[i].tp] = kept_n[i];
+        if (T == 0)
+            continue;
+        ah_ckpt_loaded *out = NULL;
+        int nout = 0;
+        rc = ah_reshard_from_shards(ah_exec_model_of(x, l), l, T, shards, counts, &out, &nout, err, errlen);
+        if (rc == 0)
+            rc = apply_layer(x, l, out, nout, err, errlen);
+        ah_ckpt_free(out, nout);
+        layers++, from = T > from ? T : from;
+    }
+    if (rc == 0 && layers)
+        fprintf(stderr, "autohet: recovery resharded %d layer(s) of rank %d from TP=%d to TP=%d\n", layers, me,
+                from, x->tp);
     return rc;
 }
 
@@ -665,7 +740,8 @@ static int check_assignment(const ah_executor *x, const char *assignment, int me
  * verify but has a cloud copy is marked in retry[]. Collective over the world;
  * returns this rank's rc. */
 static int recover_from_peers(ah_executor *x, ah_transport *t, const ah_recovery_shard *e, int n, int step,
-                              int *retry, ah_recover_stats *st, char *err, size_t errlen) {
+                              int *retry, ah_ckpt_loaded **kept, int *kept_n, ah_recover_stats *st, char *err,
+                              size_t errlen) {
     int rc = 0, me = t->rank;
     double tp0 = now_s();
     /* every rank reads the same assignment, so all agree whether a window is
@@ -716,7 +792,7 @@ static int recover_from_peers(ah_executor *x, ah_transport *t, const ah_recovery
             snprintf(e2, sizeof e2, "%.400s: the holder could not read it", what);
         }
         if (ok)
-            rc = apply_layer(x, e[i].layer, tl, nt, err, errlen);
+            rc = take_shard(x, &e[i], tl, nt, &kept[i], &kept_n[i], err, errlen);
         else if (e[i].fallback.path[0]) {
             fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
             retry[i] = 1;
@@ -747,7 +823,8 @@ static int recover_from_peers(ah_executor *x, ah_transport *t, const ah_recovery
 /* Phase 2: own tiers (mapped in place) and the cloud (paced), and the cloud
  * copies of peer shards that did not verify (retry[]). */
 static int recover_from_files(ah_executor *x, int me, const ah_recovery_shard *e, int n, int step, const int *retry,
-                              double cloud_rate, ah_recover_stats *st, char *err, size_t errlen) {
+                              double cloud_rate, ah_ckpt_loaded **kept, int *kept_n, ah_recover_stats *st,
+                              char *err, size_t errlen) {
     int rc = 0;
     double cloud_bytes = 0, cloud_t0 = 0;
     for (int i = 0; i < n && rc == 0; i++) {
@@ -777,7 +854,7 @@ static int recover_from_files(ah_executor *x, int me, const ah_recovery_shard *e
                      step, e2);
             rc = -1;
         } else {
-            rc = apply_layer(x, e[i].layer, t, nt, err, errlen);
+            rc = take_shard(x, &e[i], t, nt, &kept[i], &kept_n[i], err, errlen);
         }
         ah_ckpt_free(t, nt);
         ah_ckpt_unmap(map, map_bytes);
@@ -810,12 +887,20 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         return -1;
     }
     int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
+    ah_ckpt_loaded **kept = ah_xcalloc((size_t)n + 1, sizeof *kept); /* shards of reshard groups */
+    int *kept_n = ah_xcalloc((size_t)n + 1, sizeof(int));
     MPI_Comm wc = MPI_COMM_WORLD; /* servers beside the training ranks take part */
     ah_transport *t = ah_transport_mpi(&wc);
-    rc = recover_from_peers(x, t, e, n, step, retry, st, err, errlen);
+    rc = recover_from_peers(x, t, e, n, step, retry, kept, kept_n, st, err, errlen);
     ah_transport_free(t);
     if (rc == 0)
-        rc = recover_from_files(x, me, e, n, step, retry, cloud_rate, st, err, errlen);
+        rc = recover_from_files(x, me, e, n, step, retry, cloud_rate, kept, kept_n, st, err, errlen);
+    if (rc == 0)
+        rc = reshard_groups(x, me, e, n, kept, kept_n, err, errlen);
+    for (int i = 0; i < n; i++)
+        ah_ckpt_free(kept[i], kept_n[i]);
+    free(kept);
+    free(kept_n);
     free(retry);
     free(e);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/plan.h"
 #include "util/errors.h"
 
 /* The tensor of layer L that a checkpoint tensor PREFIX.NAME holds, or NULL. */
@@ -63,20 +64,6 @@ static int old_tp_degree(const ah_eng_layer *L, int l, const ah_ckpt_loaded *t0,
     return 1;
 }
 
-/* Every old TP rank r in [1, t_old) of layer l: its shard shards[r] (from the
- * tiers, verified) and its TP=t_old description old[r] (old[0] too). */
-static int load_old_ranks(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
-                          int t_old, ah_engine_model *old, ah_ckpt_loaded **shards, int *counts, char *err,
-                          size_t errlen) {
-    for (int r = 0; r < t_old; r++)
-        if (ah_engine_model_init(&old[r], &e->cfg, e->T, e->B, l, l + 1, t_old, r, 0, 0, err, errlen) != 0)
-            return -1;
-    for (int r = 1; r < t_old; r++)
-        if (ah_ckpt_restore_layer(dirs, n_dirs, l, r, step, &shards[r], &counts[r], err, errlen) < 0)
-            return -1;
-    return 0;
-}
-
 /* Scatters old rank r's shard `src` of a tensor (described by oti) into the
  * full tensor. */
 static void scatter_shard(const ah_tensor_info *oti, const float *src, float *full) {
@@ -125,45 +112,109 @@ static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int
     return rc;
 }
 
-int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
-                     ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
+int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
+                           const int *counts, ah_ckpt_loaded **out, int *n_out, char *err, size_t errlen) {
     const ah_eng_layer *L = layer_of(e, l);
-    ah_ckpt_loaded *t0 = NULL;
-    int n0 = 0;
-    if (ah_ckpt_restore_layer(dirs, n_dirs, l, 0, step, &t0, &n0, err, errlen) < 0)
-        return -1;
-    int T = old_tp_degree(L, l, t0, n0, err, errlen);
-    if (T == e->tp || T == 0) {
-        ah_ckpt_free(t0, n0);
-        return T == 0 ? -1 : 1;
-    }
-    ah_engine_model *old = ah_xcalloc((size_t)T, sizeof *old);
-    ah_ckpt_loaded **shards = ah_xcalloc((size_t)T, sizeof *shards);
-    int *counts = ah_xcalloc((size_t)T, sizeof *counts);
-    shards[0] = t0;
-    counts[0] = n0;
-    int rc = load_old_ranks(e, l, dirs, n_dirs, step, T, old, shards, counts, err, errlen);
-    ah_ckpt_loaded *res = ah_xcalloc((size_t)n0 + 1, sizeof *res);
+    /* the TP=t_old description of the layer: where every old shard sits */
+    ah_engine_model *old = ah_xcalloc((size_t)t_old, sizeof *old);
+    int rc = 0;
+    for (int r = 0; r < t_old && rc == 0; r++)
+        rc = ah_engine_model_init(&old[r], &e->cfg, e->T, e->B, l, l + 1, t_old, r, 0, 0, err, errlen);
+    ah_ckpt_loaded *res = ah_xcalloc((size_t)counts[0] + 1, sizeof *res);
     int nr = 0;
-    for (int i = 0; i < n0 && rc == 0; i++) {
-        const ah_tensor_info *ti = tensor_of(L, t0[i].name);
-        if (ti &&
-            (rc = reshard_tensor(ti, l, t0[i].name, T, old, shards, counts, &res[nr], err, errlen)) == 0)
+    for (int i = 0; i < counts[0] && rc == 0; i++) {
+        const ah_tensor_info *ti = tensor_of(L, shards[0][i].name);
+        if (ti && (rc = reshard_tensor(ti, l, shards[0][i].name, t_old, old, shards, counts, &res[nr], err,
+                                       errlen)) == 0)
             nr++;
     }
-    for (int r = 0; r < T; r++) {
+    for (int r = 0; r < t_old; r++)
         ah_engine_model_free(&old[r]); /* a zeroed model frees nothing */
-        ah_ckpt_free(shards[r], counts[r]);
-    }
     free(old);
-    free(shards);
-    free(counts);
     if (rc != 0) {
         ah_ckpt_free(res, nr);
         return -1;
     }
     *out = res;
     *n_out = nr;
-    *t_old = T;
     return 0;
+}
+
+/* The TP degrees (> 0, ascending, at most max) that the manifests of `dirs`
+ * record for TP rank 0 of layer l at `step`. */
+static int recorded_degrees(const char *const *dirs, int n_dirs, int l, int step, int *deg, int max) {
+    int n = 0;
+    for (int d = 0; d < n_dirs; d++) {
+        ah_manifest m;
+        char e2[512];
+        if (ah_manifest_load(dirs[d], &m, e2, sizeof e2) != 0)
+            continue; /* ah_ckpt_restore_shard reports it */
+        for (int i = 0; i < m.n; i++) {
+            const ah_manifest_entry *me = &m.e[i];
+            int k = 0;
+            if (me->layer != l || me->tp_rank != 0 || me->step != step || me->tp_degree <= 0)
+                continue;
+            while (k < n && deg[k] < me->tp_degree)
+                k++;
+            if ((k < n && deg[k] == me->tp_degree) || n == max)
+                continue;
+            memmove(&deg[k + 1], &deg[k], sizeof *deg * (size_t)(n - k));
+            deg[k] = me->tp_degree, n++;
+        }
+        ah_manifest_free(&m);
+    }
+    return n;
+}
+
+/* Every old TP rank's shard of layer l at degree t (0: the degree is not
+ * recorded; rank 0's sizes tell it) into shards[], counts[] (sized
+ * AH_MAX_TP); *t_out the degree. 0 or -1 (err; nothing held). */
+static int load_old_shards(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step, int t,
+                           ah_ckpt_loaded **shards, int *counts, int *t_out, char *err, size_t errlen) {
+    if (ah_ckpt_restore_shard(dirs, n_dirs, l, 0, t, step, &shards[0], &counts[0], err, errlen) < 0)
+        return -1;
+    int T = t > 0 ? t : old_tp_degree(layer_of(e, l), l, shards[0], counts[0], err, errlen);
+    int rc = T > 0 && T <= AH_MAX_TP ? 0 : -1;
+    if (T > AH_MAX_TP)
+        snprintf(err, errlen, "checkpoint layer %d: TP degree %d is above %d", l, T, AH_MAX_TP);
+    for (int r = 1; r < T && rc == 0; r++)
+        rc = ah_ckpt_restore_shard(dirs, n_dirs, l, r, t > 0 ? t : T, step, &shards[r], &counts[r], err, errlen) < 0
+                 ? -1
+                 : 0;
+    if (rc != 0) {
+        for (int r = 0; r < AH_MAX_TP; r++)
+            ah_ckpt_free(shards[r], counts[r]), shards[r] = NULL, counts[r] = 0;
+        return -1;
+    }
+    *t_out = T;
+    return 0;
+}
+
+int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
+                     ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
+    /* the degrees the manifests record, each tried as a whole (its shards are
+     * never mixed with another degree's); last an unrecorded one (an older
+     * manifest), known from TP rank 0's sizes */
+    int deg[AH_MAX_TP + 1], nd = recorded_degrees(dirs, n_dirs, l, step, deg, AH_MAX_TP);
+    deg[nd++] = 0;
+    ah_ckpt_loaded *shards[AH_MAX_TP] = {0};
+    int counts[AH_MAX_TP] = {0}, T = 0, rc = -1;
+    for (int k = 0; k < nd && rc != 0; k++) {
+        if (deg[k] == e->tp)
+            continue; /* the caller found no good shard of its own degree */
+        rc = load_old_shards(e, l, dirs, n_dirs, step, deg[k], shards, counts, &T, err, errlen);
+    }
+    if (rc != 0)
+        return -1;
+    if (T == e->tp) { /* an unrecorded degree that is this plan's */
+        for (int r = 0; r < T; r++)
+            ah_ckpt_free(shards[r], counts[r]);
+        return 1;
+    }
+    rc = ah_reshard_from_shards(e, l, T, shards, counts, out, n_out, err, errlen);
+    for (int r = 0; r < T; r++)
+        ah_ckpt_free(shards[r], counts[r]);
+    if (rc == 0)
+        *t_old = T;
+    return rc;
 }

@@ -14,14 +14,23 @@
  * degree); else 0. */
 int ah_reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt);
 
-/* Layer l at exactly `step`, resharded for e's TP rank: reads TP rank 0's
- * shard from the tiers `dirs` (ah_ckpt_restore_layer: verified, nearest good
- * copy), derives the checkpoint's TP degree *t_old from its sizes, reads the
- * other old ranks' shards the same way and writes to *out (free with
+/* Layer l at exactly `step`, resharded for e's TP rank: for each TP degree
+ * the manifests of the tiers `dirs` record for the layer (ascending, e's own
+ * skipped), then for shards without a recorded degree (derived from TP rank
+ * 0's sizes), reads every old rank's shard of that one degree
+ * (ah_ckpt_restore_shard: verified, nearest good copy) until a degree is
+ * complete and writes to *out (free with
  * ah_ckpt_free) every tensor of TP rank 0's shard as e's shard of it, under
  * the same names. Replicated tensors are TP rank 0's copy. Returns 0; 1 when
  * the checkpoint has e's TP degree (nothing to reshard, *out untouched); -1
  * with err. */
+/* The layout's one owner: layer l for e's TP rank from every old TP rank's
+ * shard (shards[r], counts[r], r < t_old: all of one TP degree t_old), as
+ * *out under the same names (free with ah_ckpt_free). 0 or -1 with err
+ * (an old shard lacks a tensor or has another degree's size). */
+int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
+                           const int *counts, ah_ckpt_loaded **out, int *n_out, char *err, size_t errlen);
+
 int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
                      ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen);
 

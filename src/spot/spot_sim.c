@@ -310,7 +310,8 @@ static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *s
                             cur,
                             "",
                             (uint64_t)layer_bytes(&np->model, l, s->tp, c->bytes_per_param),
-                            0};
+                            0,
+                            0}; /* no degree recorded: matched by TP rank, as the model's */
                         ah_manifest_put(&v->m, &e);
                     }
             }
@@ -323,7 +324,7 @@ static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *s
     for (int l = 0; l < ah_model_num_layers(&np->model) && ps->iter >= 1; l++)
         for (int t = 0; t < np_tp; t++) {
             ah_manifest_entry e = {
-                l, t, ck, "", (uint64_t)layer_bytes(&np->model, l, np_tp, c->bytes_per_param), 0};
+                l, t, ck, "", (uint64_t)layer_bytes(&np->model, l, np_tp, c->bytes_per_param), 0, 0};
             ah_manifest_put(&cl->m, &e);
         }
     ah_assignment a;
