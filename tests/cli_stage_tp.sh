@@ -51,6 +51,24 @@ same_model two-rep-interleaved ref-gpt 6 tiny-mixtp-2rep 0 --model tiny-gpt --sc
 # (d) LLaMA, grouped-query attention: KV heads cut at TP 2 against a TP 1 replica
 same_model llama-tp12 ref-llama 4 llama-mixtp 1 --model tiny-llama
 
+# checkpoints of a mixed-degree plan: the two-replica plan (TP 2 -> 1 and TP 1 -> 2) checkpoints at step 3
+# of 5 (a layer is held at degrees 1 and 2 by the two replicas: both are recorded); resuming under the same
+# plan and on one rank (resharded) ends on the uninterrupted run's parameters
+CK=(--model tiny-gpt --data "$FIX/text" --steps 5 --seed 3 --global-batch 8 --micro-batch 2 --seq 64)
+AUTOHET_DUMP_PARAMS="$TMP/ck-ref.bin" timeout 300 mpirun -np 6 --bind-to none -x AUTOHET_DUMP_PARAMS "$BIN" train \
+  "${CK[@]}" --plan "$PLANS/tiny-mixtp-2rep.json" --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/ck-ref.out" 2>&1 \
+  || { tail -5 "$TMP/ck-ref.out"; fail "mixed-degree run with checkpoints"; }
+jq -e '[.shards[] | .tp_degree] | unique == [1, 2]' "$TMP/ck/n0/manifest.json" >/dev/null \
+  || fail "node n0's manifest does not hold shards of degrees 1 and 2"
+AUTOHET_DUMP_PARAMS="$TMP/ck-same.bin" timeout 300 mpirun -np 6 --bind-to none -x AUTOHET_DUMP_PARAMS "$BIN" train \
+  "${CK[@]}" --plan "$PLANS/tiny-mixtp-2rep.json" --resume "$TMP/ck" >"$TMP/ck-same.out" 2>&1 \
+  || { tail -5 "$TMP/ck-same.out"; fail "resume of the mixed-degree plan"; }
+out=$("$CMP" "$TMP/ck-ref.bin" "$TMP/ck-same.bin" 1e-6) || fail "mixed-degree resume: parameters differ: $out"
+AUTOHET_DUMP_PARAMS="$TMP/ck-one.bin" timeout 300 "$BIN" train "${CK[@]}" --resume "$TMP/ck" >"$TMP/ck-one.out" 2>&1 \
+  || { tail -5 "$TMP/ck-one.out"; fail "one-rank resume of the mixed-degree checkpoint"; }
+out=$("$CMP" "$TMP/ck-ref.bin" "$TMP/ck-one.bin" 1e-6) || fail "one-rank resume of a mixed checkpoint: parameters differ: $out"
+echo "mixed-degree checkpoint: resumed under the same plan and on one rank, parameters $out"
+
 # the peers of rule 1 in a trace of the TP 1 -> 2 -> 4 pipeline, one step of 4 micro-batches: rank 0 (stage 0)
 # sends each activation to both TP ranks of stage 1; each of those to two of stage 2's four (ranks 3-6); backward
 # only TP ranks 0 and 1 of stage 2 send (to their namesakes of stage 1), and only stage 1's TP rank 0 to stage 0;
