@@ -79,6 +79,26 @@ if [ -s "$A" ]; then
     || { tail -3 "$TMP/mixed.out"; fail "mixed-degree assignment: message"; }
 fi
 
+# 6. a plan whose stages have different degrees (replicas TP 2 -> 1 and TP 1 -> 2 on n0 and n1) loses n1
+# after step 4: the replan on n0 alone reassembles every layer from the degree-2 shards of n0's memory tier
+# (the degree-1 ones where they are complete), exact to the uninterrupted mixed-degree run
+MIX="$PLANS/tiny-mixtp-2rep.json"
+MARGS=(--model tiny-gpt --data "$FIX/text" --steps 8 --seed 3 --eval-every 4)
+AUTOHET_DUMP_PARAMS="$TMP/mref.bin" timeout 300 mpirun -np 6 --bind-to none -x AUTOHET_DUMP_PARAMS "$BIN" train \
+  "${MARGS[@]}" --plan "$MIX" --log "$TMP/mref.log" >"$TMP/mref.out" 2>&1 || { tail -5 "$TMP/mref.out"; fail "mixed reference"; }
+if AUTOHET_DUMP_PARAMS="$TMP/mrun.bin" timeout 300 "$BIN" run --plan "$MIX" "${MARGS[@]}" --run-dir "$TMP/mrun.run" \
+  --log "$TMP/mrun.log" --report "$TMP/mrun.json" --preempt n1@4 --ckpt-every 4 >"$TMP/mrun.out" 2>&1; then
+  grep -q "generation 0: 6 plan ranks, 2 replicas (2+2 stages), TP 1-2 per stage" "$TMP/mrun.out" \
+    || fail "mixed: generation 0 line: $(grep 'generation 0' "$TMP/mrun.out")"
+  jq -e '.completed and .final_step == 8 and (.recoveries | length) == 1' "$TMP/mrun.json" >/dev/null \
+    || fail "mixed: report"
+  out=$("$CMP" "$TMP/mref.bin" "$TMP/mrun.bin" "$TOL") || fail "mixed: parameters differ from the uninterrupted run: $out"
+  echo "mixed-degree plan recovered after losing n1: parameters $out"
+else
+  tail -20 "$TMP/mrun.out"
+  fail "mixed-degree autohet run"
+fi
+
 # 5. bad input: one line, exit 2
 "$BIN" run --plan "$PLAN" "${ARGS[@]}" --replan-tp 3 >"$TMP/bad.out" 2>"$TMP/bad.err"
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/bad.err")" -eq 1 ] && grep -q -- "--replan-tp '3'" "$TMP/bad.err" \
