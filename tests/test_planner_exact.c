@@ -302,7 +302,10 @@ static void random_cluster(ah_cluster *c) {
 }
 
 /* variant 0: default cost-model options over `n_inst` instances; 1: blocking
- * pipeline sends; 2: random precision, p2p mode and distributed optimizer. */
+ * pipeline sends; 2: random precision, p2p mode and distributed optimizer;
+ * 3: the default options with per-kind degrees inside mixed pipelines
+ * (stage_tp), which ah_plan_search leaves off: its plan is then no better
+ * than the enumerated optimum of the wider space. */
 static void run_exhaustive(int n_inst, int variant) {
     int local_plans = 0, colocated = 0;
     ah_profile *prof = ah_profile_analytic();
@@ -324,6 +327,7 @@ static void run_exhaustive(int n_inst, int variant) {
         o.max_mixed_stages = 8;
         o.max_mixed3_stages = 5;
         o.phase1_mixed_stages = 2; /* so that the bounded phase 2 is exercised */
+        int stage_tp = variant == 3;
         if (variant == 1)
             o.train.p2p = AH_P2P_BLOCKING;
         else if (variant == 2) {
@@ -346,12 +350,14 @@ static void run_exhaustive(int n_inst, int variant) {
                     int rc =
                         ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
                     assert_true(rc >= 0);
+                    x.stage_tp = stage_tp;
                     if (rc == 1) {
                         /* the enumerator sees every template of the space ... */
                         ah_search_ctx full;
                         assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j],
                                                             &levels[l], err, sizeof err),
                                          1);
+                        full.stage_tp = stage_tp;
                         ah_search_templates(&full, o.max_mixed_stages);
                         for (int t = 0; t < full.n_tpl; t++)
                             check_split(&full, &full.tpl[t]);
@@ -382,10 +388,16 @@ static void run_exhaustive(int n_inst, int variant) {
         if (best_enum == AH_NS_INF) {
             assert_int_equal(rc, AH_EXIT_BAD_INPUT);
             assert_non_null(strstr(err, "does not fit"));
+        } else if (stage_tp && rc != 0) {
+            /* only the wider space (a mixed pipeline whose kinds differ in degree) fits */
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
         } else {
             assert_int_equal(rc, 0);
             fitted++;
-            assert_int_equal(plan.search_value_ns, best_enum);
+            if (stage_tp)
+                assert_true(plan.search_value_ns >= best_enum);
+            else
+                assert_int_equal(plan.search_value_ns, best_enum);
             /* the evaluated plan reports the search optimum (placement realised
              * the ideal layout), more when placement had to add hops, or less
              * when placement happened to put every holder of a stage's layers
@@ -461,6 +473,13 @@ static void test_exhaustive_options(void **state) {
  * equals the exhaustive minimum over the plans whose replica count is in the
  * set, per (tp, micro-batch, level) and for the final plan, which has exactly
  * an allowed number of replicas; a set no plan can meet is an error. */
+/* Per-kind degrees inside a mixed pipeline (V100 stages at TP 2 feeding A100
+ * stages at TP 1): the search stays exact over that wider space. */
+static void test_exhaustive_stage_tp(void **state) {
+    (void)state;
+    run_exhaustive(200, 3);
+}
+
 static void test_exhaustive_agreement_dp(void **state) {
     (void)state;
     ah_profile *prof = ah_profile_analytic();
@@ -640,6 +659,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
                                        cmocka_unit_test(test_exhaustive_blocking),
                                        cmocka_unit_test(test_exhaustive_options),
+                                       cmocka_unit_test(test_exhaustive_stage_tp),
                                        cmocka_unit_test(test_exhaustive_agreement_dp),
                                        cmocka_unit_test(test_cost_objective)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -160,27 +160,33 @@ int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profil
         rep->stages = calloc((size_t)t->n_stages, sizeof(ah_stage));
         if (!rep->stages)
             abort();
-        int nodes[AH_MAX_STAGES];
-        if (s->local_R > 0)
-            memcpy(nodes, local_nodes, sizeof(int) * (size_t)t->n_stages);
-        else
-            for (int j = 0; j < t->n_stages;) {
-                int len = 1;
-                while (j + len < t->n_stages && t->cls[j + len] == t->cls[j])
-                    len++;
-                alloc_run(&x->cls[t->cls[j]], &pool, len, nodes + j);
-                j += len;
-            }
-        int first = 0;
-        for (int j = 0; j < t->n_stages; j++) {
+        for (int j = 0, first = 0; j < t->n_stages; first = ends[j], j++) {
             ah_stage *st = &rep->stages[j];
-            st->node = nodes[j];
+            st->node = s->local_R > 0 ? local_nodes[j] : -1;
             st->tp = x->cls[t->cls[j]].tp;
             st->layer_first = first;
             st->layer_last = ends[j];
-            first = ends[j];
         }
     }
+    /* Runs of same-class stages take nodes by decreasing degree (deepest
+     * pipelines first within a degree): with every degree of a kind dividing
+     * its GPUs per node, each node's free GPUs stay a multiple of the degree
+     * being placed, so the groups the search counted always fit. */
+    for (int t = AH_MAX_TP; t >= 1 && s->local_R == 0; t /= 2)
+        for (int r = 0; r < s->n; r++) {
+            const ah_template *tp = &x->tpl[order[r].tpl];
+            for (int j = 0; j < tp->n_stages;) {
+                int len = 1, nodes[AH_MAX_STAGES];
+                while (j + len < tp->n_stages && tp->cls[j + len] == tp->cls[j])
+                    len++;
+                if (x->cls[tp->cls[j]].tp == t) {
+                    alloc_run(&x->cls[tp->cls[j]], &pool, len, nodes);
+                    for (int q = 0; q < len; q++)
+                        out->replicas[r].stages[j + q].node = nodes[q];
+                }
+                j += len;
+            }
+        }
     free(order);
     free(pool.free_gpus);
     assign_gpus(out);

@@ -1,5 +1,6 @@
 /* The AutoHet planner: exact search over asymmetric 3D-parallel plans.
  * See docs/planner.md for the plan space and the argument for exactness. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     x->o = o;
     x->tp_mask = tp_mask;
     x->tp = (tp_mask & (tp_mask - 1)) == 0 ? log2_int((int)tp_mask) : 0;
-    x->stage_tp = 0;
+    x->stage_tp = 0; /* see docs/planner.md: exact, but slower than the time targets at scale */
     x->mb = mb;
     x->L = ah_model_num_layers(m);
     x->M = o->global_batch / mb;
@@ -350,6 +351,7 @@ typedef struct {
     unsigned *comp_gen;
     unsigned gen;
     long long *tmp; /* 2 x (R + 1) scratch */
+    int *plist, *best_at; /* class_tables scratch: n_tpl, and the most slots of a kind + 1 */
 } workspace;
 
 #define COMP_MAX_K 8
@@ -381,8 +383,19 @@ static int dp_track(const ah_search_ctx *x) {
     return (int)(r > 0 ? r : 1);
 }
 
+static void workspace_scratch(const ah_search_ctx *x, workspace *w) {
+    int smax = 0;
+    for (int k = 0; k < x->n_kinds; k++)
+        smax = x->kinds[k].slots > smax ? x->kinds[k].slots : smax;
+    w->plist = malloc(sizeof(int) * (size_t)(x->n_tpl + 1));
+    w->best_at = malloc(sizeof(int) * (size_t)(smax + 1));
+    if (!w->plist || !w->best_at)
+        abort();
+}
+
 static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offset) {
     memset(w, 0, sizeof *w);
+    workspace_scratch(x, w);
     w->V = malloc(sizeof(long long) * (size_t)offset[x->n_kinds]);
     w->choice = malloc(sizeof(int) * (size_t)offset[x->n_kinds]);
     w->cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
@@ -410,6 +423,8 @@ static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offs
 }
 
 static void workspace_free(workspace *w) {
+    free(w->plist);
+    free(w->best_at);
     free(w->V);
     free(w->choice);
     free(w->cap);
@@ -422,24 +437,50 @@ static void workspace_free(workspace *w) {
     free(w->tmp);
 }
 
-/* Unbounded knapsack per class over its pure templates. */
+/* The single-kind templates of kind k worth an item in its knapsack at the
+ * current caps (into w->plist; returns how many): per weight (slots) the
+ * largest cap, the first among equals, and only where it beats every lighter
+ * one. Exact: a template no lighter than another of at least its cap can
+ * always be swapped for it. */
+static int useful_pure(const ah_search_ctx *x, workspace *w, int k) {
+    int S = x->kinds[k].slots, n = 0;
+    for (int u = 0; u <= S; u++)
+        w->best_at[u] = -1;
+    for (int q = 0; q < x->n_pure[k]; q++) {
+        int i = x->pure[k][q], u = x->tpl[i].use[k];
+        if (w->cap[i] == 0 || u > S)
+            continue;
+        if (w->best_at[u] < 0 || w->cap[i] > w->cap[w->best_at[u]])
+            w->best_at[u] = i;
+    }
+    long long top = 0;
+    for (int u = 1; u <= S; u++)
+        if (w->best_at[u] >= 0 && w->cap[w->best_at[u]] > top) {
+            w->plist[n++] = w->best_at[u];
+            top = w->cap[w->best_at[u]];
+        }
+    return n;
+}
+
+/* Unbounded knapsack per kind over its single-kind templates (weight =
+ * slots, value = cap). */
 static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
     for (int i = 0; i < x->n_tpl; i++)
         w->cap[i] = capacity(x, &x->tpl[i], P, max_tail);
     for (int k = 0; k < x->n_kinds; k++) {
         long long *V = w->V + offset[k];
         int *ch = w->choice + offset[k];
+        int n = useful_pure(x, w, k);
         V[0] = 0;
         ch[0] = -1;
         for (int u = 1; u <= x->kinds[k].slots; u++) {
             V[u] = V[u - 1];
             ch[u] = -1;
-            for (int q = 0; q < x->n_pure[k]; q++) {
-                int i = x->pure[k][q];
-                const ah_template *t = &x->tpl[i];
-                if (t->use[k] > u || w->cap[i] == 0)
-                    continue;
-                long long v = V[u - t->use[k]] + w->cap[i];
+            for (int q = 0; q < n; q++) {
+                int i = w->plist[q], wt = x->tpl[i].use[k];
+                if (wt > u)
+                    break; /* plist is by increasing weight */
+                long long v = V[u - wt] + w->cap[i];
                 if (v > x->M)
                     v = x->M;
                 if (v > V[u]) {
@@ -654,6 +695,14 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
     for (int i = 0; i < x->n_tpl; i++) {
         const ah_template *t = &x->tpl[i];
         if (!t->mixed || w->cap[i] == 0)
+            continue;
+        /* r copies leave each kind's table at most its full value: skip the
+         * template when even its most copies with the full tables fall short */
+        long long rmax = LLONG_MAX;
+        for (int k = 0; k < x->n_kinds; k++)
+            if (t->use[k] && x->kinds[k].slots / t->use[k] < rmax)
+                rmax = x->kinds[k].slots / t->use[k];
+        if (rmax < 1 || (rmax < x->M && rmax * w->cap[i] + base < x->M))
             continue;
         for (long long r = 1;; r++) {
             long long v = r * w->cap[i];
@@ -1065,6 +1114,7 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     v.w.R = 0; /* the bounds ignore --dp: a relaxation, still exact to prune */
     if (!v.w.V || !v.w.choice || !v.w.cap)
         abort();
+    workspace_scratch(x, &v.w);
     /* pure capacities with the pipelines done by bound - 1 minus the smallest
      * tail any long mixed shape can have (valid for every shape below; mixed
      * templates of phase 1 are ignored: a plan holds copies of one mixed
@@ -1080,5 +1130,7 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     free(v.w.V);
     free(v.w.choice);
     free(v.w.cap);
+    free(v.w.plist);
+    free(v.w.best_at);
     return v.added;
 }
