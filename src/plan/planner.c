@@ -24,19 +24,25 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
     return n;
 }
 
+/* Above this many GPUs the sub-search over all degrees together costs more
+ * than the planning-time targets allow (48 s at 1,024 GPUs of 6 kinds against
+ * 10 s); there the degrees are searched one at a time (docs/planner.md). */
+#define AH_MIXED_TP_MAX_GPUS 128
+
 int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
                           unsigned *out) {
     int tps[8], n = ah_candidate_tps(m, c, o, tps), k = 0;
+    int together = n > 1 && ah_cluster_total_gpus(c) <= AH_MIXED_TP_MAX_GPUS;
     unsigned all = 0;
     for (int i = 0; i < n; i++)
         all |= 1u << tps[i];
-    if (all)
+    if (all && (together || n == 1))
         out[k++] = all;
     for (int i = 0; i < n && n > 1; i++) {
         int odd = 0; /* a node whose GPU count the degree fits but does not divide */
         for (int j = 0; j < c->n_nodes && !odd; j++)
             odd = c->nodes[j].gpus > tps[i] && c->nodes[j].gpus % tps[i];
-        if (odd)
+        if (odd || !together)
             out[k++] = 1u << tps[i];
     }
     out[k] = 0;

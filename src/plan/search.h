@@ -140,8 +140,9 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
 /* Candidate TP degrees / micro-batch sizes for the options (0-terminated). */
 int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out);
 /* The degree sets the search runs (0-terminated, at most 5): all candidate
- * degrees together (per-stage TP), plus each degree alone that some node's GPU
- * count is not a multiple of (there it only fits on its own). */
+ * degrees together (per-replica TP), plus each degree alone that some node's
+ * GPU count is not a multiple of (there it only fits on its own); above
+ * AH_MIXED_TP_MAX_GPUS (planner.c) every degree alone instead. */
 int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
                           unsigned *out);
 int ah_candidate_mbs(const ah_plan_options *o, int *out);
