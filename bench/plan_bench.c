@@ -103,7 +103,9 @@ int main(int argc, char **argv) {
                 if (d > depth_max)
                     depth_max = d;
             }
-            snprintf(shape, sizeof shape, "TP=%d mb=%d, %d replicas, %d-%d stages", ah_plan_uniform_tp(&p[0]), p[0].micro_batch,
+            char tps[64];
+            ah_plan_tp_text(&p[0], tps, sizeof tps);
+            snprintf(shape, sizeof shape, "TP=%s mb=%d, %d replicas, %d-%d stages", tps, p[0].micro_batch,
                      p[0].n_replicas, depth_min, depth_max);
         }
         snprintf(desc, sizeof desc, "%s", sc->cluster);

@@ -70,7 +70,7 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
     for (int e = a + 1; e <= L - (S - 1 - j); e++) {
         if (j == S - 1 && e != L)
             continue;
-        if (ah_stage_memory(&x->lb, a, e, S - j) > c->cap)
+        if (ah_stage_memory(c->lb, a, e, S - j) > c->cap)
             continue;
         ends[j] = e;
         brute_split_rec(x, t, use_sync, j + 1, e, ends, best);
@@ -99,7 +99,7 @@ typedef struct {
     int chosen[64];
     int n;
     int mixed_tpl; /* the one mixed template allowed in a plan, -1 if none yet */
-    int left[AH_MAX_CLASSES];
+    int left[AH_MAX_KINDS]; /* slots per kind */
     ah_ns best;
     long long plans;
 } enum_state;
@@ -156,20 +156,20 @@ static void multiset_rec(enum_state *s, int from) {
         if (t->mixed && s->mixed_tpl >= 0 && s->mixed_tpl != i)
             continue;
         int ok = 1;
-        for (int k = 0; k < s->x->K; k++)
-            ok &= s->left[k] >= t->shape[k];
+        for (int k = 0; k < s->x->n_kinds; k++)
+            ok &= s->left[k] >= t->use[k];
         if (!ok)
             continue;
         int prev = s->mixed_tpl;
         if (t->mixed)
             s->mixed_tpl = i;
-        for (int k = 0; k < s->x->K; k++)
-            s->left[k] -= t->shape[k];
+        for (int k = 0; k < s->x->n_kinds; k++)
+            s->left[k] -= t->use[k];
         s->chosen[s->n++] = i;
         multiset_rec(s, i);
         s->n--;
-        for (int k = 0; k < s->x->K; k++)
-            s->left[k] += t->shape[k];
+        for (int k = 0; k < s->x->n_kinds; k++)
+            s->left[k] += t->use[k];
         s->mixed_tpl = prev;
     }
 }
@@ -180,8 +180,8 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
     s.x = x;
     s.mixed_tpl = -1;
     s.best = AH_NS_INF;
-    for (int k = 0; k < x->K; k++)
-        s.left[k] = x->cls[k].units;
+    for (int k = 0; k < x->n_kinds; k++)
+        s.left[k] = x->kinds[k].slots;
     multiset_rec(&s, 0);
     /* Node-local plans: R copies of a local template, stage j of all on one
      * node of its class (room for R units on a distinct node per stage), every
@@ -302,11 +302,14 @@ static void random_cluster(ah_cluster *c) {
 }
 
 /* variant 0: default cost-model options over `n_inst` instances; 1: blocking
- * pipeline sends; 2: random precision, p2p mode and distributed optimizer. */
+ * pipeline sends; 2: random precision, p2p mode and distributed optimizer;
+ * 3: the default options with per-kind degrees inside mixed pipelines
+ * (stage_tp), which ah_plan_search leaves off: its plan is then no better
+ * than the enumerated optimum of the wider space. */
 static void run_exhaustive(int n_inst, int variant) {
     int local_plans = 0, colocated = 0;
     ah_profile *prof = ah_profile_analytic();
-    int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0;
+    int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0, mixed_tp = 0;
     long long plans = 0, templates_checked = 0, pruned = 0;
     int placement_gaps = 0;
     for (int it = 0; it < n_inst; it++) {
@@ -324,6 +327,7 @@ static void run_exhaustive(int n_inst, int variant) {
         o.max_mixed_stages = 8;
         o.max_mixed3_stages = 5;
         o.phase1_mixed_stages = 2; /* so that the bounded phase 2 is exercised */
+        int stage_tp = variant == 3;
         if (variant == 1)
             o.train.p2p = AH_P2P_BLOCKING;
         else if (variant == 2) {
@@ -331,8 +335,9 @@ static void run_exhaustive(int n_inst, int variant) {
             o.train.precision = (ah_precision_mode)rnd_int(0, 2);
             o.train.dist_optimizer = rnd_int(0, 1);
         }
-        int tps[8], mbs[8];
-        ah_candidate_tps(&m, &c, &o, tps);
+        unsigned tps[8];
+        int mbs[8];
+        ah_candidate_tp_masks(&m, &c, &o, tps);
         ah_candidate_mbs(&o, mbs);
         ah_ns best_enum = AH_NS_INF;
         char err[256];
@@ -345,12 +350,14 @@ static void run_exhaustive(int n_inst, int variant) {
                     int rc =
                         ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
                     assert_true(rc >= 0);
+                    x.stage_tp = stage_tp;
                     if (rc == 1) {
                         /* the enumerator sees every template of the space ... */
                         ah_search_ctx full;
                         assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j],
                                                             &levels[l], err, sizeof err),
                                          1);
+                        full.stage_tp = stage_tp;
                         ah_search_templates(&full, o.max_mixed_stages);
                         for (int t = 0; t < full.n_tpl; t++)
                             check_split(&full, &full.tpl[t]);
@@ -381,10 +388,16 @@ static void run_exhaustive(int n_inst, int variant) {
         if (best_enum == AH_NS_INF) {
             assert_int_equal(rc, AH_EXIT_BAD_INPUT);
             assert_non_null(strstr(err, "does not fit"));
+        } else if (stage_tp && rc != 0) {
+            /* only the wider space (a mixed pipeline whose kinds differ in degree) fits */
+            assert_int_equal(rc, AH_EXIT_BAD_INPUT);
         } else {
             assert_int_equal(rc, 0);
             fitted++;
-            assert_int_equal(plan.search_value_ns, best_enum);
+            if (stage_tp)
+                assert_true(plan.search_value_ns >= best_enum);
+            else
+                assert_int_equal(plan.search_value_ns, best_enum);
             /* the evaluated plan reports the search optimum (placement realised
              * the ideal layout), more when placement had to add hops, or less
              * when placement happened to put every holder of a stage's layers
@@ -401,6 +414,7 @@ static void run_exhaustive(int n_inst, int variant) {
             assert_int_equal(ah_plan_check_memory(&plan, err, sizeof err), 0);
             if (plan.n_replicas > 1)
                 multi_replica++;
+            mixed_tp += ah_plan_uniform_tp(&plan) == 0;
             int depth0 = plan.replicas[0].n_stages;
             for (int r = 0; r < plan.n_replicas; r++) {
                 const ah_replica *rep = &plan.replicas[r];
@@ -418,14 +432,16 @@ static void run_exhaustive(int n_inst, int variant) {
     ah_profile_free(prof);
     printf("  variant %d: %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
            "shapes pruned by bounds; optimum has several replicas in %d, asymmetric replicas in %d, "
-           "mixed-type stages in %d\n",
-           variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed);
+           "mixed-type stages in %d, stages of different TP degrees in %d\n",
+           variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed,
+           mixed_tp);
     /* the generator must exercise the interesting parts of the space */
     int q = instances / 40; /* 10 at 400 instances */
     assert_true(fitted > instances / 3);
     assert_true(multi_replica > q);
     assert_true(asymmetric > q / 2);
     assert_true(with_mixed > q / 2);
+    assert_true(mixed_tp > q / 2); /* per-stage TP is exercised */
     assert_true(pruned > 0);
     printf("  evaluated plan above the search optimum (placement hops) in %d instances, below it (co-located "
            "gradients) in %d; node-local optimum in %d sub-searches\n",
@@ -457,6 +473,13 @@ static void test_exhaustive_options(void **state) {
  * equals the exhaustive minimum over the plans whose replica count is in the
  * set, per (tp, micro-batch, level) and for the final plan, which has exactly
  * an allowed number of replicas; a set no plan can meet is an error. */
+/* Per-kind degrees inside a mixed pipeline (V100 stages at TP 2 feeding A100
+ * stages at TP 1): the search stays exact over that wider space. */
+static void test_exhaustive_stage_tp(void **state) {
+    (void)state;
+    run_exhaustive(200, 3);
+}
+
 static void test_exhaustive_agreement_dp(void **state) {
     (void)state;
     ah_profile *prof = ah_profile_analytic();
@@ -485,8 +508,9 @@ static void test_exhaustive_agreement_dp(void **state) {
                 o.dp[o.n_dp++] = v;
         ah_plan_options any = o;
         any.n_dp = 0;
-        int tps[8], mbs[8];
-        ah_candidate_tps(&m, &c, &o, tps);
+        unsigned tps[8];
+        int mbs[8];
+        ah_candidate_tp_masks(&m, &c, &o, tps);
         ah_candidate_mbs(&o, mbs);
         ah_ns best_enum = AH_NS_INF, best_any = AH_NS_INF;
         char err[256];
@@ -635,6 +659,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
                                        cmocka_unit_test(test_exhaustive_blocking),
                                        cmocka_unit_test(test_exhaustive_options),
+                                       cmocka_unit_test(test_exhaustive_stage_tp),
                                        cmocka_unit_test(test_exhaustive_agreement_dp),
                                        cmocka_unit_test(test_cost_objective)};
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,9 +26,10 @@ static void plan_usage(FILE *f) {
             "                    [--compare] [--json FILE] [--mem-reserve GIB] [--max-stages N]\n"
             "                    [--max-mixed-stages N] [--max-mixed-types N] [--verify K] [--top K]\n"
             "                    [--comm-profile FILE] [--quiet]\n\n"
-            "Finds the plan with the lowest predicted iteration time (or cost): one tensor-parallel degree,\n"
-            "data-parallel replicas that are pipelines of different depths, GPU types and layer\n"
-            "splits, and micro-batches split unevenly across replicas, within every GPU's memory.\n\n"
+            "Finds the plan with the lowest predicted iteration time (or cost): data-parallel replicas\n"
+            "that are pipelines of different depths, GPU types, layer splits and tensor-parallel degrees\n"
+            "(each stage its own), and micro-batches split unevenly across replicas, within every GPU's\n"
+            "memory.\n\n"
             "  --model          preset (autohet models) or an HF config.json (required)\n"
             "  --cluster        e.g. 2x8xA100-40G,1x8xH800@400:spot (nodes x GPUs x type[@NIC Gbit/s]\n"
             "                   [$PRICE per node-hour][:spot]) or an inventory JSON (docs/cluster-format.md)\n"
@@ -36,7 +37,9 @@ static void plan_usage(FILE *f) {
             "  --global-batch   sequences per iteration (required)\n"
             "  --seq            sequence length (default %d)\n"
             "  --micro-batch    fix the micro-batch size (default: best of 1,2,4,8 dividing the batch)\n"
-            "  --tp T[,T..]     tensor-parallel degrees allowed, e.g. 2 or 1,2 (default: best of 1,2,4,8)\n"
+            "  --tp T[,T..]     tensor-parallel degrees allowed for every stage: 2 puts every stage at 2,\n"
+            "                   1,2 lets each replica (and each GPU type of a mixed pipeline) take 1 or 2\n"
+            "                   (default: 1,2,4,8, those dividing the heads and fitting a node)\n"
             "  --pp S[,S..]     pipeline depths allowed for every replica, e.g. 4 or 2,4 (default: any\n"
             "                   depth up to --max-stages); with --tp and --micro-batch this reproduces a\n"
             "                   given configuration\n"
@@ -66,10 +69,12 @@ static void plan_usage(FILE *f) {
             "                   %d stages at most)\n"
             "  --max-mixed-types N    most GPU types in one pipeline (default %d)\n"
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
-            "                   (tp, micro-batch) configurations): closed form vs simulated time,\n"
-            "                   and which plan wins under simulation (default: no simulation)\n"
+            "                   (TP degrees, micro-batch, link level) sub-searches): closed form vs\n"
+            "                   simulated time, and which plan wins under simulation; a plan the simulator\n"
+            "                   cannot play yet (stages of different TP degrees) is listed as not\n"
+            "                   simulated (default: no simulation)\n"
             "  --top K          write the K best distinct plans (the best of each of the K best\n"
-            "                   configurations), ranked, as top[] in the --json document (default: none)\n"
+            "                   sub-searches), ranked, as top[] in the --json document (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
             "  --quiet          no tables on stdout (default off); with --verify and without --json the\n"
@@ -161,6 +166,17 @@ static const char *tp_label(const ah_plan *p) {
     return buf;
 }
 
+/* "stage_tp": per replica, its stages' TP degrees ("tp" is 0 when they differ) */
+static void add_stage_tp(cJSON *o, const ah_plan *p) {
+    cJSON *arr = cJSON_AddArrayToObject(o, "stage_tp");
+    for (int k = 0; k < p->n_replicas; k++) {
+        cJSON *r = cJSON_CreateArray();
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            cJSON_AddItemToArray(r, cJSON_CreateNumber(p->replicas[k].stages[j].tp));
+        cJSON_AddItemToArray(arr, r);
+    }
+}
+
 static void add_cost_fields(cJSON *o, const ah_plan *p) {
     double ci = ah_plan_cost_per_iteration(p);
     if (ci < 0)
@@ -181,6 +197,7 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
     cJSON_AddNumberToObject(o, "tokens_per_s", p->tokens_per_s);
     cJSON_AddNumberToObject(o, "mfu", p->mfu);
     cJSON_AddNumberToObject(o, "tp", ah_plan_uniform_tp(p)); /* 0: per stage */
+    add_stage_tp(o, p);
     cJSON_AddNumberToObject(o, "micro_batch", p->micro_batch);
     cJSON_AddNumberToObject(o, "replicas", p->n_replicas);
     cJSON_AddNumberToObject(o, "stages", p->replicas[0].n_stages);
@@ -207,6 +224,7 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", i);
         cJSON_AddNumberToObject(e, "tp", ah_plan_uniform_tp(&plans[i])); /* 0: per stage */
+        add_stage_tp(e, &plans[i]);
         cJSON_AddNumberToObject(e, "micro_batch", plans[i].micro_batch);
         cJSON_AddNumberToObject(e, "replicas", plans[i].n_replicas);
         cJSON_AddNumberToObject(e, "closed_form_s", plans[i].iteration_time_s);
@@ -231,39 +249,56 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
      * and the worst relative error */
     double worst = 0;
     int worst_i = -1;
-    double *closed = calloc((size_t)n + 1, sizeof(double));
-    if (!closed)
+    /* over the simulated candidates only (a mixed-degree plan may not be) */
+    double *closed = calloc((size_t)n + 1, sizeof(double)), *simc = calloc((size_t)n + 1, sizeof(double));
+    if (!closed || !simc)
         abort();
+    int n_c = 0;
     for (int i = 0; i < n; i++) {
-        closed[i] = plans[i].iteration_time_s;
         if (!(sim[i] > 0))
             continue;
-        double e = fabs(closed[i] / sim[i] - 1.0);
+        closed[n_c] = plans[i].iteration_time_s;
+        simc[n_c++] = sim[i];
+        double e = fabs(plans[i].iteration_time_s / sim[i] - 1.0);
         if (e > worst || worst_i < 0) {
             worst = e;
             worst_i = i;
         }
     }
-    double tau = ah_kendall_tau(closed, sim, n);
+    double tau = ah_kendall_tau(closed, simc, n_c);
     free(closed);
+    free(simc);
     if (!quiet) {
         printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
         printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",
                "simulated s", "error");
         for (int i = 0; i < n; i++)
-            printf("  %4d %4s %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, tp_label(&plans[i]), plans[i].micro_batch,
-                   plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
-                   sim[i] > 0 ? 100.0 * (plans[i].iteration_time_s / sim[i] - 1.0) : 0.0,
-                   i == winner ? "  <- fastest in simulation" : "");
+            if (sim[i] > 0)
+                printf("  %4d %4s %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, tp_label(&plans[i]),
+                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
+                       100.0 * (plans[i].iteration_time_s / sim[i] - 1.0),
+                       i == winner ? "  <- fastest in simulation" : "");
+            else
+                printf("  %4d %4s %4d %8d %14.4f  not simulated (%s)\n", i, tp_label(&plans[i]),
+                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s,
+                       cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "error")));
         printf("  (error = closed form / simulated - 1; negative: the model is optimistic)\n");
         if (worst_i >= 0)
             printf("  worst |error| %.2f%% (rank %d); ranking agreement Kendall tau %.3f over %d candidates\n",
                    100.0 * worst, worst_i, tau, n);
     } else if (summary_only) { /* --quiet without --json: the verification's one line, not nothing */
+        int n_sim = 0;
+        for (int i = 0; i < n; i++)
+            n_sim += sim[i] > 0;
+        char count[48];
+        if (n_sim == n)
+            snprintf(count, sizeof count, "%d", n);
+        else
+            snprintf(count, sizeof count, "%d of %d", n_sim, n);
         if (worst_i >= 0)
-            printf("Verification: %d candidates simulated (1F1B); worst |error| %.2f%% (rank %d); ranking "
+            printf("Verification: %s candidates simulated (1F1B); worst |error| %.2f%% (rank %d); ranking "
                    "agreement Kendall tau %.3f; fastest in simulation: rank %d\n",
-                   n, 100.0 * worst, worst_i, tau, winner);
+                   count, 100.0 * worst, worst_i, tau, winner);
         else
             printf("Verification: none of the %d candidates could be simulated\n", n);
     }

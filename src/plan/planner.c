@@ -24,6 +24,31 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
     return n;
 }
 
+/* Above this many GPUs the sub-search over all degrees together costs more
+ * than the planning-time targets allow (48 s at 1,024 GPUs of 6 kinds against
+ * 10 s); there the degrees are searched one at a time (docs/planner.md). */
+#define AH_MIXED_TP_MAX_GPUS 128
+
+int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
+                          unsigned *out) {
+    int tps[8], n = ah_candidate_tps(m, c, o, tps), k = 0;
+    int together = n > 1 && ah_cluster_total_gpus(c) <= AH_MIXED_TP_MAX_GPUS;
+    unsigned all = 0;
+    for (int i = 0; i < n; i++)
+        all |= 1u << tps[i];
+    if (all && (together || n == 1))
+        out[k++] = all;
+    for (int i = 0; i < n && n > 1; i++) {
+        int odd = 0; /* a node whose GPU count the degree fits but does not divide */
+        for (int j = 0; j < c->n_nodes && !odd; j++)
+            odd = c->nodes[j].gpus > tps[i] && c->nodes[j].gpus % tps[i];
+        if (odd || !together)
+            out[k++] = 1u << tps[i];
+    }
+    out[k] = 0;
+    return k;
+}
+
 int ah_candidate_mbs(const ah_plan_options *o, int *out) {
     static const int all[] = {1, 2, 4, 8};
     int n = 0;
@@ -141,7 +166,7 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
         for (int j = 0; mbs[j]; j++) {
             ah_search_ctx x;
             ah_search_level all = {-1};
-            if (ah_search_ctx_init(&x, m, c, prof, o, tps[i], mbs[j], &all, e2, sizeof e2) == 1) {
+            if (ah_search_ctx_init(&x, m, c, prof, o, 1u << tps[i], mbs[j], &all, e2, sizeof e2) == 1) {
                 int S;
                 int64_t need = ah_min_memory_needed(&x, &S);
                 if (need < best) {
@@ -227,12 +252,13 @@ static void subsearches_free(subsearches *sub) {
  * short mixed ones. 0, or -1 with err. */
 static int search_phase1(subsearches *sub, const ah_model_config *m, const ah_cluster *c,
                          const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen) {
-    int tps[8], mbs[8];
-    ah_candidate_tps(m, c, o, tps);
+    unsigned masks[8];
+    int mbs[8];
+    ah_candidate_tp_masks(m, c, o, masks);
     ah_candidate_mbs(o, mbs);
     ah_search_level levels[64];
     int n_levels = ah_search_levels(c, levels, 64);
-    size_t cap = 16 * (size_t)n_levels; /* at most 4 TPs x 4 micro-batches per level */
+    size_t cap = 20 * (size_t)n_levels; /* at most 5 degree sets x 4 micro-batches per level */
     sub->xs = calloc(cap, sizeof *sub->xs);
     sub->ss = calloc(cap, sizeof *sub->ss);
     sub->ready = calloc(cap, sizeof *sub->ready);
@@ -240,13 +266,13 @@ static int search_phase1(subsearches *sub, const ah_model_config *m, const ah_cl
         abort();
     sub->n = 0;
     int rc = 0;
-    for (int i = 0; tps[i] && rc == 0; i++)
+    for (int i = 0; masks[i] && rc == 0; i++)
         for (int j = 0; mbs[j] && rc == 0; j++)
             for (int l = 0; l < n_levels && rc == 0; l++) {
                 ah_search_ctx *x = &sub->xs[sub->n];
                 ah_solution *s = &sub->ss[sub->n];
                 s->value = AH_NS_INF;
-                int r = ah_search_ctx_init(x, m, c, prof, o, tps[i], mbs[j], &levels[l], err, errlen);
+                int r = ah_search_ctx_init(x, m, c, prof, o, masks[i], mbs[j], &levels[l], err, errlen);
                 if (r < 0)
                     rc = -1;
                 sub->ready[sub->n] = r == 1;
@@ -281,10 +307,16 @@ static int search_phase2(subsearches *sub, const ah_plan_options *o, long long *
         if (s->value != AH_NS_INF && (best < 0 || s->value < sub->ss[best].value))
             best = k;
         *effort += x->evals + x->n_tpl;
-        if (getenv("AUTOHET_DEBUG") && sub->ready[k])
+        if (getenv("AUTOHET_DEBUG") && sub->ready[k]) {
+            char tps[32] = "";
+            for (int t = 1, n = 0; t <= 8; t *= 2)
+                if (x->tp_mask & (1u << t))
+                    n += snprintf(tps + n, sizeof tps - (size_t)n, "%s%d", n ? "," : "", t);
             fprintf(stderr,
-                    "autohet: tp=%d mb=%d level(node %d) classes=%d templates=%d pruned=%lld value=%.6f s\n",
-                    x->tp, x->mb, x->level.single_node, x->K, x->n_tpl, x->pruned, ah_ns_to_s(s->value));
+                    "autohet: tp=%s mb=%d level(node %d) kinds=%d classes=%d templates=%d pruned=%lld value=%.6f "
+                    "s\n",
+                    tps, x->mb, x->level.single_node, x->n_kinds, x->K, x->n_tpl, x->pruned, ah_ns_to_s(s->value));
+        }
     }
     return best;
 }
@@ -306,8 +338,10 @@ static void unlimited_plan_summary(const ah_model_config *m, const ah_cluster *c
             smin_f = d < smin_f ? d : smin_f;
             smax_f = d > smax_f ? d : smax_f;
         }
-        snprintf(why, whylen, "the fastest plan has %d replica(s) of %d..%d stages at TP %d", fp.n_replicas,
-                 smin_f, smax_f, fp.replicas[0].stages[0].tp);
+        char tps[64];
+        ah_plan_tp_text(&fp, tps, sizeof tps);
+        snprintf(why, whylen, "the fastest plan has %d replica(s) of %d..%d stages at TP %s", fp.n_replicas,
+                 smin_f, smax_f, tps);
         ah_plan_free(&fp);
     } else
         no_fit_message(m, c, prof, &free_o, why, whylen);
@@ -470,7 +504,7 @@ typedef struct {
 } cost_class;
 
 typedef struct {
-    int counts[AH_MAX_CLASSES];
+    int counts[AH_MAX_KINDS];
     int n_nodes;
     double price;
     int state; /* 0 not visited, 1 feasible, 2 infeasible, 3 skipped */
@@ -495,8 +529,8 @@ static int cost_classes(const ah_cluster *c, cost_class *cc, int *K, char *err, 
                            c->nodes[cc[k].idx[0]].gpus == nd->gpus && c->nodes[cc[k].idx[0]].nic_gbit == nd->nic_gbit))
             k++;
         if (k == *K) {
-            if (*K == AH_MAX_CLASSES) {
-                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
+            if (*K == AH_MAX_KINDS) {
+                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_KINDS);
                 return -1;
             }
             (*K)++;
@@ -666,7 +700,7 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
                        const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
                        size_t errlen) {
     int K = 0;
-    cost_class *cc = calloc(AH_MAX_CLASSES, sizeof *cc);
+    cost_class *cc = calloc(AH_MAX_KINDS, sizeof *cc);
     if (!cc)
         abort();
     if (cost_classes(c, cc, &K, err, errlen) != 0) {

@@ -1,15 +1,20 @@
 /* Internal: the AutoHet search (docs/planner.md).
  *
- * For one (tp, micro-batch) the GPUs are grouped into *classes* (same GPU type,
- * GPUs per node and NIC); a class offers `units` TP groups. A *template* is a
- * pipeline shape: an ordered list of stage classes (canonical class order) and
- * the layer split chosen for it. Replicas are copies of templates. The plan
- * space and why the search is exact over it are described in docs/planner.md. */
+ * For one (set of TP degrees, micro-batch) the GPUs are grouped into *kinds*
+ * (same GPU type, GPUs per node and NIC); a kind offers `slots` (GPUs in units
+ * of its smallest degree). A *class* is a (kind, TP degree) pair: its TP
+ * groups are the stages a pipeline can run on, and it offers `units` of them.
+ * A *template* is a pipeline shape: an ordered list of stage classes
+ * (canonical class order) and the layer split chosen for it. Replicas are
+ * copies of templates; replicas of one kind share its slots whatever their
+ * degrees. The plan space and why the search is exact over it are described
+ * in docs/planner.md. */
 #ifndef AUTOHET_PLAN_SEARCH_H
 #define AUTOHET_PLAN_SEARCH_H
 #include "plan/costs.h"
 
-#define AH_MAX_CLASSES 16
+#define AH_MAX_KINDS 16
+#define AH_MAX_CLASSES 64 /* (kind, TP degree) pairs */
 #define AH_MAX_STAGES 64
 
 /* A level of the search. A stage's gradient all-reduce runs on its node's
@@ -25,6 +30,10 @@ typedef struct {
 
 typedef struct {
     const ah_device *dev;
+    int tp;     /* the TP degree of this class's groups */
+    int kind;   /* index into ah_search_ctx.kinds */
+    int slot_w; /* slots of its kind one group takes: tp / the kind's smallest degree */
+    const ah_layer_bytes *lb; /* per-GPU layer bytes at this degree */
     int gpus_per_node;
     double nic_gbit;
     double nic_share_gbs;
@@ -37,11 +46,21 @@ typedef struct {
     ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link */
 } ah_class;
 
+/* A node kind: the GPUs its classes share. Every degree searched on a kind
+ * divides its GPUs per node (or is the only one), so any multiset of TP groups
+ * whose slots fit packs into its nodes (powers of two, largest first). */
+typedef struct {
+    int slots; /* n_nodes x (GPUs per node / tmin) */
+    int tmin;  /* smallest degree of its classes */
+    int first_cls, n_cls; /* its classes: cls[first_cls ..), degree ascending */
+} ah_kind;
+
 typedef struct {
     int n_stages;
     int cls[AH_MAX_STAGES];
     int shape[AH_MAX_CLASSES]; /* stages per class */
-    int mixed;                 /* more than one class */
+    int use[AH_MAX_KINDS];     /* slots per kind: sum of shape x slot_w */
+    int mixed;                 /* more than one kind */
     int local;                 /* node-local DP layout: stage j of every copy on one node (every boundary
                                 * crosses nodes, gradients reduce inside nodes); used only by the
                                 * node-local branch of the solve, never in the knapsack */
@@ -55,15 +74,20 @@ typedef struct {
     const ah_cluster *c;
     const ah_plan_options *o;
     ah_search_level level;
-    int tp, mb, L;
+    unsigned tp_mask; /* bit t: degree t searched */
+    int tp;           /* the degree when tp_mask has one, else 0 (mixed degrees) */
+    int stage_tp;     /* 1: a multi-kind pipeline's kinds may differ in degree */
+    int mb, L;
     long long M; /* micro-batches per iteration */
     int K;
-    ah_class *cls; /* K classes, canonical order */
-    ah_layer_bytes lb;
+    ah_class *cls; /* K classes, canonical order: by kind, then degree */
+    int n_kinds;
+    ah_kind kinds[AH_MAX_KINDS]; /* canonical order */
+    ah_layer_bytes lbs[AH_MAX_TP_LOG2 + 1]; /* per degree (index log2), those used */
     ah_template *tpl;
     int n_tpl, cap_tpl;
-    int *pure[AH_MAX_CLASSES]; /* per class: indices of its pure templates */
-    int n_pure[AH_MAX_CLASSES], cap_pure[AH_MAX_CLASSES];
+    int *pure[AH_MAX_KINDS]; /* per kind: indices of its single-kind templates */
+    int n_pure[AH_MAX_KINDS], cap_pure[AH_MAX_KINDS];
     long long evals;  /* feasibility checks, for reporting */
     long long pruned; /* mixed shapes skipped by bounds */
 } ah_search_ctx;
@@ -85,10 +109,12 @@ typedef struct {
     ah_sol_replica *r;
 } ah_solution;
 
-/* 1 = context ready, 0 = nothing to do at this (tp, mb) (no units, or the
- * profile does not cover it), -1 = error in err. */
+/* 1 = context ready, 0 = nothing to do at this (degrees, mb) (no units, or
+ * the profile covers none of the degrees for some kind), -1 = error in err.
+ * tp_mask: bit t = degree t searched; with several, a kind keeps the degrees
+ * dividing its GPUs per node (ah_candidate_tp_masks). */
 int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
-                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb,
+                       const ah_profile *prof, const ah_plan_options *o, unsigned tp_mask, int mb,
                        const ah_search_level *lv, char *err, size_t errlen);
 void ah_search_ctx_free(ah_search_ctx *x);
 /* Split one template (cls/n_stages/shape set); fills ends, ends1, A, B, tail,
@@ -113,6 +139,12 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
                        const ah_plan_options *o, int mb);
 /* Candidate TP degrees / micro-batch sizes for the options (0-terminated). */
 int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o, int *out);
+/* The degree sets the search runs (0-terminated, at most 5): all candidate
+ * degrees together (per-replica TP), plus each degree alone that some node's
+ * GPU count is not a multiple of (there it only fits on its own); above
+ * AH_MIXED_TP_MAX_GPUS (planner.c) every degree alone instead. */
+int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
+                          unsigned *out);
 int ah_candidate_mbs(const ah_plan_options *o, int *out);
 /* Symmetric baselines (baselines.c). */
 int ah_plan_megatron(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,

@@ -1,5 +1,6 @@
 /* The AutoHet planner: exact search over asymmetric 3D-parallel plans.
  * See docs/planner.md for the plan space and the argument for exactness. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,66 +43,128 @@ int ah_search_levels(const ah_cluster *c, ah_search_level *out, int max) {
     return n;
 }
 
+static int log2_int(int t) {
+    int i = 0;
+    while ((1 << i) < t)
+        i++;
+    return i;
+}
+
+/* Groups the nodes of the level into kinds (same GPU type, GPUs per node,
+ * NIC), in canonical order, into kc (each with its nodes); returns the count,
+ * or -1 with err. */
+static int group_kinds(const ah_cluster *c, const ah_plan_options *o, const ah_search_level *lv, ah_class *kc,
+                       char *err, size_t errlen) {
+    int n = 0;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const ah_node *nd = &c->nodes[i];
+        if (lv->single_node >= 0 && i != lv->single_node)
+            continue;
+        int k = 0;
+        while (k < n && !same_class(&c->nodes[kc[k].nodes[0]], nd))
+            k++;
+        if (k == n) {
+            if (n == AH_MAX_KINDS) {
+                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_KINDS);
+                return -1;
+            }
+            ah_class *cl = &kc[n++];
+            cl->dev = &nd->dev;
+            cl->gpus_per_node = nd->gpus;
+            cl->nic_gbit = nd->nic_gbit;
+            cl->nic_share_gbs = ah_nic_share_gbs(nd);
+            cl->cap = ah_usable_bytes(&nd->dev, o);
+        }
+        kc[k].nodes[kc[k].n_nodes++] = i;
+    }
+    for (int i = 1; i < n; i++) /* insertion sort into canonical order */
+        for (int j = i; j > 0 && class_before(&kc[j], &kc[j - 1]); j--) {
+            ah_class tmp = kc[j];
+            kc[j] = kc[j - 1];
+            kc[j - 1] = tmp;
+        }
+    return n;
+}
+
+/* The classes of kind kc at the degrees of tp_mask: a degree must fit its
+ * nodes and, when several are searched, divide their GPU count (so that any
+ * mix packs); the profile must cover it. Returns how many were added, -1 if
+ * the degrees fit but the profile covers none, -2 on too many classes. */
+static int add_kind_classes(ah_search_ctx *x, const ah_class *kc, const ah_profile *prof) {
+    int single = (x->tp_mask & (x->tp_mask - 1)) == 0, fit = 0, added = 0;
+    ah_kind *kd = &x->kinds[x->n_kinds];
+    kd->first_cls = x->K;
+    for (int t = 1; t <= 8; t *= 2) {
+        if (!(x->tp_mask & (1u << t)) || t > kc->gpus_per_node || (!single && kc->gpus_per_node % t))
+            continue;
+        fit = 1;
+        if (!ah_profile_has(prof, x->m, kc->dev, t, x->mb))
+            continue;
+        if (x->K == AH_MAX_CLASSES)
+            return -2;
+        ah_class *cl = &x->cls[x->K++];
+        *cl = *kc;
+        cl->tp = t;
+        cl->kind = x->n_kinds;
+        cl->upn = kc->gpus_per_node / t;
+        cl->units = cl->upn * kc->n_nodes;
+        if (!added)
+            kd->tmin = t;
+        cl->slot_w = t / kd->tmin;
+        added++;
+    }
+    if (!fit)
+        return 0;
+    if (!added)
+        return -1;
+    kd->n_cls = added;
+    kd->slots = kc->n_nodes * (kc->gpus_per_node / kd->tmin);
+    x->n_kinds++;
+    return added;
+}
+
 int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_cluster *c,
-                       const ah_profile *prof, const ah_plan_options *o, int tp, int mb,
+                       const ah_profile *prof, const ah_plan_options *o, unsigned tp_mask, int mb,
                        const ah_search_level *lv, char *err, size_t errlen) {
     memset(x, 0, sizeof *x);
     x->level = *lv;
     x->m = m;
     x->c = c;
     x->o = o;
-    x->tp = tp;
+    x->tp_mask = tp_mask;
+    x->tp = (tp_mask & (tp_mask - 1)) == 0 ? log2_int((int)tp_mask) : 0;
+    x->stage_tp = 0; /* see docs/planner.md: exact, but slower than the time targets at scale */
     x->mb = mb;
     x->L = ah_model_num_layers(m);
     x->M = o->global_batch / mb;
     x->cls = calloc(AH_MAX_CLASSES, sizeof(ah_class));
-    if (!x->cls)
+    ah_class *kc = calloc(AH_MAX_KINDS, sizeof(ah_class));
+    if (!x->cls || !kc)
         abort();
-    for (int i = 0; i < c->n_nodes; i++) {
-        const ah_node *nd = &c->nodes[i];
-        if (nd->gpus < tp)
-            continue;
-        if (lv->single_node >= 0 && i != lv->single_node)
-            continue;
-        int k = 0;
-        while (k < x->K && !same_class(&c->nodes[x->cls[k].nodes[0]], nd))
-            k++;
-        if (k == x->K) {
-            if (x->K == AH_MAX_CLASSES) {
-                snprintf(err, errlen, "cluster: more than %d distinct node kinds", AH_MAX_CLASSES);
-                return -1;
-            }
-            ah_class *cl = &x->cls[x->K++];
-            cl->dev = &nd->dev;
-            cl->gpus_per_node = nd->gpus;
-            cl->nic_gbit = nd->nic_gbit;
-            cl->nic_share_gbs = ah_nic_share_gbs(nd);
-            cl->upn = nd->gpus / tp;
-            cl->cap = ah_usable_bytes(&nd->dev, o);
-        }
-        ah_class *cl = &x->cls[k];
-        cl->nodes[cl->n_nodes++] = i;
-        cl->units += cl->upn;
+    int nk = group_kinds(c, o, lv, kc, err, errlen), rc = 1;
+    for (int k = 0; k < nk && rc == 1; k++) {
+        int r = add_kind_classes(x, &kc[k], prof);
+        if (r == -2) {
+            snprintf(err, errlen, "cluster: more than %d (node kind, TP degree) pairs", AH_MAX_CLASSES);
+            rc = -1;
+        } else if (r == -1)
+            rc = 0; /* the profile does not cover this kind at any degree searched */
     }
-    if (x->K == 0)
-        return 0;
-    for (int k = 0; k < x->K; k++)
-        if (!ah_profile_has(prof, m, x->cls[k].dev, tp, mb))
-            return 0;
-    /* insertion sort into canonical order */
-    for (int i = 1; i < x->K; i++)
-        for (int j = i; j > 0 && class_before(&x->cls[j], &x->cls[j - 1]); j--) {
-            ah_class tmp = x->cls[j];
-            x->cls[j] = x->cls[j - 1];
-            x->cls[j - 1] = tmp;
-        }
-    for (int k = 0; k < x->K; k++)
-        if (ah_layer_times_build(&x->cls[k].lt, prof, m, &o->train, x->cls[k].dev, tp, mb, err, errlen) != 0)
+    free(kc);
+    if (nk < 0)
+        return -1;
+    if (rc != 1 || x->K == 0)
+        return rc == 1 ? 0 : rc;
+    for (int k = 0; k < x->K; k++) {
+        ah_class *cl = &x->cls[k];
+        int li = log2_int(cl->tp);
+        if (!x->lbs[li].static_bytes) /* dist optimizer: memory at R = 1, the worst case */
+            ah_layer_bytes_build(&x->lbs[li], m, &o->train, cl->tp, mb, 1);
+        cl->lb = &x->lbs[li];
+        if (ah_layer_times_build(&cl->lt, prof, m, &o->train, cl->dev, cl->tp, mb, err, errlen) != 0)
             return -1;
-    ah_layer_bytes_build(&x->lb, m, &o->train, tp, mb, 1); /* dist optimizer: memory at R = 1, the worst case */
-    for (int k = 0; k < x->K; k++)
-        x->cls[k].sync = ah_sync_prefix(&x->lb, ah_stage_dp_link_gbs(&c->nodes[x->cls[k].nodes[0]],
-                                                                      lv->single_node >= 0));
+        cl->sync = ah_sync_prefix(cl->lb, ah_stage_dp_link_gbs(&c->nodes[cl->nodes[0]], lv->single_node >= 0));
+    }
     return 1;
 }
 
@@ -112,10 +175,11 @@ void ah_search_ctx_free(ah_search_ctx *x) {
             free(x->cls[k].sync);
         }
     free(x->cls);
-    if (x->lb.static_bytes)
-        ah_layer_bytes_free(&x->lb);
+    for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
+        if (x->lbs[i].static_bytes)
+            ah_layer_bytes_free(&x->lbs[i]);
     free(x->tpl);
-    for (int k = 0; k < AH_MAX_CLASSES; k++)
+    for (int k = 0; k < AH_MAX_KINDS; k++)
         free(x->pure[k]);
     memset(x, 0, sizeof *x);
 }
@@ -134,15 +198,17 @@ static void add_template_order(ah_search_ctx *x, const int *shape, int reversed,
     ah_template t;
     memset(&t, 0, sizeof t);
     t.local = local;
-    int classes = 0;
+    unsigned kinds = 0;
     for (int q = 0; q < x->K; q++) {
         int k = reversed ? x->K - 1 - q : q;
         t.shape[k] = shape[k];
-        classes += shape[k] > 0;
+        t.use[x->cls[k].kind] += shape[k] * x->cls[k].slot_w;
+        if (shape[k])
+            kinds |= 1u << x->cls[k].kind;
         for (int i = 0; i < shape[k]; i++)
             t.cls[t.n_stages++] = k;
     }
-    t.mixed = classes > 1;
+    t.mixed = (kinds & (kinds - 1)) != 0;
     if (ah_template_split(x, &t) != 0)
         return;
     if (x->n_tpl == x->cap_tpl) {
@@ -152,7 +218,7 @@ static void add_template_order(ah_search_ctx *x, const int *shape, int reversed,
             abort();
     }
     if (!t.mixed && !t.local) {
-        int k = t.cls[0];
+        int k = x->cls[t.cls[0]].kind;
         if (x->n_pure[k] == x->cap_pure[k]) {
             x->cap_pure[k] = x->cap_pure[k] ? 2 * x->cap_pure[k] : 32;
             x->pure[k] = realloc(x->pure[k], sizeof(int) * (size_t)x->cap_pure[k]);
@@ -189,26 +255,34 @@ static void add_templates(ah_search_ctx *x, const int *shape, int normal, int lo
     }
 }
 
-/* Mixed shapes: >= 2 classes, at most max_mixed_types classes, stages in
- * [lo, hi], never more units of a class than it has. */
+/* Mixed shapes: >= 2 kinds, at most max_mixed_types kinds, stages in
+ * [lo, hi], never more groups of a class than it has; each kind's stages at
+ * one degree, the same for every kind unless x->stage_tp. `kind` is the next
+ * kind to decide, `deg` the degree fixed so far (0 = none yet). */
 typedef void (*shape_fn)(ah_search_ctx *x, const int *shape, int stages, void *arg);
 
-static void mixed_shapes(ah_search_ctx *x, int k, int *shape, int stages, int classes, int lo, int hi,
+static void mixed_shapes(ah_search_ctx *x, int kind, int deg, int *shape, int stages, int kinds, int lo, int hi,
                          shape_fn fn, void *arg) {
-    if (k == x->K) {
-        if (classes >= 2 && stages >= lo)
+    if (kind == x->n_kinds) {
+        if (kinds >= 2 && stages >= lo)
             fn(x, shape, stages, arg);
         return;
     }
-    for (int n = 0; n <= x->cls[k].units && stages + n <= hi; n++) {
-        if (n > 0 && classes + 1 > x->o->max_mixed_types)
-            break;
-        if (n > 0 && classes + 1 >= 3 && stages + n > x->o->max_mixed3_stages)
-            break;
-        shape[k] = n;
-        mixed_shapes(x, k + 1, shape, stages + n, classes + (n > 0), lo, hi, fn, arg);
+    mixed_shapes(x, kind + 1, deg, shape, stages, kinds, lo, hi, fn, arg); /* kind unused */
+    if (kinds + 1 > x->o->max_mixed_types)
+        return;
+    const ah_kind *kd = &x->kinds[kind];
+    for (int e = kd->first_cls; e < kd->first_cls + kd->n_cls; e++) {
+        if (!x->stage_tp && deg && x->cls[e].tp != deg)
+            continue;
+        for (int n = 1; n <= x->cls[e].units && stages + n <= hi; n++) {
+            if (kinds + 1 >= 3 && stages + n > x->o->max_mixed3_stages)
+                break;
+            shape[e] = n;
+            mixed_shapes(x, kind + 1, deg ? deg : x->cls[e].tp, shape, stages + n, kinds + 1, lo, hi, fn, arg);
+        }
+        shape[e] = 0;
     }
-    shape[k] = 0;
 }
 
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
@@ -241,8 +315,8 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     int with_local = phase1_mixed_stages >= hi;
     if (phase1_mixed_stages < hi)
         hi = phase1_mixed_stages;
-    if (x->K >= 2 && x->o->max_mixed_types >= 2)
-        mixed_shapes(x, 0, shape, 0, 0, 2, hi, add_shape, &with_local);
+    if (x->n_kinds >= 2 && x->o->max_mixed_types >= 2)
+        mixed_shapes(x, 0, 0, shape, 0, 0, 2, hi, add_shape, &with_local);
 }
 
 /* ---- solve ------------------------------------------------------------- */
@@ -265,18 +339,19 @@ typedef struct {
     /* --dp only (R > 0): the same knapsack with the replica count as a second
      * dimension, per class (units + 1) x (R + 1) */
     int R;                           /* largest replica count tracked */
-    int offR[AH_MAX_CLASSES + 1];    /* per class: start of its table */
+    int offR[AH_MAX_KINDS + 1];    /* per class: start of its table */
     long long *VR;                   /* best capacity with <= u units and exactly r replicas, -1 = none */
     int *chR;                        /* template used last at (u, r), -1 = a unit idle */
     long long *conv;                 /* K x (R + 1): classes 0..k combined, exactly r replicas */
     int *conv_arg;                   /* replicas class k contributes at that optimum */
-    int sel_counts[AH_MAX_CLASSES];  /* the feasible combination found: pure replicas per class */
+    int sel_counts[AH_MAX_KINDS];  /* the feasible combination found: pure replicas per class */
     /* per subset of classes (K <= COMP_MAX_K): the convolution of the other
      * classes at all their units, built lazily for the current tables */
     long long *comp;
     unsigned *comp_gen;
     unsigned gen;
     long long *tmp; /* 2 x (R + 1) scratch */
+    int *plist, *best_at; /* class_tables scratch: n_tpl, and the most slots of a kind + 1 */
 } workspace;
 
 #define COMP_MAX_K 8
@@ -296,8 +371,8 @@ static int dp_track(const ah_search_ctx *x) {
     if (x->o->n_dp == 0)
         return 0;
     long long units = 0, r = 0;
-    for (int k = 0; k < x->K; k++)
-        units += x->cls[k].units;
+    for (int k = 0; k < x->n_kinds; k++)
+        units += x->kinds[k].slots;
     for (int i = 0; i < x->o->n_dp; i++)
         if (x->o->dp[i] > r)
             r = x->o->dp[i];
@@ -308,27 +383,38 @@ static int dp_track(const ah_search_ctx *x) {
     return (int)(r > 0 ? r : 1);
 }
 
+static void workspace_scratch(const ah_search_ctx *x, workspace *w) {
+    int smax = 0;
+    for (int k = 0; k < x->n_kinds; k++)
+        smax = x->kinds[k].slots > smax ? x->kinds[k].slots : smax;
+    w->plist = malloc(sizeof(int) * (size_t)(x->n_tpl + 1));
+    w->best_at = malloc(sizeof(int) * (size_t)(smax + 1));
+    if (!w->plist || !w->best_at)
+        abort();
+}
+
 static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offset) {
     memset(w, 0, sizeof *w);
-    w->V = malloc(sizeof(long long) * (size_t)offset[x->K]);
-    w->choice = malloc(sizeof(int) * (size_t)offset[x->K]);
+    workspace_scratch(x, w);
+    w->V = malloc(sizeof(long long) * (size_t)offset[x->n_kinds]);
+    w->choice = malloc(sizeof(int) * (size_t)offset[x->n_kinds]);
     w->cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
     if (!w->V || !w->choice || !w->cap)
         abort();
     w->R = dp_track(x);
     if (w->R > 0) {
         w->offR[0] = 0;
-        for (int k = 0; k < x->K; k++)
-            w->offR[k + 1] = w->offR[k] + (x->cls[k].units + 1) * (w->R + 1);
-        w->VR = malloc(sizeof(long long) * (size_t)w->offR[x->K]);
-        w->chR = malloc(sizeof(int) * (size_t)w->offR[x->K]);
-        w->conv = malloc(sizeof(long long) * (size_t)(x->K * (w->R + 1)));
-        w->conv_arg = malloc(sizeof(int) * (size_t)(x->K * (w->R + 1)));
+        for (int k = 0; k < x->n_kinds; k++)
+            w->offR[k + 1] = w->offR[k] + (x->kinds[k].slots + 1) * (w->R + 1);
+        w->VR = malloc(sizeof(long long) * (size_t)w->offR[x->n_kinds]);
+        w->chR = malloc(sizeof(int) * (size_t)w->offR[x->n_kinds]);
+        w->conv = malloc(sizeof(long long) * (size_t)(x->n_kinds * (w->R + 1)));
+        w->conv_arg = malloc(sizeof(int) * (size_t)(x->n_kinds * (w->R + 1)));
         if (!w->VR || !w->chR || !w->conv || !w->conv_arg)
             abort();
-        if (x->K <= COMP_MAX_K) {
-            w->comp = malloc(sizeof(long long) * (size_t)(w->R + 1) << x->K);
-            w->comp_gen = calloc((size_t)1 << x->K, sizeof(unsigned));
+        if (x->n_kinds <= COMP_MAX_K) {
+            w->comp = malloc(sizeof(long long) * (size_t)(w->R + 1) << x->n_kinds);
+            w->comp_gen = calloc((size_t)1 << x->n_kinds, sizeof(unsigned));
             w->tmp = malloc(sizeof(long long) * (size_t)(2 * (w->R + 1)));
             if (!w->comp || !w->comp_gen || !w->tmp)
                 abort();
@@ -337,6 +423,8 @@ static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offs
 }
 
 static void workspace_free(workspace *w) {
+    free(w->plist);
+    free(w->best_at);
     free(w->V);
     free(w->choice);
     free(w->cap);
@@ -349,24 +437,50 @@ static void workspace_free(workspace *w) {
     free(w->tmp);
 }
 
-/* Unbounded knapsack per class over its pure templates. */
+/* The single-kind templates of kind k worth an item in its knapsack at the
+ * current caps (into w->plist; returns how many): per weight (slots) the
+ * largest cap, the first among equals, and only where it beats every lighter
+ * one. Exact: a template no lighter than another of at least its cap can
+ * always be swapped for it. */
+static int useful_pure(const ah_search_ctx *x, workspace *w, int k) {
+    int S = x->kinds[k].slots, n = 0;
+    for (int u = 0; u <= S; u++)
+        w->best_at[u] = -1;
+    for (int q = 0; q < x->n_pure[k]; q++) {
+        int i = x->pure[k][q], u = x->tpl[i].use[k];
+        if (w->cap[i] == 0 || u > S)
+            continue;
+        if (w->best_at[u] < 0 || w->cap[i] > w->cap[w->best_at[u]])
+            w->best_at[u] = i;
+    }
+    long long top = 0;
+    for (int u = 1; u <= S; u++)
+        if (w->best_at[u] >= 0 && w->cap[w->best_at[u]] > top) {
+            w->plist[n++] = w->best_at[u];
+            top = w->cap[w->best_at[u]];
+        }
+    return n;
+}
+
+/* Unbounded knapsack per kind over its single-kind templates (weight =
+ * slots, value = cap). */
 static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
     for (int i = 0; i < x->n_tpl; i++)
         w->cap[i] = capacity(x, &x->tpl[i], P, max_tail);
-    for (int k = 0; k < x->K; k++) {
+    for (int k = 0; k < x->n_kinds; k++) {
         long long *V = w->V + offset[k];
         int *ch = w->choice + offset[k];
+        int n = useful_pure(x, w, k);
         V[0] = 0;
         ch[0] = -1;
-        for (int u = 1; u <= x->cls[k].units; u++) {
+        for (int u = 1; u <= x->kinds[k].slots; u++) {
             V[u] = V[u - 1];
             ch[u] = -1;
-            for (int q = 0; q < x->n_pure[k]; q++) {
-                int i = x->pure[k][q];
-                const ah_template *t = &x->tpl[i];
-                if (t->n_stages > u || w->cap[i] == 0)
-                    continue;
-                long long v = V[u - t->n_stages] + w->cap[i];
+            for (int q = 0; q < n; q++) {
+                int i = w->plist[q], wt = x->tpl[i].use[k];
+                if (wt > u)
+                    break; /* plist is by increasing weight */
+                long long v = V[u - wt] + w->cap[i];
                 if (v > x->M)
                     v = x->M;
                 if (v > V[u]) {
@@ -384,10 +498,10 @@ static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, worksp
 static void class_tables_R(const ah_search_ctx *x, workspace *w) {
     int R = w->R;
     w->gen++; /* the cached convolutions are stale */
-    for (int k = 0; k < x->K; k++) {
+    for (int k = 0; k < x->n_kinds; k++) {
         long long *VR = w->VR + w->offR[k];
         int *ch = w->chR + w->offR[k];
-        int U = x->cls[k].units;
+        int U = x->kinds[k].slots;
         for (int r = 0; r <= R; r++) {
             VR[r] = r == 0 ? 0 : -1;
             ch[r] = -1;
@@ -401,7 +515,7 @@ static void class_tables_R(const ah_search_ctx *x, workspace *w) {
             }
             for (int q = 0; q < x->n_pure[k]; q++) {
                 int i = x->pure[k][q];
-                int n = x->tpl[i].n_stages;
+                int n = x->tpl[i].use[k];
                 if (n > u || w->cap[i] == 0)
                     continue;
                 const long long *from = VR + (size_t)(u - n) * (R + 1);
@@ -460,7 +574,7 @@ static int count_feasible(const ah_search_ctx *x, workspace *w, const long long 
     int need = R - fixed; /* pure replicas at most */
     if (need < 0)
         return 0;
-    for (int k = 0; k < x->K; k++) {
+    for (int k = 0; k < x->n_kinds; k++) {
         const long long *row = w->VR + w->offR[k] + (size_t)left[k] * W;
         long long *cv = w->conv + (size_t)k * W;
         int *ca = w->conv_arg + (size_t)k * W;
@@ -474,13 +588,13 @@ static int count_feasible(const ah_search_ctx *x, workspace *w, const long long 
         }
         conv_into(cv - W, row, amax, need, x->M, cv, ca);
     }
-    const long long *last = w->conv + (size_t)(x->K - 1) * W;
+    const long long *last = w->conv + (size_t)(x->n_kinds - 1) * W;
     long long fixed_total = fixed * fixed_cap;
     for (int i = 0; i < x->o->n_dp; i++) {
         int T = x->o->dp[i], p = T - fixed;
         if (T < 2 || T > x->M || p < 0 || p > need || last[p] < 0 || last[p] + fixed_total < x->M)
             continue;
-        for (int k = x->K - 1; k >= 0; k--) {
+        for (int k = x->n_kinds - 1; k >= 0; k--) {
             int a = w->conv_arg[(size_t)k * W + p];
             w->sel_counts[k] = a;
             p -= a;
@@ -503,24 +617,24 @@ static int count_feasible_fast(const ah_search_ctx *x, workspace *w, const long 
     if (need < 0)
         return 0;
     unsigned touched = 0;
-    for (int k = 0; k < x->K; k++)
-        if (left[k] != x->cls[k].units)
+    for (int k = 0; k < x->n_kinds; k++)
+        if (left[k] != x->kinds[k].slots)
             touched |= 1u << k;
     long long *cur = w->comp + (size_t)touched * W;
     if (w->comp_gen[touched] != w->gen) {
         for (int r = 0; r <= R; r++)
             cur[r] = r == 0 ? 0 : -1;
-        for (int k = 0; k < x->K; k++) {
+        for (int k = 0; k < x->n_kinds; k++) {
             if (touched & (1u << k))
                 continue;
-            int U = x->cls[k].units;
+            int U = x->kinds[k].slots;
             conv_into(cur, w->VR + w->offR[k] + (size_t)U * W, U < R ? U : R, R, x->M, w->tmp, NULL);
             memcpy(cur, w->tmp, sizeof(long long) * (size_t)W);
         }
         w->comp_gen[touched] = w->gen;
     }
     int last = -1;
-    for (int k = 0; k < x->K; k++)
+    for (int k = 0; k < x->n_kinds; k++)
         if (touched & (1u << k))
             last = k;
     const long long *a = cur;
@@ -563,17 +677,17 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
     x->evals++;
     class_tables(x, P, max_tail, w, offset);
     long long base = 0;
-    for (int k = 0; k < x->K; k++)
-        base += w->V[offset[k] + x->cls[k].units];
+    for (int k = 0; k < x->n_kinds; k++)
+        base += w->V[offset[k] + x->kinds[k].slots];
     *mixed_tpl = -1;
     *mixed_r = 0;
-    long long left[AH_MAX_CLASSES];
+    long long left[AH_MAX_KINDS];
     if (w->R > 0) {
         /* --dp: the same search with exact counts; the plain tables above
          * are an upper bound that skips hopeless combinations cheaply */
         class_tables_R(x, w);
-        for (int k = 0; k < x->K; k++)
-            left[k] = x->cls[k].units;
+        for (int k = 0; k < x->n_kinds; k++)
+            left[k] = x->kinds[k].slots;
         if (base >= x->M && count_feasible_fast(x, w, left, 0, 0))
             return 1;
     } else if (base >= x->M)
@@ -582,11 +696,19 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
         const ah_template *t = &x->tpl[i];
         if (!t->mixed || w->cap[i] == 0)
             continue;
+        /* r copies leave each kind's table at most its full value: skip the
+         * template when even its most copies with the full tables fall short */
+        long long rmax = LLONG_MAX;
+        for (int k = 0; k < x->n_kinds; k++)
+            if (t->use[k] && x->kinds[k].slots / t->use[k] < rmax)
+                rmax = x->kinds[k].slots / t->use[k];
+        if (rmax < 1 || (rmax < x->M && rmax * w->cap[i] + base < x->M))
+            continue;
         for (long long r = 1;; r++) {
             long long v = r * w->cap[i];
             int ok = 1;
-            for (int k = 0; k < x->K && ok; k++) {
-                left[k] = x->cls[k].units - r * t->shape[k];
+            for (int k = 0; k < x->n_kinds && ok; k++) {
+                left[k] = x->kinds[k].slots - r * t->use[k];
                 if (left[k] < 0)
                     ok = 0;
                 else
@@ -772,9 +894,9 @@ static void build_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_
     feasible_T(x, P, S, w, offset, &mt, &mr);
     for (long long r = 0; r < mr; r++)
         push(sol, mt, w->cap[mt], cap);
-    for (int k = 0; k < x->K && w->R > 0; k++) {
+    for (int k = 0; k < x->n_kinds && w->R > 0; k++) {
         /* --dp: exactly sel_counts[k] pure replicas of class k */
-        int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+        int u = x->kinds[k].slots - (mt >= 0 ? (int)(mr * x->tpl[mt].use[k]) : 0);
         int r = w->sel_counts[k];
         while (r > 0) {
             int i = w->chR[w->offR[k] + u * (w->R + 1) + r];
@@ -783,12 +905,12 @@ static void build_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_
                 continue;
             }
             push(sol, i, w->cap[i], cap);
-            u -= x->tpl[i].n_stages;
+            u -= x->tpl[i].use[k];
             r--;
         }
     }
-    for (int k = 0; k < x->K && w->R == 0; k++) {
-        int u = x->cls[k].units - (mt >= 0 ? (int)(mr * x->tpl[mt].shape[k]) : 0);
+    for (int k = 0; k < x->n_kinds && w->R == 0; k++) {
+        int u = x->kinds[k].slots - (mt >= 0 ? (int)(mr * x->tpl[mt].use[k]) : 0);
         while (u > 0) {
             int i = w->choice[offset[k] + u];
             if (i < 0) {
@@ -796,7 +918,7 @@ static void build_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_
                 continue;
             }
             push(sol, i, w->cap[i], cap);
-            u -= x->tpl[i].n_stages;
+            u -= x->tpl[i].use[k];
         }
     }
     trim_to_micro_batches(x, w, sol);
@@ -811,10 +933,10 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     ah_ns v1, hiP, hiAll;
     best_single_replica(x, &v1, &best1, &hiP, &hiAll);
     workspace w;
-    int offset[AH_MAX_CLASSES + 1];
+    int offset[AH_MAX_KINDS + 1];
     offset[0] = 0;
-    for (int k = 0; k < x->K; k++)
-        offset[k + 1] = offset[k] + x->cls[k].units + 1;
+    for (int k = 0; k < x->n_kinds; k++)
+        offset[k + 1] = offset[k] + x->kinds[k].slots + 1;
     workspace_init(x, &w, offset);
     ah_ns bestP, bestS;
     ah_ns best = best_multi_replica(x, &w, offset, hiP, hiAll, v1, &bestP, &bestS);
@@ -849,30 +971,47 @@ void ah_solution_free(ah_solution *s) {
 typedef struct {
     ah_ns bound; /* only plans strictly faster than this matter */
     workspace w;
-    int offset[AH_MAX_CLASSES + 1];
-    double inv_kappa[AH_MAX_CLASSES]; /* 1 / kappa_c, see below */
-    double omega;
-    ah_ns *sum_min, *max_min; /* per subset of classes (bitmask) */
-    ah_ns *upd_min;           /* per subset: min_c upd_c(layer 0) */
-    ah_ns sync0;              /* min_c sync_c(layer 0) */
-    int phase1;               /* mixed shapes up to this many stages have their normal templates already */
+    int offset[AH_MAX_KINDS + 1];
+    ah_ns sync0; /* min_c sync_c(layer 0) */
+    int phase1;  /* mixed shapes up to this many stages have their normal templates already */
     int added;
 } expand_env;
 
-/* Optimistic (lower) bounds for any split of a shape:
- *  A >= sum_l min_{c in shape} w_c(l) + 2 sum c, B >= max_l min_{c in shape} w_c(l),
- *  and with w_c(l) >= kappa_c * omega_l for every layer (omega_l = the
- *  slowest class's time of layer l), S stages of classes c_j give
- *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
-static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *shape, int local, ah_ns *lbA,
-                       ah_ns *lbB) {
-    unsigned mask = 0;
-    double inv = 0.0;
+/* Optimistic (lower) bounds for any split of a shape, over its classes c:
+ *  A >= sum_l min_c w_c(l) + 2 sum sends, B >= max_l min_c w_c(l),
+ *  and with omega_l = max_c w_c(l) and kappa_c = min_l w_c(l) / omega_l
+ *  (so w_c(l) >= kappa_c omega_l), S stages of classes c_j give
+ *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. *upd0 = min_c upd_c(layer 0). */
+static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_ns *lbA, ah_ns *lbB, ah_ns *upd0) {
+    int in[AH_MAX_CLASSES], n_in = 0;
     for (int k = 0; k < x->K; k++)
-        if (shape[k]) {
-            mask |= 1u << k;
-            inv += shape[k] * v->inv_kappa[k];
+        if (shape[k])
+            in[n_in++] = k;
+    ah_ns sum_min = 0, max_min = 0;
+    double omega = 0.0, kappa[AH_MAX_CLASSES];
+    for (int q = 0; q < n_in; q++)
+        kappa[q] = 1.0;
+    *upd0 = AH_NS_INF;
+    for (int l = 0; l < x->L; l++) {
+        ah_ns mn = AH_NS_INF, om = 0;
+        for (int q = 0; q < n_in; q++) {
+            ah_ns wl = ah_range(x->cls[in[q]].lt.w, l, l + 1);
+            mn = wl < mn ? wl : mn;
+            om = wl > om ? wl : om;
+            if (l == 0 && ah_range(x->cls[in[q]].lt.upd, 0, 1) < *upd0)
+                *upd0 = ah_range(x->cls[in[q]].lt.upd, 0, 1);
         }
+        sum_min += mn;
+        max_min = mn > max_min ? mn : max_min;
+        omega += (double)om;
+        for (int q = 0; q < n_in && om > 0; q++) {
+            double r = (double)ah_range(x->cls[in[q]].lt.w, l, l + 1) / (double)om;
+            kappa[q] = r < kappa[q] ? r : kappa[q];
+        }
+    }
+    double inv = 0.0;
+    for (int q = 0; q < n_in; q++)
+        inv += shape[in[q]] * (kappa[q] > 0 ? 1.0 / kappa[q] : 1e300);
     /* the sends of a shape do not depend on its split (or its class order):
      * A pays both directions of each, and the window of all stages bounds
      * the period: B >= (sum w + 2 sum c) / S */
@@ -885,57 +1024,59 @@ static void bounds_for(const ah_search_ctx *x, const expand_env *v, const int *s
     ah_ns sends = 0;
     for (int j = 0; j + 1 < t.n_stages; j++)
         sends += ah_template_p2p(x, &t, j);
-    *lbA = v->sum_min[mask] + 2 * sends;
-    ah_ns b = v->max_min[mask];
-    ah_ns whole = (v->sum_min[mask] + 2 * sends + t.n_stages - 1) / t.n_stages;
+    *lbA = sum_min + 2 * sends;
+    ah_ns b = max_min;
+    ah_ns whole = (sum_min + 2 * sends + t.n_stages - 1) / t.n_stages;
     if (whole > b)
         b = whole;
     if (inv > 0) {
-        double frac = v->omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
+        double frac = omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
         if (frac > (double)b)
             b = (ah_ns)frac;
     }
     *lbB = b > 1 ? b : 1;
 }
 
+/* Could r copies of a shape (pipelines within T, lbA/lbB its bounds) plus
+ * the best pure replicas on the slots left reach M micro-batches? */
+static int copies_useful(const ah_search_ctx *x, const expand_env *v, const int *use, ah_ns T, ah_ns lbA,
+                         ah_ns lbB) {
+    long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
+    if (capub > x->M)
+        capub = x->M;
+    for (long long r = 1; capub > 0; r++) {
+        long long val = r * capub;
+        for (int k = 0; k < x->n_kinds; k++) {
+            long long left = x->kinds[k].slots - r * use[k];
+            if (left < 0)
+                return 0;
+            val += v->w.V[v->offset[k] + left];
+        }
+        if (val >= x->M)
+            return 1;
+    }
+    return 0;
+}
+
 static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
     expand_env *v = arg;
     if (!depth_allowed(x->o, stages))
         return;
-    ah_ns lbA, lbB;
-    bounds_for(x, v, shape, 0, &lbA, &lbB);
+    ah_ns lbA, lbB, upd0;
+    bounds_for(x, shape, 0, &lbA, &lbB, &upd0);
     int normal_done = stages <= v->phase1;
     /* The tail of a pipeline is at least its first stage's sync + optimizer
      * (nothing of it overlaps the drain, ah_pipeline_tail), and the first
      * stage holds layer 0; a plan using this shape pays at least that after
      * its slowest pipeline. */
-    unsigned mask = 0;
+    ah_ns tail1 = upd0, tail = tail1 + v->sync0;
+    int use[AH_MAX_KINDS] = {0};
     for (int k = 0; k < x->K; k++)
-        if (shape[k])
-            mask |= 1u << k;
-    ah_ns tail1 = v->upd_min[mask], tail = tail1 + v->sync0;
-    /* a single replica of this shape */
-    int useful = !normal_done && ah_replica_time(lbA, lbB, tail1, x->M) < v->bound;
-    /* r copies plus the best pure replicas on what is left: their pipelines
-     * must finish within bound - 1 - tail */
-    ah_ns T = v->bound - 1 - tail;
-    long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
-    if (capub > x->M)
-        capub = x->M;
-    for (long long r = 1; !normal_done && !useful && capub > 0; r++) {
-        long long val = r * capub;
-        int ok = 1;
-        for (int k = 0; k < x->K && ok; k++) {
-            long long left = x->cls[k].units - r * shape[k];
-            if (left < 0)
-                ok = 0;
-            else
-                val += v->w.V[v->offset[k] + left];
-        }
-        if (!ok)
-            break;
-        useful = val >= x->M;
-    }
+        use[x->cls[k].kind] += shape[k] * x->cls[k].slot_w;
+    /* a single replica of this shape; r copies plus the best pure replicas on
+     * what is left, their pipelines done within bound - 1 - tail */
+    int useful = !normal_done && (ah_replica_time(lbA, lbB, tail1, x->M) < v->bound ||
+                                  copies_useful(x, v, use, v->bound - 1 - tail, lbA, lbB));
     /* R node-local copies: the slowest runs ceil(M/R) micro-batches; its
      * in-node all-reduce is not bounded below by sync0, only by 0 */
     int useful_local = 0, rmax = 0;
@@ -944,7 +1085,7 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
         for (int k = 0; k < x->K; k++)
             if (shape[k] && x->cls[k].upn < rmax)
                 rmax = x->cls[k].upn;
-        bounds_for(x, v, shape, 1, &lbA, &lbB);
+        bounds_for(x, shape, 1, &lbA, &lbB, &upd0);
     }
     for (int R = 2; R <= rmax && R <= x->M && !useful_local; R++)
         useful_local = ah_replica_time(lbA, lbB, tail1, (x->M + R - 1) / R) < v->bound;
@@ -959,89 +1100,37 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
 
 int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     int hi = mixed_limit(x);
-    if (x->K < 2 || x->o->max_mixed_types < 2 || hi <= phase1_mixed_stages || bound <= 1)
+    if (x->n_kinds < 2 || x->o->max_mixed_types < 2 || hi <= phase1_mixed_stages || bound <= 1)
         return 0;
     expand_env v;
     memset(&v, 0, sizeof v);
     v.bound = bound;
     v.offset[0] = 0;
-    for (int k = 0; k < x->K; k++)
-        v.offset[k + 1] = v.offset[k] + x->cls[k].units + 1;
-    v.w.V = malloc(sizeof(long long) * (size_t)v.offset[x->K]);
-    v.w.choice = malloc(sizeof(int) * (size_t)v.offset[x->K]);
+    for (int k = 0; k < x->n_kinds; k++)
+        v.offset[k + 1] = v.offset[k] + x->kinds[k].slots + 1;
+    v.w.V = malloc(sizeof(long long) * (size_t)v.offset[x->n_kinds]);
+    v.w.choice = malloc(sizeof(int) * (size_t)v.offset[x->n_kinds]);
     v.w.cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
     v.w.R = 0; /* the bounds ignore --dp: a relaxation, still exact to prune */
-    unsigned subsets = 1u << x->K;
-    v.sum_min = calloc(subsets, sizeof(ah_ns));
-    v.max_min = calloc(subsets, sizeof(ah_ns));
-    v.upd_min = calloc(subsets, sizeof(ah_ns));
-    if (!v.w.V || !v.w.choice || !v.w.cap || !v.sum_min || !v.max_min || !v.upd_min)
+    if (!v.w.V || !v.w.choice || !v.w.cap)
         abort();
-    /* pure-replica capacities at bound - 1 (mixed templates of phase 1 are
-     * ignored: a plan holds copies of one mixed template only) */
+    workspace_scratch(x, &v.w);
     /* pure capacities with the pipelines done by bound - 1 minus the smallest
-     * tail any long mixed shape can have (valid for every shape below) */
+     * tail any long mixed shape can have (valid for every shape below; mixed
+     * templates of phase 1 are ignored: a plan holds copies of one mixed
+     * template only) */
     v.sync0 = AH_NS_INF;
     for (int k = 0; k < x->K; k++)
         if (ah_range(x->cls[k].sync, 0, 1) < v.sync0)
             v.sync0 = ah_range(x->cls[k].sync, 0, 1);
     class_tables(x, bound - 1 - v.sync0, AH_NS_INF, &v.w, v.offset);
-    for (unsigned m = 1; m < subsets; m++)
-        for (int l = 0; l < x->L; l++) {
-            ah_ns mn = AH_NS_INF;
-            for (int k = 0; k < x->K; k++)
-                if (m & (1u << k)) {
-                    ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
-                    if (wl < mn)
-                        mn = wl;
-                }
-            v.sum_min[m] += mn;
-            if (mn > v.max_min[m])
-                v.max_min[m] = mn;
-            ah_ns un = AH_NS_INF;
-            for (int k = 0; k < x->K; k++)
-                if (m & (1u << k)) {
-                    ah_ns ul = ah_range(x->cls[k].lt.upd, l, l + 1);
-                    if (ul < un)
-                        un = ul;
-                }
-            if (l == 0)
-                v.upd_min[m] = un;
-        }
-    for (int l = 0; l < x->L; l++) {
-        ah_ns om = 0;
-        for (int k = 0; k < x->K; k++) {
-            ah_ns wl = ah_range(x->cls[k].lt.w, l, l + 1);
-            if (wl > om)
-                om = wl;
-        }
-        v.omega += (double)om;
-    }
-    for (int k = 0; k < x->K; k++) {
-        double kappa = 1.0;
-        for (int l = 0; l < x->L; l++) {
-            ah_ns om = 0;
-            for (int q = 0; q < x->K; q++) {
-                ah_ns wl = ah_range(x->cls[q].lt.w, l, l + 1);
-                if (wl > om)
-                    om = wl;
-            }
-            if (om > 0) {
-                double r = (double)ah_range(x->cls[k].lt.w, l, l + 1) / (double)om;
-                if (r < kappa)
-                    kappa = r;
-            }
-        }
-        v.inv_kappa[k] = kappa > 0 ? 1.0 / kappa : 1e300;
-    }
     int shape[AH_MAX_CLASSES] = {0};
     v.phase1 = phase1_mixed_stages;
-    mixed_shapes(x, 0, shape, 0, 0, 2, hi, consider_shape, &v);
+    mixed_shapes(x, 0, 0, shape, 0, 0, 2, hi, consider_shape, &v);
     free(v.w.V);
     free(v.w.choice);
     free(v.w.cap);
-    free(v.sum_min);
-    free(v.max_min);
-    free(v.upd_min);
+    free(v.w.plist);
+    free(v.w.best_at);
     return v.added;
 }

@@ -34,7 +34,7 @@ static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
 }
 static inline int stage_ok(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
-    if (ah_stage_memory(&v->x->lb, a, e, v->t->n_stages - j) > c->cap)
+    if (ah_stage_memory(c->lb, a, e, v->t->n_stages - j) > c->cap)
         return 0;
     if (stage_w(v, j, a, e) > v->bmax)
         return 0;
@@ -44,11 +44,11 @@ static inline int stage_ok(const split_env *v, int j, int a, int e) {
 /* reach is (S+1) x (L+1): reach[j][p] = the first j stages can cover [0,p). */
 static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     int L = v->x->L, S = v->t->n_stages;
-    const int64_t *st = v->x->lb.static_bytes, *ac = v->x->lb.act_bytes;
     memset(reach, 0, (size_t)(S + 1) * (size_t)(L + 1));
     reach[0] = 1;
     for (int j = 0; j < S; j++) {
         const ah_class *c = &v->x->cls[v->t->cls[j]];
+        const int64_t *st = c->lb->static_bytes, *ac = c->lb->act_bytes;
         const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
         const int64_t f = S - j, cap = c->cap, bmax = v->bmax - v->off[j], tmax = v->tmax;
         const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
@@ -343,7 +343,9 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
     }
     double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs : b->dev->intra_bw_gbs;
     double nic = a->nic_share_gbs < b->nic_share_gbs ? a->nic_share_gbs : b->nic_share_gbs;
-    return ah_p2p_ns(x->lb.p2p_bytes, inter, intra, nic, x->o);
+    /* each GPU of the smaller TP group moves 1/min(t) of the activation */
+    const ah_layer_bytes *lb = a->tp < b->tp ? a->lb : b->lb;
+    return ah_p2p_ns(lb->p2p_bytes, inter, intra, nic, x->o);
 }
 
 int ah_template_split(ah_search_ctx *x, ah_template *t) {
@@ -476,7 +478,7 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
     for (int j = 0, a = 0; j < t->n_stages; a = t->ends[j], j++) {
         const ah_class *cl = &x->cls[t->cls[j]];
         xs[j] = ah_range(cl->lt.upd, a, t->ends[j]) +
-                ah_local_sync_ns(&x->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs);
+                ah_local_sync_ns(cl->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs);
         bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
         c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
     }
@@ -484,8 +486,9 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
 }
 
 int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
-    /* Memory is the same function of the layer range for every class, so one
-     * class with an adjustable capacity answers "how little can a stage need". */
+    /* Memory is the same function of the layer range for every class of one
+     * degree, so one class with an adjustable capacity answers "how little can
+     * a stage need" (at the degree of class 0: callers pass one degree). */
     ah_search_ctx y = *x;
     ah_class one = x->cls[0];
     y.cls = &one;
@@ -507,7 +510,7 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
         memset(&t, 0, sizeof t);
         t.n_stages = S;
         split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, {0}};
-        int64_t lo = 0, hi = ah_range(x->lb.static_bytes, 0, L) + ah_range(x->lb.act_bytes, 0, L) * S;
+        int64_t lo = 0, hi = ah_range(one.lb->static_bytes, 0, L) + ah_range(one.lb->act_bytes, 0, L) * S;
         one.cap = hi;
         if (!feasible(&v, reach, diff))
             continue;
