@@ -20,22 +20,30 @@ static ah_link_model unit_link(void) {
 
 static void decision_rules(void **state) {
     (void)state;
-    /* fewer than 4 ranks */
-    assert_int_equal(ah_mpi_allreduce_decide(2, 4), AH_MPI_AR_RING);
-    assert_int_equal(ah_mpi_allreduce_decide(2, 4000), AH_MPI_AR_RECURSIVE_DOUBLING);
-    assert_int_equal(ah_mpi_allreduce_decide(2, 4096), AH_MPI_AR_RING);
-    assert_int_equal(ah_mpi_allreduce_decide(3, 131072), AH_MPI_AR_SEGMENTED_RING);
-    assert_int_equal(ah_mpi_allreduce_decide(2, 262144), AH_MPI_AR_RABENSEIFNER);
-    /* 4-7 ranks */
-    assert_int_equal(ah_mpi_allreduce_decide(4, 8), AH_MPI_AR_RING);
-    assert_int_equal(ah_mpi_allreduce_decide(4, 16), AH_MPI_AR_RECURSIVE_DOUBLING);
-    assert_int_equal(ah_mpi_allreduce_decide(7, 8192), AH_MPI_AR_RABENSEIFNER);
-    /* larger communicators */
-    assert_int_equal(ah_mpi_allreduce_decide(16, 32), AH_MPI_AR_SEGMENTED_RING);
-    assert_int_equal(ah_mpi_allreduce_decide(16, 100), AH_MPI_AR_RECURSIVE_DOUBLING);
-    assert_int_equal(ah_mpi_allreduce_decide(200, 1000), AH_MPI_AR_NONOVERLAPPING);
-    assert_int_equal(ah_mpi_allreduce_decide(5000, 20000), AH_MPI_AR_RECURSIVE_DOUBLING);
-    assert_int_equal(ah_mpi_allreduce_decide(5000, 1 << 20), AH_MPI_AR_RABENSEIFNER);
+    /* communicator size, bytes, the algorithm of the fixed rules */
+    static const struct {
+        int p;
+        double bytes;
+        ah_mpi_alg want;
+    } rows[] = {
+        {2, 4, AH_MPI_AR_RING}, /* fewer than 4 ranks */
+        {2, 4000, AH_MPI_AR_RECURSIVE_DOUBLING},
+        {2, 4096, AH_MPI_AR_RING},
+        {3, 131072, AH_MPI_AR_SEGMENTED_RING},
+        {2, 262144, AH_MPI_AR_RABENSEIFNER},
+        {4, 8, AH_MPI_AR_RING}, /* 4-7 ranks */
+        {4, 16, AH_MPI_AR_RECURSIVE_DOUBLING},
+        {7, 8192, AH_MPI_AR_RABENSEIFNER},
+        {16, 32, AH_MPI_AR_SEGMENTED_RING}, /* larger communicators */
+        {16, 100, AH_MPI_AR_RECURSIVE_DOUBLING},
+        {200, 1000, AH_MPI_AR_NONOVERLAPPING},
+        {5000, 20000, AH_MPI_AR_RECURSIVE_DOUBLING},
+        {5000, 1 << 20, AH_MPI_AR_RABENSEIFNER},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (ah_mpi_allreduce_decide(rows[i].p, rows[i].bytes) != rows[i].want)
+            fail_msg("%d ranks, %.0f B: got %s, want %s", rows[i].p, rows[i].bytes,
+                     ah_mpi_alg_name(ah_mpi_allreduce_decide(rows[i].p, rows[i].bytes)), ah_mpi_alg_name(rows[i].want));
     assert_int_equal(ah_mpi_allreduce_alg_parse("ring"), AH_MPI_AR_RING);
     assert_int_equal(ah_mpi_allreduce_alg_parse("6"), AH_MPI_AR_RABENSEIFNER);
     assert_int_equal(ah_mpi_allreduce_alg_parse("0"), AH_MPI_AR_DECIDE);
@@ -161,8 +169,17 @@ static void build_trace(ah_trace_file *t) {
     add(t, 1, AH_TRACE_DP_ALLREDUCE, A, 58, 11, 4000, 2, 0, 1);
 }
 
-/* the instances of the hand-built trace, built with the unit link model */
-static void stack_of(ah_trace_file *t, ah_trace_analysis *a, ah_trace_stack *s, int forced_alg, const char *profile) {
+typedef struct {
+    ah_trace_file t;
+    ah_trace_analysis a;
+    ah_trace_stack s;
+} stack_fixture;
+
+/* the breakdown of the hand-built trace with a forced algorithm (0: the rules) and a profile (NULL: default) */
+static void stack_of(stack_fixture *f, int forced_alg, const char *profile) {
+    ah_trace_file *t = &f->t;
+    ah_trace_analysis *a = &f->a;
+    ah_trace_stack *s = &f->s;
     build_trace(t);
     ah_trace_options o = {0};
     char err[512];
@@ -173,10 +190,10 @@ static void stack_of(ah_trace_file *t, ah_trace_analysis *a, ah_trace_stack *s, 
         fail_msg("%s", err);
 }
 
-static void free_all(ah_trace_file *t, ah_trace_analysis *a, ah_trace_stack *s) {
-    ah_trace_stack_free(s);
-    ah_trace_analysis_free(a);
-    ah_trace_file_free(t);
+static void free_all(stack_fixture *f) {
+    ah_trace_stack_free(&f->s);
+    ah_trace_analysis_free(&f->a);
+    ah_trace_file_free(&f->t);
 }
 
 static const char *unit_profile(char *path) {
@@ -187,17 +204,16 @@ static const char *unit_profile(char *path) {
 
 static void hand_built_instances(void **state) {
     (void)state;
-    ah_trace_file t;
-    ah_trace_analysis a;
-    ah_trace_stack s;
+    stack_fixture f;
+    const ah_trace_stack *s = &f.s;
     char path[64];
-    stack_of(&t, &a, &s, 0, unit_profile(path));
+    stack_of(&f, 0, unit_profile(path));
     unlink(path);
     /* sites in kind order: the bucket all-reduce (dp) before step_sync */
-    assert_int_equal(s.n_sites, 2);
-    assert_int_equal(s.n_inst, 3);
-    assert_string_equal(s.sites[0].site, "dp_allreduce layers 0-1");
-    assert_string_equal(s.sites[1].site, "step_sync");
+    assert_int_equal(s->n_sites, 2);
+    assert_int_equal(s->n_inst, 3);
+    assert_string_equal(s->sites[0].site, "dp_allreduce layers 0-1");
+    assert_string_equal(s->sites[1].site, "step_sync");
     const struct {
         double measured, skew, mpi, residual;
         int straggler, step, seq;
@@ -206,7 +222,7 @@ static void hand_built_instances(void **state) {
                  {12, 2, 6, 4, 0, 1, 1, AH_MPI_AR_RECURSIVE_DOUBLING},
                  {12, 5, 4.032, 2.968, 1, 0, 0, AH_MPI_AR_RECURSIVE_DOUBLING}};
     for (int i = 0; i < 3; i++) {
-        const ah_stack_instance *in = &s.inst[i];
+        const ah_stack_instance *in = &s->inst[i];
         assert_double_equal(in->measured_us, want[i].measured, 1e-12);
         assert_double_equal(in->skew_us, want[i].skew, 1e-12);
         assert_double_equal(in->mpi_us, want[i].mpi, 1e-12);
@@ -218,84 +234,82 @@ static void hand_built_instances(void **state) {
         assert_int_equal(in->algorithm, want[i].alg);
     }
     /* members by rank with their arrival waits: step_sync waits 5, 0, 4, 0 */
-    const ah_stack_instance *b = &s.inst[2];
+    const ah_stack_instance *b = &s->inst[2];
     assert_int_equal(b->n_members, 4);
     const double waits[4] = {5, 0, 4, 0};
     for (int k = 0; k < 4; k++) {
-        assert_int_equal(s.members[b->first_member + k].rank, k);
-        assert_double_equal(s.members[b->first_member + k].wait_us, waits[k], 1e-12);
+        assert_int_equal(s->members[b->first_member + k].rank, k);
+        assert_double_equal(s->members[b->first_member + k].wait_us, waits[k], 1e-12);
     }
     /* site sums; the straggler of the bucket is a tie (1 and 0 once each): the lowest rank */
-    assert_int_equal(s.sites[0].instances, 2);
-    assert_double_equal(s.sites[0].measured_us, 33, 1e-12);
-    assert_double_equal(s.sites[0].skew_us, 6, 1e-12);
-    assert_double_equal(s.sites[0].mpi_us, 12, 1e-12);
-    assert_double_equal(s.sites[0].residual_us, 15, 1e-12);
-    assert_int_equal(s.sites[0].straggler, 0);
-    assert_int_equal(s.sites[0].straggler_count, 1);
-    assert_int_equal(s.sites[1].straggler, 1);
-    assert_double_equal(s.sites[0].bytes_per_call, 4000, 1e-12);
+    assert_int_equal(s->sites[0].instances, 2);
+    assert_double_equal(s->sites[0].measured_us, 33, 1e-12);
+    assert_double_equal(s->sites[0].skew_us, 6, 1e-12);
+    assert_double_equal(s->sites[0].mpi_us, 12, 1e-12);
+    assert_double_equal(s->sites[0].residual_us, 15, 1e-12);
+    assert_int_equal(s->sites[0].straggler, 0);
+    assert_int_equal(s->sites[0].straggler_count, 1);
+    assert_int_equal(s->sites[1].straggler, 1);
+    assert_double_equal(s->sites[0].bytes_per_call, 4000, 1e-12);
     char algs[128];
-    assert_string_equal(ah_stack_site_algorithms(&s.sites[0], algs, sizeof algs), "recursive_doubling");
-    free_all(&t, &a, &s);
+    assert_string_equal(ah_stack_site_algorithms(&s->sites[0], algs, sizeof algs), "recursive_doubling");
+    free_all(&f);
 }
 
 static void hand_built_ranks(void **state) {
     (void)state;
-    ah_trace_file t;
-    ah_trace_analysis a;
-    ah_trace_stack s;
-    stack_of(&t, &a, &s, 0, NULL);
-    assert_int_equal(s.n_ranks, 4);
-    /* rank 0: communication [10,30] + [31,38] + [40,50] + [60,70] = 47 us, none under compute;
-     * idle: receive 7, collective 4 (waiting for rank 1 in seq 0), step 5 */
-    assert_double_equal(s.ranks[0].comm_us, 47, 1e-12);
-    assert_double_equal(s.ranks[0].overlap_pct, 0, 1e-12);
-    assert_double_equal(s.ranks[0].idle_recv_us, 7, 1e-12);
-    assert_double_equal(s.ranks[0].idle_collective_us, 4, 1e-12);
-    assert_double_equal(s.ranks[0].idle_step_us, 5, 1e-12);
-    assert_int_equal(s.ranks[0].straggles, 1);
-    /* rank 1: [14,31] + [35,36] + [45,50] + [58,69] = 34 us, the send (1 us) under compute */
-    assert_double_equal(s.ranks[1].comm_us, 34, 1e-12);
-    assert_double_equal(s.ranks[1].hidden_us, 1, 1e-12);
-    assert_double_equal(s.ranks[1].overlap_pct, 100.0 / 34, 1e-12);
-    assert_double_equal(s.ranks[1].idle_recv_us, 0, 1e-12);
-    assert_double_equal(s.ranks[1].idle_collective_us, 2, 1e-12);
-    assert_double_equal(s.ranks[1].idle_step_us, 0, 1e-12);
-    assert_int_equal(s.ranks[1].straggles, 2);
-    /* rank 2: send_wait 3 + its step_sync wait 4 */
-    assert_double_equal(s.ranks[2].idle_step_us, 7, 1e-12);
-    assert_double_equal(s.ranks[2].comm_us, 12, 1e-12);
-    assert_double_equal(s.ranks[3].idle_step_us, 0, 1e-12);
-    assert_int_equal(s.ranks[2].straggles + s.ranks[3].straggles, 0);
+    stack_fixture f;
+    const ah_trace_stack *s = &f.s;
+    stack_of(&f, 0, NULL);
+    assert_int_equal(s->n_ranks, 4);
+    /* rank 0: communication [10,30] + [31,38] + [40,50] + [60,70] = 47 us, none under compute; idle:
+     *   receive 7, collective 4 (waiting for rank 1 in seq 0), step 5; the straggler of seq 1
+     * rank 1: [14,31] + [35,36] + [45,50] + [58,69] = 34 us, the send (1 us) under compute; idle collective 2
+     * rank 2: send_wait [30,33] + step_sync [41,50]; idle step = send_wait 3 + its step_sync wait 4
+     * rank 3: step_sync [45,52], no wait */
+    static const double want[4][6] = {
+        /* comm, hidden, idle recv, idle collective, idle step, straggles */
+        {47, 0, 7, 4, 5, 1},
+        {34, 1, 0, 2, 0, 2},
+        {12, 0, 0, 0, 7, 0},
+        {7, 0, 0, 0, 0, 0},
+    };
+    for (int r = 0; r < 4; r++) {
+        const ah_stack_rank *q = &s->ranks[r];
+        const double got[6] = {q->comm_us, q->hidden_us, q->idle_recv_us, q->idle_collective_us, q->idle_step_us,
+                               q->straggles};
+        for (int k = 0; k < 6; k++)
+            if (fabs(got[k] - want[r][k]) > 1e-12)
+                fail_msg("rank %d, field %d: got %.17g, want %g", r, k, got[k], want[r][k]);
+        assert_double_equal(q->overlap_pct, 100 * want[r][1] / want[r][0], 1e-12);
+    }
     /* without a profile: the stated default link (5 us, 10 GB/s) */
-    assert_double_equal(s.inst[0].mpi_us, 5 + 4000 / 1e4, 1e-12);
-    assert_double_equal(s.inst[0].skew_us + s.inst[0].mpi_us + s.inst[0].residual_us, 21, 1e-12);
-    assert_contains(s.link.source, "default");
-    free_all(&t, &a, &s);
+    assert_double_equal(s->inst[0].mpi_us, 5 + 4000 / 1e4, 1e-12);
+    assert_double_equal(s->inst[0].skew_us + s->inst[0].mpi_us + s->inst[0].residual_us, 21, 1e-12);
+    assert_contains(s->link.source, "default");
+    free_all(&f);
 }
 
 static void forced_algorithm(void **state) {
     (void)state;
-    ah_trace_file t;
-    ah_trace_analysis a;
-    ah_trace_stack s;
+    stack_fixture f;
+    const ah_trace_stack *s = &f.s;
     char path[64];
     /* coll_tuned_allreduce_algorithm 4 (ring): the bucket costs 2 t(2000) = 8, residual 21 - 4 - 8 = 9;
      * step_sync (2 doubles on 4 ranks) runs recursive doubling inside the ring */
-    stack_of(&t, &a, &s, AH_MPI_AR_RING, unit_profile(path));
+    stack_of(&f, AH_MPI_AR_RING, unit_profile(path));
     unlink(path);
-    assert_int_equal(s.inst[0].algorithm, AH_MPI_AR_RING);
-    assert_double_equal(s.inst[0].mpi_us, 8, 1e-12);
-    assert_double_equal(s.inst[0].residual_us, 9, 1e-12);
-    assert_int_equal(s.inst[2].algorithm, AH_MPI_AR_RING);
-    assert_int_equal(s.inst[2].ran, AH_MPI_AR_RECURSIVE_DOUBLING);
-    assert_double_equal(s.inst[2].mpi_us, 4.032, 1e-12);
+    assert_int_equal(s->inst[0].algorithm, AH_MPI_AR_RING);
+    assert_double_equal(s->inst[0].mpi_us, 8, 1e-12);
+    assert_double_equal(s->inst[0].residual_us, 9, 1e-12);
+    assert_int_equal(s->inst[2].algorithm, AH_MPI_AR_RING);
+    assert_int_equal(s->inst[2].ran, AH_MPI_AR_RECURSIVE_DOUBLING);
+    assert_double_equal(s->inst[2].mpi_us, 4.032, 1e-12);
     char algs[128];
-    assert_string_equal(ah_stack_site_algorithms(&s.sites[1], algs, sizeof algs), "ring:recursive_doubling");
-    assert_contains(s.mpi_source, "ring");
-    assert_contains(s.mpi_source, "the test");
-    free_all(&t, &a, &s);
+    assert_string_equal(ah_stack_site_algorithms(&s->sites[1], algs, sizeof algs), "ring:recursive_doubling");
+    assert_contains(s->mpi_source, "ring");
+    assert_contains(s->mpi_source, "the test");
+    free_all(&f);
 }
 
 int main(void) {

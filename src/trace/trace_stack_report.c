@@ -19,11 +19,15 @@ const char *ah_stack_site_algorithms(const ah_stack_site *st, char *buf, size_t 
     return buf[0] ? buf : "-";
 }
 
+/* keys[i] = values[i], numbers */
+static void add_numbers(cJSON *o, const char *const *keys, const double *values, int n) {
+    for (int i = 0; i < n; i++)
+        cJSON_AddNumberToObject(o, keys[i], values[i]);
+}
+
 static void add_parts(cJSON *o, double measured, double skew, double mpi, double residual) {
-    cJSON_AddNumberToObject(o, "measured_us", measured);
-    cJSON_AddNumberToObject(o, "skew_us", skew);
-    cJSON_AddNumberToObject(o, "mpi_us", mpi);
-    cJSON_AddNumberToObject(o, "residual_us", residual);
+    static const char *const keys[] = {"measured_us", "skew_us", "mpi_us", "residual_us"};
+    add_numbers(o, keys, (double[]){measured, skew, mpi, residual}, 4);
 }
 
 static cJSON *model_json(const ah_trace_stack *s) {
@@ -50,26 +54,21 @@ static cJSON *model_json(const ah_trace_stack *s) {
 static cJSON *instance_json(const ah_trace_stack *s, const ah_stack_instance *in) {
     cJSON *o = cJSON_CreateObject(), *jm = cJSON_CreateArray();
     const ah_stack_site *st = &s->sites[in->site];
+    static const char *const keys[] = {"group", "seq", "step", "ranks", "bytes", "first_arrival_us",
+                                       "last_arrival_us", "last_end_us", "straggler"};
     cJSON_AddStringToObject(o, "site", st->site);
-    cJSON_AddNumberToObject(o, "group", st->group);
-    cJSON_AddNumberToObject(o, "seq", in->seq);
-    cJSON_AddNumberToObject(o, "step", in->step);
-    cJSON_AddNumberToObject(o, "ranks", in->n_members);
-    cJSON_AddNumberToObject(o, "bytes", in->bytes);
     cJSON_AddStringToObject(o, "algorithm", ah_mpi_alg_name(in->algorithm));
     cJSON_AddStringToObject(o, "algorithm_ran", ah_mpi_alg_name(in->ran));
-    cJSON_AddNumberToObject(o, "first_arrival_us", in->first_arrival_us);
-    cJSON_AddNumberToObject(o, "last_arrival_us", in->last_arrival_us);
-    cJSON_AddNumberToObject(o, "last_end_us", in->last_end_us);
+    add_numbers(o, keys,
+                (double[]){st->group, in->seq, in->step, in->n_members, in->bytes, in->first_arrival_us,
+                           in->last_arrival_us, in->last_end_us, in->straggler},
+                9);
     add_parts(o, in->measured_us, in->skew_us, in->mpi_us, in->residual_us);
-    cJSON_AddNumberToObject(o, "straggler", in->straggler);
     for (int k = 0; k < in->n_members; k++) {
         const ah_stack_member *mb = &s->members[in->first_member + k];
+        static const char *const keys[] = {"rank", "start_us", "end_us", "wait_us"};
         cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "rank", mb->rank);
-        cJSON_AddNumberToObject(x, "start_us", mb->start_us);
-        cJSON_AddNumberToObject(x, "end_us", mb->end_us);
-        cJSON_AddNumberToObject(x, "wait_us", mb->wait_us);
+        add_numbers(x, keys, (double[]){mb->rank, mb->start_us, mb->end_us, mb->wait_us}, 4);
         cJSON_AddItemToArray(jm, x);
     }
     cJSON_AddItemToObject(o, "members", jm);
@@ -102,15 +101,14 @@ struct cJSON *ah_trace_stack_json(const ah_trace_stack *s) {
         cJSON_AddItemToArray(ji, instance_json(s, &s->inst[i]));
     for (int r = 0; r < s->n_ranks; r++) {
         const ah_stack_rank *q = &s->ranks[r];
+        static const char *const keys[] = {"rank",         "comm_us",           "comm_hidden_us",
+                                           "overlap_pct",  "idle_recv_us",      "idle_collective_us",
+                                           "idle_step_us", "straggler_instances"};
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "rank", r);
-        cJSON_AddNumberToObject(o, "comm_us", q->comm_us);
-        cJSON_AddNumberToObject(o, "comm_hidden_us", q->hidden_us);
-        cJSON_AddNumberToObject(o, "overlap_pct", q->overlap_pct);
-        cJSON_AddNumberToObject(o, "idle_recv_us", q->idle_recv_us);
-        cJSON_AddNumberToObject(o, "idle_collective_us", q->idle_collective_us);
-        cJSON_AddNumberToObject(o, "idle_step_us", q->idle_step_us);
-        cJSON_AddNumberToObject(o, "straggler_instances", q->straggles);
+        add_numbers(o, keys,
+                    (double[]){r, q->comm_us, q->hidden_us, q->overlap_pct, q->idle_recv_us, q->idle_collective_us,
+                               q->idle_step_us, q->straggles},
+                    8);
         cJSON_AddItemToArray(jr, o);
     }
     cJSON_AddItemToObject(out, "sites", js);
