@@ -13,7 +13,7 @@
 
 "$BIN" analyze --help >"$TMP/help.out" || fail "analyze --help"
 grep -q usage "$TMP/help.out" || fail "analyze --help: no usage"
-for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --help; do
+for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --stack --mpi-algorithm --stack-site --help; do
   grep -qE -- "^  (-h, )?$f " "$TMP/help.out" || fail "analyze --help does not describe $f"
 done
 
@@ -93,7 +93,7 @@ jq -e --slurpfile s "$TMP/sim.json" '.steps == 1 and (.ranks | length) == ($s[0]
 timeout 300 mpirun -np 4 --bind-to none "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 3 --seed 3 \
   --global-batch 8 --micro-batch 2 --seq 64 --plan "$PLANS/tiny-asym.json" --trace "$TMP/t.json" >"$TMP/train.out" 2>&1 \
   || { tail -5 "$TMP/train.out"; fail "traced training run"; }
-timeout 300 mpirun -np 4 --bind-to none "$BIN" commbench --ops allreduce --max-size 1048576 --iters 10 \
+timeout 300 mpirun -np 4 --bind-to none "$BIN" commbench --ops latency,allreduce --max-size 1048576 --iters 10 \
   --json "$TMP/cp.json" >"$TMP/cb.out" 2>&1 || { tail -5 "$TMP/cb.out"; fail "commbench"; }
 "$BIN" analyze "$TMP/t.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --comm-profile "$TMP/cp.json" >"$TMP/a.out" 2>&1 \
   || { cat "$TMP/a.out"; fail "analyze of the real trace"; }
@@ -123,6 +123,51 @@ jq -e '.steps == 1 and all(.ranks[]; ((.compute_s + .exposed_comm_s + .bubble_s 
        <= 0.01 * .wall_s and .compute_s > 0)' "$TMP/a1.json" >/dev/null || fail "--skip-steps 1: 1 step, parts sum to the wall"
 "$BIN" analyze "$TMP/t.json" --skip-steps 2 >"$TMP/o" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--skip-steps 2 of 2 steps: rc $rc"
+
+# --stack on the real run: every collective instance (events of one site, group and seq on >1 rank)
+# splits exactly into arrival skew + the MPI algorithm's alpha-beta cost + residual = last end - first start
+"$BIN" analyze "$TMP/t.json" --stack --comm-profile "$TMP/cp.json" --top 3 --json "$TMP/st.json" >"$TMP/st.out" 2>&1 \
+  || { cat "$TMP/st.out"; fail "analyze --stack"; }
+want=$(jq '[.traceEvents[] | select(.ph == "X" and (.args.kind | test("^(tp_allreduce|dp_allreduce|step_sync|tied_sync)$")))
+            | [.args.site, .args.group, .args.seq]] | group_by(.) | map(select(length > 1)) | length' "$TMP/t.json")
+jq -e --argjson n "$want" '.stack as $s | $n > 0 and ($s.instances | length) == $n
+       and all($s.instances[]; . as $i
+         | ((.skew_us + .mpi_us + .residual_us - .measured_us) | fabs) <= 1e-9 * .measured_us + 1e-9
+         and .mpi_us > 0 and .skew_us >= 0 and .ranks >= 2
+         and ((.measured_us - (([.members[].end_us] | max) - ([.members[].start_us] | min))) | fabs) <= 1e-9 * .measured_us
+         and ((.skew_us - (([.members[].start_us] | max) - ([.members[].start_us] | min))) | fabs) <= 1e-9 * .measured_us + 1e-9
+         and ([.members[] | select(.start_us == $i.last_arrival_us) | .rank] | min) == .straggler
+         and all(.members[]; ((.wait_us - ($i.last_arrival_us - .start_us)) | fabs) <= 1e-9 * $i.measured_us + 1e-9))
+       and ([$s.instances[].algorithm] | unique | all(. == "recursive_doubling" or . == "ring" or . == "segmented_ring"
+            or . == "rabenseifner" or . == "sendrecv"))
+       and ([$s.ranks[].straggler_instances] | add) == $n
+       and all($s.sites[]; ((.skew_us + .mpi_us + .residual_us - .measured_us) | fabs) <= 1e-9 * .measured_us + 1e-6)
+       and ($s.ranks | length) == 4 and all($s.ranks[]; .overlap_pct >= 0 and .overlap_pct <= 100 and .idle_recv_us >= 0)
+       and ($s.model.links | test("latency fit"))' "$TMP/st.json" >/dev/null \
+  || fail "--stack: skew + mpi + residual != measured, or stragglers / instances wrong ($want instances in the trace)"
+# idle waiting on a receive is the bubble (receives not under compute; the engine's are blocking)
+jq -e '. as $a | all(range(0; 4); ((($a.stack.ranks[.].idle_recv_us * 1e-6) - $a.ranks[.].bubble_s) | fabs) <= 1e-9)' \
+  "$TMP/st.json" >/dev/null || fail "--stack: idle_recv differs from the bubble"
+grep -q "stack breakdown per collective call site" "$TMP/st.out" && grep -q "longest collective instances" "$TMP/st.out" \
+  && grep -q "idle collective ms" "$TMP/st.out" || fail "--stack: tables missing"
+# the micro view of one site; a forced algorithm (what --mca coll_tuned_allreduce_algorithm set) is costed and recorded
+"$BIN" analyze "$TMP/t.json" --stack --stack-site step_sync --mpi-algorithm ring --top 0 --json "$TMP/st2.json" >"$TMP/st2.out" 2>&1 \
+  || { cat "$TMP/st2.out"; fail "--stack-site step_sync --mpi-algorithm ring"; }
+[ "$(grep -c '^  step_sync ' "$TMP/st2.out")" -eq 2 ] || fail "--stack-site step_sync: expected its 2 instances"
+jq -e '.stack.model.coll_tuned_allreduce_algorithm == 4 and (.stack.model.links | test("default"))
+       and all(.stack.instances[]; if .site == "tied_sync" then .algorithm == "sendrecv" else .algorithm == "ring" end)
+       and all(.stack.instances[] | select(.site == "step_sync"); .algorithm_ran == "recursive_doubling")' \
+  "$TMP/st2.json" >/dev/null || fail "--mpi-algorithm ring: not recorded or not applied"
+OMPI_MCA_coll_tuned_allreduce_algorithm=6 "$BIN" analyze "$TMP/t.json" --stack --top 0 --json "$TMP/st3.json" >/dev/null 2>&1 \
+  && jq -e '.stack.model.coll_tuned_allreduce_algorithm == 6 and (.stack.model.mpi_decision | test("OMPI_MCA"))' \
+    "$TMP/st3.json" >/dev/null || fail "OMPI_MCA_coll_tuned_allreduce_algorithm=6 not taken"
+"$BIN" analyze "$TMP/t.json" --stack --mpi-algorithm fastest >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q -- "--mpi-algorithm 'fastest'" "$TMP/o"; } || fail "--mpi-algorithm fastest: rc $rc"
+"$BIN" analyze "$TMP/t.json" --mpi-algorithm ring >"$TMP/o" 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--mpi-algorithm without --stack: rc $rc"
+echo '{"format": "autohet-comm-profile", "fits": [{"op": "allreduce", "alpha_us": 5, "beta_GBps": 1}]}' >"$TMP/nolat.json"
+"$BIN" analyze "$TMP/t.json" --stack --comm-profile "$TMP/nolat.json" >"$TMP/o" 2>&1; rc=$?
+{ [ $rc -eq 2 ] && grep -q "nolat.json.*latency" "$TMP/o"; } || fail "--stack with a profile without a latency fit: rc $rc"
 
 # sends are linked to their receives: every flow start has one end with the same id
 jq -e '[.traceEvents[] | select(.ph == "s")] as $s | [.traceEvents[] | select(.ph == "f")] as $f

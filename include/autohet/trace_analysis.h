@@ -118,9 +118,150 @@ int ah_trace_compare(const ah_trace_analysis *meas, const ah_trace_analysis *sim
                      ah_trace_comparison *c, char *err, size_t errlen);
 void ah_trace_comparison_free(ah_trace_comparison *c);
 
-/* --json: the analysis, and the comparison as "prediction" when c is set */
+/* ------------------------------------------- the stack-level breakdown (--stack) */
+
+/* Open MPI 4.1's coll_tuned all-reduce algorithms, numbered as the MCA
+ * parameter coll_tuned_allreduce_algorithm numbers them (0 "ignore" = the
+ * fixed decision rules choose), plus the engine's tied-embedding exchange,
+ * which is one MPI_Sendrecv and no all-reduce. */
+typedef enum {
+    AH_MPI_AR_DECIDE = 0,
+    AH_MPI_AR_BASIC_LINEAR,
+    AH_MPI_AR_NONOVERLAPPING,
+    AH_MPI_AR_RECURSIVE_DOUBLING,
+    AH_MPI_AR_RING,
+    AH_MPI_AR_SEGMENTED_RING,
+    AH_MPI_AR_RABENSEIFNER,
+    AH_MPI_SENDRECV,
+    AH_MPI_ALGS
+} ah_mpi_alg;
+
+/* "ignore", "basic_linear", ..., "rabenseifner", "sendrecv" (Open MPI's names) */
+const char *ah_mpi_alg_name(ah_mpi_alg a);
+/* a coll_tuned_allreduce_algorithm value: a name or its number 0..6; -1 otherwise */
+int ah_mpi_allreduce_alg_parse(const char *s);
+/* The algorithm the fixed decision rules of Open MPI 4.1 coll_tuned
+ * (ompi_coll_tuned_allreduce_intra_dec_fixed, commutative operations: the
+ * engine sums) choose for `bytes` (count x type size) on `comm_size` ranks. */
+ah_mpi_alg ah_mpi_allreduce_decide(int comm_size, double bytes);
+
+/* The measured links as a piecewise alpha-beta model of one message:
+ * t(m) = alpha + m / beta of the regime m falls in (the first with
+ * max_bytes >= m, the last beyond them all). */
+#define AH_LINK_MAX_REGIMES 8
+typedef struct {
+    int n;
+    double max_bytes[AH_LINK_MAX_REGIMES]; /* the last regime's is ignored */
+    double alpha_us[AH_LINK_MAX_REGIMES], beta_GBps[AH_LINK_MAX_REGIMES];
+    char source[160]; /* where the figures came from, for the report */
+} ah_link_model;
+
+/* alpha 5 us (the planner's default intra-node latency) and beta 10 GB/s (the
+ * "cpu" device's intra-node link): the model without a comm profile */
+void ah_link_model_default(ah_link_model *m);
+/* The `latency` fit (one-way ping-pong time, osu_latency) of a comm profile
+ * (autohet commbench --json): its intra-node one, else the first. Returns 0,
+ * or -1 with a message naming the file and field. */
+int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
+double ah_link_us(const ah_link_model *m, double bytes);
+
+/* The alpha-beta cost of one all-reduce of `bytes` (elements of type_size
+ * bytes) on comm_size ranks by algorithm alg (not AH_MPI_AR_DECIDE): the
+ * sum of its steps' message times t(m), following Open MPI's
+ * implementation, including its fallbacks (ring with fewer elements than
+ * ranks runs recursive doubling, segmented ring without a segment size the
+ * ring, Rabenseifner with fewer elements than the power of two basic linear):
+ * *ran gets the algorithm that runs. segment_bytes: the segmented ring's
+ * segment size (coll_tuned_allreduce_algorithm_segmentsize; 0 none).
+ * AH_MPI_SENDRECV costs one message. No reduction (gamma) term. */
+double ah_mpi_alg_us(ah_mpi_alg alg, int comm_size, double bytes, int type_size, double segment_bytes,
+                     const ah_link_model *m, ah_mpi_alg *ran);
+
+typedef struct {
+    const char *comm_profile; /* NULL: ah_link_model_default */
+    int mpi_algorithm;        /* coll_tuned_allreduce_algorithm: 0 the fixed rules choose per size */
+    const char *mpi_algorithm_from; /* who set it ("--mpi-algorithm", an environment variable), or NULL */
+    double segment_bytes;     /* coll_tuned_allreduce_algorithm_segmentsize */
+} ah_stack_options;
+
+/* one rank's part in one instance */
+typedef struct {
+    int rank;
+    double start_us, end_us;
+    double wait_us; /* last arrival - own start: waiting for the last rank to arrive */
+} ah_stack_member;
+
+/* One instance of a collective call site: its events on its members (the
+ * same site, group and seq). measured = last completion - first arrival
+ * = skew (last arrival - first arrival: the application level)
+ * + mpi (the algorithm's alpha-beta cost: the MPI level)
+ * + residual (the rest: transport, contention, the reduction arithmetic;
+ *   negative when the links were faster than the model). */
+typedef struct {
+    int site, seq, step; /* step: optimizer steps the straggler completed before it (after the skip) */
+    int first_member, n_members; /* into ah_trace_stack.members, by rank */
+    double bytes;
+    ah_mpi_alg algorithm; /* chosen (decision rules or forced) */
+    ah_mpi_alg ran;       /* after Open MPI's internal fallbacks */
+    double first_arrival_us, last_arrival_us, last_end_us;
+    double measured_us, skew_us, mpi_us, residual_us;
+    int straggler; /* the last rank to arrive (the lowest of a tie) */
+} ah_stack_instance;
+
+/* a call site = (site, communicator): the kind, bucket or TP group, chunk */
+typedef struct {
+    char site[64];
+    ah_trace_kind kind;
+    int group, ranks;
+    double bytes_per_call; /* mean over the instances */
+    int instances;
+    double measured_us, skew_us, mpi_us, residual_us; /* sums over the instances */
+    int straggler, straggler_count;                   /* the most frequent straggler and how often */
+    unsigned long long alg_pairs; /* bit 8 chosen + ran: some instance (a site's layers differ in size) */
+} ah_stack_site;
+
+typedef struct {
+    double comm_us;      /* union of the rank's communication intervals */
+    double hidden_us;    /* of which under compute */
+    double overlap_pct;  /* 100 hidden / comm; 0 without communication */
+    double idle_recv_us; /* receives not under compute: waiting on a receive */
+    double idle_collective_us; /* arrival waits in all-reduces and the tied exchange, not under compute */
+    double idle_step_us; /* arrival wait in step_sync (gates the optimizer) + send_wait, not under compute */
+    int straggles;       /* instances where this rank arrived last */
+} ah_stack_rank;
+
+typedef struct {
+    ah_link_model link;
+    int mpi_algorithm;
+    char mpi_source[96]; /* "coll_tuned fixed decision rules" or "NAME (from ...)" */
+    double segment_bytes;
+    ah_stack_site *sites;
+    int n_sites;
+    ah_stack_instance *inst; /* site by site, by seq */
+    int n_inst;
+    ah_stack_member *members;
+    int n_members;
+    ah_stack_rank *ranks;
+    int n_ranks;
+} ah_trace_stack;
+
+/* Builds the breakdown of the analysed window a->items. Returns 0, or -1
+ * with a one-line message (a comm profile without a latency fit). */
+int ah_trace_stack_build(const ah_trace_analysis *a, const ah_stack_options *o, ah_trace_stack *s, char *err,
+                         size_t errlen);
+void ah_trace_stack_free(ah_trace_stack *s);
+/* the algorithms a site's instances chose and ran, "+"-separated, each
+ * "chosen" or "chosen:ran" ("segmented_ring:ring"); "-" none. Returns buf. */
+const char *ah_stack_site_algorithms(const ah_stack_site *st, char *buf, size_t n);
+struct cJSON;
+/* the "stack" object of analyze --json (times in us) */
+struct cJSON *ah_trace_stack_json(const ah_trace_stack *s);
+
+/* --json: the analysis, the comparison as "prediction" when c is set, the
+ * stack breakdown as "stack" when stack is set */
 int ah_trace_write_analysis_json(const char *path, const char *trace_path, const ah_trace_analysis *a,
-                                 const char *sim_path, const ah_trace_comparison *c, char *err, size_t errlen);
+                                 const char *sim_path, const ah_trace_comparison *c, const ah_trace_stack *stack,
+                                 char *err, size_t errlen);
 /* --svg: one stacked bar per rank with the value of every part */
 int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const ah_trace_analysis *a, char *err,
                                 size_t errlen);

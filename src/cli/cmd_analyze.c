@@ -15,7 +15,8 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: autohet analyze TRACE.json [--sim SIM_TRACE.json] [--json FILE] [--svg FILE]\n"
-        "                                  [--comm-profile FILE] [--top N] [--skip-steps K] [--otf2 DIR]\n\n"
+        "                                  [--comm-profile FILE] [--top N] [--skip-steps K] [--otf2 DIR]\n"
+        "                                  [--stack [--mpi-algorithm NAME] [--stack-site SITE]]\n\n"
         "Explains a trace written by autohet train --trace or autohet simulate --trace (the same format):\n"
         "per rank the split of the run into compute, exposed communication (not overlapped by compute),\n"
         "pipeline bubble (waiting in receives from the neighbouring stage) and other (untraced gaps);\n"
@@ -32,6 +33,17 @@ static void usage(FILE *f) {
         "  --skip-steps K      leave out the first K traced steps of every rank (default 0: autohet train\n"
         "                      --trace already leaves out the warm-up step); times per step are over the rest\n"
         "  --otf2 DIR          also write the trace as an OTF2 archive DIR/trace.otf2 (otf2-print, ViTE)\n"
+        "  --stack             the stack-level breakdown of every collective instance: measured (first arrival\n"
+        "                      to last completion) = arrival skew (application) + the alpha-beta cost of the\n"
+        "                      algorithm Open MPI's tuned component runs (MPI; links from the --comm-profile\n"
+        "                      latency fit, else alpha 5 us, beta 10 GB/s) + residual (transport, contention);\n"
+        "                      per call site, the largest instances (--top), and per rank the overlap of\n"
+        "                      communication with compute, idle time by cause and straggler counts\n"
+        "  --mpi-algorithm NAME the coll_tuned_allreduce_algorithm the run set (--mca, with\n"
+        "                      coll_tuned_use_dynamic_rules 1): ignore, basic_linear, nonoverlapping,\n"
+        "                      recursive_doubling, ring, segmented_ring, rabenseifner or 0-6 (default: the\n"
+        "                      environment's OMPI_MCA_coll_tuned_allreduce_algorithm, else the fixed rules)\n"
+        "  --stack-site SITE   with --stack: list every instance of the call site SITE (the micro view)\n"
         "  -h, --help          this help\n");
 }
 
@@ -127,10 +139,104 @@ static void print_slowest(const ah_trace_analysis *a) {
     }
 }
 
+static void print_stack_sites(const ah_trace_stack *s) {
+    printf("\nstack breakdown per collective call site: measured (first arrival to last completion)\n"
+           "= skew (application: waiting for the last rank) + mpi (the algorithm's alpha-beta cost) + residual\n"
+           "(transport, contention); us summed over the site's instances\n"
+           "  MPI level: %s\n  links: %s\n\n", s->mpi_source, s->link.source);
+    printf("%-26s %5s %5s %10s %-24s %5s %12s %11s %11s %11s  %s\n", "call site", "group", "ranks", "bytes/call",
+           "algorithm", "inst", "measured us", "skew us", "mpi us", "residual us", "straggler");
+    for (int k = 0; k < s->n_sites; k++) {
+        const ah_stack_site *st = &s->sites[k];
+        char algs[128];
+        printf("%-26s %5d %5d %10.0f %-24s %5d", st->site, st->group, st->ranks, st->bytes_per_call,
+               ah_stack_site_algorithms(st, algs, sizeof algs), st->instances);
+        if (st->instances)
+            printf(" %12.1f %11.1f %11.1f %11.1f  rank %d (%d/%d)\n", st->measured_us, st->skew_us, st->mpi_us,
+                   st->residual_us, st->straggler, st->straggler_count, st->instances);
+        else
+            printf(" %12s %11s %11s %11s  -\n", "-", "-", "-", "-");
+    }
+}
+
+static void print_instance(const ah_trace_stack *s, const ah_stack_instance *in) {
+    char alg[64];
+    snprintf(alg, sizeof alg, "%s%s%s", ah_mpi_alg_name(in->algorithm), in->ran == in->algorithm ? "" : ":",
+             in->ran == in->algorithm ? "" : ah_mpi_alg_name(in->ran));
+    printf("  %-26s seq %-4d step %-3d %9.0f B %-19s %10.1f = %9.1f + %8.1f + %9.1f   straggler %d; waits",
+           s->sites[in->site].site, in->seq, in->step, in->bytes, alg, in->measured_us,
+           in->skew_us, in->mpi_us, in->residual_us, in->straggler);
+    for (int k = 0; k < in->n_members; k++)
+        printf(" r%d %.1f", s->members[in->first_member + k].rank, s->members[in->first_member + k].wait_us);
+    printf("\n");
+}
+
+/* the micro view: every instance of one site, or the `top` longest */
+static void print_stack_instances(const ah_trace_stack *s, const char *site, int top) {
+    if (site) {
+        printf("\ninstances of %s (us: measured = skew + mpi + residual; waits: last arrival - own start):\n", site);
+        int seen = 0;
+        for (int i = 0; i < s->n_inst; i++)
+            if (!strcmp(s->sites[s->inst[i].site].site, site)) {
+                print_instance(s, &s->inst[i]);
+                seen++;
+            }
+        if (!seen)
+            printf("  none: no collective instance has the site \"%s\"\n", site);
+        return;
+    }
+    int n = top < s->n_inst ? top : s->n_inst;
+    if (n <= 0)
+        return;
+    printf("\nlongest collective instances (us: measured = skew + mpi + residual; waits: last arrival - own start):\n");
+    char *used = calloc((size_t)s->n_inst + 1, 1);
+    for (int k = 0; used && k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < s->n_inst; i++)
+            if (!used[i] && (best < 0 || s->inst[i].measured_us > s->inst[best].measured_us))
+                best = i;
+        used[best] = 1;
+        print_instance(s, &s->inst[best]);
+    }
+    free(used);
+}
+
+static void print_stack_ranks(const ah_trace_stack *s) {
+    printf("\n%6s %10s %9s %14s %18s %12s %12s\n", "rank", "comm ms", "overlap", "idle recv ms",
+           "idle collective ms", "idle step ms", "straggler of");
+    for (int r = 0; r < s->n_ranks; r++) {
+        const ah_stack_rank *q = &s->ranks[r];
+        printf("%6d %10.3f %8.1f%% %14.3f %18.3f %12.3f %12d\n", r, q->comm_us / 1e3, q->overlap_pct,
+               q->idle_recv_us / 1e3, q->idle_collective_us / 1e3, q->idle_step_us / 1e3, q->straggles);
+    }
+}
+
 typedef struct {
-    const char *json, *svg, *sim, *otf2;
+    const char *json, *svg, *sim, *otf2, *stack_site;
+    int stack;
     ah_trace_options o;
+    ah_stack_options so;
 } analyze_args;
+
+/* what the run set: the flag, else Open MPI's environment variables */
+static int mpi_settings(analyze_args *a, const char *flag_value) {
+    const char *env = getenv("OMPI_MCA_coll_tuned_allreduce_algorithm"),
+               *seg = getenv("OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize");
+    const char *v = flag_value ? flag_value : env && *env ? env : NULL;
+    if (v && (a->so.mpi_algorithm = ah_mpi_allreduce_alg_parse(v)) < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s '%.100s': expected ignore, basic_linear, nonoverlapping, "
+                 "recursive_doubling, ring, segmented_ring, rabenseifner or 0-6",
+                 flag_value ? "--mpi-algorithm" : "OMPI_MCA_coll_tuned_allreduce_algorithm", v);
+        return cli_bad_input("analyze", msg);
+    }
+    a->so.mpi_algorithm_from = flag_value ? "--mpi-algorithm" : "OMPI_MCA_coll_tuned_allreduce_algorithm";
+    if (seg && *seg && (cli_parse_double(seg, &a->so.segment_bytes) != 0 || a->so.segment_bytes < 0))
+        return cli_bad_input("analyze", "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize: expected bytes >= 0");
+    if ((flag_value || a->stack_site) && !a->stack)
+        return cli_bad_input("analyze", flag_value ? "--mpi-algorithm needs --stack" : "--stack-site needs --stack");
+    return 0;
+}
 
 /* 0 parsed, 1 --help printed, 2 bad input (printed) */
 static int parse_args(int argc, char **argv, analyze_args *a) {
@@ -138,9 +244,12 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         {"json", required_argument, 0, 'j'}, {"svg", required_argument, 0, 's'},
         {"comm-profile", required_argument, 0, 'c'}, {"top", required_argument, 0, 't'},
         {"skip-steps", required_argument, 0, 'k'}, {"sim", required_argument, 0, 'S'},
-        {"otf2", required_argument, 0, 'O'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"otf2", required_argument, 0, 'O'}, {"stack", no_argument, 0, 'T'},
+        {"mpi-algorithm", required_argument, 0, 'M'}, {"stack-site", required_argument, 0, 'I'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->o.top = 10;
+    const char *mpi_alg = NULL;
     int c;
     optind = 1;
     opterr = 0;
@@ -164,6 +273,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
                 return cli_bad_input("analyze", "--otf2: this autohet was built without OTF2 "
                                                 "(install libopen-trace-format2-dev and rebuild)");
             break;
+        case 'T': a->stack = 1; break;
+        case 'M': mpi_alg = optarg; break;
+        case 'I': a->stack_site = optarg; break;
         case 'h': usage(stdout); return 1;
         default: {
             char msg[160];
@@ -175,6 +287,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
     }
     if (optind != argc - 1)
         return cli_bad_input("analyze", "expected exactly one TRACE.json (from autohet train or simulate --trace)");
+    if (mpi_settings(a, mpi_alg) != 0)
+        return 2;
+    a->so.comm_profile = a->o.comm_profile;
     char m[4400];
     if (cli_check_output("--json", a->json, m, sizeof m) || cli_check_output("--svg", a->svg, m, sizeof m) ||
         cli_check_output_dir("--otf2", a->otf2, 0, m, sizeof m))
@@ -210,11 +325,13 @@ int cmd_analyze(int argc, char **argv) {
     ah_trace_file t;
     ah_trace_analysis a = {0}, sa = {0};
     ah_trace_comparison cmp = {0};
+    ah_trace_stack stack = {0};
     if (ah_trace_read(path, &t, err, sizeof err) != 0)
         return cli_bad_input("analyze", err);
     if (ah_trace_analyze(&t, &ar.o, &a, err, sizeof err) != 0 ||
         (ar.sim && (analyze_sim(ar.sim, &sa, err, sizeof err) != 0 ||
-                    ah_trace_compare(&a, &sa, ar.sim, &cmp, err, sizeof err) != 0))) {
+                    ah_trace_compare(&a, &sa, ar.sim, &cmp, err, sizeof err) != 0)) ||
+        (ar.stack && ah_trace_stack_build(&a, &ar.so, &stack, err, sizeof err) != 0)) {
         rc = cli_bad_input("analyze", err);
         goto out;
     }
@@ -235,8 +352,14 @@ int cmd_analyze(int argc, char **argv) {
         free(ev);
     }
     print_slowest(&a);
+    if (ar.stack) {
+        print_stack_sites(&stack);
+        print_stack_instances(&stack, ar.stack_site, ar.o.top);
+        print_stack_ranks(&stack);
+    }
     if (rc == 0 && ar.json &&
-        ah_trace_write_analysis_json(ar.json, path, &a, ar.sim, ar.sim ? &cmp : NULL, err, sizeof err) != 0)
+        ah_trace_write_analysis_json(ar.json, path, &a, ar.sim, ar.sim ? &cmp : NULL, ar.stack ? &stack : NULL,
+                                     err, sizeof err) != 0)
         rc = 1;
     if (rc == 0 && ar.svg && ah_trace_write_analysis_svg(ar.svg, path, &a, err, sizeof err) != 0)
         rc = 1;
@@ -244,6 +367,7 @@ int cmd_analyze(int argc, char **argv) {
         fprintf(stderr, "autohet analyze: %s\n", err);
     rc = rc == 3 ? 1 : rc;
 out:
+    ah_trace_stack_free(&stack);
     ah_trace_comparison_free(&cmp);
     ah_trace_analysis_free(&sa);
     ah_trace_analysis_free(&a);

@@ -128,10 +128,13 @@ static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c
 }
 
 int ah_trace_write_analysis_json(const char *path, const char *trace_path, const ah_trace_analysis *a,
-                                 const char *sim_path, const ah_trace_comparison *c, char *err, size_t errlen) {
+                                 const char *sim_path, const ah_trace_comparison *c, const ah_trace_stack *stack,
+                                 char *err, size_t errlen) {
     cJSON *out = analysis_json(trace_path, a);
     if (c)
         cJSON_AddItemToObject(out, "prediction", comparison_json(sim_path ? sim_path : "", c));
+    if (stack)
+        cJSON_AddItemToObject(out, "stack", ah_trace_stack_json(stack));
     char *text = cJSON_Print(out), why[512];
     int rc = text ? ah_write_text_output(path, text, why, sizeof why) : -1;
     if (rc)
