@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify calib simulator engine engine_ab schedules ckpt recovery spot comm (default: all)
+#   sections: planner verify mixtp calib simulator engine engine_ab schedules ckpt recovery spot comm (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify calib simulator engine engine_ab schedules ckpt recovery spot comm)
+SECTIONS=(planner verify mixtp calib simulator engine engine_ab schedules ckpt recovery spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -57,6 +57,21 @@ section_verify() {
   cat out/verify_bench.md
   echo
   cat bench/verify_notes.md
+}
+
+section_mixtp() {
+  echo "## Closed form vs simulation on plans of mixed TP degrees (issue #11)"
+  echo
+  stamp mixtp
+  echo
+  echo "Hand-made plans whose stages have different TP degrees (tests/plans/sim-mixtp-*.json): replicas of"
+  echo "different degrees holding one bucket (its all-reduce cut into TP=T slices), pipelines whose stages"
+  echo "change degree, misaligned boundaries. OPT-350M plans on the Sailor profiles and GCP links, the"
+  echo "\`an-\` ones on the analytic model; 1F1B. The planner's own mixed-degree picks are in the verify"
+  echo "section above (TP column \`mix\`)."
+  echo
+  bench/mixtp_bench.sh ./build/autohet out/mixtp_bench.md >&2
+  cat out/mixtp_bench.md
 }
 
 section_calib() {
