@@ -15,7 +15,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 {
   echo "Open MPI shared memory on this machine ($(nproc) vCPUs), sizes 4 B - $MAX B, barrier synchronisation,"
   echo "the median of each size's repetitions. Piecewise α-β: time = α + bytes / β per regime, the break points"
-  echo "chosen from the data (the fewest regimes, at most 4 of at least 3 sizes, whose largest relative error"
+  echo "chosen from the data (the fewest regimes, at most 6 of at least 3 sizes, each a minimax line, whose largest relative error"
   echo "is within 10 %, else the count with the smallest error); the one-line fit for comparison."
   echo
   echo "| ranks | op | regimes (bytes: α µs + bytes / β GB/s, max error) | max rel. error, piecewise | one line | busbw GB/s, largest size |"

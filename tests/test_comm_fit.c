@@ -4,6 +4,8 @@
  * regime, bandwidth from the large-message one (issue #14's bug). */
 #include "test_util.h"
 
+#include <math.h>
+
 #include "autohet/cluster.h"
 #include "autohet/comm.h"
 #include "autohet/device.h"
@@ -116,11 +118,49 @@ static void profile_reads_small_regime_latency(void **state) {
     unlink(path);
 }
 
+/* The line fit is minimax: its largest relative error is no larger than the
+ * best point of a fine grid over (alpha >= 0, 1/beta >= 0), on random data,
+ * and on three points it levels the error (equal magnitudes). */
+static void line_fit_is_minimax(void **state) {
+    (void)state;
+    unsigned seed = 7;
+    for (int trial = 0; trial < 40; trial++) {
+        size_t x[6];
+        double t[6], tmax = 0, gmax = 0;
+        for (int i = 0; i < 6; i++) {
+            seed = seed * 1103515245u + 12345u;
+            x[i] = (size_t)16 << (2 * i);
+            t[i] = (1 + (double)((seed >> 16) % 1000) / 250.0) * (1 + (double)x[i] / 4e3);
+            tmax = fmax(tmax, t[i]);
+            gmax = fmax(gmax, 2 * t[i] / (double)x[i]);
+        }
+        ah_comm_fit f = ah_comm_fit_alpha_beta(AH_OP_BW, x, t, 6);
+        double grid = INFINITY;
+        for (int ia = 0; ia <= 300; ia++)
+            for (int ig = 0; ig <= 300; ig++) {
+                double aa = tmax * ia / 300.0, gg = gmax * ig / 300.0, m = 0;
+                for (int i = 0; i < 6; i++)
+                    m = fmax(m, fabs(aa + gg * (double)x[i] - t[i]) / t[i]);
+                grid = fmin(grid, m);
+            }
+        assert_true(f.alpha_us >= 0 && f.beta_gbs > 0);
+        assert_true(f.max_rel_error <= grid + 1e-12);
+    }
+    size_t x3[3] = {1000, 2000, 8000};
+    double t3[3] = {3.0, 3.5, 9.0};
+    ah_comm_fit f = ah_comm_fit_alpha_beta(AH_OP_BW, x3, t3, 3);
+    for (int i = 0; i < 3; i++) {
+        double e = fabs(f.alpha_us + (double)x3[i] / (f.beta_gbs * 1e3) - t3[i]) / t3[i];
+        assert_double_equal(e, f.max_rel_error, 1e-12);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(finds_exact_break_points),
         cmocka_unit_test(finds_break_points_under_noise),
         cmocka_unit_test(median_and_ci),
+        cmocka_unit_test(line_fit_is_minimax),
         cmocka_unit_test(profile_reads_small_regime_latency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

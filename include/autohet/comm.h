@@ -42,8 +42,9 @@ typedef struct {
     int n_sizes;
 } ah_comm_fit;
 
-/* Fit t = alpha + n / beta to (bytes, time) points by least squares on the
- * relative error (sizes span decades). alpha >= 0, beta > 0. */
+/* Fit t = alpha + n / beta to (bytes, time) points minimising the largest
+ * relative error (a minimax line: sizes span decades, and the regimes are
+ * judged by their worst size). alpha >= 0, beta > 0. */
 ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const double *us, int n);
 
 /* The piecewise alpha-beta model: MPI changes protocol with the message size
@@ -54,7 +55,7 @@ ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const dou
  * least min_points that minimises the largest relative error (dynamic
  * programming over the runs' fits); the fewest regimes whose error is within
  * `tolerance` win, else the count with the smallest error. */
-#define AH_COMM_MAX_REGIMES 4
+#define AH_COMM_MAX_REGIMES 6
 typedef struct {
     size_t min_bytes, max_bytes; /* the measured sizes it covers */
     ah_comm_fit fit;
