@@ -1151,6 +1151,8 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
         if (ah_template_split_bounds(x, &t, slack, &b, &sw, &e0) != 0)
             continue;
         const ah_class *c0 = &x->cls[t.cls[0]];
+        if (e0 > x->L)
+            e0 = 1; /* cannot happen (the B0 split qualifies); layer 0 alone is still a bound */
         ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync, 0, e0);
         *B0 = b < *B0 ? b : *B0;
         *sum_w = sw < *sum_w ? sw : *sum_w;
