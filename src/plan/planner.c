@@ -25,9 +25,10 @@ int ah_candidate_tps(const ah_model_config *m, const ah_cluster *c, const ah_pla
 }
 
 /* Above this many GPUs the sub-search over all degrees together costs more
- * than the planning-time targets allow (48 s at 1,024 GPUs of 6 kinds against
- * 10 s); there the degrees are searched one at a time (docs/planner.md). */
-#define AH_MIXED_TP_MAX_GPUS 128
+ * than the planning-time targets allow (15 s at 1,024 GPUs of 6 kinds against
+ * 10 s; 6.9 s at 512); there the degrees are searched one at a time
+ * (docs/planner.md). */
+#define AH_MIXED_TP_MAX_GPUS 512
 
 int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const ah_plan_options *o,
                           unsigned *out) {

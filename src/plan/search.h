@@ -16,6 +16,11 @@
 #define AH_MAX_KINDS 16
 #define AH_MAX_CLASSES 64 /* (kind, TP degree) pairs */
 #define AH_MAX_STAGES 64
+/* Above this many GPUs a mixed pipeline's kinds share one degree unless the
+ * cluster has at most two node kinds: with more kinds the degree
+ * combinations of long mixed shapes cost more than the planning-time
+ * targets allow (docs/planner.md, "Speed"). */
+#define AH_STAGE_TP_MAX_GPUS 64
 
 /* A level of the search. A stage's gradient all-reduce runs on its node's
  * link (ah_stage_dp_link_gbs): the NIC share when the plan spans nodes, the
@@ -76,7 +81,7 @@ typedef struct {
     ah_search_level level;
     unsigned tp_mask; /* bit t: degree t searched */
     int tp;           /* the degree when tp_mask has one, else 0 (mixed degrees) */
-    int stage_tp;     /* 1: a multi-kind pipeline's kinds may differ in degree */
+    int stage_tp;     /* 1: a multi-kind pipeline's kinds may differ in degree (set by ah_search_ctx_init) */
     int mb, L;
     long long M; /* micro-batches per iteration */
     int K;
@@ -153,6 +158,17 @@ int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah
                          const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 /* p2p cost of the boundary after stage j of a template (ideal placement). */
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
+/* Lower bounds of template t's split (cls, n_stages), for skipping it
+ * unsplit: *B0 = the smallest largest stage time (fwd + bwd, sends left out)
+ * over the splits that fit in memory, a lower bound of its period B in either
+ * p2p mode; *sum_w = the smallest sum of stage times over those splits whose
+ * stages all take at most B0 + slack. With slack >= the period's excess over
+ * B0 (2 x the largest send: the B0 split meets B0 + 2 max c), the split the
+ * rule picks is among them, so A >= *sum_w + 2 x the sends, and its first
+ * stage ends at or after *first_end (its tail >= stage 0's sync + optimizer
+ * over [0, first_end)). -1 (AH_NS_INF, L + 1) if no split fits in memory. */
+int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
+                             int *first_end);
 /* Tail of R node-local copies of local template t (ah_local_sync_ns per stage). */
 ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R);
 /* Smallest per-GPU peak memory any pipeline of up to max_stages stages needs

@@ -133,7 +133,6 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     x->o = o;
     x->tp_mask = tp_mask;
     x->tp = (tp_mask & (tp_mask - 1)) == 0 ? log2_int((int)tp_mask) : 0;
-    x->stage_tp = 0; /* see docs/planner.md: exact, but slower than the time targets at scale */
     x->mb = mb;
     x->L = ah_model_num_layers(m);
     x->M = o->global_batch / mb;
@@ -153,6 +152,9 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     free(kc);
     if (nk < 0)
         return -1;
+    /* per-kind degrees inside mixed pipelines: exact, on where it fits the
+     * planning-time targets (docs/planner.md, "Speed") */
+    x->stage_tp = x->tp == 0 && (ah_cluster_total_gpus(c) <= AH_STAGE_TP_MAX_GPUS || x->n_kinds <= 2);
     if (rc != 1 || x->K == 0)
         return rc == 1 ? 0 : rc;
     for (int k = 0; k < x->K; k++) {
@@ -257,32 +259,52 @@ static void add_templates(ah_search_ctx *x, const int *shape, int normal, int lo
 
 /* Mixed shapes: >= 2 kinds, at most max_mixed_types kinds, stages in
  * [lo, hi], never more groups of a class than it has; each kind's stages at
- * one degree, the same for every kind unless x->stage_tp. `kind` is the next
- * kind to decide, `deg` the degree fixed so far (0 = none yet). */
+ * one degree, the same for every kind unless x->stage_tp and !uniform.
+ * `kind` is the next kind to decide, `deg` the degree fixed so far (0 = none
+ * yet), `mixdeg` whether two kinds already differ in degree. */
 typedef void (*shape_fn)(ah_search_ctx *x, const int *shape, int stages, void *arg);
 
-static void mixed_shapes(ah_search_ctx *x, int kind, int deg, int *shape, int stages, int kinds, int lo, int hi,
-                         shape_fn fn, void *arg) {
+typedef struct {
+    int lo, hi;
+    int uniform; /* only shapes whose kinds share one degree */
+    shape_fn fn;
+    void *arg;
+} shape_walk;
+
+static void mixed_shapes(ah_search_ctx *x, const shape_walk *sw, int kind, int deg, int *shape, int stages,
+                         int kinds) {
     if (kind == x->n_kinds) {
-        if (kinds >= 2 && stages >= lo)
-            fn(x, shape, stages, arg);
+        if (kinds >= 2 && stages >= sw->lo)
+            sw->fn(x, shape, stages, sw->arg);
         return;
     }
-    mixed_shapes(x, kind + 1, deg, shape, stages, kinds, lo, hi, fn, arg); /* kind unused */
+    mixed_shapes(x, sw, kind + 1, deg, shape, stages, kinds); /* kind unused */
     if (kinds + 1 > x->o->max_mixed_types)
         return;
     const ah_kind *kd = &x->kinds[kind];
     for (int e = kd->first_cls; e < kd->first_cls + kd->n_cls; e++) {
-        if (!x->stage_tp && deg && x->cls[e].tp != deg)
+        if ((!x->stage_tp || sw->uniform) && deg && x->cls[e].tp != deg)
             continue;
-        for (int n = 1; n <= x->cls[e].units && stages + n <= hi; n++) {
+        for (int n = 1; n <= x->cls[e].units && stages + n <= sw->hi; n++) {
             if (kinds + 1 >= 3 && stages + n > x->o->max_mixed3_stages)
                 break;
             shape[e] = n;
-            mixed_shapes(x, kind + 1, deg ? deg : x->cls[e].tp, shape, stages + n, kinds + 1, lo, hi, fn, arg);
+            mixed_shapes(x, sw, kind + 1, deg ? deg : x->cls[e].tp, shape, stages + n, kinds + 1);
         }
         shape[e] = 0;
     }
+}
+
+/* Whether every stage of a shape has one degree. */
+static int shape_uniform(const ah_search_ctx *x, const int *shape) {
+    int deg = 0;
+    for (int k = 0; k < x->K; k++)
+        if (shape[k]) {
+            if (deg && x->cls[k].tp != deg)
+                return 0;
+            deg = x->cls[k].tp;
+        }
+    return 1;
 }
 
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
@@ -315,8 +337,12 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
     int with_local = phase1_mixed_stages >= hi;
     if (phase1_mixed_stages < hi)
         hi = phase1_mixed_stages;
+    /* When a phase 2 follows, phase 1 splits only the shapes of one degree;
+     * those whose kinds differ in degree (x->stage_tp) are many more and all
+     * go to the bounded phase 2, whatever their depth. */
+    shape_walk sw = {2, hi, !with_local, add_shape, &with_local};
     if (x->n_kinds >= 2 && x->o->max_mixed_types >= 2)
-        mixed_shapes(x, 0, 0, shape, 0, 0, 2, hi, add_shape, &with_local);
+        mixed_shapes(x, &sw, 0, 0, shape, 0, 0);
 }
 
 /* ---- solve ------------------------------------------------------------- */
@@ -352,6 +378,8 @@ typedef struct {
     unsigned gen;
     long long *tmp; /* 2 x (R + 1) scratch */
     int *plist, *best_at; /* class_tables scratch: n_tpl, and the most slots of a kind + 1 */
+    int n_mixed, *mixed;  /* the mixed templates of the knapsack (not node-local) */
+    long long *mixed_rmax; /* per mixed template: the most copies its slots allow */
 } workspace;
 
 #define COMP_MAX_K 8
@@ -393,9 +421,32 @@ static void workspace_scratch(const ah_search_ctx *x, workspace *w) {
         abort();
 }
 
+/* The mixed templates feasible_T may use, with the most copies that fit. */
+static void workspace_mixed(const ah_search_ctx *x, workspace *w) {
+    w->mixed = malloc(sizeof(int) * (size_t)(x->n_tpl + 1));
+    w->mixed_rmax = malloc(sizeof(long long) * (size_t)(x->n_tpl + 1));
+    if (!w->mixed || !w->mixed_rmax)
+        abort();
+    w->n_mixed = 0;
+    for (int i = 0; i < x->n_tpl; i++) {
+        const ah_template *t = &x->tpl[i];
+        if (!t->mixed || t->local)
+            continue;
+        long long rmax = LLONG_MAX;
+        for (int k = 0; k < x->n_kinds; k++)
+            if (t->use[k] && x->kinds[k].slots / t->use[k] < rmax)
+                rmax = x->kinds[k].slots / t->use[k];
+        if (rmax < 1)
+            continue;
+        w->mixed[w->n_mixed] = i;
+        w->mixed_rmax[w->n_mixed++] = rmax;
+    }
+}
+
 static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offset) {
     memset(w, 0, sizeof *w);
     workspace_scratch(x, w);
+    workspace_mixed(x, w);
     w->V = malloc(sizeof(long long) * (size_t)offset[x->n_kinds]);
     w->choice = malloc(sizeof(int) * (size_t)offset[x->n_kinds]);
     w->cap = malloc(sizeof(long long) * (size_t)(x->n_tpl ? x->n_tpl : 1));
@@ -423,6 +474,8 @@ static void workspace_init(const ah_search_ctx *x, workspace *w, const int *offs
 }
 
 static void workspace_free(workspace *w) {
+    free(w->mixed);
+    free(w->mixed_rmax);
     free(w->plist);
     free(w->best_at);
     free(w->V);
@@ -463,10 +516,8 @@ static int useful_pure(const ah_search_ctx *x, workspace *w, int k) {
 }
 
 /* Unbounded knapsack per kind over its single-kind templates (weight =
- * slots, value = cap). */
-static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
-    for (int i = 0; i < x->n_tpl; i++)
-        w->cap[i] = capacity(x, &x->tpl[i], P, max_tail);
+ * slots, value = w->cap). */
+static void knapsack_tables(const ah_search_ctx *x, workspace *w, const int *offset) {
     for (int k = 0; k < x->n_kinds; k++) {
         long long *V = w->V + offset[k];
         int *ch = w->choice + offset[k];
@@ -490,6 +541,13 @@ static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, worksp
             }
         }
     }
+}
+
+/* The knapsack tables of the templates' capacities within P, tails <= max_tail. */
+static void class_tables(const ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, int *offset) {
+    for (int i = 0; i < x->n_tpl; i++)
+        w->cap[i] = capacity(x, &x->tpl[i], P, max_tail);
+    knapsack_tables(x, w, offset);
 }
 
 /* --dp: the per-class knapsack with an exact replica count (w->cap set by
@@ -692,29 +750,35 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
             return 1;
     } else if (base >= x->M)
         return 1;
-    for (int i = 0; i < x->n_tpl; i++) {
+    for (int q = 0; q < w->n_mixed; q++) {
+        int i = w->mixed[q];
         const ah_template *t = &x->tpl[i];
-        if (!t->mixed || w->cap[i] == 0)
+        if (w->cap[i] == 0)
             continue;
-        /* r copies leave each kind's table at most its full value: skip the
-         * template when even its most copies with the full tables fall short */
-        long long rmax = LLONG_MAX;
-        for (int k = 0; k < x->n_kinds; k++)
-            if (t->use[k] && x->kinds[k].slots / t->use[k] < rmax)
-                rmax = x->kinds[k].slots / t->use[k];
-        if (rmax < 1 || (rmax < x->M && rmax * w->cap[i] + base < x->M))
-            continue;
-        for (long long r = 1;; r++) {
+        long long rmax = w->mixed_rmax[q], r = 1;
+        if (base < x->M) {
+            /* With base < M no table saturates, and a knapsack table is
+             * superadditive (V[a + b] >= V[a] + V[b]), so
+             * V_k[S_k - r u_k] <= V_k[S_k] - V_k[r u_k] <= V_k[S_k] - r V_k[u_k]:
+             * r copies reach at most base + r g, g = cap - sum_k V_k[u_k] (the
+             * copies' gain over pure replicas on their own slots). No r below
+             * r0 = ceil((M - base) / g) can reach M; none at all if g <= 0. */
+            long long g = w->cap[i];
+            for (int k = 0; k < x->n_kinds; k++)
+                if (t->use[k])
+                    g -= w->V[offset[k] + t->use[k]];
+            if (g <= 0)
+                continue;
+            r = (x->M - base + g - 1) / g;
+        } else if (rmax < x->M && rmax * w->cap[i] + base < x->M)
+            continue; /* r copies leave each table at most its full value */
+        for (; r <= rmax; r++) {
             long long v = r * w->cap[i];
-            int ok = 1;
-            for (int k = 0; k < x->n_kinds && ok; k++) {
+            for (int k = 0; k < x->n_kinds; k++) {
                 left[k] = x->kinds[k].slots - r * t->use[k];
-                if (left[k] < 0)
-                    ok = 0;
-                else
-                    v += w->V[offset[k] + left[k]];
+                v += w->V[offset[k] + left[k]];
             }
-            if (!ok || (w->R > 0 && r > w->R))
+            if (w->R > 0 && r > w->R)
                 break;
             if (v >= x->M && (w->R == 0 || count_feasible_fast(x, w, left, (int)r, w->cap[i]))) {
                 *mixed_tpl = i;
@@ -968,12 +1032,18 @@ void ah_solution_free(ah_solution *s) {
 
 /* ---- phase 2: bounded expansion of long mixed shapes -------------------- */
 
+#define EXPAND_TAIL_LEVELS 32
+
 typedef struct {
     ah_ns bound; /* only plans strictly faster than this matter */
     workspace w;
     int offset[AH_MAX_KINDS + 1];
-    ah_ns sync0; /* min_c sync_c(layer 0) */
-    int phase1;  /* mixed shapes up to this many stages have their normal templates already */
+    /* pure knapsack tables with the pipelines done by bound - 1 - tab_tail[i],
+     * for a grid of tail levels, ascending from 0 */
+    int n_tab;
+    ah_ns tab_tail[EXPAND_TAIL_LEVELS];
+    long long *tabV;
+    int phase1;  /* mixed shapes up to this many stages of one degree have their normal templates already */
     int added;
 } expand_env;
 
@@ -981,8 +1051,9 @@ typedef struct {
  *  A >= sum_l min_c w_c(l) + 2 sum sends, B >= max_l min_c w_c(l),
  *  and with omega_l = max_c w_c(l) and kappa_c = min_l w_c(l) / omega_l
  *  (so w_c(l) >= kappa_c omega_l), S stages of classes c_j give
- *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. *upd0 = min_c upd_c(layer 0). */
-static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_ns *lbA, ah_ns *lbB, ah_ns *upd0) {
+ *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
+static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_ns *lbA, ah_ns *lbB, ah_ns *sends2,
+                       ah_ns *cmax) {
     int in[AH_MAX_CLASSES], n_in = 0;
     for (int k = 0; k < x->K; k++)
         if (shape[k])
@@ -991,15 +1062,12 @@ static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_n
     double omega = 0.0, kappa[AH_MAX_CLASSES];
     for (int q = 0; q < n_in; q++)
         kappa[q] = 1.0;
-    *upd0 = AH_NS_INF;
     for (int l = 0; l < x->L; l++) {
         ah_ns mn = AH_NS_INF, om = 0;
         for (int q = 0; q < n_in; q++) {
             ah_ns wl = ah_range(x->cls[in[q]].lt.w, l, l + 1);
             mn = wl < mn ? wl : mn;
             om = wl > om ? wl : om;
-            if (l == 0 && ah_range(x->cls[in[q]].lt.upd, 0, 1) < *upd0)
-                *upd0 = ah_range(x->cls[in[q]].lt.upd, 0, 1);
         }
         sum_min += mn;
         max_min = mn > max_min ? mn : max_min;
@@ -1022,8 +1090,13 @@ static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_n
         for (int i = 0; i < shape[k]; i++)
             t.cls[t.n_stages++] = k;
     ah_ns sends = 0;
-    for (int j = 0; j + 1 < t.n_stages; j++)
-        sends += ah_template_p2p(x, &t, j);
+    *cmax = 0;
+    for (int j = 0; j + 1 < t.n_stages; j++) {
+        ah_ns c = ah_template_p2p(x, &t, j);
+        sends += c;
+        *cmax = c > *cmax ? c : *cmax;
+    }
+    *sends2 = 2 * sends;
     *lbA = sum_min + 2 * sends;
     ah_ns b = max_min;
     ah_ns whole = (sum_min + 2 * sends + t.n_stages - 1) / t.n_stages;
@@ -1039,8 +1112,8 @@ static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_n
 
 /* Could r copies of a shape (pipelines within T, lbA/lbB its bounds) plus
  * the best pure replicas on the slots left reach M micro-batches? */
-static int copies_useful(const ah_search_ctx *x, const expand_env *v, const int *use, ah_ns T, ah_ns lbA,
-                         ah_ns lbB) {
+static int copies_useful(const ah_search_ctx *x, const expand_env *v, const long long *V, const int *use, ah_ns T,
+                         ah_ns lbA, ah_ns lbB) {
     long long capub = T < lbA ? 0 : (T - lbA) / lbB + 1;
     if (capub > x->M)
         capub = x->M;
@@ -1050,7 +1123,7 @@ static int copies_useful(const ah_search_ctx *x, const expand_env *v, const int 
             long long left = x->kinds[k].slots - r * use[k];
             if (left < 0)
                 return 0;
-            val += v->w.V[v->offset[k] + left];
+            val += V[v->offset[k] + left];
         }
         if (val >= x->M)
             return 1;
@@ -1058,34 +1131,82 @@ static int copies_useful(const ah_search_ctx *x, const expand_env *v, const int 
     return 0;
 }
 
+/* ah_template_split_bounds over both class orders of a shape (the smaller of
+ * each: bounds for both its templates); *tail and *tail1 = the least
+ * first-stage sync + optimizer and optimizer alone (the pipeline tail counts
+ * stage 0 whole, ah_pipeline_tail); -1 if no split of either order fits. */
+static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
+                              ah_ns *tail, ah_ns *tail1) {
+    *B0 = *sum_w = *tail = *tail1 = AH_NS_INF;
+    for (int reversed = 0; reversed <= 1; reversed++) {
+        ah_template t;
+        t.n_stages = 0;
+        for (int q = 0; q < x->K; q++) {
+            int k = reversed ? x->K - 1 - q : q;
+            for (int i = 0; i < shape[k]; i++)
+                t.cls[t.n_stages++] = k;
+        }
+        ah_ns b, sw;
+        int e0;
+        if (ah_template_split_bounds(x, &t, slack, &b, &sw, &e0) != 0)
+            continue;
+        const ah_class *c0 = &x->cls[t.cls[0]];
+        if (e0 > x->L)
+            e0 = 1; /* cannot happen (the B0 split qualifies); layer 0 alone is still a bound */
+        ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync, 0, e0);
+        *B0 = b < *B0 ? b : *B0;
+        *sum_w = sw < *sum_w ? sw : *sum_w;
+        *tail = us < *tail ? us : *tail;
+        *tail1 = u < *tail1 ? u : *tail1;
+    }
+    return *B0 == AH_NS_INF ? -1 : 0;
+}
+
 static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
     expand_env *v = arg;
     if (!depth_allowed(x->o, stages))
         return;
-    ah_ns lbA, lbB, upd0;
-    bounds_for(x, shape, 0, &lbA, &lbB, &upd0);
-    int normal_done = stages <= v->phase1;
+    int normal_done = stages <= v->phase1 && shape_uniform(x, shape);
+    ah_ns lbA, lbB, sends2, cmax, lbA_l, lbB_l, sends2_l, cmax_l;
+    bounds_for(x, shape, 0, &lbA, &lbB, &sends2, &cmax);
+    int can_local = local_possible(x, shape);
+    if (can_local)
+        bounds_for(x, shape, 1, &lbA_l, &lbB_l, &sends2_l, &cmax_l);
+    /* The exact split bounds (ah_template_split_bounds), with a slack that
+     * covers either layout's period excess over B0 */
+    ah_ns b0, sum_w, tail, tail1, slack = 2 * (can_local && cmax_l > cmax ? cmax_l : cmax);
+    if (shape_split_bounds(x, shape, slack, &b0, &sum_w, &tail, &tail1) != 0) { /* no split fits in memory: no template */
+        x->pruned += !normal_done;
+        return;
+    }
+    lbB = b0 > lbB ? b0 : lbB;
+    lbA = sum_w + sends2 > lbA ? sum_w + sends2 : lbA;
     /* The tail of a pipeline is at least its first stage's sync + optimizer
-     * (nothing of it overlaps the drain, ah_pipeline_tail), and the first
-     * stage holds layer 0; a plan using this shape pays at least that after
-     * its slowest pipeline. */
-    ah_ns tail1 = upd0, tail = tail1 + v->sync0;
+     * (nothing of it overlaps the drain, ah_pipeline_tail); a plan using this
+     * shape pays at least that after its slowest pipeline, whose pure
+     * replicas are then done by bound - 1 - tail (the table of the largest
+     * tail level not above it). */
+    int tab = 0;
+    while (tab + 1 < v->n_tab && v->tab_tail[tab + 1] <= tail)
+        tab++;
+    const long long *V = v->tabV + (size_t)tab * (size_t)v->offset[x->n_kinds];
     int use[AH_MAX_KINDS] = {0};
     for (int k = 0; k < x->K; k++)
         use[x->cls[k].kind] += shape[k] * x->cls[k].slot_w;
     /* a single replica of this shape; r copies plus the best pure replicas on
      * what is left, their pipelines done within bound - 1 - tail */
     int useful = !normal_done && (ah_replica_time(lbA, lbB, tail1, x->M) < v->bound ||
-                                  copies_useful(x, v, use, v->bound - 1 - tail, lbA, lbB));
+                                  copies_useful(x, v, V, use, v->bound - 1 - tail, lbA, lbB));
     /* R node-local copies: the slowest runs ceil(M/R) micro-batches; its
-     * in-node all-reduce is not bounded below by sync0, only by 0 */
+     * in-node all-reduce is not bounded below by the NIC sync, only by 0 */
     int useful_local = 0, rmax = 0;
-    if (local_possible(x, shape)) {
+    if (can_local) {
         rmax = 1 << 30;
         for (int k = 0; k < x->K; k++)
             if (shape[k] && x->cls[k].upn < rmax)
                 rmax = x->cls[k].upn;
-        bounds_for(x, shape, 1, &lbA, &lbB, &upd0);
+        lbB = b0 > lbB_l ? b0 : lbB_l;
+        lbA = sum_w + sends2_l > lbA_l ? sum_w + sends2_l : lbA_l;
     }
     for (int R = 2; R <= rmax && R <= x->M && !useful_local; R++)
         useful_local = ah_replica_time(lbA, lbB, tail1, (x->M + R - 1) / R) < v->bound;
@@ -1115,18 +1236,36 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     if (!v.w.V || !v.w.choice || !v.w.cap)
         abort();
     workspace_scratch(x, &v.w);
-    /* pure capacities with the pipelines done by bound - 1 minus the smallest
-     * tail any long mixed shape can have (valid for every shape below; mixed
-     * templates of phase 1 are ignored: a plan holds copies of one mixed
-     * template only) */
-    v.sync0 = AH_NS_INF;
-    for (int k = 0; k < x->K; k++)
-        if (ah_range(x->cls[k].sync, 0, 1) < v.sync0)
-            v.sync0 = ah_range(x->cls[k].sync, 0, 1);
-    class_tables(x, bound - 1 - v.sync0, AH_NS_INF, &v.w, v.offset);
+    /* pure capacities in a plan faster than bound whose tail is at least a
+     * level tau (the mixed shape's bound): a pure replica of template p then
+     * finishes its pipeline by bound - 1 - max(tau, tail_p), as the plan
+     * pays the largest tail of its templates. One table per tail level of a
+     * grid up to the largest stage tail possible (mixed templates of phase 1
+     * are ignored: a plan holds copies of one mixed template only) */
+    size_t cells = (size_t)v.offset[x->n_kinds];
+    v.tabV = malloc(sizeof(long long) * cells * EXPAND_TAIL_LEVELS);
+    if (!v.tabV)
+        abort();
+    ah_ns tmax = 0;
+    for (int k = 0; k < x->K; k++) {
+        ah_ns t = ah_range(x->cls[k].lt.upd, 0, x->L) + ah_range(x->cls[k].sync, 0, x->L);
+        tmax = t > tmax ? t : tmax;
+    }
+    v.n_tab = EXPAND_TAIL_LEVELS;
+    for (int i = 0; i < v.n_tab; i++) {
+        v.tab_tail[i] = tmax / (EXPAND_TAIL_LEVELS - 1) * i;
+        for (int t = 0; t < x->n_tpl; t++) {
+            ah_ns tl = x->tpl[t].tail > v.tab_tail[i] ? x->tpl[t].tail : v.tab_tail[i];
+            v.w.cap[t] = capacity(x, &x->tpl[t], bound - 1 - tl, AH_NS_INF);
+        }
+        knapsack_tables(x, &v.w, v.offset);
+        memcpy(v.tabV + (size_t)i * cells, v.w.V, sizeof(long long) * cells);
+    }
     int shape[AH_MAX_CLASSES] = {0};
     v.phase1 = phase1_mixed_stages;
-    mixed_shapes(x, 0, 0, shape, 0, 0, 2, hi, consider_shape, &v);
+    shape_walk sw = {2, hi, 0, consider_shape, &v};
+    mixed_shapes(x, &sw, 0, 0, shape, 0, 0);
+    free(v.tabV);
     free(v.w.V);
     free(v.w.choice);
     free(v.w.cap);

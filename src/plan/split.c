@@ -485,6 +485,95 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
     return ah_pipeline_tail(xs, bw, c, t->n_stages);
 }
 
+/* One pass of the bounds DP: per stage, cur[e] = the best value of the first
+ * stages covering [0, e), all in memory; minmax = 1: the value is the largest
+ * stage time, else the sum of stage times with each stage at most wcap. */
+static ah_ns bounds_pass(const ah_search_ctx *x, const ah_template *t, int minmax, ah_ns wcap, ah_ns *g) {
+    int L = x->L, S = t->n_stages;
+    ah_ns *cur = g, *nxt = g + L + 1;
+    for (int e = 0; e <= L; e++)
+        cur[e] = e == 0 ? 0 : AH_NS_INF;
+    for (int j = 0; j < S; j++) {
+        const ah_class *c = &x->cls[t->cls[j]];
+        int limit = L - (S - 1 - j);
+        for (int e = 0; e <= L; e++)
+            nxt[e] = AH_NS_INF;
+        for (int e = j + 1; e <= limit; e++) {
+            ah_ns best = AH_NS_INF;
+            /* memory and stage time only grow as a stage starts earlier */
+            for (int a = e - 1; a >= j; a--) {
+                ah_ns w = ah_range(c->lt.w, a, e);
+                if (ah_stage_memory(c->lb, a, e, S - j) > c->cap || w > wcap || (minmax && w >= best))
+                    break;
+                if (cur[a] == AH_NS_INF)
+                    continue;
+                ah_ns val = minmax ? (cur[a] > w ? cur[a] : w) : cur[a] + w;
+                if (val < best)
+                    best = val;
+            }
+            nxt[e] = best;
+        }
+        ah_ns *tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+    return cur[L];
+}
+
+/* The smallest end of stage 0 over the splits whose stages all fit in memory
+ * and take at most wcap (L + 1 if none): a backward pass keeps, per stage,
+ * which starts the later stages can cover to the end from. */
+static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int *cnt, unsigned char *co) {
+    int L = x->L, S = t->n_stages;
+    memset(co, 0, (size_t)(L + 1));
+    co[L] = 1; /* after the last stage: exactly at L */
+    for (int j = S - 1; j >= 0; j--) {
+        const ah_class *c = &x->cls[t->cls[j]];
+        cnt[0] = 0; /* cnt[p] = covered starts of stage j + 1 in [0, p) */
+        for (int p = 0; p <= L; p++)
+            cnt[p + 1] = cnt[p] + co[p];
+        if (j == 0) {
+            int e = 1;
+            while (e <= L - (S - 1) && ah_stage_memory(c->lb, 0, e, S) <= c->cap && ah_range(c->lt.w, 0, e) <= wcap) {
+                if (co[e])
+                    return e;
+                e++;
+            }
+            return L + 1;
+        }
+        for (int p = 0; p <= L; p++) {
+            int e = p; /* the longest stage j can run from p */
+            while (e + 1 <= L && ah_stage_memory(c->lb, p, e + 1, S - j) <= c->cap &&
+                   ah_range(c->lt.w, p, e + 1) <= wcap)
+                e++;
+            co[p] = p < L && e > p && cnt[e + 1] - cnt[p + 1] > 0;
+        }
+    }
+    return L + 1;
+}
+
+int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
+                             int *first_end) {
+    *B0 = *sum_w = AH_NS_INF;
+    *first_end = x->L + 1;
+    if (t->n_stages > x->L)
+        return -1;
+    ah_ns *g = malloc(sizeof(ah_ns) * 2 * (size_t)(x->L + 1));
+    int *cnt = malloc(sizeof(int) * (size_t)(x->L + 2));
+    unsigned char *co = malloc((size_t)(x->L + 1));
+    if (!g || !cnt || !co)
+        abort();
+    *B0 = bounds_pass(x, t, 1, AH_NS_INF, g);
+    if (*B0 != AH_NS_INF) {
+        *sum_w = bounds_pass(x, t, 0, *B0 + slack, g);
+        *first_end = first_end_pass(x, t, *B0 + slack, cnt, co);
+    }
+    free(g);
+    free(cnt);
+    free(co);
+    return *B0 == AH_NS_INF ? -1 : 0;
+}
+
 int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     /* Memory is the same function of the layer range for every class of one
      * degree, so one class with an adjustable capacity answers "how little can
