@@ -110,6 +110,11 @@ void ah_plan_free(ah_plan *p);
 int ah_plan_uniform_tp(const ah_plan *p);
 /* Sets every stage's TP degree (a plan built with one degree). */
 void ah_plan_set_tp(ah_plan *p, int tp);
+/* Why `tp` cannot be a stage's TP degree for model m (not a power of two in
+ * 1..AH_MAX_TP, or not dividing the attention and KV heads), written into
+ * buf as "<tp> is not ..." / "<tp> does not ..."; 0 when it can. The one
+ * check of the plan reader and ah_plan_validate. */
+int ah_stage_tp_problem(const ah_model_config *m, int tp, char *buf, size_t n);
 /* Largest TP degree of any stage. */
 int ah_plan_max_tp(const ah_plan *p);
 /* "2" for a plan whose stages all have TP 2, "1-4 per stage" otherwise. */

@@ -85,6 +85,17 @@ void ah_plan_tp_text(const ah_plan *p, char *buf, size_t n) {
         snprintf(buf, n, "%d-%d per stage", lo, ah_plan_max_tp(p));
 }
 
+int ah_stage_tp_problem(const ah_model_config *m, int tp, char *buf, size_t n) {
+    if (tp < 1 || tp > AH_MAX_TP || (tp & (tp - 1)))
+        snprintf(buf, n, "%d is not a power of two in 1..%d", tp, AH_MAX_TP);
+    else if (m->n_heads % tp || m->n_kv_heads % tp)
+        snprintf(buf, n, "%d does not divide the model's %d attention heads and %d KV heads", tp, m->n_heads,
+                 m->n_kv_heads);
+    else
+        return 0;
+    return -1;
+}
+
 int ah_plan_uses_node(const ah_plan *p, const char *name) {
     for (int k = 0; k < p->n_replicas; k++)
         for (int j = 0; j < p->replicas[k].n_stages; j++)

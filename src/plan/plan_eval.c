@@ -71,12 +71,9 @@ int ah_plan_validate(const ah_plan *p, char *err, size_t errlen) {
                 break;
             }
             expect = s->layer_last;
-            if (s->tp < 1 || s->tp > AH_MAX_TP || (s->tp & (s->tp - 1)) || p->model.n_heads % s->tp ||
-                p->model.n_kv_heads % s->tp) {
-                snprintf(err, errlen,
-                         "plan: replicas[%d].stages[%d].tp %d must be a power of two <= %d dividing the %d "
-                         "attention and %d KV heads",
-                         k, j, s->tp, AH_MAX_TP, p->model.n_heads, p->model.n_kv_heads);
+            char why[160];
+            if (ah_stage_tp_problem(&p->model, s->tp, why, sizeof why) != 0) {
+                snprintf(err, errlen, "plan: replicas[%d].stages[%d].tp: %s", k, j, why);
                 rc = -1;
                 break;
             }
@@ -288,11 +285,11 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             ah_stage *s = &r->stages[j];
             const ah_node *nd = &p->cluster.nodes[s->node];
             const ah_layer_times *t = ah_plan_costs_times(&pc, p, prof, &nd->dev, s->tp, err, errlen);
-            const ah_layer_bytes *lb = ah_plan_costs_bytes(&pc, p, s->tp);
             if (!t) {
                 rc = -1;
                 break;
             }
+            const ah_layer_bytes *lb = ah_plan_costs_bytes(&pc, p, s->tp);
             int a = s->layer_first, e = s->layer_last;
             ah_ns w = ah_range(t->w, a, e);
             ah_ns upd = ah_update_ns(t->upd, a, e, shards);

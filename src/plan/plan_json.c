@@ -505,12 +505,9 @@ static int read_stage_tp(const ah_err_ctx *c, const cJSON *so, const char *sp, c
     if (plan_tp > 0 && p->version == 1 && s->tp != plan_tp)
         return ah_jfail(c, path, "%d differs from the plan's tp %d (version 1 has one TP degree; use version 2)",
                         s->tp, plan_tp);
-    if (s->tp & (s->tp - 1))
-        return ah_jfail(c, path, "%d is not a power of two", s->tp);
-    const ah_model_config *m = &p->model;
-    if (m->n_heads % s->tp || m->n_kv_heads % s->tp)
-        return ah_jfail(c, path, "%d does not divide the model's %d attention heads and %d KV heads", s->tp,
-                        m->n_heads, m->n_kv_heads);
+    char why[160];
+    if (ah_stage_tp_problem(&p->model, s->tp, why, sizeof why) != 0)
+        return ah_jfail(c, path, "%s", why);
     return 0;
 }
 
