@@ -90,6 +90,21 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
         assert_int_equal(best.A + 2 * p2p, t->A);
         assert_int_equal(best.tail, mode == 0 ? t->tail : t->tail1);
     }
+    /* the exact ring's tails of the multi-replica split, restated */
+    for (int r = 2; r <= AH_RING_EXACT_MAX; r++) {
+        ah_ns c[AH_MAX_STAGES], bw[AH_MAX_STAGES], xs[AH_MAX_STAGES];
+        for (int q = 0, lo = 0; q < t->n_stages; lo = t->ends[q], q++) {
+            const ah_class *cl = &x->cls[t->cls[q]];
+            bw[q] = ah_range(cl->lt.bwd, lo, t->ends[q]);
+            xs[q] = ah_range(cl->lt.upd, lo, t->ends[q]);
+            for (int l = lo; l < t->ends[q]; l++)
+                xs[q] += ah_layer_sync_ns(cl->lb, l, ah_stage_dp_link_gbs(&x->c->nodes[cl->nodes[0]],
+                                                                          x->level.single_node >= 0), r);
+            c[q] = q + 1 < t->n_stages ? ah_template_p2p(x, t, q) : 0;
+        }
+        assert_int_equal(ah_pipeline_tail(xs, bw, c, t->n_stages), t->tail_r[r]);
+        assert_true(t->tail_r[r] <= t->tail);
+    }
 }
 
 /* ---- exhaustive enumeration over the plan space --------------------------- */
@@ -141,7 +156,7 @@ static void multiset_rec(enum_state *s, int from) {
         ah_ns tail = 0;
         for (int i = 0; i < s->n; i++) {
             const ah_template *t = &s->x->tpl[s->chosen[i]];
-            ah_ns tl = s->n == 1 ? t->tail1 : t->tail;
+            ah_ns tl = ah_template_tail(t, s->n); /* the exact ring up to AH_RING_EXACT_MAX replicas */
             if (tl > tail)
                 tail = tl;
         }
@@ -232,7 +247,7 @@ static ah_ns solution_value(const ah_search_ctx *x, const ah_solution *sol, long
         const ah_template *t = &x->tpl[sol->r[r].tpl];
         *total += sol->r[r].m;
         ah_ns v = ah_replica_time(t->A, t->B, 0, sol->r[r].m);
-        ah_ns tl = sol->local_R ? ah_local_tail(x, t, sol->local_R) : sol->n == 1 ? t->tail1 : t->tail;
+        ah_ns tl = sol->local_R ? ah_local_tail(x, t, sol->local_R) : ah_template_tail(t, sol->n);
         if (v > worst)
             worst = v;
         if (tl > tail)

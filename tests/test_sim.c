@@ -529,13 +529,14 @@ static int bucket_degree(const ah_plan *p, int layer) {
  * GCP links, and on A100/H800 with the analytic model (tests/plans/
  * sim-mixtp-*.json): replicas of different degrees in one bucket, pipelines
  * whose stages change degree, misaligned boundaries. The closed form is
- * within 3% of the simulation (issue #11's acceptance), and the simulator
+ * within 1% of the simulation (issue #11's acceptance: 3%; measured 0.7%
+ * with the exact ring factor, 5.1% before it), and the simulator
  * has one stage record per plan stage and one GPU per slot. */
 static void test_mixed_plans_agree(void **state) {
     (void)state;
     static const char *names[] = {"dp-1-4",     "dp-2s-1-2",  "dp-many",     "dp-mb1",      "misaligned",
                                   "pipe-4-2-2", "pipe-1-2-4", "pipe-cross",  "an-gpt27-dp", "an-gpt27-dp4",
-                                  "an-gpt27-pipe"};
+                                  "an-gpt27-pipe", "an-llama7-dp4", "an-llama7-mix"};
     char err[512];
     /* Sailor's plans with its measured GCP links, the analytic ones with the datasheet catalog */
     ah_device_catalog gcp = *ah_device_catalog_builtin();
@@ -567,7 +568,7 @@ static void test_mixed_plans_agree(void **state) {
         printf("  %-14s closed form %.4f s, simulated %.4f s, %+.2f%%\n", names[i], r.closed_form_s,
                r.iteration_time_s, 100 * e);
         worst = fabs(e) > worst ? fabs(e) : worst;
-        assert_true(fabs(e) < 0.03);
+        assert_true(fabs(e) < 0.01);
         int stages = 0, slots = 0;
         for (int k = 0; k < p.n_replicas; k++)
             stages += p.replicas[k].n_stages;

@@ -113,10 +113,8 @@ void ah_plan_costs_free(ah_plan_costs *c) {
     memset(c, 0, sizeof *c);
 }
 
-ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs) {
-    /* Ring all-reduce moves 2(R-1)/R of the buffer through every GPU; the
-     * model charges the large-R limit 2n/B (docs/cost-model.md, "DP sync"). */
-    return ah_to_ns(2.0 * b->grad_bytes[l] / (bw_gbs * 1e9));
+ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs, int R) {
+    return ah_to_ns(ah_ring_factor(R) * b->grad_bytes[l] / (bw_gbs * 1e9));
 }
 
 ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs) {
@@ -126,10 +124,10 @@ ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, doub
     return t;
 }
 
-ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs) {
+ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs, int R) {
     ah_ns *s = xcalloc((size_t)b->n_layers + 1, sizeof(ah_ns));
     for (int l = 0; l < b->n_layers; l++)
-        s[l + 1] = s[l] + ah_layer_sync_ns(b, l, bw_gbs);
+        s[l + 1] = s[l] + ah_layer_sync_ns(b, l, bw_gbs, R);
     return s;
 }
 

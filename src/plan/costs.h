@@ -85,15 +85,24 @@ static inline int64_t ah_update_ns(const int64_t *upd_prefix, int a, int e, int 
 static inline double ah_peak_tflops(const ah_device *d, ah_precision_mode p) {
     return p == AH_PRECISION_FP32 && d->fp32_tflops > 0 ? d->fp32_tflops : d->peak_tflops;
 }
-/* DP gradient all-reduce time of layer l at bw_gbs GB/s per GPU: the ring's
- * 2(R-1)/R n / bw at its large-R limit 2 n / bw (docs/cost-model.md). */
-ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs);
+/* Ring all-reduce among R holders moves 2(R-1)/R of the buffer through every
+ * GPU. The cost model charges that exactly up to AH_RING_EXACT_MAX replicas
+ * and its large-R limit 2 above (pessimistic by at most 1/(AH_RING_EXACT_MAX
+ * + 1) of the sync term): the search runs one pass per exact count
+ * (docs/cost-model.md, "DP sync"). */
+#define AH_RING_EXACT_MAX 16
+static inline double ah_ring_factor(int R) {
+    return R >= 2 && R <= AH_RING_EXACT_MAX ? 2.0 * (R - 1) / R : 2.0;
+}
+/* DP gradient all-reduce time of layer l among R replicas (ah_ring_factor) at
+ * bw_gbs GB/s per GPU. */
+ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs, int R);
 /* All-reduce of layers [first, last) among R holders inside one node: the
  * exact ring's bandwidth term 2(R-1)/R n / intra (like ah_layer_sync_ns it
  * leaves the per-step latency out, so it never exceeds it; docs/cost-model.md). */
 ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs);
-/* Prefix sums of ah_layer_sync_ns (n_layers + 1 entries; free() it). */
-ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs);
+/* Prefix sums of ah_layer_sync_ns among R replicas (n_layers + 1 entries; free() it). */
+ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs, int R);
 void ah_layer_bytes_free(ah_layer_bytes *b);
 
 static inline int64_t ah_range(const int64_t *prefix, int first, int last) {

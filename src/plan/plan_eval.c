@@ -298,7 +298,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             double link = ah_stage_dp_link_gbs(nd, n_used == 1);
             for (int l = a; multi && l < e; l++) {
                 rt[k].lsync[l] = local ? ah_local_sync_ns(lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs)
-                                       : ah_layer_sync_ns(lb, l, link);
+                                       : ah_layer_sync_ns(lb, l, link, p->n_replicas);
                 sync += rt[k].lsync[l];
             }
             for (int l = a; l < e; l++)

@@ -48,7 +48,8 @@ typedef struct {
     int nodes[4096]; /* indices into the cluster */
     int64_t cap;     /* usable bytes per GPU */
     ah_layer_times lt;
-    ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link */
+    ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link (large-R ring) */
+    ah_ns *sync_r[AH_RING_EXACT_MAX + 1]; /* [r], r = 2..: the same among exactly r replicas */
 } ah_class;
 
 /* A node kind: the GPUs its classes share. Every degree searched on a kind
@@ -72,7 +73,14 @@ typedef struct {
     int ends[AH_MAX_STAGES];   /* split used when the plan has several replicas */
     int ends1[AH_MAX_STAGES];  /* split used by a single-replica plan */
     ah_ns A, B, tail, tail1;   /* fill/drain, bottleneck, tail with sync, tail without sync */
+    ah_ns tail_r[AH_RING_EXACT_MAX + 1]; /* [r], r = 2..: the tail of split `ends` in a plan of
+                                          * exactly r replicas (exact ring, ah_ring_factor) */
 } ah_template;
+
+/* The tail a copy of t pays in a plan of n replicas (the objective's tail term). */
+static inline ah_ns ah_template_tail(const ah_template *t, long long n) {
+    return n == 1 ? t->tail1 : n <= AH_RING_EXACT_MAX ? t->tail_r[n] : t->tail;
+}
 
 typedef struct {
     const ah_model_config *m;
@@ -84,6 +92,8 @@ typedef struct {
     int stage_tp;     /* 1: a multi-kind pipeline's kinds may differ in degree (set by ah_search_ctx_init) */
     int mb, L;
     long long M; /* micro-batches per iteration */
+    int ring_r;  /* solve pass: 0 = plans of any replica count, tails at the large-R ring;
+                  * r = exactly r replicas, tails tail_r[r] (ah_search_solve) */
     int K;
     ah_class *cls; /* K classes, canonical order: by kind, then degree */
     int n_kinds;

@@ -1,9 +1,9 @@
 /* The AutoHet planner: exact search over asymmetric 3D-parallel plans.
  * See docs/planner.md for the plan space and the argument for exactness. */
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "plan/search.h"
 
@@ -165,7 +165,10 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
         cl->lb = &x->lbs[li];
         if (ah_layer_times_build(&cl->lt, prof, m, &o->train, cl->dev, cl->tp, mb, err, errlen) != 0)
             return -1;
-        cl->sync = ah_sync_prefix(cl->lb, ah_stage_dp_link_gbs(&c->nodes[cl->nodes[0]], lv->single_node >= 0));
+        double link = ah_stage_dp_link_gbs(&c->nodes[cl->nodes[0]], lv->single_node >= 0);
+        cl->sync = ah_sync_prefix(cl->lb, link, 0);
+        for (int r = 2; r <= AH_RING_EXACT_MAX; r++)
+            cl->sync_r[r] = ah_sync_prefix(cl->lb, link, r);
     }
     return 1;
 }
@@ -175,6 +178,8 @@ void ah_search_ctx_free(ah_search_ctx *x) {
         for (int k = 0; k < x->K; k++) {
             ah_layer_times_free(&x->cls[k].lt);
             free(x->cls[k].sync);
+            for (int r = 2; r <= AH_RING_EXACT_MAX; r++)
+                free(x->cls[k].sync_r[r]);
         }
     free(x->cls);
     for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
@@ -349,8 +354,13 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
 
 /* Micro-batches a copy of template t can run with its pipeline done within P
  * (saturated at M); 0 if its tail exceeds max_tail. */
+/* The tail of a copy of t in the current solve pass (x->ring_r). */
+static ah_ns pass_tail(const ah_search_ctx *x, const ah_template *t) {
+    return x->ring_r ? t->tail_r[x->ring_r] : t->tail;
+}
+
 static long long capacity(const ah_search_ctx *x, const ah_template *t, ah_ns P, ah_ns max_tail) {
-    if (t->local || t->tail > max_tail || P < t->A)
+    if (t->local || pass_tail(x, t) > max_tail || P < t->A)
         return 0;
     if (t->B == 0)
         return x->M;
@@ -740,14 +750,24 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
     *mixed_tpl = -1;
     *mixed_r = 0;
     long long left[AH_MAX_KINDS];
+    int tables_R = 0; /* --dp: class_tables_R built for this P */
     if (w->R > 0) {
         /* --dp: the same search with exact counts; the plain tables above
-         * are an upper bound that skips hopeless combinations cheaply */
-        class_tables_R(x, w);
+         * are an upper bound that skips hopeless combinations cheaply, and so
+         * is R copies of the largest capacity (R = the most replicas allowed) */
+        long long maxcap = 0;
+        for (int i = 0; i < x->n_tpl; i++)
+            maxcap = w->cap[i] > maxcap ? w->cap[i] : maxcap;
+        if (maxcap * w->R < x->M)
+            return 0;
         for (int k = 0; k < x->n_kinds; k++)
             left[k] = x->kinds[k].slots;
-        if (base >= x->M && count_feasible_fast(x, w, left, 0, 0))
-            return 1;
+        if (base >= x->M) {
+            class_tables_R(x, w);
+            tables_R = 1;
+            if (count_feasible_fast(x, w, left, 0, 0))
+                return 1;
+        }
     } else if (base >= x->M)
         return 1;
     for (int q = 0; q < w->n_mixed; q++) {
@@ -780,6 +800,10 @@ static int feasible_T(ah_search_ctx *x, ah_ns P, ah_ns max_tail, workspace *w, i
             }
             if (w->R > 0 && r > w->R)
                 break;
+            if (v >= x->M && w->R > 0 && !tables_R) {
+                class_tables_R(x, w);
+                tables_R = 1;
+            }
             if (v >= x->M && (w->R == 0 || count_feasible_fast(x, w, left, (int)r, w->cap[i]))) {
                 *mixed_tpl = i;
                 *mixed_r = r;
@@ -847,18 +871,56 @@ static void best_single_replica(const ah_search_ctx *x, ah_ns *v1, int *best1, a
     }
 }
 
+/* The tail caps tails[lo, hi) (distinct, ascending), in ascending order as
+ * the plain loop would try them: one check proves a whole range hopeless (no
+ * plan whose tails are all <= its largest cap has its pipelines done within
+ * best - its smallest cap - 1); otherwise halves. Each cap reached is tried
+ * as before: a feasibility check at best - S - 1, a bisection if it passes. */
+typedef struct {
+    workspace *w;
+    int *offset;
+    const ah_ns *tails;
+    ah_ns P_all, best, bestP, bestS;
+} tail_walk;
+
+static void try_tail_range(ah_search_ctx *x, tail_walk *tw, int lo, int hi) {
+    int mt;
+    long long mr;
+    if (lo >= hi || tw->tails[lo] + tw->P_all >= tw->best)
+        return;
+    ah_ns S = tw->tails[lo], target = tw->best - S - 1; /* strictly better */
+    if (hi - lo > 1) {
+        if (!feasible_T(x, target, tw->tails[hi - 1], tw->w, tw->offset, &mt, &mr))
+            return;
+        int mid = lo + (hi - lo) / 2;
+        try_tail_range(x, tw, lo, mid);
+        try_tail_range(x, tw, mid, hi);
+        return;
+    }
+    if (!feasible_T(x, target, S, tw->w, tw->offset, &mt, &mr))
+        return;
+    ah_ns P = bisect_P(x, tw->P_all - 1, target, S, tw->w, tw->offset);
+    tw->best = P + S;
+    tw->bestP = P;
+    tw->bestS = S;
+}
+
 /* Plans with several replicas: T = P + Sigma, P = slowest pipeline, Sigma =
  * largest stage tail (gradient sync + optimizer) among the templates used.
  * P_all, the best P with every template allowed, bounds P from below; then
  * every distinct tail value Sigma* is tried as the cap, in ascending order,
- * while Sigma* + P_all can still beat the best value found. Returns the best
- * value (best if none beats it); *bestP, *bestS = its P and Sigma (-1 if none). */
+ * while Sigma* + P_all can still beat the best value found (try_tail_range).
+ * P_floor > 0: no P below it is feasible, and it stands in for P_all (no
+ * bisection for it). Returns the best value (best if none beats it); *bestP,
+ * *bestS = its P and Sigma (-1 if none); *P_all_out = P_all. */
 static ah_ns best_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_ns hiP, ah_ns hiAll, ah_ns best,
-                                ah_ns *bestP, ah_ns *bestS) {
+                                ah_ns P_floor, ah_ns *bestP, ah_ns *bestS, ah_ns *P_all_out) {
     ah_ns P_all;
     int mt;
     long long mr;
-    if (w->R == 0)
+    if (P_floor > 0)
+        P_all = P_floor <= hiAll ? P_floor : AH_NS_INF;
+    else if (w->R == 0)
         P_all = bisect_P(x, 0, hiP, AH_NS_INF, w, offset);
     else if (feasible_T(x, hiAll, AH_NS_INF, w, offset, &mt, &mr))
         /* --dp: every cap saturates at hiAll; the single replica's pipeline
@@ -866,32 +928,26 @@ static ah_ns best_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_
         P_all = bisect_P(x, 0, hiAll, AH_NS_INF, w, offset);
     else
         P_all = AH_NS_INF; /* no multi-replica plan with an allowed count */
+    *P_all_out = P_all;
     ah_ns *tails = malloc(sizeof(ah_ns) * (size_t)x->n_tpl);
     if (!tails)
         abort();
     int n_tails = 0;
     for (int i = 0; i < x->n_tpl; i++)
         if (!x->tpl[i].local)
-            tails[n_tails++] = x->tpl[i].tail;
+            tails[n_tails++] = pass_tail(x, &x->tpl[i]);
     qsort(tails, (size_t)n_tails, sizeof(ah_ns), cmp_ns);
-    *bestP = -1;
-    *bestS = -1;
-    for (int i = 0; i < n_tails && P_all != AH_NS_INF; i++) {
-        ah_ns S = tails[i];
-        if (i > 0 && S == tails[i - 1])
-            continue;
-        if (S + P_all >= best)
-            break;
-        ah_ns target = best - S - 1; /* strictly better */
-        if (!feasible_T(x, target, S, w, offset, &mt, &mr))
-            continue;
-        ah_ns P = bisect_P(x, P_all - 1, target, S, w, offset);
-        best = P + S;
-        *bestP = P;
-        *bestS = S;
-    }
+    int n_distinct = 0;
+    for (int i = 0; i < n_tails; i++)
+        if (i == 0 || tails[i] != tails[n_distinct - 1])
+            tails[n_distinct++] = tails[i];
+    tail_walk tw = {w, offset, tails, P_all, best, -1, -1};
+    if (P_all != AH_NS_INF)
+        try_tail_range(x, &tw, 0, n_distinct);
     free(tails);
-    return best;
+    *bestP = tw.bestP;
+    *bestS = tw.bestS;
+    return tw.best;
 }
 
 /* Node-local plans: R copies of one local template, micro-batches split
@@ -988,6 +1044,72 @@ static void build_multi_replica(ah_search_ctx *x, workspace *w, int *offset, ah_
     trim_to_micro_batches(x, w, sol);
 }
 
+/* Pass settings for plans of exactly r replicas (0: any count): --dp {r}
+ * (within the user's --dp) and the exact ring's tails. */
+typedef struct {
+    const ah_plan_options *saved;
+    ah_plan_options o;
+} pass_opts;
+
+static void pass_enter(ah_search_ctx *x, pass_opts *po, int r) {
+    po->saved = x->o;
+    if (r > 0) {
+        po->o = *x->o;
+        po->o.n_dp = 1;
+        po->o.dp[0] = r;
+        x->o = &po->o;
+    }
+    x->ring_r = r;
+}
+
+static void pass_leave(ah_search_ctx *x, pass_opts *po) {
+    x->o = po->saved;
+    x->ring_r = 0;
+}
+
+/* Plans of exactly r = 2..AH_RING_EXACT_MAX replicas pay the exact ring
+ * (tail_r[r], ah_template_tail): one pass each with --dp's exact-count
+ * knapsack. A pass is skipped when its fastest possible plan cannot beat
+ * best: some replica runs >= ceil(M/r) micro-batches, and the pass's tails
+ * are >= its least one. Lowers best; *best_r = the pass that did (0: none). */
+static ah_ns exact_ring_passes(ah_search_ctx *x, int *offset, ah_ns hiP, ah_ns hiAll, ah_ns P_all, ah_ns best,
+                               int *best_r, ah_ns *bestP, ah_ns *bestS) {
+    *best_r = 0;
+    for (int r = 2; r <= AH_RING_EXACT_MAX && r <= x->M; r++) {
+        if (!dp_allowed(x->o, r) || P_all == AH_NS_INF)
+            continue;
+        ah_ns P_lb = AH_NS_INF, tail_lb = AH_NS_INF;
+        long long m = (x->M + r - 1) / r;
+        for (int i = 0; i < x->n_tpl; i++) {
+            const ah_template *t = &x->tpl[i];
+            if (t->local)
+                continue;
+            ah_ns v = ah_replica_time(t->A, t->B, 0, m);
+            P_lb = v < P_lb ? v : P_lb;
+            tail_lb = t->tail_r[r] < tail_lb ? t->tail_r[r] : tail_lb;
+        }
+        if (P_lb < P_all)
+            P_lb = P_all;
+        if (P_lb == AH_NS_INF || P_lb + tail_lb >= best)
+            continue;
+        pass_opts po;
+        pass_enter(x, &po, r);
+        workspace w;
+        workspace_init(x, &w, offset);
+        ah_ns P, S, pa;
+        ah_ns v = best_multi_replica(x, &w, offset, hiP, hiAll, best, P_lb, &P, &S, &pa);
+        workspace_free(&w);
+        pass_leave(x, &po);
+        if (P >= 0 && v < best) {
+            best = v;
+            *best_r = r;
+            *bestP = P;
+            *bestS = S;
+        }
+    }
+    return best;
+}
+
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     memset(sol, 0, sizeof *sol);
     sol->value = AH_NS_INF;
@@ -1002,8 +1124,10 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
     for (int k = 0; k < x->n_kinds; k++)
         offset[k + 1] = offset[k] + x->kinds[k].slots + 1;
     workspace_init(x, &w, offset);
-    ah_ns bestP, bestS;
-    ah_ns best = best_multi_replica(x, &w, offset, hiP, hiAll, v1, &bestP, &bestS);
+    ah_ns bestP, bestS, P_all;
+    ah_ns best = best_multi_replica(x, &w, offset, hiP, hiAll, v1, 0, &bestP, &bestS, &P_all);
+    int best_r;
+    best = exact_ring_passes(x, offset, hiP, hiAll, P_all, best, &best_r, &bestP, &bestS);
     int best_local, best_R;
     best_node_local(x, &best, &best_local, &best_R);
     int cap = 0;
@@ -1020,7 +1144,14 @@ void ah_search_solve(ah_search_ctx *x, ah_solution *sol) {
         }
     } else {
         sol->value = best;
+        pass_opts po;
+        pass_enter(x, &po, best_r);
+        if (best_r > 0) { /* the tables of that pass */
+            workspace_free(&w);
+            workspace_init(x, &w, offset);
+        }
         build_multi_replica(x, &w, offset, bestP, bestS, sol, &cap);
+        pass_leave(x, &po);
     }
     workspace_free(&w);
 }
@@ -1153,7 +1284,8 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
         const ah_class *c0 = &x->cls[t.cls[0]];
         if (e0 > x->L)
             e0 = 1; /* cannot happen (the B0 split qualifies); layer 0 alone is still a bound */
-        ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync, 0, e0);
+        /* the least sync a plan of >= 2 replicas pays: 2 replicas' ring */
+        ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync_r[2], 0, e0);
         *B0 = b < *B0 ? b : *B0;
         *sum_w = sw < *sum_w ? sw : *sum_w;
         *tail = us < *tail ? us : *tail;
@@ -1255,7 +1387,8 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     for (int i = 0; i < v.n_tab; i++) {
         v.tab_tail[i] = tmax / (EXPAND_TAIL_LEVELS - 1) * i;
         for (int t = 0; t < x->n_tpl; t++) {
-            ah_ns tl = x->tpl[t].tail > v.tab_tail[i] ? x->tpl[t].tail : v.tab_tail[i];
+            ah_ns least = x->tpl[t].tail_r[2]; /* its tail in any plan of >= 2 replicas is >= this */
+            ah_ns tl = least > v.tab_tail[i] ? least : v.tab_tail[i];
             v.w.cap[t] = capacity(x, &x->tpl[t], bound - 1 - tl, AH_NS_INF);
         }
         knapsack_tables(x, &v.w, v.offset);

@@ -312,13 +312,14 @@ static int lexi_dp(const split_env *v, const ah_ns *c, const ah_ns *pc, ah_ns B,
     return best >= 0;
 }
 
-/* Sum of stage times and the tails (with and without the DP sync) of a split. */
+/* Sum of stage times and the tails (with and without the DP sync) of a split;
+ * tail_r (if not NULL): the tail with the sync of exactly r replicas. */
 static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *sum_w, ah_ns *tail,
-                    ah_ns *tail1) {
+                    ah_ns *tail1, ah_ns *tail_r) {
     ah_ns x[AH_MAX_STAGES], x1[AH_MAX_STAGES], bw[AH_MAX_STAGES];
-    int a = 0;
+    int a = 0, S = v->t->n_stages;
     *sum_w = 0;
-    for (int j = 0; j < v->t->n_stages; j++) {
+    for (int j = 0; j < S; j++) {
         const ah_class *cl = &v->x->cls[v->t->cls[j]];
         *sum_w += stage_w(v, j, a, ends[j]);
         x1[j] = ah_range(cl->lt.upd, a, ends[j]);
@@ -326,8 +327,16 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
         bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }
-    *tail = ah_pipeline_tail(x, bw, c, v->t->n_stages);
-    *tail1 = ah_pipeline_tail(x1, bw, c, v->t->n_stages);
+    *tail = ah_pipeline_tail(x, bw, c, S);
+    *tail1 = ah_pipeline_tail(x1, bw, c, S);
+    for (int r = 2; tail_r && r <= AH_RING_EXACT_MAX; r++) {
+        a = 0;
+        for (int j = 0; j < S; j++) {
+            x[j] = x1[j] + ah_range(v->x->cls[v->t->cls[j]].sync_r[r], a, ends[j]);
+            a = ends[j];
+        }
+        tail_r[r] = ah_pipeline_tail(x, bw, c, S);
+    }
 }
 
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
@@ -454,7 +463,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
         v.tmax = AH_NS_INF;
         if (!lexi_dp(&v, c, pc, B, ends, reach, co))
             goto done; /* cannot happen: B is feasible */
-        measure(&v, ends, c, &sum_w, &tl, &tl1);
+        measure(&v, ends, c, &sum_w, &tl, &tl1, mode == 0 ? t->tail_r : NULL);
         if (mode == 0)
             t->tail = tl;
         else
