@@ -44,7 +44,7 @@ static int reset_catalog(void **state) {
 
 static void test_catalog_contents(void **state) {
     (void)state;
-    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
+    assert_int_equal(cat.n, 18); /* 15 GPU types + 3 CPU devices */
     const ah_device *d = &cat.dev[0];
     assert_string_equal(d->name, "A100-40G");
     assert_double_equal(d->peak_tflops, 312, 0);
@@ -117,7 +117,7 @@ static void test_overrides_update_and_add(void **state) {
                        "  \"mem_bw_gbs\": 8000, \"intra_bw_gbs\": 900, \"_note\": \"x\"},\n"
                        " {\"name\": \"b200\", \"nic_gbit\": 3200}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), 0);
-    assert_int_equal(cat.n, 18);
+    assert_int_equal(cat.n, 19);
     const ah_device *d = ah_device_find(&cat, "A100-40G");
     assert_double_equal(d->efficiency, 0.62, 0);
     assert_double_equal(d->slowdown, 3, 0);
@@ -139,7 +139,7 @@ static void test_overrides_update_and_add(void **state) {
 
     /* the override changed the copy, not the built-in catalog */
     const ah_device_catalog *builtin = ah_device_catalog_builtin();
-    assert_int_equal(builtin->n, 17); /* 14 GPU types + 3 CPU devices */
+    assert_int_equal(builtin->n, 18); /* 15 GPU types + 3 CPU devices */
     assert_null(ah_device_find(builtin, "B200"));
     assert_double_equal(ah_device_find(builtin, "A100-40G")->efficiency, a100_eff, 0);
     assert_int_equal(ah_cluster_parse_shorthand("1x8xB200", builtin, &c, err, sizeof err), -1);
@@ -192,7 +192,7 @@ static void test_override_is_atomic(void **state) {
     assert_contains(err, "devices[2].slowdown: must be a positive number");
     assert_double_equal(ah_device_find(&cat, "H20")->mem_gib, 96, 0);
     assert_null(ah_device_find(&cat, "NEW1"));
-    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
+    assert_int_equal(cat.n, 18); /* 15 GPU types + 3 CPU devices */
 }
 
 static void test_override_catalog_full(void **state) {
@@ -206,8 +206,8 @@ static void test_override_catalog_full(void **state) {
                                 i ? "," : "", i);
     snprintf(text + off, sizeof text - off, "]}");
     assert_int_equal(overrides_text(text, err, sizeof err, path), -1);
-    assert_contains(err, "devices[47]: catalog is full (64 devices at most)"); /* 17 built in + 47 */
-    assert_int_equal(cat.n, 17); /* 14 GPU types + 3 CPU devices */
+    assert_contains(err, "devices[46]: catalog is full (64 devices at most)"); /* 18 built in + 46 */
+    assert_int_equal(cat.n, 18); /* 15 GPU types + 3 CPU devices */
 }
 
 /* ----------------------------------------------------------- shorthand */

@@ -22,14 +22,14 @@
  * datasheet figures too.
  * efficiency is the fraction of peak a GEMM reaches with full waves of full
  * tiles, fitted per architecture to the Sailor profiles (bench/calib_bench.sh,
- * docs/calibration.md): Volta (V100), Turing (RTX-2080, Titan-RTX; T4 shares
+ * docs/calibration.md): Volta (V100), Turing (RTX-2080 Ti, Titan-RTX; T4 shares
  * it), GA100 (A100) and GA102 (RTX-3090; A10 shares it). Architectures without
  * a measured profile (Hopper, Ada) get the median of the fitted ones, the same
  * rule the leave-one-type-out validation applies to a held-out architecture.
  * slowdown (1.0) is a model default, not datasheet data. */
 #define EFF_VOLTA 0.932
 #define EFF_TURING 1.000
-#define EFF_GA100 0.730
+#define EFF_GA100 0.725
 #define EFF_GA102 1.000
 #define EFF_UNSEEN 0.966
 /* The last three entries are CPU "devices" for the training engine on one
@@ -53,6 +53,7 @@
     {"RTX-3090", 71, 24, 936, 25, 100, EFF_GA102, 1.0, 82, 35.6},      \
     {"Titan-RTX", 130, 24, 672, 12, 100, EFF_TURING, 1.0, 72, 16.3},   \
     {"RTX-2080", 40, 8, 448, 12, 100, EFF_TURING, 1.0, 46, 10.6},      \
+    {"RTX-2080Ti", 54, 11, 616, 12, 100, EFF_TURING, 1.0, 68, 13.4},   \
     {"cpu", 0.1, 4, 20, 10, 80, 0.5, 1.0, 0, 0},                       \
     {"cpu-half", 0.1, 4, 20, 10, 80, 0.5, 2.0, 0, 0},                  \
     {"cpu-quarter", 0.1, 4, 20, 10, 80, 0.5, 4.0, 0, 0},
@@ -69,7 +70,7 @@ static const struct {
     const char *alias, *key;
 } aliases[] = {
     {"A100", "A10040G"}, {"H100", "H100SXM"}, {"H10080G", "H100SXM"}, {"H100SXM5", "H100SXM"},
-    {"V100", "V10016G"}, {"4090", "RTX4090"}, {"3090", "RTX3090"},    {"2080", "RTX2080"},
+    {"V100", "V10016G"}, {"4090", "RTX4090"}, {"3090", "RTX3090"},    {"2080", "RTX2080"}, {"2080TI", "RTX2080TI"},
 };
 
 const ah_device_catalog *ah_device_catalog_builtin(void) {

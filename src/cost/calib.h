@@ -16,8 +16,9 @@ int ah_gpu_arch_of(const char *device);
 /* One measured quantity: the fwd or bwd time of one layer kind of one model on
  * one GPU type at (mb, tp); blocks carry every block layer's value. */
 typedef struct {
-    char type[32]; /* catalog device name */
-    int model;     /* index into ah_calib_set.models */
+    char type[32];  /* catalog device the point is costed as */
+    char label[32]; /* the profile's own name for it (differs only where identified, ah_calib_load) */
+    int model;      /* index into ah_calib_set.models */
     ah_layer_kind kind;
     int mb, tp, bwd;
     double *meas;
@@ -34,8 +35,13 @@ typedef struct {
 } ah_calib_set;
 
 /* Load <root>/<model dir>/<GPU>.json for the Sailor model directories autohet
- * knows (OPT-350, GPT-Neo-2.7); at least one must exist. 0, or -1 + err. */
-int ah_calib_load(const char *root, ah_calib_set *set, char *err, size_t errlen);
+ * knows (OPT-350, GPT-Neo-2.7); at least one must exist. as_labeled = 0
+ * costs a profile whose times its label's datasheet cannot produce as the
+ * card they identify (ah_calib_identified); 1 keeps every label. 0, or -1 + err. */
+int ah_calib_load(const char *root, int as_labeled, ah_calib_set *set, char *err, size_t errlen);
+/* The catalog device a Sailor profile label is costed as (the label itself
+ * unless identified otherwise; docs/calibration.md, "Datasheet floor"). */
+const char *ah_calib_identified(const char *label);
 void ah_calib_free(ah_calib_set *set);
 
 typedef struct {
@@ -54,11 +60,21 @@ double ah_calib_predict(const ah_calib_set *set, const ah_calib_params *prm, con
 /* Which points a statistic covers. */
 typedef enum { AH_SEL_BLOCK_TP1, AH_SEL_BLOCK_ALL, AH_SEL_EMBED, AH_SEL_HEAD } ah_calib_sel;
 typedef struct {
-    int n;                 /* measured values covered */
-    double median, p90;    /* of |pred - meas| / meas */
+    int n;              /* measured values covered */
+    double median, p90; /* of |pred - meas| / meas */
 } ah_calib_err;
 /* Errors of type `type`'s points selected by sel and direction bwd. */
 ah_calib_err ah_calib_errors(const ah_calib_set *set, const ah_calib_params *prm, const char *type,
                              ah_calib_sel sel, int bwd);
+
+/* The TP = 1 transformer-block forwards of type `type` against their
+ * datasheet floor (ah_block_fwd_floor_s at fp32): how many, the median of
+ * measured / floor, and the fraction below 1 (physically impossible for
+ * that datasheet). */
+typedef struct {
+    int n;
+    double median_ratio, frac_below;
+} ah_calib_floor;
+ah_calib_floor ah_calib_floor_check(const ah_calib_set *set, const char *type);
 
 #endif

@@ -18,9 +18,9 @@
  * per-architecture max efficiencies of the same fit are the `efficiency`
  * figures of the device catalog (src/cluster/device.c). */
 const ah_gemm_consts ah_gemm_fitted = {
-    .launch_s = 1.32e-6,
+    .launch_s = 0.10e-6,
     .ew_eff = 0.788,
-    .ew_bwd = 3.364,
+    .ew_bwd = 3.380,
 };
 
 int ah_gemm_env_of(const ah_device *dev, ah_precision p, const ah_gemm_consts *c, ah_gemm_env *out) {
@@ -180,6 +180,16 @@ static double gemms_time(const ah_gemm_env *e, const ah_gemm *g, int n) {
     for (int i = 0; i < n; i++)
         sum += ah_gemm_time_s(e, &g[i]);
     return sum;
+}
+
+double ah_block_fwd_floor_s(const ah_gemm_env *e, const ah_model_config *m, int seq, int mb, int tp) {
+    ah_gemm g[AH_GEMM_MAX] = {{0, 0, 0, 0}};
+    double t = tp > 0 ? tp : 1, flops = 0.0;
+    int n = ah_layer_fwd_gemms(m, AH_LAYER_BLOCK, seq, mb, tp, g);
+    for (int i = 0; i < n; i++)
+        flops += ah_gemm_flops(&g[i]);
+    ew_cost ew = block_ew(m, (double)mb * seq, seq, mb, t, e->elem_bytes);
+    return flops / e->peak_flops + ew.bytes / e->mem_bps;
 }
 
 void ah_layer_compute_s(const ah_gemm_env *e, const ah_model_config *m, ah_layer_kind k, int seq, int mb,

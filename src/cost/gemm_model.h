@@ -61,6 +61,14 @@ typedef struct {
     double attn_fwd_s;   /* the attention core's forward (selective recomputation redoes it) */
 } ah_layer_compute;
 
+/* The forward of one transformer block at the device's datasheet limits: its
+ * GEMM FLOPs at the full peak (e->peak_flops, not max_eff) plus its
+ * element-wise bytes at the full memory bandwidth, and nothing else (no
+ * tiles, waves, launches or GEMM operand traffic). No implementation of the
+ * model's kernels runs faster; a measured time below it means the device is
+ * not what its datasheet says (docs/calibration.md, "Datasheet floor"). */
+double ah_block_fwd_floor_s(const ah_gemm_env *e, const ah_model_config *m, int seq, int mb, int tp);
+
 /* Compute times of one layer on one GPU (no slowdown, no communication). */
 void ah_layer_compute_s(const ah_gemm_env *e, const ah_model_config *m, ah_layer_kind k, int seq, int mb,
                         int tp, ah_layer_compute *out);
