@@ -11,7 +11,7 @@
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 n=0
 while IFS=$'\t' read -r plan sched dp prof want; do
-  flags=(--schedule "$sched")
+  flags=(--schedule "$sched" --ignore-memory) # times, not memory, are what is compared
   [ "$dp" != "-" ] && flags+=("$dp")
   [ "$prof" = sailor ] && flags+=(--profile "$ROOT/tests/fixtures/sailor/OPT-350" --devices "$ROOT/bench/peer-plans/gcp-devices.json")
   "$BIN" simulate "$ROOT/$plan" "${flags[@]}" --quiet --json "$TMP/o.json" || { fail "$plan $sched: simulate failed"; continue; }

@@ -13,9 +13,10 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 $BIN simulate --help | grep -q usage || fail "simulate --help"
 $BIN plan --model gpt3-2.7b --cluster 2x8xA100-40G,1x8xH800 --global-batch 64 --quiet --json "$TMP/p.json" \
   || fail "plan"
+# (the plan is made for 1F1B's memory: GPipe, holding every micro-batch, does not fit; see below)
 for sched in 1f1b gpipe; do
   $BIN simulate "$TMP/p.json" --schedule $sched --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/s.json" \
-    >"$TMP/out" || fail "simulate --schedule $sched"
+    --ignore-memory >"$TMP/out" || fail "simulate --schedule $sched"
   grep -q "Iteration time" "$TMP/out" || fail "$sched: no summary"
   jq -e --slurpfile p "$TMP/p.json" '
       (.iteration_time_s > 0) and (.gpus | length) == $p[0].gpus_used and
@@ -43,7 +44,14 @@ for sched in 1f1b gpipe; do
 done
 # GPipe keeps every micro-batch in flight: its peak memory is never below 1F1B's
 $BIN simulate "$TMP/p.json" --quiet --json "$TMP/a.json" || fail "simulate 1f1b"
-$BIN simulate "$TMP/p.json" --quiet --schedule gpipe --json "$TMP/b.json" || fail "simulate gpipe"
+jq -e 'all(.gpus[]; .peak_memory_bytes <= .capacity_bytes)' "$TMP/a.json" >/dev/null || fail "1f1b: over memory"
+# a plan over memory in the simulation: the outputs are written, then one line naming the GPU, exit 2
+$BIN simulate "$TMP/p.json" --quiet --schedule gpipe --json "$TMP/b.json" 2>"$TMP/gp.err"
+rc=$?
+[ $rc -eq 2 ] || fail "gpipe over memory: exit $rc, expected 2"
+[ "$(wc -l <"$TMP/gp.err")" -eq 1 ] && grep -q "replicas\[[0-9]*\]\.stages\[[0-9]*\] on [A-Z0-9-]* peaks at [0-9.]* GiB per GPU under gpipe .* GiB usable: the plan does not fit" "$TMP/gp.err" \
+  || fail "gpipe over memory: message: $(cat "$TMP/gp.err")"
+jq -e 'any(.gpus[]; .peak_memory_bytes > .capacity_bytes)' "$TMP/b.json" >/dev/null || fail "gpipe: JSON not written or fits"
 jq -e --slurpfile g "$TMP/b.json" '[.gpus[].peak_memory_bytes] as $a | [$g[0].gpus[].peak_memory_bytes] as $b |
       all(range(0; $a | length); $b[.] >= $a[.])' "$TMP/a.json" >/dev/null || fail "gpipe peak memory below 1f1b"
 

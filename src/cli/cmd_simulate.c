@@ -14,7 +14,7 @@ static void sim_usage(FILE *f) {
             "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--trace FILE] [--svg FILE]\n"
             "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
             "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking]\n"
-            "                        [--dp-serial] [--quiet]\n\n"
+            "                        [--dp-serial] [--ignore-memory] [--quiet]\n\n"
             "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
             "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
             "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
@@ -33,8 +33,29 @@ static void sim_usage(FILE *f) {
             "               stream (default: the plan's train.p2p, overlapped when it has none)\n"
             "  --dp-serial  run each GPU's bucket all-reduces one at a time (one NCCL stream) instead\n"
             "               of concurrently; buckets of misaligned stages then wait for each other\n"
+            "  --ignore-memory  accept a plan whose GPUs exceed their memory in the simulation\n"
+            "               (default: the outputs are written, then one line names the first such GPU\n"
+            "               and the exit status is 2)\n"
             "  --quiet      no summary on stdout\n\n"
-            "exit status: 0 success, 2 bad input (one line on stderr)\n");
+            "exit status: 0 success, 2 bad input or a plan that does not fit in memory (one line on stderr)\n");
+}
+
+/* The first stage whose simulated peak exceeds its GPUs' usable memory:
+ * one line in msg and 1, or 0 when every stage fits. */
+static int over_memory(const ah_plan *p, const ah_sim_result *r, char *msg, size_t len) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    for (int i = 0; i < r->n_stages; i++) {
+        const ah_sim_stage *st = &r->stages[i];
+        if (st->peak_memory_bytes <= st->capacity_bytes)
+            continue;
+        snprintf(msg, len,
+                 "replicas[%d].stages[%d] on %s peaks at %.2f GiB per GPU under %s (%d micro-batches in "
+                 "flight), %.2f GiB usable: the plan does not fit (--ignore-memory to accept it)",
+                 st->replica, st->stage, p->cluster.nodes[st->node].dev.name, st->peak_memory_bytes / gib,
+                 ah_schedule_name(r->schedule), st->peak_in_flight, st->capacity_bytes / gib);
+        return 1;
+    }
+    return 0;
 }
 
 /* The profile a plan was made with: "analytic" or "measured:<path>". */
@@ -56,6 +77,7 @@ int cmd_simulate(int argc, char **argv) {
         {"profile", required_argument, 0, 'p'},
         {"devices", required_argument, 0, 'd'},
         {"quiet", no_argument, 0, 'q'},
+        {"ignore-memory", no_argument, 0, 'M'},
         {"dp-serial", no_argument, 0, 'S'},
         {"comm-profile", required_argument, 0, 'C'},
         {"precision", required_argument, 0, 'P'},
@@ -64,7 +86,7 @@ int cmd_simulate(int argc, char **argv) {
         {0, 0, 0, 0},
     };
     const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL;
-    int quiet = 0, c, precision = -1, p2p = -1;
+    int quiet = 0, c, precision = -1, p2p = -1, ignore_memory = 0;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
     optind = 1;
     opterr = 0;
@@ -88,6 +110,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'p': profile = optarg; break;
         case 'd': devices = optarg; break;
         case 'q': quiet = 1; break;
+        case 'M': ignore_memory = 1; break;
         case 'S': so.dp_serial = 1; break;
         case 'C': comm = optarg; break;
         case 'P': {
@@ -168,6 +191,12 @@ int cmd_simulate(int argc, char **argv) {
             } else if (!quiet) {
                 printf("wrote %s\n", paths[i]);
             }
+        }
+        char m[512];
+        if (rc == 0 && !ignore_memory && over_memory(&plan, &r, m, sizeof m)) {
+            char where[1024];
+            snprintf(where, sizeof where, "%s: %s", argv[optind], m);
+            rc = cli_bad_input("simulate", where);
         }
         ah_sim_result_free(&r);
     }
