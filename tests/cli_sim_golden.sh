@@ -6,7 +6,10 @@
 # The 8 analytic-profile rows (sim-golden-gpt3/-llama) were rewritten once
 # when the calibrated constants were refitted (docs/calibration.md,
 # "Datasheet floor": launch 1.32 -> 0.10 us, GA100 0.730 -> 0.725): -0.1 to
-# -0.7%; the Sailor-profile rows are unchanged.
+# -0.7%; the Sailor-profile rows are unchanged. Then the rows of tied models
+# when the simulator began to play the tied-embedding exchange between a
+# replica's first and last stage (docs/cost-model.md, "Tied embeddings"):
+# +0.1 to +3.2% (the Metis plans +1.2% and +3.0%); untied models unchanged.
 . "$(dirname "$0")/common.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 n=0

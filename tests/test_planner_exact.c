@@ -41,22 +41,24 @@ typedef struct {
 /* Every split of the layers into the template's stages: the rule is the
  * lexicographic minimum of (1F1B period with the sends, sum of stage times,
  * tail with the drain credit), computed here from the cost primitives alone. */
-static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a, int *ends,
-                            lexi *best) {
+static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int use_sync, int j, int a,
+                            int *ends, lexi *best) {
     int L = x->L, S = t->n_stages;
     if (j == S) {
         if (a != L)
             return;
-        ah_ns w[AH_MAX_STAGES], c[AH_MAX_STAGES], bw[AH_MAX_STAGES], xs[AH_MAX_STAGES], sum = 0;
+        ah_ns w[AH_MAX_STAGES], c[AH_MAX_STAGES], bw[AH_MAX_STAGES], xs[AH_MAX_STAGES], sum = 0, upd_last = 0;
         for (int q = 0, lo = 0; q < S; lo = ends[q], q++) {
             const ah_class *cl = &x->cls[t->cls[q]];
+            upd_last = ah_range(cl->lt.upd, lo, ends[q]); /* the last stage's, after the loop */
             w[q] = ah_range(cl->lt.w, lo, ends[q]);
             bw[q] = ah_range(cl->lt.bwd, lo, ends[q]);
             xs[q] = ah_range(cl->lt.upd, lo, ends[q]) + (use_sync ? ah_range(cl->sync, lo, ends[q]) : 0);
             c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
             sum += w[q];
         }
-        ah_ns B = ah_pipeline_period_mode(w, c, S, x->o->train.p2p), tail = ah_pipeline_tail(xs, bw, c, S);
+        ah_ns B = ah_pipeline_period_mode(w, c, S, x->o->train.p2p),
+              tail = ah_pipeline_tail(xs, bw, c, S, upd_last, ah_template_tied(x, t));
         if (!best->found || B < best->B ||
             (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
             best->found = 1;
@@ -98,11 +100,16 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
             bw[q] = ah_range(cl->lt.bwd, lo, t->ends[q]);
             xs[q] = ah_range(cl->lt.upd, lo, t->ends[q]);
             for (int l = lo; l < t->ends[q]; l++)
-                xs[q] += ah_layer_sync_ns(cl->lb, l, ah_stage_dp_link_gbs(&x->c->nodes[cl->nodes[0]],
-                                                                          x->level.single_node >= 0), r);
+                xs[q] += ah_layer_sync_ns(
+                    cl->lb, l, ah_stage_dp_link_gbs(&x->c->nodes[cl->nodes[0]], x->level.single_node >= 0),
+                    r);
             c[q] = q + 1 < t->n_stages ? ah_template_p2p(x, t, q) : 0;
         }
-        assert_int_equal(ah_pipeline_tail(xs, bw, c, t->n_stages), t->tail_r[r]);
+        ah_ns upd_last = 0;
+        for (int q = 0, lo = 0; q < t->n_stages; lo = t->ends[q], q++)
+            upd_last = ah_range(x->cls[t->cls[q]].lt.upd, lo, t->ends[q]);
+        assert_int_equal(ah_pipeline_tail(xs, bw, c, t->n_stages, upd_last, ah_template_tied(x, t)),
+                         t->tail_r[r]);
         assert_true(t->tail_r[r] <= t->tail);
     }
 }
@@ -113,7 +120,7 @@ typedef struct {
     const ah_search_ctx *x;
     int chosen[64];
     int n;
-    int mixed_tpl; /* the one mixed template allowed in a plan, -1 if none yet */
+    int mixed_tpl;          /* the one mixed template allowed in a plan, -1 if none yet */
     int left[AH_MAX_KINDS]; /* slots per kind */
     ah_ns best;
     long long plans;
@@ -265,7 +272,8 @@ static ah_device_catalog random_devices;
 
 static void write_devices(const ah_model_config *m) {
     /* Memory is sized around the model so that it binds in many instances. */
-    double model_gib = ah_model_total_params(m) * ah_state_bytes_per_param(AH_PRECISION_BF16, 1) / (1024.0 * 1024 * 1024);
+    double model_gib =
+        ah_model_total_params(m) * ah_state_bytes_per_param(AH_PRECISION_BF16, 1) / (1024.0 * 1024 * 1024);
     char path[] = "/tmp/ah_devXXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -440,11 +448,12 @@ static void run_exhaustive(int n_inst, int variant) {
         ah_cluster_free(&c);
     }
     ah_profile_free(prof);
-    printf("  variant %d: %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long mixed "
+    printf("  variant %d: %d instances (%d fit), %lld plans enumerated, %lld splits brute-forced, %lld long "
+           "mixed "
            "shapes pruned by bounds; optimum has several replicas in %d, asymmetric replicas in %d, "
            "mixed-type stages in %d, stages of different TP degrees in %d\n",
-           variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric, with_mixed,
-           mixed_tp);
+           variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric,
+           with_mixed, mixed_tp);
     /* the generator must exercise the interesting parts of the space */
     int q = instances / 40; /* 10 at 400 instances */
     assert_true(fitted > instances / 3);
@@ -530,17 +539,20 @@ static void test_exhaustive_agreement_dp(void **state) {
             for (int j = 0; mbs[j]; j++)
                 for (int l = 0; l < n_levels; l++) {
                     ah_search_ctx x, full, fany;
-                    int rc = ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
+                    int rc =
+                        ah_search_ctx_init(&x, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err);
                     assert_true(rc >= 0);
                     if (rc == 1) {
                         subs++;
-                        assert_int_equal(
-                            ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j], &levels[l], err, sizeof err), 1);
+                        assert_int_equal(ah_search_ctx_init(&full, &m, &c, prof, &o, tps[i], mbs[j],
+                                                            &levels[l], err, sizeof err),
+                                         1);
                         ah_search_templates(&full, o.max_mixed_stages);
                         ah_ns e = enumerate_best(&full, &plans);
                         ah_search_ctx_free(&full);
-                        assert_int_equal(
-                            ah_search_ctx_init(&fany, &m, &c, prof, &any, tps[i], mbs[j], &levels[l], err, sizeof err), 1);
+                        assert_int_equal(ah_search_ctx_init(&fany, &m, &c, prof, &any, tps[i], mbs[j],
+                                                            &levels[l], err, sizeof err),
+                                         1);
                         ah_search_templates(&fany, any.max_mixed_stages);
                         ah_ns ea = enumerate_best(&fany, &plans);
                         ah_search_ctx_free(&fany);
@@ -657,7 +669,8 @@ static void test_cost_objective(void **state) {
         ah_cluster_free(&c);
     }
     ah_profile_free(prof);
-    printf("  --objective cost: %d instances fit; the cheapest plan is cheaper than the fastest in %d; equals the "
+    printf("  --objective cost: %d instances fit; the cheapest plan is cheaper than the fastest in %d; "
+           "equals the "
            "best subset in %d\n",
            fitted, cheaper, equal);
     assert_true(fitted > 20);
@@ -666,11 +679,9 @@ static void test_cost_objective(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_exhaustive_agreement),
-                                       cmocka_unit_test(test_exhaustive_blocking),
-                                       cmocka_unit_test(test_exhaustive_options),
-                                       cmocka_unit_test(test_exhaustive_stage_tp),
-                                       cmocka_unit_test(test_exhaustive_agreement_dp),
-                                       cmocka_unit_test(test_cost_objective)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exhaustive_agreement),    cmocka_unit_test(test_exhaustive_blocking),
+        cmocka_unit_test(test_exhaustive_options),      cmocka_unit_test(test_exhaustive_stage_tp),
+        cmocka_unit_test(test_exhaustive_agreement_dp), cmocka_unit_test(test_cost_objective)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

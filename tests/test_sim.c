@@ -186,6 +186,7 @@ static void test_asymmetric_replicas(void **state) {
     const double nic_gbit = 0.2; /* slow NIC; node 0 has 2 GPUs, so 12.5 MB/s per GPU rail */
     sim_device(nic_gbit);
     ah_model_config model = tiny_model(2); /* layers: embed, b1, b2, head */
+    model.tied_embeddings = 0;             /* the buckets alone (test_tied_exchange has the rest) */
     ah_profile *prof = table(&model, 1e-3, 2e-3, 1e-3, 2e-3);
     int gpn[2] = {2, 1};
     ah_plan p;
@@ -253,6 +254,54 @@ static void test_asymmetric_replicas(void **state) {
 }
 
 /* Two transfers through one node's NIC at once share it. */
+/* A tied model on a 2-stage pipeline across two nodes: after the flush the
+ * first and last stage exchange the V x h fp32 gradient over the slower rail
+ * (one send-receive), then take their optimizer steps; the closed form says
+ * the same (docs/cost-model.md, "Tied embeddings"). */
+static void test_tied_exchange(void **state) {
+    (void)state;
+    const double nic_gbit = 0.8; /* 100 MB/s per GPU, one GPU per node */
+    sim_device(nic_gbit);
+    ah_model_config model = tiny_model(2);
+    ah_profile *prof = table(&model, 1e-3, 2e-3, 1e-3, 2e-3);
+    int gpn[2] = {1, 1};
+    ah_plan p;
+    base_plan(&p, &model, gpn, 2, 3);
+    int node[2] = {0, 1}, gpu[2] = {0, 0}, first[2] = {0, 2};
+    add_replica(&p, 3, 2, node, gpu, first);
+    ah_plan_options o;
+    options(&o, 3);
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+    ah_sim_result r;
+    char err[256];
+    assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+    double bytes = (double)model.vocab * model.hidden * 4, tied = bytes / (nic_gbit / 8.0 * 1e9);
+    int found = 0;
+    for (int i = 0; i < r.n_events; i++) {
+        const ah_sim_event *e = &r.events[i];
+        if (e->kind != AH_EV_TIED_SYNC)
+            continue;
+        found++;
+        near_rel(e->start_s, r.replica_flush_s[0]); /* stage 0 ends the flush */
+        near_rel(e->end_s - e->start_s, tied);
+        near_rel(e->bytes, bytes);
+    }
+    assert_int_equal(found, 2); /* on both stages' tracks */
+    near_rel(r.iteration_time_s, r.replica_flush_s[0] + tied);
+    near_rel(r.closed_form_s, r.iteration_time_s);
+    /* untied, nothing is exchanged */
+    p.model.tied_embeddings = 0;
+    ah_sim_result u;
+    assert_int_equal(ah_simulate(&p, prof, &o, &so, &u, err, sizeof err), 0);
+    near_rel(u.iteration_time_s, u.replica_flush_s[0]);
+    for (int i = 0; i < u.n_events; i++)
+        assert_int_not_equal(u.events[i].kind, AH_EV_TIED_SYNC);
+    ah_sim_result_free(&u);
+    ah_sim_result_free(&r);
+    ah_plan_free(&p);
+    ah_profile_free(prof);
+}
+
 static void test_nic_sharing(void **state) {
     (void)state;
     sim_device(16); /* 2 GB/s per node; rails 1 GB/s per GPU on 2-GPU nodes */
@@ -293,7 +342,9 @@ static void test_planner_plan(void **state) {
     assert_int_equal(ah_model_preset("gpt3-1.3b", &m), 0);
     ah_cluster c = {0};
     char err[256];
-    assert_int_equal(ah_cluster_parse_shorthand("1x8xA100-40G,1x8xH800", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
+    assert_int_equal(
+        ah_cluster_parse_shorthand("1x8xA100-40G,1x8xH800", ah_device_catalog_builtin(), &c, err, sizeof err),
+        0);
     ah_profile *prof = ah_profile_analytic();
     ah_plan_options o;
     ah_plan_options_default(&o);
@@ -344,7 +395,8 @@ static void test_interleaved_pipeline(void **state) {
         add_replica(&p, m, S, node, gpu, first);
         ah_plan_options o;
         options(&o, m);
-        ah_sim_options so = {.schedule = sched ? AH_SCHED_INTERLEAVED : AH_SCHED_1F1B, .virtual_stages = V,
+        ah_sim_options so = {.schedule = sched ? AH_SCHED_INTERLEAVED : AH_SCHED_1F1B,
+                             .virtual_stages = V,
                              .record_events = 1};
         ah_sim_result r;
         char err[256];
@@ -477,7 +529,8 @@ static void test_sends_between_degrees(void **state) {
         int gpn[2] = {4, 4};
         ah_plan p;
         base_plan(&p, &model, gpn, 2, m);
-        int node[2] = {0, 1}, gpu[2] = {0, 0}, first[2] = {0, na + 1}; /* [emb, n_0 blocks] [n_1 blocks, head] */
+        int node[2] = {0, 1}, gpu[2] = {0, 0},
+            first[2] = {0, na + 1}; /* [emb, n_0 blocks] [n_1 blocks, head] */
         add_replica(&p, m, 2, node, gpu, first);
         set_stage_tp(&p, 0, 0, a);
         set_stage_tp(&p, 0, 1, bd);
@@ -534,14 +587,15 @@ static int bucket_degree(const ah_plan *p, int layer) {
  * has one stage record per plan stage and one GPU per slot. */
 static void test_mixed_plans_agree(void **state) {
     (void)state;
-    static const char *names[] = {"dp-1-4",     "dp-2s-1-2",  "dp-many",     "dp-mb1",      "misaligned",
-                                  "pipe-4-2-2", "pipe-1-2-4", "pipe-cross",  "an-gpt27-dp", "an-gpt27-dp4",
-                                  "an-gpt27-pipe", "an-llama7-dp4", "an-llama7-mix"};
+    static const char *names[] = {"dp-1-4",       "dp-2s-1-2",    "dp-many",       "dp-mb1",
+                                  "misaligned",   "pipe-4-2-2",   "pipe-1-2-4",    "pipe-cross",
+                                  "an-gpt27-dp",  "an-gpt27-dp4", "an-gpt27-pipe", "an-llama7-dp4",
+                                  "an-llama7-mix"};
     char err[512];
     /* Sailor's plans with its measured GCP links, the analytic ones with the datasheet catalog */
     ah_device_catalog gcp = *ah_device_catalog_builtin();
-    assert_int_equal(ah_device_load_overrides(&gcp, AH_FIXTURES "/../../bench/peer-plans/gcp-devices.json", err,
-                                              sizeof err),
+    assert_int_equal(ah_device_load_overrides(&gcp, AH_FIXTURES "/../../bench/peer-plans/gcp-devices.json",
+                                              err, sizeof err),
                      0);
     ah_profile *sailor = ah_profile_load(AH_FIXTURES "/sailor/OPT-350", err, sizeof err);
     assert_non_null(sailor);
@@ -552,7 +606,8 @@ static void test_mixed_plans_agree(void **state) {
         snprintf(path, sizeof path, AH_FIXTURES "/../plans/sim-mixtp-%s.json", names[i]);
         int analytic_plan = strncmp(names[i], "an-", 3) == 0;
         ah_plan p;
-        if (ah_plan_read_json(path, analytic_plan ? ah_device_catalog_builtin() : &gcp, &p, err, sizeof err) != 0)
+        if (ah_plan_read_json(path, analytic_plan ? ah_device_catalog_builtin() : &gcp, &p, err,
+                              sizeof err) != 0)
             fail_msg("%s", err);
         assert_int_equal(ah_plan_uniform_tp(&p), 0);
         ah_plan_options o;
@@ -589,12 +644,11 @@ static void test_mixed_plans_agree(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_homogeneous_pipeline), cmocka_unit_test(test_ring_allreduce),
-        cmocka_unit_test(test_asymmetric_replicas),  cmocka_unit_test(test_nic_sharing),
-        cmocka_unit_test(test_planner_plan),
-        cmocka_unit_test(test_interleaved_pipeline),
-        cmocka_unit_test(test_slice_allreduce),      cmocka_unit_test(test_sends_between_degrees),
-        cmocka_unit_test(test_mixed_plans_agree),
+        cmocka_unit_test(test_homogeneous_pipeline),  cmocka_unit_test(test_ring_allreduce),
+        cmocka_unit_test(test_asymmetric_replicas),   cmocka_unit_test(test_tied_exchange),
+        cmocka_unit_test(test_nic_sharing),           cmocka_unit_test(test_planner_plan),
+        cmocka_unit_test(test_interleaved_pipeline),  cmocka_unit_test(test_slice_allreduce),
+        cmocka_unit_test(test_sends_between_degrees), cmocka_unit_test(test_mixed_plans_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,7 +254,8 @@ static void build_plan(ah_plan *p, const char *node0_name) {
     assert_int_equal(ah_model_num_layers(&p->model), 26);
     p->train.seq = 2048;
     p->train.recompute = AH_RECOMPUTE_SELECTIVE;
-    if (ah_cluster_parse_shorthand("1x4xA100-40G,1x4xH800", ah_device_catalog_builtin(), &p->cluster, err, sizeof err) != 0)
+    if (ah_cluster_parse_shorthand("1x4xA100-40G,1x4xH800", ah_device_catalog_builtin(), &p->cluster, err,
+                                   sizeof err) != 0)
         fail_msg("ah_cluster_parse_shorthand: %s", err);
     assert_int_equal(p->cluster.n_nodes, 2);
     if (node0_name)
@@ -428,8 +429,8 @@ static void free_result(ah_sim_result *r) {
 static void test_names(void **state) {
     (void)state;
     static const char *kinds[] = {"forward",       "backward",     "tp_allreduce", "send_activation",
-                                  "send_gradient", "dp_allreduce", "optimizer"};
-    assert_int_equal(AH_EV_KINDS, 7);
+                                  "send_gradient", "dp_allreduce", "optimizer",    "tied_sync"};
+    assert_int_equal(AH_EV_KINDS, 8);
     for (int k = 0; k < AH_EV_KINDS; k++)
         assert_string_equal(ah_event_kind_name((ah_event_kind)k), kinds[k]);
     static const char *streams[] = {"compute", "tp", "p2p", "dp"};
@@ -549,7 +550,8 @@ static void test_trace(void **state) {
     const cJSON *evs = cJSON_GetObjectItemCaseSensitive(root, "traceEvents");
 
     /* processes: one per engine rank, named after its slot and node */
-    static const int slot[6][4] = {{0, 0, 0, 0}, {0, 0, 1, 0}, {1, 0, 0, 1}, {1, 0, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}};
+    static const int slot[6][4] = {{0, 0, 0, 0}, {0, 0, 1, 0}, {1, 0, 0, 1},
+                                   {1, 0, 1, 1}, {1, 1, 0, 1}, {1, 1, 1, 1}};
     int procs = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, evs) {
@@ -580,8 +582,10 @@ static void test_trace(void **state) {
         assert_true(num_field(args, "micro_batch") == 0);
         const cJSON *ly = cJSON_GetObjectItemCaseSensitive(args, "layers");
         assert_int_equal(cJSON_GetArraySize(ly), 2);
-        assert_true(cJSON_GetArrayItem(ly, 0)->valuedouble == 0 && cJSON_GetArrayItem(ly, 1)->valuedouble == 26);
-        assert_true(num_field(args, "bytes") == 0 && num_field(args, "bucket") == -1 && num_field(args, "peer") == -1);
+        assert_true(cJSON_GetArrayItem(ly, 0)->valuedouble == 0 &&
+                    cJSON_GetArrayItem(ly, 1)->valuedouble == 26);
+        assert_true(num_field(args, "bytes") == 0 && num_field(args, "bucket") == -1 &&
+                    num_field(args, "peer") == -1);
     }
     const cJSON *f1 = find_x(evs, "forward mb1", 0, "compute", NULL);
     assert_true(num_field(f1, "ts") == 1234.567);
@@ -602,7 +606,8 @@ static void test_trace(void **state) {
         const cJSON *ra = find_x(evs, "recv_activation mb0", 4 + q, "p2p", NULL);
         assert_true(num_field(sa, "ts") == 500.0 && num_field(ra, "ts") == 500.0);
         assert_true(num_field(sa, "dur") == 100.0 && num_field(ra, "dur") == 100.0);
-        assert_true(arg_num(sa, "bytes") == 4194304 && arg_num(sa, "peer") == 4 + q && arg_num(ra, "peer") == 2 + q);
+        assert_true(arg_num(sa, "bytes") == 4194304 && arg_num(sa, "peer") == 4 + q &&
+                    arg_num(ra, "peer") == 2 + q);
         assert_true(flow_id(evs, "s", 2 + q, 500.0) == flow_id(evs, "f", 4 + q, 500.0));
     }
     find_x(evs, "send_gradient mb0", 4, NULL, NULL);
@@ -634,7 +639,8 @@ static void test_trace(void **state) {
 
     /* a rank's threads: compute, tp, p2p, dp */
     double i_c = sort_index(evs, "thread_sort_index", 2, 0), i_p = sort_index(evs, "thread_sort_index", 2, 2),
-           i_p2 = sort_index(evs, "thread_sort_index", 2, 6), i_d = sort_index(evs, "thread_sort_index", 2, 3);
+           i_p2 = sort_index(evs, "thread_sort_index", 2, 6),
+           i_d = sort_index(evs, "thread_sort_index", 2, 3);
     assert_true(i_c < i_p && i_p < i_p2 && i_p2 < i_d);
 
     /* memory counters: one track per stage on each of its ranks, all points, in time order */

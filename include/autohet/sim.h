@@ -21,6 +21,7 @@ typedef enum {
     AH_EV_SEND_GRAD,    /* activation gradient to the previous stage */
     AH_EV_DP_ALLREDUCE, /* layer-wise gradient all-reduce of one bucket */
     AH_EV_OPTIMIZER,    /* optimizer step */
+    AH_EV_TIED_SYNC,    /* tied-embedding gradient exchange between a replica's first and last stage */
     AH_EV_KINDS
 } ah_event_kind;
 const char *ah_event_kind_name(ah_event_kind k);

@@ -63,10 +63,15 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
         double params = ah_layer_params(m, k) / tp;
         b->static_bytes[l + 1] = b->static_bytes[l] + (int64_t)(params * state + 0.5);
         b->act_bytes[l + 1] =
-            b->act_bytes[l] + (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute, ts->precision) + 0.5);
+            b->act_bytes[l] +
+            (int64_t)(ah_layer_act_bytes(m, k, ts->seq, mb, tp, ts->recompute, ts->precision) + 0.5);
         b->grad_bytes[l] = params * sync;
     }
     b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb, ts->precision) / tp;
+    /* the fp32 gradient all-reduce's bytes per parameter, whatever the optimizer */
+    b->tied_bytes = m->tied_embeddings ? (double)m->vocab * m->hidden / tp *
+                                             (ah_dp_sync_bytes_per_param(ts->precision, 0) / 2.0)
+                                       : 0.0;
 }
 
 void ah_layer_bytes_free(ah_layer_bytes *b) {
@@ -85,8 +90,8 @@ const ah_layer_times *ah_plan_costs_times(ah_plan_costs *c, const ah_plan *p, co
         snprintf(err, errlen, "plan: more than %d (GPU type, TP degree) pairs", AH_PLAN_COSTS_TIMES);
         return NULL;
     }
-    if (ah_layer_times_build(&c->times[c->n_times].t, prof, &p->model, &p->train, dev, tp, p->micro_batch, err,
-                             errlen) != 0)
+    if (ah_layer_times_build(&c->times[c->n_times].t, prof, &p->model, &p->train, dev, tp, p->micro_batch,
+                             err, errlen) != 0)
         return NULL;
     c->times[c->n_times].name = dev->name;
     c->times[c->n_times].tp = tp;
@@ -157,14 +162,26 @@ ah_ns ah_pipeline_period_mode(const ah_ns *w, const ah_ns *c, int S, ah_p2p_mode
     return best;
 }
 
-ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S) {
-    ah_ns best = x[0], drain = 0;
+ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, ah_ns upd_last, ah_ns tied) {
+    if (S < 2)
+        tied = 0; /* both copies on one stage: nothing to exchange */
+    ah_ns best = x[0] + tied, drain = 0;
     for (int j = 1; j < S; j++) {
         drain += bwd[j - 1] + c[j - 1];
-        if (x[j] - drain > best)
-            best = x[j] - drain;
+        ah_ns term = x[j] - drain;
+        if (j == S - 1 && tied > 0) {
+            ah_ns sync = x[j] - upd_last - drain;
+            term = (sync > 0 ? sync : 0) + tied + upd_last;
+        }
+        if (term > best)
+            best = term;
     }
     return best;
+}
+
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, double intra_bw_gbs, double nic_share_gbs,
+                          const ah_plan_options *o) {
+    return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, intra_bw_gbs, nic_share_gbs, o) : 0;
 }
 
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,

@@ -39,6 +39,8 @@ typedef struct {
                             * fp32 gradient; distributed optimizer: (grad + weight bytes) / 2, the
                             * reduce-scatter + all-gather, ah_dp_sync_bytes_per_param) */
     double p2p_bytes;      /* activation bytes one GPU sends per micro-batch */
+    double tied_bytes;     /* tied embedding: the V x h gradient (fp32) one GPU holds at this degree
+                            * (vocab-parallel, / tp), which the first and last stage all-reduce; 0 if untied */
 } ah_layer_bytes;
 
 int ah_layer_times_build(ah_layer_times *t, const ah_profile *prof, const ah_model_config *m,
@@ -156,8 +158,17 @@ static inline ah_ns ah_blocking_stage_ns(const ah_ns *w, const ah_ns *c, int S, 
  * stage 0's last backward). Stage j finishes its last backward
  * D_j = sum_{i<j} (bwd[i] + c[i]) earlier: the last micro-batch's gradient
  * still travels down to stage 0, and stage j's all-reduce overlaps that drain.
- * tail = max_j (x[j] - D_j) with x[j] = sync + optimizer of stage j; >= x[0]. */
-ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S);
+ * tail = max_j (x[j] - D_j) with x[j] = sync + optimizer of stage j; >= x[0].
+ * tied > 0 (a tied embedding, S > 1): the first and last stage exchange its
+ * gradient once the flush is done, before their optimizer steps: stage 0 pays
+ * x[0] + tied, stage S-1 max(sync - D, 0) + tied + upd_last (upd_last = its
+ * optimizer part of x[S-1]). */
+ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, ah_ns upd_last, ah_ns tied);
+/* The tied-embedding exchange of a replica whose first and last stages hold
+ * lb (the smaller degree's bytes) on these links: a 2-rank all-reduce, each
+ * GPU moving its tied_bytes once (0 when untied; docs/cost-model.md). */
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, double intra_bw_gbs, double nic_share_gbs,
+                          const ah_plan_options *o);
 
 /* T_k = A + (m - 1) B + tail, saturating. */
 static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {

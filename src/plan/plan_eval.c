@@ -134,6 +134,7 @@ typedef struct {
     ah_ns *upd;   /* per stage: optimizer */
     ah_ns *lsync; /* per layer: its all-reduce on its stage's link */
     ah_ns *lbwd;  /* per layer: its backward on its stage's device */
+    ah_ns tied;   /* the tied-embedding exchange of its first and last stage (0: none) */
 } replica_tail;
 
 /* The gradient sync of a stage starts when every holder of its layers is done
@@ -174,12 +175,20 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
         ah_ns tail = 0;
         for (int j = 0; j < p->replicas[k].n_stages; j++) {
             const ah_stage *s = &p->replicas[k].stages[j];
-            ah_ns done = INT64_MIN, rest = 0;
-            for (int l = s->layer_first; l < s->layer_last; l++)
+            /* the tied exchange (first and last stage) is one more item on the
+             * link, ready at the replica's flush: a work-conserving link is done
+             * at max over items i of ready_i + the work ready at or after it */
+            int ends = j == 0 || j == p->replicas[k].n_stages - 1;
+            ah_ns tied = ends ? rt[k].tied : 0, done = tied > 0 ? rt[k].P + tied : INT64_MIN, rest = 0;
+            for (int l = s->layer_first; l < s->layer_last; l++) {
                 rest += rt[k].lsync[l];
+                if (tied > 0 && ready[l] > rt[k].P)
+                    done += rt[k].lsync[l];
+            }
             for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
-                if (ready[l] + rest > done)
-                    done = ready[l] + rest;
+                ah_ns t = ready[l] + rest + (rt[k].P >= ready[l] ? tied : 0);
+                if (t > done)
+                    done = t;
                 rest -= rt[k].lsync[l];
             }
             if (done + rt[k].upd[j] - Pmax > tail)
@@ -216,7 +225,8 @@ static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
  * 1/t of the activation (Megatron's scatter/gather); between stages of
  * different TP degrees the smaller group's GPUs move 1/min(t) each, which
  * bounds both directions (docs/cost-model.md). */
-static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs *pc, const ah_plan_options *o) {
+static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs *pc,
+                          const ah_plan_options *o) {
     ah_stage *s = &r->stages[j];
     const ah_node *nd = &p->cluster.nodes[s->node];
     ah_ns p2p = 0;
@@ -233,6 +243,21 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
     }
     s->p2p_s = ah_ns_to_s(p2p);
     return p2p;
+}
+
+/* The tied-embedding exchange between the first and last stage of r (0 for
+ * an untied model or one stage), on the link between their nodes. */
+static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_costs *pc,
+                             const ah_plan_options *o) {
+    int S = r->n_stages;
+    if (S < 2 || !p->model.tied_embeddings)
+        return 0;
+    const ah_stage *a = &r->stages[0], *b = &r->stages[S - 1];
+    const ah_node *na = &p->cluster.nodes[a->node], *nb = &p->cluster.nodes[b->node];
+    double intra = na->dev.intra_bw_gbs < nb->dev.intra_bw_gbs ? na->dev.intra_bw_gbs : nb->dev.intra_bw_gbs;
+    double sa = ah_nic_share_gbs(na), sb = ah_nic_share_gbs(nb);
+    return ah_tied_exchange_ns(ah_plan_costs_bytes(pc, p, a->tp < b->tp ? a->tp : b->tp), a->node != b->node,
+                               intra, sa < sb ? sa : sb, o);
 }
 
 /* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */
@@ -342,6 +367,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         free(bs);
         if (rc)
             break;
+        rt[k].tied = replica_tied_ns(p, r, &pc, o);
         ah_ns A = sum_w + 2 * sum_p2p;
         ah_ns P = ah_replica_time(A, B, 0, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);

@@ -166,6 +166,9 @@ int ah_plan_megatron(const ah_model_config *m, const ah_cluster *c, const ah_pro
                      const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                          const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
+/* The tied-embedding exchange between the first and last stage of a
+ * template (ideal placement; 0 for an untied model or one stage). */
+ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t);
 /* p2p cost of the boundary after stage j of a template (ideal placement). */
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
 /* Lower bounds of template t's split (cls, n_stages), for skipping it

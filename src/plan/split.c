@@ -18,6 +18,7 @@ typedef struct {
     const ah_template *t;
     int use_sync;     /* tail includes the DP all-reduce */
     ah_ns bmax, tmax; /* limits on stage time and stage tail */
+    ah_ns tied;       /* the tied-embedding exchange of the template (template_tied_ns) */
     /* Blocking sends (ah_pipeline_period_mode): stage j's time includes its
      * own sends, off[j] = c[j-1] + c[j], and the period's send terms pc are 0;
      * overlapped: off = 0, pc = c. Either way A = sum stage_w + 2 sum pc. */
@@ -253,6 +254,18 @@ static void pareto_insert(pool *p, size_t first, pentry x) {
     pool_push(p, x);
 }
 
+/* Stage j's term of the tail (ah_pipeline_tail): tl = its sync + optimizer,
+ * drain = what runs after its last backward. */
+static inline ah_ns tied_term(const split_env *v, int j, ah_ns tl, ah_ns upd, ah_ns drain) {
+    int S = v->t->n_stages;
+    if (v->tied == 0 || S < 2 || (j != 0 && j != S - 1))
+        return tl - drain;
+    if (j == 0)
+        return tl + v->tied;
+    ah_ns sync = tl - upd - drain;
+    return (sync > 0 ? sync : 0) + v->tied + upd;
+}
+
 static int lexi_dp(const split_env *v, const ah_ns *c, const ah_ns *pc, ah_ns B, int *ends,
                    const unsigned char *reach, const unsigned char *co) {
     int L = v->x->L, S = v->t->n_stages;
@@ -279,13 +292,14 @@ static int lexi_dp(const split_env *v, const ah_ns *c, const ah_ns *pc, ah_ns B,
                     continue;
                 ah_ns w = stage_w(v, j, a, e), tl = stage_tail(v, j, a, e);
                 ah_ns bw = ah_range(v->x->cls[v->t->cls[j]].lt.bwd, a, e) + c[j];
+                ah_ns upd = ah_range(v->x->cls[v->t->cls[j]].lt.upd, a, e);
                 for (size_t i = lo[from]; i < hi[from]; i++) {
                     const pentry *q = &p.e[i];
                     if (w + q->h > B)
                         continue;
-                    ah_ns carry = w + q->h + 2 * pc[j] - B, own = tl - q->drain;
+                    ah_ns carry = w + q->h + 2 * pc[j] - B, own = tied_term(v, j, tl, upd, q->drain);
                     pentry x = {carry > 0 ? carry : 0, q->sum + w, q->tail > own ? q->tail : own,
-                                q->drain + bw, (int)i, a};
+                                q->drain + bw,         (int)i,     a};
                     pareto_insert(&p, lo[cell], x);
                 }
             }
@@ -327,16 +341,31 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
         bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }
-    *tail = ah_pipeline_tail(x, bw, c, S);
-    *tail1 = ah_pipeline_tail(x1, bw, c, S);
+    *tail = ah_pipeline_tail(x, bw, c, S, x1[S - 1], v->tied);
+    *tail1 = ah_pipeline_tail(x1, bw, c, S, x1[S - 1], v->tied);
     for (int r = 2; tail_r && r <= AH_RING_EXACT_MAX; r++) {
         a = 0;
         for (int j = 0; j < S; j++) {
             x[j] = x1[j] + ah_range(v->x->cls[v->t->cls[j]].sync_r[r], a, ends[j]);
             a = ends[j];
         }
-        tail_r[r] = ah_pipeline_tail(x, bw, c, S);
+        tail_r[r] = ah_pipeline_tail(x, bw, c, S, x1[S - 1], v->tied);
     }
+}
+
+ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t) {
+    int S = t->n_stages;
+    if (S < 2)
+        return 0;
+    const ah_class *a = &x->cls[t->cls[0]], *b = &x->cls[t->cls[S - 1]];
+    /* one node holds both ends only for a single-class run within one chunk */
+    int one_run = 1;
+    for (int j = 1; j < S; j++)
+        one_run &= t->cls[j] == t->cls[0];
+    int inter = t->local || !one_run || S > a->upn;
+    double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs : b->dev->intra_bw_gbs;
+    double nic = a->nic_share_gbs < b->nic_share_gbs ? a->nic_share_gbs : b->nic_share_gbs;
+    return ah_tied_exchange_ns(a->tp < b->tp ? a->lb : b->lb, inter, intra, nic, x->o);
 }
 
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
@@ -366,7 +395,7 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     int *diff = malloc(sizeof(int) * (size_t)(L + 2));
     if (!reach || !co || !diff)
         abort();
-    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, {0}};
+    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, ah_template_tied(x, t), {0}};
     int rc = -1;
     x->evals++;
     /* boundary costs: c the sends (drain, tail), pc their share in the period */
@@ -491,7 +520,9 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
         bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
         c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
     }
-    return ah_pipeline_tail(xs, bw, c, t->n_stages);
+    ah_ns upd_last = ah_range(x->cls[t->cls[t->n_stages - 1]].lt.upd,
+                              t->n_stages > 1 ? t->ends[t->n_stages - 2] : 0, t->ends[t->n_stages - 1]);
+    return ah_pipeline_tail(xs, bw, c, t->n_stages, upd_last, ah_template_tied(x, t));
 }
 
 /* One pass of the bounds DP: per stage, cur[e] = the best value of the first
@@ -532,7 +563,8 @@ static ah_ns bounds_pass(const ah_search_ctx *x, const ah_template *t, int minma
 /* The smallest end of stage 0 over the splits whose stages all fit in memory
  * and take at most wcap (L + 1 if none): a backward pass keeps, per stage,
  * which starts the later stages can cover to the end from. */
-static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int *cnt, unsigned char *co) {
+static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int *cnt,
+                          unsigned char *co) {
     int L = x->L, S = t->n_stages;
     memset(co, 0, (size_t)(L + 1));
     co[L] = 1; /* after the last stage: exactly at L */
@@ -543,7 +575,8 @@ static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wc
             cnt[p + 1] = cnt[p] + co[p];
         if (j == 0) {
             int e = 1;
-            while (e <= L - (S - 1) && ah_stage_memory(c->lb, 0, e, S) <= c->cap && ah_range(c->lt.w, 0, e) <= wcap) {
+            while (e <= L - (S - 1) && ah_stage_memory(c->lb, 0, e, S) <= c->cap &&
+                   ah_range(c->lt.w, 0, e) <= wcap) {
                 if (co[e])
                     return e;
                 e++;
@@ -561,8 +594,8 @@ static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wc
     return L + 1;
 }
 
-int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
-                             int *first_end) {
+int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0,
+                             ah_ns *sum_w, int *first_end) {
     *B0 = *sum_w = AH_NS_INF;
     *first_end = x->L + 1;
     if (t->n_stages > x->L)
@@ -607,7 +640,7 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
         ah_template t;
         memset(&t, 0, sizeof t);
         t.n_stages = S;
-        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, {0}};
+        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, 0, {0}};
         int64_t lo = 0, hi = ah_range(one.lb->static_bytes, 0, L) + ah_range(one.lb->act_bytes, 0, L) * S;
         one.cap = hi;
         if (!feasible(&v, reach, diff))

@@ -37,11 +37,11 @@ typedef struct {
     int done;
     /* running flow state */
     double remaining, rate;
-    int in_bw;      /* latency elapsed, sharing bandwidth */
+    int in_bw;        /* latency elapsed, sharing bandwidth */
     double act_alloc; /* a forward: bytes of activations that become alive at its start */
     double act_free;  /* the (last piece of a) backward: bytes it frees at its end */
-    int prog_pos;   /* compute: index in its stage's program */
-    int src_op;     /* p2p: the compute task that produced what it sends */
+    int prog_pos;     /* compute: index in its stage's program */
+    int src_op;       /* p2p: the compute task that produced what it sends */
 } task;
 
 typedef struct {
@@ -73,9 +73,9 @@ typedef struct {
     int nparts, capparts;
     /* per stage (TP group) */
     int S;
-    ah_plan_costs *costs;            /* layer times and bytes per (device, degree) */
-    const ah_layer_times **lts;      /* per stage: its device's times at its degree */
-    const ah_layer_bytes **lbs;      /* per stage: layer bytes at its degree */
+    ah_plan_costs *costs;              /* layer times and bytes per (device, degree) */
+    const ah_layer_times **lts;        /* per stage: its device's times at its degree */
+    const ah_layer_bytes **lbs;        /* per stage: layer bytes at its degree */
     int **prog, *nprog, *capprog, *pc; /* compute program: task ids in order */
     int **dq, *ndq, *capdq, *dqh;      /* DP collectives in the global bucket order */
     int *busy;
@@ -379,13 +379,15 @@ static void finish_task(engine *e, int id, double now) {
         for (int i = k->part0; i < k->part0 + k->nparts; i++) {
             int s = e->parts[i];
             /* bytes each of the stage's GPUs moved: its T/t slices */
-            record(e, AH_EV_DP_ALLREDUCE, AH_STREAM_DP, s, k, k->start, now, -1,
+            record(e, k->kind, AH_STREAM_DP, s, k, k->start, now, -1,
                    k->volume * k->slices / e->r->stages[s].tp);
             add_interval(&e->iv, &e->niv, &e->capiv, s, k->start, now);
             e->dqh[s]++;
         }
-        e->r->buckets[k->bucket].start_s = k->start;
-        e->r->buckets[k->bucket].end_s = now;
+        if (k->bucket >= 0) {
+            e->r->buckets[k->bucket].start_s = k->start;
+            e->r->buckets[k->bucket].end_s = now;
+        }
     } else {
         record(e, k->kind, AH_STREAM_P2P, k->stage, k, k->start, now, k->stage2, k->volume);
         record(e, k->kind, AH_STREAM_P2P, k->stage2, k, k->start, now, k->stage, k->volume);
@@ -553,12 +555,9 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
  * its GPUs and T through its node's NIC. The T slice rings are symmetric,
  * so one flow of one slice's volume with those link weights plays them all
  * (uniform degrees: one slice per GPU, the plain ring). */
-static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
-    int id = new_task(e, TK_FLOW, AH_EV_DP_ALLREDUCE, -1);
+static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, double slice_bytes, int T) {
+    int id = new_task(e, TK_FLOW, kind, -1);
     task *k = &e->t[id];
-    k->bucket = bucket;
-    k->first = e->r->buckets[bucket].first;
-    k->last = e->r->buckets[bucket].last;
     k->slices = T;
     k->volume = 2.0 * (np - 1) / np * slice_bytes;
     int one_node = 1;
@@ -581,6 +580,28 @@ static int add_collective(engine *e, int bucket, const int *holders, int np, dou
             use_link(e, id, L_NIC(e, node, 1), T);
         }
     }
+    return id;
+}
+
+static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
+    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T);
+    e->t[id].bucket = bucket;
+    e->t[id].first = e->r->buckets[bucket].first;
+    e->t[id].last = e->r->buckets[bucket].last;
+    return id;
+}
+
+/* The tied-embedding exchange of one replica: its first and last stage
+ * all-reduce the (vocab-parallel) V x h gradient, cut into T = the larger
+ * degree's slices like a bucket; one step of latency (a send-receive). */
+static int add_tied(engine *e, int s0, int s1, double bytes_tp1) {
+    int holders[2] = {s0, s1};
+    int T = e->r->stages[s0].tp > e->r->stages[s1].tp ? e->r->stages[s0].tp : e->r->stages[s1].tp;
+    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T);
+    task *k = &e->t[id];
+    k->latency /= 2.0;
+    k->first = 0;
+    k->last = ah_model_num_layers(&e->p->model);
     return id;
 }
 
@@ -664,6 +685,7 @@ static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t err
 typedef struct {
     int **fwd, **bfirst, **blast; /* [stage][chunk * m + mb] */
     int *chunk_of;
+    int *last_bwd; /* [stage]: the task that ends its program's last backward */
 } compute_ids;
 
 static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, int k, const ah_op *op, int idx,
@@ -720,6 +742,7 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
                     ci->bfirst[s][idx] = ci->blast[s][idx] = id;
                 }
                 e->t[ci->blast[s][idx]].act_free = act;
+                ci->last_bwd[s] = ci->blast[s][idx];
             }
         }
         free(last_bwd);
@@ -759,6 +782,20 @@ static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const co
     const ah_plan *p = e->p;
     ah_sim_result *r = e->r;
     int R = sp->n_replicas;
+    /* tied embeddings: each replica's first and last stage exchange the
+     * gradient once both are done, first on their DP streams (the engine's
+     * program order, src/schedule/program.c) */
+    double tied_tp1 = ah_plan_costs_bytes(e->costs, p, 1)->tied_bytes;
+    for (int k = 0; k < R && tied_tp1 > 0; k++) {
+        int S = p->replicas[k].n_stages, s0 = sp->first_stage[k], s1 = s0 + S - 1;
+        if (S < 2)
+            continue;
+        int id = add_tied(e, s0, s1, tied_tp1);
+        add_dep(e, ci->last_bwd[s0], id);
+        add_dep(e, ci->last_bwd[s1], id);
+        push_int(&e->dq[s0], &e->ndq[s0], &e->capdq[s0], id);
+        push_int(&e->dq[s1], &e->ndq[s1], &e->capdq[s1], id);
+    }
     int *hs = ah_xcalloc((size_t)R + 1, sizeof(int));
     for (int q = r->n_buckets - 1; q >= 0; q--) {
         for (int k = 0; k < R; k++)
@@ -870,9 +907,9 @@ static int engine_alloc(engine *e, ah_sim_result *r, int S) {
     CALLOC(e->capcv, S);
     e->nlinks = 4 * S + 2 * e->p->cluster.n_nodes;
     CALLOC(e->cap, e->nlinks);
-    return !r->replica_flush_s || !r->replica_finish_s || !r->stages || !e->prog || !e->nprog || !e->capprog ||
-           !e->pc || !e->dq || !e->ndq || !e->capdq || !e->dqh || !e->busy || !e->mem_now || !e->in_flight ||
-           !e->iv || !e->cv || !e->niv || !e->capiv || !e->ncv || !e->capcv || !e->cap;
+    return !r->replica_flush_s || !r->replica_finish_s || !r->stages || !e->prog || !e->nprog ||
+           !e->capprog || !e->pc || !e->dq || !e->ndq || !e->capdq || !e->dqh || !e->busy || !e->mem_now ||
+           !e->in_flight || !e->iv || !e->cv || !e->niv || !e->capiv || !e->ncv || !e->capcv || !e->cap;
 }
 
 /* The simulator's buckets from the schedule's: bytes of one slice (the
@@ -888,8 +925,11 @@ static void set_buckets(engine *e, const ah_schedule_plan *sp) {
             int t = r->stages[sp->first_stage[k] + sp->buckets[q].holder[k]].tp;
             T = t > T ? t : T;
         }
-        r->buckets[q] = (ah_sim_bucket){.first = sp->buckets[q].first, .last = sp->buckets[q].last,
-                                        .bytes = sp->buckets[q].bytes / T, .slices = T, .n_holders = R};
+        r->buckets[q] = (ah_sim_bucket){.first = sp->buckets[q].first,
+                                        .last = sp->buckets[q].last,
+                                        .bytes = sp->buckets[q].bytes / T,
+                                        .slices = T,
+                                        .n_holders = R};
     }
 }
 
@@ -899,15 +939,19 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
     int S = e->S, R = p->n_replicas;
     /* byte counts at TP 1; the builder divides by the stages' degrees */
     const ah_layer_bytes *lb1 = ah_plan_costs_bytes(e->costs, p, 1);
-    ah_schedule_options sopt = {.schedule = so->schedule, .virtual_stages = so->virtual_stages,
-                                .act_bytes = lb1->p2p_bytes, .grad_bytes = lb1->grad_bytes, .split_by_tp = 1};
+    ah_schedule_options sopt = {.schedule = so->schedule,
+                                .virtual_stages = so->virtual_stages,
+                                .act_bytes = lb1->p2p_bytes,
+                                .grad_bytes = lb1->grad_bytes,
+                                .split_by_tp = 1};
     ah_schedule_plan sp;
     if (ah_schedule_build(p, &sopt, &sp, err, errlen) != 0)
         return -1;
     set_buckets(e, &sp);
     compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)), ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)S, sizeof(int *)),
-                      ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int))};
+                      ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int)),
+                      ah_xcalloc((size_t)S, sizeof(int))};
     for (int k = 0; k < R; k++) {
         add_programs(e, &sp, k, &ci);
         add_transfers(e, &sp, k, &ci);
@@ -926,6 +970,7 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
     free(ci.bfirst);
     free(ci.blast);
     free(ci.chunk_of);
+    free(ci.last_bwd);
     ah_schedule_plan_free(&sp);
     return rc;
 }

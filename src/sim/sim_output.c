@@ -35,7 +35,6 @@
 
 /* ------------------------------------------------------------------ names */
 
-
 const char *ah_event_kind_name(ah_event_kind k) {
     switch (k) {
     case AH_EV_FORWARD: return "forward";
@@ -45,6 +44,7 @@ const char *ah_event_kind_name(ah_event_kind k) {
     case AH_EV_SEND_GRAD: return "send_gradient";
     case AH_EV_DP_ALLREDUCE: return "dp_allreduce";
     case AH_EV_OPTIMIZER: return "optimizer";
+    case AH_EV_TIED_SYNC: return "tied_sync";
     case AH_EV_KINDS: break;
     }
     return "unknown";
@@ -137,7 +137,8 @@ static const ah_stage *plan_stage(const ah_plan *p, const ah_sim_stage *st) {
 }
 
 static int is_comm(ah_event_kind k) {
-    return k == AH_EV_TP_ALLREDUCE || k == AH_EV_SEND_ACT || k == AH_EV_SEND_GRAD || k == AH_EV_DP_ALLREDUCE;
+    return k == AH_EV_TP_ALLREDUCE || k == AH_EV_SEND_ACT || k == AH_EV_SEND_GRAD ||
+           k == AH_EV_DP_ALLREDUCE || k == AH_EV_TIED_SYNC;
 }
 
 /* Event name from the point of view of the track it is on. */
@@ -173,6 +174,7 @@ static void event_name(const ah_sim_event *e, char *buf, size_t n) {
             snprintf(buf, n, "DP-AR%s", ly);
         return;
     case AH_EV_OPTIMIZER: snprintf(buf, n, "optimizer"); return;
+    case AH_EV_TIED_SYNC: snprintf(buf, n, "tied embedding exchange"); return;
     case AH_EV_KINDS: break;
     }
     snprintf(buf, n, "event");
@@ -363,9 +365,9 @@ static int cmp_mem(const void *a, const void *b) {
 typedef struct {
     const ah_plan *plan;
     const ah_sim_result *r;
-    int *base;      /* per stage index: its first engine rank */
-    int *lookup;    /* (replica, stage) -> stage index, -1 */
-    int maxs;       /* stage ids are below maxs + 1 */
+    int *base;   /* per stage index: its first engine rank */
+    int *lookup; /* (replica, stage) -> stage index, -1 */
+    int maxs;    /* stage ids are below maxs + 1 */
     int maxr;
 } sim_ranks;
 
@@ -419,7 +421,8 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
     for (int k = 0; k < x->n_items; k++) {
         const ah_sim_event *e = &r->events[x->items[k].ev];
         int si = x->items[k].track / AH_STREAMS;
-        if (e->kind == AH_EV_DP_ALLREDUCE && e->bucket >= 0 && e->bucket < nb && m->base[si] < bucket_lead[e->bucket])
+        if (e->kind == AH_EV_DP_ALLREDUCE && e->bucket >= 0 && e->bucket < nb &&
+            m->base[si] < bucket_lead[e->bucket])
             bucket_lead[e->bucket] = m->base[si];
     }
     for (int k = 0; k < x->n_items; k++) { /* items: by stage and stream, in start order */
@@ -433,6 +436,7 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
         case AH_EV_TP_ALLREDUCE: kind = AH_TRACE_TP_ALLREDUCE; break;
         case AH_EV_DP_ALLREDUCE: kind = AH_TRACE_DP_ALLREDUCE; break;
         case AH_EV_OPTIMIZER: kind = AH_TRACE_OPTIMIZER; break;
+        case AH_EV_TIED_SYNC: kind = AH_TRACE_TIED_SYNC; break;
         case AH_EV_SEND_ACT:
         case AH_EV_SEND_GRAD: {
             /* activations flow to later stages, gradients to earlier ones */
@@ -446,15 +450,26 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
         case AH_EV_KINDS: break;
         }
         int has_bucket = e->bucket >= 0 && e->bucket < nb;
-        int s = kind == AH_TRACE_DP_ALLREDUCE && has_bucket ? seq_dp[(size_t)si * (size_t)nb + (size_t)e->bucket]++
-                                                            : seq[si * AH_TRACE_KINDS + kind]++;
+        int s = kind == AH_TRACE_DP_ALLREDUCE && has_bucket
+                    ? seq_dp[(size_t)si * (size_t)nb + (size_t)e->bucket]++
+                    : seq[si * AH_TRACE_KINDS + kind]++;
         for (int q = 0; q < tp; q++) {
             ah_trace_event *t = &out[n++];
             int rank = m->base[si] + q;
-            *t = (ah_trace_event){.t0 = e->start_s, .t1 = e->end_s, .rank = rank, .kind = kind,
-                                  .micro_batch = e->micro_batch, .layer_first = -1, .layer_last = -1,
-                                  .bucket = e->bucket, .bytes = is_comm(e->kind) ? e->bytes : 0,
-                                  .ranks = 1, .group = rank, .peer = -1, .site = (int)kind, .seq = s};
+            *t = (ah_trace_event){.t0 = e->start_s,
+                                  .t1 = e->end_s,
+                                  .rank = rank,
+                                  .kind = kind,
+                                  .micro_batch = e->micro_batch,
+                                  .layer_first = -1,
+                                  .layer_last = -1,
+                                  .bucket = e->bucket,
+                                  .bytes = is_comm(e->kind) ? e->bytes : 0,
+                                  .ranks = 1,
+                                  .group = rank,
+                                  .peer = -1,
+                                  .site = (int)kind,
+                                  .seq = s};
             if (e->layer_last > e->layer_first) {
                 t->layer_first = e->layer_first;
                 t->layer_last = e->layer_last;
@@ -501,9 +516,11 @@ static void sim_trace_extra_events(FILE *f, void *ctx) {
             for (int k = 0; k < nm_pts; k++) {
                 if (k + 1 < nm_pts && mp[k + 1].t_ns == mp[k].t_ns)
                     continue; /* superseded at the same instant */
-                fprintf(f, ",\n{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%s,\"name\":\"%s\",\"args\":{\"used\":%s}}",
-                        m->base[i] + q, fmt_us(b1, sizeof b1, mp[k].t_ns), nm,
-                        ah_num_format(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
+                fprintf(
+                    f,
+                    ",\n{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":%s,\"name\":\"%s\",\"args\":{\"used\":%s}}",
+                    m->base[i] + q, fmt_us(b1, sizeof b1, mp[k].t_ns), nm,
+                    ah_num_format(b2, sizeof b2, "%.9g", mp[k].bytes / GIB));
             }
         free(mp);
     }
@@ -537,12 +554,13 @@ static void sim_trace_other_data(FILE *f, void *ctx) {
     if (m->plan) {
         fputs(",\"model\":", f);
         json_str(f, m->plan->model.name);
-        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"", ah_plan_uniform_tp(m->plan),
-                m->plan->micro_batch, m->plan->global_batch);
+        fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"",
+                ah_plan_uniform_tp(m->plan), m->plan->micro_batch, m->plan->global_batch);
     }
     fprintf(f, ",\"replicas\":\"%d\",\"stages\":\"%d\",\"events\":\"%d\"", r->n_replicas,
             r->n_stages > 0 ? r->n_stages : 0, r->n_events > 0 ? r->n_events : 0);
-    /* every stage's degree, stage by stage as in "stages" of the JSON (the "tp" above is 0 when they differ) */
+    /* every stage's degree, stage by stage as in "stages" of the JSON (the "tp" above is 0 when they differ)
+     */
     fputs(",\"stage_tp\":\"", f);
     for (int i = 0; r->stages && i < r->n_stages; i++)
         fprintf(f, "%s%d", i ? "," : "", stage_tp(m->plan, &r->stages[i]));
@@ -566,7 +584,8 @@ int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *
     for (int i = 0; i < x.n_stages; i++) {
         const ah_sim_stage *st = &r->stages[i];
         char nb[64];
-        snprintf(where[i], sizeof where[i], "%s (%s)", node_name(plan, st, nb, sizeof nb), gpu_type(plan, st));
+        snprintf(where[i], sizeof where[i], "%s (%s)", node_name(plan, st, nb, sizeof nb),
+                 gpu_type(plan, st));
         for (int q = 0; q < stage_tp(plan, st); q++)
             rk[m.base[i] + q] = (ah_trace_rank){st->replica, st->stage, q, where[i]};
     }
@@ -600,6 +619,7 @@ static const struct {
 } svg_kinds[] = {
     {"forward", "#4e79a7"},           {"backward", "#f28e2b"},      {"TP all-reduce", "#b07aa1"},
     {"send (act / grad)", "#59a14f"}, {"DP all-reduce", "#e15759"}, {"optimizer", "#9c755f"},
+    {"tied exchange", "#76b7b2"},
 };
 #define SVG_N_KINDS (sizeof svg_kinds / sizeof svg_kinds[0])
 
@@ -612,6 +632,7 @@ static int svg_class(ah_event_kind k) {
     case AH_EV_SEND_GRAD: return 3;
     case AH_EV_DP_ALLREDUCE: return 4;
     case AH_EV_OPTIMIZER: return 5;
+    case AH_EV_TIED_SYNC: return 6;
     case AH_EV_KINDS: break;
     }
     return 0;
@@ -761,7 +782,8 @@ static void svg_axis(FILE *f, const svg_chart *c) {
                  uname);
         ah_svg_text(f, tx, c->rows_end + 22, "text-anchor=\"middle\"", label);
     }
-    ah_svg_text(f, SVG_LEFT + c->plot_w / 2, c->rows_end + 40, "text-anchor=\"middle\" fill=\"#444444\"", "time");
+    ah_svg_text(f, SVG_LEFT + c->plot_w / 2, c->rows_end + 40, "text-anchor=\"middle\" fill=\"#444444\"",
+                "time");
 }
 
 /* Rows: label, lane backgrounds, replica separators. */
@@ -778,7 +800,8 @@ static void svg_rows(FILE *f, const svg_chart *c) {
                  node_name(c->plan, st, nb, sizeof nb));
         ah_svg_text(f, SVG_LEFT - 8, y + SVG_LANE_C - 4, "text-anchor=\"end\"", nm);
         ah_svg_rect(f, SVG_LEFT, y, c->plot_w, SVG_LANE_C, "class=\"lane\"", NULL);
-        ah_svg_rect(f, SVG_LEFT, y + SVG_LANE_C + SVG_LANE_GAP, c->plot_w, SVG_LANE_M, "class=\"lane\"", NULL);
+        ah_svg_rect(f, SVG_LEFT, y + SVG_LANE_C + SVG_LANE_GAP, c->plot_w, SVG_LANE_M, "class=\"lane\"",
+                    NULL);
     }
 }
 
@@ -1111,9 +1134,8 @@ void ah_sim_print_summary(const ah_plan *plan, const ah_sim_result *r, FILE *f) 
                  st->capacity_bytes > 0 && st->peak_memory_bytes > st->capacity_bytes ? " !" : "");
         fprintf(f, "%7d %5d %3d  %-*.*s  %-*.*s  %7.1f%% %9.1f%% %6.1f%%  %-19s %9d %10.6f\n", st->replica,
                 st->stage, stage_tp(plan, st), wg, wg, gpu_type(plan, st), wn, wn,
-                node_name(plan, st, nb, sizeof nb),
-                pct(st->compute_s, it), pct(st->exposed_comm_s, it), pct(st->idle_s, it), mem,
-                st->peak_in_flight, st->finish_s);
+                node_name(plan, st, nb, sizeof nb), pct(st->compute_s, it), pct(st->exposed_comm_s, it),
+                pct(st->idle_s, it), mem, st->peak_in_flight, st->finish_s);
     }
     fputc('\n', f);
     for (int k = 0; k < r->n_replicas; k++)
