@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator engine engine_ab schedules ckpt recovery spot comm (default: all)
+#   sections: planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery spot comm (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator engine engine_ab schedules ckpt recovery spot comm)
+SECTIONS=(planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -115,6 +115,21 @@ section_engine_ab() {
   bench/engine_compare.sh out/base-src/build/autohet ./build/autohet out/engine_ab.md "$RUNS" "$rev" >&2
   cat out/engine_ab.md
   cat bench/engine_ab_notes.md
+}
+
+section_memory() {
+  echo "## Memory: the engine against the cost model (issue #11)"
+  echo
+  stamp memory
+  echo
+  echo "\`autohet train\` (fp32, CPU) runs each plan for 2 steps; its summary reports every rank's high-water"
+  echo "mark of backend tensors (weights, gradients, AdamW moments, activations, scratch: every buffer the"
+  echo "engine allocates through the backend seam) and the planner's stage memory for the same layers, degree,"
+  echo "micro-batch and schedule (state + the schedule program's largest sum of in-flight activations)."
+  echo "Error = cost model / measured - 1, the rank furthest off (docs/engine.md, \"Memory\")."
+  echo
+  bench/memory_bench.sh ./build/autohet out/memory_bench.md >&2
+  cat out/memory_bench.md
 }
 
 section_schedules() {

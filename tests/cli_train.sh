@@ -27,6 +27,12 @@ last=$(jq -s -r '.[-1].loss | . * 10000 | round / 10000 | tostring' "$TMP/ref.lo
 val=$(jq -s -r '.[-1].val_loss | . * 10000 | round / 10000 | tostring' "$TMP/ref.log")
 grep -q "done: 6 steps (1-6), 3072 tokens in [0-9.]* s wall; mean [0-9]* tokens/s, mean MFU [0-9.]*%; final train loss " \
   "$TMP/summary.txt" || fail "summary line: $(cat "$TMP/summary.txt")"
+# ... and the rank's tensor memory against the cost model (docs/engine.md, "Memory"): one rank's
+# accounting agrees within 25% (+3% measured)
+grep -q "; tensor memory peak [0-9.]* MiB (cost model [0-9.]* MiB, [-+][0-9.]*%)$" "$TMP/summary.txt" \
+  || fail "summary: no memory figure: $(cat "$TMP/summary.txt")"
+sed 's/.*MiB, \([-+][0-9.]*\)%)$/\1/' "$TMP/summary.txt" | awk '{ exit !($1 > -25 && $1 < 25) }' \
+  || fail "summary: tensor memory off the cost model by more than 25%: $(cat "$TMP/summary.txt")"
 awk -v l="$last" -v v="$val" '{ for (i = 1; i <= NF; i++) { if ($i == "loss" && $(i-1) == "train") t = $(i+1) + 0;
   if ($i == "loss" && $(i-1) == "val") w = $(i+1) + 0 } }
   END { exit !((t - l) ^ 2 < 1e-8 && (w - v) ^ 2 < 1e-8) }' "$TMP/summary.txt" \

@@ -4,6 +4,7 @@
  * changes no file outside its own (and the build). */
 #include "engine/backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,4 +30,76 @@ const ah_backend *ah_backend_default(char *err, size_t errlen) {
         snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: no such compute backend in this build (available: cpu%s)",
                  name, ah_backend_cuda ? ", cuda" : "");
     return be;
+}
+
+/* ---- memory accounting: an open-addressing table from buffer to its size */
+
+typedef struct {
+    const void *p;
+    size_t bytes;
+} mem_slot;
+
+static mem_slot *mem_tab;
+static size_t mem_cap, mem_used; /* capacity (a power of two), live entries */
+static double mem_live, mem_peak;
+
+static size_t mem_hash(const void *p, size_t cap) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static void mem_insert(mem_slot *tab, size_t cap, const void *p, size_t bytes) {
+    size_t i = mem_hash(p, cap);
+    while (tab[i].p)
+        i = (i + 1) & (cap - 1);
+    tab[i] = (mem_slot){p, bytes};
+}
+
+void ah_be_mem_track_alloc(ah_dptr d, size_t bytes) {
+    if (ah_dptr_is_null(d))
+        return;
+    if (2 * (mem_used + 1) > mem_cap) { /* grow at half full */
+        size_t cap = mem_cap ? 2 * mem_cap : 1024;
+        mem_slot *tab = calloc(cap, sizeof *tab);
+        if (!tab)
+            abort();
+        for (size_t i = 0; i < mem_cap; i++)
+            if (mem_tab[i].p)
+                mem_insert(tab, cap, mem_tab[i].p, mem_tab[i].bytes);
+        free(mem_tab);
+        mem_tab = tab;
+        mem_cap = cap;
+    }
+    mem_insert(mem_tab, mem_cap, d.p, bytes);
+    mem_used++;
+    mem_live += (double)bytes;
+    if (mem_live > mem_peak)
+        mem_peak = mem_live;
+}
+
+void ah_be_mem_track_free(ah_dptr d) {
+    if (ah_dptr_is_null(d) || mem_cap == 0)
+        return;
+    size_t i = mem_hash(d.p, mem_cap);
+    while (mem_tab[i].p && mem_tab[i].p != (const void *)d.p)
+        i = (i + 1) & (mem_cap - 1);
+    if (!mem_tab[i].p)
+        return; /* not allocated through ah_be_alloc */
+    mem_live -= (double)mem_tab[i].bytes;
+    mem_tab[i].p = NULL;
+    mem_used--;
+    /* re-insert the rest of the cluster so that lookups stay correct */
+    for (size_t j = (i + 1) & (mem_cap - 1); mem_tab[j].p; j = (j + 1) & (mem_cap - 1)) {
+        mem_slot e = mem_tab[j];
+        mem_tab[j].p = NULL;
+        mem_insert(mem_tab, mem_cap, e.p, e.bytes);
+    }
+}
+
+ah_be_mem ah_be_mem_stats(void) {
+    return (ah_be_mem){mem_live, mem_peak};
+}
+
+void ah_be_mem_reset_peak(void) {
+    mem_peak = mem_live;
 }

@@ -109,11 +109,27 @@ const ah_backend *ah_backend_default(char *err, size_t errlen);
 /* The CPU backend (backend_cpu.c). */
 const ah_backend *ah_backend_cpu(void);
 
+/* Device memory the engine holds through ah_be_alloc / ah_be_free, counted
+ * in backend.c whatever the backend (one process, one engine): the bytes live
+ * now and their high-water mark since the last ah_be_mem_reset_peak. This is
+ * what the cost model's stage memory (weights, gradients, optimizer state,
+ * in-flight activations) predicts (docs/engine.md, "Memory"). */
+typedef struct {
+    double live_bytes, peak_bytes;
+} ah_be_mem;
+ah_be_mem ah_be_mem_stats(void);
+void ah_be_mem_reset_peak(void);
+void ah_be_mem_track_alloc(ah_dptr d, size_t bytes);
+void ah_be_mem_track_free(ah_dptr d);
+
 /* Short forms of the memory operations. */
 static inline ah_dptr ah_be_alloc(const ah_backend *be, size_t n) {
-    return be->alloc(be->ctx, n);
+    ah_dptr d = be->alloc(be->ctx, n);
+    ah_be_mem_track_alloc(d, n * AH_DELEM);
+    return d;
 }
 static inline void ah_be_free(const ah_backend *be, ah_dptr d) {
+    ah_be_mem_track_free(d);
     be->free(be->ctx, d);
 }
 static inline void ah_be_zero(const ah_backend *be, ah_dptr d, size_t n) {

@@ -125,6 +125,19 @@ const char *ah_executor_node_name(const ah_executor *x);
  * (docs/analyze.md). Returns 0 or -1 with err on every rank. */
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen);
 
+/* This run's memory per rank against the cost model (executor_memory.c):
+ * the high-water mark of backend tensors and the planner's stage memory
+ * for the same layers, degree, micro-batch and schedule. Filled on rank 0. */
+typedef struct {
+    int ranks;
+    double measured_min, measured_max;   /* bytes */
+    double predicted_min, predicted_max; /* bytes */
+    double worst_error;                  /* predicted / measured - 1 of the rank furthest off */
+    int worst_rank;
+} ah_exec_memory;
+/* Collective over the executor's ranks. */
+void ah_executor_memory_report(ah_executor *x, ah_exec_memory *out);
+
 /* sgemm peak of this rank in FLOP/s (a short timed loop). */
 double ah_measure_sgemm_peak(void);
 

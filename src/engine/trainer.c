@@ -214,6 +214,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
     }
     sum->mean_tokens_per_s = sum->step_s > 0 ? sum->tokens / sum->step_s : 0;
     sum->mean_mfu = sum->step_s > 0 ? sum->mean_mfu / sum->step_s : 0;
+    ah_executor_memory_report(x, &sum->mem);
     if (c->trace_path) {
         char why[512];
         if (ah_executor_write_trace(x, c->trace_path, why, sizeof why) != 0) {
@@ -242,10 +243,23 @@ void ah_trainer_format_summary(const ah_trainer_summary *s, char *buf, size_t n)
     if (len < 0 || (size_t)len >= n)
         return;
     if (s->last_val_loss >= 0)
-        snprintf(buf + len, n - (size_t)len, ", last val loss %.4f (step %d)", s->last_val_loss,
-                 s->last_val_step);
+        len += snprintf(buf + len, n - (size_t)len, ", last val loss %.4f (step %d)", s->last_val_loss,
+                        s->last_val_step);
     else
-        snprintf(buf + len, n - (size_t)len, ", no val loss");
+        len += snprintf(buf + len, n - (size_t)len, ", no val loss");
+    if (len < 0 || (size_t)len >= n || s->mem.ranks == 0)
+        return;
+    const double mib = 1024.0 * 1024.0;
+    const ah_exec_memory *m = &s->mem;
+    if (m->ranks == 1)
+        snprintf(buf + len, n - (size_t)len, "; tensor memory peak %.1f MiB (cost model %.1f MiB, %+.1f%%)",
+                 m->measured_max / mib, m->predicted_max / mib, 100 * m->worst_error);
+    else
+        snprintf(buf + len, n - (size_t)len,
+                 "; tensor memory peak %.1f-%.1f MiB per rank (cost model %.1f-%.1f MiB; furthest %+.1f%% on "
+                 "rank %d)",
+                 m->measured_min / mib, m->measured_max / mib, m->predicted_min / mib, m->predicted_max / mib,
+                 100 * m->worst_error, m->worst_rank);
 }
 
 int ah_trainer_serve_recovery(const char *assignment, int rank, char *err, size_t errlen) {

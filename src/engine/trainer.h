@@ -51,6 +51,7 @@ typedef struct {
     double last_val_loss;      /* the last validation loss (< 0: none) */
     int last_val_step;
     int err_on_every_rank;     /* on failure: every rank has its own err (else rank 0's counts) */
+    ah_exec_memory mem;        /* tensor memory against the cost model (rank 0; ranks 0 if not measured) */
 } ah_trainer_summary;
 
 void ah_trainer_config_default(ah_trainer_config *c);
