@@ -151,6 +151,12 @@ int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_p
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen);
 /* 0 if every stage fits, else -1 with the first offending stage in err. */
 int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen);
+/* The cost model's per-GPU memory of layers [first, last) at TP degree tp and
+ * micro-batch mb (the planner's own accounting, src/plan/costs.c): weights,
+ * gradients and optimizer state (*state, optimizer state not sharded), and
+ * the activations one in-flight micro-batch keeps (*act). */
+void ah_layers_memory(const ah_model_config *m, const ah_train_settings *ts, int tp, int mb, int first, int last,
+                      double *state, double *act);
 /* The structure of a plan: positive sizes, every replica covering the model's
  * layers exactly once in order, GPUs inside their nodes and used once,
  * micro-batches summing to the global batch. The one plan validator of the

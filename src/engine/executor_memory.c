@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/plan.h"
 #include "engine/backend.h"
 #include "engine/executor_internal.h"
-#include "plan/costs.h"
 
 /* The cost model's bytes for this rank: weights, gradients and optimizer
  * state of the held layers, plus the largest sum of in-flight activations
@@ -19,22 +19,20 @@ static double predicted_bytes(const ah_executor *x) {
     ah_train_settings ts = x->plan.train;
     ts.precision = AH_PRECISION_FP32;
     ts.dist_optimizer = 0;
-    ah_layer_bytes lb;
-    ah_layer_bytes_build(&lb, &x->cfg, &ts, x->tp, x->plan.micro_batch, 1);
-    double bytes = 0, live = 0, peak = 0;
+    double bytes = 0, live = 0, peak = 0, state, act;
     for (int i = 0; i < ah_exec_n_held(x); i++) {
         int l = ah_exec_held_layer(x, i);
-        bytes += (double)ah_range(lb.static_bytes, l, l + 1);
+        ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, l, l + 1, &state, &act);
+        bytes += state;
     }
     for (int i = 0; i < x->prog->n_ops; i++) {
         const ah_op *op = &x->prog->ops[i];
         if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
             continue;
-        double act = (double)ah_range(lb.act_bytes, op->first, op->last);
+        ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, op->first, op->last, &state, &act);
         live += op->kind == AH_OP_FORWARD ? act : -act;
         peak = live > peak ? live : peak;
     }
-    ah_layer_bytes_free(&lb);
     return bytes + peak;
 }
 

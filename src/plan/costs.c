@@ -74,6 +74,15 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
                                        : 0.0;
 }
 
+void ah_layers_memory(const ah_model_config *m, const ah_train_settings *ts, int tp, int mb, int first, int last,
+                      double *state, double *act) {
+    ah_layer_bytes lb;
+    ah_layer_bytes_build(&lb, m, ts, tp, mb, 1);
+    *state = (double)ah_range(lb.static_bytes, first, last);
+    *act = (double)ah_range(lb.act_bytes, first, last);
+    ah_layer_bytes_free(&lb);
+}
+
 void ah_layer_bytes_free(ah_layer_bytes *b) {
     free(b->static_bytes);
     free(b->act_bytes);
