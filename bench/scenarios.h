@@ -34,6 +34,10 @@ static const scenario SCENARIOS[] = {
      1024, 2048},
     {"scale", "llama2-13b", "32x8xA100-40G,16x8xA100-80G,16x8xH800,16x8xH20,32x8xV100-32G,16x8xH100-SXM",
      NULL, 2048, 2048},
+    /* 1,024 GPUs of the 6 types Sailor measured, with their measured profiles */
+    {"scale, real profile", "opt-350m",
+     "32x8xA100-40G,16x8xA100-80G,32x8xV100-16G,16x8xRTX-3090,16x8xTitan-RTX,16x8xRTX-2080",
+     "tests/fixtures/sailor/OPT-350", 2048, 2048},
 };
 #define N_SCEN (sizeof SCENARIOS / sizeof SCENARIOS[0])
 
