@@ -131,7 +131,7 @@ int ah_hostfile_parse(const char *text, const char *source, ah_host_list *out, c
         if (hash)
             *hash = '\0';
         char why[256];
-        int rc = memchr(p, '\0', len) == NULL ? parse_line(out, &cap, buf, line, why, sizeof why) : -1;
+        int rc = parse_line(out, &cap, buf, line, why, sizeof why);
         free(buf);
         if (rc) {
             ah_errf(err, errlen, "%s:%d: %s", out->source, line, why);
