@@ -64,7 +64,7 @@ netns_up() {
       ip -n "$ns" link set eth0 up &&
       ip -n "$ns" link set lo up &&
       touch "$NETNS_DIR/uts-$host" &&
-      unshare --uts="$NETNS_DIR/uts-$host" hostname "$host"; } 2>"$NETNS_DIR/err" ||
+      unshare --uts="$NETNS_DIR/uts-$host" sh -c "echo $host >/proc/sys/kernel/hostname"; } 2>"$NETNS_DIR/err" ||
       { netns_fail "cannot make host $host (namespace $ns): $(tr '\n' ' ' <"$NETNS_DIR/err")"; return 1; }
   done
   # the rsh agent: Open MPI calls it as `AGENT [ssh options] HOST COMMAND...` and expects the command to run
