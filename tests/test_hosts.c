@@ -152,7 +152,7 @@ static void test_hostfile(void **state) {
         assert_null(l.hosts);
     }
     assert_int_equal(ah_hostfile_load("/nonexistent/hosts", &l, err, sizeof err), -1);
-    assert_contains(err, "/nonexistent/hosts: cannot open the hostfile");
+    assert_contains(err, "/nonexistent/hosts: cannot open file");
 }
 
 /* ------------------------------------------------------ Slurm node lists */
@@ -201,9 +201,12 @@ static void test_slurm_nodelist(void **state) {
         {"n[5-3]", "range 5-3 goes down at character 3"},
         {"n[x]", "expected a number in '[...]' at character 3"},
         {"n[1;2]", "unexpected ';' in '[...]' at character 4"},
-        {"n[1-3],n2", "host 'n2' is listed twice"},
+        {"n[1-3],n2", "host 'n2' is listed twice (hosts 2 and 4)"},
+        {"n[0-65535],m", "more than 65536 hosts"},
         {"n[0-70000]", "range of more than 65536 hosts"},
         {"a b", "host 'a b': must be a hostname"},
+        {"n[0000000001-2]", "a number of more than 9 digits at character 3"},
+        {"n[1-44444444444444444444444444]", "a number of more than 9 digits at character 5"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ah_host_list l;

@@ -9,6 +9,7 @@
 
 #include "autohet/hosts.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 
 #define MAX_HOSTFILE_BYTES (4u << 20)
 #define MAX_SLOTS 1000000
@@ -45,12 +46,36 @@ static int list_add(ah_host_list *l, int *cap, const char *name, size_t len, int
     return 0;
 }
 
-/* The earlier host of that name (case-insensitive), or -1. */
-static int list_find(const ah_host_list *l, const char *name) {
+static const ah_host *sort_base;
+
+static int by_name_then_index(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    int c = strcasecmp(sort_base[i].name, sort_base[j].name);
+    return c ? c : (i > j) - (i < j);
+}
+
+/* The first host (in list order) whose name (ignoring case) an earlier host
+ * has: 1 with *later and *earlier set, else 0. Sorted, so that a list of
+ * 65536 hosts is checked in O(n log n). */
+static int first_repeat(const ah_host_list *l, int *later, int *earlier) {
+    int *idx = ah_xcalloc((size_t)(l->n > 0 ? l->n : 1), sizeof *idx);
     for (int i = 0; i < l->n; i++)
-        if (strcasecmp(l->hosts[i].name, name) == 0)
-            return i;
-    return -1;
+        idx[i] = i;
+    sort_base = l->hosts;
+    qsort(idx, (size_t)l->n, sizeof *idx, by_name_then_index);
+    *later = -1;
+    for (int i = 1, group = 0; i < l->n; i++) {
+        if (strcasecmp(l->hosts[idx[i]].name, l->hosts[idx[group]].name) != 0) {
+            group = i;
+            continue;
+        }
+        if (*later < 0 || idx[i] < *later) {
+            *later = idx[i];
+            *earlier = idx[group];
+        }
+    }
+    free(idx);
+    return *later >= 0;
 }
 
 /* ------------------------------------------------------------ hostfiles */
@@ -104,12 +129,6 @@ static int parse_line(ah_host_list *l, int *cap, char *text, int line, char *why
     }
     if (slots == 0)
         slots = max_slots;
-    int earlier = list_find(l, name);
-    if (earlier >= 0) {
-        snprintf(why, n, "host '%s' is already on line %d (one line a host: the order maps plan nodes to hosts)",
-                 name, l->hosts[earlier].line);
-        return -1;
-    }
     if (list_add(l, cap, name, strlen(name), slots, line)) {
         snprintf(why, n, "more than %d hosts", AH_MAX_HOSTS);
         return -1;
@@ -147,31 +166,28 @@ int ah_hostfile_parse(const char *text, const char *source, ah_host_list *out, c
         ah_errf(err, errlen, "%s: no hosts (one a line: 'NAME slots=N')", out->source);
         return -1;
     }
+    int later, earlier;
+    if (first_repeat(out, &later, &earlier)) {
+        ah_errf(err, errlen,
+                "%s:%d: host '%s' is already on line %d (one line a host: the order maps plan nodes to hosts)",
+                out->source, out->hosts[later].line, out->hosts[later].name, out->hosts[earlier].line);
+        ah_host_list_free(out);
+        return -1;
+    }
     return 0;
 }
 
 int ah_hostfile_load(const char *path, ah_host_list *out, char *err, size_t errlen) {
     list_init(out, path);
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (f == NULL) {
-        ah_errf(err, errlen, "%s: cannot open the hostfile (%s)", path ? path : "(null)", strerror(errno));
+    size_t len = 0;
+    char *text = ah_read_text_file(path, MAX_HOSTFILE_BYTES, &len, err, errlen);
+    if (text == NULL)
         return -1;
-    }
-    char *text = ah_xcalloc(MAX_HOSTFILE_BYTES + 1, 1);
-    size_t n = fread(text, 1, MAX_HOSTFILE_BYTES + 1, f);
-    int bad_read = ferror(f);
-    fclose(f);
     int rc = -1;
-    if (bad_read)
-        ah_errf(err, errlen, "%s: cannot read the hostfile", path);
-    else if (n > MAX_HOSTFILE_BYTES)
-        ah_errf(err, errlen, "%s: larger than %u MiB: not a hostfile", path, MAX_HOSTFILE_BYTES >> 20);
-    else if (memchr(text, '\0', n) != NULL)
+    if (memchr(text, '\0', len) != NULL)
         ah_errf(err, errlen, "%s: a NUL byte: not a text hostfile", path);
-    else {
-        text[n] = '\0';
+    else
         rc = ah_hostfile_parse(text, path, out, err, errlen);
-    }
     free(text);
     return rc;
 }
@@ -199,18 +215,19 @@ static int slurm_fail(const slurm_ctx *s, const char *at, const char *fmt, ...) 
     return -1;
 }
 
-/* A run of digits: its value (capped) and length; -1 if none. */
+#define MAX_DIGITS 9 /* a range bound of at most 9 digits: exact in a long, and short enough to print */
+
+/* A run of digits: its value and length; -1 if none, -2 if longer than MAX_DIGITS. */
 static long digits(const char **p, int *width) {
     const char *q = *p;
     long v = 0;
-    while (isdigit((unsigned char)*q)) {
-        if (v < 100000000)
-            v = v * 10 + (*q - '0');
-        q++;
-    }
+    while (isdigit((unsigned char)*q) && q - *p < MAX_DIGITS + 1)
+        v = v * 10 + (*q++ - '0');
     *width = (int)(q - *p);
     if (*width == 0)
         return -1;
+    if (*width > MAX_DIGITS)
+        return -2;
     *p = q;
     return v;
 }
@@ -232,8 +249,6 @@ static int expand(slurm_ctx *s, const char *b, const char *e, char *prefix, size
             return slurm_fail(s, b, "empty host name");
         if (ah_host_name_problem(prefix, problem, sizeof problem))
             return slurm_fail(s, b, "host '%s': %s", prefix, problem);
-        if (list_find(s->out, prefix) >= 0)
-            return slurm_fail(s, b, "host '%s' is listed twice", prefix);
         if (list_add(s->out, &s->cap, prefix, plen, 0, 0))
             return slurm_fail(s, b, "more than %d hosts", AH_MAX_HOSTS);
         return 0;
@@ -246,12 +261,12 @@ static int expand(slurm_ctx *s, const char *b, const char *e, char *prefix, size
         int w1, w2 = 0;
         long lo = digits(&p, &w1), hi = lo;
         if (lo < 0)
-            return slurm_fail(s, at, "expected a number in '[...]'");
+            return slurm_fail(s, at, lo == -1 ? "expected a number in '[...]'" : "a number of more than 9 digits");
         if (*p == '-') {
             p++;
             hi = digits(&p, &w2);
             if (hi < 0)
-                return slurm_fail(s, p, "expected a number after '-'");
+                return slurm_fail(s, p, hi == -1 ? "expected a number after '-'" : "a number of more than 9 digits");
             if (hi < lo)
                 return slurm_fail(s, at, "range %ld-%ld goes down", lo, hi);
         }
@@ -261,8 +276,8 @@ static int expand(slurm_ctx *s, const char *b, const char *e, char *prefix, size
             return slurm_fail(s, at, "range of more than %d hosts", AH_MAX_HOSTS);
         for (long v = lo; v <= hi; v++) {
             char num[24];
-            int len = snprintf(num, sizeof num, "%0*ld", w1, v);
-            if (plen + (size_t)len > 63)
+            int len = snprintf(num, sizeof num, "%0*ld", w1, v); /* at most 9 digits: fits */
+            if (len < 0 || (size_t)len >= sizeof num || plen + (size_t)len > 63)
                 return slurm_fail(s, at, "host name longer than 63 characters");
             memcpy(prefix + plen, num, (size_t)len + 1);
             if (expand(s, close + 1, e, prefix, plen + (size_t)len))
@@ -305,7 +320,15 @@ int ah_slurm_nodelist_parse(const char *list, const char *source, ah_host_list *
             return -1;
         }
         if (*e == '\0')
-            return 0;
+            break;
         p = e + 1;
     }
+    int later, earlier;
+    if (first_repeat(out, &later, &earlier)) {
+        ah_errf(err, errlen, "%s '%.120s': host '%s' is listed twice (hosts %d and %d)", s.source, s.list,
+                out->hosts[later].name, earlier + 1, later + 1);
+        ah_host_list_free(out);
+        return -1;
+    }
+    return 0;
 }
