@@ -14,6 +14,9 @@
 #   NETNS_AGENT    an rsh agent for Open MPI (--mca plm_rsh_agent "$NETNS_AGENT"): `AGENT HOST CMD...` runs
 #                  CMD inside HOST's network and UTS namespaces, as ssh would run it on the host
 #   NETNS_DIR      where the namespaces' files live
+#   netns_throttle I RATE   makes host i's link RATE (e.g. 100mbit) in both directions (tc tbf on the bridge's
+#                  port toward the host and on the host's own eth0; a queue of 1 s at RATE, so that nothing is
+#                  dropped and a message's time is its size / RATE)
 # A failure to make the hosts is an error with its reason (exit 1), never a skip.
 
 netns_fail() {
@@ -48,6 +51,7 @@ netns_up() {
   NETNS_DIR=$(mktemp -d /run/autohet-netns.XXXXXX) || { netns_fail "cannot make a directory under /run"; return 1; }
   NETNS_HOSTS=()
   NETNS_NS=()
+  NETNS_VETH=()
   ip link add "$NETNS_BRIDGE" type bridge 2>"$NETNS_DIR/err" &&
     ip addr add "$pfx.1/24" dev "$NETNS_BRIDGE" 2>>"$NETNS_DIR/err" &&
     ip link set "$NETNS_BRIDGE" up 2>>"$NETNS_DIR/err" ||
@@ -56,6 +60,7 @@ netns_up() {
     local host="ah${id}h$i" ns="ah${id}n$i" veth="ah${id}v$i"
     NETNS_HOSTS+=("$host")
     NETNS_NS+=("$ns")
+    NETNS_VETH+=("$veth")
     { ip netns add "$ns" &&
       ip link add "$veth" type veth peer name eth0 netns "$ns" &&
       ip link set "$veth" master "$NETNS_BRIDGE" &&
@@ -90,6 +95,13 @@ EOF
   export NETNS_SUBNET NETNS_BRIDGE NETNS_AGENT NETNS_DIR
 }
 
+netns_throttle() {
+  local i="$1" rate="$2"
+  { tc qdisc add dev "${NETNS_VETH[$i]}" root tbf rate "$rate" burst 16kb latency 1s &&
+    ip netns exec "${NETNS_NS[$i]}" tc qdisc add dev eth0 root tbf rate "$rate" burst 16kb latency 1s; } ||
+    { netns_fail "cannot throttle host ${NETNS_HOSTS[$i]} to $rate (tc tbf)"; return 1; }
+}
+
 netns_down() {
   local ns host
   for ns in "${NETNS_NS[@]:-}"; do
@@ -100,7 +112,7 @@ netns_down() {
   done
   [ -n "${NETNS_BRIDGE:-}" ] && ip link del "$NETNS_BRIDGE" 2>/dev/null
   [ -n "${NETNS_DIR:-}" ] && rm -rf "$NETNS_DIR"
-  NETNS_NS=() NETNS_HOSTS=() NETNS_BRIDGE="" NETNS_DIR=""
+  NETNS_NS=() NETNS_HOSTS=() NETNS_VETH=() NETNS_BRIDGE="" NETNS_DIR=""
   return 0
 }
 
