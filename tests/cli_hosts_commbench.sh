@@ -14,11 +14,11 @@ netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test
 netns_throttle 2 10mbit || { fail "cannot throttle a host's link (see above)"; exit 1; }
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]} H2=${NETNS_HOSTS[2]}
 # ranks 0 and 1 on H0, rank 2 on H1, rank 3 on H2; the ranks outside a pair yield the cores while they wait
-# (4 ranks on this machine's 2 cores); 128 KiB messages take about 0.1 s each way over the throttled link
+# (4 ranks on 2 cores); a 64 KiB message takes about 50 ms each way over the throttled link
 timeout 120 mpirun -np 4 --host "$H0:2,$H1:1,$H2:1" --bind-to none --mca plm_rsh_agent "$NETNS_AGENT" \
   --mca mpi_yield_when_idle 1 \
   --mca oob_tcp_if_include "$NETNS_SUBNET" --mca btl tcp,self --mca btl_tcp_if_include "$NETNS_SUBNET" \
-  "$BIN" commbench --pairs hosts --ops latency --min-size 1024 --max-size 131072 --iters 10 --json "$TMP/cb.json" >"$TMP/cb.out" 2>&1 \
+  "$BIN" commbench --pairs hosts --ops latency --min-size 1024 --max-size 65536 --iters 10 --json "$TMP/cb.json" >"$TMP/cb.out" 2>&1 \
   || { tail -20 "$TMP/cb.out"; fail "commbench --pairs hosts across 3 hosts"; exit 1; }
 grep '^# ' "$TMP/cb.out" | tail -5
 
