@@ -5,7 +5,9 @@
 # mpirun with that rankfile over TCP between the hosts trains exactly as one process does (every step's
 # loss, validation loss and gradient norm within 1e-5, the parameters within 1e-6); with the hosts swapped
 # in the rankfile autohet train refuses to start: one line naming the rank, the host the plan expects and
-# the one it runs on, exit 2. If the namespaces cannot be made the test fails with the reason.
+# the one it runs on, exit 2. Before that, without namespaces: bad input (one line, exit 2), a plan made from
+# an inventory with hosts carries them into the rankfile, and a plan naming other hosts is refused on this
+# machine. If the namespaces cannot be made the test fails with the reason.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/tools/netns_hosts.sh"
 trap 'netns_down; rm -rf "$TMP"' EXIT
@@ -38,6 +40,25 @@ bad "names no hosts: give --hostfile" --plan "$PLAN" --rankfile "$TMP/rf"
 bad "--hostfile and --slurm exclude each other" --plan "$PLAN" --hostfile "$TMP/h-one" --slurm a --rankfile "$TMP/rf"
 bad "--rankfile '/nonexistent/rf'" --plan "$PLAN" --hostfile "$TMP/h-one" --rankfile /nonexistent/rf
 [ -e "$TMP/rf" ] && fail "a refused autohet hosts wrote its rankfile"
+
+# hosts from the inventory: the planner's plan carries them, and autohet hosts needs no host list
+cat >"$TMP/inv.json" <<'EOF2'
+{"nodes": [{"name": "a", "gpu": "A100-40G", "gpus": 8, "host": "gpu-a01"},
+           {"name": "b", "gpu": "H800", "gpus": 8, "host": "gpu-b01.site"}]}
+EOF2
+"$BIN" plan --model gpt3-1.3b --cluster "$TMP/inv.json" --global-batch 64 --seq 2048 --json "$TMP/inv-plan.json" \
+  --quiet >/dev/null 2>&1 || fail "plan from an inventory with hosts"
+[ "$(jq -r '[.cluster.nodes[].host] | join(" ")' "$TMP/inv-plan.json")" = "gpu-a01 gpu-b01.site" ] \
+  || fail "the plan does not carry the inventory's hosts"
+"$BIN" hosts --plan "$TMP/inv-plan.json" --rankfile "$TMP/inv.rf" >"$TMP/inv.out" 2>&1 || fail "hosts of an inventory plan"
+grep -q "hosts from the plan's nodes" "$TMP/inv.out" || fail "autohet hosts did not take the plan's hosts"
+# every rank on the host of its stage's node, in the slot of its GPU (jq recomputes the slot map)
+jq -r '.cluster.nodes as $n | [.replicas[].stages[] | . as $s | .gpus[] | "\($n[$s.node_index].host) slot=\(.)"] |
+       to_entries[] | "rank \(.key)=\(.value)"' "$TMP/inv-plan.json" >"$TMP/inv.want"
+cmp -s "$TMP/inv.want" "$TMP/inv.rf" || { diff "$TMP/inv.want" "$TMP/inv.rf" | head; fail "inventory plan: rankfile"; }
+printf 'gpu-b01 slots=8\ngpu-a01 slots=8\n' >"$TMP/h-swap"
+bad "$TMP/h-swap:1: host 'gpu-b01' for node 'a', which the plan puts on host 'gpu-a01'" --plan "$TMP/inv-plan.json" \
+  --hostfile "$TMP/h-swap" --rankfile "$TMP/rf"
 
 # a plan naming hosts this machine is not: refused before any work, on this machine too
 jq '.cluster.nodes[0].host = "not-this-host-a" | .cluster.nodes[1].host = "not-this-host-b"' "$PLAN" >"$TMP/elsewhere.json"
