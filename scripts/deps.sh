@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages autohet needs to build and test (idempotent).
 set -euo pipefail
-PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind libopenblas-dev libopenblas-openmp-dev
+PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind iproute2 libopenblas-dev libopenblas-openmp-dev
       libopenmpi-dev openmpi-bin libopen-trace-format2-dev otf2-tools libxxhash-dev
       clang libomp-dev python3)
 missing=()

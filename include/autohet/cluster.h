@@ -11,6 +11,7 @@ typedef struct {
     double nic_gbit;       /* inter-node NIC bandwidth of the node, Gbit/s */
     int spot;              /* 1 if a spot/preemptible instance */
     double price_per_hour; /* optional, 0 if unknown */
+    char host[64];         /* the machine this node is (its hostname); "" when not named */
 } ah_node;
 
 typedef struct {
@@ -25,8 +26,9 @@ typedef struct {
 int ah_cluster_parse_shorthand(const char *s, const ah_device_catalog *devices, ah_cluster *c, char *err,
                                size_t errlen);
 /* {"nodes":[{"name":"n0","gpu":"A100-40G","gpus":8,"nic_gbit":200,
- *            "spot":true,"price_per_hour":12.3}, ...]}
- * ("count": k on an entry repeats it k times with names name-0..k-1). */
+ *            "spot":true,"price_per_hour":12.3,"host":"gpu-a01"}, ...]}
+ * ("count": k on an entry repeats it k times with names name-0..k-1; such an
+ * entry names no host, since a host is one machine). */
 int ah_cluster_load_json(const char *path, const ah_device_catalog *devices, ah_cluster *c, char *err,
                          size_t errlen);
 /* A path to an existing file (or one ending in .json) is loaded as JSON,
@@ -34,6 +36,13 @@ int ah_cluster_load_json(const char *path, const ah_device_catalog *devices, ah_
 int ah_cluster_resolve(const char *arg, const ah_device_catalog *devices, ah_cluster *c, char *err,
                        size_t errlen);
 void ah_cluster_free(ah_cluster *c);
+/* Why `host` cannot be a node's host name (empty, longer than 63
+ * characters, or a character other than letters, digits, '-', '_' and '.'),
+ * as "must be ..." in buf; 0 when it can. The one check of the inventory,
+ * the plan reader, hostfiles and Slurm node lists. */
+int ah_host_name_problem(const char *host, char *buf, size_t n);
+/* 1 if any node of c names its host. */
+int ah_cluster_has_hosts(const ah_cluster *c);
 int ah_cluster_total_gpus(const ah_cluster *c);
 /* Human summary like "2x8xA100-40G + 1x8xH800" into buf. */
 void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n);

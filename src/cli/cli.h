@@ -14,6 +14,7 @@ int cmd_analyze(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_preempt(int argc, char **argv);
 int cmd_spot_sim(int argc, char **argv);
+int cmd_hosts(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 

@@ -38,8 +38,10 @@ static void usage(FILE *f) {
                "  --sync      barrier (default: a barrier before every repetition) or window (ReproMPI:\n"
                "              clocks synchronised, every repetition starts at its own global time)\n"
                "  --pairs     point-to-point pairs: classes (default: the lowest pair of every link class\n"
-               "              present), all, or a list A-B,C-D\n"
-               "  --json      write results[] and fits[] (a comm profile)\n\n"
+               "              present), all, hosts (every pair of hosts, and two ranks of every host that\n"
+               "              has two: prints the link matrix), or a list A-B,C-D\n"
+               "  --json      write results[] and fits[] (a comm profile; with point-to-point, links{}: the\n"
+               "              latency and bandwidth matrix between hosts)\n\n"
                "Needs at least 2 ranks. Exits 1 when a correctness check finds a wrong element.\n");
 }
 
@@ -247,6 +249,10 @@ int cmd_commbench(int argc, char **argv) {
             bench_op(&x, (ah_comm_op)op, op <= AH_OP_BW ? pairs[q].src : 0, op <= AH_OP_BW ? pairs[q].dst : 1);
     if (rank == 0)
         ah_commbench_print_summary(a.format, x.wrong, x.busbw_sum, x.rows);
+    cJSON *links = rank == 0 && a.pairs && !strcmp(a.pairs, "hosts") ? ah_commbench_links_json(&t, x.fits) : NULL;
+    if (links)
+        ah_commbench_print_links(links, stdout);
+    cJSON_Delete(links);
     int rc = write_profile(rank, &a, &t, x.results, x.fits);
     ah_commbench_topology_free(&t);
     ah_commbench_buffers_free(&b);

@@ -16,6 +16,7 @@
 
 #include "autohet/ckpt.h"
 #include "autohet/elastic.h"
+#include "autohet/hosts.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "elastic/controller.h"
@@ -412,6 +413,11 @@ int cmd_train(int argc, char **argv) {
     ah_dataset data;
     if (load_inputs(&a, world, &cfg, &plan, &data, msg, sizeof msg) != 0)
         return fail_all(rank, msg);
+    if (ah_hosts_check_placement(MPI_COMM_WORLD, &plan, msg, sizeof msg) != 0) { /* a plan naming hosts */
+        ah_dataset_free(&data);
+        ah_plan_free(&plan);
+        return fail_all(rank, msg);
+    }
     ah_optim_config oc;
     ah_trainer_lr_schedule(a.lr, a.warmup, a.steps, &oc);
     ah_trainer_config tc;

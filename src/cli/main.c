@@ -26,6 +26,7 @@ static const subcommand commands[] = {
     {"run", cmd_run,
      "elastic training: supervise the MPI job, survive preemptions (replan + layer-bitmap recovery)"},
     {"preempt", cmd_preempt, "preempt a node of a running `autohet run` (as a spot reclaim would)"},
+    {"hosts", cmd_hosts, "put a plan's nodes on hosts (hostfile, Slurm) and write the Open MPI rankfile"},
     {"spot-sim", cmd_spot_sim, "goodput of recovery policies over a spot-availability trace (replay)"},
     {"analyze", cmd_analyze,
      "analyze a training trace: compute vs exposed communication vs idle, per rank and per collective"},

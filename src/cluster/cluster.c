@@ -254,7 +254,8 @@ static const cJSON *get2(const cJSON *o, const char *k1, const char *k2, const c
 static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) {
     char ep[AH_JPATH_LEN];
     static const char *const known[] = {"name",     "gpu",  "gpu_type",       "gpus",  "gpus_per_node",
-                                        "nic_gbit", "spot", "price_per_hour", "count", NULL};
+                                        "nic_gbit", "spot", "price_per_hour", "count", "host",
+                                        NULL};
     for (const cJSON *it = entry->child; it != NULL; it = it->next) {
         int ok = it->string[0] == '_'; /* "_comment" and friends */
         for (int k = 0; known[k] != NULL && !ok; k++)
@@ -339,6 +340,30 @@ static int parse_node(const ah_err_ctx *cx, const ah_device_catalog *devices, co
                             "must be a string of 1-%d characters", MAX_NODE_NAME);
         *name = it->valuestring;
     }
+    it = cJSON_GetObjectItemCaseSensitive(entry, "host");
+    if (it != NULL) {
+        char why[96];
+        if (!cJSON_IsString(it))
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "host"), "must be a string (a hostname)");
+        if (ah_host_name_problem(it->valuestring, why, sizeof why))
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "host"), "%s", why);
+        if (*count > 1)
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "host"),
+                            "a host is one machine: not with \"count\" %d (list the nodes one by one)", *count);
+        snprintf(node->host, sizeof node->host, "%s", it->valuestring);
+    }
+    return 0;
+}
+
+/* A host is one machine: the node just added (the last one) must not name
+ * the host of an earlier node. */
+static int host_taken(const ah_err_ctx *cx, const ah_cluster *c, int idx) {
+    char ep[AH_JPATH_LEN];
+    const ah_node *last = &c->nodes[c->n_nodes - 1];
+    for (int i = 0; last->host[0] != '\0' && i < c->n_nodes - 1; i++)
+        if (strcasecmp(c->nodes[i].host, last->host) == 0)
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, "host"), "host '%s' is already node '%s'",
+                            last->host, c->nodes[i].name);
     return 0;
 }
 
@@ -361,6 +386,8 @@ static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
                      ? add_nodes(cx, nb, &node, count, name, 0, 1)
                      : add_nodes(cx, nb, &node, count, node.dev.name, count_type(nb->c, node.dev.name), 0);
         if (rc != 0)
+            return -1;
+        if (host_taken(cx, nb->c, idx))
             return -1;
     }
     return 0;
@@ -407,6 +434,28 @@ void ah_cluster_free(ah_cluster *c) {
     free(c->nodes);
     c->nodes = NULL;
     c->n_nodes = 0;
+}
+
+int ah_host_name_problem(const char *host, char *buf, size_t n) {
+    size_t len = host ? strlen(host) : 0;
+    const char *why = NULL;
+    if (len == 0)
+        why = "must not be empty";
+    else if (len > sizeof(((ah_node *)0)->host) - 1)
+        why = "must be at most 63 characters";
+    for (size_t i = 0; why == NULL && i < len; i++)
+        if (!isalnum((unsigned char)host[i]) && host[i] != '-' && host[i] != '_' && host[i] != '.')
+            why = "must be a hostname: letters, digits, '-', '_' and '.' only";
+    if (why != NULL && buf != NULL && n > 0)
+        snprintf(buf, n, "%s", why);
+    return why != NULL;
+}
+
+int ah_cluster_has_hosts(const ah_cluster *c) {
+    for (int i = 0; c != NULL && i < c->n_nodes; i++)
+        if (c->nodes[i].host[0] != '\0')
+            return 1;
+    return 0;
 }
 
 int ah_cluster_total_gpus(const ah_cluster *c) {

@@ -31,11 +31,24 @@ void ah_commbench_topology_probe(ah_commbench_topology *t) {
         t->node_of[r] = q < r ? t->node_of[q] : t->nodes++;
     }
     free(leaders);
+    /* every rank's host name; a node's is its first rank's */
+    char mine[AH_COMMBENCH_HOST_LEN] = "", full[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_Get_processor_name(full, &len);
+    memcpy(mine, full, strnlen(full, sizeof mine - 1)); /* cut to 63 characters, mine stays terminated */
+    char *all = ah_xcalloc((size_t)t->ranks, AH_COMMBENCH_HOST_LEN);
+    MPI_Allgather(mine, AH_COMMBENCH_HOST_LEN, MPI_CHAR, all, AH_COMMBENCH_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    t->hosts = ah_xcalloc((size_t)t->nodes, AH_COMMBENCH_HOST_LEN);
+    for (int r = t->ranks - 1; r >= 0; r--)
+        memcpy(ah_commbench_host(t, t->node_of[r]), all + (size_t)r * AH_COMMBENCH_HOST_LEN, AH_COMMBENCH_HOST_LEN);
+    free(all);
 }
 
 void ah_commbench_topology_free(ah_commbench_topology *t) {
     free(t->node_of);
+    free(t->hosts);
     t->node_of = NULL;
+    t->hosts = NULL;
 }
 
 const char *ah_commbench_link_class(const ah_commbench_topology *t, int a, int b) {
@@ -54,6 +67,35 @@ static int lowest_pair(const ah_commbench_topology *t, int same, ah_commbench_pa
     return 0;
 }
 
+/* The first rank of node k after rank `after` (-1: its first rank); -1 if none. */
+static int rank_of_node(const ah_commbench_topology *t, int k, int after) {
+    for (int r = after + 1; r < t->ranks; r++)
+        if (t->node_of[r] == k)
+            return r;
+    return -1;
+}
+
+/* --pairs hosts: every node's first two ranks, then the first ranks of every two nodes. */
+static int host_pairs(const ah_commbench_topology *t, ah_commbench_pair *out, int max, char *msg, size_t n) {
+    int np = 0, want = t->nodes * (t->nodes - 1) / 2;
+    for (int k = 0; k < t->nodes; k++)
+        want += rank_of_node(t, k, rank_of_node(t, k, -1)) >= 0;
+    if (want > max) {
+        snprintf(msg, n, "--pairs hosts: %d hosts make %d pairs, more than %d (list pairs A-B instead)", t->nodes,
+                 want, max);
+        return -1;
+    }
+    for (int k = 0; k < t->nodes; k++) {
+        int first = rank_of_node(t, k, -1), second = rank_of_node(t, k, first);
+        if (second >= 0)
+            out[np++] = (ah_commbench_pair){first, second};
+    }
+    for (int a = 0; a < t->nodes; a++)
+        for (int b = a + 1; b < t->nodes; b++)
+            out[np++] = (ah_commbench_pair){rank_of_node(t, a, -1), rank_of_node(t, b, -1)};
+    return np;
+}
+
 int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_commbench_pair *out, int max,
                        char *msg, size_t n) {
     int np = 0;
@@ -62,6 +104,8 @@ int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_comm
             np += lowest_pair(t, same, &out[np]);
         return np;
     }
+    if (!strcmp(spec, "hosts"))
+        return host_pairs(t, out, max, msg, n);
     if (!strcmp(spec, "all")) {
         for (int i = 0; i < t->ranks; i++)
             for (int j = i + 1; j < t->ranks && np < max; j++)
@@ -75,7 +119,7 @@ int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_comm
         if (sscanf(tok, "%d-%d%n", &a, &b, &used) != 2 || tok[used] || a < 0 || b < 0 || a == b ||
             a >= t->ranks || b >= t->ranks || np >= max) {
             snprintf(msg, n,
-                     "--pairs: '%s' is not a pair A-B of two different ranks below %d (or classes, all)", tok,
+                     "--pairs: '%s' is not a pair A-B of two different ranks below %d (or classes, all, hosts)", tok,
                      t->ranks);
             return -1;
         }
@@ -233,8 +277,14 @@ cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *syn
     cJSON_AddNumberToObject(root, "version", 2);
     cJSON_AddNumberToObject(root, "ranks", t->ranks);
     cJSON_AddNumberToObject(root, "nodes", t->nodes);
+    cJSON *hosts = cJSON_AddArrayToObject(root, "hosts");
+    for (int k = 0; k < t->nodes; k++)
+        cJSON_AddItemToArray(hosts, cJSON_CreateString(ah_commbench_host(t, k)));
     cJSON_AddStringToObject(root, "sync", sync);
     cJSON_AddItemToObject(root, "results", results);
     cJSON_AddItemToObject(root, "fits", fits);
+    cJSON *links = ah_commbench_links_json(t, fits);
+    if (links)
+        cJSON_AddItemToObject(root, "links", links);
     return root;
 }

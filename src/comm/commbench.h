@@ -7,6 +7,7 @@
 #ifndef AUTOHET_COMM_COMMBENCH_H
 #define AUTOHET_COMM_COMMBENCH_H
 #include <stddef.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -20,20 +21,27 @@
  * the check must report #wrong > 0 (tests/cli_commbench.sh). */
 #define AH_COMMBENCH_CORRUPT_ENV "AUTOHET_COMMBENCH_CORRUPT_RANK"
 
+#define AH_COMMBENCH_HOST_LEN 64
+
 /* Where the ranks are: node_of[r] = r's node (0.. nodes-1, in order of first
- * rank). Collective. */
+ * rank); host(t, k) = node k's host name (MPI_Get_processor_name of its first
+ * rank, cut to 63 characters). Collective. */
 typedef struct {
     int ranks, nodes;
     int *node_of;
+    char *hosts; /* nodes x AH_COMMBENCH_HOST_LEN */
 } ah_commbench_topology;
+#define ah_commbench_host(t, k) ((t)->hosts + (size_t)(k) * AH_COMMBENCH_HOST_LEN)
 void ah_commbench_topology_probe(ah_commbench_topology *t);
 void ah_commbench_topology_free(ah_commbench_topology *t);
 /* "intra-node" / "inter-node": of ranks a and b; of all ranks for a < 0 */
 const char *ah_commbench_link_class(const ah_commbench_topology *t, int a, int b);
 
 /* Point-to-point pairs: "classes" (the lowest pair of every link class
- * present), "all" (every pair), or a list "A-B,C-D". Returns the count, or -1
- * with msg naming the bad entry. */
+ * present), "all" (every pair), "hosts" (every pair of hosts: for each node
+ * with two ranks or more its first two, then for every two nodes a < b their
+ * first ranks), or a list "A-B,C-D". Returns the count, or -1 with msg
+ * naming the bad entry (or too many hosts for max pairs). */
 typedef struct {
     int src, dst;
 } ah_commbench_pair;
@@ -101,7 +109,22 @@ cJSON *ah_commbench_result_json(const ah_comm_result *r, const char *link_class,
 cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
                              const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
                              const double *us, int n);
-/* {format, version, ranks, nodes, sync, results, fits}; takes ownership of both arrays */
+/* {format, version, ranks, nodes, hosts, sync, results, fits, links}; takes
+ * ownership of both arrays; links (the host matrix, below) when fits has
+ * point-to-point entries */
 cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results, cJSON *fits);
+
+/* The link matrix between hosts from the point-to-point fits
+ * (commbench_links.c): {"hosts": [...], "latency_us": [[...]],
+ * "bandwidth_GBps": [[...]], "max_rel_error": [[...]], "pairs": [[...]]},
+ * entry [a][b] (symmetric) from the first fitted pair of ranks on nodes a and
+ * b ([a][a]: two ranks of node a), null where none was measured. Latency:
+ * the `latency` fit's small-message alpha; bandwidth: the `bw` fit's
+ * large-message beta, or the `latency` fit's when bw was not run; error: the
+ * larger piecewise-fit error of the two. NULL when fits has no
+ * point-to-point fit. */
+cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits);
+/* The matrix as text: "# links: latency us / bandwidth GB/s" and one row a host. */
+void ah_commbench_print_links(const cJSON *links, FILE *f);
 
 #endif

@@ -89,6 +89,8 @@ static void write_node(wctx *w, cJSON *o, const ah_node *n) {
     wnum(w, o, "nic_gbit", n->nic_gbit);
     wbool(w, o, "spot", n->spot);
     wnum(w, o, "price_per_hour", n->price_per_hour);
+    if (n->host[0]) /* optional: plans without hosts are written as before */
+        wstr(w, o, "host", n->host);
     /* Informational snapshot of the device figures the plan was made with;
      * readers take the figures from the catalog by gpu_type. */
     cJSON *d = wobj(w, o, "device");
@@ -436,6 +438,22 @@ static int check_train_dup(const ah_err_ctx *c, const cJSON *root, const char *k
     return 0;
 }
 
+/* The optional "host" of cluster.nodes[i] (docs/multi-host.md): a hostname no earlier node names. */
+static int read_node_host(const ah_err_ctx *c, const cJSON *it, const char *ip, ah_cluster *cl, int i) {
+    char path[AH_JPATH_LEN], why[96];
+    ah_node *nd = &cl->nodes[i];
+    int rc = ah_jget_str(c, it, ip, "host", 0, nd->host, sizeof nd->host);
+    if (rc <= 0)
+        return rc;
+    ah_jpath_key(path, ip, "host");
+    if (ah_host_name_problem(nd->host, why, sizeof why))
+        return ah_jfail(c, path, "%s", why);
+    for (int k = 0; k < i; k++)
+        if (strcasecmp(cl->nodes[k].host, nd->host) == 0)
+            return ah_jfail(c, path, "host \"%s\" is also cluster.nodes[%d]", nd->host, k);
+    return 0;
+}
+
 static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_cluster *cl) {
     char cp[AH_JPATH_LEN], np[AH_JPATH_LEN], ip[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o, *nodes;
@@ -479,6 +497,8 @@ static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, c
         }
         if (ah_jget_bool(c, it, ip, "spot", 0, &nd->spot) < 0 ||
             ah_jget_num(c, it, ip, "price_per_hour", 0, 0, &nd->price_per_hour) < 0)
+            return -1;
+        if (read_node_host(c, it, ip, cl, i) < 0)
             return -1;
     }
     return 0;

@@ -1,0 +1,149 @@
+/* autohet hosts: put a plan's nodes on hosts and write the Open MPI rankfile
+ * that starts every rank on its node's host (docs/multi-host.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/hosts.h"
+#include "autohet/plan.h"
+#include "autohet/schedule.h"
+#include "cli/cli.h"
+
+static void hosts_usage(FILE *f) {
+    fprintf(f,
+            "usage: autohet hosts --plan PLAN.json --rankfile OUT [--hostfile FILE | --slurm NODELIST]\n"
+            "                     [--plan-out PLAN2.json]\n\n"
+            "Puts the plan's nodes on hosts and writes an Open MPI rankfile that starts every rank on its\n"
+            "node's host, at the slot of its GPU (ranks numbered as autohet train numbers them: replica by\n"
+            "replica, stage by stage, TP rank by TP rank). Prints where every rank runs and the mpirun line.\n\n"
+            "Where the hosts come from (the first that applies): --hostfile; --slurm; the nodes' \"host\"\n"
+            "fields in the plan (from the inventory's \"host\"); $SLURM_JOB_NODELIST. A host list maps the\n"
+            "plan's cluster nodes to hosts in order: node i runs on the i-th host.\n\n"
+            "  --plan      the plan document (autohet plan --json)\n"
+            "  --rankfile  the rankfile to write: 'rank R=HOST slot=GPU', one line a rank\n"
+            "  --hostfile  an Open MPI hostfile: 'NAME [slots=N] [max_slots=M]' a line, '#' comments; a\n"
+            "              host's slots must cover the ranks the plan puts on its node\n"
+            "  --slurm     a Slurm node list in its compressed form, e.g. 'gpu[01-04,07]'\n"
+            "  --plan-out  also write the plan with every node's host, so that autohet train checks at\n"
+            "              start that every rank runs on its node's host (the planner's extra top-level\n"
+            "              items such as \"comparison\" are not carried over)\n\n"
+            "exit status: 0 success, 2 bad input (one line on stderr names the file, line and field)\n");
+}
+
+typedef struct {
+    const char *plan, *rankfile, *hostfile, *slurm, *plan_out;
+} hosts_args;
+
+static int parse_args(int argc, char **argv, hosts_args *a, char *msg, size_t n) {
+    static cli_options opts;
+    cli_long_options("plan=p rankfile=r hostfile=H slurm=S plan-out=o", &opts);
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
+        switch (c) {
+        case 'p': a->plan = optarg; break;
+        case 'r': a->rankfile = optarg; break;
+        case 'H': a->hostfile = optarg; break;
+        case 'S': a->slurm = optarg; break;
+        case 'o': a->plan_out = optarg; break;
+        default: return cli_unknown_option("hosts", argv[optind - 1], msg, n);
+        }
+    }
+    const char *why = optind < argc          ? "unexpected argument (see autohet hosts --help)"
+                      : !a->plan             ? "--plan is required (see autohet hosts --help)"
+                      : !a->rankfile         ? "--rankfile is required: the rankfile to write"
+                      : a->hostfile && a->slurm ? "--hostfile and --slurm exclude each other"
+                                                : NULL;
+    if (why) {
+        if (optind < argc)
+            snprintf(msg, n, "'%s': %s", argv[optind], why);
+        else
+            snprintf(msg, n, "%s", why);
+        return -1;
+    }
+    return cli_check_output("--rankfile", a->rankfile, msg, n) || cli_check_output("--plan-out", a->plan_out, msg, n)
+               ? -1
+               : 0;
+}
+
+/* Fills the plan's hosts from the chosen source; *from names it. 0, or -1 with msg. */
+static int map_hosts(const hosts_args *a, ah_plan *plan, const char **from, char *msg, size_t n) {
+    ah_host_list hl;
+    const char *env = getenv("SLURM_JOB_NODELIST");
+    int rc;
+    if (a->hostfile) {
+        *from = a->hostfile;
+        rc = ah_hostfile_load(a->hostfile, &hl, msg, n);
+    } else if (a->slurm) {
+        *from = "--slurm";
+        rc = ah_slurm_nodelist_parse(a->slurm, "--slurm", &hl, msg, n);
+    } else if (ah_cluster_has_hosts(&plan->cluster)) {
+        *from = "the plan's nodes";
+        return 0;
+    } else if (env && *env) {
+        *from = "SLURM_JOB_NODELIST";
+        rc = ah_slurm_nodelist_parse(env, "SLURM_JOB_NODELIST", &hl, msg, n);
+    } else {
+        snprintf(msg, n,
+                 "%s names no hosts: give --hostfile FILE or --slurm NODELIST (or run inside a Slurm allocation)",
+                 a->plan);
+        return -1;
+    }
+    if (rc != 0)
+        return -1;
+    rc = ah_hosts_apply(plan, &hl, msg, n);
+    ah_host_list_free(&hl);
+    return rc;
+}
+
+static void print_places(const ah_plan *plan, FILE *f) {
+    int n = ah_plan_slots(plan);
+    ah_rank_place *pl = calloc((size_t)n, sizeof *pl);
+    if (pl == NULL)
+        return;
+    ah_plan_rank_places(plan, pl);
+    fprintf(f, "%-5s %-7s %-5s %-7s %-16s %-24s %s\n", "rank", "replica", "stage", "tp_rank", "node", "host",
+            "slot");
+    for (int r = 0; r < n; r++) {
+        const ah_node *nd = &plan->cluster.nodes[pl[r].node];
+        fprintf(f, "%-5d %-7d %-5d %-7d %-16s %-24s %d\n", r, pl[r].replica, pl[r].stage, pl[r].tp_rank, nd->name,
+                nd->host, pl[r].gpu);
+    }
+    free(pl);
+}
+
+int cmd_hosts(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        hosts_usage(stdout);
+        return 0;
+    }
+    hosts_args a;
+    char msg[1024];
+    if (parse_args(argc, argv, &a, msg, sizeof msg) != 0)
+        return cli_bad_input("hosts", msg);
+    ah_plan plan;
+    if (ah_plan_read_json(a.plan, ah_device_catalog_builtin(), &plan, msg, sizeof msg) != 0)
+        return cli_bad_input("hosts", msg);
+    const char *from = NULL;
+    int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
+             (a.plan_out && ah_plan_write_json(&plan, NULL, a.plan_out, msg, sizeof msg));
+    if (rc) {
+        ah_plan_free(&plan);
+        return cli_bad_input("hosts", msg);
+    }
+    int ranks = ah_plan_slots(&plan);
+    printf("autohet hosts: %s, %d rank%s, hosts from %s\n", a.plan, ranks, ranks == 1 ? "" : "s", from);
+    print_places(&plan, stdout);
+    printf("wrote %s%s%s\n", a.rankfile, a.plan_out ? " and " : "", a.plan_out ? a.plan_out : "");
+    const char *train_plan = a.plan_out ? a.plan_out : a.plan;
+    printf("run: mpirun -np %d --rankfile %s autohet train --plan %s --model %s --data TEXT\n", ranks,
+           a.rankfile, train_plan, plan.model.name);
+    if (!a.plan_out && strcmp(from, "the plan's nodes") != 0)
+        printf("note: %s names no hosts, so autohet train cannot check where its ranks run: give --plan-out\n",
+               a.plan);
+    ah_plan_free(&plan);
+    return 0;
+}
