@@ -84,21 +84,12 @@ grep -q "^autohet " "$TMP/aws.out" && grep -q "TP 2;" "$TMP/aws.out" || fail "aw
 # (its own degree's shards, or all shards of another degree to reshard from): as many cloud bytes
 # as the full reload reads. (Cloud shards sized at the largest degree, or recorded without a
 # degree, come out short for the TP-1 stages.) The last event removes no node: no recovery.
-cat >"$TMP/swap.csv" <<'T'
-0,add,a
-0,add,b
-0,add,c
-0,add,d
-3600000,remove,a
-3600000,remove,b
-3600000,remove,c
-3600000,remove,d
-3600000,add,e
-3600000,add,h
-3600000,add,node1
-3600000,add,node2
-7200000,remove,nobody
-T
+{
+  printf '0,add,%s\n' a b c d
+  printf '3600000,remove,%s\n' a b c d
+  printf '3600000,add,%s\n' e h node1 node2
+  echo 7200000,remove,nobody
+} >"$TMP/swap.csv"
 MIX=("${SIM[@]}" --node 8xA100-40G,4xV100-16G --trace "$TMP/swap.csv")
 "${MIX[@]}" --json "$TMP/mix.json" >"$TMP/mix.out" 2>&1 || { cat "$TMP/mix.out"; fail "mix: exit"; }
 jq -e '.tp == 0 and (.tp_degrees | length) >= 2' "$TMP/mix.json" >/dev/null \
