@@ -201,8 +201,9 @@ static int parse_replan_tp(spot_args *a, const ah_model_config *m, const ah_spot
     for (int i = 0; i < mix->n; i++)
         fits |= mix->node[i].gpus >= a->tp;
     if (!fits) {
-        snprintf(msg, n, "--replan-tp %d: no node type of --node has %d GPUs (TP groups stay inside one node)",
-                 a->tp, a->tp);
+        snprintf(msg, n,
+                 "--replan-tp %d: no node type of --node has %d GPUs (TP groups stay inside one node)", a->tp,
+                 a->tp);
         return -1;
     }
     return 0;
@@ -216,7 +217,8 @@ static int parse_policy(const char *policy, int *enabled) {
     return any ? 0 : -1;
 }
 
-static void print_result(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+static void print_result(const ah_spot_result *r, const spot_args *a, const ah_model_config *m,
+                         double wall_s) {
     const ah_spot_costs *c = &a->c;
     char tps[64] = "", *p = tps;
     for (int t = 1; t <= AH_MAX_TP; t *= 2)
@@ -227,11 +229,10 @@ static void print_result(const ah_spot_result *r, const spot_args *a, const ah_m
         snprintf(tp_text, sizeof tp_text, "TP %d", r->tp);
     else
         snprintf(tp_text, sizeof tp_text, "TP any (%s used)", tps[0] ? tps : "none");
-    printf(
-        "autohet spot-sim: %s, global batch %d x seq %d, %s; trace %s: %d events, %d changes over %.2f h, "
-        "%d-%d nodes of %s\n",
-        m->name, a->gb, a->seq, tp_text, a->trace, r->n_events, r->n_changes, r->duration_s / 3600, r->min_nodes,
-        r->max_nodes, a->node);
+    printf("autohet spot-sim: %s, global batch %d x seq %d, %s; trace %s: %d events, %d changes over %.2f h, "
+           "%d-%d nodes of %s\n",
+           m->name, a->gb, a->seq, tp_text, a->trace, r->n_events, r->n_changes, r->duration_s / 3600,
+           r->min_nodes, r->max_nodes, a->node);
     printf("costs: detection %.0f s, restart %.0f s, memory %.0f GB/s, peers at the node NIC, cloud %.0f "
            "MB/s per node, cloud checkpoint every %d iterations, %.0f B/param of state, planning %s; static "
            "plan on %d nodes\n\n",
@@ -253,7 +254,8 @@ static void print_result(const ah_spot_result *r, const spot_args *a, const ah_m
 }
 
 /* --json and --svg; 0 or 1 */
-static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_model_config *m,
+                         double wall_s) {
     char msg[768];
     if (a->json) {
         cJSON *o = result_json(r, &a->c, a->trace, a->node, m, a->gb, a->seq, wall_s);
@@ -268,7 +270,8 @@ static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_m
     }
     if (a->svg) {
         char title[256];
-        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m->name, a->node, r->duration_s / 3600);
+        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m->name, a->node,
+                 r->duration_s / 3600);
         if (ah_spot_write_svg(r, title, a->svg, msg, sizeof msg) != 0) {
             fprintf(stderr, "autohet spot-sim: --svg: %s\n", msg);
             return 1;
@@ -292,7 +295,8 @@ int cmd_spot_sim(int argc, char **argv) {
     ah_spot_node_mix mix;
     ah_model_config m;
     if (ah_spot_node_mix_parse(a.node, ah_device_catalog_builtin(), &mix, msg, sizeof msg) != 0 ||
-        ah_model_resolve(a.model, &m, msg, sizeof msg) != 0 || parse_replan_tp(&a, &m, &mix, msg, sizeof msg) != 0)
+        ah_model_resolve(a.model, &m, msg, sizeof msg) != 0 ||
+        parse_replan_tp(&a, &m, &mix, msg, sizeof msg) != 0)
         return cli_bad_input("spot-sim", msg);
     ah_spot_event *ev = NULL;
     int n = 0;

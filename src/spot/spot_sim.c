@@ -168,8 +168,9 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
             double t0 = ah_now_s();
             pe->ok = ah_plan_search(pc->m, &c, pc->prof, &pc->po, &pe->plan, err, sizeof err) == 0;
             /* modelled unless asked to measure: a replay is then a function of its inputs */
-            pe->plan_s = pc->costs->measure_planning ? ah_now_s() - t0
-                                                     : ah_spot_modelled_plan_s(pc->costs, ah_cluster_total_gpus(&c));
+            pe->plan_s = pc->costs->measure_planning
+                             ? ah_now_s() - t0
+                             : ah_spot_modelled_plan_s(pc->costs, ah_cluster_total_gpus(&c));
             pc->plans_computed++;
             if (pe->ok) {
                 ah_sim_options so = {.schedule = AH_SCHED_1F1B};
@@ -216,13 +217,12 @@ typedef struct {
     int have_cloud;
     ah_plan cloud;  /* the plan that wrote the last cloud checkpoint: the cloud holds its stages' shards */
     int cloud_step; /* ... of that checkpoint */
-    double rate;  /* samples/s of `plan` */
+    double rate;    /* samples/s of `plan` */
     double iter_s;
     double iter; /* iterations done */
     double last_t;
     double rec_t0, phase[AH_DOWN_N]; /* the recovery in progress (phases in cause order) */
     double up_at;                    /* when it is running again; < 0 waiting for nodes */
-    int ckpt_every;
 } pstate;
 
 static void add_segment(ah_spot_policy_result *r, double t0, double t1, double rate) {
@@ -237,8 +237,9 @@ static void add_segment(ah_spot_policy_result *r, double t0, double t1, double r
     r->seg[r->n_seg++] = (ah_spot_segment){t0, t1, rate};
 }
 
-/* account the time from ps->last_t to t: recovery phases, then running */
-static void advance(pstate *ps, double t) {
+/* account the time from ps->last_t to t: recovery phases, then running (and
+ * the cloud checkpoints every K iterations it writes) */
+static void advance(pstate *ps, double t, int ckpt_every) {
     double a = ps->last_t;
     if (t <= a)
         return;
@@ -266,7 +267,7 @@ static void advance(pstate *ps, double t) {
         }
         if (t > a) {
             double i0 = ps->iter, i1 = i0 + (t - a) / ps->iter_s;
-            int ck = (int)floor(i1 + 1e-9) / ps->ckpt_every * ps->ckpt_every;
+            int ck = (int)floor(i1 + 1e-9) / ckpt_every * ckpt_every;
             if (ck > 0 && ck > i0 + 1e-9) { /* this plan wrote (at least) the checkpoint of step ck */
                 if (ps->have_cloud)
                     ah_plan_free(&ps->cloud);
@@ -311,8 +312,11 @@ static void state_per_node(const ah_plan *p, double bpp, double *per_node) {
 static void put_stage_shards(ah_manifest *m, const ah_model_config *model, const ah_stage *s, int step,
                              double bpp, unsigned char *seen) {
     for (int l = s->layer_first; l < s->layer_last; l++) {
-        if (seen[(size_t)l * (AH_MAX_TP_LOG2 + 1) + (size_t)__builtin_ctz((unsigned)s->tp)]++)
+        unsigned char *have =
+            &seen[(size_t)l * (AH_MAX_TP_LOG2 + 1) + (size_t)__builtin_ctz((unsigned)s->tp)];
+        if (*have)
             continue;
+        *have = 1;
         for (int t = 0; t < s->tp; t++) {
             ah_manifest_entry e = {l, t, step, "", (uint64_t)layer_bytes(model, l, s->tp, bpp), 0, s->tp};
             ah_manifest_put(m, &e);
@@ -355,7 +359,8 @@ static int recovery_holdings(const pstate *ps, const avail_node *set, int n, dou
 /* The slowest node's time to receive the shards of assignment a (new plan
  * np), the bytes per tier added to bytes[]. A shard several ranks of one
  * node need crosses the network once, then is copied locally. */
-static double assignment_time(const ah_assignment *a, const ah_plan *np, const ah_spot_costs *c, double *bytes) {
+static double assignment_time(const ah_assignment *a, const ah_plan *np, const ah_spot_costs *c,
+                              double *bytes) {
     int nn = np->cluster.n_nodes, L = ah_model_num_layers(&np->model);
     const size_t slots = 2 * AH_MAX_TP - 1; /* shard (tp rank t of degree T): slot T - 1 + t */
     double *t_node = ah_xcalloc((size_t)nn + 1, sizeof(double));
@@ -416,7 +421,7 @@ static double cloud_transfer(pstate *ps, const ah_plan *np, const ah_spot_costs 
 /* A change of the node set reaches a policy at time t. */
 static void on_change(pstate *ps, planner_ctx *pc, double t, const avail_node *set, int n,
                       const int *removed_any_used, int added, int static_n, const ah_spot_costs *c, int gb) {
-    advance(ps, t);
+    advance(ps, t, c->ckpt_every);
     int lost_used = 0;
     if (ps->have_plan)
         lost_used = *removed_any_used;
@@ -514,8 +519,8 @@ static int apply_burst(const ah_spot_event *ev, int n, int i, const ah_spot_node
 }
 
 int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, const ah_model_config *m,
-                   const ah_profile *prof, int gb, int seq, int tp, const ah_spot_costs *c, const int *enabled,
-                   ah_spot_result *out, char *err, size_t errlen) {
+                   const ah_profile *prof, int gb, int seq, int tp, const ah_spot_costs *c,
+                   const int *enabled, ah_spot_result *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (n == 0) {
         snprintf(err, errlen, "the trace has no events");
@@ -569,7 +574,6 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
         ps[p].res->enabled = enabled[p];
         ps[p].last_t = ev[0].t_s;
         ps[p].up_at = -1;
-        ps[p].ckpt_every = c->ckpt_every;
     }
     na = 0;
     for (int i = 0; i < n;) {
@@ -595,7 +599,7 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     for (int p = 0; p < AH_POLICY_N; p++) {
         if (!enabled[p])
             continue;
-        advance(&ps[p], t_end);
+        advance(&ps[p], t_end, c->ckpt_every);
         ah_spot_policy_result *r = &out->pol[p];
         for (int k = 0; k < AH_DOWN_N; k++)
             r->downtime_s += r->down_s[k];
