@@ -81,7 +81,7 @@ typedef struct {
     int n_events, n_changes, max_nodes, min_nodes;
     int static_nodes;    /* the node count the static policy's plan is sized for */
     int tp;              /* the TP degree every plan was held to; 0: the planner's choice per node set */
-    unsigned tp_degrees; /* bit t: a stage of some plan computed has TP degree t */
+    unsigned tp_degrees; /* bit k: a stage of some plan computed has TP degree 2^k */
     double *t;           /* node count over time: nodes[i] from t[i] */
     int *nodes;
     int n_points;

@@ -82,9 +82,9 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
     cJSON_AddNumberToObject(tr, "min_nodes", r->min_nodes);
     cJSON_AddNumberToObject(o, "tp", r->tp);
     cJSON *degs = cJSON_AddArrayToObject(o, "tp_degrees");
-    for (int t = 1; t <= AH_MAX_TP; t *= 2)
-        if (r->tp_degrees & (1u << t))
-            cJSON_AddItemToArray(degs, cJSON_CreateNumber(t));
+    for (int k = 0; k <= AH_MAX_TP_LOG2; k++)
+        if (r->tp_degrees & (1u << k))
+            cJSON_AddItemToArray(degs, cJSON_CreateNumber(1 << k));
     cJSON_AddNumberToObject(o, "static_nodes", r->static_nodes);
     cJSON_AddNumberToObject(o, "plans_computed", r->plans_computed);
     if (c->measure_planning) /* a measured run carries its wall time; a modelled one stays reproducible */
@@ -221,9 +221,9 @@ static void print_result(const ah_spot_result *r, const spot_args *a, const ah_m
                          double wall_s) {
     const ah_spot_costs *c = &a->c;
     char tps[64] = "", *p = tps;
-    for (int t = 1; t <= AH_MAX_TP; t *= 2)
-        if (r->tp_degrees & (1u << t))
-            p += snprintf(p, sizeof tps - (size_t)(p - tps), "%s%d", p == tps ? "" : ",", t);
+    for (int k = 0; k <= AH_MAX_TP_LOG2; k++)
+        if (r->tp_degrees & (1u << k))
+            p += snprintf(p, sizeof tps - (size_t)(p - tps), "%s%d", p == tps ? "" : ",", 1 << k);
     char tp_text[96];
     if (r->tp)
         snprintf(tp_text, sizeof tp_text, "TP %d", r->tp);

@@ -130,7 +130,7 @@ typedef struct {
     plan_entry *cache;
     int n_cache, cap_cache;
     int plans_computed, sims_computed;
-    unsigned tp_degrees; /* bit t: a stage of a computed plan has TP degree t */
+    unsigned tp_degrees; /* bit k: a stage of a computed plan has TP degree 2^k */
     const ah_spot_costs *costs;
 } planner_ctx;
 
@@ -185,7 +185,7 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
                 pc->sims_computed++;
                 for (int k = 0; k < pe->plan.n_replicas; k++)
                     for (int j = 0; j < pe->plan.replicas[k].n_stages; j++)
-                        pc->tp_degrees |= 1u << pe->plan.replicas[k].stages[j].tp;
+                        pc->tp_degrees |= 1u << __builtin_ctz((unsigned)pe->plan.replicas[k].stages[j].tp);
             }
             free(c.nodes);
         }
