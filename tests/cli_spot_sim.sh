@@ -2,8 +2,11 @@
 # autohet spot-sim: replay of spot traces. A burst of removals at one
 # timestamp is one change; an interval without nodes is waiting time for every
 # policy; time is conserved (running + down = the trace's span); on the real
-# AWS trace layer-bitmap recovery beats the full reload; malformed traces and
-# options are one-line errors with exit 2.
+# AWS trace layer-bitmap recovery beats the full reload; a mixed-degree
+# recovery from the cloud moves every layer at its stages' degrees;
+# malformed traces and options are one-line errors with exit 2.
+# Small node sets wherever an assertion does not need the real trace: each
+# distinct node set is a planner search (docs/spot-sim.md).
 . "$(dirname "$0")/common.sh"
 SIM=("$BIN" spot-sim --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xA100-40G)
 
@@ -62,19 +65,45 @@ jq -e '.costs.planning == "modelled" and (has("replay_wall_s") | not)
 "${SIM[@]}" --trace "$TMP/t.csv" --json "$TMP/tm.json" --measure-planning >/dev/null 2>&1 || fail "--measure-planning: exit"
 jq -e '.costs.planning == "measured" and .replay_wall_s > 0' "$TMP/tm.json" >/dev/null || fail "--measure-planning"
 
-# the real AWS trace: layer-bitmap recovery gets more done than the full reload
-"${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --json "$TMP/aws.json" >"$TMP/aws.out" 2>&1 \
+# the real AWS trace: layer-bitmap recovery gets more done than the full reload (TP held at 2, the
+# first plan's degree: 23 node sets to plan instead of searching every degree set for each)
+"${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --replan-tp 2 --json "$TMP/aws.json" >"$TMP/aws.out" 2>&1 \
   || { cat "$TMP/aws.out"; fail "aws trace: exit"; }
 jq -e '.trace.changes > 100 and .policies.autohet.samples > .policies["full-reload"].samples
        and .policies.autohet.downtime_s < .policies["full-reload"].downtime_s
        and .policies.autohet.bytes_by_tier.peer > 0 and .policies["full-reload"].bytes_by_tier.peer == 0
-       and (.policies | keys | sort) == ["autohet", "full-reload", "static"]' "$TMP/aws.json" >/dev/null \
+       and (.policies | keys | sort) == ["autohet", "full-reload", "static"]
+       and .tp == 2 and .tp_degrees == [2]' "$TMP/aws.json" >/dev/null \
   || fail "aws: $(jq -c '[.policies[] | {samples, downtime_s}]' "$TMP/aws.json")"
-grep -q "^autohet " "$TMP/aws.out" || fail "aws: no table"
-# one policy, a mixed inventory drawn from the node names
-"${SIM[@]}" --trace "$FIX/spot-traces/aws-p3-bamboo.csv" --node 8xA100-40G=3,8xV100-16G=1 --policy autohet \
-  --json "$TMP/mix.json" >/dev/null 2>&1 || fail "mix: exit"
-jq -e '(.policies | keys) == ["autohet"] and .policies.autohet.samples > 0' "$TMP/mix.json" >/dev/null || fail "mix"
+grep -q "^autohet " "$TMP/aws.out" && grep -q "TP 2;" "$TMP/aws.out" || fail "aws: no table"
+
+# a mixed inventory drawn from the node names (a: 8xA100-40G; e, h, node1, node2: two of each) and
+# per-stage TP degrees: every node of the running plan is replaced in one burst after the first
+# cloud checkpoint, so autohet restores everything from the cloud, which holds each layer at the
+# degrees of the stages that wrote it. Each node then needs every layer its stages hold, whole
+# (its own degree's shards, or all shards of another degree to reshard from): as many cloud bytes
+# as the full reload reads. (Cloud shards sized at the largest degree, or recorded without a
+# degree, come out short for the TP-1 stages.) The last event removes no node: no recovery.
+{
+  printf '0,add,%s\n' a b c d
+  printf '3600000,remove,%s\n' a b c d
+  printf '3600000,add,%s\n' e h node1 node2
+  echo 7200000,remove,nobody
+} >"$TMP/swap.csv"
+MIX=("${SIM[@]}" --node 8xA100-40G,4xV100-16G --trace "$TMP/swap.csv")
+"${MIX[@]}" --json "$TMP/mix.json" >"$TMP/mix.out" 2>&1 || { cat "$TMP/mix.out"; fail "mix: exit"; }
+jq -e '.tp == 0 and (.tp_degrees | length) >= 2' "$TMP/mix.json" >/dev/null \
+  || fail "mix: expected plans of several TP degrees, got $(jq -c .tp_degrees "$TMP/mix.json")"
+jq -e '.policies.autohet.bytes_by_tier as $a | .policies["full-reload"].bytes_by_tier as $f
+       | $a.peer == 0 and $a.cloud > 0 and ($a.cloud - $f.cloud | fabs) <= 1e-9 * $f.cloud
+       and .policies.autohet.restarts == 2' "$TMP/mix.json" >/dev/null \
+  || fail "mix: autohet's cloud bytes differ from the full reload's: $(jq -c '[.policies[] | .bytes_by_tier]' "$TMP/mix.json")"
+grep -q "TP any (" "$TMP/mix.out" || fail "mix: header: $(head -1 "$TMP/mix.out")"
+# --replan-tp holds every stage of every plan at one degree; --policy replays one policy
+"${MIX[@]}" --replan-tp 2 --policy autohet --json "$TMP/mix2.json" >/dev/null 2>&1 || fail "mix --replan-tp 2: exit"
+jq -e '.tp == 2 and .tp_degrees == [2] and (.policies | keys) == ["autohet"] and .policies.autohet.samples > 0
+       and .policies.autohet.bytes_by_tier.cloud > 0' "$TMP/mix2.json" >/dev/null \
+  || fail "mix --replan-tp 2: $(jq -c '{tp, tp_degrees, p: (.policies | keys)}' "$TMP/mix2.json")"
 
 # bad input
 bad() { # expected-substring args...
@@ -96,6 +125,9 @@ bad "never has a node" "${SIM[@]:2}" --trace "$TMP/bad4.csv"
 bad "--policy" "${SIM[@]:2}" --trace "$TMP/t.csv" --policy sometimes
 bad "expected GPUSxTYPE" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xZZZ --trace "$TMP/t.csv"
 bad "required" --trace "$TMP/t.csv"
+bad "--replan-tp '3': expected any or 1, 2, 4 or 8" "${SIM[@]:2}" --trace "$TMP/t.csv" --replan-tp 3
+bad "--replan-tp 8: no node type" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 4xV100-16G \
+  --trace "$TMP/t.csv" --replan-tp 8
 
 [ $fails -eq 0 ] && echo "cli_spot_sim: all checks passed"
 exit $((fails > 0))

@@ -4,10 +4,9 @@
  *
  * At every change of the available node set (all events of one timestamp are
  * one change) each policy may stop: it pays detection, replanning (a
- * modelled planning time, or the planner's measured one on request), a restart and the transfer of the state its new
- * plan needs (bytes per tier over tier bandwidths), loses the iterations it
- * cannot restore, and then runs at the simulated iteration time of its plan
- * until the next change. */
+ * modelled planning time, or the planner's measured one on request), a restart and the transfer of the state
+ * its new plan needs (bytes per tier over tier bandwidths), loses the iterations it cannot restore, and then
+ * runs at the simulated iteration time of its plan until the next change. */
 #ifndef AUTOHET_SPOT_SIM_H
 #define AUTOHET_SPOT_SIM_H
 #include <stddef.h>
@@ -80,9 +79,10 @@ typedef struct {
 typedef struct {
     double duration_s; /* the trace's span: first to last event */
     int n_events, n_changes, max_nodes, min_nodes;
-    int static_nodes; /* the node count the static policy's plan is sized for */
-    int tp;           /* TP degree of every plan (fixed by the first plan) */
-    double *t;        /* node count over time: nodes[i] from t[i] */
+    int static_nodes;    /* the node count the static policy's plan is sized for */
+    int tp;              /* the TP degree every plan was held to; 0: the planner's choice per node set */
+    unsigned tp_degrees; /* bit k: a stage of some plan computed has TP degree 2^k */
+    double *t;           /* node count over time: nodes[i] from t[i] */
     int *nodes;
     int n_points;
     int plans_computed, sims_computed;
@@ -90,11 +90,14 @@ typedef struct {
 } ah_spot_result;
 
 /* Replays `ev` (time-ordered) for the policies with enabled[p] != 0. The
- * planner searches with `prof`, global batch gb and sequence seq (TP and
- * micro-batch free for the first plan, then fixed). 0, or -1 with err. */
+ * planner searches with `prof`, global batch gb and sequence seq, once per
+ * distinct composition of the node set (counts per node type), micro-batch
+ * and TP degrees free as in `autohet plan`, or every stage at TP degree tp
+ * when tp > 0. A plan of other degrees than the state it recovers from
+ * reshards (the recovery assignment of `autohet run`). 0, or -1 with err. */
 int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, const ah_model_config *m,
-                   const ah_profile *prof, int gb, int seq, const ah_spot_costs *c, const int *enabled,
-                   ah_spot_result *out, char *err, size_t errlen);
+                   const ah_profile *prof, int gb, int seq, int tp, const ah_spot_costs *c,
+                   const int *enabled, ah_spot_result *out, char *err, size_t errlen);
 void ah_spot_result_free(ah_spot_result *r);
 
 /* Samples/s over time per policy, the node count beneath (SVG). */

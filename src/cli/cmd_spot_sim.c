@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "autohet/plan.h"
 #include "autohet/spot_sim.h"
 #include "cli/cli.h"
 #include "util/clock.h"
@@ -20,7 +21,8 @@ static void usage(FILE *f) {
         "                        --seq S [--policy all|autohet|full-reload|static] [--json FILE] [--svg "
         "FILE]\n"
         "                        [--profile PATH] [--detect S] [--restart S] [--cloud-bandwidth MB/s]\n"
-        "                        [--memory-bandwidth GB/s] [--ckpt-every K] [--measure-planning]\n\n"
+        "                        [--memory-bandwidth GB/s] [--ckpt-every K] [--measure-planning]\n"
+        "                        [--replan-tp T|any]\n\n"
         "Replays a spot-availability trace (<time_ms>,<add|remove>,<node> per line, e.g.\n"
         "tests/fixtures/spot-traces/aws-p3-bamboo.csv) through the planner, the simulator and the recovery\n"
         "cost model, and compares policies on the same trace. At every change of the node set (events of "
@@ -37,6 +39,9 @@ static void usage(FILE *f) {
         "                static: one plan sized for the fewest nodes the trace has, waits when it cannot "
         "run,\n"
         "                restarts from the last cloud checkpoint; all (default)\n"
+        "  --replan-tp   TP degree of every stage of every plan (default any: the planner's choice for\n"
+        "                each node set, as autohet plan; a plan of other degrees than the state it\n"
+        "                recovers from reshards, as in autohet run)\n"
         "  --detect      seconds from a preemption to the job stopped (default 5)\n"
         "  --restart     seconds to relaunch the job (default 30)\n"
         "  --cloud-bandwidth   per node, MB/s (default 100, as the recovery benchmark)\n"
@@ -76,6 +81,10 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
     cJSON_AddNumberToObject(tr, "max_nodes", r->max_nodes);
     cJSON_AddNumberToObject(tr, "min_nodes", r->min_nodes);
     cJSON_AddNumberToObject(o, "tp", r->tp);
+    cJSON *degs = cJSON_AddArrayToObject(o, "tp_degrees");
+    for (int k = 0; k <= AH_MAX_TP_LOG2; k++)
+        if (r->tp_degrees & (1u << k))
+            cJSON_AddItemToArray(degs, cJSON_CreateNumber(1 << k));
     cJSON_AddNumberToObject(o, "static_nodes", r->static_nodes);
     cJSON_AddNumberToObject(o, "plans_computed", r->plans_computed);
     if (c->measure_planning) /* a measured run carries its wall time; a modelled one stays reproducible */
@@ -110,8 +119,8 @@ static cJSON *result_json(const ah_spot_result *r, const ah_spot_costs *c, const
 }
 
 typedef struct {
-    const char *trace, *node, *model, *policy, *json, *svg, *profile;
-    int gb, seq;
+    const char *trace, *node, *model, *policy, *json, *svg, *profile, *replan_tp;
+    int gb, seq, tp;
     ah_spot_costs c;
 } spot_args;
 
@@ -120,7 +129,7 @@ static int parse_args(int argc, char **argv, spot_args *a, char *msg, size_t n) 
     static cli_options opts;
     cli_long_options(
         "trace=t node=n model=m global-batch=G seq=L policy=p json=j svg=s profile=P detect=d "
-        "restart=r cloud-bandwidth=c memory-bandwidth=M ckpt-every=K measure-planning!T",
+        "restart=r cloud-bandwidth=c memory-bandwidth=M ckpt-every=K measure-planning!T replan-tp=Y",
         &opts);
     memset(a, 0, sizeof *a);
     a->policy = "all";
@@ -139,6 +148,7 @@ static int parse_args(int argc, char **argv, spot_args *a, char *msg, size_t n) 
         case 'j': a->json = optarg; break;
         case 's': a->svg = optarg; break;
         case 'P': a->profile = optarg; break;
+        case 'Y': a->replan_tp = optarg; break;
         case 'T': a->c.measure_planning = 1; break;
         case 'G': iv = &a->gb; break;
         case 'L': iv = &a->seq; break;
@@ -169,6 +179,36 @@ static int parse_args(int argc, char **argv, spot_args *a, char *msg, size_t n) 
     return cli_check_output("--json", a->json, msg, n) || cli_check_output("--svg", a->svg, msg, n) ? -1 : 0;
 }
 
+/* --replan-tp into a->tp (0: any), checked against the model and the node
+ * types: a degree no node fits would leave every policy waiting. 0, or -1
+ * with msg. */
+static int parse_replan_tp(spot_args *a, const ah_model_config *m, const ah_spot_node_mix *mix, char *msg,
+                           size_t n) {
+    a->tp = 0;
+    if (!a->replan_tp || !strcmp(a->replan_tp, "any"))
+        return 0;
+    char why[256];
+    int fits = 0;
+    if (cli_parse_int(a->replan_tp, &a->tp) != 0 || a->tp < 1 || a->tp > 8 || (a->tp & (a->tp - 1))) {
+        snprintf(msg, n, "--replan-tp '%s': expected any or 1, 2, 4 or 8 (the degrees the planner searches)",
+                 a->replan_tp);
+        return -1;
+    }
+    if (ah_stage_tp_problem(m, a->tp, why, sizeof why) != 0) {
+        snprintf(msg, n, "--replan-tp %s: %s", a->replan_tp, why);
+        return -1;
+    }
+    for (int i = 0; i < mix->n; i++)
+        fits |= mix->node[i].gpus >= a->tp;
+    if (!fits) {
+        snprintf(msg, n,
+                 "--replan-tp %d: no node type of --node has %d GPUs (TP groups stay inside one node)", a->tp,
+                 a->tp);
+        return -1;
+    }
+    return 0;
+}
+
 /* --policy into enabled[]; 0, or -1 */
 static int parse_policy(const char *policy, int *enabled) {
     int any = 0;
@@ -177,13 +217,22 @@ static int parse_policy(const char *policy, int *enabled) {
     return any ? 0 : -1;
 }
 
-static void print_result(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+static void print_result(const ah_spot_result *r, const spot_args *a, const ah_model_config *m,
+                         double wall_s) {
     const ah_spot_costs *c = &a->c;
-    printf(
-        "autohet spot-sim: %s, global batch %d x seq %d, TP %d; trace %s: %d events, %d changes over %.2f h, "
-        "%d-%d nodes of %s\n",
-        m->name, a->gb, a->seq, r->tp, a->trace, r->n_events, r->n_changes, r->duration_s / 3600, r->min_nodes,
-        r->max_nodes, a->node);
+    char tps[64] = "", *p = tps;
+    for (int k = 0; k <= AH_MAX_TP_LOG2; k++)
+        if (r->tp_degrees & (1u << k))
+            p += snprintf(p, sizeof tps - (size_t)(p - tps), "%s%d", p == tps ? "" : ",", 1 << k);
+    char tp_text[96];
+    if (r->tp)
+        snprintf(tp_text, sizeof tp_text, "TP %d", r->tp);
+    else
+        snprintf(tp_text, sizeof tp_text, "TP any (%s used)", tps[0] ? tps : "none");
+    printf("autohet spot-sim: %s, global batch %d x seq %d, %s; trace %s: %d events, %d changes over %.2f h, "
+           "%d-%d nodes of %s\n",
+           m->name, a->gb, a->seq, tp_text, a->trace, r->n_events, r->n_changes, r->duration_s / 3600,
+           r->min_nodes, r->max_nodes, a->node);
     printf("costs: detection %.0f s, restart %.0f s, memory %.0f GB/s, peers at the node NIC, cloud %.0f "
            "MB/s per node, cloud checkpoint every %d iterations, %.0f B/param of state, planning %s; static "
            "plan on %d nodes\n\n",
@@ -205,7 +254,8 @@ static void print_result(const ah_spot_result *r, const spot_args *a, const ah_m
 }
 
 /* --json and --svg; 0 or 1 */
-static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_model_config *m, double wall_s) {
+static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_model_config *m,
+                         double wall_s) {
     char msg[768];
     if (a->json) {
         cJSON *o = result_json(r, &a->c, a->trace, a->node, m, a->gb, a->seq, wall_s);
@@ -220,7 +270,8 @@ static int write_outputs(const ah_spot_result *r, const spot_args *a, const ah_m
     }
     if (a->svg) {
         char title[256];
-        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m->name, a->node, r->duration_s / 3600);
+        snprintf(title, sizeof title, "%s on %s spot nodes (%.1f h trace)", m->name, a->node,
+                 r->duration_s / 3600);
         if (ah_spot_write_svg(r, title, a->svg, msg, sizeof msg) != 0) {
             fprintf(stderr, "autohet spot-sim: --svg: %s\n", msg);
             return 1;
@@ -244,7 +295,8 @@ int cmd_spot_sim(int argc, char **argv) {
     ah_spot_node_mix mix;
     ah_model_config m;
     if (ah_spot_node_mix_parse(a.node, ah_device_catalog_builtin(), &mix, msg, sizeof msg) != 0 ||
-        ah_model_resolve(a.model, &m, msg, sizeof msg) != 0)
+        ah_model_resolve(a.model, &m, msg, sizeof msg) != 0 ||
+        parse_replan_tp(&a, &m, &mix, msg, sizeof msg) != 0)
         return cli_bad_input("spot-sim", msg);
     ah_spot_event *ev = NULL;
     int n = 0;
@@ -257,7 +309,7 @@ int cmd_spot_sim(int argc, char **argv) {
     }
     ah_spot_result r;
     double t0 = ah_now_s();
-    int rc = ah_spot_replay(ev, n, &mix, &m, prof, a.gb, a.seq, &a.c, enabled, &r, msg, sizeof msg);
+    int rc = ah_spot_replay(ev, n, &mix, &m, prof, a.gb, a.seq, a.tp, &a.c, enabled, &r, msg, sizeof msg);
     double wall_s = ah_now_s() - t0;
     free(ev);
     ah_profile_free(prof);

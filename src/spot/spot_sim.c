@@ -84,11 +84,19 @@ int ah_spot_node_mix_parse(const char *s, const ah_device_catalog *devices, ah_s
     return rc;
 }
 
-/* the mix entry of a trace node: FNV-1a of its name into the weights */
+/* the mix entry of a trace node: FNV-1a of its name through MurmurHash3's
+ * 64-bit finalizer, into the weights. Without the finalizer the top bits
+ * hardly depend on a name's last characters: the AWS trace's node1..node177
+ * drew 87:90 for weights 3:1, and a..h all drew the first type. */
 static int node_type(const ah_spot_node_mix *mix, const char *name) {
     uint64_t h = 1469598103934665603ull;
     for (const char *p = name; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
     double u = (double)(h >> 11) / 9007199254740992.0, tot = 0, acc = 0;
     for (int i = 0; i < mix->n; i++)
         tot += mix->weight[i];
@@ -122,6 +130,7 @@ typedef struct {
     plan_entry *cache;
     int n_cache, cap_cache;
     int plans_computed, sims_computed;
+    unsigned tp_degrees; /* bit k: a stage of a computed plan has TP degree 2^k */
     const ah_spot_costs *costs;
 } planner_ctx;
 
@@ -159,8 +168,9 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
             double t0 = ah_now_s();
             pe->ok = ah_plan_search(pc->m, &c, pc->prof, &pc->po, &pe->plan, err, sizeof err) == 0;
             /* modelled unless asked to measure: a replay is then a function of its inputs */
-            pe->plan_s = pc->costs->measure_planning ? ah_now_s() - t0
-                                                     : ah_spot_modelled_plan_s(pc->costs, ah_cluster_total_gpus(&c));
+            pe->plan_s = pc->costs->measure_planning
+                             ? ah_now_s() - t0
+                             : ah_spot_modelled_plan_s(pc->costs, ah_cluster_total_gpus(&c));
             pc->plans_computed++;
             if (pe->ok) {
                 ah_sim_options so = {.schedule = AH_SCHED_1F1B};
@@ -173,8 +183,9 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
                     ah_sim_result_free(&r);
                 ah_plan_free(&copy);
                 pc->sims_computed++;
-                if (pc->po.tp == 0) /* one TP degree for the whole replay: shards stay comparable */
-                    pc->po.tp = ah_plan_uniform_tp(&pe->plan);
+                for (int k = 0; k < pe->plan.n_replicas; k++)
+                    for (int j = 0; j < pe->plan.replicas[k].n_stages; j++)
+                        pc->tp_degrees |= 1u << __builtin_ctz((unsigned)pe->plan.replicas[k].stages[j].tp);
             }
             free(c.nodes);
         }
@@ -203,7 +214,10 @@ typedef struct {
     ah_plan plan; /* the plan running or being restored */
     int have_held;
     ah_plan held; /* the last plan that ran: its nodes hold its layers in memory */
-    double rate;  /* samples/s of `plan` */
+    int have_cloud;
+    ah_plan cloud;  /* the plan that wrote the last cloud checkpoint: the cloud holds its stages' shards */
+    int cloud_step; /* ... of that checkpoint */
+    double rate;    /* samples/s of `plan` */
     double iter_s;
     double iter; /* iterations done */
     double last_t;
@@ -223,8 +237,9 @@ static void add_segment(ah_spot_policy_result *r, double t0, double t1, double r
     r->seg[r->n_seg++] = (ah_spot_segment){t0, t1, rate};
 }
 
-/* account the time from ps->last_t to t: recovery phases, then running */
-static void advance(pstate *ps, double t) {
+/* account the time from ps->last_t to t: recovery phases, then running (and
+ * the cloud checkpoints every K iterations it writes) */
+static void advance(pstate *ps, double t, int ckpt_every) {
     double a = ps->last_t;
     if (t <= a)
         return;
@@ -251,7 +266,16 @@ static void advance(pstate *ps, double t) {
             a = e;
         }
         if (t > a) {
-            ps->iter += (t - a) / ps->iter_s;
+            double i0 = ps->iter, i1 = i0 + (t - a) / ps->iter_s;
+            int ck = (int)floor(i1 + 1e-9) / ckpt_every * ckpt_every;
+            if (ck > 0 && ck > i0 + 1e-9) { /* this plan wrote (at least) the checkpoint of step ck */
+                if (ps->have_cloud)
+                    ah_plan_free(&ps->cloud);
+                ah_plan_copy(&ps->cloud, &ps->plan);
+                ps->have_cloud = 1;
+                ps->cloud_step = ck;
+            }
+            ps->iter = i1;
             ps->res->samples += (t - a) * ps->rate;
             add_segment(ps->res, a, t, ps->rate);
         }
@@ -281,76 +305,100 @@ static void state_per_node(const ah_plan *p, double bpp, double *per_node) {
     free(seen);
 }
 
-/* layer-bitmap recovery from the held plan's survivors (memory, every
- * iteration) and the cloud (every K): returns the transfer time and sets the
- * step restored */
-static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *set, int n,
-                              const ah_spot_costs *c, double *step) {
-    int cur = (int)floor(ps->iter + 1e-9), ck = cur / c->ckpt_every * c->ckpt_every;
-    int nh = 0, cap = (ps->have_held ? ps->held.cluster.n_nodes : 0) + 1;
-    ah_holding *h = ah_xcalloc((size_t)cap, sizeof *h);
-    for (int i = 0; ps->have_held && i < ps->held.cluster.n_nodes; i++) {
-        const char *name = ps->held.cluster.nodes[i].name;
-        if (!in_set(set, n, name))
-            continue; /* preempted: its memory is gone */
-        ah_holding *v = &h[nh++];
-        snprintf(v->node, sizeof v->node, "%s", name);
-        v->tier = AH_TIER_MEMORY;
-        ah_manifest_init(&v->m, name, "memory");
-        for (int k = 0; k < ps->held.n_replicas; k++)
-            for (int j = 0; j < ps->held.replicas[k].n_stages; j++) {
-                const ah_stage *s = &ps->held.replicas[k].stages[j];
-                if (s->node != i)
-                    continue;
-                for (int l = s->layer_first; l < s->layer_last; l++)
-                    for (int t = 0; t < s->tp; t++) {
-                        ah_manifest_entry e = {
-                            l,
-                            t,
-                            cur,
-                            "",
-                            (uint64_t)layer_bytes(&np->model, l, s->tp, c->bytes_per_param),
-                            0,
-                            0}; /* no degree recorded: matched by TP rank, as the model's */
-                        ah_manifest_put(&v->m, &e);
-                    }
-            }
-    }
-    ah_holding *cl = &h[nh++];
-    snprintf(cl->node, sizeof cl->node, "cloud");
-    cl->tier = AH_TIER_CLOUD;
-    ah_manifest_init(&cl->m, "cloud", "cloud");
-    int np_tp = ah_plan_max_tp(np);
-    for (int l = 0; l < ah_model_num_layers(&np->model) && ps->iter >= 1; l++)
-        for (int t = 0; t < np_tp; t++) {
-            ah_manifest_entry e = {
-                l, t, ck, "", (uint64_t)layer_bytes(&np->model, l, np_tp, c->bytes_per_param), 0, 0};
-            ah_manifest_put(&cl->m, &e);
+/* the shards of stage s's layers at `step` into manifest m: every TP rank of
+ * the stage's degree, sized and recorded at that degree, as the manifests of
+ * `autohet run` are. seen[layer][degree] skips a layer m already has at the
+ * degree (another replica's stage). */
+static void put_stage_shards(ah_manifest *m, const ah_model_config *model, const ah_stage *s, int step,
+                             double bpp, unsigned char *seen) {
+    for (int l = s->layer_first; l < s->layer_last; l++) {
+        unsigned char *have =
+            &seen[(size_t)l * (AH_MAX_TP_LOG2 + 1) + (size_t)__builtin_ctz((unsigned)s->tp)];
+        if (*have)
+            continue;
+        *have = 1;
+        for (int t = 0; t < s->tp; t++) {
+            ah_manifest_entry e = {l, t, step, "", (uint64_t)layer_bytes(model, l, s->tp, bpp), 0, s->tp};
+            ah_manifest_put(m, &e);
         }
-    ah_assignment a;
-    char err[256];
-    ah_recovery_assign(h, nh, np, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err); /* 1: step 0, nothing */
-    *step = a.step;
+    }
+}
+
+/* One holding into h: the shards of plan p's stages on plan node `node` (-1:
+ * every stage) at `step`. */
+static void put_holding(ah_holding *h, const char *name, int tier, const ah_plan *p, int node, int step,
+                        double bpp) {
+    snprintf(h->node, sizeof h->node, "%s", name);
+    h->tier = tier;
+    ah_manifest_init(&h->m, name, ah_tier_name(tier));
+    int L = ah_model_num_layers(&p->model);
+    unsigned char *seen = ah_xcalloc((size_t)L * (AH_MAX_TP_LOG2 + 1) + 1, 1);
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            if (node < 0 || p->replicas[k].stages[j].node == node)
+                put_stage_shards(&h->m, &p->model, &p->replicas[k].stages[j], step, bpp, seen);
+    free(seen);
+}
+
+/* What a layer-bitmap recovery finds: the memory tier of every node of the
+ * held plan still in `set` (its stages' shards at the current iteration) and
+ * the cloud (the stages' shards of the plan that wrote the last checkpoint).
+ * Returns how many holdings, into *out. */
+static int recovery_holdings(const pstate *ps, const avail_node *set, int n, double bpp, ah_holding **out) {
+    int cur = (int)floor(ps->iter + 1e-9), nh = 0;
+    ah_holding *h = ah_xcalloc((size_t)(ps->have_held ? ps->held.cluster.n_nodes : 0) + 1, sizeof *h);
+    for (int i = 0; ps->have_held && i < ps->held.cluster.n_nodes; i++)
+        if (in_set(set, n, ps->held.cluster.nodes[i].name)) /* else preempted: its memory is gone */
+            put_holding(&h[nh++], ps->held.cluster.nodes[i].name, AH_TIER_MEMORY, &ps->held, i, cur, bpp);
+    if (ps->have_cloud)
+        put_holding(&h[nh++], "cloud", AH_TIER_CLOUD, &ps->cloud, -1, ps->cloud_step, bpp);
+    *out = h;
+    return nh;
+}
+
+/* The slowest node's time to receive the shards of assignment a (new plan
+ * np), the bytes per tier added to bytes[]. A shard several ranks of one
+ * node need crosses the network once, then is copied locally. */
+static double assignment_time(const ah_assignment *a, const ah_plan *np, const ah_spot_costs *c,
+                              double *bytes) {
     int nn = np->cluster.n_nodes, L = ah_model_num_layers(&np->model);
+    const size_t slots = 2 * AH_MAX_TP - 1; /* shard (tp rank t of degree T): slot T - 1 + t */
     double *t_node = ah_xcalloc((size_t)nn + 1, sizeof(double));
-    /* a shard several ranks of one node need crosses the network once, then is copied locally */
-    unsigned char *got = ah_xcalloc((size_t)nn * (size_t)L * (size_t)np_tp + 1, 1);
-    for (int i = 0; i < a.n; i++) {
-        int node = ah_plan_rank_node(np, a.e[i].rank, NULL, NULL, NULL), tier = a.e[i].tier;
-        size_t gi = ((size_t)node * (size_t)L + (size_t)a.e[i].layer) * (size_t)np_tp + (size_t)a.e[i].tp;
+    unsigned char *got = ah_xcalloc((size_t)nn * (size_t)L * slots + 1, 1);
+    for (int i = 0; i < a->n; i++) {
+        const ah_assign_entry *e = &a->e[i];
+        int node = ah_plan_rank_node(np, e->rank, NULL, NULL, NULL), tier = e->tier, deg = e->degree;
+        size_t gi = ((size_t)node * (size_t)L + (size_t)e->layer) * slots + (size_t)(deg - 1 + e->tp);
         if (tier != AH_TIER_MEMORY && got[gi]++)
             tier = AH_TIER_MEMORY;
         double bw = tier == AH_TIER_PEER    ? np->cluster.nodes[node].nic_gbit / 8 * 1e9
                     : tier == AH_TIER_CLOUD ? c->cloud_mbs * 1e6
                                             : c->mem_gbs * 1e9;
-        t_node[node] += a.e[i].bytes / bw;
-        ps->res->bytes[tier] += a.e[i].bytes;
+        t_node[node] += e->bytes / bw;
+        bytes[tier] += e->bytes;
     }
-    free(got);
     double worst = 0;
     for (int i = 0; i < nn; i++)
         worst = t_node[i] > worst ? t_node[i] : worst;
+    free(got);
     free(t_node);
+    return worst;
+}
+
+/* Layer-bitmap recovery for the new plan np from the held plan's survivors
+ * (memory, every iteration) and the cloud (every K), through the recovery
+ * assignment of `autohet run`: shards of another TP degree are resharded
+ * from every TP rank of one recorded degree. Returns the transfer time and
+ * sets the step restored. */
+static double bitmap_transfer(pstate *ps, const ah_plan *np, const avail_node *set, int n,
+                              const ah_spot_costs *c, double *step) {
+    ah_holding *h = NULL;
+    int nh = recovery_holdings(ps, set, n, c->bytes_per_param, &h);
+    ah_assignment a;
+    char err[256];
+    ah_recovery_assign(h, nh, np, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err); /* 1: step 0, nothing */
+    *step = a.step;
+    double worst = assignment_time(&a, np, c, ps->res->bytes);
     ah_assignment_free(&a);
     for (int i = 0; i < nh; i++)
         ah_manifest_free(&h[i].m);
@@ -373,7 +421,7 @@ static double cloud_transfer(pstate *ps, const ah_plan *np, const ah_spot_costs 
 /* A change of the node set reaches a policy at time t. */
 static void on_change(pstate *ps, planner_ctx *pc, double t, const avail_node *set, int n,
                       const int *removed_any_used, int added, int static_n, const ah_spot_costs *c, int gb) {
-    advance(ps, t);
+    advance(ps, t, c->ckpt_every);
     int lost_used = 0;
     if (ps->have_plan)
         lost_used = *removed_any_used;
@@ -471,15 +519,16 @@ static int apply_burst(const ah_spot_event *ev, int n, int i, const ah_spot_node
 }
 
 int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, const ah_model_config *m,
-                   const ah_profile *prof, int gb, int seq, const ah_spot_costs *c, const int *enabled,
-                   ah_spot_result *out, char *err, size_t errlen) {
+                   const ah_profile *prof, int gb, int seq, int tp, const ah_spot_costs *c,
+                   const int *enabled, ah_spot_result *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (n == 0) {
         snprintf(err, errlen, "the trace has no events");
         return -1;
     }
-    planner_ctx pc = {mix, m, prof, {0}, NULL, 0, 0, 0, 0, c};
+    planner_ctx pc = {mix, m, prof, {0}, NULL, 0, 0, 0, 0, 0, c};
     ah_plan_options_default(&pc.po);
+    pc.po.tp = tp; /* every plan alike: 0, the planner's choice for each node set, as `autohet plan` */
     pc.po.global_batch = gb;
     pc.po.train.seq = seq;
     /* the change points: the node set after each timestamp's events */
@@ -550,7 +599,7 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     for (int p = 0; p < AH_POLICY_N; p++) {
         if (!enabled[p])
             continue;
-        advance(&ps[p], t_end);
+        advance(&ps[p], t_end, c->ckpt_every);
         ah_spot_policy_result *r = &out->pol[p];
         for (int k = 0; k < AH_DOWN_N; k++)
             r->downtime_s += r->down_s[k];
@@ -559,8 +608,11 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
             ah_plan_free(&ps[p].plan);
         if (ps[p].have_held)
             ah_plan_free(&ps[p].held);
+        if (ps[p].have_cloud)
+            ah_plan_free(&ps[p].cloud);
     }
-    out->tp = pc.po.tp;
+    out->tp = tp;
+    out->tp_degrees = pc.tp_degrees;
     out->plans_computed = pc.plans_computed;
     out->sims_computed = pc.sims_computed;
     for (int i = 0; i < pc.n_cache; i++)
