@@ -19,6 +19,7 @@
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "elastic/controller.h"
+#include "engine/blas_select.h"
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
@@ -391,6 +392,7 @@ int cmd_train(int argc, char **argv) {
         train_usage(stdout);
         return 0;
     }
+    ah_blas_select_kernels(argc, argv); /* may re-execute this program once, with OPENBLAS_CORETYPE set */
     train_args a;
     char msg[4400];
     int bad = parse_args(argc, argv, &a, msg, sizeof msg) != 0;
@@ -445,16 +447,17 @@ int cmd_train(int argc, char **argv) {
         MPI_Bcast(&log_ok, 1, MPI_INT, 0, comm);
     int rc = 0, set_up = x && log_ok;
     if (set_up) {
-        char ranks[128], tp_text[48];
+        char ranks[128], tp_text[48], kernels[160];
+        ah_blas_kernel_text(kernels, sizeof kernels);
         describe_ranks(world, slots, ranks, sizeof ranks);
         ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)
             printf("autohet train: %s (%d blocks, hidden %d, %s), %s, %d replica%s, TP %s, global batch %d x "
                    "seq %d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f "
-                   "GFLOP/s/rank\n",
+                   "GFLOP/s/rank, %s\n",
                    cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), ranks, plan.n_replicas,
                    plan.n_replicas == 1 ? "" : "s", tp_text, plan.global_batch, plan.train.seq,
-                   plan.micro_batch, a.data, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
+                   plan.micro_batch, a.data, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9, kernels);
         write_pid_line(rank, ah_executor_node_name(x), peak);
         rc = train(x, comm, &tc, log);
     }
