@@ -339,6 +339,10 @@ double ah_layer_params(const ah_model_config *m, ah_layer_kind k) {
     return 0.0;
 }
 
+int ah_model_padded_vocab(const ah_model_config *m) {
+    return (m->vocab + AH_VOCAB_PAD - 1) / AH_VOCAB_PAD * AH_VOCAB_PAD;
+}
+
 /* Embedding + N blocks + head, minus the head's copy of a tied V*h matrix. */
 double ah_model_total_params(const ah_model_config *m) {
     double total = ah_layer_params(m, AH_LAYER_EMBED) + m->n_layers * ah_layer_params(m, AH_LAYER_BLOCK) +
