@@ -18,7 +18,13 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2
 BUILD="$(dirname "$BIN")"
 CPU_MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
 FOUND_CORETYPE="${OPENBLAS_CORETYPE:-unset}"
-THREADS=$(nproc)
+THREADS=${ENGINE_BENCH_THREADS:-$(nproc)} # the BLAS-kernel part's thread count
+# the text fixtures as an llm.c token file (ids < 256), for the GPT-2 124M model with its vocabulary 50257
+python3 - "$DATA" "$TMP/tokens.bin" <<'PY'
+import os, struct, sys
+raw = b''.join(open(os.path.join(sys.argv[1], f), 'rb').read() for f in sorted(os.listdir(sys.argv[1])))
+open(sys.argv[2], 'wb').write(struct.pack('<256i', 20240520, 1, len(raw), *([0] * 253)) + struct.pack('<%dH' % len(raw), *raw))
+PY
 
 # (0) BLAS kernels: the sgemm rate of every OpenBLAS core type this CPU runs and of BLIS, at the
 # engine's thread count, rounds interleaved (this machine is shared); then the training rate with
@@ -74,18 +80,22 @@ echo >>"$OUT"
 echo "Best sgemm rate on this CPU at $THREADS threads: **$best_all GFLOP/s** ($best_kernel)." >>"$OUT"
 echo >>"$OUT"
 
-echo "== BLAS kernels: training with the environment as found vs OpenBLAS's own choice =="
+echo "== BLAS kernels: GPT-2 124M (vocab 50257), the environment as found vs OpenBLAS's own choice =="
 tok_rate() { jq -s '.[1:] | map(.tokens_per_s) | .[]' "$1" | median; }
+gflops() { jq -s '.[1:] | map(.tflops * 1000) | .[]' "$1" | median; }
 : >"$TMP/asfound"
 : >"$TMP/own"
+: >"$TMP/af_gf"
 for round in 1 2 3; do
-  OMP_NUM_THREADS=$THREADS "$BIN" train --model "$(dirname "$0")/gpt2-124m-bytes.json" --data "$DATA" --seq 64 \
+  OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" --seq 64 \
     --global-batch 4 --micro-batch 4 --steps 4 --eval-every 0 --log "$TMP/af.log" >"$TMP/af.out"
   tok_rate "$TMP/af.log" >>"$TMP/asfound"
-  OPENBLAS_CORETYPE=$own OMP_NUM_THREADS=$THREADS "$BIN" train --model "$(dirname "$0")/gpt2-124m-bytes.json" \
-    --data "$DATA" --seq 64 --global-batch 4 --micro-batch 4 --steps 4 --eval-every 0 --log "$TMP/own.log" >/dev/null
+  gflops "$TMP/af.log" >>"$TMP/af_gf"
+  OPENBLAS_CORETYPE=$own OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" \
+    --seq 64 --global-batch 4 --micro-batch 4 --steps 4 --eval-every 0 --log "$TMP/own.log" >/dev/null
   tok_rate "$TMP/own.log" >>"$TMP/own"
 done
+af_gf=$(median <"$TMP/af_gf")
 kernel_line=$(head -1 "$TMP/af.out" | sed 's/.*GFLOP\/s\/rank, //')
 af=$(median <"$TMP/asfound")
 ow=$(median <"$TMP/own")
@@ -104,18 +114,18 @@ for round in 1 2 3 4 5; do
   done
 done
 re_ms=$(echo "($(median <"$TMP/t_re") - $(median <"$TMP/t_no")) * 1000" | bc -l)
-printf "  as found (%s): %.0f tok/s; OpenBLAS's own choice (%s): %.0f tok/s; %.2fx; re-exec %+.0f ms\n" \
-  "$kernel_line" "$af" "$own" "$ow" "$(echo "$af / $ow" | bc -l)" "$re_ms"
+printf "  as found (%s): %.0f tok/s (%.1f GFLOP/s, %.0f%% of the best sgemm); OpenBLAS's own choice (%s): %.0f tok/s; %.2fx; re-exec %+.0f ms\n" \
+  "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)" "$own" "$ow" "$(echo "$af / $ow" | bc -l)" "$re_ms"
 {
   echo "Training with the environment as found (\`OPENBLAS_CORETYPE=$FOUND_CORETYPE\`) against OpenBLAS's own"
   echo "kernel choice (\`$own\`: what every run got before autohet chose kernels from CPU features); GPT-2 124M"
-  echo "shape, byte vocabulary, B = 4, T = 64, one rank with $THREADS threads; median of 3 interleaved runs"
-  echo "(each the median of steps 2-4). Start-up line: \`$kernel_line\`."
+  echo "(vocabulary 50257, 124,439,808 parameters; an llm.c token file), B = 4, T = 64, one rank with $THREADS"
+  echo "thread(s); median of 3 interleaved runs (each the median of steps 2-4). Start-up line: \`$kernel_line\`."
   echo
-  echo "| kernels | tokens/s |"
-  echo "|---|---|"
-  printf "| as found: %s | %.0f |\n" "$kernel_line" "$af"
-  printf "| OpenBLAS's own choice (%s) | %.0f |\n" "$own" "$ow"
+  echo "| kernels | tokens/s | achieved GFLOP/s | of the best sgemm rate ($best_all) |"
+  echo "|---|---|---|---|"
+  printf "| as found: %s | %.0f | %.1f | %.0f%% |\n" "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)"
+  printf "| OpenBLAS's own choice (%s) | %.0f | | |\n" "$own" "$ow"
   echo
   printf "Speed-up %.2fx. The re-exec that selects the kernels costs %.0f ms at start-up (median of 5 runs that\n" \
     "$(echo "$af / $ow" | bc -l)" "$re_ms"

@@ -3,8 +3,8 @@
 # train; a config.json model with vocab_size 1000 (padded to 1024 for the head GEMM) starts at a loss
 # of ln(1000) and gives the same losses over 4 MPI ranks (2 replicas x 2 stages) as on one process;
 # --val-data is the validation split; a token id >= the vocabulary and a truncated llm.c header are
-# one line naming the file, exit 2. The start-up line names the BLAS kernel (the environment as found:
-# OPENBLAS_CORETYPE is neither set nor changed here).
+# one line naming the file, exit 2. A plan may name a config.json model by path. The start-up line
+# names the BLAS kernel (the environment as found: OPENBLAS_CORETYPE is neither set nor changed here).
 . "$(dirname "$0")/common.sh"
 
 python3 - "$TMP" <<'PY'
@@ -55,9 +55,11 @@ fi
 grep -q "vocabulary 1000; data $TMP/raw.bin (23000 tokens, " "$TMP/one.out" || fail "vocab 1000 start-up: $(head -1 "$TMP/one.out")"
 jq -e -s '(.[0].loss - (1000 | log) | fabs) < 0.3' "$TMP/one.log" >/dev/null || fail "first loss is not ~ln(1000): $(jq -s '.[0].loss' "$TMP/one.log")"
 jq -e -s '[.[] | select(.val_loss >= 0)] | length == 2' "$TMP/one.log" >/dev/null || fail "validation on steps 2 and 4"
-# 2 replicas x 2 stages compute the same model (the padded head on the last stages)
+# 2 replicas x 2 stages compute the same model (the padded head on the last stages); the plan names
+# only the model, by the config.json's path relative to the plan
+jq '.model = {"name": "v1000.json"}' "$PLANS/tiny-2x2.json" >"$TMP/plan-v1000.json"
 mpirun -np 4 --bind-to none "$BIN" train --model "$TMP/v1000.json" --data "$TMP/raw.bin" --val-data "$TMP/val.bin" \
-  "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --global-batch 8 --micro-batch 2 --seq 64 --log "$TMP/four.log" \
+  "${ARGS[@]}" --plan "$TMP/plan-v1000.json" --global-batch 8 --micro-batch 2 --seq 64 --log "$TMP/four.log" \
   >"$TMP/four.out" 2>&1 || { cat "$TMP/four.out"; fail "4 ranks, vocab 1000"; }
 jq -s -r '.[] | [.loss, (.val_loss // 0)] | @tsv' "$TMP/one.log" >"$TMP/one.tsv"
 jq -s -r '.[] | [.loss, (.val_loss // 0)] | @tsv' "$TMP/four.log" >"$TMP/four.tsv"

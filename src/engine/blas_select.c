@@ -79,6 +79,10 @@ int ah_openblas_core_class(const char *core) {
 void ah_blas_select_kernels(int argc, char **cmd_argv) {
     if (getenv("OPENBLAS_CORETYPE") || getenv(CHOSEN_ENV))
         return; /* the user's choice, or this process image is the re-executed one */
+    /* under valgrind an exec leaves the tool (the program would run natively, unchecked) */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload"))
+        return;
     ah_cpu_features f;
     ah_cpu_features_detect(&f);
     const char *want = ah_openblas_core_for(&f);

@@ -39,7 +39,8 @@ int ah_openblas_core_class(const char *core);
  * OPENBLAS_CORETYPE (and AUTOHET_BLAS_CORE_CHOSEN, which also stops a second
  * re-exec) and re-executes /proc/self/exe with the same command line. Returns
  * (without re-executing) when nothing is to gain, when the user set the
- * variable, or when the exec fails. cmd_argv is a subcommand's argument vector
+ * variable, under valgrind (an exec would leave the tool), or when the exec
+ * fails. cmd_argv is a subcommand's argument vector
  * (cmd_argv[0] the command name, as main passes it). */
 void ah_blas_select_kernels(int argc, char **cmd_argv);
 

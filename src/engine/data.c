@@ -161,6 +161,9 @@ static int ends_with(const char *s, const char *suffix) {
 /* Whether the file starts with llm.c's magic (a file too short to hold it
  * does not). */
 static int has_llmc_magic(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0; /* a FIFO would block here: the reader refuses it with its own message */
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return 0;
