@@ -4,7 +4,8 @@
 # MPI processes on emulated heterogeneous devices (2 x cpu + 2 x cpu-half): the
 # autohet, megatron and proportional plans trained for a few steps, measured
 # tokens/s next to the simulator's and the closed form's predictions.
-# usage: bench/engine_bench.sh BIN OUT.md [kernels]   (kernels: only the BLAS-kernel and GPT-2 124M parts)
+# usage: bench/engine_bench.sh BIN OUT.md [kernels]   (kernels: only the BLAS-kernel part, GPT-2 124M included)
+#   ENGINE_BENCH_THREADS (default nproc) and ENGINE_BENCH_STEPS (default 4) for the BLAS-kernel part
 set -euo pipefail
 BIN="$1"
 OUT="$2"
@@ -19,6 +20,7 @@ BUILD="$(dirname "$BIN")"
 CPU_MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
 FOUND_CORETYPE="${OPENBLAS_CORETYPE:-unset}"
 THREADS=${ENGINE_BENCH_THREADS:-$(nproc)} # the BLAS-kernel part's thread count
+KSTEPS=${ENGINE_BENCH_STEPS:-4}             # steps of each GPT-2 124M run there (the first is not counted)
 # the text fixtures as an llm.c token file (ids < 256), for the GPT-2 124M model with its vocabulary 50257
 python3 - "$DATA" "$TMP/tokens.bin" <<'PY'
 import os, struct, sys
@@ -58,7 +60,8 @@ best_kernel=""
   echo "CPU: $CPU_MODEL; OPENBLAS_CORETYPE as found: \`$FOUND_CORETYPE\`; OpenBLAS 0.3.21's own choice here:"
   echo "\`$own\`. GFLOP/s, median of 3 interleaved rounds (each the best of 2 timed rounds of >= 0.1 s) per shape;"
   echo "probe = the start-up probe of \`autohet train\` (the MFU denominator), the others GPT-2 124M linears"
-  echo "X[N,K] W^T at N = B x T = 256 and 2048. BLIS = Debian's libblis 0.9.0 (dispatches by CPU features)."
+  echo "X[N,K] W^T at N = B x T = 256 (\`engine_sgemm\` without --quick adds N = 2048). BLIS = Debian's libblis"
+  echo "0.9.0 (dispatches by CPU features)."
   echo
   printf "| kernel |"; for sh in $shapes; do printf " %s |" "$sh"; done; echo " best |"
   printf "|---|"; for sh in $shapes; do printf -- "---|"; done; echo "---|"
@@ -88,11 +91,11 @@ gflops() { jq -s '.[1:] | map(.tflops * 1000) | .[]' "$1" | median; }
 : >"$TMP/af_gf"
 for round in 1 2 3; do
   OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" --seq 64 \
-    --global-batch 4 --micro-batch 4 --steps 4 --eval-every 0 --log "$TMP/af.log" >"$TMP/af.out"
+    --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/af.log" >"$TMP/af.out"
   tok_rate "$TMP/af.log" >>"$TMP/asfound"
   gflops "$TMP/af.log" >>"$TMP/af_gf"
   OPENBLAS_CORETYPE=$own OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" \
-    --seq 64 --global-batch 4 --micro-batch 4 --steps 4 --eval-every 0 --log "$TMP/own.log" >/dev/null
+    --seq 64 --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/own.log" >/dev/null
   tok_rate "$TMP/own.log" >>"$TMP/own"
 done
 af_gf=$(median <"$TMP/af_gf")
@@ -120,7 +123,7 @@ printf "  as found (%s): %.0f tok/s (%.1f GFLOP/s, %.0f%% of the best sgemm); Op
   echo "Training with the environment as found (\`OPENBLAS_CORETYPE=$FOUND_CORETYPE\`) against OpenBLAS's own"
   echo "kernel choice (\`$own\`: what every run got before autohet chose kernels from CPU features); GPT-2 124M"
   echo "(vocabulary 50257, 124,439,808 parameters; an llm.c token file), B = 4, T = 64, one rank with $THREADS"
-  echo "thread(s); median of 3 interleaved runs (each the median of steps 2-4). Start-up line: \`$kernel_line\`."
+  echo "thread(s); median of 3 interleaved runs (each the median of steps 2-$KSTEPS). Start-up line: \`$kernel_line\`."
   echo
   echo "| kernels | tokens/s | achieved GFLOP/s | of the best sgemm rate ($best_all) |"
   echo "|---|---|---|---|"
@@ -132,6 +135,8 @@ printf "  as found (%s): %.0f tok/s (%.1f GFLOP/s, %.0f%% of the best sgemm); Op
   echo "stop at bad input right after it, against the same runs without it)."
   echo
 } >>"$OUT"
+
+[ "$PART" = kernels ] && exit 0
 
 echo "== engine: one rank, $(nproc) threads, GPT-2 124M shape, seq 256 =="
 OMP_NUM_THREADS=$(nproc) "$BIN" train --model "$(dirname "$0")/gpt2-124m-bytes.json" --data "$DATA" --seq 256 \
@@ -151,7 +156,6 @@ mfu=$(jq -s '.[1:] | map(.mfu) | .[]' "$TMP/one.log" | median)
   printf "| %.0f | %.1f | %.1f%% |\n" "$tps" "$(echo "$tfl * 1000" | bc -l)" "$(echo "$mfu * 100" | bc -l)"
   echo
 } >>"$OUT"
-[ "$PART" = kernels ] && exit 0
 
 hetero() { # CLUSTER TPFLAG DESCRIPTION
   local cluster="$1" tpflag="$2" desc="$3"
