@@ -4,15 +4,139 @@
 # MPI processes on emulated heterogeneous devices (2 x cpu + 2 x cpu-half): the
 # autohet, megatron and proportional plans trained for a few steps, measured
 # tokens/s next to the simulator's and the closed form's predictions.
-# usage: bench/engine_bench.sh BIN OUT.md
+# usage: bench/engine_bench.sh BIN OUT.md [kernels]   (kernels: only the BLAS-kernel part, GPT-2 124M included)
+#   ENGINE_BENCH_THREADS (default nproc) and ENGINE_BENCH_STEPS (default 4) for the BLAS-kernel part
 set -euo pipefail
 BIN="$1"
 OUT="$2"
+PART="${3:-all}"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 DATA="$(dirname "$0")/../tests/fixtures/text"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+BUILD="$(dirname "$BIN")"
+CPU_MODEL="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '))"
+FOUND_CORETYPE="${OPENBLAS_CORETYPE:-unset}"
+THREADS=${ENGINE_BENCH_THREADS:-$(nproc)} # the BLAS-kernel part's thread count
+KSTEPS=${ENGINE_BENCH_STEPS:-4}             # steps of each GPT-2 124M run there (the first is not counted)
+# the text fixtures as an llm.c token file (ids < 256), for the GPT-2 124M model with its vocabulary 50257
+python3 - "$DATA" "$TMP/tokens.bin" <<'PY'
+import os, struct, sys
+raw = b''.join(open(os.path.join(sys.argv[1], f), 'rb').read() for f in sorted(os.listdir(sys.argv[1])))
+open(sys.argv[2], 'wb').write(struct.pack('<256i', 20240520, 1, len(raw), *([0] * 253)) + struct.pack('<%dH' % len(raw), *raw))
+PY
+
+# (0) BLAS kernels: the sgemm rate of every OpenBLAS core type this CPU runs and of BLIS, at the
+# engine's thread count, rounds interleaved (this machine is shared); then the training rate with
+# the environment as found, against OpenBLAS's own kernel choice (what autohet did before it chose
+# kernels from CPU features), and the cost of the re-exec.
+echo "== BLAS kernels: sgemm per core type, $THREADS threads =="
+own=$(env -u OPENBLAS_CORETYPE OMP_NUM_THREADS=1 "$BUILD/engine_sgemm" --quick | awk 'END { print $1 }')
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+cores=(Prescott Nehalem Sandybridge)
+grep -qw avx2 <<<"$flags" && grep -qw fma <<<"$flags" && cores+=(Haswell Zen)
+grep -qw avx512bw <<<"$flags" && grep -qw avx512vl <<<"$flags" && cores+=(SkylakeX)
+grep -qw avx512_bf16 <<<"$flags" && cores+=(Cooperlake)
+kernels=("${cores[@]}")
+[ -x "$BUILD/engine_sgemm_blis" ] && kernels+=(BLIS)
+for round in 1 2 3; do
+  for k in "${kernels[@]}"; do
+    if [ "$k" = BLIS ]; then
+      OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm_blis" --quick
+    else
+      OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm" --quick | sed "s/^[^ ]*/$k/"
+    fi
+  done
+done >"$TMP/sgemm.txt"
+sgemm_median() { awk -v k="$1" -v s="$2" '$1 == k && $2 == s { print $3 }' "$TMP/sgemm.txt" | median; }
+shapes=$(awk '$2 != "best" { print $2 }' "$TMP/sgemm.txt" | awk '!seen[$0]++')
+best_all=0
+best_kernel=""
+{
+  echo "### BLAS kernels (sgemm, $THREADS threads)"
+  echo
+  echo "CPU: $CPU_MODEL; OPENBLAS_CORETYPE as found: \`$FOUND_CORETYPE\`; OpenBLAS 0.3.21's own choice here:"
+  echo "\`$own\`. GFLOP/s, median of 3 interleaved rounds (each the best of 2 timed rounds of >= 0.1 s) per shape;"
+  echo "probe = the start-up probe of \`autohet train\` (the MFU denominator), the others GPT-2 124M linears"
+  echo "X[N,K] W^T at N = B x T = 256 (\`engine_sgemm\` without --quick adds N = 2048). BLIS = Debian's libblis"
+  echo "0.9.0 (dispatches by CPU features)."
+  echo
+  printf "| kernel |"; for sh in $shapes; do printf " %s |" "$sh"; done; echo " best |"
+  printf "|---|"; for sh in $shapes; do printf -- "---|"; done; echo "---|"
+} >"$TMP/sgemm.md"
+for k in "${kernels[@]}"; do
+  row="| $k |"
+  best=0
+  for sh in $shapes; do
+    v=$(sgemm_median "$k" "$sh")
+    row="$row $v |"
+    best=$(echo "if ($v > $best) $v else $best" | bc -l)
+  done
+  echo "$row $best |" >>"$TMP/sgemm.md"
+  printf "  %-12s best %.1f GFLOP/s\n" "$k" "$best"
+  if [ "$(echo "$best > $best_all" | bc -l)" = 1 ]; then best_all=$best; best_kernel=$k; fi
+done
+cat "$TMP/sgemm.md" >"$OUT"
+echo >>"$OUT"
+echo "Best sgemm rate on this CPU at $THREADS threads: **$best_all GFLOP/s** ($best_kernel)." >>"$OUT"
+echo >>"$OUT"
+
+echo "== BLAS kernels: GPT-2 124M (vocab 50257), the environment as found vs OpenBLAS's own choice =="
+tok_rate() { jq -s '.[1:] | map(.tokens_per_s) | .[]' "$1" | median; }
+gflops() { jq -s '.[1:] | map(.tflops * 1000) | .[]' "$1" | median; }
+: >"$TMP/asfound"
+: >"$TMP/own"
+: >"$TMP/af_gf"
+for round in 1 2 3; do
+  OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" --seq 64 \
+    --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/af.log" >"$TMP/af.out"
+  tok_rate "$TMP/af.log" >>"$TMP/asfound"
+  gflops "$TMP/af.log" >>"$TMP/af_gf"
+  OPENBLAS_CORETYPE=$own OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" \
+    --seq 64 --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/own.log" >/dev/null
+  tok_rate "$TMP/own.log" >>"$TMP/own"
+done
+af_gf=$(median <"$TMP/af_gf")
+kernel_line=$(head -1 "$TMP/af.out" | sed 's/.*GFLOP\/s\/rank, //')
+af=$(median <"$TMP/asfound")
+ow=$(median <"$TMP/own")
+# the re-exec: a run that stops at bad input right after start-up, with and without it
+: >"$TMP/t_re"
+: >"$TMP/t_no"
+for round in 1 2 3 4 5; do
+  for mode in re no; do
+    t0=$(date +%s.%N)
+    if [ $mode = re ]; then
+      "$BIN" train --model tiny-gpt --data /nonexistent >/dev/null 2>&1 || true
+    else
+      OPENBLAS_CORETYPE=$own AUTOHET_BLAS_CORE_CHOSEN=$own "$BIN" train --model tiny-gpt --data /nonexistent >/dev/null 2>&1 || true
+    fi
+    echo "$(date +%s.%N) - $t0" | bc -l >>"$TMP/t_$mode"
+  done
+done
+re_ms=$(echo "($(median <"$TMP/t_re") - $(median <"$TMP/t_no")) * 1000" | bc -l)
+printf "  as found (%s): %.0f tok/s (%.1f GFLOP/s, %.0f%% of the best sgemm); OpenBLAS's own choice (%s): %.0f tok/s; %.2fx; re-exec %+.0f ms\n" \
+  "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)" "$own" "$ow" "$(echo "$af / $ow" | bc -l)" "$re_ms"
+{
+  echo "Training with the environment as found (\`OPENBLAS_CORETYPE=$FOUND_CORETYPE\`) against OpenBLAS's own"
+  echo "kernel choice (\`$own\`: what every run got before autohet chose kernels from CPU features); GPT-2 124M"
+  echo "(vocabulary 50257, 124,439,808 parameters; an llm.c token file), B = 4, T = 64, one rank with $THREADS"
+  echo "thread(s); median of 3 interleaved runs (each the median of steps 2-$KSTEPS). Start-up line: \`$kernel_line\`."
+  echo
+  echo "| kernels | tokens/s | achieved GFLOP/s | of the best sgemm rate ($best_all) |"
+  echo "|---|---|---|---|"
+  printf "| as found: %s | %.0f | %.1f | %.0f%% |\n" "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)"
+  printf "| OpenBLAS's own choice (%s) | %.0f | | |\n" "$own" "$ow"
+  echo
+  printf "Speed-up %.2fx. The re-exec that selects the kernels costs %.0f ms at start-up (median of 5 runs that\n" \
+    "$(echo "$af / $ow" | bc -l)" "$re_ms"
+  echo "stop at bad input right after it, against the same runs without it)."
+  echo
+} >>"$OUT"
+
+[ "$PART" = kernels ] && exit 0
 
 echo "== engine: one rank, $(nproc) threads, GPT-2 124M shape, seq 256 =="
 OMP_NUM_THREADS=$(nproc) "$BIN" train --model "$(dirname "$0")/gpt2-124m-bytes.json" --data "$DATA" --seq 256 \
@@ -31,7 +155,7 @@ mfu=$(jq -s '.[1:] | map(.mfu) | .[]' "$TMP/one.log" | median)
   echo "|---|---|---|"
   printf "| %.0f | %.1f | %.1f%% |\n" "$tps" "$(echo "$tfl * 1000" | bc -l)" "$(echo "$mfu * 100" | bc -l)"
   echo
-} >"$OUT"
+} >>"$OUT"
 
 hetero() { # CLUSTER TPFLAG DESCRIPTION
   local cluster="$1" tpflag="$2" desc="$3"

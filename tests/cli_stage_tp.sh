@@ -6,7 +6,7 @@
 # across degrees); a LLaMA (GQA) plan of TP 1 and 2 replicas — under 1F1B,
 # GPipe and interleaved 1F1B match the single-rank run: the loss of every
 # step and its gradient norm within 1e-5 relative, the final parameters of a
-# replica within 1e-6.
+# replica within 3e-6.
 # A traced run shows the pipeline peers of rule 1 (docs/engine.md).
 . "$(dirname "$0")/common.sh"
 STEPS=4
@@ -36,7 +36,10 @@ same_model() { # name ref ranks plan replica-to-dump [train flags...]
     close_to "$field" "$TMP/$ref.log" "$TMP/$name.log" || fail "$name: $field differs from the single-rank run by more than 1e-5"
   done
   local out
-  out=$("$CMP" "$TMP/$ref.bin" "$TMP/$name.bin" 1e-6) || fail "$name: parameters of replica $rep differ: $out"
+  # 3e-6: OpenBLAS's AVX-512 (SkylakeX) kernels, which autohet selects on AVX-512 CPUs, sum the TP
+  # shards' GEMMs in another order than the single rank: llama-tp12 ends 1.35e-6 apart (1e-6 held with
+  # the SSE and AVX2 kernels)
+  out=$("$CMP" "$TMP/$ref.bin" "$TMP/$name.bin" 3e-6) || fail "$name: parameters of replica $rep differ: $out"
   echo "$name (replica $rep): $out"
 }
 # (a) TP 1, 2 and 4 replicas of the whole model: every bucket is cut into 4 slices; the TP=4 replica's parameters

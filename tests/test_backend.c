@@ -156,10 +156,10 @@ static void test_ops_equal_direct_kernels(void **state) {
     assert_device_equals(be, demb, emb, (size_t)N * K);
     float *logits = host_pattern((size_t)N * V, 0.0f), *losses = calloc(N, sizeof(float)),
           *probs = calloc((size_t)N * V, sizeof(float));
-    double want_loss = ah_crossentropy_fwd(losses, probs, logits, tok, N, V);
+    double want_loss = ah_crossentropy_fwd(losses, probs, logits, tok, N, V, V);
     ah_dptr dlogits = upload(be, logits, (size_t)N * V), dlosses = ah_be_alloc(be, N),
             dprobs = ah_be_alloc(be, (size_t)N * V);
-    double got_loss = be->crossentropy_fwd(be->ctx, dlosses, dprobs, dlogits, dtok, N, V);
+    double got_loss = be->crossentropy_fwd(be->ctx, dlosses, dprobs, dlogits, dtok, N, V, V);
     assert_memory_equal(&got_loss, &want_loss, sizeof got_loss);
     assert_device_equals(be, dprobs, probs, (size_t)N * V);
     /* bias rows and their gradient against naive loops */

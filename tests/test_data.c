@@ -70,9 +70,9 @@ static unsigned char *random_bytes(size_t n, uint64_t key) {
 static void load_bytes(ah_dataset *d, const unsigned char *bytes, size_t n, double val, int seq) {
     char dir[64], err[256];
     make_tmpdir(dir);
-    write_bytes(dir, "corpus.bin", bytes, n);
+    write_bytes(dir, "corpus.dat", bytes, n);
     char path[128];
-    snprintf(path, sizeof path, "%s/corpus.bin", dir);
+    snprintf(path, sizeof path, "%s/corpus.dat", dir);
     int rc = ah_dataset_load(d, path, val, seq, err, sizeof err);
     if (rc != 0)
         fail_msg("load: %s", err);
@@ -539,6 +539,196 @@ static void test_real_corpus_gpl3(void **state) {
     ah_dataset_free(&d);
 }
 
+
+/* ----------------------------------------------------------- token files */
+
+/* An llm.c token file: the 256-int32 header (magic, version, count), then the
+ * tokens as uint16 (little-endian, as on x86). */
+static void write_llmc(const char *dir, const char *name, const uint16_t *tok, int n, int version, int count) {
+    int32_t header[256] = {AH_LLMC_MAGIC, version, count};
+    size_t bytes = sizeof header + sizeof(uint16_t) * (size_t)n;
+    unsigned char *buf = malloc(bytes);
+    assert_non_null(buf);
+    memcpy(buf, header, sizeof header);
+    memcpy(buf + sizeof header, tok, sizeof(uint16_t) * (size_t)n);
+    write_bytes(dir, name, buf, bytes);
+    free(buf);
+}
+
+static uint16_t *random_tokens(int n, int vocab, uint64_t key) {
+    uint16_t *t = malloc(sizeof *t * (size_t)n);
+    assert_non_null(t);
+    for (int i = 0; i < n; i++)
+        t[i] = (uint16_t)(ah_hash64(key * 7919u + (uint64_t)i) % (uint64_t)vocab);
+    return t;
+}
+
+/* Every row of a batch is a window of the tokens: found at some offset. */
+static void assert_rows_are_windows(const ah_dataset *d, const uint16_t *tok, size_t lo, size_t hi, int val) {
+    enum { ROWS = 6, SEQ = 12 };
+    int x[ROWS * SEQ], y[ROWS * SEQ];
+    ah_dataset_batch(d, val, 9, 4, 0, ROWS, SEQ, x, y);
+    for (int r = 0; r < ROWS; r++) {
+        int found = 0;
+        for (size_t off = lo; off + SEQ < hi && !found; off++) {
+            int ok = 1;
+            for (int t = 0; t < SEQ && ok; t++)
+                ok = x[r * SEQ + t] == tok[off + t] && y[r * SEQ + t] == tok[off + t + 1];
+            found = ok;
+        }
+        assert_true(found);
+    }
+}
+
+static void test_llmc_and_raw_token_files(void **state) {
+    (void)state;
+    char dir[64], path[128], err[512];
+    make_tmpdir(dir);
+    enum { N = 3000 };
+    uint16_t *tok = random_tokens(N, 50257, 1);
+    write_llmc(dir, "a.bin", tok, N, 1, N);
+    write_bytes(dir, "b.bin", tok, sizeof *tok * N); /* nanoGPT: raw uint16, no header */
+    const char *names[] = {"a.bin", "b.bin"};
+    for (int k = 0; k < 2; k++) {
+        ah_dataset d;
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        assert_int_equal(ah_dataset_load(&d, path, 0.1, 16, err, sizeof err), 0);
+        assert_int_equal(d.kind, AH_DATA_TOKENS);
+        assert_int_equal(d.n, N);
+        assert_int_equal(d.n_train, N - 300);
+        assert_memory_equal(d.tokens, tok, sizeof *tok * N);
+        assert_int_equal(d.n_files, 1);
+        assert_int_equal(d.files[0].header, k == 0 ? AH_LLMC_HEADER_BYTES : 0);
+        assert_rows_are_windows(&d, tok, 0, N - 300, 0);
+        assert_rows_are_windows(&d, tok, N - 300, N, 1);
+        assert_int_equal(ah_dataset_check_vocab(&d, 50257, err, sizeof err), 0);
+        assert_true(ah_dataset_unigram_entropy(&d) > 7.0); /* ~ln(2700): nearly all distinct */
+        ah_dataset_free(&d);
+    }
+    const char *const all[] = {"a.bin", "b.bin", NULL};
+    remove_dir(dir, all);
+    free(tok);
+}
+
+static void test_token_file_errors(void **state) {
+    (void)state;
+    char dir[64], path[128];
+    make_tmpdir(dir);
+    uint16_t tok[64] = {0};
+    int32_t header[256] = {AH_LLMC_MAGIC, 1, 64};
+    /* a header cut short */
+    write_bytes(dir, "short.bin", header, 500);
+    snprintf(path, sizeof path, "%s/short.bin", dir);
+    expect_load_error(path, 0.0, 8, "short.bin: truncated llm.c header: 500 bytes, the header is 1024");
+    /* fewer tokens than the header says, and more */
+    write_llmc(dir, "cut.bin", tok, 40, 1, 64);
+    snprintf(path, sizeof path, "%s/cut.bin", dir);
+    expect_load_error(path, 0.0, 8, "cut.bin: the llm.c header says 64 tokens, the file holds 80 bytes after it (truncated)");
+    write_llmc(dir, "long.bin", tok, 64, 1, 10);
+    snprintf(path, sizeof path, "%s/long.bin", dir);
+    expect_load_error(path, 0.0, 8, "long.bin: the llm.c header says 10 tokens, the file holds 128 bytes after it (wrong size)");
+    /* llm.c's version 2 (uint32 tokens) is not read */
+    write_llmc(dir, "v2.bin", tok, 64, 2, 64);
+    snprintf(path, sizeof path, "%s/v2.bin", dir);
+    expect_load_error(path, 0.0, 8, "v2.bin: llm.c token file version 2: only version 1 (uint16 tokens) is supported");
+    /* a raw file of an odd size, and an empty one */
+    write_bytes(dir, "odd.bin", tok, 33);
+    snprintf(path, sizeof path, "%s/odd.bin", dir);
+    expect_load_error(path, 0.0, 8, "odd.bin: 33 bytes, an odd size: not a file of uint16 tokens");
+    write_bytes(dir, "empty.bin", tok, 0);
+    snprintf(path, sizeof path, "%s/empty.bin", dir);
+    expect_load_error(path, 0.0, 8, "empty.bin: no tokens");
+    /* too few tokens for the sequence */
+    write_bytes(dir, "few.bin", tok, 16);
+    snprintf(path, sizeof path, "%s/few.bin", dir);
+    expect_load_error(path, 0.0, 8, "few.bin: 8 tokens, too small for sequences of 8 (+1) tokens");
+    const char *const all[] = {"short.bin", "cut.bin", "long.bin", "v2.bin", "odd.bin", "empty.bin", "few.bin", NULL};
+    remove_dir(dir, all);
+}
+
+/* A token id at or above the vocabulary: the file and the byte offset of the
+ * first such token (after llm.c's header). */
+static void test_token_above_vocab_names_file_and_offset(void **state) {
+    (void)state;
+    char dir[64], err[512];
+    make_tmpdir(dir);
+    uint16_t *a = random_tokens(400, 256, 2), *b = random_tokens(400, 256, 3);
+    b[37] = 300;
+    write_bytes(dir, "shard_000.bin", a, 800);
+    write_llmc(dir, "shard_001.bin", b, 400, 1, 400);
+    ah_dataset d;
+    assert_int_equal(ah_dataset_load(&d, dir, 0.0, 16, err, sizeof err), 0);
+    assert_int_equal(d.n, 800);
+    assert_int_equal(ah_dataset_check_vocab(&d, 301, err, sizeof err), 0);
+    assert_int_equal(ah_dataset_check_vocab(&d, 256, err, sizeof err), -1);
+    assert_contains(err, "/shard_001.bin: token id 300 at byte offset 1098 is not below the vocabulary 256");
+    ah_dataset_free(&d);
+    /* text is 256 byte values: a smaller vocabulary cannot hold it */
+    ah_dataset t;
+    assert_int_equal(ah_dataset_load(&t, TEXT_FIXTURES, 0.1, 16, err, sizeof err), 0);
+    assert_int_equal(ah_dataset_check_vocab(&t, 256, err, sizeof err), 0);
+    assert_int_equal(ah_dataset_check_vocab(&t, 100, err, sizeof err), -1);
+    assert_contains(err, "text data has 256 byte values, the vocabulary is 100");
+    ah_dataset_free(&t);
+    const char *const all[] = {"shard_000.bin", "shard_001.bin", NULL};
+    remove_dir(dir, all);
+    free(a), free(b);
+}
+
+/* A directory of shards: .bin files in name order (other files ignored),
+ * "_val" shards the validation split; --val-data replaces the validation. */
+static void test_shard_directory_and_val_data(void **state) {
+    (void)state;
+    char dir[64], vdir[64], err[512], vpath[128];
+    make_tmpdir(dir);
+    make_tmpdir(vdir);
+    uint16_t *t0 = random_tokens(500, 50257, 4), *t1 = random_tokens(300, 50257, 5),
+             *tv = random_tokens(200, 50257, 6);
+    write_llmc(dir, "data_train_000001.bin", t1, 300, 1, 300);
+    write_llmc(dir, "data_train_000000.bin", t0, 500, 1, 500);
+    write_llmc(dir, "data_val_000000.bin", tv, 200, 1, 200);
+    write_text(dir, "README", "not a shard");
+    ah_dataset d;
+    assert_int_equal(ah_dataset_load(&d, dir, 0.1, 16, err, sizeof err), 0);
+    assert_int_equal(d.kind, AH_DATA_TOKENS);
+    assert_int_equal(d.n, 1000);
+    assert_int_equal(d.n_train, 800); /* the _val shard, not a 10% tail */
+    assert_memory_equal(d.tokens, t0, 1000);
+    assert_memory_equal(d.tokens + 500, t1, 600);
+    assert_memory_equal(d.tokens + 800, tv, 400);
+    assert_rows_are_windows(&d, d.tokens, 800, 1000, 1);
+    /* --val-data: all of --data is train, the file is the validation split */
+    write_bytes(vdir, "val.bin", t1, 600);
+    snprintf(vpath, sizeof vpath, "%s/val.bin", vdir);
+    assert_int_equal(ah_dataset_set_validation(&d, vpath, 16, err, sizeof err), 0);
+    assert_int_equal(d.n_train, 800);
+    assert_int_equal(d.n, 1100);
+    assert_memory_equal(d.tokens + 800, t1, 600);
+    assert_int_equal(d.n_files, 4);
+    assert_int_equal(d.files[3].first, 800);
+    assert_rows_are_windows(&d, t1, 0, 300, 1);
+    /* a text validation file for token data is refused */
+    assert_int_equal(ah_dataset_set_validation(&d, GPL3, 16, err, sizeof err), -1);
+    assert_contains(err, "GPL-3: text data, but --data");
+    ah_dataset_free(&d);
+    /* text with text */
+    ah_dataset t;
+    assert_int_equal(ah_dataset_load(&t, TEXT_FIXTURES, 0.0, 16, err, sizeof err), 0);
+    size_t n = t.n;
+    assert_int_equal(t.n_train, n);
+    assert_int_equal(ah_dataset_set_validation(&t, GPL3, 16, err, sizeof err), 0);
+    assert_int_equal(t.n_train, n);
+    assert_true(t.n > n + 30000);
+    assert_int_equal(ah_dataset_set_validation(&t, vpath, 16, err, sizeof err), -1);
+    assert_contains(err, "val.bin: tokens data, but --data");
+    ah_dataset_free(&t);
+    const char *const all[] = {"data_train_000000.bin", "data_train_000001.bin", "data_val_000000.bin", "README", NULL};
+    remove_dir(dir, all);
+    const char *const vall[] = {"val.bin", NULL};
+    remove_dir(vdir, vall);
+    free(t0), free(t1), free(tv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash64_splitmix),
@@ -554,6 +744,10 @@ int main(void) {
         cmocka_unit_test(test_batch_misuse_is_safe),
         cmocka_unit_test(test_unigram_entropy),
         cmocka_unit_test(test_real_corpus_gpl3),
+        cmocka_unit_test(test_llmc_and_raw_token_files),
+        cmocka_unit_test(test_token_file_errors),
+        cmocka_unit_test(test_token_above_vocab_names_file_and_offset),
+        cmocka_unit_test(test_shard_directory_and_val_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

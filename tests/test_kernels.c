@@ -703,7 +703,7 @@ static void test_crossentropy_fwd(void **state) {
     float logits[3 * V] = {0, logf(2), logf(3), logf(4), 0.3f, 0.3f, 0.3f, 0.3f, 1000, 0, -1000, 999};
     int tg[3] = {3, 1, 3};
     float losses[3], probs[3 * V];
-    double total = ah_crossentropy_fwd(losses, probs, logits, tg, 3, V);
+    double total = ah_crossentropy_fwd(losses, probs, logits, tg, 3, V, V);
     for (int i = 0; i < V; i++) {
         assert_double_equal(probs[i], 0.1 * (i + 1), 1e-6);
         assert_double_equal(probs[V + i], 0.25, 1e-7);
@@ -717,7 +717,7 @@ static void test_crossentropy_fwd(void **state) {
     /* backward: (probs - onehot) * scale, added */
     float d[3 * V];
     fill(d, 3 * V, 1.0f);
-    ah_crossentropy_bwd(d, probs, tg, 3, V, 0.5f);
+    ah_crossentropy_bwd(d, probs, tg, 3, V, V, 0.5f);
     for (int n = 0; n < 3; n++)
         for (int i = 0; i < V; i++)
             assert_double_equal(d[n * V + i], 1.0 + (probs[n * V + i] - (i == tg[n])) * 0.5, 1e-7);
@@ -728,7 +728,7 @@ static void test_crossentropy_fwd(void **state) {
     int *t = calloc(N, sizeof(int));
     for (int n = 0; n < N; n++)
         t[n] = irand(V2);
-    ah_crossentropy_fwd(ls, p, l, t, N, V2);
+    ah_crossentropy_fwd(ls, p, l, t, N, V2, V2);
     for (int n = 0; n < N; n++) {
         double s = 0;
         for (int i = 0; i < V2; i++)
@@ -739,6 +739,38 @@ static void test_crossentropy_fwd(void **state) {
     free(l), free(p), free(ls), free(t);
 }
 
+/* A padded vocabulary (rows of Vp > V, as the head GEMM pads to a multiple of
+ * 64): the padding columns, whatever they hold, change neither the losses nor
+ * the probabilities of the V real columns, get probability 0 and no gradient. */
+static void test_crossentropy_padded(void **state) {
+    (void)state;
+    enum { N = 5, V = 50, VP = 64 };
+    rng_seed(61);
+    float *l = frandn((size_t)N * V, -5, 5), *lp = falloc((size_t)N * VP);
+    int t[N];
+    for (int n = 0; n < N; n++) {
+        t[n] = irand(V);
+        for (int i = 0; i < VP; i++)
+            lp[n * VP + i] = i < V ? l[n * V + i] : 1e4f; /* a huge padding logit would dominate if counted */
+    }
+    float ls[N], lsp[N], *p = falloc((size_t)N * V), *pp = falloc((size_t)N * VP);
+    double tot = ah_crossentropy_fwd(ls, p, l, t, N, V, V), totp = ah_crossentropy_fwd(lsp, pp, lp, t, N, V, VP);
+    assert_double_equal(tot, totp, 0);
+    float *d = falloc((size_t)N * V), *dp = falloc((size_t)N * VP);
+    fill(dp, (size_t)N * VP, 0.0f);
+    fill(d, (size_t)N * V, 0.0f);
+    ah_crossentropy_bwd(d, p, t, N, V, V, 0.25f);
+    ah_crossentropy_bwd(dp, pp, t, N, V, VP, 0.25f);
+    for (int n = 0; n < N; n++) {
+        assert_float_equal(ls[n], lsp[n], 0);
+        for (int i = 0; i < VP; i++) {
+            assert_float_equal(pp[n * VP + i], i < V ? p[n * V + i] : 0.0f, 0);
+            assert_float_equal(dp[n * VP + i], i < V ? d[n * V + i] : 0.0f, 0);
+        }
+    }
+    free(l), free(lp), free(p), free(pp), free(d), free(dp);
+}
+
 typedef struct {
     int N, V;
     float scale;
@@ -747,12 +779,12 @@ typedef struct {
 } ce_ctx;
 static void ce_f(void *c, float *out) {
     ce_ctx *E = c;
-    ah_crossentropy_fwd(out, E->probs, E->logits, E->tg, E->N, E->V);
+    ah_crossentropy_fwd(out, E->probs, E->logits, E->tg, E->N, E->V, E->V);
 }
 static void ce_b(void *c, const float *dout) {
     (void)dout; /* R = scale on every row: L = scale * sum(losses) */
     ce_ctx *E = c;
-    ah_crossentropy_bwd(E->dlogits, E->probs, E->tg, E->N, E->V, E->scale);
+    ah_crossentropy_bwd(E->dlogits, E->probs, E->tg, E->N, E->V, E->V, E->scale);
 }
 
 /* grad_suite with R fixed to a constant instead of random */
@@ -808,7 +840,7 @@ static void mlp_f(void *c, float *out) {
     ah_linear_fwd(M->h, M->xn, M->w1, M->b1, M->N, M->C, M->H);
     ah_gelu_fwd(M->a, M->h, (size_t)M->N * M->H);
     ah_linear_fwd(M->lg, M->a, M->w2, M->b2, M->N, M->H, M->V);
-    ah_crossentropy_fwd(out, M->probs, M->lg, M->tg, M->N, M->V);
+    ah_crossentropy_fwd(out, M->probs, M->lg, M->tg, M->N, M->V, M->V);
 }
 static void mlp_b(void *c, const float *dout) {
     (void)dout;
@@ -817,7 +849,7 @@ static void mlp_b(void *c, const float *dout) {
     memset(M->da, 0, (size_t)M->N * M->H * sizeof(float));
     memset(M->dh, 0, (size_t)M->N * M->H * sizeof(float));
     memset(M->dxn, 0, (size_t)M->N * M->C * sizeof(float));
-    ah_crossentropy_bwd(M->dlg, M->probs, M->tg, M->N, M->V, 1.0f / M->N);
+    ah_crossentropy_bwd(M->dlg, M->probs, M->tg, M->N, M->V, M->V, 1.0f / M->N);
     ah_linear_bwd(M->da, M->dw2, M->db2, M->dlg, M->a, M->w2, M->N, M->H, M->V);
     ah_gelu_bwd(M->dh, M->da, M->h, (size_t)M->N * M->H);
     ah_linear_bwd(M->dxn, M->dw1, M->db1, M->dh, M->xn, M->w1, M->N, M->C, M->H);
@@ -940,8 +972,8 @@ static void det_run(det_result *r, uint64_t seed) {
     int *tg = calloc(N, sizeof(int));
     for (int n = 0; n < N; n++)
         tg[n] = irand(M);
-    double loss = ah_crossentropy_fwd(losses, probs, ol, tg, N, M);
-    ah_crossentropy_bwd(dlg, probs, tg, N, M, 1.0f / N);
+    double loss = ah_crossentropy_fwd(losses, probs, ol, tg, N, M, M);
+    ah_crossentropy_bwd(dlg, probs, tg, N, M, M, 1.0f / N);
     float *lossf = det_buf(r, 2);
     memcpy(lossf, &loss, sizeof loss);
     free(x), free(w), free(b), free(g), free(mean), free(rstd), free(tok), free(wte), free(wpe), free(ge);
@@ -1000,7 +1032,8 @@ int main(void) {
         cmocka_unit_test(test_swiglu_grad),      cmocka_unit_test(test_rope_fwd),
         cmocka_unit_test(test_rope_grad),        cmocka_unit_test(test_attention_fwd),
         cmocka_unit_test(test_attention_causal), cmocka_unit_test(test_attention_grad),
-        cmocka_unit_test(test_crossentropy_fwd), cmocka_unit_test(test_crossentropy_grad),
+        cmocka_unit_test(test_crossentropy_fwd), cmocka_unit_test(test_crossentropy_padded),
+        cmocka_unit_test(test_crossentropy_grad),
         cmocka_unit_test(test_composite_grad),   cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_determinism),
     };

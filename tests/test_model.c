@@ -488,8 +488,61 @@ static void test_resolve(void **state) {
     assert_int_equal(strlen(small), 15);
 }
 
+/* GPT-2 124M with its real vocabulary: HF's GPT2LMHeadModel count (tied
+ * embeddings), and the head GEMM's vocabulary padded to 50304 as in llm.c;
+ * the padding is no parameter. */
+static void test_gpt2_vocab_and_padding(void **state) {
+    (void)state;
+    ah_model_config m;
+    assert_int_equal(ah_model_preset("gpt2-124m", &m), 0);
+    assert_int_equal(m.vocab, 50257);
+    assert_double_equal(ah_model_total_params(&m), 124439808.0, 0);
+    assert_int_equal(ah_model_padded_vocab(&m), 50304);
+    m.vocab = 256;
+    assert_int_equal(ah_model_padded_vocab(&m), 256);
+    m.vocab = 1000;
+    assert_int_equal(ah_model_padded_vocab(&m), 1024);
+    m.vocab = 1;
+    assert_int_equal(ah_model_padded_vocab(&m), 64);
+}
+
+/* Mixture-of-experts and sliding-window configs are refused by name; a
+ * window with use_sliding_window false (Qwen2) or as wide as the context is
+ * full attention and loads. */
+static void test_moe_and_sliding_window_refused(void **state) {
+    (void)state;
+    char err[512], path[64];
+    ah_model_config m;
+    const char *mixtral =
+        "{\"model_type\": \"mixtral\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+        "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, "
+        "\"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": null, \"vocab_size\": 32000}";
+    assert_int_equal(load_text(mixtral, &m, err, sizeof err, path), -1);
+    assert_contains(err, "num_local_experts: mixture-of-experts models are not supported");
+    const char *mistral01 =
+        "{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+        "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, "
+        "\"max_position_embeddings\": 32768, \"sliding_window\": 4096, \"vocab_size\": 32000}";
+    assert_int_equal(load_text(mistral01, &m, err, sizeof err, path), -1);
+    assert_contains(err, "sliding_window: sliding-window attention is not supported");
+    const char *qwen2 =
+        "{\"model_type\": \"qwen2\", \"hidden_size\": 896, \"intermediate_size\": 4864, "
+        "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2, "
+        "\"max_position_embeddings\": 32768, \"sliding_window\": 32768, \"use_sliding_window\": false, "
+        "\"vocab_size\": 151936}";
+    assert_int_equal(load_text(qwen2, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.vocab, 151936);
+    const char *wide =
+        "{\"model_type\": \"mistral\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+        "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"max_position_embeddings\": 4096, "
+        "\"sliding_window\": 4096, \"vocab_size\": 100}";
+    assert_int_equal(load_text(wide, &m, err, sizeof err, path), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_moe_and_sliding_window_refused),
+        cmocka_unit_test(test_gpt2_vocab_and_padding),
         cmocka_unit_test(test_presets_all_valid),
         cmocka_unit_test(test_preset_lookup),
         cmocka_unit_test(test_param_counts_match_published),

@@ -90,6 +90,11 @@ ah_layer_kind ah_model_layer_kind(const ah_model_config *m, int layer);
  * embedding matrix, as Megatron keeps one on the last stage). */
 double ah_layer_params(const ah_model_config *m, ah_layer_kind k);
 double ah_model_total_params(const ah_model_config *m); /* unique parameters (tied counted once) */
+/* The vocabulary the training engine's head GEMM computes: V rounded up to a
+ * multiple of AH_VOCAB_PAD (as llm.c pads 50257 to 50304); the padding logits
+ * are masked out of the loss and are not parameters. */
+#define AH_VOCAB_PAD 64
+int ah_model_padded_vocab(const ah_model_config *m);
 /* Forward FLOPs of one layer for one micro-batch of mb sequences (whole layer,
  * before any tensor-parallel split). Backward = 2x forward. */
 double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb);

@@ -10,6 +10,7 @@
 #include "autohet/plan.h"
 #include "autohet/profile_table.h"
 #include "cli/cli.h"
+#include "engine/blas_select.h"
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -111,6 +112,7 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
 }
 
 int cmd_profile(int argc, char **argv) {
+    ah_blas_select_kernels(argc, argv); /* measure with the kernels autohet train will use */
     static cli_options opts;
     cli_long_options("model=m out=o device=d seq=s tp=t mb=b reps=r help!h", &opts);
     const char *model_arg = NULL, *out = NULL, *device = "cpu";

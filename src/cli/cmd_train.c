@@ -20,6 +20,7 @@
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "elastic/controller.h"
+#include "engine/blas_select.h"
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
@@ -30,19 +31,24 @@
 
 static void train_usage(FILE *f) {
     fprintf(f,
-            "usage: [mpirun -np N] autohet train --model NAME|config.json --data PATH [--plan PLAN.json]\n"
+            "usage: [mpirun -np N] autohet train --model NAME|config.json --data PATH [--val-data PATH]\n"
+            "                      [--plan PLAN.json]\n"
             "                      [--steps N] [--seed S] [--global-batch G --micro-batch B --seq L]\n"
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n"
             "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]]\n\n"
-            "Trains on byte-level tokens (vocabulary 256) of a text file or a directory of them. Without\n"
+            "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
             "one process would.\n\n"
             "  --model        preset (e.g. tiny-gpt, tiny-llama, small-gpt, gpt2-124m) or config.json;\n"
-            "                 the vocabulary is replaced by the 256 byte values\n"
-            "  --data         text file or directory (10%% held out for validation)\n"
+            "                 on text data the vocabulary is replaced by the 256 byte values\n"
+            "  --data         tokens: an llm.c token file (magic 20240520, version 1, uint16 tokens), a\n"
+            "                 nanoGPT raw uint16 .bin, or a directory of .bin shards (\"_val\" in a name =\n"
+            "                 validation); else text: a file or a directory of them (bytes). Without\n"
+            "                 --val-data or _val shards, 10%% at the end is held out for validation\n"
+            "  --val-data     the validation data (a file or directory as --data, of the same kind)\n"
             "  --plan         plan document (autohet plan --json, or hand-written: docs/plan-format.md);\n"
             "                 its tp, micro_batch, global_batch and seq are used\n"
             "  --steps        optimizer steps (default 50)\n"
@@ -178,7 +184,7 @@ static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("train"
 
 /* the flags of autohet train */
 typedef struct {
-    const char *model, *data, *plan, *log, *trace, *ckpt_dir, *resume, *mem_dir, *cloud_dir, *recover;
+    const char *model, *data, *val_data, *plan, *log, *trace, *ckpt_dir, *resume, *mem_dir, *cloud_dir, *recover;
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
@@ -189,7 +195,7 @@ typedef struct {
 static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n) {
     static cli_options opts;
     cli_long_options(
-        "model=m data=d plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
+        "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
         "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v",
         &opts);
@@ -204,6 +210,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         switch (c) {
         case 'm': a->model = optarg; break;
         case 'd': a->data = optarg; break;
+        case 'D': a->val_data = optarg; break;
         case 'p': a->plan = optarg; break;
         case 'o': a->log = optarg; break;
         case 't': a->trace = optarg; break;
@@ -248,7 +255,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
  * end of the run: rank 0 checks, all agree); 0, or -1 with msg */
 static int check_args(const train_args *a, int rank, char *msg, size_t n) {
     const char *why = !a->model                             ? "--model is required (see autohet train --help)"
-                      : !a->data                            ? "--data is required: a text file or a directory of them"
+                      : !a->data ? "--data is required: a token file, a directory of shards, or text"
                       : (a->ckpt_dir != NULL) != (a->ckpt_every > 0) ? "--ckpt-dir and --ckpt-every go together"
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
@@ -270,12 +277,31 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
     return ok ? 0 : -1;
 }
 
+/* --data and --val-data; the vocabulary: the model's for token data (every
+ * id below it), the 256 byte values for text. 0, or -1 with msg */
+static int load_data(const train_args *a, ah_model_config *cfg, int seq, ah_dataset *data, char *msg, size_t n) {
+    if (ah_dataset_load(data, a->data, a->val_data ? 0.0 : 0.1, seq, msg, n) != 0)
+        return -1;
+    if (a->val_data && ah_dataset_set_validation(data, a->val_data, seq, msg, n) != 0) {
+        ah_dataset_free(data);
+        return -1;
+    }
+    if (data->kind == AH_DATA_TEXT)
+        cfg->vocab = 256; /* byte-level tokens */
+    if (ah_dataset_check_vocab(data, cfg->vocab, msg, n) != 0) {
+        size_t len = strlen(msg);
+        snprintf(msg + len, n - len, " of model %s", cfg->name);
+        ah_dataset_free(data);
+        return -1;
+    }
+    return 0;
+}
+
 /* the model, the plan (or the trivial one) and the data; 0, or -1 with msg */
 static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *plan, ah_dataset *data,
                        char *msg, size_t n) {
     if (ah_model_resolve(a->model, cfg, msg, n) != 0)
         return -1;
-    cfg->vocab = 256; /* byte-level tokens */
     if (a->plan) {
         if (ah_plan_read_json(a->plan, ah_device_catalog_builtin(), plan, msg, n) != 0)
             return -1;
@@ -309,10 +335,11 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         }
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
-    if (ah_dataset_load(data, a->data, 0.1, plan->train.seq, msg, n) != 0) {
+    if (load_data(a, cfg, plan->train.seq, data, msg, n) != 0) {
         ah_plan_free(plan);
         return -1;
     }
+    plan->model.vocab = cfg->vocab; /* the vocabulary the engine trains */
     return 0;
 }
 
@@ -392,6 +419,7 @@ int cmd_train(int argc, char **argv) {
         train_usage(stdout);
         return 0;
     }
+    ah_blas_select_kernels(argc, argv); /* may re-execute this program once, with OPENBLAS_CORETYPE set */
     train_args a;
     char msg[4400];
     int bad = parse_args(argc, argv, &a, msg, sizeof msg) != 0;
@@ -451,16 +479,18 @@ int cmd_train(int argc, char **argv) {
         MPI_Bcast(&log_ok, 1, MPI_INT, 0, comm);
     int rc = 0, set_up = x && log_ok;
     if (set_up) {
-        char ranks[128], tp_text[48];
+        char ranks[128], tp_text[48], kernels[160];
+        ah_blas_kernel_text(kernels, sizeof kernels);
         describe_ranks(world, slots, ranks, sizeof ranks);
         ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)
             printf("autohet train: %s (%d blocks, hidden %d, %s), %s, %d replica%s, TP %s, global batch %d x "
-                   "seq %d, micro-batch %d; data %s (%zu bytes, unigram entropy %.3f nats); sgemm peak %.1f "
-                   "GFLOP/s/rank\n",
+                   "seq %d, micro-batch %d, vocabulary %d; data %s (%zu %s, unigram entropy %.3f nats); sgemm peak %.1f "
+                   "GFLOP/s/rank, %s\n",
                    cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), ranks, plan.n_replicas,
                    plan.n_replicas == 1 ? "" : "s", tp_text, plan.global_batch, plan.train.seq,
-                   plan.micro_batch, a.data, data.n, ah_dataset_unigram_entropy(&data), peak / 1e9);
+                   plan.micro_batch, cfg.vocab, a.data, data.n, data.kind == AH_DATA_TOKENS ? "tokens" : "bytes",
+                   ah_dataset_unigram_entropy(&data), peak / 1e9, kernels);
         write_pid_line(rank, ah_executor_node_name(x), peak);
         rc = train(x, comm, &tc, log);
     }

@@ -86,9 +86,10 @@ struct ah_backend {
     void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
                           ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D);
     /* returns the summed loss: a synchronising read on an asynchronous backend */
+    /* rows of Vp >= V logits, the loss over the first V (the padding is masked out) */
     double (*crossentropy_fwd)(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
-                               int N, int V);
-    void (*crossentropy_bwd)(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V,
+                               int N, int V, int Vp);
+    void (*crossentropy_bwd)(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V, int Vp,
                              float scale);
     void (*add_bias_rows)(void *ctx, ah_dptr x, ah_dptr b, int N, int C);
     void (*bias_grad_acc)(void *ctx, ah_dptr db, ah_dptr d, int N, int C);

@@ -123,14 +123,14 @@ static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_
     ah_attention_bwd(F(dq), F(dk), F(dv), F(dout), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
 }
 static double cpu_crossentropy_fwd(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
-                                   int N, int V) {
+                                   int N, int V, int Vp) {
     (void)ctx;
-    return ah_crossentropy_fwd(F(losses), F(probs), F(logits), I(targets), N, V);
+    return ah_crossentropy_fwd(F(losses), F(probs), F(logits), I(targets), N, V, Vp);
 }
 static void cpu_crossentropy_bwd(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V,
-                                 float scale) {
+                                 int Vp, float scale) {
     (void)ctx;
-    ah_crossentropy_bwd(F(dlogits), F(probs), I(targets), N, V, scale);
+    ah_crossentropy_bwd(F(dlogits), F(probs), I(targets), N, V, Vp, scale);
 }
 static void cpu_add_bias_rows(void *ctx, ah_dptr x, ah_dptr b, int N, int C) {
     (void)ctx;

@@ -1,4 +1,4 @@
-/* Training data: byte-level corpus loading, train/validation split and
+/* Training data: text and token-file loading, train/validation split and
  * deterministic, partition-independent batch sampling (see data.h). */
 #include "engine/data.h"
 #include "util/json_file.h"
@@ -28,6 +28,10 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+const char *ah_data_kind_name(ah_data_kind k) {
+    return k == AH_DATA_TOKENS ? "tokens" : "text";
+}
+
 /* A growing byte buffer. */
 typedef struct {
     unsigned char *p;
@@ -51,15 +55,17 @@ static int buf_reserve(buf_t *b, size_t extra) {
     return 0;
 }
 
-/* Appends the whole file to b; on failure writes "path: reason" to err. */
-static int read_file_into(buf_t *b, const char *path, char *err, size_t errlen) {
-    /* a regular file, and the corpus stays within AH_DATA_MAX_BYTES in all:
-     * a FIFO or a device would block or never end */
-    if (b->n >= AH_DATA_MAX_BYTES) {
-        set_err(err, errlen, "%s: the training data is larger than %d MiB in all", path, AH_DATA_MAX_BYTES >> 20);
+/* Appends the whole file to b, which stays within max bytes in all; on
+ * failure writes "path: reason" to err. Sets *got to the file's bytes. */
+static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_bytes, char *err, size_t errlen) {
+    /* a regular file, and the data stays within max in all: a FIFO or a
+     * device would block or never end */
+    if (b->n >= max) {
+        set_err(err, errlen, "%s: the training data is larger than %zu MiB in all", path, max >> 20);
         return -1;
     }
-    FILE *f = ah_fopen_regular(path, AH_DATA_MAX_BYTES - b->n, err, errlen);
+    size_t before = b->n;
+    FILE *f = ah_fopen_regular(path, max - b->n, err, errlen);
     if (f == NULL)
         return -1;
     for (;;) {
@@ -78,6 +84,7 @@ static int read_file_into(buf_t *b, const char *path, char *err, size_t errlen) 
                 set_err(err, errlen, "%s: read error: %s", path, strerror(e));
                 return -1;
             }
+            *got_bytes = b->n - before;
             return 0;
         }
     }
@@ -87,64 +94,215 @@ static int cmp_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Appends every regular, non-hidden file of the directory, in name order. */
-static int read_dir_into(buf_t *b, const char *path, char *err, size_t errlen) {
+static void free_names(char **names, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* The full paths of the regular, non-hidden files of a directory, sorted by
+ * name: 0, or -1 with err. */
+static int list_dir(const char *path, char ***out, size_t *out_n, char *err, size_t errlen) {
     DIR *dir = opendir(path);
     if (dir == NULL) {
         set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     char **names = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
+    size_t n = 0, cap = 0, plen = strlen(path);
+    int slash = plen > 0 && path[plen - 1] == '/', rc = 0;
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
+        size_t flen = plen + 1 + strlen(e->d_name) + 1;
+        char *full = malloc(flen);
+        if (full == NULL) {
+            rc = -1;
+            break;
+        }
+        snprintf(full, flen, "%s%s%s", path, slash ? "" : "/", e->d_name);
+        struct stat st;
+        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(full);
+            continue;
+        }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 16;
             char **p = realloc(names, nc * sizeof *names);
             if (p == NULL) {
+                free(full);
                 rc = -1;
                 break;
             }
             names = p;
             cap = nc;
         }
-        names[n] = strdup(e->d_name);
-        if (names[n] == NULL) {
-            rc = -1;
-            break;
-        }
-        n++;
+        names[n++] = full;
     }
     closedir(dir);
     if (rc != 0) {
         set_err(err, errlen, "%s: out of memory", path);
-    } else {
-        if (n > 1)
-            qsort(names, n, sizeof *names, cmp_names);
-        size_t plen = strlen(path);
-        int slash = plen > 0 && path[plen - 1] == '/';
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            size_t flen = plen + 1 + strlen(names[i]) + 1;
-            char *full = malloc(flen);
-            if (full == NULL) {
-                set_err(err, errlen, "%s: out of memory", path);
-                rc = -1;
-                break;
-            }
-            snprintf(full, flen, "%s%s%s", path, slash ? "" : "/", names[i]);
-            struct stat st;
-            if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
-                rc = read_file_into(b, full, err, errlen);
-            free(full);
+        free_names(names, n);
+        return -1;
+    }
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_names);
+    *out = names;
+    *out_n = n;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Whether the file starts with llm.c's magic (a file too short to hold it
+ * does not). */
+static int has_llmc_magic(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0; /* a FIFO would block here: the reader refuses it with its own message */
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    unsigned char m[4];
+    int yes = fread(m, 1, 4, f) == 4 &&
+              (int32_t)((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24) ==
+                  AH_LLMC_MAGIC;
+    fclose(f);
+    return yes;
+}
+
+static int32_t le32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+}
+
+static int add_file(ah_dataset *d, const char *path, size_t first, size_t count, size_t header) {
+    ah_data_file *f = realloc(d->files, sizeof *f * (size_t)(d->n_files + 1));
+    if (f == NULL)
+        return -1;
+    d->files = f;
+    char *copy = strdup(path);
+    if (copy == NULL)
+        return -1;
+    f[d->n_files++] = (ah_data_file){copy, first, count, header};
+    return 0;
+}
+
+/* Appends the tokens of one token file (llm.c's format when it starts with
+ * the magic, else raw uint16) to b (uint16 little-endian, as the files hold
+ * them) and records the file in d. 0, or -1 with err. */
+static int read_token_file(ah_dataset *d, buf_t *b, const char *path, char *err, size_t errlen) {
+    size_t start = b->n, got = 0;
+    if (read_file_into(b, path, AH_DATA_MAX_TOKEN_BYTES, &got, err, errlen) != 0)
+        return -1;
+    unsigned char *p = b->p + start;
+    size_t header = 0;
+    if (got >= 4 && le32(p) == AH_LLMC_MAGIC) {
+        if (got < AH_LLMC_HEADER_BYTES) {
+            set_err(err, errlen, "%s: truncated llm.c header: %zu bytes, the header is %d", path, got,
+                    AH_LLMC_HEADER_BYTES);
+            return -1;
+        }
+        int32_t version = le32(p + 4), count = le32(p + 8);
+        if (version != AH_LLMC_VERSION) {
+            set_err(err, errlen, "%s: llm.c token file version %d: only version %d (uint16 tokens) is supported",
+                    path, (int)version, AH_LLMC_VERSION);
+            return -1;
+        }
+        size_t body = got - AH_LLMC_HEADER_BYTES;
+        if (count < 0 || (size_t)count * 2 != body) {
+            set_err(err, errlen, "%s: the llm.c header says %d tokens, the file holds %zu bytes after it (%s)",
+                    path, (int)count, body, count >= 0 && (size_t)count * 2 > body ? "truncated" : "wrong size");
+            return -1;
+        }
+        header = AH_LLMC_HEADER_BYTES;
+        memmove(p, p + header, body);
+        got = body;
+    } else if (got % 2 != 0) {
+        set_err(err, errlen, "%s: %zu bytes, an odd size: not a file of uint16 tokens", path, got);
+        return -1;
+    }
+    b->n = start + got;
+    if (got == 0) {
+        set_err(err, errlen, "%s: no tokens", path);
+        return -1;
+    }
+    if (add_file(d, path, start / 2, got / 2, header) != 0) {
+        set_err(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Text: the file, or every regular file of the directory in name order. */
+static int load_text(ah_dataset *d, buf_t *b, const char *path, int is_dir, char **names, size_t n_names,
+                     char *err, size_t errlen) {
+    size_t n = is_dir ? n_names : 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *f = is_dir ? names[i] : path;
+        size_t first = b->n, got = 0;
+        if (read_file_into(b, f, AH_DATA_MAX_BYTES, &got, err, errlen) != 0)
+            return -1;
+        if (add_file(d, f, first, got, 0) != 0) {
+            set_err(err, errlen, "%s: out of memory", f);
+            return -1;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    return rc;
+    return 0;
+}
+
+/* Tokens: the file, or the .bin shards of the directory (train shards, then
+ * those with "_val" in the name); *n_val_shard = tokens of the latter. */
+static int load_tokens(ah_dataset *d, buf_t *b, const char *path, int is_dir, char **names, size_t n_names,
+                       size_t *n_val_shard, char *err, size_t errlen) {
+    *n_val_shard = 0;
+    if (!is_dir)
+        return read_token_file(d, b, path, err, errlen);
+    for (int val = 0; val < 2; val++)
+        for (size_t i = 0; i < n_names; i++) {
+            const char *base = strrchr(names[i], '/');
+            base = base ? base + 1 : names[i];
+            if (!ends_with(base, ".bin") || (strstr(base, "_val") != NULL) != val)
+                continue;
+            size_t before = b->n;
+            if (read_token_file(d, b, names[i], err, errlen) != 0)
+                return -1;
+            if (val)
+                *n_val_shard += (b->n - before) / 2;
+        }
+    return 0;
+}
+
+/* The train/validation split and its size checks; 0 or -1 with err. */
+static int split(ah_dataset *d, const char *path, double val_fraction, size_t n_val_shard, int seq, char *err,
+                 size_t errlen) {
+    const char *unit = d->kind == AH_DATA_TOKENS ? "tokens" : "bytes";
+    size_t need = (size_t)seq + 1;
+    size_t n_val = n_val_shard;
+    if (n_val == 0) {
+        n_val = (size_t)floor((double)d->n * val_fraction + 0.5);
+        if (val_fraction > 0 && n_val == 0)
+            n_val = 1;
+    }
+    size_t n_train = d->n - n_val;
+    if (n_train < need) {
+        if (n_val == 0)
+            set_err(err, errlen, "%s: %zu %s, too small for sequences of %d (+1) tokens", path, d->n, unit, seq);
+        else
+            set_err(err, errlen, "%s: %zu %s (train split %zu), too small for sequences of %d (+1) tokens", path,
+                    d->n, unit, n_train, seq);
+        return -1;
+    }
+    if (n_val > 0 && n_val < need) {
+        set_err(err, errlen, "%s: %zu %s (validation split %zu), too small for sequences of %d (+1) tokens", path,
+                d->n, unit, n_val, seq);
+        return -1;
+    }
+    d->n_train = n_train;
+    return 0;
 }
 
 int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int seq, char *err, size_t errlen) {
@@ -166,46 +324,106 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
         set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
-    buf_t b = {NULL, 0, 0};
+    char **names = NULL;
+    size_t n_names = 0, n_val_shard = 0;
     int is_dir = S_ISDIR(st.st_mode);
-    int rc = is_dir ? read_dir_into(&b, path, err, errlen) : read_file_into(&b, path, err, errlen);
-    if (rc != 0) {
-        free(b.p);
+    if (is_dir && list_dir(path, &names, &n_names, err, errlen) != 0)
         return -1;
-    }
-    if (b.n == 0) {
+    int tokens = 0;
+    for (size_t i = 0; i < n_names && !tokens; i++)
+        tokens = ends_with(names[i], ".bin");
+    if (!is_dir)
+        tokens = ends_with(path, ".bin") || has_llmc_magic(path);
+    d->kind = tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
+    buf_t b = {NULL, 0, 0};
+    int rc = tokens ? load_tokens(d, &b, path, is_dir, names, n_names, &n_val_shard, err, errlen)
+                    : load_text(d, &b, path, is_dir, names, n_names, err, errlen);
+    free_names(names, n_names);
+    d->n = tokens ? b.n / 2 : b.n;
+    if (rc == 0 && d->n == 0) {
         set_err(err, errlen, is_dir ? "%s: no readable text files" : "%s: empty file", path);
-        free(b.p);
+        rc = -1;
+    }
+    if (rc == 0)
+        rc = split(d, path, val_fraction, n_val_shard, seq, err, errlen);
+    /* shrink to fit: the data stays resident for the whole run */
+    unsigned char *p = b.n ? realloc(b.p, b.n) : NULL;
+    p = p ? p : b.p;
+    if (tokens)
+        d->tokens = (uint16_t *)(void *)p;
+    else
+        d->bytes = p;
+    if (rc != 0) {
+        ah_dataset_free(d);
         return -1;
     }
-    size_t need = (size_t)seq + 1;
-    size_t n_val = (size_t)floor((double)b.n * val_fraction + 0.5);
-    if (val_fraction > 0 && n_val == 0)
-        n_val = 1;
-    size_t n_train = b.n - n_val;
-    if (n_train < need) {
-        if (n_val == 0)
-            set_err(err, errlen, "%s: %zu bytes, too small for sequences of %d (+1) tokens", path, b.n, seq);
-        else
-            set_err(err, errlen, "%s: %zu bytes (train split %zu), too small for sequences of %d (+1) tokens",
-                    path, b.n, n_train, seq);
-        free(b.p);
-        return -1;
-    }
-    if (val_fraction > 0 && n_val < need) {
-        set_err(
-            err, errlen,
-            "%s: %zu bytes (validation split %zu at fraction %g), too small for sequences of %d (+1) tokens",
-            path, b.n, n_val, val_fraction, seq);
-        free(b.p);
-        return -1;
-    }
-    /* Shrink to fit: the corpus stays resident for the whole run. */
-    unsigned char *p = realloc(b.p, b.n);
-    d->bytes = p ? p : b.p;
-    d->n = b.n;
-    d->n_train = n_train;
     snprintf(d->source, sizeof d->source, "%s", path);
+    return 0;
+}
+
+int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *err, size_t errlen) {
+    ah_dataset v;
+    if (ah_dataset_load(&v, path, 0.0, seq, err, errlen) != 0)
+        return -1;
+    if (v.kind != d->kind) {
+        set_err(err, errlen, "%s: %s data, but --data %s is %s", path, ah_data_kind_name(v.kind), d->source,
+                ah_data_kind_name(d->kind));
+        ah_dataset_free(&v);
+        return -1;
+    }
+    size_t elem = d->kind == AH_DATA_TOKENS ? 2 : 1, keep = d->n_train;
+    unsigned char *old = d->kind == AH_DATA_TOKENS ? (unsigned char *)d->tokens : d->bytes;
+    unsigned char *vp = d->kind == AH_DATA_TOKENS ? (unsigned char *)v.tokens : v.bytes;
+    unsigned char *p = realloc(old, (keep + v.n) * elem);
+    if (p == NULL) {
+        set_err(err, errlen, "%s: out of memory", path);
+        ah_dataset_free(&v);
+        return -1;
+    }
+    if (d->kind == AH_DATA_TOKENS)
+        d->tokens = (uint16_t *)(void *)p;
+    else
+        d->bytes = p;
+    int nf = d->n_files + v.n_files;
+    ah_data_file *files = realloc(d->files, sizeof *files * (size_t)nf);
+    if (files == NULL) {
+        set_err(err, errlen, "%s: out of memory", path);
+        ah_dataset_free(&v);
+        return -1;
+    }
+    memcpy(p + keep * elem, vp, v.n * elem);
+    /* all of --data is train now: its own validation part (a tail or _val shards) is dropped */
+    for (int i = 0; i < v.n_files; i++) {
+        files[d->n_files + i] = v.files[i];
+        files[d->n_files + i].first += keep;
+    }
+    v.n_files = 0;
+    d->files = files;
+    d->n_files = nf;
+    d->n = keep + v.n;
+    d->n_train = keep;
+    ah_dataset_free(&v);
+    return 0;
+}
+
+int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t errlen) {
+    if (d->kind == AH_DATA_TEXT) {
+        if (vocab >= 256)
+            return 0;
+        set_err(err, errlen, "%s: text data has 256 byte values, the vocabulary is %d", d->source, vocab);
+        return -1;
+    }
+    for (int f = 0; f < d->n_files; f++) {
+        const ah_data_file *fi = &d->files[f];
+        for (size_t i = 0; i < fi->count; i++) {
+            uint16_t t = d->tokens[fi->first + i];
+            if (t >= vocab) {
+                set_err(err, errlen, "%s: token id %u at byte offset %zu is not below the vocabulary %d", fi->path,
+                        (unsigned)t, fi->header + 2 * i, vocab);
+                return -1;
+            }
+        }
+    }
     return 0;
 }
 
@@ -213,6 +431,10 @@ void ah_dataset_free(ah_dataset *d) {
     if (d == NULL)
         return;
     free(d->bytes);
+    free(d->tokens);
+    for (int i = 0; i < d->n_files; i++)
+        free(d->files[i].path);
+    free(d->files);
     memset(d, 0, sizeof *d);
 }
 
@@ -233,7 +455,7 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
     size_t base = validation ? d->n_train : 0;
     size_t len = validation ? d->n - d->n_train : d->n_train;
     size_t count = (size_t)rows * (size_t)seq;
-    if (d->bytes == NULL || len < (size_t)seq + 1) {
+    if ((d->bytes == NULL && d->tokens == NULL) || len < (size_t)seq + 1) {
         /* Misuse (no such split, or sequences longer than at load): serve
          * zeros rather than read out of bounds. */
         memset(tokens, 0, count * sizeof *tokens);
@@ -243,28 +465,40 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
     size_t range = len - (size_t)seq; /* offsets 0 .. len - seq - 1 */
     for (int r = 0; r < rows; r++) {
         size_t off = base + row_offset(seed, step, (long)first_row + r, validation, range);
-        const unsigned char *src = d->bytes + off;
         int *tok = tokens + (size_t)r * (size_t)seq;
         int *tgt = targets + (size_t)r * (size_t)seq;
-        for (int t = 0; t < seq; t++) {
-            tok[t] = src[t];
-            tgt[t] = src[t + 1];
+        if (d->kind == AH_DATA_TOKENS) {
+            const uint16_t *src = d->tokens + off;
+            for (int t = 0; t < seq; t++) {
+                tok[t] = src[t];
+                tgt[t] = src[t + 1];
+            }
+        } else {
+            const unsigned char *src = d->bytes + off;
+            for (int t = 0; t < seq; t++) {
+                tok[t] = src[t];
+                tgt[t] = src[t + 1];
+            }
         }
     }
 }
 
 double ah_dataset_unigram_entropy(const ah_dataset *d) {
-    if (d == NULL || d->bytes == NULL || d->n_train == 0)
+    if (d == NULL || (d->bytes == NULL && d->tokens == NULL) || d->n_train == 0)
         return 0.0;
-    size_t counts[256] = {0};
+    size_t n_sym = d->kind == AH_DATA_TOKENS ? 65536 : 256;
+    size_t *counts = calloc(n_sym, sizeof *counts);
+    if (counts == NULL)
+        return 0.0;
     for (size_t i = 0; i < d->n_train; i++)
-        counts[d->bytes[i]]++;
+        counts[d->kind == AH_DATA_TOKENS ? d->tokens[i] : d->bytes[i]]++;
     double h = 0.0, n = (double)d->n_train;
-    for (int c = 0; c < 256; c++) {
+    for (size_t c = 0; c < n_sym; c++) {
         if (counts[c] == 0)
             continue;
         double p = (double)counts[c] / n;
         h -= p * log(p);
     }
+    free(counts);
     return h;
 }

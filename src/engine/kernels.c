@@ -499,11 +499,11 @@ void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
 /* ------------------------------------------------------------ loss */
 
 double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
-                           int V) {
+                           int V, int Vp) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * V;
-        float *p = probs + (size_t)n * V;
+        const float *l = logits + (size_t)n * Vp;
+        float *p = probs + (size_t)n * Vp;
         float mx = -INFINITY;
         for (int i = 0; i < V; i++)
             if (l[i] > mx)
@@ -517,6 +517,8 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++)
             p[i] *= inv;
+        for (int i = V; i < Vp; i++)
+            p[i] = 0.0f; /* padding columns: masked out of the softmax */
         /* -log softmax[target] = log(sum) - (l[target] - max) */
         losses[n] = (float)(log(sum) - ((double)l[targets[n]] - mx));
     }
@@ -526,11 +528,12 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
     return total;
 }
 
-void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale) {
+void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, int Vp,
+                         float scale) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
-        const float *p = probs + (size_t)n * V;
-        float *d = dlogits + (size_t)n * V;
+        const float *p = probs + (size_t)n * Vp;
+        float *d = dlogits + (size_t)n * Vp; /* padding columns [V, Vp) get no gradient */
         int tgt = targets[n];
         for (int i = 0; i < V; i++)
             d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;

@@ -61,12 +61,16 @@ void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                       const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
 
 /* ---- loss ---- */
-/* Softmax cross-entropy per row: losses[N] = -log softmax(logits)[target];
- * probs[N,V] keeps the softmax. Returns the sum of the losses (double). */
+/* Softmax cross-entropy per row over the first V of Vp >= V columns (rows of
+ * Vp: the head GEMM's vocabulary is padded, and the padding is masked out):
+ * losses[N] = -log softmax(logits[:, :V])[target]; probs[N,Vp] keeps the
+ * softmax, 0 in the padding. Returns the sum of the losses (double). */
 double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
-                           int V);
-/* dlogits[N,V] += (probs - onehot(target)) * scale (scale = 1 / tokens the loss is averaged over). */
-void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, float scale);
+                           int V, int Vp);
+/* dlogits[N,Vp] += (probs - onehot(target)) * scale over the first V columns
+ * (scale = 1 / tokens the loss is averaged over); the padding is left alone. */
+void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, int Vp,
+                         float scale);
 
 /* ---- biases of products done without one (TP row splits add it after the all-reduce) ---- */
 /* x[n, c] += b[c] for every row n of x[N, C]. */

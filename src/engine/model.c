@@ -178,6 +178,10 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
                 L->t[i].row_of[q] = rows[q]; /* used as a column map, see col_of() */
         }
     L->n = lo.off;
+    /* the head's weight rows [V, Vp) of the padded vocabulary: zeros after
+     * lm_head (its last tensor), never a gradient, in no checkpoint */
+    if (L->kind == AH_LAYER_HEAD)
+        L->n += (size_t)(ah_model_padded_vocab(c) - V) * C;
     free(rows);
 }
 
@@ -437,7 +441,7 @@ static size_t block_acts(const ah_engine_model *e) {
 }
 
 static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
-    size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = ah_model_padded_vocab(&e->cfg);
     if (k == AH_LAYER_EMBED)
         return 1;
     if (k == AH_LAYER_HEAD)
@@ -520,18 +524,18 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
 }
 
 static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr targets, ah_eng_acts *a) {
-    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg);
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
-            rstd = take(&ar, N), probs = take(&ar, (size_t)N * V), losses = take(&ar, N);
+            rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp), losses = take(&ar, N);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     if (is_llama(e))
         KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C););
     else
         KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
-    ah_dptr logits = dalloc(e, (size_t)N * V);
-    KT(K_LINEAR, BK(e, linear_fwd, logits, nf, P(L, H_LM), NOBUF, N, C, V););
-    double loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V);
+    ah_dptr logits = dalloc(e, (size_t)N * Vp);
+    KT(K_LINEAR, BK(e, linear_fwd, logits, nf, P(L, H_LM), NOBUF, N, C, Vp););
+    double loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V, Vp);
     dfree(e, logits);
     return loss;
 }
@@ -659,13 +663,13 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
 
 static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dptr din, float scale,
                      ah_eng_acts *a) {
-    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab;
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg);
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
-            rstd = take(&ar, N), probs = take(&ar, (size_t)N * V);
-    ah_dptr dlogits = dalloc(e, (size_t)N * V), dnf = dalloc(e, (size_t)N * C);
-    BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, scale);
-    KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, V););
+            rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp);
+    ah_dptr dlogits = dalloc(e, (size_t)N * Vp), dnf = dalloc(e, (size_t)N * C);
+    BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, Vp, scale);
+    KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, Vp););
     ah_be_zero(e->be, din, (size_t)N * C);
     if (is_llama(e))
         KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););

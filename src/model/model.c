@@ -230,6 +230,32 @@ static void set_name(const cJSON *root, const char *path, ah_model_config *m) {
     snprintf(m->name, sizeof m->name, "%.*s", (int)(end - base), base);
 }
 
+/* What neither the cost model nor the engine computes, refused by name
+ * rather than mis-modelled: mixture-of-experts layers, and sliding-window
+ * attention narrower than the context (Mistral v0.1; Qwen2 configs carry a
+ * window with use_sliding_window false, which is full attention). */
+static int refuse_unsupported(const ah_err_ctx *cx, const cJSON *root) {
+    static const char *const moe_keys[] = {"num_local_experts", "num_experts", "n_routed_experts",
+                                           "moe_num_experts", "num_experts_per_tok", NULL};
+    const char *moe = present_key(root, moe_keys);
+    if (moe != NULL) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, moe);
+        if (!cJSON_IsNumber(it) || it->valuedouble > 1 || strcmp(moe, "num_experts_per_tok") == 0)
+            return ah_jfail(cx, moe, "mixture-of-experts models are not supported");
+    }
+    if (!has_value(root, "sliding_window"))
+        return 0;
+    const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
+    if (use != NULL && cJSON_IsFalse(use))
+        return 0;
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings");
+    if (cJSON_IsNumber(w) && cJSON_IsNumber(ctx) && w->valuedouble >= ctx->valuedouble)
+        return 0; /* a window as wide as the context is full attention */
+    return ah_jfail(cx, "sliding_window", "sliding-window attention is not supported (set it to null or use a "
+                                          "model with full attention)");
+}
+
 int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen) {
     ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     if (err != NULL && errlen > 0)
@@ -242,7 +268,9 @@ int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t
     ah_model_config m;
     memset(&m, 0, sizeof m);
     model_type_info info = {NULL, AH_ARCH_GPT, 0};
-    int rc = detect_arch(&cx, root, &info);
+    int rc = refuse_unsupported(&cx, root);
+    if (rc == 0)
+        rc = detect_arch(&cx, root, &info);
     if (rc == 0)
         rc = read_dims(&cx, root, &info, &m);
     if (rc == 0)
@@ -337,6 +365,10 @@ double ah_layer_params(const ah_model_config *m, ah_layer_kind k) {
         return (m->arch == AH_ARCH_LLAMA ? h : 2.0 * h) + V * h;
     }
     return 0.0;
+}
+
+int ah_model_padded_vocab(const ah_model_config *m) {
+    return (m->vocab + AH_VOCAB_PAD - 1) / AH_VOCAB_PAD * AH_VOCAB_PAD;
 }
 
 /* Embedding + N blocks + head, minus the head's copy of a tied V*h matrix. */

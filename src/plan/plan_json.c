@@ -339,6 +339,17 @@ static int read_model(const ah_err_ctx *c, const cJSON *root, ah_model_config *m
     /* a hand-written plan may name a preset and give nothing else */
     if (!cJSON_GetObjectItemCaseSensitive(o, "arch") && ah_model_preset(m->name, m) == 0)
         return 0;
+    /* or a config.json by path (relative to the plan's directory) */
+    size_t nlen = strlen(m->name);
+    if (!cJSON_GetObjectItemCaseSensitive(o, "arch") && nlen > 5 && !strcmp(m->name + nlen - 5, ".json")) {
+        char file[2048], why[1024];
+        const char *slash = m->name[0] == '/' ? NULL : strrchr(c->name, '/');
+        snprintf(file, sizeof file, "%.*s%s", slash ? (int)(slash - c->name + 1) : 0, c->name, m->name);
+        if (ah_model_load_json(file, m, why, sizeof why) == 0)
+            return 0;
+        ah_jpath_key(path, mp, "name");
+        return ah_jfail(c, path, "%s", why);
+    }
     char arch[32];
     if (ah_jget_str(c, o, mp, "arch", 1, arch, sizeof arch) < 0)
         return -1;

@@ -1,0 +1,52 @@
+/* BLAS kernel selection by CPU features. Debian's OpenBLAS 0.3.21 picks its
+ * kernels from a list of CPU models it knows; on a newer CPU (e.g. an Intel
+ * Xeon family 6 model 207, or an AMD Zen 5) it falls back to SSE3 "Prescott"
+ * kernels, 3-5x slower than the AVX-512 ones the CPU runs. OpenBLAS reads
+ * OPENBLAS_CORETYPE once, in a library constructor that runs before main, so
+ * the only documented way to change its choice is the environment of a new
+ * process image: ah_blas_select_kernels sets the variable and re-executes the
+ * program once (see docs/engine.md, "BLAS kernels"). */
+#ifndef AUTOHET_ENGINE_BLAS_SELECT_H
+#define AUTOHET_ENGINE_BLAS_SELECT_H
+
+#include <stddef.h>
+
+/* What cpuid and xgetbv say: instruction sets, and whether the OS saves the
+ * wide registers (an instruction set without the OS's support cannot run). */
+typedef struct {
+    int avx, avx2, fma;
+    int avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
+    int os_ymm; /* XCR0 has SSE and AVX state */
+    int os_zmm; /* XCR0 has AVX-512 opmask and upper-ZMM state too */
+} ah_cpu_features;
+
+void ah_cpu_features_detect(ah_cpu_features *f);
+
+/* The OpenBLAS core whose sgemm kernels the feature set runs: "SkylakeX"
+ * (AVX-512 F/BW/VL/DQ/CD with OS support), "Haswell" (AVX2 + FMA), "Sandybridge"
+ * (AVX), or NULL (SSE only: whatever OpenBLAS picks). */
+const char *ah_openblas_core_for(const ah_cpu_features *f);
+
+/* The vector width class of an OpenBLAS core name, case-insensitive:
+ * 3 AVX-512 (SkylakeX, Cooperlake, SapphireRapids), 2 AVX2 + FMA (Haswell,
+ * Zen), 1 AVX (Sandybridge, Bulldozer family), 0 anything else (SSE cores,
+ * unknown names). */
+int ah_openblas_core_class(const char *core);
+
+/* Call first thing in a command that computes (before MPI_Init, before any
+ * thread or signal handler). If OPENBLAS_CORETYPE is unset and OpenBLAS chose a
+ * core of a lower class than the CPU's features allow, sets
+ * OPENBLAS_CORETYPE (and AUTOHET_BLAS_CORE_CHOSEN, which also stops a second
+ * re-exec) and re-executes /proc/self/exe with the same command line. Returns
+ * (without re-executing) when nothing is to gain, when the user set the
+ * variable, under valgrind (an exec would leave the tool), or when the exec
+ * fails. cmd_argv is a subcommand's argument vector
+ * (cmd_argv[0] the command name, as main passes it). */
+void ah_blas_select_kernels(int argc, char **cmd_argv);
+
+/* The kernel in use and who chose it, for start-up lines, e.g.
+ * "OpenBLAS SkylakeX (chosen from CPU features: AVX-512)",
+ * "OpenBLAS Haswell (OPENBLAS_CORETYPE as set)", "OpenBLAS Haswell (OpenBLAS's own choice)". */
+void ah_blas_kernel_text(char *buf, size_t n);
+
+#endif
