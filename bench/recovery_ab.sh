@@ -27,7 +27,7 @@ for ((r = 1; r <= RUNS; r++)); do
     one "$B" B "$mode" "$r"
   done
 done
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores; cloud $CLOUD MB/s; median of $RUNS"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc --all) cores; cloud $CLOUD MB/s; median of $RUNS"
 echo "| binary | recovery | detection s | replan+assign s | relaunch s | restore s | memory s | peer s | cloud s | recovery s |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 med() { sort -g | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
