@@ -4,7 +4,7 @@
 # step 4, checkpoints every 3 steps, cloud at 100 MB/s per node), both recovery
 # policies, interleaved A-bitmap, B-bitmap, A-full, B-full in each of RUNS
 # rounds (this machine is shared and noisy); prints the median of each phase.
-# Usage: bench/recovery_ab.sh BIN_A BIN_B [RUNS]
+# Usage: bench/recovery_ab.sh BIN_A BIN_B [RUNS]   (BIN_A "-": B alone)
 set -uo pipefail
 A="$1" B="$2" RUNS="${3:-3}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -23,7 +23,7 @@ one() { # bin label mode round
 }
 for ((r = 1; r <= RUNS; r++)); do
   for mode in layer-bitmap full-reload; do
-    one "$A" A "$mode" "$r"
+    [ "$A" = - ] || one "$A" A "$mode" "$r"
     one "$B" B "$mode" "$r"
   done
 done
@@ -33,12 +33,14 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 med() { sort -g | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
 for mode in layer-bitmap full-reload; do
   for bin in A B; do
+    [ "$bin" = A ] && [ "$A" = - ] && continue
     f=("$TMP/$bin-$mode-"*.json)
     col() { for j in "${f[@]}"; do jq ".recoveries[0] | $1" "$j"; done | med; }
     echo "| $bin | $mode | $(col .detection_s) | $(col '.replan_s + .assign_s') | $(col .relaunch_s) | $(col .restore_s) | $(col .seconds_by_tier.memory) | $(col .seconds_by_tier.peer) | $(col .seconds_by_tier.cloud) | $(col .seconds) |"
   done
 done
 for bin in A B; do
+  [ "$bin" = A ] && [ "$A" = - ] && continue
   ratios=$(for ((r = 1; r <= RUNS; r++)); do
     echo "$(jq '.recoveries[0].seconds' "$TMP/$bin-full-reload-$r.json") / $(jq '.recoveries[0].seconds' "$TMP/$bin-layer-bitmap-$r.json")" | bc -l
   done | sort -g | tr '\n' ' ')
