@@ -169,54 +169,6 @@ int run_tail_log(run_state *s) {
     return got;
 }
 
-static int is_our_rank(const run_state *s, pid_t pid);
-
-/* A rank is alive until it is a zombie: while the kernel frees its memory
- * its command line already reads empty, so a pid counts while its stat says
- * neither Z nor X and its command line names this run or nothing. */
-static int rank_alive(const run_state *s, pid_t pid) {
-    char p[64], buf[512];
-    snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid);
-    FILE *f = fopen(p, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *close = strrchr(buf, ')'); /* "PID (COMM) STATE ..." */
-    if (!close || close[1] != ' ' || close[2] == 'Z' || close[2] == 'X')
-        return 0;
-    snprintf(p, sizeof p, "/proc/%ld/cmdline", (long)pid);
-    if (!(f = fopen(p, "r")))
-        return 0;
-    int empty = fgetc(f) == EOF;
-    fclose(f);
-    return empty || is_our_rank(s, pid);
-}
-
-/* the ranks of the current generation's pid files still alive */
-static int ranks_alive(const run_state *s) {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
-    DIR *d = opendir(dir);
-    int n = 0;
-    for (struct dirent *de; d && (de = readdir(d));) {
-        if (strncmp(de->d_name, "rank-", 5))
-            continue;
-        char p[2400];
-        long pid = 0;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        FILE *f = fopen(p, "r");
-        if (f && fscanf(f, "%ld", &pid) == 1 && pid > 1 && rank_alive(s, (pid_t)pid))
-            n++;
-        if (f)
-            fclose(f);
-    }
-    if (d)
-        closedir(d);
-    return n;
-}
-
 /* Waits for the job to exit; after `grace` seconds the whole process group is
  * killed. Returns the wait status. */
 int run_reap(run_state *s, double grace) {
@@ -234,12 +186,11 @@ int run_reap(run_state *s, double grace) {
         run_sleep(0.002);
     }
     killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
-    /* and ranks the launcher put in groups of their own; then wait until
-     * every rank is gone (its memory freed), so that no dying rank still
-     * writes a tier the recovery reads and the next job does not share the
-     * cores with the kernel freeing the old one */
-    run_kill_ranks(s, NULL);
-    for (double t1 = ah_wall_clock_s(); ranks_alive(s) > 0 && ah_wall_clock_s() - t1 < grace;)
+    /* and ranks the launcher put in groups of their own, until none runs any
+     * more (gone, or exiting: its command line reads empty once its memory
+     * is released), so that no dying rank still writes a tier the recovery
+     * reads; the kernel may go on freeing their memory meanwhile */
+    for (double t1 = ah_wall_clock_s(); run_kill_ranks(s, NULL) > 0 && ah_wall_clock_s() - t1 < grace;)
         run_sleep(0.002);
     s->pid = -1;
     char shm[700];
