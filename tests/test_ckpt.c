@@ -351,6 +351,128 @@ static void test_safetensors_hostile_shapes(void **state) {
     ah_ckpt_free(t, n);
 }
 
+/* ---- ah_ckpt_stream_shard: one pass that hashes and hands over ---- */
+
+typedef struct {
+    const unsigned char *file;
+    size_t len;
+    int fail_at; /* a fetch reaching past this offset fails (-1: none) */
+} mem_src;
+
+static const unsigned char *mem_fetch(void *ctx, uint64_t off, uint64_t len, char *err, size_t errlen) {
+    mem_src *m = ctx;
+    assert_true(off + len <= m->len);
+    if (m->fail_at >= 0 && off + len > (uint64_t)m->fail_at) {
+        snprintf(err, errlen, "fetch failed at %llu", (unsigned long long)off);
+        return NULL;
+    }
+    static unsigned char bounce[1 << 20]; /* a transport's buffer, reused by the next fetch */
+    assert_true(len <= sizeof bounce);
+    memcpy(bounce, m->file + off, len);
+    return bounce;
+}
+
+typedef struct {
+    float *out[4];
+    size_t cap[4];
+    int pieces, refuse;
+} collect;
+
+static int collect_begin(void *ctx, const ah_ckpt_loaded *t, int n, char *err, size_t errlen) {
+    collect *c = ctx;
+    assert_true(n <= 4);
+    for (int i = 0; i < n; i++) {
+        c->out[i] = calloc(t[i].n + 1, sizeof(float));
+        c->cap[i] = t[i].n;
+    }
+    if (c->refuse)
+        snprintf(err, errlen, "does not fit");
+    return c->refuse ? -1 : 0;
+}
+
+static void collect_piece(void *ctx, int i, size_t first, size_t count, const float *data) {
+    collect *c = ctx;
+    assert_true(first + count <= c->cap[i]);
+    memcpy(c->out[i] + first, data, count * sizeof(float));
+    c->pieces++;
+}
+
+static int stream(mem_src *m, uint64_t xxh, collect *c, char *err, size_t errlen) {
+    ah_ckpt_stream s = {mem_fetch, collect_begin, collect_piece, m, c};
+    return ah_ckpt_stream_shard("s", m->len, xxh, &s, err, errlen);
+}
+
+static void collect_free(collect *c) {
+    for (int i = 0; i < 4; i++)
+        free(c->out[i]);
+    memset(c, 0, sizeof *c);
+}
+
+static void test_stream_shard(void **state) {
+    (void)state;
+    /* a 1.2 MB tensor (three pieces) beside small ones, as the writer lays them out */
+    size_t big = 300000;
+    float *w = malloc(big * sizeof(float)), b[6], m6[6];
+    fill(w, big, 0.5f);
+    fill(b, 6, 1.5f);
+    fill(m6, 6, 2.5f);
+    ah_ckpt_tensor t[3] = {{"w", w, 2, {600, 500}}, {"b", b, 1, {6}}, {"adam_m.b", m6, 1, {6}}};
+    char path[256], err[512];
+    uint64_t bytes, xxh;
+    snprintf(path, sizeof path, "%s/big.safetensors", root);
+    assert_int_equal(ah_ckpt_write_shard(path, t, 3, NULL, 0, &bytes, &xxh, err, sizeof err), 0);
+    unsigned char *file = malloc(bytes);
+    assert_int_equal(ah_ckpt_read_raw(path, bytes, file, err, sizeof err), 0);
+    mem_src src = {file, bytes, -1};
+    collect c = {0};
+    assert_int_equal(stream(&src, xxh, &c, err, sizeof err), 0);
+    assert_true(c.pieces >= 5); /* the big tensor in pieces, the small ones whole */
+    ah_ckpt_loaded *ref = NULL;
+    int nr = 0;
+    assert_int_equal(ah_ckpt_parse_shard("s", file, bytes, xxh, &ref, &nr, err, sizeof err), 0);
+    for (int i = 0; i < nr; i++) /* the header's order is the writer's */
+        assert_memory_equal(c.out[i], ref[i].data, ref[i].n * sizeof(float));
+    ah_ckpt_free(ref, nr);
+    collect_free(&c);
+    /* a flipped byte anywhere: a checksum mismatch, also when begin would refuse */
+    file[bytes - 3] ^= 0x10;
+    assert_int_equal(stream(&src, xxh, &c, err, sizeof err), -1);
+    assert_contains(err, "checksum mismatch");
+    collect_free(&c);
+    c.refuse = 1;
+    assert_int_equal(stream(&src, xxh, &c, err, sizeof err), -1);
+    assert_contains(err, "checksum mismatch");
+    collect_free(&c);
+    file[bytes - 3] ^= 0x10;
+    /* a good shard that does not fit: -2 with begin's reason */
+    c.refuse = 1;
+    assert_int_equal(stream(&src, xxh, &c, err, sizeof err), -2);
+    assert_string_equal(err, "does not fit");
+    collect_free(&c);
+    /* the source failing part way: -1 with its reason */
+    src.fail_at = (int)(bytes / 2);
+    assert_int_equal(stream(&src, xxh, &c, err, sizeof err), -1);
+    assert_contains(err, "fetch failed");
+    collect_free(&c);
+    free(file);
+    free(w);
+    /* a malformed header with a good checksum is malformed; overlapping tensors are read whole (1) */
+    unsigned char buf[512];
+    size_t len = make_shard(buf, "{\"w\": {\"dtype\": \"F32\", \"shape\": [1.5], \"data_offsets\": [0, 4]}}", 16);
+    mem_src bad = {buf, len, -1};
+    assert_int_equal(stream(&bad, XXH64(buf, len, 0), &c, err, sizeof err), -1);
+    assert_contains(err, "malformed tensor entry");
+    collect_free(&c);
+    len = make_shard(buf,
+                     "{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}, "
+                     "\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 16]}}",
+                     16);
+    bad.len = len;
+    assert_int_equal(stream(&bad, XXH64(buf, len, 0), &c, err, sizeof err), 1);
+    assert_int_equal(c.pieces, 0);
+    collect_free(&c);
+}
+
 /* a FIFO or a device given as a shard is refused at once (no blocking read) */
 static void test_refuses_special_files(void **state) {
     (void)state;
@@ -578,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_torn_write_leaves_previous_state),
         cmocka_unit_test(test_manifest_checksum_and_ranges),
         cmocka_unit_test(test_safetensors_hostile_shapes),
+        cmocka_unit_test(test_stream_shard),
         cmocka_unit_test(test_refuses_special_files),
         cmocka_unit_test(test_sweep),
     };

@@ -54,6 +54,27 @@ int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t exp
  * outlive the result) when it is float-aligned there. */
 int ah_ckpt_parse_shard_view(const char *path, const unsigned char *buf, uint64_t expect_bytes,
                              uint64_t expect_xxh64, ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
+/* A shard read as a stream (ah_ckpt_stream_shard). fetch returns bytes [off,
+ * off + len) of the shard (valid until its next call; float-aligned when off
+ * is a multiple of 4), or NULL with err; begin sees the parsed header's
+ * tensors (data NULL) and refuses them with -1 and err when they do not fit
+ * the caller; piece gets `count` floats of tensor i from element `first` on. */
+typedef struct {
+    const unsigned char *(*fetch)(void *ctx, uint64_t off, uint64_t len, char *err, size_t errlen);
+    int (*begin)(void *ctx, const ah_ckpt_loaded *t, int n, char *err, size_t errlen);
+    void (*piece)(void *ctx, int i, size_t first, size_t count, const float *data);
+    void *fetch_ctx, *ctx;
+} ah_ckpt_stream;
+/* Reads a shard of expect_bytes through s in one pass: every byte is hashed
+ * as it passes and each tensor's bytes go to s->piece while they are still in
+ * cache (instead of a verifying pass and then a copying one). What piece wrote
+ * may be used only when this returns 0: the size, XXH64 and header are good
+ * and begin accepted the tensors. -1 with err: unreadable, a checksum mismatch
+ * or a malformed header (another copy may be good); -2 with begin's err: the
+ * shard is good but does not fit; 1: a layout this does not stream
+ * (overlapping, unaligned or twice-named tensors): read it whole instead. */
+int ah_ckpt_stream_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, const ah_ckpt_stream *s,
+                         char *err, size_t errlen);
 /* Maps a shard file read-only after checking its size (*map, unmap with
  * ah_ckpt_unmap): the zero-copy read of the memory tier. 0 or -1 with err. */
 int ah_ckpt_map(const char *path, uint64_t expect_bytes, const unsigned char **map, char *err, size_t errlen);

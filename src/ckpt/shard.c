@@ -196,6 +196,41 @@ static int tensor_extent(const cJSON *it, uint64_t data_len, ah_ckpt_loaded *v, 
     return 0;
 }
 
+/* The tensor entries of a safetensors header (hl bytes of JSON at hdr) over a
+ * data section of data_len bytes: *out (data NULL) and each tensor's first
+ * byte in the data section. 0; -1 malformed header; -2 a malformed entry. */
+static int header_tensors(const unsigned char *hdr, uint64_t hl, uint64_t data_len, ah_ckpt_loaded **out,
+                          uint64_t **begins, int *n) {
+    *out = NULL, *begins = NULL, *n = 0;
+    cJSON *h = cJSON_ParseWithLength((const char *)hdr, (size_t)hl);
+    if (!cJSON_IsObject(h)) {
+        cJSON_Delete(h);
+        return -1;
+    }
+    int cnt = cJSON_GetArraySize(h), k = 0, bad = 0;
+    ah_ckpt_loaded *t = ah_xcalloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
+    uint64_t *b = ah_xcalloc((size_t)cnt + 1, sizeof(uint64_t));
+    const cJSON *it;
+    cJSON_ArrayForEach(it, h) {
+        if (!strcmp(it->string, "__metadata__"))
+            continue;
+        if (tensor_extent(it, data_len, &t[k], &b[k]) != 0) {
+            bad = 1;
+            break;
+        }
+        snprintf(t[k].name, sizeof t[k].name, "%s", it->string);
+        k++;
+    }
+    cJSON_Delete(h);
+    if (bad) {
+        free(t);
+        free(b);
+        return -2;
+    }
+    *out = t, *begins = b, *n = k;
+    return 0;
+}
+
 static int parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,
                        int view, ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
     *out = NULL;
@@ -213,29 +248,18 @@ static int parse_shard(const char *path, const unsigned char *buf, uint64_t expe
         snprintf(err, errlen, "%s: not a safetensors file (header length)", path);
         return -1;
     }
-    cJSON *h = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hl);
-    uint64_t data_len = expect_bytes - 8 - hl;
     const unsigned char *data = buf + 8 + hl;
-    if (!cJSON_IsObject(h)) {
-        snprintf(err, errlen, "%s: malformed safetensors header", path);
-        cJSON_Delete(h);
+    ah_ckpt_loaded *t;
+    uint64_t *begins;
+    int k, hr = header_tensors(buf + 8, hl, expect_bytes - 8 - hl, &t, &begins, &k);
+    if (hr != 0) {
+        snprintf(err, errlen, "%s: %s", path,
+                 hr == -1 ? "malformed safetensors header" : "malformed tensor entry in the safetensors header");
         return -1;
     }
-    int cnt = cJSON_GetArraySize(h), k = 0;
-    ah_ckpt_loaded *t = ah_xcalloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
-    const cJSON *it;
-    int bad = 0;
-    cJSON_ArrayForEach(it, h) {
-        if (!strcmp(it->string, "__metadata__"))
-            continue;
-        ah_ckpt_loaded *v = &t[k];
-        uint64_t b = 0;
-        if (tensor_extent(it, data_len, v, &b) != 0) {
-            bad = 1;
-            break;
-        }
-        snprintf(v->name, sizeof v->name, "%s", it->string);
-        const unsigned char *src = data + (size_t)b;
+    for (int i = 0; i < k; i++) {
+        ah_ckpt_loaded *v = &t[i];
+        const unsigned char *src = data + (size_t)begins[i];
         if (view && (uintptr_t)src % _Alignof(float) == 0) {
             v->data = (float *)(uintptr_t)src; /* read-only by contract: the caller copies out of it */
             v->borrowed = 1;
@@ -243,17 +267,155 @@ static int parse_shard(const char *path, const unsigned char *buf, uint64_t expe
             v->data = ah_xcalloc(v->n + 1, sizeof(float));
             memcpy(v->data, src, v->n * sizeof(float));
         }
-        k++;
     }
-    cJSON_Delete(h);
-    if (bad) {
-        snprintf(err, errlen, "%s: malformed tensor entry in the safetensors header", path);
-        ah_ckpt_free(t, k);
-        return -1;
-    }
+    free(begins);
     *out = t;
     *n = k;
     return 0;
+}
+
+/* ---- streaming read: hash and hand over in one pass ---- */
+
+enum { STREAM_CHUNK = 512 << 10 }; /* a piece stays in L2 between hashing and copying */
+
+typedef struct {
+    const ah_ckpt_stream *s;
+    XXH64_state_t *h;
+    uint64_t pos, bytes;
+    char *err;
+    size_t errlen;
+} stream_state;
+
+/* hashes [pos, to) chunk by chunk; for tensor i (>= 0) each chunk also goes
+ * to the piece callback, element `first` on. 0 or -1 (err: fetch failed). */
+static int stream_range(stream_state *st, uint64_t to, int i, size_t first) {
+    while (st->pos < to) {
+        uint64_t len = to - st->pos < STREAM_CHUNK ? to - st->pos : STREAM_CHUNK;
+        const unsigned char *p = st->s->fetch(st->s->fetch_ctx, st->pos, len, st->err, st->errlen);
+        if (!p)
+            return -1;
+        XXH64_update(st->h, p, (size_t)len);
+        if (i >= 0) {
+            st->s->piece(st->s->ctx, i, first, (size_t)(len / sizeof(float)), (const float *)(const void *)p);
+            first += (size_t)(len / sizeof(float));
+        }
+        st->pos += len;
+    }
+    return 0;
+}
+
+/* A problem found before the end: the rest is hashed to tell a damaged copy
+ * (checksum mismatch, -1) from a good one that is malformed (what, -1) or
+ * does not fit (begin's err already in st->err, -2). */
+static int stream_fail(stream_state *st, const char *path, uint64_t expect_xxh64, const char *what) {
+    char keep[512];
+    snprintf(keep, sizeof keep, "%s", st->err);
+    if (stream_range(st, st->bytes, -1, 0) != 0)
+        return -1;
+    uint64_t hsh = XXH64_digest(st->h);
+    if (hsh != expect_xxh64) {
+        snprintf(st->err, st->errlen, "%s: checksum mismatch (xxh64 %016llx, the manifest says %016llx)", path,
+                 (unsigned long long)hsh, (unsigned long long)expect_xxh64);
+        return -1;
+    }
+    if (!what) {
+        snprintf(st->err, st->errlen, "%s", keep);
+        return -2;
+    }
+    snprintf(st->err, st->errlen, "%s: %s", path, what);
+    return -1;
+}
+
+/* the tensors in data order when they can be streamed there: disjoint,
+ * float-aligned in the file (data_at: the data section's offset), named once */
+static int *stream_order(const ah_ckpt_loaded *t, const uint64_t *b, int n, uint64_t data_at) {
+    if (n > 4096) /* no layer has that many: not worth the quadratic checks below */
+        return NULL;
+    int *ord = ah_xcalloc((size_t)n + 1, sizeof(int));
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && b[ord[j - 1]] > b[i]; j--)
+            ord[j] = ord[j - 1];
+        ord[j] = i;
+    }
+    int ok = 1;
+    for (int k = 0; k < n && ok; k++) {
+        int i = ord[k];
+        ok = (data_at + b[i]) % sizeof(float) == 0 &&
+             (k == 0 || b[i] >= b[ord[k - 1]] + t[ord[k - 1]].n * sizeof(float));
+        for (int j = 0; j < i && ok; j++)
+            ok = strcmp(t[i].name, t[j].name) != 0;
+    }
+    if (!ok) {
+        free(ord);
+        return NULL;
+    }
+    return ord;
+}
+
+/* the data section in file order: gaps hashed, tensors hashed and handed over */
+static int stream_data(stream_state *st, const ah_ckpt_loaded *t, const uint64_t *b, const int *ord, int n,
+                       uint64_t data_at) {
+    for (int k = 0; k < n; k++) {
+        int i = ord[k];
+        if (stream_range(st, data_at + b[i], -1, 0) != 0 ||
+            stream_range(st, data_at + b[i] + t[i].n * sizeof(float), i, 0) != 0)
+            return -1;
+    }
+    return stream_range(st, st->bytes, -1, 0);
+}
+
+int ah_ckpt_stream_shard(const char *path, uint64_t expect_bytes, uint64_t expect_xxh64, const ah_ckpt_stream *s,
+                         char *err, size_t errlen) {
+    stream_state st = {s, XXH64_createState(), 0, expect_bytes, err, errlen};
+    if (!st.h)
+        abort();
+    XXH64_reset(st.h, 0);
+    int rc;
+    uint64_t hl = 0;
+    const unsigned char *p = expect_bytes >= 8 ? s->fetch(s->fetch_ctx, 0, 8, err, errlen) : NULL;
+    if (expect_bytes >= 8 && !p) {
+        rc = -1;
+        goto out;
+    }
+    for (int k = 0; p && k < 8; k++)
+        hl |= (uint64_t)p[k] << (8 * k);
+    if (expect_bytes < 8 || hl > expect_bytes - 8) {
+        rc = stream_fail(&st, path, expect_xxh64, "not a safetensors file (header length)");
+        goto out;
+    }
+    XXH64_update(st.h, p, 8);
+    st.pos = 8;
+    const unsigned char *hdr = s->fetch(s->fetch_ctx, 8, hl, err, errlen);
+    if (!hdr) {
+        rc = -1;
+        goto out;
+    }
+    XXH64_update(st.h, hdr, (size_t)hl);
+    st.pos = 8 + hl;
+    ah_ckpt_loaded *t = NULL;
+    uint64_t *b = NULL;
+    int n = 0, hr = header_tensors(hdr, hl, expect_bytes - 8 - hl, &t, &b, &n);
+    int *ord = hr == 0 ? stream_order(t, b, n, 8 + hl) : NULL;
+    if (hr != 0)
+        rc = stream_fail(&st, path, expect_xxh64,
+                         hr == -1 ? "malformed safetensors header" : "malformed tensor entry in the safetensors header");
+    else if (!ord)
+        rc = 1;
+    else if (s->begin(s->ctx, t, n, err, errlen) != 0)
+        rc = stream_fail(&st, path, expect_xxh64, NULL);
+    else if (stream_data(&st, t, b, ord, n, 8 + hl) != 0)
+        rc = -1;
+    else if (XXH64_digest(st.h) != expect_xxh64)
+        rc = stream_fail(&st, path, expect_xxh64, "checksum"); /* everything hashed: reports the mismatch */
+    else
+        rc = 0;
+    free(ord);
+    free(t);
+    free(b);
+out:
+    XXH64_freeState(st.h);
+    return rc;
 }
 
 int ah_ckpt_parse_shard(const char *path, const unsigned char *buf, uint64_t expect_bytes, uint64_t expect_xxh64,

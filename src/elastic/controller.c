@@ -592,6 +592,8 @@ static int supervise(run_state *s, int *final_step) {
         run_sleep(0.002);
         run_tail_log(s);
         finish_recovery(s);
+        if (!s->pending && s->n_gone)
+            run_purge_gone(s); /* the recovery is done: delete the preempted nodes' tiers */
         if (s->step > *final_step)
             *final_step = s->step;
         if (interrupted) {
@@ -678,6 +680,7 @@ int ah_run(const ah_run_options *o) {
                ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
     write_report(s, final_step, rc == 0);
+    run_purge_gone(s);
 out:
     if (s->mem[0])
         run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */

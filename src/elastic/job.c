@@ -123,6 +123,11 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         else
             unsetenv("AUTOHET_SGEMM_PEAK");
         setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 0); /* virtual nodes share this machine's cores */
+        /* Open MPI's default PML selection opens and probes every component
+         * (cm with its PSM/OFI transports) before it settles on ob1, 0.2 s of
+         * every rank's MPI_Init here; ob1 runs over shared memory and TCP alike.
+         * A user's own choice wins. */
+        setenv("OMPI_MCA_pml", "ob1", 0);
         /* MPI's shared-memory segments of this job go where the controller
          * can remove them: SIGKILLed ranks never clean up after themselves */
         setenv("OMPI_MCA_btl_vader_backing_directory", shm, 1);
@@ -181,7 +186,12 @@ int run_reap(run_state *s, double grace) {
         run_sleep(0.002);
     }
     killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
-    run_kill_ranks(s, NULL); /* and ranks the launcher put in groups of their own */
+    /* and ranks the launcher put in groups of their own, until none runs any
+     * more (gone, or exiting: its command line reads empty once its memory
+     * is released), so that no dying rank still writes a tier the recovery
+     * reads; the kernel may go on freeing their memory meanwhile */
+    for (double t1 = ah_wall_clock_s(); run_kill_ranks(s, NULL) > 0 && ah_wall_clock_s() - t1 < grace;)
+        run_sleep(0.002);
     s->pid = -1;
     char shm[700];
     snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
@@ -247,12 +257,37 @@ void run_clear_pins(run_state *s) {
     }
 }
 
+/* A preempted node's memory and disk tiers are gone at once: renamed aside
+ * (".gone-*", which no manifest loader or restore lists), so the recovery
+ * cannot see them; deleting their files (a few hundred ms of tmpfs and ext4
+ * work here, nothing a real cluster spends when an instance vanishes) waits
+ * until the recovery has finished (run_purge_gone). */
 void run_wipe_node(run_state *s, const char *node) {
-    char p[2400];
-    snprintf(p, sizeof p, "%s/%s", s->mem, node);
-    run_rm_rf(p);
-    snprintf(p, sizeof p, "%s/%s", s->disk, node);
-    run_rm_rf(p);
+    const char *tiers[2] = {s->mem, s->disk};
+    for (int k = 0; k < 2; k++) {
+        char p[2400], aside[2400];
+        snprintf(p, sizeof p, "%s/%s", tiers[k], node);
+        snprintf(aside, sizeof aside, "%s/.gone-%d-%s", tiers[k], s->n_gone, node);
+        if (rename(p, aside) != 0) /* missing: nothing to wipe; else delete it now */
+            run_rm_rf(p);
+    }
+    s->n_gone++;
+}
+
+void run_purge_gone(run_state *s) {
+    const char *tiers[2] = {s->mem, s->disk};
+    for (int k = 0; k < 2 && s->n_gone; k++) {
+        DIR *d = opendir(tiers[k]);
+        for (struct dirent *de; d && (de = readdir(d));)
+            if (!strncmp(de->d_name, ".gone-", 6)) {
+                char p[2400];
+                snprintf(p, sizeof p, "%s/%.255s", tiers[k], de->d_name);
+                run_rm_rf(p);
+            }
+        if (d)
+            closedir(d);
+    }
+    s->n_gone = 0;
 }
 
 /* With notice, a leaving node pushes its memory-tier shards to a peer that

@@ -52,6 +52,7 @@ typedef struct {
     cJSON *pending; /* the recovery whose restore result is awaited */
     char pending_result[1300];
     double t_spawn;
+    int n_gone; /* tier directories of preempted nodes set aside, not deleted yet */
 } run_state;
 
 /* ---- job.c ---- */
@@ -71,6 +72,8 @@ int run_kill_ranks(run_state *s, const char *node);
 void run_clear_pins(run_state *s);
 /* the instance is gone: its memory and disk tiers with it */
 void run_wipe_node(run_state *s, const char *node);
+/* deletes the tier directories run_wipe_node set aside */
+void run_purge_gone(run_state *s);
 /* with notice: the leaving nodes push their memory-tier shards to peers; bytes pushed */
 double run_push_to_peers(run_state *s, const int *gone);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -600,29 +601,6 @@ static double now_s(void) {
     return MPI_Wtime();
 }
 
-/* Read a shard from a file, charging `tier`; cloud reads are paced to the
- * rank's share of the cloud bandwidth (the store is remote and slower). */
-static int read_file_src(const ah_shard_src *s, int tier, double cloud_rate, double *cloud_bytes,
-                         double *cloud_t0, ah_recover_stats *st, const unsigned char **map,
-                         ah_ckpt_loaded **t, int *nt, char *err, size_t errlen) {
-    double t0 = now_s();
-    if (tier == AH_TIER_CLOUD && *cloud_bytes == 0)
-        *cloud_t0 = t0;
-    /* mapped and viewed in place: tmpfs pages are copied once, into the layer */
-    int rc = ah_ckpt_map(s->path, s->bytes, map, err, errlen);
-    if (rc == 0)
-        rc = ah_ckpt_parse_shard_view(s->path, *map, s->bytes, s->xxh64, t, nt, err, errlen);
-    if (tier == AH_TIER_CLOUD) {
-        *cloud_bytes += (double)s->bytes;
-        double due = cloud_rate > 0 ? *cloud_t0 + *cloud_bytes / cloud_rate : 0, now = now_s();
-        if (due > now)
-            usleep((useconds_t)((due - now) * 1e6));
-    }
-    st->bytes[tier] += (double)s->bytes;
-    st->seconds[tier] += now_s() - t0;
-    return rc;
-}
-
 /* An assignment entry of rank x is its own shard (its TP rank, at its stage's
  * degree or none stated) or one old TP rank's shard of a layer to reshard. */
 static int is_own_shard(const ah_executor *x, const ah_recovery_shard *s) {
@@ -733,132 +711,313 @@ static int reshard_groups(ah_executor *x, int me, const ah_recovery_shard *e, in
     return rc;
 }
 
-/* Phase 1, peers: every server maps the shards it serves (no copy) and
- * attaches them to a dynamic RMA window; their addresses are shared, and the
- * new owners get them one-sided (RDMA on InfiniBand/RoCE fabrics), shard by
- * shard into one reused buffer, verify and apply. A peer shard that does not
- * verify but has a cloud copy is marked in retry[]. Collective over the world;
- * returns this rank's rc. */
-static int recover_from_peers(ah_executor *x, ah_transport *t, const ah_recovery_shard *e, int n, int step,
-                              int *retry, ah_ckpt_loaded **kept, int *kept_n, ah_recover_stats *st, char *err,
-                              size_t errlen) {
-    int rc = 0, me = t->rank;
-    double tp0 = now_s();
-    /* every rank reads the same assignment, so all agree whether a window is
-     * needed; a job without peer shards (e.g. shrunk to one rank, where Open
-     * MPI's one-sided components refuse a window) makes none */
-    int any_peer = 0;
-    for (int i = 0; i < n && !any_peer; i++)
-        any_peer = e[i].tier == AH_TIER_PEER;
-    ah_window *win = any_peer ? t->window_create(t->ctx, t->world) : NULL;
-    uint64_t *addr = ah_xcalloc((size_t)n + 1, sizeof(uint64_t)), max_get = 0;
-    const unsigned char **maps = ah_xcalloc((size_t)n + 1, sizeof(*maps));
-    for (int i = 0; i < n; i++) {
-        if (e[i].tier != AH_TIER_PEER)
+/* ---- one rank's recovery: every shard from its source, streamed into its layer ---- */
+
+typedef struct {
+    ah_executor *x; /* NULL: a server-only rank */
+    const ah_recovery_shard *e;
+    int n, me, step;
+    ah_transport *t;
+    ah_window *win;
+    const uint64_t *addr;        /* where each peer shard lies in its server's window (0: not served) */
+    unsigned char *buf;          /* peer bytes land here, a piece (or a whole shard) at a time */
+    size_t cap;
+    double cloud_rate, cloud_bytes, cloud_t0;
+    ah_ckpt_loaded **kept;       /* shards of reshard groups, by entry */
+    int *kept_n;
+    ah_recover_stats *st;
+} recovery;
+
+/* ah_ckpt_stream sources: a mapped file, or a shard in a peer's RMA window */
+static const unsigned char *fetch_mapped(void *ctx, uint64_t off, uint64_t len, char *err, size_t errlen) {
+    (void)len, (void)err, (void)errlen;
+    return (const unsigned char *)ctx + off;
+}
+
+typedef struct {
+    recovery *rv;
+    int server;
+    uint64_t addr;
+} peer_src;
+
+static unsigned char *peer_buffer(recovery *rv, uint64_t len) {
+    if (len + 1 > rv->cap) {
+        free(rv->buf);
+        rv->cap = (size_t)len + 1;
+        rv->buf = ah_xcalloc(rv->cap, 1);
+    }
+    return rv->buf;
+}
+
+static const unsigned char *fetch_peer(void *ctx, uint64_t off, uint64_t len, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    peer_src *p = ctx;
+    unsigned char *b = peer_buffer(p->rv, len);
+    /* in gets of at most 1 MiB: Open MPI 4.1's osc/rdma refuses larger ones
+     * that start inside an attached region (MPI_ERR_RMA_RANGE, fatal) */
+    for (uint64_t done = 0; done < len;) {
+        uint64_t piece = len - done < (1u << 20) ? len - done : (1u << 20);
+        p->rv->t->get(p->rv->t->ctx, p->rv->win, b + done, (size_t)piece, p->server, p->addr + off + done);
+        done += piece;
+    }
+    return b;
+}
+
+/* ah_ckpt_stream sink: the tensors of a shard of layer l, matched to the layer's
+ * (state, tensor) by name, written into it piece by piece */
+typedef struct {
+    ah_executor *x;
+    int l;
+    int *state, *tensor; /* per shard tensor: its destination, -1: not this layer's */
+} layer_sink;
+
+static int sink_begin(void *ctx, const ah_ckpt_loaded *t, int nt, char *err, size_t errlen) {
+    layer_sink *k = ctx;
+    const ah_eng_layer *Ly = &ah_exec_model_of(k->x, k->l)->layers[k->l - ah_exec_model_of(k->x, k->l)->first];
+    k->state = ah_xcalloc((size_t)nt + 1, sizeof(int));
+    k->tensor = ah_xcalloc((size_t)nt + 1, sizeof(int));
+    for (int i = 0; i < nt; i++)
+        k->state[i] = k->tensor[i] = -1;
+    /* the checks and messages of apply_layer, in its order */
+    for (int q = 0; q < Ly->n_tensors; q++)
+        for (int s = 0; s < 3; s++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s.%s", ckpt_prefix[s], Ly->t[q].name);
+            int found = -1;
+            for (int i = 0; i < nt && found < 0; i++)
+                if (!strcmp(t[i].name, name))
+                    found = i;
+            if (found < 0) {
+                snprintf(err, errlen, "checkpoint layer %d: no tensor %s (a different model?)", k->l, name);
+                return -1;
+            }
+            if (t[found].n != Ly->t[q].size) {
+                snprintf(err, errlen,
+                         "checkpoint layer %d: %s has %zu values, this plan's shard needs %zu "
+                         "(a different TP degree or model)",
+                         k->l, name, t[found].n, Ly->t[q].size);
+                return -1;
+            }
+            k->state[found] = s, k->tensor[found] = q;
+        }
+    return 0;
+}
+
+static void sink_piece(void *ctx, int i, size_t first, size_t count, const float *data) {
+    layer_sink *k = ctx;
+    if (k->state[i] >= 0)
+        ah_engine_tensor_range_from_host(ah_exec_model_of(k->x, k->l), k->l, ckpt_states[k->state[i]],
+                                         k->tensor[i], first, count, data);
+}
+
+/* A whole shard of entry s in memory (bytes at p): verified, then applied or
+ * kept for its reshard. 0; -1 (e2) a bad copy; -2 (err) it does not fit. */
+static int take_whole(recovery *rv, int i, const char *what, const unsigned char *p, const ah_shard_src *src,
+                      char *e2, size_t n2, char *err, size_t errlen) {
+    ah_ckpt_loaded *t = NULL;
+    int nt = 0;
+    if (ah_ckpt_parse_shard_view(what, p, src->bytes, src->xxh64, &t, &nt, e2, n2) != 0)
+        return -1;
+    int rc = take_shard(rv->x, &rv->e[i], t, nt, &rv->kept[i], &rv->kept_n[i], err, errlen) == 0 ? 0 : -2;
+    ah_ckpt_free(t, nt);
+    return rc;
+}
+
+/* Entry i's shard from src through fetch (p: the whole shard when it is at
+ * hand, else NULL and fetched whole when needed): an own shard streams into
+ * its layer, hashed as it is copied (the layer is used only once the digest
+ * matched; a bad copy is overwritten by the next one, tensor by tensor); a
+ * reshard group's shard, or a layout that does not stream, is verified whole
+ * first. 0; -1 (e2) a bad copy; -2 (err) it does not fit. */
+static int take_entry(recovery *rv, int i, const char *what, const ah_shard_src *src,
+                      const unsigned char *(*fetch)(void *, uint64_t, uint64_t, char *, size_t), void *fctx,
+                      const unsigned char *p, char *e2, size_t n2, char *err, size_t errlen) {
+    if (is_own_shard(rv->x, &rv->e[i])) {
+        layer_sink k = {rv->x, rv->e[i].layer, NULL, NULL};
+        ah_ckpt_stream s = {fetch, sink_begin, sink_piece, fctx, &k};
+        int r = ah_ckpt_stream_shard(what, src->bytes, src->xxh64, &s, e2, n2);
+        free(k.state);
+        free(k.tensor);
+        if (r == -2)
+            snprintf(err, errlen, "%s", e2);
+        if (r != 1)
+            return r;
+    }
+    if (!p && !(p = fetch(fctx, 0, src->bytes, e2, n2)))
+        return -1;
+    return take_whole(rv, i, what, p, src, e2, n2, err, errlen);
+}
+
+/* Entry i from a file of `tier` (own memory or disk, the cloud: paced to the
+ * rank's share of the node's bandwidth, a read of B bytes ending no earlier
+ * than B / rate after the first). Same returns as take_entry. */
+static int take_from_file(recovery *rv, int i, const ah_shard_src *src, int tier, char *e2, size_t n2, char *err,
+                          size_t errlen) {
+    double t0 = now_s();
+    if (tier == AH_TIER_CLOUD && rv->cloud_bytes == 0)
+        rv->cloud_t0 = t0;
+    const unsigned char *map = NULL; /* mapped in place: the pages are read once, into the layer */
+    int rc = ah_ckpt_map(src->path, src->bytes, &map, e2, n2) == 0 ? 0 : -1;
+    if (rc == 0)
+        rc = take_entry(rv, i, src->path, src, fetch_mapped, (void *)(uintptr_t)map, map, e2, n2, err, errlen);
+    ah_ckpt_unmap(map, src->bytes);
+    if (tier == AH_TIER_CLOUD) {
+        rv->cloud_bytes += (double)src->bytes;
+        double due = rv->cloud_rate > 0 ? rv->cloud_t0 + rv->cloud_bytes / rv->cloud_rate : 0, now = now_s();
+        if (due > now)
+            usleep((useconds_t)((due - now) * 1e6));
+    }
+    rv->st->bytes[tier] += (double)src->bytes;
+    rv->st->seconds[tier] += now_s() - t0;
+    return rc;
+}
+
+/* Entry i from its peer's window, one-sided (RDMA on InfiniBand/RoCE). */
+static int take_from_peer(recovery *rv, int i, char *e2, size_t n2, char *err, size_t errlen) {
+    const ah_recovery_shard *s = &rv->e[i];
+    char what[1400];
+    snprintf(what, sizeof what, "%s (from rank %d)", s->src.path, s->server);
+    if (!rv->addr[i]) {
+        snprintf(e2, n2, "%.400s: the holder could not read it", what);
+        return -1;
+    }
+    double t0 = now_s();
+    peer_src p = {rv, s->server, rv->addr[i]};
+    int rc = take_entry(rv, i, what, &s->src, fetch_peer, &p, NULL, e2, n2, err, errlen);
+    rv->st->bytes[AH_TIER_PEER] += (double)s->src.bytes;
+    rv->st->seconds[AH_TIER_PEER] += now_s() - t0;
+    return rc;
+}
+
+/* Every entry of mine, own tiers and peers alike, as they come; a peer shard
+ * that does not verify but has a cloud copy is left for later (retry[]), a
+ * bad file copy falls back to its cloud copy at once. 0 or -1 (err). */
+static int take_all(recovery *rv, int *retry, char *err, size_t errlen) {
+    int rc = 0;
+    for (int i = 0; i < rv->n && rc == 0; i++) {
+        const ah_recovery_shard *s = &rv->e[i];
+        if (s->rank != rv->me)
             continue;
-        if (e[i].rank == me && e[i].src.bytes > max_get)
-            max_get = e[i].src.bytes;
-        if (e[i].server != me)
+        char e2[1024] = "";
+        int r;
+        if (s->tier == AH_TIER_PEER) {
+            r = take_from_peer(rv, i, e2, sizeof e2, err, errlen);
+            if (r == -1 && s->fallback.path[0]) {
+                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+                retry[i] = 1;
+                r = 0;
+            }
+        } else {
+            r = take_from_file(rv, i, &s->src, s->tier, e2, sizeof e2, err, errlen);
+            if (r == -1 && s->fallback.path[0]) {
+                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+                rv->st->fallbacks++;
+                r = take_from_file(rv, i, &s->fallback, AH_TIER_CLOUD, e2, sizeof e2, err, errlen);
+            }
+        }
+        if (r == -1)
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", s->layer, s->tp, rv->step,
+                     e2);
+        rc = r == 0 ? 0 : -1;
+    }
+    return rc;
+}
+
+/* the cloud copies of the peer shards that did not verify */
+static int take_retries(recovery *rv, const int *retry, char *err, size_t errlen) {
+    int rc = 0;
+    for (int i = 0; i < rv->n && rc == 0; i++) {
+        if (!retry[i])
+            continue;
+        const ah_recovery_shard *s = &rv->e[i];
+        char e2[1024] = "";
+        rv->st->fallbacks++;
+        int r = take_from_file(rv, i, &s->fallback, AH_TIER_CLOUD, e2, sizeof e2, err, errlen);
+        if (r == -1)
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", s->layer, s->tp, rv->step,
+                     e2);
+        rc = r == 0 ? 0 : -1;
+    }
+    return rc;
+}
+
+/* A barrier that sleeps while it waits: a rank done with its share leaves the
+ * cores to those still restoring (MPI_Barrier spins; ranks share cores here). */
+static void sleeping_barrier(MPI_Comm comm) {
+    MPI_Request req;
+    MPI_Ibarrier(comm, &req);
+    for (int done = 0;;) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Servers map the shards they serve (no copy) and attach them to a dynamic RMA
+ * window; the addresses are shared. Collective. Returns maps[] by entry. */
+static const unsigned char **expose_peer_shards(recovery *rv, uint64_t *addr) {
+    const unsigned char **maps = ah_xcalloc((size_t)rv->n + 1, sizeof(*maps));
+    for (int i = 0; i < rv->n; i++) {
+        const ah_recovery_shard *s = &rv->e[i];
+        if (s->tier != AH_TIER_PEER || s->server != rv->me)
             continue;
         int dup = -1;
         for (int j = 0; j < i && dup < 0; j++)
-            if (maps[j] && !strcmp(e[j].src.path, e[i].src.path))
+            if (maps[j] && !strcmp(rv->e[j].src.path, s->src.path))
                 dup = j;
         char e2[512];
         if (dup >= 0)
             addr[i] = addr[dup];
-        else if (ah_ckpt_map(e[i].src.path, e[i].src.bytes, &maps[i], e2, sizeof e2) == 0)
-            addr[i] = t->window_expose(t->ctx, win, maps[i], e[i].src.bytes);
+        else if (ah_ckpt_map(s->src.path, s->src.bytes, &maps[i], e2, sizeof e2) == 0)
+            addr[i] = rv->t->window_expose(rv->t->ctx, rv->win, maps[i], s->src.bytes);
         else
             fprintf(stderr, "autohet: serving a peer shard: %s\n", e2); /* the owner falls back */
     }
-    t->allreduce(t->ctx, t->world, addr, (size_t)n, AH_DT_U64, AH_RED_MAX);
-    unsigned char *buf = ah_xcalloc(max_get + 1, 1);
-    if (win)
-        t->window_open(t->ctx, win);
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (e[i].rank != me || e[i].tier != AH_TIER_PEER)
-            continue;
-        char what[1400], e2[512];
-        snprintf(what, sizeof what, "%s (from rank %d)", e[i].src.path, e[i].server);
-        ah_ckpt_loaded *tl = NULL;
-        int nt = 0, ok = 0;
-        if (addr[i]) {
-            t->get(t->ctx, win, buf, e[i].src.bytes, e[i].server, addr[i]);
-            st->bytes[AH_TIER_PEER] += (double)e[i].src.bytes;
-            ok = ah_ckpt_parse_shard_view(what, buf, e[i].src.bytes, e[i].src.xxh64, &tl, &nt, e2,
-                                          sizeof e2) == 0;
-        } else {
-            snprintf(e2, sizeof e2, "%.400s: the holder could not read it", what);
-        }
-        if (ok)
-            rc = take_shard(x, &e[i], tl, nt, &kept[i], &kept_n[i], err, errlen);
-        else if (e[i].fallback.path[0]) {
-            fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
-            retry[i] = 1;
-        } else {
-            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", e[i].layer, e[i].tp,
-                     step, e2);
-            rc = -1;
-        }
-        ah_ckpt_free(tl, nt);
-    }
-    if (win)
-        t->window_close(t->ctx, win);
-    t->barrier(t->ctx, t->world); /* every get is done: the servers may let go */
-    for (int i = 0; i < n; i++)
-        if (maps[i]) {
-            t->window_hide(t->ctx, win, maps[i]);
-            ah_ckpt_unmap(maps[i], e[i].src.bytes);
-        }
-    if (win)
-        t->window_free(t->ctx, win);
-    free(maps);
-    free(addr);
-    free(buf);
-    st->seconds[AH_TIER_PEER] = now_s() - tp0;
-    return rc;
+    rv->t->allreduce(rv->t->ctx, rv->t->world, addr, (size_t)rv->n, AH_DT_U64, AH_RED_MAX);
+    return maps;
 }
 
-/* Phase 2: own tiers (mapped in place) and the cloud (paced), and the cloud
- * copies of peer shards that did not verify (retry[]). */
-static int recover_from_files(ah_executor *x, int me, const ah_recovery_shard *e, int n, int step, const int *retry,
-                              double cloud_rate, ah_ckpt_loaded **kept, int *kept_n, ah_recover_stats *st,
-                              char *err, size_t errlen) {
-    int rc = 0;
-    double cloud_bytes = 0, cloud_t0 = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (e[i].rank != me || (e[i].tier == AH_TIER_PEER && !retry[i]))
-            continue;
-        ah_ckpt_loaded *t = NULL;
-        int nt = 0, ok = 0;
-        char e2[512] = "";
-        const unsigned char *map = NULL;
-        uint64_t map_bytes = 0;
-        if (e[i].tier != AH_TIER_PEER) {
-            ok = read_file_src(&e[i].src, e[i].tier, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t, &nt,
-                               e2, sizeof e2) == 0;
-            map_bytes = e[i].src.bytes;
-        }
-        if (!ok && e[i].fallback.path[0]) {
-            if (e[i].tier != AH_TIER_PEER)
-                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
-            st->fallbacks++;
-            ah_ckpt_unmap(map, map_bytes);
-            ok = read_file_src(&e[i].fallback, AH_TIER_CLOUD, cloud_rate, &cloud_bytes, &cloud_t0, st, &map, &t,
-                               &nt, e2, sizeof e2) == 0;
-            map_bytes = e[i].fallback.bytes;
-        }
-        if (!ok) {
-            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", e[i].layer, e[i].tp,
-                     step, e2);
-            rc = -1;
-        } else {
-            rc = take_shard(x, &e[i], t, nt, &kept[i], &kept_n[i], err, errlen);
-        }
-        ah_ckpt_free(t, nt);
-        ah_ckpt_unmap(map, map_bytes);
+/* Phase 1: every rank takes its shards (own tiers, peers one-sided, the
+ * cloud) while serving those it holds for others, and waits for the others
+ * asleep; then the servers let go. Phase 2: cloud copies of bad peer
+ * shards. Phase 3: reshard groups. Returns this rank's rc. */
+static int recover_shards(recovery *rv, char *err, size_t errlen) {
+    /* every rank reads the same assignment, so all agree whether a window is
+     * needed; a job without peer shards (e.g. shrunk to one rank, where Open
+     * MPI's one-sided components refuse a window) makes none */
+    int any_peer = 0;
+    for (int i = 0; i < rv->n && !any_peer; i++)
+        any_peer = rv->e[i].tier == AH_TIER_PEER;
+    MPI_Comm wc = MPI_COMM_WORLD; /* servers beside the training ranks take part */
+    rv->t = ah_transport_mpi(&wc);
+    rv->win = any_peer ? rv->t->window_create(rv->t->ctx, rv->t->world) : NULL;
+    uint64_t *addr = ah_xcalloc((size_t)rv->n + 1, sizeof(uint64_t));
+    const unsigned char **maps = any_peer ? expose_peer_shards(rv, addr) : NULL;
+    rv->addr = addr;
+    int *retry = ah_xcalloc((size_t)rv->n + 1, sizeof(int));
+    if (rv->win)
+        rv->t->window_open(rv->t->ctx, rv->win);
+    int rc = take_all(rv, retry, err, errlen);
+    if (rv->win) {
+        rv->t->window_close(rv->t->ctx, rv->win);
+        sleeping_barrier(MPI_COMM_WORLD); /* every get is done: the servers may let go */
+        for (int i = 0; i < rv->n; i++)
+            if (maps[i]) {
+                rv->t->window_hide(rv->t->ctx, rv->win, maps[i]);
+                ah_ckpt_unmap(maps[i], rv->e[i].src.bytes);
+            }
+        rv->t->window_free(rv->t->ctx, rv->win);
     }
+    ah_transport_free(rv->t);
+    free(maps);
+    free(addr);
+    if (rc == 0)
+        rc = take_retries(rv, retry, err, errlen);
+    free(retry);
+    if (rc == 0)
+        rc = reshard_groups(rv->x, rv->me, rv->e, rv->n, rv->kept, rv->kept_n, err, errlen);
     return rc;
 }
 
@@ -871,12 +1030,11 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     memset(st, 0, sizeof *st);
     double t_start = now_s();
+    recovery rv = {.x = x, .me = me, .st = st};
     ah_recovery_shard *e = NULL;
-    int n = 0, step = 0;
-    double cloud_rate = 0;
-    int rc = load_assignment(assignment, me, &step, &cloud_rate, &e, &n, err, errlen);
+    int rc = load_assignment(assignment, me, &rv.step, &rv.cloud_rate, &e, &rv.n, err, errlen);
     if (rc == 0)
-        rc = check_assignment(x, assignment, me, world, e, n, step, err, errlen);
+        rc = check_assignment(x, assignment, me, world, e, rv.n, rv.step, err, errlen);
     /* every rank must agree on the peer windows before the collective */
     int bad = rc != 0, any = 0;
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -886,22 +1044,15 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
         free(e);
         return -1;
     }
-    int *retry = ah_xcalloc((size_t)n + 1, sizeof(int)); /* peer shards to take from the cloud copy */
-    ah_ckpt_loaded **kept = ah_xcalloc((size_t)n + 1, sizeof *kept); /* shards of reshard groups */
-    int *kept_n = ah_xcalloc((size_t)n + 1, sizeof(int));
-    MPI_Comm wc = MPI_COMM_WORLD; /* servers beside the training ranks take part */
-    ah_transport *t = ah_transport_mpi(&wc);
-    rc = recover_from_peers(x, t, e, n, step, retry, kept, kept_n, st, err, errlen);
-    ah_transport_free(t);
-    if (rc == 0)
-        rc = recover_from_files(x, me, e, n, step, retry, cloud_rate, kept, kept_n, st, err, errlen);
-    if (rc == 0)
-        rc = reshard_groups(x, me, e, n, kept, kept_n, err, errlen);
-    for (int i = 0; i < n; i++)
-        ah_ckpt_free(kept[i], kept_n[i]);
-    free(kept);
-    free(kept_n);
-    free(retry);
+    rv.e = e;
+    rv.kept = ah_xcalloc((size_t)rv.n + 1, sizeof *rv.kept);
+    rv.kept_n = ah_xcalloc((size_t)rv.n + 1, sizeof(int));
+    rc = recover_shards(&rv, err, errlen);
+    for (int i = 0; i < rv.n; i++)
+        ah_ckpt_free(rv.kept[i], rv.kept_n[i]);
+    free(rv.kept);
+    free(rv.kept_n);
+    free(rv.buf);
     free(e);
 
     st->total_s = now_s() - t_start;
@@ -912,7 +1063,7 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
         return -1;
-    *step_out = step;
+    *step_out = rv.step;
     return 0;
 }
 

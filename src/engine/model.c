@@ -754,6 +754,14 @@ void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which,
     ah_be_to_device(e->be, ah_dptr_at(ah_engine_layer_state(e, l, which), ti->offset), src, ti->size);
 }
 
+void ah_engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
+                                      size_t count, const float *src) {
+    const ah_tensor_info *ti = &held(e, l)->t[tensor];
+    if (first > ti->size || count > ti->size - first)
+        abort(); /* a caller's bug, never input: the checkpoint reader bounds every piece */
+    ah_be_to_device(e->be, ah_dptr_at(ah_engine_layer_state(e, l, which), ti->offset + first), src, count);
+}
+
 size_t ah_engine_tied_size(const ah_engine_model *e) {
     return (size_t)e->cfg.vocab * e->cfg.hidden;
 }

@@ -142,6 +142,10 @@ void ah_engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state whi
 /* Overwrite tensor `tensor` of state `which` of held layer l with
  * t[tensor].size host floats (checkpoint restore). */
 void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src);
+/* The same for `count` floats of that tensor from element `first` on (a
+ * checkpoint restored piece by piece as it streams in). */
+void ah_engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
+                                      size_t count, const float *src);
 
 /* Tied embeddings: floats of the tied matrix, and the gradient of the copy held
  * here in the embedding (head 0) or in the head (head 1). */
