@@ -19,20 +19,27 @@ static double predicted_bytes(const ah_executor *x) {
     ah_train_settings ts = x->plan.train;
     ts.precision = AH_PRECISION_FP32;
     ts.dist_optimizer = 0;
-    double bytes = 0, live = 0, peak = 0, state, act;
+    int L = ah_model_num_layers(&x->cfg);
+    double state, act, bytes = 0, live = 0, peak = 0;
+    double *act_of = malloc(sizeof(double) * (size_t)L); /* per layer: one micro-batch's activations */
+    for (int l = 0; l < L; l++)
+        act_of[l] = -1;
     for (int i = 0; i < ah_exec_n_held(x); i++) {
         int l = ah_exec_held_layer(x, i);
-        ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, l, l + 1, &state, &act);
+        ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, l, l + 1, &state, &act_of[l]);
         bytes += state;
     }
     for (int i = 0; i < x->prog->n_ops; i++) {
         const ah_op *op = &x->prog->ops[i];
         if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
             continue;
-        ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, op->first, op->last, &state, &act);
+        act = 0;
+        for (int l = op->first; l < op->last; l++)
+            act += act_of[l];
         live += op->kind == AH_OP_FORWARD ? act : -act;
         peak = live > peak ? live : peak;
     }
+    free(act_of);
     return bytes + peak;
 }
 

@@ -188,9 +188,8 @@ ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, 
     return best;
 }
 
-ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, double intra_bw_gbs, double nic_share_gbs,
-                          const ah_plan_options *o) {
-    return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, intra_bw_gbs, nic_share_gbs, o) : 0;
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link, const ah_plan_options *o) {
+    return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, link.intra_gbs, link.nic_share_gbs, o) : 0;
 }
 
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,

@@ -116,6 +116,15 @@ static inline int64_t ah_stage_memory(const ah_layer_bytes *b, int first, int la
 }
 
 /* One activation (or gradient) send between consecutive stages. */
+/* The link between two GPUs: the slower intra-node link and the smaller
+ * per-GPU NIC share of the two ends (which of them a transfer uses depends on
+ * whether the ends share a node). */
+typedef struct {
+    double intra_gbs, nic_share_gbs;
+} ah_pair_link;
+static inline ah_pair_link ah_pair_link_of(double intra_a, double nic_a, double intra_b, double nic_b) {
+    return (ah_pair_link){intra_a < intra_b ? intra_a : intra_b, nic_a < nic_b ? nic_a : nic_b};
+}
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o);
 /* Per-GPU share of a node's NIC in GB/s. */
@@ -167,8 +176,7 @@ ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, 
 /* The tied-embedding exchange of a replica whose first and last stages hold
  * lb (the smaller degree's bytes) on these links: a 2-rank all-reduce, each
  * GPU moving its tied_bytes once (0 when untied; docs/cost-model.md). */
-ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, double intra_bw_gbs, double nic_share_gbs,
-                          const ah_plan_options *o);
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link, const ah_plan_options *o);
 
 /* T_k = A + (m - 1) B + tail, saturating. */
 static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {

@@ -225,6 +225,10 @@ static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
  * 1/t of the activation (Megatron's scatter/gather); between stages of
  * different TP degrees the smaller group's GPUs move 1/min(t) each, which
  * bounds both directions (docs/cost-model.md). */
+static ah_pair_link node_link(const ah_node *a, const ah_node *b) {
+    return ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs, ah_nic_share_gbs(b));
+}
+
 static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs *pc,
                           const ah_plan_options *o) {
     ah_stage *s = &r->stages[j];
@@ -234,11 +238,9 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
     if (j + 1 < r->n_stages) {
         const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
         int inter = r->stages[j + 1].node != s->node;
-        double intra =
-            nd->dev.intra_bw_gbs < nx->dev.intra_bw_gbs ? nd->dev.intra_bw_gbs : nx->dev.intra_bw_gbs;
-        double na = ah_nic_share_gbs(nd), nb = ah_nic_share_gbs(nx);
+        ah_pair_link lk = node_link(nd, nx);
         int tmin = s->tp < r->stages[j + 1].tp ? s->tp : r->stages[j + 1].tp;
-        p2p = ah_p2p_ns(ah_plan_costs_bytes(pc, p, tmin)->p2p_bytes, inter, intra, na < nb ? na : nb, o);
+        p2p = ah_p2p_ns(ah_plan_costs_bytes(pc, p, tmin)->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, o);
         s->p2p_inter_node = inter;
     }
     s->p2p_s = ah_ns_to_s(p2p);
@@ -254,10 +256,8 @@ static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_cost
         return 0;
     const ah_stage *a = &r->stages[0], *b = &r->stages[S - 1];
     const ah_node *na = &p->cluster.nodes[a->node], *nb = &p->cluster.nodes[b->node];
-    double intra = na->dev.intra_bw_gbs < nb->dev.intra_bw_gbs ? na->dev.intra_bw_gbs : nb->dev.intra_bw_gbs;
-    double sa = ah_nic_share_gbs(na), sb = ah_nic_share_gbs(nb);
     return ah_tied_exchange_ns(ah_plan_costs_bytes(pc, p, a->tp < b->tp ? a->tp : b->tp), a->node != b->node,
-                               intra, sa < sb ? sa : sb, o);
+                               node_link(na, nb), o);
 }
 
 /* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */

@@ -353,6 +353,10 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
     }
 }
 
+static ah_pair_link class_link(const ah_class *a, const ah_class *b) {
+    return ah_pair_link_of(a->dev->intra_bw_gbs, a->nic_share_gbs, b->dev->intra_bw_gbs, b->nic_share_gbs);
+}
+
 ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t) {
     int S = t->n_stages;
     if (S < 2)
@@ -363,9 +367,7 @@ ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t) {
     for (int j = 1; j < S; j++)
         one_run &= t->cls[j] == t->cls[0];
     int inter = t->local || !one_run || S > a->upn;
-    double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs : b->dev->intra_bw_gbs;
-    double nic = a->nic_share_gbs < b->nic_share_gbs ? a->nic_share_gbs : b->nic_share_gbs;
-    return ah_tied_exchange_ns(a->tp < b->tp ? a->lb : b->lb, inter, intra, nic, x->o);
+    return ah_tied_exchange_ns(a->tp < b->tp ? a->lb : b->lb, inter, class_link(a, b), x->o);
 }
 
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
@@ -379,11 +381,10 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
             q++;
         inter = (q + 1) % a->upn == 0;
     }
-    double intra = a->dev->intra_bw_gbs < b->dev->intra_bw_gbs ? a->dev->intra_bw_gbs : b->dev->intra_bw_gbs;
-    double nic = a->nic_share_gbs < b->nic_share_gbs ? a->nic_share_gbs : b->nic_share_gbs;
+    ah_pair_link lk = class_link(a, b);
     /* each GPU of the smaller TP group moves 1/min(t) of the activation */
     const ah_layer_bytes *lb = a->tp < b->tp ? a->lb : b->lb;
-    return ah_p2p_ns(lb->p2p_bytes, inter, intra, nic, x->o);
+    return ah_p2p_ns(lb->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
 }
 
 int ah_template_split(ah_search_ctx *x, ah_template *t) {

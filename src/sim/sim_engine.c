@@ -547,7 +547,7 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
     return id;
 }
 
-/* Ring all-reduces of one bucket among its holders: 2(p-1) steps of latency,
+/* Ring all-reduces among `holders` (a bucket's: 2(p-1) steps of latency),
  * 2(p-1)/p of the buffer through every GPU, on the slowest link it crosses.
  * With T the largest holder degree the gradients are cut into T slices
  * (rule 2 of per-stage TP), each all-reduced among its owners, one GPU per
@@ -555,7 +555,8 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
  * its GPUs and T through its node's NIC. The T slice rings are symmetric,
  * so one flow of one slice's volume with those link weights plays them all
  * (uniform degrees: one slice per GPU, the plain ring). */
-static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, double slice_bytes, int T) {
+static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, double slice_bytes, int T,
+                    int latency_steps) {
     int id = new_task(e, TK_FLOW, kind, -1);
     task *k = &e->t[id];
     k->slices = T;
@@ -563,7 +564,7 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
     int one_node = 1;
     for (int i = 1; i < np; i++)
         one_node &= e->r->stages[holders[i]].node == e->r->stages[holders[0]].node;
-    k->latency = 2.0 * (np - 1) * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
+    k->latency = latency_steps * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
     k->part0 = e->nparts;
     k->nparts = np;
     for (int i = 0; i < np; i++) {
@@ -584,7 +585,7 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
 }
 
 static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
-    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T);
+    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T, 2 * (np - 1));
     e->t[id].bucket = bucket;
     e->t[id].first = e->r->buckets[bucket].first;
     e->t[id].last = e->r->buckets[bucket].last;
@@ -597,9 +598,8 @@ static int add_collective(engine *e, int bucket, const int *holders, int np, dou
 static int add_tied(engine *e, int s0, int s1, double bytes_tp1) {
     int holders[2] = {s0, s1};
     int T = e->r->stages[s0].tp > e->r->stages[s1].tp ? e->r->stages[s0].tp : e->r->stages[s1].tp;
-    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T);
+    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T, 1);
     task *k = &e->t[id];
-    k->latency /= 2.0;
     k->first = 0;
     k->last = ah_model_num_layers(&e->p->model);
     return id;
