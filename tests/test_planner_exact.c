@@ -53,7 +53,10 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
             upd_last = ah_range(cl->lt.upd, lo, ends[q]); /* the last stage's, after the loop */
             w[q] = ah_range(cl->lt.w, lo, ends[q]);
             bw[q] = ah_range(cl->lt.bwd, lo, ends[q]);
-            xs[q] = ah_range(cl->lt.upd, lo, ends[q]) + (use_sync ? ah_range(cl->sync, lo, ends[q]) : 0);
+            xs[q] = ah_range(cl->lt.upd, lo, ends[q]) +
+                    (use_sync ? ah_range(cl->sync, lo, ends[q]) +
+                                    ah_allreduce_latency_ns(0, x->level.single_node >= 0, x->o)
+                              : 0);
             c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
             sum += w[q];
         }
@@ -98,7 +101,8 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
         for (int q = 0, lo = 0; q < t->n_stages; lo = t->ends[q], q++) {
             const ah_class *cl = &x->cls[t->cls[q]];
             bw[q] = ah_range(cl->lt.bwd, lo, t->ends[q]);
-            xs[q] = ah_range(cl->lt.upd, lo, t->ends[q]);
+            xs[q] = ah_range(cl->lt.upd, lo, t->ends[q]) +
+                    ah_allreduce_latency_ns(r, x->level.single_node >= 0, x->o); /* one bucket per stage */
             for (int l = lo; l < t->ends[q]; l++)
                 xs[q] += ah_layer_sync_ns(
                     cl->lb, l, ah_stage_dp_link_gbs(&x->c->nodes[cl->nodes[0]], x->level.single_node >= 0),
@@ -336,6 +340,7 @@ static void run_exhaustive(int n_inst, int variant) {
     int instances = 0, fitted = 0, with_mixed = 0, multi_replica = 0, asymmetric = 0, mixed_tp = 0;
     long long plans = 0, templates_checked = 0, pruned = 0;
     int placement_gaps = 0;
+    double worst_gap = 0.0;
     for (int it = 0; it < n_inst; it++) {
         ah_model_config m;
         random_model(&m);
@@ -424,6 +429,8 @@ static void run_exhaustive(int n_inst, int variant) {
                 colocated++;
             else if (plan.iteration_time_ns != plan.search_value_ns) {
                 placement_gaps++;
+                double gap = (double)plan.iteration_time_ns / (double)plan.search_value_ns - 1.0;
+                worst_gap = gap > worst_gap ? gap : worst_gap;
                 if (getenv("AH_TEST_VERBOSE")) {
                     ah_plan_print_table(&plan, stdout);
                     printf("search %lld evaluated %lld\n", plan.search_value_ns, plan.iteration_time_ns);
@@ -462,11 +469,18 @@ static void run_exhaustive(int n_inst, int variant) {
     assert_true(with_mixed > q / 2);
     assert_true(mixed_tp > q / 2); /* per-stage TP is exercised */
     assert_true(pruned > 0);
-    printf("  evaluated plan above the search optimum (placement hops) in %d instances, below it (co-located "
-           "gradients) in %d; node-local optimum in %d sub-searches\n",
-           placement_gaps, colocated, local_plans);
+    printf("  evaluated plan above the search optimum (placement hops, bucket latencies and waits) in %d "
+           "instances (at most %.2f%%), below it (co-located gradients) in %d; node-local optimum in %d "
+           "sub-searches\n",
+           placement_gaps, 100 * worst_gap, colocated, local_plans);
     assert_true(local_plans > 0);
-    assert_true(placement_gaps <= fitted / 20);
+    /* The search's tail is separable (docs/cost-model.md): one all-reduce
+     * latency per stage, each replica's sync on its own link. The evaluation
+     * sees every bucket of asymmetric replicas and a fast holder waiting for a
+     * bucket's slow holders; on these small models (where 20 us steps weigh)
+     * that moves about one pick in ten, by at most a few percent. */
+    assert_true(placement_gaps <= fitted / 6);
+    assert_true(worst_gap < 0.08);
 }
 
 static void test_exhaustive_agreement(void **state) {

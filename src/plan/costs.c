@@ -128,14 +128,28 @@ void ah_plan_costs_free(ah_plan_costs *c) {
 }
 
 ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs, int R) {
-    return ah_to_ns(ah_ring_factor(R) * b->grad_bytes[l] / (bw_gbs * 1e9));
+    return ah_to_ns(ah_allreduce_factor(R) * b->grad_bytes[l] / (bw_gbs * 1e9));
 }
 
 ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs) {
     ah_ns t = 0;
     for (int l = first; l < last; l++)
-        t += ah_to_ns(2.0 * (R - 1) / R * b->grad_bytes[l] / (intra_gbs * 1e9));
+        t += ah_to_ns(ah_allreduce_factor(R) * b->grad_bytes[l] / (intra_gbs * 1e9));
     return t;
+}
+
+ah_ns ah_allreduce_latency_ns(int R, int one_node, const ah_plan_options *o) {
+    return ah_to_ns(ah_allreduce_steps(R) * (one_node ? o->alpha_intra_s : o->alpha_inter_s));
+}
+
+ah_allreduce_algo ah_allreduce_choose(int R, double slice_bytes, double bw_gbs, int one_node,
+                                      const ah_plan_options *o) {
+    ah_allreduce_algo ring = {0, R >= 2 ? 2.0 * (R - 1) / R : 0.0, R >= 2 ? 2 * (R - 1) : 0};
+    if (R <= AH_RING_EXACT_MAX)
+        return ring;
+    ah_allreduce_algo tree = {1, 2.0, ah_allreduce_steps(R)};
+    double alpha = one_node ? o->alpha_intra_s : o->alpha_inter_s, t = slice_bytes / (bw_gbs * 1e9);
+    return tree.factor * t + tree.steps * alpha < ring.factor * t + ring.steps * alpha ? tree : ring;
 }
 
 ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs, int R) {

@@ -87,21 +87,51 @@ static inline int64_t ah_update_ns(const int64_t *upd_prefix, int a, int e, int 
 static inline double ah_peak_tflops(const ah_device *d, ah_precision_mode p) {
     return p == AH_PRECISION_FP32 && d->fp32_tflops > 0 ? d->fp32_tflops : d->peak_tflops;
 }
-/* Ring all-reduce among R holders moves 2(R-1)/R of the buffer through every
- * GPU. The cost model charges that exactly up to AH_RING_EXACT_MAX replicas
- * and its large-R limit 2 above (pessimistic by at most 1/(AH_RING_EXACT_MAX
- * + 1) of the sync term): the search runs one pass per exact count
- * (docs/cost-model.md, "DP sync"). */
+/* The DP all-reduce among R holders, as the cost model and the simulator
+ * both play it (docs/cost-model.md, "DP sync"): a ring up to
+ * AH_RING_EXACT_MAX holders -- 2(R-1)/R of the buffer through every GPU in
+ * 2(R-1) latency steps; above that, per bucket, the faster of the ring and a
+ * log-depth tree (2 n through every GPU in 2 ceil(log2 R) steps), as NCCL's
+ * tuner picks: a ring of 384 holders takes 766 steps, 15 ms a bucket at
+ * 20 us. The search's counts: r <= AH_RING_EXACT_MAX the ring exactly;
+ * R = 0, its pass for any count, the most the chosen algorithm can take
+ * at a count above that (factor 2, and the ring's 30 steps at 16, which
+ * bound the tree's up to 2^15 holders). */
 #define AH_RING_EXACT_MAX 16
-static inline double ah_ring_factor(int R) {
+static inline double ah_allreduce_factor(int R) {
     return R >= 2 && R <= AH_RING_EXACT_MAX ? 2.0 * (R - 1) / R : 2.0;
 }
-/* DP gradient all-reduce time of layer l among R replicas (ah_ring_factor) at
- * bw_gbs GB/s per GPU. */
+static inline int ah_allreduce_steps(int R) {
+    if (R == 0)
+        return 2 * (AH_RING_EXACT_MAX - 1);
+    if (R < 2)
+        return 0;
+    if (R <= AH_RING_EXACT_MAX)
+        return 2 * (R - 1);
+    int d = 0;
+    while ((1 << d) < R)
+        d++;
+    return 2 * d;
+}
+/* The latency of one bucket's all-reduce among R holders (ah_allreduce_steps),
+ * inside one node or across nodes. */
+ah_ns ah_allreduce_latency_ns(int R, int one_node, const ah_plan_options *o);
+/* The algorithm of one bucket's all-reduce among R holders: the ring up to
+ * AH_RING_EXACT_MAX; above, the tree when it is faster for slice_bytes per
+ * GPU at bw_gbs (the plan's DP bandwidth) and the latency of one_node. */
+typedef struct {
+    int tree;      /* 0: ring */
+    double factor; /* bytes through every GPU per byte of the buffer */
+    int steps;     /* latency steps */
+} ah_allreduce_algo;
+ah_allreduce_algo ah_allreduce_choose(int R, double slice_bytes, double bw_gbs, int one_node,
+                                      const ah_plan_options *o);
+/* DP gradient all-reduce time of layer l among R replicas at bw_gbs GB/s per
+ * GPU: the bandwidth term (ah_allreduce_factor); the latency is per bucket. */
 ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs, int R);
 /* All-reduce of layers [first, last) among R holders inside one node: the
- * exact ring's bandwidth term 2(R-1)/R n / intra (like ah_layer_sync_ns it
- * leaves the per-step latency out, so it never exceeds it; docs/cost-model.md). */
+ * bandwidth term at the intra-node link (like ah_layer_sync_ns, the latency
+ * is per bucket; docs/cost-model.md). */
 ah_ns ah_local_sync_ns(const ah_layer_bytes *b, int first, int last, int R, double intra_gbs);
 /* Prefix sums of ah_layer_sync_ns among R replicas (n_layers + 1 entries; free() it). */
 ah_ns *ah_sync_prefix(const ah_layer_bytes *b, double bw_gbs, int R);

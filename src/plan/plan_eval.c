@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "plan/costs.h"
@@ -137,12 +138,125 @@ typedef struct {
     ah_ns tied;   /* the tied-embedding exchange of its first and last stage (0: none) */
 } replica_tail;
 
+/* Every bucket's all-reduce by the algorithm the simulator plays for it
+ * (ah_allreduce_choose on its slice of the TP-1 bytes grad_tp1, the plan's
+ * DP bandwidth, intra-node latency when all its holders share a node): the
+ * layers were costed at ah_allreduce_factor(R), so a ring above
+ * AH_RING_EXACT_MAX rescales them; the latency steps are charged once, at
+ * the bucket's first layer, on every holder. */
+static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, const int *bfirst,
+                              const double *grad_tp1, double dp_bw, const ah_plan_options *o) {
+    int L = ah_model_num_layers(&p->model), R = p->n_replicas;
+    for (int l = 0; l < L; l++) {
+        if (bfirst[l] != l)
+            continue;
+        int node0 = p->replicas[0].stages[holder[l * R]].node, one_node = 1, T = 1, e = l;
+        double bytes = 0.0;
+        while (e < L && bfirst[e] == l)
+            bytes += grad_tp1[e++];
+        for (int k = 0; k < R; k++) {
+            const ah_stage *s = &p->replicas[k].stages[holder[l * R + k]];
+            one_node &= s->node == node0;
+            T = s->tp > T ? s->tp : T;
+        }
+        ah_allreduce_algo a = ah_allreduce_choose(R, bytes / T, dp_bw, one_node, o);
+        double scale = a.factor / ah_allreduce_factor(R);
+        ah_ns lat = ah_to_ns(a.steps * (one_node ? o->alpha_intra_s : o->alpha_inter_s));
+        for (int k = 0; k < R; k++) {
+            ah_stage *s = &p->replicas[k].stages[holder[l * R + k]];
+            ah_ns before = 0, after = lat;
+            for (int q = l; q < e; q++) {
+                before += rt[k].lsync[q];
+                rt[k].lsync[q] = ah_to_ns(ah_ns_to_s(rt[k].lsync[q]) * scale);
+                after += rt[k].lsync[q];
+            }
+            rt[k].lsync[l] += lat;
+            s->sync_s += ah_ns_to_s(after - before);
+        }
+    }
+}
+
+/* Stage j of replica k's link shares its bandwidth among the all-reduces
+ * that are under way, as the simulator's flows do: its buckets (each ready
+ * at ready[its first layer]) and, on the first and last stage, the tied
+ * exchange (ready at the replica's flush), processor-shared. Raises
+ * bucket_end[first layer of each bucket] to the time this holder is through
+ * with it and returns the time the link is done. */
+static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
+                               const int *bfirst, ah_ns *bucket_end) {
+    const ah_stage *s = &p->replicas[k].stages[j];
+    int n = 0, cap = s->layer_last - s->layer_first + 1;
+    double *rel = malloc(sizeof(double) * (size_t)cap * 2), *rem = rel + cap;
+    int *bucket = malloc(sizeof(int) * (size_t)cap);
+    if (!rel || !bucket)
+        abort();
+    for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
+        if (n == 0 || bucket[n - 1] != bfirst[l]) {
+            bucket[n] = bfirst[l];
+            rel[n] = (double)ready[l];
+            rem[n++] = 0.0;
+        }
+        rem[n - 1] += (double)rt[k].lsync[l];
+    }
+    if ((j == 0 || j == p->replicas[k].n_stages - 1) && rt[k].tied > 0) {
+        bucket[n] = -1;
+        rel[n] = (double)rt[k].P;
+        rem[n++] = (double)rt[k].tied;
+    }
+    for (int a = 1; a < n; a++) /* by release time (insertion sort: a stage's few buckets) */
+        for (int b = a; b > 0 && rel[b] < rel[b - 1]; b--) {
+            double r = rel[b], w = rem[b];
+            int q = bucket[b];
+            rel[b] = rel[b - 1], rem[b] = rem[b - 1], bucket[b] = bucket[b - 1];
+            rel[b - 1] = r, rem[b - 1] = w, bucket[b - 1] = q;
+        }
+    double t = n > 0 ? rel[0] : 0.0;
+    int next = 0, left = n;
+    unsigned char *on = calloc((size_t)cap, 1);
+    if (!on)
+        abort();
+    while (left > 0) {
+        while (next < n && rel[next] <= t)
+            on[next++] = 1;
+        int active = 0;
+        double least = 0.0;
+        for (int i = 0; i < next; i++)
+            if (on[i] && (active++ == 0 || rem[i] < least))
+                least = rem[i];
+        if (active == 0) {
+            t = rel[next];
+            continue;
+        }
+        double dt = least * active; /* until the smallest one is through */
+        if (next < n && rel[next] < t + dt)
+            dt = rel[next] - t;
+        t += dt;
+        for (int i = 0; i < next; i++) {
+            if (!on[i])
+                continue;
+            rem[i] -= dt / active;
+            if (rem[i] <= 1e-3) { /* through (ns; rounding of the shares) */
+                on[i] = 0;
+                left--;
+                ah_ns c = (ah_ns)llround(t);
+                if (bucket[i] >= 0 && c > bucket_end[bucket[i]])
+                    bucket_end[bucket[i]] = c;
+            }
+        }
+    }
+    free(on);
+    free(rel);
+    free(bucket);
+    return (ah_ns)llround(t);
+}
+
 /* The gradient sync of a stage starts when every holder of its layers is done
  * with them: the layer's ready time is the latest, over replicas, of that
  * replica's flush minus the drain after the stage holding it (the simulator
  * starts each bucket so). Sets every replica's tail_s and returns the plan's
  * tail after the slowest flush Pmax (docs/cost-model.md). */
-static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
+static ah_ns plan_tail(ah_plan *p, replica_tail *rt, ah_ns Pmax, const double *grad_tp1, double dp_bw,
+                       const ah_plan_options *o) {
     int L = ah_model_num_layers(&p->model), R = p->n_replicas;
     ah_ns *ready = malloc(sizeof(ah_ns) * (size_t)(L > 0 ? L : 1));
     int *bfirst = malloc(sizeof(int) * (size_t)(L > 0 ? L : 1));
@@ -154,6 +268,7 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
             for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
                 holder[l * R + k] = j;
     ah_plan_bucket_starts(holder, L, R, bfirst);
+    bucket_algorithms(p, rt, holder, bfirst, grad_tp1, dp_bw, o);
     /* a bucket is ready when every holder has done the backward of its lowest
      * layer: the holder's flush minus the drain after its stage minus the
      * backward of the stage's layers below the bucket */
@@ -168,36 +283,40 @@ static ah_ns plan_tail(ah_plan *p, const replica_tail *rt, ah_ns Pmax) {
                 ready[l] = rt[k].P - rt[k].drain[j] - below;
         }
     }
-    /* a stage's link serves its buckets top down as they become ready: it is
-     * done when, for the latest-starting layer, everything below it is through */
+    /* pass 1: every holder's link; a bucket ends when its last holder is
+     * through with it (the simulator plays one flow for all holders) */
+    ah_ns *bucket_end = malloc(sizeof(ah_ns) * (size_t)(L > 0 ? L : 1));
+    ah_ns **link_done = malloc(sizeof(ah_ns *) * (size_t)R);
+    if (!bucket_end || !link_done)
+        abort();
+    for (int l = 0; l < L; l++)
+        bucket_end[l] = INT64_MIN;
+    for (int k = 0; k < R; k++) {
+        link_done[k] = malloc(sizeof(ah_ns) * (size_t)p->replicas[k].n_stages);
+        if (!link_done[k])
+            abort();
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            link_done[k][j] = stage_link_shared(p, rt, k, j, ready, bfirst, bucket_end);
+    }
+    /* pass 2: a stage's optimizer follows its link and every bucket it holds */
     ah_ns worst = 0;
     for (int k = 0; k < R; k++) {
         ah_ns tail = 0;
         for (int j = 0; j < p->replicas[k].n_stages; j++) {
             const ah_stage *s = &p->replicas[k].stages[j];
-            /* the tied exchange (first and last stage) is one more item on the
-             * link, ready at the replica's flush: a work-conserving link is done
-             * at max over items i of ready_i + the work ready at or after it */
-            int ends = j == 0 || j == p->replicas[k].n_stages - 1;
-            ah_ns tied = ends ? rt[k].tied : 0, done = tied > 0 ? rt[k].P + tied : INT64_MIN, rest = 0;
-            for (int l = s->layer_first; l < s->layer_last; l++) {
-                rest += rt[k].lsync[l];
-                if (tied > 0 && ready[l] > rt[k].P)
-                    done += rt[k].lsync[l];
-            }
-            for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
-                ah_ns t = ready[l] + rest + (rt[k].P >= ready[l] ? tied : 0);
-                if (t > done)
-                    done = t;
-                rest -= rt[k].lsync[l];
-            }
+            ah_ns done = link_done[k][j];
+            for (int l = s->layer_first; l < s->layer_last; l++)
+                done = bucket_end[bfirst[l]] > done ? bucket_end[bfirst[l]] : done;
             if (done + rt[k].upd[j] - Pmax > tail)
                 tail = done + rt[k].upd[j] - Pmax;
         }
         p->replicas[k].tail_s = ah_ns_to_s(tail);
         if (tail > worst)
             worst = tail;
+        free(link_done[k]);
     }
+    free(link_done);
+    free(bucket_end);
     free(ready);
     free(bfirst);
     free(holder);
@@ -379,11 +498,11 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             p->bottleneck_replica = k;
         }
     }
-    ah_plan_costs_free(&pc);
     /* the slowest pipeline, then what is left of the gradient syncs and
      * optimizer steps: a bucket's all-reduce needs every replica holding it */
     if (rc == 0)
-        worst_tail = plan_tail(p, rt, worst);
+        worst_tail = plan_tail(p, rt, worst, ah_plan_costs_bytes(&pc, p, 1)->grad_bytes, dp_bw, o);
+    ah_plan_costs_free(&pc);
     for (int k = 0; k < p->n_replicas; k++) {
         free(rt[k].drain);
         free(rt[k].upd);

@@ -48,7 +48,7 @@ typedef struct {
     int nodes[4096]; /* indices into the cluster */
     int64_t cap;     /* usable bytes per GPU */
     ah_layer_times lt;
-    ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link (large-R ring) */
+    ah_ns *sync; /* prefix sums of the layers' DP all-reduce on this class's link (any count: factor 2) */
     ah_ns *sync_r[AH_RING_EXACT_MAX + 1]; /* [r], r = 2..: the same among exactly r replicas */
 } ah_class;
 
@@ -74,7 +74,7 @@ typedef struct {
     int ends1[AH_MAX_STAGES];  /* split used by a single-replica plan */
     ah_ns A, B, tail, tail1;   /* fill/drain, bottleneck, tail with sync, tail without sync */
     ah_ns tail_r[AH_RING_EXACT_MAX + 1]; /* [r], r = 2..: the tail of split `ends` in a plan of
-                                          * exactly r replicas (exact ring, ah_ring_factor) */
+                                          * exactly r replicas (exact ring, ah_allreduce_factor) */
 } ah_template;
 
 /* The tail a copy of t pays in a plan of n replicas (the objective's tail term). */
@@ -94,6 +94,9 @@ typedef struct {
     long long M; /* micro-batches per iteration */
     int ring_r;  /* solve pass: 0 = plans of any replica count, tails at the large-R ring;
                   * r = exactly r replicas, tails tail_r[r] (ah_search_solve) */
+    ah_ns sync_lat[AH_RING_EXACT_MAX + 1]; /* [r]: one bucket's all-reduce latency among r holders
+                                            * (ah_allreduce_latency_ns; [0] the any-count pass's),
+                                            * charged once per stage in a tail with the DP sync */
     int K;
     ah_class *cls; /* K classes, canonical order: by kind, then degree */
     int n_kinds;

@@ -170,6 +170,8 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
         for (int r = 2; r <= AH_RING_EXACT_MAX; r++)
             cl->sync_r[r] = ah_sync_prefix(cl->lb, link, r);
     }
+    for (int r = 0; r <= AH_RING_EXACT_MAX; r++)
+        x->sync_lat[r] = r == 1 ? 0 : ah_allreduce_latency_ns(r, lv->single_node >= 0, o);
     return 1;
 }
 
@@ -1285,7 +1287,7 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
         if (e0 > x->L)
             e0 = 1; /* cannot happen (the B0 split qualifies); layer 0 alone is still a bound */
         /* the least sync a plan of >= 2 replicas pays: 2 replicas' ring */
-        ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync_r[2], 0, e0);
+        ah_ns u = ah_range(c0->lt.upd, 0, e0), us = u + ah_range(c0->sync_r[2], 0, e0) + x->sync_lat[2];
         *B0 = b < *B0 ? b : *B0;
         *sum_w = sw < *sum_w ? sw : *sum_w;
         *tail = us < *tail ? us : *tail;
@@ -1380,7 +1382,7 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
         abort();
     ah_ns tmax = 0;
     for (int k = 0; k < x->K; k++) {
-        ah_ns t = ah_range(x->cls[k].lt.upd, 0, x->L) + ah_range(x->cls[k].sync, 0, x->L);
+        ah_ns t = ah_range(x->cls[k].lt.upd, 0, x->L) + ah_range(x->cls[k].sync, 0, x->L) + x->sync_lat[0];
         tmax = t > tmax ? t : tmax;
     }
     v.n_tab = EXPAND_TAIL_LEVELS;

@@ -31,7 +31,7 @@ static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
 static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
     ah_ns u = ah_range(c->lt.upd, a, e);
-    return v->use_sync ? u + ah_range(c->sync, a, e) : u;
+    return v->use_sync ? u + ah_range(c->sync, a, e) + v->x->sync_lat[0] : u;
 }
 static inline int stage_ok(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
@@ -53,6 +53,7 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
         const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
         const int64_t f = S - j, cap = c->cap, bmax = v->bmax - v->off[j], tmax = v->tmax;
         const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
+        const ah_ns lat = use_sync ? v->x->sync_lat[0] : 0;
         const unsigned char *cur = reach + (size_t)j * (L + 1);
         unsigned char *nxt = reach + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j); /* leave one layer for each later stage */
@@ -67,7 +68,7 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
                     break;
                 if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap)
                     break;
-                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) > tmax)
+                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) + lat > tmax)
                     break;
                 e = n;
             }
@@ -337,7 +338,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
         const ah_class *cl = &v->x->cls[v->t->cls[j]];
         *sum_w += stage_w(v, j, a, ends[j]);
         x1[j] = ah_range(cl->lt.upd, a, ends[j]);
-        x[j] = x1[j] + ah_range(cl->sync, a, ends[j]);
+        x[j] = x1[j] + ah_range(cl->sync, a, ends[j]) + v->x->sync_lat[0];
         bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }
@@ -346,7 +347,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
     for (int r = 2; tail_r && r <= AH_RING_EXACT_MAX; r++) {
         a = 0;
         for (int j = 0; j < S; j++) {
-            x[j] = x1[j] + ah_range(v->x->cls[v->t->cls[j]].sync_r[r], a, ends[j]);
+            x[j] = x1[j] + ah_range(v->x->cls[v->t->cls[j]].sync_r[r], a, ends[j]) + v->x->sync_lat[r];
             a = ends[j];
         }
         tail_r[r] = ah_pipeline_tail(x, bw, c, S, x1[S - 1], v->tied);
@@ -517,7 +518,8 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
     for (int j = 0, a = 0; j < t->n_stages; a = t->ends[j], j++) {
         const ah_class *cl = &x->cls[t->cls[j]];
         xs[j] = ah_range(cl->lt.upd, a, t->ends[j]) +
-                ah_local_sync_ns(cl->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs);
+                ah_local_sync_ns(cl->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs) +
+                ah_allreduce_latency_ns(R, 1, x->o);
         bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
         c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
     }

@@ -547,8 +547,15 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
     return id;
 }
 
-/* Ring all-reduces among `holders` (a bucket's: 2(p-1) steps of latency),
- * 2(p-1)/p of the buffer through every GPU, on the slowest link it crosses.
+static int holders_one_node(const engine *e, const int *holders, int np) {
+    int one_node = 1;
+    for (int i = 1; i < np; i++)
+        one_node &= e->r->stages[holders[i]].node == e->r->stages[holders[0]].node;
+    return one_node;
+}
+
+/* All-reduces among `holders` by algorithm `a` (a bucket's: ah_allreduce_choose),
+ * a.factor of the buffer through every GPU, on the slowest link it crosses.
  * With T the largest holder degree the gradients are cut into T slices
  * (rule 2 of per-stage TP), each all-reduced among its owners, one GPU per
  * holder, all at once: a holder of degree t carries T/t of them on each of
@@ -556,15 +563,13 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
  * so one flow of one slice's volume with those link weights plays them all
  * (uniform degrees: one slice per GPU, the plain ring). */
 static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, double slice_bytes, int T,
-                    int latency_steps) {
+                    ah_allreduce_algo a) {
     int id = new_task(e, TK_FLOW, kind, -1);
     task *k = &e->t[id];
     k->slices = T;
-    k->volume = 2.0 * (np - 1) / np * slice_bytes;
-    int one_node = 1;
-    for (int i = 1; i < np; i++)
-        one_node &= e->r->stages[holders[i]].node == e->r->stages[holders[0]].node;
-    k->latency = latency_steps * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
+    k->volume = a.factor * slice_bytes;
+    int one_node = holders_one_node(e, holders, np);
+    k->latency = a.steps * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
     k->part0 = e->nparts;
     k->nparts = np;
     for (int i = 0; i < np; i++) {
@@ -585,7 +590,9 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
 }
 
 static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
-    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T, 2 * (np - 1));
+    ah_allreduce_algo a =
+        ah_allreduce_choose(np, slice_bytes, e->p->dp_bw_gbs, holders_one_node(e, holders, np), e->o);
+    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T, a);
     e->t[id].bucket = bucket;
     e->t[id].first = e->r->buckets[bucket].first;
     e->t[id].last = e->r->buckets[bucket].last;
@@ -598,7 +605,8 @@ static int add_collective(engine *e, int bucket, const int *holders, int np, dou
 static int add_tied(engine *e, int s0, int s1, double bytes_tp1) {
     int holders[2] = {s0, s1};
     int T = e->r->stages[s0].tp > e->r->stages[s1].tp ? e->r->stages[s0].tp : e->r->stages[s1].tp;
-    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T, 1);
+    ah_allreduce_algo send_receive = {0, 1.0, 1};
+    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T, send_receive);
     task *k = &e->t[id];
     k->first = 0;
     k->last = ah_model_num_layers(&e->p->model);
