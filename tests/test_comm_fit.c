@@ -75,6 +75,38 @@ static void finds_break_points_under_noise(void **state) {
     assert_int_equal(p.n_regimes, 1);
 }
 
+/* A regime whose time grows faster than its bytes (the copy slowing once
+ * messages outgrow a cache) is a line of negative intercept: the regimes
+ * after the first fit it exactly, the first keeps alpha >= 0 (the latency). */
+static double outgrows_cache(size_t b) {
+    return b <= 32768 ? 1.5 + (double)b / 8e3 : -40 + (double)b / 2e3;
+}
+
+static void later_regimes_have_free_intercepts(void **state) {
+    (void)state;
+    size_t sizes[64];
+    double us[64];
+    int n = 0;
+    for (size_t b = 4; b <= (16u << 20); b *= 2, n++) {
+        sizes[n] = b;
+        us[n] = outgrows_cache(b);
+    }
+    ah_comm_piecewise p = ah_comm_fit_piecewise(AH_OP_BW, sizes, us, n, 0.01, 3);
+    assert_int_equal(p.n_regimes, 2);
+    assert_int_equal(p.regime[0].max_bytes, 32768);
+    assert_double_equal(p.regime[0].fit.alpha_us, 1.5, 1e-6);
+    assert_double_equal(p.regime[1].fit.alpha_us, -40, 1e-4);
+    assert_double_equal(p.regime[1].fit.beta_gbs, 2, 1e-6);
+    assert_true(p.max_rel_error < 1e-9);
+    /* held to alpha >= 0, the same sizes miss by more than the 10% target */
+    assert_true(ah_comm_fit_alpha_beta(AH_OP_BW, sizes + 14, us + 14, n - 14).max_rel_error > 0.10);
+    /* a first regime never gets a negative latency, even where time grows faster than bytes */
+    for (int i = 0; i < n; i++)
+        us[i] = pow((double)sizes[i] / 1e3, 1.2) + 1e-3;
+    p = ah_comm_fit_piecewise(AH_OP_LATENCY, sizes, us, n, 0.10, 3);
+    assert_true(p.regime[0].fit.alpha_us >= 0);
+}
+
 static void median_and_ci(void **state) {
     (void)state;
     double x[20];
@@ -159,6 +191,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(finds_exact_break_points),
         cmocka_unit_test(finds_break_points_under_noise),
+        cmocka_unit_test(later_regimes_have_free_intercepts),
         cmocka_unit_test(median_and_ci),
         cmocka_unit_test(line_fit_is_minimax),
         cmocka_unit_test(profile_reads_small_regime_latency),

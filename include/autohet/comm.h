@@ -46,6 +46,11 @@ typedef struct {
  * relative error (a minimax line: sizes span decades, and the regimes are
  * judged by their worst size). alpha >= 0, beta > 0. */
 ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const double *us, int n);
+/* The same with the intercept free (any sign) when intercept_free: a regime
+ * above the smallest sizes whose time grows faster than its bytes (messages
+ * outgrowing a cache, the copy slowing) is a line of negative intercept; its
+ * slope is the marginal bandwidth. The latency is the first regime's. */
+ah_comm_fit ah_comm_fit_line(ah_comm_op op, const size_t *bytes, const double *us, int n, int intercept_free);
 
 /* The piecewise alpha-beta model: MPI changes protocol with the message size
  * (eager to rendezvous, shared-memory copy strategies, cache sizes), so each
@@ -54,7 +59,9 @@ ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const dou
  * AH_COMM_MAX_REGIMES, the partition of the sorted sizes into K runs of at
  * least min_points that minimises the largest relative error (dynamic
  * programming over the runs' fits); the fewest regimes whose error is within
- * `tolerance` win, else the count with the smallest error. */
+ * `tolerance` win, else the count with the smallest error. The first regime's
+ * line has alpha >= 0 (the latency); the others' intercepts are free
+ * (ah_comm_fit_line). */
 #define AH_COMM_MAX_REGIMES 6
 typedef struct {
     size_t min_bytes, max_bytes; /* the measured sizes it covers */

@@ -74,15 +74,15 @@ static double best_scale(const double *u, int n, double *err) {
     return 2.0 / (hi + lo);
 }
 
-/* the minimax line with a >= 0, g >= 0 */
-static void minimax_line(const size_t *x, const double *t, int n, double *a, double *g) {
+/* the minimax line with g >= 0 and, unless intercept_free, a >= 0 */
+static void minimax_line(const size_t *x, const double *t, int n, int intercept_free, double *a, double *g) {
     double best = INFINITY;
     *a = t[0], *g = 0;
     if (n == 1)
         return;
     if (n == 2) { /* interpolate */
         double gg = (t[1] - t[0]) / ((double)x[1] - (double)x[0]), aa = t[0] - gg * (double)x[0];
-        if (aa >= 0 && gg >= 0) {
+        if ((aa >= 0 || intercept_free) && gg >= 0) {
             *a = aa, *g = gg;
             return;
         }
@@ -95,7 +95,7 @@ static void minimax_line(const size_t *x, const double *t, int n, double *a, dou
                     if (level_triple(x, t, i, j, k, &aa, &gg, &h) == 0 && fabs(h) > hb)
                         hb = fabs(h), ab = aa, gb = gg;
                 }
-        if (hb >= 0 && ab >= 0 && gb >= 0) {
+        if (hb >= 0 && (ab >= 0 || intercept_free) && gb >= 0) {
             *a = ab, *g = gb;
             return;
         }
@@ -118,7 +118,7 @@ static void minimax_line(const size_t *x, const double *t, int n, double *a, dou
     free(u);
 }
 
-ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const double *us, int n) {
+ah_comm_fit ah_comm_fit_line(ah_comm_op op, const size_t *bytes, const double *us, int n, int intercept_free) {
     ah_comm_fit f;
     memset(&f, 0, sizeof f);
     f.op = op;
@@ -126,11 +126,15 @@ ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const dou
     if (n < 1)
         return f;
     double a, g;
-    minimax_line(bytes, us, n, &a, &g);
+    minimax_line(bytes, us, n, intercept_free, &a, &g);
     if (g <= 0) /* no bandwidth term visible (all sizes latency-bound) */
         g = 1e-12;
     f.alpha_us = a;
     f.beta_gbs = 1.0 / g / 1e3; /* bytes per microsecond -> GB/s */
     f.max_rel_error = max_rel_err(bytes, us, n, a, g);
     return f;
+}
+
+ah_comm_fit ah_comm_fit_alpha_beta(ah_comm_op op, const size_t *bytes, const double *us, int n) {
+    return ah_comm_fit_line(op, bytes, us, n, 0);
 }

@@ -13,7 +13,7 @@ static double *run_errors(ah_comm_op op, const size_t *bytes, const double *us, 
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j <= n; j++)
             err[i * (n + 1) + j] = j - i >= min_points
-                                       ? ah_comm_fit_alpha_beta(op, bytes + i, us + i, j - i).max_rel_error
+                                       ? ah_comm_fit_line(op, bytes + i, us + i, j - i, i > 0).max_rel_error
                                        : INFINITY;
     return err;
 }
@@ -74,7 +74,7 @@ ah_comm_piecewise ah_comm_fit_piecewise(ah_comm_op op, const size_t *bytes, cons
         ah_comm_regime *r = &p.regime[q];
         r->min_bytes = bytes[cut[q]];
         r->max_bytes = bytes[cut[q + 1] - 1];
-        r->fit = ah_comm_fit_alpha_beta(op, bytes + cut[q], us + cut[q], cut[q + 1] - cut[q]);
+        r->fit = ah_comm_fit_line(op, bytes + cut[q], us + cut[q], cut[q + 1] - cut[q], cut[q] > 0);
         p.max_rel_error = fmax(p.max_rel_error, r->fit.max_rel_error);
     }
     free(err);

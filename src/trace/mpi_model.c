@@ -92,7 +92,9 @@ static int read_fit(const cJSON *f, ah_link_model *m) {
                     *a = cJSON_GetObjectItemCaseSensitive(g, "alpha_us"),
                     *b = cJSON_GetObjectItemCaseSensitive(g, "beta_GBps"),
                     *mx = cJSON_GetObjectItemCaseSensitive(g, "max_bytes");
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 0) || !(b->valuedouble > 0) ||
+        /* the first regime's alpha is the latency; later regimes' intercepts are free (ah_comm_fit_line) */
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(q > 0 ? isfinite(a->valuedouble) : a->valuedouble >= 0) ||
+            !(b->valuedouble > 0) ||
             (q + 1 < m->n && !cJSON_IsNumber(mx)))
             return -1;
         m->alpha_us[q] = a->valuedouble;
@@ -125,7 +127,7 @@ int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t err
                              "message by message: run autohet commbench with --ops latency,allreduce)", path);
         rc = -1;
     } else if (read_fit(use, m) != 0) {
-        ah_errf(err, errlen, "--comm-profile %s: fits[]: the latency fit needs alpha_us >= 0, beta_GBps > 0 and "
+        ah_errf(err, errlen, "--comm-profile %s: fits[]: the latency fit needs alpha_us >= 0 (first regime), beta_GBps > 0 and "
                              "max_bytes of every regime but the last (at most %d regimes)", path, AH_LINK_MAX_REGIMES);
         rc = -1;
     } else {
