@@ -109,7 +109,7 @@ static int load_holdings(run_state *s, ah_holding **out, int *n) {
             ah_holding *v = &h[k];
             snprintf(v->node, sizeof v->node, "%s", s->inv.nodes[i].name);
             v->tier = t == 0 ? AH_TIER_MEMORY : AH_TIER_DISK;
-            snprintf(v->dir, sizeof v->dir, "%s/%s", t == 0 ? s->mem : s->disk, v->node);
+            run_node_tier_dir(s, t == 0, i, v->dir, sizeof v->dir);
             if (ah_manifest_load(v->dir, &v->m, err, sizeof err) != 0) {
                 fprintf(stderr, "autohet run: %s (ignoring this tier)\n", err);
                 ah_manifest_init(&v->m, v->node, ah_tier_name(v->tier));

@@ -28,6 +28,11 @@ int run_setup_hosts(run_state *s, char *err, size_t errlen) {
         rc = ah_hostfile_load(s->o->hostfile, &hl, err, errlen);
     else if (env && *env && !ah_cluster_has_hosts(&s->inv))
         rc = ah_slurm_nodelist_parse(env, "SLURM_JOB_NODELIST", &hl, err, errlen);
+    if (rc < 0 && s->o->hostfile) { /* (a Slurm list's errors name it already) */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "--hostfile: %s", why);
+    }
     if (rc < 0)
         return -1;
     if (rc == 0) {
@@ -77,6 +82,13 @@ const char *run_host_of(const run_state *s, const char *node) {
 /* ROOT/HOST/NODE for inventory node i */
 static void host_tier_dir(const run_state *s, const char *root, int i, char *out, size_t n) {
     snprintf(out, n, "%s/%s/%s", root, s->inv.nodes[i].host, s->inv.nodes[i].name);
+}
+
+void run_node_tier_dir(const run_state *s, int memory, int i, char *out, size_t n) {
+    if (s->multi_host)
+        host_tier_dir(s, memory ? s->host_mem : s->host_disk, i, out, n);
+    else
+        snprintf(out, n, "%s/%s", memory ? s->mem : s->disk, s->inv.nodes[i].name);
 }
 
 int run_host_tiers_node(run_state *s, int i) {
@@ -218,5 +230,8 @@ int run_kill_host(run_state *s, const char *node) {
         }
         run_sleep(0.002);
     }
+    printf("autohet run: host %s: SIGKILL to %d rank%s of node %s through %s\n", run_host_of(s, node), n,
+           n == 1 ? "" : "s", node, argv[0]);
+    fflush(stdout);
     return n;
 }

@@ -100,6 +100,8 @@ const char *run_host_of(const run_state *s, const char *node);
 /* the per-host memory and disk tiers of every node (base: the run's name) */
 int run_host_tiers(run_state *s, const char *base, char *err, size_t errlen);
 int run_host_tiers_node(run_state *s, int i);
+/* inventory node i's memory (memory != 0) or disk tier directory: across hosts its host's own path */
+void run_node_tier_dir(const run_state *s, int memory, int i, char *out, size_t n);
 /* node's host is gone: its tier directories set aside (run_purge_gone deletes them) */
 void run_wipe_host(run_state *s, const char *node);
 void run_remove_host_tiers(run_state *s);
