@@ -41,6 +41,9 @@ bad "$TMP/h-two: 2 hosts for the inventory's 3 nodes: node 'n2' (cluster.nodes[2
 bad "$TMP/h-twice:3:" --hostfile "$TMP/h-twice"
 bad "--preempt hd@5: no node or host named 'hd' in the inventory" --hostfile "$TMP/h-fake" --preempt hd@5
 bad "--hostfile" --hostfile "$TMP/missing"
+# inside a Slurm allocation the node list is the host list (2 hosts for 3 nodes: refused, naming it)
+SLURM_JOB_NODELIST='sa[1-2]' bad "SLURM_JOB_NODELIST: 2 hosts for the inventory's 3 nodes"
+SLURM_JOB_NODELIST='sa[1-' bad "SLURM_JOB_NODELIST 'sa[1-'"
 
 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root and iproute2"; exit 1; }
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]} H2=${NETNS_HOSTS[2]}
@@ -52,8 +55,12 @@ export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET"
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" timeout 120 "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
   >"$TMP/ref.out" 2>&1 || { tail -5 "$TMP/ref.out"; fail "one-process run"; }
 RUN="$TMP/mh.run"
+# a site wrapper as --launcher: it records its arguments and runs mpirun with them
+printf '#!/bin/sh\necho "$*" >>"%s"\nexec "$@"\n' "$TMP/launches" >"$TMP/wrap"
+chmod +x "$TMP/wrap"
 AUTOHET_DUMP_PARAMS="$TMP/mh.bin" timeout 120 "$BIN" run --plan "$TMP/plan.json" "${ARGS[@]}" --hostfile "$TMP/hostfile" \
-  --preempt "$H1@5" --run-dir "$RUN" --log "$TMP/mh.log" --report "$TMP/mh.json" >"$TMP/mh.out" 2>&1
+  --preempt "$H1@5" --run-dir "$RUN" --log "$TMP/mh.log" --report "$TMP/mh.json" --launcher "$TMP/wrap mpirun" \
+  >"$TMP/mh.out" 2>&1
 rc=$?
 [ $rc = 0 ] || { tail -20 "$TMP/mh.out"; fail "autohet run --hostfile: exit $rc"; }
 out=$("$CMP" "$TMP/ref.bin" "$TMP/mh.bin" 1e-5) || fail "parameters differ from the uninterrupted run: $out"
@@ -82,6 +89,12 @@ jq -e --arg h "$H2" 'any(.shards[]; .tier == "peer" and .holder == "n2" and (.pa
   "$RUN/recover-1.json" >/dev/null || fail "no peer shard from n2's own host path"
 jq -e --arg h "$H1" 'all(.shards[]; (.path | contains("/" + $h + "/")) | not)' "$RUN/recover-1.json" >/dev/null \
   || fail "a shard was read from the lost host's tiers"
+# every generation's launch: its rankfile, the one-sided component that works over TCP
+[ "$(wc -l <"$TMP/launches")" = 2 ] || fail "the wrapper did not launch 2 generations: $(cat "$TMP/launches")"
+for g in 0 1; do
+  grep -q "^mpirun -np [0-9]* --rankfile $RUN/rankfile-$g.txt --mca osc pt2pt " <(sed -n "$((g + 1))p" "$TMP/launches") \
+    || fail "generation $g: launched without its rankfile and osc pt2pt: $(sed -n "$((g + 1))p" "$TMP/launches")"
+done
 # the per-host tiers go with the run (the cloud tier stays)
 grep -o "memory /[^ ]*/HOST" "$TMP/mh.out" | head -1 >"$TMP/memroot"
 [ -s "$TMP/memroot" ] || fail "the per-host tier paths were not printed"

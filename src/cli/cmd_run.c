@@ -173,8 +173,9 @@ int cmd_run(int argc, char **argv) {
 }
 
 static void preempt_usage(FILE *f) {
-    fprintf(f, "usage: autohet preempt --run-dir DIR NODE [--notice SECONDS]\n\n"
-               "Preempts NODE of the `autohet run` whose run directory is DIR (printed when it starts): its\n"
+    fprintf(f, "usage: autohet preempt --run-dir DIR NODE|HOST [--notice SECONDS]\n\n"
+               "Preempts NODE of the `autohet run` whose run directory is DIR (printed when it starts), or the\n"
+               "node on HOST when the run spans hosts (--hostfile, Slurm, the inventory's hosts): its\n"
                "ranks are killed and its memory and disk tiers wiped, as when a spot instance is reclaimed.\n"
                "With --notice the job stops at its next committed step and the node first pushes its\n"
                "memory-tier layers to a peer.\n\n"
