@@ -7,7 +7,8 @@
 # osc pt2pt), and the run ends on the uninterrupted single-process run's parameters (1e-5 relative).
 # Every generation's rankfile puts each rank on its plan node's host, and the plans name the hosts, so
 # autohet train's start-up check refuses any rank elsewhere. Before that, without namespaces: bad input
-# (one line, exit 2). If the namespaces cannot be made the test fails with the reason.
+# (one line, exit 2); after it, the same plan loses host 1 at step 4 and host 2 at step 8 and ends on host 0
+# alone with the same parameters. If the namespaces cannot be made the test fails with the reason.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/tools/netns_hosts.sh"
 trap 'netns_down; rm -rf "$TMP"' EXIT
@@ -23,17 +24,14 @@ cat >"$TMP/plan.json" <<'EOF2'
   {"micro_batches": 2, "stages": [{"node_index": 2, "gpus": [0], "layers": [0, 6]}]}]}
 EOF2
 
-bad() { # expected-text args...
-  local want="$1"
+bad() { # expected-text args...: exit 2 and one line on stderr that says it
+  local want="$1" rc err
   shift
   timeout 60 "$BIN" run --plan "$TMP/plan.json" "${ARGS[@]}" "$@" >"$TMP/bad.out" 2>"$TMP/bad.err"
-  local rc=$?
-  [ $rc = 2 ] || fail "run $*: exit $rc, want 2"
-  [ "$(wc -l <"$TMP/bad.err")" = 1 ] || fail "run $*: not one line on stderr: $(cat "$TMP/bad.err")"
-  grep -qF -- "$want" "$TMP/bad.err" || fail "run $*: '$(cat "$TMP/bad.err")' does not say '$want'"
+  rc=$? err=$(cat "$TMP/bad.err")
+  [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] && [[ "$err" == *"$want"* ]] ||
+    fail "run $*: exit $rc and '$err', want exit 2 and one line with '$want'"
 }
-"$BIN" run --help >"$TMP/help" || fail "run --help"
-grep -q -- "--hostfile FILE" "$TMP/help" || fail "run --help names no --hostfile"
 printf 'ha\nhb\n' >"$TMP/h-two"
 printf 'ha\nhb\nha\n' >"$TMP/h-twice"
 printf 'ha\nhb\nhc\n' >"$TMP/h-fake"
@@ -44,6 +42,8 @@ bad "--hostfile" --hostfile "$TMP/missing"
 # inside a Slurm allocation the node list is the host list (2 hosts for 3 nodes: refused, naming it)
 SLURM_JOB_NODELIST='sa[1-2]' bad "SLURM_JOB_NODELIST: 2 hosts for the inventory's 3 nodes"
 SLURM_JOB_NODELIST='sa[1-' bad "SLURM_JOB_NODELIST 'sa[1-'"
+"$BIN" run --help >"$TMP/help" || fail "run --help"
+grep -q -- "--hostfile FILE" "$TMP/help" || fail "run --help names no --hostfile"
 
 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root and iproute2"; exit 1; }
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]} H2=${NETNS_HOSTS[2]}
@@ -101,6 +101,20 @@ grep -o "memory /[^ ]*/HOST" "$TMP/mh.out" | head -1 >"$TMP/memroot"
 root=$(sed 's|^memory ||; s|/HOST$||' "$TMP/memroot")
 [ -n "$root" ] && [ ! -e "$root" ] || fail "the per-host memory tier $root is left behind"
 [ -d "$RUN/cloud/n1" ] || fail "the cloud tier of n1 is gone"
+
+# two hosts lost one after the other: the last generation runs on the one host left
+RUN2="$TMP/two.run"
+AUTOHET_DUMP_PARAMS="$TMP/two.bin" timeout 120 "$BIN" run --plan "$TMP/plan.json" "${ARGS[@]}" --hostfile "$TMP/hostfile" \
+  --preempt "$H1@4,$H2@8" --run-dir "$RUN2" --report "$TMP/two.json" >"$TMP/two.out" 2>&1
+rc=$?
+[ $rc = 0 ] || { tail -20 "$TMP/two.out"; fail "two losses: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/two.bin" 1e-5) || fail "two losses: parameters differ from the uninterrupted run: $out"
+echo "3 namespace hosts, $H1 lost at step 4 and $H2 at step 8: parameters $out"
+jq -e '.completed and .final_step == 12 and (.recoveries | length) == 2 and all(.recoveries[]; .steps_lost == 0)' \
+  "$TMP/two.json" >/dev/null || { jq -c '.recoveries' "$TMP/two.json"; fail "two losses: report"; }
+grep -q "=$H1 " "$RUN2/rankfile-1.txt" "$RUN2/rankfile-2.txt" && fail "two losses: a rank on $H1 after its loss"
+[ "$(cut -d= -f2 "$RUN2/rankfile-2.txt" | cut -d' ' -f1 | sort -u)" = "$H0" ] \
+  || fail "two losses: generation 2 is not on $H0 alone: $(cat "$RUN2/rankfile-2.txt")"
 
 [ $fails = 0 ] && echo "cli_run_hosts: all passed"
 exit $((fails > 0))
