@@ -8,7 +8,8 @@
 # Every generation's rankfile puts each rank on its plan node's host, and the plans name the hosts, so
 # autohet train's start-up check refuses any rank elsewhere. Before that, without namespaces: bad input
 # (one line, exit 2); after it, the same plan loses host 1 at step 4 and host 2 at step 8 and ends on host 0
-# alone with the same parameters. If the namespaces cannot be made the test fails with the reason.
+# alone with the same parameters; and with n0 given 2 GPUs and --replan-tp 2 the loss of host 2 leaves n1
+# idle, so a recovery server rank on host 1 serves its layers. If the namespaces cannot be made the test fails with the reason.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/tools/netns_hosts.sh"
 trap 'netns_down; rm -rf "$TMP"' EXIT
@@ -115,6 +116,25 @@ jq -e '.completed and .final_step == 12 and (.recoveries | length) == 2 and all(
 grep -q "=$H1 " "$RUN2/rankfile-1.txt" "$RUN2/rankfile-2.txt" && fail "two losses: a rank on $H1 after its loss"
 [ "$(cut -d= -f2 "$RUN2/rankfile-2.txt" | cut -d' ' -f1 | sort -u)" = "$H0" ] \
   || fail "two losses: generation 2 is not on $H0 alone: $(cat "$RUN2/rankfile-2.txt")"
+
+# a recovery server on its host: n0 has 2 GPUs; after host 2 is lost the replan at TP 2 fits only n0, so
+# n1 (a survivor the plan leaves idle) serves its layers 3-6 from a server rank on its own host, and n0
+# reshards them from TP 1 to TP 2
+jq '.cluster.nodes[0].gpus = 2' "$TMP/plan.json" >"$TMP/plan-tp.json"
+sed 's/slots=1/slots=2/' "$TMP/hostfile" >"$TMP/hostfile2"
+RUN3="$TMP/srv.run"
+AUTOHET_DUMP_PARAMS="$TMP/srv.bin" timeout 120 "$BIN" run --plan "$TMP/plan-tp.json" "${ARGS[@]}" --replan-tp 2 \
+  --hostfile "$TMP/hostfile2" --preempt "$H2@5" --run-dir "$RUN3" --report "$TMP/srv.json" >"$TMP/srv.out" 2>&1
+rc=$?
+[ $rc = 0 ] || { tail -20 "$TMP/srv.out"; fail "server rank: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/srv.bin" 1e-5) || fail "server rank: parameters differ from the uninterrupted run: $out"
+echo "3 namespace hosts, $H2 lost at step 5, a recovery server on $H1, TP 1 -> 2: parameters $out"
+printf 'rank 0=%s slot=0\nrank 1=%s slot=1\nrank 2=%s slot=0\n' "$H0" "$H0" "$H1" >"$TMP/want-srv"
+cmp -s "$TMP/want-srv" "$RUN3/rankfile-1.txt" || { diff "$TMP/want-srv" "$RUN3/rankfile-1.txt"; fail "server rank: rankfile"; }
+jq -e '.generations[1].recovery_servers == 1 and .recoveries[0].steps_lost == 0 and .recoveries[0].bytes_by_tier.peer > 0' \
+  "$TMP/srv.json" >/dev/null || fail "server rank: report: $(jq -c '.generations[1], .recoveries[0].bytes_by_tier' "$TMP/srv.json")"
+jq -e 'any(.shards[]; .tier == "peer" and .holder == "n1" and .server == 2)' "$RUN3/recover-1.json" >/dev/null \
+  || fail "server rank: no shard served by rank 2 from n1"
 
 [ $fails = 0 ] && echo "cli_run_hosts: all passed"
 exit $((fails > 0))
