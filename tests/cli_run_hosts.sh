@@ -40,6 +40,10 @@ bad "$TMP/h-two: 2 hosts for the inventory's 3 nodes: node 'n2' (cluster.nodes[2
 bad "$TMP/h-twice:3:" --hostfile "$TMP/h-twice"
 bad "--preempt hd@5: no node or host named 'hd' in the inventory" --hostfile "$TMP/h-fake" --preempt hd@5
 bad "--hostfile" --hostfile "$TMP/missing"
+jq '.cluster.nodes[0].gpus = 2 | .replicas[1].stages[0] |= (.node_index = 0 | .gpus = [1])' "$TMP/plan.json" >"$TMP/plan-n0x2.json"
+printf 'ha slots=1\nhb\nhc\n' >"$TMP/h-slots"
+bad "$TMP/h-slots:1: slots=1: host 'ha' takes 1 rank, the plan puts 2 on node 'n0'" --hostfile "$TMP/h-slots" \
+  --plan "$TMP/plan-n0x2.json"
 # inside a Slurm allocation the node list is the host list (2 hosts for 3 nodes: refused, naming it)
 SLURM_JOB_NODELIST='sa[1-2]' bad "SLURM_JOB_NODELIST: 2 hosts for the inventory's 3 nodes"
 SLURM_JOB_NODELIST='sa[1-' bad "SLURM_JOB_NODELIST 'sa[1-'"

@@ -685,6 +685,13 @@ int ah_run(const ah_run_options *o) {
     }
     /* replans may choose any TP degree (or the forced one): recovery reshards */
     s->po.tp = o->replan_tp;
+    char rankfile[700];
+    snprintf(rankfile, sizeof rankfile, "%.500s/rankfile-0.txt", s->run);
+    if (s->multi_host && run_place_generation(s, rankfile, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: %s\n", err); /* the hosts cannot take the first plan */
+        rc = AH_EXIT_BAD_INPUT;
+        goto out;
+    }
     if (start_generation(s, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "autohet run: %s\n", err);
         rc = 1;
