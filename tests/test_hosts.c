@@ -311,6 +311,49 @@ static void test_hosts_apply_and_rankfile(void **state) {
     ah_plan_free(&p);
 }
 
+static void read_text(const char *path, char *text, size_t n) {
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t got = fread(text, 1, n - 1, f);
+    fclose(f);
+    text[got] = '\0';
+}
+
+/* autohet run: every inventory node gets a host; the rankfile lists the
+ * recovery server ranks after the plan's, each on its host's first slot */
+static void test_cluster_hosts_and_server_ranks(void **state) {
+    (void)state;
+    ah_plan p;
+    char err[512], path[64], text[512];
+    read_two_host_plan(&p);
+    ah_host_list l;
+    assert_int_equal(ah_hostfile_parse("hostA\n", "hosts.txt", &l, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_apply_hosts(&p.cluster, &l, err, sizeof err), -1);
+    assert_contains(err, "hosts.txt: 1 host for the inventory's 2 nodes: node 'n1' (cluster.nodes[1]) has no host");
+    ah_host_list_free(&l);
+    assert_int_equal(ah_hostfile_parse("hostA\nhostB\nhostC\n", "hosts.txt", &l, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_apply_hosts(&p.cluster, &l, err, sizeof err), 0);
+    ah_host_list_free(&l);
+    assert_string_equal(p.cluster.nodes[0].host, "hostA");
+    assert_string_equal(p.cluster.nodes[1].host, "hostB");
+    assert_int_equal(ah_hostfile_parse("hostB\nhostA\n", "hosts.txt", &l, err, sizeof err), 0);
+    assert_int_equal(ah_cluster_apply_hosts(&p.cluster, &l, err, sizeof err), -1);
+    assert_contains(err, "hosts.txt:1: host 'hostB' for node 'n0', which the plan puts on host 'hostA'");
+    ah_host_list_free(&l);
+
+    const char servers[2][64] = {"hostC", "hostD"};
+    write_tmp("", path);
+    assert_int_equal(ah_rankfile_write_servers(&p, servers, 2, path, err, sizeof err), 0);
+    read_text(path, text, sizeof text);
+    assert_string_equal(text, "rank 0=hostA slot=0\nrank 1=hostB slot=0\nrank 2=hostB slot=1\nrank 3=hostA slot=1\n"
+                              "rank 4=hostC slot=0\nrank 5=hostD slot=0\n");
+    assert_int_equal(ah_rankfile_write_servers(&p, NULL, 0, path, err, sizeof err), 0);
+    read_text(path, text, sizeof text);
+    assert_string_equal(text, "rank 0=hostA slot=0\nrank 1=hostB slot=0\nrank 2=hostB slot=1\nrank 3=hostA slot=1\n");
+    unlink(path);
+    ah_plan_free(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inventory_hosts),
@@ -320,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_host_matches),
         cmocka_unit_test(test_rank_places_follow_the_slot_map),
         cmocka_unit_test(test_hosts_apply_and_rankfile),
+        cmocka_unit_test(test_cluster_hosts_and_server_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,10 @@ typedef struct {
  * host (fewer hosts than nodes), a host's slots are fewer than the ranks
  * the plan puts on its node, a node that already names another host. */
 int ah_hosts_apply(ah_plan *p, const ah_host_list *hosts, char *err, size_t errlen);
+/* The same for an inventory (`autohet run --hostfile`): every node gets the
+ * host of its position (fewer hosts than nodes is an error naming the first
+ * node without one); slots are checked per plan by ah_hosts_apply. */
+int ah_cluster_apply_hosts(ah_cluster *c, const ah_host_list *hosts, char *err, size_t errlen);
 /* The ranks of p in rank order (out holds ah_plan_slots(p) entries),
  * numbered as the engine does (ah_slot_rank: replica, stage, TP rank). */
 void ah_plan_rank_places(const ah_plan *p, ah_rank_place *out);
@@ -67,6 +71,11 @@ int ah_plan_node_ranks(const ah_plan *p, int node);
  * err ("plan: node 'n1' (cluster.nodes[1]) names no host ..." or the write
  * error). */
 int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errlen);
+/* The same followed by n_servers recovery server ranks (world ranks from
+ * the plan's slot count on, `autohet train --recover`), server k on host
+ * server_hosts[k] at slot 0 (servers run where the plan puts no rank). */
+int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], int n_servers, const char *path,
+                              char *err, size_t errlen);
 
 /* Whether a rank whose machine calls itself `actual` (gethostname) is on
  * the host `expected`: the same name ignoring case, or the same up to the

@@ -21,7 +21,7 @@ static void run_usage(FILE *f) {
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
-        "                   [--launcher CMD]\n\n"
+        "                   [--launcher CMD] [--hostfile FILE]\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
         "survives\n"
@@ -37,7 +37,9 @@ static void run_usage(FILE *f) {
         "  --replan-tp     TP degree of the plans made after a change of the node set (default any: the\n"
         "                  planner chooses; shards of another degree are resharded on recovery)\n"
         "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1)\n"
-        "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list)\n"
+        "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list); across\n"
+        "                  hosts NODE may name a host: its ranks are killed on it (through the launcher's\n"
+        "                  remote agent) and it gets no rank again\n"
         "  --spot-trace    replay an availability trace (<time_ms>,<add|remove>,<node>; the k-th trace node\n"
         "                  is the k-th inventory node), --time-scale trace seconds per wall second\n"
         "  --notice        preemptions come with this notice: the job is stopped at its next committed\n"
@@ -53,7 +55,13 @@ static void run_usage(FILE *f) {
         "  --report FILE   JSON: generations and recoveries[] (seconds, detection_s, replan_s, relaunch_s,\n"
         "                  restore_s, bytes_by_tier {memory, disk, peer, cloud}, steps_lost, resumed_step)\n"
         "  --lr, --warmup, --eval-every   as autohet train\n"
-        "  --launcher CMD  MPI launcher (default mpirun)\n\n"
+        "  --launcher CMD  MPI launcher (default mpirun); a site wrapper may bring its own words\n"
+        "                  ('wrap --site x mpirun'); it gets mpirun's arguments\n"
+        "  --hostfile FILE an Open MPI hostfile: inventory node i runs on its i-th host; every generation\n"
+        "                  gets a rankfile (RUN/rankfile-G.txt), '--mca osc pt2pt' for peer recovery over\n"
+        "                  TCP, and each host its own memory and disk tiers; without it, inside a Slurm\n"
+        "                  allocation $SLURM_JOB_NODELIST, or the inventory's \"host\" fields\n"
+        "                  (docs/multi-host.md)\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -66,7 +74,7 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
@@ -90,6 +98,7 @@ int cmd_run(int argc, char **argv) {
         case 'r': o.report_path = optarg; break;
         case 'D': o.run_dir = optarg; break;
         case 'X': o.launcher = optarg; break;
+        case 'H': o.hostfile = optarg; break;
         case 's': iv = &o.steps; break;
         case 'S': iv = &o.seed, min = 0; break;
         case 'G': iv = &o.global_batch; break;
@@ -164,8 +173,9 @@ int cmd_run(int argc, char **argv) {
 }
 
 static void preempt_usage(FILE *f) {
-    fprintf(f, "usage: autohet preempt --run-dir DIR NODE [--notice SECONDS]\n\n"
-               "Preempts NODE of the `autohet run` whose run directory is DIR (printed when it starts): its\n"
+    fprintf(f, "usage: autohet preempt --run-dir DIR NODE|HOST [--notice SECONDS]\n\n"
+               "Preempts NODE of the `autohet run` whose run directory is DIR (printed when it starts), or the\n"
+               "node on HOST when the run spans hosts (--hostfile, Slurm, the inventory's hosts): its\n"
                "ranks are killed and its memory and disk tiers wiped, as when a spot instance is reclaimed.\n"
                "With --notice the job stops at its next committed step and the node first pushes its\n"
                "memory-tier layers to a peer.\n\n"

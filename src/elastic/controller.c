@@ -109,7 +109,7 @@ static int load_holdings(run_state *s, ah_holding **out, int *n) {
             ah_holding *v = &h[k];
             snprintf(v->node, sizeof v->node, "%s", s->inv.nodes[i].name);
             v->tier = t == 0 ? AH_TIER_MEMORY : AH_TIER_DISK;
-            snprintf(v->dir, sizeof v->dir, "%s/%s", t == 0 ? s->mem : s->disk, v->node);
+            run_node_tier_dir(s, t == 0, i, v->dir, sizeof v->dir);
             if (ah_manifest_load(v->dir, &v->m, err, sizeof err) != 0) {
                 fprintf(stderr, "autohet run: %s (ignoring this tier)\n", err);
                 ah_manifest_init(&v->m, v->node, ah_tier_name(v->tier));
@@ -207,7 +207,11 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
                  s->plan.iteration_time_s > 0 ? "" : " (evaluated: the plan has none)");
     else
         snprintf(pred, sizeof pred, "iteration time not predicted");
-    printf("autohet run: generation %d: %s; %s (plan %s)\n", s->gen, desc, pred, path);
+    char hosts[2048] = "";
+    if (s->multi_host)
+        run_plan_hosts(s, hosts, sizeof hosts);
+    printf("autohet run: generation %d: %s; %s (plan %s)%s%s\n", s->gen, desc, pred, path,
+           s->multi_host ? "; hosts " : "", hosts);
     fflush(stdout);
     cJSON *g = cJSON_CreateObject();
     cJSON_AddNumberToObject(g, "generation", s->gen);
@@ -219,6 +223,8 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
         cJSON_AddNumberToObject(g, "predicted_iteration_s", predicted);
     else
         cJSON_AddNullToObject(g, "predicted_iteration_s");
+    if (s->multi_host)
+        cJSON_AddStringToObject(g, "hosts", hosts);
     cJSON_AddItemToArray(s->gens, g);
     s->pid = run_launch(s, path, recover, err, errlen);
     return s->pid > 0 ? 0 : -1;
@@ -261,6 +267,8 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     int rc = ah_recovery_write(rpath, h, &np, &as, s->o->cloud_mbs * 1e6, err, errlen);
     int step = as.step;
     s->n_servers = as.n_servers;
+    for (int k = 0; k < as.n_servers && k < MAX_NODES; k++) /* where the rankfile puts them */
+        snprintf(s->server_host[k], sizeof s->server_host[k], "%s", run_host_of(s, as.server_node[k]));
     ah_assignment_free(&as);
     free_holdings(h, nh);
     double r2 = ah_wall_clock_s();
@@ -318,13 +326,19 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
              * rank, and while a recovery is under way any node may be
              * serving shards: stop the job rather than let it read a node
              * that is being wiped (it is replanned without the node) */
-            if (s->pid > 0 && (run_kill_ranks(s, name) > 0 || s->pending ||
+            int killed = s->pid > 0 ? (s->multi_host ? run_kill_host(s, name) : run_kill_ranks(s, name)) : 0;
+            if (s->pid > 0 && (killed > 0 || s->pending ||
                                (s->have_plan && ah_plan_uses_node(&s->plan, name))))
                 affected = 1;
             run_wipe_node(s, name);
             s->alive[i] = 0;
             len += snprintf(cause + len, sizeof cause - (size_t)len, " lost %s", name);
+            if (s->multi_host)
+                len += snprintf(cause + len, sizeof cause - (size_t)len, " (host %s)", s->inv.nodes[i].host);
         } else if (added[i] && !s->alive[i]) {
+            if (s->multi_host && run_host_tiers_node(s, i) != 0)
+                fprintf(stderr, "autohet run: host %s: cannot make its tier directories (%s)\n",
+                        s->inv.nodes[i].host, strerror(errno));
             s->alive[i] = 1;
             affected = 1;
             len += snprintf(cause + len, sizeof cause - (size_t)len, " added %s", name);
@@ -381,6 +395,8 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     }
     for (int i = 0; i < s->inv.n_nodes; i++)
         s->alive[i] = 1;
+    if (run_setup_hosts(s, err, errlen) != 0)
+        return -1;
     s->prof = ah_profile_analytic();
     if (o->preempt && run_parse_preempts(s, o->preempt, err, errlen) != 0)
         return -1;
@@ -436,6 +452,8 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     snprintf(s->disk, sizeof s->disk, "%.500s/disk", s->run);
     snprintf(s->cloud, sizeof s->cloud, "%.500s/cloud", s->run);
     snprintf(s->control, sizeof s->control, "%.500s/control", s->run);
+    if (s->multi_host && run_host_tiers(s, base, err, errlen) != 0)
+        return -1;
     if (run_mkdir_p(s->mem) || run_mkdir_p(s->disk) || run_mkdir_p(s->cloud) || run_mkdir_p(s->control)) {
         snprintf(err, errlen, "cannot create the tier directories under %s (%s)", s->run, strerror(errno));
         return -1;
@@ -650,8 +668,13 @@ int ah_run(const ah_run_options *o) {
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    printf("autohet run: %s, %d nodes, run directory %s (memory tier %s)\n", s->cfg.name, s->inv.n_nodes,
-           s->run, s->mem);
+    if (s->multi_host)
+        printf("autohet run: %s, %d nodes on hosts from %s, run directory %s (tiers per host: memory "
+               "%s/HOST, disk %s/HOST)\n",
+               s->cfg.name, s->inv.n_nodes, s->host_source, s->run, s->host_mem, s->host_disk);
+    else
+        printf("autohet run: %s, %d nodes, run directory %s (memory tier %s)\n", s->cfg.name, s->inv.n_nodes,
+               s->run, s->mem);
     if (!s->have_plan) {
         if (plan_for_alive(s, &s->plan, err, sizeof err) != 0) {
             fprintf(stderr, "autohet run: planning: %s\n", err);
@@ -662,6 +685,13 @@ int ah_run(const ah_run_options *o) {
     }
     /* replans may choose any TP degree (or the forced one): recovery reshards */
     s->po.tp = o->replan_tp;
+    char rankfile[700];
+    snprintf(rankfile, sizeof rankfile, "%.500s/rankfile-0.txt", s->run);
+    if (s->multi_host && run_place_generation(s, rankfile, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: %s\n", err); /* the hosts cannot take the first plan */
+        rc = AH_EXIT_BAD_INPUT;
+        goto out;
+    }
     if (start_generation(s, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "autohet run: %s\n", err);
         rc = 1;
@@ -684,6 +714,7 @@ int ah_run(const ah_run_options *o) {
 out:
     if (s->mem[0])
         run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
+    run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
     if (s->log)
         fclose(s->log);
     if (s->have_plan)

@@ -10,7 +10,7 @@ typedef struct {
     const char *model_arg, *data, *plan_path, *cluster_arg;
     const char *run_dir; /* NULL: a fresh /tmp/autohet-run.XXXXXX */
     const char *log_path, *report_path;
-    const char *preempt; /* "NODE@STEP[,NODE@STEP...]" */
+    const char *preempt; /* "NODE@STEP[,NODE@STEP...]"; across hosts NODE may be a host */
     const char *spot_trace;
     double time_scale; /* trace seconds per wall second */
     double notice_s;   /* notice given with --preempt / trace removals (0: none) */
@@ -19,7 +19,8 @@ typedef struct {
     int steps, seed, global_batch, micro_batch, seq, tp, warmup, eval_every, ckpt_every, mem_every;
     int replan_tp; /* TP degree of the plans after a change of the node set; 0: the planner's choice */
     double lr;
-    const char *launcher; /* "mpirun" */
+    const char *launcher; /* "mpirun", or a site wrapper with its arguments ("wrap --x mpirun") */
+    const char *hostfile; /* an Open MPI hostfile: node i runs on its i-th host; NULL: none */
     const char *self_exe; /* this autohet binary */
 } ah_run_options;
 

@@ -69,6 +69,47 @@ static double known_sgemm_peak(const run_state *s) {
     return 0;
 }
 
+#define MAX_ARGS 160
+
+/* the launcher command's words (a site wrapper may bring its own arguments) */
+static int launcher_words(const char *launcher, char *buf, size_t n, const char **argv) {
+    snprintf(buf, n, "%s", launcher);
+    int a = 0;
+    for (char *w = strtok(buf, " \t"); w && a < 16; w = strtok(NULL, " \t"))
+        argv[a++] = w;
+    if (a == 0)
+        argv[a++] = launcher;
+    return a;
+}
+
+/* mpirun's arguments of a job across hosts: the generation's rankfile; the
+ * one-sided component that works over TCP (Open MPI 4.1's default, osc/rdma,
+ * fails MPI_Win_create_dynamic between hosts with MPI_ERR_WIN; a user's own
+ * OMPI_MCA_osc wins); and the environment the ranks need, which a remote
+ * agent (ssh) does not carry */
+static int host_args(const char **argv, int a, const char *rankfile, int with_peak) {
+    extern char **environ;
+    argv[a++] = "--rankfile", argv[a++] = rankfile;
+    if (!getenv("OMPI_MCA_osc"))
+        argv[a++] = "--mca", argv[a++] = "osc", argv[a++] = "pt2pt";
+    argv[a++] = "-x", argv[a++] = "AUTOHET_PID_DIR";
+    if (with_peak)
+        argv[a++] = "-x", argv[a++] = "AUTOHET_SGEMM_PEAK";
+    static char names[32][64];
+    int k = 0;
+    for (char **e = environ; *e && k < 32; e++) {
+        size_t len = strcspn(*e, "=");
+        int wanted = !strncmp(*e, "AUTOHET_", 8) || !strncmp(*e, "OMP_NUM_THREADS=", 16) ||
+                     !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21);
+        if (!wanted || len >= sizeof names[0] || !strncmp(*e, "AUTOHET_PID_DIR=", 16) ||
+            !strncmp(*e, "AUTOHET_SGEMM_PEAK=", 19))
+            continue;
+        snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
+        argv[a++] = "-x", argv[a++] = names[k++];
+    }
+    return a;
+}
+
 pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
     const ah_run_options *o = s->o;
     char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
@@ -86,10 +127,22 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     char shm[700];
     snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
     run_mkdir_p(shm);
-    const char *argv[64];
-    int a = 0;
-    argv[a++] = o->launcher;
-    argv[a++] = "-np", argv[a++] = np, argv[a++] = "--bind-to", argv[a++] = "none";
+    char peak[32] = "";
+    double known = known_sgemm_peak(s);
+    if (known > 0)
+        snprintf(peak, sizeof peak, "%.6g", known);
+    const char *argv[MAX_ARGS];
+    char words[1024], rankfile[1200];
+    int a = launcher_words(o->launcher, words, sizeof words, argv);
+    argv[a++] = "-np", argv[a++] = np;
+    if (s->multi_host) {
+        snprintf(rankfile, sizeof rankfile, "%s/rankfile-%d.txt", s->run, s->gen);
+        if (run_place_generation(s, rankfile, recover ? s->n_servers : 0, err, errlen) != 0)
+            return -1;
+        a = host_args(argv, a, rankfile, peak[0] != 0);
+    } else {
+        argv[a++] = "--bind-to", argv[a++] = "none";
+    }
     argv[a++] = o->self_exe, argv[a++] = "train";
     argv[a++] = "--model", argv[a++] = o->model_arg, argv[a++] = "--data", argv[a++] = o->data;
     argv[a++] = "--plan", argv[a++] = plan_path, argv[a++] = "--steps", argv[a++] = steps;
@@ -103,10 +156,6 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     if (recover)
         argv[a++] = "--recover", argv[a++] = recover;
     argv[a] = NULL;
-    char peak[32] = "";
-    double known = known_sgemm_peak(s);
-    if (known > 0)
-        snprintf(peak, sizeof peak, "%.6g", known);
     fflush(stdout);
     fflush(stderr);
     s->t_spawn = ah_wall_clock_s();
@@ -271,12 +320,14 @@ void run_wipe_node(run_state *s, const char *node) {
         if (rename(p, aside) != 0) /* missing: nothing to wipe; else delete it now */
             run_rm_rf(p);
     }
+    if (s->multi_host) /* the links above pointed to the host's own directories */
+        run_wipe_host(s, node);
     s->n_gone++;
 }
 
 void run_purge_gone(run_state *s) {
-    const char *tiers[2] = {s->mem, s->disk};
-    for (int k = 0; k < 2 && s->n_gone; k++) {
+    const char *tiers[4] = {s->mem, s->disk, s->host_mem, s->host_disk};
+    for (int k = 0; k < (s->multi_host ? 4 : 2) && s->n_gone; k++) {
         DIR *d = opendir(tiers[k]);
         for (struct dirent *de; d && (de = readdir(d));)
             if (!strncmp(de->d_name, ".gone-", 6)) {

@@ -53,6 +53,12 @@ typedef struct {
     char pending_result[1300];
     double t_spawn;
     int n_gone; /* tier directories of preempted nodes set aside, not deleted yet */
+    /* across hosts (run_hosts.c): every inventory node is a host of its own */
+    int multi_host;
+    int host_slots[MAX_NODES], host_line[MAX_NODES]; /* node i's host's slots and hostfile line (0: unknown) */
+    char host_source[256];                           /* the host list errors name */
+    char host_mem[600], host_disk[600]; /* per-host tier roots: ROOT/HOST/NODE (RUN/memory/NODE links there) */
+    char server_host[MAX_NODES][64];    /* the hosts of the generation's recovery server ranks */
 } run_state;
 
 /* ---- job.c ---- */
@@ -83,5 +89,27 @@ int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen)
 int run_poll_control(run_state *s, int *gone, double *notice, int *from_signal);
 int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added);
 int run_poll_trace(run_state *s, int *gone, int *added);
+
+/* ---- run_hosts.c ---- */
+/* the host of every inventory node: --hostfile, else $SLURM_JOB_NODELIST
+ * (when the inventory names none), else the inventory's own; sets multi_host */
+int run_setup_hosts(run_state *s, char *err, size_t errlen);
+/* an inventory node by its name or (across hosts) its host's; -1 if none */
+int run_host_index(const run_state *s, const char *name);
+const char *run_host_of(const run_state *s, const char *node);
+/* the per-host memory and disk tiers of every node (base: the run's name) */
+int run_host_tiers(run_state *s, const char *base, char *err, size_t errlen);
+int run_host_tiers_node(run_state *s, int i);
+/* inventory node i's memory (memory != 0) or disk tier directory: across hosts its host's own path */
+void run_node_tier_dir(const run_state *s, int memory, int i, char *out, size_t n);
+/* node's host is gone: its tier directories set aside (run_purge_gone deletes them) */
+void run_wipe_host(run_state *s, const char *node);
+void run_remove_host_tiers(run_state *s);
+/* the hosts s->plan puts ranks on, space-separated */
+void run_plan_hosts(const run_state *s, char *buf, size_t n);
+/* checks the hosts' slots against s->plan and writes its rankfile (+ n_servers server ranks) */
+int run_place_generation(run_state *s, const char *rankfile, int n_servers, char *err, size_t errlen);
+/* SIGKILL node's ranks on its host through the launcher's remote agent; ranks signalled */
+int run_kill_host(run_state *s, const char *node);
 
 #endif

@@ -56,13 +56,15 @@ int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen)
             break;
         }
         *at = 0;
-        if (run_node_index(s, tok) < 0) {
-            snprintf(err, errlen, "--preempt %s@%ld: no node named '%s' in the inventory", tok, st, tok);
+        int ni = run_host_index(s, tok);
+        if (ni < 0) {
+            snprintf(err, errlen, "--preempt %s@%ld: no node %snamed '%s' in the inventory", tok, st,
+                     s->multi_host ? "or host " : "", tok);
             rc = -1;
             break;
         }
         s->pre = ah_xrealloc(s->pre, sizeof *s->pre * (size_t)(s->n_pre + 1));
-        snprintf(s->pre[s->n_pre].node, sizeof s->pre[0].node, "%s", tok);
+        snprintf(s->pre[s->n_pre].node, sizeof s->pre[0].node, "%s", s->inv.nodes[ni].name);
         s->pre[s->n_pre].step = (int)st;
         s->pre[s->n_pre].fired = 0;
         s->n_pre++;
@@ -80,7 +82,7 @@ int run_poll_control(run_state *s, int *gone, double *notice, int *from_signal) 
             continue;
         char p[2400];
         snprintf(p, sizeof p, "%s/%s", s->control, de->d_name);
-        int i = run_node_index(s, de->d_name + 8);
+        int i = run_host_index(s, de->d_name + 8);
         FILE *f = fopen(p, "r");
         double nt = 0;
         char source[16] = "";

@@ -38,6 +38,24 @@ static const char *host_where(const ah_host_list *l, int i, char *buf, size_t n)
     return buf;
 }
 
+/* Puts node nd on host h (at `where` of its list), whose slots must cover
+ * the node's `ranks`; a node that names another host is refused. 0 or -1. */
+static int apply_host(ah_node *nd, const ah_host *h, int ranks, const char *where, char *err, size_t errlen) {
+    if (h->slots > 0 && h->slots < ranks) {
+        ah_errf(err, errlen, "%s: slots=%d: host '%s' takes %d rank%s, the plan puts %d on node '%s'", where,
+                h->slots, h->name, h->slots, h->slots == 1 ? "" : "s", ranks, nd->name);
+        return -1;
+    }
+    if (nd->host[0] && !ah_host_matches(nd->host, h->name)) {
+        ah_errf(err, errlen, "%s: host '%s' for node '%s', which the plan puts on host '%s'", where, h->name,
+                nd->name, nd->host);
+        return -1;
+    }
+    if (!nd->host[0])
+        snprintf(nd->host, sizeof nd->host, "%s", h->name);
+    return 0;
+}
+
 int ah_hosts_apply(ah_plan *p, const ah_host_list *hosts, char *err, size_t errlen) {
     char where[320];
     for (int i = 0; i < p->cluster.n_nodes; i++) {
@@ -53,21 +71,24 @@ int ah_hosts_apply(ah_plan *p, const ah_host_list *hosts, char *err, size_t errl
                     ranks == 1 ? "" : "s");
             return -1;
         }
-        const ah_host *h = &hosts->hosts[i];
-        host_where(hosts, i, where, sizeof where);
-        if (h->slots > 0 && h->slots < ranks) {
-            ah_errf(err, errlen, "%s: slots=%d: host '%s' takes %d rank%s, the plan puts %d on node '%s'", where,
-                    h->slots, h->name, h->slots, h->slots == 1 ? "" : "s", ranks, nd->name);
+        if (apply_host(nd, &hosts->hosts[i], ranks, host_where(hosts, i, where, sizeof where), err, errlen) != 0)
             return -1;
-        }
-        if (nd->host[0] && !ah_host_matches(nd->host, h->name)) {
-            ah_errf(err, errlen, "%s: host '%s' for node '%s', which the plan puts on host '%s'", where, h->name,
-                    nd->name, nd->host);
-            return -1;
-        }
-        if (!nd->host[0])
-            snprintf(nd->host, sizeof nd->host, "%s", h->name);
     }
+    return 0;
+}
+
+int ah_cluster_apply_hosts(ah_cluster *c, const ah_host_list *hosts, char *err, size_t errlen) {
+    char where[320];
+    if (hosts->n < c->n_nodes) {
+        ah_errf(err, errlen,
+                "%s: %d host%s for the inventory's %d nodes: node '%s' (cluster.nodes[%d]) has no host (node i "
+                "runs on the i-th host)",
+                hosts->source, hosts->n, hosts->n == 1 ? "" : "s", c->n_nodes, c->nodes[hosts->n].name, hosts->n);
+        return -1;
+    }
+    for (int i = 0; i < c->n_nodes; i++)
+        if (apply_host(&c->nodes[i], &hosts->hosts[i], 0, host_where(hosts, i, where, sizeof where), err, errlen))
+            return -1;
     return 0;
 }
 
@@ -80,6 +101,11 @@ static int hostless_node(const ah_plan *p) {
 }
 
 int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errlen) {
+    return ah_rankfile_write_servers(p, NULL, 0, path, err, errlen);
+}
+
+int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], int n_servers, const char *path,
+                              char *err, size_t errlen) {
     int bad = hostless_node(p);
     if (bad >= 0) {
         ah_errf(err, errlen,
@@ -89,13 +115,14 @@ int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errl
         return -1;
     }
     int n = ah_plan_slots(p);
-    ah_rank_place *pl = ah_xcalloc((size_t)n, sizeof *pl);
+    ah_rank_place *pl = ah_xcalloc((size_t)n + 1, sizeof *pl);
     ah_plan_rank_places(p, pl);
-    size_t cap = (size_t)n * 96 + 1, off = 0;
+    size_t cap = (size_t)(n + n_servers) * 96 + 1, off = 0;
     char *text = ah_xcalloc(cap, 1);
-    for (int r = 0; r < n; r++) {
-        int w = snprintf(text + off, cap - off, "rank %d=%s slot=%d\n", r, p->cluster.nodes[pl[r].node].host,
-                         pl[r].gpu);
+    for (int r = 0; r < n + n_servers; r++) {
+        /* a server rank runs where the plan puts no rank: the first slot is free */
+        const char *host = r < n ? p->cluster.nodes[pl[r].node].host : server_hosts[r - n];
+        int w = snprintf(text + off, cap - off, "rank %d=%s slot=%d\n", r, host, r < n ? pl[r].gpu : 0);
         off += w > 0 ? (size_t)w : 0;
     }
     free(pl);

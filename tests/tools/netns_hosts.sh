@@ -14,9 +14,10 @@
 #   NETNS_AGENT    an rsh agent for Open MPI (--mca plm_rsh_agent "$NETNS_AGENT"): `AGENT HOST CMD...` runs
 #                  CMD inside HOST's network and UTS namespaces, as ssh would run it on the host
 #   NETNS_DIR      where the namespaces' files live
-#   netns_throttle I RATE   makes host i's link RATE (e.g. 100mbit) in both directions (tc tbf on the bridge's
-#                  port toward the host and on the host's own eth0; a queue of 1 s at RATE, so that nothing is
-#                  dropped and a message's time is its size / RATE)
+#   netns_throttle I RATE   makes host i's link RATE (e.g. 100mbit, 1gbit) in both directions (tc tbf on the
+#                  bridge's port toward the host and on the host's own eth0; a bucket of one 4 ms timer tick at
+#                  RATE, at least 16 KB, and a queue of 1 s at RATE, so that nothing is dropped and a message's
+#                  time is its size / RATE)
 # A failure to make the hosts is an error with its reason (exit 1), never a skip.
 
 netns_fail() {
@@ -96,9 +97,19 @@ EOF
 }
 
 netns_throttle() {
-  local i="$1" rate="$2"
-  { tc qdisc add dev "${NETNS_VETH[$i]}" root tbf rate "$rate" burst 16kb latency 1s &&
-    ip netns exec "${NETNS_NS[$i]}" tc qdisc add dev eth0 root tbf rate "$rate" burst 16kb latency 1s; } ||
+  local i="$1" rate="$2" bits burst
+  # the bucket must hold what RATE sends in a timer tick (4 ms at HZ=250): a 16 KB bucket lets a 1 Gbit/s
+  # link carry ~35 MB/s here, the kernel refilling it only once a tick
+  case "$rate" in
+    *gbit) bits=$((${rate%gbit} * 1000000000)) ;;
+    *mbit) bits=$((${rate%mbit} * 1000000)) ;;
+    *kbit) bits=$((${rate%kbit} * 1000)) ;;
+    *) netns_fail "netns_throttle: rate '$rate': expected N followed by kbit, mbit or gbit"; return 1 ;;
+  esac
+  burst=$((bits / 8 / 250))
+  [ "$burst" -ge 16384 ] || burst=16384
+  { tc qdisc add dev "${NETNS_VETH[$i]}" root tbf rate "$rate" burst "$burst" latency 1s &&
+    ip netns exec "${NETNS_NS[$i]}" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 1s; } ||
     { netns_fail "cannot throttle host ${NETNS_HOSTS[$i]} to $rate (tc tbf)"; return 1; }
 }
 
