@@ -330,11 +330,38 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
     free(src);
 }
 
+/* The config field of a model detail the engine does not compute, or NULL:
+ * such a model is refused by name, never trained as a different one. */
+static const char *unsupported_detail(const ah_model_config *c, char *buf, size_t n) {
+    if (c->arch == AH_ARCH_GPT && c->embed_dim > 0 && c->embed_dim != c->hidden)
+        snprintf(buf, n, "word_embed_proj_dim %d != hidden_size %d (OPT's embedding projection)", c->embed_dim,
+                 c->hidden);
+    else if (c->post_norm)
+        snprintf(buf, n, "do_layer_norm_before false (post-LN blocks)");
+    else if (c->arch == AH_ARCH_GPT && c->act != AH_ACT_GELU_TANH)
+        snprintf(buf, n, "activation_function '%s' (the engine's GPT blocks use gelu_new)",
+                 ah_activation_name((ah_activation)c->act));
+    else if (c->qkv_bias)
+        snprintf(buf, n, "model_type qwen2 (q/k/v biases)");
+    else if (c->no_qkv_bias || c->unscaled_attention)
+        snprintf(buf, n, "model_type gpt_neo (q/k/v without biases, unscaled attention scores)");
+    else if (c->attn_window > 0)
+        snprintf(buf, n, "attention_layers with 'local' layers (sliding-window attention of %d)", c->attn_window);
+    else
+        return NULL;
+    return buf;
+}
+
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
+        return -1;
+    }
+    char why[160];
+    if (unsupported_detail(cfg, why, sizeof why) != NULL) {
+        snprintf(err, errlen, "model %s: %s is not supported by the training engine", cfg->name, why);
         return -1;
     }
     if (tp < 1 || cfg->n_heads % tp || cfg->n_kv_heads % tp || cfg->ffn_hidden % tp ||
