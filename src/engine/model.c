@@ -108,7 +108,7 @@ enum { H_NW = 0, H_NB, H_LM };
 /* GPT block */
 enum { B_LN1W = 0, B_LN1B, B_QKVW, B_QKVB, B_PROJW, B_PROJB, B_LN2W, B_LN2B, B_FCW, B_FCB, B_FCPW, B_FCPB };
 /* LLaMA block */
-enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW };
+enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW, Q_QB, Q_KB, Q_VB };
 
 static int is_llama(const ah_engine_model *e) {
     return e->cfg.arch == AH_ARCH_LLAMA;
@@ -168,6 +168,11 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
         }
         add_tensor(&lo, "gate_up_w", 2 * Fl, C, 2 * Fg, C, rows, 0, 0, 1, 0);
         add_tensor(&lo, "down_w", C, Fl, C, Fg, NULL, 0, r * Fl, 1, 0);
+        if (c->qkv_bias) { /* Qwen2: [1, heads * D] rows split by heads like the weights */
+            add_tensor(&lo, "q_b", 1, Hl * D, 1, c->n_heads * D, NULL, 0, r * Hl * D, 0, 0);
+            add_tensor(&lo, "k_b", 1, Hkvl * D, 1, c->n_kv_heads * D, NULL, 0, r * Hkvl * D, 0, 0);
+            add_tensor(&lo, "v_b", 1, Hkvl * D, 1, c->n_kv_heads * D, NULL, 0, r * Hkvl * D, 0, 0);
+        }
     }
     /* column map of the GPT qkv bias: the same split as the qkv rows */
     for (int i = 0; i < L->n_tensors; i++)
@@ -341,8 +346,6 @@ static const char *unsupported_detail(const ah_model_config *c, char *buf, size_
     else if (c->arch == AH_ARCH_GPT && c->act != AH_ACT_GELU_TANH)
         snprintf(buf, n, "activation_function '%s' (the engine's GPT blocks use gelu_new)",
                  ah_activation_name((ah_activation)c->act));
-    else if (c->qkv_bias)
-        snprintf(buf, n, "model_type qwen2 (q/k/v biases)");
     else if (c->no_qkv_bias || c->unscaled_attention)
         snprintf(buf, n, "model_type gpt_neo (q/k/v without biases, unscaled attention scores)");
     else if (c->attn_window > 0)
@@ -391,7 +394,7 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
     e->tp_rank = tp_rank;
     e->first = first;
     e->last = last;
-    e->rope_theta = 10000.0f;
+    e->rope_theta = cfg->rope_theta > 0 ? (float)cfg->rope_theta : 10000.0f;
     e->layers = xcalloc((size_t)(last - first), sizeof(ah_eng_layer));
     for (int l = first; l < last; l++)
         build_layer(e, &e->layers[l - first], l, seed, init);
@@ -533,9 +536,10 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
             r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C););
-    KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), NOBUF, N, C, Hl * D););
-    KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), NOBUF, N, C, Hkvl * D););
-    KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), NOBUF, N, C, Hkvl * D););
+    int qb = c->qkv_bias;
+    KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), qb ? P(L, Q_QB) : NOBUF, N, C, Hl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), qb ? P(L, Q_KB) : NOBUF, N, C, Hkvl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), qb ? P(L, Q_VB) : NOBUF, N, C, Hkvl * D););
     KT(K_ATTN, BK(e, rope_fwd, q, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_fwd, k, N, e->T, Hkvl, D, e->rope_theta););
     KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
@@ -677,9 +681,10 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
     ah_be_zero(e->be, dn, NC);
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_QW), NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_KW), NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_VW), NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
+    int qb = c->qkv_bias;
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_QW), qb ? G(L, Q_QB) : NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_KW), qb ? G(L, Q_KB) : NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
+    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_VW), qb ? G(L, Q_VB) : NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
     ah_be_copy(e->be, din, dmid, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););

@@ -314,6 +314,12 @@ static int read_family(const ah_err_ctx *cx, const cJSON *root, const model_type
         return read_neo(cx, root, m);
     if (is_type(info, "qwen2"))
         m->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
+    if (info->rotary && has_value(root, "rope_theta")) {
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+        if (!cJSON_IsNumber(th) || !(th->valuedouble > 1.0) || th->valuedouble > 1e12)
+            return ah_jfail(cx, "rope_theta", "expected a number above 1");
+        m->rope_theta = th->valuedouble;
+    }
     return 0;
 }
 
