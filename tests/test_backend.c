@@ -136,7 +136,7 @@ static void test_ops_equal_direct_kernels(void **state) {
     float *att_out = calloc((size_t)N * K, sizeof(float)), *att = calloc((size_t)B * H * T * T, sizeof(float));
     ah_attention_fwd(att_out, att, x, x, x, B, T, H, H, D);
     ah_dptr datt_out = ah_be_alloc(be, (size_t)N * K), datt = ah_be_alloc(be, (size_t)B * H * T * T);
-    be->attention_fwd(be->ctx, datt_out, datt, dx, dx, dx, B, T, H, H, D);
+    be->attention_fwd(be->ctx, datt_out, datt, dx, dx, dx, B, T, H, H, D, 0);
     assert_device_equals(be, datt_out, att_out, (size_t)N * K);
     /* GELU */
     float *ge = calloc((size_t)N * K, sizeof(float));

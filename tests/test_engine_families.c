@@ -439,11 +439,23 @@ static void test_qwen2(void **state) {
                  "k_b");
 }
 
+/* GPT-Neo: no q/k/v biases, unscaled scores, and a local layer whose window
+ * (3) is shorter than the sequence (8); the output projection keeps its bias. */
+static void test_gpt_neo(void **state) {
+    (void)state;
+    check_family("{\"model_type\": \"gpt_neo\", \"hidden_size\": 16, \"num_heads\": 2, \"num_layers\": 2,"
+                 "\"intermediate_size\": 32, \"max_position_embeddings\": 16, \"vocab_size\": 50,"
+                 "\"attention_types\": [[[\"global\", \"local\"], 1]], \"window_size\": 3,"
+                 "\"activation_function\": \"gelu_new\"}",
+                 "proj_b");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_gpt_neo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

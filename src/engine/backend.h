@@ -81,8 +81,9 @@ struct ah_backend {
     void (*swiglu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int F);
     void (*rope_fwd)(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta);
     void (*rope_bwd)(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta);
+    /* window > 0: query t sees keys (t - window, t] (local layers); 0: all earlier keys */
     void (*attention_fwd)(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
-                          int Hq, int Hkv, int D);
+                          int Hq, int Hkv, int D, int window);
     void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
                           ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D);
     /* returns the summed loss: a synchronising read on an asynchronous backend */

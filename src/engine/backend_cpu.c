@@ -113,9 +113,9 @@ static void cpu_rope_bwd(void *ctx, ah_dptr dx, int N, int T, int H, int D, floa
     ah_rope_bwd(F(dx), N, T, H, D, theta);
 }
 static void cpu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B,
-                              int T, int Hq, int Hkv, int D) {
+                              int T, int Hq, int Hkv, int D, int window) {
     (void)ctx;
-    ah_attention_fwd(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
+    ah_attention_fwd_window(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D, window);
 }
 static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
                               ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D) {

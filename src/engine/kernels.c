@@ -408,6 +408,11 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
  * dk/dv, accumulate in a fixed order, so results do not depend on threads. */
 void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D) {
+    ah_attention_fwd_window(out, att, q, k, v, B, T, Hq, Hkv, D, 0);
+}
+
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                             int Hq, int Hkv, int D, int window) {
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
     int G = Hq / Hkv;
@@ -426,18 +431,21 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
 #pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
             for (int t = 0; t < T; t++) {
                 float *row = a + (size_t)t * T;
+                int j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; /* first visible key */
                 float mx = -INFINITY;
-                for (int j = 0; j <= t; j++)
+                for (int j = j0; j <= t; j++)
                     if (row[j] > mx)
                         mx = row[j];
                 double sum = 0.0;
-                for (int j = 0; j <= t; j++) {
+                for (int j = j0; j <= t; j++) {
                     float e = expf(row[j] - mx);
                     row[j] = e;
                     sum += e;
                 }
                 float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= t; j++)
+                for (int j = 0; j < j0; j++)
+                    row[j] = 0.0f;
+                for (int j = j0; j <= t; j++)
                     row[j] *= inv;
                 for (int j = t + 1; j < T; j++)
                     row[j] = 0.0f;

@@ -57,6 +57,11 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta);
  * backward (entries above the diagonal are 0). */
 void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D);
+/* The same with a sliding window (GPT-Neo's local layers): query t sees keys
+ * (t - window, t]; window 0 = every earlier key. The backward needs no
+ * window: the masked probabilities are 0 in att. */
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                             int Hq, int Hkv, int D, int window);
 void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                       const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
 

@@ -144,7 +144,8 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
         add_tensor(&lo, "qkv_w", 3 * Hl * D, C, 3 * C, C, rows, 0, 0, 1, 0);
         /* the bias is a [1, 3C] row: its columns follow the same head split */
         ah_tensor_info *qb = &L->t[L->n_tensors];
-        add_tensor(&lo, "qkv_b", 1, 3 * Hl * D, 1, 3 * C, NULL, 0, 0, 0, 0);
+        int nb = c->no_qkv_bias ? 0 : 1; /* GPT-Neo: no q/k/v biases (an empty tensor keeps the indices) */
+        add_tensor(&lo, "qkv_b", nb, 3 * Hl * D, nb, 3 * C, NULL, 0, 0, 0, 0);
         qb->col0 = -1; /* special: column map = rows[] */
         add_tensor(&lo, "proj_w", C, Hl * D, C, C, NULL, 0, r * Hl * D, 1, 0);
         add_tensor(&lo, "proj_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
@@ -346,10 +347,6 @@ static const char *unsupported_detail(const ah_model_config *c, char *buf, size_
     else if (c->arch == AH_ARCH_GPT && c->act != AH_ACT_GELU_TANH)
         snprintf(buf, n, "activation_function '%s' (the engine's GPT blocks use gelu_new)",
                  ah_activation_name((ah_activation)c->act));
-    else if (c->no_qkv_bias || c->unscaled_attention)
-        snprintf(buf, n, "model_type gpt_neo (q/k/v without biases, unscaled attention scores)");
-    else if (c->attn_window > 0)
-        snprintf(buf, n, "attention_layers with 'local' layers (sliding-window attention of %d)", c->attn_window);
     else
         return NULL;
     return buf;
@@ -493,6 +490,11 @@ static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr 
     BK(e, embedding_fwd, out, tok, P(L, E_WTE), is_llama(e) ? NOBUF : P(L, E_WPE), N, e->T, e->cfg.hidden);
 }
 
+/* The attention window of block layer L: GPT-Neo's local layers, else 0 (all earlier keys). */
+static int block_window(const ah_engine_model *e, const ah_eng_layer *L) {
+    return ah_model_block_is_local(&e->cfg, L->index - 1) ? e->cfg.attn_window : 0;
+}
+
 static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
@@ -505,12 +507,16 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
             m2 = take(&ar, N), r2 = take(&ar, N), fc = take(&ar, (size_t)N * Fl), ge = take(&ar, (size_t)N * Fl);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     KT(K_NORM, BK(e, layernorm_fwd, ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
-    ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB);
-    KT(K_LINEAR, BK(e, linear_fwd, q, ln1, w, b, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_fwd, k, ln1, ah_dptr_at(w, (size_t)Cl * C), ah_dptr_at(b, Cl), N, C, Cl););
-    KT(K_LINEAR,
-       BK(e, linear_fwd, v, ln1, ah_dptr_at(w, (size_t)2 * Cl * C), ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
-    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hl, D););
+    ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB), nob = NOBUF;
+    int nb = c->no_qkv_bias;
+    KT(K_LINEAR, BK(e, linear_fwd, q, ln1, w, nb ? nob : b, N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_fwd, k, ln1, ah_dptr_at(w, (size_t)Cl * C), nb ? nob : ah_dptr_at(b, Cl), N, C,
+                    Cl););
+    KT(K_LINEAR, BK(e, linear_fwd, v, ln1, ah_dptr_at(w, (size_t)2 * Cl * C),
+                    nb ? nob : ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
+    if (c->unscaled_attention) /* GPT-Neo's q.k: q * sqrt(D) cancels the kernel's 1/sqrt(D) */
+        KT(K_ATTN, BK(e, scale, q, sqrtf((float)D), (size_t)N * Cl););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hl, D, block_window(e, L)););
     KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, B_PROJW), NOBUF, N, Cl, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
     KT(K_MISC, BK(e, add_bias_rows, x_mid, P(L, B_PROJB), N, C););
@@ -542,7 +548,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
     KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), qb ? P(L, Q_VB) : NOBUF, N, C, Hkvl * D););
     KT(K_ATTN, BK(e, rope_fwd, q, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_fwd, k, N, e->T, Hkvl, D, e->rope_theta););
-    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
     KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, Q_OW), NOBUF, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
     KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
@@ -638,13 +644,16 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_
     KT(K_MISC, BK(e, bias_grad_acc, G(L, B_PROJB), dmid, N, C););
     KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, B_PROJW), NOBUF, dmid, y, P(L, B_PROJW), N, Cl, C););
     KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D););
+    if (c->unscaled_attention)
+        KT(K_ATTN, BK(e, scale, dq, sqrtf((float)D), (size_t)N * Cl););
     ah_be_zero(e->be, dln, NC);
-    ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB);
+    ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB), nob = NOBUF;
+    int nb = c->no_qkv_bias;
     size_t wk = (size_t)Cl * C, wv = (size_t)2 * Cl * C;
-    KT(K_LINEAR, BK(e, linear_bwd, dln, gw, gb, dq, ln1, w, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wk), ah_dptr_at(gb, Cl), dk, ln1, ah_dptr_at(w, wk), N,
-                    C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wv), ah_dptr_at(gb, 2 * (size_t)Cl), dv, ln1,
+    KT(K_LINEAR, BK(e, linear_bwd, dln, gw, nb ? nob : gb, dq, ln1, w, N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wk), nb ? nob : ah_dptr_at(gb, Cl), dk, ln1,
+                    ah_dptr_at(w, wk), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wv), nb ? nob : ah_dptr_at(gb, 2 * (size_t)Cl), dv, ln1,
                     ah_dptr_at(w, wv), N, C, Cl););
     tp_allreduce(e, dln, NC);
     ah_be_copy(e->be, din, dmid, NC);
