@@ -450,12 +450,47 @@ static void test_gpt_neo(void **state) {
                  "proj_b");
 }
 
+/* OPT-350m's shape: 8-wide embeddings (word_embed_proj_dim) with project_in/out
+ * around a 16-wide model, 2 position rows before position 0, post-LN blocks
+ * without a final norm, ReLU, the LM head tied to the [V, 8] embedding. */
+static void test_opt_projection_post_ln(void **state) {
+    (void)state;
+    check_family("{\"model_type\": \"opt\", \"hidden_size\": 16, \"num_attention_heads\": 2,"
+                 "\"num_hidden_layers\": 2, \"ffn_dim\": 32, \"max_position_embeddings\": 16,"
+                 "\"vocab_size\": 50, \"word_embed_proj_dim\": 8, \"do_layer_norm_before\": false,"
+                 "\"activation_function\": \"relu\"}",
+                 "proj_out");
+}
+
+/* The other OPT sizes: pre-LN with a final norm, embeddings as wide as the model. */
+static void test_opt_pre_ln(void **state) {
+    (void)state;
+    check_family("{\"model_type\": \"opt\", \"hidden_size\": 16, \"num_attention_heads\": 2,"
+                 "\"num_hidden_layers\": 2, \"ffn_dim\": 32, \"max_position_embeddings\": 16,"
+                 "\"vocab_size\": 50, \"word_embed_proj_dim\": 16, \"do_layer_norm_before\": true}",
+                 "norm_b");
+}
+
+/* What the engine does not compute is refused with the config field named. */
+static void test_refused_by_field(void **state) {
+    (void)state;
+    ah_model_config m = load_config("{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_head\": 2, \"n_layer\": 1,"
+                                    "\"n_positions\": 16, \"vocab_size\": 50, \"activation_function\": \"gelu\"}");
+    ah_engine_model e;
+    char err[256];
+    assert_int_equal(ah_engine_model_init(&e, &m, T, B, 0, 3, 1, 0, 1, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "activation_function 'gelu'"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2),
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_gpt_neo),
+        cmocka_unit_test(test_opt_projection_post_ln),
+        cmocka_unit_test(test_opt_pre_ln),
+        cmocka_unit_test(test_refused_by_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,6 +77,8 @@ struct ah_backend {
                         ah_dptr rstd, int N, int C);
     void (*gelu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);
     void (*gelu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n);
+    void (*relu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);
+    void (*relu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n);
     void (*swiglu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, int N, int F);
     void (*swiglu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int F);
     void (*rope_fwd)(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta);

@@ -96,6 +96,14 @@ static void cpu_gelu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, siz
     (void)ctx;
     ah_gelu_bwd(F(dinp), F(dout), F(inp), n);
 }
+static void cpu_relu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_relu_fwd(F(out), F(inp), n);
+}
+static void cpu_relu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_relu_bwd(F(dinp), F(dout), F(inp), n);
+}
 static void cpu_swiglu_fwd(void *ctx, ah_dptr out, ah_dptr inp, int N, int Fn) {
     (void)ctx;
     ah_swiglu_fwd(F(out), F(inp), N, Fn);
@@ -178,6 +186,8 @@ static const ah_backend cpu_backend = {
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .gelu_fwd = cpu_gelu_fwd,
     .gelu_bwd = cpu_gelu_bwd,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .rope_fwd = cpu_rope_fwd,

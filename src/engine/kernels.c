@@ -330,6 +330,18 @@ void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     }
 }
 
+void ah_relu_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void ah_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
 void ah_swiglu_fwd(float *out, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {

@@ -40,6 +40,9 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 /* GELU, tanh approximation (GPT-2). out/inp [n]. */
 void ah_gelu_fwd(float *out, const float *inp, size_t n);
 void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
+/* ReLU (OPT): out = max(x, 0); dinp += dout where x > 0. */
+void ah_relu_fwd(float *out, const float *inp, size_t n);
+void ah_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
 /* SwiGLU: inp[N, 2F] = [gate | up] per row, out[N, F] = silu(gate) * up. */
 void ah_swiglu_fwd(float *out, const float *inp, int N, int F);
 void ah_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F);
