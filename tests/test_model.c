@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "autohet/model.h"
+#include "model/model_json.h"
 #include "test_util.h"
 
 /* ----------------------------------------------------------- helpers */
@@ -412,6 +413,47 @@ static void test_neo_attention_types_and_errors(void **state) {
     assert_non_null(strstr(err, "enable_bias"));
 }
 
+/* The family details survive a JSON object (a plan's model): written only
+ * when set, read back equal; plain models get no extra keys; bad values are
+ * one line naming the key. */
+static void test_family_json_round_trip(void **state) {
+    (void)state;
+    const char *names[] = {"opt-350m", "gpt-neo-2.7b", "gpt2-124m"};
+    for (int i = 0; i < 3; i++) {
+        ah_model_config m = preset(names[i]), back;
+        m.rope_theta = i == 2 ? 0 : 5e5;
+        cJSON *o = cJSON_CreateObject();
+        assert_int_equal(ah_model_family_to_json(o, &m), 0);
+        if (i == 2)
+            assert_int_equal(cJSON_GetArraySize(o), 0);
+        memset(&back, 0, sizeof back);
+        back.n_layers = m.n_layers;
+        ah_err_ctx cx = {"plan.json", NULL, 0};
+        assert_int_equal(ah_model_family_from_json(&cx, o, "model", &back), 0);
+        assert_int_equal(back.embed_dim, m.embed_dim);
+        assert_int_equal(back.pos_offset, m.pos_offset);
+        assert_int_equal(back.post_norm, m.post_norm);
+        assert_int_equal(back.act, m.act);
+        assert_int_equal(back.no_qkv_bias, m.no_qkv_bias);
+        assert_int_equal(back.unscaled_attention, m.unscaled_attention);
+        assert_int_equal(back.attn_window, m.attn_window);
+        assert_memory_equal(back.local_layers, m.local_layers, sizeof m.local_layers);
+        assert_double_equal(back.rope_theta, m.rope_theta, 0);
+        cJSON_Delete(o);
+    }
+    char err[256];
+    ah_err_ctx cx = {"plan.json", err, sizeof err};
+    ah_model_config m = preset("gpt-neo-2.7b");
+    cJSON *o = cJSON_Parse("{\"activation\": \"swish\"}");
+    assert_int_equal(ah_model_family_from_json(&cx, o, "model", &m), -1);
+    assert_non_null(strstr(err, "model.activation: unknown activation \"swish\""));
+    cJSON_Delete(o);
+    o = cJSON_Parse("{\"local_layers\": [1, 32]}");
+    assert_int_equal(ah_model_family_from_json(&cx, o, "model", &m), -1);
+    assert_non_null(strstr(err, "model.local_layers"));
+    cJSON_Delete(o);
+}
+
 static void test_json_arch_from_keys(void **state) {
     (void)state;
     ah_model_config m;
@@ -662,6 +704,7 @@ int main(void) {
         cmocka_unit_test(test_json_opt_and_neo),
         cmocka_unit_test(test_family_param_counts_exact),
         cmocka_unit_test(test_neo_attention_types_and_errors),
+        cmocka_unit_test(test_family_json_round_trip),
         cmocka_unit_test(test_json_arch_from_keys),
         cmocka_unit_test(test_json_name_from_directory),
         cmocka_unit_test(test_json_errors),
