@@ -151,22 +151,26 @@ static void lin(double *out, const double *x, const double *W, const double *b, 
     }
 }
 
-static void layernorm(double *x, const double *w, const double *b, int C) {
+static double eps_of(const ah_model_config *c) {
+    return c->norm_eps > 0 ? c->norm_eps : 1e-5;
+}
+
+static void layernorm(double *x, const double *w, const double *b, int C, double eps) {
     double mu = 0, var = 0;
     for (int c = 0; c < C; c++)
         mu += x[c] / C;
     for (int c = 0; c < C; c++)
         var += (x[c] - mu) * (x[c] - mu) / C;
-    double rs = 1.0 / sqrt(var + 1e-5);
+    double rs = 1.0 / sqrt(var + eps);
     for (int c = 0; c < C; c++)
         x[c] = (x[c] - mu) * rs * w[c] + b[c];
 }
 
-static void rmsnorm(double *x, const double *w, int C) {
+static void rmsnorm(double *x, const double *w, int C, double eps) {
     double ss = 0;
     for (int c = 0; c < C; c++)
         ss += x[c] * x[c] / C;
-    double rs = 1.0 / sqrt(ss + 1e-5);
+    double rs = 1.0 / sqrt(ss + eps);
     for (int c = 0; c < C; c++)
         x[c] = x[c] * rs * w[c];
 }
@@ -228,7 +232,7 @@ static void gpt_block(const ref_model *r, int l, double *x) {
     /* attention */
     memcpy(h, x, sizeof(double) * T * C);
     for (int t = 0; t < T && !c->post_norm; t++)
-        layernorm(h + t * C, tensor(r, l, "ln1_w", NULL), tensor(r, l, "ln1_b", NULL), C);
+        layernorm(h + t * C, tensor(r, l, "ln1_w", NULL), tensor(r, l, "ln1_b", NULL), C, eps_of(c));
     for (int t = 0; t < T; t++) {
         lin(q + t * C, h + t * C, qkv_w, qkv_b, C, C);
         lin(k + t * C, h + t * C, qkv_w + (size_t)C * C, qkv_b ? qkv_b + C : NULL, C, C);
@@ -240,14 +244,14 @@ static void gpt_block(const ref_model *r, int l, double *x) {
         for (int i = 0; i < C; i++)
             x[t * C + i] += a[t * C + i];
         if (c->post_norm)
-            layernorm(x + t * C, tensor(r, l, "ln1_w", NULL), tensor(r, l, "ln1_b", NULL), C);
+            layernorm(x + t * C, tensor(r, l, "ln1_w", NULL), tensor(r, l, "ln1_b", NULL), C, eps_of(c));
     }
     /* MLP */
     for (int t = 0; t < T; t++) {
         double *ht = h + t * C;
         memcpy(ht, x + t * C, sizeof(double) * C);
         if (!c->post_norm)
-            layernorm(ht, tensor(r, l, "ln2_w", NULL), tensor(r, l, "ln2_b", NULL), C);
+            layernorm(ht, tensor(r, l, "ln2_w", NULL), tensor(r, l, "ln2_b", NULL), C, eps_of(c));
         lin(u, ht, tensor(r, l, "fc_w", NULL), tensor(r, l, "fc_b", NULL), C, F);
         for (int i = 0; i < F; i++)
             u[i] = c->act == AH_ACT_RELU ? (u[i] > 0 ? u[i] : 0.0) : gelu_tanh(u[i]);
@@ -255,7 +259,7 @@ static void gpt_block(const ref_model *r, int l, double *x) {
         for (int i = 0; i < C; i++)
             x[t * C + i] += a[t * C + i];
         if (c->post_norm)
-            layernorm(x + t * C, tensor(r, l, "ln2_w", NULL), tensor(r, l, "ln2_b", NULL), C);
+            layernorm(x + t * C, tensor(r, l, "ln2_w", NULL), tensor(r, l, "ln2_b", NULL), C, eps_of(c));
     }
     free(h), free(q), free(k), free(v), free(y), free(a), free(u);
 }
@@ -271,7 +275,7 @@ static void llama_block(const ref_model *r, int l, double *x) {
            *gu = calloc((size_t)2 * F, sizeof(double));
     for (int t = 0; t < T; t++) {
         memcpy(h + t * C, x + t * C, sizeof(double) * C);
-        rmsnorm(h + t * C, tensor(r, l, "rms1_w", NULL), C);
+        rmsnorm(h + t * C, tensor(r, l, "rms1_w", NULL), C, eps_of(c));
         lin(q + t * H * D, h + t * C, tensor(r, l, "q_w", NULL), tensor(r, l, "q_b", NULL), C, H * D);
         lin(k + t * Hkv * D, h + t * C, tensor(r, l, "k_w", NULL), tensor(r, l, "k_b", NULL), C, Hkv * D);
         lin(v + t * Hkv * D, h + t * C, tensor(r, l, "v_w", NULL), tensor(r, l, "v_b", NULL), C, Hkv * D);
@@ -287,7 +291,7 @@ static void llama_block(const ref_model *r, int l, double *x) {
             x[t * C + i] += a[i];
         double *ht = h + t * C;
         memcpy(ht, x + t * C, sizeof(double) * C);
-        rmsnorm(ht, tensor(r, l, "rms2_w", NULL), C);
+        rmsnorm(ht, tensor(r, l, "rms2_w", NULL), C, eps_of(c));
         lin(gu, ht, tensor(r, l, "gate_up_w", NULL), NULL, C, 2 * F);
         for (int i = 0; i < F; i++)
             gu[i] = gu[i] / (1.0 + exp(-gu[i])) * gu[F + i];
@@ -324,9 +328,9 @@ static double ref_loss(const ref_model *r) {
         for (int t = 0; t < T; t++) {
             double *xt = x + t * C;
             if (llama)
-                rmsnorm(xt, tensor(r, head, "norm_w", NULL), C);
+                rmsnorm(xt, tensor(r, head, "norm_w", NULL), C, eps_of(c));
             else if (!c->post_norm)
-                layernorm(xt, tensor(r, head, "norm_w", NULL), tensor(r, head, "norm_b", NULL), C);
+                layernorm(xt, tensor(r, head, "norm_w", NULL), tensor(r, head, "norm_b", NULL), C, eps_of(c));
             if (pout)
                 lin(hE, xt, pout, NULL, C, E);
             else
@@ -434,7 +438,7 @@ static void test_qwen2(void **state) {
     (void)state;
     check_family("{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"num_attention_heads\": 4,"
                  "\"num_key_value_heads\": 2, \"num_hidden_layers\": 2, \"intermediate_size\": 24,"
-                 "\"vocab_size\": 50, \"tie_word_embeddings\": true, \"rope_theta\": 1000000.0,"
+                 "\"vocab_size\": 50, \"tie_word_embeddings\": true, \"rope_theta\": 1000000.0, \"rms_norm_eps\": 0.01,"
                  "\"use_sliding_window\": false, \"sliding_window\": 4096}",
                  "k_b");
 }
@@ -446,7 +450,7 @@ static void test_gpt_neo(void **state) {
     check_family("{\"model_type\": \"gpt_neo\", \"hidden_size\": 16, \"num_heads\": 2, \"num_layers\": 2,"
                  "\"intermediate_size\": 32, \"max_position_embeddings\": 16, \"vocab_size\": 50,"
                  "\"attention_types\": [[[\"global\", \"local\"], 1]], \"window_size\": 3,"
-                 "\"activation_function\": \"gelu_new\"}",
+                 "\"activation_function\": \"gelu_new\", \"layer_norm_epsilon\": 0.01}",
                  "proj_b");
 }
 

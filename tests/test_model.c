@@ -358,6 +358,8 @@ static void test_family_param_counts_exact(void **state) {
 
     assert_int_equal(load_text(qwen, &m, err, sizeof err, path), 0);
     assert_true(m.qkv_bias);
+    assert_double_equal(m.norm_eps, 1e-6, 0);
+    assert_double_equal(m.rope_theta, 1e6, 0);
     assert_double_equal(ah_model_total_params(&m), 494032768.0, 0);
 
     assert_int_equal(load_text(neo, &m, err, sizeof err, path), 0);
@@ -422,6 +424,7 @@ static void test_family_json_round_trip(void **state) {
     for (int i = 0; i < 3; i++) {
         ah_model_config m = preset(names[i]), back;
         m.rope_theta = i == 2 ? 0 : 5e5;
+        m.norm_eps = i == 2 ? 0 : 1e-6;
         cJSON *o = cJSON_CreateObject();
         assert_int_equal(ah_model_family_to_json(o, &m), 0);
         if (i == 2)
@@ -439,6 +442,7 @@ static void test_family_json_round_trip(void **state) {
         assert_int_equal(back.attn_window, m.attn_window);
         assert_memory_equal(back.local_layers, m.local_layers, sizeof m.local_layers);
         assert_double_equal(back.rope_theta, m.rope_theta, 0);
+        assert_double_equal(back.norm_eps, m.norm_eps, 0);
         cJSON_Delete(o);
     }
     char err[256];

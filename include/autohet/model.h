@@ -38,6 +38,7 @@ typedef struct {
     int attn_window;  /* local layers attend to the last attn_window positions (GPT-Neo window_size) */
     unsigned char local_layers[AH_MAX_LOCAL_LAYERS / 8]; /* bit i: block i (0-based) is a local layer */
     double rope_theta; /* RoPE base (rope_theta); 0 = 10000 */
+    double norm_eps;   /* LayerNorm / RMSNorm epsilon (layer_norm_epsilon, layer_norm_eps, rms_norm_eps); 0 = 1e-5 */
 } ah_model_config;
 
 /* MLP activation of GPT-style blocks (HF activation_function). */

@@ -68,11 +68,12 @@ struct ah_backend {
     void (*embedding_fwd)(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T, int C);
     void (*embedding_bwd)(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout, ah_dptr tok, int N, int T,
                           int C);
+    /* eps: the model's norm epsilon (the backwards read the saved rstd) */
     void (*layernorm_fwd)(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
-                          ah_dptr b, int N, int C);
+                          ah_dptr b, int N, int C, float eps);
     void (*layernorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                           ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C);
-    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C);
+    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C, float eps);
     void (*rmsnorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                         ah_dptr rstd, int N, int C);
     void (*gelu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);

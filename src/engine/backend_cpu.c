@@ -70,18 +70,19 @@ static void cpu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dou
     ah_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C);
 }
 static void cpu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
-                              ah_dptr b, int N, int C) {
+                              ah_dptr b, int N, int C, float eps) {
     (void)ctx;
-    ah_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C);
+    ah_layernorm_fwd_eps(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, eps);
 }
 static void cpu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                               ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
     (void)ctx;
     ah_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C);
 }
-static void cpu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C) {
+static void cpu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
+                            float eps) {
     (void)ctx;
-    ah_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C);
+    ah_rmsnorm_fwd_eps(F(out), F(rstd), F(inp), F(w), N, C, eps);
 }
 static void cpu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                             ah_dptr rstd, int N, int C) {

@@ -138,6 +138,11 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 
 void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                       int N, int C) {
+    ah_layernorm_fwd_eps(out, mean, rstd, inp, w, b, N, C, AH_NORM_EPS);
+}
+
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                          int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -154,7 +159,7 @@ void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, co
         v /= C;
         /* The backward recomputes x_hat from these stored fp32 values; the
          * forward uses the same ones so both see one function. */
-        float mf = (float)m, rs = (float)(1.0 / sqrt(v + AH_NORM_EPS));
+        float mf = (float)m, rs = (float)(1.0 / sqrt(v + eps));
         for (int c = 0; c < C; c++)
             o[c] = (x[c] - mf) * rs * w[c] + b[c];
         mean[n] = mf;
@@ -208,6 +213,10 @@ void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, cons
 }
 
 void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+    ah_rmsnorm_fwd_eps(out, rstd, inp, w, N, C, AH_NORM_EPS);
+}
+
+void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -215,7 +224,7 @@ void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, i
         double ss = 0.0;
         for (int c = 0; c < C; c++)
             ss += (double)x[c] * x[c];
-        float rs = (float)(1.0 / sqrt(ss / C + AH_NORM_EPS));
+        float rs = (float)(1.0 / sqrt(ss / C + eps));
         for (int c = 0; c < C; c++)
             o[c] = x[c] * rs * w[c];
         rstd[n] = rs;

@@ -29,10 +29,16 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 /* LayerNorm over C with eps 1e-5; saves mean[N] and rstd[N] for the backward. */
 void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                       int N, int C);
+/* The same with the config's epsilon (layer_norm_epsilon); the backward
+ * needs none (it reads the saved rstd). */
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                          int N, int C, float eps);
 void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C);
 /* RMSNorm over C with eps 1e-5 (LLaMA): out = inp * rstd * w; saves rstd[N]. */
 void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C);
+/* The same with the config's epsilon (rms_norm_eps: Qwen2 1e-6). */
+void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int N, int C);
 

@@ -400,6 +400,7 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
     e->first = first;
     e->last = last;
     e->rope_theta = cfg->rope_theta > 0 ? (float)cfg->rope_theta : 10000.0f;
+    e->norm_eps = cfg->norm_eps > 0 ? (float)cfg->norm_eps : 1e-5f;
     e->layers = xcalloc((size_t)(last - first), sizeof(ah_eng_layer));
     for (int l = first; l < last; l++)
         build_layer(e, &e->layers[l - first], l, seed, init);
@@ -595,16 +596,17 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
     if (e->cfg.post_norm) { /* OPT (do_layer_norm_before false): x = LN(x + sublayer(x)) */
         gpt_attn_fwd(e, L, &s, s.x_in, s.ln1);
         KT(K_MISC, BK(e, add, s.ln1, s.x_in, NC););
-        KT(K_NORM, BK(e, layernorm_fwd, s.x_mid, s.m1, s.r1, s.ln1, P(L, B_LN1W), P(L, B_LN1B), N, C););
+        KT(K_NORM, BK(e, layernorm_fwd, s.x_mid, s.m1, s.r1, s.ln1,
+                      P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
         gpt_mlp_fwd(e, L, &s, s.x_mid, s.ln2);
         KT(K_MISC, BK(e, add, s.ln2, s.x_mid, NC););
-        KT(K_NORM, BK(e, layernorm_fwd, out, s.m2, s.r2, s.ln2, P(L, B_LN2W), P(L, B_LN2B), N, C););
+        KT(K_NORM, BK(e, layernorm_fwd, out, s.m2, s.r2, s.ln2, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
         return;
     }
-    KT(K_NORM, BK(e, layernorm_fwd, s.ln1, s.m1, s.r1, s.x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
+    KT(K_NORM, BK(e, layernorm_fwd, s.ln1, s.m1, s.r1, s.x_in, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
     gpt_attn_fwd(e, L, &s, s.ln1, s.x_mid);
     KT(K_MISC, BK(e, add, s.x_mid, s.x_in, NC););
-    KT(K_NORM, BK(e, layernorm_fwd, s.ln2, s.m2, s.r2, s.x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C););
+    KT(K_NORM, BK(e, layernorm_fwd, s.ln2, s.m2, s.r2, s.x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
     gpt_mlp_fwd(e, L, &s, s.ln2, out);
     KT(K_MISC, BK(e, add, out, s.x_mid, NC););
 }
@@ -620,7 +622,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
             y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
             r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
-    KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C););
+    KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C, e->norm_eps););
     int qb = c->qkv_bias;
     KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), qb ? P(L, Q_QB) : NOBUF, N, C, Hl * D););
     KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), qb ? P(L, Q_KB) : NOBUF, N, C, Hkvl * D););
@@ -631,7 +633,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
     KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, Q_OW), NOBUF, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
     KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
-    KT(K_NORM, BK(e, rmsnorm_fwd, n2, r2, x_mid, P(L, Q_RMS2), N, C););
+    KT(K_NORM, BK(e, rmsnorm_fwd, n2, r2, x_mid, P(L, Q_RMS2), N, C, e->norm_eps););
     KT(K_LINEAR, BK(e, linear_fwd, gu, n2, P(L, Q_GUW), NOBUF, N, C, 2 * Fl););
     KT(K_ACT, BK(e, swiglu_fwd, sw, gu, N, Fl););
     KT(K_LINEAR, BK(e, linear_fwd, out, sw, P(L, Q_DOWNW), NOBUF, N, Fl, C););
@@ -647,11 +649,11 @@ static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr 
             rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp), losses = take(&ar, N);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     if (is_llama(e))
-        KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C););
+        KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C, e->norm_eps););
     else if (e->cfg.post_norm)
         ah_be_copy(e->be, nf, x_in, (size_t)N * C);
     else
-        KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
+        KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C, e->norm_eps););
     ah_dptr hin = nf; /* the LM head's input: OPT's project_out(nf) */
     if (has_proj(e)) {
         hin = take(&ar, (size_t)N * E);

@@ -308,12 +308,20 @@ static int read_family(const ah_err_ctx *cx, const cJSON *root, const model_type
                        ah_model_config *m) {
     if (info->arch == AH_ARCH_GPT && read_activation(cx, root, info, m))
         return -1;
-    if (is_type(info, "opt"))
-        return read_opt(cx, root, m);
-    if (is_type(info, "gpt_neo"))
-        return read_neo(cx, root, m);
+    if (is_type(info, "opt") && read_opt(cx, root, m))
+        return -1;
+    if (is_type(info, "gpt_neo") && read_neo(cx, root, m))
+        return -1;
     if (is_type(info, "qwen2"))
         m->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
+    static const char *const k_eps[] = {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", NULL};
+    const char *eps_key = present_key(root, k_eps);
+    if (eps_key != NULL) {
+        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(root, eps_key);
+        if (!cJSON_IsNumber(ep) || !(ep->valuedouble > 0.0) || !(ep->valuedouble < 1.0))
+            return ah_jfail(cx, eps_key, "expected a number in (0, 1)");
+        m->norm_eps = ep->valuedouble;
+    }
     if (info->rotary && has_value(root, "rope_theta")) {
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
         if (!cJSON_IsNumber(th) || !(th->valuedouble > 1.0) || th->valuedouble > 1e12)

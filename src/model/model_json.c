@@ -24,6 +24,8 @@ int ah_model_family_to_json(cJSON *o, const ah_model_config *m) {
         ok &= cJSON_AddStringToObject(o, "activation", act_names[m->act]) != NULL;
     if (m->rope_theta > 0)
         ok &= cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta) != NULL;
+    if (m->norm_eps > 0 && m->norm_eps != 1e-5)
+        ok &= cJSON_AddNumberToObject(o, "norm_eps", m->norm_eps) != NULL;
     if (m->attn_window > 0) {
         cJSON *arr = cJSON_AddArrayToObject(o, "local_layers");
         ok &= arr != NULL;
@@ -74,7 +76,9 @@ int ah_model_family_from_json(const ah_err_ctx *cx, const cJSON *o, const char *
         return ah_jfail(cx, path, "unknown activation \"%s\" (expected gelu_new, relu, gelu or other)", act);
     }
     m->rope_theta = 0;
-    if (ah_jget_num(cx, o, parent, "rope_theta", 0, 0, &m->rope_theta) < 0)
+    m->norm_eps = 0;
+    if (ah_jget_num(cx, o, parent, "rope_theta", 0, 0, &m->rope_theta) < 0 ||
+        ah_jget_num(cx, o, parent, "norm_eps", 0, 0, &m->norm_eps) < 0)
         return -1;
     return read_local_layers(cx, o, parent, m);
 }
