@@ -55,15 +55,16 @@ static void randomise(fixture *f) {
         for (int i = 0; i < Ly->n_tensors; i++) {
             const ah_tensor_info *ti = &Ly->t[i];
             float *v = calloc(ti->size + 1, sizeof(float));
-            int norm_w = strstr(ti->name, "_w") && (strstr(ti->name, "ln") == ti->name ||
-                                                    strstr(ti->name, "rms") == ti->name ||
-                                                    strstr(ti->name, "norm") == ti->name);
+            int norm_w = strstr(ti->name, "_w") &&
+                         (strstr(ti->name, "ln") == ti->name || strstr(ti->name, "rms") == ti->name ||
+                          strstr(ti->name, "norm") == ti->name);
             for (size_t k = 0; k < ti->size; k++) {
                 double u = (double)(ah_hash64((uint64_t)l * 1000003u + (uint64_t)i * 7919u + k) >> 11) /
                            9007199254740992.0;
                 v[k] = (float)(norm_w ? 0.8 + 0.4 * u : 0.6 * (u - 0.5));
             }
-            if (!strcmp(ti->name, "lm_head") && f->cfg.tied_embeddings) { /* a tied copy equals the embedding */
+            if (!strcmp(ti->name, "lm_head") &&
+                f->cfg.tied_embeddings) { /* a tied copy equals the embedding */
                 float *emb = calloc(ah_engine_layer_floats(&f->e, 0), sizeof(float));
                 ah_engine_layer_to_host(&f->e, 0, AH_STATE_PARAM, emb);
                 memcpy(v, emb + f->e.layers[0].t[0].offset, ti->size * sizeof(float));
@@ -79,7 +80,8 @@ static double engine_loss_and_grads(fixture *f) {
     ah_eng_acts acts[16];
     double loss = 0;
     ah_engine_zero_grads(&f->e);
-    assert_int_equal(ah_engine_forward(&f->e, tokens, ah_dptr_null(), targets, ah_dptr_null(), &loss, acts), 0);
+    assert_int_equal(ah_engine_forward(&f->e, tokens, ah_dptr_null(), targets, ah_dptr_null(), &loss, acts),
+                     0);
     assert_int_equal(
         ah_engine_backward(&f->e, tokens, targets, ah_dptr_null(), ah_dptr_null(), 1.0f / (float)N, acts), 0);
     if (f->cfg.tied_embeddings)
@@ -381,7 +383,8 @@ static void check_family(const char *json, const char *expect_tensor) {
         const ah_eng_layer *Ly = &f.e.layers[l];
         for (int i = 0; i < Ly->n_tensors; i++) {
             const ah_tensor_info *ti = &Ly->t[i];
-            int tied = f.cfg.tied_embeddings && ((l == 0 && i == 0) || (l == head && !strcmp(ti->name, "lm_head")));
+            int tied =
+                f.cfg.tied_embeddings && ((l == 0 && i == 0) || (l == head && !strcmp(ti->name, "lm_head")));
             for (int s = 0; s < 3 && ti->size > 0; s++) {
                 size_t k = ti->offset + (size_t)(ah_hash64((uint64_t)(l * 64 + i * 3 + s)) % ti->size);
                 if (!strcmp(ti->name, "wte")) /* a row that is looked up */
@@ -405,8 +408,8 @@ static void check_family(const char *json, const char *expect_tensor) {
                     *tw = w0;
                 double fd = (up - dn) / (2 * h), got = f.g[l][k];
                 if (fabs(got - fd) > 2e-3 * fabs(fd) + 2e-6)
-                    fail_msg("%s: layer %d %s[%zu]: engine gradient %.8g, finite differences %.8g", f.cfg.name,
-                             l, ti->name, k - ti->offset, got, fd);
+                    fail_msg("%s: layer %d %s[%zu]: engine gradient %.8g, finite differences %.8g",
+                             f.cfg.name, l, ti->name, k - ti->offset, got, fd);
                 checked++;
             }
         }
@@ -438,7 +441,8 @@ static void test_qwen2(void **state) {
     (void)state;
     check_family("{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"num_attention_heads\": 4,"
                  "\"num_key_value_heads\": 2, \"num_hidden_layers\": 2, \"intermediate_size\": 24,"
-                 "\"vocab_size\": 50, \"tie_word_embeddings\": true, \"rope_theta\": 1000000.0, \"rms_norm_eps\": 0.01,"
+                 "\"vocab_size\": 50, \"tie_word_embeddings\": true, \"rope_theta\": 1000000.0, "
+                 "\"rms_norm_eps\": 0.01,"
                  "\"use_sliding_window\": false, \"sliding_window\": 4096}",
                  "k_b");
 }
@@ -478,8 +482,9 @@ static void test_opt_pre_ln(void **state) {
 /* What the engine does not compute is refused with the config field named. */
 static void test_refused_by_field(void **state) {
     (void)state;
-    ah_model_config m = load_config("{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_head\": 2, \"n_layer\": 1,"
-                                    "\"n_positions\": 16, \"vocab_size\": 50, \"activation_function\": \"gelu\"}");
+    ah_model_config m =
+        load_config("{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_head\": 2, \"n_layer\": 1,"
+                    "\"n_positions\": 16, \"vocab_size\": 50, \"activation_function\": \"gelu\"}");
     ah_engine_model e;
     char err[256];
     assert_int_equal(ah_engine_model_init(&e, &m, T, B, 0, 3, 1, 0, 1, 1, err, sizeof err), -1);

@@ -39,15 +39,29 @@ static ah_model_config preset(const char *name) {
 
 /* h=4, a=2, f=16, V=10, P=6, 2 blocks. */
 static ah_model_config tiny_gpt(void) {
-    ah_model_config m = {.name = "tiny", .arch = AH_ARCH_GPT, .hidden = 4, .n_layers = 2, .n_heads = 2,
-                         .n_kv_heads = 2, .ffn_hidden = 16, .vocab = 10, .max_positions = 6, .tied_embeddings = 1};
+    ah_model_config m = {.name = "tiny",
+                         .arch = AH_ARCH_GPT,
+                         .hidden = 4,
+                         .n_layers = 2,
+                         .n_heads = 2,
+                         .n_kv_heads = 2,
+                         .ffn_hidden = 16,
+                         .vocab = 10,
+                         .max_positions = 6,
+                         .tied_embeddings = 1};
     return m;
 }
 
 /* h=8, a=4, kv=2 (h_kv=4), f=12, V=10, 3 blocks, untied. */
 static ah_model_config tiny_llama(void) {
-    ah_model_config m = {.name = "tiny-llama", .arch = AH_ARCH_LLAMA, .hidden = 8, .n_layers = 3, .n_heads = 4,
-                         .n_kv_heads = 2, .ffn_hidden = 12, .vocab = 10};
+    ah_model_config m = {.name = "tiny-llama",
+                         .arch = AH_ARCH_LLAMA,
+                         .hidden = 8,
+                         .n_layers = 3,
+                         .n_heads = 4,
+                         .n_kv_heads = 2,
+                         .ffn_hidden = 12,
+                         .vocab = 10};
     return m;
 }
 
@@ -324,21 +338,24 @@ static void test_json_opt_and_neo(void **state) {
  * q/k/v biases; the presets of the same models agree. */
 static void test_family_param_counts_exact(void **state) {
     (void)state;
-    const char *opt = "{\"activation_function\": \"relu\", \"do_layer_norm_before\": false, \"ffn_dim\": 4096,"
-                      "\"hidden_size\": 1024, \"max_position_embeddings\": 2048, \"model_type\": \"opt\","
-                      "\"num_attention_heads\": 16, \"num_hidden_layers\": 24, \"vocab_size\": 50272,"
-                      "\"word_embed_proj_dim\": 512, \"_name_or_path\": \"facebook/opt-350m\"}";
-    const char *qwen = "{\"hidden_act\": \"silu\", \"hidden_size\": 896, \"intermediate_size\": 4864,"
-                       "\"max_position_embeddings\": 131072, \"max_window_layers\": 24, \"model_type\": \"qwen2\","
-                       "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2,"
-                       "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072,"
-                       "\"tie_word_embeddings\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}";
-    const char *neo = "{\"activation_function\": \"gelu_new\", \"attention_layers\": [\"global\", \"local\","
-                      "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\","
-                      "\"global\", \"local\"], \"attention_types\": [[[\"global\", \"local\"], 6]],"
-                      "\"hidden_size\": 768, \"intermediate_size\": null, \"max_position_embeddings\": 2048,"
-                      "\"model_type\": \"gpt_neo\", \"num_heads\": 12, \"num_layers\": 12, \"vocab_size\": 50257,"
-                      "\"window_size\": 256}";
+    const char *opt =
+        "{\"activation_function\": \"relu\", \"do_layer_norm_before\": false, \"ffn_dim\": 4096,"
+        "\"hidden_size\": 1024, \"max_position_embeddings\": 2048, \"model_type\": \"opt\","
+        "\"num_attention_heads\": 16, \"num_hidden_layers\": 24, \"vocab_size\": 50272,"
+        "\"word_embed_proj_dim\": 512, \"_name_or_path\": \"facebook/opt-350m\"}";
+    const char *qwen =
+        "{\"hidden_act\": \"silu\", \"hidden_size\": 896, \"intermediate_size\": 4864,"
+        "\"max_position_embeddings\": 131072, \"max_window_layers\": 24, \"model_type\": \"qwen2\","
+        "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2,"
+        "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072,"
+        "\"tie_word_embeddings\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}";
+    const char *neo =
+        "{\"activation_function\": \"gelu_new\", \"attention_layers\": [\"global\", \"local\","
+        "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\","
+        "\"global\", \"local\"], \"attention_types\": [[[\"global\", \"local\"], 6]],"
+        "\"hidden_size\": 768, \"intermediate_size\": null, \"max_position_embeddings\": 2048,"
+        "\"model_type\": \"gpt_neo\", \"num_heads\": 12, \"num_layers\": 12, \"vocab_size\": 50257,"
+        "\"window_size\": 256}";
     ah_model_config m;
     char err[256], path[64];
     assert_int_equal(load_text(opt, &m, err, sizeof err, path), 0);
@@ -385,7 +402,9 @@ static void test_neo_attention_types_and_errors(void **state) {
     const char *base = "{\"model_type\": \"gpt_neo\", \"hidden_size\": 64, \"num_heads\": 4,"
                        "\"max_position_embeddings\": 128, \"vocab_size\": 100, ";
     char buf[512];
-    snprintf(buf, sizeof buf, "%s\"num_layers\": 6, \"attention_types\": [[[\"local\"], 2], [[\"global\", \"local\"], 2]]}", base);
+    snprintf(buf, sizeof buf,
+             "%s\"num_layers\": 6, \"attention_types\": [[[\"local\"], 2], [[\"global\", \"local\"], 2]]}",
+             base);
     assert_int_equal(load_text(buf, &m, err, sizeof err, path), 0);
     int want[6] = {1, 1, 0, 1, 0, 1};
     for (int b = 0; b < 6; b++)
@@ -407,11 +426,12 @@ static void test_neo_attention_types_and_errors(void **state) {
     snprintf(buf, sizeof buf, "%s\"num_layers\": 2, \"attention_layers\": [\"global\"]}", base);
     assert_int_equal(load_text(buf, &m, err, sizeof err, path), -1);
     assert_non_null(strstr(err, "attention_layers: 1 entries for 2 layers"));
-    assert_int_equal(load_text("{\"model_type\": \"opt\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
-                               "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64, \"vocab_size\": 100,"
-                               "\"enable_bias\": false}",
-                               &m, err, sizeof err, path),
-                     -1);
+    assert_int_equal(
+        load_text("{\"model_type\": \"opt\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
+                  "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64, \"vocab_size\": 100,"
+                  "\"enable_bias\": false}",
+                  &m, err, sizeof err, path),
+        -1);
     assert_non_null(strstr(err, "enable_bias"));
 }
 

@@ -26,19 +26,21 @@ typedef struct {
     int tied_embeddings;
     /* Details of HF families that change the parameter count or the math; 0
      * everywhere (what presets and GPT-2 / LLaMA configs get) is the plain
-     * GPT-2 / LLaMA block. docs/model-configs.md. */
-    int embed_dim;    /* OPT word_embed_proj_dim when != hidden: token embeddings (and the tied head)
-                         are [V, embed_dim], project_in/project_out [embed_dim <-> hidden], no bias; 0 = hidden */
-    int pos_offset;   /* learned position rows before position 0 (OPT: 2) */
-    int post_norm;    /* LayerNorm after each residual add and no final norm (OPT do_layer_norm_before false) */
-    int act;          /* MLP activation of GPT blocks (ah_activation) */
-    int qkv_bias;     /* LLaMA-style blocks with biases on q, k and v (Qwen2) */
-    int no_qkv_bias;  /* GPT blocks without q/k/v biases (GPT-Neo; the output projection keeps its bias) */
+     * GPT-2 / LLaMA block. docs/model-configs.md, "Families". */
+    /* OPT word_embed_proj_dim when != hidden: token embeddings (and the tied
+     * head) are [V, embed_dim], project_in / project_out [embed_dim <-> hidden]
+     * without bias; 0 = hidden */
+    int embed_dim;
+    int pos_offset;         /* learned position rows before position 0 (OPT: 2) */
+    int post_norm;          /* LayerNorm after each residual add, no final norm (OPT) */
+    int act;                /* MLP activation of GPT blocks (ah_activation) */
+    int qkv_bias;           /* LLaMA-style blocks with q/k/v biases (Qwen2) */
+    int no_qkv_bias;        /* GPT blocks without q/k/v biases (GPT-Neo; out_proj keeps its bias) */
     int unscaled_attention; /* scores not divided by sqrt(head dim) (GPT-Neo) */
-    int attn_window;  /* local layers attend to the last attn_window positions (GPT-Neo window_size) */
-    unsigned char local_layers[AH_MAX_LOCAL_LAYERS / 8]; /* bit i: block i (0-based) is a local layer */
-    double rope_theta; /* RoPE base (rope_theta); 0 = 10000 */
-    double norm_eps;   /* LayerNorm / RMSNorm epsilon (layer_norm_epsilon, layer_norm_eps, rms_norm_eps); 0 = 1e-5 */
+    int attn_window;        /* local layers see the last attn_window positions (GPT-Neo) */
+    unsigned char local_layers[AH_MAX_LOCAL_LAYERS / 8]; /* bit i: block i (0-based) is local */
+    double rope_theta;      /* RoPE base (rope_theta); 0 = 10000 */
+    double norm_eps;        /* norm epsilon (rms_norm_eps, layer_norm_epsilon/_eps); 0 = 1e-5 */
 } ah_model_config;
 
 /* MLP activation of GPT-style blocks (HF activation_function). */

@@ -73,7 +73,8 @@ struct ah_backend {
                           ah_dptr b, int N, int C, float eps);
     void (*layernorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                           ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C);
-    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C, float eps);
+    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
+                        float eps);
     void (*rmsnorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                         ah_dptr rstd, int N, int C);
     void (*gelu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);

@@ -141,8 +141,8 @@ void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, co
     ah_layernorm_fwd_eps(out, mean, rstd, inp, w, b, N, C, AH_NORM_EPS);
 }
 
-void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C, float eps) {
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -432,8 +432,8 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
     ah_attention_fwd_window(out, att, q, k, v, B, T, Hq, Hkv, D, 0);
 }
 
-void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                             int Hq, int Hkv, int D, int window) {
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                             int T, int Hq, int Hkv, int D, int window) {
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
     int G = Hq / Hkv;

@@ -31,8 +31,8 @@ void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, co
                       int N, int C);
 /* The same with the config's epsilon (layer_norm_epsilon); the backward
  * needs none (it reads the saved rstd). */
-void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
-                          int N, int C, float eps);
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C, float eps);
 void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C);
 /* RMSNorm over C with eps 1e-5 (LLaMA): out = inp * rstd * w; saves rstd[N]. */
@@ -69,8 +69,8 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
 /* The same with a sliding window (GPT-Neo's local layers): query t sees keys
  * (t - window, t]; window 0 = every earlier key. The backward needs no
  * window: the masked probabilities are 0 in att. */
-void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                             int Hq, int Hkv, int D, int window);
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                             int T, int Hq, int Hkv, int D, int window);
 void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                       const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
 

@@ -525,7 +525,8 @@ static void embed_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr 
     for (int b = 0; b < e->B; b++)
         BK(e, add, gwpe, ah_dptr_at(dout, (size_t)b * e->T * C), (size_t)e->T * C);
     ah_dptr dg = dalloc(e, (size_t)N * E);
-    KT(K_LINEAR, BK(e, linear_bwd, dg, G(L, E_PROJ), NOBUF, dout, ah_dptr_at(a->buf, 1), P(L, E_PROJ), N, E, C););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dg, G(L, E_PROJ), NOBUF, dout, ah_dptr_at(a->buf, 1), P(L, E_PROJ), N, E, C););
     BK(e, embedding_bwd, G(L, E_WTE), NOBUF, dg, tok, N, e->T, E);
     dfree(e, dg);
 }
@@ -563,13 +564,14 @@ static void gpt_attn_fwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s,
     ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB), nob = NOBUF;
     int nb = c->no_qkv_bias;
     KT(K_LINEAR, BK(e, linear_fwd, s->q, h, w, nb ? nob : b, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_fwd, s->k, h, ah_dptr_at(w, (size_t)Cl * C), nb ? nob : ah_dptr_at(b, Cl), N, C,
-                    Cl););
+    KT(K_LINEAR,
+       BK(e, linear_fwd, s->k, h, ah_dptr_at(w, (size_t)Cl * C), nb ? nob : ah_dptr_at(b, Cl), N, C, Cl););
     KT(K_LINEAR, BK(e, linear_fwd, s->v, h, ah_dptr_at(w, (size_t)2 * Cl * C),
                     nb ? nob : ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
     if (c->unscaled_attention) /* GPT-Neo's q.k: q * sqrt(D) cancels the kernel's 1/sqrt(D) */
         KT(K_ATTN, BK(e, scale, s->q, sqrtf((float)D), (size_t)N * Cl););
-    KT(K_ATTN, BK(e, attention_fwd, s->y, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D, block_window(e, L)););
+    KT(K_ATTN,
+       BK(e, attention_fwd, s->y, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D, block_window(e, L)););
     KT(K_LINEAR, BK(e, linear_fwd, out, s->y, P(L, B_PROJW), NOBUF, N, Cl, C););
     tp_allreduce(e, out, (size_t)N * C);
     KT(K_MISC, BK(e, add_bias_rows, out, P(L, B_PROJB), N, C););
@@ -596,17 +598,20 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
     if (e->cfg.post_norm) { /* OPT (do_layer_norm_before false): x = LN(x + sublayer(x)) */
         gpt_attn_fwd(e, L, &s, s.x_in, s.ln1);
         KT(K_MISC, BK(e, add, s.ln1, s.x_in, NC););
-        KT(K_NORM, BK(e, layernorm_fwd, s.x_mid, s.m1, s.r1, s.ln1,
-                      P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
+        KT(K_NORM,
+           BK(e, layernorm_fwd, s.x_mid, s.m1, s.r1, s.ln1, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
         gpt_mlp_fwd(e, L, &s, s.x_mid, s.ln2);
         KT(K_MISC, BK(e, add, s.ln2, s.x_mid, NC););
-        KT(K_NORM, BK(e, layernorm_fwd, out, s.m2, s.r2, s.ln2, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
+        KT(K_NORM,
+           BK(e, layernorm_fwd, out, s.m2, s.r2, s.ln2, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
         return;
     }
-    KT(K_NORM, BK(e, layernorm_fwd, s.ln1, s.m1, s.r1, s.x_in, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
+    KT(K_NORM,
+       BK(e, layernorm_fwd, s.ln1, s.m1, s.r1, s.x_in, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
     gpt_attn_fwd(e, L, &s, s.ln1, s.x_mid);
     KT(K_MISC, BK(e, add, s.x_mid, s.x_in, NC););
-    KT(K_NORM, BK(e, layernorm_fwd, s.ln2, s.m2, s.r2, s.x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
+    KT(K_NORM,
+       BK(e, layernorm_fwd, s.ln2, s.m2, s.r2, s.x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
     gpt_mlp_fwd(e, L, &s, s.ln2, out);
     KT(K_MISC, BK(e, add, out, s.x_mid, NC););
 }
@@ -756,24 +761,24 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_
     ah_dptr dmid = dalloc(e, NC), dh = dalloc(e, NC);
     if (e->cfg.post_norm) {
         /* out = LN2(s2), s2 = x_mid + mlp(x_mid), x_mid = LN1(s1), s1 = x_in + attn(x_in) */
-        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dout, s.ln2, P(L, B_LN2W), s.m2, s.r2,
-                      N, C););
+        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dout, s.ln2, P(L, B_LN2W), s.m2,
+                      s.r2, N, C););
         gpt_mlp_bwd(e, L, &s, s.x_mid, dmid, dh);
         KT(K_MISC, BK(e, add, dh, dmid, NC););
         ah_be_zero(e->be, din, NC);
-        KT(K_NORM, BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.ln1, P(L, B_LN1W), s.m1, s.r1, N,
-                      C););
+        KT(K_NORM,
+           BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.ln1, P(L, B_LN1W), s.m1, s.r1, N, C););
         gpt_attn_bwd(e, L, &s, s.x_in, din, dh);
         KT(K_MISC, BK(e, add, din, dh, NC););
     } else {
         ah_be_copy(e->be, dmid, dout, NC);
         gpt_mlp_bwd(e, L, &s, s.ln2, dout, dh);
-        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dh, s.x_mid, P(L, B_LN2W), s.m2, s.r2,
-                      N, C););
+        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dh, s.x_mid, P(L, B_LN2W), s.m2,
+                      s.r2, N, C););
         gpt_attn_bwd(e, L, &s, s.ln1, dmid, dh);
         ah_be_copy(e->be, din, dmid, NC);
-        KT(K_NORM, BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.x_in, P(L, B_LN1W), s.m1, s.r1, N,
-                      C););
+        KT(K_NORM, BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.x_in, P(L, B_LN1W), s.m1, s.r1,
+                      N, C););
     }
     dfree(e, dmid);
     dfree(e, dh);
@@ -806,9 +811,12 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
     ah_be_zero(e->be, dn, NC);
     int qb = c->qkv_bias;
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_QW), qb ? G(L, Q_QB) : NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_KW), qb ? G(L, Q_KB) : NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_VW), qb ? G(L, Q_VB) : NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_QW), qb ? G(L, Q_QB) : NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_KW), qb ? G(L, Q_KB) : NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_VW), qb ? G(L, Q_VB) : NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
     ah_be_copy(e->be, din, dmid, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););

@@ -194,7 +194,10 @@ static int is_type(const model_type_info *info, const char *mt) {
 static int read_activation(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
                            ah_model_config *m) {
     char act[64];
-    snprintf(act, sizeof act, "%s", is_type(info, "opt") ? "relu" : is_type(info, "gpt_neox") ? "gelu" : "gelu_new");
+    snprintf(act, sizeof act, "%s",
+             is_type(info, "opt")        ? "relu"
+             : is_type(info, "gpt_neox") ? "gelu"
+                                         : "gelu_new");
     if (has_value(root, "activation_function") &&
         ah_jget_str(cx, root, "", "activation_function", 1, act, sizeof act) < 0)
         return -1;
@@ -267,9 +270,10 @@ static int read_neo_layers(const ah_err_ctx *cx, const cJSON *root, ah_model_con
     const cJSON *group;
     cJSON_ArrayForEach(group, types) {
         const cJSON *pat = cJSON_GetArrayItem(group, 0), *rep = cJSON_GetArrayItem(group, 1);
-        if (rc || !cJSON_IsArray(group) || !cJSON_IsArray(pat) || !cJSON_IsNumber(rep) || rep->valuedouble < 0 ||
-            rep->valuedouble > MAX_DIM) {
-            rc = rc ? rc : ah_jfail(cx, "attention_types", "expected [[[\"global\", \"local\"], repeats], ...]");
+        if (rc || !cJSON_IsArray(group) || !cJSON_IsArray(pat) || !cJSON_IsNumber(rep) ||
+            rep->valuedouble < 0 || rep->valuedouble > MAX_DIM) {
+            rc = rc ? rc
+                    : ah_jfail(cx, "attention_types", "expected [[[\"global\", \"local\"], repeats], ...]");
             break;
         }
         for (int r = 0; r < rep->valueint && !rc; r++) {

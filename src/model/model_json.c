@@ -12,8 +12,8 @@ int ah_model_family_to_json(cJSON *o, const ah_model_config *m) {
     const struct {
         const char *key;
         int v;
-    } ints[] = {{"embed_dim", m->embed_dim},   {"pos_offset", m->pos_offset},
-                {"post_norm", m->post_norm},   {"qkv_bias", m->qkv_bias},
+    } ints[] = {{"embed_dim", m->embed_dim},     {"pos_offset", m->pos_offset},
+                {"post_norm", m->post_norm},     {"qkv_bias", m->qkv_bias},
                 {"no_qkv_bias", m->no_qkv_bias}, {"unscaled_attention", m->unscaled_attention},
                 {"attn_window", m->attn_window}};
     int ok = 1;
