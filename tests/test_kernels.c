@@ -1062,19 +1062,20 @@ static int report_fd(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_fwd),          cmocka_unit_test(test_linear_bwd_null_and_naive),
-        cmocka_unit_test(test_linear_grad),         cmocka_unit_test(test_embedding_fwd),
-        cmocka_unit_test(test_embedding_grad),      cmocka_unit_test(test_layernorm_fwd),
-        cmocka_unit_test(test_layernorm_grad),      cmocka_unit_test(test_rmsnorm_fwd),
-        cmocka_unit_test(test_rmsnorm_grad),        cmocka_unit_test(test_gelu_fwd),
-        cmocka_unit_test(test_gelu_grad),           cmocka_unit_test(test_swiglu_fwd),
-        cmocka_unit_test(test_swiglu_grad),         cmocka_unit_test(test_rope_fwd),
-        cmocka_unit_test(test_rope_grad),           cmocka_unit_test(test_attention_fwd),
-        cmocka_unit_test(test_attention_window),    cmocka_unit_test(test_attention_causal),
-        cmocka_unit_test(test_attention_grad),      cmocka_unit_test(test_crossentropy_fwd),
-        cmocka_unit_test(test_crossentropy_padded), cmocka_unit_test(test_crossentropy_grad),
-        cmocka_unit_test(test_composite_grad),      cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_linear_fwd),       cmocka_unit_test(test_linear_bwd_null_and_naive),
+        cmocka_unit_test(test_linear_grad),      cmocka_unit_test(test_embedding_fwd),
+        cmocka_unit_test(test_embedding_grad),   cmocka_unit_test(test_layernorm_fwd),
+        cmocka_unit_test(test_layernorm_grad),   cmocka_unit_test(test_rmsnorm_fwd),
+        cmocka_unit_test(test_rmsnorm_grad),     cmocka_unit_test(test_gelu_fwd),
+        cmocka_unit_test(test_gelu_grad),        cmocka_unit_test(test_swiglu_fwd),
+        cmocka_unit_test(test_swiglu_grad),      cmocka_unit_test(test_rope_fwd),
+        cmocka_unit_test(test_rope_grad),        cmocka_unit_test(test_attention_fwd),
+        cmocka_unit_test(test_attention_causal), cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_crossentropy_fwd), cmocka_unit_test(test_crossentropy_padded),
+        cmocka_unit_test(test_crossentropy_grad),
+        cmocka_unit_test(test_composite_grad),   cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_attention_window), /* GPT-Neo's local layers */
     };
     return cmocka_run_group_tests(tests, NULL, report_fd);
 }

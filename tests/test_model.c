@@ -39,29 +39,16 @@ static ah_model_config preset(const char *name) {
 
 /* h=4, a=2, f=16, V=10, P=6, 2 blocks. */
 static ah_model_config tiny_gpt(void) {
-    ah_model_config m = {.name = "tiny",
-                         .arch = AH_ARCH_GPT,
-                         .hidden = 4,
-                         .n_layers = 2,
-                         .n_heads = 2,
-                         .n_kv_heads = 2,
-                         .ffn_hidden = 16,
-                         .vocab = 10,
-                         .max_positions = 6,
-                         .tied_embeddings = 1};
+    ah_model_config m = {.name = "tiny", .arch = AH_ARCH_GPT, .tied_embeddings = 1};
+    m.hidden = 4, m.n_layers = 2, m.n_heads = m.n_kv_heads = 2, m.ffn_hidden = 16, m.vocab = 10;
+    m.max_positions = 6;
     return m;
 }
 
 /* h=8, a=4, kv=2 (h_kv=4), f=12, V=10, 3 blocks, untied. */
 static ah_model_config tiny_llama(void) {
-    ah_model_config m = {.name = "tiny-llama",
-                         .arch = AH_ARCH_LLAMA,
-                         .hidden = 8,
-                         .n_layers = 3,
-                         .n_heads = 4,
-                         .n_kv_heads = 2,
-                         .ffn_hidden = 12,
-                         .vocab = 10};
+    ah_model_config m = {.name = "tiny-llama", .arch = AH_ARCH_LLAMA};
+    m.hidden = 8, m.n_layers = 3, m.n_heads = 4, m.n_kv_heads = 2, m.ffn_hidden = 12, m.vocab = 10;
     return m;
 }
 
