@@ -10,6 +10,9 @@
 # when the simulator began to play the tied-embedding exchange between a
 # replica's first and last stage (docs/cost-model.md, "Tied embeddings"):
 # +0.1 to +3.2% (the Metis plans +1.2% and +3.0%); untied models unchanged.
+# Then the 4 rows of the two Metis OPT-350m plans when opt-350m got its real parameter count (331.2M,
+# not 355.9M: 512-wide embeddings with project_in/out, post-LN without a final norm, issue #15): less
+# gradient all-reduce and a [V, 512] tied exchange, 16xA100-16xV100 -1.7%, 32xA100-96xV100 -4.2%.
 . "$(dirname "$0")/common.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 n=0

@@ -129,14 +129,14 @@ static void test_ops_equal_direct_kernels(void **state) {
     ah_layernorm_fwd(ln, mean, rstd, x, g, g, N, K);
     ah_dptr dln = ah_be_alloc(be, (size_t)N * K), dmean = ah_be_alloc(be, N), drstd = ah_be_alloc(be, N),
             dg = upload(be, g, K);
-    be->layernorm_fwd(be->ctx, dln, dmean, drstd, dx, dg, dg, N, K);
+    be->layernorm_fwd(be->ctx, dln, dmean, drstd, dx, dg, dg, N, K, 1e-5f);
     assert_device_equals(be, dln, ln, (size_t)N * K);
     assert_device_equals(be, drstd, rstd, N);
     /* attention (q = k = v = x viewed as [N, H, D]) */
     float *att_out = calloc((size_t)N * K, sizeof(float)), *att = calloc((size_t)B * H * T * T, sizeof(float));
     ah_attention_fwd(att_out, att, x, x, x, B, T, H, H, D);
     ah_dptr datt_out = ah_be_alloc(be, (size_t)N * K), datt = ah_be_alloc(be, (size_t)B * H * T * T);
-    be->attention_fwd(be->ctx, datt_out, datt, dx, dx, dx, B, T, H, H, D);
+    be->attention_fwd(be->ctx, datt_out, datt, dx, dx, dx, B, T, H, H, D, 0);
     assert_device_equals(be, datt_out, att_out, (size_t)N * K);
     /* GELU */
     float *ge = calloc((size_t)N * K, sizeof(float));

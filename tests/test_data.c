@@ -729,6 +729,41 @@ static void test_shard_directory_and_val_data(void **state) {
     free(t0), free(t1), free(tv);
 }
 
+/* The kind of a path without loading it, and the vocabulary rule autohet
+ * train and autohet run share: 256 byte values on text, the model's on tokens. */
+static void test_kind_of_path_and_training_vocab(void **state) {
+    (void)state;
+    char dir[64], tdir[64], path[128];
+    make_tmpdir(dir);
+    make_tmpdir(tdir);
+    uint16_t *t = random_tokens(640, 1000, 9);
+    write_llmc(dir, "data_train_000000.bin", t, 640, 1, 640);
+    write_llmc(tdir, "magic_no_suffix", t, 64, 1, 64);
+    write_text(tdir, "notes.txt", "plain text");
+    assert_int_equal(ah_dataset_kind_of(dir), AH_DATA_TOKENS);
+    snprintf(path, sizeof path, "%s/magic_no_suffix", tdir);
+    assert_int_equal(ah_dataset_kind_of(path), AH_DATA_TOKENS);
+    snprintf(path, sizeof path, "%s/notes.txt", tdir);
+    assert_int_equal(ah_dataset_kind_of(path), AH_DATA_TEXT);
+    assert_int_equal(ah_dataset_kind_of(TEXT_FIXTURES), AH_DATA_TEXT);
+    assert_int_equal(ah_dataset_kind_of(GPL3), AH_DATA_TEXT);
+    assert_int_equal(ah_dataset_kind_of("/nonexistent/x.bin"), AH_DATA_TEXT);
+    /* the kind the loader finds is the kind the path reports */
+    ah_dataset d;
+    char err[256];
+    assert_int_equal(ah_dataset_load(&d, dir, 0.1, 8, err, sizeof err), 0);
+    assert_int_equal(d.kind, ah_dataset_kind_of(dir));
+    ah_dataset_free(&d);
+    assert_int_equal(ah_dataset_vocab(AH_DATA_TOKENS, 50257), 50257);
+    assert_int_equal(ah_dataset_vocab(AH_DATA_TEXT, 50257), 256);
+    assert_int_equal(ah_dataset_vocab(AH_DATA_TEXT, 100), 256);
+    const char *const all[] = {"data_train_000000.bin", NULL};
+    remove_dir(dir, all);
+    const char *const tall[] = {"magic_no_suffix", "notes.txt", NULL};
+    remove_dir(tdir, tall);
+    free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash64_splitmix),
@@ -748,6 +783,7 @@ int main(void) {
         cmocka_unit_test(test_token_file_errors),
         cmocka_unit_test(test_token_above_vocab_names_file_and_offset),
         cmocka_unit_test(test_shard_directory_and_val_data),
+        cmocka_unit_test(test_kind_of_path_and_training_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

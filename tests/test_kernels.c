@@ -666,19 +666,20 @@ static void test_attention_causal(void **state) {
 typedef struct {
     int B, T, Hq, Hkv, D;
     float *q, *k, *v, *att, *dq, *dk, *dv;
+    int window;
 } att_ctx;
 static void att_f(void *c, float *out) {
     att_ctx *A = c;
-    ah_attention_fwd(out, A->att, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D);
+    ah_attention_fwd_window(out, A->att, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D, A->window);
 }
 static void att_b(void *c, const float *dout) {
     att_ctx *A = c;
     ah_attention_bwd(A->dq, A->dk, A->dv, dout, A->att, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D);
 }
 
-static void attention_grad(const char *name, int B, int T, int Hq, int Hkv, int D) {
+static void attention_grad(const char *name, int B, int T, int Hq, int Hkv, int D, int window) {
     size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D;
-    att_ctx A = {B, T, Hq, Hkv, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    att_ctx A = {B, T, Hq, Hkv, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL, window};
     A.q = frandn(nq, -1.5, 1.5), A.k = frandn(nk, -1.5, 1.5), A.v = frandn(nk, -1, 1);
     A.att = falloc((size_t)B * Hq * T * T), A.dq = falloc(nq), A.dk = falloc(nk), A.dv = falloc(nk);
     fd_param ps[] = {{"q", A.q, A.dq, nq}, {"k", A.k, A.dk, nk}, {"v", A.v, A.dv, nk}};
@@ -689,9 +690,47 @@ static void attention_grad(const char *name, int B, int T, int Hq, int Hkv, int 
 static void test_attention_grad(void **state) {
     (void)state;
     rng_seed(15);
-    attention_grad("attn-gqa", 2, 5, 4, 2, 4);
-    attention_grad("attn-mha", 1, 6, 2, 2, 4);
-    attention_grad("attn-mqa", 1, 4, 3, 1, 5);
+    attention_grad("attn-gqa", 2, 5, 4, 2, 4, 0);
+    attention_grad("attn-mha", 1, 6, 2, 2, 4, 0);
+    attention_grad("attn-mqa", 1, 4, 3, 1, 5, 0);
+    attention_grad("attn-window", 2, 7, 2, 2, 4, 3); /* GPT-Neo's local layers: the same backward */
+}
+
+/* A sliding window: query t sees keys (t - window, t]; a window as long as
+ * the sequence is full causal attention, a window of 1 returns v. */
+static void test_attention_window(void **state) {
+    (void)state;
+    rng_seed(16);
+    int B = 2, T = 9, Hq = 2, Hkv = 1, D = 4, W = 3;
+    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, na = (size_t)B * Hq * T * T;
+    float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1);
+    float *o1 = falloc(nq), *a1 = falloc(na), *o2 = falloc(nq), *a2 = falloc(na);
+    ah_attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
+    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, T);
+    assert_memory_equal(o1, o2, nq * sizeof(float));
+    fill(a2, na, 7.0f);
+    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, W);
+    for (size_t r = 0; r < (size_t)B * Hq * T; r++) {
+        int t = (int)(r % T);
+        double s = 0;
+        for (int j = 0; j < T; j++) {
+            float a = a2[r * T + j];
+            if (j > t || j <= t - W)
+                assert_true(a == 0.0f);
+            else
+                assert_true(a > 0.0f);
+            s += a;
+        }
+        assert_double_equal(s, 1.0, 1e-6);
+    }
+    assert_memory_equal(o1, o2, (size_t)W * Hq * D * sizeof(float)); /* the first W tokens see everything */
+    assert_memory_not_equal(o1 + (size_t)W * Hq * D, o2 + (size_t)W * Hq * D, (size_t)Hq * D * sizeof(float));
+    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, 1);
+    for (int n = 0; n < B * T; n++)
+        for (int h = 0; h < Hq; h++)
+            for (int d = 0; d < D; d++)
+                assert_true(o2[((size_t)n * Hq + h) * D + d] == v[(size_t)n * Hkv * D + d]);
+    free(q), free(k), free(v), free(o1), free(a1), free(o2), free(a2);
 }
 
 /* ----------------------------------------------------------- cross-entropy */
@@ -1036,6 +1075,7 @@ int main(void) {
         cmocka_unit_test(test_crossentropy_grad),
         cmocka_unit_test(test_composite_grad),   cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_attention_window), /* GPT-Neo's local layers */
     };
     return cmocka_run_group_tests(tests, NULL, report_fd);
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "autohet/model.h"
+#include "model/model_json.h"
 #include "test_util.h"
 
 /* ----------------------------------------------------------- helpers */
@@ -38,13 +39,16 @@ static ah_model_config preset(const char *name) {
 
 /* h=4, a=2, f=16, V=10, P=6, 2 blocks. */
 static ah_model_config tiny_gpt(void) {
-    ah_model_config m = {"tiny", AH_ARCH_GPT, 4, 2, 2, 2, 16, 10, 6, 1};
+    ah_model_config m = {.name = "tiny", .arch = AH_ARCH_GPT, .tied_embeddings = 1};
+    m.hidden = 4, m.n_layers = 2, m.n_heads = m.n_kv_heads = 2, m.ffn_hidden = 16, m.vocab = 10;
+    m.max_positions = 6;
     return m;
 }
 
 /* h=8, a=4, kv=2 (h_kv=4), f=12, V=10, 3 blocks, untied. */
 static ah_model_config tiny_llama(void) {
-    ah_model_config m = {"tiny-llama", AH_ARCH_LLAMA, 8, 3, 4, 2, 12, 10, 0, 0};
+    ah_model_config m = {.name = "tiny-llama", .arch = AH_ARCH_LLAMA};
+    m.hidden = 8, m.n_layers = 3, m.n_heads = 4, m.n_kv_heads = 2, m.ffn_hidden = 12, m.vocab = 10;
     return m;
 }
 
@@ -298,17 +302,167 @@ static void test_json_opt_and_neo(void **state) {
                       "\"max_position_embeddings\": 2048, \"vocab_size\": 50272}";
     const char *neo = "{\"model_type\": \"gpt_neo\", \"hidden_size\": 2560, "
                       "\"intermediate_size\": null, \"num_heads\": 20, \"num_layers\": 32,"
-                      "\"max_position_embeddings\": 2048, \"vocab_size\": 50257}";
+                      "\"max_position_embeddings\": 2048, \"vocab_size\": 50257,"
+                      "\"attention_types\": [[[\"global\", \"local\"], 16]]}";
     ah_model_config m;
     char err[256], path[64];
     assert_int_equal(load_text(opt, &m, err, sizeof err, path), 0);
     assert_int_equal(m.arch, AH_ARCH_GPT);
+    assert_int_equal(m.embed_dim, 0); /* no word_embed_proj_dim: as wide as hidden */
+    assert_false(m.post_norm);        /* do_layer_norm_before defaults to true */
     assert_int_equal(m.ffn_hidden, 4096);
     assert_int_equal(m.n_layers, 24);
     assert_int_equal(load_text(neo, &m, err, sizeof err, path), 0);
     assert_int_equal(m.n_heads, 20);
     assert_int_equal(m.n_layers, 32);
     assert_int_equal(m.ffn_hidden, 4 * 2560);
+}
+
+/* The HF configs of facebook/opt-350m, Qwen/Qwen2-0.5B and EleutherAI/gpt-neo-125M
+ * (as published, less keys that play no part) give the parameter counts of the
+ * HF models: OPT's 512-wide embeddings with project_in/out, 2 extra position
+ * rows and no final norm (post-LN); Qwen2's q/k/v biases; GPT-Neo without
+ * q/k/v biases; the presets of the same models agree. */
+static void test_family_param_counts_exact(void **state) {
+    (void)state;
+    const char *opt =
+        "{\"activation_function\": \"relu\", \"do_layer_norm_before\": false, \"ffn_dim\": 4096,"
+        "\"hidden_size\": 1024, \"max_position_embeddings\": 2048, \"model_type\": \"opt\","
+        "\"num_attention_heads\": 16, \"num_hidden_layers\": 24, \"vocab_size\": 50272,"
+        "\"word_embed_proj_dim\": 512, \"_name_or_path\": \"facebook/opt-350m\"}";
+    const char *qwen =
+        "{\"hidden_act\": \"silu\", \"hidden_size\": 896, \"intermediate_size\": 4864,"
+        "\"max_position_embeddings\": 131072, \"max_window_layers\": 24, \"model_type\": \"qwen2\","
+        "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2,"
+        "\"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, \"sliding_window\": 131072,"
+        "\"tie_word_embeddings\": true, \"use_sliding_window\": false, \"vocab_size\": 151936}";
+    const char *neo =
+        "{\"activation_function\": \"gelu_new\", \"attention_layers\": [\"global\", \"local\","
+        "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\","
+        "\"global\", \"local\"], \"attention_types\": [[[\"global\", \"local\"], 6]],"
+        "\"hidden_size\": 768, \"intermediate_size\": null, \"max_position_embeddings\": 2048,"
+        "\"model_type\": \"gpt_neo\", \"num_heads\": 12, \"num_layers\": 12, \"vocab_size\": 50257,"
+        "\"window_size\": 256}";
+    ah_model_config m;
+    char err[256], path[64];
+    assert_int_equal(load_text(opt, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.embed_dim, 512);
+    assert_int_equal(m.pos_offset, 2);
+    assert_true(m.post_norm);
+    assert_int_equal(m.act, AH_ACT_RELU);
+    assert_double_equal(ah_model_total_params(&m), 331196416.0, 0);
+    /* embedding 50272*512 + 2050*1024 + project_in 512*1024; head project_out + the [V, 512] matrix */
+    assert_double_equal(ah_layer_params(&m, AH_LAYER_EMBED), 50272.0 * 512 + 2050.0 * 1024 + 512.0 * 1024, 0);
+    assert_double_equal(ah_layer_params(&m, AH_LAYER_HEAD), 1024.0 * 512 + 50272.0 * 512, 0);
+    assert_double_equal(ah_model_tied_params(&m), 50272.0 * 512, 0);
+    ah_model_config p = preset("opt-350m");
+    assert_double_equal(ah_model_total_params(&p), 331196416.0, 0);
+    assert_int_equal(p.embed_dim, 512);
+    assert_true(p.post_norm && p.act == AH_ACT_RELU && p.pos_offset == 2);
+
+    assert_int_equal(load_text(qwen, &m, err, sizeof err, path), 0);
+    assert_true(m.qkv_bias);
+    assert_double_equal(m.norm_eps, 1e-6, 0);
+    assert_double_equal(m.rope_theta, 1e6, 0);
+    assert_double_equal(ah_model_total_params(&m), 494032768.0, 0);
+
+    assert_int_equal(load_text(neo, &m, err, sizeof err, path), 0);
+    assert_true(m.no_qkv_bias && m.unscaled_attention);
+    assert_int_equal(m.attn_window, 256);
+    for (int b = 0; b < 12; b++)
+        assert_int_equal(ah_model_block_is_local(&m, b), b % 2);
+    assert_double_equal(ah_model_total_params(&m), 125198592.0, 0);
+    p = preset("gpt-neo-2.7b");
+    assert_double_equal(ah_model_total_params(&p), 2651307520.0, 0);
+    assert_true(p.no_qkv_bias && p.unscaled_attention && p.attn_window == 256);
+    for (int b = 0; b < 32; b++)
+        assert_int_equal(ah_model_block_is_local(&p, b), b % 2);
+}
+
+/* GPT-Neo's attention_types alone (HF expands it to attention_layers), its
+ * default, and the errors: a list that does not match the layers, an unknown
+ * kind; OPT without biases is refused by name. */
+static void test_neo_attention_types_and_errors(void **state) {
+    (void)state;
+    ah_model_config m;
+    char err[256], path[64];
+    const char *base = "{\"model_type\": \"gpt_neo\", \"hidden_size\": 64, \"num_heads\": 4,"
+                       "\"max_position_embeddings\": 128, \"vocab_size\": 100, ";
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "%s\"num_layers\": 6, \"attention_types\": [[[\"local\"], 2], [[\"global\", \"local\"], 2]]}",
+             base);
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), 0);
+    int want[6] = {1, 1, 0, 1, 0, 1};
+    for (int b = 0; b < 6; b++)
+        assert_int_equal(ah_model_block_is_local(&m, b), want[b]);
+    assert_int_equal(m.attn_window, 256);
+    snprintf(buf, sizeof buf, "%s\"num_layers\": 24, \"window_size\": 32}", base); /* HF default types */
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.attn_window, 32);
+    assert_true(ah_model_block_is_local(&m, 23) && !ah_model_block_is_local(&m, 22));
+    snprintf(buf, sizeof buf, "%s\"num_layers\": 4, \"attention_types\": [[[\"global\"], 4]]}", base);
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.attn_window, 0); /* no local layer */
+    snprintf(buf, sizeof buf, "%s\"num_layers\": 4}", base);
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), -1);
+    assert_non_null(strstr(err, "attention_types: describes 24 layers, the model has 4"));
+    snprintf(buf, sizeof buf, "%s\"num_layers\": 2, \"attention_layers\": [\"global\", \"sparse\"]}", base);
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), -1);
+    assert_non_null(strstr(err, "attention_layers: expected \"global\" or \"local\" entries"));
+    snprintf(buf, sizeof buf, "%s\"num_layers\": 2, \"attention_layers\": [\"global\"]}", base);
+    assert_int_equal(load_text(buf, &m, err, sizeof err, path), -1);
+    assert_non_null(strstr(err, "attention_layers: 1 entries for 2 layers"));
+    assert_int_equal(
+        load_text("{\"model_type\": \"opt\", \"hidden_size\": 64, \"num_attention_heads\": 4,"
+                  "\"num_hidden_layers\": 2, \"max_position_embeddings\": 64, \"vocab_size\": 100,"
+                  "\"enable_bias\": false}",
+                  &m, err, sizeof err, path),
+        -1);
+    assert_non_null(strstr(err, "enable_bias"));
+}
+
+/* The family details survive a JSON object (a plan's model): written only
+ * when set, read back equal; plain models get no extra keys; bad values are
+ * one line naming the key. */
+static void test_family_json_round_trip(void **state) {
+    (void)state;
+    const char *names[] = {"opt-350m", "gpt-neo-2.7b", "gpt2-124m"};
+    for (int i = 0; i < 3; i++) {
+        ah_model_config m = preset(names[i]), back;
+        m.rope_theta = i == 2 ? 0 : 5e5;
+        m.norm_eps = i == 2 ? 0 : 1e-6;
+        cJSON *o = cJSON_CreateObject();
+        assert_int_equal(ah_model_family_to_json(o, &m), 0);
+        if (i == 2)
+            assert_int_equal(cJSON_GetArraySize(o), 0);
+        memset(&back, 0, sizeof back);
+        back.n_layers = m.n_layers;
+        ah_err_ctx cx = {"plan.json", NULL, 0};
+        assert_int_equal(ah_model_family_from_json(&cx, o, "model", &back), 0);
+        assert_int_equal(back.embed_dim, m.embed_dim);
+        assert_int_equal(back.pos_offset, m.pos_offset);
+        assert_int_equal(back.post_norm, m.post_norm);
+        assert_int_equal(back.act, m.act);
+        assert_int_equal(back.no_qkv_bias, m.no_qkv_bias);
+        assert_int_equal(back.unscaled_attention, m.unscaled_attention);
+        assert_int_equal(back.attn_window, m.attn_window);
+        assert_memory_equal(back.local_layers, m.local_layers, sizeof m.local_layers);
+        assert_double_equal(back.rope_theta, m.rope_theta, 0);
+        assert_double_equal(back.norm_eps, m.norm_eps, 0);
+        cJSON_Delete(o);
+    }
+    char err[256];
+    ah_err_ctx cx = {"plan.json", err, sizeof err};
+    ah_model_config m = preset("gpt-neo-2.7b");
+    cJSON *o = cJSON_Parse("{\"activation\": \"swish\"}");
+    assert_int_equal(ah_model_family_from_json(&cx, o, "model", &m), -1);
+    assert_non_null(strstr(err, "model.activation: unknown activation \"swish\""));
+    cJSON_Delete(o);
+    o = cJSON_Parse("{\"local_layers\": [1, 32]}");
+    assert_int_equal(ah_model_family_from_json(&cx, o, "model", &m), -1);
+    assert_non_null(strstr(err, "model.local_layers"));
+    cJSON_Delete(o);
 }
 
 static void test_json_arch_from_keys(void **state) {
@@ -559,6 +713,9 @@ int main(void) {
         cmocka_unit_test(test_json_mistral_gqa),
         cmocka_unit_test(test_json_bert),
         cmocka_unit_test(test_json_opt_and_neo),
+        cmocka_unit_test(test_family_param_counts_exact),
+        cmocka_unit_test(test_neo_attention_types_and_errors),
+        cmocka_unit_test(test_family_json_round_trip),
         cmocka_unit_test(test_json_arch_from_keys),
         cmocka_unit_test(test_json_name_from_directory),
         cmocka_unit_test(test_json_errors),

@@ -10,6 +10,9 @@
 
 typedef enum { AH_ARCH_GPT = 0, AH_ARCH_LLAMA = 1, AH_ARCH_BERT = 2 } ah_arch;
 
+/* The most blocks a config with local-attention layers may have. */
+#define AH_MAX_LOCAL_LAYERS 256
+
 typedef struct {
     char name[64];
     ah_arch arch;
@@ -21,7 +24,34 @@ typedef struct {
     int vocab;         /* vocabulary size V */
     int max_positions; /* learned positions (GPT/BERT); 0 for RoPE models */
     int tied_embeddings;
+    /* Details of HF families that change the parameter count or the math; 0
+     * everywhere (what presets and GPT-2 / LLaMA configs get) is the plain
+     * GPT-2 / LLaMA block. docs/model-configs.md, "Families". */
+    /* OPT word_embed_proj_dim when != hidden: token embeddings (and the tied
+     * head) are [V, embed_dim], project_in / project_out [embed_dim <-> hidden]
+     * without bias; 0 = hidden */
+    int embed_dim;
+    int pos_offset;         /* learned position rows before position 0 (OPT: 2) */
+    int post_norm;          /* LayerNorm after each residual add, no final norm (OPT) */
+    int act;                /* MLP activation of GPT blocks (ah_activation) */
+    int qkv_bias;           /* LLaMA-style blocks with q/k/v biases (Qwen2) */
+    int no_qkv_bias;        /* GPT blocks without q/k/v biases (GPT-Neo; out_proj keeps its bias) */
+    int unscaled_attention; /* scores not divided by sqrt(head dim) (GPT-Neo) */
+    int attn_window;        /* local layers see the last attn_window positions (GPT-Neo) */
+    unsigned char local_layers[AH_MAX_LOCAL_LAYERS / 8]; /* bit i: block i (0-based) is local */
+    double rope_theta;      /* RoPE base (rope_theta); 0 = 10000 */
+    double norm_eps;        /* norm epsilon (rms_norm_eps, layer_norm_epsilon/_eps); 0 = 1e-5 */
 } ah_model_config;
+
+/* MLP activation of GPT-style blocks (HF activation_function). */
+typedef enum { AH_ACT_GELU_TANH = 0, AH_ACT_RELU = 1, AH_ACT_GELU_EXACT = 2, AH_ACT_OTHER = 3 } ah_activation;
+const char *ah_activation_name(ah_activation a);
+/* Width of the token embedding (embed_dim, or hidden). */
+int ah_model_embed_width(const ah_model_config *m);
+/* Whether block b (0-based) uses local (sliding-window) attention. */
+int ah_model_block_is_local(const ah_model_config *m, int b);
+/* Parameters of the tied embedding matrix (V x embedding width). */
+double ah_model_tied_params(const ah_model_config *m);
 
 typedef enum { AH_RECOMPUTE_NONE = 0, AH_RECOMPUTE_SELECTIVE = 1, AH_RECOMPUTE_FULL = 2 } ah_recompute;
 

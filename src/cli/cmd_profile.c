@@ -23,7 +23,7 @@ static void usage(FILE *f) {
                "(the 1/tp shard a TP rank computes; TP communication is not included) and micro-batch size,\n"
                "and writes an autohet profile (docs/profile-format.md) for --device: autohet plan --profile\n"
                "FILE then plans with measured costs. Blocks are identical, so one block is measured and\n"
-               "used for all N. Vocabulary 256 (byte tokens), as the engine trains.\n\n"
+               "used for all N. The model's vocabulary, as autohet train uses it on token data.\n\n"
                "  --device   catalog device the measurements describe (default cpu)\n"
                "  --seq      sequence length (default 128)\n"
                "  --tp       TP degrees (default 1,2,4; must divide heads and KV heads)\n"
@@ -58,8 +58,8 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
     if (!tok || !tgt || !in || !dout)
         abort();
     for (int i = 0; i < N; i++) {
-        tok[i] = (int)(ah_hash64((uint64_t)i) % 256);
-        tgt[i] = (int)(ah_hash64((uint64_t)i + 99) % 256);
+        tok[i] = (int)(ah_hash64((uint64_t)i) % (uint64_t)cfg->vocab);
+        tgt[i] = (int)(ah_hash64((uint64_t)i + 99) % (uint64_t)cfg->vocab);
     }
     for (size_t i = 0; i < (size_t)N * C; i++) {
         in[i] = (float)((ah_hash64(i) % 2001) / 1000.0 - 1.0);
@@ -159,7 +159,6 @@ int cmd_profile(int argc, char **argv) {
     ah_model_config cfg;
     if (ah_model_resolve(model_arg, &cfg, err, sizeof err) != 0)
         return cli_bad_input("profile", err);
-    cfg.vocab = 256;
     if (!ah_device_find(ah_device_catalog_builtin(), device)) {
         snprintf(msg, sizeof msg, "--device '%s': unknown device (see autohet devices)", device);
         return cli_bad_input("profile", msg);

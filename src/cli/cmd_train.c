@@ -286,8 +286,7 @@ static int load_data(const train_args *a, ah_model_config *cfg, int seq, ah_data
         ah_dataset_free(data);
         return -1;
     }
-    if (data->kind == AH_DATA_TEXT)
-        cfg->vocab = 256; /* byte-level tokens */
+    cfg->vocab = ah_dataset_vocab(data->kind, cfg->vocab);
     if (ah_dataset_check_vocab(data, cfg->vocab, msg, n) != 0) {
         size_t len = strlen(msg);
         snprintf(msg + len, n - len, " of model %s", cfg->name);

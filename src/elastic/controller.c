@@ -34,6 +34,7 @@
 #include "util/errors.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
+#include "engine/data.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {
@@ -367,7 +368,7 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         snprintf(err, errlen, "--data %.400s: %s", o->data, strerror(errno));
         return -1;
     }
-    s->cfg.vocab = 256; /* byte-level tokens, as autohet train */
+    s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
         if (ah_plan_read_json(o->plan_path, ah_device_catalog_builtin(), &s->plan, err, errlen) != 0)

@@ -68,21 +68,26 @@ struct ah_backend {
     void (*embedding_fwd)(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T, int C);
     void (*embedding_bwd)(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout, ah_dptr tok, int N, int T,
                           int C);
+    /* eps: the model's norm epsilon (the backwards read the saved rstd) */
     void (*layernorm_fwd)(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
-                          ah_dptr b, int N, int C);
+                          ah_dptr b, int N, int C, float eps);
     void (*layernorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                           ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C);
-    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C);
+    void (*rmsnorm_fwd)(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
+                        float eps);
     void (*rmsnorm_bwd)(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                         ah_dptr rstd, int N, int C);
     void (*gelu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);
     void (*gelu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n);
+    void (*relu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, size_t n);
+    void (*relu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n);
     void (*swiglu_fwd)(void *ctx, ah_dptr out, ah_dptr inp, int N, int F);
     void (*swiglu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int F);
     void (*rope_fwd)(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta);
     void (*rope_bwd)(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta);
+    /* window > 0: query t sees keys (t - window, t] (local layers); 0: all earlier keys */
     void (*attention_fwd)(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
-                          int Hq, int Hkv, int D);
+                          int Hq, int Hkv, int D, int window);
     void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
                           ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D);
     /* returns the summed loss: a synchronising read on an asynchronous backend */

@@ -70,18 +70,19 @@ static void cpu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dou
     ah_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C);
 }
 static void cpu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
-                              ah_dptr b, int N, int C) {
+                              ah_dptr b, int N, int C, float eps) {
     (void)ctx;
-    ah_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C);
+    ah_layernorm_fwd_eps(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, eps);
 }
 static void cpu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                               ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
     (void)ctx;
     ah_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C);
 }
-static void cpu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C) {
+static void cpu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
+                            float eps) {
     (void)ctx;
-    ah_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C);
+    ah_rmsnorm_fwd_eps(F(out), F(rstd), F(inp), F(w), N, C, eps);
 }
 static void cpu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                             ah_dptr rstd, int N, int C) {
@@ -95,6 +96,14 @@ static void cpu_gelu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
 static void cpu_gelu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
     (void)ctx;
     ah_gelu_bwd(F(dinp), F(dout), F(inp), n);
+}
+static void cpu_relu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_relu_fwd(F(out), F(inp), n);
+}
+static void cpu_relu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
+    (void)ctx;
+    ah_relu_bwd(F(dinp), F(dout), F(inp), n);
 }
 static void cpu_swiglu_fwd(void *ctx, ah_dptr out, ah_dptr inp, int N, int Fn) {
     (void)ctx;
@@ -113,9 +122,9 @@ static void cpu_rope_bwd(void *ctx, ah_dptr dx, int N, int T, int H, int D, floa
     ah_rope_bwd(F(dx), N, T, H, D, theta);
 }
 static void cpu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B,
-                              int T, int Hq, int Hkv, int D) {
+                              int T, int Hq, int Hkv, int D, int window) {
     (void)ctx;
-    ah_attention_fwd(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
+    ah_attention_fwd_window(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D, window);
 }
 static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
                               ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D) {
@@ -178,6 +187,8 @@ static const ah_backend cpu_backend = {
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .gelu_fwd = cpu_gelu_fwd,
     .gelu_bwd = cpu_gelu_bwd,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
     .swiglu_fwd = cpu_swiglu_fwd,
     .swiglu_bwd = cpu_swiglu_bwd,
     .rope_fwd = cpu_rope_fwd,

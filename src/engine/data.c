@@ -305,6 +305,36 @@ static int split(ah_dataset *d, const char *path, double val_fraction, size_t n_
     return 0;
 }
 
+/* Token data: a directory with a .bin shard, a file named .bin or one that
+ * starts with llm.c's magic; anything else is text. */
+static ah_data_kind kind_of(const char *path, int is_dir, char *const *names, size_t n_names) {
+    int tokens = 0;
+    for (size_t i = 0; is_dir && i < n_names && !tokens; i++)
+        tokens = ends_with(names[i], ".bin");
+    if (!is_dir)
+        tokens = ends_with(path, ".bin") || has_llmc_magic(path);
+    return tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
+}
+
+ah_data_kind ah_dataset_kind_of(const char *path) {
+    struct stat st;
+    if (path == NULL || stat(path, &st) != 0)
+        return AH_DATA_TEXT;
+    if (!S_ISDIR(st.st_mode))
+        return kind_of(path, 0, NULL, 0);
+    char **names = NULL, err[8];
+    size_t n = 0;
+    if (list_dir(path, &names, &n, err, sizeof err) != 0)
+        return AH_DATA_TEXT;
+    ah_data_kind k = kind_of(path, 1, names, n);
+    free_names(names, n);
+    return k;
+}
+
+int ah_dataset_vocab(ah_data_kind kind, int model_vocab) {
+    return kind == AH_DATA_TEXT ? 256 : model_vocab;
+}
+
 int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int seq, char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     if (path == NULL || path[0] == '\0') {
@@ -329,11 +359,7 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
     int is_dir = S_ISDIR(st.st_mode);
     if (is_dir && list_dir(path, &names, &n_names, err, errlen) != 0)
         return -1;
-    int tokens = 0;
-    for (size_t i = 0; i < n_names && !tokens; i++)
-        tokens = ends_with(names[i], ".bin");
-    if (!is_dir)
-        tokens = ends_with(path, ".bin") || has_llmc_magic(path);
+    int tokens = kind_of(path, is_dir, names, n_names) == AH_DATA_TOKENS;
     d->kind = tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
     buf_t b = {NULL, 0, 0};
     int rc = tokens ? load_tokens(d, &b, path, is_dir, names, n_names, &n_val_shard, err, errlen)

@@ -54,6 +54,13 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
  * ah_dataset_load, of the same kind as d); all of d's data becomes train.
  * 0, or -1 with a one-line error. */
 int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *err, size_t errlen);
+/* The kind of data ah_dataset_load would read from path, without reading it
+ * (a path it cannot read counts as text: the loader names the error). */
+ah_data_kind ah_dataset_kind_of(const char *path);
+/* The vocabulary the engine trains on data of this kind: the 256 byte values
+ * for text, the model's vocabulary for token data. The one owner of that rule
+ * (autohet train, autohet run). */
+int ah_dataset_vocab(ah_data_kind kind, int model_vocab);
 /* Every token id below vocab: 0, or -1 with "FILE: token id X at byte offset
  * O is not below the vocabulary V". Text data always passes vocab >= 256. */
 int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t errlen);

@@ -138,6 +138,11 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 
 void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                       int N, int C) {
+    ah_layernorm_fwd_eps(out, mean, rstd, inp, w, b, N, C, AH_NORM_EPS);
+}
+
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -154,7 +159,7 @@ void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, co
         v /= C;
         /* The backward recomputes x_hat from these stored fp32 values; the
          * forward uses the same ones so both see one function. */
-        float mf = (float)m, rs = (float)(1.0 / sqrt(v + AH_NORM_EPS));
+        float mf = (float)m, rs = (float)(1.0 / sqrt(v + eps));
         for (int c = 0; c < C; c++)
             o[c] = (x[c] - mf) * rs * w[c] + b[c];
         mean[n] = mf;
@@ -208,6 +213,10 @@ void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, cons
 }
 
 void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+    ah_rmsnorm_fwd_eps(out, rstd, inp, w, N, C, AH_NORM_EPS);
+}
+
+void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -215,7 +224,7 @@ void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, i
         double ss = 0.0;
         for (int c = 0; c < C; c++)
             ss += (double)x[c] * x[c];
-        float rs = (float)(1.0 / sqrt(ss / C + AH_NORM_EPS));
+        float rs = (float)(1.0 / sqrt(ss / C + eps));
         for (int c = 0; c < C; c++)
             o[c] = x[c] * rs * w[c];
         rstd[n] = rs;
@@ -330,6 +339,18 @@ void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     }
 }
 
+void ah_relu_fwd(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void ah_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
 void ah_swiglu_fwd(float *out, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -408,6 +429,11 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
  * dk/dv, accumulate in a fixed order, so results do not depend on threads. */
 void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D) {
+    ah_attention_fwd_window(out, att, q, k, v, B, T, Hq, Hkv, D, 0);
+}
+
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                             int T, int Hq, int Hkv, int D, int window) {
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
     int G = Hq / Hkv;
@@ -426,18 +452,21 @@ void ah_attention_fwd(float *out, float *att, const float *q, const float *k, co
 #pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
             for (int t = 0; t < T; t++) {
                 float *row = a + (size_t)t * T;
+                int j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; /* first visible key */
                 float mx = -INFINITY;
-                for (int j = 0; j <= t; j++)
+                for (int j = j0; j <= t; j++)
                     if (row[j] > mx)
                         mx = row[j];
                 double sum = 0.0;
-                for (int j = 0; j <= t; j++) {
+                for (int j = j0; j <= t; j++) {
                     float e = expf(row[j] - mx);
                     row[j] = e;
                     sum += e;
                 }
                 float inv = (float)(1.0 / sum);
-                for (int j = 0; j <= t; j++)
+                for (int j = 0; j < j0; j++)
+                    row[j] = 0.0f;
+                for (int j = j0; j <= t; j++)
                     row[j] *= inv;
                 for (int j = t + 1; j < T; j++)
                     row[j] = 0.0f;

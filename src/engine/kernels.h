@@ -29,10 +29,16 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 /* LayerNorm over C with eps 1e-5; saves mean[N] and rstd[N] for the backward. */
 void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                       int N, int C);
+/* The same with the config's epsilon (layer_norm_epsilon); the backward
+ * needs none (it reads the saved rstd). */
+void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C, float eps);
 void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C);
 /* RMSNorm over C with eps 1e-5 (LLaMA): out = inp * rstd * w; saves rstd[N]. */
 void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C);
+/* The same with the config's epsilon (rms_norm_eps: Qwen2 1e-6). */
+void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
 void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int N, int C);
 
@@ -40,6 +46,9 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 /* GELU, tanh approximation (GPT-2). out/inp [n]. */
 void ah_gelu_fwd(float *out, const float *inp, size_t n);
 void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
+/* ReLU (OPT): out = max(x, 0); dinp += dout where x > 0. */
+void ah_relu_fwd(float *out, const float *inp, size_t n);
+void ah_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n);
 /* SwiGLU: inp[N, 2F] = [gate | up] per row, out[N, F] = silu(gate) * up. */
 void ah_swiglu_fwd(float *out, const float *inp, int N, int F);
 void ah_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F);
@@ -57,6 +66,11 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta);
  * backward (entries above the diagonal are 0). */
 void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D);
+/* The same with a sliding window (GPT-Neo's local layers): query t sees keys
+ * (t - window, t]; window 0 = every earlier key. The backward needs no
+ * window: the masked probabilities are 0 in att. */
+void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                             int T, int Hq, int Hkv, int D, int window);
 void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
                       const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
 

@@ -103,12 +103,12 @@ static ah_dptr G(const ah_eng_layer *L, int i) {
 }
 
 /* Tensor indices per layer kind. */
-enum { E_WTE = 0, E_WPE };
-enum { H_NW = 0, H_NB, H_LM };
+enum { E_WTE = 0, E_WPE, E_PROJ };
+enum { H_NW = 0, H_NB, H_LM, H_PROJ };
 /* GPT block */
 enum { B_LN1W = 0, B_LN1B, B_QKVW, B_QKVB, B_PROJW, B_PROJB, B_LN2W, B_LN2B, B_FCW, B_FCB, B_FCPW, B_FCPB };
 /* LLaMA block */
-enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW };
+enum { Q_RMS1 = 0, Q_QW, Q_KW, Q_VW, Q_OW, Q_RMS2, Q_GUW, Q_DOWNW, Q_QB, Q_KB, Q_VB };
 
 static int is_llama(const ah_engine_model *e) {
     return e->cfg.arch == AH_ARCH_LLAMA;
@@ -116,24 +116,41 @@ static int is_llama(const ah_engine_model *e) {
 static int head_dim(const ah_engine_model *e) {
     return e->cfg.hidden / e->cfg.n_heads;
 }
+/* Width of the token embeddings and the LM head's rows (OPT's word_embed_proj_dim). */
+static int embed_width(const ah_engine_model *e) {
+    return ah_model_embed_width(&e->cfg);
+}
+/* OPT's project_in / project_out between the embedding width and hidden. */
+static int has_proj(const ah_engine_model *e) {
+    return embed_width(e) != e->cfg.hidden;
+}
 
 /* The tensors of layer l with their shard geometry; fills L->t. */
 static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
     const ah_model_config *c = &e->cfg;
-    int C = c->hidden, V = c->vocab, Fg = c->ffn_hidden, D = head_dim(e), t = e->tp, r = e->tp_rank;
+    int C = c->hidden, V = c->vocab, Fg = c->ffn_hidden, D = head_dim(e), t = e->tp, r = e->tp_rank,
+        E = embed_width(e), Pn = c->max_positions + c->pos_offset, hn = !is_llama(e) && !c->post_norm;
     int Hl = c->n_heads / t, Hkvl = c->n_kv_heads / t, Fl = Fg / t;
     layout lo = {L, 0, 0};
     L->index = l;
     L->kind = ah_model_layer_kind(c, l);
     int *rows = xcalloc((size_t)3 * C + (size_t)2 * Fg + 1, sizeof(int));
     if (L->kind == AH_LAYER_EMBED) {
-        add_tensor(&lo, "wte", V, C, V, C, NULL, 0, 0, 1, 1);
-        if (!is_llama(e))
-            add_tensor(&lo, "wpe", c->max_positions, C, c->max_positions, C, NULL, 0, 0, 1, 1);
+        add_tensor(&lo, "wte", V, E, V, E, NULL, 0, 0, 1, 1);
+        if (!is_llama(e)) /* OPT: pos_offset rows before position 0 */
+            add_tensor(&lo, "wpe", Pn, C, Pn, C, NULL, 0, 0, 1, 1);
+        if (has_proj(e))
+            add_tensor(&lo, "proj_in", C, E, C, E, NULL, 0, 0, 1, 1);
     } else if (L->kind == AH_LAYER_HEAD) {
-        add_tensor(&lo, "norm_w", 1, C, 1, C, NULL, 0, 0, 0, 1);
-        add_tensor(&lo, "norm_b", is_llama(e) ? 0 : 1, C, is_llama(e) ? 0 : 1, C, NULL, 0, 0, 0, 1);
-        add_tensor(&lo, "lm_head", V, C, V, C, NULL, 0, 0, 1, 1);
+        /* no final norm after post-LN blocks (OPT do_layer_norm_before false) */
+        add_tensor(&lo, "norm_w", c->post_norm ? 0 : 1, C, c->post_norm ? 0 : 1, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "norm_b", hn, C, hn, C, NULL, 0, 0, 0, 1);
+        add_tensor(&lo, "lm_head", V, E, V, E, NULL, 0, 0, 1, 1);
+        /* the weight rows [V, Vp) of the padded vocabulary right after lm_head:
+         * zeros, never a gradient, in no checkpoint, not in the full layout */
+        lo.off += (size_t)(ah_model_padded_vocab(c) - V) * E;
+        if (has_proj(e))
+            add_tensor(&lo, "proj_out", E, C, E, C, NULL, 0, 0, 1, 1);
     } else if (!is_llama(e)) {
         /* qkv: q rows [0,C), k rows [C,2C), v rows [2C,3C) of the global [3C, C] */
         for (int part = 0; part < 3; part++)
@@ -144,7 +161,8 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
         add_tensor(&lo, "qkv_w", 3 * Hl * D, C, 3 * C, C, rows, 0, 0, 1, 0);
         /* the bias is a [1, 3C] row: its columns follow the same head split */
         ah_tensor_info *qb = &L->t[L->n_tensors];
-        add_tensor(&lo, "qkv_b", 1, 3 * Hl * D, 1, 3 * C, NULL, 0, 0, 0, 0);
+        int nb = c->no_qkv_bias ? 0 : 1; /* GPT-Neo: no q/k/v biases (an empty tensor keeps the indices) */
+        add_tensor(&lo, "qkv_b", nb, 3 * Hl * D, nb, 3 * C, NULL, 0, 0, 0, 0);
         qb->col0 = -1; /* special: column map = rows[] */
         add_tensor(&lo, "proj_w", C, Hl * D, C, C, NULL, 0, r * Hl * D, 1, 0);
         add_tensor(&lo, "proj_b", 1, C, 1, C, NULL, 0, 0, 0, 1);
@@ -168,6 +186,11 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
         }
         add_tensor(&lo, "gate_up_w", 2 * Fl, C, 2 * Fg, C, rows, 0, 0, 1, 0);
         add_tensor(&lo, "down_w", C, Fl, C, Fg, NULL, 0, r * Fl, 1, 0);
+        if (c->qkv_bias) { /* Qwen2: [1, heads * D] rows split by heads like the weights */
+            add_tensor(&lo, "q_b", 1, Hl * D, 1, c->n_heads * D, NULL, 0, r * Hl * D, 0, 0);
+            add_tensor(&lo, "k_b", 1, Hkvl * D, 1, c->n_kv_heads * D, NULL, 0, r * Hkvl * D, 0, 0);
+            add_tensor(&lo, "v_b", 1, Hkvl * D, 1, c->n_kv_heads * D, NULL, 0, r * Hkvl * D, 0, 0);
+        }
     }
     /* column map of the GPT qkv bias: the same split as the qkv rows */
     for (int i = 0; i < L->n_tensors; i++)
@@ -178,10 +201,6 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
                 L->t[i].row_of[q] = rows[q]; /* used as a column map, see col_of() */
         }
     L->n = lo.off;
-    /* the head's weight rows [V, Vp) of the padded vocabulary: zeros after
-     * lm_head (its last tensor), never a gradient, in no checkpoint */
-    if (L->kind == AH_LAYER_HEAD)
-        L->n += (size_t)(ah_model_padded_vocab(c) - V) * C;
     free(rows);
 }
 
@@ -330,11 +349,27 @@ void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *
     free(src);
 }
 
+/* The config field of a model detail the engine does not compute, or NULL:
+ * such a model is refused by name, never trained as a different one. */
+static const char *unsupported_detail(const ah_model_config *c, char *buf, size_t n) {
+    if (c->arch == AH_ARCH_GPT && c->act != AH_ACT_GELU_TANH && c->act != AH_ACT_RELU)
+        snprintf(buf, n, "activation_function '%s' (the engine's GPT blocks compute gelu_new or relu)",
+                 ah_activation_name((ah_activation)c->act));
+    else
+        return NULL;
+    return buf;
+}
+
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
+        return -1;
+    }
+    char why[160];
+    if (unsupported_detail(cfg, why, sizeof why) != NULL) {
+        snprintf(err, errlen, "model %s: %s is not supported by the training engine", cfg->name, why);
         return -1;
     }
     if (tp < 1 || cfg->n_heads % tp || cfg->n_kv_heads % tp || cfg->ffn_hidden % tp ||
@@ -364,7 +399,8 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
     e->tp_rank = tp_rank;
     e->first = first;
     e->last = last;
-    e->rope_theta = 10000.0f;
+    e->rope_theta = cfg->rope_theta > 0 ? (float)cfg->rope_theta : 10000.0f;
+    e->norm_eps = cfg->norm_eps > 0 ? (float)cfg->norm_eps : 1e-5f;
     e->layers = xcalloc((size_t)(last - first), sizeof(ah_eng_layer));
     for (int l = first; l < last; l++)
         build_layer(e, &e->layers[l - first], l, seed, init);
@@ -442,10 +478,11 @@ static size_t block_acts(const ah_engine_model *e) {
 
 static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
     size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = ah_model_padded_vocab(&e->cfg);
+    size_t proj = has_proj(e) ? N * (size_t)embed_width(e) : 0; /* OPT: the E-wide embeddings / head input */
     if (k == AH_LAYER_EMBED)
-        return 1;
+        return 1 + proj;
     if (k == AH_LAYER_HEAD)
-        return 2 * N * C + 2 * N + N * V + N;
+        return 2 * N * C + 2 * N + N * V + N + proj;
     return block_acts(e);
 }
 
@@ -458,40 +495,125 @@ void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
 
 /* ---- layers: forward --------------------------------------------------------- */
 
-static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr out) {
-    int N = e->B * e->T;
-    BK(e, embedding_fwd, out, tok, P(L, E_WTE), is_llama(e) ? NOBUF : P(L, E_WPE), N, e->T, e->cfg.hidden);
+/* The learned position rows of positions 0..T-1 (after OPT's offset rows). */
+static ah_dptr positions(const ah_engine_model *e, ah_dptr wpe) {
+    return ah_dptr_at(wpe, (size_t)e->cfg.pos_offset * e->cfg.hidden);
+}
+
+static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr out, ah_eng_acts *a) {
+    int N = e->B * e->T, C = e->cfg.hidden, E = embed_width(e);
+    ah_dptr wpe = is_llama(e) ? NOBUF : positions(e, P(L, E_WPE));
+    if (!has_proj(e)) {
+        BK(e, embedding_fwd, out, tok, P(L, E_WTE), wpe, N, e->T, C);
+        return;
+    }
+    /* OPT: project_in(wte[tok]) + wpe; the E-wide rows are kept for the backward */
+    ah_dptr g = ah_dptr_at(a->buf, 1);
+    BK(e, embedding_fwd, g, tok, P(L, E_WTE), NOBUF, N, e->T, E);
+    KT(K_LINEAR, BK(e, linear_fwd, out, g, P(L, E_PROJ), NOBUF, N, E, C););
+    for (int b = 0; b < e->B; b++)
+        BK(e, add, ah_dptr_at(out, (size_t)b * e->T * C), wpe, (size_t)e->T * C);
+}
+
+static void embed_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr dout, ah_eng_acts *a) {
+    int N = e->B * e->T, C = e->cfg.hidden, E = embed_width(e);
+    ah_dptr gwpe = is_llama(e) ? NOBUF : positions(e, G(L, E_WPE));
+    if (!has_proj(e)) {
+        BK(e, embedding_bwd, G(L, E_WTE), gwpe, dout, tok, N, e->T, C);
+        return;
+    }
+    for (int b = 0; b < e->B; b++)
+        BK(e, add, gwpe, ah_dptr_at(dout, (size_t)b * e->T * C), (size_t)e->T * C);
+    ah_dptr dg = dalloc(e, (size_t)N * E);
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dg, G(L, E_PROJ), NOBUF, dout, ah_dptr_at(a->buf, 1), P(L, E_PROJ), N, E, C););
+    BK(e, embedding_bwd, G(L, E_WTE), NOBUF, dg, tok, N, e->T, E);
+    dfree(e, dg);
+}
+
+/* The attention window of block layer L: GPT-Neo's local layers, else 0 (all earlier keys). */
+static int block_window(const ah_engine_model *e, const ah_eng_layer *L) {
+    return ah_model_block_is_local(&e->cfg, L->index - 1) ? e->cfg.attn_window : 0;
+}
+
+/* The saved tensors of a GPT block (pre-LN: ln1/ln2 are the norm outputs;
+ * post-LN (OPT): they hold the residual sums s1 = x + attn, s2 = x_mid + mlp
+ * that the norms read, and x_mid = LN1(s1)). */
+typedef struct {
+    ah_dptr x_in, ln1, m1, r1, q, k, v, att, y, x_mid, ln2, m2, r2, fc, ge;
+} gpt_acts;
+
+static gpt_acts gpt_slices(const ah_engine_model *e, const ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    size_t N = (size_t)e->B * e->T, C = c->hidden, Cl = (size_t)c->n_heads / e->tp * head_dim(e),
+           Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    gpt_acts s;
+    s.x_in = take(&ar, N * C), s.ln1 = take(&ar, N * C), s.m1 = take(&ar, N), s.r1 = take(&ar, N);
+    s.q = take(&ar, N * Cl), s.k = take(&ar, N * Cl), s.v = take(&ar, N * Cl);
+    s.att = take(&ar, (size_t)e->B * (c->n_heads / e->tp) * e->T * e->T);
+    s.y = take(&ar, N * Cl), s.x_mid = take(&ar, N * C), s.ln2 = take(&ar, N * C), s.m2 = take(&ar, N);
+    s.r2 = take(&ar, N), s.fc = take(&ar, N * Fl), s.ge = take(&ar, N * Fl);
+    return s;
+}
+
+/* out = attention sublayer of h (the TP partial sums reduced, the output bias added). */
+static void gpt_attn_fwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, ah_dptr h, ah_dptr out) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D;
+    ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB), nob = NOBUF;
+    int nb = c->no_qkv_bias;
+    KT(K_LINEAR, BK(e, linear_fwd, s->q, h, w, nb ? nob : b, N, C, Cl););
+    KT(K_LINEAR,
+       BK(e, linear_fwd, s->k, h, ah_dptr_at(w, (size_t)Cl * C), nb ? nob : ah_dptr_at(b, Cl), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_fwd, s->v, h, ah_dptr_at(w, (size_t)2 * Cl * C),
+                    nb ? nob : ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
+    if (c->unscaled_attention) /* GPT-Neo's q.k: q * sqrt(D) cancels the kernel's 1/sqrt(D) */
+        KT(K_ATTN, BK(e, scale, s->q, sqrtf((float)D), (size_t)N * Cl););
+    KT(K_ATTN,
+       BK(e, attention_fwd, s->y, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D, block_window(e, L)););
+    KT(K_LINEAR, BK(e, linear_fwd, out, s->y, P(L, B_PROJW), NOBUF, N, Cl, C););
+    tp_allreduce(e, out, (size_t)N * C);
+    KT(K_MISC, BK(e, add_bias_rows, out, P(L, B_PROJB), N, C););
+}
+
+/* out = MLP sublayer of h (GELU, or ReLU for OPT). */
+static void gpt_mlp_fwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, ah_dptr h, ah_dptr out) {
+    int N = e->B * e->T, C = e->cfg.hidden, Fl = e->cfg.ffn_hidden / e->tp;
+    KT(K_LINEAR, BK(e, linear_fwd, s->fc, h, P(L, B_FCW), P(L, B_FCB), N, C, Fl););
+    if (e->cfg.act == AH_ACT_RELU)
+        KT(K_ACT, BK(e, relu_fwd, s->ge, s->fc, (size_t)N * Fl););
+    else
+        KT(K_ACT, BK(e, gelu_fwd, s->ge, s->fc, (size_t)N * Fl););
+    KT(K_LINEAR, BK(e, linear_fwd, out, s->ge, P(L, B_FCPW), NOBUF, N, Fl, C););
+    tp_allreduce(e, out, (size_t)N * C);
+    KT(K_MISC, BK(e, add_bias_rows, out, P(L, B_FCPB), N, C););
 }
 
 static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
-    const ah_model_config *c = &e->cfg;
-    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
-        Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
-    ah_dptr x_in = take(&ar, (size_t)N * C), ln1 = take(&ar, (size_t)N * C), m1 = take(&ar, N),
-            r1 = take(&ar, N), q = take(&ar, (size_t)N * Cl), k = take(&ar, (size_t)N * Cl),
-            v = take(&ar, (size_t)N * Cl), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-            y = take(&ar, (size_t)N * Cl), x_mid = take(&ar, (size_t)N * C), ln2 = take(&ar, (size_t)N * C),
-            m2 = take(&ar, N), r2 = take(&ar, N), fc = take(&ar, (size_t)N * Fl), ge = take(&ar, (size_t)N * Fl);
-    ah_be_copy(e->be, x_in, in, (size_t)N * C);
-    KT(K_NORM, BK(e, layernorm_fwd, ln1, m1, r1, x_in, P(L, B_LN1W), P(L, B_LN1B), N, C););
-    ah_dptr w = P(L, B_QKVW), b = P(L, B_QKVB);
-    KT(K_LINEAR, BK(e, linear_fwd, q, ln1, w, b, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_fwd, k, ln1, ah_dptr_at(w, (size_t)Cl * C), ah_dptr_at(b, Cl), N, C, Cl););
-    KT(K_LINEAR,
-       BK(e, linear_fwd, v, ln1, ah_dptr_at(w, (size_t)2 * Cl * C), ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
-    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hl, D););
-    KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, B_PROJW), NOBUF, N, Cl, C););
-    tp_allreduce(e, x_mid, (size_t)N * C);
-    KT(K_MISC, BK(e, add_bias_rows, x_mid, P(L, B_PROJB), N, C););
-    KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
-    KT(K_NORM, BK(e, layernorm_fwd, ln2, m2, r2, x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C););
-    KT(K_LINEAR, BK(e, linear_fwd, fc, ln2, P(L, B_FCW), P(L, B_FCB), N, C, Fl););
-    KT(K_ACT, BK(e, gelu_fwd, ge, fc, (size_t)N * Fl););
-    KT(K_LINEAR, BK(e, linear_fwd, out, ge, P(L, B_FCPW), NOBUF, N, Fl, C););
-    tp_allreduce(e, out, (size_t)N * C);
-    KT(K_MISC, BK(e, add_bias_rows, out, P(L, B_FCPB), N, C););
-    KT(K_MISC, BK(e, add, out, x_mid, (size_t)N * C););
+    int N = e->B * e->T, C = e->cfg.hidden;
+    size_t NC = (size_t)N * C;
+    gpt_acts s = gpt_slices(e, a);
+    ah_be_copy(e->be, s.x_in, in, NC);
+    if (e->cfg.post_norm) { /* OPT (do_layer_norm_before false): x = LN(x + sublayer(x)) */
+        gpt_attn_fwd(e, L, &s, s.x_in, s.ln1);
+        KT(K_MISC, BK(e, add, s.ln1, s.x_in, NC););
+        KT(K_NORM,
+           BK(e, layernorm_fwd, s.x_mid, s.m1, s.r1, s.ln1, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
+        gpt_mlp_fwd(e, L, &s, s.x_mid, s.ln2);
+        KT(K_MISC, BK(e, add, s.ln2, s.x_mid, NC););
+        KT(K_NORM,
+           BK(e, layernorm_fwd, out, s.m2, s.r2, s.ln2, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
+        return;
+    }
+    KT(K_NORM,
+       BK(e, layernorm_fwd, s.ln1, s.m1, s.r1, s.x_in, P(L, B_LN1W), P(L, B_LN1B), N, C, e->norm_eps););
+    gpt_attn_fwd(e, L, &s, s.ln1, s.x_mid);
+    KT(K_MISC, BK(e, add, s.x_mid, s.x_in, NC););
+    KT(K_NORM,
+       BK(e, layernorm_fwd, s.ln2, s.m2, s.r2, s.x_mid, P(L, B_LN2W), P(L, B_LN2B), N, C, e->norm_eps););
+    gpt_mlp_fwd(e, L, &s, s.ln2, out);
+    KT(K_MISC, BK(e, add, out, s.x_mid, NC););
 }
 
 static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
@@ -505,17 +627,18 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
             y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
             r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
-    KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C););
-    KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), NOBUF, N, C, Hl * D););
-    KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), NOBUF, N, C, Hkvl * D););
-    KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), NOBUF, N, C, Hkvl * D););
+    KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C, e->norm_eps););
+    int qb = c->qkv_bias;
+    KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), qb ? P(L, Q_QB) : NOBUF, N, C, Hl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, k, n1, P(L, Q_KW), qb ? P(L, Q_KB) : NOBUF, N, C, Hkvl * D););
+    KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), qb ? P(L, Q_VB) : NOBUF, N, C, Hkvl * D););
     KT(K_ATTN, BK(e, rope_fwd, q, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_fwd, k, N, e->T, Hkvl, D, e->rope_theta););
-    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
     KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, Q_OW), NOBUF, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
     KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
-    KT(K_NORM, BK(e, rmsnorm_fwd, n2, r2, x_mid, P(L, Q_RMS2), N, C););
+    KT(K_NORM, BK(e, rmsnorm_fwd, n2, r2, x_mid, P(L, Q_RMS2), N, C, e->norm_eps););
     KT(K_LINEAR, BK(e, linear_fwd, gu, n2, P(L, Q_GUW), NOBUF, N, C, 2 * Fl););
     KT(K_ACT, BK(e, swiglu_fwd, sw, gu, N, Fl););
     KT(K_LINEAR, BK(e, linear_fwd, out, sw, P(L, Q_DOWNW), NOBUF, N, Fl, C););
@@ -524,17 +647,25 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
 }
 
 static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr targets, ah_eng_acts *a) {
-    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg);
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg),
+        E = embed_width(e);
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
             rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp), losses = take(&ar, N);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     if (is_llama(e))
-        KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C););
+        KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C, e->norm_eps););
+    else if (e->cfg.post_norm)
+        ah_be_copy(e->be, nf, x_in, (size_t)N * C);
     else
-        KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C););
+        KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C, e->norm_eps););
+    ah_dptr hin = nf; /* the LM head's input: OPT's project_out(nf) */
+    if (has_proj(e)) {
+        hin = take(&ar, (size_t)N * E);
+        KT(K_LINEAR, BK(e, linear_fwd, hin, nf, P(L, H_PROJ), NOBUF, N, C, E););
+    }
     ah_dptr logits = dalloc(e, (size_t)N * Vp);
-    KT(K_LINEAR, BK(e, linear_fwd, logits, nf, P(L, H_LM), NOBUF, N, C, Vp););
+    KT(K_LINEAR, BK(e, linear_fwd, logits, hin, P(L, H_LM), NOBUF, N, E, Vp););
     double loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V, Vp);
     dfree(e, logits);
     return loss;
@@ -554,7 +685,7 @@ int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const i
         a->n = layer_acts(e, L->kind);
         a->buf = dalloc(e, a->n);
         if (L->kind == AH_LAYER_EMBED) {
-            embed_fwd(e, L, dtok, cur);
+            embed_fwd(e, L, dtok, cur, a);
         } else if (L->kind == AH_LAYER_HEAD) {
             *loss = head_fwd(e, L, cur, dtgt, a);
         } else {
@@ -578,50 +709,79 @@ int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const i
 
 /* ---- layers: backward -------------------------------------------------------- */
 
+/* dh (overwritten) = the gradient through the attention sublayer of its input
+ * h for the gradient dout of its output; parameter gradients accumulate. */
+static void gpt_attn_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, ah_dptr h, ah_dptr dout,
+                         ah_dptr dh) {
+    const ah_model_config *c = &e->cfg;
+    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D;
+    size_t NCl = (size_t)N * Cl;
+    ah_dptr dy = dalloc(e, NCl), dq = dalloc(e, NCl), dk = dalloc(e, NCl), dv = dalloc(e, NCl);
+    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_PROJB), dout, N, C););
+    KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, B_PROJW), NOBUF, dout, s->y, P(L, B_PROJW), N, Cl, C););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D););
+    if (c->unscaled_attention)
+        KT(K_ATTN, BK(e, scale, dq, sqrtf((float)D), NCl););
+    ah_be_zero(e->be, dh, (size_t)N * C);
+    ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB), nob = NOBUF;
+    int nb = c->no_qkv_bias;
+    size_t wk = (size_t)Cl * C, wv = (size_t)2 * Cl * C;
+    KT(K_LINEAR, BK(e, linear_bwd, dh, gw, nb ? nob : gb, dq, h, w, N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dh, ah_dptr_at(gw, wk), nb ? nob : ah_dptr_at(gb, Cl), dk, h,
+                    ah_dptr_at(w, wk), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dh, ah_dptr_at(gw, wv), nb ? nob : ah_dptr_at(gb, 2 * (size_t)Cl), dv, h,
+                    ah_dptr_at(w, wv), N, C, Cl););
+    tp_allreduce(e, dh, (size_t)N * C);
+    dfree(e, dy), dfree(e, dq), dfree(e, dk), dfree(e, dv);
+}
+
+/* The same through the MLP sublayer. */
+static void gpt_mlp_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, ah_dptr h, ah_dptr dout,
+                        ah_dptr dh) {
+    int N = e->B * e->T, C = e->cfg.hidden, Fl = e->cfg.ffn_hidden / e->tp;
+    size_t NF = (size_t)N * Fl;
+    ah_dptr dge = dalloc(e, NF), dfc = dalloc(e, NF);
+    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_FCPB), dout, N, C););
+    KT(K_LINEAR, BK(e, linear_bwd, dge, G(L, B_FCPW), NOBUF, dout, s->ge, P(L, B_FCPW), N, Fl, C););
+    if (e->cfg.act == AH_ACT_RELU)
+        KT(K_ACT, BK(e, relu_bwd, dfc, dge, s->fc, NF););
+    else
+        KT(K_ACT, BK(e, gelu_bwd, dfc, dge, s->fc, NF););
+    ah_be_zero(e->be, dh, (size_t)N * C);
+    KT(K_LINEAR, BK(e, linear_bwd, dh, G(L, B_FCW), G(L, B_FCB), dfc, h, P(L, B_FCW), N, C, Fl););
+    tp_allreduce(e, dh, (size_t)N * C);
+    dfree(e, dge), dfree(e, dfc);
+}
+
 /* dout -> din (both [N, C]); din is overwritten. */
 static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_dptr din, ah_eng_acts *a) {
-    const ah_model_config *c = &e->cfg;
-    int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp, Cl = Hl * D,
-        Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
-    ah_dptr x_in = take(&ar, (size_t)N * C), ln1 = take(&ar, (size_t)N * C), m1 = take(&ar, N),
-            r1 = take(&ar, N), q = take(&ar, (size_t)N * Cl), k = take(&ar, (size_t)N * Cl),
-            v = take(&ar, (size_t)N * Cl), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
-            y = take(&ar, (size_t)N * Cl), x_mid = take(&ar, (size_t)N * C), ln2 = take(&ar, (size_t)N * C),
-            m2 = take(&ar, N), r2 = take(&ar, N), fc = take(&ar, (size_t)N * Fl), ge = take(&ar, (size_t)N * Fl);
+    int N = e->B * e->T, C = e->cfg.hidden;
     size_t NC = (size_t)N * C;
-    ah_dptr dmid = dalloc(e, NC), dln = dalloc(e, NC);
-    ah_dptr dge = dalloc(e, (size_t)N * Fl), dfc = dalloc(e, (size_t)N * Fl);
-    ah_dptr dy = dalloc(e, (size_t)N * Cl), dq = dalloc(e, (size_t)N * Cl), dk = dalloc(e, (size_t)N * Cl),
-            dv = dalloc(e, (size_t)N * Cl);
-    /* MLP */
-    ah_be_copy(e->be, dmid, dout, NC);
-    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_FCPB), dout, N, C););
-    KT(K_LINEAR, BK(e, linear_bwd, dge, G(L, B_FCPW), NOBUF, dout, ge, P(L, B_FCPW), N, Fl, C););
-    KT(K_ACT, BK(e, gelu_bwd, dfc, dge, fc, (size_t)N * Fl););
-    KT(K_LINEAR, BK(e, linear_bwd, dln, G(L, B_FCW), G(L, B_FCB), dfc, ln2, P(L, B_FCW), N, C, Fl););
-    tp_allreduce(e, dln, NC);
-    KT(K_NORM,
-       BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dln, x_mid, P(L, B_LN2W), m2, r2, N, C););
-    /* attention */
-    KT(K_MISC, BK(e, bias_grad_acc, G(L, B_PROJB), dmid, N, C););
-    KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, B_PROJW), NOBUF, dmid, y, P(L, B_PROJW), N, Cl, C););
-    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hl, D););
-    ah_be_zero(e->be, dln, NC);
-    ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB);
-    size_t wk = (size_t)Cl * C, wv = (size_t)2 * Cl * C;
-    KT(K_LINEAR, BK(e, linear_bwd, dln, gw, gb, dq, ln1, w, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wk), ah_dptr_at(gb, Cl), dk, ln1, ah_dptr_at(w, wk), N,
-                    C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dln, ah_dptr_at(gw, wv), ah_dptr_at(gb, 2 * (size_t)Cl), dv, ln1,
-                    ah_dptr_at(w, wv), N, C, Cl););
-    tp_allreduce(e, dln, NC);
-    ah_be_copy(e->be, din, dmid, NC);
-    KT(K_NORM,
-       BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dln, x_in, P(L, B_LN1W), m1, r1, N, C););
-    ah_dptr scratch[] = {dmid, dln, dge, dfc, dy, dq, dk, dv};
-    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
-        dfree(e, scratch[i]);
+    gpt_acts s = gpt_slices(e, a);
+    ah_dptr dmid = dalloc(e, NC), dh = dalloc(e, NC);
+    if (e->cfg.post_norm) {
+        /* out = LN2(s2), s2 = x_mid + mlp(x_mid), x_mid = LN1(s1), s1 = x_in + attn(x_in) */
+        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dout, s.ln2, P(L, B_LN2W), s.m2,
+                      s.r2, N, C););
+        gpt_mlp_bwd(e, L, &s, s.x_mid, dmid, dh);
+        KT(K_MISC, BK(e, add, dh, dmid, NC););
+        ah_be_zero(e->be, din, NC);
+        KT(K_NORM,
+           BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.ln1, P(L, B_LN1W), s.m1, s.r1, N, C););
+        gpt_attn_bwd(e, L, &s, s.x_in, din, dh);
+        KT(K_MISC, BK(e, add, din, dh, NC););
+    } else {
+        ah_be_copy(e->be, dmid, dout, NC);
+        gpt_mlp_bwd(e, L, &s, s.ln2, dout, dh);
+        KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dh, s.x_mid, P(L, B_LN2W), s.m2,
+                      s.r2, N, C););
+        gpt_attn_bwd(e, L, &s, s.ln1, dmid, dh);
+        ah_be_copy(e->be, din, dmid, NC);
+        KT(K_NORM, BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.x_in, P(L, B_LN1W), s.m1, s.r1,
+                      N, C););
+    }
+    dfree(e, dmid);
+    dfree(e, dh);
 }
 
 static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_dptr din, ah_eng_acts *a) {
@@ -650,9 +810,13 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
     ah_be_zero(e->be, dn, NC);
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_QW), NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_KW), NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
-    KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_VW), NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
+    int qb = c->qkv_bias;
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_QW), qb ? G(L, Q_QB) : NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_KW), qb ? G(L, Q_KB) : NOBUF, dk, n1, P(L, Q_KW), N, C, Hkvl * D););
+    KT(K_LINEAR,
+       BK(e, linear_bwd, dn, G(L, Q_VW), qb ? G(L, Q_VB) : NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
     ah_be_copy(e->be, din, dmid, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););
@@ -663,15 +827,26 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
 
 static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dptr din, float scale,
                      ah_eng_acts *a) {
-    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg);
+    int N = e->B * e->T, C = e->cfg.hidden, V = e->cfg.vocab, Vp = ah_model_padded_vocab(&e->cfg),
+        E = embed_width(e);
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
             rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp);
+    take(&ar, N); /* the losses */
     ah_dptr dlogits = dalloc(e, (size_t)N * Vp), dnf = dalloc(e, (size_t)N * C);
     BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, Vp, scale);
-    KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, Vp););
+    if (has_proj(e)) { /* through the LM head to the E-wide input, then project_out */
+        ah_dptr hin = take(&ar, (size_t)N * E), dh = dalloc(e, (size_t)N * E);
+        KT(K_LINEAR, BK(e, linear_bwd, dh, G(L, H_LM), NOBUF, dlogits, hin, P(L, H_LM), N, E, Vp););
+        KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_PROJ), NOBUF, dh, nf, P(L, H_PROJ), N, C, E););
+        dfree(e, dh);
+    } else {
+        KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, Vp););
+    }
     ah_be_zero(e->be, din, (size_t)N * C);
-    if (is_llama(e))
+    if (e->cfg.post_norm)
+        ah_be_copy(e->be, din, dnf, (size_t)N * C);
+    else if (is_llama(e))
         KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););
     else
         KT(K_NORM,
@@ -694,8 +869,7 @@ int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets
         if (L->kind == AH_LAYER_HEAD) {
             head_bwd(e, L, dtgt, cur, loss_scale, a);
         } else if (L->kind == AH_LAYER_EMBED) {
-            BK(e, embedding_bwd, G(L, E_WTE), is_llama(e) ? NOBUF : G(L, E_WPE), cur, dtok, e->B * e->T, e->T,
-               e->cfg.hidden);
+            embed_bwd(e, L, dtok, cur, a);
         } else {
             if (is_llama(e))
                 llama_block_bwd(e, L, cur, nxt, a);
@@ -763,7 +937,7 @@ void ah_engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state 
 }
 
 size_t ah_engine_tied_size(const ah_engine_model *e) {
-    return (size_t)e->cfg.vocab * e->cfg.hidden;
+    return (size_t)e->cfg.vocab * (size_t)embed_width(e);
 }
 
 ah_dptr ah_engine_tied_grad(const ah_engine_model *e, int head) {

@@ -88,6 +88,7 @@ typedef struct {
     ah_eng_layer *layers;
     ah_tp_comm comm;
     float rope_theta;
+    float norm_eps;       /* LayerNorm / RMSNorm epsilon (the config's, default 1e-5) */
     const ah_backend *be; /* every buffer of the model lives on it */
 } ah_engine_model;
 

@@ -186,6 +186,155 @@ static int read_dims(const ah_err_ctx *cx, const cJSON *root, const model_type_i
     return 0;
 }
 
+static int is_type(const model_type_info *info, const char *mt) {
+    return info->model_type != NULL && strcmp(info->model_type, mt) == 0;
+}
+
+/* HF activation_function of a GPT-style config (default: the family's). */
+static int read_activation(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
+                           ah_model_config *m) {
+    char act[64];
+    snprintf(act, sizeof act, "%s",
+             is_type(info, "opt")        ? "relu"
+             : is_type(info, "gpt_neox") ? "gelu"
+                                         : "gelu_new");
+    if (has_value(root, "activation_function") &&
+        ah_jget_str(cx, root, "", "activation_function", 1, act, sizeof act) < 0)
+        return -1;
+    static const char *const tanh_names[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    m->act = AH_ACT_OTHER;
+    for (int i = 0; tanh_names[i] != NULL; i++)
+        if (strcmp(act, tanh_names[i]) == 0)
+            m->act = AH_ACT_GELU_TANH;
+    if (strcmp(act, "relu") == 0)
+        m->act = AH_ACT_RELU;
+    else if (strcmp(act, "gelu") == 0)
+        m->act = AH_ACT_GELU_EXACT;
+    return 0;
+}
+
+/* OPT: the embedding projection, the 2-row position offset, post-LN. */
+static int read_opt(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m) {
+    static const char *const k_proj[] = {"word_embed_proj_dim", NULL};
+    int proj = m->hidden, before = 1, bias = 1;
+    if (get_pos_int(cx, root, k_proj, m->hidden, &proj))
+        return -1;
+    m->embed_dim = proj != m->hidden ? proj : 0;
+    m->pos_offset = 2; /* OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows */
+    if (has_value(root, "do_layer_norm_before") &&
+        ah_jget_bool(cx, root, "", "do_layer_norm_before", 1, &before) < 0)
+        return -1;
+    m->post_norm = !before;
+    if (has_value(root, "enable_bias") && ah_jget_bool(cx, root, "", "enable_bias", 1, &bias) < 0)
+        return -1;
+    if (!bias)
+        return ah_jfail(cx, "enable_bias", "false is not supported (OPT without biases)");
+    return 0;
+}
+
+/* Marks block i local from the string "local" / "global" it; -1 on another value. */
+static int set_attention_kind(const ah_err_ctx *cx, const char *field, const cJSON *it, int i,
+                              ah_model_config *m) {
+    if (!cJSON_IsString(it) || (strcmp(it->valuestring, "local") && strcmp(it->valuestring, "global")))
+        return ah_jfail(cx, field, "expected \"global\" or \"local\" entries");
+    if (strcmp(it->valuestring, "local") != 0)
+        return 0;
+    if (i >= AH_MAX_LOCAL_LAYERS)
+        return ah_jfail(cx, field, "local layers beyond block %d are not supported", AH_MAX_LOCAL_LAYERS);
+    m->local_layers[i / 8] |= (unsigned char)(1u << (i % 8));
+    return 0;
+}
+
+/* GPT-Neo's attention_layers (one entry per block), or attention_types
+ * ([[["global", "local"], 12]]: patterns repeated), HF's default the latter. */
+static int read_neo_layers(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m) {
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(root, "attention_layers");
+    int n = 0;
+    if (layers != NULL && !cJSON_IsNull(layers)) {
+        if (!cJSON_IsArray(layers))
+            return ah_jfail(cx, "attention_layers", "expected an array");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, layers) {
+            if (n < m->n_layers && set_attention_kind(cx, "attention_layers", it, n, m))
+                return -1;
+            n++;
+        }
+        if (n != m->n_layers)
+            return ah_jfail(cx, "attention_layers", "%d entries for %d layers", n, m->n_layers);
+        return 0;
+    }
+    cJSON *dflt = cJSON_Parse("[[[\"global\", \"local\"], 12]]");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "attention_types");
+    types = types != NULL && !cJSON_IsNull(types) ? types : dflt;
+    int rc = cJSON_IsArray(types) ? 0 : ah_jfail(cx, "attention_types", "expected an array");
+    const cJSON *group;
+    cJSON_ArrayForEach(group, types) {
+        const cJSON *pat = cJSON_GetArrayItem(group, 0), *rep = cJSON_GetArrayItem(group, 1);
+        if (rc || !cJSON_IsArray(group) || !cJSON_IsArray(pat) || !cJSON_IsNumber(rep) ||
+            rep->valuedouble < 0 || rep->valuedouble > MAX_DIM) {
+            rc = rc ? rc
+                    : ah_jfail(cx, "attention_types", "expected [[[\"global\", \"local\"], repeats], ...]");
+            break;
+        }
+        for (int r = 0; r < rep->valueint && !rc; r++) {
+            const cJSON *it;
+            cJSON_ArrayForEach(it, pat) {
+                if (!rc && n < m->n_layers)
+                    rc = set_attention_kind(cx, "attention_types", it, n, m);
+                n++;
+            }
+        }
+    }
+    cJSON_Delete(dflt);
+    if (rc == 0 && n != m->n_layers)
+        rc = ah_jfail(cx, "attention_types", "describes %d layers, the model has %d", n, m->n_layers);
+    return rc;
+}
+
+/* GPT-Neo: no q/k/v biases, unscaled attention scores, local layers. */
+static int read_neo(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m) {
+    static const char *const k_window[] = {"window_size", NULL};
+    m->no_qkv_bias = 1;
+    m->unscaled_attention = 1;
+    if (read_neo_layers(cx, root, m))
+        return -1;
+    int any_local = 0;
+    for (int b = 0; b < m->n_layers && !any_local; b++)
+        any_local = ah_model_block_is_local(m, b);
+    m->attn_window = 0;
+    if (any_local && get_pos_int(cx, root, k_window, 256, &m->attn_window))
+        return -1;
+    return 0;
+}
+
+/* What sets a family apart from the plain GPT-2 / LLaMA block. */
+static int read_family(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
+                       ah_model_config *m) {
+    if (info->arch == AH_ARCH_GPT && read_activation(cx, root, info, m))
+        return -1;
+    if (is_type(info, "opt") && read_opt(cx, root, m))
+        return -1;
+    if (is_type(info, "gpt_neo") && read_neo(cx, root, m))
+        return -1;
+    if (is_type(info, "qwen2"))
+        m->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
+    static const char *const k_eps[] = {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", NULL};
+    const char *eps_key = present_key(root, k_eps);
+    if (eps_key != NULL) {
+        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(root, eps_key);
+        if (!cJSON_IsNumber(ep) || !(ep->valuedouble > 0.0) || !(ep->valuedouble < 1.0))
+            return ah_jfail(cx, eps_key, "expected a number in (0, 1)");
+        m->norm_eps = ep->valuedouble;
+    }
+    if (info->rotary && has_value(root, "rope_theta")) {
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "rope_theta");
+        if (!cJSON_IsNumber(th) || !(th->valuedouble > 1.0) || th->valuedouble > 1e12)
+            return ah_jfail(cx, "rope_theta", "expected a number above 1");
+        m->rope_theta = th->valuedouble;
+    }
+    return 0;
+}
+
 static int read_tied(const ah_err_ctx *cx, const cJSON *root, ah_arch arch, int *tied) {
     /* HF default: LlamaConfig unties, the others tie. */
     *tied = arch != AH_ARCH_LLAMA;
@@ -274,6 +423,8 @@ int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t
     if (rc == 0)
         rc = read_dims(&cx, root, &info, &m);
     if (rc == 0)
+        rc = read_family(&cx, root, &info, &m);
+    if (rc == 0)
         rc = read_tied(&cx, root, info.arch, &m.tied_embeddings);
     if (rc == 0) {
         m.arch = info.arch;
@@ -336,35 +487,70 @@ static double kv_width(const ah_model_config *m) {
     return (double)m->hidden * m->n_kv_heads / m->n_heads;
 }
 
-/* Parameters:
+/* Parameters (E = embedding width, h unless OPT's word_embed_proj_dim;
+ * O = OPT's 2 extra position rows):
  *  GPT/BERT block = 4h^2 + 4h          attention QKV + output projection, with biases
+ *                                      (GPT-Neo: no q/k/v biases, 4h^2 + h)
  *                 + 2hf + f + h        MLP up/down with biases
  *                 + 4h                 two LayerNorms (gain + bias)
  *  LLaMA block    = 2h^2 + 2*h*h_kv    Q, O and the (GQA-narrowed) K, V; no biases
+ *                                      (Qwen2: + h + 2 h_kv q/k/v biases)
  *                 + 3hf                SwiGLU gate, up, down
  *                 + 2h                 two RMSNorm gains
- *  Embedding: GPT V*h + P*h; BERT adds 2h token types and a 2h LayerNorm;
- *             LLaMA V*h (RoPE has no parameters).
- *  Head: final norm (2h LayerNorm, h RMSNorm) + V*h LM matrix, counted even
- *        when tied (Megatron keeps a copy on the last stage).
+ *  Embedding: GPT V*E + (P+O)*h (+ E*h project_in when E != h); BERT adds 2h
+ *             token types and a 2h LayerNorm; LLaMA V*h (RoPE has no parameters).
+ *  Head: final norm (2h LayerNorm, h RMSNorm; none for post-LN OPT)
+ *        (+ h*E project_out when E != h) + V*E LM matrix, counted even when
+ *        tied (Megatron keeps a copy on the last stage).
  *        BERT MLM head: h^2 + h transform + 2h LayerNorm + V*h decoder + V bias. */
+static double block_params(const ah_model_config *m) {
+    double h = m->hidden, f = m->ffn_hidden, kv = kv_width(m);
+    if (m->arch == AH_ARCH_LLAMA)
+        return 2.0 * h * h + 2.0 * h * kv + 3.0 * h * f + 2.0 * h + (m->qkv_bias ? h + 2.0 * kv : 0.0);
+    return 4.0 * h * h + (m->no_qkv_bias ? h : 4.0 * h) + 2.0 * h * f + f + h + 4.0 * h;
+}
+
 double ah_layer_params(const ah_model_config *m, ah_layer_kind k) {
-    double h = m->hidden, f = m->ffn_hidden, V = m->vocab, P = m->max_positions;
+    double h = m->hidden, V = m->vocab, P = m->max_positions + m->pos_offset, E = ah_model_embed_width(m);
+    double proj = E != h ? E * h : 0.0;
     switch (k) {
     case AH_LAYER_EMBED:
         if (m->arch == AH_ARCH_LLAMA)
             return V * h;
-        return V * h + P * h + (m->arch == AH_ARCH_BERT ? 4.0 * h : 0.0);
-    case AH_LAYER_BLOCK:
-        if (m->arch == AH_ARCH_LLAMA)
-            return 2.0 * h * h + 2.0 * h * kv_width(m) + 3.0 * h * f + 2.0 * h;
-        return 4.0 * h * h + 4.0 * h + 2.0 * h * f + f + h + 4.0 * h;
+        return V * E + P * h + proj + (m->arch == AH_ARCH_BERT ? 4.0 * h : 0.0);
+    case AH_LAYER_BLOCK: return block_params(m);
     case AH_LAYER_HEAD:
         if (m->arch == AH_ARCH_BERT)
             return h * h + h + 2.0 * h + V * h + V;
-        return (m->arch == AH_ARCH_LLAMA ? h : 2.0 * h) + V * h;
+        if (m->arch == AH_ARCH_LLAMA)
+            return h + V * h;
+        return (m->post_norm ? 0.0 : 2.0 * h) + proj + V * E;
     }
     return 0.0;
+}
+
+int ah_model_embed_width(const ah_model_config *m) {
+    return m->embed_dim > 0 && m->arch == AH_ARCH_GPT ? m->embed_dim : m->hidden;
+}
+
+int ah_model_block_is_local(const ah_model_config *m, int b) {
+    if (b < 0 || b >= AH_MAX_LOCAL_LAYERS)
+        return 0;
+    return (m->local_layers[b / 8] >> (b % 8)) & 1;
+}
+
+double ah_model_tied_params(const ah_model_config *m) {
+    return (double)m->vocab * ah_model_embed_width(m);
+}
+
+const char *ah_activation_name(ah_activation a) {
+    switch (a) {
+    case AH_ACT_GELU_TANH: return "gelu_new";
+    case AH_ACT_RELU: return "relu";
+    case AH_ACT_GELU_EXACT: return "gelu";
+    case AH_ACT_OTHER: break;
+    }
+    return "other";
 }
 
 int ah_model_padded_vocab(const ah_model_config *m) {
@@ -376,7 +562,7 @@ double ah_model_total_params(const ah_model_config *m) {
     double total = ah_layer_params(m, AH_LAYER_EMBED) + m->n_layers * ah_layer_params(m, AH_LAYER_BLOCK) +
                    ah_layer_params(m, AH_LAYER_HEAD);
     if (m->tied_embeddings)
-        total -= (double)m->vocab * m->hidden;
+        total -= ah_model_tied_params(m);
     return total;
 }
 
@@ -384,7 +570,10 @@ double ah_model_total_params(const ah_model_config *m) {
  *  GPT/BERT block = 2bs(4h^2 + 2hf) + 4bs^2h   (GEMMs + QK^T and attention*V)
  *  LLaMA block    = 2bs(2h^2 + 2h*h_kv + 3hf) + 4bs^2h
  *  head           = 2bshV   (LM projection; norms and the BERT transform ignored)
- *  embedding      = 0       (a gather) */
+ *  embedding      = 0       (a gather)
+ *  OPT's narrower embedding (E < h) is not modelled here: its head GEMM is
+ *  2bsEV + 2bsEh (project_out) and project_in 2bsEh, which the cost model's
+ *  GEMM list (src/cost/gemm_model.c) would have to follow too. */
 double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb) {
     double h = m->hidden, f = m->ffn_hidden, V = m->vocab, s = seq, b = mb;
     switch (k) {

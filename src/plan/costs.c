@@ -69,7 +69,7 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
     }
     b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb, ts->precision) / tp;
     /* the fp32 gradient all-reduce's bytes per parameter, whatever the optimizer */
-    b->tied_bytes = m->tied_embeddings ? (double)m->vocab * m->hidden / tp *
+    b->tied_bytes = m->tied_embeddings ? ah_model_tied_params(m) / tp *
                                              (ah_dp_sync_bytes_per_param(ts->precision, 0) / 2.0)
                                        : 0.0;
 }

@@ -22,6 +22,7 @@
 #include "util/json_file.h"
 #include "util/json_read.h"
 #include "util/num_text.h"
+#include "model/model_json.h"
 
 #define PLAN_FORMAT_NAME "autohet-plan"
 #define MAX_PLAN_FILE_BYTES ((size_t)256 << 20)
@@ -80,6 +81,8 @@ static void write_model(wctx *w, cJSON *o, const ah_model_config *m) {
     wbool(w, o, "tied_embeddings", m->tied_embeddings);
     wnum(w, o, "num_layers_total", (double)m->n_layers + 2.0);
     wnum(w, o, "params", ah_model_total_params(m));
+    if (o != NULL && ah_model_family_to_json(o, m) != 0) /* OPT, Qwen2, GPT-Neo details */
+        w->bad = 1;
 }
 
 static void write_node(wctx *w, cJSON *o, const ah_node *n) {
@@ -388,7 +391,7 @@ static int read_model(const ah_err_ctx *c, const cJSON *root, ah_model_config *m
     double params;
     if (ah_jget_num(c, o, mp, "params", 0, 1, &params) < 0) /* derived; type-checked only */
         return -1;
-    return 0;
+    return ah_model_family_from_json(c, o, mp, m);
 }
 
 static int read_train(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
