@@ -65,13 +65,23 @@ static ah_gemm gemm(double mm, double n, double k, double batch) {
 
 /* Megatron's split: QKV and MLP-up column-parallel (N / t), the output
  * projection and MLP-down row-parallel (K / t), heads / t per GPU, the LM
- * head vocabulary-parallel (N = V / t). */
+ * head vocabulary-parallel (N = V / t). OPT's project_in / project_out
+ * (embedding width E < h) are counted split like a column-parallel GEMM. */
 int ah_layer_fwd_gemms(const ah_model_config *m, ah_layer_kind k, int seq, int mb, int tp,
                        ah_gemm out[AH_GEMM_MAX]) {
     double t = tp > 0 ? tp : 1, s = seq, tok = (double)mb * seq, h = m->hidden, f = m->ffn_hidden;
+    double E = ah_model_embed_width(m);
+    int proj = E < h;
     switch (k) {
-    case AH_LAYER_EMBED: return 0;
-    case AH_LAYER_HEAD: out[0] = gemm(tok, m->vocab / t, h, 1); return 1;
+    case AH_LAYER_EMBED:
+        if (proj)
+            out[0] = gemm(tok, h / t, E, 1); /* project_in */
+        return proj;
+    case AH_LAYER_HEAD:
+        if (proj)
+            out[1] = gemm(tok, E / t, h, 1); /* project_out */
+        out[0] = gemm(tok, m->vocab / t, E, 1);
+        return 1 + proj;
     case AH_LAYER_BLOCK: break;
     }
     int llama = m->arch == AH_ARCH_LLAMA;

@@ -571,19 +571,20 @@ double ah_model_total_params(const ah_model_config *m) {
  *  LLaMA block    = 2bs(2h^2 + 2h*h_kv + 3hf) + 4bs^2h
  *  head           = 2bshV   (LM projection; norms and the BERT transform ignored)
  *  embedding      = 0       (a gather)
- *  OPT's narrower embedding (E < h) is not modelled here: its head GEMM is
- *  2bsEV + 2bsEh (project_out) and project_in 2bsEh, which the cost model's
- *  GEMM list (src/cost/gemm_model.c) would have to follow too. */
+ *  OPT's narrower embedding (E < h, word_embed_proj_dim): the head is
+ *  2bsEh (project_out) + 2bsEV and the embedding 2bsEh (project_in), as the
+ *  cost model's GEMM list (src/cost/gemm_model.c) counts them. */
 double ah_layer_fwd_flops(const ah_model_config *m, ah_layer_kind k, int seq, int mb) {
-    double h = m->hidden, f = m->ffn_hidden, V = m->vocab, s = seq, b = mb;
+    double h = m->hidden, f = m->ffn_hidden, V = m->vocab, s = seq, b = mb, E = ah_model_embed_width(m);
+    double proj = E < h ? 2.0 * b * s * E * h : 0.0;
     switch (k) {
-    case AH_LAYER_EMBED: return 0.0;
+    case AH_LAYER_EMBED: return proj;
     case AH_LAYER_BLOCK: {
         double gemm = m->arch == AH_ARCH_LLAMA ? 2.0 * h * h + 2.0 * h * kv_width(m) + 3.0 * h * f
                                                : 4.0 * h * h + 2.0 * h * f;
         return 2.0 * b * s * gemm + 4.0 * b * s * s * h;
     }
-    case AH_LAYER_HEAD: return 2.0 * b * s * h * V;
+    case AH_LAYER_HEAD: return proj + 2.0 * b * s * E * V;
     }
     return 0.0;
 }
