@@ -118,6 +118,29 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
     }
 }
 
+/* ah_plan_search's pick, and the search's optimum: the pick is the fastest by
+ * the evaluated closed form among the best sub-searches' plans, which always
+ * hold the search's optimum (checked: the 8 it ranks are in evaluated order). */
+static int search_pick(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                       const ah_plan_options *o, ah_plan *pick, ah_ns *optimum, char *err, size_t errlen) {
+    ah_plan top[8];
+    int n = 0;
+    int rc = ah_plan_search_top(m, c, prof, o, 8, top, &n, err, errlen);
+    *optimum = AH_NS_INF;
+    if (rc != 0)
+        return rc;
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        *optimum = top[i].search_value_ns < *optimum ? top[i].search_value_ns : *optimum;
+        if (i > 0)
+            assert_true(top[i].iteration_time_ns >= top[i - 1].iteration_time_ns);
+    }
+    *pick = top[0];
+    for (int i = 1; i < n; i++)
+        ah_plan_free(&top[i]);
+    return 0;
+}
+
 /* ---- exhaustive enumeration over the plan space --------------------------- */
 
 typedef struct {
@@ -412,7 +435,8 @@ static void run_exhaustive(int n_inst, int variant) {
                     ah_search_ctx_free(&x);
                 }
         ah_plan plan;
-        int rc = ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err);
+        ah_ns optimum;
+        int rc = search_pick(&m, &c, prof, &o, &plan, &optimum, err, sizeof err);
         instances++;
         if (best_enum == AH_NS_INF) {
             assert_int_equal(rc, AH_EXIT_BAD_INPUT);
@@ -420,20 +444,20 @@ static void run_exhaustive(int n_inst, int variant) {
         } else {
             assert_int_equal(rc, 0);
             fitted++;
-            assert_int_equal(plan.search_value_ns, best_enum);
+            assert_int_equal(optimum, best_enum);
             /* the evaluated plan reports the search optimum (placement realised
              * the ideal layout), more when placement had to add hops, or less
              * when placement happened to put every holder of a stage's layers
              * in one node (the evaluation credits the node-local all-reduce) */
-            if (plan.iteration_time_ns < plan.search_value_ns)
+            if (plan.iteration_time_ns < optimum)
                 colocated++;
-            else if (plan.iteration_time_ns != plan.search_value_ns) {
+            else if (plan.iteration_time_ns != optimum) {
                 placement_gaps++;
-                double gap = (double)plan.iteration_time_ns / (double)plan.search_value_ns - 1.0;
+                double gap = (double)plan.iteration_time_ns / (double)optimum - 1.0;
                 worst_gap = gap > worst_gap ? gap : worst_gap;
                 if (getenv("AH_TEST_VERBOSE")) {
                     ah_plan_print_table(&plan, stdout);
-                    printf("search %lld evaluated %lld\n", plan.search_value_ns, plan.iteration_time_ns);
+                    printf("search %lld evaluated %lld\n", (long long)optimum, (long long)plan.iteration_time_ns);
                 }
             }
             assert_int_equal(ah_plan_check_memory(&plan, err, sizeof err), 0);
@@ -591,7 +615,8 @@ static void test_exhaustive_agreement_dp(void **state) {
                     ah_search_ctx_free(&x);
                 }
         ah_plan plan;
-        int rc = ah_plan_search(&m, &c, prof, &o, &plan, err, sizeof err);
+        ah_ns optimum;
+        int rc = search_pick(&m, &c, prof, &o, &plan, &optimum, err, sizeof err);
         instances++;
         if (best_enum > best_any)
             restricted++;
@@ -601,7 +626,7 @@ static void test_exhaustive_agreement_dp(void **state) {
         } else {
             assert_int_equal(rc, 0);
             fitted++;
-            assert_int_equal(plan.search_value_ns, best_enum);
+            assert_int_equal(optimum, best_enum);
             assert_true(count_allowed(&o, plan.n_replicas));
             ah_plan_free(&plan);
         }

@@ -136,6 +136,7 @@ typedef struct {
     ah_ns *lsync; /* per layer: its all-reduce on its stage's link */
     ah_ns *lbwd;  /* per layer: its backward on its stage's device */
     ah_ns tied;   /* the tied-embedding exchange of its first and last stage (0: none) */
+    ah_ns tied_own[2]; /* the same bytes at the first / last stage's own link alone */
 } replica_tail;
 
 /* Every bucket's all-reduce by the algorithm the simulator plays for it
@@ -176,19 +177,46 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
     }
 }
 
+/* Max-min shares of one link among n active items, item i able to use at
+ * most cap[i] of it (its flow is held back elsewhere): water-filling. */
+static void maxmin_shares(const double *cap, const unsigned char *on, int n, double *share) {
+    double left = 1.0;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m += on[i];
+    unsigned char *done = calloc((size_t)n + 1, 1);
+    if (!done)
+        abort();
+    for (int round = 0; round < n && m > 0; round++) { /* smallest caps first */
+        int lo = -1;
+        for (int i = 0; i < n; i++)
+            if (on[i] && !done[i] && (lo < 0 || cap[i] < cap[lo]))
+                lo = i;
+        double fair = left / m;
+        share[lo] = cap[lo] < fair ? cap[lo] : fair;
+        left -= share[lo];
+        done[lo] = 1;
+        m--;
+    }
+    free(done);
+}
+
 /* Stage j of replica k's link shares its bandwidth among the all-reduces
- * that are under way, as the simulator's flows do: its buckets (each ready
- * at ready[its first layer]) and, on the first and last stage, the tied
- * exchange (ready at the replica's flush), processor-shared. Raises
- * bucket_end[first layer of each bucket] to the time this holder is through
- * with it and returns the time the link is done. */
+ * under way, max-min as the simulator's flows do: its buckets (ready at
+ * ready[their first layer], each held to the pace of its slowest holder,
+ * slow[bucket]) and, on the first and last stage, the tied exchange (ready at
+ * the replica's flush, held to the pair link). Raises bucket_end[first layer
+ * of each bucket] to the time this holder is through with it and returns the
+ * time the link is done. */
 static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
-                               const int *bfirst, ah_ns *bucket_end) {
+                               const int *bfirst, const ah_ns *slow, ah_ns *bucket_end) {
     const ah_stage *s = &p->replicas[k].stages[j];
-    int n = 0, cap = s->layer_last - s->layer_first + 1;
-    double *rel = malloc(sizeof(double) * (size_t)cap * 2), *rem = rel + cap;
-    int *bucket = malloc(sizeof(int) * (size_t)cap);
-    if (!rel || !bucket)
+    int n = 0, cap_n = s->layer_last - s->layer_first + 1;
+    double *rel = malloc(sizeof(double) * (size_t)cap_n * 4), *rem = rel + cap_n, *cap = rem + cap_n,
+           *share = cap + cap_n;
+    int *bucket = malloc(sizeof(int) * (size_t)cap_n);
+    unsigned char *on = calloc((size_t)cap_n, 1);
+    if (!rel || !bucket || !on)
         abort();
     for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
         if (n == 0 || bucket[n - 1] != bfirst[l]) {
@@ -198,43 +226,46 @@ static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, 
         }
         rem[n - 1] += (double)rt[k].lsync[l];
     }
-    if ((j == 0 || j == p->replicas[k].n_stages - 1) && rt[k].tied > 0) {
+    for (int i = 0; i < n; i++)
+        cap[i] = slow[bucket[i]] > rem[i] && rem[i] > 0 ? rem[i] / (double)slow[bucket[i]] : 1.0;
+    int end = j == 0 ? 0 : j == p->replicas[k].n_stages - 1 ? 1 : -1;
+    if (end >= 0 && rt[k].tied > 0) {
         bucket[n] = -1;
         rel[n] = (double)rt[k].P;
-        rem[n++] = (double)rt[k].tied;
+        rem[n] = (double)rt[k].tied_own[end];
+        cap[n++] = rt[k].tied_own[end] < rt[k].tied ? (double)rt[k].tied_own[end] / (double)rt[k].tied : 1.0;
     }
     for (int a = 1; a < n; a++) /* by release time (insertion sort: a stage's few buckets) */
         for (int b = a; b > 0 && rel[b] < rel[b - 1]; b--) {
-            double r = rel[b], w = rem[b];
+            double r = rel[b], w = rem[b], c = cap[b];
             int q = bucket[b];
-            rel[b] = rel[b - 1], rem[b] = rem[b - 1], bucket[b] = bucket[b - 1];
-            rel[b - 1] = r, rem[b - 1] = w, bucket[b - 1] = q;
+            rel[b] = rel[b - 1], rem[b] = rem[b - 1], cap[b] = cap[b - 1], bucket[b] = bucket[b - 1];
+            rel[b - 1] = r, rem[b - 1] = w, cap[b - 1] = c, bucket[b - 1] = q;
         }
     double t = n > 0 ? rel[0] : 0.0;
     int next = 0, left = n;
-    unsigned char *on = calloc((size_t)cap, 1);
-    if (!on)
-        abort();
     while (left > 0) {
         while (next < n && rel[next] <= t)
             on[next++] = 1;
         int active = 0;
-        double least = 0.0;
         for (int i = 0; i < next; i++)
-            if (on[i] && (active++ == 0 || rem[i] < least))
-                least = rem[i];
+            active += on[i];
         if (active == 0) {
             t = rel[next];
             continue;
         }
-        double dt = least * active; /* until the smallest one is through */
+        maxmin_shares(cap, on, next, share);
+        double dt = INFINITY; /* until the first active one is through, or the next release */
+        for (int i = 0; i < next; i++)
+            if (on[i] && rem[i] / share[i] < dt)
+                dt = rem[i] / share[i];
         if (next < n && rel[next] < t + dt)
             dt = rel[next] - t;
         t += dt;
         for (int i = 0; i < next; i++) {
             if (!on[i])
                 continue;
-            rem[i] -= dt / active;
+            rem[i] -= share[i] * dt;
             if (rem[i] <= 1e-3) { /* through (ns; rounding of the shares) */
                 on[i] = 0;
                 left--;
@@ -289,14 +320,27 @@ static ah_ns plan_tail(ah_plan *p, replica_tail *rt, ah_ns Pmax, const double *g
     ah_ns **link_done = malloc(sizeof(ah_ns *) * (size_t)R);
     if (!bucket_end || !link_done)
         abort();
+    ah_ns *slow = calloc((size_t)(L > 0 ? L : 1), sizeof(ah_ns)); /* a bucket's time at its slowest holder */
+    if (!slow)
+        abort();
     for (int l = 0; l < L; l++)
         bucket_end[l] = INT64_MIN;
+    for (int k = 0; k < R; k++) {
+        ah_ns own = 0;
+        for (int l = 0; l < L; l++) {
+            own += rt[k].lsync[l];
+            if (l + 1 == L || bfirst[l + 1] != bfirst[l]) {
+                slow[bfirst[l]] = own > slow[bfirst[l]] ? own : slow[bfirst[l]];
+                own = 0;
+            }
+        }
+    }
     for (int k = 0; k < R; k++) {
         link_done[k] = malloc(sizeof(ah_ns) * (size_t)p->replicas[k].n_stages);
         if (!link_done[k])
             abort();
         for (int j = 0; j < p->replicas[k].n_stages; j++)
-            link_done[k][j] = stage_link_shared(p, rt, k, j, ready, bfirst, bucket_end);
+            link_done[k][j] = stage_link_shared(p, rt, k, j, ready, bfirst, slow, bucket_end);
     }
     /* pass 2: a stage's optimizer follows its link and every bucket it holds */
     ah_ns worst = 0;
@@ -317,6 +361,7 @@ static ah_ns plan_tail(ah_plan *p, replica_tail *rt, ah_ns Pmax, const double *g
     }
     free(link_done);
     free(bucket_end);
+    free(slow);
     free(ready);
     free(bfirst);
     free(holder);
@@ -367,16 +412,21 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
 }
 
 /* The tied-embedding exchange between the first and last stage of r (0 for
- * an untied model or one stage), on the link between their nodes. */
+ * an untied model or one stage), on the link between their nodes; own[] the
+ * same on the first / last stage's own node link alone. */
 static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_costs *pc,
-                             const ah_plan_options *o) {
+                             const ah_plan_options *o, ah_ns own[2]) {
+    own[0] = own[1] = 0;
     int S = r->n_stages;
     if (S < 2 || !p->model.tied_embeddings)
         return 0;
     const ah_stage *a = &r->stages[0], *b = &r->stages[S - 1];
     const ah_node *na = &p->cluster.nodes[a->node], *nb = &p->cluster.nodes[b->node];
-    return ah_tied_exchange_ns(ah_plan_costs_bytes(pc, p, a->tp < b->tp ? a->tp : b->tp), a->node != b->node,
-                               node_link(na, nb), o);
+    const ah_layer_bytes *lb = ah_plan_costs_bytes(pc, p, a->tp < b->tp ? a->tp : b->tp);
+    int inter = a->node != b->node;
+    own[0] = ah_tied_exchange_ns(lb, inter, node_link(na, na), o);
+    own[1] = ah_tied_exchange_ns(lb, inter, node_link(nb, nb), o);
+    return ah_tied_exchange_ns(lb, inter, node_link(na, nb), o);
 }
 
 /* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */
@@ -486,7 +536,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         free(bs);
         if (rc)
             break;
-        rt[k].tied = replica_tied_ns(p, r, &pc, o);
+        rt[k].tied = replica_tied_ns(p, r, &pc, o, rt[k].tied_own);
         ah_ns A = sum_w + 2 * sum_p2p;
         ah_ns P = ah_replica_time(A, B, 0, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);

@@ -778,6 +778,40 @@ static int search_cost(const ah_model_config *m, const ah_cluster *c, const ah_p
     return rc;
 }
 
+/* The search's objective is separable per replica (docs/cost-model.md); the
+ * evaluation of a concrete plan sees every bucket (its latency, a fast holder
+ * waiting for slow ones) and can order the best sub-searches' plans
+ * differently. So PICK_POOL of them are built and ranked by the evaluated
+ * iteration time: the pick is the fastest of them by the closed form, and
+ * the search's optimum is always among them. */
+#define PICK_POOL 8
+static int by_iteration_time(const void *a, const void *b) {
+    const ah_plan *x = a, *y = b;
+    if (x->iteration_time_ns != y->iteration_time_ns)
+        return x->iteration_time_ns < y->iteration_time_ns ? -1 : 1;
+    return (x->search_value_ns > y->search_value_ns) - (x->search_value_ns < y->search_value_ns);
+}
+
+static int search_reranked(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                           const ah_plan_options *o, ah_plan *out, int k, int *n_out, char *err, size_t errlen) {
+    int pool = k > PICK_POOL ? k : PICK_POOL, n = 0;
+    ah_plan *built = calloc((size_t)pool, sizeof *built);
+    if (!built)
+        abort();
+    int rc = search_autohet(m, c, prof, o, built, pool, &n, err, errlen);
+    if (rc == 0)
+        qsort(built, (size_t)n, sizeof *built, by_iteration_time);
+    *n_out = 0;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && i < k)
+            out[(*n_out)++] = built[i];
+        else
+            ah_plan_free(&built[i]);
+    }
+    free(built);
+    return rc;
+}
+
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     int n = 0;
@@ -807,7 +841,7 @@ int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_p
         break;
     default:
         rc = o->objective == AH_OBJECTIVE_COST ? search_cost(m, c, prof, o, out, k, n_out, err, errlen)
-                                               : search_autohet(m, c, prof, o, out, k, n_out, err, errlen);
+                                               : search_reranked(m, c, prof, o, out, k, n_out, err, errlen);
         break;
     }
     if (rc != 0) {
