@@ -1,5 +1,5 @@
 /* gpu_bench MODEL SEQ MICRO_BATCH STEPS PEAK_TFLOPS: training steps of MODEL
- * on the engine's backend ($AUTOHET_BACKEND, cuda in tests/gpu/device_check.sh)
+ * on the engine's backend ($AUTOHET_BACKEND: cuda in tests/gpu/device_check.sh; cpu for a reference)
  * with random tokens, one micro-batch per step, AdamW and clipping as a
  * one-rank run; the first two steps are warm-up, the rest timed (the loss
  * read at the end of each forward and the sync at the end of each step make
@@ -21,7 +21,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: gpu_bench MODEL SEQ MICRO_BATCH STEPS PEAK_TFLOPS\n");
         return 2;
     }
-    gpu_backend_or_skip("gpu_bench");
+    const char *be = getenv("AUTOHET_BACKEND");
+    if (be == NULL || strcmp(be, "cpu"))
+        gpu_backend_or_skip("gpu_bench");
     ah_model_config cfg;
     if (ah_model_preset(argv[1], &cfg) != 0) {
         fprintf(stderr, "gpu_bench: no model preset %s\n", argv[1]);

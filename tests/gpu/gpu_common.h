@@ -6,14 +6,24 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/backend.h"
 
 #define GPU_SKIP 77
 
-/* The CUDA backend, or the test reports why it did not run and exits 77. */
+/* The backend under test: "cuda", or "cpu" when AUTOHET_GPU_TEST_BACKEND=cpu
+ * (the harness's self-test in CI: the CPU against itself must agree exactly). */
+static inline const char *gpu_backend_name(void) {
+    const char *b = getenv("AUTOHET_GPU_TEST_BACKEND");
+    return b && !strcmp(b, "cpu") ? "cpu" : "cuda";
+}
+
+/* The backend under test, or the test reports why it did not run and exits 77. */
 static inline const ah_backend *gpu_backend_or_skip(const char *test) {
     char why[320];
+    if (!strcmp(gpu_backend_name(), "cpu"))
+        return ah_backend_get("cpu");
     if (ah_backend_check("cuda", why, sizeof why) != 0) {
         printf("%s: not run: no CUDA device (%s)\n", test, why);
         exit(GPU_SKIP);

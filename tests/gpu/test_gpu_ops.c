@@ -4,7 +4,8 @@
  * size, accumulating backwards started from non-zero gradients), every output
  * compared norm-relative. Prints one line per op and every failure (not just
  * the first), exit 1 on any; exit 77 where no CUDA device is visible.
- * AUTOHET_CUDA_SYNC_CHECK=1 makes an asynchronous fault name its op. */
+ * AUTOHET_CUDA_SYNC_CHECK=1 makes an asynchronous fault name its op;
+ * AUTOHET_GPU_TEST_BACKEND=cpu runs the harness CPU against CPU (CI). */
 #include <string.h>
 
 #include "engine/optim.h"
