@@ -185,7 +185,7 @@ static void cu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_
             gemm(c, 0, 1, T, T, D, scale, F(q) + (size_t)b * T * ldq + (size_t)g * D, ldq, sq,
                  F(k) + (size_t)b * T * ldk, ldk, sk, 0.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, Hkv,
                  "attention_fwd scores");
-    done(c, ah_cu_causal_softmax(F(att), B * Hq * T, T), "attention_fwd softmax");
+    done(c, ah_cu_causal_softmax(F(att), B * Hq * T, T, 0), "attention_fwd softmax");
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++) /* O = P V */
             gemm(c, 0, 0, T, D, T, 1.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, F(v) + (size_t)b * T * ldk,
@@ -234,7 +234,7 @@ static void cu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout
 }
 static void cu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
                              ah_dptr b, int N, int C) {
-    done(ctx, ah_cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C), "layernorm_fwd");
+    done(ctx, ah_cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, 1e-5f), "layernorm_fwd");
 }
 static void cu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                              ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
@@ -242,7 +242,7 @@ static void cu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah
          "layernorm_bwd");
 }
 static void cu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C) {
-    done(ctx, ah_cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C), "rmsnorm_fwd");
+    done(ctx, ah_cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C, 1e-5f), "rmsnorm_fwd");
 }
 static void cu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                            ah_dptr rstd, int N, int C) {

@@ -10,7 +10,6 @@
 #include "engine/cuda/kernels_cuda.h"
 
 #define THREADS 256 /* block size of every kernel; block reductions assume a power of two */
-#define NORM_EPS 1e-5
 
 static unsigned blocks_for(size_t n) {
     size_t g = (n + THREADS - 1) / THREADS;
@@ -53,6 +52,29 @@ __device__ float block_max(float v, float *sh) {
     float r = sh[0];
     __syncthreads();
     return r;
+}
+
+/* The block's softmax of in[first, valid) into out[first, valid) as
+ * kernels.c does it (float max, double sum of expf, one float reciprocal),
+ * zeros in the rest of out[0, total); returns the double sum and the max in *mx. */
+__device__ double softmax_row(const float *in, float *out, int first, int valid, int total, float *mx_out,
+                              double *sh, float *shf) {
+    float mx = -INFINITY;
+    for (int j = first + threadIdx.x; j < valid; j += THREADS)
+        mx = fmaxf(mx, in[j]);
+    mx = block_max(mx, shf);
+    double sum = 0.0;
+    for (int j = first + threadIdx.x; j < valid; j += THREADS) {
+        float e = expf(in[j] - mx);
+        out[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum, sh);
+    float inv = (float)(1.0 / sum);
+    for (int j = threadIdx.x; j < total; j += THREADS)
+        out[j] = j >= first && j < valid ? out[j] * inv : 0.0f;
+    *mx_out = mx;
+    return sum;
 }
 
 /* ------------------------------------------------------------ linear helpers */
@@ -138,7 +160,7 @@ extern "C" int ah_cu_embedding_bwd(float *dwte, float *dwpe, const float *dout, 
 /* ------------------------------------------------------------ normalisation */
 
 __global__ void k_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                const float *b, int C) {
+                                const float *b, int C, float eps) {
     __shared__ double sh[THREADS];
     size_t n = blockIdx.x;
     const float *x = inp + n * C;
@@ -153,7 +175,7 @@ __global__ void k_layernorm_fwd(float *out, float *mean, float *rstd, const floa
         v += d * d;
     }
     v = block_sum(v, sh) / C;
-    float mf = (float)m, rs = (float)(1.0 / sqrt(v + NORM_EPS));
+    float mf = (float)m, rs = (float)(1.0 / sqrt(v + eps));
     for (int c = threadIdx.x; c < C; c += THREADS)
         o[c] = (x[c] - mf) * rs * w[c] + b[c];
     if (threadIdx.x == 0) {
@@ -202,10 +224,10 @@ __global__ void k_layernorm_bwd_dwdb(float *dw, float *db, const float *dout, co
 }
 
 extern "C" int ah_cu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                   const float *b, int N, int C) {
+                                   const float *b, int N, int C, float eps) {
     if (N <= 0 || C <= 0)
         return 0;
-    k_layernorm_fwd<<<N, THREADS>>>(out, mean, rstd, inp, w, b, C);
+    k_layernorm_fwd<<<N, THREADS>>>(out, mean, rstd, inp, w, b, C, eps);
     return launched();
 }
 
@@ -220,7 +242,7 @@ extern "C" int ah_cu_layernorm_bwd(float *dinp, float *dw, float *db, const floa
     return launched();
 }
 
-__global__ void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int C) {
+__global__ void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int C, float eps) {
     __shared__ double sh[THREADS];
     size_t n = blockIdx.x;
     const float *x = inp + n * C;
@@ -229,7 +251,7 @@ __global__ void k_rmsnorm_fwd(float *out, float *rstd, const float *inp, const f
     for (int c = threadIdx.x; c < C; c += THREADS)
         ss += (double)x[c] * x[c];
     ss = block_sum(ss, sh);
-    float rs = (float)(1.0 / sqrt(ss / C + NORM_EPS));
+    float rs = (float)(1.0 / sqrt(ss / C + eps));
     for (int c = threadIdx.x; c < C; c += THREADS)
         o[c] = x[c] * rs * w[c];
     if (threadIdx.x == 0)
@@ -263,10 +285,11 @@ __global__ void k_rmsnorm_bwd_dw(float *dw, const float *dout, const float *inp,
     dw[c] += (float)aw;
 }
 
-extern "C" int ah_cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+extern "C" int ah_cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                                 float eps) {
     if (N <= 0 || C <= 0)
         return 0;
-    k_rmsnorm_fwd<<<N, THREADS>>>(out, rstd, inp, w, C);
+    k_rmsnorm_fwd<<<N, THREADS>>>(out, rstd, inp, w, C, eps);
     return launched();
 }
 
@@ -322,6 +345,14 @@ __global__ void k_gelu_bwd(float *dinp, const float *dout, const float *inp, siz
     }
 }
 
+__global__ void k_relu_fwd(float *out, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+__global__ void k_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+    GRID_STRIDE(i, n) dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+}
+
 __global__ void k_swiglu_fwd(float *out, const float *inp, int F, size_t total) {
     GRID_STRIDE(i, total) {
         size_t n = i / F, f = i % F;
@@ -353,6 +384,20 @@ extern "C" int ah_cu_gelu_bwd(float *dinp, const float *dout, const float *inp, 
     if (n == 0)
         return 0;
     k_gelu_bwd<<<blocks_for(n), THREADS>>>(dinp, dout, inp, n);
+    return launched();
+}
+
+extern "C" int ah_cu_relu_fwd(float *out, const float *inp, size_t n) {
+    if (n == 0)
+        return 0;
+    k_relu_fwd<<<blocks_for(n), THREADS>>>(out, inp, n);
+    return launched();
+}
+
+extern "C" int ah_cu_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+    if (n == 0)
+        return 0;
+    k_relu_bwd<<<blocks_for(n), THREADS>>>(dinp, dout, inp, n);
     return launched();
 }
 
@@ -395,26 +440,13 @@ extern "C" int ah_cu_rope(float *x, int N, int T, int H, int D, float theta, int
     return launched();
 }
 
-__global__ void k_causal_softmax(float *att, int T) {
+__global__ void k_causal_softmax(float *att, int T, int window) {
     __shared__ double sh[THREADS];
     __shared__ float shf[THREADS];
     size_t r = blockIdx.x;
-    int t = (int)(r % T);
-    float *row = att + r * T;
-    float mx = -INFINITY;
-    for (int j = threadIdx.x; j <= t; j += THREADS)
-        mx = fmaxf(mx, row[j]);
-    mx = block_max(mx, shf);
-    double sum = 0.0;
-    for (int j = threadIdx.x; j <= t; j += THREADS) {
-        float e = expf(row[j] - mx);
-        row[j] = e;
-        sum += e;
-    }
-    sum = block_sum(sum, sh);
-    float inv = (float)(1.0 / sum);
-    for (int j = threadIdx.x; j < T; j += THREADS)
-        row[j] = j <= t ? row[j] * inv : 0.0f;
+    float *row = att + r * T, mx;
+    int t = (int)(r % T), first = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; /* first visible key */
+    softmax_row(row, row, first, t + 1, T, &mx, sh, shf);
 }
 
 __global__ void k_softmax_bwd(float *ds, const float *att, int T, size_t att_stride, float scale) {
@@ -431,10 +463,10 @@ __global__ void k_softmax_bwd(float *ds, const float *att, int T, size_t att_str
         row[j] = j <= t ? p[j] * (row[j] - rd) * scale : 0.0f;
 }
 
-extern "C" int ah_cu_causal_softmax(float *att, int rows, int T) {
+extern "C" int ah_cu_causal_softmax(float *att, int rows, int T, int window) {
     if (rows <= 0 || T <= 0)
         return 0;
-    k_causal_softmax<<<rows, THREADS>>>(att, T);
+    k_causal_softmax<<<rows, THREADS>>>(att, T, window);
     return launched();
 }
 
@@ -453,21 +485,8 @@ __global__ void k_crossentropy_fwd(float *losses, float *probs, const float *log
     __shared__ float shf[THREADS];
     size_t n = blockIdx.x;
     const float *l = logits + n * Vp;
-    float *p = probs + n * Vp;
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < V; i += THREADS)
-        mx = fmaxf(mx, l[i]);
-    mx = block_max(mx, shf);
-    double sum = 0.0;
-    for (int i = threadIdx.x; i < V; i += THREADS) {
-        float e = expf(l[i] - mx);
-        p[i] = e;
-        sum += e;
-    }
-    sum = block_sum(sum, sh);
-    float inv = (float)(1.0 / sum);
-    for (int i = threadIdx.x; i < Vp; i += THREADS)
-        p[i] = i < V ? p[i] * inv : 0.0f;
+    float mx;
+    double sum = softmax_row(l, probs + n * Vp, 0, V, Vp, &mx, sh, shf);
     if (threadIdx.x == 0)
         losses[n] = (float)(log(sum) - ((double)l[targets[n]] - mx));
 }
