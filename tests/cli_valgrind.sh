@@ -6,7 +6,7 @@ BIN="$1"
 FIX="$2"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-VG=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect)
+VG=(valgrind -q --suppressions="$(dirname "$0")/gpu/valgrind-cuda.supp" --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect)
 fails=0
 run() {
   "${VG[@]}" "$@" >/dev/null 2>"$TMP/err"

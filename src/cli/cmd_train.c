@@ -20,6 +20,7 @@
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "elastic/controller.h"
+#include "engine/backend.h"
 #include "engine/blas_select.h"
 #include "engine/data.h"
 #include "engine/executor.h"
@@ -37,7 +38,7 @@ static void train_usage(FILE *f) {
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n"
-            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]]\n\n"
+            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n\n"
             "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
@@ -73,7 +74,9 @@ static void train_usage(FILE *f) {
             "                 FILE.result.json (bytes and seconds per tier)\n"
             "  --schedule     pipeline schedule of a step (docs/schedules.md): 1f1b (default), gpipe, or\n"
             "                 interleaved 1F1B, where every stage holds V layer chunks (virtual stages)\n"
-            "  --virtual-stages V  chunks per stage with --schedule interleaved (default 2)\n\n"
+            "  --virtual-stages V  chunks per stage with --schedule interleaved (default 2)\n"
+            "  --device       compute backend: cpu (default; $AUTOHET_BACKEND when given) or cuda (one rank\n"
+            "                 on one GPU, docs/cuda.md); cuda where none is visible exits 2 before any work\n\n"
             "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
             "tokens/s (tokens / summed step times), mean MFU (weighted by step time), the final train loss and\n"
             "the last validation loss.\n\n"
@@ -185,6 +188,7 @@ static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("train"
 /* the flags of autohet train */
 typedef struct {
     const char *model, *data, *val_data, *plan, *log, *trace, *ckpt_dir, *resume, *mem_dir, *cloud_dir, *recover;
+    const char *device; /* --device, NULL when not given */
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
@@ -197,7 +201,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v",
+        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
@@ -224,6 +228,19 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
                 snprintf(msg, n, "--schedule '%s': expected 1f1b, gpipe or interleaved", optarg);
                 return -1;
             }
+            break;
+        case 'X':
+            if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+                snprintf(msg, n, "--device '%s': expected cpu or cuda", optarg);
+                return -1;
+            }
+            char why[320];
+            if (ah_backend_check(optarg, why, sizeof why) != 0) {
+                snprintf(msg, n, "--device %s: %s", optarg, why);
+                return -1;
+            }
+            a->device = optarg;
+            setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah_backend_default) */
             break;
         case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
@@ -435,6 +452,8 @@ int cmd_train(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (bad || check_args(&a, rank, msg, sizeof msg) != 0)
         return fail_all(rank, msg);
+    if (a.device && !strcmp(a.device, "cuda") && world > 1) /* MPI cannot move device buffers here */
+        return fail_all(rank, "--device cuda runs on one rank until the NCCL transport lands (docs/cuda.md)");
     ah_model_config cfg;
     ah_plan plan;
     ah_dataset data;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 const ah_backend *ah_backend_cuda(void) __attribute__((weak));
+const char *ah_backend_cuda_why(void) __attribute__((weak));
 
 const ah_backend *ah_backend_get(const char *name) {
     if (name == NULL)
@@ -21,12 +22,30 @@ const ah_backend *ah_backend_get(const char *name) {
     return NULL;
 }
 
+int ah_backend_check(const char *name, char *err, size_t errlen) {
+    if (ah_backend_get(name) != NULL)
+        return 0;
+    if (name != NULL && !strcmp(name, "cuda")) {
+        if (!ah_backend_cuda)
+            snprintf(err, errlen, "built without CUDA");
+        else
+            snprintf(err, errlen, "no CUDA device visible (%s)", ah_backend_cuda_why ? ah_backend_cuda_why() : "");
+    } else {
+        snprintf(err, errlen, "no compute backend '%.64s' (cpu%s)", name ? name : "", ah_backend_cuda ? ", cuda" : "");
+    }
+    return -1;
+}
+
 const ah_backend *ah_backend_default(char *err, size_t errlen) {
     const char *name = getenv("AUTOHET_BACKEND");
     if (name == NULL || !*name)
         name = "cpu";
     const ah_backend *be = ah_backend_get(name);
-    if (be == NULL)
+    if (be == NULL && !strcmp(name, "cuda")) {
+        char why[320];
+        ah_backend_check(name, why, sizeof why);
+        snprintf(err, errlen, "AUTOHET_BACKEND=cuda: %s", why);
+    } else if (be == NULL)
         snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: no such compute backend in this build (available: cpu%s)",
                  name, ah_backend_cuda ? ", cuda" : "");
     return be;

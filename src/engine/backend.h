@@ -107,11 +107,15 @@ struct ah_backend {
                   const ah_optim_config *c, int decay); /* as ah_adamw_update */
 };
 
-/* The backend registered under name ("cpu"; "cuda" where built), or NULL. */
+/* The backend registered under name ("cpu"; "cuda" where built and a device
+ * is visible: src/engine/cuda/backend_cuda.c), or NULL. */
 const ah_backend *ah_backend_get(const char *name);
 /* The engine's backend: $AUTOHET_BACKEND if set, else "cpu"; NULL (with a
  * one-line reason in err) for an unknown name. */
 const ah_backend *ah_backend_default(char *err, size_t errlen);
+/* 0 when ah_backend_get(name) is usable here, else -1 with one line in err:
+ * "built without CUDA", "no CUDA device visible (reason)", or an unknown name. */
+int ah_backend_check(const char *name, char *err, size_t errlen);
 /* The CPU backend (backend_cpu.c). */
 const ah_backend *ah_backend_cpu(void);
 
