@@ -99,7 +99,7 @@ static void op_layernorm(const ah_backend *be, res *r) {
     const int C = 320;
     ah_dptr inp = upr(be, NN * C, 1, 2), w = upr(be, C, 2, 1), b = upr(be, C, 3, 1);
     ah_dptr out = ah_be_alloc(be, NN * C), mean = ah_be_alloc(be, NN), rstd = ah_be_alloc(be, NN);
-    be->layernorm_fwd(be->ctx, out, mean, rstd, inp, w, b, NN, C);
+    be->layernorm_fwd(be->ctx, out, mean, rstd, inp, w, b, NN, C, 1e-5f);
     ah_dptr dinp = upr(be, NN * C, 4, 1), dw = upr(be, C, 5, 1), db = upr(be, C, 6, 1), dout = upr(be, NN * C, 7, 1);
     be->layernorm_bwd(be->ctx, dinp, dw, db, dout, inp, w, mean, rstd, NN, C);
     down(be, out, NN * C, r), down(be, mean, NN, r), down(be, rstd, NN, r);
@@ -110,7 +110,7 @@ static void op_rmsnorm(const ah_backend *be, res *r) {
     const int C = 320;
     ah_dptr inp = upr(be, NN * C, 1, 2), w = upr(be, C, 2, 1);
     ah_dptr out = ah_be_alloc(be, NN * C), rstd = ah_be_alloc(be, NN);
-    be->rmsnorm_fwd(be->ctx, out, rstd, inp, w, NN, C);
+    be->rmsnorm_fwd(be->ctx, out, rstd, inp, w, NN, C, 1e-6f);
     ah_dptr dinp = upr(be, NN * C, 4, 1), dw = upr(be, C, 5, 1), dout = upr(be, NN * C, 7, 1);
     be->rmsnorm_bwd(be->ctx, dinp, dw, dout, inp, w, rstd, NN, C);
     down(be, out, NN * C, r), down(be, rstd, NN, r), down(be, dinp, NN * C, r), down(be, dw, C, r);
@@ -122,6 +122,10 @@ static void op_activations(const ah_backend *be, res *r) {
     ah_dptr x = upr(be, n, 1, 12), y = ah_be_alloc(be, n), dx = upr(be, n, 2, 1), dy = upr(be, n, 3, 1);
     be->gelu_fwd(be->ctx, y, x, n);
     be->gelu_bwd(be->ctx, dx, dy, x, n);
+    ah_dptr ry = ah_be_alloc(be, n), rdx = upr(be, n, 7, 1);
+    be->relu_fwd(be->ctx, ry, x, n);
+    be->relu_bwd(be->ctx, rdx, dy, x, n);
+    down(be, ry, n, r), down(be, rdx, n, r);
     ah_dptr s = upr(be, NN * 2 * F, 4, 4), so = ah_be_alloc(be, NN * F), ds = upr(be, NN * 2 * F, 5, 1),
             dso = upr(be, NN * F, 6, 1);
     be->swiglu_fwd(be->ctx, so, s, NN, F);
@@ -136,21 +140,24 @@ static void op_rope(const ah_backend *be, res *r) {
     be->rope_bwd(be->ctx, dx, NN, NT, H, D, 10000.0f);
     down(be, x, NN * H * D, r), down(be, dx, NN * H * D, r);
 }
-static void attention(const ah_backend *be, res *r, int B, int T, int Hq, int Hkv, int D) {
+static void attention(const ah_backend *be, res *r, int B, int T, int Hq, int Hkv, int D, int window) {
     size_t N = (size_t)B * T, nq = N * Hq * D, nk = N * Hkv * D, na = (size_t)B * Hq * T * T;
     ah_dptr q = upr(be, nq, 1, 1), k = upr(be, nk, 2, 1), v = upr(be, nk, 3, 1);
     ah_dptr out = ah_be_alloc(be, nq), att = upr(be, na, 4, 1); /* garbage above the diagonal: must become 0 */
-    be->attention_fwd(be->ctx, out, att, q, k, v, B, T, Hq, Hkv, D);
+    be->attention_fwd(be->ctx, out, att, q, k, v, B, T, Hq, Hkv, D, window);
     ah_dptr dq = upr(be, nq, 5, 1), dk = upr(be, nk, 6, 1), dv = upr(be, nk, 7, 1), dout = upr(be, nq, 8, 1);
     be->attention_bwd(be->ctx, dq, dk, dv, dout, att, q, k, v, B, T, Hq, Hkv, D);
     down(be, out, nq, r), down(be, att, na, r), down(be, dq, nq, r), down(be, dk, nk, r), down(be, dv, nk, r);
     ah_be_free(be, q), ah_be_free(be, k), ah_be_free(be, v), ah_be_free(be, dout);
 }
 static void op_attention_gqa(const ah_backend *be, res *r) {
-    attention(be, r, 2, 40, 4, 2, 16);
+    attention(be, r, 2, 40, 4, 2, 16, 0);
 }
 static void op_attention_long(const ah_backend *be, res *r) {
-    attention(be, r, 1, 300, 2, 2, 32);
+    attention(be, r, 1, 300, 2, 2, 32, 0);
+}
+static void op_attention_window(const ah_backend *be, res *r) {
+    attention(be, r, 2, 270, 4, 2, 16, 100); /* local layers: keys (t - 100, t] */
 }
 static void op_crossentropy(const ah_backend *be, res *r) {
     const int V = 1001, Vp = 1024;
@@ -212,10 +219,11 @@ static const op_case cases[] = {
     {"embedding", op_embedding, 1e-7},
     {"layernorm", op_layernorm, 1e-5},
     {"rmsnorm", op_rmsnorm, 1e-5},
-    {"gelu+swiglu", op_activations, 1e-6},
+    {"gelu+relu+swiglu", op_activations, 1e-6},
     {"rope", op_rope, 1e-6},
     {"attention_gqa", op_attention_gqa, 1e-5},
     {"attention_T300", op_attention_long, 1e-5},
+    {"attention_window", op_attention_window, 1e-5},
     {"crossentropy", op_crossentropy, 1e-6},
     {"elementwise+sumsq", op_elementwise, 1e-6},
     {"adamw", op_adamw, 1e-6},

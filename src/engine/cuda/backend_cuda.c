@@ -173,7 +173,7 @@ static void cu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah
  * over the Hkv KV heads: query head h = kh*G + g is G*D floats after the
  * previous one in q, its probabilities G*T*T floats after in att. */
 static void cu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
-                             int Hq, int Hkv, int D) {
+                             int Hq, int Hkv, int D, int window) {
     cuda_ctx *c = ctx;
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
@@ -185,7 +185,7 @@ static void cu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_
             gemm(c, 0, 1, T, T, D, scale, F(q) + (size_t)b * T * ldq + (size_t)g * D, ldq, sq,
                  F(k) + (size_t)b * T * ldk, ldk, sk, 0.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, Hkv,
                  "attention_fwd scores");
-    done(c, ah_cu_causal_softmax(F(att), B * Hq * T, T, 0), "attention_fwd softmax");
+    done(c, ah_cu_causal_softmax(F(att), B * Hq * T, T, window), "attention_fwd softmax");
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++) /* O = P V */
             gemm(c, 0, 0, T, D, T, 1.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, F(v) + (size_t)b * T * ldk,
@@ -233,16 +233,17 @@ static void cu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout
     done(ctx, ah_cu_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C), "embedding_bwd");
 }
 static void cu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
-                             ah_dptr b, int N, int C) {
-    done(ctx, ah_cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, 1e-5f), "layernorm_fwd");
+                             ah_dptr b, int N, int C, float eps) {
+    done(ctx, ah_cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, eps), "layernorm_fwd");
 }
 static void cu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                              ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
     done(ctx, ah_cu_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C),
          "layernorm_bwd");
 }
-static void cu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C) {
-    done(ctx, ah_cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C, 1e-5f), "rmsnorm_fwd");
+static void cu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
+                           float eps) {
+    done(ctx, ah_cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C, eps), "rmsnorm_fwd");
 }
 static void cu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                            ah_dptr rstd, int N, int C) {
@@ -253,6 +254,12 @@ static void cu_gelu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
 }
 static void cu_gelu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
     done(ctx, ah_cu_gelu_bwd(F(dinp), F(dout), F(inp), n), "gelu_bwd");
+}
+static void cu_relu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
+    done(ctx, ah_cu_relu_fwd(F(out), F(inp), n), "relu_fwd");
+}
+static void cu_relu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
+    done(ctx, ah_cu_relu_bwd(F(dinp), F(dout), F(inp), n), "relu_bwd");
 }
 static void cu_swiglu_fwd(void *ctx, ah_dptr out, ah_dptr inp, int N, int Fn) {
     done(ctx, ah_cu_swiglu_fwd(F(out), F(inp), N, Fn), "swiglu_fwd");
@@ -364,6 +371,8 @@ static ah_backend cuda_backend = {
     .rmsnorm_bwd = cu_rmsnorm_bwd,
     .gelu_fwd = cu_gelu_fwd,
     .gelu_bwd = cu_gelu_bwd,
+    .relu_fwd = cu_relu_fwd,
+    .relu_bwd = cu_relu_bwd,
     .swiglu_fwd = cu_swiglu_fwd,
     .swiglu_bwd = cu_swiglu_bwd,
     .rope_fwd = cu_rope_fwd,
