@@ -126,6 +126,10 @@ typedef struct {
 } ah_allreduce_algo;
 ah_allreduce_algo ah_allreduce_choose(int R, double slice_bytes, double bw_gbs, int one_node,
                                       const ah_plan_options *o);
+/* Seconds of latency of one all-reduce by algorithm a, inside one node or across nodes. */
+static inline double ah_allreduce_algo_latency_s(ah_allreduce_algo a, int one_node, const ah_plan_options *o) {
+    return a.steps * (one_node ? o->alpha_intra_s : o->alpha_inter_s);
+}
 /* DP gradient all-reduce time of layer l among R replicas at bw_gbs GB/s per
  * GPU: the bandwidth term (ah_allreduce_factor); the latency is per bucket. */
 ah_ns ah_layer_sync_ns(const ah_layer_bytes *b, int l, double bw_gbs, int R);

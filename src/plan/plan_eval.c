@@ -162,7 +162,7 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
         }
         ah_allreduce_algo a = ah_allreduce_choose(R, bytes / T, dp_bw, one_node, o);
         double scale = a.factor / ah_allreduce_factor(R);
-        ah_ns lat = ah_to_ns(a.steps * (one_node ? o->alpha_intra_s : o->alpha_inter_s));
+        ah_ns lat = ah_to_ns(ah_allreduce_algo_latency_s(a, one_node, o));
         for (int k = 0; k < R; k++) {
             ah_stage *s = &p->replicas[k].stages[holder[l * R + k]];
             ah_ns before = 0, after = lat;

@@ -569,7 +569,7 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
     k->slices = T;
     k->volume = a.factor * slice_bytes;
     int one_node = holders_one_node(e, holders, np);
-    k->latency = a.steps * (one_node ? e->o->alpha_intra_s : e->o->alpha_inter_s);
+    k->latency = ah_allreduce_algo_latency_s(a, one_node, e->o);
     k->part0 = e->nparts;
     k->nparts = np;
     for (int i = 0; i < np; i++) {
