@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery spot comm (default: all)
+#   sections: planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery recovery_hosts spot comm (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery spot comm)
+SECTIONS=(planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery recovery_hosts spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -160,6 +160,15 @@ section_recovery() {
   bench/recovery_bench.sh ./build/autohet out/recovery_bench.md >&2
   cat out/recovery_bench.md
   cat bench/recovery_notes.md
+}
+
+section_recovery_hosts() {
+  echo "## Recovery and links between hosts (network namespaces, issue #14)"
+  echo
+  stamp recovery_hosts
+  echo
+  bench/recovery_hosts.sh ./build/autohet out/recovery_hosts.md >&2
+  cat out/recovery_hosts.md
 }
 
 section_spot() {

@@ -97,9 +97,15 @@ ah_comm_stats ah_comm_median_ci(double *x, int n);
  * small-message regime sets the per-message latency and the `bw` fit's
  * large-message regime the point-to-point bandwidth, per link class — intra-node:
  * every node's intra-node link; inter-node: every node's NIC share per GPU.
+ * links{} (when present): o->links, the per-pair latency and bandwidth
+ * between hosts (ah_link_matrix).
  * Writes a one-line summary into summary. Returns 0, or -1 with an error
  * naming the file and field. */
 int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
                           size_t summary_len, char *err, size_t errlen);
+/* A profile's links{} (the matrix between hosts, commbench --pairs hosts) also
+ * becomes o->links, allocated: the caller frees it with ah_link_matrix_free
+ * ((ah_link_matrix *)o->links) when done with o. */
+void ah_link_matrix_free(ah_link_matrix *m);
 
 #endif

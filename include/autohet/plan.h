@@ -55,6 +55,18 @@ typedef struct {
  * iteration time x hourly prices of the nodes a plan uses / 3600 */
 typedef enum { AH_OBJECTIVE_TIME = 0, AH_OBJECTIVE_COST = 1 } ah_objective;
 
+/* The links between pairs of hosts a comm profile measured (`autohet commbench
+ * --pairs hosts --json`: its links{}): for hosts a, b the point-to-point
+ * latency alpha_s[a n + b] (seconds, < 0 not measured) and bandwidth
+ * bw_gbs[a n + b] (GB/s per GPU, <= 0 not measured). Two plan nodes on
+ * different hosts of the matrix pay that pair's alpha + bytes / beta where the
+ * cost model and the simulator would charge the inter-node class. */
+typedef struct {
+    int n;
+    char (*hosts)[64];
+    double *alpha_s, *bw_gbs;
+} ah_link_matrix;
+
 typedef struct {
     int tp;           /* 0 = search {1,2,4,8} (or those in tp_mask) */
     unsigned tp_mask; /* bit t: TP degree t allowed (0 = any); --tp 1,2 */
@@ -74,6 +86,7 @@ typedef struct {
     double alpha_intra_s;    /* per-message latency inside a node */
     double alpha_inter_s;    /* per-message latency between nodes */
     ah_strategy strategy;
+    const ah_link_matrix *links; /* measured links between pairs of hosts (NULL: one inter-node class) */
 } ah_plan_options;
 
 void ah_plan_options_default(ah_plan_options *o);

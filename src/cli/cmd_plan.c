@@ -535,6 +535,7 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
     *prof = a->profile ? ah_profile_load(a->profile, err, sizeof err) : ah_profile_analytic();
     if (!*prof) {
         ah_cluster_free(cluster);
+        ah_link_matrix_free((ah_link_matrix *)a->o.links);
         return cli_bad_input("plan", err);
     }
     return 0;
@@ -599,5 +600,6 @@ int cmd_plan(int argc, char **argv) {
 out:
     ah_profile_free(prof);
     ah_cluster_free(&cluster);
+    ah_link_matrix_free((ah_link_matrix *)a.o.links);
     return exit_code;
 }

@@ -170,6 +170,8 @@ int cmd_simulate(int argc, char **argv) {
         ah_plan_free(&plan);
         return cli_bad_input("simulate", err);
     }
+    if (comm && !quiet)
+        printf("Measured links (%s): %s\n", comm, comm_summary);
     so.record_events = trace || svg;
     ah_sim_result r;
     int rc = 0;
@@ -200,6 +202,7 @@ int cmd_simulate(int argc, char **argv) {
         }
         ah_sim_result_free(&r);
     }
+    ah_link_matrix_free((ah_link_matrix *)o.links);
     ah_profile_free(prof);
     ah_plan_free(&plan);
     return rc;

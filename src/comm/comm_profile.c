@@ -1,6 +1,10 @@
 /* Reading a comm profile into the cost model (see comm.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "autohet/cluster.h"
+#include "util/errors.h"
 
 #include "autohet/comm.h"
 #include "util/json_file.h"
@@ -34,6 +38,74 @@ static int find_fit(const cJSON *fits, const char *op, const char *link_class, d
         return 0;
     }
     return -1;
+}
+
+/* One n x n matrix of links{}: numbers (>= 0; > 0 when positive) or null (stored as -1). 0, or -1 with err. */
+static int read_link_matrix(const cJSON *links, const char *key, int n, int positive, double *out, ah_err_ctx *cx) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(links, key);
+    if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != n)
+        return ah_fail(cx, "links.%s: expected an array of %d rows (one per host)", key, n);
+    for (int a = 0; a < n; a++) {
+        const cJSON *row = cJSON_GetArrayItem(m, a);
+        if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != n)
+            return ah_fail(cx, "links.%s[%d]: expected an array of %d entries", key, a, n);
+        for (int b = 0; b < n; b++) {
+            const cJSON *v = cJSON_GetArrayItem(row, b);
+            double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+            if (!cJSON_IsNull(v) && !(cJSON_IsNumber(v) && (positive ? x > 0 : x >= 0)))
+                return ah_fail(cx, "links.%s[%d][%d]: expected a number %s 0 or null", key, a, b,
+                               positive ? ">" : ">=");
+            out[a * n + b] = x;
+        }
+    }
+    return 0;
+}
+
+/* links{} (commbench --pairs hosts): the matrix between hosts into *out (NULL when absent). 0, or -1. */
+static int read_links(const cJSON *root, ah_link_matrix **out, ah_err_ctx *cx) {
+    *out = NULL;
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(root, "links");
+    if (!links || cJSON_IsNull(links))
+        return 0;
+    const cJSON *hosts = cJSON_GetObjectItemCaseSensitive(links, "hosts");
+    int n = cJSON_IsArray(hosts) ? cJSON_GetArraySize(hosts) : 0;
+    if (!cJSON_IsObject(links) || n < 1)
+        return ah_fail(cx, "links.hosts: expected an array of host names");
+    ah_link_matrix *m = ah_xcalloc(1, sizeof *m);
+    m->n = n;
+    m->hosts = ah_xcalloc((size_t)n, sizeof *m->hosts);
+    m->alpha_s = ah_xcalloc((size_t)n * (size_t)n, sizeof(double));
+    m->bw_gbs = ah_xcalloc((size_t)n * (size_t)n, sizeof(double));
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const cJSON *h = cJSON_GetArrayItem(hosts, i);
+        char why[128];
+        if (!cJSON_IsString(h) || ah_host_name_problem(h->valuestring, why, sizeof why))
+            rc = ah_fail(cx, "links.hosts[%d]: %s", i, cJSON_IsString(h) ? why : "expected a host name");
+        else
+            snprintf(m->hosts[i], sizeof m->hosts[i], "%s", h->valuestring);
+    }
+    if (rc == 0)
+        rc = read_link_matrix(links, "latency_us", n, 0, m->alpha_s, cx);
+    if (rc == 0)
+        rc = read_link_matrix(links, "bandwidth_GBps", n, 1, m->bw_gbs, cx);
+    for (int i = 0; i < n * n; i++)
+        m->alpha_s[i] = m->alpha_s[i] >= 0 ? m->alpha_s[i] * 1e-6 : -1;
+    if (rc != 0) {
+        ah_link_matrix_free(m);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+void ah_link_matrix_free(ah_link_matrix *m) {
+    if (!m)
+        return;
+    free(m->hosts);
+    free(m->alpha_s);
+    free(m->bw_gbs);
+    free(m);
 }
 
 int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
@@ -83,6 +155,15 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
         rc = ah_fail(&cx,
                      "fits[]: no latency + bw fits for intra-node or inter-node links (run commbench with "
                      "--ops latency,bw or all)");
+    ah_link_matrix *links = NULL;
+    if (rc == 0)
+        rc = read_links(root, &links, &cx);
+    if (links) {
+        ah_link_matrix_free((ah_link_matrix *)o->links);
+        o->links = links;
+        size_t used = strlen(summary);
+        snprintf(summary + used, summary_len - used, "; links between %d hosts (per pair)", links->n);
+    }
     cJSON_Delete(root);
     return rc;
 }

@@ -1,4 +1,5 @@
 #include "plan/costs.h"
+#include "autohet/hosts.h"
 #include "util/errors.h"
 
 #include <stdio.h>
@@ -211,6 +212,37 @@ ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_sh
     if (inter_node)
         return ah_to_ns(o->alpha_inter_s + bytes / (nic_share_gbs * 1e9));
     return ah_to_ns(o->alpha_intra_s + bytes / (intra_bw_gbs * 1e9));
+}
+
+static int link_host(const ah_link_matrix *m, const char *host) {
+    for (int i = 0; host[0] && i < m->n; i++)
+        if (ah_host_matches(m->hosts[i], host))
+            return i;
+    return -1;
+}
+
+int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_node *b, double *alpha_s,
+                          double *bw_gbs) {
+    const ah_link_matrix *m = o->links;
+    if (!m)
+        return 0;
+    int i = link_host(m, a->host), j = link_host(m, b->host);
+    if (i < 0 || j < 0 || i == j)
+        return 0;
+    size_t c = (size_t)i * (size_t)m->n + (size_t)j;
+    if (!(m->alpha_s[c] >= 0) || !(m->bw_gbs[c] > 0))
+        return 0;
+    *alpha_s = m->alpha_s[c], *bw_gbs = m->bw_gbs[c];
+    return 1;
+}
+
+ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node, const ah_plan_options *o) {
+    double alpha, bw;
+    if (inter_node && ah_pair_link_measured(o, a, b, &alpha, &bw))
+        return ah_to_ns(alpha + bytes / (bw * 1e9));
+    ah_pair_link lk = ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs,
+                                      ah_nic_share_gbs(b));
+    return ah_p2p_ns(bytes, inter_node, lk.intra_gbs, lk.nic_share_gbs, o);
 }
 
 double ah_nic_share_gbs(const ah_node *n) {

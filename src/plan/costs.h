@@ -161,6 +161,15 @@ static inline ah_pair_link ah_pair_link_of(double intra_a, double nic_a, double 
 }
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o);
+/* The measured link between nodes a and b (o->links): 1 with its latency
+ * (seconds) and bandwidth (GB/s per GPU) when both name hosts of the matrix,
+ * different ones, whose pair was measured; else 0. */
+int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_node *b, double *alpha_s,
+                          double *bw_gbs);
+/* A send of `bytes` between GPUs of nodes a and b: the measured pair's
+ * alpha + bytes / beta between hosts of o->links, else ah_p2p_ns on the
+ * link of the two ends (ah_pair_link_of). */
+ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node, const ah_plan_options *o);
 /* Per-GPU share of a node's NIC in GB/s. */
 double ah_nic_share_gbs(const ah_node *n);
 /* Slowest link a cross-node ring meets at this node: its per-GPU NIC share

@@ -402,9 +402,8 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
     if (j + 1 < r->n_stages) {
         const ah_node *nx = &p->cluster.nodes[r->stages[j + 1].node];
         int inter = r->stages[j + 1].node != s->node;
-        ah_pair_link lk = node_link(nd, nx);
         int tmin = s->tp < r->stages[j + 1].tp ? s->tp : r->stages[j + 1].tp;
-        p2p = ah_p2p_ns(ah_plan_costs_bytes(pc, p, tmin)->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, o);
+        p2p = ah_nodes_p2p_ns(ah_plan_costs_bytes(pc, p, tmin)->p2p_bytes, nd, nx, inter, o);
         s->p2p_inter_node = inter;
     }
     s->p2p_s = ah_ns_to_s(p2p);
@@ -426,7 +425,7 @@ static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_cost
     int inter = a->node != b->node;
     own[0] = ah_tied_exchange_ns(lb, inter, node_link(na, na), o);
     own[1] = ah_tied_exchange_ns(lb, inter, node_link(nb, nb), o);
-    return ah_tied_exchange_ns(lb, inter, node_link(na, nb), o);
+    return lb->tied_bytes > 0 ? ah_nodes_p2p_ns(lb->tied_bytes, na, nb, inter, o) : 0;
 }
 
 /* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */

@@ -799,6 +799,8 @@ static int search_reranked(const ah_model_config *m, const ah_cluster *c, const 
     if (!built)
         abort();
     int rc = search_autohet(m, c, prof, o, built, pool, &n, err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++)
+        ah_plan_place_on_links(&built[i], prof, o);
     if (rc == 0)
         qsort(built, (size_t)n, sizeof *built, by_iteration_time);
     *n_out = 0;

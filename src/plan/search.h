@@ -165,6 +165,9 @@ int ah_candidate_tp_masks(const ah_model_config *m, const ah_cluster *c, const a
                           unsigned *out);
 int ah_candidate_mbs(const ah_plan_options *o, int *out);
 /* Symmetric baselines (baselines.c). */
+/* With measured links between hosts (o->links): swaps p's nodes of one class
+ * while that shortens its evaluated iteration time (link_placement.c). */
+void ah_plan_place_on_links(ah_plan *p, const ah_profile *prof, const ah_plan_options *o);
 int ah_plan_megatron(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                      const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,

@@ -526,6 +526,22 @@ static int L_NIC(const engine *e, int node, int in) {
     return 4 * e->S + 2 * node + in;
 }
 
+/* the link between nodes a and b that a measured pair of hosts (o->links) has; only then allocated */
+static int L_PAIR(const engine *e, int a, int b) {
+    return 4 * e->S + 2 * e->p->cluster.n_nodes + a * e->p->cluster.n_nodes + b;
+}
+
+/* A send between stages on nodes a and b of a measured pair (ah_pair_link_measured): on that pair's
+ * link alone, at its latency (the closed form's ah_nodes_p2p_ns); 0 when the pair was not measured. */
+static int use_measured_pair(engine *e, int id, int a, int b, double weight) {
+    double alpha, bw;
+    if (a == b || !ah_pair_link_measured(e->o, &e->p->cluster.nodes[a], &e->p->cluster.nodes[b], &alpha, &bw))
+        return 0;
+    e->t[id].latency = alpha;
+    use_link(e, id, L_PAIR(e, a, b), weight);
+    return 1;
+}
+
 static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, double bytes) {
     const ah_sim_stage *a = &e->r->stages[from], *b = &e->r->stages[to];
     int id = new_task(e, TK_FLOW, kind, from);
@@ -537,7 +553,7 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
         k->latency = e->o->alpha_intra_s;
         use_link(e, id, L_INTRA(from, 0), 1);
         use_link(e, id, L_INTRA(to, 1), 1);
-    } else {
+    } else if (!use_measured_pair(e, id, a->node, b->node, 1)) {
         k->latency = e->o->alpha_inter_s;
         use_link(e, id, L_RAIL(from, 0), 1);
         use_link(e, id, L_RAIL(to, 1), 1);
@@ -572,13 +588,17 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
     k->latency = ah_allreduce_algo_latency_s(a, one_node, e->o);
     k->part0 = e->nparts;
     k->nparts = np;
+    /* a send-receive (the tied exchange) between a measured pair of hosts: on that pair's link */
+    int pair = np == 2 && a.steps == 1 && !one_node &&
+               use_measured_pair(e, id, e->r->stages[holders[0]].node, e->r->stages[holders[1]].node,
+                                 (double)T / e->r->stages[holders[0]].tp);
     for (int i = 0; i < np; i++) {
         int s = holders[i];
         double per_gpu = (double)T / e->r->stages[s].tp;
         push_int(&e->parts, &e->nparts, &e->capparts, s);
         use_link(e, id, L_INTRA(s, 0), per_gpu);
         use_link(e, id, L_INTRA(s, 1), per_gpu);
-        if (!one_node) {
+        if (!one_node && !pair) {
             int node = e->r->stages[s].node;
             use_link(e, id, L_RAIL(s, 0), per_gpu);
             use_link(e, id, L_RAIL(s, 1), per_gpu);
@@ -682,6 +702,12 @@ static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t err
         }
     for (int i = 0; i < p->cluster.n_nodes; i++)
         e->cap[L_NIC(e, i, 0)] = e->cap[L_NIC(e, i, 1)] = p->cluster.nodes[i].nic_gbit / 8.0 * 1e9;
+    for (int a = 0; e->o->links && a < p->cluster.n_nodes; a++)
+        for (int b = 0; b < p->cluster.n_nodes; b++) {
+            double alpha, bw;
+            if (a != b && ah_pair_link_measured(e->o, &p->cluster.nodes[a], &p->cluster.nodes[b], &alpha, &bw))
+                e->cap[L_PAIR(e, a, b)] = bw * 1e9;
+        }
     return 0;
 }
 
@@ -913,7 +939,8 @@ static int engine_alloc(engine *e, ah_sim_result *r, int S) {
     CALLOC(e->capiv, S);
     CALLOC(e->ncv, S);
     CALLOC(e->capcv, S);
-    e->nlinks = 4 * S + 2 * e->p->cluster.n_nodes;
+    e->nlinks = 4 * S + 2 * e->p->cluster.n_nodes +
+                (e->o->links ? e->p->cluster.n_nodes * e->p->cluster.n_nodes : 0); /* L_PAIR */
     CALLOC(e->cap, e->nlinks);
     return !r->replica_flush_s || !r->replica_finish_s || !r->stages || !e->prog || !e->nprog ||
            !e->capprog || !e->pc || !e->dq || !e->ndq || !e->capdq || !e->dqh || !e->busy || !e->mem_now ||

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Per-link alpha-beta from a comm profile's links{} matrix (commbench --pairs hosts): three 1-GPU nodes on
+# hosts ha, hb, hc; a 2-stage pipeline. With every pair at the inter-node class's figures the plan, its
+# closed form and its simulation equal the class-only profile's; with the pair ha-hb slow (0.125 GB/s,
+# 500 us) a pipeline on n0 -> n1 takes over 1.5x longer in the closed form and in the simulator (the two
+# within 3% of each other), while the planner moves the pipeline off that pair at the class-only time (and
+# a slow pair it never uses changes nothing). Bad matrices: one line naming the field, exit 2.
+. "$(dirname "$0")/common.sh"
+cat >"$TMP/inv.json" <<'EOF'
+{"nodes": [{"name": "n0", "gpu": "A100-40G", "gpus": 1, "host": "ha"},
+           {"name": "n1", "gpu": "A100-40G", "gpus": 1, "host": "hb"},
+           {"name": "n2", "gpu": "A100-40G", "gpus": 1, "host": "hc"}]}
+EOF
+FITS='"fits": [{"op": "latency", "link_class": "intra-node", "alpha_us": 2, "beta_GBps": 50},
+  {"op": "bw", "link_class": "intra-node", "alpha_us": 2, "beta_GBps": 50},
+  {"op": "latency", "link_class": "inter-node", "alpha_us": 20, "beta_GBps": 5},
+  {"op": "bw", "link_class": "inter-node", "alpha_us": 20, "beta_GBps": 5}]'
+echo "{\"format\": \"autohet-comm-profile\", \"version\": 1, $FITS}" >"$TMP/class.json"
+profile() { # out slow-a slow-b (-1 -1: every pair at the class's figures)
+  jq --argjson a "$2" --argjson b "$3" '. + {links: {hosts: ["ha", "hb", "hc"],
+      latency_us: [range(3) as $i | [range(3) as $j | if $i == $j then null
+        elif ([$i, $j] | sort) == ([$a, $b] | sort) then 500 else 20 end]],
+      bandwidth_GBps: [range(3) as $i | [range(3) as $j | if $i == $j then null
+        elif ([$i, $j] | sort) == ([$a, $b] | sort) then 0.125 else 5 end]]}}' "$TMP/class.json" >"$1"
+}
+profile "$TMP/even.json" -1 -1
+profile "$TMP/slow01.json" 0 1
+profile "$TMP/slow02.json" 0 2
+PLAN=(--model gpt3-1.3b --cluster "$TMP/inv.json" --global-batch 16 --pp 2 --dp 1 --quiet)
+for p in class even slow01 slow02; do
+  "$BIN" plan "${PLAN[@]}" --comm-profile "$TMP/$p.json" --json "$TMP/plan-$p.json" >"$TMP/plan-$p.out" 2>&1 \
+    || { cat "$TMP/plan-$p.out"; fail "plan with $p.json"; }
+done
+nodes() { jq -c '[.replicas[].stages[].node_index]' "$1"; }
+t() { jq '.iteration_time_s' "$1"; }
+[ "$(nodes "$TMP/plan-class.json")" = "[0,1]" ] || fail "the class-only plan is not n0 -> n1: $(nodes "$TMP/plan-class.json")"
+[ "$(t "$TMP/plan-even.json")" = "$(t "$TMP/plan-class.json")" ] && [ "$(nodes "$TMP/plan-even.json")" = "[0,1]" ] \
+  || fail "links at the class's figures changed the plan: $(t "$TMP/plan-even.json") vs $(t "$TMP/plan-class.json")"
+[ "$(nodes "$TMP/plan-slow02.json")" = "[0,1]" ] && [ "$(t "$TMP/plan-slow02.json")" = "$(t "$TMP/plan-class.json")" ] \
+  || fail "a slow pair the pipeline does not cross changed the plan: $(nodes "$TMP/plan-slow02.json")"
+jq -e '[.replicas[].stages[].node_index] | sort != [0, 1]' "$TMP/plan-slow01.json" >/dev/null \
+  || fail "with ha-hb slow the planner kept the pipeline on n0 -> n1"
+[ "$(t "$TMP/plan-slow01.json")" = "$(t "$TMP/plan-class.json")" ] \
+  || fail "the pipeline moved off the slow pair should be as fast as before: $(t "$TMP/plan-slow01.json")"
+echo "plans: class $(nodes "$TMP/plan-class.json"), ha-hb slow $(nodes "$TMP/plan-slow01.json"), ha-hc slow $(nodes "$TMP/plan-slow02.json")"
+
+# the n0 -> n1 pipeline simulated on each profile: the slow pair costs what its alpha-beta says
+for p in class even slow01 slow02; do
+  "$BIN" simulate "$TMP/plan-class.json" --comm-profile "$TMP/$p.json" --json "$TMP/sim-$p.json" --quiet \
+    >"$TMP/sim-$p.out" 2>&1 || { cat "$TMP/sim-$p.out"; fail "simulate with $p.json"; }
+done
+sim() { jq '.iteration_time_s' "$TMP/sim-$1.json"; }
+cf() { jq '.closed_form_s' "$TMP/sim-$1.json"; }
+[ "$(sim even)" = "$(sim class)" ] && [ "$(sim slow02)" = "$(sim class)" ] \
+  || fail "simulated: links at the class's figures or an unused slow pair changed the time: $(sim class) $(sim even) $(sim slow02)"
+# every micro-batch's activation and gradient cross the pair at 1/40 of the class's bandwidth
+awk -v a="$(sim class)" -v b="$(sim slow01)" -v c="$(cf class)" -v d="$(cf slow01)" \
+  'BEGIN { exit !(b > a * 1.5 && d > c * 1.5 && (b / d > 0.97 && b / d < 1.03)) }' \
+  || fail "simulated / closed form on the slow pair: $(sim slow01) / $(cf slow01) s, want > 1.5 x $(sim class) / $(cf class) and within 3% of each other"
+echo "n0 -> n1 simulated: class $(sim class) s, ha-hb slow $(sim slow01) s (closed form $(cf slow01) s)"
+"$BIN" simulate "$TMP/plan-class.json" --comm-profile "$TMP/slow01.json" | grep -q "links between 3 hosts (per pair)" \
+  || fail "simulate does not say it read the link matrix"
+
+# bad matrices: one line naming the field, exit 2
+bad() { # want jq-filter
+  jq "$2" "$TMP/slow01.json" >"$TMP/bad.json"
+  "$BIN" simulate "$TMP/plan-class.json" --comm-profile "$TMP/bad.json" --quiet >"$TMP/bad.out" 2>"$TMP/bad.err"
+  local rc=$? err
+  err=$(cat "$TMP/bad.err")
+  [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] && [[ "$err" == *"$1"* ]] \
+    || fail "links $2: exit $rc and '$err', want exit 2 and one line with '$1'"
+}
+bad "links.latency_us[0][1]: expected a number >= 0 or null" '.links.latency_us[0][1] = "x"'
+bad "links.bandwidth_GBps[1][0]: expected a number > 0 or null" '.links.bandwidth_GBps[1][0] = 0'
+bad "links.bandwidth_GBps: expected an array of 3 rows" '.links.bandwidth_GBps |= .[0:2]'
+bad "links.hosts[1]:" '.links.hosts[1] = "a b"'
+bad "links.hosts: expected an array of host names" '.links.hosts = 3'
+[ $fails = 0 ] && echo "cli_plan_links: all passed"
+exit $((fails > 0))
