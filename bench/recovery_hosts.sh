@@ -76,7 +76,8 @@ t1=$(date +%s)
   echo "the layers it lacks from the surviving hosts' tiers over TCP (MPI one-sided, osc pt2pt); full reload"
   echo "restarts every node from the cloud tier's last checkpoint. Links: unthrottled (veth, memory speed) and"
   echo "every host's link held to 1 Gbit/s each way (tc tbf). Median of $RUNS runs each (seconds; MB moved;"
-  echo "recovery = detection to the first step of the new generation)."
+  echo "recovery = detection to the first step of the new generation; the step a full reload loses is trained
+again after that, not counted here)."
   echo
   echo "| links | recovery | detection s | replan+assign s | relaunch s | restore s | peer MB | cloud MB | steps lost | recovery s |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
