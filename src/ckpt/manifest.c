@@ -375,6 +375,15 @@ static int is_tmp(const char *n, long *pid) {
     return end && !*end && *pid > 0 && end != t + 5;
 }
 
+/* .pin-PID-FILE: a background persist's hard link to a shard it copies (executor_ckpt.c) */
+static int is_pin(const char *n, long *pid) {
+    if (strncmp(n, ".pin-", 5))
+        return 0;
+    char *end = NULL;
+    *pid = strtol(n + 5, &end, 10);
+    return end && *end == '-' && *pid > 0;
+}
+
 int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp) {
     DIR *d = opendir(dir);
     int removed = 0;
@@ -386,7 +395,7 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp) {
                 unlisted = strcmp(keep->e[i].file, de->d_name) != 0;
         }
         long pid = 0;
-        int stale = is_tmp(de->d_name, &pid) && (all_tmp || process_gone(pid));
+        int stale = (is_tmp(de->d_name, &pid) || is_pin(de->d_name, &pid)) && (all_tmp || process_gone(pid));
         if (!unlisted && !stale)
             continue;
         char p[4400];

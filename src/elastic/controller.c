@@ -111,7 +111,11 @@ static int load_holdings(run_state *s, ah_holding **out, int *n) {
             snprintf(v->node, sizeof v->node, "%s", s->inv.nodes[i].name);
             v->tier = t == 0 ? AH_TIER_MEMORY : AH_TIER_DISK;
             run_node_tier_dir(s, t == 0, i, v->dir, sizeof v->dir);
-            if (ah_manifest_load(v->dir, &v->m, err, sizeof err) != 0) {
+            /* across hosts the manifest the node's ranks reported (a copy rank 0 keeps in the run directory):
+             * the controller never opens another host's tiers; v->dir is where the host's ranks read */
+            char rep[1400];
+            snprintf(rep, sizeof rep, "%s/.reported/%s", t == 0 ? s->mem : s->disk, v->node);
+            if (ah_manifest_load(s->multi_host ? rep : v->dir, &v->m, err, sizeof err) != 0) {
                 fprintf(stderr, "autohet run: %s (ignoring this tier)\n", err);
                 ah_manifest_init(&v->m, v->node, ah_tier_name(v->tier));
             }

@@ -39,15 +39,7 @@ void run_rm_rf(const char *path) {
 }
 
 int run_mkdir_p(const char *path) {
-    char tmp[2048];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(tmp, 0755);
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+    return ah_mkdir_p(path);
 }
 
 /* The sgemm peak (FLOP/s) rank 0 of an earlier generation measured and wrote
@@ -291,7 +283,9 @@ int run_kill_ranks(run_state *s, const char *node) {
 }
 
 void run_clear_pins(run_state *s) {
-    for (int i = 0; i < s->inv.n_nodes; i++) {
+    /* across hosts a host's tiers are its own: its ranks' next commit sweeps the pins of the writers that
+     * are gone (ah_ckpt_sweep) */
+    for (int i = 0; i < s->inv.n_nodes && !s->multi_host; i++) {
         char d[700];
         snprintf(d, sizeof d, "%s/%s", s->mem, s->inv.nodes[i].name);
         DIR *dh = opendir(d);
@@ -322,6 +316,11 @@ void run_wipe_node(run_state *s, const char *node) {
     }
     if (s->multi_host) /* the links above pointed to the host's own directories */
         run_wipe_host(s, node);
+    for (int k = 0; k < 2; k++) { /* and what its ranks reported of them */
+        char p[2400];
+        snprintf(p, sizeof p, "%s/.reported/%s", tiers[k], node);
+        run_rm_rf(p);
+    }
     s->n_gone++;
 }
 
@@ -344,9 +343,14 @@ void run_purge_gone(run_state *s) {
 /* With notice, a leaving node pushes its memory-tier shards to a peer that
  * stays (round-robin over the nodes with ranks), which lists them in its own
  * memory manifest. The job is stopped, so no one else writes the manifests.
- * Returns the bytes pushed. */
+ * Returns the bytes pushed. Not across hosts (their tiers are their own). */
 double run_push_to_peers(run_state *s, const int *gone) {
     int peers[MAX_NODES], np = 0, rr = 0;
+    if (s->multi_host) { /* the controller does not copy between hosts' tiers (docs/multi-host.md) */
+        printf("autohet run: notice across hosts: no push to peers (the layers come from the survivors' own "
+               "tiers, peers and the cloud)\n");
+        return 0;
+    }
     for (int i = 0; i < s->inv.n_nodes; i++)
         if (s->alive[i] && !gone[i] && ah_plan_uses_node(&s->plan, s->inv.nodes[i].name))
             peers[np++] = i;

@@ -98,7 +98,8 @@ int run_host_tiers_node(run_state *s, int i) {
         host_tier_dir(s, roots[k], i, dir, sizeof dir);
         snprintf(link, sizeof link, "%s/%s", links[k], s->inv.nodes[i].name);
         unlink(link);
-        if (run_mkdir_p(dir) != 0 || symlink(dir, link) != 0)
+        /* the directory itself is made on its host by the node's ranks (ah_mkdir_p follows the link) */
+        if (symlink(dir, link) != 0)
             return -1;
     }
     return 0;
@@ -138,13 +139,6 @@ void run_wipe_host(run_state *s, const char *node) {
     }
 }
 
-void run_remove_host_tiers(run_state *s) {
-    if (s->host_mem[0])
-        run_rm_rf(s->host_mem);
-    if (s->host_disk[0])
-        run_rm_rf(s->host_disk);
-}
-
 void run_plan_hosts(const run_state *s, char *buf, size_t n) {
     int len = 0;
     buf[0] = 0;
@@ -167,6 +161,16 @@ int run_place_generation(run_state *s, const char *rankfile, int n_servers, char
     free(sub.hosts);
     if (rc != 0)
         return -1;
+    for (int j = 0; j < c->n_nodes; j++) { /* the hosts whose tiers run_remove_host_tiers removes */
+        int i = run_node_index(s, c->nodes[j].name);
+        if (i >= 0 && ah_plan_node_ranks(&s->plan, j) > 0)
+            s->host_used[i] = 1;
+    }
+    for (int k = 0; k < n_servers; k++) {
+        int i = run_host_index(s, s->server_host[k]);
+        if (i >= 0)
+            s->host_used[i] = 1;
+    }
     return ah_rankfile_write_servers(&s->plan, (const char (*)[64])s->server_host, n_servers, rankfile, err,
                                      errlen);
 }
@@ -182,6 +186,44 @@ static int agent_argv(char *buf, size_t n, const char **argv, int max) {
     for (char *tok = strtok(buf, " \t"); tok && k < max; tok = strtok(NULL, " \t"))
         argv[k++] = tok;
     return k;
+}
+
+
+/* Runs the shell command `cmd` on `host` through the launcher's remote agent
+ * (killed after timeout_s: an agent that hangs); its exit status, -1 if it
+ * could not run or timed out. The agent's name into *agent (for messages). */
+static int run_on_host(const char *host, const char *cmd, double timeout_s, char *agent, size_t agent_len) {
+    char abuf[1024];
+    const char *argv[16];
+    int a = agent_argv(abuf, sizeof abuf, argv, 12);
+    snprintf(agent, agent_len, "%s", argv[0]);
+    argv[a++] = host, argv[a++] = cmd, argv[a] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    for (double t0 = ah_wall_clock_s(); pid > 0 && waitpid(pid, &status, WNOHANG) == 0;) {
+        if (ah_wall_clock_s() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        run_sleep(0.002);
+    }
+    return pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* 'PATH' quoted for the remote shell (paths with a quote are refused) */
+static int quote_path(char *out, size_t n, const char *path) {
+    size_t len = strlen(path);
+    if (strchr(path, '\'') || len + 3 > n)
+        return -1;
+    out[0] = '\'';
+    memcpy(out + 1, path, len);
+    out[len + 1] = '\'', out[len + 2] = 0;
+    return 0;
 }
 
 int run_kill_host(run_state *s, const char *node) {
@@ -207,31 +249,42 @@ int run_kill_host(run_state *s, const char *node) {
         return 0;
     /* on the host: SIGKILL the listed processes that are still ranks of this
      * run (their command line names the run directory) */
-    char cmd[6000], abuf[1024];
+    char cmd[6000], agent[256];
     int quoted = !strchr(s->run, '\'');
     snprintf(cmd, sizeof cmd, "for p in%s; do %s%s%skill -9 $p 2>/dev/null; done; true", pids,
              quoted ? "grep -aqF -- '" : "", quoted ? s->run : "", quoted ? "' /proc/$p/cmdline 2>/dev/null && " : "");
-    const char *argv[16];
-    int a = agent_argv(abuf, sizeof abuf, argv, 12);
-    argv[a++] = run_host_of(s, node), argv[a++] = cmd, argv[a] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    for (double t0 = ah_wall_clock_s(); pid > 0 && waitpid(pid, &status, WNOHANG) == 0;) {
-        if (ah_wall_clock_s() - t0 > 10) { /* an agent that hangs: the launcher's stop kills the ranks */
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fprintf(stderr, "autohet run: killing the ranks on host %s: the agent %s did not return\n",
-                    run_host_of(s, node), argv[0]);
-            break;
-        }
-        run_sleep(0.002);
-    }
+    if (run_on_host(run_host_of(s, node), cmd, 10, agent, sizeof agent) < 0) /* the launcher's stop kills them */
+        fprintf(stderr, "autohet run: killing the ranks on host %s: the agent %s did not return\n",
+                run_host_of(s, node), agent);
     printf("autohet run: host %s: SIGKILL to %d rank%s of node %s through %s\n", run_host_of(s, node), n,
-           n == 1 ? "" : "s", node, argv[0]);
+           n == 1 ? "" : "s", node, agent);
     fflush(stdout);
     return n;
+}
+
+void run_remove_host_tiers(run_state *s) {
+    /* on every surviving host through the agent (a lost host's were set aside when it was lost): its node's
+     * directories, then the host's and the roots' if empty */
+    for (int i = 0; i < s->inv.n_nodes && s->host_mem[0]; i++) {
+        char p[4][1400], q[4][1400], cmd[8192], agent[256];
+        host_tier_dir(s, s->host_mem, i, p[0], sizeof p[0]);
+        host_tier_dir(s, s->host_disk, i, p[1], sizeof p[1]);
+        snprintf(p[2], sizeof p[2], "%s/%s", s->host_mem, s->inv.nodes[i].host);
+        snprintf(p[3], sizeof p[3], "%s/%s", s->host_disk, s->inv.nodes[i].host);
+        int ok = s->alive[i] && s->host_used[i];
+        for (int k = 0; k < 4 && ok; k++)
+            ok = quote_path(q[k], sizeof q[k], p[k]) == 0;
+        if (!ok)
+            continue;
+        snprintf(cmd, sizeof cmd, "rm -rf %s %s; rmdir %s %s '%s' '%s' 2>/dev/null; true", q[0], q[1], q[2], q[3],
+                 s->host_mem, s->host_disk);
+        if (run_on_host(s->inv.nodes[i].host, cmd, 10, agent, sizeof agent) != 0)
+            fprintf(stderr, "autohet run: host %s: removing its tiers through %s failed\n", s->inv.nodes[i].host,
+                    agent);
+    }
+    /* what is left on this machine (the roots; the hosts' directories where they share its filesystem) */
+    if (s->host_mem[0])
+        run_rm_rf(s->host_mem);
+    if (s->host_disk[0])
+        run_rm_rf(s->host_disk);
 }

@@ -59,6 +59,7 @@ typedef struct {
     char host_source[256];                           /* the host list errors name */
     char host_mem[600], host_disk[600]; /* per-host tier roots: ROOT/HOST/NODE (RUN/memory/NODE links there) */
     char server_host[MAX_NODES][64];    /* the hosts of the generation's recovery server ranks */
+    int host_used[MAX_NODES];           /* node i's host ran ranks of this run (its tiers may exist there) */
 } run_state;
 
 /* ---- job.c ---- */

@@ -79,19 +79,84 @@ static void drop_uncommitted(ah_manifest *m, int step) {
     m->n = k;
 }
 
-/* rank 0, one phase of the commit for every node with records in `all`:
+/* The rank that commits each node's manifests, leader[node]: the lowest
+ * rank with records of that node in `all` (so a process on the node's own
+ * host: a host's tiers are written by its own ranks only); -1 for a node
+ * without records. from[i]: the rank record i came from. */
+static void node_leaders(const ah_executor *x, const saved_shard *all, const int *from, int ns, int *leader) {
+    for (int n = 0; n < x->plan.cluster.n_nodes; n++)
+        leader[n] = -1;
+    for (int i = 0; i < ns; i++) {
+        int n = all[i].node;
+        if (n >= 0 && n < x->plan.cluster.n_nodes && (leader[n] < 0 || from[i] < leader[n]))
+            leader[n] = from[i];
+    }
+}
+
+/* The committed manifests of the nodes this rank leads, reported to rank 0
+ * over MPI, which keeps a copy of each in DIR/.reported/NODE/manifest.json:
+ * what a controller reads of the host-local memory and disk tiers (it never
+ * opens another host's directories). Collective. */
+static void report_manifests(ah_executor *x, const char *dir, const int *leader) {
+    char *buf = NULL;
+    size_t len = 0;
+    for (int node = 0; node < x->plan.cluster.n_nodes; node++) {
+        if (leader[node] != x->rank)
+            continue;
+        char d[3072], path[3200];
+        node_dir(x, dir, node, d, sizeof d);
+        snprintf(path, sizeof path, "%s/manifest.json", d);
+        size_t n = 0;
+        char rerr[512];
+        char *txt = ah_read_text_file(path, 64u << 20, &n, rerr, sizeof rerr);
+        if (!txt)
+            continue; /* none yet: nothing to report */
+        /* one record: node index, text length, text */
+        buf = ah_xrealloc(buf, len + 2 * sizeof(int) + n);
+        int head[2] = {node, (int)n};
+        memcpy(buf + len, head, sizeof head);
+        memcpy(buf + len + sizeof head, txt, n);
+        len += sizeof head + n;
+        free(txt);
+    }
+    int cnt = (int)len, *counts = NULL, *displ = NULL, total = 0;
+    if (x->rank == 0)
+        counts = ah_xcalloc((size_t)x->world, sizeof(int)), displ = ah_xcalloc((size_t)x->world, sizeof(int));
+    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
+    char *all = NULL;
+    if (x->rank == 0) {
+        for (int r = 0; r < x->world; r++)
+            displ[r] = total, total += counts[r];
+        all = ah_xcalloc((size_t)total + 1, 1);
+    }
+    MPI_Gatherv(buf, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
+    for (size_t at = 0; x->rank == 0 && at + 2 * sizeof(int) <= (size_t)total;) {
+        int head[2];
+        memcpy(head, all + at, sizeof head);
+        char rd[3072], nd[3200], path[3300], err[512];
+        snprintf(rd, sizeof rd, "%s/.reported", dir);
+        node_dir(x, rd, head[0], nd, sizeof nd);
+        snprintf(path, sizeof path, "%s/manifest.json", nd);
+        if ((mkdir(rd, 0755) == 0 || errno == EEXIST) && (mkdir(nd, 0755) == 0 || errno == EEXIST))
+            ah_write_file_atomic(path, all + at + sizeof head, (size_t)head[1], err, sizeof err);
+        at += sizeof head + (size_t)head[1];
+    }
+    free(all);
+    free(buf);
+    free(counts);
+    free(displ);
+}
+
+/* a node's leader, one phase of the commit for every node it leads:
  * phase 0 adds the new step's shards to the node's manifest (which keeps the
  * committed step's); phase 1, once state.json names the new step, drops the
  * older entries of those layers and sweeps the node directory of the shard
  * files no manifest lists and of the temporary files of dead writers. */
 static int commit_phase(ah_executor *x, const char *dir, const char *tier, int step, const saved_shard *all,
-                        int ns, int phase, char *err, size_t errlen) {
+                        int ns, const int *leader, int phase, char *err, size_t errlen) {
     int rc = 0;
     for (int node = 0; node < x->plan.cluster.n_nodes && rc == 0; node++) {
-        int touched = 0;
-        for (int i = 0; i < ns && !touched; i++)
-            touched = all[i].node == node;
-        if (!touched)
+        if (leader[node] != x->rank)
             continue;
         char d[3072];
         node_dir(x, dir, node, d, sizeof d);
@@ -143,7 +208,6 @@ static void test_kill_point(const char *point, int step) {
  * writes into DIR while rank 0 sweeps it. */
 static int commit_shards(ah_executor *x, const char *dir, const char *tier, int step, const saved_shard *mine,
                          int nl, int bad_in, char *err, size_t errlen) {
-    int rc = 0;
     int bad = bad_in != 0, any_bad = 0;
     MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, x->comm);
     if (any_bad) {
@@ -151,40 +215,49 @@ static int commit_shards(ah_executor *x, const char *dir, const char *tier, int 
             snprintf(err, errlen, "checkpoint: another rank could not write its layers");
         return -1;
     }
-    int cnt = nl * (int)sizeof(saved_shard), *counts = NULL, *displ = NULL, total = 0;
-    saved_shard *all = NULL;
-    if (x->rank == 0)
-        counts = ah_xcalloc((size_t)x->world, sizeof(int)), displ = ah_xcalloc((size_t)x->world, sizeof(int));
-    MPI_Gather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, 0, x->comm);
-    if (x->rank == 0) {
-        for (int r = 0; r < x->world; r++) {
-            displ[r] = total;
-            total += counts[r];
-        }
-        all = ah_xcalloc((size_t)total + 1, 1);
-    }
-    MPI_Gatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, 0, x->comm);
-    if (x->rank == 0) {
-        int ns = total / (int)sizeof(saved_shard);
-        rc = commit_phase(x, dir, tier, step, all, ns, 0, err, errlen);
-        if (rc == 0)
-            test_kill_point("manifests", step);
-        if (rc == 0)
-            rc = write_state(x, dir, step, err, errlen);
-        if (rc == 0)
+    /* every rank learns every record, so each node's leader knows its node's */
+    int cnt = nl * (int)sizeof(saved_shard), total = 0;
+    int *counts = ah_xcalloc((size_t)x->world, sizeof(int)), *displ = ah_xcalloc((size_t)x->world, sizeof(int));
+    MPI_Allgather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, x->comm);
+    for (int r = 0; r < x->world; r++)
+        displ[r] = total, total += counts[r];
+    saved_shard *all = ah_xcalloc((size_t)total + 1, 1);
+    MPI_Allgatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, x->comm);
+    int ns = total / (int)sizeof(saved_shard);
+    int *from = ah_xcalloc((size_t)ns + 1, sizeof(int));
+    int *leader = ah_xcalloc((size_t)x->plan.cluster.n_nodes + 1, sizeof(int));
+    for (int r = 0, i = 0; r < x->world; r++)
+        for (int k = 0; k < counts[r] / (int)sizeof(saved_shard); k++)
+            from[i++] = r;
+    node_leaders(x, all, from, ns, leader);
+    int reported = !strcmp(tier, "memory") || !strcmp(tier, "disk"); /* the host-local tiers */
+    int rc = commit_phase(x, dir, tier, step, all, ns, leader, 0, err, errlen), any = 0;
+    MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MIN, x->comm);
+    if (any == 0 && reported)
+        report_manifests(x, dir, leader);
+    if (any == 0 && x->rank == 0) {
+        test_kill_point("manifests", step);
+        any = write_state(x, dir, step, err, errlen);
+        if (any == 0)
             test_kill_point("state", step);
-        if (rc == 0)
-            rc = commit_phase(x, dir, tier, step, all, ns, 1, err, errlen);
-        if (rc == 0)
-            ah_ckpt_sweep(dir, NULL, 0); /* state.json.tmp.* of a commit that was killed */
-        free(all);
-        free(counts);
-        free(displ);
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, x->comm);
-    if (rc != 0 && x->rank != 0)
-        snprintf(err, errlen, "checkpoint: rank 0 could not write the manifests");
-    return rc;
+    MPI_Bcast(&any, 1, MPI_INT, 0, x->comm);
+    if (any == 0) {
+        rc = commit_phase(x, dir, tier, step, all, ns, leader, 1, err, errlen);
+        MPI_Allreduce(&rc, &any, 1, MPI_INT, MPI_MIN, x->comm);
+    }
+    if (any == 0 && reported)
+        report_manifests(x, dir, leader);
+    if (any == 0 && x->rank == 0)
+        ah_ckpt_sweep(dir, NULL, 0); /* state.json.tmp.* of a commit that was killed */
+    if (any != 0 && rc == 0)
+        snprintf(err, errlen, "checkpoint: another rank could not write its node's manifest or state.json");
+    free(all);
+    free(from);
+    free(leader);
+    free(counts);
+    free(displ);
+    return any != 0 ? -1 : 0;
 }
 
 /* DIR/state.json of a checkpoint (written by write_state above): the step to continue from, after checking
@@ -247,9 +320,7 @@ int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step
     saved_shard *mine = ah_xcalloc((size_t)nl + 1, sizeof(saved_shard));
     char nd[3072];
     node_dir(x, dir, my_node(x), nd, sizeof nd);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-    if (mkdir(nd, 0755) != 0 && errno != EEXIST)
+    if (ah_mkdir_p(dir) != 0 || ah_mkdir_p(nd) != 0) /* nd: a host's own path across hosts */
         rc = -1;
     if (rc != 0)
         snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
@@ -377,8 +448,7 @@ int ah_executor_persist_start(ah_executor *x, const char *disk, const char *clou
             continue;
         snprintf(j->dir[k], sizeof j->dir[k], "%s", dirs[k]);
         node_dir(x, dirs[k], my_node(x), j->nd[k], sizeof j->nd[k]);
-        if ((mkdir(dirs[k], 0755) != 0 && errno != EEXIST) ||
-            (mkdir(j->nd[k], 0755) != 0 && errno != EEXIST)) {
+        if (ah_mkdir_p(dirs[k]) != 0 || ah_mkdir_p(j->nd[k]) != 0) {
             snprintf(j->err, sizeof j->err, "checkpoint: cannot create %.400s (%s)", j->nd[k],
                      strerror(errno));
             j->failed = 1;

@@ -163,3 +163,29 @@ int ah_write_text_output(const char *path, const char *text, char *err, size_t e
         set_err(err, errlen, "%s: write failed: %s", o.tmp ? o.tmp : path, strerror(errno));
     return ah_out_close(&o, ok, err, errlen) == 0 && ok ? 0 : -1;
 }
+
+static int mkdir_parents(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+int ah_mkdir_p(const char *path) {
+    struct stat sb;
+    if (mkdir_parents(path) != 0)
+        return -1;
+    if (stat(path, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? 0 : -1;
+    char target[4096];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0 || target[0] != '/') /* (the run's links are absolute) */
+        return -1;
+    target[n] = 0;
+    return mkdir_parents(target) == 0 && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
+}

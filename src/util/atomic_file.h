@@ -12,6 +12,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* mkdir -p PATH (0755); 0 when it is a directory afterwards. A PATH that is a
+ * symbolic link to a directory not made yet (a tier of `autohet run` across
+ * hosts: RUN/memory/NODE points to the host's own path, which only a process
+ * on that host makes) gets its target made, on this machine. */
+int ah_mkdir_p(const char *path);
+
 /* Writes `size` bytes to `path` atomically (a regular file). */
 int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
 /* The same for the concatenation of n parts (no staging copy). */
