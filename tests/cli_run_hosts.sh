@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # autohet run across hosts made of network namespaces (tests/tools/netns_hosts.sh; root, as CI runs).
-# A 3-node plan (replica 0: n0 -> n1, replica 1: n2 with every layer) on 3 hosts from a hostfile loses
+# Every host has a /dev/shm of its own (NETNS_PRIVATE_SHM=1), as separate machines do: its memory tier is
+# written, committed and read by its own ranks only, and the controller assigns the recovery from the
+# manifests they reported over MPI. A 3-node plan (replica 0: n0 -> n1, replica 1: n2 with every layer) on 3 hosts from a hostfile loses
 # host 1 at step 5 (--preempt HOST@STEP): its rank is killed on it through the rsh agent, its memory and
 # disk tiers (under a path of its own host) are gone, the next generation runs on the two surviving hosts
 # only, n0 gets the layers it lacks from n2's memory tier on the other host over TCP (MPI one-sided,
@@ -50,7 +52,7 @@ SLURM_JOB_NODELIST='sa[1-' bad "SLURM_JOB_NODELIST 'sa[1-'"
 "$BIN" run --help >"$TMP/help" || fail "run --help"
 grep -q -- "--hostfile FILE" "$TMP/help" || fail "run --help names no --hostfile"
 
-netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root and iproute2"; exit 1; }
+NETNS_PRIVATE_SHM=1 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root and iproute2"; exit 1; }
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]} H2=${NETNS_HOSTS[2]}
 printf '# three namespace hosts\n%s slots=1\n%s slots=1\n%s slots=1\n' "$H0" "$H1" "$H2" >"$TMP/hostfile"
 # TCP only, on the namespaces' subnet; the rsh agent enters the namespaces (docs/multi-host.md)
@@ -94,6 +96,11 @@ jq -e --arg h "$H2" 'any(.shards[]; .tier == "peer" and .holder == "n2" and (.pa
   "$RUN/recover-1.json" >/dev/null || fail "no peer shard from n2's own host path"
 jq -e --arg h "$H1" 'all(.shards[]; (.path | contains("/" + $h + "/")) | not)' "$RUN/recover-1.json" >/dev/null \
   || fail "a shard was read from the lost host's tiers"
+# host-local tiers: every host has a /dev/shm of its own (NETNS_PRIVATE_SHM), so the controller cannot see
+# the memory tiers; the assignment came from the manifests the hosts' ranks reported (RUN/memory/.reported,
+# gone with the run) and still took n2's layers from its memory tier (above: peer bytes, no cloud)
+[ -e "$(jq -r '[.shards[] | select(.tier == "peer")][0].path' "$RUN/recover-1.json")" ] \
+  && fail "a host's memory tier is visible outside its host (the test's hosts share /dev/shm)"
 # every generation's launch: its rankfile, the one-sided component that works over TCP
 [ "$(wc -l <"$TMP/launches")" = 2 ] || fail "the wrapper did not launch 2 generations: $(cat "$TMP/launches")"
 for g in 0 1; do

@@ -14,6 +14,9 @@
 #   NETNS_AGENT    an rsh agent for Open MPI (--mca plm_rsh_agent "$NETNS_AGENT"): `AGENT HOST CMD...` runs
 #                  CMD inside HOST's network and UTS namespaces, as ssh would run it on the host
 #   NETNS_DIR      where the namespaces' files live
+#   NETNS_PRIVATE_SHM=1 before netns_up: every host also gets a mount namespace of its own with a private
+#                  tmpfs on /dev/shm (the rest of the filesystem stays shared), which the agent enters too: a
+#                  host's memory-tier files are then seen by its own processes only, as on separate machines
 #   netns_throttle I RATE   makes host i's link RATE (e.g. 100mbit, 1gbit) in both directions (tc tbf on the
 #                  bridge's port toward the host and on the host's own eth0; a bucket of one 4 ms timer tick at
 #                  RATE, at least 16 KB, and a queue of 1 s at RATE, so that nothing is dropped and a message's
@@ -38,6 +41,14 @@ netns_pick_subnet() {
   return 1
 }
 
+# host's mount namespace with a tmpfs of its own on /dev/shm (NETNS_PRIVATE_SHM=1 only); the namespace file
+# lives on a private bind mount of NETNS_DIR (a mount namespace cannot be pinned on a shared mount)
+netns_private_shm() {
+  [ "${NETNS_PRIVATE_SHM:-0}" = 1 ] || return 0
+  touch "$NETNS_DIR/mnt-$1" &&
+    unshare --mount="$NETNS_DIR/mnt-$1" --propagation private sh -c "mount -t tmpfs -o size=2g tmpfs /dev/shm"
+}
+
 netns_up() {
   local n="$1" i id
   [ "$(id -u)" = 0 ] || { netns_fail "network namespaces need root (run as root, as CI does)"; return 1; }
@@ -53,6 +64,10 @@ netns_up() {
   NETNS_HOSTS=()
   NETNS_NS=()
   NETNS_VETH=()
+  if [ "${NETNS_PRIVATE_SHM:-0}" = 1 ]; then # before any namespace file is pinned in it
+    { mount --bind "$NETNS_DIR" "$NETNS_DIR" && mount --make-private "$NETNS_DIR"; } 2>"$NETNS_DIR/err" ||
+      { netns_fail "cannot make $NETNS_DIR a private mount: $(tr '\n' ' ' <"$NETNS_DIR/err")"; return 1; }
+  fi
   ip link add "$NETNS_BRIDGE" type bridge 2>"$NETNS_DIR/err" &&
     ip addr add "$pfx.1/24" dev "$NETNS_BRIDGE" 2>>"$NETNS_DIR/err" &&
     ip link set "$NETNS_BRIDGE" up 2>>"$NETNS_DIR/err" ||
@@ -70,7 +85,8 @@ netns_up() {
       ip -n "$ns" link set eth0 up &&
       ip -n "$ns" link set lo up &&
       touch "$NETNS_DIR/uts-$host" &&
-      unshare --uts="$NETNS_DIR/uts-$host" sh -c "echo $host >/proc/sys/kernel/hostname"; } 2>"$NETNS_DIR/err" ||
+      unshare --uts="$NETNS_DIR/uts-$host" sh -c "echo $host >/proc/sys/kernel/hostname" &&
+      netns_private_shm "$host"; } 2>"$NETNS_DIR/err" ||
       { netns_fail "cannot make host $host (namespace $ns): $(tr '\n' ' ' <"$NETNS_DIR/err")"; return 1; }
   done
   # the rsh agent: Open MPI calls it as `AGENT [ssh options] HOST COMMAND...` and expects the command to run
@@ -84,7 +100,9 @@ case "\$host" in
 $(for ((i = 0; i < n; i++)); do echo "  ${NETNS_HOSTS[$i]}) ns=${NETNS_NS[$i]} ;;"; done)
   *) echo "netns rsh agent: unknown host '\$host'" >&2; exit 255 ;;
 esac
-exec nsenter --net=/run/netns/\$ns --uts="$NETNS_DIR/uts-\$host" -- /bin/sh -c "\$*"
+mnt=""
+[ -e "$NETNS_DIR/mnt-\$host" ] && mnt="--mount=$NETNS_DIR/mnt-\$host"
+exec nsenter --net=/run/netns/\$ns --uts="$NETNS_DIR/uts-\$host" \$mnt -- /bin/sh -c "\$*"
 EOF
   chmod +x "$NETNS_AGENT"
   # every host's link is up before it is used (ping is not installed everywhere; MPI's own connections are
@@ -120,7 +138,9 @@ netns_down() {
   done
   for host in "${NETNS_HOSTS[@]:-}"; do
     [ -n "$host" ] && [ -e "$NETNS_DIR/uts-$host" ] && umount "$NETNS_DIR/uts-$host" 2>/dev/null
+    [ -n "$host" ] && [ -e "$NETNS_DIR/mnt-$host" ] && umount "$NETNS_DIR/mnt-$host" 2>/dev/null
   done
+  [ -n "${NETNS_DIR:-}" ] && mountpoint -q "$NETNS_DIR" 2>/dev/null && umount "$NETNS_DIR" 2>/dev/null
   [ -n "${NETNS_BRIDGE:-}" ] && ip link del "$NETNS_BRIDGE" 2>/dev/null
   [ -n "${NETNS_DIR:-}" ] && rm -rf "$NETNS_DIR"
   NETNS_NS=() NETNS_HOSTS=() NETNS_VETH=() NETNS_BRIDGE="" NETNS_DIR=""
