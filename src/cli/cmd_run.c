@@ -21,7 +21,7 @@ static void run_usage(FILE *f) {
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
-        "                   [--launcher CMD] [--hostfile FILE]\n\n"
+        "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
         "survives\n"
@@ -61,7 +61,10 @@ static void run_usage(FILE *f) {
         "                  gets a rankfile (RUN/rankfile-G.txt), '--mca osc pt2pt' for peer recovery over\n"
         "                  TCP, and each host its own memory and disk tiers; without it, inside a Slurm\n"
         "                  allocation $SLURM_JOB_NODELIST, or the inventory's \"host\" fields\n"
-        "                  (docs/multi-host.md)\n\n"
+        "                  (docs/multi-host.md)\n"
+        "  --heartbeat-timeout  a rank whose heartbeat (a thread of it touches RUN/pids-G/beat-R every\n"
+        "                  0.5 s) is silent this long loses its node, as a preemption: a host that hangs\n"
+        "                  or whose processes are stopped (default 20; 0: no check)\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -74,11 +77,11 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
-    o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun";
+    o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 20;
     o.mode = AH_RECOVERY_LAYER_BITMAP;
     char msg[512];
     optind = 1;
@@ -112,6 +115,7 @@ int cmd_run(int argc, char **argv) {
         case 'x': dv = &o.time_scale, dmin = 1e-9; break;
         case 'n': dv = &o.notice_s; break;
         case 'b': dv = &o.cloud_mbs; break;
+        case 'Z': dv = &o.heartbeat_s; break;
         case 'l': dv = &o.lr, dmin = 1e-12; break;
         case 'Y':
             if (strcmp(optarg, "any") != 0 &&

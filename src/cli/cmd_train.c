@@ -151,6 +151,7 @@ static void write_pid_line(int rank, const char *node, double peak) {
                        : snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), node);
     if (ah_write_file_atomic(path, line, (size_t)len, err, sizeof err) != 0)
         fprintf(stderr, "autohet train: %s\n", err);
+    ah_run_heartbeat_start(rank); /* (once) */
 }
 
 /* before every step: the kill test hook (a rank dies mid-run: the job must

@@ -555,6 +555,8 @@ static int poll_changes(run_state *s, int *gone, int *added, double *notice, cha
         snprintf(why, whylen, "%s", from_signal ? "grace-period signal" : "preempt command");
     if (run_poll_trace(s, gone, added))
         any = 1, snprintf(why, whylen, "spot trace");
+    if (run_poll_heartbeats(s, gone)) /* a silent host: no notice to give */
+        any = 1, *notice = 0, snprintf(why, whylen, "heartbeat");
     return any;
 }
 
@@ -731,6 +733,8 @@ out:
     ah_cluster_free(&s->inv);
     free(s->pre);
     free(s->trace);
+    free(s->beat_mtime);
+    free(s->beat_seen);
     free(s);
     return rc;
 }

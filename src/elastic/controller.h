@@ -22,6 +22,7 @@ typedef struct {
     const char *launcher; /* "mpirun", or a site wrapper with its arguments ("wrap --x mpirun") */
     const char *hostfile; /* an Open MPI hostfile: node i runs on its i-th host; NULL: none */
     const char *self_exe; /* this autohet binary */
+    double heartbeat_s;   /* a rank whose heartbeat is older loses its node (0: no heartbeat check) */
 } ah_run_options;
 
 /* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */
@@ -32,5 +33,9 @@ int ah_run(const ah_run_options *o);
  * "command" (`autohet preempt`) or "signal" (a rank got SIGTERM). */
 int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
                            char *err, size_t errlen);
+
+/* Under autohet run ($AUTOHET_PID_DIR set): starts the rank's heartbeat
+ * thread (heartbeat.c); once per process. */
+void ah_run_heartbeat_start(int rank);
 
 #endif

@@ -59,7 +59,10 @@ typedef struct {
     char host_source[256];                           /* the host list errors name */
     char host_mem[600], host_disk[600]; /* per-host tier roots: ROOT/HOST/NODE (RUN/memory/NODE links there) */
     char server_host[MAX_NODES][64];    /* the hosts of the generation's recovery server ranks */
-    int host_used[MAX_NODES];           /* node i's host ran ranks of this run (its tiers may exist there) */
+    int host_used[MAX_NODES];
+    /* heartbeats (heartbeat.c): per rank of generation beat_gen, its file's last mtime and when it changed */
+    double *beat_mtime, *beat_seen, beat_polled;
+    int n_beat, beat_gen;           /* node i's host ran ranks of this run (its tiers may exist there) */
 } run_state;
 
 /* ---- job.c ---- */
@@ -90,6 +93,10 @@ int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen)
 int run_poll_control(run_state *s, int *gone, double *notice, int *from_signal);
 int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added);
 int run_poll_trace(run_state *s, int *gone, int *added);
+
+/* ---- heartbeat.c ---- */
+/* flags in gone[] the nodes with a rank whose heartbeat is older than --heartbeat-timeout; 1 if any */
+int run_poll_heartbeats(run_state *s, int *gone);
 
 /* ---- run_hosts.c ---- */
 /* the host of every inventory node: --hostfile, else $SLURM_JOB_NODELIST
