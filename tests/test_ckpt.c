@@ -508,7 +508,7 @@ static void test_sweep(void **state) {
     snprintf(names[1], sizeof names[1], "L001-tp0-s3.safetensors.tmp.%ld", (long)getpid()); /* live: kept */
     snprintf(names[2], sizeof names[2], "L001-tp0-s3.safetensors");            /* listed: kept */
     snprintf(names[3], sizeof names[3], "L001-tp0-s2.safetensors");            /* unlisted: removed */
-    snprintf(names[4], sizeof names[4], ".pin-1-L001-tp0-s2.safetensors");     /* not a shard name: kept */
+    snprintf(names[4], sizeof names[4], ".pin-1-L001-tp0-s2.safetensors");     /* a live writer's pin: kept */
     for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         FILE *f = fopen(p, "w");
@@ -534,8 +534,12 @@ static void test_sweep(void **state) {
     usleep(200000);
     snprintf(p, sizeof p, "%s/L002-tp0-s3.safetensors.tmp.%ld", dir, (long)zombie);
     fclose(fopen(p, "w"));
-    assert_int_equal(ah_ckpt_sweep(dir, &m, 0), 1);
+    char pin[600]; /* and so is its background persist's pin (a live writer's, names[4], stays) */
+    snprintf(pin, sizeof pin, "%s/.pin-%ld-L001-tp0-s3.safetensors", dir, (long)zombie);
+    fclose(fopen(pin, "w"));
+    assert_int_equal(ah_ckpt_sweep(dir, &m, 0), 2);
     assert_int_equal(stat(p, &sb), -1);
+    assert_int_equal(stat(pin, &sb), -1);
     waitpid(zombie, NULL, 0);
     /* before a resume restores, every temporary file goes, a live PID's too */
     assert_int_equal(ah_ckpt_sweep(dir, &m, 1), 1);

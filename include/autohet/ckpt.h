@@ -180,8 +180,8 @@ int ah_manifest_load(const char *dir, ah_manifest *m, char *err, size_t errlen);
  * manifest.json.corrupt (reported on stderr) and loads as empty, so that the
  * tier can be written again: 0 loaded, 1 set aside, -1 (err) cannot rename */
 int ah_manifest_load_or_set_aside(const char *dir, ah_manifest *m, char *err, size_t errlen);
-/* Removes from DIR the temporary files (NAME.tmp.PID) and background-persist
- * pins (.pin-PID-FILE) of writers that are gone
+/* Removes from DIR the background-persist pins (.pin-PID-FILE) of writers that
+ * are gone, and their temporary files (NAME.tmp.PID)
  * (every temporary file with `all_tmp`: where no writer of this job can be at
  * work, e.g. before a resume restores) and, with `keep`, the shard files
  * (L*-tp*-s*.safetensors) it does not list. Only call it where no live writer

@@ -395,7 +395,8 @@ int ah_ckpt_sweep(const char *dir, const ah_manifest *keep, int all_tmp) {
                 unlisted = strcmp(keep->e[i].file, de->d_name) != 0;
         }
         long pid = 0;
-        int stale = (is_tmp(de->d_name, &pid) || is_pin(de->d_name, &pid)) && (all_tmp || process_gone(pid));
+        int stale = (is_tmp(de->d_name, &pid) && (all_tmp || process_gone(pid))) ||
+                    (is_pin(de->d_name, &pid) && process_gone(pid));
         if (!unlisted && !stale)
             continue;
         char p[4400];
