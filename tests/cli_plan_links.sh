@@ -4,7 +4,9 @@
 # closed form and its simulation equal the class-only profile's; with the pair ha-hb slow (0.125 GB/s,
 # 500 us) a pipeline on n0 -> n1 takes over 1.5x longer in the closed form and in the simulator (the two
 # within 3% of each other), while the planner moves the pipeline off that pair at the class-only time (and
-# a slow pair it never uses changes nothing). Bad matrices: one line naming the field, exit 2.
+# a slow pair it never uses changes nothing). A 3-replica data-parallel ring crosses every pair: with
+# ha-hb slow its all-reduce runs at that pair's bandwidth, in the simulator and the closed form alike; a
+# 2-replica ring on n0, n2 is untouched. Bad matrices: one line naming the field, exit 2.
 . "$(dirname "$0")/common.sh"
 cat >"$TMP/inv.json" <<'EOF'
 {"nodes": [{"name": "n0", "gpu": "A100-40G", "gpus": 1, "host": "ha"},
@@ -60,6 +62,28 @@ awk -v a="$(sim class)" -v b="$(sim slow01)" -v c="$(cf class)" -v d="$(cf slow0
 echo "n0 -> n1 simulated: class $(sim class) s, ha-hb slow $(sim slow01) s (closed form $(cf slow01) s)"
 "$BIN" simulate "$TMP/plan-class.json" --comm-profile "$TMP/slow01.json" | grep -q "links between 3 hosts (per pair)" \
   || fail "simulate does not say it read the link matrix"
+
+# the data-parallel ring: 3 replicas on n0, n1, n2 cross every pair, so a slow pair holds the all-reduce to
+# its bandwidth (the simulator's ring uses the pairs' links; the closed form the ring's slowest pair); two
+# replicas on n0 and n2 do not cross ha-hb
+"$BIN" plan --model gpt3-1.3b --cluster "$TMP/inv.json" --global-batch 16 --pp 1 --dp 3 --quiet \
+  --comm-profile "$TMP/class.json" --json "$TMP/dp3.json" || fail "plan --dp 3"
+jq '.nodes |= [.[0], .[2]]' "$TMP/inv.json" >"$TMP/inv02.json"
+"$BIN" plan --model gpt3-1.3b --cluster "$TMP/inv02.json" --global-batch 16 --pp 1 --dp 2 --quiet \
+  --comm-profile "$TMP/class.json" --json "$TMP/dp2.json" || fail "plan --dp 2 on n0, n2"
+for p in class slow01; do
+  for d in dp3 dp2; do
+    "$BIN" simulate "$TMP/$d.json" --comm-profile "$TMP/$p.json" --json "$TMP/sim-$d-$p.json" --quiet \
+      >"$TMP/sim.out" 2>&1 || { cat "$TMP/sim.out"; fail "simulate $d with $p.json"; }
+  done
+done
+s3c=$(jq .iteration_time_s "$TMP/sim-dp3-class.json") s3=$(jq .iteration_time_s "$TMP/sim-dp3-slow01.json")
+c3=$(jq .closed_form_s "$TMP/sim-dp3-slow01.json")
+awk -v a="$s3c" -v b="$s3" -v c="$c3" 'BEGIN { exit !(b > 5 * a && b / c > 0.99 && b / c < 1.01) }' \
+  || fail "DP ring over the slow pair: simulated $s3 s (class $s3c s), closed form $c3 s"
+[ "$(jq .iteration_time_s "$TMP/sim-dp2-slow01.json")" = "$(jq .iteration_time_s "$TMP/sim-dp2-class.json")" ] \
+  || fail "a DP ring on n0, n2 was slowed by the pair ha-hb it does not cross"
+echo "DP 3 ring: class $s3c s, over the slow pair $s3 s (closed form $c3 s)"
 
 # bad matrices: one line naming the field, exit 2
 bad() { # want jq-filter

@@ -245,6 +245,18 @@ ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inte
     return ah_p2p_ns(bytes, inter_node, lk.intra_gbs, lk.nic_share_gbs, o);
 }
 
+double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n) {
+    double slowest = 0;
+    for (int i = 0; o->links && n > 1 && i < n; i++) {
+        int a = nodes[i], b = nodes[(i + 1) % n];
+        double alpha, bw;
+        if (a != b && ah_pair_link_measured(o, &c->nodes[a], &c->nodes[b], &alpha, &bw) &&
+            (slowest == 0 || bw < slowest))
+            slowest = bw;
+    }
+    return slowest;
+}
+
 double ah_nic_share_gbs(const ah_node *n) {
     return n->nic_gbit / 8.0 / (double)n->gpus;
 }

@@ -170,6 +170,10 @@ int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_n
  * alpha + bytes / beta between hosts of o->links, else ah_p2p_ns on the
  * link of the two ends (ah_pair_link_of). */
 ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node, const ah_plan_options *o);
+/* The slowest measured pair (o->links) of a ring over nodes[0..n-1] of c, in
+ * that order and back to the first: its bandwidth (GB/s per GPU); 0 when the
+ * ring crosses no measured pair. */
+double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n);
 /* Per-GPU share of a node's NIC in GB/s. */
 double ah_nic_share_gbs(const ah_node *n);
 /* Slowest link a cross-node ring meets at this node: its per-GPU NIC share

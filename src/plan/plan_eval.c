@@ -145,6 +145,20 @@ typedef struct {
  * layers were costed at ah_allreduce_factor(R), so a ring above
  * AH_RING_EXACT_MAX rescales them; the latency steps are charged once, at
  * the bucket's first layer, on every holder. */
+/* ah_ring_measured_gbs over the nodes of layer l's holders, replica by replica */
+static double ring_measured(const ah_plan *p, const int *holder, int l, int R, const ah_plan_options *o) {
+    if (!o->links)
+        return 0;
+    int *nodes = calloc((size_t)R + 1, sizeof(int));
+    if (!nodes)
+        abort();
+    for (int k = 0; k < R; k++)
+        nodes[k] = p->replicas[k].stages[holder[l * R + k]].node;
+    double bw = ah_ring_measured_gbs(o, &p->cluster, nodes, R);
+    free(nodes);
+    return bw;
+}
+
 static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, const int *bfirst,
                               const double *grad_tp1, double dp_bw, const ah_plan_options *o) {
     int L = ah_model_num_layers(&p->model), R = p->n_replicas;
@@ -160,15 +174,19 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
             one_node &= s->node == node0;
             T = s->tp > T ? s->tp : T;
         }
-        ah_allreduce_algo a = ah_allreduce_choose(R, bytes / T, dp_bw, one_node, o);
+        /* across measured hosts the ring (replica order) runs at its slowest pair where that is below a
+         * holder's own link */
+        double ring = one_node ? 0 : ring_measured(p, holder, l, R, o);
+        ah_allreduce_algo a = ah_allreduce_choose(R, bytes / T, ring > 0 && ring < dp_bw ? ring : dp_bw, one_node, o);
         double scale = a.factor / ah_allreduce_factor(R);
         ah_ns lat = ah_to_ns(ah_allreduce_algo_latency_s(a, one_node, o));
         for (int k = 0; k < R; k++) {
             ah_stage *s = &p->replicas[k].stages[holder[l * R + k]];
             ah_ns before = 0, after = lat;
+            double own = ah_dp_link_gbs(&p->cluster.nodes[s->node]), slow = ring > 0 && ring < own ? own / ring : 1;
             for (int q = l; q < e; q++) {
                 before += rt[k].lsync[q];
-                rt[k].lsync[q] = ah_to_ns(ah_ns_to_s(rt[k].lsync[q]) * scale);
+                rt[k].lsync[q] = ah_to_ns(ah_ns_to_s(rt[k].lsync[q]) * scale * slow);
                 after += rt[k].lsync[q];
             }
             rt[k].lsync[l] += lat;

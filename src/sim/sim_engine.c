@@ -598,6 +598,12 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
         push_int(&e->parts, &e->nparts, &e->capparts, s);
         use_link(e, id, L_INTRA(s, 0), per_gpu);
         use_link(e, id, L_INTRA(s, 1), per_gpu);
+        if (!one_node && !pair && e->o->links) { /* the ring's hop to the next holder on a measured pair */
+            double alpha, bw;
+            int a0 = e->r->stages[s].node, b0 = e->r->stages[holders[(i + 1) % np]].node;
+            if (a0 != b0 && ah_pair_link_measured(e->o, &e->p->cluster.nodes[a0], &e->p->cluster.nodes[b0], &alpha, &bw))
+                use_link(e, id, L_PAIR(e, a0, b0), per_gpu);
+        }
         if (!one_node && !pair) {
             int node = e->r->stages[s].node;
             use_link(e, id, L_RAIL(s, 0), per_gpu);
