@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,6 +300,11 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                           : NULL;
     if (why) {
         snprintf(msg, n, "%s", why);
+        return -1;
+    }
+    struct stat sb;
+    if (a->init_from && (stat(a->init_from, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        snprintf(msg, n, "--init-from %s: not a directory (a Hugging Face model directory)", a->init_from);
         return -1;
     }
     int ok = 1;

@@ -10,6 +10,12 @@
 /* the HF config and the run's model describe the same network; 0 or -1 with err */
 static int same_model(const ah_hf_dir *h, const ah_model_config *run, char *err, size_t errlen) {
     const ah_model_config *c = &h->cfg;
+    if (c->vocab != run->vocab) {
+        snprintf(err, errlen,
+                 "--init-from %.200s: the weights' vocabulary is %d (config.json), the run's is %d%s", h->dir,
+                 c->vocab, run->vocab, run->vocab == 256 ? " (text data is byte-level: train on token files)" : "");
+        return -1;
+    }
     if (c->arch == run->arch && c->hidden == run->hidden && c->n_layers == run->n_layers &&
         c->n_heads == run->n_heads && c->n_kv_heads == run->n_kv_heads && c->ffn_hidden == run->ffn_hidden &&
         c->max_positions == run->max_positions && c->tied_embeddings == run->tied_embeddings &&

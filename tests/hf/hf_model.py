@@ -4,11 +4,12 @@ safetensors packages (neither is in Debian 12): safetensors read and written by 
 numpy, and hand-written PyTorch forwards of GPT-2 (GPT2LMHeadModel) and LLaMA
 (LlamaForCausalLM: rotate-half RoPE, GQA, SwiGLU, RMSNorm), in float64.
 
-  make  --arch gpt2|llama --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N]
+  make  --arch gpt2|llama --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N] [--vocab V]
         [--no-prefix] [--untied]          a small random model directory
   loss  DIR TOKENS.bin                     mean next-token loss of the uint16 tokens
   generate DIR 1,2,3 N                     N greedy tokens after the prompt
   compare A B                              every tensor of A equals B's bit for bit (as fp32)
+Several commands separated by "--" run in one process (torch is imported once).
 """
 import json
 import math
@@ -17,7 +18,8 @@ import struct
 import sys
 
 import numpy as np
-import torch
+
+torch = None  # imported by the commands that compute (make and compare do not)
 
 DT = {"F32": np.float32, "F16": np.float16}
 PREFIX = "transformer."
@@ -72,7 +74,7 @@ def read_dir(d):
 
 
 def make(argv):
-    a = dict(arch="gpt2", out=None, seed="1", dtype="F32", shards="1")
+    a = dict(arch="gpt2", out=None, seed="1", dtype="F32", shards="1", vocab="256")
     flags = set()
     i = 0
     while i < len(argv):
@@ -81,7 +83,7 @@ def make(argv):
         else:
             a[argv[i][2:]] = argv[i + 1]; i += 2
     rng = np.random.default_rng(int(a["seed"]))
-    C, L, H, V = 64, 4, 4, 256
+    C, L, H, V = 64, 4, 4, int(a["vocab"])
     def n(*shape, s=0.2):
         return (rng.standard_normal(shape) * s).astype(np.float32)
     def ones(c):
@@ -249,6 +251,16 @@ def compare(a, b):
 
 
 if __name__ == "__main__":
-    cmd, args = sys.argv[1], sys.argv[2:]
-    {"make": lambda: make(args), "loss": lambda: loss(*args), "generate": lambda: generate(*args),
-     "compare": lambda: compare(*args)}[cmd]()
+    # several commands in one process (torch starts once): CMD ARGS -- CMD ARGS ...
+    argv, cmds = sys.argv[1:], [[]]
+    for x in argv:
+        if x == "--":
+            cmds.append([])
+        else:
+            cmds[-1].append(x)
+    if any(c and c[0] in ("loss", "generate") for c in cmds):
+        import torch
+    for c in cmds:
+        cmd, args = c[0], c[1:]
+        {"make": lambda: make(args), "loss": lambda: loss(*args), "generate": lambda: generate(*args),
+         "compare": lambda: compare(*args)}[cmd]()
