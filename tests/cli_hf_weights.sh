@@ -72,6 +72,7 @@ JSON
   "${MPIRUN[@]}" "$BIN" train --init-from "$d/hf" --plan "$d/plan.json" "${RUN[@]}" --steps 1 --log "$d/four.log" \
     >"$d/four.out" 2>&1 || { tail -3 "$d/four.out"; fail "$a: 4 ranks train"; }
   close "$(loss_of "$d/four.log")" "$la" 1e-5 || fail "$a: 4 ranks: loss $(loss_of "$d/four.log"), 1 process $la"
+  echo "$a: 2 stages x TP2 on 4 ranks: loss $(loss_of "$d/four.log"), 1 process $la"
   # generate: greedy is PyTorch's argmax, from the HF files and from the TP2 checkpoint alike
   # PyTorch (one process): the loss of the HF files and of the trained export, the greedy tokens
   local ref lt ltb want got
