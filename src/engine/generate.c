@@ -129,9 +129,10 @@ static int check(const ah_model_config *c, const int *prompt, int n_prompt, cons
                      i + 1, c->vocab);
             return -1;
         }
-    if (c->arch == AH_ARCH_GPT && n_prompt + g->max_new - 1 > c->max_positions) {
-        snprintf(err, errlen, "--prompt-tokens + --max-new-tokens: %d positions, model %s has %d", n_prompt + g->max_new - 1,
-                 c->name, c->max_positions);
+    int most = c->arch == AH_ARCH_GPT ? c->max_positions : AH_GEN_MAX_POSITIONS;
+    if (n_prompt + g->max_new - 1 > most) {
+        snprintf(err, errlen, "--prompt-tokens + --max-new-tokens: %d positions, model %s has %d%s",
+                 n_prompt + g->max_new - 1, c->name, most, c->arch == AH_ARCH_GPT ? "" : " here (RoPE)");
         return -1;
     }
     return 0;

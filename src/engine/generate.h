@@ -8,6 +8,10 @@
 
 #include "engine/hf_weights.h"
 
+/* the most positions of a RoPE model's context here (the engine's attention
+ * holds a T x T score matrix per head) */
+#define AH_GEN_MAX_POSITIONS 4096
+
 typedef struct {
     int max_new;        /* tokens to add */
     double temperature; /* 0: greedy (the lowest id among equal logits) */

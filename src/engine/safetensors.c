@@ -103,6 +103,11 @@ static int parse_header(ah_st_file *f, const char *hdr, uint64_t hl, char *err, 
         snprintf(err, errlen, "%s: header: not a JSON object", f->path);
         return -1;
     }
+    if (cJSON_GetArraySize(h) > AH_ST_MAX_TENSORS) {
+        cJSON_Delete(h);
+        snprintf(err, errlen, "%s: header: more than %d entries", f->path, AH_ST_MAX_TENSORS);
+        return -1;
+    }
     uint64_t data_len = f->size - 8 - hl;
     f->t = ah_xcalloc((size_t)cJSON_GetArraySize(h) + 1, sizeof *f->t);
     int rc = 0;

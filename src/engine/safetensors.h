@@ -17,6 +17,8 @@ typedef enum { AH_ST_F32 = 0, AH_ST_F16 = 1, AH_ST_BF16 = 2 } ah_st_dtype;
 #define AH_ST_MAX_NAME 192
 /* the safetensors specification's bound on the header */
 #define AH_ST_MAX_HEADER (100u << 20)
+/* the most entries a header may have (a 70B model has under 1,000 tensors) */
+#define AH_ST_MAX_TENSORS (1 << 20)
 
 typedef struct {
     char name[AH_ST_MAX_NAME];
