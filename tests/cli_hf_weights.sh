@@ -109,6 +109,13 @@ for dt in BF16 F16; do
   "$PY" "$HF" compare "$TMP/$dt" "$TMP/$dt-ex" >/dev/null || fail "$dt: the export is not the upcast values"
 done
 
+# a vocabulary that is not a multiple of 64 (the head GEMM's padded rows) and an untied GPT-2 head
+"$PY" "$HF" make --arch gpt2 --out "$TMP/v300" --seed 9 --vocab 300 --untied || fail "vocab-300 fixture"
+"$BIN" train --init-from "$TMP/v300" "${RUN[@]}" "${ONE[@]}" --steps 1 --log "$TMP/v300.log" >/dev/null 2>&1 \
+  || fail "vocab 300: --init-from"
+l300=$(loss_of "$TMP/v300.log") t300=$("$PY" "$HF" loss "$TMP/v300" "$TOK")
+close "$l300" "$t300" 1e-4 || fail "vocab 300, untied: autohet's loss $l300, PyTorch's $t300"
+
 # bad inputs: one line naming the file / tensor / field, exit 2
 bad() { # name expected-regex command...
   local name=$1 re=$2
