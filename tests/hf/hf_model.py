@@ -4,7 +4,7 @@ safetensors packages (neither is in Debian 12): safetensors read and written by 
 numpy, and hand-written PyTorch forwards of GPT-2 (GPT2LMHeadModel) and LLaMA
 (LlamaForCausalLM: rotate-half RoPE, GQA, SwiGLU, RMSNorm), in float64.
 
-  make  --arch gpt2|llama --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N] [--vocab V]
+  make  --arch gpt2|llama|qwen2 --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N] [--vocab V]
         [--no-prefix] [--untied]          a small random model directory
   loss  DIR TOKENS.bin                     mean next-token loss of the uint16 tokens
   generate DIR 1,2,3 N                     N greedy tokens after the prompt
@@ -111,7 +111,7 @@ def make(argv):
             t["lm_head.weight"] = n(V, C, s=0.25)
     else:
         F, KV, D = 192, 2, C // H
-        cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": C,
+        cfg = {"architectures": ["LlamaForCausalLM"], "model_type": a["arch"], "vocab_size": V, "hidden_size": C,
                "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV,
                "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 256, "hidden_act": "silu",
                "tie_word_embeddings": tied}
@@ -123,6 +123,9 @@ def make(argv):
             t[h + "self_attn.k_proj.weight"] = n(KV * D, C, s=0.4)
             t[h + "self_attn.v_proj.weight"] = n(KV * D, C)
             t[h + "self_attn.o_proj.weight"] = n(C, H * D)
+            if a["arch"] == "qwen2":  # Qwen2Attention: q/k/v with biases
+                for x, rows in (("q", H * D), ("k", KV * D), ("v", KV * D)):
+                    t[h + f"self_attn.{x}_proj.bias"] = n(rows, s=0.3)
             t[h + "post_attention_layernorm.weight"] = ones(C)
             t[h + "mlp.gate_proj.weight"], t[h + "mlp.up_proj.weight"] = n(F, C), n(F, C)
             t[h + "mlp.down_proj.weight"] = n(C, F)
@@ -202,9 +205,11 @@ def llama_logits(cfg, w, tok):
     for b in range(L):
         p = f"model.layers.{b}."
         h = rms(x, g(p + "input_layernorm.weight"))
-        q = (h @ g(p + "self_attn.q_proj.weight").T).reshape(Tn, H, D).transpose(0, 1)
-        k = (h @ g(p + "self_attn.k_proj.weight").T).reshape(Tn, KV, D).transpose(0, 1)
-        v = (h @ g(p + "self_attn.v_proj.weight").T).reshape(Tn, KV, D).transpose(0, 1)
+        lin = lambda x, n: h @ g(p + f"self_attn.{x}_proj.weight").T + (
+            g(p + f"self_attn.{x}_proj.bias") if p + f"self_attn.{x}_proj.bias" in w else 0)
+        q = lin("q", H).reshape(Tn, H, D).transpose(0, 1)
+        k = lin("k", KV).reshape(Tn, KV, D).transpose(0, 1)
+        v = lin("v", KV).reshape(Tn, KV, D).transpose(0, 1)
         q, k = rope_rotate_half(q, theta), rope_rotate_half(k, theta)
         k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
         y = causal_attention(q, k, v).transpose(0, 1).reshape(Tn, C)
