@@ -12,7 +12,7 @@ B=${FUZZ_BUILD:-build-fuzz}
 OUT=${FUZZ_OUT:-$B/fuzz-out}
 SECS=$1
 shift
-ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data)
+ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights)
 NAMES=("${@:-${ALL[@]}}")
 [ $# -gt 0 ] || NAMES=("${ALL[@]}")
 mkdir -p "$OUT/gen"
@@ -42,6 +42,7 @@ seeds() { # the seed files of a harness
   recovery) ls fuzz/seeds/recover.json ;;
   chrome_trace) ls fuzz/seeds/trace.json "$G/trace.json" ;;
   hosts) ls fuzz/seeds/hostfile.txt fuzz/seeds/nodelist.txt ;;
+  hf_weights) ls fuzz/seeds/hf-tiny-gpt2*.safetensors "$G"/ck/*/*.safetensors ;;
   data) ls fuzz/seeds/llmc-tokens.bin fuzz/seeds/raw-tokens.bin tests/fixtures/text/MPL-2.0.txt ;;
   esac
 }

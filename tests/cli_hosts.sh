@@ -70,6 +70,13 @@ want="autohet train: rank 0 runs on host '$(uname -n)', the plan puts it on host
 [ "$(grep -cF "$want" "$TMP/elsewhere.out")" = 1 ] || { cat "$TMP/elsewhere.out"; fail "no one line '$want'"; }
 grep -q "step " "$TMP/elsewhere.out" && fail "train on the wrong host ran steps"
 
+# --plan-out keeps what else the plan document holds (the planner's comparison, objective)
+jq '.comparison = {"megatron": {"iteration_time_s": 2.5}} | .objective = "time"' "$PLAN" >"$TMP/extras.json"
+"$BIN" hosts --plan "$TMP/extras.json" --slurm "gpu-x[0-1]" --rankfile "$TMP/rf-x" --plan-out "$TMP/extras-out.json" \
+  >"$TMP/extras.out" 2>&1 || { cat "$TMP/extras.out"; fail "autohet hosts --plan-out"; }
+[ "$(jq -r '"\(.comparison.megatron.iteration_time_s) \(.objective) \([.cluster.nodes[].host] | join(","))"' \
+  "$TMP/extras-out.json")" = "2.5 time gpu-x0,gpu-x1" ] || fail "--plan-out dropped the document's other items"
+
 # the hosts
 netns_up 2 || { fail "cannot make network-namespace hosts (see above): this test needs root and iproute2"; exit 1; }
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]}

@@ -75,14 +75,17 @@ expect2 "spot-sim --trace FIFO" "not a regular file" "$BIN" spot-sim --trace "$T
 expect2 "train --data 300 MB" "larger than" "$BIN" train --model tiny-gpt --data "$TMP/big.txt"
 
 # the --help synopses of train and run (the lines before the first blank one) name every flag
-synopsis() { "$BIN" "$1" --help | sed '/^$/q'; }
+# (captured whole first: grep -q closing the pipe early would kill the writer with SIGPIPE)
+synopsis() { "$BIN" "$1" --help >"$TMP/help-$1.txt" && sed '/^$/q' "$TMP/help-$1.txt"; }
+TRAIN_SYN=$(synopsis train) || fail "train --help failed"
+RUN_SYN=$(synopsis run) || fail "run --help failed"
 for f in model data plan steps seed global-batch micro-batch seq lr warmup eval-every log-every log trace ckpt-dir \
-  ckpt-every ckpt-mem mem-every ckpt-cloud resume recover; do
-  synopsis train | grep -q -- "--$f\b" || fail "train --help synopsis lacks --$f"
+  ckpt-every ckpt-mem mem-every ckpt-cloud resume recover init-from; do
+  grep -q -- "--$f\b" <<<"$TRAIN_SYN" || fail "train --help synopsis lacks --$f"
 done
 for f in plan cluster global-batch micro-batch seq tp model data steps seed lr warmup eval-every preempt spot-trace \
   time-scale notice recovery cloud-bandwidth ckpt-every mem-every run-dir log report launcher; do
-  synopsis run | grep -q -- "--$f\b" || fail "run --help synopsis lacks --$f"
+  grep -q -- "--$f\b" <<<"$RUN_SYN" || fail "run --help synopsis lacks --$f"
 done
 
 [ $fails -eq 0 ] && echo "inputs: all checks passed"

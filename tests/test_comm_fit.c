@@ -181,10 +181,15 @@ static void line_fit_is_minimax(void **state) {
     size_t x3[3] = {1000, 2000, 8000};
     double t3[3] = {3.0, 3.5, 9.0};
     ah_comm_fit f = ah_comm_fit_alpha_beta(AH_OP_BW, x3, t3, 3);
+    double abs_max = 0;
     for (int i = 0; i < 3; i++) {
-        double e = fabs(f.alpha_us + (double)x3[i] / (f.beta_gbs * 1e3) - t3[i]) / t3[i];
+        double d = fabs(f.alpha_us + (double)x3[i] / (f.beta_gbs * 1e3) - t3[i]), e = d / t3[i];
         assert_double_equal(e, f.max_rel_error, 1e-12);
+        abs_max = fmax(abs_max, d);
     }
+    /* the absolute miss is the largest size's (equal relative misses) */
+    assert_double_equal(f.max_abs_error_us, abs_max, 1e-12);
+    assert_double_equal(f.max_abs_error_us, 9.0 * f.max_rel_error, 1e-9);
 }
 
 int main(void) {

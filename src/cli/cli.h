@@ -17,6 +17,8 @@ int cmd_spot_sim(int argc, char **argv);
 int cmd_hosts(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "autohet/hosts.h"
 #include "autohet/plan.h"
 #include "autohet/schedule.h"
@@ -99,6 +101,17 @@ static int map_hosts(const hosts_args *a, ah_plan *plan, const char **from, char
     return rc;
 }
 
+/* --plan-out: the plan with its hosts, keeping what else the input document
+ * held (the planner's comparison, top plans, objective). */
+static int write_plan_out(const ah_plan *plan, const char *in, const char *out, char *msg, size_t n) {
+    struct cJSON *extra = ah_plan_read_extras(in, plan, msg, n);
+    if (!extra)
+        return -1;
+    int rc = ah_plan_write_json(plan, extra, out, msg, n);
+    cJSON_Delete(extra);
+    return rc;
+}
+
 static void print_places(const ah_plan *plan, FILE *f) {
     int n = ah_plan_slots(plan);
     ah_rank_place *pl = calloc((size_t)n, sizeof *pl);
@@ -129,7 +142,7 @@ int cmd_hosts(int argc, char **argv) {
         return cli_bad_input("hosts", msg);
     const char *from = NULL;
     int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
-             (a.plan_out && ah_plan_write_json(&plan, NULL, a.plan_out, msg, sizeof msg));
+             (a.plan_out && write_plan_out(&plan, a.plan, a.plan_out, msg, sizeof msg));
     if (rc) {
         ah_plan_free(&plan);
         return cli_bad_input("hosts", msg);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ static void train_usage(FILE *f) {
             "                      [--steps N] [--seed S] [--global-batch G --micro-batch B --seq L]\n"
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
-            "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE]\n"
+            "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE | --init-from HF_DIR]\n"
             "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n\n"
             "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
@@ -52,7 +53,7 @@ static void train_usage(FILE *f) {
             "  --val-data     the validation data (a file or directory as --data, of the same kind)\n"
             "  --plan         plan document (autohet plan --json, or hand-written: docs/plan-format.md);\n"
             "                 its tp, micro_batch, global_batch and seq are used\n"
-            "  --steps        optimizer steps (default 50)\n"
+            "  --steps        optimizer steps (default 50; 0: --init-from weights as step 0)\n"
             "  --seed         data order and initialisation (default 1)\n"
             "  --global-batch / --micro-batch / --seq   batch shape without a plan (default 8 / 2 / 128)\n"
             "  --lr, --warmup peak learning rate (default 3e-3) and warm-up steps (default 5); cosine decay\n"
@@ -70,6 +71,7 @@ static void train_usage(FILE *f) {
             "  --ckpt-cloud DIR  also write each --ckpt-every checkpoint to DIR (the cloud tier)\n"
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
             "                 TP degree); --steps stays the total\n"
+            "  --init-from D  Hugging Face weights (docs/weights.md); --model: D/config.json\n"
             "  --recover FILE restore from a recovery assignment of autohet run (docs/recovery.md); writes\n"
             "                 FILE.result.json (bytes and seconds per tier)\n"
             "  --schedule     pipeline schedule of a step (docs/schedules.md): 1f1b (default), gpipe, or\n"
@@ -190,6 +192,8 @@ static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("train"
 typedef struct {
     const char *model, *data, *val_data, *plan, *log, *trace, *ckpt_dir, *resume, *mem_dir, *cloud_dir, *recover;
     const char *device; /* --device, NULL when not given */
+    const char *init_from; /* --init-from HF_DIR */
+    char init_config[2048]; /* HF_DIR/config.json: --model when not given */
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
@@ -202,7 +206,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X",
+        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
@@ -224,6 +228,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'M': a->mem_dir = optarg; break;
         case 'U': a->cloud_dir = optarg; break;
         case 'V': a->recover = optarg; break;
+        case 'I': a->init_from = optarg; break;
         case 'c':
             if (ah_schedule_parse(optarg, &a->schedule) != 0) {
                 snprintf(msg, n, "--schedule '%s': expected 1f1b, gpipe or interleaved", optarg);
@@ -246,7 +251,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
         case 'K': iv = &a->ckpt_every; break;
-        case 's': iv = &a->steps; break;
+        case 's': iv = &a->steps, min = 0; break;
         case 'S': iv = &a->seed, min = 0; break;
         case 'G': iv = &a->gb; break;
         case 'B': iv = &a->mb; break;
@@ -265,6 +270,10 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         if (iv && cli_int_value(argv[optind - 2], optarg, min, iv, msg, n) != 0)
             return -1;
     }
+    if (!a->model && a->init_from) { /* the model of the weights */
+        snprintf(a->init_config, sizeof a->init_config, "%s/config.json", a->init_from);
+        a->model = a->init_config;
+    }
     return 0;
 }
 
@@ -278,11 +287,21 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
                       : a->resume && a->recover ? "--resume and --recover exclude each other"
+                      : a->init_from && (a->resume || a->recover)
+                          ? "--init-from starts a run: it excludes --resume and --recover"
+                      : a->steps == 0 && !(a->init_from && a->ckpt_dir)
+                          ? "--steps 0 writes the --init-from weights as the checkpoint of step 0: give "
+                            "--init-from and --ckpt-dir"
                       : a->virtual_stages && a->schedule != AH_SCHED_INTERLEAVED
                           ? "--virtual-stages goes with --schedule interleaved"
                           : NULL;
     if (why) {
         snprintf(msg, n, "%s", why);
+        return -1;
+    }
+    struct stat sb;
+    if (a->init_from && (stat(a->init_from, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        snprintf(msg, n, "--init-from %s: not a directory (a Hugging Face model directory)", a->init_from);
         return -1;
     }
     int ok = 1;
@@ -431,6 +450,19 @@ static int train(ah_executor *x, MPI_Comm comm, ah_trainer_config *tc, FILE *log
     return 0;
 }
 
+/* --init-from (collective): the HF weights into every rank's layers; with
+ * --steps 0 they become the checkpoint of step 0. 0, or -1 with msg */
+static int init_from(const train_args *a, ah_executor *x, int rank, char *msg, size_t n) {
+    double t0 = MPI_Wtime();
+    if (ah_executor_init_from_hf(x, a->init_from, msg, n) != 0 ||
+        (a->steps == 0 && ah_executor_save(x, a->ckpt_dir, "disk", 0, msg, n) != 0))
+        return -1;
+    if (rank == 0)
+        printf("autohet train: weights from %s (%.3f s)%s%s\n", a->init_from, MPI_Wtime() - t0,
+               a->steps == 0 ? "; checkpoint of step 0 -> " : "", a->steps == 0 ? a->ckpt_dir : "");
+    return 0;
+}
+
 int cmd_train(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         train_usage(stdout);
@@ -511,7 +543,10 @@ int cmd_train(int argc, char **argv) {
                    plan.micro_batch, cfg.vocab, a.data, data.n, data.kind == AH_DATA_TOKENS ? "tokens" : "bytes",
                    ah_dataset_unigram_entropy(&data), peak / 1e9, kernels);
         write_pid_line(rank, ah_executor_node_name(x), peak);
-        rc = train(x, comm, &tc, log);
+        if (a.init_from && init_from(&a, x, rank, msg, sizeof msg) != 0)
+            set_up = 0; /* bad input: every rank exits 2 below */
+        else
+            rc = train(x, comm, &tc, log);
     }
     if (log)
         fclose(log);

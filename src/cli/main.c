@@ -30,6 +30,8 @@ static const subcommand commands[] = {
     {"spot-sim", cmd_spot_sim, "goodput of recovery policies over a spot-availability trace (replay)"},
     {"analyze", cmd_analyze,
      "analyze a training trace: compute vs exposed communication vs idle, per rank and per collective"},
+    {"export", cmd_export, "write a layer checkpoint (any plan) as Hugging Face config.json + model.safetensors"},
+    {"generate", cmd_generate, "sample tokens from a checkpoint or a Hugging Face model directory"},
     {"devices", cmd_devices, "list the GPU catalog (datasheet figures the cost model uses)"},
     {"models", cmd_models, "list the built-in model presets"},
 };

@@ -50,6 +50,13 @@ static double max_rel_err(const size_t *x, const double *t, int n, double a, dou
     return m;
 }
 
+static double max_abs_err(const size_t *x, const double *t, int n, double a, double g) {
+    double m = 0;
+    for (int i = 0; i < n; i++)
+        m = fmax(m, fabs(a + g * (double)x[i] - t[i]));
+    return m;
+}
+
 /* a + g x_i - t_i = s_i h t_i (s = +, -, +) for one triple: 0, or -1 if singular */
 static int level_triple(const size_t *x, const double *t, int i, int j, int k, double *a, double *g, double *h) {
     double xi = (double)x[i], xj = (double)x[j], xk = (double)x[k];
@@ -132,6 +139,7 @@ ah_comm_fit ah_comm_fit_line(ah_comm_op op, const size_t *bytes, const double *u
     f.alpha_us = a;
     f.beta_gbs = 1.0 / g / 1e3; /* bytes per microsecond -> GB/s */
     f.max_rel_error = max_rel_err(bytes, us, n, a, g);
+    f.max_abs_error_us = max_abs_err(bytes, us, n, a, g);
     return f;
 }
 

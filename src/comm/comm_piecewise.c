@@ -76,6 +76,7 @@ ah_comm_piecewise ah_comm_fit_piecewise(ah_comm_op op, const size_t *bytes, cons
         r->max_bytes = bytes[cut[q + 1] - 1];
         r->fit = ah_comm_fit_line(op, bytes + cut[q], us + cut[q], cut[q + 1] - cut[q], cut[q] > 0);
         p.max_rel_error = fmax(p.max_rel_error, r->fit.max_rel_error);
+        p.max_abs_error_us = fmax(p.max_abs_error_us, r->fit.max_abs_error_us);
     }
     free(err);
     free(best);

@@ -225,6 +225,7 @@ static cJSON *fit_object(const ah_comm_fit *f) {
     cJSON_AddNumberToObject(g, "alpha_us", f->alpha_us);
     cJSON_AddNumberToObject(g, "beta_GBps", f->beta_gbs);
     cJSON_AddNumberToObject(g, "max_rel_error", f->max_rel_error);
+    cJSON_AddNumberToObject(g, "max_abs_error_us", f->max_abs_error_us);
     return g;
 }
 
@@ -243,6 +244,7 @@ cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_com
     cJSON_AddNumberToObject(j, "alpha_us", pw->regime[0].fit.alpha_us);
     cJSON_AddNumberToObject(j, "beta_GBps", pw->regime[pw->n_regimes - 1].fit.beta_gbs);
     cJSON_AddNumberToObject(j, "max_rel_error", pw->max_rel_error);
+    cJSON_AddNumberToObject(j, "max_abs_error_us", pw->max_abs_error_us);
     cJSON_AddNumberToObject(j, "sizes", n);
     cJSON *reg = cJSON_AddArrayToObject(j, "regimes");
     for (int q = 0; q < pw->n_regimes; q++) {

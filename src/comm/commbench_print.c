@@ -101,10 +101,9 @@ void ah_commbench_print_fit(ah_commbench_format fmt, const ah_comm_fit *line, co
     for (int q = 0; q < pw->n_regimes; q++) {
         const ah_comm_regime *g = &pw->regime[q];
         char bt[32];
-        printf("%s#   %zu-%zu B: %.2f us + bytes / %s GB/s, largest relative error %.1f%% over %d sizes\n", p,
-               g->min_bytes, g->max_bytes, g->fit.alpha_us, beta_text(g->fit.beta_gbs, bt, sizeof bt),
-               100 * g->fit.max_rel_error,
-               g->fit.n_sizes);
+        printf("%s#   %zu-%zu B: %.2f us + bytes / %s GB/s, largest relative error %.1f%% (%.3g us) over %d sizes\n",
+               p, g->min_bytes, g->max_bytes, g->fit.alpha_us, beta_text(g->fit.beta_gbs, bt, sizeof bt),
+               100 * g->fit.max_rel_error, g->fit.max_abs_error_us, g->fit.n_sizes);
     }
     char bt[32];
     printf("%s#   %d regime%s: largest relative error %.1f%% over %d sizes (one line: %.2f us + bytes / %s GB/s, "

@@ -84,6 +84,12 @@ int ah_ckpt_read_state(const char *dir, const ah_model_config *cfg, const ah_pla
  * would, without MPI: 0, or -1 with err. (The fuzzing entry of its parser.) */
 int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen);
 int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
+/* Loads every rank's layers from a Hugging Face model directory (train
+ * --init-from, docs/weights.md): each rank reads only the tensors of its own
+ * layers and keeps its TP shard of them. The directory's config.json must
+ * describe the run's model (the vocabulary may be the data's: then the
+ * embedding's shape must match it). Collective. 0, or -1 with err on every rank. */
+int ah_executor_init_from_hf(ah_executor *x, const char *dir, char *err, size_t errlen);
 /* Background persist (docs/checkpoint.md): after the memory-tier snapshot of
  * `step` (ah_executor_save with tier "memory"), copy it to DIR/<node>/ of the
  * disk tier and the cloud tier (`cloud` may be NULL) in a thread of this

@@ -520,7 +520,7 @@ int ah_executor_persist_poll(ah_executor *x, int wait, char *err, size_t errlen)
 
 /* Collective over comm: 0 when rc is 0 on every rank; otherwise -1 on every
  * rank, with err = "rank R: <its reason>" of the first failing rank. */
-static int agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
+int ah_exec_agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen) {
     int me, world;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &world);
@@ -640,7 +640,7 @@ int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, si
                 x->tp);
     free(dirs);
     free(dp);
-    if (agree_on_failure(x->comm, rc, err, errlen) != 0)
+    if (ah_exec_agree_on_failure(x->comm, rc, err, errlen) != 0)
         return -1;
     return 0;
 }
@@ -1131,7 +1131,7 @@ static int recover_core(ah_executor *x, const char *assignment, int *step_out, a
     MPI_Allreduce(MPI_IN_PLACE, st->seconds, AH_TIER_N, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->total_s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &st->fallbacks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
+    if (ah_exec_agree_on_failure(MPI_COMM_WORLD, rc, err, errlen) != 0)
         return -1;
     *step_out = rv.step;
     return 0;

@@ -81,6 +81,9 @@ struct ah_executor {
 
 /* The chunk model holding layer l, or NULL if this rank does not hold it. */
 ah_engine_model *ah_exec_model_of(const ah_executor *x, int l);
+/* Collective over x->comm: 0 when rc is 0 on every rank; otherwise -1 on
+ * every rank, with err = "rank R: <its reason>" of the first failing rank. */
+int ah_exec_agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen);
 /* Layers this rank holds, and the i-th of them in layer order. */
 int ah_exec_n_held(const ah_executor *x);
 int ah_exec_held_layer(const ah_executor *x, int i);

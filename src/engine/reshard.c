@@ -81,13 +81,13 @@ static void cut_shard(const ah_tensor_info *ti, const float *full, float *dst) {
 
 /* out = this rank's shard (ti) of checkpoint tensor `name`, reassembled from
  * the t_old old ranks' shards (replicated: TP rank 0's copy). 0 or -1 (err). */
-static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int t_old,
-                          const ah_engine_model *old, ah_ckpt_loaded *const *shards, const int *counts,
-                          ah_ckpt_loaded *out, char *err, size_t errlen) {
+static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int t_old, const ah_eng_layer *old,
+                          ah_ckpt_loaded *const *shards, const int *counts, ah_ckpt_loaded *out, char *err,
+                          size_t errlen) {
     float *full = ah_xcalloc((size_t)ti->grows * ti->gcols + 1, sizeof(float));
     int rc = 0;
     for (int r = 0; r < (ti->replicated ? 1 : t_old) && rc == 0; r++) {
-        const ah_tensor_info *oti = tensor_of(layer_of(&old[r], l), name);
+        const ah_tensor_info *oti = tensor_of(&old[r], name);
         const ah_ckpt_loaded *src = loaded_named(shards[r], counts[r], name);
         if (!oti || !src || src->n != oti->size) {
             snprintf(err, errlen,
@@ -115,11 +115,18 @@ static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int
 int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
                            const int *counts, ah_ckpt_loaded **out, int *n_out, char *err, size_t errlen) {
     const ah_eng_layer *L = layer_of(e, l);
-    /* the TP=t_old description of the layer: where every old shard sits */
-    ah_engine_model *old = ah_xcalloc((size_t)t_old, sizeof *old);
+    /* the TP=t_old description of the layer: where every old shard sits (tables
+     * only: no buffers of a full layer are allocated for it) */
+    const ah_model_config *c = &e->cfg;
+    if (t_old < 1 || c->n_heads % t_old || c->n_kv_heads % t_old || c->ffn_hidden % t_old) {
+        snprintf(err, errlen, "checkpoint layer %d: TP degree %d does not divide the model's heads and MLP", l,
+                 t_old);
+        return -1;
+    }
+    ah_eng_layer *old = ah_xcalloc((size_t)t_old, sizeof *old);
     int rc = 0;
-    for (int r = 0; r < t_old && rc == 0; r++)
-        rc = ah_engine_model_init(&old[r], &e->cfg, e->T, e->B, l, l + 1, t_old, r, 0, 0, err, errlen);
+    for (int r = 0; r < t_old; r++)
+        ah_engine_layer_describe(c, l, t_old, r, &old[r]);
     ah_ckpt_loaded *res = ah_xcalloc((size_t)counts[0] + 1, sizeof *res);
     int nr = 0;
     for (int i = 0; i < counts[0] && rc == 0; i++) {
@@ -129,7 +136,7 @@ int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_l
             nr++;
     }
     for (int r = 0; r < t_old; r++)
-        ah_engine_model_free(&old[r]); /* a zeroed model frees nothing */
+        ah_engine_layer_info_free(&old[r]);
     free(old);
     if (rc != 0) {
         ah_ckpt_free(res, nr);

@@ -196,15 +196,15 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
 }
 
 /* Max-min shares of one link among n active items, item i able to use at
- * most cap[i] of it (its flow is held back elsewhere): water-filling. */
-static void maxmin_shares(const double *cap, const unsigned char *on, int n, double *share) {
+ * most cap[i] of it (its flow is held back elsewhere): water-filling. done is
+ * the caller's work array of n flags (this runs at every step of a link's
+ * sharing loop, for every stage of every evaluated candidate). */
+static void maxmin_shares(const double *cap, const unsigned char *on, int n, double *share, unsigned char *done) {
     double left = 1.0;
     int m = 0;
     for (int i = 0; i < n; i++)
         m += on[i];
-    unsigned char *done = calloc((size_t)n + 1, 1);
-    if (!done)
-        abort();
+    memset(done, 0, (size_t)n);
     for (int round = 0; round < n && m > 0; round++) { /* smallest caps first */
         int lo = -1;
         for (int i = 0; i < n; i++)
@@ -216,7 +216,6 @@ static void maxmin_shares(const double *cap, const unsigned char *on, int n, dou
         done[lo] = 1;
         m--;
     }
-    free(done);
 }
 
 /* Stage j of replica k's link shares its bandwidth among the all-reduces
@@ -229,11 +228,11 @@ static void maxmin_shares(const double *cap, const unsigned char *on, int n, dou
 static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
                                const int *bfirst, const ah_ns *slow, ah_ns *bucket_end) {
     const ah_stage *s = &p->replicas[k].stages[j];
-    int n = 0, cap_n = s->layer_last - s->layer_first + 1;
+    int n = 0, cap_n = s->layer_last - s->layer_first + 1; /* its buckets (at most one a layer) and the tied exchange */
     double *rel = malloc(sizeof(double) * (size_t)cap_n * 4), *rem = rel + cap_n, *cap = rem + cap_n,
            *share = cap + cap_n;
     int *bucket = malloc(sizeof(int) * (size_t)cap_n);
-    unsigned char *on = calloc((size_t)cap_n, 1);
+    unsigned char *on = calloc((size_t)cap_n * 2, 1), *done = on + cap_n;
     if (!rel || !bucket || !on)
         abort();
     for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
@@ -272,7 +271,7 @@ static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, 
             t = rel[next];
             continue;
         }
-        maxmin_shares(cap, on, next, share);
+        maxmin_shares(cap, on, next, share, done);
         double dt = INFINITY; /* until the first active one is through, or the next release */
         for (int i = 0; i < next; i++)
             if (on[i] && rem[i] / share[i] < dt)

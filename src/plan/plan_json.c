@@ -275,6 +275,35 @@ static int exact_numbers(cJSON *parent) {
     return 0;
 }
 
+cJSON *ah_plan_read_extras(const char *path, const ah_plan *p, char *err, size_t errlen) {
+    cJSON *doc = ah_json_parse_file(path, MAX_PLAN_FILE_BYTES, 1, err, errlen);
+    if (!doc)
+        return NULL;
+    cJSON *own = ah_plan_to_json(p), *extra = cJSON_CreateObject();
+    if (!own || !extra) {
+        cJSON_Delete(own);
+        cJSON_Delete(extra);
+        cJSON_Delete(doc);
+        set_err(err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    for (const cJSON *it = doc ? doc->child : NULL; it; it = it->next) {
+        if (!it->string || cJSON_GetObjectItemCaseSensitive(own, it->string))
+            continue;
+        cJSON *dup = cJSON_Duplicate(it, 1);
+        if (!dup || !cJSON_AddItemToObject(extra, it->string, dup)) {
+            cJSON_Delete(dup);
+            cJSON_Delete(extra);
+            extra = NULL;
+            set_err(err, errlen, "%s: out of memory", path);
+            break;
+        }
+    }
+    cJSON_Delete(own);
+    cJSON_Delete(doc);
+    return extra;
+}
+
 int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
                        size_t errlen) {
     if (!path || !*path) {

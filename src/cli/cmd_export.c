@@ -1,0 +1,76 @@
+/* autohet export: a layer checkpoint (any plan) as a Hugging Face model
+ * directory (docs/weights.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "cli/cli.h"
+#include "engine/ckpt_weights.h"
+#include "engine/hf_weights.h"
+
+static void export_usage(FILE *f) {
+    fprintf(f,
+            "usage: autohet export --ckpt DIR [--step S] [--model NAME|config.json] --out HF_DIR\n\n"
+            "Writes HF_DIR/config.json and HF_DIR/model.safetensors (F32, Hugging Face names: GPT2LMHeadModel\n"
+            "or LlamaForCausalLM / Qwen2ForCausalLM; weights only, no AdamW moments) from the layer checkpoint\n"
+            "in DIR, written under any plan: each layer's shards are read from the checkpoint's node\n"
+            "directories (checksums verified, nearest good copy) and shards of TP > 1 are joined. GPT-2's\n"
+            "Conv1D weights are written [in, out], LLaMA's q/k rows in HF's rotate-half order, a tied head\n"
+            "is left out (docs/weights.md).\n\n"
+            "  --ckpt DIR   a checkpoint of autohet train --ckpt-dir (DIR/state.json, DIR/<node>/...)\n"
+            "  --step S     the step to export (default: the committed step of DIR/state.json)\n"
+            "  --model      the model the checkpoint was trained as (default: the name in state.json,\n"
+            "               which must then be a preset); the vocabulary is the one trained (256 on text)\n"
+            "  --out DIR    the output directory (created; its parent must exist)\n\n"
+            "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+int cmd_export(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        export_usage(stdout);
+        return 0;
+    }
+    static cli_options opts;
+    cli_long_options("ckpt=c step=s model=m out=o", &opts);
+    const char *ckpt = NULL, *model = NULL, *out = NULL;
+    int step = -1, c;
+    char msg[2048];
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': ckpt = optarg; break;
+        case 'm': model = optarg; break;
+        case 'o': out = optarg; break;
+        case 's':
+            if (cli_int_value("--step", optarg, 0, &step, msg, sizeof msg) != 0)
+                return cli_bad_input("export", msg);
+            break;
+        default: cli_unknown_option("export", argv[optind - 1], msg, sizeof msg); return cli_bad_input("export", msg);
+        }
+    }
+    if (optind < argc) {
+        snprintf(msg, sizeof msg, "unexpected argument '%s' (see autohet export --help)", argv[optind]);
+        return cli_bad_input("export", msg);
+    }
+    if (!ckpt || !out)
+        return cli_bad_input("export", "--ckpt and --out are required (see autohet export --help)");
+    if (cli_check_output_dir("--out", out, 1, msg, sizeof msg) != 0)
+        return cli_bad_input("export", msg);
+    ah_ckpt_weights w;
+    ah_weights_src src;
+    if (ah_ckpt_weights_open(ckpt, step, model, &w, &src, msg, sizeof msg) != 0)
+        return cli_bad_input("export", msg);
+    char err[1536];
+    int rc = ah_hf_export(&src, out, err, sizeof err);
+    if (rc == 0)
+        printf("autohet export: %s step %d (%s, %d blocks, hidden %d, vocabulary %d) -> %s/model.safetensors\n",
+               ckpt, w.step, w.cfg.name, w.cfg.n_layers, w.cfg.hidden, w.cfg.vocab, out);
+    ah_ckpt_weights_close(&w);
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "--ckpt %s: %s", ckpt, err);
+        return cli_bad_input("export", msg);
+    }
+    return 0;
+}

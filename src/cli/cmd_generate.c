@@ -1,0 +1,138 @@
+/* autohet generate: sample tokens from a checkpoint or a Hugging Face model
+ * directory (docs/weights.md). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/plan.h"
+#include "cli/cli.h"
+#include "engine/ckpt_weights.h"
+#include "engine/generate.h"
+#include "engine/hf_weights.h"
+
+static void generate_usage(FILE *f) {
+    fprintf(f,
+            "usage: autohet generate (--ckpt DIR [--step S] [--model M] | --init-from HF_DIR)\n"
+            "                        --prompt-tokens 1,2,3 [--max-new-tokens N] [--temperature T]\n"
+            "                        [--top-k K] [--seed S]\n\n"
+            "Continues the prompt with N tokens on one process and prints every token id (prompt first);\n"
+            "for a byte-level model (vocabulary 256) also the text.\n\n"
+            "  --ckpt DIR       a layer checkpoint of any plan (as autohet export reads it); --step,\n"
+            "                   --model as there\n"
+            "  --init-from DIR  a Hugging Face model directory (as autohet train --init-from reads it)\n"
+            "  --prompt-tokens  comma-separated token ids below the vocabulary\n"
+            "  --max-new-tokens tokens to add (default 16)\n"
+            "  --temperature    0 (default): greedy; else sample softmax(logits / T)\n"
+            "  --top-k          sample among the K most likely tokens (default 0: all)\n"
+            "  --seed           the sampler's seed (default 1): the same seed gives the same tokens\n\n"
+            "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+typedef struct {
+    const char *ckpt, *model, *init_from, *prompt;
+    int step, max_new, top_k, seed;
+    double temperature;
+} gen_args;
+
+static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
+    static cli_options opts;
+    cli_long_options("ckpt=c step=s model=m init-from=i prompt-tokens=p max-new-tokens=n temperature=t top-k=k "
+                     "seed=S",
+                     &opts);
+    memset(a, 0, sizeof *a);
+    a->step = -1, a->max_new = 16, a->seed = 1;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
+        int *iv = NULL;
+        switch (c) {
+        case 'c': a->ckpt = optarg; break;
+        case 'm': a->model = optarg; break;
+        case 'i': a->init_from = optarg; break;
+        case 'p': a->prompt = optarg; break;
+        case 's': iv = &a->step; break;
+        case 'n': iv = &a->max_new; break;
+        case 'k': iv = &a->top_k; break;
+        case 'S': iv = &a->seed; break;
+        case 't':
+            if (cli_parse_double(optarg, &a->temperature) != 0 || !(a->temperature >= 0) || a->temperature > 1e6) {
+                snprintf(msg, n, "--temperature '%s': expected a number in [0, 1e6]", optarg);
+                return -1;
+            }
+            break;
+        default: return cli_unknown_option("generate", argv[optind - 1], msg, n);
+        }
+        if (iv && cli_int_value(argv[optind - 2], optarg, 0, iv, msg, n) != 0)
+            return -1;
+    }
+    const char *why = optind < argc                   ? "unexpected argument (see autohet generate --help)"
+                      : !a->ckpt == !a->init_from     ? "give one of --ckpt DIR and --init-from HF_DIR"
+                      : !a->prompt                    ? "--prompt-tokens is required"
+                      : a->init_from && (a->model || a->step >= 0) ? "--model and --step go with --ckpt"
+                                                                   : NULL;
+    if (why)
+        snprintf(msg, n, "%s", why);
+    return why ? -1 : 0;
+}
+
+/* the ids, and the text of a byte-level model (printable ASCII, else \xNN) */
+static void print_tokens(const int *t, int n, int n_prompt, int vocab) {
+    printf("tokens:");
+    for (int i = 0; i < n; i++)
+        printf("%s%d", i == 0 ? " " : i == n_prompt ? " | " : ",", t[i]);
+    printf("\n");
+    if (vocab != 256)
+        return;
+    printf("text: ");
+    for (int i = 0; i < n; i++) {
+        if (i == n_prompt)
+            printf("|");
+        if (t[i] >= 32 && t[i] < 127 && t[i] != '\\' && t[i] != '|')
+            putchar(t[i]);
+        else
+            printf("\\x%02x", t[i]);
+    }
+    printf("\n");
+}
+
+int cmd_generate(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        generate_usage(stdout);
+        return 0;
+    }
+    gen_args a;
+    char msg[2048], err[1536];
+    if (parse(argc, argv, &a, msg, sizeof msg) != 0)
+        return cli_bad_input("generate", msg);
+    int prompt[4096], np = cli_parse_int_list(a.prompt, prompt, 4096);
+    if (np <= 0) {
+        snprintf(msg, sizeof msg, "--prompt-tokens '%.200s': expected 1 to 4096 comma-separated ids", a.prompt);
+        return cli_bad_input("generate", msg);
+    }
+    if (a.max_new > 65536)
+        return cli_bad_input("generate", "--max-new-tokens: at most 65536");
+    ah_ckpt_weights w;
+    ah_hf_dir h;
+    ah_hf_src_ctx hc;
+    ah_weights_src src;
+    int rc = a.ckpt ? ah_ckpt_weights_open(a.ckpt, a.step, a.model, &w, &src, err, sizeof err)
+                    : ah_hf_open(a.init_from, &h, err, sizeof err);
+    if (rc == 0 && a.init_from)
+        ah_hf_source(&hc, &h, &h.cfg, &src);
+    int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
+    ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed};
+    if (rc == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0)
+        print_tokens(out, np + a.max_new, np, src.cfg.vocab);
+    if (a.ckpt && (rc == 0 || out))
+        ah_ckpt_weights_close(&w);
+    if (a.init_from && (rc == 0 || out))
+        ah_hf_close(&h);
+    free(out);
+    if (rc != 0) {
+        snprintf(msg, sizeof msg, "%s %s: %s", a.ckpt ? "--ckpt" : "--init-from", a.ckpt ? a.ckpt : a.init_from, err);
+        return cli_bad_input("generate", msg);
+    }
+    return 0;
+}
