@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Recovery between hosts, and commbench's link matrix, on hosts made of network namespaces
 # (tests/tools/netns_hosts.sh; root).
-#  1. The 38M GPT of bench/recovery_bench.sh (2 replicas x 2 stages) on 4 namespace hosts from a hostfile;
+#  1. The 38M GPT of bench/recovery_bench.sh (2 replicas x 2 stages) on 4 namespace hosts from a hostfile,
+#     each with a /dev/shm of its own (NETNS_PRIVATE_SHM=1: the memory tiers are host-local);
 #     host 1 is lost after step 4 of 5 (--preempt HOST@4: its rank killed on it through the rsh agent, its
 #     memory and disk tiers gone); `autohet run` replans on the 3 survivors and resumes: autohet's
 #     layer-bitmap recovery (layers from the surviving hosts' tiers, over TCP with MPI one-sided, osc pt2pt)
@@ -26,7 +27,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 die() { echo "recovery_hosts: $*" >&2; exit 1; }
 
-netns_up 4 || die "cannot make network-namespace hosts (see above): this benchmark needs root and iproute2"
+NETNS_PRIVATE_SHM=1 netns_up 4 || die "cannot make network-namespace hosts (see above): this benchmark needs root and iproute2"
 H=("${NETNS_HOSTS[@]}")
 printf '%s slots=1\n' "${H[@]}" >"$TMP/hostfile"
 export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
@@ -71,7 +72,7 @@ t1=$(date +%s)
   echo
   echo "The 38M GPT of the recovery section (2 replicas x 2 stages, AdamW, checkpoints every 3 steps, cloud"
   echo "tier at $CLOUD MB/s per node) on 4 hosts made of network namespaces (veth pairs on a bridge, TCP only,"
-  echo "Open MPI started on them through an rsh agent); host 1 is lost after step 4 (its rank killed on it, its"
+  echo "Open MPI started on them through an rsh agent, a private /dev/shm each); host 1 is lost after step 4 (its rank killed on it, its"
   echo "memory and disk tiers gone), the next generation runs on the 3 survivors. Layer-bitmap recovery takes"
   echo "the layers it lacks from the surviving hosts' tiers over TCP (MPI one-sided, osc pt2pt); full reload"
   echo "restarts every node from the cloud tier's last checkpoint. Links: unthrottled (veth, memory speed) and"
