@@ -1,0 +1,222 @@
+/* The flash-attention head kernels for one instruction set. attention.c
+ * includes this file once per vector width, after defining
+ *   ATT_VW      floats per vector (16: AVX-512, 8: AVX2, 4: SSE2)
+ *   ATT_TR, ATT_CV  the register tile of a block product: rows x vectors
+ *   ATT_TARGET  the function attribute that selects the instruction set
+ *   ATT_SFX     the suffix of every name defined here
+ * and the shared types (att_shape, att_work, att_task) and helpers. No
+ * include guard on purpose. Block products are written with GCC vector
+ * extensions so that a tile's accumulators stay in registers; the softmax
+ * loops are plain loops the compiler vectorises for the target. */
+
+#define ATT_CAT2(a, b) a##_##b
+#define ATT_CAT(a, b) ATT_CAT2(a, b)
+#define FN(name) ATT_CAT(name, ATT_SFX)
+#define VT FN(vf)
+#define LDV(p) (*(const VT *)(const void *)(p))
+#define STV(p, x) (*(VT *)(void *)(p) = (x))
+
+typedef float VT __attribute__((vector_size(ATT_VW * 4), may_alias));
+
+/* A register tile: c[TR x CV*VW] (row stride ldc) = (acc ? c : 0) +
+ * sum_k a(i, k) b[k][:], with a(i, k) = a[i*sai + k*sak] (so one function
+ * does A B and A^T B) and b's rows ldb apart. Every pointer is vector-aligned.
+ * The block's sum starts from 0 and is added to c at the end: accumulators
+ * that sum over many blocks (O, dQ, dK, dV) get two-level sums, as accurate
+ * as the BLAS products of the reference, not one long fp32 chain. */
+#define ATT_TILE(NAME, TR_, CV_)                                                                             \
+    ATT_TARGET static inline void NAME(float *restrict c, int ldc, const float *restrict a, int sai,         \
+                                       int sak, const float *restrict b, int ldb, int K, int acc) {          \
+        VT s[TR_][CV_];                                                                                      \
+        for (int i = 0; i < TR_; i++)                                                                        \
+            for (int j = 0; j < CV_; j++)                                                                    \
+                s[i][j] = (VT){0};                                                                           \
+        for (int k = 0; k < K; k++) {                                                                        \
+            const float *bk = b + (size_t)k * ldb;                                                           \
+            for (int i = 0; i < TR_; i++) {                                                                  \
+                float x = a[(size_t)i * sai + (size_t)k * sak];                                              \
+                for (int j = 0; j < CV_; j++)                                                                \
+                    s[i][j] += x * LDV(bk + j * ATT_VW);                                                     \
+            }                                                                                                \
+        }                                                                                                    \
+        for (int i = 0; i < TR_; i++)                                                                        \
+            for (int j = 0; j < CV_; j++) {                                                                  \
+                float *cij = c + (size_t)i * ldc + j * ATT_VW;                                               \
+                if (acc)                                                                                     \
+                    s[i][j] += LDV(cij);                                                                     \
+                STV(cij, s[i][j]);                                                                           \
+            }                                                                                                \
+    }
+ATT_TILE(FN(tile), ATT_TR, ATT_CV)
+ATT_TILE(FN(tile1), ATT_TR, 1)
+#undef ATT_TILE
+
+/* c[ATT_B x ncols] (+)= a(ATT_B x K) b[K x ncols], ncols a multiple of ATT_VW. */
+ATT_TARGET static void FN(block)(float *restrict c, int ldc, const float *restrict a, int sai, int sak,
+                                 const float *restrict b, int ldb, int K, int ncols, int acc) {
+    for (int i = 0; i < ATT_B; i += ATT_TR) {
+        float *ci = c + (size_t)i * ldc;
+        const float *ai = a + (size_t)i * sai;
+        int j = 0;
+        for (; j + ATT_CV * ATT_VW <= ncols; j += ATT_CV * ATT_VW)
+            FN(tile)(ci + j, ldc, ai, sai, sak, b + j, ldb, K, acc);
+        for (; j < ncols; j += ATT_VW)
+            FN(tile1)(ci + j, ldc, ai, sai, sak, b + j, ldb, K, acc);
+    }
+}
+
+/* The online softmax of one block of scores (w->s, raw q.k products of rows
+ * i0.., keys j0..): w->s becomes exp(score - running max) over each row's
+ * visible keys (0 elsewhere), the running max m, sum l and the output
+ * accumulator o are updated. */
+ATT_TARGET static void FN(fwd_softmax)(const att_shape *sh, att_work *w, int i0, int j0) {
+    const float scale = sh->scale;
+    for (int r = 0; r < ATT_B; r++) {
+        float *s = w->s + (size_t)r * ATT_B;
+        int lo, hi;
+        if (!att_visible(sh, i0 + r, j0, &lo, &hi)) {
+            memset(s, 0, ATT_B * sizeof(float));
+            continue;
+        }
+        float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+        for (int c = lo; c <= hi; c++)
+            mx = fmaxf(mx, s[c]);
+        mx *= scale; /* = the maximum of the scaled scores: scaling by scale > 0 is monotonic */
+        float mold = w->m[r], mnew = fmaxf(mold, mx);
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < ATT_B; c++) {
+            float p = c >= lo && c <= hi ? ah_exp_poly(s[c] * scale - mnew) : 0.0f;
+            s[c] = p;
+            sum += p;
+        }
+        if (mnew != mold) {
+            float alpha = expf(mold - mnew); /* 0 for the first visible block (mold = -inf) */
+            float *o = w->o + (size_t)r * w->Dp;
+            for (int d = 0; d < w->Dp; d++)
+                o[d] *= alpha;
+            w->l[r] *= alpha;
+        }
+        w->l[r] += sum;
+        w->m[r] = mnew;
+    }
+}
+
+/* One (batch, query head): q, out rows ldq apart, k, v rows ldk apart;
+ * writes out and the rows' statistics. */
+ATT_TARGET static void FN(fwd_head)(const att_shape *sh, att_work *w, const float *q, const float *k,
+                                    const float *v, int ldq, int ldk, float *out, float *stats) {
+    const int nb = sh->Tp / ATT_B, Dp = w->Dp;
+    att_pack_rows(w->qp, q, ldq, sh, Dp);
+    att_pack_cols(w->kt, k, ldk, sh, Dp);
+    att_pack_rows(w->vp, v, ldk, sh, Dp);
+    for (int ib = 0; ib < nb; ib++) {
+        int i0 = ib * ATT_B;
+        memset(w->o, 0, sizeof(float) * ATT_B * Dp);
+        for (int r = 0; r < ATT_B; r++)
+            w->m[r] = -INFINITY, w->l[r] = 0.0;
+        int jlo = sh->window > 0 && i0 - sh->window + 1 > 0 ? (i0 - sh->window + 1) / ATT_B : 0;
+        for (int jb = jlo; jb <= ib; jb++) {
+            int j0 = jb * ATT_B;
+            FN(block)(w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + j0, sh->Tp, Dp, ATT_B, 0);
+            FN(fwd_softmax)(sh, w, i0, j0);
+            FN(block)(w->o, Dp, w->s, ATT_B, 1, w->vp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
+        }
+        for (int r = 0; r < ATT_B && i0 + r < sh->T; r++) {
+            int t = i0 + r;
+            float inv = (float)(1.0 / w->l[r]);
+            const float *o = w->o + (size_t)r * Dp;
+            float *y = out + (size_t)t * ldq;
+            for (int d = 0; d < sh->D; d++)
+                y[d] = o[d] * inv;
+            stats[2 * t] = w->m[r];
+            stats[2 * t + 1] = inv;
+        }
+    }
+}
+
+/* Backward, one block: w->s (raw scores) becomes the probabilities
+ * exp(score - max) / sum from the forward's statistics, 0 where masked. */
+ATT_TARGET static void FN(bwd_probs)(const att_shape *sh, float *restrict s, const float *restrict stats,
+                                     int i0, int j0) {
+    const float scale = sh->scale;
+    for (int r = 0; r < ATT_B; r++) {
+        float *sr = s + (size_t)r * ATT_B;
+        int lo, hi, t = i0 + r;
+        if (!att_visible(sh, t, j0, &lo, &hi)) {
+            memset(sr, 0, ATT_B * sizeof(float));
+            continue;
+        }
+        float m = stats[2 * t], inv = stats[2 * t + 1];
+#pragma omp simd
+        for (int c = 0; c < ATT_B; c++)
+            sr[c] = c >= lo && c <= hi ? ah_exp_poly(sr[c] * scale - m) * inv : 0.0f;
+    }
+}
+
+/* ds (holding dP = dO V^T) becomes dS = P (dP - rowsum(dO o O)) * scale. */
+ATT_TARGET static void FN(bwd_dscores)(const att_shape *sh, const float *restrict p, float *restrict ds,
+                                       const float *restrict di, int i0) {
+    const float scale = sh->scale;
+    for (int r = 0; r < ATT_B; r++) {
+        const float *pr = p + (size_t)r * ATT_B;
+        float *dr = ds + (size_t)r * ATT_B, dd = di[i0 + r];
+#pragma omp simd
+        for (int c = 0; c < ATT_B; c++)
+            dr[c] = pr[c] * (dr[c] - dd) * scale;
+    }
+}
+
+/* The key block j0 against the query block i0 of one query head: dV_j +=
+ * P^T dO_i, dQ_i += dS K_j, dK_j += dS^T Q_i. */
+ATT_TARGET static void FN(bwd_pair)(const att_shape *sh, att_work *w, const float *stats, int i0, int j0) {
+    const int Dp = w->Dp;
+    const float *qi = w->qp + (size_t)i0 * Dp, *doi = w->dop + (size_t)i0 * Dp;
+    FN(block)(w->s, ATT_B, qi, Dp, 1, w->kt + j0, sh->Tp, Dp, ATT_B, 0);
+    FN(bwd_probs)(sh, w->s, stats, i0, j0);
+    FN(block)(w->dva + (size_t)j0 * Dp, Dp, w->s, 1, ATT_B, doi, Dp, ATT_B, Dp, 1);
+    FN(block)(w->ds, ATT_B, doi, Dp, 1, w->vt + j0, sh->Tp, Dp, ATT_B, 0);
+    FN(bwd_dscores)(sh, w->s, w->ds, w->di, i0);
+    FN(block)(w->dqa + (size_t)i0 * Dp, Dp, w->ds, ATT_B, 1, w->kp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
+    FN(block)(w->dka + (size_t)j0 * Dp, Dp, w->ds, 1, ATT_B, qi, Dp, ATT_B, Dp, 1);
+}
+
+/* One (batch, kv head) with its G query heads, in order: dq of those heads,
+ * dk and dv of the kv head (FlashAttention-2's loop: key blocks outside,
+ * the query blocks that see them inside). */
+ATT_TARGET static void FN(bwd_group)(const att_shape *sh, att_work *w, const att_task *tk) {
+    const int nb = sh->Tp / ATT_B, T = sh->T, D = sh->D;
+    att_pack_rows(w->kp, tk->k, tk->ldk, sh, w->Dp);
+    att_pack_cols(w->kt, tk->k, tk->ldk, sh, w->Dp);
+    att_pack_cols(w->vt, tk->v, tk->ldk, sh, w->Dp);
+    memset(w->dka, 0, sizeof(float) * sh->Tp * w->Dp);
+    memset(w->dva, 0, sizeof(float) * sh->Tp * w->Dp);
+    for (int g = 0; g < tk->G; g++) {
+        att_pack_rows(w->qp, tk->q + (size_t)g * D, tk->ldq, sh, w->Dp);
+        att_pack_rows(w->dop, tk->dout + (size_t)g * D, tk->ldq, sh, w->Dp);
+        att_row_dots(w->di, tk->dout + (size_t)g * D, tk->out + (size_t)g * D, tk->ldq, sh);
+        memset(w->dqa, 0, sizeof(float) * sh->Tp * w->Dp);
+        const float *stats = tk->stats + (size_t)g * 2 * T;
+        for (int jb = 0; jb < nb; jb++) {
+            int j0 = jb * ATT_B, ihi = nb - 1;
+            if (sh->window > 0 && (j0 + ATT_B - 1 + sh->window - 1) / ATT_B < ihi)
+                ihi = (j0 + ATT_B - 1 + sh->window - 1) / ATT_B; /* the last row that sees key j0 + B - 1 */
+            for (int ib = jb; ib <= ihi; ib++)
+                FN(bwd_pair)(sh, w, stats, ib * ATT_B, j0);
+        }
+        if (tk->dq != NULL)
+            att_unpack_add(tk->dq + (size_t)g * D, tk->ldq, w->dqa, sh, w->Dp);
+    }
+    if (tk->dk != NULL)
+        att_unpack_add(tk->dk, tk->ldk, w->dka, sh, w->Dp);
+    if (tk->dv != NULL)
+        att_unpack_add(tk->dv, tk->ldk, w->dva, sh, w->Dp);
+}
+
+#undef VT
+#undef LDV
+#undef STV
+#undef FN
+#undef ATT_CAT
+#undef ATT_CAT2
