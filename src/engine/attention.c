@@ -23,6 +23,7 @@
 #include "engine/kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +40,8 @@ typedef struct {
 } att_shape;
 
 /* One thread's buffers, ATT_VW-aligned. Tp x Dp (row-major, zero-padded):
- * qp, kp, vp, dop and the gradient accumulators dqa, dka, dva; Dp x Tp: the
- * transposed kt, vt. ATT_B x ATT_B: the scores s, ds; o: ATT_B x Dp. */
+ * qp, kp, vp, dop and the gradient accumulators dqa, dka, dva; kt, vt: K and
+ * V transposed per block (att_pack_cols). ATT_B x ATT_B: the scores s, ds; o: ATT_B x Dp. */
 typedef struct {
     int Dp;
     float *qp, *kp, *vp, *kt, *vt, *dop, *dqa, *dka, *dva, *s, *ds, *o, *m, *di;
@@ -65,6 +66,12 @@ static void *att_alloc(size_t floats) {
     return p;
 }
 
+/* 0, 1, .. ATT_B - 1: the columns of a block, for the visibility masks */
+static const float att_iota[ATT_B] __attribute__((aligned(64))) = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+    22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43,
+    44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+
 /* The keys of block j0 that query t sees, as columns [*lo, *hi] of the
  * block; 0 when none (or t is a padding row). */
 static inline int att_visible(const att_shape *sh, int t, int j0, int *lo, int *hi) {
@@ -87,14 +94,17 @@ static void att_pack_rows(float *dst, const float *src, int ld, const att_shape 
     }
 }
 
-/* dst[Dp x Tp] = the transpose of the same rows, zero-padded. */
+/* The same rows transposed block by block, zero-padded: block jb is
+ * dst[jb*Dp*ATT_B ..] = [Dp x ATT_B], so a block's 64 keys are contiguous
+ * (rows Tp apart would all fall into the same L1 sets). */
 static void att_pack_cols(float *dst, const float *src, int ld, const att_shape *sh, int Dp) {
     memset(dst, 0, sizeof(float) * (size_t)Dp * sh->Tp);
     for (int t0 = 0; t0 < sh->T; t0 += ATT_B) {
         int t1 = t0 + ATT_B < sh->T ? t0 + ATT_B : sh->T;
+        float *blk = dst + (size_t)t0 * Dp;
         for (int d = 0; d < sh->D; d++)
             for (int t = t0; t < t1; t++)
-                dst[(size_t)d * sh->Tp + t] = src[(size_t)t * ld + d];
+                blk[(size_t)d * ATT_B + t - t0] = src[(size_t)t * ld + d];
     }
 }
 

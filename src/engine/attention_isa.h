@@ -13,10 +13,43 @@
 #define ATT_CAT(a, b) ATT_CAT2(a, b)
 #define FN(name) ATT_CAT(name, ATT_SFX)
 #define VT FN(vf)
+#define VI FN(vi)
 #define LDV(p) (*(const VT *)(const void *)(p))
 #define STV(p, x) (*(VT *)(void *)(p) = (x))
 
 typedef float VT __attribute__((vector_size(ATT_VW * 4), may_alias));
+typedef int32_t VI __attribute__((vector_size(ATT_VW * 4), may_alias));
+#define SPLAT(x) ((VT){0} + (x))
+
+/* m ? a : b lane by lane (m from a comparison: all ones or zero). */
+ATT_TARGET static inline VT FN(vsel)(VI m, VT a, VT b) {
+    return (VT)(((VI)a & m) | ((VI)b & ~m));
+}
+
+/* ah_exp_poly (fast_exp.h) on a vector, the same steps lane by lane. */
+ATT_TARGET static inline VT FN(vexp)(VT x) {
+    x = FN(vsel)(x < SPLAT(AH_EXP_LO), SPLAT(AH_EXP_LO), x);
+    x = FN(vsel)(x > SPLAT(AH_EXP_HI), SPLAT(AH_EXP_HI), x);
+    VT t = x * AH_EXP_LOG2E;
+    VT half = (VT)(((VI)t & (int32_t)0x80000000) | (VI)SPLAT(0.5f)); /* copysign(0.5, t) */
+    VI fi_i = __builtin_convertvector(t + half, VI);
+    VT fi = __builtin_convertvector(fi_i, VT);
+    VT f = x - fi * AH_EXP_LN2_HI + fi * AH_EXP_LN2_LO;
+    VT p = SPLAT(AH_EXP_P0);
+    p = p * f + AH_EXP_P1;
+    p = p * f + AH_EXP_P2;
+    p = p * f + AH_EXP_P3;
+    p = p * f + AH_EXP_P4;
+    p = p * f + AH_EXP_P5;
+    VT y = p * f * f + f + 1.0f;
+    return y * (VT)((fi_i + 127) << 23);
+}
+
+/* Lanes c0.. of a row whose key column lies in [lo, hi] (att_iota: 0, 1, .. ATT_B-1). */
+ATT_TARGET static inline VI FN(vvisible)(int c0, VT lo, VT hi) {
+    VT ix = LDV(att_iota + c0);
+    return (ix >= lo) & (ix <= hi);
+}
 
 /* A register tile: c[TR x CV*VW] (row stride ldc) = (acc ? c : 0) +
  * sum_k a(i, k) b[k][:], with a(i, k) = a[i*sai + k*sak] (so one function
@@ -78,19 +111,25 @@ ATT_TARGET static void FN(fwd_softmax)(const att_shape *sh, att_work *w, int i0,
             memset(s, 0, ATT_B * sizeof(float));
             continue;
         }
-        float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-        for (int c = lo; c <= hi; c++)
-            mx = fmaxf(mx, s[c]);
-        mx *= scale; /* = the maximum of the scaled scores: scaling by scale > 0 is monotonic */
-        float mold = w->m[r], mnew = fmaxf(mold, mx);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int c = 0; c < ATT_B; c++) {
-            float p = c >= lo && c <= hi ? ah_exp_poly(s[c] * scale - mnew) : 0.0f;
-            s[c] = p;
-            sum += p;
+        VT vlo = SPLAT((float)lo), vhi = SPLAT((float)hi), vmx = SPLAT(-INFINITY);
+        for (int c = 0; c < ATT_B; c += ATT_VW) {
+            VT x = LDV(s + c);
+            vmx = FN(vsel)(FN(vvisible)(c, vlo, vhi) & (x > vmx), x, vmx);
         }
+        float mx = -INFINITY;
+        for (int i = 0; i < ATT_VW; i++)
+            mx = vmx[i] > mx ? vmx[i] : mx;
+        mx *= scale; /* = the maximum of the scaled scores: scaling by scale > 0 is monotonic */
+        float mold = w->m[r], mnew = mx > mold ? mx : mold;
+        VT vsum = SPLAT(0.0f);
+        for (int c = 0; c < ATT_B; c += ATT_VW) { /* exp everywhere, then the mask: no branch */
+            VT p = FN(vsel)(FN(vvisible)(c, vlo, vhi), FN(vexp)(LDV(s + c) * scale - mnew), SPLAT(0.0f));
+            STV(s + c, p);
+            vsum += p;
+        }
+        float sum = 0.0f;
+        for (int i = 0; i < ATT_VW; i++)
+            sum += vsum[i];
         if (mnew != mold) {
             float alpha = expf(mold - mnew); /* 0 for the first visible block (mold = -inf) */
             float *o = w->o + (size_t)r * w->Dp;
@@ -119,7 +158,8 @@ ATT_TARGET static void FN(fwd_head)(const att_shape *sh, att_work *w, const floa
         int jlo = sh->window > 0 && i0 - sh->window + 1 > 0 ? (i0 - sh->window + 1) / ATT_B : 0;
         for (int jb = jlo; jb <= ib; jb++) {
             int j0 = jb * ATT_B;
-            FN(block)(w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + j0, sh->Tp, Dp, ATT_B, 0);
+            FN(block)
+            (w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
             FN(fwd_softmax)(sh, w, i0, j0);
             FN(block)(w->o, Dp, w->s, ATT_B, 1, w->vp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
         }
@@ -149,9 +189,10 @@ ATT_TARGET static void FN(bwd_probs)(const att_shape *sh, float *restrict s, con
             continue;
         }
         float m = stats[2 * t], inv = stats[2 * t + 1];
-#pragma omp simd
-        for (int c = 0; c < ATT_B; c++)
-            sr[c] = c >= lo && c <= hi ? ah_exp_poly(sr[c] * scale - m) * inv : 0.0f;
+        VT vlo = SPLAT((float)lo), vhi = SPLAT((float)hi);
+        for (int c = 0; c < ATT_B; c += ATT_VW)
+            STV(sr + c,
+                FN(vsel)(FN(vvisible)(c, vlo, vhi), FN(vexp)(LDV(sr + c) * scale - m) * inv, SPLAT(0.0f)));
     }
 }
 
@@ -173,10 +214,10 @@ ATT_TARGET static void FN(bwd_dscores)(const att_shape *sh, const float *restric
 ATT_TARGET static void FN(bwd_pair)(const att_shape *sh, att_work *w, const float *stats, int i0, int j0) {
     const int Dp = w->Dp;
     const float *qi = w->qp + (size_t)i0 * Dp, *doi = w->dop + (size_t)i0 * Dp;
-    FN(block)(w->s, ATT_B, qi, Dp, 1, w->kt + j0, sh->Tp, Dp, ATT_B, 0);
+    FN(block)(w->s, ATT_B, qi, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
     FN(bwd_probs)(sh, w->s, stats, i0, j0);
     FN(block)(w->dva + (size_t)j0 * Dp, Dp, w->s, 1, ATT_B, doi, Dp, ATT_B, Dp, 1);
-    FN(block)(w->ds, ATT_B, doi, Dp, 1, w->vt + j0, sh->Tp, Dp, ATT_B, 0);
+    FN(block)(w->ds, ATT_B, doi, Dp, 1, w->vt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
     FN(bwd_dscores)(sh, w->s, w->ds, w->di, i0);
     FN(block)(w->dqa + (size_t)i0 * Dp, Dp, w->ds, ATT_B, 1, w->kp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
     FN(block)(w->dka + (size_t)j0 * Dp, Dp, w->ds, 1, ATT_B, qi, Dp, ATT_B, Dp, 1);
@@ -215,6 +256,8 @@ ATT_TARGET static void FN(bwd_group)(const att_shape *sh, att_work *w, const att
 }
 
 #undef VT
+#undef VI
+#undef SPLAT
 #undef LDV
 #undef STV
 #undef FN
