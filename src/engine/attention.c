@@ -48,6 +48,12 @@ typedef struct {
     double *l;
 } att_work;
 
+/* Which tiles of a diagonal block's product to skip (attention_isa.h,
+ * block): FULL none; COLS the columns right of a row tile's last row (scores:
+ * rows are queries, columns keys); KHI the keys after a row tile's last row
+ * (P V, dS K); KLO the query rows before a row tile's first key (P^T dO, dS^T Q). */
+typedef enum { ATT_FULL, ATT_TRI_COLS, ATT_TRI_KHI, ATT_TRI_KLO } att_tri;
+
 /* A backward task: the G query heads h0.. of one kv head, at their first
  * element in the batch (row strides ldq, ldk); stats of head h0. */
 typedef struct {
@@ -234,6 +240,7 @@ static void att_work_alloc(att_work *w, const att_shape *sh, int vw, int backwar
     size_t rows = (size_t)sh->Tp * w->Dp;
     w->qp = att_alloc(rows), w->kt = att_alloc(rows);
     w->s = att_alloc(ATT_B * ATT_B);
+    memset(w->s, 0, sizeof(float) * ATT_B * ATT_B); /* entries a diagonal block skips are read masked */
     if (!backward) {
         w->vp = att_alloc(rows), w->o = att_alloc((size_t)ATT_B * w->Dp), w->m = att_alloc(ATT_B);
         w->l = aligned_alloc(64, ATT_B * sizeof(double));
@@ -244,6 +251,7 @@ static void att_work_alloc(att_work *w, const att_shape *sh, int vw, int backwar
     w->kp = att_alloc(rows), w->vt = att_alloc(rows), w->dop = att_alloc(rows);
     w->dqa = att_alloc(rows), w->dka = att_alloc(rows), w->dva = att_alloc(rows);
     w->ds = att_alloc(ATT_B * ATT_B), w->di = att_alloc((size_t)sh->Tp);
+    memset(w->ds, 0, sizeof(float) * ATT_B * ATT_B);
 }
 
 static void att_work_free(att_work *w) {

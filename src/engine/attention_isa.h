@@ -84,17 +84,27 @@ ATT_TILE(FN(tile), ATT_TR, ATT_CV)
 ATT_TILE(FN(tile1), ATT_TR, 1)
 #undef ATT_TILE
 
-/* c[ATT_B x ncols] (+)= a(ATT_B x K) b[K x ncols], ncols a multiple of ATT_VW. */
+/* c[ATT_B x ncols] (+)= a(ATT_B x K) b[K x ncols], ncols a multiple of ATT_VW.
+ * On a diagonal block, tri skips the tiles above the diagonal (att_tri): what
+ * they would give is masked or zero, and the entries left unwritten are
+ * never read unmasked. */
 ATT_TARGET static void FN(block)(float *restrict c, int ldc, const float *restrict a, int sai, int sak,
-                                 const float *restrict b, int ldb, int K, int ncols, int acc) {
+                                 const float *restrict b, int ldb, int K, int ncols, int acc, att_tri tri) {
     for (int i = 0; i < ATT_B; i += ATT_TR) {
         float *ci = c + (size_t)i * ldc;
-        const float *ai = a + (size_t)i * sai;
+        int n = ncols, k0 = 0, k1 = K;
+        if (tri == ATT_TRI_COLS && (i + ATT_TR + ATT_VW - 1) / ATT_VW * ATT_VW < n)
+            n = (i + ATT_TR + ATT_VW - 1) / ATT_VW * ATT_VW; /* the columns up to the tile's last row */
+        else if (tri == ATT_TRI_KHI && i + ATT_TR < k1)
+            k1 = i + ATT_TR; /* the keys up to the tile's last row */
+        else if (tri == ATT_TRI_KLO)
+            k0 = i; /* the query rows from the tile's first key on */
+        const float *ai = a + (size_t)i * sai + (size_t)k0 * sak, *bk = b + (size_t)k0 * ldb;
         int j = 0;
-        for (; j + ATT_CV * ATT_VW <= ncols; j += ATT_CV * ATT_VW)
-            FN(tile)(ci + j, ldc, ai, sai, sak, b + j, ldb, K, acc);
-        for (; j < ncols; j += ATT_VW)
-            FN(tile1)(ci + j, ldc, ai, sai, sak, b + j, ldb, K, acc);
+        for (; j + ATT_CV * ATT_VW <= n; j += ATT_CV * ATT_VW)
+            FN(tile)(ci + j, ldc, ai, sai, sak, bk + j, ldb, k1 - k0, acc);
+        for (; j < n; j += ATT_VW)
+            FN(tile1)(ci + j, ldc, ai, sai, sak, bk + j, ldb, k1 - k0, acc);
     }
 }
 
@@ -158,10 +168,14 @@ ATT_TARGET static void FN(fwd_head)(const att_shape *sh, att_work *w, const floa
         int jlo = sh->window > 0 && i0 - sh->window + 1 > 0 ? (i0 - sh->window + 1) / ATT_B : 0;
         for (int jb = jlo; jb <= ib; jb++) {
             int j0 = jb * ATT_B;
+            att_tri diag = jb == ib;
             FN(block)
-            (w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
+            (w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0,
+             diag ? ATT_TRI_COLS : ATT_FULL);
             FN(fwd_softmax)(sh, w, i0, j0);
-            FN(block)(w->o, Dp, w->s, ATT_B, 1, w->vp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
+            FN(block)
+            (w->o, Dp, w->s, ATT_B, 1, w->vp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1,
+             diag ? ATT_TRI_KHI : ATT_FULL);
         }
         for (int r = 0; r < ATT_B && i0 + r < sh->T; r++) {
             int t = i0 + r;
@@ -196,16 +210,18 @@ ATT_TARGET static void FN(bwd_probs)(const att_shape *sh, float *restrict s, con
     }
 }
 
-/* ds (holding dP = dO V^T) becomes dS = P (dP - rowsum(dO o O)) * scale. */
+/* ds (holding dP = dO V^T) becomes dS = P (dP - rowsum(dO o O)) * scale,
+ * 0 where P is (dP is not computed above the diagonal). */
 ATT_TARGET static void FN(bwd_dscores)(const att_shape *sh, const float *restrict p, float *restrict ds,
                                        const float *restrict di, int i0) {
     const float scale = sh->scale;
     for (int r = 0; r < ATT_B; r++) {
         const float *pr = p + (size_t)r * ATT_B;
         float *dr = ds + (size_t)r * ATT_B, dd = di[i0 + r];
-#pragma omp simd
-        for (int c = 0; c < ATT_B; c++)
-            dr[c] = pr[c] * (dr[c] - dd) * scale;
+        for (int c = 0; c < ATT_B; c += ATT_VW) {
+            VT pv = LDV(pr + c);
+            STV(dr + c, FN(vsel)(pv != SPLAT(0.0f), pv * (LDV(dr + c) - dd) * scale, SPLAT(0.0f)));
+        }
     }
 }
 
@@ -214,13 +230,20 @@ ATT_TARGET static void FN(bwd_dscores)(const att_shape *sh, const float *restric
 ATT_TARGET static void FN(bwd_pair)(const att_shape *sh, att_work *w, const float *stats, int i0, int j0) {
     const int Dp = w->Dp;
     const float *qi = w->qp + (size_t)i0 * Dp, *doi = w->dop + (size_t)i0 * Dp;
-    FN(block)(w->s, ATT_B, qi, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
+    int diag = i0 == j0;
+    FN(block)
+    (w->s, ATT_B, qi, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0, diag ? ATT_TRI_COLS : ATT_FULL);
     FN(bwd_probs)(sh, w->s, stats, i0, j0);
-    FN(block)(w->dva + (size_t)j0 * Dp, Dp, w->s, 1, ATT_B, doi, Dp, ATT_B, Dp, 1);
-    FN(block)(w->ds, ATT_B, doi, Dp, 1, w->vt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0);
+    FN(block)
+    (w->dva + (size_t)j0 * Dp, Dp, w->s, 1, ATT_B, doi, Dp, ATT_B, Dp, 1, diag ? ATT_TRI_KLO : ATT_FULL);
+    FN(block)
+    (w->ds, ATT_B, doi, Dp, 1, w->vt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0, diag ? ATT_TRI_COLS : ATT_FULL);
     FN(bwd_dscores)(sh, w->s, w->ds, w->di, i0);
-    FN(block)(w->dqa + (size_t)i0 * Dp, Dp, w->ds, ATT_B, 1, w->kp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1);
-    FN(block)(w->dka + (size_t)j0 * Dp, Dp, w->ds, 1, ATT_B, qi, Dp, ATT_B, Dp, 1);
+    FN(block)
+    (w->dqa + (size_t)i0 * Dp, Dp, w->ds, ATT_B, 1, w->kp + (size_t)j0 * Dp, Dp, ATT_B, Dp, 1,
+     diag ? ATT_TRI_KHI : ATT_FULL);
+    FN(block)
+    (w->dka + (size_t)j0 * Dp, Dp, w->ds, 1, ATT_B, qi, Dp, ATT_B, Dp, 1, diag ? ATT_TRI_KLO : ATT_FULL);
 }
 
 /* One (batch, kv head) with its G query heads, in order: dq of those heads,
