@@ -5,9 +5,10 @@
  *   ATT_TARGET  the function attribute that selects the instruction set
  *   ATT_SFX     the suffix of every name defined here
  * and the shared types (att_shape, att_work, att_task) and helpers. No
- * include guard on purpose. Block products are written with GCC vector
- * extensions so that a tile's accumulators stay in registers; the softmax
- * loops are plain loops the compiler vectorises for the target. */
+ * include guard on purpose. Everything is written with GCC vector
+ * extensions: a tile's accumulators stay in registers, and the masked
+ * softmax and its exponential are vector code (the compiler left that loop
+ * scalar for AVX2). */
 
 #define ATT_CAT2(a, b) a##_##b
 #define ATT_CAT(a, b) ATT_CAT2(a, b)
@@ -168,7 +169,7 @@ ATT_TARGET static void FN(fwd_head)(const att_shape *sh, att_work *w, const floa
         int jlo = sh->window > 0 && i0 - sh->window + 1 > 0 ? (i0 - sh->window + 1) / ATT_B : 0;
         for (int jb = jlo; jb <= ib; jb++) {
             int j0 = jb * ATT_B;
-            att_tri diag = jb == ib;
+            int diag = jb == ib;
             FN(block)
             (w->s, ATT_B, w->qp + (size_t)i0 * Dp, Dp, 1, w->kt + (size_t)j0 * Dp, ATT_B, Dp, ATT_B, 0,
              diag ? ATT_TRI_COLS : ATT_FULL);

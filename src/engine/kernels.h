@@ -1,6 +1,7 @@
 /* CPU kernels of the training engine: forward and backward of every op of a
- * GPT/LLaMA-style transformer, fp32, row-major. Matrix products go through
- * BLAS (cblas_sgemm), other loops are parallel with OpenMP.
+ * GPT/LLaMA-style transformer, fp32, row-major. Linear layers go through
+ * BLAS (cblas_sgemm), causal attention is blocked and flash-style
+ * (attention.c), other loops are parallel with OpenMP.
  *
  * Conventions: N = number of token rows (micro-batch B x sequence T, token
  * n = b*T + t), a Linear layer's weight is [out, in] like PyTorch, so
