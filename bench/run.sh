@@ -132,6 +132,12 @@ section_attention() {
   bench/attention_bench.sh out/attn-base-src/build/autohet ./build/autohet out/attention_bench.md "$RUNS" \
     ./build/attention_bench >&2
   cat out/attention_bench.md
+  echo "The same with one thread (no OpenMP barriers: on a shared, oversubscribed machine a parallel region"
+  echo "waits for a descheduled thread, which inflates the 2-thread figures of both kernels):"
+  echo
+  ATTN_BENCH_THREADS=1 bench/attention_bench.sh out/attn-base-src/build/autohet ./build/autohet \
+    out/attention_bench_1t.md "$RUNS" >&2
+  cat out/attention_bench_1t.md
   echo "The kernel is described in docs/engine.md (\"Attention\"); its tests compare it with the earlier one"
   echo "(\`tests/test_attention.c\`: outputs and gradients within 1e-6, every instruction set of the CPU)."
 }
