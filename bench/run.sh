@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery recovery_hosts spot comm (default: all)
-#   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one
+#   sections: planner verify mixtp calib simulator engine engine_ab attention memory schedules ckpt recovery recovery_hosts spot comm
+#   (default: all)
+#   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
+#   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
 set -euo pipefail
@@ -16,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator engine engine_ab memory schedules ckpt recovery recovery_hosts spot comm)
+SECTIONS=(planner verify mixtp calib simulator engine engine_ab attention memory schedules ckpt recovery recovery_hosts spot comm)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -115,6 +117,29 @@ section_engine_ab() {
   bench/engine_compare.sh out/base-src/build/autohet ./build/autohet out/engine_ab.md "$RUNS" "$rev" >&2
   cat out/engine_ab.md
   cat bench/engine_ab_notes.md
+}
+
+section_attention() {
+  local rev="${ATTN_BASE:-64046c3}"
+  echo "## Causal attention: flash-style against the full T x T kernel (issue #15)"
+  echo
+  stamp attention
+  echo
+  rm -rf out/attn-base-src && mkdir -p out/attn-base-src
+  git archive "$rev" | tar -x -C out/attn-base-src
+  cmake -S out/attn-base-src -B out/attn-base-src/build -DCMAKE_BUILD_TYPE=Release -DAUTOHET_CUDA=OFF >/dev/null
+  cmake --build out/attn-base-src/build -j"$(nproc)" --target autohet >/dev/null
+  bench/attention_bench.sh out/attn-base-src/build/autohet ./build/autohet out/attention_bench.md "$RUNS" \
+    ./build/attention_bench >&2
+  cat out/attention_bench.md
+  echo "The same with one thread (no OpenMP barriers: on a shared, oversubscribed machine a parallel region"
+  echo "waits for a descheduled thread, which inflates the 2-thread figures of both kernels):"
+  echo
+  ATTN_BENCH_THREADS=1 bench/attention_bench.sh out/attn-base-src/build/autohet ./build/autohet \
+    out/attention_bench_1t.md "$RUNS" >&2
+  cat out/attention_bench_1t.md
+  echo "The kernel is described in docs/engine.md (\"Attention\"); its tests compare it with the earlier one"
+  echo "(\`tests/test_attention.c\`: outputs and gradients within 1e-6, every instruction set of the CPU)."
 }
 
 section_memory() {

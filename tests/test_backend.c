@@ -133,11 +133,14 @@ static void test_ops_equal_direct_kernels(void **state) {
     assert_device_equals(be, dln, ln, (size_t)N * K);
     assert_device_equals(be, drstd, rstd, N);
     /* attention (q = k = v = x viewed as [N, H, D]) */
-    float *att_out = calloc((size_t)N * K, sizeof(float)), *att = calloc((size_t)B * H * T * T, sizeof(float));
+    size_t nst = (size_t)B * H * be->attention_saved(be->ctx, T);
+    assert_int_equal(nst, (size_t)B * H * ah_attention_stats_per_head(T));
+    float *att_out = calloc((size_t)N * K, sizeof(float)), *att = calloc(nst, sizeof(float));
     ah_attention_fwd(att_out, att, x, x, x, B, T, H, H, D);
-    ah_dptr datt_out = ah_be_alloc(be, (size_t)N * K), datt = ah_be_alloc(be, (size_t)B * H * T * T);
+    ah_dptr datt_out = ah_be_alloc(be, (size_t)N * K), datt = ah_be_alloc(be, nst);
     be->attention_fwd(be->ctx, datt_out, datt, dx, dx, dx, B, T, H, H, D, 0);
     assert_device_equals(be, datt_out, att_out, (size_t)N * K);
+    assert_device_equals(be, datt, att, nst);
     /* GELU */
     float *ge = calloc((size_t)N * K, sizeof(float));
     ah_gelu_fwd(ge, x, (size_t)N * K);

@@ -560,89 +560,85 @@ static void test_rope_grad(void **state) {
 
 /* ----------------------------------------------------------- attention */
 
-/* double-precision reference: out[N,Hq,D], att[B,Hq,T,T] */
-static void naive_attention(double *out, double *att, const float *q, const float *k, const float *v, int B,
-                            int T, int Hq, int Hkv, int D) {
+/* double-precision reference: out[N,Hq,D] and each row's softmax statistics
+ * st[B,Hq,T,2] (max of the scaled scores, sum of exponentials); window as
+ * ah_attention_fwd_window. */
+static void naive_attention(double *out, double *st, const float *q, const float *k, const float *v, int B,
+                            int T, int Hq, int Hkv, int D, int window) {
     int G = Hq / Hkv;
+    double *a = calloc((size_t)T, sizeof(double));
+    assert_non_null(a);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hq; h++)
             for (int t = 0; t < T; t++) {
-                int kh = h / G;
-                double *a = att + (((size_t)b * Hq + h) * T + t) * T;
+                int kh = h / G, j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
                 double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < T; j++) {
-                    a[j] = 0;
-                    if (j > t)
-                        continue;
+                for (int j = j0; j <= t; j++) {
                     double s = 0;
                     for (int d = 0; d < D; d++)
                         s += (double)q[((b * T + t) * Hq + h) * D + d] * k[((b * T + j) * Hkv + kh) * D + d];
                     a[j] = s / sqrt(D);
                     mx = fmax(mx, a[j]);
                 }
-                for (int j = 0; j <= t; j++)
+                for (int j = j0; j <= t; j++)
                     sum += (a[j] = exp(a[j] - mx));
-                for (int j = 0; j <= t; j++)
-                    a[j] /= sum;
                 for (int d = 0; d < D; d++) {
                     double o = 0;
-                    for (int j = 0; j <= t; j++)
-                        o += a[j] * v[((b * T + j) * Hkv + kh) * D + d];
+                    for (int j = j0; j <= t; j++)
+                        o += a[j] / sum * v[((b * T + j) * Hkv + kh) * D + d];
                     out[((b * T + t) * Hq + h) * D + d] = o;
                 }
+                double *r = st + (((size_t)b * Hq + h) * T + t) * 2;
+                r[0] = mx, r[1] = sum;
             }
+    free(a);
+}
+
+static size_t stats_len(int B, int T, int Hq) {
+    return (size_t)B * Hq * ah_attention_stats_per_head(T);
 }
 
 static void check_attention_fwd(int B, int T, int Hq, int Hkv, int D) {
-    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, na = (size_t)B * Hq * T * T;
+    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, ns = stats_len(B, T, Hq);
+    assert_int_equal(ns, (size_t)B * Hq * T * 2);
     float *q = frandn(nq, -1.5, 1.5), *k = frandn(nk, -1.5, 1.5), *v = frandn(nk, -1, 1);
-    float *out = falloc(nq), *att = falloc(na);
-    fill(att, na, 7.0f); /* everything must be written, including the zeros */
-    double *wo = calloc(nq, sizeof(double)), *wa = calloc(na, sizeof(double));
-    ah_attention_fwd(out, att, q, k, v, B, T, Hq, Hkv, D);
-    naive_attention(wo, wa, q, k, v, B, T, Hq, Hkv, D);
+    float *out = falloc(nq), *st = falloc(ns);
+    fill(st, ns, 7.0f); /* everything must be written */
+    double *wo = calloc(nq, sizeof(double)), *ws = calloc(ns, sizeof(double));
+    ah_attention_fwd(out, st, q, k, v, B, T, Hq, Hkv, D);
+    naive_attention(wo, ws, q, k, v, B, T, Hq, Hkv, D, 0);
     assert_close_arrays(out, wo, nq, 2e-6, "attention out");
-    assert_close_arrays(att, wa, na, 2e-6, "attention att");
+    for (size_t r = 0; r < ns / 2; r++) { /* the statistics: the row max and 1 / the sum */
+        assert_double_equal(st[2 * r], ws[2 * r], 2e-6 * (1 + fabs(ws[2 * r])));
+        assert_double_equal(st[2 * r + 1] * ws[2 * r + 1], 1.0, 2e-6);
+    }
     int G = Hq / Hkv;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < Hq; h++)
-            for (int t = 0; t < T; t++) {
-                const float *a = att + (((size_t)b * Hq + h) * T + t) * T;
-                double s = 0;
-                for (int j = 0; j < T; j++) {
-                    if (j > t)
-                        assert_true(a[j] == 0.0f);
-                    else
-                        assert_true(a[j] > 0.0f);
-                    s += a[j];
-                }
-                assert_double_equal(s, 1.0, 1e-6); /* softmax rows sum to 1 */
-            }
     /* first token attends only to itself: out = v_0 of its kv head */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < Hq; h++)
             for (int d = 0; d < D; d++)
                 assert_double_equal(out[((size_t)b * T * Hq + h) * D + d],
                                     v[((size_t)b * T * Hkv + h / G) * D + d], 1e-7);
-    free(q), free(k), free(v), free(out), free(att), free(wo), free(wa);
+    free(q), free(k), free(v), free(out), free(st), free(wo), free(ws);
 }
 
 static void test_attention_fwd(void **state) {
     (void)state;
     rng_seed(13);
-    check_attention_fwd(2, 7, 4, 2, 8); /* GQA */
-    check_attention_fwd(1, 9, 3, 3, 4); /* MHA */
-    check_attention_fwd(2, 5, 4, 1, 6); /* MQA */
-    check_attention_fwd(1, 1, 2, 1, 3); /* single token */
+    check_attention_fwd(2, 7, 4, 2, 8);   /* GQA */
+    check_attention_fwd(1, 9, 3, 3, 4);   /* MHA */
+    check_attention_fwd(2, 5, 4, 1, 6);   /* MQA */
+    check_attention_fwd(1, 1, 2, 1, 3);   /* single token */
+    check_attention_fwd(1, 150, 2, 1, 20); /* several blocks, the last one partial */
 }
 
 static void test_attention_causal(void **state) {
     (void)state;
     rng_seed(14);
     int B = 2, T = 8, Hq = 4, Hkv = 2, D = 8;
-    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, na = (size_t)B * Hq * T * T;
+    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, ns = stats_len(B, T, Hq);
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1);
-    float *o1 = falloc(nq), *a1 = falloc(na), *o2 = falloc(nq), *a2 = falloc(na);
+    float *o1 = falloc(nq), *a1 = falloc(ns), *o2 = falloc(nq), *a2 = falloc(ns);
     ah_attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
     /* change q, k and v of the tokens t >= 5 of batch 0 */
     for (int t = 5; t < T; t++) {
@@ -654,37 +650,40 @@ static void test_attention_causal(void **state) {
             q[((size_t)t * Hq) * D + i] *= -2.0f;
     }
     ah_attention_fwd(o2, a2, q, k, v, B, T, Hq, Hkv, D);
-    size_t row = (size_t)Hq * D;
+    size_t row = (size_t)Hq * D, hs = ah_attention_stats_per_head(T);
     assert_memory_equal(o1, o2, 5 * row * sizeof(float));                             /* earlier tokens */
     assert_memory_equal(o1 + T * row, o2 + T * row, (size_t)T * row * sizeof(float)); /* batch 1 */
     assert_memory_not_equal(o1 + 5 * row, o2 + 5 * row, row * sizeof(float));
-    for (int h = 0; h < Hq; h++)
-        assert_memory_equal(a1 + (size_t)h * T * T, a2 + (size_t)h * T * T, (size_t)5 * T * sizeof(float));
+    for (int h = 0; h < Hq; h++) /* the statistics of the earlier tokens */
+        assert_memory_equal(a1 + (size_t)h * hs, a2 + (size_t)h * hs, (size_t)5 * 2 * sizeof(float));
     free(q), free(k), free(v), free(o1), free(a1), free(o2), free(a2);
 }
 
 typedef struct {
     int B, T, Hq, Hkv, D;
-    float *q, *k, *v, *att, *dq, *dk, *dv;
+    float *q, *k, *v, *st, *out, *dq, *dk, *dv;
     int window;
 } att_ctx;
 static void att_f(void *c, float *out) {
     att_ctx *A = c;
-    ah_attention_fwd_window(out, A->att, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D, A->window);
+    ah_attention_fwd_window(out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D, A->window);
+    memcpy(A->out, out, sizeof(float) * (size_t)A->B * A->T * A->Hq * A->D); /* the backward reads it */
 }
 static void att_b(void *c, const float *dout) {
     att_ctx *A = c;
-    ah_attention_bwd(A->dq, A->dk, A->dv, dout, A->att, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D);
+    ah_attention_bwd(A->dq, A->dk, A->dv, dout, A->out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv,
+                     A->D, A->window);
 }
 
 static void attention_grad(const char *name, int B, int T, int Hq, int Hkv, int D, int window) {
     size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D;
-    att_ctx A = {B, T, Hq, Hkv, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL, window};
+    att_ctx A = {B, T, Hq, Hkv, D, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, window};
     A.q = frandn(nq, -1.5, 1.5), A.k = frandn(nk, -1.5, 1.5), A.v = frandn(nk, -1, 1);
-    A.att = falloc((size_t)B * Hq * T * T), A.dq = falloc(nq), A.dk = falloc(nk), A.dv = falloc(nk);
+    A.st = falloc(stats_len(B, T, Hq)), A.out = falloc(nq);
+    A.dq = falloc(nq), A.dk = falloc(nk), A.dv = falloc(nk);
     fd_param ps[] = {{"q", A.q, A.dq, nq}, {"k", A.k, A.dk, nk}, {"v", A.v, A.dv, nk}};
     grad_suite(name, &A, att_f, att_b, ps, 3, nq);
-    free(A.q), free(A.k), free(A.v), free(A.att), free(A.dq), free(A.dk), free(A.dv);
+    free(A.q), free(A.k), free(A.v), free(A.st), free(A.out), free(A.dq), free(A.dk), free(A.dv);
 }
 
 static void test_attention_grad(void **state) {
@@ -693,7 +692,8 @@ static void test_attention_grad(void **state) {
     attention_grad("attn-gqa", 2, 5, 4, 2, 4, 0);
     attention_grad("attn-mha", 1, 6, 2, 2, 4, 0);
     attention_grad("attn-mqa", 1, 4, 3, 1, 5, 0);
-    attention_grad("attn-window", 2, 7, 2, 2, 4, 3); /* GPT-Neo's local layers: the same backward */
+    attention_grad("attn-window", 2, 7, 2, 2, 4, 3); /* GPT-Neo's local layers */
+    attention_grad("attn-blocks", 1, 70, 2, 1, 4, 0); /* two blocks, the second partial */
 }
 
 /* A sliding window: query t sees keys (t - window, t]; a window as long as
@@ -702,27 +702,16 @@ static void test_attention_window(void **state) {
     (void)state;
     rng_seed(16);
     int B = 2, T = 9, Hq = 2, Hkv = 1, D = 4, W = 3;
-    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, na = (size_t)B * Hq * T * T;
+    size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, ns = stats_len(B, T, Hq);
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1);
-    float *o1 = falloc(nq), *a1 = falloc(na), *o2 = falloc(nq), *a2 = falloc(na);
+    float *o1 = falloc(nq), *a1 = falloc(ns), *o2 = falloc(nq), *a2 = falloc(ns);
+    double *wo = calloc(nq, sizeof(double)), *ws = calloc(ns, sizeof(double));
     ah_attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
     ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, T);
     assert_memory_equal(o1, o2, nq * sizeof(float));
-    fill(a2, na, 7.0f);
     ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, W);
-    for (size_t r = 0; r < (size_t)B * Hq * T; r++) {
-        int t = (int)(r % T);
-        double s = 0;
-        for (int j = 0; j < T; j++) {
-            float a = a2[r * T + j];
-            if (j > t || j <= t - W)
-                assert_true(a == 0.0f);
-            else
-                assert_true(a > 0.0f);
-            s += a;
-        }
-        assert_double_equal(s, 1.0, 1e-6);
-    }
+    naive_attention(wo, ws, q, k, v, B, T, Hq, Hkv, D, W);
+    assert_close_arrays(o2, wo, nq, 2e-6, "windowed attention out");
     assert_memory_equal(o1, o2, (size_t)W * Hq * D * sizeof(float)); /* the first W tokens see everything */
     assert_memory_not_equal(o1 + (size_t)W * Hq * D, o2 + (size_t)W * Hq * D, (size_t)Hq * D * sizeof(float));
     ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, 1);
@@ -730,7 +719,7 @@ static void test_attention_window(void **state) {
         for (int h = 0; h < Hq; h++)
             for (int d = 0; d < D; d++)
                 assert_true(o2[((size_t)n * Hq + h) * D + d] == v[(size_t)n * Hkv * D + d]);
-    free(q), free(k), free(v), free(o1), free(a1), free(o2), free(a2);
+    free(q), free(k), free(v), free(o1), free(a1), free(o2), free(a2), free(wo), free(ws);
 }
 
 /* ----------------------------------------------------------- cross-entropy */
@@ -990,16 +979,16 @@ static void det_run(det_result *r, uint64_t seed) {
     float *dbl = det_buf(r, M);
     ah_linear_fwd(ol, x, lw, lb, N, C, M);
     ah_linear_bwd(dxl, dwl, dbl, gl, x, lw, N, C, M);
-    /* attention B=2, T=32, Hq=4, Hkv=2, D=16, with rope on q and k */
-    int B = 2, TA = 32, Hq = 4, Hkv = 2, D = 16;
+    /* attention B=2, T=160, Hq=4, Hkv=2, D=16 (enough work for the parallel loops), with rope on q and k */
+    int B = 2, TA = 160, Hq = 4, Hkv = 2, D = 16;
     size_t nq = (size_t)B * TA * Hq * D, nk = (size_t)B * TA * Hkv * D;
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1), *ga = frandn(nq, -1, 1);
     ah_rope_fwd(q, B * TA, TA, Hq, D, 10000.0f);
     ah_rope_fwd(k, B * TA, TA, Hkv, D, 10000.0f);
-    float *att = det_buf(r, (size_t)B * Hq * TA * TA), *oa = det_buf(r, nq);
+    float *att = det_buf(r, stats_len(B, TA, Hq)), *oa = det_buf(r, nq);
     float *dq = det_buf(r, nq), *dk = det_buf(r, nk), *dv = det_buf(r, nk);
     ah_attention_fwd(oa, att, q, k, v, B, TA, Hq, Hkv, D);
-    ah_attention_bwd(dq, dk, dv, ga, att, q, k, v, B, TA, Hq, Hkv, D);
+    ah_attention_bwd(dq, dk, dv, ga, oa, att, q, k, v, B, TA, Hq, Hkv, D, 0);
     ah_rope_bwd(dq, B * TA, TA, Hq, D, 10000.0f);
     /* gelu, swiglu, cross-entropy */
     float *gg = det_buf(r, (size_t)N * M), *sw = det_buf(r, (size_t)N * M / 2),

@@ -85,11 +85,16 @@ struct ah_backend {
     void (*swiglu_bwd)(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int F);
     void (*rope_fwd)(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta);
     void (*rope_bwd)(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta);
-    /* window > 0: query t sees keys (t - window, t] (local layers); 0: all earlier keys */
-    void (*attention_fwd)(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
+    /* window > 0: query t sees keys (t - window, t] (local layers); 0: all earlier keys.
+     * saved: what the forward keeps for the backward, attention_saved(T) elements per (batch, query
+     * head), the backend's own layout (CPU: per-row softmax statistics; CUDA: the probabilities);
+     * the backward gets the forward's out, saved and window. */
+    size_t (*attention_saved)(void *ctx, int T);
+    void (*attention_fwd)(void *ctx, ah_dptr out, ah_dptr saved, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T,
                           int Hq, int Hkv, int D, int window);
-    void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
-                          ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D);
+    void (*attention_bwd)(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr out,
+                          ah_dptr saved, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D,
+                          int window);
     /* returns the summed loss: a synchronising read on an asynchronous backend */
     /* rows of Vp >= V logits, the loss over the first V (the padding is masked out) */
     double (*crossentropy_fwd)(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,

@@ -121,15 +121,20 @@ static void cpu_rope_bwd(void *ctx, ah_dptr dx, int N, int T, int H, int D, floa
     (void)ctx;
     ah_rope_bwd(F(dx), N, T, H, D, theta);
 }
-static void cpu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_dptr k, ah_dptr v, int B,
+static size_t cpu_attention_saved(void *ctx, int T) {
+    (void)ctx;
+    return ah_attention_stats_per_head(T);
+}
+static void cpu_attention_fwd(void *ctx, ah_dptr out, ah_dptr saved, ah_dptr q, ah_dptr k, ah_dptr v, int B,
                               int T, int Hq, int Hkv, int D, int window) {
     (void)ctx;
-    ah_attention_fwd_window(F(out), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D, window);
+    ah_attention_fwd_window(F(out), F(saved), F(q), F(k), F(v), B, T, Hq, Hkv, D, window);
 }
-static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att,
-                              ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D) {
+static void cpu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr out,
+                              ah_dptr saved, ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D,
+                              int window) {
     (void)ctx;
-    ah_attention_bwd(F(dq), F(dk), F(dv), F(dout), F(att), F(q), F(k), F(v), B, T, Hq, Hkv, D);
+    ah_attention_bwd(F(dq), F(dk), F(dv), F(dout), F(out), F(saved), F(q), F(k), F(v), B, T, Hq, Hkv, D, window);
 }
 static double cpu_crossentropy_fwd(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
                                    int N, int V, int Vp) {
@@ -193,6 +198,7 @@ static const ah_backend cpu_backend = {
     .swiglu_bwd = cpu_swiglu_bwd,
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,
+    .attention_saved = cpu_attention_saved,
     .attention_fwd = cpu_attention_fwd,
     .attention_bwd = cpu_attention_bwd,
     .crossentropy_fwd = cpu_crossentropy_fwd,

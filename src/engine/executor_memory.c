@@ -10,6 +10,21 @@
 #include "engine/backend.h"
 #include "engine/executor_internal.h"
 
+/* The cost model's activation accounting for what the backend's attention
+ * keeps: a backend that saves the T x T probabilities (CUDA) is the model's
+ * "no recomputation" case; one that keeps only per-row statistics and
+ * recomputes the scores in the backward (the CPU's flash-style kernel) keeps
+ * what the model's "selective" case (scores recomputed) counts. */
+static ah_recompute attention_recompute(const ah_executor *x, ah_recompute planned) {
+    int T = x->plan.train.seq;
+    if (x->n_chunks < 1 || planned != AH_RECOMPUTE_NONE || T <= 2)
+        return planned;
+    const ah_backend *be = x->chunks[0].be;
+    if (be->attention_saved(be->ctx, T) < (size_t)T * T)
+        return AH_RECOMPUTE_SELECTIVE;
+    return planned;
+}
+
 /* The cost model's bytes for this rank: weights, gradients and optimizer
  * state of the held layers, plus the largest sum of in-flight activations
  * its schedule program ever holds (a forward makes a micro-batch's chunk
@@ -19,6 +34,7 @@ static double predicted_bytes(const ah_executor *x) {
     ah_train_settings ts = x->plan.train;
     ts.precision = AH_PRECISION_FP32;
     ts.dist_optimizer = 0;
+    ts.recompute = attention_recompute(x, ts.recompute);
     int L = ah_model_num_layers(&x->cfg);
     double state, act, bytes = 0, live = 0, peak = 0;
     double *act_of = malloc(sizeof(double) * (size_t)L); /* per layer: one micro-batch's activations */

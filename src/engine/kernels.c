@@ -11,6 +11,7 @@
  *
  * Backward functions accept NULL for any gradient they should skip. */
 #include "engine/kernels.h"
+#include "engine/fast_exp.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -272,29 +273,6 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 #define AH_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 #define AH_GELU_C 0.044715f
 
-/* e^x for the activation kernels: Cody-Waite range reduction and a degree-6
- * polynomial (Cephes expf, ~1 ulp), branch-free so that the loops vectorise;
- * libm's tanhf/expf are scalar calls and made GELU a fifth of a training step. */
-static inline float exp_poly(float x) {
-    x = fminf(fmaxf(x, -87.0f), 88.0f);
-    float t = x * 1.44269504088896341f;
-    float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
-    float f = x - fi * 0.693359375f + fi * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * f + 1.3981999507e-3f;
-    p = p * f + 8.3334519073e-3f;
-    p = p * f + 4.1665795894e-2f;
-    p = p * f + 1.6666665459e-1f;
-    p = p * f + 5.0000001201e-1f;
-    float y = p * f * f + f + 1.0f;
-    union {
-        float f;
-        int32_t i;
-    } u;
-    u.i = ((int32_t)fi + 127) << 23;
-    return y * u.f;
-}
-
 /* GELU (tanh form) through the identity 0.5 x (1 + tanh(u)) = x * sigmoid(2u),
  * which has no cancellation for negative x. Chunks run in parallel; the loop
  * inside a chunk is plain so that the compiler vectorises it. */
@@ -304,7 +282,7 @@ static void gelu_fwd_chunk(float *restrict out, const float *restrict inp, size_
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = AH_GELU_S * (x + AH_GELU_C * x * x * x);
-        out[i] = x / (1.0f + exp_poly(-2.0f * u));
+        out[i] = x / (1.0f + ah_exp_poly(-2.0f * u));
     }
 }
 
@@ -314,7 +292,7 @@ static void gelu_bwd_chunk(float *restrict dinp, const float *restrict dout, con
         float x = inp[i];
         float xc = fminf(fmaxf(x, -10.0f), 10.0f); /* saturated beyond; avoids inf * 0 for huge |x| */
         float u = AH_GELU_S * (xc + AH_GELU_C * xc * xc * xc);
-        float sg = 1.0f / (1.0f + exp_poly(-2.0f * u));
+        float sg = 1.0f / (1.0f + ah_exp_poly(-2.0f * u));
         float d = sg + 2.0f * xc * sg * (1.0f - sg) * AH_GELU_S * (1.0f + 3.0f * AH_GELU_C * xc * xc);
         d = x > 10.0f ? 1.0f : (x < -10.0f ? 0.0f : d);
         dinp[i] += d * dout[i];
@@ -419,110 +397,6 @@ void ah_rope_fwd(float *x, int N, int T, int H, int D, float theta) {
 
 void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
     rope_apply(dx, N, T, H, D, theta, -1);
-}
-
-/* Attention runs per (batch, head) on BLAS: S = Q K^T and O = P V are sgemm
- * calls on strided views of q/k/v (row stride H*D), the causal softmax is a
- * row loop. Heads run one after another and OpenBLAS threads each product:
- * calling sgemm from inside an OpenMP region serialises on OpenBLAS's buffer
- * pool here and was 4x slower. The query heads of a GQA group, which share
- * dk/dv, accumulate in a fixed order, so results do not depend on threads. */
-void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                      int Hq, int Hkv, int D) {
-    ah_attention_fwd_window(out, att, q, k, v, B, T, Hq, Hkv, D, 0);
-}
-
-void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
-                             int T, int Hq, int Hkv, int D, int window) {
-    if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
-        return;
-    int G = Hq / Hkv;
-    float scale = 1.0f / sqrtf((float)D);
-    int ldq = Hq * D, ldk = Hkv * D;
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < Hq; h++) {
-            int kh = h / G;
-            const float *qb = q + (size_t)b * T * ldq + (size_t)h * D;
-            const float *kb = k + (size_t)b * T * ldk + (size_t)kh * D;
-            const float *vb = v + (size_t)b * T * ldk + (size_t)kh * D;
-            float *ob = out + (size_t)b * T * ldq + (size_t)h * D;
-            float *a = att + ((size_t)b * Hq + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, scale, qb, ldq, kb, ldk, 0.0f, a,
-                        T);
-#pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
-            for (int t = 0; t < T; t++) {
-                float *row = a + (size_t)t * T;
-                int j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0; /* first visible key */
-                float mx = -INFINITY;
-                for (int j = j0; j <= t; j++)
-                    if (row[j] > mx)
-                        mx = row[j];
-                double sum = 0.0;
-                for (int j = j0; j <= t; j++) {
-                    float e = expf(row[j] - mx);
-                    row[j] = e;
-                    sum += e;
-                }
-                float inv = (float)(1.0 / sum);
-                for (int j = 0; j < j0; j++)
-                    row[j] = 0.0f;
-                for (int j = j0; j <= t; j++)
-                    row[j] *= inv;
-                for (int j = t + 1; j < T; j++)
-                    row[j] = 0.0f;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, a, T, vb, ldk, 0.0f, ob,
-                        ldq);
-        }
-    }
-}
-
-void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
-                      const float *k, const float *v, int B, int T, int Hq, int Hkv, int D) {
-    if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
-        return;
-    int G = Hq / Hkv;
-    float scale = 1.0f / sqrtf((float)D);
-    int ldq = Hq * D, ldk = Hkv * D;
-    float *ds = xmalloc((size_t)T * T * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < Hq; h++) {
-            int kh = h / G;
-            const float *a = att + ((size_t)b * Hq + h) * T * T;
-            const float *go = dout + (size_t)b * T * ldq + (size_t)h * D;
-            const float *qb = q + (size_t)b * T * ldq + (size_t)h * D;
-            const float *kb = k + (size_t)b * T * ldk + (size_t)kh * D;
-            const float *vb = v + (size_t)b * T * ldk + (size_t)kh * D;
-            /* dV += P^T dO */
-            if (dv != NULL)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, a, T, go, ldq, 1.0f,
-                            dv + (size_t)b * T * ldk + (size_t)kh * D, ldk);
-            /* dP = dO V^T, then dS = P (dP - rowsum(P dP)) * scale */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, D, 1.0f, go, ldq, vb, ldk, 0.0f, ds,
-                        T);
-#pragma omp parallel for schedule(static) if ((long)T * T >= AH_PAR_MIN)
-            for (int t = 0; t < T; t++) {
-                float *row = ds + (size_t)t * T;
-                const float *p = a + (size_t)t * T;
-                double pdp = 0.0;
-                for (int j = 0; j <= t; j++)
-                    pdp += (double)p[j] * row[j];
-                float rd = (float)pdp;
-                for (int j = 0; j <= t; j++)
-                    row[j] = p[j] * (row[j] - rd) * scale;
-                for (int j = t + 1; j < T; j++)
-                    row[j] = 0.0f;
-            }
-            /* dQ += dS K ; dK += dS^T Q */
-            if (dq != NULL)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, kb, ldk, 1.0f,
-                            dq + (size_t)b * T * ldq + (size_t)h * D, ldq);
-            if (dk != NULL)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, D, T, 1.0f, ds, T, qb, ldq, 1.0f,
-                            dk + (size_t)b * T * ldk + (size_t)kh * D, ldk);
-        }
-    }
-    free(ds);
 }
 
 /* ------------------------------------------------------------ loss */

@@ -1,6 +1,7 @@
 /* CPU kernels of the training engine: forward and backward of every op of a
- * GPT/LLaMA-style transformer, fp32, row-major. Matrix products go through
- * BLAS (cblas_sgemm), other loops are parallel with OpenMP.
+ * GPT/LLaMA-style transformer, fp32, row-major. Linear layers go through
+ * BLAS (cblas_sgemm), causal attention is blocked and flash-style
+ * (attention.c), other loops are parallel with OpenMP.
  *
  * Conventions: N = number of token rows (micro-batch B x sequence T, token
  * n = b*T + t), a Linear layer's weight is [out, in] like PyTorch, so
@@ -62,17 +63,29 @@ void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta);
 /* Causal scaled-dot-product attention with grouped-query heads:
  * q[N, Hq, D], k[N, Hkv, D], v[N, Hkv, D] (Hq % Hkv == 0, query head h uses
  * kv head h / (Hq/Hkv)), batches of T tokens (N = B*T), scale 1/sqrt(D).
- * out[N, Hq, D]; att[B, Hq, T, T] keeps the softmax probabilities for the
- * backward (entries above the diagonal are 0). */
-void ah_attention_fwd(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+ * out[N, Hq, D]. Blocked and flash-style (attention.c): the masked half is
+ * skipped and no T x T matrix is kept; stats[B, Hq, T, 2] keeps each query
+ * row's softmax statistics (score maximum, 1 / sum of exponentials) for the
+ * backward, which recomputes the probabilities block by block. */
+void ah_attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D);
 /* The same with a sliding window (GPT-Neo's local layers): query t sees keys
- * (t - window, t]; window 0 = every earlier key. The backward needs no
- * window: the masked probabilities are 0 in att. */
-void ah_attention_fwd_window(float *out, float *att, const float *q, const float *k, const float *v, int B,
+ * (t - window, t]; window 0 = every earlier key. */
+void ah_attention_fwd_window(float *out, float *stats, const float *q, const float *k, const float *v, int B,
                              int T, int Hq, int Hkv, int D, int window);
-void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *att, const float *q,
-                      const float *k, const float *v, int B, int T, int Hq, int Hkv, int D);
+/* dq, dk, dv += the gradients for dout; out and stats are what the forward
+ * with the same window wrote (dq/dk/dv may be NULL). */
+void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out, const float *stats,
+                      const float *q, const float *k, const float *v, int B, int T, int Hq, int Hkv, int D,
+                      int window);
+/* Floats of stats per (batch, query head): 2 T. */
+size_t ah_attention_stats_per_head(int T);
+/* The instruction set the attention kernel runs on ("avx512", "avx2" or
+ * "base"), chosen from the CPU's features at the first call; tests force
+ * each one the CPU has (-1: unknown or not supported here), NULL returns to
+ * the CPU's choice. */
+const char *ah_attention_kernel(void);
+int ah_attention_force_kernel(const char *name);
 
 /* ---- loss ---- */
 /* Softmax cross-entropy per row over the first V of Vp >= V columns (rows of

@@ -466,11 +466,16 @@ static ah_dptr take(arena *a, size_t n) {
     return p;
 }
 
+/* Elements the backend's attention forward keeps per (batch, head) for the backward. */
+static size_t attn_saved(const ah_engine_model *e) {
+    return e->be->attention_saved(e->be->ctx, e->T);
+}
+
 static size_t block_acts(const ah_engine_model *e) {
     const ah_model_config *c = &e->cfg;
     size_t N = (size_t)e->B * e->T, C = c->hidden, D = head_dim(e);
     size_t Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    size_t att = (size_t)e->B * Hl * e->T * e->T;
+    size_t att = (size_t)e->B * Hl * attn_saved(e); /* what the backend's attention keeps */
     if (!is_llama(e))
         return 6 * N * C + 4 * N + 4 * N * Hl * D + att + 2 * N * Fl;
     return 4 * N * C + 2 * N + N * Hl * D * 2 + 2 * N * Hkvl * D + att + 3 * N * Fl;
@@ -551,7 +556,7 @@ static gpt_acts gpt_slices(const ah_engine_model *e, const ah_eng_acts *a) {
     gpt_acts s;
     s.x_in = take(&ar, N * C), s.ln1 = take(&ar, N * C), s.m1 = take(&ar, N), s.r1 = take(&ar, N);
     s.q = take(&ar, N * Cl), s.k = take(&ar, N * Cl), s.v = take(&ar, N * Cl);
-    s.att = take(&ar, (size_t)e->B * (c->n_heads / e->tp) * e->T * e->T);
+    s.att = take(&ar, (size_t)e->B * (c->n_heads / e->tp) * attn_saved(e));
     s.y = take(&ar, N * Cl), s.x_mid = take(&ar, N * C), s.ln2 = take(&ar, N * C), s.m2 = take(&ar, N);
     s.r2 = take(&ar, N), s.fc = take(&ar, N * Fl), s.ge = take(&ar, N * Fl);
     return s;
@@ -623,7 +628,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
             q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
-            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * attn_saved(e)),
             y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
             r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
@@ -719,7 +724,8 @@ static void gpt_attn_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s,
     ah_dptr dy = dalloc(e, NCl), dq = dalloc(e, NCl), dk = dalloc(e, NCl), dv = dalloc(e, NCl);
     KT(K_MISC, BK(e, bias_grad_acc, G(L, B_PROJB), dout, N, C););
     KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, B_PROJW), NOBUF, dout, s->y, P(L, B_PROJW), N, Cl, C););
-    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, s->y, s->att, s->q, s->k, s->v, e->B, e->T, Hl, Hl, D,
+                  block_window(e, L)););
     if (c->unscaled_attention)
         KT(K_ATTN, BK(e, scale, dq, sqrtf((float)D), NCl););
     ah_be_zero(e->be, dh, (size_t)N * C);
@@ -791,7 +797,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
             q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
-            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * e->T * e->T),
+            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * attn_saved(e)),
             y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
             r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
     size_t NC = (size_t)N * C;
@@ -806,7 +812,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     tp_allreduce(e, dn, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C););
     KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, Q_OW), NOBUF, dmid, y, P(L, Q_OW), N, Hl * D, C););
-    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, att, q, k, v, e->B, e->T, Hl, Hkvl, D););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
     KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
     ah_be_zero(e->be, dn, NC);

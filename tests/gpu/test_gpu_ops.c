@@ -140,15 +140,18 @@ static void op_rope(const ah_backend *be, res *r) {
     be->rope_bwd(be->ctx, dx, NN, NT, H, D, 10000.0f);
     down(be, x, NN * H * D, r), down(be, dx, NN * H * D, r);
 }
+/* The saved buffer is each backend's own (CPU: row statistics, CUDA: probabilities): it starts as
+ * garbage and is not compared; the outputs and gradients are. */
 static void attention(const ah_backend *be, res *r, int B, int T, int Hq, int Hkv, int D, int window) {
-    size_t N = (size_t)B * T, nq = N * Hq * D, nk = N * Hkv * D, na = (size_t)B * Hq * T * T;
+    size_t N = (size_t)B * T, nq = N * Hq * D, nk = N * Hkv * D,
+           na = (size_t)B * Hq * be->attention_saved(be->ctx, T);
     ah_dptr q = upr(be, nq, 1, 1), k = upr(be, nk, 2, 1), v = upr(be, nk, 3, 1);
-    ah_dptr out = ah_be_alloc(be, nq), att = upr(be, na, 4, 1); /* garbage above the diagonal: must become 0 */
+    ah_dptr out = ah_be_alloc(be, nq), att = upr(be, na, 4, 1);
     be->attention_fwd(be->ctx, out, att, q, k, v, B, T, Hq, Hkv, D, window);
     ah_dptr dq = upr(be, nq, 5, 1), dk = upr(be, nk, 6, 1), dv = upr(be, nk, 7, 1), dout = upr(be, nq, 8, 1);
-    be->attention_bwd(be->ctx, dq, dk, dv, dout, att, q, k, v, B, T, Hq, Hkv, D);
-    down(be, out, nq, r), down(be, att, na, r), down(be, dq, nq, r), down(be, dk, nk, r), down(be, dv, nk, r);
-    ah_be_free(be, q), ah_be_free(be, k), ah_be_free(be, v), ah_be_free(be, dout);
+    be->attention_bwd(be->ctx, dq, dk, dv, dout, out, att, q, k, v, B, T, Hq, Hkv, D, window);
+    down(be, out, nq, r), down(be, dq, nq, r), down(be, dk, nk, r), down(be, dv, nk, r);
+    ah_be_free(be, q), ah_be_free(be, k), ah_be_free(be, v), ah_be_free(be, dout), ah_be_free(be, att);
 }
 static void op_attention_gqa(const ah_backend *be, res *r) {
     attention(be, r, 2, 40, 4, 2, 16, 0);

@@ -169,6 +169,13 @@ static void cu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah
 
 /* ------------------------------------------------------------ attention */
 
+/* This backend keeps the T x T probabilities for the backward (the CPU
+ * backend keeps per-row statistics: backend.h, attention_saved). */
+static size_t cu_attention_saved(void *ctx, int T) {
+    (void)ctx;
+    return T > 0 ? (size_t)T * (size_t)T : 0;
+}
+
 /* Per batch b and position g in a query group, one strided-batched product
  * over the Hkv KV heads: query head h = kh*G + g is G*D floats after the
  * previous one in q, its probabilities G*T*T floats after in att. */
@@ -192,9 +199,12 @@ static void cu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_
                  ldk, sk, 0.0f, F(out) + (size_t)b * T * ldq + (size_t)g * D, ldq, sq, Hkv, "attention_fwd PV");
 }
 
-static void cu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr att, ah_dptr q,
-                             ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D) {
+/* out and window are not needed: the saved probabilities are 0 where masked. */
+static void cu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_dptr dout, ah_dptr out, ah_dptr att,
+                             ah_dptr q, ah_dptr k, ah_dptr v, int B, int T, int Hq, int Hkv, int D, int window) {
     cuda_ctx *c = ctx;
+    (void)out;
+    (void)window;
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
     int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
@@ -377,6 +387,7 @@ static ah_backend cuda_backend = {
     .swiglu_bwd = cu_swiglu_bwd,
     .rope_fwd = cu_rope_fwd,
     .rope_bwd = cu_rope_bwd,
+    .attention_saved = cu_attention_saved,
     .attention_fwd = cu_attention_fwd,
     .attention_bwd = cu_attention_bwd,
     .crossentropy_fwd = cu_crossentropy_fwd,
