@@ -3,8 +3,8 @@
 # namespaces (tests/tools/netns_hosts.sh; root, as CI runs), the third host's link throttled to 10 Mbit/s
 # (tc tbf): the comm profile's links{} matrix names the hosts, has a latency and a bandwidth for every pair of
 # hosts and for the host with two ranks, none for the hosts with one, and shows both links of the throttled
-# host at under a quarter of the bandwidth of the unthrottled one. If the namespaces cannot be made the test
-# fails with the reason.
+# host at under a quarter of the bandwidth of the unthrottled one; that profile given to autohet plan moves a
+# pipeline off the throttled host's links. If the namespaces cannot be made the test fails with the reason.
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/tools/netns_hosts.sh"
 trap 'netns_down; [ -n "${KEEP:-}" ] && cp "$TMP/cb.json" "$KEEP"; rm -rf "$TMP"' EXIT
@@ -37,6 +37,42 @@ jq -e '.links.bandwidth_GBps as $b | $b[0][2] < $b[0][1] / 4 and $b[1][2] < $b[0
   >/dev/null || fail "links: the throttled host's links are not the slow ones: $(jq -c .links.bandwidth_GBps "$TMP/cb.json")"
 grep -q "^# links between hosts" "$TMP/cb.out" || fail "commbench --pairs hosts printed no link matrix"
 echo "link bandwidths (GB/s): $(jq -c .links.bandwidth_GBps "$TMP/cb.json"), latencies (us): $(jq -c .links.latency_us "$TMP/cb.json")"
+
+# the measured links change the plan: three 1-GPU nodes, n0 on the throttled host H2, n1 on H0, n2 on H1; a
+# 2-stage pipeline. Without the links{} matrix every inter-node pair costs the class's fit and the planner
+# keeps its first pair n0 -> n1 (across the throttled link); with the measured matrix it moves the pipeline to
+# n1, n2 (H0-H1), which is faster whenever the throttled host's link measures slower than H0-H1's at all (a
+# much weaker condition than the 4x above, so the load of the machine cannot turn it). The planner needs a bw
+# fit per class too: a short second run measures it on the unthrottled pairs (H0's two ranks, H0-H1).
+timeout 60 mpirun -np 4 --host "$H0:2,$H1:1,$H2:1" --bind-to none --mca plm_rsh_agent "$NETNS_AGENT" \
+  --mca mpi_yield_when_idle 1 \
+  --mca oob_tcp_if_include "$NETNS_SUBNET" --mca btl tcp,self --mca btl_tcp_if_include "$NETNS_SUBNET" \
+  "$BIN" commbench --pairs 0-1,0-2 --ops bw --min-size 1024 --max-size 65536 --iters 5 --json "$TMP/bw.json" \
+  >"$TMP/bw.out" 2>&1 || { tail -20 "$TMP/bw.out"; fail "commbench --ops bw on the unthrottled pairs"; }
+jq --slurpfile bw "$TMP/bw.json" '.fits += [$bw[0].fits[] | select(.op == "bw")]' "$TMP/cb.json" >"$TMP/measured.json"
+jq 'del(.links)' "$TMP/measured.json" >"$TMP/nolinks.json"
+cat >"$TMP/inv.json" <<EOF
+{"nodes": [{"name": "n0", "gpu": "A100-40G", "gpus": 1, "host": "$H2"},
+           {"name": "n1", "gpu": "A100-40G", "gpus": 1, "host": "$H0"},
+           {"name": "n2", "gpu": "A100-40G", "gpus": 1, "host": "$H1"}]}
+EOF
+for p in measured nolinks; do
+  "$BIN" plan --model gpt3-1.3b --cluster "$TMP/inv.json" --global-batch 16 --pp 2 --dp 1 --quiet \
+    --comm-profile "$TMP/$p.json" --json "$TMP/plan-$p.json" >"$TMP/plan-$p.out" 2>&1 \
+    || { cat "$TMP/plan-$p.out"; fail "plan --comm-profile $p.json"; }
+done
+nodes() { jq -c '[.replicas[].stages[].node_index] | sort' "$TMP/plan-$1.json"; }
+[ "$(nodes nolinks)" = "[0,1]" ] || fail "without the links the plan is not on n0, n1 (across $H2): $(nodes nolinks)"
+[ "$(nodes measured)" = "[1,2]" ] || fail "with the measured links the plan still crosses $H2's link: $(nodes measured)"
+# the plan without the links, timed on the measured links, is the slower one
+for p in measured nolinks; do
+  "$BIN" simulate "$TMP/plan-$p.json" --comm-profile "$TMP/measured.json" --json "$TMP/sim-$p.json" --quiet \
+    >"$TMP/sim.out" 2>&1 || { cat "$TMP/sim.out"; fail "simulate plan-$p on the measured links"; }
+done
+a=$(jq .iteration_time_s "$TMP/sim-measured.json") b=$(jq .iteration_time_s "$TMP/sim-nolinks.json")
+awk -v a="$a" -v b="$b" 'BEGIN { exit !(a > 0 && b > a) }' \
+  || fail "simulated on the measured links: the plan across $H2 takes $b s, the plan off it $a s"
+echo "plans: without links $(nodes nolinks) ($b s on the measured links), with them $(nodes measured) ($a s)"
 
 [ $fails = 0 ] && echo "cli_hosts_commbench: all passed"
 exit $((fails > 0))
