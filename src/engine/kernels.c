@@ -11,6 +11,8 @@
  *
  * Backward functions accept NULL for any gradient they should skip. */
 #include "engine/kernels.h"
+#include "engine/gemm.h"
+#include "engine/kernels_vec.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -71,8 +73,7 @@ void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bi
             memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f, out,
-                M);
+    ah_gemm(0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
 }
 
 void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
@@ -80,9 +81,9 @@ void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, cons
     if (N <= 0 || M <= 0)
         return;
     if (K > 0 && dinp != NULL) /* dinp[N,K] += dout[N,M] w[M,K] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, M, 1.0f, dout, M, w, K, 1.0f, dinp, K);
+        ah_gemm(0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
     if (K > 0 && dw != NULL) /* dw[M,K] += dout^T[M,N] inp[N,K] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, K, N, 1.0f, dout, M, inp, K, 1.0f, dw, K);
+        ah_gemm(1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
     if (dbias != NULL)
         colsum_acc(dbias, dout, N, M);
 }
@@ -269,64 +270,14 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 
 /* ------------------------------------------------------------ activations */
 
-#define AH_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
-#define AH_GELU_C 0.044715f
-
-/* e^x for the activation kernels: Cody-Waite range reduction and a degree-6
- * polynomial (Cephes expf, ~1 ulp), branch-free so that the loops vectorise;
- * libm's tanhf/expf are scalar calls and made GELU a fifth of a training step. */
-static inline float exp_poly(float x) {
-    x = fminf(fmaxf(x, -87.0f), 88.0f);
-    float t = x * 1.44269504088896341f;
-    float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
-    float f = x - fi * 0.693359375f + fi * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * f + 1.3981999507e-3f;
-    p = p * f + 8.3334519073e-3f;
-    p = p * f + 4.1665795894e-2f;
-    p = p * f + 1.6666665459e-1f;
-    p = p * f + 5.0000001201e-1f;
-    float y = p * f * f + f + 1.0f;
-    union {
-        float f;
-        int32_t i;
-    } u;
-    u.i = ((int32_t)fi + 127) << 23;
-    return y * u.f;
-}
-
-/* GELU (tanh form) through the identity 0.5 x (1 + tanh(u)) = x * sigmoid(2u),
- * which has no cancellation for negative x. Chunks run in parallel; the loop
- * inside a chunk is plain so that the compiler vectorises it. */
 #define AH_GELU_CHUNK 4096
-
-static void gelu_fwd_chunk(float *restrict out, const float *restrict inp, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = AH_GELU_S * (x + AH_GELU_C * x * x * x);
-        out[i] = x / (1.0f + exp_poly(-2.0f * u));
-    }
-}
-
-static void gelu_bwd_chunk(float *restrict dinp, const float *restrict dout, const float *restrict inp,
-                           size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float xc = fminf(fmaxf(x, -10.0f), 10.0f); /* saturated beyond; avoids inf * 0 for huge |x| */
-        float u = AH_GELU_S * (xc + AH_GELU_C * xc * xc * xc);
-        float sg = 1.0f / (1.0f + exp_poly(-2.0f * u));
-        float d = sg + 2.0f * xc * sg * (1.0f - sg) * AH_GELU_S * (1.0f + 3.0f * AH_GELU_C * xc * xc);
-        d = x > 10.0f ? 1.0f : (x < -10.0f ? 0.0f : d);
-        dinp[i] += d * dout[i];
-    }
-}
 
 void ah_gelu_fwd(float *out, const float *inp, size_t n) {
     long chunks = (long)((n + AH_GELU_CHUNK - 1) / AH_GELU_CHUNK);
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        gelu_fwd_chunk(out + off, inp + off, len);
+        ah_vec_gelu_fwd(out + off, inp + off, len);
     }
 }
 
@@ -335,7 +286,7 @@ void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        gelu_bwd_chunk(dinp + off, dout + off, inp + off, len);
+        ah_vec_gelu_bwd(dinp + off, dout + off, inp + off, len);
     }
 }
 
