@@ -484,19 +484,9 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * Vp;
         float *p = probs + (size_t)n * Vp;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++)
-            if (l[i] > mx)
-                mx = l[i];
-        double sum = 0.0;
-        for (int i = 0; i < V; i++) {
-            float e = expf(l[i] - mx);
-            p[i] = e;
-            sum += e;
-        }
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < V; i++)
-            p[i] *= inv;
+        float mx = ah_vec_max(l, (size_t)V);
+        double sum = ah_vec_exp_shift_sum(p, l, mx, (size_t)V);
+        ah_vec_scale(p, (float)(1.0 / sum), (size_t)V);
         for (int i = V; i < Vp; i++)
             p[i] = 0.0f; /* padding columns: masked out of the softmax */
         /* -log softmax[target] = log(sum) - (l[target] - max) */
@@ -514,9 +504,7 @@ void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets,
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vp;
         float *d = dlogits + (size_t)n * Vp; /* padding columns [V, Vp) get no gradient */
-        int tgt = targets[n];
-        for (int i = 0; i < V; i++)
-            d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;
+        ah_vec_softmax_grad(d, p, (size_t)targets[n], scale, (size_t)V);
     }
 }
 

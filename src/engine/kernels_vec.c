@@ -24,7 +24,7 @@ static inline float clampf(float x, float lo, float hi) {
  * polynomial (Cephes expf, ~1 ulp), branch-free so that the loops vectorise;
  * libm's tanhf/expf are scalar calls and made GELU a fifth of a training step. */
 static inline float exp_poly(float x) {
-    x = clampf(x, -87.0f, 88.0f);
+    x = clampf(x, -110.0f, 88.0f);
     float t = x * 1.44269504088896341f;
     float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
     float f = x - fi * 0.693359375f + fi * 2.12194440e-4f;
@@ -35,12 +35,16 @@ static inline float exp_poly(float x) {
     p = p * f + 1.6666665459e-1f;
     p = p * f + 5.0000001201e-1f;
     float y = p * f * f + f + 1.0f;
+    /* y 2^fi as y 2^h 2^(fi-h): exact while normal, and below e^-87 it underflows through the
+     * subnormals to 0 (a softmax's far tail) with no select that would keep the loop scalar */
+    int32_t ii = (int32_t)fi, h = ii >> 1;
     union {
         float f;
         int32_t i;
-    } u;
-    u.i = ((int32_t)fi + 127) << 23;
-    return y * u.f;
+    } u1, u2;
+    u1.i = (h + 127) << 23;
+    u2.i = (ii - h + 127) << 23;
+    return y * u1.f * u2.f;
 }
 
 /* GELU (tanh form) through the identity 0.5 x (1 + tanh(u)) = x * sigmoid(2u),
@@ -87,4 +91,40 @@ void ah_vec_par_to_bf16(unsigned short *dst, const float *x, size_t n) {
         size_t off = (size_t)c * AH_BF16_CHUNK, len = n - off < AH_BF16_CHUNK ? n - off : AH_BF16_CHUNK;
         ah_vec_to_bf16(dst + off, x + off, len);
     }
+}
+
+/* ---- the softmax of the loss over one row of logits ---- */
+
+AH_VEC_CLONES float ah_vec_max(const float *x, size_t n) {
+    float m = x[0];
+    for (size_t i = 1; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+AH_VEC_CLONES double ah_vec_exp_shift_sum(float *restrict out, const float *restrict x, float shift, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        out[i] = exp_poly(x[i] - shift);
+    /* eight double partial sums in a fixed pattern (vectorisable without reassociation), then in order */
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += out[i + j];
+    double s = 0;
+    for (; i < n; i++)
+        s += out[i];
+    for (int j = 0; j < 8; j++)
+        s += acc[j];
+    return s;
+}
+
+AH_VEC_CLONES void ah_vec_scale(float *restrict x, float a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+AH_VEC_CLONES void ah_vec_softmax_grad(float *restrict d, const float *restrict p, size_t tgt, float scale, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;
 }
