@@ -5,7 +5,9 @@
 # autohet, megatron and proportional plans trained for a few steps, measured
 # tokens/s next to the simulator's and the closed form's predictions.
 # usage: bench/engine_bench.sh BIN OUT.md [kernels]   (kernels: only the BLAS-kernel part, GPT-2 124M included)
-#   ENGINE_BENCH_THREADS (default nproc) and ENGINE_BENCH_STEPS (default 4) for the BLAS-kernel part
+#   ENGINE_BENCH_THREADS (default nproc) and ENGINE_BENCH_STEPS (default 4) for the BLAS-kernel part;
+#   LLMC_DIR: a directory with a built llm.c train_gpt2 (CPU) and its gpt2_124M.bin, run side by side
+#   (its data file is written there); without it llm.c is "not measured"
 set -euo pipefail
 BIN="$1"
 OUT="$2"
@@ -41,10 +43,14 @@ grep -qw avx512bw <<<"$flags" && grep -qw avx512vl <<<"$flags" && cores+=(Skylak
 grep -qw avx512_bf16 <<<"$flags" && cores+=(Cooperlake)
 kernels=("${cores[@]}")
 [ -x "$BUILD/engine_sgemm_blis" ] && kernels+=(BLIS)
+BF16=0 # bf16 products (--precision bf16) where the CPU and the build run them; not an sgemm rate
+grep -qw avx512_bf16 <<<"$flags" && [ -x "$BUILD/engine_sgemm_bf16" ] && BF16=1 && kernels+=(oneDNN-bf16)
 for round in 1 2 3; do
   for k in "${kernels[@]}"; do
     if [ "$k" = BLIS ]; then
       OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm_blis" --quick
+    elif [ "$k" = oneDNN-bf16 ]; then
+      OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm_bf16" --quick
     else
       OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm" --quick | sed "s/^[^ ]*/$k/"
     fi
@@ -61,7 +67,8 @@ best_kernel=""
   echo "\`$own\`. GFLOP/s, median of 3 interleaved rounds (each the best of 2 timed rounds of >= 0.1 s) per shape;"
   echo "probe = the start-up probe of \`autohet train\` (the MFU denominator), the others GPT-2 124M linears"
   echo "X[N,K] W^T at N = B x T = 256 (\`engine_sgemm\` without --quick adds N = 2048). BLIS = Debian's libblis"
-  echo "0.9.0 (dispatches by CPU features)."
+  echo "0.9.0 (dispatches by CPU features). oneDNN-bf16 = the engine's \`--precision bf16\` products (oneDNN 2.6.3,"
+  echo "bf16 operands rounded from fp32 inside the timed call, fp32 accumulation): not an sgemm, so not in the best rate."
   echo
   printf "| kernel |"; for sh in $shapes; do printf " %s |" "$sh"; done; echo " best |"
   printf "|---|"; for sh in $shapes; do printf -- "---|"; done; echo "---|"
@@ -76,6 +83,7 @@ for k in "${kernels[@]}"; do
   done
   echo "$row $best |" >>"$TMP/sgemm.md"
   printf "  %-12s best %.1f GFLOP/s\n" "$k" "$best"
+  [ "$k" = oneDNN-bf16 ] && continue
   if [ "$(echo "$best > $best_all" | bc -l)" = 1 ]; then best_all=$best; best_kernel=$k; fi
 done
 cat "$TMP/sgemm.md" >"$OUT"
@@ -83,25 +91,49 @@ echo >>"$OUT"
 echo "Best sgemm rate on this CPU at $THREADS threads: **$best_all GFLOP/s** ($best_kernel)." >>"$OUT"
 echo >>"$OUT"
 
-echo "== BLAS kernels: GPT-2 124M (vocab 50257), the environment as found vs OpenBLAS's own choice =="
+echo "== GPT-2 124M (vocab 50257): fp32 as found, bf16, OpenBLAS's own choice, llm.c; $THREADS threads =="
 tok_rate() { jq -s '.[1:] | map(.tokens_per_s) | .[]' "$1" | median; }
 gflops() { jq -s '.[1:] | map(.tflops * 1000) | .[]' "$1" | median; }
-: >"$TMP/asfound"
-: >"$TMP/own"
-: >"$TMP/af_gf"
+# llm.c (LLMC_DIR: a directory with a built train_gpt2 (CPU, fp32, OpenMP) and its gpt2_124M.bin; it trains
+# B = 4, T = 64 on dev/data/tinyshakespeare/tiny_shakespeare_train.bin, where this script puts the same tokens)
+LLMC_DIR=${LLMC_DIR:-}
+llmc_ok=0
+if [ -n "$LLMC_DIR" ] && [ -x "$LLMC_DIR/train_gpt2" ] && [ -f "$LLMC_DIR/gpt2_124M.bin" ]; then
+  llmc_ok=1
+  mkdir -p "$LLMC_DIR/dev/data/tinyshakespeare"
+  cp "$TMP/tokens.bin" "$LLMC_DIR/dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
+  cp "$TMP/tokens.bin" "$LLMC_DIR/dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
+fi
+gpt2_run() { # NAME B T EXTRA...: one run, its median tokens/s and GFLOP/s appended to $TMP/NAME.tps/.gf
+  local name="$1" b="$2" t="$3"
+  shift 3
+  env OMP_NUM_THREADS="$THREADS" "$@" --model gpt2-124m --data "$TMP/tokens.bin" --seq "$t" --global-batch "$b" \
+    --micro-batch "$b" --steps "$KSTEPS" --eval-every 0 --log "$TMP/$name.log" >"$TMP/$name.out"
+  tok_rate "$TMP/$name.log" >>"$TMP/$name.tps"
+  gflops "$TMP/$name.log" >>"$TMP/$name.gf"
+}
+own_same=0 # OpenBLAS's own choice is what runs as found: no separate run
 for round in 1 2 3; do
-  OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" --seq 64 \
-    --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/af.log" >"$TMP/af.out"
-  tok_rate "$TMP/af.log" >>"$TMP/asfound"
-  gflops "$TMP/af.log" >>"$TMP/af_gf"
-  OPENBLAS_CORETYPE=$own OMP_NUM_THREADS=$THREADS "$BIN" train --model gpt2-124m --data "$TMP/tokens.bin" \
-    --seq 64 --global-batch 4 --micro-batch 4 --steps "$KSTEPS" --eval-every 0 --log "$TMP/own.log" >/dev/null
-  tok_rate "$TMP/own.log" >>"$TMP/own"
+  for shape in "4 64" "8 256"; do
+    set -- $shape
+    gpt2_run "fp32-$1x$2" "$1" "$2" "$BIN" train
+    [ $BF16 = 1 ] && gpt2_run "bf16-$1x$2" "$1" "$2" "$BIN" train --precision bf16
+  done
+  # the sgemm rate of the kernel in use, in the same round: the load of a shared machine moves both alike
+  OMP_NUM_THREADS=$THREADS "$BUILD/engine_sgemm" --quick | awk '$2 == "best" { print $3 }' >>"$TMP/round_sgemm"
+  head -1 "$TMP/fp32-4x64.out" | grep -q "OpenBLAS's own choice" && own_same=1
+  [ $own_same = 0 ] && gpt2_run own-4x64 4 64 OPENBLAS_CORETYPE="$own" "$BIN" train
+  if [ $llmc_ok = 1 ]; then # steps 1.. (step 0 warms up); llm.c prints "step N: train loss L (took MS ms)"
+    (cd "$LLMC_DIR" && OMP_NUM_THREADS=$THREADS ./train_gpt2) >"$TMP/llmc.out"
+    awk '/^step [1-9][0-9]*: train loss/ { print 256000 / $(NF-1) }' "$TMP/llmc.out" | median >>"$TMP/llmc.tps"
+  fi
 done
-af_gf=$(median <"$TMP/af_gf")
-kernel_line=$(head -1 "$TMP/af.out" | sed 's/.*GFLOP\/s\/rank, //')
-af=$(median <"$TMP/asfound")
-ow=$(median <"$TMP/own")
+kernel_line=$(head -1 "$TMP/fp32-4x64.out" | sed 's/.*GFLOP\/s\/rank, //')
+bf16_line=$([ $BF16 = 1 ] && head -1 "$TMP/bf16-4x64.out" | sed 's/.*GFLOP\/s\/rank, //' || echo "")
+af=$(median <"$TMP/fp32-4x64.tps")
+af_gf=$(median <"$TMP/fp32-4x64.gf")
+ow=$af
+[ $own_same = 0 ] && ow=$(median <"$TMP/own-4x64.tps")
 # the re-exec: a run that stops at bad input right after start-up, with and without it
 : >"$TMP/t_re"
 : >"$TMP/t_no"
@@ -117,24 +149,53 @@ for round in 1 2 3 4 5; do
   done
 done
 re_ms=$(echo "($(median <"$TMP/t_re") - $(median <"$TMP/t_no")) * 1000" | bc -l)
-printf "  as found (%s): %.0f tok/s (%.1f GFLOP/s, %.0f%% of the best sgemm); OpenBLAS's own choice (%s): %.0f tok/s; %.2fx; re-exec %+.0f ms\n" \
-  "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)" "$own" "$ow" "$(echo "$af / $ow" | bc -l)" "$re_ms"
+pct() { echo "$1 / $best_all * 100" | bc -l; }
+rs=$(median <"$TMP/round_sgemm")
+pct_r() { echo "$1 / $rs * 100" | bc -l; }
 {
-  echo "Training with the environment as found (\`OPENBLAS_CORETYPE=$FOUND_CORETYPE\`) against OpenBLAS's own"
-  echo "kernel choice (\`$own\`: what every run got before autohet chose kernels from CPU features); GPT-2 124M"
-  echo "(vocabulary 50257, 124,439,808 parameters; an llm.c token file), B = 4, T = 64, one rank with $THREADS"
-  echo "thread(s); median of 3 interleaved runs (each the median of steps 2-$KSTEPS). Start-up line: \`$kernel_line\`."
+  echo "GPT-2 124M (vocabulary 50257 padded to 50304 for the head GEMM, 124,439,808 parameters; an llm.c token"
+  echo "file of the text fixtures), one rank with $THREADS thread(s), one micro-batch of B sequences of T tokens;"
+  echo "each cell the median of 3 interleaved runs, each run the median of steps 2-$KSTEPS. Achieved GFLOP/s ="
+  echo "the engine's model FLOPs (3 x forward) / step time. The environment as found: \`OPENBLAS_CORETYPE=$FOUND_CORETYPE\`,"
+  echo "start-up line \`$kernel_line\`; bf16: \`$bf16_line\`."
   echo
-  echo "| kernels | tokens/s | achieved GFLOP/s | of the best sgemm rate ($best_all) |"
-  echo "|---|---|---|---|"
-  printf "| as found: %s | %.0f | %.1f | %.0f%% |\n" "$kernel_line" "$af" "$af_gf" "$(echo "$af_gf / $best_all * 100" | bc -l)"
-  printf "| OpenBLAS's own choice (%s) | %.0f | | |\n" "$own" "$ow"
+  echo "The last column divides by the best sgemm rate of the kernel in use measured in the same rounds"
+  echo "(\`engine_sgemm --quick\` between the training runs: median $rs GFLOP/s), the one before it by the table above."
   echo
-  printf "Speed-up %.2fx. The re-exec that selects the kernels costs %.0f ms at start-up (median of 5 runs that\n" \
-    "$(echo "$af / $ow" | bc -l)" "$re_ms"
-  echo "stop at bad input right after it, against the same runs without it)."
+  echo "| run | B x T | tokens/s | achieved GFLOP/s | of the best sgemm rate ($best_all) | of the same rounds' sgemm ($rs) |"
+  echo "|---|---|---|---|---|---|"
+  for shape in 4x64 8x256; do
+    for prec in fp32 bf16; do
+      [ -f "$TMP/$prec-$shape.tps" ] || continue
+      tp=$(median <"$TMP/$prec-$shape.tps")
+      gf=$(median <"$TMP/$prec-$shape.gf")
+      label="fp32, as found"
+      [ $prec = bf16 ] && label="\`--precision bf16\`"
+      printf "| %s | %s | %.1f | %.1f | %.0f%% | %.0f%% |\n" "$label" "${shape/x/ x }" "$tp" "$gf" "$(pct "$gf")" "$(pct_r "$gf")"
+    done
+  done
+  if [ $own_same = 0 ]; then
+    printf "| OpenBLAS's own choice (%s), fp32 | 4 x 64 | %.1f | | | |\n" "$own" "$ow"
+  else
+    echo "| OpenBLAS's own choice ($own) | 4 x 64 | the run as found: OpenBLAS itself picks an AVX-512 core here | | | |"
+  fi
+  if [ $llmc_ok = 1 ]; then
+    lc=$(median <"$TMP/llmc.tps")
+    printf "| llm.c \`train_gpt2\` (CPU, fp32, OpenMP), same tokens | 4 x 64 | %.1f | | | |\n" "$lc"
+  else
+    echo "| llm.c | 4 x 64 | not measured (set LLMC_DIR to a directory with a built train_gpt2 and gpt2_124M.bin) | | | |"
+  fi
+  echo
+  if [ $llmc_ok = 1 ]; then
+    printf "autohet / llm.c at B = 4, T = 64 (one run each per round, interleaved): fp32 %.2fx" "$(echo "$af / $lc" | bc -l)"
+    [ $BF16 = 1 ] && printf ", bf16 %.2fx" "$(echo "$(median <"$TMP/bf16-4x64.tps") / $lc" | bc -l)"
+    echo "."
+  fi
+  printf "The re-exec that selects the kernels costs %.0f ms at start-up (median of 5 runs that stop at bad input\n" "$re_ms"
+  echo "right after it, against the same runs without it)."
   echo
 } >>"$OUT"
+printf "  fp32 4x64 %.1f tok/s (%.0f%% of best sgemm, %.0f%% of the same rounds'); llm.c %s\n" "$af" "$(pct "$af_gf")" "$(pct_r "$af_gf")" "$([ $llmc_ok = 1 ] && median <"$TMP/llmc.tps" || echo 'not measured')"
 
 [ "$PART" = kernels ] && exit 0
 

@@ -5,13 +5,18 @@
  * "KERNEL best GFLOP/S". The threads are OpenMP's (OMP_NUM_THREADS).
  * Built twice by CMake: against OpenBLAS (engine_sgemm; its kernel is
  * OpenBLAS's choice or OPENBLAS_CORETYPE's) and, where libblis-dev is
- * installed, against BLIS (engine_sgemm_blis).
+ * installed, against BLIS (engine_sgemm_blis), and where oneDNN is, through
+ * the engine's bf16 products (engine_sgemm_bf16: ah_gemm of --precision bf16,
+ * the fp32 -> bf16 rounding of both operands included in the time).
  * usage: engine_sgemm [--quick]   (--quick: 2 timed rounds, the N = 256 shapes) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef ENGINE_SGEMM_BF16
+#include "engine/gemm.h"
+#endif
 
 static double now_s(void) {
     struct timespec t;
@@ -34,10 +39,14 @@ static double rate(int N, int K, int M, int nn, int rounds) {
         double t0 = now_s(), dt;
         long calls = 0;
         do {
+#ifdef ENGINE_SGEMM_BF16
+            ah_gemm(0, !nn, N, M, K, a, K, b, nn ? M : K, 0.0f, c, M);
+#else
             if (nn)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, M, K, 1.0f, a, K, b, M, 0.0f, c, M);
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, K, 1.0f, a, K, b, K, 0.0f, c, M);
+#endif
             calls++;
         } while ((dt = now_s() - t0) < 0.1);
         double f = 2.0 * N * (double)K * M * (double)calls / dt;
@@ -50,7 +59,11 @@ static double rate(int N, int K, int M, int nn, int rounds) {
     return best / 1e9;
 }
 
-#ifdef ENGINE_SGEMM_BLIS
+#if defined(ENGINE_SGEMM_BF16)
+static const char *kernel_name(void) {
+    return "oneDNN-bf16";
+}
+#elif defined(ENGINE_SGEMM_BLIS)
 static const char *kernel_name(void) {
     return "BLIS";
 }
@@ -62,6 +75,13 @@ static const char *kernel_name(void) {
 
 int main(int argc, char **argv) {
     int rounds = argc > 1 && !strcmp(argv[1], "--quick") ? 2 : 7;
+#ifdef ENGINE_SGEMM_BF16
+    char why[200];
+    if (ah_gemm_set_precision("bf16", why, sizeof why) != 0) {
+        fprintf(stderr, "engine_sgemm_bf16: %s\n", why);
+        return 2;
+    }
+#endif
     static const struct {
         const char *name;
         int N, K, M, nn;

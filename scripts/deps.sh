@@ -3,7 +3,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind iproute2 libopenblas-dev libopenblas-openmp-dev
       libopenmpi-dev openmpi-bin libopen-trace-format2-dev otf2-tools libxxhash-dev
-      clang libomp-dev python3
+      clang libomp-dev python3 libdnnl-dev
       python3-numpy python3-torch) # tests/cli_hf_weights.sh: PyTorch reference forwards (under /usr/bin/python3)
 missing=()
 for p in "${PKGS[@]}"; do

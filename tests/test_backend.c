@@ -196,8 +196,14 @@ static void test_ops_equal_direct_kernels(void **state) {
     float *m = host_pattern((size_t)M * K, 0.0f), *v = host_pattern((size_t)M * K, 1.0f);
     ah_dptr dm = upload(be, m, (size_t)M * K), dv = upload(be, v, (size_t)M * K),
             dgrad = upload(be, ge, (size_t)M * K);
-    ah_adamw_update(w, ge, m, v, (size_t)M * K, 1e-3f, 3, &oc, 1);
-    be->adamw(be->ctx, dw, dgrad, dm, dv, (size_t)M * K, 1e-3f, 3, &oc, 1);
+    /* the clip factor folded into the update: as scaling the gradient first; the gradient stays */
+    float *gs = host_pattern((size_t)M * K, 0.0f);
+    memcpy(gs, ge, sizeof(float) * (size_t)M * K);
+    ah_scale_inplace(gs, 0.37f, (size_t)M * K);
+    ah_adamw_update(w, gs, m, v, (size_t)M * K, 1e-3f, 3, &oc, 1);
+    be->adamw(be->ctx, dw, dgrad, dm, dv, (size_t)M * K, 1e-3f, 3, &oc, 1, 0.37f);
+    assert_device_equals(be, dgrad, ge, (size_t)M * K);
+    free(gs);
     assert_device_equals(be, dw, w, (size_t)M * K);
     assert_device_equals(be, dm, m, (size_t)M * K);
     assert_device_equals(be, dv, v, (size_t)M * K);

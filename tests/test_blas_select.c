@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,31 @@ static void test_detect_is_consistent(void **state) {
 #if defined(__x86_64__)
     assert_true(f.avx || ah_openblas_core_for(&f) == NULL);
 #endif
+    if (f.avx512bf16)
+        assert_true(f.avx512f);
+}
+
+/* the kernel's view of the CPU (/proc/cpuinfo flags) agrees with cpuid on the features chosen by */
+static void test_detect_matches_cpuinfo(void **state) {
+    (void)state;
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (fp == NULL)
+        return; /* not Linux: nothing to compare with */
+    static char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, fp))
+        found = !strncmp(line, "flags", 5);
+    fclose(fp);
+    if (!found)
+        return;
+    char *nl = strchr(line, '\n');
+    if (nl)
+        *nl = ' '; /* the last flag ends with a space too */
+    ah_cpu_features f;
+    ah_cpu_features_detect(&f);
+    assert_int_equal(f.avx512f, strstr(line, " avx512f ") != NULL);
+    assert_int_equal(f.avx512bf16, strstr(line, " avx512_bf16 ") != NULL);
+    assert_int_equal(f.avx2, strstr(line, " avx2 ") != NULL);
 }
 
 static void test_kernel_text_names_the_core(void **state) {
@@ -107,6 +133,7 @@ int main(void) {
         cmocka_unit_test(test_avx2_needs_fma),
         cmocka_unit_test(test_core_classes),
         cmocka_unit_test(test_detect_is_consistent),
+        cmocka_unit_test(test_detect_matches_cpuinfo),
         cmocka_unit_test(test_kernel_text_names_the_core),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

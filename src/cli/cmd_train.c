@@ -23,6 +23,7 @@
 #include "elastic/controller.h"
 #include "engine/backend.h"
 #include "engine/blas_select.h"
+#include "engine/gemm.h"
 #include "engine/data.h"
 #include "engine/executor.h"
 #include "engine/optim.h"
@@ -39,7 +40,8 @@ static void train_usage(FILE *f) {
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE | --init-from HF_DIR]\n"
-            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n\n"
+            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n"
+            "                      [--precision fp32|bf16]\n\n"
             "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
@@ -78,7 +80,10 @@ static void train_usage(FILE *f) {
             "                 interleaved 1F1B, where every stage holds V layer chunks (virtual stages)\n"
             "  --virtual-stages V  chunks per stage with --schedule interleaved (default 2)\n"
             "  --device       compute backend: cpu (default; $AUTOHET_BACKEND when given) or cuda (one rank\n"
-            "                 on one GPU, docs/cuda.md); cuda where none is visible exits 2 before any work\n\n"
+            "                 on one GPU, docs/cuda.md); cuda where none is visible exits 2 before any work\n"
+            "  --precision    matmuls of the linear layers: fp32 (default, the reference) or bf16 (CPU:\n"
+            "                 bf16 operands, fp32 accumulation, fp32 master weights and optimizer; needs\n"
+            "                 AVX512_BF16 and oneDNN, else one line and exit 2; docs/engine.md)\n\n"
             "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
             "tokens/s (tokens / summed step times), mean MFU (weighted by step time), the final train loss and\n"
             "the last validation loss.\n\n"
@@ -194,6 +199,7 @@ typedef struct {
     const char *device; /* --device, NULL when not given */
     const char *init_from; /* --init-from HF_DIR */
     char init_config[2048]; /* HF_DIR/config.json: --model when not given */
+    int bf16;           /* --precision bf16 */
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
@@ -206,7 +212,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I",
+        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
@@ -248,6 +254,15 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
             a->device = optarg;
             setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah_backend_default) */
             break;
+        case 'P': {
+            char why[200];
+            if (ah_gemm_set_precision(optarg, why, sizeof why) != 0) {
+                snprintf(msg, n, "--precision %s: %s", optarg, why);
+                return -1;
+            }
+            a->bf16 = ah_gemm_precision() == AH_PREC_BF16;
+            break;
+        }
         case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
         case 'K': iv = &a->ckpt_every; break;
@@ -281,6 +296,10 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
  * unwritable one is bad input, not a failure at the first checkpoint or the
  * end of the run: rank 0 checks, all agree); 0, or -1 with msg */
 static int check_args(const train_args *a, int rank, char *msg, size_t n) {
+    if (a->bf16 && a->device && !strcmp(a->device, "cuda")) {
+        snprintf(msg, n, "--precision bf16: the CPU backend's option; --device cuda computes in fp32");
+        return -1;
+    }
     const char *why = !a->model                             ? "--model is required (see autohet train --help)"
                       : !a->data ? "--data is required: a token file, a directory of shards, or text"
                       : (a->ckpt_dir != NULL) != (a->ckpt_every > 0) ? "--ckpt-dir and --ckpt-every go together"
@@ -530,8 +549,10 @@ int cmd_train(int argc, char **argv) {
         MPI_Bcast(&log_ok, 1, MPI_INT, 0, comm);
     int rc = 0, set_up = x && log_ok;
     if (set_up) {
-        char ranks[128], tp_text[48], kernels[160];
+        char ranks[128], tp_text[48], kernels[200];
         ah_blas_kernel_text(kernels, sizeof kernels);
+        if (a.bf16) /* the linear layers' products; attention and the rest stay on the BLAS above */
+            snprintf(kernels + strlen(kernels), sizeof kernels - strlen(kernels), ", bf16 matmuls (oneDNN)");
         describe_ranks(world, slots, ranks, sizeof ranks);
         ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)

@@ -109,7 +109,8 @@ struct ah_backend {
     void (*scale)(void *ctx, ah_dptr y, float a, size_t n); /* y *= a (clipping) */
     double (*sumsq)(void *ctx, ah_dptr x, size_t n);       /* as ah_sumsq: synchronising */
     void (*adamw)(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
-                  const ah_optim_config *c, int decay); /* as ah_adamw_update */
+                  const ah_optim_config *c, int decay, float gscale); /* as ah_adamw_update_scaled:
+                                                                        grad * gscale, grad unchanged */
 };
 
 /* The backend registered under name ("cpu"; "cuda" where built and a device

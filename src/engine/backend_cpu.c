@@ -167,9 +167,9 @@ static double cpu_sumsq(void *ctx, ah_dptr x, size_t n) {
     return ah_sumsq(F(x), n);
 }
 static void cpu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
-                      const ah_optim_config *c, int decay) {
+                      const ah_optim_config *c, int decay, float gscale) {
     (void)ctx;
-    ah_adamw_update(F(param), F(grad), F(m), F(v), n, lr, t, c, decay);
+    ah_adamw_update_scaled(F(param), F(grad), F(m), F(v), n, lr, t, c, decay, gscale);
 }
 
 static const ah_backend cpu_backend = {

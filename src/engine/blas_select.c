@@ -37,6 +37,8 @@ void ah_cpu_features_detect(ah_cpu_features *f) {
         f->avx512cd = (b >> 28) & 1;
         f->avx512bw = (b >> 30) & 1;
         f->avx512vl = (b >> 31) & 1;
+        if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
+            f->avx512bf16 = (a >> 5) & 1;
     }
 }
 #else

@@ -16,6 +16,7 @@
 typedef struct {
     int avx, avx2, fma;
     int avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
+    int avx512bf16; /* AVX512_BF16 (vdpbf16ps): bf16 products at twice the fp32 rate */
     int os_ymm; /* XCR0 has SSE and AVX state */
     int os_zmm; /* XCR0 has AVX-512 opmask and upper-ZMM state too */
 } ah_cpu_features;

@@ -1,8 +1,8 @@
 /* e^x for the engine's vectorised loops: Cody-Waite range reduction and a
  * degree-6 polynomial (Cephes expf, ~1 ulp), branch-free so that loops
- * calling it vectorise; libm's expf/tanhf are scalar calls. GELU
- * (kernels.c) uses the scalar form, attention (attention_isa.h) the same
- * steps on vectors. Inputs are clamped to [-87, 88] (below: ~1e-38, not 0). */
+ * calling it vectorise; libm's expf/tanhf are scalar calls. GELU and the
+ * loss softmax (kernels_vec.c) use these constants, attention
+ * (attention_isa.h) the same steps on vectors. Inputs are clamped to [-87, 88] (below: ~1e-38, not 0). */
 #ifndef AUTOHET_ENGINE_FAST_EXP_H
 #define AUTOHET_ENGINE_FAST_EXP_H
 #include <math.h>

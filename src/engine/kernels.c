@@ -11,7 +11,8 @@
  *
  * Backward functions accept NULL for any gradient they should skip. */
 #include "engine/kernels.h"
-#include "engine/fast_exp.h"
+#include "engine/gemm.h"
+#include "engine/kernels_vec.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -72,8 +73,7 @@ void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bi
             memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, M, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f, out,
-                M);
+    ah_gemm(0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
 }
 
 void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
@@ -81,9 +81,9 @@ void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, cons
     if (N <= 0 || M <= 0)
         return;
     if (K > 0 && dinp != NULL) /* dinp[N,K] += dout[N,M] w[M,K] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, K, M, 1.0f, dout, M, w, K, 1.0f, dinp, K);
+        ah_gemm(0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
     if (K > 0 && dw != NULL) /* dw[M,K] += dout^T[M,N] inp[N,K] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, K, N, 1.0f, dout, M, inp, K, 1.0f, dw, K);
+        ah_gemm(1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
     if (dbias != NULL)
         colsum_acc(dbias, dout, N, M);
 }
@@ -270,41 +270,14 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 
 /* ------------------------------------------------------------ activations */
 
-#define AH_GELU_S 0.7978845608028654f /* sqrt(2/pi) */
-#define AH_GELU_C 0.044715f
-
-/* GELU (tanh form) through the identity 0.5 x (1 + tanh(u)) = x * sigmoid(2u),
- * which has no cancellation for negative x. Chunks run in parallel; the loop
- * inside a chunk is plain so that the compiler vectorises it. */
 #define AH_GELU_CHUNK 4096
-
-static void gelu_fwd_chunk(float *restrict out, const float *restrict inp, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float u = AH_GELU_S * (x + AH_GELU_C * x * x * x);
-        out[i] = x / (1.0f + ah_exp_poly(-2.0f * u));
-    }
-}
-
-static void gelu_bwd_chunk(float *restrict dinp, const float *restrict dout, const float *restrict inp,
-                           size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float xc = fminf(fmaxf(x, -10.0f), 10.0f); /* saturated beyond; avoids inf * 0 for huge |x| */
-        float u = AH_GELU_S * (xc + AH_GELU_C * xc * xc * xc);
-        float sg = 1.0f / (1.0f + ah_exp_poly(-2.0f * u));
-        float d = sg + 2.0f * xc * sg * (1.0f - sg) * AH_GELU_S * (1.0f + 3.0f * AH_GELU_C * xc * xc);
-        d = x > 10.0f ? 1.0f : (x < -10.0f ? 0.0f : d);
-        dinp[i] += d * dout[i];
-    }
-}
 
 void ah_gelu_fwd(float *out, const float *inp, size_t n) {
     long chunks = (long)((n + AH_GELU_CHUNK - 1) / AH_GELU_CHUNK);
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        gelu_fwd_chunk(out + off, inp + off, len);
+        ah_vec_gelu_fwd(out + off, inp + off, len);
     }
 }
 
@@ -313,7 +286,7 @@ void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        gelu_bwd_chunk(dinp + off, dout + off, inp + off, len);
+        ah_vec_gelu_bwd(dinp + off, dout + off, inp + off, len);
     }
 }
 
@@ -407,19 +380,9 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * Vp;
         float *p = probs + (size_t)n * Vp;
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++)
-            if (l[i] > mx)
-                mx = l[i];
-        double sum = 0.0;
-        for (int i = 0; i < V; i++) {
-            float e = expf(l[i] - mx);
-            p[i] = e;
-            sum += e;
-        }
-        float inv = (float)(1.0 / sum);
-        for (int i = 0; i < V; i++)
-            p[i] *= inv;
+        float mx = ah_vec_max(l, (size_t)V);
+        double sum = ah_vec_exp_shift_sum(p, l, mx, (size_t)V);
+        ah_vec_scale(p, (float)(1.0 / sum), (size_t)V);
         for (int i = V; i < Vp; i++)
             p[i] = 0.0f; /* padding columns: masked out of the softmax */
         /* -log softmax[target] = log(sum) - (l[target] - max) */
@@ -437,9 +400,7 @@ void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets,
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vp;
         float *d = dlogits + (size_t)n * Vp; /* padding columns [V, Vp) get no gradient */
-        int tgt = targets[n];
-        for (int i = 0; i < V; i++)
-            d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;
+        ah_vec_softmax_grad(d, p, (size_t)targets[n], scale, (size_t)V);
     }
 }
 

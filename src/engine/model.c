@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/data.h"
 #include "engine/backend.h"
@@ -13,34 +14,45 @@
 
 #include <omp.h>
 
-/* AUTOHET_PROFILE=1: wall time per kernel kind, printed at exit (engine tuning). */
+/* AUTOHET_PROFILE=1: wall time per kernel kind, printed at exit (engine tuning);
+ * AUTOHET_PROFILE=cpu: the process's CPU time instead, which a shared, loaded
+ * machine disturbs less (with one thread it is the op's own compute time). */
 enum { K_LINEAR, K_ATTN, K_NORM, K_ACT, K_HEAD, K_MISC, K_ALLOC, K_N };
 static const char *k_names[K_N] = {"linear", "attention", "norm", "activation", "head+loss", "misc", "alloc"};
 static double k_time[K_N];
-static int k_on = -1;
+static int k_on = -1; /* -1 unread, 0 off, 1 wall time, 2 CPU time */
 static void k_report(void) {
     double tot = 0;
     for (int i = 0; i < K_N; i++)
         tot += k_time[i];
-    fprintf(stderr, "autohet engine profile (s):");
+    fprintf(stderr, "autohet engine profile (%s s):", k_on == 2 ? "CPU" : "wall");
     for (int i = 0; i < K_N; i++)
         fprintf(stderr, " %s %.3f (%.0f%%)", k_names[i], k_time[i], 100 * k_time[i] / (tot > 0 ? tot : 1));
     fprintf(stderr, "\n");
 }
 static int k_enabled(void) {
     if (k_on < 0) {
-        k_on = getenv("AUTOHET_PROFILE") != NULL;
+        const char *v = getenv("AUTOHET_PROFILE");
+        k_on = v == NULL ? 0 : strcmp(v, "cpu") == 0 ? 2 : 1;
         if (k_on)
             atexit(k_report);
     }
     return k_on;
 }
+static double k_now(void) {
+    if (k_on == 2) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    return omp_get_wtime();
+}
 #define KT(kind, stmt)                                                                                       \
     do {                                                                                                     \
-        double t0_ = k_enabled() ? omp_get_wtime() : 0;                                                      \
+        double t0_ = k_enabled() ? k_now() : 0;                                                              \
         stmt;                                                                                                \
         if (k_on)                                                                                            \
-            k_time[kind] += omp_get_wtime() - t0_;                                                           \
+            k_time[kind] += k_now() - t0_;                                                                   \
     } while (0)
 
 #define xcalloc ah_xcalloc
@@ -671,7 +683,8 @@ static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr 
     }
     ah_dptr logits = dalloc(e, (size_t)N * Vp);
     KT(K_LINEAR, BK(e, linear_fwd, logits, hin, P(L, H_LM), NOBUF, N, E, Vp););
-    double loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V, Vp);
+    double loss;
+    KT(K_HEAD, loss = BK(e, crossentropy_fwd, losses, probs, logits, targets, N, V, Vp););
     dfree(e, logits);
     return loss;
 }
@@ -840,7 +853,7 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dp
             rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp);
     take(&ar, N); /* the losses */
     ah_dptr dlogits = dalloc(e, (size_t)N * Vp), dnf = dalloc(e, (size_t)N * C);
-    BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, Vp, scale);
+    KT(K_HEAD, BK(e, crossentropy_bwd, dlogits, probs, targets, N, V, Vp, scale););
     if (has_proj(e)) { /* through the LM head to the E-wide input, then project_out */
         ah_dptr hin = take(&ar, (size_t)N * E), dh = dalloc(e, (size_t)N * E);
         KT(K_LINEAR, BK(e, linear_bwd, dh, G(L, H_LM), NOBUF, dlogits, hin, P(L, H_LM), N, E, Vp););
@@ -981,12 +994,10 @@ double ah_engine_grad_sumsq(const ah_engine_model *e) {
 void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc) {
     for (int l = e->first; l < e->last; l++) {
         const ah_eng_layer *L = held(e, l);
-        if (clip != 1.0f)
-            BK(e, scale, L->grad, clip, L->n);
         for (int i = 0; i < L->n_tensors; i++) {
             const ah_tensor_info *ti = &L->t[i];
             BK(e, adamw, ah_dptr_at(L->param, ti->offset), ah_dptr_at(L->grad, ti->offset),
-               ah_dptr_at(L->m, ti->offset), ah_dptr_at(L->v, ti->offset), ti->size, lr, t, oc, ti->decay);
+               ah_dptr_at(L->m, ti->offset), ah_dptr_at(L->v, ti->offset), ti->size, lr, t, oc, ti->decay, clip);
         }
     }
 }

@@ -162,8 +162,9 @@ void ah_engine_tied_add(ah_engine_model *e, int head, ah_dptr other);
  * replicated tensors only on TP rank 0, a tied head never (its embedding copy
  * counts). */
 double ah_engine_grad_sumsq(const ah_engine_model *e);
-/* Scale every gradient by clip (skipped at 1) and take one AdamW step t
- * (1-based) at learning rate lr, each tensor with its weight-decay flag. */
+/* One AdamW step t (1-based) at learning rate lr on the gradients times clip
+ * (read, not written: the gradients are zeroed before the next use), each
+ * tensor with its weight-decay flag. */
 void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc);
 
 /* Model FLOPs of one forward of the held layers' full (unsharded) math for one micro-batch (for MFU). */

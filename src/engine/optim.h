@@ -23,6 +23,11 @@ float ah_lr_at(const ah_optim_config *c, int step);
  * biases or norm gains). grad is already scaled (e.g. by the clip factor). */
 void ah_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
                      const ah_optim_config *c, int decay);
+/* The same on grad * gscale (the clip factor), without writing grad: one pass
+ * over the gradients instead of a scaling pass and an update pass; bitwise the
+ * same as scaling grad in place first (one float product either way). */
+void ah_adamw_update_scaled(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
+                            const ah_optim_config *c, int decay, float gscale);
 /* Sum of squares of a buffer (double accumulation), for the global norm. */
 double ah_sumsq(const float *x, size_t n);
 /* Clip factor for a global norm: min(1, clip / norm). */

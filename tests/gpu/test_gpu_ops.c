@@ -194,8 +194,8 @@ static void op_adamw(const ah_backend *be, res *r) {
         hv[i] = hv[i] * hv[i];
     ah_be_to_device(be, v, hv, n);
     free(hv);
-    be->adamw(be->ctx, p, g, m, v, n, 3e-3f, 1, &oc, 1);
-    be->adamw(be->ctx, p, g, m, v, n, 1e-3f, 4, &oc, 0);
+    be->adamw(be->ctx, p, g, m, v, n, 3e-3f, 1, &oc, 1, 1.0f);
+    be->adamw(be->ctx, p, g, m, v, n, 1e-3f, 4, &oc, 0, 0.5f); /* a clip factor */
     down(be, p, n, r), down(be, m, n, r), down(be, v, n, r);
     ah_be_free(be, g);
 }

@@ -342,7 +342,7 @@ static double cu_sumsq(void *ctx, ah_dptr x, size_t n) {
 }
 /* the constants as optim.c's ah_adamw_update computes them */
 static void cu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
-                     const ah_optim_config *oc, int decay) {
+                     const ah_optim_config *oc, int decay, float gscale) {
     if (t < 1)
         t = 1;
     const double bc1 = 1.0 - pow((double)oc->beta1, (double)t);
@@ -354,6 +354,7 @@ static void cu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr 
         .step_size = (float)((double)lr / bc1),
         .bc2_sqrt = (float)sqrt(bc2),
         .shrink = decay ? (float)(1.0 - (double)lr * (double)oc->weight_decay) : 1.0f,
+        .gscale = gscale,
     };
     done(ctx, ah_cu_adamw(F(param), F(grad), F(m), F(v), n, k), "adamw");
 }

@@ -547,7 +547,7 @@ __global__ void k_sumsq_blocks(double *part, const float *x, size_t n) {
 __global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, ah_cu_adamw_consts k) {
     const float omb1 = 1.0f - k.b1, omb2 = 1.0f - k.b2;
     GRID_STRIDE(i, n) {
-        float g = grad[i];
+        float g = grad[i] * k.gscale;
         float mi = k.b1 * m[i] + omb1 * g;
         float vi = k.b2 * v[i] + omb2 * g * g;
         m[i] = mi;

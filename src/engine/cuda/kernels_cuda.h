@@ -14,7 +14,7 @@ extern "C" {
 
 /* the AdamW constants of one update, computed on the host as optim.c does */
 typedef struct {
-    float b1, b2, eps, step_size, bc2_sqrt, shrink;
+    float b1, b2, eps, step_size, bc2_sqrt, shrink, gscale; /* gscale: the clip factor */
 } ah_cu_adamw_consts;
 
 int ah_cu_fill_rows(float *out, const float *row, int N, int M);

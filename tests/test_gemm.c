@@ -1,0 +1,108 @@
+/* Unit tests for src/engine/gemm: the precision setting, and bf16 products
+ * (where the CPU and the build run them) against fp32 ones for every
+ * transposition and both beta values: exact on operands that bf16 holds
+ * exactly, within bf16's rounding (2^-8 relative per operand) otherwise.
+ * Where bf16 cannot run, the setting is refused with the reason. */
+#include "test_util.h"
+
+#include "engine/gemm.h"
+
+static void test_names(void **state) {
+    (void)state;
+    char why[200] = "";
+    assert_int_equal(ah_gemm_set_precision("fp32", why, sizeof why), 0);
+    assert_int_equal(ah_gemm_precision(), AH_PREC_FP32);
+    assert_int_equal(ah_gemm_set_precision("fp16", why, sizeof why), -1);
+    assert_non_null(strstr(why, "fp32 or bf16"));
+    assert_int_equal(ah_gemm_precision(), AH_PREC_FP32);
+}
+
+static void test_bf16_refused_or_set(void **state) {
+    (void)state;
+    char why[200] = "", why2[200] = "";
+    int avail = ah_gemm_bf16_available(why, sizeof why);
+    int rc = ah_gemm_set_precision("bf16", why2, sizeof why2);
+    if (avail) {
+        assert_int_equal(rc, 0);
+        assert_int_equal(ah_gemm_precision(), AH_PREC_BF16);
+    } else {
+        assert_int_equal(rc, -1);
+        assert_true(strstr(why2, "AVX512_BF16") || strstr(why2, "oneDNN"));
+        assert_int_equal(ah_gemm_precision(), AH_PREC_FP32);
+    }
+    ah_gemm_set_precision("fp32", why, sizeof why);
+}
+
+/* C[M,N] = op(A) op(B) + beta C in double, A/B stored as ah_gemm reads them */
+static void ref(int ta, int tb, int M, int N, int K, const float *A, const float *B, float beta, const float *C0,
+                double *out) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = beta * C0[(size_t)m * N + n];
+            for (int k = 0; k < K; k++)
+                s += (double)(ta ? A[(size_t)k * M + m] : A[(size_t)m * K + k]) *
+                     (tb ? B[(size_t)n * K + k] : B[(size_t)k * N + n]);
+            out[(size_t)m * N + n] = s;
+        }
+}
+
+static void check_products(int exact_operands) {
+    const int M = 37, N = 70, K = 129;
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * K * N), *C = malloc(sizeof(float) * M * N),
+          *C0 = malloc(sizeof(float) * M * N);
+    double *want = malloc(sizeof(double) * M * N);
+    srand(5);
+    for (int i = 0; i < M * K; i++)
+        A[i] = exact_operands ? (float)(rand() % 17 - 8) : (float)rand() / RAND_MAX - 0.5f;
+    for (int i = 0; i < K * N; i++)
+        B[i] = exact_operands ? (float)(rand() % 9 - 4) * 0.25f : (float)rand() / RAND_MAX - 0.5f;
+    for (int i = 0; i < M * N; i++)
+        C0[i] = (float)(i % 11) - 5.0f;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int bi = 0; bi < 2; bi++) {
+                float beta = (float)bi;
+                memcpy(C, C0, sizeof(float) * M * N);
+                ah_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+                ref(ta, tb, M, N, K, A, B, beta, C0, want);
+                for (int i = 0; i < M * N; i++) {
+                    if (exact_operands) /* small integers and quarters: every sum is exact in fp32 */
+                        assert_double_equal(C[i], want[i], 0.0);
+                    else /* |error| <= 2 * 2^-8 * sum |a b| ~ K/4 * 2^-7 */
+                        assert_double_equal(C[i], want[i], 3e-3 * K * 0.25 + 1e-6);
+                }
+            }
+    free(A), free(B), free(C), free(C0), free(want);
+}
+
+static void test_fp32_products(void **state) {
+    (void)state;
+    char why[200];
+    assert_int_equal(ah_gemm_set_precision("fp32", why, sizeof why), 0);
+    check_products(1);
+    check_products(0);
+}
+
+static void test_bf16_products(void **state) {
+    (void)state;
+    char why[200];
+    if (ah_gemm_set_precision("bf16", why, sizeof why) != 0) {
+        /* no bf16 here: the refusal itself is what test_bf16_refused_or_set checks; the products stay fp32 */
+        assert_int_equal(ah_gemm_precision(), AH_PREC_FP32);
+        check_products(1);
+        return;
+    }
+    check_products(1);
+    check_products(0);
+    ah_gemm_set_precision("fp32", why, sizeof why);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_bf16_refused_or_set),
+        cmocka_unit_test(test_fp32_products),
+        cmocka_unit_test(test_bf16_products),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
