@@ -633,16 +633,33 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
     KT(K_MISC, BK(e, add, out, s.x_mid, NC););
 }
 
+/* The saved tensors of a LLaMA block: the one place their layout in the
+ * activation buffer is written (the forward fills it, the backward reads it). */
+typedef struct {
+    ah_dptr x_in, n1, r1, q, k, v, att, y, x_mid, n2, r2, gu, sw;
+} llama_acts;
+
+static llama_acts llama_slices(const ah_engine_model *e, const ah_eng_acts *a) {
+    const ah_model_config *c = &e->cfg;
+    size_t N = (size_t)e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
+           Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
+    arena ar = {a->buf, 0};
+    llama_acts s;
+    s.x_in = take(&ar, N * C), s.n1 = take(&ar, N * C), s.r1 = take(&ar, N);
+    s.q = take(&ar, N * Hl * D), s.k = take(&ar, N * Hkvl * D), s.v = take(&ar, N * Hkvl * D);
+    s.att = take(&ar, (size_t)e->B * Hl * attn_saved(e));
+    s.y = take(&ar, N * Hl * D), s.x_mid = take(&ar, N * C), s.n2 = take(&ar, N * C), s.r2 = take(&ar, N);
+    s.gu = take(&ar, 2 * N * Fl), s.sw = take(&ar, N * Fl);
+    return s;
+}
+
 static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
-    ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
-            q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
-            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * attn_saved(e)),
-            y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
-            r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
+    const llama_acts s = llama_slices(e, a);
+    ah_dptr x_in = s.x_in, n1 = s.n1, r1 = s.r1, q = s.q, k = s.k, v = s.v, att = s.att, y = s.y, x_mid = s.x_mid,
+            n2 = s.n2, r2 = s.r2, gu = s.gu, sw = s.sw;
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
     KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C, e->norm_eps););
     int qb = c->qkv_bias;
@@ -807,12 +824,9 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
-    ah_dptr x_in = take(&ar, (size_t)N * C), n1 = take(&ar, (size_t)N * C), r1 = take(&ar, N),
-            q = take(&ar, (size_t)N * Hl * D), k = take(&ar, (size_t)N * Hkvl * D),
-            v = take(&ar, (size_t)N * Hkvl * D), att = take(&ar, (size_t)e->B * Hl * attn_saved(e)),
-            y = take(&ar, (size_t)N * Hl * D), x_mid = take(&ar, (size_t)N * C), n2 = take(&ar, (size_t)N * C),
-            r2 = take(&ar, N), gu = take(&ar, (size_t)2 * N * Fl), sw = take(&ar, (size_t)N * Fl);
+    const llama_acts s = llama_slices(e, a);
+    ah_dptr x_in = s.x_in, n1 = s.n1, r1 = s.r1, q = s.q, k = s.k, v = s.v, att = s.att, y = s.y, x_mid = s.x_mid,
+            n2 = s.n2, r2 = s.r2, gu = s.gu, sw = s.sw;
     size_t NC = (size_t)N * C;
     ah_dptr dmid = dalloc(e, NC), dn = dalloc(e, NC);
     ah_dptr dsw = dalloc(e, (size_t)N * Fl), dgu = dalloc(e, (size_t)2 * N * Fl);
