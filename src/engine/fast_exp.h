@@ -20,8 +20,9 @@
 #define AH_EXP_P4 1.6666665459e-1f
 #define AH_EXP_P5 5.0000001201e-1f
 
-static inline float ah_exp_poly(float x) {
-    x = fminf(fmaxf(x, AH_EXP_LO), AH_EXP_HI);
+/* The reduction and the polynomial: e^x = y * 2^(*e) for x already clamped
+ * (each caller clamps and applies the power of two its own way). */
+static inline float ah_exp_poly_core(float x, int32_t *e) {
     float t = x * AH_EXP_LOG2E;
     float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
     float f = x - fi * AH_EXP_LN2_HI + fi * AH_EXP_LN2_LO;
@@ -31,12 +32,18 @@ static inline float ah_exp_poly(float x) {
     p = p * f + AH_EXP_P3;
     p = p * f + AH_EXP_P4;
     p = p * f + AH_EXP_P5;
-    float y = p * f * f + f + 1.0f;
+    *e = (int32_t)fi;
+    return p * f * f + f + 1.0f;
+}
+
+static inline float ah_exp_poly(float x) {
+    int32_t e;
+    float y = ah_exp_poly_core(fminf(fmaxf(x, AH_EXP_LO), AH_EXP_HI), &e);
     union {
         float f;
         int32_t i;
     } u;
-    u.i = ((int32_t)fi + 127) << 23;
+    u.i = (e + 127) << 23;
     return y * u.f;
 }
 

@@ -25,20 +25,11 @@ static inline float clampf(float x, float lo, float hi) {
  * its constants), written with clampf so the loops vectorise under this file's
  * flags, and with a lower clamp of -110 whose far tail underflows to 0. */
 static inline float exp_poly(float x) {
-    x = clampf(x, -110.0f, AH_EXP_HI);
-    float t = x * AH_EXP_LOG2E;
-    float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
-    float f = x - fi * AH_EXP_LN2_HI + fi * AH_EXP_LN2_LO;
-    float p = AH_EXP_P0;
-    p = p * f + AH_EXP_P1;
-    p = p * f + AH_EXP_P2;
-    p = p * f + AH_EXP_P3;
-    p = p * f + AH_EXP_P4;
-    p = p * f + AH_EXP_P5;
-    float y = p * f * f + f + 1.0f;
-    /* y 2^fi as y 2^h 2^(fi-h): exact while normal, and below e^-87 it underflows through the
+    int32_t ii;
+    float y = ah_exp_poly_core(clampf(x, -110.0f, AH_EXP_HI), &ii);
+    /* y 2^ii as y 2^h 2^(ii-h): exact while normal, and below e^-87 it underflows through the
      * subnormals to 0 (a softmax's far tail) with no select that would keep the loop scalar */
-    int32_t ii = (int32_t)fi, h = ii >> 1;
+    int32_t h = ii >> 1;
     union {
         float f;
         int32_t i;
