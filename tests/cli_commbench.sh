@@ -5,7 +5,8 @@
 # confidence interval; the OSU and nccl-tests formats print their columns, the
 # correctness check finds no wrong element and finds them when the test hook
 # corrupts one rank's input; window synchronisation and --pairs; the planner
-# reads latency from the small-message regime; bad input exits 2.
+# reads latency from the small-message regime; --step-factor, --rounds,
+# --batch and --statistic p25; bad input exits 2.
 set -uo pipefail
 BIN="$1"
 TMP=$(mktemp -d)
@@ -105,6 +106,40 @@ mpirun -np 2 --bind-to none "$BIN" commbench --pairs 0-5 --max-size 16 >/dev/nul
 [ $? -eq 2 ] && grep -q "pairs: '0-5'" "$TMP/e3" || fail "bad --pairs: $(head -2 "$TMP/e3")"
 mpirun -np 2 --bind-to none "$BIN" commbench --format csv --max-size 16 >/dev/null 2>"$TMP/e4"
 [ $? -eq 2 ] && grep -q "format 'csv'" "$TMP/e4" || fail "bad --format: $(head -2 "$TMP/e4")"
+
+# --step-factor: a root of two keeps every power of two; sizes are whole units of the op
+timeout 300 mpirun -np 2 --bind-to none "$BIN" commbench --step-factor 1.414 --max-size 4096 --iters 5 \
+  --ops latency,allgather --json "$TMP/step.json" >"$TMP/step" 2>&1 || fail "--step-factor run"
+jq -e '[.results[] | select(.op == "latency") | .bytes] as $b | ($b | length) == 21 and $b == ($b | sort | unique)
+       and all([4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096][]; . as $p | $b | index($p) != null)
+       and ($b | index(6) != null) and ($b | index(2896) != null)' "$TMP/step.json" >/dev/null \
+  || fail "--step-factor 1.414: latency sizes $(jq -c '[.results[] | select(.op == "latency") | .bytes]' "$TMP/step.json")"
+jq -e '[.results[] | select(.op == "allgather") | .bytes] | length > 11 and all(. % 8 == 0)' "$TMP/step.json" \
+  >/dev/null || fail "--step-factor: all-gather sizes are not whole floats per rank"
+# --rounds, --statistic p25 and --batch: every size gets its repetitions in rounds (at least one a
+# round), the fit is fitted to the lower quartile, point-to-point batches fast sizes, collectives not
+timeout 300 mpirun -np 2 --bind-to none "$BIN" commbench --rounds 4 --iters 8 --statistic p25 --max-size 65536 \
+  --ops latency,allreduce --json "$TMP/rounds.json" >"$TMP/rounds" 2>&1 || fail "--rounds run"
+jq -e 'all(.results[]; .iters >= 4 and (.reps_us | length) == .iters - .invalid_reps
+       and .p25_us <= .median_us + 1e-9 and .p25_us >= (.reps_us | min) - 1e-9)
+       and all(.fits[]; .statistic == "p25_us")' "$TMP/rounds.json" >/dev/null || fail "--rounds / p25: JSON"
+jq -e '.results as $r | all(.fits[]; . as $f | all(.rel_error_per_size[]; . as $e |
+         ([$r[] | select(.op == $f.op and .bytes == $e.bytes)][0].p25_us - $e.measured_us | fabs) < 1e-9))' \
+  "$TMP/rounds.json" >/dev/null || fail "--statistic p25: the fit is not fitted to p25_us"
+grep -q "lower-quartile times" "$TMP/rounds" || fail "--statistic p25: the fit line does not say what it fits"
+jq -e '([.results[] | select(.op == "latency" and .bytes <= 64)] | all(.batch > 1))
+       and ([.results[] | select(.op == "allreduce")] | all(.batch == 1))' "$TMP/rounds.json" >/dev/null \
+  || fail "--batch auto: fast ping-pongs not batched, or collectives batched"
+timeout 300 mpirun -np 2 --bind-to none "$BIN" commbench --batch 1 --max-size 64 --iters 5 --ops latency \
+  --json "$TMP/b1.json" >/dev/null 2>&1 || fail "--batch 1 run"
+jq -e 'all(.results[]; .batch == 1) and all(.fits[]; .statistic == "median_us")' "$TMP/b1.json" >/dev/null \
+  || fail "--batch 1: a repetition is not one operation"
+for bad in "--step-factor 1:step-factor '1'" "--batch 0:batch '0'" "--statistic mean:statistic 'mean'" \
+  "--rounds 0:--rounds"; do
+  flag=${bad%%:*} want=${bad#*:}
+  mpirun -np 2 --bind-to none "$BIN" commbench $flag --max-size 16 >/dev/null 2>"$TMP/e5"
+  [ $? -eq 2 ] && grep -q -- "$want" "$TMP/e5" || fail "bad $flag: $(head -2 "$TMP/e5")"
+done
 
 mpirun -np 1 "$BIN" commbench --max-size 64 >/dev/null 2>"$TMP/e1"
 [ $? -eq 2 ] && grep -q "at least 2" "$TMP/e1" || fail "1 rank should be refused: $(cat "$TMP/e1")"

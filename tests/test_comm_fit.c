@@ -8,6 +8,7 @@
 
 #include "autohet/cluster.h"
 #include "autohet/comm.h"
+#include "plan/costs.h"
 #include "autohet/device.h"
 #include "autohet/plan.h"
 
@@ -117,11 +118,13 @@ static void median_and_ci(void **state) {
     /* n = 20: ranks floor(10 - 0.98 sqrt 20) = 5 and ceil(11 + 4.38) = 16 */
     assert_double_equal(s.ci_low, 5, 0);
     assert_double_equal(s.ci_high, 16, 0);
+    assert_double_equal(s.p25, 5, 0); /* nearest rank: ceil(0.25 x 20) = 5 */
     double y[3] = {5, 1, 3};
     s = ah_comm_median_ci(y, 3);
     assert_double_equal(s.median, 3, 0);
     assert_double_equal(s.ci_low, 1, 0);
     assert_double_equal(s.ci_high, 5, 0);
+    assert_double_equal(s.p25, 1, 0);
     x[0] = 1e9; /* an outlier moves the median by at most one rank */
     s = ah_comm_median_ci(x, 20);
     assert_true(s.median <= 11.5);
@@ -146,6 +149,15 @@ static void profile_reads_small_regime_latency(void **state) {
     assert_double_equal(o.alpha_intra_s, 9.5e-6, 1e-15);
     assert_double_equal(c.nodes[0].dev.intra_bw_gbs, 12, 1e-12);
     assert_contains(summary, "latency 9.50 us");
+    /* a message by its size: the latency fit's regimes, measured on the 12 GB/s link */
+    assert_int_equal(o.msg_model[0].n, 2);
+    assert_double_equal(o.msg_ref_gbs[0], 12, 1e-12);
+    assert_int_equal(ah_p2p_ns(1000, 0, 12, 1, &o), 10500);         /* 9.5 us + 1000 B / 1 GB/s */
+    assert_int_equal(ah_p2p_ns(1000, 0, 24, 1, &o), 10000);         /* a 2x link: half the bandwidth term */
+    assert_int_equal(ah_p2p_ns(3e6, 0, 12, 1, &o), 2677000);        /* 1677 us + 3 MB / 3 GB/s */
+    ah_plan_options plain;
+    ah_plan_options_default(&plain);
+    assert_int_equal(ah_p2p_ns(1200, 0, 12, 1, &plain), 5000 + 100); /* no profile: 5 us + bytes / link */
     ah_cluster_free(&c);
     unlink(path);
 }

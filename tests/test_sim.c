@@ -3,6 +3,7 @@
 
 #include "autohet/profile_table.h"
 #include "autohet/sim.h"
+#include "plan/costs.h"
 
 #define REL 1e-9
 
@@ -141,6 +142,56 @@ static void test_homogeneous_pipeline(void **state) {
         ah_sim_result_free(&r);
         ah_plan_free(&p);
     }
+    ah_profile_free(prof);
+}
+
+/* A measured message model (a comm profile's latency fit, o.msg_model):
+ * every send of a 2-stage pipeline on one node takes the model's time for
+ * its size (a regime of 1 ms + bytes / 1 GB/s), the closed form agrees, and
+ * the events still carry the message's bytes. */
+static void test_measured_message_model(void **state) {
+    (void)state;
+    sim_device(100);
+    ah_model_config model = tiny_model(2);
+    model.tied_embeddings = 0; /* the sends alone */
+    const double f = 2e-3, b = 4e-3;
+    ah_profile *prof = table(&model, 0, 0, f, b);
+    int gpn[1] = {2};
+    ah_plan p;
+    base_plan(&p, &model, gpn, 1, 1);
+    int node[2] = {0, 0}, gpu[2] = {0, 1}, first[2] = {0, 2};
+    add_replica(&p, 1, 2, node, gpu, first);
+    ah_plan_options o;
+    options(&o, 1);
+    o.msg_model[0].n = 2; /* <= 1 KiB: 0.5 us + bytes / 10 GB/s; above: 1000 us + bytes / 1 GB/s */
+    o.msg_model[0].max_bytes[0] = 1024;
+    o.msg_model[0].alpha_us[0] = 0.5, o.msg_model[0].beta_GBps[0] = 10;
+    o.msg_model[0].alpha_us[1] = 1000, o.msg_model[0].beta_GBps[1] = 1;
+    o.msg_ref_gbs[0] = 1e11; /* measured on SIMDEV's intra-node link: no scaling */
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+    ah_sim_result r;
+    char err[256];
+    assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+    double sends = 0, bytes = 0;
+    int n_sends = 0;
+    for (int i = 0; i < r.n_events; i++) {
+        const ah_sim_event *ev = &r.events[i];
+        if (ev->stream != AH_STREAM_P2P || ev->stage != 0)
+            continue;
+        bytes = ev->bytes;
+        assert_true(bytes > 1024); /* an activation of 64 tokens x 64 floats: the second regime */
+        near_rel(ev->end_s - ev->start_s, 1000e-6 + bytes / 1e9);
+        sends += ev->end_s - ev->start_s;
+        n_sends++;
+    }
+    assert_int_equal(n_sends, 2); /* the activation and its gradient */
+    near_rel(r.iteration_time_s, 2 * (f + b) + sends);
+    near_rel(r.closed_form_s, r.iteration_time_s);
+    /* a link twice as fast as the measured one halves the bandwidth term only */
+    ah_msg_cost c = ah_msg_cost_of(bytes, 0, 2e11, &o);
+    near_rel(c.latency_s + c.volume_bytes / (2e11 * 1e9), 1000e-6 + bytes / 2e9);
+    ah_sim_result_free(&r);
+    ah_plan_free(&p);
     ah_profile_free(prof);
 }
 
@@ -644,7 +695,8 @@ static void test_mixed_plans_agree(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_homogeneous_pipeline),  cmocka_unit_test(test_ring_allreduce),
+        cmocka_unit_test(test_homogeneous_pipeline),  cmocka_unit_test(test_measured_message_model),
+        cmocka_unit_test(test_ring_allreduce),
         cmocka_unit_test(test_asymmetric_replicas),   cmocka_unit_test(test_tied_exchange),
         cmocka_unit_test(test_nic_sharing),           cmocka_unit_test(test_planner_plan),
         cmocka_unit_test(test_interleaved_pipeline),  cmocka_unit_test(test_slice_allreduce),

@@ -26,9 +26,11 @@ typedef struct {
     ah_comm_op op;
     size_t bytes; /* message size (nccl-tests convention for collectives) */
     int iters;
+    int batch;                     /* operations timed together per repetition (1: each alone) */
     double min_us, avg_us, max_us; /* per-rank mean of its iterations: min/avg/max over ranks */
     double algbw_gbs, busbw_gbs;   /* from avg_us */
     double median_us, ci_low_us, ci_high_us; /* over the valid repetitions (each: slowest rank) */
+    double p25_us;                 /* their lower quartile (--statistic p25) */
     int invalid;                   /* repetitions dropped (window sync: a rank started late) */
     long wrong;                    /* mismatched elements of the correctness check, summed over ranks */
     double fit_us;                 /* the model's prediction for this size */
@@ -63,7 +65,7 @@ ah_comm_fit ah_comm_fit_line(ah_comm_op op, const size_t *bytes, const double *u
  * `tolerance` win, else the count with the smallest error. The first regime's
  * line has alpha >= 0 (the latency); the others' intercepts are free
  * (ah_comm_fit_line). */
-#define AH_COMM_MAX_REGIMES 6
+#define AH_COMM_MAX_REGIMES 8
 typedef struct {
     size_t min_bytes, max_bytes; /* the measured sizes it covers */
     ah_comm_fit fit;
@@ -91,6 +93,7 @@ double ah_comm_piecewise_us(const ah_comm_piecewise *p, size_t bytes);
  * 6 samples). x is sorted in place. */
 typedef struct {
     double median, ci_low, ci_high;
+    double p25; /* the lower quartile (nearest rank): the time of the undisturbed repetitions, below */
 } ah_comm_stats;
 ah_comm_stats ah_comm_median_ci(double *x, int n);
 

@@ -10,6 +10,7 @@
 #define AUTOHET_PLAN_H
 #include <stdio.h>
 #include "autohet/cluster.h"
+#include "autohet/link_model.h"
 #include "autohet/model.h"
 #include "autohet/profile.h"
 
@@ -87,6 +88,11 @@ typedef struct {
     double alpha_inter_s;    /* per-message latency between nodes */
     ah_strategy strategy;
     const ah_link_matrix *links; /* measured links between pairs of hosts (NULL: one inter-node class) */
+    /* The measured one-way time of a message per link class ([0] intra-node,
+     * [1] inter-node): a comm profile's piecewise latency fit, measured on a
+     * link of msg_ref_gbs (n = 0: alpha + bytes / the link's bandwidth) */
+    ah_link_model msg_model[2];
+    double msg_ref_gbs[2];
 } ah_plan_options;
 
 void ah_plan_options_default(ah_plan_options *o);

@@ -10,6 +10,7 @@
 #define AUTOHET_TRACE_ANALYSIS_H
 #include <stddef.h>
 
+#include "autohet/link_model.h"
 #include "autohet/trace.h"
 
 /* One "X" event as read. ev.kind is AH_TRACE_KINDS when the trace does not
@@ -145,25 +146,6 @@ int ah_mpi_allreduce_alg_parse(const char *s);
  * engine sums) choose for `bytes` (count x type size) on `comm_size` ranks. */
 ah_mpi_alg ah_mpi_allreduce_decide(int comm_size, double bytes);
 
-/* The measured links as a piecewise alpha-beta model of one message:
- * t(m) = alpha + m / beta of the regime m falls in (the first with
- * max_bytes >= m, the last beyond them all). */
-#define AH_LINK_MAX_REGIMES 8
-typedef struct {
-    int n;
-    double max_bytes[AH_LINK_MAX_REGIMES]; /* the last regime's is ignored */
-    double alpha_us[AH_LINK_MAX_REGIMES], beta_GBps[AH_LINK_MAX_REGIMES];
-    char source[160]; /* where the figures came from, for the report */
-} ah_link_model;
-
-/* alpha 5 us (the planner's default intra-node latency) and beta 10 GB/s (the
- * "cpu" device's intra-node link): the model without a comm profile */
-void ah_link_model_default(ah_link_model *m);
-/* The `latency` fit (one-way ping-pong time, osu_latency) of a comm profile
- * (autohet commbench --json): its intra-node one, else the first. Returns 0,
- * or -1 with a message naming the file and field. */
-int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
-double ah_link_us(const ah_link_model *m, double bytes);
 
 /* The alpha-beta cost of one all-reduce of `bytes` (elements of type_size
  * bytes) on comm_size ranks by algorithm alg (not AH_MPI_AR_DECIDE): the

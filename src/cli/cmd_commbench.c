@@ -19,19 +19,33 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: mpirun -np N autohet commbench [--ops LIST] [--min-size BYTES] [--max-size BYTES]\n"
-               "                                      [--iters N] [--format default|osu|nccl-tests]\n"
+               "                                      [--step-factor F] [--iters N] [--rounds R] [--batch auto|K]\n"
+               "                                      [--statistic median|p25] [--format default|osu|nccl-tests]\n"
                "                                      [--sync barrier|window] [--pairs SPEC] [--json FILE]\n\n"
                "Point-to-point latency (ping-pong, osu_latency) and bandwidth (windowed streaming, osu_bw)\n"
                "between pairs of ranks, and all-reduce, all-gather, reduce-scatter, broadcast and all-to-all\n"
-               "over all ranks, for message sizes in powers of two. Per size: min/avg/max time over ranks,\n"
-               "the median repetition with its 95%% confidence interval, algorithm and bus bandwidth\n"
+               "over all ranks, for message sizes from --min-size in steps of --step-factor. Per size:\n"
+               "min/avg/max time over ranks, the median repetition with its 95%% confidence interval and\n"
+               "the lower quartile, algorithm and bus bandwidth\n"
                "(nccl-tests convention), and a check of every element of every result (#wrong); per\n"
                "operation a piecewise alpha-beta fit (time = alpha + bytes / beta per protocol regime, the\n"
                "break points found from the data) with its largest relative error.\n\n"
                "  --ops       comma list of latency,bw,allreduce,allgather,reduce_scatter,bcast,alltoall\n"
                "              (default all)\n"
                "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB)\n"
+               "  --step-factor  size multiplier from one size to the next (default 2: powers of two, as\n"
+               "              OSU; nccl-tests -f). A root of 2 (1.414, 1.189) hits every power of two\n"
+               "              exactly: 1.414 measures two sizes an octave\n"
                "  --iters     timed repetitions for small messages (default 100; fewer for large ones)\n"
+               "  --batch     operations timed together per repetition: auto (default: point-to-point\n"
+               "              as many as last about 20 us, at most 1000, as osu_latency/osu_bw time their\n"
+               "              loop; collectives one call, as OSU's) or K (1: every call alone)\n"
+               "  --statistic what the fit is fitted to: each size's median repetition (default) or its\n"
+               "              lower quartile, p25: interference only adds time, so on a shared machine the\n"
+               "              faster repetitions are the undisturbed ones (use with --rounds)\n"
+               "  --rounds    take each size's repetitions in R rounds over all sizes, each round in a\n"
+               "              shuffled order (default 1: size after size, as OSU); R > 1 spreads a slow\n"
+               "              phase of the machine over every size (at least R repetitions a size)\n"
                "  --format    default (autohet's columns), osu (OSU micro-benchmarks' columns and units:\n"
                "              latency us, bandwidth MB/s, collectives avg/min/max latency us), nccl-tests\n"
                "              (size count type redop root, time algbw busbw #wrong out-of-place and in-place)\n"
@@ -49,8 +63,9 @@ static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("commbe
 
 typedef struct {
     const char *ops, *json, *pairs;
-    double min_size, max_size;
-    int base_iters;
+    double min_size, max_size, step_factor;
+    int base_iters, rounds, batch; /* batch 0: auto */
+    int fit_p25;                   /* --statistic p25 */
     ah_commbench_format format;
     ah_commbench_sync sync;
 } commbench_args;
@@ -74,9 +89,9 @@ static int parse_choice(int c, const char *v, commbench_args *a, char *msg, size
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
     static cli_options opts;
-    cli_long_options("ops=o min-size=m max-size=M iters=i json=j format=f sync=s pairs=p", &opts);
+    cli_long_options("ops=o min-size=m max-size=M step-factor=F iters=i rounds=R batch=B statistic=S json=j format=f sync=s pairs=p", &opts);
     memset(a, 0, sizeof *a);
-    a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100;
+    a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100, a->step_factor = 2, a->rounds = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -99,6 +114,35 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
             }
             break;
         }
+        case 'F':
+            if (cli_parse_double(optarg, &a->step_factor) != 0 || !(a->step_factor >= 1.01 && a->step_factor <= 16)) {
+                snprintf(msg, n, "--step-factor '%s': expected a number from 1.01 to 16", optarg);
+                return -1;
+            }
+            break;
+        case 'S':
+            if (strcmp(optarg, "median") && strcmp(optarg, "p25")) {
+                snprintf(msg, n, "--statistic '%s': expected median or p25", optarg);
+                return -1;
+            }
+            a->fit_p25 = !strcmp(optarg, "p25");
+            break;
+        case 'B':
+            if (!strcmp(optarg, "auto"))
+                a->batch = 0;
+            else if (cli_int_value("--batch", optarg, 1, &a->batch, msg, n) != 0 || a->batch > AH_COMMBENCH_MAX_BATCH) {
+                snprintf(msg, n, "--batch '%s': expected auto or a count from 1 to %d", optarg, AH_COMMBENCH_MAX_BATCH);
+                return -1;
+            }
+            break;
+        case 'R':
+            if (cli_int_value("--rounds", optarg, 1, &a->rounds, msg, n) != 0)
+                return -1;
+            if (a->rounds > 1000) {
+                snprintf(msg, n, "--rounds '%s': expected at most 1000", optarg);
+                return -1;
+            }
+            break;
         case 'i':
             if (cli_int_value("--iters", optarg, 1, &a->base_iters, msg, n) != 0)
                 return -1;
@@ -142,10 +186,12 @@ typedef struct {
     int rows;
 } bench_ctx;
 
-/* one case at one placement: measured and checked; its results[] entry on rank 0 */
-static void measure_case(bench_ctx *x, const ah_commbench_case *c, const char *cls, ah_comm_result *r) {
-    double *reps = ah_xcalloc((size_t)c->iters, sizeof(double));
-    int valid = ah_commbench_measure(c, x->b, r, reps);
+/* one case at one placement, its samples complete: summarised and checked;
+ * its results[] entry on rank 0 */
+static void finish_case(bench_ctx *x, const ah_commbench_case *c, const char *cls, const ah_commbench_samples *s,
+                        ah_comm_result *r) {
+    double *reps = ah_xcalloc((size_t)(s->n_valid > 0 ? s->n_valid : 1), sizeof(double));
+    int valid = ah_commbench_summarize(c, s, r, reps);
     r->wrong = ah_commbench_check(c, x->b);
     x->wrong += r->wrong;
     if (x->rank == 0)
@@ -153,42 +199,92 @@ static void measure_case(bench_ctx *x, const ah_commbench_case *c, const char *c
     free(reps);
 }
 
+/* The order round `round` visits ns sizes in: as listed for one round,
+ * else a permutation the same on every rank (xorshift from the round) */
+static void round_order(int round, int rounds, int ns, int *order) {
+    for (int i = 0; i < ns; i++)
+        order[i] = i;
+    if (rounds <= 1)
+        return;
+    unsigned long long z = 0x9E3779B97F4A7C15ull * (unsigned long long)(round + 1);
+    for (int i = ns - 1; i > 0; i--) {
+        z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+        int j = (int)(z % (unsigned long long)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+}
+
+/* size i's results: summarised, checked, printed (rank 0), its median in med[i] */
+static void finish_size(bench_ctx *x, ah_commbench_case *c, const char *cls, ah_commbench_samples *smp, double *med) {
+    ah_comm_result r, rin;
+    int nccl = x->a->format == AH_FORMAT_NCCL;
+    c->in_place = 0;
+    finish_case(x, c, cls, &smp[0], &r);
+    *med = x->a->fit_p25 ? r.p25_us : r.median_us;
+    if (nccl) {
+        c->in_place = 1;
+        finish_case(x, c, cls, &smp[1], &rin);
+    }
+    if (x->rank != 0)
+        return;
+    ah_commbench_print_row(x->a->format, c, &r, nccl ? &rin : NULL);
+    x->busbw_sum += r.busbw_gbs;
+    x->rows++;
+}
+
 /* One operation (for point-to-point: one pair) over its sizes: a table on
- * rank 0, results and the fit appended to the JSON arrays. Collective. */
+ * rank 0, results and the fit appended to the JSON arrays. Collective. With
+ * --rounds R every size's repetitions are taken in R rounds over all sizes,
+ * each round in its own order, so that a slow phase of the machine falls on
+ * every size alike rather than on the sizes it happened to meet. */
 static void bench_op(bench_ctx *x, ah_comm_op op, int src, int dst) {
     const commbench_args *a = x->a;
     size_t sizes[AH_COMMBENCH_MAX_SIZES];
     double med[AH_COMMBENCH_MAX_SIZES];
-    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, x->t->ranks, sizes,
+    int order[AH_COMMBENCH_MAX_SIZES], iters[AH_COMMBENCH_MAX_SIZES], R = a->rounds;
+    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, x->t->ranks, a->step_factor, sizes,
                                 AH_COMMBENCH_MAX_SIZES);
     const char *cls = ah_commbench_link_class(x->t, op <= AH_OP_BW ? src : -1, dst);
-    ah_commbench_case c = {op, 0, 0, 0, src, dst, a->sync};
+    ah_commbench_case c = {op, 0, 0, 0, src, dst, a->sync, a->batch};
+    int placements = a->format == AH_FORMAT_NCCL ? 2 : 1; /* nccl-tests measures both */
+    ah_commbench_samples *smp = ah_xcalloc((size_t)(ns > 0 ? ns : 1) * 2, sizeof *smp);
+    for (int i = 0; i < ns; i++) {
+        int it = ah_commbench_iters(sizes[i], a->base_iters);
+        iters[i] = it < R ? R : it;
+        for (int p = 0; p < placements; p++)
+            ah_commbench_samples_init(&smp[2 * i + p], iters[i]);
+    }
     if (x->rank == 0)
         ah_commbench_print_header(a->format, &c, cls, x->t->ranks);
-    for (int i = 0; i < ns; i++) {
-        ah_comm_result r, rin;
-        c.bytes = sizes[i];
-        c.iters = ah_commbench_iters(sizes[i], a->base_iters);
-        c.in_place = 0;
-        measure_case(x, &c, cls, &r);
-        med[i] = r.median_us;
-        if (a->format == AH_FORMAT_NCCL) { /* nccl-tests measures both placements */
-            c.in_place = 1;
-            measure_case(x, &c, cls, &rin);
+    for (int round = 0; round < R; round++) {
+        round_order(round, R, ns, order);
+        for (int k = 0; k < ns; k++) {
+            int i = order[k];
+            c.bytes = sizes[i];
+            c.iters = iters[i] * (round + 1) / R - iters[i] * round / R;
+            for (int p = 0; p < placements; p++) {
+                c.in_place = p;
+                ah_commbench_sample(&c, x->b, &smp[2 * i + p]);
+            }
+            if (R == 1)
+                finish_size(x, &c, cls, &smp[2 * i], &med[i]);
         }
-        if (x->rank != 0)
-            continue;
-        ah_commbench_print_row(a->format, &c, &r, a->format == AH_FORMAT_NCCL ? &rin : NULL);
-        x->busbw_sum += r.busbw_gbs;
-        x->rows++;
     }
+    for (int i = 0; R > 1 && i < ns; i++) {
+        c.bytes = sizes[i];
+        c.iters = iters[i];
+        finish_size(x, &c, cls, &smp[2 * i], &med[i]);
+    }
+    for (int i = 0; i < 2 * ns; i++)
+        ah_commbench_samples_free(&smp[i]);
+    free(smp);
     if (x->rank != 0 || ns == 0)
         return;
     ah_comm_fit line = ah_comm_fit_alpha_beta(op, sizes, med, ns);
     ah_comm_piecewise pw = ah_comm_fit_piecewise(op, sizes, med, ns, 0.10, 3);
-    ah_commbench_print_fit(a->format, &line, &pw, ns);
+    ah_commbench_print_fit(a->format, &line, &pw, ns, a->fit_p25 ? "lower-quartile" : "median");
     c.in_place = 0;
-    cJSON_AddItemToArray(x->fits, ah_commbench_fit_json(op, cls, &c, &line, &pw, sizes, med, ns));
+    cJSON_AddItemToArray(x->fits, ah_commbench_fit_json(op, cls, &c, &line, &pw, sizes, med, ns, a->fit_p25 ? "p25_us" : "median_us"));
 }
 
 static int write_profile(int rank, const commbench_args *a, const ah_commbench_topology *t, cJSON *results,

@@ -102,11 +102,13 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 ah_comm_stats ah_comm_median_ci(double *x, int n) {
-    ah_comm_stats s = {0, 0, 0};
+    ah_comm_stats s = {0, 0, 0, 0};
     if (n < 1)
         return s;
     qsort(x, (size_t)n, sizeof(double), cmp_double);
     s.median = n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+    int q1 = (int)ceil(0.25 * n); /* nearest rank, 1-based */
+    s.p25 = x[(q1 < 1 ? 1 : q1) - 1];
     s.ci_low = x[0];
     s.ci_high = x[n - 1];
     if (n >= 6) { /* 1-based order statistics j and k */

@@ -7,6 +7,7 @@
 #include "util/errors.h"
 
 #include "autohet/comm.h"
+#include "comm/link_model_json.h"
 #include "util/json_file.h"
 
 /* The fit of `op` for `link_class` (the first one, e.g. of the lowest pair):
@@ -146,9 +147,16 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
             o->alpha_intra_s = la * 1e-6;
         else
             o->alpha_inter_s = la * 1e-6;
+        /* a message's time by its size: the latency fit's regimes, measured at bandwidth bb */
+        if (ah_link_model_from_fits(fits, classes[k], &o->msg_model[k]) < 0) {
+            rc = ah_fail(&cx, "fits[]: the %s latency fit's regimes need alpha_us >= 0 (first), beta_GBps > 0 and "
+                              "increasing max_bytes", classes[k]);
+            break;
+        }
+        o->msg_ref_gbs[k] = bb;
         size_t used = strlen(summary);
-        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us",
-                 applied ? "; " : "", classes[k], bb, la);
+        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us (a message by its size: %d regimes)",
+                 applied ? "; " : "", classes[k], bb, la, o->msg_model[k].n);
         applied++;
     }
     if (rc == 0 && applied == 0)

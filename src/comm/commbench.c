@@ -4,8 +4,10 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util/errors.h"
 
@@ -128,10 +130,25 @@ int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_comm
     return np;
 }
 
+/* A message buffer on transparent huge pages where the kernel offers them
+ * (THP "madvise" mode): under a hypervisor a copy over 4 KiB pages pays a
+ * two-level page walk per TLB miss, and which runs got huge backing made
+ * the same size differ up to 5x from run to run (docs/commbench.md). */
+static char *buffer_alloc(size_t bytes) {
+    size_t huge = (size_t)2 << 20, len = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, len) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, len, MADV_HUGEPAGE); /* advice: nothing to do if refused */
+#endif
+    return p;
+}
+
 int ah_commbench_buffers_alloc(ah_commbench_buffers *b, size_t max_bytes) {
     b->max_bytes = max_bytes;
-    b->send = malloc(max_bytes + 64);
-    b->recv = malloc(max_bytes + 64);
+    b->send = buffer_alloc(max_bytes + 64);
+    b->recv = buffer_alloc(max_bytes + 64);
     if (!b->send || !b->recv) {
         ah_commbench_buffers_free(b);
         return -1;
@@ -164,19 +181,50 @@ size_t ah_commbench_count(ah_comm_op op, size_t bytes) {
 }
 
 /* Collectives move floats (so that every reduction can be checked); a size
- * must split into whole floats over the ranks where the op splits it. */
-static int size_valid(ah_comm_op op, size_t bytes, int n) {
+ * must split into whole floats over the ranks where the op splits it: the
+ * op's unit, sizes are whole multiples of it. */
+static size_t size_unit(ah_comm_op op, int n) {
+    if (op <= AH_OP_BW)
+        return 1;
     size_t unit = sizeof(float);
     if (op == AH_OP_ALLGATHER || op == AH_OP_ALLTOALL || op == AH_OP_REDUCE_SCATTER)
         unit *= (size_t)n;
-    return op <= AH_OP_BW || (bytes >= unit && bytes % unit == 0);
+    return unit;
 }
 
-int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, size_t *sizes, int max) {
+static int size_valid(ah_comm_op op, size_t bytes, int n) {
+    size_t unit = size_unit(op, n);
+    return bytes >= unit && bytes % unit == 0;
+}
+
+int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, double factor, size_t *sizes,
+                       int max) {
     int ns = 0;
-    for (size_t b = min_bytes; b <= max_bytes && ns < max; b *= 2)
-        if (size_valid(op, b, n))
-            sizes[ns++] = b;
+    if (factor <= 1.0)
+        factor = 2.0;
+    if (factor == 2.0) { /* powers of two from min_bytes, as OSU and nccl-tests -f 2 */
+        for (size_t b = min_bytes; b <= max_bytes && ns < max; b *= 2)
+            if (size_valid(op, b, n))
+                sizes[ns++] = b;
+        return ns;
+    }
+    /* min * factor^k rounded to the op's unit; a factor within 1% of a root
+     * of two, 2^(1/m), is taken as exactly that, so every power of two in the
+     * range is among the sizes */
+    size_t unit = size_unit(op, n);
+    double m = round(1.0 / log2(factor));
+    if (!(m >= 1 && fabs(pow(2.0, 1.0 / m) / factor - 1) < 0.01))
+        m = 0; /* not a root of two */
+    for (int k = 0; ns < max; k++) {
+        double x = (double)min_bytes * (m >= 1 ? pow(2.0, k / m) : pow(factor, k));
+        if (x > (double)max_bytes * (1 + 1e-9))
+            break;
+        size_t b = (size_t)(x + 0.5);
+        b = (b + unit / 2) / unit * unit;
+        if (b > max_bytes || (ns > 0 && b <= sizes[ns - 1]) || !size_valid(op, b, n))
+            continue;
+        sizes[ns++] = b;
+    }
     return ns;
 }
 
@@ -203,10 +251,12 @@ cJSON *ah_commbench_result_json(const ah_comm_result *res, const char *link_clas
     cJSON_AddStringToObject(r, "redop", ah_commbench_redop_name(c->op));
     cJSON_AddNumberToObject(r, "root", ah_commbench_root(c->op));
     cJSON_AddNumberToObject(r, "iters", res->iters);
+    cJSON_AddNumberToObject(r, "batch", res->batch);
     cJSON_AddNumberToObject(r, "min_us", res->min_us);
     cJSON_AddNumberToObject(r, "avg_us", res->avg_us);
     cJSON_AddNumberToObject(r, "max_us", res->max_us);
     cJSON_AddNumberToObject(r, "median_us", res->median_us);
+    cJSON_AddNumberToObject(r, "p25_us", res->p25_us);
     cJSON_AddNumberToObject(r, "ci_low_us", res->ci_low_us);
     cJSON_AddNumberToObject(r, "ci_high_us", res->ci_high_us);
     cJSON_AddNumberToObject(r, "ci_level", 0.95);
@@ -231,7 +281,7 @@ static cJSON *fit_object(const ah_comm_fit *f) {
 
 cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
                              const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
-                             const double *us, int n) {
+                             const double *us, int n, const char *statistic) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "op", ah_comm_op_name(op));
     cJSON_AddStringToObject(j, "link_class", link_class);
@@ -239,7 +289,7 @@ cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_com
         int pair[2] = {c->src, c->dst};
         cJSON_AddItemToObject(j, "pair", cJSON_CreateIntArray(pair, 2));
     }
-    cJSON_AddStringToObject(j, "statistic", "median_us");
+    cJSON_AddStringToObject(j, "statistic", statistic);
     /* the summary: latency of the smallest sizes, bandwidth of the largest */
     cJSON_AddNumberToObject(j, "alpha_us", pw->regime[0].fit.alpha_us);
     cJSON_AddNumberToObject(j, "beta_GBps", pw->regime[pw->n_regimes - 1].fit.beta_gbs);

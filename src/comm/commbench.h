@@ -13,7 +13,7 @@
 
 #include "autohet/comm.h"
 
-#define AH_COMMBENCH_MAX_SIZES 64
+#define AH_COMMBENCH_MAX_SIZES 192
 #define AH_COMMBENCH_MAX_PAIRS 256
 
 /* The test hook of the correctness check: with this environment variable set
@@ -56,9 +56,11 @@ typedef struct {
 int ah_commbench_buffers_alloc(ah_commbench_buffers *b, size_t max_bytes);
 void ah_commbench_buffers_free(ah_commbench_buffers *b);
 
-/* The sizes op is measured at: powers of two from min_bytes to max_bytes
- * that its element type and split over n ranks allow; returns the count. */
-int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, size_t *sizes, int max);
+/* The sizes op is measured at: min_bytes x factor^k up to max_bytes (factor
+ * 2: powers of two; else rounded to whole units of the op's element type and
+ * split over n ranks, duplicates dropped), those the op allows; returns the count. */
+int ah_commbench_sizes(ah_comm_op op, size_t min_bytes, size_t max_bytes, int n, double factor, size_t *sizes,
+                       int max);
 /* Timed repetitions for a size: `base` for small messages, fewer for big ones, at least 3. */
 int ah_commbench_iters(size_t bytes, int base);
 
@@ -72,7 +74,17 @@ typedef struct {
     size_t bytes;
     int iters, in_place, src, dst;
     ah_commbench_sync sync;
+    int batch; /* operations per timed repetition; 0: auto (below) */
 } ah_commbench_case;
+
+/* --batch auto: a repetition of a fast point-to-point operation times this
+ * many back to back (osu_latency and osu_bw time their whole loop), so that
+ * one lasts about this long: a single sub-microsecond ping-pong carries the
+ * barrier's exit skew and the clock's overhead. Collectives are timed call
+ * by call, as OSU's collective tests do (back-to-back calls let a rank run
+ * ahead: a different operation from one collective between computations). */
+#define AH_COMMBENCH_BATCH_TARGET_US 20.0
+#define AH_COMMBENCH_MAX_BATCH 1000
 
 /* nccl-tests' columns of op: element type ("float", "int8"), reduction
  * ("sum", "none"), root (-1 none) and element count of bytes */
@@ -87,10 +99,30 @@ size_t ah_commbench_count(ah_comm_op op, size_t bytes);
  * clocks are synchronised to rank 0's, every repetition starts at its own
  * global time (windows twice the warm-up's slowest repetition), and is timed
  * from that start to the rank's end; a repetition a rank began late is
- * dropped (out->invalid). Fills out (wrong left 0); rep_us (rank 0, iters
- * long, may be NULL) gets the valid repetitions, their count returned on rank 0. */
+ * dropped (out->invalid). Fills out (wrong left 0); rep_us (iters long, may
+ * be NULL) gets the valid repetitions, their count returned. The same as one
+ * ah_commbench_sample into fresh samples, then ah_commbench_summarize. */
 int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
                          double *rep_us);
+
+/* A case's repetitions gathered over several calls (rounds, `--rounds`):
+ * slowest_us[] the valid ones in measurement order (each the slowest
+ * participant's time), at most cap; this rank's sum and count for the
+ * per-rank means. */
+typedef struct {
+    double *slowest_us;
+    int n_valid, cap, iters, invalid, participates, my_count, batch;
+    double my_sum;
+} ah_commbench_samples;
+void ah_commbench_samples_init(ah_commbench_samples *s, int cap);
+void ah_commbench_samples_free(ah_commbench_samples *s);
+/* Warm-up, then c->iters more repetitions into s (collective) */
+void ah_commbench_sample(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_commbench_samples *s);
+/* The statistics of everything in s (collective): fills out as
+ * ah_commbench_measure does, rep_us (may be NULL) gets the valid
+ * repetitions; returns their count. */
+int ah_commbench_summarize(const ah_commbench_case *c, const ah_commbench_samples *s, ah_comm_result *out,
+                           double *rep_us);
 
 /* One repetition of a case after a barrier (the check's run) */
 void ah_commbench_run_once(const ah_commbench_case *c, const ah_commbench_buffers *b);
@@ -103,12 +135,13 @@ long ah_commbench_check(const ah_commbench_case *c, const ah_commbench_buffers *
 
 /* The comm-profile document parts: one results[] entry (rep_us: its
  * repetitions, n_reps of them), one fits[] entry (the piecewise model, its
- * error per size, and the single line). */
+ * error per size, and the single line; statistic: the results[] field the
+ * fitted times us[] are, "median_us" or "p25_us"). */
 cJSON *ah_commbench_result_json(const ah_comm_result *r, const char *link_class, const ah_commbench_case *c,
                                 const double *rep_us, int n_reps);
 cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
                              const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
-                             const double *us, int n);
+                             const double *us, int n, const char *statistic);
 /* {format, version, ranks, nodes, hosts, sync, results, fits, links}; takes
  * ownership of both arrays; links (the host matrix, below) when fits has
  * point-to-point entries */

@@ -94,10 +94,12 @@ static const char *beta_text(double gbs, char *buf, size_t n) {
     return buf;
 }
 
-void ah_commbench_print_fit(ah_commbench_format fmt, const ah_comm_fit *line, const ah_comm_piecewise *pw, int n) {
+void ah_commbench_print_fit(ah_commbench_format fmt, const ah_comm_fit *line, const ah_comm_piecewise *pw, int n,
+                            const char *statistic) {
     (void)fmt; /* '#' lines are comments in every format */
     const char *p = "";
-    printf("%s# fit: time = alpha + bytes / beta per regime (median times, break points from the data):\n", p);
+    printf("%s# fit: time = alpha + bytes / beta per regime (%s times, break points from the data):\n", p,
+           statistic);
     for (int q = 0; q < pw->n_regimes; q++) {
         const ah_comm_regime *g = &pw->regime[q];
         char bt[32];

@@ -15,34 +15,36 @@
  * of a ping-pong (osu_latency) or the time per message of a window of
  * non-blocking sends, acknowledged (osu_bw); seconds from t0. In place: one
  * buffer sends and receives. */
-static double p2p_once(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, double t0) {
+static double p2p_once(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, int batch, double t0) {
     int bytes = (int)c->bytes, src = c->src, dst = c->dst;
     if (c->in_place)
         sbuf = rbuf;
     if (c->op == AH_OP_LATENCY) {
-        if (rank == src) {
-            MPI_Send(sbuf, bytes, MPI_BYTE, dst, 1, MPI_COMM_WORLD);
-            MPI_Recv(rbuf, bytes, MPI_BYTE, dst, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else if (rank == dst) {
-            MPI_Recv(rbuf, bytes, MPI_BYTE, src, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(sbuf, bytes, MPI_BYTE, src, 1, MPI_COMM_WORLD);
-        }
-        return (MPI_Wtime() - t0) / 2;
+        for (int k = 0; k < batch; k++)
+            if (rank == src) {
+                MPI_Send(sbuf, bytes, MPI_BYTE, dst, 1, MPI_COMM_WORLD);
+                MPI_Recv(rbuf, bytes, MPI_BYTE, dst, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else if (rank == dst) {
+                MPI_Recv(rbuf, bytes, MPI_BYTE, src, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(sbuf, bytes, MPI_BYTE, src, 1, MPI_COMM_WORLD);
+            }
+        return (MPI_Wtime() - t0) / (2.0 * batch);
     }
     MPI_Request req[BW_WINDOW];
     char ack = 0;
-    if (rank == src) {
-        for (int w = 0; w < BW_WINDOW; w++)
-            MPI_Isend(sbuf, bytes, MPI_BYTE, dst, 2, MPI_COMM_WORLD, &req[w]);
-        MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
-        MPI_Recv(&ack, 1, MPI_BYTE, dst, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (rank == dst) {
-        for (int w = 0; w < BW_WINDOW; w++)
-            MPI_Irecv(rbuf, bytes, MPI_BYTE, src, 2, MPI_COMM_WORLD, &req[w]);
-        MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
-        MPI_Send(&ack, 1, MPI_BYTE, src, 3, MPI_COMM_WORLD);
-    }
-    return (MPI_Wtime() - t0) / BW_WINDOW;
+    for (int k = 0; k < batch; k++)
+        if (rank == src) {
+            for (int w = 0; w < BW_WINDOW; w++)
+                MPI_Isend(sbuf, bytes, MPI_BYTE, dst, 2, MPI_COMM_WORLD, &req[w]);
+            MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
+            MPI_Recv(&ack, 1, MPI_BYTE, dst, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == dst) {
+            for (int w = 0; w < BW_WINDOW; w++)
+                MPI_Irecv(rbuf, bytes, MPI_BYTE, src, 2, MPI_COMM_WORLD, &req[w]);
+            MPI_Waitall(BW_WINDOW, req, MPI_STATUSES_IGNORE);
+            MPI_Send(&ack, 1, MPI_BYTE, src, 3, MPI_COMM_WORLD);
+        }
+    return (MPI_Wtime() - t0) / ((double)BW_WINDOW * batch);
 }
 
 /* One collective call (bytes: the nccl-tests size of the op, docs/commbench.md) */
@@ -64,24 +66,41 @@ static void collective_once(const ah_commbench_case *c, char *sbuf, char *rbuf, 
     }
 }
 
-/* One repetition from t0 (this rank's clock): its seconds on this rank */
-static double run_from(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, int n, double t0) {
+/* One repetition from t0 (this rank's clock): `batch` operations back to
+ * back; the seconds per operation on this rank */
+static double run_from(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, int n, int batch, double t0) {
     if (c->op <= AH_OP_BW)
-        return p2p_once(c, sbuf, rbuf, rank, t0);
-    collective_once(c, sbuf, rbuf, n);
-    return MPI_Wtime() - t0;
+        return p2p_once(c, sbuf, rbuf, rank, batch, t0);
+    for (int k = 0; k < batch; k++)
+        collective_once(c, sbuf, rbuf, n);
+    return (MPI_Wtime() - t0) / batch;
 }
 
-static double run_barrier(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n) {
+static double run_barrier(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n, int batch) {
     MPI_Barrier(MPI_COMM_WORLD);
-    return run_from(c, b->send, b->recv, rank, n, MPI_Wtime());
+    return run_from(c, b->send, b->recv, rank, n, batch, MPI_Wtime());
 }
 
 void ah_commbench_run_once(const ah_commbench_case *c, const ah_commbench_buffers *b) {
     int rank, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    run_barrier(c, b, rank, n);
+    run_barrier(c, b, rank, n, 1);
+}
+
+/* --batch auto: operations per repetition so that one lasts about
+ * AH_COMMBENCH_BATCH_TARGET_US, from the fastest of a few single
+ * operations (the slowest rank's time; the same on every rank) */
+static int auto_batch(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n) {
+    double best = INFINITY, t, slow;
+    for (int k = 0; k < 5; k++) {
+        t = run_barrier(c, b, rank, n, 1);
+        MPI_Allreduce(&t, &slow, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        best = fmin(best, slow);
+    }
+    double per_rep = c->op == AH_OP_LATENCY ? 2 * best : c->op == AH_OP_BW ? BW_WINDOW * best : best;
+    double k = ceil(AH_COMMBENCH_BATCH_TARGET_US * 1e-6 / fmax(per_rep, 1e-9));
+    return k < 1 ? 1 : k > AH_COMMBENCH_MAX_BATCH ? AH_COMMBENCH_MAX_BATCH : (int)k;
 }
 
 /* This rank's clock offset to rank 0 (global = MPI_Wtime() + offset): per
@@ -117,7 +136,7 @@ static double clock_offset(int rank, int n) {
 /* Window synchronisation: in rounds of WINDOW_ROUND repetitions, repetition k
  * starts at the round's global start + (k - first) * window; mine[k] = this
  * rank's seconds from that start, late[k] = it started late. */
-static void run_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n,
+static void run_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n, int batch,
                         double window, double *mine, int *late) {
     double offset = clock_offset(rank, n);
     for (int first = 0; first < c->iters; first += WINDOW_ROUND) {
@@ -132,7 +151,7 @@ static void run_windows(const ah_commbench_case *c, const ah_commbench_buffers *
             late[k] = now > t_start; /* ReproMPI: a late start invalidates the repetition */
             while (now < t_start)
                 now = MPI_Wtime();
-            mine[k] = run_from(c, b->send, b->recv, rank, n, t_start);
+            mine[k] = run_from(c, b->send, b->recv, rank, n, batch, t_start);
         }
     }
 }
@@ -140,15 +159,16 @@ static void run_windows(const ah_commbench_case *c, const ah_commbench_buffers *
 /* Window mode: windows of twice the warm-up's slowest repetition (+20 us),
  * widened 4x and run again while fewer than half the repetitions are valid
  * (at most 3 tries). any_late[] gets the verdict per repetition. */
-static void measure_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n,
+static void measure_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n, int batch,
                             double slow_warm, double *mine, int *late, int *any_late) {
     double w = 0;
     MPI_Allreduce(&slow_warm, &w, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    /* a point-to-point time is per message: a repetition lasts its round trip or window */
-    double rep_len = c->op == AH_OP_LATENCY ? 2 * w : c->op == AH_OP_BW ? BW_WINDOW * w : w;
+    /* a time is per operation (a point-to-point one per message): a
+     * repetition lasts its batch of round trips or windows */
+    double rep_len = batch * (c->op == AH_OP_LATENCY ? 2 * w : c->op == AH_OP_BW ? BW_WINDOW * w : w);
     double window = 2 * rep_len + 20e-6;
     for (int attempt = 0; attempt < 3; attempt++, window *= 4) {
-        run_windows(c, b, rank, n, window, mine, late);
+        run_windows(c, b, rank, n, batch, window, mine, late);
         MPI_Allreduce(late, any_late, c->iters, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         int valid = 0;
         for (int k = 0; k < c->iters; k++)
@@ -158,62 +178,101 @@ static void measure_windows(const ah_commbench_case *c, const ah_commbench_buffe
     }
 }
 
-int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
-                         double *rep_us) {
+void ah_commbench_samples_init(ah_commbench_samples *s, int cap) {
+    memset(s, 0, sizeof *s);
+    s->cap = cap > 0 ? cap : 1;
+    s->slowest_us = ah_xcalloc((size_t)s->cap, sizeof(double));
+}
+
+void ah_commbench_samples_free(ah_commbench_samples *s) {
+    free(s->slowest_us);
+    memset(s, 0, sizeof *s);
+}
+
+void ah_commbench_sample(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_commbench_samples *s) {
     int rank, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    int it = c->iters, warm = it / 10 + 2, part = c->op <= AH_OP_BW ? rank == c->src || rank == c->dst : 1;
+    /* a later round's call warms up once: the caches after another size */
+    int it = c->iters, warm = s->iters ? 1 : it / 10 + 2;
+    int part = c->op <= AH_OP_BW ? rank == c->src || rank == c->dst : 1;
+    if (s->batch < 1) /* the first call fixes it; auto batches point-to-point only, as OSU */
+        s->batch = c->batch > 0 ? c->batch : c->op <= AH_OP_BW ? auto_batch(c, b, rank, n) : 1;
     double slow_warm = 0, t;
     for (int w = 0; w < warm; w++) {
-        t = run_barrier(c, b, rank, n);
+        t = run_barrier(c, b, rank, n, s->batch);
         slow_warm = t > slow_warm ? t : slow_warm;
     }
     double *mine = ah_xcalloc((size_t)it, sizeof(double)), *slowest = ah_xcalloc((size_t)it, sizeof(double));
     int *late = ah_xcalloc((size_t)it, sizeof(int)), *any_late = ah_xcalloc((size_t)it, sizeof(int));
     if (c->sync == AH_SYNC_WINDOW)
-        measure_windows(c, b, rank, n, slow_warm, mine, late, any_late);
+        measure_windows(c, b, rank, n, s->batch, slow_warm, mine, late, any_late);
     else
         for (int k = 0; k < it; k++)
-            mine[k] = run_barrier(c, b, rank, n);
+            mine[k] = run_barrier(c, b, rank, n, s->batch);
     /* the valid repetitions only (all of them with a barrier) */
-    double sum = 0;
     int valid = 0;
     for (int k = 0; k < it; k++) {
         if (any_late[k])
             continue;
-        sum += mine[k];
+        s->my_sum += mine[k];
+        s->my_count++;
         slowest[valid++] = part ? mine[k] : 0;
     }
     double *slow_all = ah_xcalloc((size_t)(valid > 0 ? valid : 1), sizeof(double));
     MPI_Allreduce(slowest, slow_all, valid, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    double my_mean = valid ? sum / valid : 0;
+    for (int k = 0; k < valid && s->n_valid < s->cap; k++)
+        s->slowest_us[s->n_valid++] = slow_all[k] * 1e6;
+    s->iters += it;
+    s->invalid += it - valid;
+    s->participates = part;
+    free(slow_all);
+    free(mine);
+    free(slowest);
+    free(late);
+    free(any_late);
+}
+
+int ah_commbench_summarize(const ah_commbench_case *c, const ah_commbench_samples *s, ah_comm_result *out,
+                           double *rep_us) {
+    int n;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    int part = s->participates;
+    double my_mean = s->my_count ? s->my_sum / s->my_count : 0;
     double v[3] = {part ? my_mean : 1e300, part ? -my_mean : 1e300, part ? my_mean : 0}, lo_hi[2], tot;
     MPI_Allreduce(v, lo_hi, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&v[2], &tot, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     double mean = tot / (c->op <= AH_OP_BW ? 2 : n);
-    for (int k = 0; k < valid; k++)
-        slowest[k] = slow_all[k] * 1e6;
-    free(slow_all);
     memset(out, 0, sizeof *out);
     out->op = c->op;
     out->bytes = c->bytes;
-    out->iters = it;
-    out->invalid = it - valid;
+    out->iters = s->iters;
+    out->batch = s->batch;
+    out->invalid = s->invalid;
     out->min_us = lo_hi[0] * 1e6;
     out->avg_us = mean * 1e6;
     out->max_us = -lo_hi[1] * 1e6;
     out->algbw_gbs = mean > 0 ? (double)c->bytes / mean / 1e9 : 0;
     out->busbw_gbs = out->algbw_gbs * ah_busbw_factor(c->op, n);
-    if (rep_us)
-        memcpy(rep_us, slowest, sizeof(double) * (size_t)valid);
-    ah_comm_stats st = ah_comm_median_ci(slowest, valid);
+    double *sorted = ah_xcalloc((size_t)(s->n_valid > 0 ? s->n_valid : 1), sizeof(double));
+    memcpy(sorted, s->slowest_us, sizeof(double) * (size_t)s->n_valid);
+    if (rep_us) /* in measurement order */
+        memcpy(rep_us, s->slowest_us, sizeof(double) * (size_t)s->n_valid);
+    ah_comm_stats st = ah_comm_median_ci(sorted, s->n_valid);
+    free(sorted);
     out->median_us = st.median;
     out->ci_low_us = st.ci_low;
     out->ci_high_us = st.ci_high;
-    free(mine);
-    free(slowest);
-    free(late);
-    free(any_late);
+    out->p25_us = st.p25;
+    return s->n_valid;
+}
+
+int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
+                         double *rep_us) {
+    ah_commbench_samples s;
+    ah_commbench_samples_init(&s, c->iters);
+    ah_commbench_sample(c, b, &s);
+    int valid = ah_commbench_summarize(c, &s, out, rep_us);
+    ah_commbench_samples_free(&s);
     return valid;
 }

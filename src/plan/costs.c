@@ -207,11 +207,26 @@ ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link
     return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, link.intra_gbs, link.nic_share_gbs, o) : 0;
 }
 
+ah_msg_cost ah_msg_cost_of(double bytes, int inter_node, double link_gbs, const ah_plan_options *o) {
+    const ah_link_model *m = &o->msg_model[inter_node ? 1 : 0];
+    double ref = o->msg_ref_gbs[inter_node ? 1 : 0];
+    if (m->n < 1 || !(ref > 0) || !(link_gbs > 0))
+        return (ah_msg_cost){inter_node ? o->alpha_inter_s : o->alpha_intra_s, bytes};
+    int q = 0;
+    while (q + 1 < m->n && bytes > m->max_bytes[q])
+        q++;
+    double alpha = m->alpha_us[q] * 1e-6, t = alpha + bytes / (m->beta_GBps[q] * 1e9 * (link_gbs / ref));
+    if (t < m->alpha_us[0] * 1e-6) /* a free-intercept regime on a faster link: not below the latency */
+        t = m->alpha_us[0] * 1e-6;
+    double lat = alpha < 0 ? 0 : alpha > t ? t : alpha;
+    return (ah_msg_cost){lat, (t - lat) * link_gbs * 1e9};
+}
+
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o) {
-    if (inter_node)
-        return ah_to_ns(o->alpha_inter_s + bytes / (nic_share_gbs * 1e9));
-    return ah_to_ns(o->alpha_intra_s + bytes / (intra_bw_gbs * 1e9));
+    double bw = inter_node ? nic_share_gbs : intra_bw_gbs;
+    ah_msg_cost c = ah_msg_cost_of(bytes, inter_node, bw, o);
+    return ah_to_ns(c.latency_s + c.volume_bytes / (bw * 1e9));
 }
 
 static int link_host(const ah_link_matrix *m, const char *host) {

@@ -161,6 +161,18 @@ static inline ah_pair_link ah_pair_link_of(double intra_a, double nic_a, double 
 }
 ah_ns ah_p2p_ns(double bytes, int inter_node, double intra_bw_gbs, double nic_share_gbs,
                 const ah_plan_options *o);
+/* One message of `bytes` over a link of link_gbs, alone on it, as a latency
+ * and a volume at that bandwidth (latency + volume / link_gbs = its time):
+ * the class's alpha and the bytes, or where a comm profile measured the class
+ * (o->msg_model), the measured time of that size (its regime's alpha and
+ * beta; a link of another bandwidth than the measured one scales beta by the
+ * ratio), latency = the regime's alpha clamped to [0, time]. The closed form
+ * and the simulator's flows (which share the volume part) both cost a send
+ * by it. */
+typedef struct {
+    double latency_s, volume_bytes;
+} ah_msg_cost;
+ah_msg_cost ah_msg_cost_of(double bytes, int inter_node, double link_gbs, const ah_plan_options *o);
 /* The measured link between nodes a and b (o->links): 1 with its latency
  * (seconds) and bandwidth (GB/s per GPU) when both name hosts of the matrix,
  * different ones, whose pair was measured; else 0. */

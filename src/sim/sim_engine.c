@@ -26,7 +26,8 @@ typedef struct {
     int stage2; /* p2p: receiver */
     int mb, first, last, bucket;
     double dur, tp;    /* compute: compute part and the TP all-reduce after it */
-    double volume;     /* flow: bytes per GPU */
+    double volume;     /* flow: bytes per GPU at the links' bandwidth */
+    double msg_bytes;  /* p2p: the message's bytes (volume: its measured time's share, ah_msg_cost_of) */
     double latency;    /* flow: fixed part */
     int link0, nlinks; /* flow: range in the link-use pool */
     int part0, nparts; /* collective: range in the participant pool */
@@ -389,8 +390,8 @@ static void finish_task(engine *e, int id, double now) {
             e->r->buckets[k->bucket].end_s = now;
         }
     } else {
-        record(e, k->kind, AH_STREAM_P2P, k->stage, k, k->start, now, k->stage2, k->volume);
-        record(e, k->kind, AH_STREAM_P2P, k->stage2, k, k->start, now, k->stage, k->volume);
+        record(e, k->kind, AH_STREAM_P2P, k->stage, k, k->start, now, k->stage2, k->msg_bytes);
+        record(e, k->kind, AH_STREAM_P2P, k->stage2, k, k->start, now, k->stage, k->msg_bytes);
         add_interval(&e->iv, &e->niv, &e->capiv, k->stage, k->start, now);
         add_interval(&e->iv, &e->niv, &e->capiv, k->stage2, k->start, now);
     }
@@ -548,13 +549,21 @@ static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, doub
     task *k = &e->t[id];
     k->stage2 = to;
     k->mb = mb;
-    k->volume = bytes;
-    if (a->node == b->node) {
-        k->latency = e->o->alpha_intra_s;
+    k->volume = k->msg_bytes = bytes;
+    const ah_node *na = &e->p->cluster.nodes[a->node], *nb = &e->p->cluster.nodes[b->node];
+    ah_pair_link lk = ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs,
+                                      ah_nic_share_gbs(nb));
+    int inter = a->node != b->node;
+    /* the closed form's message cost (the measured time of this size), its volume shared on the links */
+    ah_msg_cost mc = ah_msg_cost_of(bytes, inter, inter ? lk.nic_share_gbs : lk.intra_gbs, e->o);
+    if (!inter) {
+        k->latency = mc.latency_s;
+        k->volume = mc.volume_bytes;
         use_link(e, id, L_INTRA(from, 0), 1);
         use_link(e, id, L_INTRA(to, 1), 1);
     } else if (!use_measured_pair(e, id, a->node, b->node, 1)) {
-        k->latency = e->o->alpha_inter_s;
+        k->latency = mc.latency_s;
+        k->volume = mc.volume_bytes;
         use_link(e, id, L_RAIL(from, 0), 1);
         use_link(e, id, L_RAIL(to, 1), 1);
         use_link(e, id, L_NIC(e, a->node, 0), a->tp);

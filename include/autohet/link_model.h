@@ -1,0 +1,32 @@
+/* The measured time of one message: the piecewise alpha-beta model of a
+ * comm profile's point-to-point `latency` fit (autohet commbench --json,
+ * docs/commbench.md), read once here for the planner, the simulator and the
+ * stack breakdown of autohet analyze. */
+#ifndef AUTOHET_LINK_MODEL_H
+#define AUTOHET_LINK_MODEL_H
+#include <stddef.h>
+
+/* t(m) = alpha + m / beta of the regime m falls in (the first with
+ * max_bytes >= m, the last beyond them all); n = 0: no model. */
+#define AH_LINK_MAX_REGIMES 8
+typedef struct {
+    int n;
+    double max_bytes[AH_LINK_MAX_REGIMES]; /* the last regime's is ignored */
+    double alpha_us[AH_LINK_MAX_REGIMES], beta_GBps[AH_LINK_MAX_REGIMES];
+    char source[160]; /* where the figures came from, for the report */
+} ah_link_model;
+
+/* alpha 5 us (the planner's default intra-node latency) and beta 10 GB/s (the
+ * "cpu" device's intra-node link): the model without a comm profile */
+void ah_link_model_default(ah_link_model *m);
+/* The `latency` fit (one-way ping-pong time, osu_latency) of a comm profile
+ * for link_class ("intra-node" / "inter-node"; NULL: the intra-node one, else
+ * the first). Returns 0; 1 when the profile has no such fit (m->n = 0); or -1
+ * with a message naming the file and field. */
+int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err, size_t errlen);
+/* The same for NULL, a missing fit being an error (-1) */
+int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
+/* microseconds for one message of `bytes` */
+double ah_link_us(const ah_link_model *m, double bytes);
+
+#endif
