@@ -9,6 +9,12 @@
 /* t(m) = alpha + m / beta of the regime m falls in (the first with
  * max_bytes >= m, the last beyond them all); n = 0: no model. */
 #define AH_LINK_MAX_REGIMES 8
+/* What a comm profile's figures may be: a bandwidth from 1 kB/s up (a fit
+ * with no visible bandwidth term writes 1e9 GB/s), a latency or regime
+ * intercept within 1000 s; beyond, a time in nanoseconds overflows. */
+#define AH_LINK_MIN_GBPS 1e-6
+#define AH_LINK_MAX_GBPS 1e12
+#define AH_LINK_MAX_ABS_US 1e9
 typedef struct {
     int n;
     double max_bytes[AH_LINK_MAX_REGIMES]; /* the last regime's is ignored */

@@ -32,7 +32,9 @@ static int find_fit(const cJSON *fits, const char *op, const char *link_class, d
             a = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, 0), "alpha_us");
             b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, nr - 1), "beta_GBps");
         }
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || !(b->valuedouble > 0))
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 0) ||
+            !(a->valuedouble <= AH_LINK_MAX_ABS_US) || !(b->valuedouble >= AH_LINK_MIN_GBPS) ||
+            !(b->valuedouble <= AH_LINK_MAX_GBPS))
             return -2;
         *alpha = a->valuedouble;
         *beta = b->valuedouble;
@@ -53,9 +55,10 @@ static int read_link_matrix(const cJSON *links, const char *key, int n, int posi
         for (int b = 0; b < n; b++) {
             const cJSON *v = cJSON_GetArrayItem(row, b);
             double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-            if (!cJSON_IsNull(v) && !(cJSON_IsNumber(v) && (positive ? x > 0 : x >= 0)))
-                return ah_fail(cx, "links.%s[%d][%d]: expected a number %s 0 or null", key, a, b,
-                               positive ? ">" : ">=");
+            int ok = positive ? x >= AH_LINK_MIN_GBPS && x <= AH_LINK_MAX_GBPS : x >= 0 && x <= AH_LINK_MAX_ABS_US;
+            if (!cJSON_IsNull(v) && !(cJSON_IsNumber(v) && ok))
+                return ah_fail(cx, "links.%s[%d][%d]: expected a number from %g to %g or null", key, a, b,
+                               positive ? AH_LINK_MIN_GBPS : 0.0, positive ? AH_LINK_MAX_GBPS : AH_LINK_MAX_ABS_US);
             out[a * n + b] = x;
         }
     }
@@ -131,7 +134,8 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
         int fl = find_fit(fits, "latency", classes[k], &la, &lb),
             fb = find_fit(fits, "bw", classes[k], &ba, &bb);
         if (fl == -2 || fb == -2) {
-            rc = ah_fail(&cx, "fits[]: the %s %s fit needs alpha_us >= 0 and beta_GBps > 0", classes[k],
+            rc = ah_fail(&cx, "fits[]: the %s %s fit needs alpha_us from 0 to 1e9 and beta_GBps from 1e-6 to 1e12",
+                         classes[k],
                          fl == -2 ? "latency" : "bw");
             break;
         }

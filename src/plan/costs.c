@@ -218,6 +218,8 @@ ah_msg_cost ah_msg_cost_of(double bytes, int inter_node, double link_gbs, const 
     double alpha = m->alpha_us[q] * 1e-6, t = alpha + bytes / (m->beta_GBps[q] * 1e9 * (link_gbs / ref));
     if (t < m->alpha_us[0] * 1e-6) /* a free-intercept regime on a faster link: not below the latency */
         t = m->alpha_us[0] * 1e-6;
+    if (!(t <= 1e9)) /* a link scaled far below the measured one: keep the time representable in ns */
+        t = 1e9;
     double lat = alpha < 0 ? 0 : alpha > t ? t : alpha;
     return (ah_msg_cost){lat, (t - lat) * link_gbs * 1e9};
 }
