@@ -159,8 +159,8 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
         }
         o->msg_ref_gbs[k] = bb;
         size_t used = strlen(summary);
-        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us (a message by its size: %d regimes)",
-                 applied ? "; " : "", classes[k], bb, la, o->msg_model[k].n);
+        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us (a message by its size: %d regime%s)",
+                 applied ? "; " : "", classes[k], bb, la, o->msg_model[k].n, o->msg_model[k].n == 1 ? "" : "s");
         applied++;
     }
     if (rc == 0 && applied == 0)
