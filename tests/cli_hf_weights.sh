@@ -184,5 +184,20 @@ bad "generate both" "give one of --ckpt DIR and --init-from" "$BIN" generate --p
 "$BIN" export --help | grep -q -- "--ckpt DIR" || fail "export --help"
 "$BIN" generate --help | grep -q -- "--prompt-tokens" || fail "generate --help"
 
+# the KV cache: greedy tokens with it are the tokens of the uncached full forward (--no-kv-cache, the
+# reference) for GPT-2 (tied, and untied with vocabulary 300), LLaMA (GQA) and Qwen2 (q/k/v biases),
+# from a prompt of 1 and of 5 tokens; sampling takes the same tokens too
+for m in gpt2/hf llama/hf v300 qwen2; do
+  for p in 7 72,101,108,108,111; do
+    G1=(generate --init-from "$TMP/$m" --prompt-tokens "$p" --max-new-tokens 24)
+    c1=$("$BIN" "${G1[@]}" | head -1) u1=$("$BIN" "${G1[@]}" --no-kv-cache | head -1)
+    [ -n "$c1" ] && [ "$c1" = "$u1" ] || fail "kv cache $m, prompt $p: '$c1', uncached '$u1'"
+  done
+done
+c1=$("$BIN" generate --init-from "$TMP/llama/hf" --prompt-tokens 3,4 --max-new-tokens 16 --temperature 0.8 --top-k 9)
+u1=$("$BIN" generate --init-from "$TMP/llama/hf" --prompt-tokens 3,4 --max-new-tokens 16 --temperature 0.8 --top-k 9 \
+  --no-kv-cache)
+[ "$c1" = "$u1" ] || fail "kv cache, sampled: '$c1', uncached '$u1'"
+
 [ $fails -eq 0 ] && echo "hf weights: all checks passed"
 exit $((fails > 0))
