@@ -25,7 +25,8 @@ static int read_state(const char *dir, int *step, char *model, size_t mn, ah_mod
     cJSON *o = ah_json_parse_file(path, 1 << 20, 1, err, errlen);
     if (!o)
         return -1;
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"), *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
+                *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
                 *mc = cJSON_GetObjectItemCaseSensitive(o, "model_config");
     int rc = 0;
     if (!cJSON_IsNumber(st) || !(st->valuedouble >= 0 && st->valuedouble <= 2147483647.0) ||
@@ -98,8 +99,10 @@ static int resolve_model(const char *dir, const char *model, const char *name, c
         if (model)
             snprintf(err, errlen, "--model: %s", why);
         else
-            snprintf(err, errlen, "%s/state.json: model '%s' is not a preset: give --model CONFIG.json (the "
-                                  "config it was trained with)", dir, name);
+            snprintf(err, errlen,
+                     "%s/state.json: model '%s' is not a preset: give --model CONFIG.json (the "
+                     "config it was trained with)",
+                     dir, name);
         return -1;
     }
     if (has_cfg && config_mismatch(cfg, stored, why, sizeof why)) {

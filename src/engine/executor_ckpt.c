@@ -67,12 +67,13 @@ static int write_state(const ah_executor *x, const char *dir, int step, char *er
     }
     size_t cap = strlen(mcs) + 512;
     char *state = ah_xcalloc(cap, 1);
-    int len = snprintf(state, cap,
-                       "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
-                       "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
-                       "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d, \"model_config\": %s}\n",
-                       step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
-                       ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps, mcs);
+    int len =
+        snprintf(state, cap,
+                 "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
+                 "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
+                 "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d, \"model_config\": %s}\n",
+                 step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
+                 ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps, mcs);
     snprintf(path, sizeof path, "%s/state.json", dir);
     int rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
     free(state);

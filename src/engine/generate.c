@@ -156,8 +156,13 @@ static void kv_free(kv_model *m) {
 static int kv_load(const ah_weights_src *src, int T, kv_model *m, char *err, size_t errlen) {
     const ah_model_config *c = &src->cfg;
     int L = ah_model_num_layers(c), rc = 0;
-    *m = (kv_model){c, L, T, c->n_kv_heads * (c->hidden / c->n_heads), ah_xcalloc((size_t)L, sizeof(float *)),
-                    ah_xcalloc((size_t)L, sizeof(ah_eng_layer)), ah_xcalloc((size_t)L, sizeof(float *)),
+    *m = (kv_model){c,
+                    L,
+                    T,
+                    c->n_kv_heads * (c->hidden / c->n_heads),
+                    ah_xcalloc((size_t)L, sizeof(float *)),
+                    ah_xcalloc((size_t)L, sizeof(ah_eng_layer)),
+                    ah_xcalloc((size_t)L, sizeof(float *)),
                     ah_xcalloc((size_t)L, sizeof(float *))};
     for (int l = 0; l < L && rc == 0; l++) {
         ah_engine_layer_describe(c, l, 1, 0, &m->info[l]);
@@ -285,9 +290,9 @@ static void kv_llama_block(kv_model *m, int b, float *x, int n, int t0) {
           theta = c->rope_theta > 0 ? (float)c->rope_theta : 10000.0f;
     size_t nq = (size_t)n * H * D, nkv = (size_t)n * m->kvw;
     float *h = ah_xcalloc((size_t)n * C, sizeof(float)), *q = ah_xcalloc(nq, sizeof(float)),
-          *k = ah_xcalloc(nkv, sizeof(float)), *v = ah_xcalloc(nkv, sizeof(float)), *y = ah_xcalloc(nq, sizeof(float)),
-          *gu = ah_xcalloc((size_t)2 * n * F, sizeof(float)), *sw = ah_xcalloc((size_t)n * F, sizeof(float)),
-          *rstd = ah_xcalloc((size_t)n, sizeof(float));
+          *k = ah_xcalloc(nkv, sizeof(float)), *v = ah_xcalloc(nkv, sizeof(float)),
+          *y = ah_xcalloc(nq, sizeof(float)), *gu = ah_xcalloc((size_t)2 * n * F, sizeof(float)),
+          *sw = ah_xcalloc((size_t)n * F, sizeof(float)), *rstd = ah_xcalloc((size_t)n, sizeof(float));
     ah_rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms1_w"), n, C, eps);
     ah_linear_fwd(q, h, kv_tensor(m, l, "q_w"), kv_tensor(m, l, "q_b"), n, C, H * D);
     ah_linear_fwd(k, h, kv_tensor(m, l, "k_w"), kv_tensor(m, l, "k_b"), n, C, m->kvw);
@@ -326,14 +331,15 @@ static void kv_forward(kv_model *m, const int *tok, int n, int t0, float *last) 
 }
 
 /* out[n_prompt ..] with the KV cache: the prompt in one prefill, then each new token alone */
-static int generate_cached(const ah_weights_src *src, int n_prompt, const ah_gen_config *g, int *out, char *err,
-                           size_t errlen) {
+static int generate_cached(const ah_weights_src *src, int n_prompt, const ah_gen_config *g, int *out,
+                           char *err, size_t errlen) {
     const ah_model_config *c = &src->cfg;
     kv_model m;
     int rc = kv_load(src, n_prompt + g->max_new - 1, &m, err, errlen), H = m.L - 1;
     head_params hp = {(float *)kv_tensor(&m, H, "norm_w"), (float *)kv_tensor(&m, H, "norm_b"),
                       (float *)kv_tensor(&m, H, "lm_head")};
-    float *hid = ah_xcalloc((size_t)c->hidden, sizeof(float)), *logits = ah_xcalloc((size_t)c->vocab, sizeof(float));
+    float *hid = ah_xcalloc((size_t)c->hidden, sizeof(float)),
+          *logits = ah_xcalloc((size_t)c->vocab, sizeof(float));
     for (int cur = n_prompt; rc == 0 && cur < n_prompt + g->max_new; cur++) {
         if (cur == n_prompt)
             kv_forward(&m, out, n_prompt, 0, hid);

@@ -88,13 +88,19 @@ cJSON *ah_model_config_to_json(const ah_model_config *m) {
     const struct {
         const char *key;
         int v;
-    } dims[] = {{"hidden", m->hidden},         {"n_layers", m->n_layers}, {"n_heads", m->n_heads},
-                {"n_kv_heads", m->n_kv_heads}, {"ffn_hidden", m->ffn_hidden}, {"vocab", m->vocab},
+    } dims[] = {{"hidden", m->hidden},
+                {"n_layers", m->n_layers},
+                {"n_heads", m->n_heads},
+                {"n_kv_heads", m->n_kv_heads},
+                {"ffn_hidden", m->ffn_hidden},
+                {"vocab", m->vocab},
                 {"max_positions", m->max_positions}};
-    int ok = o && cJSON_AddStringToObject(o, "name", m->name) && cJSON_AddStringToObject(o, "arch", ah_arch_name(m->arch));
+    int ok = o && cJSON_AddStringToObject(o, "name", m->name) &&
+             cJSON_AddStringToObject(o, "arch", ah_arch_name(m->arch));
     for (size_t i = 0; ok && i < sizeof dims / sizeof dims[0]; i++)
         ok = cJSON_AddNumberToObject(o, dims[i].key, dims[i].v) != NULL;
-    ok = ok && cJSON_AddBoolToObject(o, "tied_embeddings", m->tied_embeddings) && ah_model_family_to_json(o, m) == 0;
+    ok = ok && cJSON_AddBoolToObject(o, "tied_embeddings", m->tied_embeddings) &&
+         ah_model_family_to_json(o, m) == 0;
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -118,7 +124,8 @@ static int read_arch(const ah_err_ctx *cx, const cJSON *o, const char *parent, a
 int ah_model_config_from_json(const ah_err_ctx *cx, const cJSON *o, const char *parent, ah_model_config *m) {
     char path[AH_JPATH_LEN];
     memset(m, 0, sizeof *m);
-    if (ah_jget_str(cx, o, parent, "name", 1, m->name, sizeof m->name) < 0 || read_arch(cx, o, parent, m) != 0 ||
+    if (ah_jget_str(cx, o, parent, "name", 1, m->name, sizeof m->name) < 0 ||
+        read_arch(cx, o, parent, m) != 0 ||
         ah_jget_int(cx, o, parent, "hidden", 1, 1, 1 << 20, &m->hidden) < 0 ||
         ah_jget_int(cx, o, parent, "n_layers", 1, 1, 1 << 16, &m->n_layers) < 0 ||
         ah_jget_int(cx, o, parent, "n_heads", 1, 1, m->hidden, &m->n_heads) < 0 ||
