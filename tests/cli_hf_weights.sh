@@ -174,7 +174,9 @@ bad "text data" "the weights' vocabulary is 320 .*, the run's is 256 \(text data
   --data "$FIX/text" --steps 1 --seq 64
 bad "init+resume" "--init-from starts a run" "$BIN" "${T1[@]}" --resume "$TMP/gpt2/ck0"
 bad "steps 0" "--steps 0 writes" "$BIN" train "${RUN[@]}" --model tiny-gpt --steps 0
-bad "export no model" "state.json: model 'hf' is not a preset: give --model" "$BIN" export --ckpt "$TMP/gpt2/ck0" --out "$TMP/x"
+# an older checkpoint: state.json without model_config
+cp -r "$TMP/gpt2/ck0" "$TMP/old-ck" && jq 'del(.model_config)' "$TMP/gpt2/ck0/state.json" >"$TMP/old-ck/state.json"
+bad "export no model" "state.json: model 'hf' is not a preset: give --model" "$BIN" export --ckpt "$TMP/old-ck" --out "$TMP/x"
 bad "export step" "layer 0 .*step 9" "$BIN" export --ckpt "$TMP/gpt2/ck0" --model "$G/config.json" --step 9 --out "$TMP/x"
 bad "generate token" "--prompt-tokens: token 300 \(item 2\) is not below the vocabulary 256" "$BIN" generate \
   --init-from "$G" --prompt-tokens 1,300
@@ -183,6 +185,44 @@ bad "generate positions" "300 positions, model .* has 256" "$BIN" generate --ini
 bad "generate both" "give one of --ckpt DIR and --init-from" "$BIN" generate --prompt-tokens 1
 "$BIN" export --help | grep -q -- "--ckpt DIR" || fail "export --help"
 "$BIN" generate --help | grep -q -- "--prompt-tokens" || fail "generate --help"
+
+# the KV cache: greedy tokens with it are the tokens of the uncached full forward (--no-kv-cache, the
+# reference) for GPT-2 (tied, and untied with vocabulary 300), LLaMA (GQA) and Qwen2 (q/k/v biases),
+# from a prompt of 1 and of 5 tokens; sampling takes the same tokens too
+for m in gpt2/hf llama/hf v300 qwen2; do
+  for p in 7 72,101,108,108,111; do
+    G1=(generate --init-from "$TMP/$m" --prompt-tokens "$p" --max-new-tokens 24)
+    c1=$("$BIN" "${G1[@]}" | head -1) u1=$("$BIN" "${G1[@]}" --no-kv-cache | head -1)
+    [ -n "$c1" ] && [ "$c1" = "$u1" ] || fail "kv cache $m, prompt $p: '$c1', uncached '$u1'"
+  done
+done
+c1=$("$BIN" generate --init-from "$TMP/llama/hf" --prompt-tokens 3,4 --max-new-tokens 16 --temperature 0.8 --top-k 9)
+u1=$("$BIN" generate --init-from "$TMP/llama/hf" --prompt-tokens 3,4 --max-new-tokens 16 --temperature 0.8 --top-k 9 \
+  --no-kv-cache)
+[ "$c1" = "$u1" ] || fail "kv cache, sampled: '$c1', uncached '$u1'"
+
+# state.json keeps the model config: a checkpoint of a config.json model exports and generates without
+# --model (the same as with it); a --model that differs, or a bad stored value, is one line naming the field
+MC="$TMP/mc"
+"$BIN" train --model "$TMP/llama/hf/config.json" "${RUN[@]}" "${ONE[@]}" --steps 2 --ckpt-dir "$MC" --ckpt-every 2 \
+  >"$TMP/mc.out" 2>&1 || { tail -3 "$TMP/mc.out"; fail "model_config: train a config.json model"; }
+jq -e '.model_config | .arch == "llama" and .n_kv_heads == 2 and .hidden == 64' "$MC/state.json" >/dev/null \
+  || fail "model_config: state.json: $(jq -c .model_config "$MC/state.json")"
+"$BIN" export --ckpt "$MC" --out "$TMP/mc-ex" >/dev/null 2>&1 || fail "model_config: export without --model"
+"$BIN" export --ckpt "$MC" --model "$TMP/llama/hf/config.json" --out "$TMP/mc-ex2" >/dev/null 2>&1 \
+  || fail "model_config: export with --model"
+cmp -s "$TMP/mc-ex/model.safetensors" "$TMP/mc-ex2/model.safetensors" || fail "model_config: exports differ"
+g1=$("$BIN" generate --ckpt "$MC" --prompt-tokens 5,6 --max-new-tokens 6 | head -1)
+g2=$("$BIN" generate --init-from "$TMP/mc-ex" --prompt-tokens 5,6 --max-new-tokens 6 | head -1)
+[ -n "$g1" ] && [ "$g1" = "$g2" ] || fail "model_config: generate --ckpt '$g1', from its export '$g2'"
+jq '.num_attention_heads = 8' "$TMP/llama/hf/config.json" >"$TMP/mc-h8.json"
+bad "model_config mismatch" "--model .*mc-h8.json: n_heads 8, the checkpoint's state.json model_config has 4" \
+  "$BIN" export --ckpt "$MC" --model "$TMP/mc-h8.json" --out "$TMP/x"
+cp -r "$MC" "$TMP/mc-bad" && jq '.model_config.n_kv_heads = 3' "$MC/state.json" >"$TMP/mc-bad/state.json"
+bad "model_config bad" "mc-bad/state.json: model_config.n_kv_heads: 3 does not divide 4" "$BIN" generate \
+  --ckpt "$TMP/mc-bad" --prompt-tokens 1
+jq '.model_config.hidden = "x"' "$MC/state.json" >"$TMP/mc-bad/state.json"
+bad "model_config type" "mc-bad/state.json: model_config.hidden" "$BIN" export --ckpt "$TMP/mc-bad" --out "$TMP/x"
 
 [ $fails -eq 0 ] && echo "hf weights: all checks passed"
 exit $((fails > 0))

@@ -20,8 +20,9 @@ static void export_usage(FILE *f) {
             "is left out (docs/weights.md).\n\n"
             "  --ckpt DIR   a checkpoint of autohet train --ckpt-dir (DIR/state.json, DIR/<node>/...)\n"
             "  --step S     the step to export (default: the committed step of DIR/state.json)\n"
-            "  --model      the model the checkpoint was trained as (default: the name in state.json,\n"
-            "               which must then be a preset); the vocabulary is the one trained (256 on text)\n"
+            "  --model      the model the checkpoint was trained as (default: the config state.json\n"
+            "               keeps, or for an older checkpoint the preset it names; given, it must agree\n"
+            "               with the kept config); the vocabulary is the one trained (256 on text)\n"
             "  --out DIR    the output directory (created; its parent must exist)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }

@@ -15,7 +15,7 @@ static void generate_usage(FILE *f) {
     fprintf(f,
             "usage: autohet generate (--ckpt DIR [--step S] [--model M] | --init-from HF_DIR)\n"
             "                        --prompt-tokens 1,2,3 [--max-new-tokens N] [--temperature T]\n"
-            "                        [--top-k K] [--seed S]\n\n"
+            "                        [--top-k K] [--seed S] [--no-kv-cache]\n\n"
             "Continues the prompt with N tokens on one process and prints every token id (prompt first);\n"
             "for a byte-level model (vocabulary 256) also the text.\n\n"
             "  --ckpt DIR       a layer checkpoint of any plan (as autohet export reads it); --step,\n"
@@ -25,20 +25,22 @@ static void generate_usage(FILE *f) {
             "  --max-new-tokens tokens to add (default 16)\n"
             "  --temperature    0 (default): greedy; else sample softmax(logits / T)\n"
             "  --top-k          sample among the K most likely tokens (default 0: all)\n"
-            "  --seed           the sampler's seed (default 1): the same seed gives the same tokens\n\n"
+            "  --seed           the sampler's seed (default 1): the same seed gives the same tokens\n"
+            "  --no-kv-cache    run the whole sequence through every block for each token (the slow\n"
+            "                   reference the KV cache is tested against; the same greedy tokens)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
 typedef struct {
     const char *ckpt, *model, *init_from, *prompt;
-    int step, max_new, top_k, seed;
+    int step, max_new, top_k, seed, no_cache;
     double temperature;
 } gen_args;
 
 static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
     static cli_options opts;
     cli_long_options("ckpt=c step=s model=m init-from=i prompt-tokens=p max-new-tokens=n temperature=t top-k=k "
-                     "seed=S",
+                     "seed=S no-kv-cache!K",
                      &opts);
     memset(a, 0, sizeof *a);
     a->step = -1, a->max_new = 16, a->seed = 1;
@@ -56,6 +58,7 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
         case 'n': iv = &a->max_new; break;
         case 'k': iv = &a->top_k; break;
         case 'S': iv = &a->seed; break;
+        case 'K': a->no_cache = 1; break;
         case 't':
             if (cli_parse_double(optarg, &a->temperature) != 0 || !(a->temperature >= 0) || a->temperature > 1e6) {
                 snprintf(msg, n, "--temperature '%s': expected a number in [0, 1e6]", optarg);
@@ -122,7 +125,7 @@ int cmd_generate(int argc, char **argv) {
     if (rc == 0 && a.init_from)
         ah_hf_source(&hc, &h, &h.cfg, &src);
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
-    ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed};
+    ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache};
     if (rc == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0)
         print_tokens(out, np + a.max_new, np, src.cfg.vocab);
     if (a.ckpt && (rc == 0 || out))

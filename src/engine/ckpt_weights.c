@@ -11,17 +11,23 @@
 
 #include "engine/model.h"
 #include "engine/reshard.h"
+#include "model/model_json.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
 
-/* the step and model name of DIR/state.json; 0 or -1 with err */
-static int read_state(const char *dir, int *step, char *model, size_t mn, char *err, size_t errlen) {
+/* the step and model name of DIR/state.json, and its stored model config (*has_cfg 0: an older
+ * checkpoint without one); 0 or -1 with err */
+static int read_state(const char *dir, int *step, char *model, size_t mn, ah_model_config *cfg, int *has_cfg,
+                      char *err, size_t errlen) {
     char path[2048];
     snprintf(path, sizeof path, "%s/state.json", dir);
     cJSON *o = ah_json_parse_file(path, 1 << 20, 1, err, errlen);
     if (!o)
         return -1;
-    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"), *md = cJSON_GetObjectItemCaseSensitive(o, "model");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "step"),
+                *md = cJSON_GetObjectItemCaseSensitive(o, "model"),
+                *mc = cJSON_GetObjectItemCaseSensitive(o, "model_config");
     int rc = 0;
     if (!cJSON_IsNumber(st) || !(st->valuedouble >= 0 && st->valuedouble <= 2147483647.0) ||
         st->valuedouble != (double)st->valueint || !cJSON_IsString(md)) {
@@ -30,9 +36,80 @@ static int read_state(const char *dir, int *step, char *model, size_t mn, char *
     } else {
         *step = st->valueint;
         snprintf(model, mn, "%s", md->valuestring);
+        ah_err_ctx cx = {path, err, errlen};
+        *has_cfg = mc != NULL;
+        if (mc && !cJSON_IsObject(mc))
+            rc = ah_jfail(&cx, "model_config", "expected an object, not %s", ah_json_type_name(mc));
+        else if (mc)
+            rc = ah_model_config_from_json(&cx, mc, "model_config", cfg);
     }
     cJSON_Delete(o);
     return rc;
+}
+
+/* 0 in a config means the default (rope_theta 10000, norm_eps 1e-5) */
+static double or_default(double v, double dflt) {
+    return v > 0 ? v : dflt;
+}
+
+/* the first field in which --model's config differs from the checkpoint's stored one, or NULL (the
+ * vocabulary is not compared: the run's may be the data's, trained_vocab reads it from the shards) */
+static const char *config_mismatch(const ah_model_config *a, const ah_model_config *b, char *buf, size_t n) {
+    const struct {
+        const char *key;
+        double x, y;
+    } f[] = {{"arch", a->arch, b->arch},
+             {"hidden", a->hidden, b->hidden},
+             {"n_layers", a->n_layers, b->n_layers},
+             {"n_heads", a->n_heads, b->n_heads},
+             {"n_kv_heads", a->n_kv_heads, b->n_kv_heads},
+             {"ffn_hidden", a->ffn_hidden, b->ffn_hidden},
+             {"max_positions", a->max_positions, b->max_positions},
+             {"tied_embeddings", a->tied_embeddings, b->tied_embeddings},
+             {"embed_dim", a->embed_dim, b->embed_dim},
+             {"pos_offset", a->pos_offset, b->pos_offset},
+             {"post_norm", a->post_norm, b->post_norm},
+             {"activation", a->act, b->act},
+             {"qkv_bias", a->qkv_bias, b->qkv_bias},
+             {"no_qkv_bias", a->no_qkv_bias, b->no_qkv_bias},
+             {"unscaled_attention", a->unscaled_attention, b->unscaled_attention},
+             {"attn_window", a->attn_window, b->attn_window},
+             {"local_layers", 0, memcmp(a->local_layers, b->local_layers, sizeof a->local_layers) != 0},
+             {"rope_theta", or_default(a->rope_theta, 1e4), or_default(b->rope_theta, 1e4)},
+             {"norm_eps", or_default(a->norm_eps, 1e-5), or_default(b->norm_eps, 1e-5)}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].x != f[i].y) {
+            snprintf(buf, n, "%s %.9g, the checkpoint's state.json model_config has %.9g", f[i].key, f[i].x,
+                     f[i].y);
+            return buf;
+        }
+    return NULL;
+}
+
+/* w->cfg: --model (which must agree with a stored config), else the stored config, else the preset
+ * state.json names; 0 or -1 with err */
+static int resolve_model(const char *dir, const char *model, const char *name, const ah_model_config *stored,
+                         int has_cfg, ah_model_config *cfg, char *err, size_t errlen) {
+    char why[1024];
+    if (!model && has_cfg) {
+        *cfg = *stored;
+        return 0;
+    }
+    if (ah_model_resolve(model ? model : name, cfg, why, sizeof why) != 0) {
+        if (model)
+            snprintf(err, errlen, "--model: %s", why);
+        else
+            snprintf(err, errlen,
+                     "%s/state.json: model '%s' is not a preset: give --model CONFIG.json (the "
+                     "config it was trained with)",
+                     dir, name);
+        return -1;
+    }
+    if (has_cfg && config_mismatch(cfg, stored, why, sizeof why)) {
+        snprintf(err, errlen, "--model %s: %s", model, why);
+        return -1;
+    }
+    return 0;
 }
 
 static int list_node_dirs(const char *dir, ah_ckpt_weights *w, char *err, size_t errlen) {
@@ -101,19 +178,12 @@ int ah_ckpt_weights_open(const char *dir, int step, const char *model, ah_ckpt_w
                          char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     char name[256];
-    int committed = 0;
-    if (read_state(dir, &committed, name, sizeof name, err, errlen) != 0)
+    int committed = 0, has_cfg = 0;
+    ah_model_config stored;
+    if (read_state(dir, &committed, name, sizeof name, &stored, &has_cfg, err, errlen) != 0 ||
+        resolve_model(dir, model, name, &stored, has_cfg, &w->cfg, err, errlen) != 0)
         return -1;
     w->step = step >= 0 ? step : committed;
-    char why[1024];
-    if (ah_model_resolve(model ? model : name, &w->cfg, why, sizeof why) != 0) {
-        if (model)
-            snprintf(err, errlen, "--model: %s", why);
-        else
-            snprintf(err, errlen, "%s/state.json: model '%s' is not a preset: give --model CONFIG.json (the "
-                                  "config it was trained with)", dir, name);
-        return -1;
-    }
     int rc = list_node_dirs(dir, w, err, errlen);
     if (rc == 0)
         rc = trained_vocab(w, err, errlen);

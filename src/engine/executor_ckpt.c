@@ -20,6 +20,7 @@
 #include "autohet/ckpt.h"
 #include "engine/executor_internal.h"
 #include "engine/reshard.h"
+#include "model/model_json.h"
 #include "util/errors.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
@@ -54,17 +55,30 @@ const char *ah_executor_node_name(const ah_executor *x) {
     return x->plan.cluster.nodes[my_node(x)].name;
 }
 
-/* rank 0: DIR/state.json, the commit point of the checkpoint of `step` */
+/* rank 0: DIR/state.json, the commit point of the checkpoint of `step`; "model_config" keeps the
+ * whole model config, so that export and generate need no --model for a config.json model */
 static int write_state(const ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
-    char state[512], path[3072];
-    int len = snprintf(state, sizeof state,
-                       "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
-                       "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
-                       "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d}\n",
-                       step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
-                       ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps);
+    cJSON *mc = ah_model_config_to_json(&x->cfg);
+    char *mcs = mc ? cJSON_PrintUnformatted(mc) : NULL, path[3072];
+    cJSON_Delete(mc);
+    if (!mcs) {
+        snprintf(err, errlen, "checkpoint: out of memory writing state.json");
+        return -1;
+    }
+    size_t cap = strlen(mcs) + 512;
+    char *state = ah_xcalloc(cap, 1);
+    int len =
+        snprintf(state, cap,
+                 "{\"format\": \"autohet-train-state\", \"version\": 1, \"step\": %d, \"seed\": "
+                 "%llu, \"model\": \"%s\", \"global_batch\": %d, \"seq\": %d, \"layers\": %d, "
+                 "\"total_steps\": %d, \"lr\": %.9g, \"warmup_steps\": %d, \"model_config\": %s}\n",
+                 step, (unsigned long long)x->seed, x->cfg.name, x->plan.global_batch, x->plan.train.seq,
+                 ah_model_num_layers(&x->cfg), x->oc.total_steps, (double)x->oc.lr, x->oc.warmup_steps, mcs);
     snprintf(path, sizeof path, "%s/state.json", dir);
-    return ah_write_file_atomic(path, state, (size_t)len, err, errlen);
+    int rc = ah_write_file_atomic(path, state, (size_t)len, err, errlen);
+    free(state);
+    cJSON_free(mcs);
+    return rc;
 }
 
 /* Drops a manifest's entries at `step` or later: a killed run's uncommitted

@@ -119,6 +119,241 @@ static int pick(const float *logits, int V, const ah_gen_config *g, int pos) {
     return tok;
 }
 
+/* ---- the KV cache: one prefill of the prompt, then one position per token ---- */
+
+/* Every layer's parameters on the host in the full (TP=1) layout of
+ * engine/model.h, and per block the keys and values of every position so far
+ * ([T, Hkv * D], RoPE applied to the keys). */
+typedef struct {
+    const ah_model_config *c;
+    int L, T, kvw; /* layers, positions the cache holds, Hkv * D */
+    float **w;     /* w[l]: layer l's buffer */
+    ah_eng_layer *info;
+    float **k, **v; /* k[b], v[b]: block b's cache */
+} kv_model;
+
+/* tensor `name` of layer l (NULL if the layer has none of that size) */
+static const float *kv_tensor(const kv_model *m, int l, const char *name) {
+    const ah_eng_layer *I = &m->info[l];
+    for (int q = 0; q < I->n_tensors; q++)
+        if (!strcmp(I->t[q].name, name))
+            return I->t[q].size > 0 ? m->w[l] + I->t[q].offset : NULL;
+    return NULL;
+}
+
+static void kv_free(kv_model *m) {
+    for (int l = 0; l < m->L; l++) {
+        free(m->w[l]);
+        ah_engine_layer_info_free(&m->info[l]);
+    }
+    for (int b = 0; b < m->L - 2; b++) {
+        free(m->k[b]);
+        free(m->v[b]);
+    }
+    free(m->w), free(m->info), free(m->k), free(m->v);
+}
+
+static int kv_load(const ah_weights_src *src, int T, kv_model *m, char *err, size_t errlen) {
+    const ah_model_config *c = &src->cfg;
+    int L = ah_model_num_layers(c), rc = 0;
+    *m = (kv_model){c,
+                    L,
+                    T,
+                    c->n_kv_heads * (c->hidden / c->n_heads),
+                    ah_xcalloc((size_t)L, sizeof(float *)),
+                    ah_xcalloc((size_t)L, sizeof(ah_eng_layer)),
+                    ah_xcalloc((size_t)L, sizeof(float *)),
+                    ah_xcalloc((size_t)L, sizeof(float *))};
+    for (int l = 0; l < L && rc == 0; l++) {
+        ah_engine_layer_describe(c, l, 1, 0, &m->info[l]);
+        m->w[l] = ah_xcalloc(m->info[l].n + 1, sizeof(float));
+        ah_ckpt_loaded *t = NULL;
+        int nt = 0;
+        if (src->layer(src->ctx, l, &t, &nt, err, errlen) != 0)
+            return -1;
+        for (int q = 0; q < m->info[l].n_tensors && rc == 0; q++) {
+            const ah_tensor_info *ti = &m->info[l].t[q];
+            char name[128];
+            snprintf(name, sizeof name, "param.%s", ti->name);
+            const float *d = find(t, nt, name, ti->size);
+            if (!d && ti->size > 0) {
+                snprintf(err, errlen, "layer %d: no %s of %zu values", l, name, ti->size);
+                rc = -1;
+            } else if (d) {
+                memcpy(m->w[l] + ti->offset, d, ti->size * sizeof(float));
+            }
+        }
+        ah_ckpt_free(t, nt);
+    }
+    for (int b = 0; b < L - 2; b++) {
+        m->k[b] = ah_xcalloc((size_t)T * m->kvw + 1, sizeof(float));
+        m->v[b] = ah_xcalloc((size_t)T * m->kvw + 1, sizeof(float));
+    }
+    return rc;
+}
+
+/* RoPE of x[n, H, D] at positions t0, t0 + 1, ...: the rotation of
+ * ah_rope_fwd (kernels.c), whose positions start at 0 */
+static void rope_at(float *x, int n, int t0, int H, int D, float theta) {
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < D / 2; i++) {
+            double a = (double)(t0 + r) * pow((double)theta, -2.0 * i / D);
+            float cs = (float)cos(a), sn = (float)sin(a);
+            for (int h = 0; h < H; h++) {
+                float *p = x + ((size_t)r * H + h) * D + 2 * i, x0 = p[0], x1 = p[1];
+                p[0] = x0 * cs - x1 * sn;
+                p[1] = x0 * sn + x1 * cs;
+            }
+        }
+}
+
+/* y[n, H, D]: causal attention of the queries q[n, H, D] at positions t0.. over
+ * the cached keys/values of positions 0..t0 + r (GQA: query head h reads kv head
+ * h / (H / Hkv); window > 0: only the last `window` positions) */
+static void kv_attend(const kv_model *m, int b, const float *q, int n, int t0, int window, float *y) {
+    const ah_model_config *c = m->c;
+    int H = c->n_heads, D = c->hidden / H, G = H / c->n_kv_heads;
+    float scale = c->unscaled_attention ? 1.0f : 1.0f / sqrtf((float)D);
+    float *s = ah_xcalloc((size_t)t0 + n + 1, sizeof(float));
+    for (int r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            int p = t0 + r, lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+            const float *qh = q + ((size_t)r * H + h) * D;
+            size_t kvo = (size_t)(h / G) * D;
+            float mx = -INFINITY;
+            for (int j = lo; j <= p; j++) {
+                const float *kj = m->k[b] + (size_t)j * m->kvw + kvo;
+                float d = 0;
+                for (int e = 0; e < D; e++)
+                    d += qh[e] * kj[e];
+                s[j] = d * scale;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            double sum = 0;
+            for (int j = lo; j <= p; j++)
+                sum += s[j] = expf(s[j] - mx);
+            float *yh = y + ((size_t)r * H + h) * D;
+            memset(yh, 0, sizeof(float) * (size_t)D);
+            for (int j = lo; j <= p; j++) {
+                const float *vj = m->v[b] + (size_t)j * m->kvw + kvo;
+                float pj = (float)(s[j] / sum);
+                for (int e = 0; e < D; e++)
+                    yh[e] += pj * vj[e];
+            }
+        }
+    free(s);
+}
+
+/* block b's k, v [n, kvw] into its cache rows t0.. */
+static void kv_store(kv_model *m, int b, const float *k, const float *v, int n, int t0) {
+    memcpy(m->k[b] + (size_t)t0 * m->kvw, k, sizeof(float) * (size_t)n * m->kvw);
+    memcpy(m->v[b] + (size_t)t0 * m->kvw, v, sizeof(float) * (size_t)n * m->kvw);
+}
+
+/* x[n, C] through GPT-2 block b (pre-LN; q/k/v are rows [0,C), [C,2C), [2C,3C) of qkv_w) */
+static void kv_gpt_block(kv_model *m, int b, float *x, int n, int t0) {
+    const ah_model_config *c = m->c;
+    int C = c->hidden, F = c->ffn_hidden, l = b + 1;
+    float eps = c->norm_eps > 0 ? (float)c->norm_eps : 1e-5f;
+    float *h = ah_xcalloc((size_t)n * C, sizeof(float)), *q = ah_xcalloc((size_t)n * C, sizeof(float)),
+          *k = ah_xcalloc((size_t)n * C, sizeof(float)), *v = ah_xcalloc((size_t)n * C, sizeof(float)),
+          *y = ah_xcalloc((size_t)n * C, sizeof(float)), *f = ah_xcalloc((size_t)n * F, sizeof(float)),
+          *g = ah_xcalloc((size_t)n * F, sizeof(float)), *mean = ah_xcalloc((size_t)n, sizeof(float)),
+          *rstd = ah_xcalloc((size_t)n, sizeof(float));
+    const float *w = kv_tensor(m, l, "qkv_w"), *bq = kv_tensor(m, l, "qkv_b");
+    ah_layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln1_w"), kv_tensor(m, l, "ln1_b"), n, C, eps);
+    ah_linear_fwd(q, h, w, bq, n, C, C);
+    ah_linear_fwd(k, h, w + (size_t)C * C, bq ? bq + C : NULL, n, C, C);
+    ah_linear_fwd(v, h, w + (size_t)2 * C * C, bq ? bq + 2 * C : NULL, n, C, C);
+    kv_store(m, b, k, v, n, t0);
+    kv_attend(m, b, q, n, t0, ah_model_block_is_local(c, b) ? c->attn_window : 0, y);
+    ah_linear_fwd(h, y, kv_tensor(m, l, "proj_w"), NULL, n, C, C);
+    ah_add_bias_rows(h, kv_tensor(m, l, "proj_b"), n, C);
+    ah_add_inplace(x, h, (size_t)n * C);
+    ah_layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln2_w"), kv_tensor(m, l, "ln2_b"), n, C, eps);
+    ah_linear_fwd(f, h, kv_tensor(m, l, "fc_w"), kv_tensor(m, l, "fc_b"), n, C, F);
+    if (c->act == AH_ACT_RELU)
+        ah_relu_fwd(g, f, (size_t)n * F);
+    else
+        ah_gelu_fwd(g, f, (size_t)n * F);
+    ah_linear_fwd(h, g, kv_tensor(m, l, "fcproj_w"), NULL, n, F, C);
+    ah_add_bias_rows(h, kv_tensor(m, l, "fcproj_b"), n, C);
+    ah_add_inplace(x, h, (size_t)n * C);
+    free(h), free(q), free(k), free(v), free(y), free(f), free(g), free(mean), free(rstd);
+}
+
+/* x[n, C] through LLaMA block b (RMSNorm, RoPE at positions t0.., GQA, SwiGLU; Qwen2's q/k/v biases) */
+static void kv_llama_block(kv_model *m, int b, float *x, int n, int t0) {
+    const ah_model_config *c = m->c;
+    int C = c->hidden, F = c->ffn_hidden, l = b + 1, H = c->n_heads, D = C / H, Hkv = c->n_kv_heads;
+    float eps = c->norm_eps > 0 ? (float)c->norm_eps : 1e-5f,
+          theta = c->rope_theta > 0 ? (float)c->rope_theta : 10000.0f;
+    size_t nq = (size_t)n * H * D, nkv = (size_t)n * m->kvw;
+    float *h = ah_xcalloc((size_t)n * C, sizeof(float)), *q = ah_xcalloc(nq, sizeof(float)),
+          *k = ah_xcalloc(nkv, sizeof(float)), *v = ah_xcalloc(nkv, sizeof(float)),
+          *y = ah_xcalloc(nq, sizeof(float)), *gu = ah_xcalloc((size_t)2 * n * F, sizeof(float)),
+          *sw = ah_xcalloc((size_t)n * F, sizeof(float)), *rstd = ah_xcalloc((size_t)n, sizeof(float));
+    ah_rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms1_w"), n, C, eps);
+    ah_linear_fwd(q, h, kv_tensor(m, l, "q_w"), kv_tensor(m, l, "q_b"), n, C, H * D);
+    ah_linear_fwd(k, h, kv_tensor(m, l, "k_w"), kv_tensor(m, l, "k_b"), n, C, m->kvw);
+    ah_linear_fwd(v, h, kv_tensor(m, l, "v_w"), kv_tensor(m, l, "v_b"), n, C, m->kvw);
+    rope_at(q, n, t0, H, D, theta);
+    rope_at(k, n, t0, Hkv, D, theta);
+    kv_store(m, b, k, v, n, t0);
+    kv_attend(m, b, q, n, t0, 0, y);
+    ah_linear_fwd(h, y, kv_tensor(m, l, "o_w"), NULL, n, H * D, C);
+    ah_add_inplace(x, h, (size_t)n * C);
+    ah_rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms2_w"), n, C, eps);
+    ah_linear_fwd(gu, h, kv_tensor(m, l, "gate_up_w"), NULL, n, C, 2 * F);
+    ah_swiglu_fwd(sw, gu, n, F);
+    ah_linear_fwd(h, sw, kv_tensor(m, l, "down_w"), NULL, n, F, C);
+    ah_add_inplace(x, h, (size_t)n * C);
+    free(h), free(q), free(k), free(v), free(y), free(gu), free(sw), free(rstd);
+}
+
+/* The hidden state last[C] of position t0 + n - 1 after the n tokens tok at
+ * positions t0.. went through every block (their keys/values cached). */
+static void kv_forward(kv_model *m, const int *tok, int n, int t0, float *last) {
+    const ah_model_config *c = m->c;
+    int C = c->hidden;
+    float *x = ah_xcalloc((size_t)n * C, sizeof(float));
+    const float *wte = kv_tensor(m, 0, "wte"), *wpe = kv_tensor(m, 0, "wpe");
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < C; i++)
+            x[(size_t)r * C + i] = wte[(size_t)tok[r] * C + i] + (wpe ? wpe[(size_t)(t0 + r) * C + i] : 0.0f);
+    for (int b = 0; b < m->L - 2; b++)
+        if (c->arch == AH_ARCH_LLAMA)
+            kv_llama_block(m, b, x, n, t0);
+        else
+            kv_gpt_block(m, b, x, n, t0);
+    memcpy(last, x + (size_t)(n - 1) * C, sizeof(float) * (size_t)C);
+    free(x);
+}
+
+/* out[n_prompt ..] with the KV cache: the prompt in one prefill, then each new token alone */
+static int generate_cached(const ah_weights_src *src, int n_prompt, const ah_gen_config *g, int *out,
+                           char *err, size_t errlen) {
+    const ah_model_config *c = &src->cfg;
+    kv_model m;
+    int rc = kv_load(src, n_prompt + g->max_new - 1, &m, err, errlen), H = m.L - 1;
+    head_params hp = {(float *)kv_tensor(&m, H, "norm_w"), (float *)kv_tensor(&m, H, "norm_b"),
+                      (float *)kv_tensor(&m, H, "lm_head")};
+    float *hid = ah_xcalloc((size_t)c->hidden, sizeof(float)),
+          *logits = ah_xcalloc((size_t)c->vocab, sizeof(float));
+    for (int cur = n_prompt; rc == 0 && cur < n_prompt + g->max_new; cur++) {
+        if (cur == n_prompt)
+            kv_forward(&m, out, n_prompt, 0, hid);
+        else
+            kv_forward(&m, out + cur - 1, 1, cur - 1, hid);
+        head_logits(c, &hp, hid, logits);
+        out[cur] = pick(logits, c->vocab, g, cur);
+    }
+    free(hid);
+    free(logits);
+    kv_free(&m);
+    return rc;
+}
+
 static int check(const ah_model_config *c, const int *prompt, int n_prompt, const ah_gen_config *g, char *err,
                  size_t errlen) {
     if (ah_hf_supported(c, err, errlen) != 0)
@@ -146,6 +381,8 @@ int ah_generate(const ah_weights_src *src, const int *prompt, int n_prompt, cons
     memcpy(out, prompt, sizeof(int) * (size_t)n_prompt);
     if (g->max_new == 0)
         return 0;
+    if (!g->no_cache)
+        return generate_cached(src, n_prompt, g, out, err, errlen);
     int T = n_prompt + g->max_new - 1, L = ah_model_num_layers(c), C = c->hidden;
     ah_engine_model e;
     if (ah_engine_model_init(&e, c, T, 1, 0, L - 1, 1, 0, 0, 0, err, errlen) != 0)

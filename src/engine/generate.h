@@ -1,15 +1,22 @@
 /* Sampling tokens from a model (autohet generate, docs/weights.md): one
- * process, the model's blocks on the engine (TP=1), the last position's
- * logits from the final norm and the LM head; greedy at temperature 0, else
- * softmax(logits / temperature) over the top-k tokens with a seeded generator. */
+ * process, TP=1, the last position's logits from the final norm and the LM
+ * head; greedy at temperature 0, else softmax(logits / temperature) over the
+ * top-k tokens with a seeded generator.
+ *
+ * With the KV cache (the default) the blocks run on the host: the prompt goes
+ * through them once (prefill), then each new token alone, attending to the
+ * cached keys and values of every earlier position. Without it every token
+ * runs the whole sequence through the engine's training forward: the
+ * reference the tests compare the cache with (autohet generate --no-kv-cache). */
 #ifndef AUTOHET_ENGINE_GENERATE_H
 #define AUTOHET_ENGINE_GENERATE_H
 #include <stdint.h>
 
 #include "engine/hf_weights.h"
 
-/* the most positions of a RoPE model's context here (the engine's attention
- * holds a T x T score matrix per head) */
+/* the most positions of a RoPE model's context here (what the uncached
+ * reference path's engine forward is sized for; a GPT-2 model has its
+ * max_positions) */
 #define AH_GEN_MAX_POSITIONS 4096
 
 typedef struct {
@@ -17,6 +24,7 @@ typedef struct {
     double temperature; /* 0: greedy (the lowest id among equal logits) */
     int top_k;          /* 0: every token */
     uint64_t seed;
+    int no_cache;       /* 1: no KV cache, the whole sequence per token (the reference) */
 } ah_gen_config;
 
 /* The weights of src, the prompt (n_prompt ids below the vocabulary), then

@@ -82,3 +82,69 @@ int ah_model_family_from_json(const ah_err_ctx *cx, const cJSON *o, const char *
         return -1;
     return read_local_layers(cx, o, parent, m);
 }
+
+cJSON *ah_model_config_to_json(const ah_model_config *m) {
+    cJSON *o = cJSON_CreateObject();
+    const struct {
+        const char *key;
+        int v;
+    } dims[] = {{"hidden", m->hidden},
+                {"n_layers", m->n_layers},
+                {"n_heads", m->n_heads},
+                {"n_kv_heads", m->n_kv_heads},
+                {"ffn_hidden", m->ffn_hidden},
+                {"vocab", m->vocab},
+                {"max_positions", m->max_positions}};
+    int ok = o && cJSON_AddStringToObject(o, "name", m->name) &&
+             cJSON_AddStringToObject(o, "arch", ah_arch_name(m->arch));
+    for (size_t i = 0; ok && i < sizeof dims / sizeof dims[0]; i++)
+        ok = cJSON_AddNumberToObject(o, dims[i].key, dims[i].v) != NULL;
+    ok = ok && cJSON_AddBoolToObject(o, "tied_embeddings", m->tied_embeddings) &&
+         ah_model_family_to_json(o, m) == 0;
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int read_arch(const ah_err_ctx *cx, const cJSON *o, const char *parent, ah_model_config *m) {
+    char arch[32], path[AH_JPATH_LEN];
+    if (ah_jget_str(cx, o, parent, "arch", 1, arch, sizeof arch) < 0)
+        return -1;
+    for (int a = AH_ARCH_GPT; a <= AH_ARCH_BERT; a++)
+        if (!strcmp(arch, ah_arch_name((ah_arch)a))) {
+            m->arch = (ah_arch)a;
+            return 0;
+        }
+    ah_jpath_key(path, parent, "arch");
+    return ah_jfail(cx, path, "unknown architecture \"%s\"", arch);
+}
+
+int ah_model_config_from_json(const ah_err_ctx *cx, const cJSON *o, const char *parent, ah_model_config *m) {
+    char path[AH_JPATH_LEN];
+    memset(m, 0, sizeof *m);
+    if (ah_jget_str(cx, o, parent, "name", 1, m->name, sizeof m->name) < 0 ||
+        read_arch(cx, o, parent, m) != 0 ||
+        ah_jget_int(cx, o, parent, "hidden", 1, 1, 1 << 20, &m->hidden) < 0 ||
+        ah_jget_int(cx, o, parent, "n_layers", 1, 1, 1 << 16, &m->n_layers) < 0 ||
+        ah_jget_int(cx, o, parent, "n_heads", 1, 1, m->hidden, &m->n_heads) < 0 ||
+        ah_jget_int(cx, o, parent, "n_kv_heads", 1, 1, m->n_heads, &m->n_kv_heads) < 0 ||
+        ah_jget_int(cx, o, parent, "ffn_hidden", 1, 1, 1 << 24, &m->ffn_hidden) < 0 ||
+        ah_jget_int(cx, o, parent, "vocab", 1, 1, 1 << 24, &m->vocab) < 0 ||
+        ah_jget_int(cx, o, parent, "max_positions", 1, 0, 1 << 24, &m->max_positions) < 0 ||
+        ah_jget_bool(cx, o, parent, "tied_embeddings", 1, &m->tied_embeddings) < 0 ||
+        ah_model_family_from_json(cx, o, parent, m) != 0)
+        return -1;
+    const char *key = m->hidden % m->n_heads ? "n_heads" : m->n_heads % m->n_kv_heads ? "n_kv_heads" : NULL;
+    if (key) {
+        ah_jpath_key(path, parent, key);
+        return ah_jfail(cx, path, "%d does not divide %d", key[2] == 'h' ? m->n_heads : m->n_kv_heads,
+                        key[2] == 'h' ? m->hidden : m->n_heads);
+    }
+    if (m->arch == AH_ARCH_GPT && m->max_positions < 1) {
+        ah_jpath_key(path, parent, "max_positions");
+        return ah_jfail(cx, path, "a GPT model needs learned positions (>= 1)");
+    }
+    return 0;
+}

@@ -17,4 +17,13 @@ int ah_model_family_to_json(cJSON *o, const ah_model_config *m);
  * with one line naming the key. */
 int ah_model_family_from_json(const ah_err_ctx *cx, const cJSON *o, const char *parent, ah_model_config *m);
 
+/* The whole config as one object: name, arch, the dimensions, then the
+ * family keys above (the keys of a plan's "model" object); NULL when cJSON
+ * runs out of memory. A checkpoint's state.json keeps it (docs/weights.md). */
+cJSON *ah_model_config_to_json(const ah_model_config *m);
+/* Reads such an object (path parent) into m and validates it as a model the
+ * engine can build (positive sizes, heads dividing hidden, kv heads dividing
+ * heads): 0, or -1 with one line naming the key. */
+int ah_model_config_from_json(const ah_err_ctx *cx, const cJSON *o, const char *parent, ah_model_config *m);
+
 #endif
