@@ -16,7 +16,7 @@ rc=$?
 if grep -qw avx512_bf16 /proc/cpuinfo && ! grep -q "oneDNN" "$TMP/bf16.err"; then
   [ $rc = 0 ] || { cat "$TMP/bf16.out" "$TMP/bf16.err"; fail "bf16 run on a CPU with AVX512_BF16: exit $rc"; }
   head -1 "$TMP/bf16.out" | grep -q ", bf16 matmuls (oneDNN)" || fail "start-up line: $(head -1 "$TMP/bf16.out")"
-  head -1 "$TMP/fp32.out" | grep -q "bf16" && fail "fp32 start-up line names bf16"
+  head -1 "$TMP/fp32.out" | grep -q "bf16 matmuls" && fail "fp32 start-up line names bf16 matmuls"
   worst=$(jq -n --slurpfile a "$TMP/fp32.log" --slurpfile b "$TMP/bf16.log" \
     '[range($a | length) | (($b[.].loss - $a[.].loss) / $a[.].loss) | fabs] | max')
   n=$(jq -s length "$TMP/bf16.log")

@@ -28,6 +28,8 @@ int ah_profile_table_set(ah_profile *p, const char *device, int mb, int tp, int 
                          ah_layer_cost c);
 /* Free-form provenance text stored as "source" in the file (NULL clears). */
 int ah_profile_table_set_origin(ah_profile *p, const char *origin);
+/* The GEMM precision the costs were measured at, "fp32" or "bf16", stored as "precision" (NULL clears). */
+int ah_profile_table_set_precision(ah_profile *p, const char *precision);
 
 /* ---- writer ---- */
 
@@ -41,6 +43,7 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
 int ah_profile_is_measured(const ah_profile *p);
 const char *ah_profile_table_model(const ah_profile *p);  /* "" if unknown */
 const char *ah_profile_table_origin(const ah_profile *p); /* "" if none */
+const char *ah_profile_table_precision(const ah_profile *p); /* "fp32", "bf16", or "" if not recorded */
 int ah_profile_table_seq(const ah_profile *p);
 int ah_profile_table_num_layers(const ah_profile *p); /* 0 while empty */
 int ah_profile_table_num_devices(const ah_profile *p);

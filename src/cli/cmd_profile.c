@@ -12,12 +12,13 @@
 #include "cli/cli.h"
 #include "engine/blas_select.h"
 #include "engine/data.h"
+#include "engine/gemm.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: autohet profile --model NAME|config.json --out FILE [--device NAME] [--seq S]\n"
-               "                       [--tp LIST] [--mb LIST] [--reps N]\n\n"
+               "                       [--tp LIST] [--mb LIST] [--reps N] [--precision fp32|bf16]\n\n"
                "Measures forward, backward and optimizer time of the embedding, one transformer block and\n"
                "the head on this machine's CPU backend (the training engine's kernels), for every TP degree\n"
                "(the 1/tp shard a TP rank computes; TP communication is not included) and micro-batch size,\n"
@@ -28,7 +29,9 @@ static void usage(FILE *f) {
                "  --seq      sequence length (default 128)\n"
                "  --tp       TP degrees (default 1,2,4; must divide heads and KV heads)\n"
                "  --mb       micro-batch sizes (default 1,2,4,8)\n"
-               "  --reps     timed repetitions, median kept (default 5)\n");
+               "  --reps     timed repetitions, median kept (default 5)\n"
+               "  --precision  the linear layers' matmuls, as autohet train --precision: fp32 (default) or\n"
+               "             bf16 (oneDNN, needs AVX512_BF16); recorded as the profile's \"precision\"\n");
 }
 
 /* "1,2,4": every item an integer >= 1 (cli_parse_int_list: an empty item is an error) */
@@ -114,7 +117,7 @@ static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int
 int cmd_profile(int argc, char **argv) {
     ah_blas_select_kernels(argc, argv); /* measure with the kernels autohet train will use */
     static cli_options opts;
-    cli_long_options("model=m out=o device=d seq=s tp=t mb=b reps=r help!h", &opts);
+    cli_long_options("model=m out=o device=d seq=s tp=t mb=b reps=r precision=P help!h", &opts);
     const char *model_arg = NULL, *out = NULL, *device = "cpu";
     int seq = 128, reps = 5, tps[8] = {1, 2, 4}, n_tp = 3, mbs[8] = {1, 2, 4, 8}, n_mb = 4, c;
     char msg[256];
@@ -141,6 +144,14 @@ int cmd_profile(int argc, char **argv) {
             if ((n_mb = parse_list(optarg, mbs, 8)) <= 0)
                 return cli_bad_input("profile", "--mb: expected a comma list of positive integers");
             break;
+        case 'P': { /* the check autohet train makes (gemm.c owns what bf16 needs) */
+            char why[200];
+            if (ah_gemm_set_precision(optarg, why, sizeof why) != 0) {
+                snprintf(msg, sizeof msg, "--precision %s: %s", optarg, why);
+                return cli_bad_input("profile", msg);
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default:
             snprintf(msg, sizeof msg, "unknown or incomplete option '%s' (see autohet profile --help)",
@@ -172,9 +183,11 @@ int cmd_profile(int argc, char **argv) {
     int L = ah_model_num_layers(&cfg);
     ah_profile *p = ah_profile_table_new(cfg.name, seq);
     char origin[200];
-    snprintf(origin, sizeof origin, "autohet profile, CPU backend, %d threads, %d reps (median)",
-             omp_get_max_threads(), reps);
+    int bf16 = ah_gemm_precision() == AH_PREC_BF16;
+    snprintf(origin, sizeof origin, "autohet profile, CPU backend, %d threads, %d reps (median)%s",
+             omp_get_max_threads(), reps, bf16 ? ", bf16 matmuls (oneDNN)" : "");
     ah_profile_table_set_origin(p, origin);
+    ah_profile_table_set_precision(p, bf16 ? "bf16" : "fp32");
     double t_start = omp_get_wtime();
     printf("%-4s %-4s %-10s %12s %12s %12s %14s\n", "tp", "mb", "layer", "fwd ms", "bwd ms", "update ms",
            "acts MiB");

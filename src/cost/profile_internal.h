@@ -29,6 +29,7 @@ struct ah_profile {
     char *model;  /* model name recorded in the file ("" if none) */
     char *origin; /* free-form "source" string of the file ("" if none) */
     int seq;      /* sequence length the table was measured at */
+    char precision[8]; /* GEMM precision of the measurement, "fp32" or "bf16" ("" if not recorded) */
     int n_layers; /* layers per entry (embedding + blocks + head); 0 = not fixed yet */
     ah_ptab_device *devs;
     int n_devs, cap_devs;

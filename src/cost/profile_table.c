@@ -306,6 +306,15 @@ int ah_profile_table_set_origin(ah_profile *p, const char *origin) {
     return 0;
 }
 
+int ah_profile_table_set_precision(ah_profile *p, const char *precision) {
+    if (!p || p->kind != AH_PROFILE_TABLE)
+        return -1;
+    if (precision && strcmp(precision, "fp32") && strcmp(precision, "bf16"))
+        return -1;
+    snprintf(p->precision, sizeof p->precision, "%s", precision ? precision : "");
+    return 0;
+}
+
 int ah_profile_table_set(ah_profile *p, const char *device, int mb, int tp, int layer, int n_layers,
                          ah_layer_cost c) {
     char name[32];
@@ -333,6 +342,10 @@ int ah_profile_is_measured(const ah_profile *p) {
 
 const char *ah_profile_table_model(const ah_profile *p) {
     return ah_profile_is_measured(p) && p->model ? p->model : "";
+}
+
+const char *ah_profile_table_precision(const ah_profile *p) {
+    return ah_profile_is_measured(p) ? p->precision : "";
 }
 
 const char *ah_profile_table_origin(const ah_profile *p) {
@@ -714,6 +727,12 @@ ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
         ah_jfail(&c, "source", "expected a string");
         goto fail;
     }
+    /* recorded by autohet profile; the costs are times whatever it says, so it is only validated and kept */
+    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    if (prec && (!cJSON_IsString(prec) || (strcmp(prec->valuestring, "fp32") && strcmp(prec->valuestring, "bf16")))) {
+        ah_jfail(&c, "precision", "expected \"fp32\" or \"bf16\"");
+        goto fail;
+    }
     const cJSON *devs = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsObject(devs)) {
         ah_jfail(&c, "devices", "expected an object keyed by GPU name");
@@ -740,6 +759,7 @@ ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen) {
         goto fail;
     }
     p->seq = (int)seq->valuedouble;
+    ah_profile_table_set_precision(p, prec ? prec->valuestring : NULL);
     {
         char *m = strdup(model->valuestring);
         if (!m) {
@@ -818,6 +838,8 @@ int ah_profile_table_write(const ah_profile *p, const char *path, char *err, siz
         !cJSON_AddNumberToObject(root, "seq", p->seq))
         goto oom;
     if (p->origin && *p->origin && !cJSON_AddStringToObject(root, "source", p->origin))
+        goto oom;
+    if (*p->precision && !cJSON_AddStringToObject(root, "precision", p->precision))
         goto oom;
     cJSON *devs = cJSON_AddObjectToObject(root, "devices");
     if (!devs)

@@ -1,12 +1,20 @@
 /* The CPU backend: the ah_backend table over host memory, with the kernels of
  * kernels.c and the optimizer of optim.c (see backend.h). It runs every
  * operation synchronously, so its queue is always drained. This is the one
- * file where an ah_dptr becomes a float pointer. */
+ * file where an ah_dptr becomes a float pointer.
+ *
+ * The linear layers' weights go through ah_gemm_weight, whose bf16 copies
+ * (--precision bf16) stay valid until the weight is written: every operation
+ * here that writes a buffer other than a kernel's output (zero, to_device,
+ * copy, add, scale, adamw) reports the range, and free drops the copies of the
+ * freed block. Kernel outputs are activations and gradients, never weights. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/backend.h"
+#include "engine/gemm.h"
 #include "engine/kernels.h"
 #include "engine/optim.h"
 
@@ -28,14 +36,18 @@ static ah_dptr cpu_alloc(void *ctx, size_t n) {
 }
 static void cpu_free(void *ctx, ah_dptr d) {
     (void)ctx;
+    if (d.p != NULL) /* the block's whole extent (calloc rounds up): no other buffer lies in it */
+        ah_gemm_weights_released(d.p, malloc_usable_size(d.p));
     free(d.p);
 }
 static void cpu_zero(void *ctx, ah_dptr d, size_t n) {
     (void)ctx;
+    ah_gemm_weights_written(d.p, n * AH_DELEM);
     memset(d.p, 0, n * AH_DELEM);
 }
 static void cpu_to_device(void *ctx, ah_dptr dst, const void *src, size_t n) {
     (void)ctx;
+    ah_gemm_weights_written(dst.p, n * AH_DELEM);
     memcpy(dst.p, src, n * AH_DELEM);
 }
 static void cpu_to_host(void *ctx, void *dst, ah_dptr src, size_t n) {
@@ -44,6 +56,7 @@ static void cpu_to_host(void *ctx, void *dst, ah_dptr src, size_t n) {
 }
 static void cpu_copy(void *ctx, ah_dptr dst, ah_dptr src, size_t n) {
     (void)ctx;
+    ah_gemm_weights_written(dst.p, n * AH_DELEM);
     memmove(dst.p, src.p, n * AH_DELEM);
 }
 static void cpu_sync(void *ctx) {
@@ -52,12 +65,12 @@ static void cpu_sync(void *ctx) {
 
 static void cpu_linear_fwd(void *ctx, ah_dptr out, ah_dptr inp, ah_dptr w, ah_dptr bias, int N, int K, int M) {
     (void)ctx;
-    ah_linear_fwd(F(out), F(inp), F(w), F(bias), N, K, M);
+    ah_linear_fwd_weight(F(out), F(inp), F(w), F(bias), N, K, M);
 }
 static void cpu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah_dptr dout, ah_dptr inp,
                            ah_dptr w, int N, int K, int M) {
     (void)ctx;
-    ah_linear_bwd(F(dinp), F(dw), F(dbias), F(dout), F(inp), F(w), N, K, M);
+    ah_linear_bwd_weight(F(dinp), F(dw), F(dbias), F(dout), F(inp), F(w), N, K, M);
 }
 static void cpu_embedding_fwd(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T,
                               int C) {
@@ -156,10 +169,12 @@ static void cpu_bias_grad_acc(void *ctx, ah_dptr db, ah_dptr d, int N, int C) {
 }
 static void cpu_add(void *ctx, ah_dptr y, ah_dptr x, size_t n) {
     (void)ctx;
+    ah_gemm_weights_written(y.p, n * AH_DELEM);
     ah_add_inplace(F(y), F(x), n);
 }
 static void cpu_scale(void *ctx, ah_dptr y, float a, size_t n) {
     (void)ctx;
+    ah_gemm_weights_written(y.p, n * AH_DELEM);
     ah_scale_inplace(F(y), a, n);
 }
 static double cpu_sumsq(void *ctx, ah_dptr x, size_t n) {
@@ -169,6 +184,7 @@ static double cpu_sumsq(void *ctx, ah_dptr x, size_t n) {
 static void cpu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
                       const ah_optim_config *c, int decay, float gscale) {
     (void)ctx;
+    ah_gemm_weights_written(param.p, n * AH_DELEM);
     ah_adamw_update_scaled(F(param), F(grad), F(m), F(v), n, lr, t, c, decay, gscale);
 }
 

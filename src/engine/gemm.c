@@ -80,6 +80,79 @@ static uint16_t *to_bf16(int which, const float *src, int rows, int cols, int ld
     return dst;
 }
 
+/* The bf16 copies of the weights (the B operands of ah_gemm_weight): one per
+ * weight region, converted on its first use after a write (the optimizer's
+ * update, a load) and reused by every product until the next write, so a
+ * step converts each weight once, not once per GEMM and micro-batch. The
+ * buffer of a stale copy is reused for the next conversion; it is freed when
+ * the weight's memory is (ah_gemm_weights_released). */
+typedef struct {
+    const float *w; /* the fp32 master: the packed region w[0 .. n) */
+    size_t n;
+    uint16_t *bf; /* its bf16 rounding, current when fresh */
+    int fresh;
+} weight_copy;
+static weight_copy *g_copies;
+static size_t g_n_copies, g_cap_copies;
+
+static int overlaps(const weight_copy *c, const void *p, size_t bytes) {
+    const char *lo = (const char *)c->w, *hi = lo + c->n * sizeof(float), *q = (const char *)p;
+    return q < hi && q + bytes > lo;
+}
+
+static weight_copy *copy_of(const float *w, size_t n) {
+    for (size_t i = 0; i < g_n_copies; i++)
+        if (g_copies[i].w == w && g_copies[i].n == n)
+            return &g_copies[i];
+    if (g_n_copies == g_cap_copies) {
+        g_cap_copies = g_cap_copies ? 2 * g_cap_copies : 64;
+        g_copies = realloc(g_copies, g_cap_copies * sizeof *g_copies);
+    }
+    uint16_t *bf = malloc(n * sizeof(uint16_t));
+    if (g_copies == NULL || bf == NULL) {
+        fprintf(stderr, "autohet gemm: out of memory (bf16 copy of %zu weights)\n", n);
+        abort();
+    }
+    g_copies[g_n_copies] = (weight_copy){.w = w, .n = n, .bf = bf, .fresh = 0};
+    return &g_copies[g_n_copies++];
+}
+
+/* The current bf16 copy of the packed weight w[0 .. n) */
+static const uint16_t *weight_bf16(const float *w, size_t n) {
+    weight_copy *c = copy_of(w, n);
+    if (!c->fresh) {
+        ah_vec_par_to_bf16(c->bf, w, n);
+        c->fresh = 1;
+    }
+    return c->bf;
+}
+#endif
+
+void ah_gemm_weights_written(const void *p, size_t bytes) {
+#ifdef AUTOHET_HAVE_DNNL
+    for (size_t i = 0; i < g_n_copies; i++)
+        if (overlaps(&g_copies[i], p, bytes))
+            g_copies[i].fresh = 0;
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+void ah_gemm_weights_released(const void *p, size_t bytes) {
+#ifdef AUTOHET_HAVE_DNNL
+    for (size_t i = 0; i < g_n_copies;)
+        if (overlaps(&g_copies[i], p, bytes)) {
+            free(g_copies[i].bf);
+            g_copies[i] = g_copies[--g_n_copies];
+        } else {
+            i++;
+        }
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+#ifdef AUTOHET_HAVE_DNNL
 static void dnnl_check(dnnl_status_t s, const char *what) {
     if (s != dnnl_success) {
         fprintf(stderr, "autohet gemm: oneDNN %s failed (status %d)\n", what, (int)s);
@@ -96,15 +169,14 @@ static void desc(dnnl_memory_desc_t *md, int d0, int d1, long s0, long s1, dnnl_
     dnnl_check(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides), "memory_desc_init");
 }
 
-static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                      float beta, float *C, int ldc) {
+/* C = op(a) op(b) + beta C on bf16 operands packed as ah_gemm's A and B would be (leading
+ * dimension: their column count) */
+static void matmul_bf16(int ta, int tb, int M, int N, int K, const uint16_t *a, const uint16_t *b, float beta,
+                        float *C, int ldc) {
     if (g_eng == NULL) {
         dnnl_check(dnnl_engine_create(&g_eng, dnnl_cpu, 0), "engine_create");
         dnnl_check(dnnl_stream_create(&g_stream, g_eng, dnnl_stream_default_flags), "stream_create");
     }
-    /* op(A)[m,k]: A is [M,K] (ta = 0) or [K,M] (ta = 1) in memory; likewise B */
-    uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);
-    uint16_t *b = tb ? to_bf16(1, B, N, K, ldb) : to_bf16(1, B, K, N, ldb);
     dnnl_memory_desc_t ad, bd, cd;
     desc(&ad, M, K, ta ? 1 : K, ta ? M : 1, dnnl_bf16);
     desc(&bd, K, N, tb ? 1 : N, tb ? K : 1, dnnl_bf16);
@@ -124,8 +196,8 @@ static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int l
     dnnl_primitive_t prim; /* oneDNN's primitive cache makes a repeated shape cheap */
     dnnl_check(dnnl_primitive_create(&prim, pd), "primitive_create");
     dnnl_memory_t am, bm, cm;
-    dnnl_check(dnnl_memory_create(&am, &ad, g_eng, a), "memory_create");
-    dnnl_check(dnnl_memory_create(&bm, &bd, g_eng, b), "memory_create");
+    dnnl_check(dnnl_memory_create(&am, &ad, g_eng, (void *)a), "memory_create");
+    dnnl_check(dnnl_memory_create(&bm, &bd, g_eng, (void *)b), "memory_create");
     dnnl_check(dnnl_memory_create(&cm, &cd, g_eng, C), "memory_create");
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
     dnnl_check(dnnl_primitive_execute(prim, g_stream, 3, args), "execute");
@@ -140,6 +212,14 @@ static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int l
         dnnl_primitive_attr_destroy(attr);
     }
 }
+
+/* op(A)[m,k]: A is [M,K] (ta = 0) or [K,M] (ta = 1) in memory; likewise B */
+static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc) {
+    const uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);
+    const uint16_t *b = tb ? to_bf16(1, B, N, K, ldb) : to_bf16(1, B, K, N, ldb);
+    matmul_bf16(ta, tb, M, N, K, a, b, beta, C, ldc);
+}
 #endif
 
 void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
@@ -152,4 +232,17 @@ void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const
 #endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                 lda, B, ldb, beta, C, ldc);
+}
+
+void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+                    float beta, float *C, int ldc) {
+#ifdef AUTOHET_HAVE_DNNL
+    /* a packed W (no row padding) is one region: its bf16 copy serves W and W^T alike */
+    if (g_prec == AH_PREC_BF16 && ldw == (tb ? K : N)) {
+        const uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);
+        matmul_bf16(ta, tb, M, N, K, a, weight_bf16(W, (size_t)K * N), beta, C, ldc);
+        return;
+    }
+#endif
+    ah_gemm(ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
 }

@@ -23,4 +23,18 @@ int ah_gemm_bf16_available(char *why, size_t n);
 void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
 
+/* ah_gemm whose B operand W is a weight of the engine: at bf16 its bf16 copy
+ * is made on the first product after W was written and reused by every later
+ * one (forward and backward, all micro-batches) until the next write. The
+ * caller reports every write of W's memory (ah_gemm_weights_written: the
+ * optimizer update, loads, copies) and its release (ah_gemm_weights_released):
+ * the CPU backend does so for all of its buffers. The products are bitwise
+ * those of ah_gemm: the copy is the same rounding, made less often. */
+void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+                    float beta, float *C, int ldc);
+/* The bytes at p were written: bf16 copies of weights there are stale (recomputed on their next use). */
+void ah_gemm_weights_written(const void *p, size_t bytes);
+/* The bytes at p are being freed: the bf16 copies of weights there are dropped. */
+void ah_gemm_weights_released(const void *p, size_t bytes);
+
 #endif

@@ -20,6 +20,11 @@ void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bi
 /* dinp[N,K] += dout W ; dw[M,K] += dout^T inp ; dbias[M] += column sums (dinp/dw/dbias may be NULL). */
 void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                    int N, int K, int M);
+/* The same with w an engine weight whose writes are reported to gemm.h (ah_gemm_weights_written): at
+ * bf16 the products reuse w's bf16 copy until w is next written (ah_gemm_weight). Bitwise the same. */
+void ah_linear_fwd_weight(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M);
+void ah_linear_bwd_weight(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                          const float *w, int N, int K, int M);
 
 /* ---- embedding ---- */
 /* out[N,C] = wte[tok[n]] (+ wpe[n % T] if wpe). */
