@@ -472,8 +472,10 @@ typedef struct {
     size_t off;
 } arena;
 
+/* The next n elements of the arena. Over a null base it hands out null
+ * slices and only counts, so a layout function also sizes its buffer. */
 static ah_dptr take(arena *a, size_t n) {
-    ah_dptr p = ah_dptr_at(a->base, a->off);
+    ah_dptr p = ah_dptr_is_null(a->base) ? NOBUF : ah_dptr_at(a->base, a->off);
     a->off += n;
     return p;
 }
@@ -481,26 +483,6 @@ static ah_dptr take(arena *a, size_t n) {
 /* Elements the backend's attention forward keeps per (batch, head) for the backward. */
 static size_t attn_saved(const ah_engine_model *e) {
     return e->be->attention_saved(e->be->ctx, e->T);
-}
-
-static size_t block_acts(const ah_engine_model *e) {
-    const ah_model_config *c = &e->cfg;
-    size_t N = (size_t)e->B * e->T, C = c->hidden, D = head_dim(e);
-    size_t Hl = c->n_heads / e->tp, Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    size_t att = (size_t)e->B * Hl * attn_saved(e); /* what the backend's attention keeps */
-    if (!is_llama(e))
-        return 6 * N * C + 4 * N + 4 * N * Hl * D + att + 2 * N * Fl;
-    return 4 * N * C + 2 * N + N * Hl * D * 2 + 2 * N * Hkvl * D + att + 3 * N * Fl;
-}
-
-static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
-    size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = ah_model_padded_vocab(&e->cfg);
-    size_t proj = has_proj(e) ? N * (size_t)embed_width(e) : 0; /* OPT: the E-wide embeddings / head input */
-    if (k == AH_LAYER_EMBED)
-        return 1 + proj;
-    if (k == AH_LAYER_HEAD)
-        return 2 * N * C + 2 * N + N * V + N + proj;
-    return block_acts(e);
 }
 
 void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
@@ -558,19 +540,21 @@ static int block_window(const ah_engine_model *e, const ah_eng_layer *L) {
  * that the norms read, and x_mid = LN1(s1)). */
 typedef struct {
     ah_dptr x_in, ln1, m1, r1, q, k, v, att, y, x_mid, ln2, m2, r2, fc, ge;
+    size_t n; /* elements the layout takes: the block's activation buffer */
 } gpt_acts;
 
-static gpt_acts gpt_slices(const ah_engine_model *e, const ah_eng_acts *a) {
+static gpt_acts gpt_slices(const ah_engine_model *e, ah_dptr base) {
     const ah_model_config *c = &e->cfg;
     size_t N = (size_t)e->B * e->T, C = c->hidden, Cl = (size_t)c->n_heads / e->tp * head_dim(e),
            Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
+    arena ar = {base, 0};
     gpt_acts s;
     s.x_in = take(&ar, N * C), s.ln1 = take(&ar, N * C), s.m1 = take(&ar, N), s.r1 = take(&ar, N);
     s.q = take(&ar, N * Cl), s.k = take(&ar, N * Cl), s.v = take(&ar, N * Cl);
     s.att = take(&ar, (size_t)e->B * (c->n_heads / e->tp) * attn_saved(e));
     s.y = take(&ar, N * Cl), s.x_mid = take(&ar, N * C), s.ln2 = take(&ar, N * C), s.m2 = take(&ar, N);
     s.r2 = take(&ar, N), s.fc = take(&ar, N * Fl), s.ge = take(&ar, N * Fl);
+    s.n = ar.off;
     return s;
 }
 
@@ -610,7 +594,7 @@ static void gpt_mlp_fwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, 
 static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     int N = e->B * e->T, C = e->cfg.hidden;
     size_t NC = (size_t)N * C;
-    gpt_acts s = gpt_slices(e, a);
+    gpt_acts s = gpt_slices(e, a->buf);
     ah_be_copy(e->be, s.x_in, in, NC);
     if (e->cfg.post_norm) { /* OPT (do_layer_norm_before false): x = LN(x + sublayer(x)) */
         gpt_attn_fwd(e, L, &s, s.x_in, s.ln1);
@@ -637,27 +621,45 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
  * activation buffer is written (the forward fills it, the backward reads it). */
 typedef struct {
     ah_dptr x_in, n1, r1, q, k, v, att, y, x_mid, n2, r2, gu, sw;
+    size_t n; /* elements the layout takes */
 } llama_acts;
 
-static llama_acts llama_slices(const ah_engine_model *e, const ah_eng_acts *a) {
+static llama_acts llama_slices(const ah_engine_model *e, ah_dptr base) {
     const ah_model_config *c = &e->cfg;
     size_t N = (size_t)e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
            Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    arena ar = {a->buf, 0};
+    arena ar = {base, 0};
     llama_acts s;
     s.x_in = take(&ar, N * C), s.n1 = take(&ar, N * C), s.r1 = take(&ar, N);
     s.q = take(&ar, N * Hl * D), s.k = take(&ar, N * Hkvl * D), s.v = take(&ar, N * Hkvl * D);
     s.att = take(&ar, (size_t)e->B * Hl * attn_saved(e));
     s.y = take(&ar, N * Hl * D), s.x_mid = take(&ar, N * C), s.n2 = take(&ar, N * C), s.r2 = take(&ar, N);
     s.gu = take(&ar, 2 * N * Fl), s.sw = take(&ar, N * Fl);
+    s.n = ar.off;
     return s;
+}
+
+/* A block's activation buffer: the end of its saved-tensor layout, the
+ * slice functions being the one owner of what a block keeps. */
+static size_t block_acts(const ah_engine_model *e) {
+    return is_llama(e) ? llama_slices(e, NOBUF).n : gpt_slices(e, NOBUF).n;
+}
+
+static size_t layer_acts(const ah_engine_model *e, ah_layer_kind k) {
+    size_t N = (size_t)e->B * e->T, C = e->cfg.hidden, V = ah_model_padded_vocab(&e->cfg);
+    size_t proj = has_proj(e) ? N * (size_t)embed_width(e) : 0; /* OPT: the E-wide embeddings / head input */
+    if (k == AH_LAYER_EMBED)
+        return 1 + proj;
+    if (k == AH_LAYER_HEAD)
+        return 2 * N * C + 2 * N + N * V + N + proj;
+    return block_acts(e);
 }
 
 static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr out, ah_eng_acts *a) {
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    const llama_acts s = llama_slices(e, a);
+    const llama_acts s = llama_slices(e, a->buf);
     ah_dptr x_in = s.x_in, n1 = s.n1, r1 = s.r1, q = s.q, k = s.k, v = s.v, att = s.att, y = s.y, x_mid = s.x_mid,
             n2 = s.n2, r2 = s.r2, gu = s.gu, sw = s.sw;
     ah_be_copy(e->be, x_in, in, (size_t)N * C);
@@ -793,7 +795,7 @@ static void gpt_mlp_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, 
 static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_dptr din, ah_eng_acts *a) {
     int N = e->B * e->T, C = e->cfg.hidden;
     size_t NC = (size_t)N * C;
-    gpt_acts s = gpt_slices(e, a);
+    gpt_acts s = gpt_slices(e, a->buf);
     ah_dptr dmid = dalloc(e, NC), dh = dalloc(e, NC);
     if (e->cfg.post_norm) {
         /* out = LN2(s2), s2 = x_mid + mlp(x_mid), x_mid = LN1(s1), s1 = x_in + attn(x_in) */
@@ -824,7 +826,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     const ah_model_config *c = &e->cfg;
     int N = e->B * e->T, C = c->hidden, D = head_dim(e), Hl = c->n_heads / e->tp,
         Hkvl = c->n_kv_heads / e->tp, Fl = c->ffn_hidden / e->tp;
-    const llama_acts s = llama_slices(e, a);
+    const llama_acts s = llama_slices(e, a->buf);
     ah_dptr x_in = s.x_in, n1 = s.n1, r1 = s.r1, q = s.q, k = s.k, v = s.v, att = s.att, y = s.y, x_mid = s.x_mid,
             n2 = s.n2, r2 = s.r2, gu = s.gu, sw = s.sw;
     size_t NC = (size_t)N * C;
