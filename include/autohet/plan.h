@@ -196,13 +196,14 @@ struct cJSON;
 int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
                        size_t errlen);
 struct cJSON *ah_plan_to_json(const ah_plan *p);
-/* The top-level items of the plan document at path that are not fields of
- * the plan p read from it ("comparison", "top", ...), as a new object to pass
- * as ah_plan_write_json's extra when a tool rewrites a plan it read. Returns
- * NULL with the error written. */
-struct cJSON *ah_plan_read_extras(const char *path, const ah_plan *p, char *err, size_t errlen);
 /* Reads a plan document; GPU types are looked up in devices. */
 int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_plan *out, char *err,
                       size_t errlen);
+/* The same, in the same one parse also handing back the document's top-level
+ * items that are not fields of the plan ("comparison", "top", ...) as a new
+ * object in *extra (the caller deletes it), to pass as ah_plan_write_json's
+ * extra when a tool rewrites a plan it read. */
+int ah_plan_read_json_extras(const char *path, const ah_device_catalog *devices, ah_plan *out,
+                             struct cJSON **extra, char *err, size_t errlen);
 
 #endif

@@ -101,17 +101,6 @@ static int map_hosts(const hosts_args *a, ah_plan *plan, const char **from, char
     return rc;
 }
 
-/* --plan-out: the plan with its hosts, keeping what else the input document
- * held (the planner's comparison, top plans, objective). */
-static int write_plan_out(const ah_plan *plan, const char *in, const char *out, char *msg, size_t n) {
-    struct cJSON *extra = ah_plan_read_extras(in, plan, msg, n);
-    if (!extra)
-        return -1;
-    int rc = ah_plan_write_json(plan, extra, out, msg, n);
-    cJSON_Delete(extra);
-    return rc;
-}
-
 static void print_places(const ah_plan *plan, FILE *f) {
     int n = ah_plan_slots(plan);
     ah_rank_place *pl = calloc((size_t)n, sizeof *pl);
@@ -138,11 +127,16 @@ int cmd_hosts(int argc, char **argv) {
     if (parse_args(argc, argv, &a, msg, sizeof msg) != 0)
         return cli_bad_input("hosts", msg);
     ah_plan plan;
-    if (ah_plan_read_json(a.plan, ah_device_catalog_builtin(), &plan, msg, sizeof msg) != 0)
+    /* --plan-out keeps what else the input document held (the planner's
+     * comparison, top plans, objective), taken in the same one parse */
+    struct cJSON *extra = NULL;
+    if (ah_plan_read_json_extras(a.plan, ah_device_catalog_builtin(), &plan, a.plan_out ? &extra : NULL, msg,
+                                 sizeof msg) != 0)
         return cli_bad_input("hosts", msg);
     const char *from = NULL;
     int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
-             (a.plan_out && write_plan_out(&plan, a.plan, a.plan_out, msg, sizeof msg));
+             (a.plan_out && ah_plan_write_json(&plan, extra, a.plan_out, msg, sizeof msg));
+    cJSON_Delete(extra);
     if (rc) {
         ah_plan_free(&plan);
         return cli_bad_input("hosts", msg);

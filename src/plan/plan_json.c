@@ -160,6 +160,47 @@ static void write_replica(wctx *w, cJSON *o, const ah_plan *p, const ah_replica 
     }
 }
 
+/* The top-level keys of the plan document ah_plan_to_json writes: the one
+ * list by which the writer checks its document and refuses colliding extra
+ * items, and the reader tells a document's other items ("comparison",
+ * "top", ...) from the plan's. */
+static const char *const PLAN_KEYS[] = {"format",
+                                        "version",
+                                        "strategy",
+                                        "model",
+                                        "train",
+                                        "cluster",
+                                        "tp",
+                                        "micro_batch",
+                                        "global_batch",
+                                        "iteration_time_s",
+                                        "iteration_time_ns",
+                                        "tokens_per_s",
+                                        "tflops_per_gpu",
+                                        "hw_tflops_per_gpu",
+                                        "mfu",
+                                        "planning_time_s",
+                                        "search_value_s",
+                                        "search_value_ns",
+                                        "candidates",
+                                        "gpus_used",
+                                        "gpus_total",
+                                        "dp_bw_gbs",
+                                        "bottleneck",
+                                        "profile_source",
+                                        "replicas"};
+
+/* Whether key is a field of p's document: "tp" only when every stage has the
+ * same degree (ah_plan_to_json writes it only then). */
+static int plan_owns_key(const ah_plan *p, const char *key) {
+    if (strcmp(key, "tp") == 0)
+        return ah_plan_uniform_tp(p) > 0;
+    for (size_t i = 0; i < sizeof PLAN_KEYS / sizeof PLAN_KEYS[0]; i++)
+        if (strcmp(PLAN_KEYS[i], key) == 0)
+            return 1;
+    return 0;
+}
+
 cJSON *ah_plan_to_json(const ah_plan *p) {
     if (!p)
         return NULL;
@@ -275,35 +316,6 @@ static int exact_numbers(cJSON *parent) {
     return 0;
 }
 
-cJSON *ah_plan_read_extras(const char *path, const ah_plan *p, char *err, size_t errlen) {
-    cJSON *doc = ah_json_parse_file(path, MAX_PLAN_FILE_BYTES, 1, err, errlen);
-    if (!doc)
-        return NULL;
-    cJSON *own = ah_plan_to_json(p), *extra = cJSON_CreateObject();
-    if (!own || !extra) {
-        cJSON_Delete(own);
-        cJSON_Delete(extra);
-        cJSON_Delete(doc);
-        set_err(err, errlen, "%s: out of memory", path);
-        return NULL;
-    }
-    for (const cJSON *it = doc ? doc->child : NULL; it; it = it->next) {
-        if (!it->string || cJSON_GetObjectItemCaseSensitive(own, it->string))
-            continue;
-        cJSON *dup = cJSON_Duplicate(it, 1);
-        if (!dup || !cJSON_AddItemToObject(extra, it->string, dup)) {
-            cJSON_Delete(dup);
-            cJSON_Delete(extra);
-            extra = NULL;
-            set_err(err, errlen, "%s: out of memory", path);
-            break;
-        }
-    }
-    cJSON_Delete(own);
-    cJSON_Delete(doc);
-    return extra;
-}
-
 int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *path, char *err,
                        size_t errlen) {
     if (!path || !*path) {
@@ -323,11 +335,19 @@ int ah_plan_write_json(const ah_plan *p, const struct cJSON *extra, const char *
         set_err(err, errlen, "%s: out of memory building the plan document", path);
         return -1;
     }
+    for (const cJSON *it = root->child; it; it = it->next) {
+        if (!plan_owns_key(p, it->string)) { /* PLAN_KEYS fell behind ah_plan_to_json */
+            set_err(err, errlen, "%s: internal: plan field \"%s\" is not in the plan's key list", path,
+                    it->string);
+            cJSON_Delete(root);
+            return -1;
+        }
+    }
     if (extra) {
         for (const cJSON *it = extra->child; it; it = it->next) {
             if (!it->string)
                 continue;
-            if (cJSON_GetObjectItemCaseSensitive(root, it->string)) {
+            if (plan_owns_key(p, it->string)) {
                 set_err(err, errlen, "%s: extra item \"%s\" collides with a plan field", path, it->string);
                 cJSON_Delete(root);
                 return -1;
@@ -497,7 +517,8 @@ static int read_node_host(const ah_err_ctx *c, const cJSON *it, const char *ip, 
     return 0;
 }
 
-static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root, ah_cluster *cl) {
+static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, const cJSON *root,
+                        ah_cluster *cl) {
     char cp[AH_JPATH_LEN], np[AH_JPATH_LEN], ip[AH_JPATH_LEN], path[AH_JPATH_LEN];
     const cJSON *o, *nodes;
     if (ah_jget_obj(c, root, "", "cluster", 1, &o, cp) < 0)
@@ -566,7 +587,8 @@ static int read_stage_tp(const ah_err_ctx *c, const cJSON *so, const char *sp, c
         s->tp = plan_tp;
     ah_jpath_key(path, sp, "tp");
     if (plan_tp > 0 && p->version == 1 && s->tp != plan_tp)
-        return ah_jfail(c, path, "%d differs from the plan's tp %d (version 1 has one TP degree; use version 2)",
+        return ah_jfail(c, path,
+                        "%d differs from the plan's tp %d (version 1 has one TP degree; use version 2)",
                         s->tp, plan_tp);
     char why[160];
     if (ah_stage_tp_problem(&p->model, s->tp, why, sizeof why) != 0)
@@ -841,10 +863,29 @@ static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, cons
     return 0;
 }
 
-int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_plan *out, char *err,
-                      size_t errlen) {
+/* The items of root that are not fields of p, moved into a new object. */
+static cJSON *take_extras(cJSON *root, const ah_plan *p) {
+    cJSON *extra = cJSON_CreateObject();
+    for (cJSON *it = root->child, *next; extra && it; it = next) {
+        next = it->next;
+        if (!it->string || plan_owns_key(p, it->string))
+            continue;
+        cJSON *item = cJSON_DetachItemViaPointer(root, it);
+        if (!cJSON_AddItemToObject(extra, item->string, item)) {
+            cJSON_Delete(item);
+            cJSON_Delete(extra);
+            extra = NULL;
+        }
+    }
+    return extra;
+}
+
+int ah_plan_read_json_extras(const char *path, const ah_device_catalog *devices, ah_plan *out,
+                             struct cJSON **extra, char *err, size_t errlen) {
     if (out)
         memset(out, 0, sizeof *out);
+    if (extra)
+        *extra = NULL;
     if (!path || !out || !devices) {
         set_err(err, errlen, "plan: no file, device catalog or output given");
         return -1;
@@ -858,6 +899,10 @@ int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_pla
     ah_plan p;
     memset(&p, 0, sizeof p);
     int rc = read_plan(&c, devices, root, &p);
+    if (rc == 0 && extra && !(*extra = take_extras(root, &p))) {
+        set_err(err, errlen, "%s: out of memory", path);
+        rc = -1;
+    }
     cJSON_Delete(root);
     if (rc < 0) {
         ah_plan_free(&p);
@@ -865,4 +910,9 @@ int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_pla
     }
     *out = p;
     return 0;
+}
+
+int ah_plan_read_json(const char *path, const ah_device_catalog *devices, ah_plan *out, char *err,
+                      size_t errlen) {
+    return ah_plan_read_json_extras(path, devices, out, NULL, err, errlen);
 }
