@@ -132,17 +132,19 @@ static void median_and_ci(void **state) {
 
 static void profile_reads_small_regime_latency(void **state) {
     (void)state;
-    const char *doc = "{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
-                      " {\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 9.5, \"beta_GBps\": 3,"
-                      "  \"regimes\": [{\"alpha_us\": 9.5, \"beta_GBps\": 1, \"max_bytes\": 4096},"
-                      "               {\"alpha_us\": 1677, \"beta_GBps\": 3, \"max_bytes\": null}]},"
-                      " {\"op\": \"bw\", \"link_class\": \"intra-node\", \"alpha_us\": 0, \"beta_GBps\": 12,"
-                      "  \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 2}, {\"alpha_us\": 0, \"beta_GBps\": 5},"
-                      "               {\"alpha_us\": 40, \"beta_GBps\": 12, \"max_bytes\": null}]}]}";
+    const char *doc =
+        "{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
+        " {\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 9.5, \"beta_GBps\": 3,"
+        "  \"regimes\": [{\"alpha_us\": 9.5, \"beta_GBps\": 1, \"max_bytes\": 4096},"
+        "               {\"alpha_us\": 1677, \"beta_GBps\": 3, \"max_bytes\": null}]},"
+        " {\"op\": \"bw\", \"link_class\": \"intra-node\", \"alpha_us\": 0, \"beta_GBps\": 12,"
+        "  \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 2}, {\"alpha_us\": 0, \"beta_GBps\": 5},"
+        "               {\"alpha_us\": 40, \"beta_GBps\": 12, \"max_bytes\": null}]}]}";
     char path[64], err[512], summary[256];
     write_tmp(doc, path);
     ah_cluster c = {0};
-    assert_int_equal(ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
+    assert_int_equal(
+        ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
     ah_plan_options o;
     ah_plan_options_default(&o);
     assert_int_equal(ah_comm_profile_apply(path, &c, &o, summary, sizeof summary, err, sizeof err), 0);
@@ -152,9 +154,9 @@ static void profile_reads_small_regime_latency(void **state) {
     /* a message by its size: the latency fit's regimes, measured on the 12 GB/s link */
     assert_int_equal(o.msg_model[0].n, 2);
     assert_double_equal(o.msg_ref_gbs[0], 12, 1e-12);
-    assert_int_equal(ah_p2p_ns(1000, 0, 12, 1, &o), 10500);         /* 9.5 us + 1000 B / 1 GB/s */
-    assert_int_equal(ah_p2p_ns(1000, 0, 24, 1, &o), 10000);         /* a 2x link: half the bandwidth term */
-    assert_int_equal(ah_p2p_ns(3e6, 0, 12, 1, &o), 2677000);        /* 1677 us + 3 MB / 3 GB/s */
+    assert_int_equal(ah_p2p_ns(1000, 0, 12, 1, &o), 10500);  /* 9.5 us + 1000 B / 1 GB/s */
+    assert_int_equal(ah_p2p_ns(1000, 0, 24, 1, &o), 10000);  /* a 2x link: half the bandwidth term */
+    assert_int_equal(ah_p2p_ns(3e6, 0, 12, 1, &o), 2677000); /* 1677 us + 3 MB / 3 GB/s */
     ah_plan_options plain;
     ah_plan_options_default(&plain);
     assert_int_equal(ah_p2p_ns(1200, 0, 12, 1, &plain), 5000 + 100); /* no profile: 5 us + bytes / link */

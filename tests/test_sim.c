@@ -695,12 +695,12 @@ static void test_mixed_plans_agree(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_homogeneous_pipeline),  cmocka_unit_test(test_measured_message_model),
-        cmocka_unit_test(test_ring_allreduce),
-        cmocka_unit_test(test_asymmetric_replicas),   cmocka_unit_test(test_tied_exchange),
-        cmocka_unit_test(test_nic_sharing),           cmocka_unit_test(test_planner_plan),
-        cmocka_unit_test(test_interleaved_pipeline),  cmocka_unit_test(test_slice_allreduce),
-        cmocka_unit_test(test_sends_between_degrees), cmocka_unit_test(test_mixed_plans_agree),
+        cmocka_unit_test(test_homogeneous_pipeline), cmocka_unit_test(test_measured_message_model),
+        cmocka_unit_test(test_ring_allreduce),       cmocka_unit_test(test_asymmetric_replicas),
+        cmocka_unit_test(test_tied_exchange),        cmocka_unit_test(test_nic_sharing),
+        cmocka_unit_test(test_planner_plan),         cmocka_unit_test(test_interleaved_pipeline),
+        cmocka_unit_test(test_slice_allreduce),      cmocka_unit_test(test_sends_between_degrees),
+        cmocka_unit_test(test_mixed_plans_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,8 @@ void ah_link_model_default(ah_link_model *m);
  * for link_class ("intra-node" / "inter-node"; NULL: the intra-node one, else
  * the first). Returns 0; 1 when the profile has no such fit (m->n = 0); or -1
  * with a message naming the file and field. */
-int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err, size_t errlen);
+int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err,
+                             size_t errlen);
 /* The same for NULL, a missing fit being an error (-1) */
 int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
 /* microseconds for one message of `bytes` */

@@ -18,48 +18,52 @@
 #include "util/errors.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: mpirun -np N autohet commbench [--ops LIST] [--min-size BYTES] [--max-size BYTES]\n"
-               "                                      [--step-factor F] [--iters N] [--rounds R] [--batch auto|K]\n"
-               "                                      [--statistic median|p25] [--format default|osu|nccl-tests]\n"
-               "                                      [--sync barrier|window] [--pairs SPEC] [--json FILE]\n\n"
-               "Point-to-point latency (ping-pong, osu_latency) and bandwidth (windowed streaming, osu_bw)\n"
-               "between pairs of ranks, and all-reduce, all-gather, reduce-scatter, broadcast and all-to-all\n"
-               "over all ranks, for message sizes from --min-size in steps of --step-factor. Per size:\n"
-               "min/avg/max time over ranks, the median repetition with its 95%% confidence interval and\n"
-               "the lower quartile, algorithm and bus bandwidth\n"
-               "(nccl-tests convention), and a check of every element of every result (#wrong); per\n"
-               "operation a piecewise alpha-beta fit (time = alpha + bytes / beta per protocol regime, the\n"
-               "break points found from the data) with its largest relative error.\n\n"
-               "  --ops       comma list of latency,bw,allreduce,allgather,reduce_scatter,bcast,alltoall\n"
-               "              (default all)\n"
-               "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB)\n"
-               "  --step-factor  size multiplier from one size to the next (default 2: powers of two, as\n"
-               "              OSU; nccl-tests -f). A root of 2 (1.414, 1.189) hits every power of two\n"
-               "              exactly: 1.414 measures two sizes an octave\n"
-               "  --iters     timed repetitions for small messages (default 100; fewer for large ones)\n"
-               "  --batch     operations timed together per repetition: auto (default: point-to-point\n"
-               "              as many as last about 20 us, at most 1000, as osu_latency/osu_bw time their\n"
-               "              loop; collectives one call, as OSU's) or K (1: every call alone)\n"
-               "  --statistic what the fit is fitted to: each size's median repetition (default) or its\n"
-               "              lower quartile, p25: interference only adds time, so on a shared machine the\n"
-               "              faster repetitions are the undisturbed ones (use with --rounds)\n"
-               "  --rounds    take each size's repetitions in R rounds over all sizes, each round in a\n"
-               "              shuffled order (default 1: size after size, as OSU); R > 1 spreads a slow\n"
-               "              phase of the machine over every size (at least R repetitions a size)\n"
-               "  --format    default (autohet's columns), osu (OSU micro-benchmarks' columns and units:\n"
-               "              latency us, bandwidth MB/s, collectives avg/min/max latency us), nccl-tests\n"
-               "              (size count type redop root, time algbw busbw #wrong out-of-place and in-place)\n"
-               "  --sync      barrier (default: a barrier before every repetition) or window (ReproMPI:\n"
-               "              clocks synchronised, every repetition starts at its own global time)\n"
-               "  --pairs     point-to-point pairs: classes (default: the lowest pair of every link class\n"
-               "              present), all, hosts (every pair of hosts, and two ranks of every host that\n"
-               "              has two: prints the link matrix), or a list A-B,C-D\n"
-               "  --json      write results[] and fits[] (a comm profile; with point-to-point, links{}: the\n"
-               "              latency and bandwidth matrix between hosts)\n\n"
-               "Needs at least 2 ranks. Exits 1 when a correctness check finds a wrong element.\n");
+    fprintf(
+        f,
+        "usage: mpirun -np N autohet commbench [--ops LIST] [--min-size BYTES] [--max-size BYTES]\n"
+        "                                      [--step-factor F] [--iters N] [--rounds R] [--batch auto|K]\n"
+        "                                      [--statistic median|p25] [--format default|osu|nccl-tests]\n"
+        "                                      [--sync barrier|window] [--pairs SPEC] [--json FILE]\n\n"
+        "Point-to-point latency (ping-pong, osu_latency) and bandwidth (windowed streaming, osu_bw)\n"
+        "between pairs of ranks, and all-reduce, all-gather, reduce-scatter, broadcast and all-to-all\n"
+        "over all ranks, for message sizes from --min-size in steps of --step-factor. Per size:\n"
+        "min/avg/max time over ranks, the median repetition with its 95%% confidence interval and\n"
+        "the lower quartile, algorithm and bus bandwidth\n"
+        "(nccl-tests convention), and a check of every element of every result (#wrong); per\n"
+        "operation a piecewise alpha-beta fit (time = alpha + bytes / beta per protocol regime, the\n"
+        "break points found from the data) with its largest relative error.\n\n"
+        "  --ops       comma list of latency,bw,allreduce,allgather,reduce_scatter,bcast,alltoall\n"
+        "              (default all)\n"
+        "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB)\n"
+        "  --step-factor  size multiplier from one size to the next (default 2: powers of two, as\n"
+        "              OSU; nccl-tests -f). A root of 2 (1.414, 1.189) hits every power of two\n"
+        "              exactly: 1.414 measures two sizes an octave\n"
+        "  --iters     timed repetitions for small messages (default 100; fewer for large ones)\n"
+        "  --batch     operations timed together per repetition: auto (default: point-to-point\n"
+        "              as many as last about 20 us, at most 1000, as osu_latency/osu_bw time their\n"
+        "              loop; collectives one call, as OSU's) or K (1: every call alone)\n"
+        "  --statistic what the fit is fitted to: each size's median repetition (default) or its\n"
+        "              lower quartile, p25: interference only adds time, so on a shared machine the\n"
+        "              faster repetitions are the undisturbed ones (use with --rounds)\n"
+        "  --rounds    take each size's repetitions in R rounds over all sizes, each round in a\n"
+        "              shuffled order (default 1: size after size, as OSU); R > 1 spreads a slow\n"
+        "              phase of the machine over every size (at least R repetitions a size)\n"
+        "  --format    default (autohet's columns), osu (OSU micro-benchmarks' columns and units:\n"
+        "              latency us, bandwidth MB/s, collectives avg/min/max latency us), nccl-tests\n"
+        "              (size count type redop root, time algbw busbw #wrong out-of-place and in-place)\n"
+        "  --sync      barrier (default: a barrier before every repetition) or window (ReproMPI:\n"
+        "              clocks synchronised, every repetition starts at its own global time)\n"
+        "  --pairs     point-to-point pairs: classes (default: the lowest pair of every link class\n"
+        "              present), all, hosts (every pair of hosts, and two ranks of every host that\n"
+        "              has two: prints the link matrix), or a list A-B,C-D\n"
+        "  --json      write results[] and fits[] (a comm profile; with point-to-point, links{}: the\n"
+        "              latency and bandwidth matrix between hosts)\n\n"
+        "Needs at least 2 ranks. Exits 1 when a correctness check finds a wrong element.\n");
 }
 
-static int fail_all(int rank, const char *msg) { return cli_mpi_fail_all("commbench", rank, msg); }
+static int fail_all(int rank, const char *msg) {
+    return cli_mpi_fail_all("commbench", rank, msg);
+}
 
 typedef struct {
     const char *ops, *json, *pairs;
@@ -89,9 +93,12 @@ static int parse_choice(int c, const char *v, commbench_args *a, char *msg, size
 /* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
     static cli_options opts;
-    cli_long_options("ops=o min-size=m max-size=M step-factor=F iters=i rounds=R batch=B statistic=S json=j format=f sync=s pairs=p", &opts);
+    cli_long_options("ops=o min-size=m max-size=M step-factor=F iters=i rounds=R batch=B statistic=S json=j "
+                     "format=f sync=s pairs=p",
+                     &opts);
     memset(a, 0, sizeof *a);
-    a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100, a->step_factor = 2, a->rounds = 1;
+    a->min_size = 4, a->max_size = 256.0 * 1024 * 1024, a->base_iters = 100, a->step_factor = 2,
+    a->rounds = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -115,7 +122,8 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
             break;
         }
         case 'F':
-            if (cli_parse_double(optarg, &a->step_factor) != 0 || !(a->step_factor >= 1.01 && a->step_factor <= 16)) {
+            if (cli_parse_double(optarg, &a->step_factor) != 0 ||
+                !(a->step_factor >= 1.01 && a->step_factor <= 16)) {
                 snprintf(msg, n, "--step-factor '%s': expected a number from 1.01 to 16", optarg);
                 return -1;
             }
@@ -130,8 +138,10 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
         case 'B':
             if (!strcmp(optarg, "auto"))
                 a->batch = 0;
-            else if (cli_int_value("--batch", optarg, 1, &a->batch, msg, n) != 0 || a->batch > AH_COMMBENCH_MAX_BATCH) {
-                snprintf(msg, n, "--batch '%s': expected auto or a count from 1 to %d", optarg, AH_COMMBENCH_MAX_BATCH);
+            else if (cli_int_value("--batch", optarg, 1, &a->batch, msg, n) != 0 ||
+                     a->batch > AH_COMMBENCH_MAX_BATCH) {
+                snprintf(msg, n, "--batch '%s': expected auto or a count from 1 to %d", optarg,
+                         AH_COMMBENCH_MAX_BATCH);
                 return -1;
             }
             break;
@@ -164,10 +174,11 @@ static int parse_ops(const char *ops, int *want, char *msg, size_t n) {
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         ah_comm_op op;
         if (ah_comm_op_parse(tok, &op) != 0) {
-            snprintf(msg, n,
-                     "--ops: unknown operation '%s' (latency, bw, allreduce, allgather, reduce_scatter, bcast, "
-                     "alltoall)",
-                     tok);
+            snprintf(
+                msg, n,
+                "--ops: unknown operation '%s' (latency, bw, allreduce, allgather, reduce_scatter, bcast, "
+                "alltoall)",
+                tok);
             return -1;
         }
         want[op] = 1;
@@ -188,8 +199,8 @@ typedef struct {
 
 /* one case at one placement, its samples complete: summarised and checked;
  * its results[] entry on rank 0 */
-static void finish_case(bench_ctx *x, const ah_commbench_case *c, const char *cls, const ah_commbench_samples *s,
-                        ah_comm_result *r) {
+static void finish_case(bench_ctx *x, const ah_commbench_case *c, const char *cls,
+                        const ah_commbench_samples *s, ah_comm_result *r) {
     double *reps = ah_xcalloc((size_t)(s->n_valid > 0 ? s->n_valid : 1), sizeof(double));
     int valid = ah_commbench_summarize(c, s, r, reps);
     r->wrong = ah_commbench_check(c, x->b);
@@ -215,7 +226,8 @@ static void round_order(int round, int rounds, int ns, int *order) {
 }
 
 /* size i's results: summarised, checked, printed (rank 0), its median in med[i] */
-static void finish_size(bench_ctx *x, ah_commbench_case *c, const char *cls, ah_commbench_samples *smp, double *med) {
+static void finish_size(bench_ctx *x, ah_commbench_case *c, const char *cls, ah_commbench_samples *smp,
+                        double *med) {
     ah_comm_result r, rin;
     int nccl = x->a->format == AH_FORMAT_NCCL;
     c->in_place = 0;
@@ -242,8 +254,8 @@ static void bench_op(bench_ctx *x, ah_comm_op op, int src, int dst) {
     size_t sizes[AH_COMMBENCH_MAX_SIZES];
     double med[AH_COMMBENCH_MAX_SIZES];
     int order[AH_COMMBENCH_MAX_SIZES], iters[AH_COMMBENCH_MAX_SIZES], R = a->rounds;
-    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, x->t->ranks, a->step_factor, sizes,
-                                AH_COMMBENCH_MAX_SIZES);
+    int ns = ah_commbench_sizes(op, (size_t)a->min_size, (size_t)a->max_size, x->t->ranks, a->step_factor,
+                                sizes, AH_COMMBENCH_MAX_SIZES);
     const char *cls = ah_commbench_link_class(x->t, op <= AH_OP_BW ? src : -1, dst);
     ah_commbench_case c = {op, 0, 0, 0, src, dst, a->sync, a->batch};
     int placements = a->format == AH_FORMAT_NCCL ? 2 : 1; /* nccl-tests measures both */
@@ -284,13 +296,15 @@ static void bench_op(bench_ctx *x, ah_comm_op op, int src, int dst) {
     ah_comm_piecewise pw = ah_comm_fit_piecewise(op, sizes, med, ns, 0.10, 3);
     ah_commbench_print_fit(a->format, &line, &pw, ns, a->fit_p25 ? "lower-quartile" : "median");
     c.in_place = 0;
-    cJSON_AddItemToArray(x->fits, ah_commbench_fit_json(op, cls, &c, &line, &pw, sizes, med, ns, a->fit_p25 ? "p25_us" : "median_us"));
+    cJSON_AddItemToArray(x->fits, ah_commbench_fit_json(op, cls, &c, &line, &pw, sizes, med, ns,
+                                                        a->fit_p25 ? "p25_us" : "median_us"));
 }
 
 static int write_profile(int rank, const commbench_args *a, const ah_commbench_topology *t, cJSON *results,
                          cJSON *fits) {
     int rc = 0;
-    cJSON *root = ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits);
+    cJSON *root =
+        ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits);
     if (rank == 0 && a->json) {
         char *text = cJSON_Print(root);
         FILE *f = fopen(a->json, "w");
@@ -337,15 +351,17 @@ int cmd_commbench(int argc, char **argv) {
     }
     bench_ctx x = {&a, &t, &b, rank, cJSON_CreateArray(), cJSON_CreateArray(), 0, 0, 0};
     if (rank == 0)
-        printf("# autohet commbench: %d ranks on %d node%s; %d point-to-point pair%s; %s synchronisation\n", n,
-               t.nodes, t.nodes == 1 ? "" : "s", np, np == 1 ? "" : "s",
+        printf("# autohet commbench: %d ranks on %d node%s; %d point-to-point pair%s; %s synchronisation\n",
+               n, t.nodes, t.nodes == 1 ? "" : "s", np, np == 1 ? "" : "s",
                a.sync == AH_SYNC_WINDOW ? "window" : "barrier");
     for (int op = 0; op < AH_OP_COUNT; op++)
         for (int q = 0; want[op] && q < (op <= AH_OP_BW ? np : 1); q++)
-            bench_op(&x, (ah_comm_op)op, op <= AH_OP_BW ? pairs[q].src : 0, op <= AH_OP_BW ? pairs[q].dst : 1);
+            bench_op(&x, (ah_comm_op)op, op <= AH_OP_BW ? pairs[q].src : 0,
+                     op <= AH_OP_BW ? pairs[q].dst : 1);
     if (rank == 0)
         ah_commbench_print_summary(a.format, x.wrong, x.busbw_sum, x.rows);
-    cJSON *links = rank == 0 && a.pairs && !strcmp(a.pairs, "hosts") ? ah_commbench_links_json(&t, x.fits) : NULL;
+    cJSON *links =
+        rank == 0 && a.pairs && !strcmp(a.pairs, "hosts") ? ah_commbench_links_json(&t, x.fits) : NULL;
     if (links)
         ah_commbench_print_links(links, stdout);
     cJSON_Delete(links);

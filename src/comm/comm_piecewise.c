@@ -112,7 +112,8 @@ ah_comm_stats ah_comm_median_ci(double *x, int n) {
     s.ci_low = x[0];
     s.ci_high = x[n - 1];
     if (n >= 6) { /* 1-based order statistics j and k */
-        int j = (int)floor(0.5 * n - 0.98 * sqrt((double)n)), k = (int)ceil(0.5 * n + 1 + 0.98 * sqrt((double)n));
+        int j = (int)floor(0.5 * n - 0.98 * sqrt((double)n)),
+            k = (int)ceil(0.5 * n + 1 + 0.98 * sqrt((double)n));
         s.ci_low = x[(j < 1 ? 1 : j) - 1];
         s.ci_high = x[(k > n ? n : k) - 1];
     }

@@ -43,8 +43,10 @@ static int find_fit(const cJSON *fits, const char *op, const char *link_class, d
     return -1;
 }
 
-/* One n x n matrix of links{}: numbers (>= 0; > 0 when positive) or null (stored as -1). 0, or -1 with err. */
-static int read_link_matrix(const cJSON *links, const char *key, int n, int positive, double *out, ah_err_ctx *cx) {
+/* One n x n matrix of links{}: numbers (>= 0; > 0 when positive) or null (stored as -1). 0, or -1 with err.
+ */
+static int read_link_matrix(const cJSON *links, const char *key, int n, int positive, double *out,
+                            ah_err_ctx *cx) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(links, key);
     if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != n)
         return ah_fail(cx, "links.%s: expected an array of %d rows (one per host)", key, n);
@@ -55,10 +57,12 @@ static int read_link_matrix(const cJSON *links, const char *key, int n, int posi
         for (int b = 0; b < n; b++) {
             const cJSON *v = cJSON_GetArrayItem(row, b);
             double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-            int ok = positive ? x >= AH_LINK_MIN_GBPS && x <= AH_LINK_MAX_GBPS : x >= 0 && x <= AH_LINK_MAX_ABS_US;
+            int ok =
+                positive ? x >= AH_LINK_MIN_GBPS && x <= AH_LINK_MAX_GBPS : x >= 0 && x <= AH_LINK_MAX_ABS_US;
             if (!cJSON_IsNull(v) && !(cJSON_IsNumber(v) && ok))
                 return ah_fail(cx, "links.%s[%d][%d]: expected a number from %g to %g or null", key, a, b,
-                               positive ? AH_LINK_MIN_GBPS : 0.0, positive ? AH_LINK_MAX_GBPS : AH_LINK_MAX_ABS_US);
+                               positive ? AH_LINK_MIN_GBPS : 0.0,
+                               positive ? AH_LINK_MAX_GBPS : AH_LINK_MAX_ABS_US);
             out[a * n + b] = x;
         }
     }
@@ -134,9 +138,9 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
         int fl = find_fit(fits, "latency", classes[k], &la, &lb),
             fb = find_fit(fits, "bw", classes[k], &ba, &bb);
         if (fl == -2 || fb == -2) {
-            rc = ah_fail(&cx, "fits[]: the %s %s fit needs alpha_us from 0 to 1e9 and beta_GBps from 1e-6 to 1e12",
-                         classes[k],
-                         fl == -2 ? "latency" : "bw");
+            rc = ah_fail(&cx,
+                         "fits[]: the %s %s fit needs alpha_us from 0 to 1e9 and beta_GBps from 1e-6 to 1e12",
+                         classes[k], fl == -2 ? "latency" : "bw");
             break;
         }
         if (fl != 0 || fb != 0)
@@ -153,14 +157,18 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
             o->alpha_inter_s = la * 1e-6;
         /* a message's time by its size: the latency fit's regimes, measured at bandwidth bb */
         if (ah_link_model_from_fits(fits, classes[k], &o->msg_model[k]) < 0) {
-            rc = ah_fail(&cx, "fits[]: the %s latency fit's regimes need alpha_us >= 0 (first), beta_GBps > 0 and "
-                              "increasing max_bytes", classes[k]);
+            rc = ah_fail(&cx,
+                         "fits[]: the %s latency fit's regimes need alpha_us >= 0 (first), beta_GBps > 0 and "
+                         "increasing max_bytes",
+                         classes[k]);
             break;
         }
         o->msg_ref_gbs[k] = bb;
         size_t used = strlen(summary);
-        snprintf(summary + used, summary_len - used, "%s%s link %.2f GB/s, latency %.2f us (a message by its size: %d regime%s)",
-                 applied ? "; " : "", classes[k], bb, la, o->msg_model[k].n, o->msg_model[k].n == 1 ? "" : "s");
+        snprintf(summary + used, summary_len - used,
+                 "%s%s link %.2f GB/s, latency %.2f us (a message by its size: %d regime%s)",
+                 applied ? "; " : "", classes[k], bb, la, o->msg_model[k].n,
+                 o->msg_model[k].n == 1 ? "" : "s");
         applied++;
     }
     if (rc == 0 && applied == 0)

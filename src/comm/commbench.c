@@ -39,10 +39,12 @@ void ah_commbench_topology_probe(ah_commbench_topology *t) {
     MPI_Get_processor_name(full, &len);
     memcpy(mine, full, strnlen(full, sizeof mine - 1)); /* cut to 63 characters, mine stays terminated */
     char *all = ah_xcalloc((size_t)t->ranks, AH_COMMBENCH_HOST_LEN);
-    MPI_Allgather(mine, AH_COMMBENCH_HOST_LEN, MPI_CHAR, all, AH_COMMBENCH_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Allgather(mine, AH_COMMBENCH_HOST_LEN, MPI_CHAR, all, AH_COMMBENCH_HOST_LEN, MPI_CHAR,
+                  MPI_COMM_WORLD);
     t->hosts = ah_xcalloc((size_t)t->nodes, AH_COMMBENCH_HOST_LEN);
     for (int r = t->ranks - 1; r >= 0; r--)
-        memcpy(ah_commbench_host(t, t->node_of[r]), all + (size_t)r * AH_COMMBENCH_HOST_LEN, AH_COMMBENCH_HOST_LEN);
+        memcpy(ah_commbench_host(t, t->node_of[r]), all + (size_t)r * AH_COMMBENCH_HOST_LEN,
+               AH_COMMBENCH_HOST_LEN);
     free(all);
 }
 
@@ -83,8 +85,8 @@ static int host_pairs(const ah_commbench_topology *t, ah_commbench_pair *out, in
     for (int k = 0; k < t->nodes; k++)
         want += rank_of_node(t, k, rank_of_node(t, k, -1)) >= 0;
     if (want > max) {
-        snprintf(msg, n, "--pairs hosts: %d hosts make %d pairs, more than %d (list pairs A-B instead)", t->nodes,
-                 want, max);
+        snprintf(msg, n, "--pairs hosts: %d hosts make %d pairs, more than %d (list pairs A-B instead)",
+                 t->nodes, want, max);
         return -1;
     }
     for (int k = 0; k < t->nodes; k++) {
@@ -120,9 +122,10 @@ int ah_commbench_pairs(const ah_commbench_topology *t, const char *spec, ah_comm
         int a, b, used = 0;
         if (sscanf(tok, "%d-%d%n", &a, &b, &used) != 2 || tok[used] || a < 0 || b < 0 || a == b ||
             a >= t->ranks || b >= t->ranks || np >= max) {
-            snprintf(msg, n,
-                     "--pairs: '%s' is not a pair A-B of two different ranks below %d (or classes, all, hosts)", tok,
-                     t->ranks);
+            snprintf(
+                msg, n,
+                "--pairs: '%s' is not a pair A-B of two different ranks below %d (or classes, all, hosts)",
+                tok, t->ranks);
             return -1;
         }
         out[np++] = (ah_commbench_pair){a, b};
@@ -323,7 +326,8 @@ cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_com
     return j;
 }
 
-cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results, cJSON *fits) {
+cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results,
+                                 cJSON *fits) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "autohet-comm-profile");
     cJSON_AddNumberToObject(root, "version", 2);

@@ -31,7 +31,7 @@ typedef struct {
     int *node_of;
     char *hosts; /* nodes x AH_COMMBENCH_HOST_LEN */
 } ah_commbench_topology;
-#define ah_commbench_host(t, k) ((t)->hosts + (size_t)(k) * AH_COMMBENCH_HOST_LEN)
+#define ah_commbench_host(t, k) ((t)->hosts + (size_t)(k)*AH_COMMBENCH_HOST_LEN)
 void ah_commbench_topology_probe(ah_commbench_topology *t);
 void ah_commbench_topology_free(ah_commbench_topology *t);
 /* "intra-node" / "inter-node": of ranks a and b; of all ranks for a < 0 */
@@ -93,18 +93,6 @@ const char *ah_commbench_redop_name(ah_comm_op op);
 int ah_commbench_root(ah_comm_op op);
 size_t ah_commbench_count(ah_comm_op op, size_t bytes);
 
-/* Measures a case (collective): warm-up, then `iters` repetitions; per
- * repetition the time of its slowest participant. Barrier: each repetition
- * starts after MPI_Barrier and is timed locally. Window (ReproMPI): the
- * clocks are synchronised to rank 0's, every repetition starts at its own
- * global time (windows twice the warm-up's slowest repetition), and is timed
- * from that start to the rank's end; a repetition a rank began late is
- * dropped (out->invalid). Fills out (wrong left 0); rep_us (iters long, may
- * be NULL) gets the valid repetitions, their count returned. The same as one
- * ah_commbench_sample into fresh samples, then ah_commbench_summarize. */
-int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
-                         double *rep_us);
-
 /* A case's repetitions gathered over several calls (rounds, `--rounds`):
  * slowest_us[] the valid ones in measurement order (each the slowest
  * participant's time), at most cap; this rank's sum and count for the
@@ -116,11 +104,18 @@ typedef struct {
 } ah_commbench_samples;
 void ah_commbench_samples_init(ah_commbench_samples *s, int cap);
 void ah_commbench_samples_free(ah_commbench_samples *s);
-/* Warm-up, then c->iters more repetitions into s (collective) */
+/* Measures a case into s (collective): warm-up, then c->iters more
+ * repetitions; per repetition the time of its slowest participant (per
+ * operation: a repetition of a batch divides by it). Barrier: each repetition
+ * starts after MPI_Barrier and is timed locally. Window (ReproMPI): the
+ * clocks are synchronised to rank 0's, every repetition starts at its own
+ * global time (windows twice the warm-up's slowest repetition), and is timed
+ * from that start to the rank's end; a repetition a rank began late is
+ * dropped (s->invalid). */
 void ah_commbench_sample(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_commbench_samples *s);
-/* The statistics of everything in s (collective): fills out as
- * ah_commbench_measure does, rep_us (may be NULL) gets the valid
- * repetitions; returns their count. */
+/* The statistics of everything in s (collective): fills out (wrong left 0),
+ * rep_us (may be NULL) gets the valid repetitions in measurement order;
+ * returns their count. */
 int ah_commbench_summarize(const ah_commbench_case *c, const ah_commbench_samples *s, ah_comm_result *out,
                            double *rep_us);
 
@@ -145,7 +140,8 @@ cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_com
 /* {format, version, ranks, nodes, hosts, sync, results, fits, links}; takes
  * ownership of both arrays; links (the host matrix, below) when fits has
  * point-to-point entries */
-cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results, cJSON *fits);
+cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results,
+                                 cJSON *fits);
 
 /* The link matrix between hosts from the point-to-point fits
  * (commbench_links.c): {"hosts": [...], "latency_us": [[...]],

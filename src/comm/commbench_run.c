@@ -68,7 +68,8 @@ static void collective_once(const ah_commbench_case *c, char *sbuf, char *rbuf, 
 
 /* One repetition from t0 (this rank's clock): `batch` operations back to
  * back; the seconds per operation on this rank */
-static double run_from(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, int n, int batch, double t0) {
+static double run_from(const ah_commbench_case *c, char *sbuf, char *rbuf, int rank, int n, int batch,
+                       double t0) {
     if (c->op <= AH_OP_BW)
         return p2p_once(c, sbuf, rbuf, rank, batch, t0);
     for (int k = 0; k < batch; k++)
@@ -76,7 +77,8 @@ static double run_from(const ah_commbench_case *c, char *sbuf, char *rbuf, int r
     return (MPI_Wtime() - t0) / batch;
 }
 
-static double run_barrier(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n, int batch) {
+static double run_barrier(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n,
+                          int batch) {
     MPI_Barrier(MPI_COMM_WORLD);
     return run_from(c, b->send, b->recv, rank, n, batch, MPI_Wtime());
 }
@@ -159,8 +161,8 @@ static void run_windows(const ah_commbench_case *c, const ah_commbench_buffers *
 /* Window mode: windows of twice the warm-up's slowest repetition (+20 us),
  * widened 4x and run again while fewer than half the repetitions are valid
  * (at most 3 tries). any_late[] gets the verdict per repetition. */
-static void measure_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n, int batch,
-                            double slow_warm, double *mine, int *late, int *any_late) {
+static void measure_windows(const ah_commbench_case *c, const ah_commbench_buffers *b, int rank, int n,
+                            int batch, double slow_warm, double *mine, int *late, int *any_late) {
     double w = 0;
     MPI_Allreduce(&slow_warm, &w, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     /* a time is per operation (a point-to-point one per message): a
@@ -265,14 +267,4 @@ int ah_commbench_summarize(const ah_commbench_case *c, const ah_commbench_sample
     out->ci_high_us = st.ci_high;
     out->p25_us = st.p25;
     return s->n_valid;
-}
-
-int ah_commbench_measure(const ah_commbench_case *c, const ah_commbench_buffers *b, ah_comm_result *out,
-                         double *rep_us) {
-    ah_commbench_samples s;
-    ah_commbench_samples_init(&s, c->iters);
-    ah_commbench_sample(c, b, &s);
-    int valid = ah_commbench_summarize(c, &s, out, rep_us);
-    ah_commbench_samples_free(&s);
-    return valid;
 }

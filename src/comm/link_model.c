@@ -32,7 +32,8 @@ static int read_fit(const cJSON *f, ah_link_model *m) {
                     *b = cJSON_GetObjectItemCaseSensitive(g, "beta_GBps"),
                     *mx = cJSON_GetObjectItemCaseSensitive(g, "max_bytes");
         /* the first regime's alpha is the latency; later regimes' intercepts are free (ah_comm_fit_line) */
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(q > 0 ? isfinite(a->valuedouble) : a->valuedouble >= 0) ||
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+            !(q > 0 ? isfinite(a->valuedouble) : a->valuedouble >= 0) ||
             !(fabs(a->valuedouble) <= AH_LINK_MAX_ABS_US) || !(b->valuedouble >= AH_LINK_MIN_GBPS) ||
             !(b->valuedouble <= AH_LINK_MAX_GBPS) || (q + 1 < m->n && !cJSON_IsNumber(mx)) ||
             (q > 0 && q + 1 < m->n && !(mx->valuedouble > m->max_bytes[q - 1])))
@@ -71,23 +72,25 @@ int ah_link_model_from_fits(const cJSON *fits, const char *link_class, ah_link_m
         return -1;
     }
     const cJSON *lc = cJSON_GetObjectItemCaseSensitive(use, "link_class");
-    snprintf(m->source, sizeof m->source, "latency fit, %s, %d regime(s)", cJSON_IsString(lc) ? lc->valuestring : "?",
-             m->n);
+    snprintf(m->source, sizeof m->source, "latency fit, %s, %d regime(s)",
+             cJSON_IsString(lc) ? lc->valuestring : "?", m->n);
     return 0;
 }
 
-int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err, size_t errlen) {
+int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err,
+                             size_t errlen) {
     memset(m, 0, sizeof *m);
     cJSON *root = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
     if (!root)
         return -1;
     int rc = ah_link_model_from_fits(cJSON_GetObjectItemCaseSensitive(root, "fits"), link_class, m);
     if (rc < 0) {
-        ah_errf(err, errlen,
-                "--comm-profile %s: fits[]: the latency fit needs alpha_us >= 0 (first regime) and within 1e9, "
-                "beta_GBps from 1e-6 to 1e12 and increasing max_bytes of every regime but the last (at most %d "
-                "regimes)",
-                path, AH_LINK_MAX_REGIMES);
+        ah_errf(
+            err, errlen,
+            "--comm-profile %s: fits[]: the latency fit needs alpha_us >= 0 (first regime) and within 1e9, "
+            "beta_GBps from 1e-6 to 1e12 and increasing max_bytes of every regime but the last (at most %d "
+            "regimes)",
+            path, AH_LINK_MAX_REGIMES);
     } else if (rc == 0) {
         char what[sizeof m->source];
         snprintf(what, sizeof what, "%s", m->source);

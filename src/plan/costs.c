@@ -70,13 +70,13 @@ void ah_layer_bytes_build(ah_layer_bytes *b, const ah_model_config *m, const ah_
     }
     b->p2p_bytes = ah_model_p2p_bytes(m, ts->seq, mb, ts->precision) / tp;
     /* the fp32 gradient all-reduce's bytes per parameter, whatever the optimizer */
-    b->tied_bytes = m->tied_embeddings ? ah_model_tied_params(m) / tp *
-                                             (ah_dp_sync_bytes_per_param(ts->precision, 0) / 2.0)
-                                       : 0.0;
+    b->tied_bytes = m->tied_embeddings
+                        ? ah_model_tied_params(m) / tp * (ah_dp_sync_bytes_per_param(ts->precision, 0) / 2.0)
+                        : 0.0;
 }
 
-void ah_layers_memory(const ah_model_config *m, const ah_train_settings *ts, int tp, int mb, int first, int last,
-                      double *state, double *act) {
+void ah_layers_memory(const ah_model_config *m, const ah_train_settings *ts, int tp, int mb, int first,
+                      int last, double *state, double *act) {
     ah_layer_bytes lb;
     ah_layer_bytes_build(&lb, m, ts, tp, mb, 1);
     *state = (double)ah_range(lb.static_bytes, first, last);
@@ -203,8 +203,10 @@ ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, 
     return best;
 }
 
-ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link, const ah_plan_options *o) {
-    return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, link.intra_gbs, link.nic_share_gbs, o) : 0;
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link,
+                          const ah_plan_options *o) {
+    return lb->tied_bytes > 0 ? ah_p2p_ns(lb->tied_bytes, inter_node, link.intra_gbs, link.nic_share_gbs, o)
+                              : 0;
 }
 
 ah_msg_cost ah_msg_cost_of(double bytes, int inter_node, double link_gbs, const ah_plan_options *o) {
@@ -253,12 +255,13 @@ int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_n
     return 1;
 }
 
-ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node, const ah_plan_options *o) {
+ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
+                      const ah_plan_options *o) {
     double alpha, bw;
     if (inter_node && ah_pair_link_measured(o, a, b, &alpha, &bw))
         return ah_to_ns(alpha + bytes / (bw * 1e9));
-    ah_pair_link lk = ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs,
-                                      ah_nic_share_gbs(b));
+    ah_pair_link lk =
+        ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs, ah_nic_share_gbs(b));
     return ah_p2p_ns(bytes, inter_node, lk.intra_gbs, lk.nic_share_gbs, o);
 }
 

@@ -127,7 +127,8 @@ typedef struct {
 ah_allreduce_algo ah_allreduce_choose(int R, double slice_bytes, double bw_gbs, int one_node,
                                       const ah_plan_options *o);
 /* Seconds of latency of one all-reduce by algorithm a, inside one node or across nodes. */
-static inline double ah_allreduce_algo_latency_s(ah_allreduce_algo a, int one_node, const ah_plan_options *o) {
+static inline double ah_allreduce_algo_latency_s(ah_allreduce_algo a, int one_node,
+                                                 const ah_plan_options *o) {
     return a.steps * (one_node ? o->alpha_intra_s : o->alpha_inter_s);
 }
 /* DP gradient all-reduce time of layer l among R replicas at bw_gbs GB/s per
@@ -181,7 +182,8 @@ int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_n
 /* A send of `bytes` between GPUs of nodes a and b: the measured pair's
  * alpha + bytes / beta between hosts of o->links, else ah_p2p_ns on the
  * link of the two ends (ah_pair_link_of). */
-ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node, const ah_plan_options *o);
+ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
+                      const ah_plan_options *o);
 /* The slowest measured pair (o->links) of a ring over nodes[0..n-1] of c, in
  * that order and back to the first: its bandwidth (GB/s per GPU); 0 when the
  * ring crosses no measured pair. */
@@ -235,7 +237,8 @@ ah_ns ah_pipeline_tail(const ah_ns *x, const ah_ns *bwd, const ah_ns *c, int S, 
 /* The tied-embedding exchange of a replica whose first and last stages hold
  * lb (the smaller degree's bytes) on these links: a 2-rank all-reduce, each
  * GPU moving its tied_bytes once (0 when untied; docs/cost-model.md). */
-ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link, const ah_plan_options *o);
+ah_ns ah_tied_exchange_ns(const ah_layer_bytes *lb, int inter_node, ah_pair_link link,
+                          const ah_plan_options *o);
 
 /* T_k = A + (m - 1) B + tail, saturating. */
 static inline ah_ns ah_replica_time(ah_ns A, ah_ns B, ah_ns tail, long long m) {

@@ -610,7 +610,8 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
         if (!one_node && !pair && e->o->links) { /* the ring's hop to the next holder on a measured pair */
             double alpha, bw;
             int a0 = e->r->stages[s].node, b0 = e->r->stages[holders[(i + 1) % np]].node;
-            if (a0 != b0 && ah_pair_link_measured(e->o, &e->p->cluster.nodes[a0], &e->p->cluster.nodes[b0], &alpha, &bw))
+            if (a0 != b0 &&
+                ah_pair_link_measured(e->o, &e->p->cluster.nodes[a0], &e->p->cluster.nodes[b0], &alpha, &bw))
                 use_link(e, id, L_PAIR(e, a0, b0), per_gpu);
         }
         if (!one_node && !pair) {
@@ -720,7 +721,8 @@ static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t err
     for (int a = 0; e->o->links && a < p->cluster.n_nodes; a++)
         for (int b = 0; b < p->cluster.n_nodes; b++) {
             double alpha, bw;
-            if (a != b && ah_pair_link_measured(e->o, &p->cluster.nodes[a], &p->cluster.nodes[b], &alpha, &bw))
+            if (a != b &&
+                ah_pair_link_measured(e->o, &p->cluster.nodes[a], &p->cluster.nodes[b], &alpha, &bw))
                 e->cap[L_PAIR(e, a, b)] = bw * 1e9;
         }
     return 0;
