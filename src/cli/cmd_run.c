@@ -21,7 +21,8 @@ static void run_usage(FILE *f) {
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
-        "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n\n"
+        "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
+        "                   [--max-restarts N]\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
         "survives\n"
@@ -64,7 +65,11 @@ static void run_usage(FILE *f) {
         "                  (docs/multi-host.md)\n"
         "  --heartbeat-timeout  a rank whose heartbeat (a thread of it touches RUN/pids-G/beat-R every\n"
         "                  0.5 s) is silent this long loses its node, as a preemption: a host that hangs\n"
-        "                  or whose processes are stopped (default 20; 0: no check)\n\n"
+        "                  or whose processes are stopped (default 20; 0: no check)\n"
+        "  --max-restarts N  a job that fails on the same nodes (a rank's error exit or crash; a rank\n"
+        "                  killed by SIGKILL is a lost node instead) restarts from the last committed\n"
+        "                  step; the same failure at the same step N+1 times in a row stops the run with\n"
+        "                  the rank's own message (default 2; bad input, exit 2, stops at once)\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -77,11 +82,12 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
     o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 20;
+    o.max_restarts = 2;
     o.mode = AH_RECOVERY_LAYER_BITMAP;
     char msg[512];
     optind = 1;
@@ -111,6 +117,7 @@ int cmd_run(int argc, char **argv) {
         case 'w': iv = &o.warmup, min = 0; break;
         case 'e': iv = &o.eval_every, min = 0; break;
         case 'K': iv = &o.ckpt_every; break;
+        case 'M': iv = &o.max_restarts, min = 0; break;
         case 'k': iv = &o.mem_every; break;
         case 'x': dv = &o.time_scale, dmin = 1e-9; break;
         case 'n': dv = &o.notice_s; break;

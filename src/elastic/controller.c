@@ -497,9 +497,6 @@ static void write_report(run_state *s, int final_step, int ok) {
     free(txt);
 }
 
-/* consecutive failed recoveries replanned before autohet run gives up */
-#define MAX_RECOVERY_RETRIES 3
-
 /* a preemption with notice in progress: the job runs on until its next
  * committed step (or the notice runs out), then stops gracefully */
 typedef struct {
@@ -508,29 +505,47 @@ typedef struct {
     double end;
 } notice_state;
 
+/* A failure on the same nodes: restarted from the last committed step unless
+ * it is the same failure, at the same step, for the (max_restarts+1)-th time
+ * in a row, or bad input (exit 2), which no restart mends. 1 restart, 0 stop. */
+static int may_restart(run_state *s, const run_fault *f) {
+    if (!strcmp(f->signature, s->fail_signature))
+        s->fail_repeats++;
+    else
+        s->fail_repeats = 1, snprintf(s->fail_signature, sizeof s->fail_signature, "%s", f->signature);
+    return f->exit_code != AH_EXIT_BAD_INPUT && s->fail_repeats <= s->o->max_restarts;
+}
+
 /* The job ended with `status`. Returns 1 done (success), 0 go on (replanned
- * after a failed recovery), -1 failure. */
-static int job_ended(run_state *s, int status, int *retries, int *final_step) {
+ * after a fault), or minus the exit status autohet run stops with. */
+static int job_ended(run_state *s, int status, int *final_step) {
     char err[1024];
-    s->pid = -1;
+    run_clean_job(s, 5.0); /* nothing of it survives: ranks in groups of their own, shared memory */
     run_tail_log(s);
     finish_recovery(s);
     *final_step = s->step > *final_step ? s->step : *final_step;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 1;
-    fprintf(stderr,
-            "autohet run: the training job of generation %d failed (%s %d) at step %d; see its output above\n",
-            s->gen, WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-            s->step);
-    /* a job that failed during its recovery (a holder went away meanwhile, a
-     * copy turned out bad) is replanned from what the tiers hold now, a few
-     * times in a row at most */
-    if (s->pending && *retries < MAX_RECOVERY_RETRIES) {
-        (*retries)++;
-        if (change_nodes(s, "recovery failed", ah_wall_clock_s(), s->step, err, sizeof err) == 0)
-            return 0;
-        fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+    run_fault f;
+    double t_now = ah_wall_clock_s();
+    int lost = run_diagnose_end(s, status, &f);
+    double t_fault = f.t_fault > 0 && f.t_fault <= t_now ? f.t_fault : t_now;
+    int step_at = s->step;
+    if (lost) { /* the instances are gone, their tiers with them */
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            if (f.gone[i] && s->alive[i])
+                run_wipe_node(s, s->inv.nodes[i].name), s->alive[i] = 0;
+    } else if (!may_restart(s, &f)) {
+        fprintf(stderr, "autohet run: generation %d: %s\n", s->gen, f.cause);
+        fprintf(stderr, "autohet run: stopping: the same failure %d time%s in a row at step %d%s%s\n",
+                s->fail_repeats, s->fail_repeats == 1 ? "" : "s", step_at,
+                f.exit_code == AH_EXIT_BAD_INPUT ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
+                f.exit_code == AH_EXIT_BAD_INPUT ? "" : "reached)");
+        return f.exit_code > 1 && f.exit_code < 126 ? -f.exit_code : -1;
     }
+    if (change_nodes(s, f.cause, t_fault, step_at, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "autohet run: recovery failed: %s\n", err);
     return -1;
 }
 
@@ -610,7 +625,6 @@ static int stop_after_notice(run_state *s, notice_state *ns, char *err, size_t e
 /* Supervises the generations until the run ends; the exit status. */
 static int supervise(run_state *s, int *final_step) {
     char err[1024];
-    int retries = 0;
     notice_state ns;
     memset(&ns, 0, sizeof ns);
     for (;;) {
@@ -636,15 +650,23 @@ static int supervise(run_state *s, int *final_step) {
                     *final_step, s->o->steps);
             return 1;
         }
-        int status;
-        if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
-            int r = job_ended(s, status, &retries, final_step);
+        int status = 0, ended = 0;
+        if (run_poll_ends(s)) { /* a rank died: stop the job now, not after the launcher's ~1 s teardown */
+            killpg(s->pid, SIGKILL);
+            while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                status = 1 << 8; /* it had just ended by itself, but a rank failed */
+            ended = 1;
+        } else if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            ended = 1;
+        }
+        if (ended) {
+            int r = job_ended(s, status, final_step);
             if (r != 0)
-                return r > 0 ? 0 : 1;
+                return r == 1 ? 0 : -r;
             continue;
         }
-        if (!s->pending)
-            retries = 0;
         int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0};
         double notice;
         char why[64] = "";

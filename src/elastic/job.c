@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -151,13 +152,18 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     fflush(stdout);
     fflush(stderr);
     s->t_spawn = ah_wall_clock_s();
-    pid_t pid = fork();
+    pid_t controller = getpid(), pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
         return -1;
     }
     if (pid == 0) {
         setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
+        /* the job dies with its controller (its ranks with their launcher): never two generations, never a
+         * job that trains unsupervised; `autohet run --resume` continues from the tiers */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != controller)
+            _exit(127);
         setenv("AUTOHET_PID_DIR", pids, 1);
         if (peak[0]) /* the ranks need not benchmark sgemm again */
             setenv("AUTOHET_SGEMM_PEAK", peak, 1);
@@ -226,7 +232,15 @@ int run_reap(run_state *s, double grace) {
         }
         run_sleep(0.002);
     }
-    killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
+    run_clean_job(s, grace);
+    return status;
+}
+
+/* After the job's launcher ended: its process group and every rank named in
+ * the pid files killed, then its shared-memory segments removed. */
+void run_clean_job(run_state *s, double grace) {
+    if (s->pid > 0)
+        killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
     /* and ranks the launcher put in groups of their own, until none runs any
      * more (gone, or exiting: its command line reads empty once its memory
      * is released), so that no dying rank still writes a tier the recovery
@@ -237,7 +251,6 @@ int run_reap(run_state *s, double grace) {
     char shm[700];
     snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
     run_rm_rf(shm);
-    return status;
 }
 
 /* the process is still a rank of this run (its command line names the run

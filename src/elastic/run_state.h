@@ -62,6 +62,10 @@ typedef struct {
     int host_used[MAX_NODES];
     /* heartbeats (heartbeat.c): per rank of generation beat_gen, its file's last mtime and when it changed */
     double *beat_mtime, *beat_seen, beat_polled;
+    /* failures on the same nodes (faults.c): the last one's signature and how often it came in a row */
+    char fail_signature[1200];
+    int fail_repeats;
+    double ends_polled;
     int n_beat, beat_gen;           /* node i's host ran ranks of this run (its tiers may exist there) */
 } run_state;
 
@@ -76,6 +80,8 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
 int run_tail_log(run_state *s);
 /* waits for the job to end (killed after `grace` s), then makes sure no rank survives */
 int run_reap(run_state *s, double grace);
+/* after the launcher ended: no rank of the job survives, its shared memory removed */
+void run_clean_job(run_state *s, double grace);
 /* SIGKILL the ranks of `node` (NULL: all) named in the job's pid files */
 int run_kill_ranks(run_state *s, const char *node);
 /* drop the pins of background copies a stopped job left in the memory tiers */
@@ -97,6 +103,22 @@ int run_poll_trace(run_state *s, int *gone, int *added);
 /* ---- heartbeat.c ---- */
 /* flags in gone[] the nodes with a rank whose heartbeat is older than --heartbeat-timeout; 1 if any */
 int run_poll_heartbeats(run_state *s, int *gone);
+
+/* ---- faults.c ---- */
+typedef struct {
+    int gone[MAX_NODES]; /* nodes lost (a SIGKILLed or vanished rank) */
+    int n_lost;
+    double t_fault;          /* when the first rank ended (wall clock), 0 if unknown */
+    char cause[600];         /* "signal: lost n2 (rank 2, SIGKILL)", "exit: rank 1 on n1 exited with ..." */
+    char signature[1200];    /* a failure on the same nodes: what must match for "the same way" */
+    char message[1001];      /* its rank's last line on stderr */
+    int exit_code;           /* the exit status autohet run gives when it stops on it */
+} run_fault;
+/* why the generation's job ended abnormally (the watchers' records); 1 if nodes were lost */
+int run_diagnose_end(run_state *s, int status, run_fault *f);
+/* 1 once a rank of the running job has ended by a fault (a watcher's record), before the launcher's
+ * teardown (~1 s later) ends the job: the controller stops it at once */
+int run_poll_ends(run_state *s);
 
 /* ---- run_hosts.c ---- */
 /* the host of every inventory node: --hostfile, else $SLURM_JOB_NODELIST
