@@ -29,6 +29,13 @@ typedef struct {
 /* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */
 int ah_run(const ah_run_options *o);
 
+/* `autohet run --resume RUN_DIR`: continues the run whose controller ended
+ * (killed at any moment), from the options and state in its run directory:
+ * ends the old jobs' processes, replans for the live nodes, recovers from the
+ * tiers, goes on. Exit status as ah_run; 2 if RUN_DIR holds no run or its
+ * controller still runs. */
+int ah_run_resume(const char *run_dir, const char *self_exe);
+
 /* Asks the controller owning run_dir to preempt `node` (with notice_s
  * seconds of notice, 0 none); source names the requester in the report:
  * "command" (`autohet preempt`) or "signal" (a rank got SIGTERM). */

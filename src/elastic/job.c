@@ -206,7 +206,7 @@ int run_tail_log(run_state *s) {
         const char *p = strstr(line, "\"step\": ");
         if (p)
             s->step = atoi(p + 8);
-        if (s->log) {
+        if (s->log && !(p && atoi(p + 8) <= s->log_skip_through)) {
             fputs(line, s->log);
             fflush(s->log);
         }
@@ -414,4 +414,68 @@ double run_push_to_peers(run_state *s, const int *gone) {
         ah_manifest_free(&m);
     }
     return bytes;
+}
+
+/* pid is this process or one of its ancestors (a resume's own shell and timeout name the run too) */
+static int is_self_or_ancestor(pid_t pid) {
+    for (pid_t p = getpid(); p > 1;) {
+        if (p == pid)
+            return 1;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", (long)p);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 0;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *close_paren = strrchr(buf, ')');
+        long ppid = 0;
+        char state;
+        if (!close_paren || sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2)
+            return 0;
+        p = (pid_t)ppid;
+    }
+    return 0;
+}
+
+int run_kill_run_processes(run_state *s) {
+    DIR *d = opendir("/proc");
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 1 || is_self_or_ancestor((pid_t)pid) || !is_our_rank(s, (pid_t)pid))
+            continue;
+        char p[64], argv0[512] = "";
+        snprintf(p, sizeof p, "/proc/%ld/cmdline", pid);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            size_t k = fread(argv0, 1, sizeof argv0 - 1, f);
+            argv0[k] = 0; /* the first NUL ends argv[0] */
+            fclose(f);
+        }
+        const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+        /* the run's own programs only: autohet (ranks, watchers) and the MPI launcher */
+        if (strstr(base, "autohet") || !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") ||
+            !strcmp(base, "orterun") || !strcmp(base, "orted") || !strcmp(base, "prterun")) {
+            kill((pid_t)pid, SIGKILL);
+            n++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+void run_remove_job_shm(run_state *s) {
+    DIR *d = opendir(s->mem);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (!strncmp(de->d_name, ".mpi-", 5)) {
+            char p[1000];
+            snprintf(p, sizeof p, "%s/%.255s", s->mem, de->d_name);
+            run_rm_rf(p);
+        }
+    if (d)
+        closedir(d);
 }

@@ -66,6 +66,11 @@ typedef struct {
     char fail_signature[1200];
     int fail_repeats;
     double ends_polled;
+    /* the run directory's state (run_dir_state.c) */
+    int lock_fd;
+    int keep_tiers; /* the run can go on (--resume): its memory and host tiers are not removed */
+    double beat_written;
+    int log_skip_through; /* lines of steps up to this one are already in --log (a resumed run); -1 none */
     int n_beat, beat_gen;           /* node i's host ran ranks of this run (its tiers may exist there) */
 } run_state;
 
@@ -80,6 +85,11 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
 int run_tail_log(run_state *s);
 /* waits for the job to end (killed after `grace` s), then makes sure no rank survives */
 int run_reap(run_state *s, double grace);
+/* SIGKILL to every process on this machine whose command line names the run directory (not this one);
+ * how many were signalled */
+int run_kill_run_processes(run_state *s);
+/* removes the MPI shared-memory directories of every generation */
+void run_remove_job_shm(run_state *s);
 /* after the launcher ended: no rank of the job survives, its shared memory removed */
 void run_clean_job(run_state *s, double grace);
 /* SIGKILL the ranks of `node` (NULL: all) named in the job's pid files */
@@ -119,6 +129,19 @@ int run_diagnose_end(run_state *s, int status, run_fault *f);
 /* 1 once a rank of the running job has ended by a fault (a watcher's record), before the launcher's
  * teardown (~1 s later) ends the job: the controller stops it at once */
 int run_poll_ends(run_state *s);
+
+/* ---- run_dir_state.c ---- */
+/* takes RUN/.controller.lock for this process's life; -1 with err if another controller holds it */
+int run_state_lock(run_state *s, char *err, size_t errlen);
+/* RUN/run.json rewritten atomically from s (options, nodes, generation, report so far) */
+int run_state_save(run_state *s);
+/* touches RUN/controller.beat (at most once a second) / when it was last touched (0: never) */
+void run_state_beat(run_state *s);
+double run_state_last_beat(const run_state *s);
+/* the options of the run in dir (pointing into *doc, which the caller frees last) */
+int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char *err, size_t errlen);
+/* the rest of s from the document: tiers, nodes, generation, report so far */
+void run_state_restore(run_state *s, const cJSON *doc);
 
 /* ---- run_hosts.c ---- */
 /* the host of every inventory node: --hostfile, else $SLURM_JOB_NODELIST
