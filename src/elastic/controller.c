@@ -322,7 +322,9 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
  * `added`; restarts the job when the plan is affected. */
 static int apply_change(run_state *s, const int *gone, const int *added, const char *why, char *err,
                         size_t errlen) {
-    double t_event = ah_wall_clock_s();
+    /* detection is timed from the fault: for a silent rank when it was last heard */
+    double t_event = s->change_t_event > 0 ? s->change_t_event : ah_wall_clock_s();
+    s->change_t_event = 0;
     int step_at = s->step, affected = 0;
     char cause[512] = "";
     int len = snprintf(cause, sizeof cause, "%s:", why);
@@ -493,7 +495,8 @@ static int open_outputs(run_state *s, const char *mode, char *err, size_t errlen
 
 static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
     if (setup_inputs(s, o, err, errlen) != 0 || setup_fresh_dirs(s, o, err, errlen) != 0 ||
-        run_state_lock(s, err, errlen) != 0 || open_outputs(s, "w", err, errlen) != 0)
+        run_state_lock(s, err, errlen) != 0 || open_outputs(s, "w", err, errlen) != 0 ||
+        run_heartbeat_listen(s, err, errlen) != 0)
         return -1;
     return run_state_save(s) == 0 ? 0 : (snprintf(err, errlen, "cannot write %s/run.json", s->run), -1);
 }
@@ -513,6 +516,9 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddBoolToObject(r, "completed", ok);
     cJSON_AddNumberToObject(r, "wall_s", ah_wall_clock_s() - s->t_start);
     cJSON_AddStringToObject(r, "run_dir", s->run);
+    cJSON *hb = cJSON_AddObjectToObject(r, "heartbeat");
+    cJSON_AddNumberToObject(hb, "timeout_s", s->o->heartbeat_s);
+    cJSON_AddNumberToObject(hb, "max_gap_s", s->beat_max_gap); /* the longest silence of a rank heard again */
     cJSON_AddItemToObject(r, "generations", s->gens);
     cJSON_AddItemToObject(r, "recoveries", s->recs);
     s->gens = s->recs = NULL;
@@ -595,8 +601,10 @@ static int poll_changes(run_state *s, int *gone, int *added, double *notice, cha
         snprintf(why, whylen, "%s", from_signal ? "grace-period signal" : "preempt command");
     if (run_poll_trace(s, gone, added))
         any = 1, snprintf(why, whylen, "spot trace");
-    if (run_poll_heartbeats(s, gone)) /* a silent host: no notice to give */
-        any = 1, *notice = 0, snprintf(why, whylen, "heartbeat");
+    double t_heard = 0;
+    char kind[32];
+    if (run_poll_heartbeats(s, gone, &t_heard, kind, sizeof kind)) /* a silent host: no notice to give */
+        any = 1, *notice = 0, snprintf(why, whylen, "%s", kind), s->change_t_event = t_heard;
     return any;
 }
 
@@ -765,6 +773,8 @@ static void run_free(run_state *s) {
     free(s->trace);
     free(s->beat_mtime);
     free(s->beat_seen);
+    if (s->beat_fd > 0)
+        close(s->beat_fd);
     free(s);
 }
 
@@ -874,7 +884,8 @@ static int resume_setup(run_state *s, const ah_run_options *o, const cJSON *doc,
     if (setup_inputs(s, o, err, errlen) != 0)
         return -1;
     run_state_restore(s, doc);
-    if (setup_resumed_dirs(s, err, errlen) != 0 || open_outputs(s, "a", err, errlen) != 0)
+    if (setup_resumed_dirs(s, err, errlen) != 0 || open_outputs(s, "a", err, errlen) != 0 ||
+        run_heartbeat_listen(s, err, errlen) != 0)
         return -1;
     s->log_skip_through = last_logged_step(o->log_path);
     char p[1300]; /* the plan of the last generation (a node change replans anyway) */

@@ -85,7 +85,7 @@ static int host_args(const char **argv, int a, const char *rankfile, int with_pe
     argv[a++] = "--rankfile", argv[a++] = rankfile;
     if (!getenv("OMPI_MCA_osc"))
         argv[a++] = "--mca", argv[a++] = "osc", argv[a++] = "pt2pt";
-    argv[a++] = "-x", argv[a++] = "AUTOHET_PID_DIR";
+    argv[a++] = "-x", argv[a++] = "AUTOHET_PID_DIR", argv[a++] = "-x", argv[a++] = "AUTOHET_BEAT";
     if (with_peak)
         argv[a++] = "-x", argv[a++] = "AUTOHET_SGEMM_PEAK";
     static char names[32][64];
@@ -94,7 +94,7 @@ static int host_args(const char **argv, int a, const char *rankfile, int with_pe
         size_t len = strcspn(*e, "=");
         int wanted = !strncmp(*e, "AUTOHET_", 8) || !strncmp(*e, "OMP_NUM_THREADS=", 16) ||
                      !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21);
-        if (!wanted || len >= sizeof names[0] || !strncmp(*e, "AUTOHET_PID_DIR=", 16) ||
+        if (!wanted || len >= sizeof names[0] || !strncmp(*e, "AUTOHET_PID_DIR=", 16) || !strncmp(*e, "AUTOHET_BEAT=", 13) ||
             !strncmp(*e, "AUTOHET_SGEMM_PEAK=", 19))
             continue;
         snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
@@ -165,6 +165,7 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         if (getppid() != controller)
             _exit(127);
         setenv("AUTOHET_PID_DIR", pids, 1);
+        setenv("AUTOHET_BEAT", s->beat_env, 1); /* where the ranks' heartbeats go (heartbeat.c) */
         if (peak[0]) /* the ranks need not benchmark sgemm again */
             setenv("AUTOHET_SGEMM_PEAK", peak, 1);
         else

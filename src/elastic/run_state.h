@@ -66,6 +66,12 @@ typedef struct {
     char fail_signature[1200];
     int fail_repeats;
     double ends_polled;
+    /* heartbeats over the network (heartbeat.c) */
+    int beat_fd;
+    unsigned long long beat_token;
+    char beat_env[1100];
+    double beat_max_gap;
+    double change_t_event; /* when the change apply_change acts on happened, if known before (0: now) */
     /* the run directory's state (run_dir_state.c) */
     int lock_fd;
     int keep_tiers; /* the run can go on (--resume): its memory and host tiers are not removed */
@@ -111,8 +117,11 @@ int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added
 int run_poll_trace(run_state *s, int *gone, int *added);
 
 /* ---- heartbeat.c ---- */
-/* flags in gone[] the nodes with a rank whose heartbeat is older than --heartbeat-timeout; 1 if any */
-int run_poll_heartbeats(run_state *s, int *gone);
+/* the controller's heartbeat socket and the $AUTOHET_BEAT its ranks get; 0 or -1 with err */
+int run_heartbeat_listen(run_state *s, char *err, size_t errlen);
+/* flags in gone[] the nodes with a rank not heard for --heartbeat-timeout; 1 if any, *t_last the last
+ * time such a rank was heard, kind "heartbeat" or "partition" (its process runs here but is unheard) */
+int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen);
 
 /* ---- faults.c ---- */
 typedef struct {
