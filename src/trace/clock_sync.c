@@ -123,8 +123,7 @@ int ah_clock_sync_measure(MPI_Comm comm, int rounds, double (*now)(void), ah_clo
         ah_clock_round *buf = calloc((size_t)rounds, sizeof *buf);
         if (!buf)
             abort();
-        memset(&est[0], 0, sizeof est[0]);
-        est[0].rounds = rounds;
+        est[0] = (ah_clock_estimate){.t_ref = now(), .rounds = rounds}; /* rank 0 against itself */
         for (int r = 1; rc == MPI_SUCCESS && r < size; r++)
             rc = measure_one(c, r, rounds, now, buf, &est[r]);
         char done = 1;
