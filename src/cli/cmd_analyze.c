@@ -377,7 +377,7 @@ int cmd_analyze(int argc, char **argv) {
         ah_trace_event *ev = calloc((size_t)a.n_items + 1, sizeof(ah_trace_event));
         for (int i = 0; ev && i < a.n_items; i++)
             ev[i] = a.items[i].ev;
-        if (!ev || ah_trace_write_otf2(ar.otf2, "trace", ev, a.n_items, a.ranks, err, sizeof err) != 0) {
+        if (!ev || ah_trace_write_otf2(ar.otf2, "trace", ev, a.n_items, a.ranks, &a.clock, err, sizeof err) != 0) {
             fprintf(stderr, "autohet analyze: --otf2 %s: %s\n", ar.otf2, ev ? err : "out of memory");
             rc = 3; /* reported */
         } else {
