@@ -49,6 +49,7 @@ clock_checks() {
       || fail "$label: OTF2 as otf2-print shows it: $o"
     echo "$label: OTF2 (otf2-print): $o"
   fi
+  sed -n '/^clocks:/,/on each rank/p' "$d/a.out"
   echo "$label: residual max $(jq '.clock.max_residual_s * 1e6' "$d/a.json") us;" \
     "$(jq -c '.causality | del(.uncorrected)' "$d/a.json"); on each rank's own clock: $(jq -c '.causality.uncorrected' "$d/a.json")"
 }
