@@ -107,8 +107,10 @@ static void single_measurement_and_identity(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(best_round_is_the_shortest), cmocka_unit_test(asymmetric_best_round_within_residual),
-        cmocka_unit_test(unusable_rounds),            cmocka_unit_test(drift_and_mapping),
+        cmocka_unit_test(best_round_is_the_shortest),
+        cmocka_unit_test(asymmetric_best_round_within_residual),
+        cmocka_unit_test(unusable_rounds),
+        cmocka_unit_test(drift_and_mapping),
         cmocka_unit_test(single_measurement_and_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -91,17 +91,17 @@ ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double
 typedef struct {
     double offset_s, offset_end_s; /* rank's clock - rank 0's, at the two measurements */
     double drift_ppm;
-    double residual_s;                 /* the bound of the offset error: half the best round trip */
-    double rtt_s;                      /* the best round trip */
-    double sync_start_s, sync_end_s;   /* when measured, in the file's time (seconds from its origin) */
+    double residual_s;               /* the bound of the offset error: half the best round trip */
+    double rtt_s;                    /* the best round trip */
+    double sync_start_s, sync_end_s; /* when measured, in the file's time (seconds from its origin) */
 } ah_trace_clock_rank;
 
 typedef struct {
-    int present;        /* 0: the trace records no correction (each rank on its own clock, or a simulation) */
-    char domain[32];    /* "CLOCK_MONOTONIC" */
-    int rounds;         /* ping-pong rounds per rank and measurement */
-    double origin_s;    /* rank 0's clock at the file's time 0 */
-    int n;              /* ranks described */
+    int present;     /* 0: the trace records no correction (each rank on its own clock, or a simulation) */
+    char domain[32]; /* "CLOCK_MONOTONIC" */
+    int rounds;      /* ping-pong rounds per rank and measurement */
+    double origin_s; /* rank 0's clock at the file's time 0 */
+    int n;           /* ranks described */
     ah_trace_clock_rank *ranks;
 } ah_trace_clock;
 

@@ -25,14 +25,14 @@ typedef struct {
 
 /* A flow arrow (a send linked to its receive): "s" and "f" events with one id. */
 typedef struct {
-    int from, to;       /* pids of the start and the end */
-    double s_ts, f_ts;  /* microseconds, as in the file */
+    int from, to;      /* pids of the start and the end */
+    double s_ts, f_ts; /* microseconds, as in the file */
 } ah_trace_flow;
 
 typedef struct {
     ah_trace_item *items;
-    int n, n_ranks;   /* ranks = largest pid + 1 */
-    char source[16]; /* otherData.source: "engine", "simulator", or "" */
+    int n, n_ranks;       /* ranks = largest pid + 1 */
+    char source[16];      /* otherData.source: "engine", "simulator", or "" */
     ah_trace_flow *flows; /* complete pairs only */
     int n_flows;
     ah_trace_clock clock; /* otherData.clock, if the trace records one */
@@ -48,7 +48,7 @@ void ah_trace_file_free(ah_trace_file *t);
 /* Causal order of the whole trace (docs/analyze.md, "Clocks"): what no
  * timeline on one clock can show. */
 typedef struct {
-    int receives;             /* receives matched with their send (site, ends, seq), + each end of a tied exchange */
+    int receives;             /* receives matched with their send, and both halves of a tied exchange */
     int receives_before_send; /* of which the receive ended before its send started */
     int collectives;          /* collective instances (site, group, seq on > 1 rank) */
     int collective_order;     /* of which a member left before the last member entered */
@@ -58,8 +58,8 @@ typedef struct {
 } ah_trace_causality_counts;
 
 typedef struct {
-    ah_trace_causality_counts as_written; /* the file's times */
-    int has_uncorrected;                  /* the trace records a clock correction: */
+    ah_trace_causality_counts as_written;  /* the file's times */
+    int has_uncorrected;                   /* the trace records a clock correction: */
     ah_trace_causality_counts uncorrected; /* the same on each rank's own clock (the correction undone) */
 } ah_trace_causality;
 

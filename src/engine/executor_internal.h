@@ -108,10 +108,10 @@ ah_trace_event *ah_exec_record(ah_executor *x, ah_trace_kind kind, double t0, do
 /* time a statement and record it */
 #define AH_EXEC_TRACED(x, kind, mb, site, bytes, ranks, group, peer, stmt)                                   \
     do {                                                                                                     \
-        double tq0_ = (x)->trace.on ? ah_now_s() : 0;                                                         \
+        double tq0_ = (x)->trace.on ? ah_now_s() : 0;                                                        \
         stmt;                                                                                                \
         if ((x)->trace.on)                                                                                   \
-            ah_exec_record((x), (kind), tq0_, ah_now_s(), (mb), (site), (bytes), (ranks), (group), (peer));    \
+            ah_exec_record((x), (kind), tq0_, ah_now_s(), (mb), (site), (bytes), (ranks), (group), (peer));  \
     } while (0)
 
 #endif

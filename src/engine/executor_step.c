@@ -116,8 +116,8 @@ static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
     ah_executor *x = c->x;
     sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0)); /* emulated slower device */
-    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD, c0,
-                                       ah_now_s(), op->mb, -1, 0, 1, x->rank, -1);
+    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD,
+                                       c0, ah_now_s(), op->mb, -1, 0, 1, x->rank, -1);
     if (e) {
         e->layer_first = op->first;
         e->layer_last = op->last;
@@ -209,10 +209,10 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
         double ta = x->trace.on ? ah_now_s() : 0;
         ah_tr_allreduce_sum_f32(x->tr, b->group, ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD)),
                                 ln);
-        ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1,
-                                                          8 + op->bucket, (double)ln * sizeof(float), b->size,
-                                                          b->lead, -1)
-                                         : NULL;
+        ah_trace_event *te =
+            x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + op->bucket,
+                                         (double)ln * sizeof(float), b->size, b->lead, -1)
+                        : NULL;
         if (te) {
             te->layer_first = op->first;
             te->layer_last = op->last;

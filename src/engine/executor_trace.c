@@ -48,14 +48,17 @@ typedef struct {
  * well (docs/analyze.md, "Clocks"); times relative to the trace's origin */
 static void write_clock_data(FILE *f, void *ctx) {
     const clock_doc *c = ctx;
-    fprintf(f, ",\"clock\":{\"domain\":\"CLOCK_MONOTONIC\",\"reference_rank\":0,\"method\":\"ping-pong with rank 0, "
-               "best (minimum round trip) of %d rounds at the start and at the end of the traced steps, offset "
-               "interpolated linearly\",\"rounds\":%d,\"origin_s\":%.9f,\"ranks\":[",
-            c->n ? c->maps[0].rounds : 0, c->n ? c->maps[0].rounds : 0, c->origin_s);
+    fprintf(
+        f,
+        ",\"clock\":{\"domain\":\"CLOCK_MONOTONIC\",\"reference_rank\":0,\"method\":\"ping-pong with rank 0, "
+        "best (minimum round trip) of %d rounds at the start and at the end of the traced steps, offset "
+        "interpolated linearly\",\"rounds\":%d,\"origin_s\":%.9f,\"ranks\":[",
+        c->n ? c->maps[0].rounds : 0, c->n ? c->maps[0].rounds : 0, c->origin_s);
     for (int r = 0; r < c->n; r++) {
         const ah_clock_map *m = &c->maps[r];
-        fprintf(f, "%s{\"rank\":%d,\"offset_s\":%.17g,\"offset_end_s\":%.17g,\"drift_ppm\":%.17g,"
-                   "\"residual_s\":%.17g,\"rtt_s\":%.17g,\"sync_start_s\":%.9f,\"sync_end_s\":%.9f}",
+        fprintf(f,
+                "%s{\"rank\":%d,\"offset_s\":%.17g,\"offset_end_s\":%.17g,\"drift_ppm\":%.17g,"
+                "\"residual_s\":%.17g,\"rtt_s\":%.17g,\"sync_start_s\":%.9f,\"sync_end_s\":%.9f}",
                 r ? "," : "", r, m->offset_start_s, m->offset_end_s, m->drift * 1e6, m->residual_s, m->rtt_s,
                 m->t_start - c->origin_s, m->t_end - c->origin_s);
     }
@@ -114,7 +117,8 @@ static int write_gathered_trace(const ah_executor *x, const char *path, const ah
 
 /* Rank 0: every event onto its own timeline, by the map of the event's rank
  * from the two clock measurements. */
-static ah_clock_map *map_clocks(const ah_executor *x, const ah_clock_estimate *end, ah_trace_event *all, int total) {
+static ah_clock_map *map_clocks(const ah_executor *x, const ah_clock_estimate *end, ah_trace_event *all,
+                                int total) {
     ah_clock_map *maps = calloc((size_t)x->world, sizeof(ah_clock_map));
     if (!maps)
         abort();
@@ -133,7 +137,8 @@ static ah_clock_map *map_clocks(const ah_executor *x, const ah_clock_estimate *e
 int ah_executor_write_trace(ah_executor *x, const char *path, char *err, size_t errlen) {
     /* the second clock measurement (tracing is on on every rank or on none) */
     int synced = x->trace.on;
-    ah_clock_estimate *end = synced && x->rank == 0 ? calloc((size_t)x->world, sizeof(ah_clock_estimate)) : NULL;
+    ah_clock_estimate *end =
+        synced && x->rank == 0 ? calloc((size_t)x->world, sizeof(ah_clock_estimate)) : NULL;
     if (synced && x->rank == 0 && (!end || !x->clock_start))
         abort();
     if (synced)

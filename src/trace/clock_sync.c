@@ -18,11 +18,8 @@ int ah_clock_best_round(const ah_clock_round *r, int n, ah_clock_estimate *out) 
     if (best < 0)
         return -1;
     double rtt = r[best].t_recv - r[best].t_send, mid = r[best].t_send + 0.5 * rtt;
-    *out = (ah_clock_estimate){.t_ref = mid,
-                               .offset_s = r[best].t_remote - mid,
-                               .rtt_s = rtt,
-                               .residual_s = 0.5 * rtt,
-                               .rounds = n};
+    *out = (ah_clock_estimate){
+        .t_ref = mid, .offset_s = r[best].t_remote - mid, .rtt_s = rtt, .residual_s = 0.5 * rtt, .rounds = n};
     return 0;
 }
 

@@ -24,9 +24,9 @@ typedef struct {
 
 /* the best round of one measurement */
 typedef struct {
-    double t_ref;    /* rank 0's time of the estimate: the round's midpoint */
-    double offset_s; /* remote clock - rank 0's clock */
-    double rtt_s;    /* its round trip */
+    double t_ref;      /* rank 0's time of the estimate: the round's midpoint */
+    double offset_s;   /* remote clock - rank 0's clock */
+    double rtt_s;      /* its round trip */
     double residual_s; /* rtt / 2: |true offset - offset_s| is at most this */
     int rounds;        /* rounds measured (the best of them is kept) */
 } ah_clock_estimate;

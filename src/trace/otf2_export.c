@@ -323,8 +323,9 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
     /* global definitions: strings, regions, system tree, ranks, locations */
     OTF2_GlobalDefWriter *g = OTF2_Archive_GetGlobalDefWriter(ar);
     if (clk && clk->present) /* on rank 0's clock, 1 us of slack for the rounding of the corrections */
-        OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, (uint64_t)llround((clk->origin_s + t0) * 1e9) - 1000,
-                                                  (uint64_t)((t1 - t0) * 1e9 + 0.5) + 2000, OTF2_UNDEFINED_TIMESTAMP);
+        OTF2_GlobalDefWriter_WriteClockProperties(
+            g, 1000000000, (uint64_t)llround((clk->origin_s + t0) * 1e9) - 1000,
+            (uint64_t)((t1 - t0) * 1e9 + 0.5) + 2000, OTF2_UNDEFINED_TIMESTAMP);
     else
         OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, 0, (uint64_t)((t1 - t0) * 1e9 + 0.5),
                                                   OTF2_UNDEFINED_TIMESTAMP);

@@ -62,7 +62,8 @@ static void check_receives(const ah_trace_file *t, int raw, ah_trace_causality_c
             s[ns++] = (p2p){e->rank, e->peer, grad, e->seq, at(t, raw, e->rank, v->ts)};
         else if (e->kind == AH_TRACE_RECV_ACTIVATION || e->kind == AH_TRACE_RECV_GRADIENT)
             r[nr++] = (p2p){e->peer, e->rank, grad, e->seq, at(t, raw, e->rank, v->ts + v->dur)};
-        else if (e->kind == AH_TRACE_TIED_SYNC) { /* both: the exchange sends at its start, receives at its end */
+        else if (e->kind ==
+                 AH_TRACE_TIED_SYNC) { /* both: the exchange sends at its start, receives at its end */
             s[ns++] = (p2p){e->rank, e->peer, 2, e->seq, at(t, raw, e->rank, v->ts)};
             r[nr++] = (p2p){e->peer, e->rank, 2, e->seq, at(t, raw, e->rank, v->ts + v->dur)};
         }

@@ -87,7 +87,8 @@ static int cmp_flow_point(const void *a, const void *b) {
 
 /* a flow point of an "s" or "f" event with numeric id, pid and ts */
 static int read_flow_point(const cJSON *it, const char *ph, flow_point *p) {
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id"), *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id"),
+                *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
                 *ts = cJSON_GetObjectItemCaseSensitive(it, "ts");
     if (strcmp(ph, "s") && strcmp(ph, "f"))
         return 0;
@@ -170,18 +171,20 @@ static int read_clock(const char *path, const cJSON *clk, ah_trace_clock *c, cha
     cJSON_ArrayForEach(q, list) {
         double r = -1;
         ah_trace_clock_rank v;
-        if (num_field(q, "rank", &r) || r < 0 || r >= c->n || r != (int)r || num_field(q, "offset_s", &v.offset_s) ||
-            num_field(q, "offset_end_s", &v.offset_end_s) || num_field(q, "drift_ppm", &v.drift_ppm) ||
-            num_field(q, "residual_s", &v.residual_s) || num_field(q, "rtt_s", &v.rtt_s) ||
-            num_field(q, "sync_start_s", &v.sync_start_s) || num_field(q, "sync_end_s", &v.sync_end_s)) {
+        if (num_field(q, "rank", &r) || r < 0 || r >= c->n || r != (int)r ||
+            num_field(q, "offset_s", &v.offset_s) || num_field(q, "offset_end_s", &v.offset_end_s) ||
+            num_field(q, "drift_ppm", &v.drift_ppm) || num_field(q, "residual_s", &v.residual_s) ||
+            num_field(q, "rtt_s", &v.rtt_s) || num_field(q, "sync_start_s", &v.sync_start_s) ||
+            num_field(q, "sync_end_s", &v.sync_end_s)) {
             bad = 1;
             break;
         }
         c->ranks[(int)r] = v;
     }
     if (bad) {
-        ah_errf(err, errlen, "%s: otherData.clock: expected origin_s, rounds and ranks[] with rank, offset_s, "
-                             "offset_end_s, drift_ppm, residual_s, rtt_s, sync_start_s, sync_end_s",
+        ah_errf(err, errlen,
+                "%s: otherData.clock: expected origin_s, rounds and ranks[] with rank, offset_s, "
+                "offset_end_s, drift_ppm, residual_s, rtt_s, sync_start_s, sync_end_s",
                 path);
         return -1;
     }
@@ -213,8 +216,9 @@ int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen) 
             snprintf(t->source, sizeof t->source, "%s", src->valuestring);
         rc = read_events(path, evs, t, err, errlen);
         if (rc == 0)
-            rc = read_clock(path, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "otherData"),
-                                                                    "clock"),
+            rc = read_clock(path,
+                            cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(root, "otherData"), "clock"),
                             &t->clock, err, errlen);
     }
     cJSON_Delete(root);

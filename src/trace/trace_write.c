@@ -280,7 +280,8 @@ static void write_flows(FILE *f, const ah_trace_event *ev, const item *it, const
         put_us(f, x->s_ns);
         fprintf(f, "},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"name\":\"%s\",\"cat\":\"p2p\",\"pid\":%d,"
                    "\"tid\":%d,\"ts\":", id, what, snd[a].to, ah_trace_tid(AH_TRACE_P2P, lane[rcv[b].pos]));
-        put_us(f, y->e_ns - 1 > y->s_ns ? y->e_ns - 1 : y->s_ns); /* where the data arrived, inside the receive */
+        put_us(f, y->e_ns - 1 > y->s_ns ? y->e_ns - 1
+                                        : y->s_ns); /* where the data arrived, inside the receive */
         fputs("}", f);
         id++, a++, b++;
     }
