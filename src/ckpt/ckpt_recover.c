@@ -223,7 +223,7 @@ static int sink_begin(void *ctx, const ah_ckpt_loaded *t, int nt, char *err, siz
     k->tensor = ah_xcalloc((size_t)nt + 1, sizeof(int));
     for (int i = 0; i < nt; i++)
         k->state[i] = k->tensor[i] = -1;
-    /* the checks and messages of apply_layer, in its order */
+    /* the checks and messages of ah_ckpt_apply_layer, in its order */
     for (int q = 0; q < n_tensors; q++)
         for (int s = 0; s < AH_STORE_N_STATES; s++) {
             char name[96];

@@ -61,7 +61,7 @@ static int restore_held_layer(const ah_layer_store *ls, const char *const *dp, i
         rc = ls->reshard_from_dirs(ls->ctx, l, dp, nd, step, &rt, &nrt, t_old, err, errlen);
         if (rc == 1 && got < 0) /* the checkpoint has this TP degree: the own shard's error stands */
             snprintf(err, errlen, "%s", own), rc = -1;
-        else if (rc == 1) /* ... and the own shard's sizes are wrong: apply_layer says which */
+        else if (rc == 1) /* ... and the own shard's sizes are wrong: apply says which */
             rc = ah_ckpt_apply_layer(ls, l, t, nt, err, errlen);
         else if (rc == 0)
             rc = ah_ckpt_apply_layer(ls, l, rt, nrt, err, errlen);
