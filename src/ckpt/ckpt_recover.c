@@ -3,8 +3,9 @@
  * their sources (its own memory or disk tier, a peer over MPI RMA, the cloud)
  * while serving, as the lowest rank of a holder node or as a server-only rank,
  * the shards others get from it; then the server-only ranks wait for rank 0's
- * release. The fallback of a bad copy (one cloud copy per shard, named in the
- * assignment) is take_all and take_retries. */
+ * release. A copy that does not verify falls back to the shard's other copies
+ * the assignment names (the own node's tiers, then every cloud copy), in
+ * order, until one does (take_all, take_retries, take_fallbacks). */
 #include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -166,6 +167,7 @@ typedef struct {
     double cloud_rate, cloud_bytes, cloud_t0;
     ah_ckpt_loaded **kept; /* shards of reshard groups, by entry */
     int *kept_n;
+    char (*retry_why)[1024]; /* a peer copy that did not verify: why (its fallbacks come later) */
     ah_recover_stats *st;
 } recovery;
 
@@ -334,9 +336,28 @@ static int take_from_peer(recovery *rv, int i, char *e2, size_t n2, char *err, s
     return rc;
 }
 
+/* Entry i's other copies in order, after its source (`why`) failed: 0 once one verifies, -1 when
+ * none does (e2 says the last reason). */
+static int take_fallbacks(recovery *rv, int i, const char *why, char *e2, size_t n2, char *err, size_t errlen) {
+    const ah_recovery_shard *s = &rv->e[i];
+    char last[1024];
+    snprintf(last, sizeof last, "%s", why);
+    for (int f = 0; f < s->n_fallback; f++) {
+        fprintf(stderr, "autohet: %s; trying the next copy (%s %s)\n", last, ah_tier_name(s->fallback_tier[f]),
+                s->fallback[f].path);
+        rv->st->fallbacks++;
+        char e3[1024] = "";
+        if (take_from_file(rv, i, &s->fallback[f], s->fallback_tier[f], e3, sizeof e3, err, errlen) == 0)
+            return 0;
+        snprintf(last, sizeof last, "%s", e3);
+    }
+    snprintf(e2, n2, "%s", last);
+    return -1;
+}
+
 /* Every entry of mine, own tiers and peers alike, as they come; a peer shard
- * that does not verify but has a cloud copy is left for later (retry[]), a
- * bad file copy falls back to its cloud copy at once. 0 or -1 (err). */
+ * that does not verify but has other copies is left for later (retry[]), a
+ * bad file copy falls back to its other copies at once. 0 or -1 (err). */
 static int take_all(recovery *rv, int *retry, char *err, size_t errlen) {
     int rc = 0;
     for (int i = 0; i < rv->n && rc == 0; i++) {
@@ -347,22 +368,22 @@ static int take_all(recovery *rv, int *retry, char *err, size_t errlen) {
         int r;
         if (s->tier == AH_TIER_PEER) {
             r = take_from_peer(rv, i, e2, sizeof e2, err, errlen);
-            if (r == -1 && s->fallback.path[0]) {
-                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
+            if (r == -1 && s->n_fallback > 0) { /* after the window is closed */
+                snprintf(rv->retry_why[i], sizeof rv->retry_why[i], "%s", e2);
                 retry[i] = 1;
                 r = 0;
             }
         } else {
             r = take_from_file(rv, i, &s->src, s->tier, e2, sizeof e2, err, errlen);
-            if (r == -1 && s->fallback.path[0]) {
-                fprintf(stderr, "autohet: %s; using the cloud copy\n", e2);
-                rv->st->fallbacks++;
-                r = take_from_file(rv, i, &s->fallback, AH_TIER_CLOUD, e2, sizeof e2, err, errlen);
+            if (r == -1 && s->n_fallback > 0) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", e2);
+                r = take_fallbacks(rv, i, why, e2, sizeof e2, err, errlen);
             }
         }
         if (r == -1)
-            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", s->layer, s->tp,
-                     rv->step, e2);
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy of %d (%s)", s->layer, s->tp,
+                     rv->step, 1 + s->n_fallback, e2);
         rc = r == 0 ? 0 : -1;
     }
     return rc;
@@ -376,11 +397,10 @@ static int take_retries(recovery *rv, const int *retry, char *err, size_t errlen
             continue;
         const ah_recovery_shard *s = &rv->e[i];
         char e2[1024] = "";
-        rv->st->fallbacks++;
-        int r = take_from_file(rv, i, &s->fallback, AH_TIER_CLOUD, e2, sizeof e2, err, errlen);
+        int r = take_fallbacks(rv, i, rv->retry_why[i], e2, sizeof e2, err, errlen);
         if (r == -1)
-            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy (%s)", s->layer, s->tp,
-                     rv->step, e2);
+            snprintf(err, errlen, "layer %d (TP rank %d) at step %d: no good copy of %d (%s)", s->layer, s->tp,
+                     rv->step, 1 + s->n_fallback, e2);
         rc = r == 0 ? 0 : -1;
     }
     return rc;
@@ -452,6 +472,7 @@ static int recover_shards(recovery *rv, char *err, size_t errlen) {
     const unsigned char **maps = any_peer ? expose_peer_shards(rv, addr) : NULL;
     rv->addr = addr;
     int *retry = ah_xcalloc((size_t)rv->n + 1, sizeof(int));
+    rv->retry_why = ah_xcalloc((size_t)rv->n + 1, sizeof *rv->retry_why);
     if (rv->has_win) /* a passive epoch to every rank: gets need nothing of their targets */
         MPI_Win_lock_all(MPI_MODE_NOCHECK, rv->win);
     int rc = take_all(rv, retry, err, errlen);
@@ -470,6 +491,8 @@ static int recover_shards(recovery *rv, char *err, size_t errlen) {
     if (rc == 0)
         rc = take_retries(rv, retry, err, errlen);
     free(retry);
+    free(rv->retry_why);
+    rv->retry_why = NULL;
     if (rc == 0)
         rc = reshard_groups(rv->ls, rv->me, rv->e, rv->n, rv->kept, rv->kept_n, err, errlen);
     return rc;

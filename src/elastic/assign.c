@@ -198,7 +198,8 @@ static int assign_rank(const assign_ctx *c, const ah_plan *plan, int r, ah_assig
             if (*n == *cap)
                 *e = ah_xrealloc(*e, sizeof **e * (size_t)(*cap *= 2));
             ah_assign_entry *v = &(*e)[(*n)++];
-            *v = (ah_assign_entry){r, l, direct ? t : q, -1, -1, -1, -1, 0, 0};
+            *v = (ah_assign_entry){.rank = r, .layer = l, .tp = direct ? t : q, .tier = -1, .holding = -1,
+                                   .server = -1};
             if (T == 0 || pick_source(c, v, node, l, direct ? t : q, T, !direct) != 0) {
                 /* cannot happen: the step was chosen restorable over usable holdings */
                 snprintf(err, errlen, "layer %d (TP rank %d) at step %d has no source", l, t, c->step);
@@ -304,11 +305,12 @@ int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan
     /* ranks of a node that read from the cloud share the node's bandwidth */
     int *cloud_readers = ah_xcalloc((size_t)nn + 1, sizeof(int)),
         *reads = ah_xcalloc((size_t)world + 1, sizeof(int));
-    for (int i = 0; i < n; i++)
-        for (int f = 0; f < e[i].n_fallback && !reads[e[i].rank]; f++)
-            reads[e[i].rank] = h[e[i].fallback[f]].tier == AH_TIER_CLOUD;
+    for (int i = 0; i < n; i++) {
         if (e[i].tier == AH_TIER_CLOUD)
             reads[e[i].rank] = 1;
+        for (int f = 0; f < e[i].n_fallback && !reads[e[i].rank]; f++)
+            reads[e[i].rank] = h[e[i].fallback[f]].tier == AH_TIER_CLOUD;
+    }
     for (int r = 0; r < world; r++)
         cloud_readers[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] += reads[r];
     ah_recovery_doc d = {.step = step, .n_ranks = world + a->n_servers, .n_shards = n};
