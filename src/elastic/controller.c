@@ -473,9 +473,10 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     return 0;
 }
 
-static void write_report(run_state *s, int final_step, int ok) {
+/* 0, or -1 with the error printed */
+static int write_report(run_state *s, int final_step, int ok) {
     if (!s->o->report_path)
-        return;
+        return 0;
     cJSON *r = s->report;
     cJSON_AddStringToObject(r, "format", "autohet-run-report");
     cJSON_AddNumberToObject(r, "version", 1);
@@ -492,9 +493,11 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddItemToObject(r, "recoveries", s->recs);
     s->gens = s->recs = NULL;
     char *txt = cJSON_Print(r), err[512];
-    if (ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err) != 0)
+    int rc = ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err);
+    if (rc != 0)
         fprintf(stderr, "autohet run: --report: %s\n", err);
     free(txt);
+    return rc;
 }
 
 /* consecutive failed recoveries replanned before autohet run gives up */
@@ -716,14 +719,17 @@ int ah_run(const ah_run_options *o) {
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
                ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
-    write_report(s, final_step, rc == 0);
+    if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
+        rc = 1;
     run_purge_gone(s);
 out:
     if (s->mem[0])
         run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
     run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
-    if (s->log)
-        fclose(s->log);
+    if (s->log && ah_close_stream(s->log, o->log_path, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --log %s\n", err);
+        rc = rc ? rc : 1;
+    }
     if (s->have_plan)
         ah_plan_free(&s->plan);
     cJSON_Delete(s->report);
