@@ -178,14 +178,18 @@ int ah_out_close(ah_out_file *o, int ok, char *err, size_t errlen) {
 }
 
 int ah_close_stream(FILE *f, const char *path, char *err, size_t errlen) {
-    int bad = fflush(f) != 0 || ferror(f);
-    int saved = errno;
+    int saved = 0, bad = fflush(f) != 0;
+    if (bad)
+        saved = errno;
+    bad |= ferror(f) != 0; /* an earlier write failed: its errno is gone */
     if (fclose(f) != 0 && !bad) {
         bad = 1;
         saved = errno;
     }
-    if (bad)
-        set_err(err, errlen, "%s: write failed: %s", path, saved ? strerror(saved) : "I/O error");
+    if (bad && saved)
+        set_err(err, errlen, "%s: write failed: %s", path, strerror(saved));
+    else if (bad)
+        set_err(err, errlen, "%s: write failed", path);
     return bad ? -1 : 0;
 }
 
