@@ -152,6 +152,16 @@ fulldev; expect_full "hosts --rankfile" "$BIN" hosts --plan "$TMP/plan8.json" --
   --rankfile "$FULL"
 fulldev; expect_full "hosts --plan-out" "$BIN" hosts --plan "$TMP/plan8.json" --hostfile "$TMP/hostfile" \
   --rankfile "$TMP/rf" --plan-out "$FULL"
+# what a command prints must arrive: a full standard output fails the command
+for cmd in "plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8" "models" "--help"; do
+  fulldev
+  # shellcheck disable=SC2086 # the words of $cmd
+  timeout 60 "$BIN" $cmd >"$FULL" 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "autohet $cmd > a full disk: exit $rc, want 1"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "standard output" "$TMP/err" ||
+    fail "autohet $cmd > a full disk: $(cat "$TMP/err")"
+done
 # commbench under mpirun (mpirun adds its own lines): rank 0's one line, a non-zero exit
 fulldev
 timeout 120 mpirun -np 2 --bind-to none "$BIN" commbench --ops latency --max-size 64 --iters 2 --json "$FULL" \
