@@ -11,8 +11,9 @@
 #         a class at that rate and a u32 filter on the peer's address, on each end's eth0; the other links stay
 #         free); one of the
 #         four links the plan uses, at random. Right: slow_link naming the two ranks.
-#   rank  one rank is stopped and continued from outside, 25 ms of every 50 (SIGSTOP/SIGCONT duty cycle on its
-#         process). Right: a finding of kind slow_rank or late_arrival naming the rank.
+#   rank  one rank is stopped and continued from outside, 35 ms of every 50 (SIGSTOP/SIGCONT duty cycle on its
+#         process: it runs at 30% of its speed, computing and progressing its communication alike). Right: a
+#         finding of kind slow_rank or late_arrival naming the rank.
 #   data  one rank's data loading is delayed 8 ms per micro-batch. The engine holds its data in memory and
 #         reads nothing per step, so no slow path outside the process can slow it: the delay is the engine's
 #         test hook AUTOHET_TEST_DATA_DELAY=RANK:SECONDS (a sleep in the micro-batch fetch). Right: input_stall
@@ -89,9 +90,9 @@ duty_cycle() {
   while [ -z "$p" ] && [ $n -lt 600 ]; do p=$(rank_pid "$1" "$2") || { sleep 0.05; n=$((n + 1)); }; done
   [ -n "$p" ] || return 0
   while kill -STOP "$p" 2>/dev/null; do
-    sleep 0.025
+    sleep 0.035
     kill -CONT "$p" 2>/dev/null || break
-    sleep 0.025
+    sleep 0.015
   done
   kill -CONT "$p" 2>/dev/null
   return 0
@@ -164,7 +165,8 @@ trial() { # mode kind n
   t1=$(date +%s.%N)
   local s
   s=$(score "$kind" "$target" "$OUT/$tag.a.json")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$kind" "$n" "$target" "$s" "$(echo "$t1 - $t0" | bc)" >>"$RES"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$kind" "$n" "$target" "$s" "$(echo "$t1 - $t0" | bc)" \
+    "$(jq .iteration_s "$OUT/$tag.a.json")" >>"$RES"
   echo "trial $tag: target $target -> $(echo "$s" | awk -F'\t' '{printf "top %s %s (%s%% of the wall), right %s, exact kind %s, significant causes %s", $3, $4, $5, $1, $2, $6}')"
 }
 
@@ -204,8 +206,9 @@ esac
 echo "summary (mode kind: trials, top finding right, of which the exact kind; clean: trials without a significant cause):"
 awk -F'\t' '$5 != "train-failed" { k = $1 " " $2; n[k]++; r[k] += $5; x[k] += $6; t += $11; m++ }
   $5 == "train-failed" { f[$1 " " $2]++ }
-  END { for (k in n) printf "  %-12s %3d trial(s), right %3d (%.0f%%), exact kind %3d%s\n", k, n[k], r[k],
-          100 * r[k] / n[k], x[k], (k in f) ? sprintf(", %d failed to train", f[k]) : "";
+  $5 != "train-failed" { it[k] += $12 }
+  END { for (k in n) printf "  %-12s %3d trial(s), right %3d (%.0f%%), exact kind %3d, mean step %.1f ms%s\n", k,
+          n[k], r[k], 100 * r[k] / n[k], x[k], 1e3 * it[k] / n[k], (k in f) ? sprintf(", %d failed to train", f[k]) : "";
         if (m) printf "  analysis: %.2f s per trace on average\n", t / m }' "$RES" | sort
 if [ $ASSERT = 1 ]; then
   awk -F'\t' '$5 != "1" { bad++ } END { exit bad > 0 }' "$RES" || fail "a trial's top finding is wrong: $(cat "$RES")"

@@ -4,7 +4,8 @@
  * end; a 2-rank all-reduce or the tied exchange from the last arrival to the
  * last end — against what it should take: the comm profile's alpha-beta of
  * that pair of hosts (links{}), else of its link class (the latency fit),
- * else the line through the other pairs' transfers of the same kind. A pair
+ * else the median of the other pairs' lines (each pair's alpha-beta through
+ * its median time per size) at its size. A pair
  * whose median transfer is 3x or more of that is a slow link. */
 #include <math.h>
 #include <stdio.h>
@@ -239,30 +240,30 @@ static double profile_us(const dctx *c, const profile *p, const ah_link_obs *x) 
     return m ? ah_link_us(m, x->bytes) : -1;
 }
 
-/* The line through the other pairs' transfers of the same kind (the median
- * time per message size; least squares, alpha >= 0; one size: proportional). */
-static double peer_us(const ah_diagnosis *d, const ah_link_obs *x, double *bx, double *by) {
-    int m = 0;
-    for (int k = 0; k < d->n_obs; k++) {
-        const ah_link_obs *o = &d->obs[k];
-        if (o->collective == x->collective && !(o->a == x->a && o->b == x->b))
-            bx[m] = o->bytes, by[m++] = o->us;
-    }
-    if (m == 0)
-        return -1;
-    /* the median time of every size */
+/* a pair's line: the median time of every size, least squares (alpha >= 0; one size or a line that would
+ * need a negative alpha: through the origin) */
+typedef struct {
+    int a, b;
+    double alpha, slope; /* us, us per byte */
+} pair_line;
+
+static pair_line fit_pair(const ah_diagnosis *d, int a, int b) {
+    pair_line L = {a, b, 0, 0};
     int ns = 0;
     double sx[64], sy[64], tmp[4096];
-    for (int k = 0; k < m && ns < 64; k++) {
+    for (int k = 0; k < d->n_obs && ns < 64; k++) {
+        const ah_link_obs *o = &d->obs[k];
         int seen = 0, t = 0;
+        if (o->a != a || o->b != b)
+            continue;
         for (int q = 0; q < ns; q++)
-            seen |= sx[q] == bx[k];
+            seen |= sx[q] == o->bytes;
         if (seen)
             continue;
-        for (int q = 0; q < m && t < 4096; q++)
-            if (bx[q] == bx[k])
-                tmp[t++] = by[q];
-        sx[ns] = bx[k];
+        for (int q = 0; q < d->n_obs && t < 4096; q++)
+            if (d->obs[q].a == a && d->obs[q].b == b && d->obs[q].bytes == o->bytes)
+                tmp[t++] = d->obs[q].us;
+        sx[ns] = o->bytes;
         sy[ns++] = ah_diag_median(tmp, t);
     }
     double mx = 0, my = 0, sxx = 0, sxy = 0;
@@ -270,14 +271,25 @@ static double peer_us(const ah_diagnosis *d, const ah_link_obs *x, double *bx, d
         mx += sx[q] / ns, my += sy[q] / ns;
     for (int q = 0; q < ns; q++)
         sxx += (sx[q] - mx) * (sx[q] - mx), sxy += (sx[q] - mx) * (sy[q] - my);
-    double slope = sxx > 0 ? sxy / sxx : -1, alpha = my - slope * mx;
-    if (ns < 2 || !(slope > 0) || alpha < 0) { /* through the origin */
+    L.slope = sxx > 0 ? sxy / sxx : -1;
+    L.alpha = my - L.slope * mx;
+    if (ns < 2 || !(L.slope > 0) || L.alpha < 0) {
         double num = 0, den = 0;
         for (int q = 0; q < ns; q++)
             num += sx[q] * sy[q], den += sx[q] * sx[q];
-        return den > 0 ? num / den * x->bytes : -1;
+        L.alpha = 0, L.slope = den > 0 ? num / den : 0;
     }
-    return alpha + slope * x->bytes;
+    return L;
+}
+
+/* The other pairs' time for the observation's size: the median of their lines (every kind of transfer, as
+ * messages: one noisy or slow pair among them does not set the expectation). -1 without another pair. */
+static double peer_us(const pair_line *lines, int n, const ah_link_obs *x, double *tmp) {
+    int m = 0;
+    for (int p = 0; p < n; p++)
+        if (!(lines[p].a == x->a && lines[p].b == x->b))
+            tmp[m++] = lines[p].alpha + lines[p].slope * x->bytes;
+    return m ? ah_diag_median(tmp, m) : -1;
 }
 
 /* ------------------------------------------------------------ findings */
@@ -321,23 +333,79 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
     free(flag);
 }
 
+/* A rank all of whose links (two or more) lose a significant time is itself slow (stopped, descheduled, or its
+ * host's network): one slow_rank finding of its communication, costing what its links lost; the link
+ * findings at it are then explained by it (trace_diagnose.c). */
+static void common_ends(dctx *c) {
+    ah_diagnosis *d = c->d;
+    int n0 = d->n;
+    for (int r = 0; r < c->R; r++) {
+        int links = 0, slow = 0, seen[AH_DIAG_MAX_RANKS * 4];
+        double cost = 0, meas = 0, exp_s = 0;
+        char list[320] = "";
+        for (int k = 0; k < d->n_obs && links < AH_DIAG_MAX_RANKS * 4; k++) {
+            int other = d->obs[k].a == r ? d->obs[k].b : d->obs[k].b == r ? d->obs[k].a : -1, dup = 0;
+            for (int q = 0; q < links; q++)
+                dup |= seen[q] == other;
+            if (other >= 0 && !dup)
+                seen[links++] = other;
+        }
+        for (int i = 0; i < n0; i++) {
+            const ah_finding *f = &d->f[i];
+            if (f->kind != AH_DIAG_SLOW_LINK || (f->link[0] != r && f->link[1] != r) || f->share < d->threshold)
+                continue;
+            slow++;
+            cost += f->cost_s, meas += f->measured_s, exp_s += f->expected_s;
+            size_t u = strlen(list);
+            snprintf(list + u, sizeof list - u, "%s%d-%d %.3f ms for %.3f expected", u ? ", " : "", f->link[0],
+                     f->link[1], f->measured_s * 1e3, f->expected_s * 1e3);
+        }
+        if (links < 2 || slow < links)
+            continue;
+        ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_RANK);
+        f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "communication");
+        unsigned char *all = ah_xcalloc((size_t)c->S, 1);
+        for (int k = 0; k < d->n_obs; k++)
+            if ((d->obs[k].a == r || d->obs[k].b == r) && d->obs[k].us > 2 * d->obs[k].expected_us)
+                all[d->obs[k].step] = 1;
+        ah_diag_set_steps(f, all, c->S);
+        free(all);
+        f->cost_s = cost, f->measured_s = meas, f->expected_s = exp_s;
+        snprintf(f->evidence, sizeof f->evidence,
+                 "every link of rank %d is slow (%s): the common end, not a link (a stopped or descheduled rank, "
+                 "or its host's network)",
+                 r, list);
+        f->share = c->wall_s > 0 ? cost / c->wall_s : 0;
+        f->significant = f->share >= d->threshold;
+    }
+}
+
 int ah_diag_links(dctx *c, char *err, size_t errlen) {
     ah_diagnosis *d = c->d;
     profile p;
     if (read_profile(c->o->comm_profile, &p, err, errlen) != 0)
         return -1;
     collect_obs(c);
-    double *bx = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double)), *by = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
-    int from_profile = 0;
+    pair_line *lines = ah_xcalloc((size_t)d->n_obs + 1, sizeof(pair_line));
+    double *tmp = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
+    int n_lines = 0, from_profile = 0;
+    for (int k = 0; k < d->n_obs; k++) {
+        int seen = 0;
+        for (int q = 0; q < n_lines; q++)
+            seen |= lines[q].a == d->obs[k].a && lines[q].b == d->obs[k].b;
+        if (!seen)
+            lines[n_lines++] = fit_pair(d, d->obs[k].a, d->obs[k].b);
+    }
     for (int k = 0; k < d->n_obs; k++) {
         ah_link_obs *o = &d->obs[k];
         o->expected_us = c->o->comm_profile ? profile_us(c, &p, o) : -1;
         from_profile += o->expected_us >= 0;
         if (o->expected_us < 0)
-            o->expected_us = peer_us(d, o, bx, by);
+            o->expected_us = peer_us(lines, n_lines, o, tmp);
     }
     snprintf(d->expected_from, sizeof d->expected_from, "%s",
-             from_profile ? "the comm profile's alpha-beta" : "the other pairs' transfers of the same size");
+             from_profile ? "the comm profile's alpha-beta" : "the median of the other pairs' alpha-beta lines");
     double *ratio = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
     for (int k = 0; k < d->n_obs; k++) {
         int a = d->obs[k].a, b = d->obs[k].b, seen = 0, nr = 0;
@@ -350,9 +418,10 @@ int ah_diag_links(dctx *c, char *err, size_t errlen) {
                 ratio[nr++] = d->obs[q].us / d->obs[q].expected_us;
         link_finding(c, a, b, ratio, nr);
     }
+    common_ends(c);
     free(ratio);
-    free(bx);
-    free(by);
+    free(lines);
+    free(tmp);
     free(p.hosts);
     free(p.alpha_us);
     free(p.beta);

@@ -427,12 +427,16 @@ static int involves(const ah_finding *f, int r) {
 
 /* An effect is explained by a significant cause on a rank of its pipeline
  * (bubble) or, for exposed DP, by a slow link of a DP all-reduce between its
- * ranks; a late arrival (the macro view: whom the others waited for) by a
+ * ranks; a slow link by the slow communication of one of its ends (every
+ * link of that rank slow, diagnose_links.c); a late arrival (the macro view: whom the others waited for) by a
  * more specific cause (slow rank, input stall, slow link, checkpoint stall)
  * on a rank of the late rank's pipeline (the micro view: why). */
 static int explains(const dctx *c, const ah_finding *cause, const ah_finding *eff) {
     if (!cause->cause || !cause->significant || cause == eff)
         return 0;
+    if (eff->kind == AH_DIAG_SLOW_LINK)
+        return cause->kind == AH_DIAG_SLOW_RANK && !strcmp(cause->op, "communication") &&
+               (involves(cause, eff->link[0]) || involves(cause, eff->link[1]));
     if (eff->kind == AH_DIAG_EXPOSED_DP)
         return cause->kind == AH_DIAG_SLOW_LINK && !strcmp(cause->op, "dp_allreduce") &&
                involves(eff, cause->link[0]) && involves(eff, cause->link[1]);
