@@ -148,11 +148,26 @@ static void add_obs(dctx *c, int a, int b, int coll, ah_trace_kind k, int step, 
  * once, the ring (and Rabenseifner) twice half of it */
 static void collect_obs(dctx *c) {
     const ah_trace_item *e = c->a->items;
-    for (int i = 0; i < c->a->n_items; i++)
+    int n = c->a->n_items, *pos = ah_xcalloc((size_t)n + 1, sizeof(int));
+    for (int k = 0; k < n; k++)
+        pos[c->order[k]] = k;
+    for (int i = 0; i < n; i++)
         if (ah_diag_is_recv(&e[i]) && c->send_of[i] >= 0) {
-            double s = e[c->send_of[i]].ts, t0 = e[i].ts > s ? e[i].ts : s;
-            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, e[i].ts + e[i].dur - t0);
+            double s = e[c->send_of[i]].ts, t0 = e[i].ts > s ? e[i].ts : s, end = e[i].ts + e[i].dur;
+            /* a message still in the sender when it left MPI moves on at its next MPI call (progress): if the
+             * receive ended after that call began, the link's part is from there */
+            int snd = c->send_of[i], r = e[snd].ev.rank;
+            for (int k = pos[snd] + 1; k < c->rank_first[r + 1]; k++) {
+                const ah_trace_item *v = &e[c->order[k]];
+                if (!v->comm)
+                    continue;
+                if (v->ts > t0 && v->ts < end)
+                    t0 = v->ts;
+                break;
+            }
+            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0);
         }
+    free(pos);
     for (int k = 0; k < c->n_inst; k++) {
         const dinst *in = &c->inst[k];
         const ah_trace_item *x = &e[c->inst_items[in->first]], *y = &e[c->inst_items[in->first + 1]];
@@ -243,25 +258,25 @@ static double profile_us(const dctx *c, const profile *p, const ah_link_obs *x) 
 /* a pair's line: the median time of every size, least squares (alpha >= 0; one size or a line that would
  * need a negative alpha: through the origin) */
 typedef struct {
-    int a, b;
+    int a, b, collective;
     double alpha, slope; /* us, us per byte */
 } pair_line;
 
-static pair_line fit_pair(const ah_diagnosis *d, int a, int b) {
-    pair_line L = {a, b, 0, 0};
+static pair_line fit_pair(const ah_diagnosis *d, int a, int b, int coll) {
+    pair_line L = {a, b, coll, 0, 0};
     int ns = 0;
     double sx[64], sy[64], tmp[4096];
     for (int k = 0; k < d->n_obs && ns < 64; k++) {
         const ah_link_obs *o = &d->obs[k];
         int seen = 0, t = 0;
-        if (o->a != a || o->b != b)
+        if (o->a != a || o->b != b || o->collective != coll)
             continue;
         for (int q = 0; q < ns; q++)
             seen |= sx[q] == o->bytes;
         if (seen)
             continue;
         for (int q = 0; q < d->n_obs && t < 4096; q++)
-            if (d->obs[q].a == a && d->obs[q].b == b && d->obs[q].bytes == o->bytes)
+            if (d->obs[q].a == a && d->obs[q].b == b && d->obs[q].collective == coll && d->obs[q].bytes == o->bytes)
                 tmp[t++] = d->obs[q].us;
         sx[ns] = o->bytes;
         sy[ns++] = ah_diag_median(tmp, t);
@@ -287,7 +302,7 @@ static pair_line fit_pair(const ah_diagnosis *d, int a, int b) {
 static double peer_us(const pair_line *lines, int n, const ah_link_obs *x, double *tmp) {
     int m = 0;
     for (int p = 0; p < n; p++)
-        if (!(lines[p].a == x->a && lines[p].b == x->b))
+        if (!(lines[p].a == x->a && lines[p].b == x->b) && lines[p].collective == x->collective)
             tmp[m++] = lines[p].alpha + lines[p].slope * x->bytes;
     return m ? ah_diag_median(tmp, m) : -1;
 }
@@ -333,9 +348,10 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
     free(flag);
 }
 
-/* A rank all of whose links (two or more) lose a significant time is itself slow (stopped, descheduled, or its
- * host's network): one slow_rank finding of its communication, costing what its links lost; the link
- * findings at it are then explained by it (trace_diagnose.c). */
+/* A rank all of whose links (two or more) lose a significant time, each 1.5x its expected time or more and
+ * none less than a quarter of the worst's cost, is itself slow (stopped, descheduled, or its host's network):
+ * one slow_rank finding of its communication, costing what its links lost; the link findings at it are then
+ * explained by it (trace_diagnose.c). */
 static void common_ends(dctx *c) {
     ah_diagnosis *d = c->d;
     int n0 = d->n;
@@ -350,17 +366,21 @@ static void common_ends(dctx *c) {
             if (other >= 0 && !dup)
                 seen[links++] = other;
         }
+        double lo = 1e300, hi = 0;
         for (int i = 0; i < n0; i++) {
             const ah_finding *f = &d->f[i];
-            if (f->kind != AH_DIAG_SLOW_LINK || (f->link[0] != r && f->link[1] != r) || f->share < d->threshold)
+            if (f->kind != AH_DIAG_SLOW_LINK || (f->link[0] != r && f->link[1] != r) || f->share < d->threshold ||
+                f->measured_s < 1.5 * f->expected_s)
                 continue;
             slow++;
+            lo = f->cost_s < lo ? f->cost_s : lo;
+            hi = f->cost_s > hi ? f->cost_s : hi;
             cost += f->cost_s, meas += f->measured_s, exp_s += f->expected_s;
             size_t u = strlen(list);
             snprintf(list + u, sizeof list - u, "%s%d-%d %.3f ms for %.3f expected", u ? ", " : "", f->link[0],
                      f->link[1], f->measured_s * 1e3, f->expected_s * 1e3);
         }
-        if (links < 2 || slow < links)
+        if (links < 2 || slow < links || lo < 0.25 * hi) /* one link far slower than the rest: that link */
             continue;
         ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_RANK);
         f->ranks[f->n_ranks++] = r;
@@ -393,9 +413,9 @@ int ah_diag_links(dctx *c, char *err, size_t errlen) {
     for (int k = 0; k < d->n_obs; k++) {
         int seen = 0;
         for (int q = 0; q < n_lines; q++)
-            seen |= lines[q].a == d->obs[k].a && lines[q].b == d->obs[k].b;
+            seen |= lines[q].a == d->obs[k].a && lines[q].b == d->obs[k].b && lines[q].collective == d->obs[k].collective;
         if (!seen)
-            lines[n_lines++] = fit_pair(d, d->obs[k].a, d->obs[k].b);
+            lines[n_lines++] = fit_pair(d, d->obs[k].a, d->obs[k].b, d->obs[k].collective);
     }
     for (int k = 0; k < d->n_obs; k++) {
         ah_link_obs *o = &d->obs[k];
