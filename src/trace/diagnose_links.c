@@ -1,12 +1,15 @@
 /* Links in the diagnosis (autohet/trace_diagnose.h): every transfer between
  * two ranks as one message with its time once both ends were there — a
- * receive from its matched send's post (or its own start, if later) to its
- * end; a 2-rank all-reduce or the tied exchange from the last arrival to the
- * last end — against what it should take: the comm profile's alpha-beta of
- * that pair of hosts (links{}), else of its link class (the latency fit),
- * else the median of the other pairs' lines (each pair's alpha-beta through
- * its median time per size) at its size. A pair
- * whose median transfer is 3x or more of that is a slow link. */
+ * receive from its matched send's post (or its own start, if later; or the
+ * sender's next MPI call, if the receive ended after it began: a message the
+ * sender left inside MPI moves on when it calls MPI again) to its end; a
+ * 2-rank all-reduce or the tied exchange from the last arrival to the last
+ * end — against what it should take: the comm profile's alpha-beta of that
+ * pair of hosts (links{}), else of its link class (the latency fit), else
+ * the median of the other pairs' lines of the same kind (point-to-point or
+ * all-reduce; each pair's alpha-beta through its median time per size) at
+ * its size. A pair whose median transfer is 3x or more of that is a slow
+ * link. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,14 +351,23 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
     free(flag);
 }
 
-/* A rank all of whose links (two or more) lose a significant time, each 1.5x its expected time or more and
- * none less than a quarter of the worst's cost, is itself slow (stopped, descheduled, or its host's network):
+/* The rank whose links lost the most time, when all of them (two or more) lose a significant time, each 1.5x
+ * its expected time or more and none less than a quarter of the worst's cost, is itself slow (stopped, descheduled, or its host's network):
  * one slow_rank finding of its communication, costing what its links lost; the link findings at it are then
  * explained by it (trace_diagnose.c). */
 static void common_ends(dctx *c) {
     ah_diagnosis *d = c->d;
-    int n0 = d->n;
-    for (int r = 0; r < c->R; r++) {
+    int n0 = d->n, top = -1;
+    double best = 0;
+    for (int r = 0; r < c->R; r++) { /* the rank whose links lost the most: the only candidate */
+        double t = 0;
+        for (int i = 0; i < n0; i++)
+            if (d->f[i].kind == AH_DIAG_SLOW_LINK && (d->f[i].link[0] == r || d->f[i].link[1] == r))
+                t += d->f[i].cost_s;
+        if (t > best)
+            best = t, top = r;
+    }
+    for (int r = top; r >= 0 && r == top; r++) {
         int links = 0, slow = 0, seen[AH_DIAG_MAX_RANKS * 4];
         double cost = 0, meas = 0, exp_s = 0;
         char list[320] = "";
