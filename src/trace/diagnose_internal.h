@@ -45,6 +45,8 @@ int ah_diag_is_collective(const ah_trace_item *v);
 /* diagnose_links.c */
 void ah_diag_match_transfers(dctx *c);   /* send_of, inst_of, inst */
 int ah_diag_links(dctx *c, char *err, size_t errlen); /* observations, expectations, slow_link findings */
+/* a rank whose every link is slow and who is a late arrival: its communication (after the late arrivals) */
+void ah_diag_common_ends(dctx *c);
 /* diagnose_blame.c */
 void ah_diag_late_arrivals(dctx *c);
 

@@ -352,10 +352,11 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
 }
 
 /* The rank whose links lost the most time, when all of them (two or more) lose a significant time, each 1.5x
- * its expected time or more and none less than a quarter of the worst's cost, is itself slow (stopped, descheduled, or its host's network):
+ * its expected time or more and none less than a quarter of the worst's cost, and the others waited for it at
+ * collectives (a significant late arrival), is itself slow (stopped, descheduled, or its host's network):
  * one slow_rank finding of its communication, costing what its links lost; the link findings at it are then
  * explained by it (trace_diagnose.c). */
-static void common_ends(dctx *c) {
+void ah_diag_common_ends(dctx *c) {
     ah_diagnosis *d = c->d;
     int n0 = d->n, top = -1;
     double best = 0;
@@ -392,7 +393,10 @@ static void common_ends(dctx *c) {
             snprintf(list + u, sizeof list - u, "%s%d-%d %.3f ms for %.3f expected", u ? ", " : "", f->link[0],
                      f->link[1], f->measured_s * 1e3, f->expected_s * 1e3);
         }
-        if (links < 2 || slow < links || lo < 0.25 * hi) /* one link far slower than the rest: that link */
+        int late = 0; /* corroborated: the others also waited for it at collectives */
+        for (int i = 0; i < n0; i++)
+            late |= d->f[i].kind == AH_DIAG_LATE_ARRIVAL && d->f[i].significant && d->f[i].ranks[0] == r;
+        if (links < 2 || slow < links || lo < 0.25 * hi || !late) /* one link far slower than the rest: that link */
             continue;
         ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_RANK);
         f->ranks[f->n_ranks++] = r;
@@ -450,7 +454,6 @@ int ah_diag_links(dctx *c, char *err, size_t errlen) {
                 ratio[nr++] = d->obs[q].us / d->obs[q].expected_us;
         link_finding(c, a, b, ratio, nr);
     }
-    common_ends(c);
     free(ratio);
     free(lines);
     free(tmp);

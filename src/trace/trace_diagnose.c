@@ -509,6 +509,7 @@ int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_d
             checkpoint_stalls(&c, ckpt);
         input_stalls(&c, ckpt);
         ah_diag_late_arrivals(&c);
+        ah_diag_common_ends(&c);
         bubbles(&c);
         exposed_dp(&c);
         rank_findings(&c);
