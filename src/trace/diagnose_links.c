@@ -1,15 +1,16 @@
 /* Links in the diagnosis (autohet/trace_diagnose.h): every transfer between
  * two ranks as one message with its time once both ends were there — a
  * receive from its matched send's post (or its own start, if later; or the
- * sender's next MPI call, if the receive ended after it began: a message the
- * sender left inside MPI moves on when it calls MPI again) to its end; a
+ * sender's next MPI call, if the receive ended after it began and sooner
+ * than the sender had been away: a message the sender left inside MPI moves
+ * on when it calls MPI again) to its end; a
  * 2-rank all-reduce or the tied exchange from the last arrival to the last
  * end — against what it should take: the comm profile's alpha-beta of that
  * pair of hosts (links{}), else of its link class (the latency fit), else
  * the median of the other pairs' lines of the same kind (point-to-point or
  * all-reduce; each pair's alpha-beta through its median time per size) at
- * its size. A pair whose median transfer is 3x or more of that is a slow
- * link. */
+ * its size. A pair whose median transfer is 2x or more of that, and so in
+ * 4/5 of the steps or more, is a slow link. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,14 +159,15 @@ static void collect_obs(dctx *c) {
         if (ah_diag_is_recv(&e[i]) && c->send_of[i] >= 0) {
             double s = e[c->send_of[i]].ts, t0 = e[i].ts > s ? e[i].ts : s, end = e[i].ts + e[i].dur;
             /* a message still in the sender when it left MPI moves on at its next MPI call (progress): if the
-             * receive ended after that call began, the link's part is from there */
+             * receive ended after that call began, and sooner after it than the sender had been away, the
+             * sender held it and the link's part is from there */
             int snd = c->send_of[i], r = e[snd].ev.rank;
             for (int k = pos[snd] + 1; k < c->rank_first[r + 1]; k++) {
                 const ah_trace_item *v = &e[c->order[k]];
                 if (!v->comm)
                     continue;
-                if (v->ts > t0 && v->ts < end)
-                    t0 = v->ts;
+                if (v->ts > t0 && v->ts < end && end - v->ts < v->ts - t0)
+                    t0 = v->ts; /* it arrived soon after the sender came back: the sender held it */
                 break;
             }
             add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0);
@@ -323,14 +325,24 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
             continue;
         meas += o->us * 1e-6, exp_s += o->expected_us * 1e-6, n++;
         double ex = (o->us - o->expected_us) * 1e-6;
-        if (ex > 0) {
+        if (ex > 0)
             cost += ex;
-            flag[o->step] |= o->us > 2 * o->expected_us;
-        }
         if (ex > worst)
             worst = ex, worst_k = k;
     }
     double med = ah_diag_median(ratio, nr);
+    /* the steps where the pair's median transfer took 2x its expected time or more */
+    int slow_steps = 0;
+    double *sr = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
+    for (int s = 0; s < c->S; s++) {
+        int m = 0;
+        for (int k = 0; k < d->n_obs; k++)
+            if (d->obs[k].a == a && d->obs[k].b == b && d->obs[k].step == s && d->obs[k].expected_us > 0)
+                sr[m++] = d->obs[k].us / d->obs[k].expected_us;
+        flag[s] = m > 0 && ah_diag_median(sr, m) >= 2;
+        slow_steps += flag[s];
+    }
+    free(sr);
     if (n > 0 && cost > 0 && worst_k >= 0) {
         ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_LINK);
         f->ranks[f->n_ranks++] = a;
@@ -342,11 +354,11 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
         const char *ha = host_of(c, a), *hb = host_of(c, b);
         snprintf(f->evidence, sizeof f->evidence,
                  "%d transfer(s) between rank %d%s%s%s and rank %d%s%s%s took %.3f ms where %s gives %.3f ms: "
-                 "median %.2fx the expected time per transfer",
+                 "median %.2fx the expected time per transfer, 2x or more in %d of %d step(s)",
                  n, a, ha ? " (" : "", ha ? ha : "", ha ? ")" : "", b, hb ? " (" : "", hb ? hb : "", hb ? ")" : "",
-                 meas * 1e3, d->expected_from, exp_s * 1e3, med);
+                 meas * 1e3, d->expected_from, exp_s * 1e3, med, slow_steps, c->S);
         f->share = c->wall_s > 0 ? cost / c->wall_s : 0;
-        f->significant = med >= 3 && f->share >= d->threshold;
+        f->significant = med >= 2 && 3 * slow_steps >= 2 * c->S && f->share >= d->threshold;
     }
     free(flag);
 }
