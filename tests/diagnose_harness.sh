@@ -111,10 +111,10 @@ run_train() { # mode trace env...
   if [ "$mode" = netns ]; then
     env "$@" timeout 300 mpirun -np 4 --host "$HOSTLIST" --bind-to none "${NET[@]}" -x OMPI_MCA_mpi_yield_when_idle \
       "${xs[@]}" "$BIN" train --model tiny-gpt --data "$FIX/text" --steps "$STEPS" --seed 3 --global-batch 8 \
-      --micro-batch 2 --seq 64 --plan "$NPLAN" --trace "$trace"
+      --micro-batch 2 --seq 64 --eval-every 0 --plan "$NPLAN" --trace "$trace"
   else
     env "$@" timeout 300 mpirun -np 4 --bind-to none "${xs[@]}" "$BIN" train --model tiny-gpt --data "$FIX/text" \
-      --steps "$STEPS" --seed 3 --global-batch 8 --micro-batch 2 --seq 64 --plan "$PLAN" --trace "$trace"
+      --steps "$STEPS" --seed 3 --global-batch 8 --micro-batch 2 --seq 64 --eval-every 0 --plan "$PLAN" --trace "$trace"
   fi
 }
 

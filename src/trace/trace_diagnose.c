@@ -260,8 +260,8 @@ static void checkpoint_stalls(dctx *c, double *excess) {
         f->cost_s = cost, f->measured_s = cost + base * f->n_steps, f->expected_s = base * f->n_steps;
         snprintf(f->evidence, sizeof f->evidence,
                  "every rank paused between steps with nothing traced: %d step(s) started %.3f ms later than "
-                 "the median step start gap (%.3f ms), on the median rank (a checkpoint write, or another pause "
-                 "of the whole job)",
+                 "the median step start gap (%.3f ms), on the median rank (a checkpoint write, an evaluation, or "
+                 "another pause of the whole job)",
                  f->n_steps, cost * 1e3 / (f->n_steps ? f->n_steps : 1), base * 1e3);
         settle(c, f, 1);
     }
