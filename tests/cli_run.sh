@@ -54,8 +54,8 @@ jq -e '.generations[0].predicted_iteration_s > 0 and .generations[0].recovery_se
 [ -z "$(ls /dev/shm | grep "autohet-peer.run" 2>/dev/null)" ] || fail "peer: memory tier left in /dev/shm"
 
 # 2. the layers of n2 exist only on n2 and in the cloud (step 5, copied from the memory tier in the
-#    background and committed a step or two later)
-run cloud tiny-4node-pipe --preempt n2@8 --ckpt-every 5
+#    background and committed a step later at most; --mem-copies 1: no buddy copy on another node)
+run cloud tiny-4node-pipe --preempt n2@8 --ckpt-every 5 --mem-copies 1
 rec cloud '.resumed_step == 5 and .steps_lost >= 3 and .bytes_by_tier.cloud > 0'
 grep -q "resuming from step 5" "$TMP/cloud.out" || fail "cloud: resume step not printed"
 
@@ -192,7 +192,7 @@ bad "not empty" "${P[@]}" --run-dir "$TMP/peer.run"
 printf '0,add,a\n12,oops,a\n' >"$TMP/badtrace.csv"
 bad "badtrace.csv:2" "${P[@]}" --spot-trace "$TMP/badtrace.csv"
 bad "exactly one of --plan and --cluster" "${ARGS[@]}"
-bad "--data /nonexistent" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
+bad "/nonexistent: cannot read" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
 bad "--recovery" "${P[@]}" --recovery sometimes
 bad "go with --cluster" "${P[@]}" --seq 32
 "$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"

@@ -3,6 +3,7 @@
 #  1. kill -9 of one rank (its pid from RUN/pids-G/rank-R) once step 8 is logged: a membership change; the
 #     node is lost (cause "signal: lost n2"), detection is timed from the death, at most one step is lost,
 #     and the run ends on the uninterrupted run's parameters
+#  1b. the same on a 4-stage pipeline (each layer on one node): buddy copies on the next node, 0-1 step lost
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
 #     a second controller of a live run is refused (exit 2, one line)
@@ -53,6 +54,21 @@ jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and (.re
   "$TMP/kill.json" >/dev/null || fail "kill: report: $(jq -c '.recoveries' "$TMP/kill.json")"
 no_leftovers kill "$RUN"
 
+# 1b. a 4-stage pipeline, whose every layer lives on one node: their memory snapshots also go to the next
+#     node (--mem-copies 2, the default), so kill -9 of n2's rank loses at most the step in flight and n2's
+#     layers come from n3's buddy copies, not the cloud
+RUN="$TMP/pipe.run"
+AUTOHET_DUMP_PARAMS="$TMP/pipe.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-pipe.json" "${ARGS[@]}" \
+  --run-dir "$RUN" --report "$TMP/pipe.json" >"$TMP/pipe.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 8 || fail "pipe: step 8 never logged"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
+wait $job || { rc=$?; tail -20 "$TMP/pipe.out"; fail "pipe: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe.bin" $TOL) || fail "pipe: parameters differ from the uninterrupted run: $out"
+jq -e '.recoveries[0] | .steps_lost <= 1 and .bytes_by_tier.cloud == 0 and (.layers_by_tier.peer | index(3) != null)' \
+  "$TMP/pipe.json" >/dev/null || fail "pipe: report: $(jq -c '.recoveries' "$TMP/pipe.json")"
+grep -q "memory snapshots also go to the next node" "$TMP/pipe.out" || fail "pipe: the buddy copies are not said"
+
 # 2. kill -9 of the controller, then --resume
 RUN="$TMP/ctl.run"
 AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
@@ -86,6 +102,49 @@ grep -q "gradient norm is .*nan" "$TMP/bug.err" && grep -q "the same failure 3 t
 jq -e '(.completed | not) and (.recoveries | length) == 2' "$TMP/bug.json" >/dev/null \
   || fail "bug: report: $(jq -c '[.completed, (.recoveries | length)]' "$TMP/bug.json")"
 no_leftovers bug "$TMP/bug.run"
+
+# 3b. every copy is a fallback: the newest cloud checkpoint's layer 0 corrupt on n0 and layer 1 on n2 (each
+#     has a good copy on the other node), then a rank killed: full-reload recovery reads the cloud only, and
+#     whichever copy it reads first, one of the two layers must fall back to the other copy
+RUN="$TMP/copy.run"
+AUTOHET_DUMP_PARAMS="$TMP/copy.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/copy.json" >"$TMP/copy.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 12 || fail "copy: step 12 never logged"
+ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
+kill -STOP $ranks # (the job frozen: no newer checkpoint while the copies are spoiled)
+s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
+flip() { printf '\x55' | dd of="$1" bs=1 seek=$(($(stat -c %s "$1") - 7)) conv=notrunc status=none; }
+flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L001-tp0-s$s.safetensors" \
+  || fail "copy: no cloud shards of step $s to spoil"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
+kill -CONT $ranks 2>/dev/null
+wait $job || { rc=$?; tail -20 "$TMP/copy.out"; fail "copy: exit $rc"; }
+grep -q "checksum mismatch.*trying the next copy (cloud" "$TMP/copy.out" || fail "copy: no fallback to the other copy"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/copy.bin" $TOL) || fail "copy: parameters differ from the uninterrupted run: $out"
+jq -e --argjson s "$s" '.completed and (.recoveries[0] | .resumed_step == $s and .fallbacks >= 1)' "$TMP/copy.json" \
+  >/dev/null || fail "copy: report: $(jq -c '.recoveries' "$TMP/copy.json")"
+
+# 3c. no good copy at all: both cloud copies of layer 0 spoiled. The recovery fails naming the layer, notes
+#     the bad copies, and the next assignment leaves them out: no step is complete without them, so the run
+#     restarts from the initialisation and still ends on the uninterrupted run's parameters
+RUN="$TMP/none.run"
+AUTOHET_DUMP_PARAMS="$TMP/none.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/none.json" >"$TMP/none.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 12 || fail "none: step 12 never logged"
+ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
+kill -STOP $ranks
+s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
+flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L000-tp0-s$s.safetensors" \
+  || fail "none: no cloud shards of step $s to spoil"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
+kill -CONT $ranks 2>/dev/null
+wait $job || { rc=$?; tail -20 "$TMP/none.out"; fail "none: exit $rc"; }
+grep -q "layer 0 (TP rank 0) at step $s: no good copy of 2" "$TMP/none.out" || fail "none: the failure does not name the layer"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/none.bin" $TOL) || fail "none: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and (.recoveries | length) == 2 and .recoveries[1].resumed_step == 0' "$TMP/none.json" >/dev/null \
+  || fail "none: report: $(jq -c '[.recoveries[] | {cause, resumed_step}]' "$TMP/none.json")"
 
 # bad input
 "$BIN" run --resume "$TMP/kill.run" --steps 5 >/dev/null 2>"$TMP/bad.err"

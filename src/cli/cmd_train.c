@@ -19,7 +19,9 @@
 #include "autohet/elastic.h"
 #include "autohet/hosts.h"
 #include "autohet/plan.h"
+#include "ckpt/ckpt_runtime.h"
 #include "cli/cli.h"
+#include "cli/cli_data.h"
 #include "elastic/controller.h"
 #include "engine/backend.h"
 #include "engine/blas_select.h"
@@ -69,6 +71,8 @@ static void train_usage(FILE *f) {
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
             "                 (parameters + AdamW moments) under DIR/<node>/, manifests, DIR/state.json\n"
             "  --ckpt-mem DIR [--mem-every k]   memory-tier snapshot (e.g. under /dev/shm) every k steps\n"
+            "  --mem-copies N   1 (default) or 2: the snapshot of a layer no other node holds is also sent to\n"
+            "                 the next node's memory tier, so that every layer has a copy off each node\n"
             "                 (default 1), same layout\n"
             "  --ckpt-cloud DIR  also write each --ckpt-every checkpoint to DIR (the cloud tier)\n"
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
@@ -183,7 +187,7 @@ static int serve_only(const char *assignment, int rank) {
         ah_recovery_doc_free(&d);
     }
     write_pid_line(rank, node, 0);
-    if (ah_trainer_serve_recovery(assignment, rank, err, sizeof err) != 0) {
+    if (ah_ckpt_serve_recovery(assignment, err, sizeof err) != 0) {
         fprintf(stderr, "autohet train: recovery server rank %d: %s\n", rank, err);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -200,7 +204,7 @@ typedef struct {
     const char *init_from; /* --init-from HF_DIR */
     char init_config[2048]; /* HF_DIR/config.json: --model when not given */
     int bf16;           /* --precision bf16 */
-    int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
+    int ckpt_every, mem_every, mem_copies, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
     double lr;
@@ -212,10 +216,10 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
+        "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
         &opts);
     memset(a, 0, sizeof *a);
-    a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
+    a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
     a->lr = 3e-3;
     optind = 1;
     opterr = 0;
@@ -265,6 +269,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         }
         case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
+        case 'Q': iv = &a->mem_copies; break;
         case 'K': iv = &a->ckpt_every; break;
         case 's': iv = &a->steps, min = 0; break;
         case 'S': iv = &a->seed, min = 0; break;
@@ -285,10 +290,29 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         if (iv && cli_int_value(argv[optind - 2], optarg, min, iv, msg, n) != 0)
             return -1;
     }
+    if (optind < argc) {
+        snprintf(msg, n, "unexpected argument '%s' (see autohet train --help)", argv[optind]);
+        return -1;
+    }
     if (!a->model && a->init_from) { /* the model of the weights */
         snprintf(a->init_config, sizeof a->init_config, "%s/config.json", a->init_from);
         a->model = a->init_config;
     }
+    return 0;
+}
+
+/* --recover: the assignment is read and checked before any work (a bad one is
+ * bad input); 0, or -1 with msg */
+static int check_recover(const char *path, char *msg, size_t n) {
+    ah_recovery_doc d;
+    char err[1024];
+    if (!path)
+        return 0;
+    if (ah_recovery_doc_read(path, &d, err, sizeof err) != 0) {
+        snprintf(msg, n, "--recover: %s", err);
+        return -1;
+    }
+    ah_recovery_doc_free(&d);
     return 0;
 }
 
@@ -306,6 +330,7 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
                       : a->resume && a->recover ? "--resume and --recover exclude each other"
+                      : a->mem_copies > 2 ? "--mem-copies: expected 1 or 2"
                       : a->init_from && (a->resume || a->recover)
                           ? "--init-from starts a run: it excludes --resume and --recover"
                       : a->steps == 0 && !(a->init_from && a->ckpt_dir)
@@ -325,31 +350,13 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
     }
     int ok = 1;
     if (rank == 0)
-        ok = !(cli_check_output("--log", a->log, msg, n) || cli_check_output("--trace", a->trace, msg, n) ||
+        ok = !(check_recover(a->recover, msg, n) || cli_check_output("--log", a->log, msg, n) ||
+               cli_check_output("--trace", a->trace, msg, n) ||
                cli_check_output_dir("--ckpt-dir", a->ckpt_dir, 1, msg, n) ||
                cli_check_output_dir("--ckpt-mem", a->mem_dir, 1, msg, n) ||
                cli_check_output_dir("--ckpt-cloud", a->cloud_dir, 1, msg, n));
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return ok ? 0 : -1;
-}
-
-/* --data and --val-data; the vocabulary: the model's for token data (every
- * id below it), the 256 byte values for text. 0, or -1 with msg */
-static int load_data(const train_args *a, ah_model_config *cfg, int seq, ah_dataset *data, char *msg, size_t n) {
-    if (ah_dataset_load(data, a->data, a->val_data ? 0.0 : 0.1, seq, msg, n) != 0)
-        return -1;
-    if (a->val_data && ah_dataset_set_validation(data, a->val_data, seq, msg, n) != 0) {
-        ah_dataset_free(data);
-        return -1;
-    }
-    cfg->vocab = ah_dataset_vocab(data->kind, cfg->vocab);
-    if (ah_dataset_check_vocab(data, cfg->vocab, msg, n) != 0) {
-        size_t len = strlen(msg);
-        snprintf(msg + len, n - len, " of model %s", cfg->name);
-        ah_dataset_free(data);
-        return -1;
-    }
-    return 0;
 }
 
 /* the model, the plan (or the trivial one) and the data; 0, or -1 with msg */
@@ -390,7 +397,7 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         }
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
-    if (load_data(a, cfg, plan->train.seq, data, msg, n) != 0) {
+    if (cli_load_data(a->data, a->val_data, cfg, plan->train.seq, data, msg, n) != 0) {
         ah_plan_free(plan);
         return -1;
     }
@@ -404,6 +411,7 @@ static void trainer_config(const train_args *a, const ah_model_config *cfg, cons
     tc->steps = a->steps, tc->eval_every = a->eval_every, tc->log_every = a->log_every;
     tc->tokens_per_step = (long long)plan->global_batch * plan->train.seq;
     tc->ckpt_dir = a->ckpt_dir, tc->mem_dir = a->mem_dir, tc->cloud_dir = a->cloud_dir;
+    tc->mem_copies = a->mem_copies;
     tc->ckpt_every = a->ckpt_every, tc->mem_every = a->mem_every;
     tc->resume_dir = a->resume, tc->recover_path = a->recover, tc->trace_path = a->trace;
     tc->cfg = cfg, tc->plan = plan, tc->seed = a->seed, tc->oc = oc;
@@ -433,11 +441,9 @@ static void dump_params(ah_executor *x, int rank) {
         return;
     }
     if (rank == 0) {
-        FILE *f = fopen(dump, "wb");
-        if (f) {
-            fwrite(all, sizeof(float), n, f);
-            fclose(f);
-        }
+        char err[600];
+        if (ah_write_file_atomic(dump, all, n * sizeof(float), err, sizeof err) != 0)
+            fprintf(stderr, "autohet train: AUTOHET_DUMP_PARAMS: %s\n", err);
         free(all);
     }
 }
@@ -474,7 +480,8 @@ static int train(ah_executor *x, MPI_Comm comm, ah_trainer_config *tc, FILE *log
 static int init_from(const train_args *a, ah_executor *x, int rank, char *msg, size_t n) {
     double t0 = MPI_Wtime();
     if (ah_executor_init_from_hf(x, a->init_from, msg, n) != 0 ||
-        (a->steps == 0 && ah_executor_save(x, a->ckpt_dir, "disk", 0, msg, n) != 0))
+        (a->steps == 0 &&
+         ah_ckpt_save(ah_executor_layer_store(x), a->ckpt_dir, "disk", 0, NULL, msg, n) != 0))
         return -1;
     if (rank == 0)
         printf("autohet train: weights from %s (%.3f s)%s%s\n", a->init_from, MPI_Wtime() - t0,
@@ -570,8 +577,11 @@ int cmd_train(int argc, char **argv) {
         else
             rc = train(x, comm, &tc, log);
     }
-    if (log)
-        fclose(log);
+    /* a full disk: never a silent short log */
+    if (log && ah_close_stream(log, a.log, msg, sizeof msg) != 0) {
+        fprintf(stderr, "autohet train: --log %s\n", msg);
+        rc = rc ? rc : 1;
+    }
     ah_executor_free(x);
     ah_dataset_free(&data);
     ah_plan_free(&plan);
@@ -584,7 +594,7 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     if (rank == 0 && rc == 0) /* release the recovery servers */
-        ah_trainer_release_servers(slots, world);
+        ah_ckpt_release_servers(slots, world);
     if (comm != MPI_COMM_WORLD)
         MPI_Comm_free(&comm);
     MPI_Finalize();

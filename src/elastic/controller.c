@@ -99,6 +99,36 @@ static double predicted_iteration_s(const run_state *s) {
 
 /* ---- recovery ---- */
 
+/* The copies a recovery found bad (RUN/recover-G.json.bad-R, a path a line, written by the ranks that read
+ * them) are left out of the holdings: the next assignment uses other copies, or an older complete step. */
+static void drop_bad_copies(const run_state *s, ah_holding *h, int n) {
+    DIR *d = opendir(s->run);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "recover-", 8) || !strstr(de->d_name, ".json.bad-"))
+            continue;
+        char p[1400], line[4200];
+        snprintf(p, sizeof p, "%s/%.255s", s->run, de->d_name);
+        FILE *f = fopen(p, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            for (int i = 0; i < n; i++) {
+                size_t dl = strlen(h[i].dir);
+                if (strncmp(line, h[i].dir, dl) || line[dl] != '/')
+                    continue;
+                int k = 0;
+                for (int j = 0; j < h[i].m.n; j++)
+                    if (strcmp(h[i].m.e[j].file, line + dl + 1))
+                        h[i].m.e[k++] = h[i].m.e[j];
+                h[i].m.n = k;
+            }
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+}
+
 static int load_holdings(run_state *s, ah_holding **out, int *n) {
     int cap = 2 * s->inv.n_nodes + 16, k = 0;
     ah_holding *h = ah_xcalloc((size_t)cap, sizeof *h);
@@ -141,6 +171,7 @@ static int load_holdings(run_state *s, ah_holding **out, int *n) {
     }
     if (d)
         closedir(d);
+    drop_bad_copies(s, h, k);
     *out = h;
     *n = k;
     return 0;
@@ -198,6 +229,66 @@ static void finish_recovery(run_state *s) {
     fflush(stdout);
 }
 
+/* {"memory": [layers...], "peer": [...], ...}: which tier served each layer of the recovery (a layer
+ * of several shards is listed under each tier one of them came from) */
+static cJSON *layers_by_tier(const ah_assignment *as, int n_layers) {
+    cJSON *o = cJSON_CreateObject();
+    for (int t = 0; t < AH_TIER_N; t++) {
+        cJSON *a = cJSON_AddArrayToObject(o, ah_tier_name(t));
+        for (int l = 0; l < n_layers; l++) {
+            int hit = 0;
+            for (int k = 0; k < as->n && !hit; k++)
+                hit = as->e[k].layer == l && as->e[k].tier == t;
+            if (hit)
+                cJSON_AddItemToArray(a, cJSON_CreateNumber(l));
+        }
+    }
+    return o;
+}
+
+/* The layers of plan p that one node alone holds (its DP peers elsewhere hold the same parameters and
+ * AdamW moments; a layer of one holder has no copy off that node between cloud checkpoints): into
+ * `only` (node index, -1 several), their count. */
+static int single_node_layers(const ah_plan *p, int n_layers, int *only) {
+    int n = 0;
+    for (int l = 0; l < n_layers; l++) {
+        only[l] = -2; /* no holder yet */
+        for (int k = 0; k < p->n_replicas; k++)
+            for (int j = 0; j < p->replicas[k].n_stages; j++) {
+                const ah_stage *st = &p->replicas[k].stages[j];
+                if (l >= st->layer_first && l < st->layer_last)
+                    only[l] = only[l] == -2 || only[l] == st->node ? st->node : -1;
+            }
+        n += only[l] >= 0;
+    }
+    return n;
+}
+
+/* Says which layers live on one node only: a loss of it without notice restores them from the cloud */
+static void report_redundancy(const run_state *s, cJSON *g) {
+    int n_layers = ah_model_num_layers(&s->cfg), *only = ah_xcalloc((size_t)n_layers, sizeof *only);
+    int n = single_node_layers(&s->plan, n_layers, only);
+    cJSON *a = cJSON_AddArrayToObject(g, "single_node_layers");
+    char list[512] = "";
+    int len = 0;
+    for (int l = 0; l < n_layers; l++)
+        if (only[l] >= 0) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(l));
+            if (len < (int)sizeof list - 80)
+                len += snprintf(list + len, sizeof list - (size_t)len, "%s%d (%s)", len ? ", " : "", l,
+                                s->plan.cluster.nodes[only[l]].name);
+        }
+    if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP && s->o->mem_copies > 1)
+        printf("autohet run: generation %d: %d layer%s on one node only: %s; %s memory snapshot%s also go%s to "
+               "the next node at every snapshot (--mem-copies 2)\n",
+               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "its" : "their", n == 1 ? "" : "s", n == 1 ? "es" : "");
+    else if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP)
+        printf("autohet run: generation %d: %d layer%s on one node only: %s; a loss of that node without notice "
+               "restores %s from the last cloud checkpoint (every %d steps)\n",
+               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "it" : "them", s->o->ckpt_every);
+    free(only);
+}
+
 /* Starts generation s->gen for the current s->plan (after writing it); with
  * `recover` a recovery assignment. 0 or -1 with err. */
 static int start_generation(run_state *s, const char *recover, char *err, size_t errlen) {
@@ -231,6 +322,7 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
         cJSON_AddNullToObject(g, "predicted_iteration_s");
     if (s->multi_host)
         cJSON_AddStringToObject(g, "hosts", hosts);
+    report_redundancy(s, g);
     cJSON_AddItemToArray(s->gens, g);
     s->pid = run_launch(s, path, recover, err, errlen);
     run_state_save(s); /* the generation and its job: what a resumed controller ends first */
@@ -273,6 +365,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     snprintf(rpath, sizeof rpath, "%s/recover-%d.json", s->run, s->gen + 1);
     int rc = ah_recovery_write(rpath, h, &np, &as, s->o->cloud_mbs * 1e6, err, errlen);
     int step = as.step;
+    cJSON *served = layers_by_tier(&as, ah_model_num_layers(&s->cfg));
     s->n_servers = as.n_servers;
     for (int k = 0; k < as.n_servers && k < MAX_NODES; k++) /* where the rankfile puts them */
         snprintf(s->server_host[k], sizeof s->server_host[k], "%s", run_host_of(s, as.server_node[k]));
@@ -280,10 +373,12 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     free_holdings(h, nh);
     double r2 = ah_wall_clock_s();
     if (rc != 0) {
+        cJSON_Delete(served);
         ah_plan_free(&np);
         return -1;
     }
     cJSON *rec = cJSON_CreateObject();
+    cJSON_AddItemToObject(rec, "layers_by_tier", served);
     cJSON_AddStringToObject(rec, "cause", cause);
     cJSON_AddStringToObject(rec, "mode",
                             s->o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");
@@ -501,9 +596,10 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     return run_state_save(s) == 0 ? 0 : (snprintf(err, errlen, "cannot write %s/run.json", s->run), -1);
 }
 
-static void write_report(run_state *s, int final_step, int ok) {
+/* 0, or -1 with the error printed */
+static int write_report(run_state *s, int final_step, int ok) {
     if (!s->o->report_path)
-        return;
+        return 0;
     cJSON *r = s->report;
     cJSON_AddStringToObject(r, "format", "autohet-run-report");
     cJSON_AddNumberToObject(r, "version", 1);
@@ -523,9 +619,11 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddItemToObject(r, "recoveries", s->recs);
     s->gens = s->recs = NULL;
     char *txt = cJSON_Print(r), err[512];
-    if (ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err) != 0)
+    int rc = ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err);
+    if (rc != 0)
         fprintf(stderr, "autohet run: --report: %s\n", err);
     free(txt);
+    return rc;
 }
 
 /* a preemption with notice in progress: the job runs on until its next
@@ -544,7 +642,9 @@ static int may_restart(run_state *s, const run_fault *f) {
         s->fail_repeats++;
     else
         s->fail_repeats = 1, snprintf(s->fail_signature, sizeof s->fail_signature, "%s", f->signature);
-    return f->exit_code != AH_EXIT_BAD_INPUT && s->fail_repeats <= s->o->max_restarts;
+    /* (a recovery's exit 2 is a copy it could not use, which the next assignment leaves out) */
+    int bad_input = f->exit_code == AH_EXIT_BAD_INPUT && !s->pending;
+    return !bad_input && s->fail_repeats <= s->o->max_restarts;
 }
 
 /* The job ended with `status`. Returns 1 done (success), 0 go on (replanned
@@ -570,8 +670,8 @@ static int job_ended(run_state *s, int status, int *final_step) {
         fprintf(stderr, "autohet run: generation %d: %s\n", s->gen, f.cause);
         fprintf(stderr, "autohet run: stopping: the same failure %d time%s in a row at step %d%s%s\n",
                 s->fail_repeats, s->fail_repeats == 1 ? "" : "s", step_at,
-                f.exit_code == AH_EXIT_BAD_INPUT ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
-                f.exit_code == AH_EXIT_BAD_INPUT ? "" : "reached)");
+                s->fail_repeats <= s->o->max_restarts ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
+                s->fail_repeats <= s->o->max_restarts ? "" : "reached)");
         return f.exit_code > 1 && f.exit_code < 126 ? -f.exit_code : -1;
     }
     if (change_nodes(s, f.cause, t_fault, step_at, err, sizeof err) == 0)
@@ -750,18 +850,23 @@ static int run_to_end(run_state *s) {
         run_state_save(s);
         fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
     }
-    write_report(s, final_step, rc == 0);
+    if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
+        rc = 1;
     run_purge_gone(s);
     return rc;
 }
 
-static void run_free(run_state *s) {
+/* frees the run; rc, or 1 if --log could not be completed */
+static int run_free(run_state *s, int rc) {
     if (s->mem[0] && !s->keep_tiers)
         run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
     if (!s->keep_tiers)
         run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
-    if (s->log)
-        fclose(s->log);
+    char err[1024];
+    if (s->log && ah_close_stream(s->log, s->o->log_path, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --log %s\n", err);
+        rc = rc ? rc : 1;
+    }
     if (s->have_plan)
         ah_plan_free(&s->plan);
     cJSON_Delete(s->report);
@@ -776,6 +881,7 @@ static void run_free(run_state *s) {
     if (s->beat_fd > 0)
         close(s->beat_fd);
     free(s);
+    return rc;
 }
 
 int ah_run(const ah_run_options *o) {
@@ -815,8 +921,7 @@ int ah_run(const ah_run_options *o) {
     }
     rc = run_to_end(s);
 out:
-    run_free(s);
-    return rc;
+    return run_free(s, rc);
 }
 
 /* A resumed run's directories: the run's own, its tiers where the state says */
@@ -944,7 +1049,7 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
     }
     rc = run_to_end(s);
 out:
-    run_free(s);
+    rc = run_free(s, rc);
     cJSON_Delete(doc);
     return rc;
 }
