@@ -563,6 +563,12 @@ static uint16_t *random_tokens(int n, int vocab, uint64_t key) {
     return t;
 }
 
+/* Tokens [off, off + n) of the dataset equal want. */
+static void assert_tokens_equal(const ah_dataset *d, size_t off, const uint16_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ah_dataset_token(d, off + i), want[i]);
+}
+
 /* Every row of a batch is a window of the tokens: found at some offset. */
 static void assert_rows_are_windows(const ah_dataset *d, const uint16_t *tok, size_t lo, size_t hi, int val) {
     enum { ROWS = 6, SEQ = 12 };
@@ -596,7 +602,7 @@ static void test_llmc_and_raw_token_files(void **state) {
         assert_int_equal(d.kind, AH_DATA_TOKENS);
         assert_int_equal(d.n, N);
         assert_int_equal(d.n_train, N - 300);
-        assert_memory_equal(d.tokens, tok, sizeof *tok * N);
+        assert_tokens_equal(&d, 0, tok, N);
         assert_int_equal(d.n_files, 1);
         assert_int_equal(d.files[0].header, k == 0 ? AH_LLMC_HEADER_BYTES : 0);
         assert_rows_are_windows(&d, tok, 0, N - 300, 0);
@@ -627,10 +633,13 @@ static void test_token_file_errors(void **state) {
     write_llmc(dir, "long.bin", tok, 64, 1, 10);
     snprintf(path, sizeof path, "%s/long.bin", dir);
     expect_load_error(path, 0.0, 8, "long.bin: the llm.c header says 10 tokens, the file holds 128 bytes after it (wrong size)");
-    /* llm.c's version 2 (uint32 tokens) is not read */
+    /* llm.c's version 2 holds uint32 tokens: 64 uint16 are 32 of them; version 3 is not read */
     write_llmc(dir, "v2.bin", tok, 64, 2, 64);
     snprintf(path, sizeof path, "%s/v2.bin", dir);
-    expect_load_error(path, 0.0, 8, "v2.bin: llm.c token file version 2: only version 1 (uint16 tokens) is supported");
+    expect_load_error(path, 0.0, 8, "v2.bin: the llm.c header says 64 tokens, the file holds 128 bytes after it (truncated)");
+    write_llmc(dir, "v3.bin", tok, 64, 3, 64);
+    snprintf(path, sizeof path, "%s/v3.bin", dir);
+    expect_load_error(path, 0.0, 8, "v3.bin: llm.c token file version 3: version 1 (uint16 tokens) and 2 (uint32 tokens) are read");
     /* a raw file of an odd size, and an empty one */
     write_bytes(dir, "odd.bin", tok, 33);
     snprintf(path, sizeof path, "%s/odd.bin", dir);
@@ -642,7 +651,7 @@ static void test_token_file_errors(void **state) {
     write_bytes(dir, "few.bin", tok, 16);
     snprintf(path, sizeof path, "%s/few.bin", dir);
     expect_load_error(path, 0.0, 8, "few.bin: 8 tokens, too small for sequences of 8 (+1) tokens");
-    const char *const all[] = {"short.bin", "cut.bin", "long.bin", "v2.bin", "odd.bin", "empty.bin", "few.bin", NULL};
+    const char *const all[] = {"short.bin", "cut.bin", "long.bin", "v2.bin", "v3.bin", "odd.bin", "empty.bin", "few.bin", NULL};
     remove_dir(dir, all);
 }
 
@@ -693,19 +702,19 @@ static void test_shard_directory_and_val_data(void **state) {
     assert_int_equal(d.kind, AH_DATA_TOKENS);
     assert_int_equal(d.n, 1000);
     assert_int_equal(d.n_train, 800); /* the _val shard, not a 10% tail */
-    assert_memory_equal(d.tokens, t0, 1000);
-    assert_memory_equal(d.tokens + 500, t1, 600);
-    assert_memory_equal(d.tokens + 800, tv, 400);
-    assert_rows_are_windows(&d, d.tokens, 800, 1000, 1);
+    assert_tokens_equal(&d, 0, t0, 500);
+    assert_tokens_equal(&d, 500, t1, 300);
+    assert_tokens_equal(&d, 800, tv, 200);
+    assert_rows_are_windows(&d, tv, 0, 200, 1);
     /* --val-data: all of --data is train, the file is the validation split */
     write_bytes(vdir, "val.bin", t1, 600);
     snprintf(vpath, sizeof vpath, "%s/val.bin", vdir);
     assert_int_equal(ah_dataset_set_validation(&d, vpath, 16, err, sizeof err), 0);
     assert_int_equal(d.n_train, 800);
     assert_int_equal(d.n, 1100);
-    assert_memory_equal(d.tokens + 800, t1, 600);
-    assert_int_equal(d.n_files, 4);
-    assert_int_equal(d.files[3].first, 800);
+    assert_tokens_equal(&d, 800, t1, 300);
+    assert_int_equal(d.n_files, 3); /* the _val shard is dropped */
+    assert_int_equal(d.files[2].first, 800);
     assert_rows_are_windows(&d, t1, 0, 300, 1);
     /* a text validation file for token data is refused */
     assert_int_equal(ah_dataset_set_validation(&d, GPL3, 16, err, sizeof err), -1);

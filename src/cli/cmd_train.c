@@ -50,10 +50,14 @@ static void train_usage(FILE *f) {
             "one process would.\n\n"
             "  --model        preset (e.g. tiny-gpt, tiny-llama, small-gpt, gpt2-124m) or config.json;\n"
             "                 on text data the vocabulary is replaced by the 256 byte values\n"
-            "  --data         tokens: an llm.c token file (magic 20240520, version 1, uint16 tokens), a\n"
-            "                 nanoGPT raw uint16 .bin, or a directory of .bin shards (\"_val\" in a name =\n"
-            "                 validation); else text: a file or a directory of them (bytes). Without\n"
-            "                 --val-data or _val shards, 10%% at the end is held out for validation\n"
+            "  --data         tokens: an llm.c token file (magic 20240520, version 1 uint16 / 2 uint32\n"
+            "                 tokens), Megatron's PREFIX.bin + PREFIX.idx (the .bin, the .idx or PREFIX),\n"
+            "                 a raw .bin (uint16 as nanoGPT's, or --data-dtype), or a directory of .bin\n"
+            "                 shards (\"_val\" in a name = validation); else text: a file or a directory of\n"
+            "                 them (bytes). Without --val-data or _val shards, 10%% at the end is held out\n"
+            "                 for validation (docs/data.md)\n"
+            "  --data-dtype   uint16|uint32: the token type of raw .bin files (no header); required for\n"
+            "                 raw files when the vocabulary is over 65,536\n"
             "  --val-data     the validation data (a file or directory as --data, of the same kind)\n"
             "  --plan         plan document (autohet plan --json, or hand-written: docs/plan-format.md);\n"
             "                 its tp, micro_batch, global_batch and seq are used\n"
@@ -204,6 +208,8 @@ typedef struct {
     int bf16;           /* --precision bf16 */
     int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
+    int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
+    ah_token_type data_type; /* --data-dtype: raw token files' type */
     ah_schedule schedule;
     double lr;
 } train_args;
@@ -214,11 +220,12 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
+        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P "
+        "data-dtype=T eval-batches=b",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
-    a->lr = 3e-3;
+    a->lr = 3e-3, a->eval_batches = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -237,6 +244,12 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'U': a->cloud_dir = optarg; break;
         case 'V': a->recover = optarg; break;
         case 'I': a->init_from = optarg; break;
+        case 'T':
+            if ((a->data_type = ah_token_type_parse(optarg)) == AH_TOKENS_UNSTATED) {
+                snprintf(msg, n, "--data-dtype '%s': expected uint16 or uint32", optarg);
+                return -1;
+            }
+            break;
         case 'c':
             if (ah_schedule_parse(optarg, &a->schedule) != 0) {
                 snprintf(msg, n, "--schedule '%s': expected 1f1b, gpipe or interleaved", optarg);
@@ -266,6 +279,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
             break;
         }
         case 'v': iv = &a->virtual_stages, min = 2; break;
+        case 'b': iv = &a->eval_batches; break;
         case 'E': iv = &a->mem_every; break;
         case 'K': iv = &a->ckpt_every; break;
         case 's': iv = &a->steps, min = 0; break;
@@ -393,7 +407,7 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         }
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
-    if (cli_load_data(a->data, a->val_data, cfg, plan->train.seq, data, msg, n) != 0) {
+    if (cli_load_data(a->data, a->val_data, a->data_type, cfg, plan->train.seq, data, msg, n) != 0) {
         ah_plan_free(plan);
         return -1;
     }
