@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# scripts/tokenize.py (docs/data.md, "Tokenizing"): a byte-level BPE trained here with Hugging Face
+# tokenizers on the fixture texts (nothing downloaded) encodes plain text and jsonl (non-ASCII
+# included) into llm.c version-1 shards whose ids are exactly tokenizers' Tokenizer.encode ids, the
+# first --val-fraction of them the "_val" shard; the shard directory trains (2 ranks = 1 rank); a
+# vocabulary over 65,536 (a word-level tokenizer of 70,000 words) writes version 2 (uint32) shards
+# that train with a first loss of ~ln(70000); bad input is one line, exit 2.
+. "$(dirname "$0")/common.sh"
+TOK="$(cd "$(dirname "$0")/.." && pwd)/scripts/tokenize.py"
+PYT=python3
+if ! $PYT -c 'import tokenizers' 2>"$TMP/py.err"; then
+  echo "FAIL: $PYT cannot import tokenizers (pip install tokenizers: scripts/deps.sh): $(tail -1 "$TMP/py.err")"
+  exit 1
+fi
+
+$PYT - "$TMP" "$FIX/text" <<'PY' || fail "fixtures"
+import glob, json, sys
+from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers
+d, text = sys.argv[1], sys.argv[2]
+files = sorted(glob.glob(text + '/*.txt'))
+bpe = Tokenizer(models.BPE())
+bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+bpe.decoder = decoders.ByteLevel()
+bpe.train(files, trainers.BpeTrainer(vocab_size=400, special_tokens=['<|endoftext|>'],
+                                    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+bpe.save(d + '/bpe.json')
+docs = ["Grüße aus Köln — naïve café", "日本語のテキスト and emoji 🚀🎉", "plain ASCII line\nwith two lines"] * 40
+with open(d + '/docs.jsonl', 'w', encoding='utf-8') as f:
+    for t in docs:
+        f.write(json.dumps({"text": t, "id": 1}, ensure_ascii=False) + "\n")
+# a word-level vocabulary of 70,000 words: ids past 65,535 need llm.c version 2
+words = ['w%d' % i for i in range(70000)]
+wl = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token='w0'))
+wl.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+wl.save(d + '/words.json')
+import random
+random.seed(3)
+pat = [random.randrange(70000) for _ in range(13)]
+seq = []
+while len(seq) < 30000:
+    seq += pat if random.random() < 0.7 else [random.randrange(70000) for _ in range(13)]
+open(d + '/words.txt', 'w').write(' '.join(words[i] for i in seq))
+PY
+
+# the ids of every shard, concatenated in split order (val then train), against tokenizers' own
+check_ids() { # TOKENIZER PREFIX EOT(-1: none) VERSION INPUT...
+  $PYT - "$@" <<'PY'
+import glob, json, struct, sys
+from array import array
+from tokenizers import Tokenizer
+tj, prefix, eot, version, inputs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+tok = Tokenizer.from_file(tj)
+want = []
+for p in inputs:
+    texts = [json.loads(l)['text'] for l in open(p, encoding='utf-8')] if p.endswith('.jsonl') else [open(p, encoding='utf-8').read()]
+    for t in texts:
+        want += tok.encode(t).ids + ([eot] if eot >= 0 else [])
+got = []
+for split in ('val', 'train'):
+    for path in sorted(glob.glob(prefix + '_' + split + '_*.bin')):
+        b = open(path, 'rb').read()
+        magic, ver, n = struct.unpack('<3i', b[:12])
+        assert magic == 20240520 and ver == version, (path, magic, ver)
+        a = array('H' if ver == 1 else 'I'); a.frombytes(b[1024:])
+        assert len(a) == n, (path, len(a), n)
+        got += list(a)
+assert got == want, 'ids differ from tokenizers: %d vs %d ids, first difference at %s' % (
+    len(got), len(want), next((i for i, (x, y) in enumerate(zip(got, want)) if x != y), min(len(got), len(want))))
+print(len(got), max(got))
+PY
+}
+
+# plain text + jsonl (non-ASCII), an end-of-text token after each document, 3 train shards
+mkdir -p "$TMP/shards"
+$PYT "$TOK" --tokenizer "$TMP/bpe.json" --out "$TMP/shards/corpus" --val-fraction 0.1 --shard-tokens 12000 \
+  --eot '<|endoftext|>' "$FIX/text/GPL-3.txt" "$FIX/text/MPL-2.0.txt" "$TMP/docs.jsonl" >"$TMP/tok.out" 2>"$TMP/tok.err" ||
+  { cat "$TMP/tok.err"; fail "tokenize"; }
+grep -Eq "^tokenize: 122 documents, [0-9]+ bytes -> [0-9]+ tokens \([0-9]+ train in [0-9]+ shards, [0-9]+ validation in 1\); vocabulary 400: llm.c version 1 \(uint16\)" \
+  "$TMP/tok.out" || fail "summary: $(cat "$TMP/tok.out")"
+check_ids "$TMP/bpe.json" "$TMP/shards/corpus" 0 1 "$FIX/text/GPL-3.txt" "$FIX/text/MPL-2.0.txt" "$TMP/docs.jsonl" \
+  >"$TMP/ids.txt" 2>&1 || fail "BPE ids: $(tail -1 "$TMP/ids.txt")"
+[ -f "$TMP/shards/corpus_val_000000.bin" ] && [ -f "$TMP/shards/corpus_train_000002.bin" ] || fail "shards: $(ls "$TMP/shards")"
+# the shard directory trains: the _val shard is the validation split; 2 pipeline ranks = 1 rank
+cat >"$TMP/v400.json" <<'JSON'
+{"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 128, "vocab_size": 400}
+JSON
+ARGS=(--steps 3 --seed 2 --global-batch 4 --micro-batch 2 --seq 32 --eval-every 3)
+"$BIN" train --model "$TMP/v400.json" --data "$TMP/shards" "${ARGS[@]}" --log "$TMP/one.log" >"$TMP/one.out" 2>&1 ||
+  { cat "$TMP/one.out"; fail "train on the shards"; }
+grep -q "vocabulary 400; data $TMP/shards (" "$TMP/one.out" || fail "start-up: $(head -1 "$TMP/one.out")"
+cat >"$TMP/pp2.json" <<'JSON'
+{"format": "autohet-plan", "version": 1, "model": {"name": "v400.json"}, "train": {"seq": 32},
+ "cluster": {"nodes": [{"name": "n0", "gpu_type": "cpu", "gpus": 2}]},
+ "tp": 1, "micro_batch": 2, "global_batch": 4,
+ "replicas": [{"micro_batches": 2, "stages": [{"node_index": 0, "gpus": [0], "layers": [0, 2]},
+                                              {"node_index": 0, "gpus": [1], "layers": [2, 4]}]}]}
+JSON
+mpirun -np 2 --bind-to none "$BIN" train --model "$TMP/v400.json" --data "$TMP/shards" "${ARGS[@]}" \
+  --plan "$TMP/pp2.json" --log "$TMP/two.log" >"$TMP/two.out" 2>&1 || { cat "$TMP/two.out"; fail "2 ranks"; }
+paste <(jq -r .loss "$TMP/one.log") <(jq -r .loss "$TMP/two.log") | awk 'NF != 2 { bad = 1 }
+  { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad = 1 } END { exit bad + (NR != 3) }' ||
+  fail "2 ranks differ: $(paste <(jq -r .loss "$TMP/one.log") <(jq -r .loss "$TMP/two.log") | tr '\n' ' ')"
+
+# a vocabulary over 65,536: llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
+$PYT "$TOK" --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
+  >"$TMP/w.out" 2>"$TMP/w.err" || { cat "$TMP/w.err"; fail "tokenize 70,000 words"; }
+grep -q "vocabulary 70000: llm.c version 2 (uint32)" "$TMP/w.out" || fail "v2 summary: $(cat "$TMP/w.out")"
+check_ids "$TMP/words.json" "$TMP/w/words" -1 2 "$TMP/words.txt" >"$TMP/wids.txt" 2>&1 || fail "word ids: $(tail -1 "$TMP/wids.txt")"
+awk '{ exit !($2 > 65535) }' "$TMP/wids.txt" || fail "no id past 65,535: $(cat "$TMP/wids.txt")"
+cat >"$TMP/v70k.json" <<'JSON'
+{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128, "vocab_size": 70000}
+JSON
+"$BIN" train --model "$TMP/v70k.json" --data "$TMP/w" "${ARGS[@]}" --log "$TMP/w.log" >"$TMP/wt.out" 2>&1 ||
+  { cat "$TMP/wt.out"; fail "train on v2 shards"; }
+jq -e -s '(.[0].loss - (70000 | log) | fabs) < 0.3' "$TMP/w.log" >/dev/null ||
+  fail "first loss is not ~ln(70000): $(jq -s '.[0].loss' "$TMP/w.log")"
+
+# bad input: one line, exit 2
+expect_bad() { # NAME EXPECTED-TEXT ARGS...
+  local name="$1" want="$2"
+  shift 2
+  $PYT "$TOK" "$@" >"$TMP/$name.out" 2>&1
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$name: exit $rc, want 2"
+  [ "$(wc -l <"$TMP/$name.out")" -eq 1 ] || fail "$name: not one line: $(cat "$TMP/$name.out")"
+  grep -qF -- "$want" "$TMP/$name.out" || fail "$name: $(cat "$TMP/$name.out")"
+}
+printf '{"text": "ok"}\n{"txt": "no"}\n' >"$TMP/bad.jsonl"
+printf '{"text": "ok"}\nnot json\n' >"$TMP/bad2.jsonl"
+echo '{"no": "tokenizer"}' >"$TMP/notok.json"
+expect_bad notok "tokenize: $TMP/notok.json: not a tokenizer.json" --tokenizer "$TMP/notok.json" --out "$TMP/x" "$TMP/words.txt"
+expect_bad missing "tokenize: $TMP/nope.txt: no such file" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/nope.txt"
+expect_bad field "tokenize: $TMP/bad.jsonl:2: no string field \"text\"" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/bad.jsonl"
+expect_bad json "tokenize: $TMP/bad2.jsonl:2: not a JSON object" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/bad2.jsonl"
+expect_bad eot "tokenize: --eot '<eos>': not a token of" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --eot '<eos>' "$TMP/words.txt"
+expect_bad frac "tokenize: --val-fraction 1.5: outside [0, 1)" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --val-fraction 1.5 "$TMP/words.txt"
+[ "$fails" -eq 0 ] && echo "cli_tokenize: all passed"
+exit $((fails > 0))
