@@ -2,7 +2,8 @@
 # scripts/tokenize.py (docs/data.md, "Tokenizing"): a byte-level BPE trained here with Hugging Face
 # tokenizers on the fixture texts (nothing downloaded) encodes plain text and jsonl (non-ASCII
 # included) into llm.c version-1 shards whose ids are exactly tokenizers' Tokenizer.encode ids, the
-# first --val-fraction of them the "_val" shard; the shard directory trains (2 ranks = 1 rank); a
+# first --val-fraction of them the "_val" shard; the shard directory trains (2 ranks = 1 rank) and
+# export --tokenizer puts the tokenizer beside the weights; a
 # vocabulary over 65,536 (a word-level tokenizer of 70,000 words) writes version 2 (uint32) shards
 # that train with a first loss of ~ln(70000); bad input is one line, exit 2.
 . "$(dirname "$0")/common.sh"
@@ -85,7 +86,8 @@ cat >"$TMP/v400.json" <<'JSON'
 {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 128, "vocab_size": 400}
 JSON
 ARGS=(--steps 3 --seed 2 --global-batch 4 --micro-batch 2 --seq 32 --eval-every 3)
-"$BIN" train --model "$TMP/v400.json" --data "$TMP/shards" "${ARGS[@]}" --log "$TMP/one.log" >"$TMP/one.out" 2>&1 ||
+"$BIN" train --model "$TMP/v400.json" --data "$TMP/shards" "${ARGS[@]}" --log "$TMP/one.log" \
+  --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/one.out" 2>&1 ||
   { cat "$TMP/one.out"; fail "train on the shards"; }
 grep -q "vocabulary 400; data $TMP/shards (" "$TMP/one.out" || fail "start-up: $(head -1 "$TMP/one.out")"
 cat >"$TMP/pp2.json" <<'JSON'
@@ -100,6 +102,26 @@ mpirun -np 2 --bind-to none "$BIN" train --model "$TMP/v400.json" --data "$TMP/s
 paste <(jq -r .loss "$TMP/one.log") <(jq -r .loss "$TMP/two.log") | awk 'NF != 2 { bad = 1 }
   { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad = 1 } END { exit bad + (NR != 3) }' ||
   fail "2 ranks differ: $(paste <(jq -r .loss "$TMP/one.log") <(jq -r .loss "$TMP/two.log") | tr '\n' ' ')"
+
+# export --tokenizer: the tokenizer.json beside the weights (the same bytes), a tokenizer_config.json
+# naming the fast tokenizer class; a tokenizer with ids past the vocabulary is refused before writing
+"$BIN" export --ckpt "$TMP/ck" --out "$TMP/hf" --tokenizer "$TMP/bpe.json" >"$TMP/ex.out" 2>&1 ||
+  { cat "$TMP/ex.out"; fail "export --tokenizer"; }
+grep -q "> $TMP/hf/model.safetensors + tokenizer.json$" "$TMP/ex.out" || fail "export line: $(cat "$TMP/ex.out")"
+cmp -s "$TMP/bpe.json" "$TMP/hf/tokenizer.json" || fail "tokenizer.json is not the given file"
+jq -e '.tokenizer_class == "PreTrainedTokenizerFast" and .model_max_length == 128' "$TMP/hf/tokenizer_config.json" \
+  >/dev/null || fail "tokenizer_config.json: $(cat "$TMP/hf/tokenizer_config.json")"
+$PYT -c 'import sys; from tokenizers import Tokenizer; t = Tokenizer.from_file(sys.argv[1] + "/tokenizer.json"); assert t.decode(t.encode("Grüße 🚀").ids) == "Grüße 🚀"' \
+  "$TMP/hf" || fail "the exported tokenizer.json does not load"
+# a directory of tokenizer files: each copied, its own tokenizer_config.json kept
+mkdir -p "$TMP/tokdir" && cp "$TMP/bpe.json" "$TMP/tokdir/tokenizer.json" &&
+  echo '{"tokenizer_class": "GPT2TokenizerFast", "eos_token": "<|endoftext|>"}' >"$TMP/tokdir/tokenizer_config.json"
+"$BIN" export --ckpt "$TMP/ck" --out "$TMP/hf2" --tokenizer "$TMP/tokdir" >/dev/null 2>&1 || fail "export --tokenizer DIR"
+cmp -s "$TMP/tokdir/tokenizer_config.json" "$TMP/hf2/tokenizer_config.json" || fail "the directory's tokenizer_config.json"
+"$BIN" export --ckpt "$TMP/ck" --out "$TMP/hf3" --tokenizer "$TMP/words.json" >"$TMP/ex3.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/ex3.out")" -eq 1 ] && [ ! -e "$TMP/hf3" ] &&
+  grep -qF "token id 69999 (\"w69999\") is not below the model's vocabulary 400" "$TMP/ex3.out" ||
+  fail "a tokenizer past the vocabulary: $(cat "$TMP/ex3.out")"
 
 # a vocabulary over 65,536: llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
 $PYT "$TOK" --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
