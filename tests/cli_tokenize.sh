@@ -3,7 +3,9 @@
 # tokenizers on the fixture texts (nothing downloaded) encodes plain text and jsonl (non-ASCII
 # included) into llm.c version-1 shards whose ids are exactly tokenizers' Tokenizer.encode ids, the
 # first --val-fraction of them the "_val" shard; the shard directory trains (2 ranks = 1 rank) and
-# export --tokenizer puts the tokenizer beside the weights; a
+# export --tokenizer puts the tokenizer beside the weights; generate --tokenizer --prompt TEXT
+# prints exactly what a transformers pipeline's generated_text would be (decoded here with
+# tokenizers as the pipeline does); a
 # vocabulary over 65,536 (a word-level tokenizer of 70,000 words) writes version 2 (uint32) shards
 # that train with a first loss of ~ln(70000); bad input is one line, exit 2.
 . "$(dirname "$0")/common.sh"
@@ -71,6 +73,7 @@ print(len(got), max(got))
 PY
 }
 
+echo '{"no": "tokenizer"}' >"$TMP/notok.json"
 # plain text + jsonl (non-ASCII), an end-of-text token after each document, 3 train shards
 mkdir -p "$TMP/shards"
 $PYT "$TOK" --tokenizer "$TMP/bpe.json" --out "$TMP/shards/corpus" --val-fraction 0.1 --shard-tokens 12000 \
@@ -123,6 +126,35 @@ cmp -s "$TMP/tokdir/tokenizer_config.json" "$TMP/hf2/tokenizer_config.json" || f
   grep -qF "token id 69999 (\"w69999\") is not below the model's vocabulary 400" "$TMP/ex3.out" ||
   fail "a tokenizer past the vocabulary: $(cat "$TMP/ex3.out")"
 
+# generate --tokenizer --prompt: the prompt's ids are tokenizers' (the same greedy ids as
+# --prompt-tokens with them), stdout is only the pipeline's generated_text: the prompt, then the
+# decoded continuation (non-ASCII prompt, byte-level BPE)
+PROMPT="Grüße, this License — 🚀"
+ids=$($PYT -c 'import sys; from tokenizers import Tokenizer; print(",".join(map(str, Tokenizer.from_file(sys.argv[1]).encode(sys.argv[2]).ids)))' \
+  "$TMP/bpe.json" "$PROMPT")
+"$BIN" generate --init-from "$TMP/hf" --prompt-tokens "$ids" --max-new-tokens 12 >"$TMP/g-ids.out" 2>&1 ||
+  { cat "$TMP/g-ids.out"; fail "generate --prompt-tokens"; }
+"$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/hf/tokenizer.json" --prompt "$PROMPT" --max-new-tokens 12 \
+  >"$TMP/g-text.out" 2>"$TMP/g-text.err" || { cat "$TMP/g-text.err"; fail "generate --prompt"; }
+all=$(sed -n 's/^tokens: //p' "$TMP/g-ids.out" | sed 's/ | /,/; s/ //g')
+[ "${all%%,*}" = "${ids%%,*}" ] && [ "${all:0:${#ids}}" = "$ids" ] || fail "generate ids: $all (prompt $ids)"
+$PYT - "$TMP/bpe.json" "$PROMPT" "$ids" "$all" "$TMP/want.txt" <<'PY' || fail "generated_text"
+import sys
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[1])
+prompt, n, ids = sys.argv[2], len(sys.argv[3].split(',')), [int(x) for x in sys.argv[4].split(',')]
+full = tok.decode(ids, skip_special_tokens=True)  # as TextGenerationPipeline.postprocess (return_full_text)
+open(sys.argv[5], 'w', encoding='utf-8').write(prompt + full[len(tok.decode(ids[:n], skip_special_tokens=True)):] + '\n')
+PY
+cmp -s "$TMP/want.txt" "$TMP/g-text.out" || fail "generate --prompt stdout: $(od -c "$TMP/g-text.out" | head -3) want $(od -c "$TMP/want.txt" | head -3)"
+[ -s "$TMP/g-text.err" ] && fail "generate --prompt wrote to stderr: $(cat "$TMP/g-text.err")"
+[[ "$(cat "$TMP/g-text.out")" == "$PROMPT"* ]] || fail "generated_text does not start with the prompt"
+"$BIN" generate --init-from "$TMP/hf" --prompt "x" >"$TMP/g1.out" 2>&1
+[ $? -eq 2 ] && grep -q "needs --tokenizer" "$TMP/g1.out" || fail "--prompt without --tokenizer: $(cat "$TMP/g1.out")"
+"$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/notok.json" --prompt "x" >"$TMP/g2.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/g2.out")" -eq 1 ] && grep -q "notok.json: not a tokenizer.json" "$TMP/g2.out" ||
+  fail "a bad tokenizer.json: $(cat "$TMP/g2.out")"
+
 # a vocabulary over 65,536: llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
 $PYT "$TOK" --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
   >"$TMP/w.out" 2>"$TMP/w.err" || { cat "$TMP/w.err"; fail "tokenize 70,000 words"; }
@@ -150,7 +182,6 @@ expect_bad() { # NAME EXPECTED-TEXT ARGS...
 }
 printf '{"text": "ok"}\n{"txt": "no"}\n' >"$TMP/bad.jsonl"
 printf '{"text": "ok"}\nnot json\n' >"$TMP/bad2.jsonl"
-echo '{"no": "tokenizer"}' >"$TMP/notok.json"
 expect_bad notok "tokenize: $TMP/notok.json: not a tokenizer.json" --tokenizer "$TMP/notok.json" --out "$TMP/x" "$TMP/words.txt"
 expect_bad missing "tokenize: $TMP/nope.txt: no such file" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/nope.txt"
 expect_bad field "tokenize: $TMP/bad.jsonl:2: no string field \"text\"" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/bad.jsonl"
