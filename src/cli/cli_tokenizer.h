@@ -17,12 +17,13 @@ int cli_tokenizer_export(const char *arg, const char *out, int max_positions, ch
 /* generate --prompt: the ids Hugging Face tokenizers' Tokenizer.encode(text)
  * gives (python3 with tokenizers, or $AUTOHET_PYTHON), at most max of them
  * into out. The count, or -1 with one line in msg. */
-int cli_tokenizer_encode(const char *tokenizer_json, const char *text, int *out, int max, char *msg, size_t n);
+int cli_tokenizer_encode(const char *tokenizer_json, const char *text, int *out, int max, char *msg,
+                         size_t n);
 /* Prints a transformers text-generation pipeline's generated_text of ids to
  * stdout, and a newline: the prompt, then the decoded ids (special tokens
  * skipped) past the decoded prompt ids (the first n_prompt). 0, or -1 with
  * one line in msg. */
-int cli_tokenizer_print(const char *tokenizer_json, const char *prompt, const int *ids, int n_ids, int n_prompt,
-                        char *msg, size_t n);
+int cli_tokenizer_print(const char *tokenizer_json, const char *prompt, const int *ids, int n_ids,
+                        int n_prompt, char *msg, size_t n);
 
 #endif

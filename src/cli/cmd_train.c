@@ -94,8 +94,8 @@ static void train_usage(FILE *f) {
             "                 bf16 operands, fp32 accumulation, fp32 master weights and optimizer; needs\n"
             "                 AVX512_BF16 and oneDNN, else one line and exit 2; docs/engine.md)\n\n"
             "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
-            "tokens/s (tokens / summed step times), mean MFU (of the nominal peak, weighted by step time), the final train loss and\n"
-            "the last validation loss.\n\n"
+            "tokens/s (tokens / summed step times), mean MFU (of the nominal peak, weighted by step time), the\n"
+            "final train loss and the last validation loss.\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
