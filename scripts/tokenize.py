@@ -88,8 +88,13 @@ def write_shards(prefix, split, ids, shard_tokens, version):
     return paths
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as every autohet command
+        die(message + " (see --help)")
+
+
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = Parser(prog="autohet tokenize", description=__doc__.split("\n")[0])
     p.add_argument("--tokenizer", required=True, help="a tokenizer.json of Hugging Face tokenizers")
     p.add_argument("--out", required=True, help="prefix of the shards written")
     p.add_argument("--val-fraction", type=float, default=0.01)

@@ -155,8 +155,8 @@ cmp -s "$TMP/want.txt" "$TMP/g-text.out" || fail "generate --prompt stdout: $(od
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/g2.out")" -eq 1 ] && grep -q "notok.json: not a tokenizer.json" "$TMP/g2.out" ||
   fail "a bad tokenizer.json: $(cat "$TMP/g2.out")"
 
-# a vocabulary over 65,536: llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
-$PYT "$TOK" --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
+# a vocabulary over 65,536 (through autohet tokenize, which runs the script): llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
+"$BIN" tokenize --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
   >"$TMP/w.out" 2>"$TMP/w.err" || { cat "$TMP/w.err"; fail "tokenize 70,000 words"; }
 grep -q "vocabulary 70000: llm.c version 2 (uint32)" "$TMP/w.out" || fail "v2 summary: $(cat "$TMP/w.out")"
 check_ids "$TMP/words.json" "$TMP/w/words" -1 2 "$TMP/words.txt" >"$TMP/wids.txt" 2>&1 || fail "word ids: $(tail -1 "$TMP/wids.txt")"
@@ -187,6 +187,9 @@ expect_bad missing "tokenize: $TMP/nope.txt: no such file" --tokenizer "$TMP/bpe
 expect_bad field "tokenize: $TMP/bad.jsonl:2: no string field \"text\"" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/bad.jsonl"
 expect_bad json "tokenize: $TMP/bad2.jsonl:2: not a JSON object" --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/bad2.jsonl"
 expect_bad eot "tokenize: --eot '<eos>': not a token of" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --eot '<eos>' "$TMP/words.txt"
+expect_bad args "tokenize: the following arguments are required: --tokenizer (see --help)" --out "$TMP/x" "$TMP/words.txt"
 expect_bad frac "tokenize: --val-fraction 1.5: outside [0, 1)" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --val-fraction 1.5 "$TMP/words.txt"
+"$BIN" tokenize --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/nope.txt" >"$TMP/at.out" 2>&1
+[ $? -eq 2 ] && [ "$(cat "$TMP/at.out")" = "tokenize: $TMP/nope.txt: no such file" ] || fail "autohet tokenize, bad input: $(cat "$TMP/at.out")"
 [ "$fails" -eq 0 ] && echo "cli_tokenize: all passed"
 exit $((fails > 0))
