@@ -5,7 +5,7 @@
 # first --val-fraction of them the "_val" shard; the shard directory trains (2 ranks = 1 rank) and
 # export --tokenizer puts the tokenizer beside the weights; generate --tokenizer --prompt TEXT
 # prints exactly what a transformers pipeline's generated_text would be (decoded here with
-# tokenizers as the pipeline does); a
+# tokenizers as the pipeline does), also for a LLaMA/SentencePiece-style byte-fallback tokenizer; a
 # vocabulary over 65,536 (a word-level tokenizer of 70,000 words) writes version 2 (uint32) shards
 # that train with a first loss of ~ln(70000); bad input is one line, exit 2.
 . "$(dirname "$0")/common.sh"
@@ -43,6 +43,28 @@ seq = []
 while len(seq) < 30000:
     seq += pat if random.random() < 0.7 else [random.randrange(70000) for _ in range(13)]
 open(d + '/words.txt', 'w').write(' '.join(words[i] for i in seq))
+# LLaMA / SentencePiece style: "▁" for spaces, byte fallback (<0x00>..<0xFF> at ids 3..258) for
+# characters outside the learnt alphabet, BOS <s> added by the post-processor
+from tokenizers import normalizers
+sp = Tokenizer(models.BPE(unk_token='<unk>'))
+sp.normalizer = normalizers.Sequence([normalizers.Prepend('\u2581'), normalizers.Replace(' ', '\u2581')])
+sp.train(files, trainers.BpeTrainer(vocab_size=500, special_tokens=['<unk>', '<s>', '</s>'], limit_alphabet=70,
+                                    show_progress=False))
+j = json.loads(sp.to_str())
+vocab = {'<unk>': 0, '<s>': 1, '</s>': 2}
+vocab.update({'<0x%02X>' % b: 3 + b for b in range(256)})
+for t, _ in sorted(j['model']['vocab'].items(), key=lambda x: x[1]):
+    vocab.setdefault(t, len(vocab))
+j['model'].update(vocab=vocab, byte_fallback=True, fuse_unk=True)
+for a in j['added_tokens']:
+    a['id'] = vocab[a['content']]
+j['decoder'] = {'type': 'Sequence', 'decoders': [{'type': 'Replace', 'pattern': {'String': '\u2581'}, 'content': ' '},
+                {'type': 'ByteFallback'}, {'type': 'Fuse'}, {'type': 'Strip', 'content': ' ', 'start': 1, 'stop': 0}]}
+j['post_processor'] = {'type': 'TemplateProcessing', 'single': [{'SpecialToken': {'id': '<s>', 'type_id': 0}},
+                       {'Sequence': {'id': 'A', 'type_id': 0}}], 'pair': [{'Sequence': {'id': 'A', 'type_id': 0}},
+                       {'Sequence': {'id': 'B', 'type_id': 1}}], 'special_tokens': {'<s>': {'id': '<s>', 'ids': [1], 'tokens': ['<s>']}}}
+Tokenizer.from_str(json.dumps(j)).save(d + '/sp.json')
+open(d + '/sp-vocab', 'w').write(str(len(vocab)))
 PY
 
 # the ids of every shard, concatenated in split order (val then train), against tokenizers' own
@@ -128,17 +150,18 @@ cmp -s "$TMP/tokdir/tokenizer_config.json" "$TMP/hf2/tokenizer_config.json" || f
 
 # generate --tokenizer --prompt: the prompt's ids are tokenizers' (the same greedy ids as
 # --prompt-tokens with them), stdout is only the pipeline's generated_text: the prompt, then the
-# decoded continuation (non-ASCII prompt, byte-level BPE)
-PROMPT="Grüße, this License — 🚀"
-ids=$($PYT -c 'import sys; from tokenizers import Tokenizer; print(",".join(map(str, Tokenizer.from_file(sys.argv[1]).encode(sys.argv[2]).ids)))' \
-  "$TMP/bpe.json" "$PROMPT")
-"$BIN" generate --init-from "$TMP/hf" --prompt-tokens "$ids" --max-new-tokens 12 >"$TMP/g-ids.out" 2>&1 ||
-  { cat "$TMP/g-ids.out"; fail "generate --prompt-tokens"; }
-"$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/hf/tokenizer.json" --prompt "$PROMPT" --max-new-tokens 12 \
-  >"$TMP/g-text.out" 2>"$TMP/g-text.err" || { cat "$TMP/g-text.err"; fail "generate --prompt"; }
-all=$(sed -n 's/^tokens: //p' "$TMP/g-ids.out" | sed 's/ | /,/; s/ //g')
-[ "${all%%,*}" = "${ids%%,*}" ] && [ "${all:0:${#ids}}" = "$ids" ] || fail "generate ids: $all (prompt $ids)"
-$PYT - "$TMP/bpe.json" "$PROMPT" "$ids" "$all" "$TMP/want.txt" <<'PY' || fail "generated_text"
+# decoded continuation
+gen_check() { # TOKENIZER_JSON HF_DIR PROMPT
+  local tj="$1" hf="$2" prompt="$3" ids all
+  ids=$($PYT -c 'import sys; from tokenizers import Tokenizer; print(",".join(map(str, Tokenizer.from_file(sys.argv[1]).encode(sys.argv[2]).ids)))' \
+    "$tj" "$prompt")
+  "$BIN" generate --init-from "$hf" --prompt-tokens "$ids" --max-new-tokens 12 >"$TMP/g-ids.out" 2>&1 ||
+    { cat "$TMP/g-ids.out"; fail "generate --prompt-tokens"; return; }
+  "$BIN" generate --init-from "$hf" --tokenizer "$hf/tokenizer.json" --prompt "$prompt" --max-new-tokens 12 \
+    >"$TMP/g-text.out" 2>"$TMP/g-text.err" || { cat "$TMP/g-text.err"; fail "generate --prompt"; return; }
+  all=$(sed -n 's/^tokens: //p' "$TMP/g-ids.out" | sed 's/ | /,/; s/ //g')
+  [ "${all:0:${#ids}}" = "$ids" ] || fail "generate ids: $all (prompt $ids)"
+  $PYT - "$tj" "$prompt" "$ids" "$all" "$TMP/want.txt" <<'PY' || fail "generated_text"
 import sys
 from tokenizers import Tokenizer
 tok = Tokenizer.from_file(sys.argv[1])
@@ -146,14 +169,34 @@ prompt, n, ids = sys.argv[2], len(sys.argv[3].split(',')), [int(x) for x in sys.
 full = tok.decode(ids, skip_special_tokens=True)  # as TextGenerationPipeline.postprocess (return_full_text)
 open(sys.argv[5], 'w', encoding='utf-8').write(prompt + full[len(tok.decode(ids[:n], skip_special_tokens=True)):] + '\n')
 PY
-cmp -s "$TMP/want.txt" "$TMP/g-text.out" || fail "generate --prompt stdout: $(od -c "$TMP/g-text.out" | head -3) want $(od -c "$TMP/want.txt" | head -3)"
-[ -s "$TMP/g-text.err" ] && fail "generate --prompt wrote to stderr: $(cat "$TMP/g-text.err")"
-[[ "$(cat "$TMP/g-text.out")" == "$PROMPT"* ]] || fail "generated_text does not start with the prompt"
+  cmp -s "$TMP/want.txt" "$TMP/g-text.out" || fail "generate --prompt stdout: $(od -c "$TMP/g-text.out" | head -3) want $(od -c "$TMP/want.txt" | head -3)"
+  [ -s "$TMP/g-text.err" ] && fail "generate --prompt wrote to stderr: $(cat "$TMP/g-text.err")"
+  [[ "$(cat "$TMP/g-text.out")" == "$prompt"* ]] || fail "generated_text does not start with the prompt"
+}
+gen_check "$TMP/bpe.json" "$TMP/hf" "Grüße, this License — 🚀"
 "$BIN" generate --init-from "$TMP/hf" --prompt "x" >"$TMP/g1.out" 2>&1
 [ $? -eq 2 ] && grep -q "needs --tokenizer" "$TMP/g1.out" || fail "--prompt without --tokenizer: $(cat "$TMP/g1.out")"
 "$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/notok.json" --prompt "x" >"$TMP/g2.out" 2>&1
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/g2.out")" -eq 1 ] && grep -q "notok.json: not a tokenizer.json" "$TMP/g2.out" ||
   fail "a bad tokenizer.json: $(cat "$TMP/g2.out")"
+
+# LLaMA / SentencePiece byte-fallback style: characters outside the alphabet become <0xNN> ids, BOS
+# first; the ids are tokenizers', the model trains, exports with it and generates the same text
+"$BIN" tokenize --tokenizer "$TMP/sp.json" --out "$TMP/sp/c" --val-fraction 0.1 "$TMP/docs.jsonl" "$FIX/text/MPL-2.0.txt" \
+  >"$TMP/sp.out" 2>"$TMP/sp.err" || { cat "$TMP/sp.err"; fail "tokenize, byte fallback"; }
+check_ids "$TMP/sp.json" "$TMP/sp/c" -1 1 "$TMP/docs.jsonl" "$FIX/text/MPL-2.0.txt" >"$TMP/spids.txt" 2>&1 ||
+  fail "byte-fallback ids: $(tail -1 "$TMP/spids.txt")"
+$PYT -c 'import sys; from tokenizers import Tokenizer; ids = Tokenizer.from_file(sys.argv[1]).encode("日本 🚀").ids; assert ids[0] == 1 and sum(3 <= i < 259 for i in ids) >= 10, ids' \
+  "$TMP/sp.json" || fail "the byte-fallback tokenizer does not fall back to bytes"
+V=$(cat "$TMP/sp-vocab")
+cat >"$TMP/vsp.json" <<JSON
+{"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128, "vocab_size": $V}
+JSON
+"$BIN" train --model "$TMP/vsp.json" --data "$TMP/sp" "${ARGS[@]}" --ckpt-dir "$TMP/spck" --ckpt-every 3 \
+  >"$TMP/spt.out" 2>&1 || { cat "$TMP/spt.out"; fail "train, byte fallback"; }
+"$BIN" export --ckpt "$TMP/spck" --out "$TMP/sphf" --tokenizer "$TMP/sp.json" >/dev/null 2>&1 || fail "export, byte fallback"
+gen_check "$TMP/sp.json" "$TMP/sphf" "Grüße aus 日本 🚀 under this License"
 
 # a vocabulary over 65,536 (through autohet tokenize, which runs the script): llm.c version 2, and it trains (first loss ~ ln 70000 = 11.16)
 "$BIN" tokenize --tokenizer "$TMP/words.json" --out "$TMP/w/words" --val-fraction 0.05 "$TMP/words.txt" \
