@@ -556,30 +556,55 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
     }
 }
 
+/* Calls f(ctx, id) for every id of the train split, file by file. */
+static void for_train_ids(const ah_dataset *d, void (*f)(void *, int64_t), void *ctx) {
+    if (d->kind == AH_DATA_TEXT) {
+        for (size_t i = 0; i < d->n_train; i++)
+            f(ctx, d->bytes[i]);
+        return;
+    }
+    for (int k = 0; k < d->n_files && d->files[k].first < d->n_train; k++) {
+        const ah_data_file *fi = &d->files[k];
+        size_t end = fi->first + fi->count < d->n_train ? fi->count : d->n_train - fi->first;
+        for (size_t i = 0; i < end; i++)
+            f(ctx, ah_token_file_at(fi, i));
+    }
+}
+
+static void max_id(void *ctx, int64_t t) {
+    int64_t *m = ctx;
+    *m = *m < 0 || t < 0 ? -1 : t > *m ? t : *m;
+}
+
+typedef struct {
+    size_t *counts, n;
+} counter;
+
+static void count_id(void *ctx, int64_t t) {
+    counter *c = ctx;
+    if (t >= 0 && (size_t)t < c->n)
+        c->counts[t]++;
+}
+
 double ah_dataset_unigram_entropy(const ah_dataset *d) {
     if (d == NULL || (d->kind == AH_DATA_TEXT ? d->bytes == NULL : d->n_files == 0) || d->n_train == 0)
         return 0.0;
     /* one count per id up to the largest id of the train split (ids outside [0, 2^24) give 0) */
     int64_t max = 255;
-    for (size_t i = 0; d->kind == AH_DATA_TOKENS && i < d->n_train && max >= 0 && max < (1 << 24); i++) {
-        int64_t t = ah_dataset_token(d, i);
-        max = t > max ? t : t < 0 ? -1 : max;
-    }
+    for_train_ids(d, max_id, &max);
     if (max < 0 || max >= (1 << 24))
         return 0.0;
-    size_t n_sym = (size_t)max + 1;
-    size_t *counts = calloc(n_sym, sizeof *counts);
-    if (counts == NULL)
+    counter c = {calloc((size_t)max + 1, sizeof(size_t)), (size_t)max + 1};
+    if (c.counts == NULL)
         return 0.0;
-    for (size_t i = 0; i < d->n_train; i++)
-        counts[d->kind == AH_DATA_TOKENS ? (size_t)ah_dataset_token(d, i) : d->bytes[i]]++;
+    for_train_ids(d, count_id, &c);
     double h = 0.0, n = (double)d->n_train;
-    for (size_t c = 0; c < n_sym; c++) {
-        if (counts[c] == 0)
+    for (size_t i = 0; i < c.n; i++) {
+        if (c.counts[i] == 0)
             continue;
-        double p = (double)counts[c] / n;
+        double p = (double)c.counts[i] / n;
         h -= p * log(p);
     }
-    free(counts);
+    free(c.counts);
     return h;
 }
