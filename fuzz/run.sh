@@ -12,7 +12,7 @@ B=${FUZZ_BUILD:-build-fuzz}
 OUT=${FUZZ_OUT:-$B/fuzz-out}
 SECS=$1
 shift
-ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights run_state)
+ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights token_headers run_state)
 NAMES=("${@:-${ALL[@]}}")
 [ $# -gt 0 ] || NAMES=("${ALL[@]}")
 mkdir -p "$OUT/gen"
@@ -45,6 +45,7 @@ seeds() { # the seed files of a harness
   hosts) ls fuzz/seeds/hostfile.txt fuzz/seeds/nodelist.txt ;;
   hf_weights) ls fuzz/seeds/hf-tiny-gpt2*.safetensors "$G"/ck/*/*.safetensors ;;
   data) ls fuzz/seeds/llmc-tokens.bin fuzz/seeds/raw-tokens.bin tests/fixtures/text/MPL-2.0.txt ;;
+  token_headers) ls fuzz/seeds/megatron-pair.bin fuzz/seeds/llmc-v2-tokens.bin fuzz/seeds/llmc-tokens.bin ;;
   esac
 }
 

@@ -16,3 +16,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+# scripts/tokenize.py and tests/cli_tokenize.sh: Hugging Face tokenizers for the python3 on PATH
+# (PyPI; not packaged in Debian 12; Debian's own python3 needs --break-system-packages)
+if ! python3 -c 'import tokenizers' 2>/dev/null; then
+  python3 -m pip install -q 'tokenizers>=0.15,<1' ||
+    python3 -m pip install -q --break-system-packages 'tokenizers>=0.15,<1'
+fi

@@ -177,7 +177,7 @@ synopsis() { "$BIN" "$1" --help >"$TMP/help-$1.txt" && sed '/^$/q' "$TMP/help-$1
 TRAIN_SYN=$(synopsis train) || fail "train --help failed"
 RUN_SYN=$(synopsis run) || fail "run --help failed"
 for f in model data plan steps seed global-batch micro-batch seq lr warmup eval-every log-every log trace ckpt-dir \
-  ckpt-every ckpt-mem mem-every ckpt-cloud resume recover init-from; do
+  ckpt-every ckpt-mem mem-every ckpt-cloud resume recover init-from data-dtype eval-batches devices; do
   grep -q -- "--$f\b" <<<"$TRAIN_SYN" || fail "train --help synopsis lacks --$f"
 done
 for f in plan cluster global-batch micro-batch seq tp model data steps seed lr warmup eval-every preempt spot-trace \

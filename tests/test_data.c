@@ -539,12 +539,12 @@ static void test_real_corpus_gpl3(void **state) {
     ah_dataset_free(&d);
 }
 
-
 /* ----------------------------------------------------------- token files */
 
 /* An llm.c token file: the 256-int32 header (magic, version, count), then the
  * tokens as uint16 (little-endian, as on x86). */
-static void write_llmc(const char *dir, const char *name, const uint16_t *tok, int n, int version, int count) {
+static void write_llmc(const char *dir, const char *name, const uint16_t *tok, int n, int version,
+                       int count) {
     int32_t header[256] = {AH_LLMC_MAGIC, version, count};
     size_t bytes = sizeof header + sizeof(uint16_t) * (size_t)n;
     unsigned char *buf = malloc(bytes);
@@ -561,6 +561,12 @@ static uint16_t *random_tokens(int n, int vocab, uint64_t key) {
     for (int i = 0; i < n; i++)
         t[i] = (uint16_t)(ah_hash64(key * 7919u + (uint64_t)i) % (uint64_t)vocab);
     return t;
+}
+
+/* Tokens [off, off + n) of the dataset equal want. */
+static void assert_tokens_equal(const ah_dataset *d, size_t off, const uint16_t *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(ah_dataset_token(d, off + i), want[i]);
 }
 
 /* Every row of a batch is a window of the tokens: found at some offset. */
@@ -596,7 +602,7 @@ static void test_llmc_and_raw_token_files(void **state) {
         assert_int_equal(d.kind, AH_DATA_TOKENS);
         assert_int_equal(d.n, N);
         assert_int_equal(d.n_train, N - 300);
-        assert_memory_equal(d.tokens, tok, sizeof *tok * N);
+        assert_tokens_equal(&d, 0, tok, N);
         assert_int_equal(d.n_files, 1);
         assert_int_equal(d.files[0].header, k == 0 ? AH_LLMC_HEADER_BYTES : 0);
         assert_rows_are_windows(&d, tok, 0, N - 300, 0);
@@ -623,14 +629,25 @@ static void test_token_file_errors(void **state) {
     /* fewer tokens than the header says, and more */
     write_llmc(dir, "cut.bin", tok, 40, 1, 64);
     snprintf(path, sizeof path, "%s/cut.bin", dir);
-    expect_load_error(path, 0.0, 8, "cut.bin: the llm.c header says 64 tokens, the file holds 80 bytes after it (truncated)");
+    expect_load_error(
+        path, 0.0, 8,
+        "cut.bin: the llm.c header says 64 tokens, the file holds 80 bytes after it (truncated)");
     write_llmc(dir, "long.bin", tok, 64, 1, 10);
     snprintf(path, sizeof path, "%s/long.bin", dir);
-    expect_load_error(path, 0.0, 8, "long.bin: the llm.c header says 10 tokens, the file holds 128 bytes after it (wrong size)");
-    /* llm.c's version 2 (uint32 tokens) is not read */
+    expect_load_error(
+        path, 0.0, 8,
+        "long.bin: the llm.c header says 10 tokens, the file holds 128 bytes after it (wrong size)");
+    /* llm.c's version 2 holds uint32 tokens: 64 uint16 are 32 of them; version 3 is not read */
     write_llmc(dir, "v2.bin", tok, 64, 2, 64);
     snprintf(path, sizeof path, "%s/v2.bin", dir);
-    expect_load_error(path, 0.0, 8, "v2.bin: llm.c token file version 2: only version 1 (uint16 tokens) is supported");
+    expect_load_error(
+        path, 0.0, 8,
+        "v2.bin: the llm.c header says 64 tokens, the file holds 128 bytes after it (truncated)");
+    write_llmc(dir, "v3.bin", tok, 64, 3, 64);
+    snprintf(path, sizeof path, "%s/v3.bin", dir);
+    expect_load_error(
+        path, 0.0, 8,
+        "v3.bin: llm.c token file version 3: version 1 (uint16 tokens) and 2 (uint32 tokens) are read");
     /* a raw file of an odd size, and an empty one */
     write_bytes(dir, "odd.bin", tok, 33);
     snprintf(path, sizeof path, "%s/odd.bin", dir);
@@ -642,7 +659,8 @@ static void test_token_file_errors(void **state) {
     write_bytes(dir, "few.bin", tok, 16);
     snprintf(path, sizeof path, "%s/few.bin", dir);
     expect_load_error(path, 0.0, 8, "few.bin: 8 tokens, too small for sequences of 8 (+1) tokens");
-    const char *const all[] = {"short.bin", "cut.bin", "long.bin", "v2.bin", "odd.bin", "empty.bin", "few.bin", NULL};
+    const char *const all[] = {"short.bin", "cut.bin",   "long.bin", "v2.bin", "v3.bin",
+                               "odd.bin",   "empty.bin", "few.bin",  NULL};
     remove_dir(dir, all);
 }
 
@@ -693,19 +711,19 @@ static void test_shard_directory_and_val_data(void **state) {
     assert_int_equal(d.kind, AH_DATA_TOKENS);
     assert_int_equal(d.n, 1000);
     assert_int_equal(d.n_train, 800); /* the _val shard, not a 10% tail */
-    assert_memory_equal(d.tokens, t0, 1000);
-    assert_memory_equal(d.tokens + 500, t1, 600);
-    assert_memory_equal(d.tokens + 800, tv, 400);
-    assert_rows_are_windows(&d, d.tokens, 800, 1000, 1);
+    assert_tokens_equal(&d, 0, t0, 500);
+    assert_tokens_equal(&d, 500, t1, 300);
+    assert_tokens_equal(&d, 800, tv, 200);
+    assert_rows_are_windows(&d, tv, 0, 200, 1);
     /* --val-data: all of --data is train, the file is the validation split */
     write_bytes(vdir, "val.bin", t1, 600);
     snprintf(vpath, sizeof vpath, "%s/val.bin", vdir);
     assert_int_equal(ah_dataset_set_validation(&d, vpath, 16, err, sizeof err), 0);
     assert_int_equal(d.n_train, 800);
     assert_int_equal(d.n, 1100);
-    assert_memory_equal(d.tokens + 800, t1, 600);
-    assert_int_equal(d.n_files, 4);
-    assert_int_equal(d.files[3].first, 800);
+    assert_tokens_equal(&d, 800, t1, 300);
+    assert_int_equal(d.n_files, 3); /* the _val shard is dropped */
+    assert_int_equal(d.files[2].first, 800);
     assert_rows_are_windows(&d, t1, 0, 300, 1);
     /* a text validation file for token data is refused */
     assert_int_equal(ah_dataset_set_validation(&d, GPL3, 16, err, sizeof err), -1);
@@ -722,7 +740,8 @@ static void test_shard_directory_and_val_data(void **state) {
     assert_int_equal(ah_dataset_set_validation(&t, vpath, 16, err, sizeof err), -1);
     assert_contains(err, "val.bin: tokens data, but --data");
     ah_dataset_free(&t);
-    const char *const all[] = {"data_train_000000.bin", "data_train_000001.bin", "data_val_000000.bin", "README", NULL};
+    const char *const all[] = {"data_train_000000.bin", "data_train_000001.bin", "data_val_000000.bin",
+                               "README", NULL};
     remove_dir(dir, all);
     const char *const vall[] = {"val.bin", NULL};
     remove_dir(vdir, vall);
@@ -764,6 +783,129 @@ static void test_kind_of_path_and_training_vocab(void **state) {
     free(t);
 }
 
+/* llm.c version 2 (uint32), raw uint32 (--data-dtype) and Megatron's
+ * .bin/.idx (written here as _IndexWriter lays it out): the ids past 65,535
+ * read back exactly, rows span the documents, the vocabulary check names the
+ * byte offset in the file's own token size. */
+static void test_uint32_and_megatron_files(void **state) {
+    (void)state;
+    char dir[64], path[160], err[512];
+    make_tmpdir(dir);
+    enum { N = 2000 };
+    uint32_t tok[N];
+    for (int i = 0; i < N; i++)
+        tok[i] = (uint32_t)(ah_hash64(77u + (uint64_t)i) % 128256u);
+    tok[10] = 128255;
+    int32_t header[256] = {AH_LLMC_MAGIC, 2, N};
+    unsigned char *buf = malloc(sizeof header + sizeof tok);
+    assert_non_null(buf);
+    memcpy(buf, header, sizeof header);
+    memcpy(buf + sizeof header, tok, sizeof tok);
+    write_bytes(dir, "v2.bin", buf, sizeof header + sizeof tok);
+    write_bytes(dir, "raw32.bin", tok, sizeof tok);
+    /* Megatron int32: three sequences (documents) of 500, 1000, 500 tokens */
+    int64_t S = 3, D = 4;
+    unsigned char idx[34 + 3 * 4 + 3 * 8 + 4 * 8];
+    memcpy(idx, "MMIDIDX\0\0", 9);
+    uint64_t version = 1;
+    memcpy(idx + 9, &version, 8);
+    idx[17] = 4; /* int32 */
+    memcpy(idx + 18, &S, 8);
+    memcpy(idx + 26, &D, 8);
+    int32_t lens[3] = {500, 1000, 500};
+    int64_t ptrs[3] = {0, 2000, 6000}, docs[4] = {0, 1, 2, 3};
+    memcpy(idx + 34, lens, sizeof lens);
+    memcpy(idx + 34 + sizeof lens, ptrs, sizeof ptrs);
+    memcpy(idx + 34 + sizeof lens + sizeof ptrs, docs, sizeof docs);
+    write_bytes(dir, "mega.idx", idx, sizeof idx);
+    write_bytes(dir, "mega.bin", tok, sizeof tok);
+    const char *names[] = {"v2.bin", "raw32.bin", "mega.bin", "mega.idx", "mega"};
+    for (int k = 0; k < 5; k++) {
+        ah_dataset d;
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        assert_int_equal(ah_dataset_kind_of(path), AH_DATA_TOKENS);
+        assert_int_equal(ah_dataset_load_typed(&d, path, 0.1, 16, k == 1 ? AH_TOKENS_U32 : AH_TOKENS_UNSTATED,
+                                               err, sizeof err),
+                         0);
+        assert_int_equal(d.n, N);
+        assert_int_equal(d.files[0].type, k == 0 || k == 1 ? AH_TOKENS_U32 : AH_TOKENS_I32);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(ah_dataset_token(&d, (size_t)i), tok[i]);
+        assert_int_equal(ah_dataset_check_vocab(&d, 128256, err, sizeof err), 0);
+        assert_int_equal(ah_dataset_check_vocab(&d, 128255, err, sizeof err), -1);
+        char want[64];
+        snprintf(want, sizeof want, "token id 128255 at byte offset %d is not below",
+                 (k == 0 ? 1024 : 0) + 40);
+        assert_contains(err, want);
+        int x[4 * 16], y[4 * 16];
+        ah_dataset_batch(&d, 0, 3, 1, 0, 4, 16, x, y);
+        for (int r = 0; r < 4; r++) {
+            size_t off = 0;
+            while (off + 16 < N &&
+                   !(tok[off] == (uint32_t)x[r * 16] && tok[off + 1] == (uint32_t)x[r * 16 + 1]))
+                off++;
+            for (int t = 0; t < 16; t++)
+                assert_int_equal(y[r * 16 + t], tok[off + (size_t)t + 1]);
+        }
+        ah_dataset_free(&d);
+    }
+    /* a raw uint32 file read as uint16 without --data-dtype: refused for a vocabulary over 65,536 */
+    ah_dataset d;
+    snprintf(path, sizeof path, "%s/raw32.bin", dir);
+    assert_int_equal(ah_dataset_load(&d, path, 0.1, 16, err, sizeof err), 0);
+    assert_int_equal(d.n, 2 * N);
+    assert_int_equal(ah_dataset_check_vocab(&d, 128256, err, sizeof err), -1);
+    assert_contains(err, "raw32.bin: a raw token file says nothing of its token type");
+    ah_dataset_free(&d);
+    const char *const all[] = {"v2.bin", "raw32.bin", "mega.bin", "mega.idx", NULL};
+    remove_dir(dir, all);
+    free(buf);
+}
+
+/* Rows that span two token files read across the boundary; --val-data drops
+ * the 25% tail of a single --data file, and only it. */
+static void test_rows_across_files_and_val_tail(void **state) {
+    (void)state;
+    char dir[64], path[128], vpath[128], err[512];
+    make_tmpdir(dir);
+    uint16_t *a = random_tokens(40, 50257, 11), *b = random_tokens(40, 50257, 12);
+    write_bytes(dir, "s_000.bin", a, 80);
+    write_bytes(dir, "s_001.bin", b, 80);
+    uint16_t ab[80];
+    memcpy(ab, a, 80);
+    memcpy(ab + 40, b, 80);
+    ah_dataset d;
+    assert_int_equal(ah_dataset_load(&d, dir, 0.0, 30, err, sizeof err), 0);
+    assert_int_equal(d.n_files, 2);
+    int spans = 0;
+    for (long step = 0; step < 50; step++) {
+        int x[30], y[30];
+        ah_dataset_batch(&d, 0, 5, step, 0, 1, 30, x, y);
+        size_t off = 0;
+        while (off + 30 < 80 && !(ab[off] == x[0] && ab[off + 1] == x[1] && ab[off + 2] == x[2]))
+            off++;
+        for (int t = 0; t < 30; t++)
+            assert_int_equal(y[t], ab[off + (size_t)t + 1]);
+        spans += off + 30 > 40;
+    }
+    assert_true(spans > 0);
+    ah_dataset_free(&d);
+    snprintf(path, sizeof path, "%s/s_000.bin", dir);
+    snprintf(vpath, sizeof vpath, "%s/s_001.bin", dir);
+    assert_int_equal(ah_dataset_load(&d, path, 0.25, 8, err, sizeof err), 0);
+    assert_int_equal(d.n_train, 30);
+    assert_int_equal(ah_dataset_set_validation(&d, vpath, 8, err, sizeof err), 0);
+    assert_int_equal(d.n_train, 30);
+    assert_int_equal(d.n, 70);
+    assert_int_equal(d.files[0].count, 30);
+    assert_int_equal(d.files[1].first, 30);
+    assert_tokens_equal(&d, 30, b, 40);
+    ah_dataset_free(&d);
+    const char *const all[] = {"s_000.bin", "s_001.bin", NULL};
+    remove_dir(dir, all);
+    free(a), free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash64_splitmix),
@@ -784,6 +926,8 @@ int main(void) {
         cmocka_unit_test(test_token_above_vocab_names_file_and_offset),
         cmocka_unit_test(test_shard_directory_and_val_data),
         cmocka_unit_test(test_kind_of_path_and_training_vocab),
+        cmocka_unit_test(test_uint32_and_megatron_files),
+        cmocka_unit_test(test_rows_across_files_and_val_tail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-int cli_load_data(const char *data_path, const char *val_path, ah_model_config *cfg, int seq,
-                  ah_dataset *data, char *msg, size_t n) {
-    if (ah_dataset_load(data, data_path, val_path ? 0.0 : 0.1, seq, msg, n) != 0)
+int cli_load_data(const char *data_path, const char *val_path, ah_token_type raw_type, ah_model_config *cfg,
+                  int seq, ah_dataset *data, char *msg, size_t n) {
+    if (ah_dataset_load_typed(data, data_path, val_path ? 0.0 : 0.1, seq, raw_type, msg, n) != 0)
         return -1;
     if (val_path && ah_dataset_set_validation(data, val_path, seq, msg, n) != 0) {
         ah_dataset_free(data);

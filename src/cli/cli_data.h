@@ -8,11 +8,12 @@
 #include "autohet/model.h"
 #include "engine/data.h"
 
-/* --data (and --val-data when not NULL) for sequences of seq tokens; sets
+/* --data (and --val-data when not NULL; raw token files of raw_type, from
+ * --data-dtype) for sequences of seq tokens; sets
  * cfg->vocab to the vocabulary trained on that data (the model's for token
  * data, 256 for text) and checks every token id is below it. 0, or -1 with
  * one line in msg (nothing to free). */
-int cli_load_data(const char *data_path, const char *val_path, ah_model_config *cfg, int seq,
-                  ah_dataset *data, char *msg, size_t n);
+int cli_load_data(const char *data_path, const char *val_path, ah_token_type raw_type, ah_model_config *cfg,
+                  int seq, ah_dataset *data, char *msg, size_t n);
 
 #endif

@@ -9,12 +9,14 @@
 
 #include "autohet/plan.h"
 #include "cli/cli.h"
+#include "cli/cli_tokenizer.h"
 #include "engine/ckpt_weights.h"
 #include "engine/hf_weights.h"
 
 static void export_usage(FILE *f) {
     fprintf(f,
-            "usage: autohet export --ckpt DIR [--step S] [--model NAME|config.json] --out HF_DIR\n\n"
+            "usage: autohet export --ckpt DIR [--step S] [--model NAME|config.json] --out HF_DIR\n"
+            "                      [--tokenizer TOKENIZER_JSON|DIR]\n\n"
             "Writes HF_DIR/config.json and HF_DIR/model.safetensors (F32, Hugging Face names: GPT2LMHeadModel\n"
             "or LlamaForCausalLM / Qwen2ForCausalLM; weights only, no AdamW moments) from the layer checkpoint\n"
             "in DIR, written under any plan: each layer's shards are read from the checkpoint's node\n"
@@ -26,7 +28,10 @@ static void export_usage(FILE *f) {
             "  --model      the model the checkpoint was trained as (default: the config state.json\n"
             "               keeps, or for an older checkpoint the preset it names; given, it must agree\n"
             "               with the kept config); the vocabulary is the one trained (256 on text)\n"
-            "  --out DIR    the output directory (created; its parent must exist)\n\n"
+            "  --out DIR    the output directory (created; its parent must exist)\n"
+            "  --tokenizer  a tokenizer.json (or a directory of tokenizer files) copied beside the weights,\n"
+            "               with a tokenizer_config.json, so that transformers loads HF_DIR as is; its ids\n"
+            "               must lie below the vocabulary (docs/data.md)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -62,8 +67,8 @@ int cmd_export(int argc, char **argv) {
         return 0;
     }
     static cli_options opts;
-    cli_long_options("ckpt=c step=s model=m out=o", &opts);
-    const char *ckpt = NULL, *model = NULL, *out = NULL;
+    cli_long_options("ckpt=c step=s model=m out=o tokenizer=t", &opts);
+    const char *ckpt = NULL, *model = NULL, *out = NULL, *tokenizer = NULL;
     int step = -1, c;
     char msg[2048];
     optind = 1;
@@ -73,6 +78,7 @@ int cmd_export(int argc, char **argv) {
         case 'c': ckpt = optarg; break;
         case 'm': model = optarg; break;
         case 'o': out = optarg; break;
+        case 't': tokenizer = optarg; break;
         case 's':
             if (cli_int_value("--step", optarg, 0, &step, msg, sizeof msg) != 0)
                 return cli_bad_input("export", msg);
@@ -92,11 +98,20 @@ int cmd_export(int argc, char **argv) {
     ah_weights_src src;
     if (ah_ckpt_weights_open(ckpt, step, model, &w, &src, msg, sizeof msg) != 0)
         return cli_bad_input("export", msg);
+    if (tokenizer && cli_tokenizer_check(tokenizer, w.cfg.vocab, msg, sizeof msg) != 0) {
+        ah_ckpt_weights_close(&w);
+        return cli_bad_input("export", msg);
+    }
     char err[1536];
     int rc = export_to(&src, out, err, sizeof err);
+    if (rc == 0 && tokenizer && cli_tokenizer_export(tokenizer, out, w.cfg.max_positions, msg, sizeof msg) != 0) {
+        ah_ckpt_weights_close(&w);
+        return cli_bad_input("export", msg);
+    }
     if (rc == 0)
-        printf("autohet export: %s step %d (%s, %d blocks, hidden %d, vocabulary %d) -> %s/model.safetensors\n",
-               ckpt, w.step, w.cfg.name, w.cfg.n_layers, w.cfg.hidden, w.cfg.vocab, out);
+        printf("autohet export: %s step %d (%s, %d blocks, hidden %d, vocabulary %d) -> %s/model.safetensors%s\n",
+               ckpt, w.step, w.cfg.name, w.cfg.n_layers, w.cfg.hidden, w.cfg.vocab, out,
+               tokenizer ? " + tokenizer.json" : "");
     ah_ckpt_weights_close(&w);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "--ckpt %s: %s", ckpt, err);

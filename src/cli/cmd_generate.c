@@ -7,6 +7,7 @@
 
 #include "autohet/plan.h"
 #include "cli/cli.h"
+#include "cli/cli_tokenizer.h"
 #include "engine/ckpt_weights.h"
 #include "engine/generate.h"
 #include "engine/hf_weights.h"
@@ -14,7 +15,8 @@
 static void generate_usage(FILE *f) {
     fprintf(f,
             "usage: autohet generate (--ckpt DIR [--step S] [--model M] | --init-from HF_DIR)\n"
-            "                        --prompt-tokens 1,2,3 [--max-new-tokens N] [--temperature T]\n"
+            "                        (--prompt-tokens 1,2,3 | --tokenizer TOKENIZER_JSON --prompt TEXT)\n"
+            "                        [--max-new-tokens N] [--temperature T]\n"
             "                        [--top-k K] [--seed S] [--no-kv-cache]\n\n"
             "Continues the prompt with N tokens on one process and prints every token id (prompt first);\n"
             "for a byte-level model (vocabulary 256) also the text.\n\n"
@@ -22,6 +24,9 @@ static void generate_usage(FILE *f) {
             "                   --model as there\n"
             "  --init-from DIR  a Hugging Face model directory (as autohet train --init-from reads it)\n"
             "  --prompt-tokens  comma-separated token ids below the vocabulary\n"
+            "  --prompt TEXT    with --tokenizer: the ids Hugging Face tokenizers gives TEXT (python3 with\n"
+            "                   tokenizers, or $AUTOHET_PYTHON); stdout is then only the text a transformers\n"
+            "                   text-generation pipeline returns as generated_text, and a newline\n"
             "  --max-new-tokens tokens to add (default 16)\n"
             "  --temperature    0 (default): greedy; else sample softmax(logits / T)\n"
             "  --top-k          sample among the K most likely tokens (default 0: all)\n"
@@ -33,6 +38,7 @@ static void generate_usage(FILE *f) {
 
 typedef struct {
     const char *ckpt, *model, *init_from, *prompt;
+    const char *text, *tokenizer; /* --prompt TEXT --tokenizer TOKENIZER_JSON */
     int step, max_new, top_k, seed, no_cache;
     double temperature;
 } gen_args;
@@ -40,7 +46,7 @@ typedef struct {
 static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
     static cli_options opts;
     cli_long_options("ckpt=c step=s model=m init-from=i prompt-tokens=p max-new-tokens=n temperature=t top-k=k "
-                     "seed=S no-kv-cache!K",
+                     "seed=S no-kv-cache!K prompt=P tokenizer=T",
                      &opts);
     memset(a, 0, sizeof *a);
     a->step = -1, a->max_new = 16, a->seed = 1;
@@ -54,6 +60,8 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
         case 'm': a->model = optarg; break;
         case 'i': a->init_from = optarg; break;
         case 'p': a->prompt = optarg; break;
+        case 'P': a->text = optarg; break;
+        case 'T': a->tokenizer = optarg; break;
         case 's': iv = &a->step; break;
         case 'n': iv = &a->max_new; break;
         case 'k': iv = &a->top_k; break;
@@ -72,7 +80,8 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
     }
     const char *why = optind < argc                   ? "unexpected argument (see autohet generate --help)"
                       : !a->ckpt == !a->init_from     ? "give one of --ckpt DIR and --init-from HF_DIR"
-                      : !a->prompt                    ? "--prompt-tokens is required"
+                      : !a->prompt == !a->text        ? "give one of --prompt-tokens IDS and --prompt TEXT"
+                      : a->text && !a->tokenizer      ? "--prompt TEXT needs --tokenizer TOKENIZER_JSON"
                       : a->init_from && (a->model || a->step >= 0) ? "--model and --step go with --ckpt"
                                                                    : NULL;
     if (why && optind < argc)
@@ -111,7 +120,10 @@ int cmd_generate(int argc, char **argv) {
     char msg[2048], err[1536];
     if (parse(argc, argv, &a, msg, sizeof msg) != 0)
         return cli_bad_input("generate", msg);
-    int prompt[4096], np = cli_parse_int_list(a.prompt, prompt, 4096);
+    int prompt[4096], np = a.text ? cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)
+                                  : cli_parse_int_list(a.prompt, prompt, 4096);
+    if (np <= 0 && a.text)
+        return cli_bad_input("generate", msg);
     if (np <= 0) {
         snprintf(msg, sizeof msg, "--prompt-tokens '%.200s': expected 1 to 4096 comma-separated ids", a.prompt);
         return cli_bad_input("generate", msg);
@@ -128,13 +140,17 @@ int cmd_generate(int argc, char **argv) {
         ah_hf_source(&hc, &h, &h.cfg, &src);
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
     ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache};
-    if (rc == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0)
+    if (rc == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0 && !a.text)
         print_tokens(out, np + a.max_new, np, src.cfg.vocab);
+    int printed = rc == 0 && a.text ? cli_tokenizer_print(a.tokenizer, a.text, out, np + a.max_new, np, msg, sizeof msg)
+                                    : 0;
     if (a.ckpt && (rc == 0 || out))
         ah_ckpt_weights_close(&w);
     if (a.init_from && (rc == 0 || out))
         ah_hf_close(&h);
     free(out);
+    if (printed != 0)
+        return cli_bad_input("generate", msg);
     if (rc != 0) {
         snprintf(msg, sizeof msg, "%s %s: %s", a.ckpt ? "--ckpt" : "--init-from", a.ckpt ? a.ckpt : a.init_from, err);
         return cli_bad_input("generate", msg);

@@ -100,7 +100,7 @@ static int check_data(const ah_run_options *o, char *msg, size_t n) {
         ah_plan_free(&plan);
     }
     ah_dataset data;
-    if (cli_load_data(o->data, NULL, &cfg, seq, &data, msg, n) != 0)
+    if (cli_load_data(o->data, NULL, AH_TOKENS_UNSTATED, &cfg, seq, &data, msg, n) != 0)
         return -1;
     ah_dataset_free(&data);
     return 0;

@@ -43,17 +43,22 @@ static void train_usage(FILE *f) {
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE | --init-from HF_DIR]\n"
             "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n"
-            "                      [--precision fp32|bf16]\n\n"
+            "                      [--precision fp32|bf16] [--data-dtype uint16|uint32] [--eval-batches N]\n"
+            "                      [--devices FILE]\n\n"
             "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
             "one process would.\n\n"
             "  --model        preset (e.g. tiny-gpt, tiny-llama, small-gpt, gpt2-124m) or config.json;\n"
             "                 on text data the vocabulary is replaced by the 256 byte values\n"
-            "  --data         tokens: an llm.c token file (magic 20240520, version 1, uint16 tokens), a\n"
-            "                 nanoGPT raw uint16 .bin, or a directory of .bin shards (\"_val\" in a name =\n"
-            "                 validation); else text: a file or a directory of them (bytes). Without\n"
-            "                 --val-data or _val shards, 10%% at the end is held out for validation\n"
+            "  --data         tokens: an llm.c token file (magic 20240520, version 1 uint16 / 2 uint32\n"
+            "                 tokens), Megatron's PREFIX.bin + PREFIX.idx (the .bin, the .idx or PREFIX),\n"
+            "                 a raw .bin (uint16 as nanoGPT's, or --data-dtype), or a directory of .bin\n"
+            "                 shards (\"_val\" in a name = validation); else text: a file or a directory of\n"
+            "                 them (bytes). Without --val-data or _val shards, 10%% at the end is held out\n"
+            "                 for validation (docs/data.md)\n"
+            "  --data-dtype   uint16|uint32: the token type of raw .bin files (no header); required for\n"
+            "                 raw files when the vocabulary is over 65,536\n"
             "  --val-data     the validation data (a file or directory as --data, of the same kind)\n"
             "  --plan         plan document (autohet plan --json, or hand-written: docs/plan-format.md);\n"
             "                 its tp, micro_batch, global_batch and seq are used\n"
@@ -64,8 +69,11 @@ static void train_usage(FILE *f) {
             "  --eval-every   validation loss every K steps (default 10, 0 = never)\n"
             "  --log-every    progress line every K steps (default 1; also at evaluations and the last\n"
             "                 step); the val column is blank on steps without an evaluation\n"
-            "  --log FILE     one JSON object per step: step, loss, val_loss, lr, grad_norm, step_s,\n"
-            "                 tokens_per_s, tflops, mfu\n"
+            "  --eval-batches N  validation batches averaged per evaluation (default 1)\n"
+            "  --log FILE     one JSON object per step (docs/data.md): step, time_s, unix_s, step_s, loss,\n"
+            "                 val_loss + val_batches (evaluated steps only), lr, grad_norm, tokens,\n"
+            "                 tokens_per_s, tflops, mfu + peak_tflops (nominal peak), sgemm_util\n"
+            "  --devices FILE device catalog overrides (as autohet plan's): the MFU's nominal peak\n"
             "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
             "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n"
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
@@ -89,8 +97,8 @@ static void train_usage(FILE *f) {
             "                 bf16 operands, fp32 accumulation, fp32 master weights and optimizer; needs\n"
             "                 AVX512_BF16 and oneDNN, else one line and exit 2; docs/engine.md)\n\n"
             "At the end one summary line: the steps run, tokens, wall time (checkpoints included), mean\n"
-            "tokens/s (tokens / summed step times), mean MFU (weighted by step time), the final train loss and\n"
-            "the last validation loss.\n\n"
+            "tokens/s (tokens / summed step times), mean MFU (of the nominal peak, weighted by step time), the\n"
+            "final train loss and the last validation loss.\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -206,6 +214,9 @@ typedef struct {
     int bf16;           /* --precision bf16 */
     int ckpt_every, mem_every, mem_copies, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
+    int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
+    const char *devices;     /* --devices: catalog overrides for the nominal peak (the MFU) */
+    ah_token_type data_type; /* --data-dtype: raw token files' type */
     ah_schedule schedule;
     double lr;
 } train_args;
@@ -216,11 +227,12 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
+        "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I "
+        "precision=P data-dtype=T eval-batches=b devices=F",
         &opts);
     memset(a, 0, sizeof *a);
-    a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
-    a->lr = 3e-3;
+    a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10;
+    a->log_every = 1, a->lr = 3e-3, a->eval_batches = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -239,6 +251,13 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'U': a->cloud_dir = optarg; break;
         case 'V': a->recover = optarg; break;
         case 'I': a->init_from = optarg; break;
+        case 'F': a->devices = optarg; break;
+        case 'T':
+            if ((a->data_type = ah_token_type_parse(optarg)) == AH_TOKENS_UNSTATED) {
+                snprintf(msg, n, "--data-dtype '%s': expected uint16 or uint32", optarg);
+                return -1;
+            }
+            break;
         case 'c':
             if (ah_schedule_parse(optarg, &a->schedule) != 0) {
                 snprintf(msg, n, "--schedule '%s': expected 1f1b, gpipe or interleaved", optarg);
@@ -268,6 +287,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
             break;
         }
         case 'v': iv = &a->virtual_stages, min = 2; break;
+        case 'b': iv = &a->eval_batches; break;
         case 'E': iv = &a->mem_every; break;
         case 'Q': iv = &a->mem_copies; break;
         case 'K': iv = &a->ckpt_every; break;
@@ -397,7 +417,7 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         }
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
-    if (cli_load_data(a->data, a->val_data, cfg, plan->train.seq, data, msg, n) != 0) {
+    if (cli_load_data(a->data, a->val_data, a->data_type, cfg, plan->train.seq, data, msg, n) != 0) {
         ah_plan_free(plan);
         return -1;
     }
@@ -405,10 +425,40 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
     return 0;
 }
 
+/* The job's nominal peak FLOP/s, the MFU's denominator: every GPU slot of the
+ * plan at its device's catalog peak (--devices overrides the catalog), bf16
+ * tensor peak under --precision bf16, else the fp32 peak (the bf16 figure
+ * where the catalog has none, as for the CPU devices). 0 (no MFU) for
+ * --device cuda without a plan, whose GPU the trivial plan does not name.
+ * 0, or -1 with msg. */
+static int job_peak_flops(const train_args *a, const ah_plan *plan, double *peak, char *msg, size_t n) {
+    static ah_device_catalog cat;
+    cat = *ah_device_catalog_builtin();
+    *peak = 0;
+    char why[512];
+    if (a->devices && ah_device_load_overrides(&cat, a->devices, why, sizeof why) != 0) {
+        snprintf(msg, n, "--devices %s", why);
+        return -1;
+    }
+    if (!a->plan && a->device && !strcmp(a->device, "cuda"))
+        return 0;
+    for (int r = 0; r < plan->n_replicas; r++)
+        for (int s = 0; s < plan->replicas[r].n_stages; s++) {
+            const ah_stage *st = &plan->replicas[r].stages[s];
+            const ah_device *cd = &plan->cluster.nodes[st->node].dev;
+            const ah_device *d = ah_device_find(&cat, cd->name);
+            d = d ? d : cd;
+            double tf = a->bf16 || d->fp32_tflops <= 0 ? d->peak_tflops : d->fp32_tflops;
+            *peak += st->tp * tf * 1e12;
+        }
+    return 0;
+}
+
 static void trainer_config(const train_args *a, const ah_model_config *cfg, const ah_plan *plan,
                            const ah_optim_config *oc, ah_trainer_config *tc) {
     ah_trainer_config_default(tc);
     tc->steps = a->steps, tc->eval_every = a->eval_every, tc->log_every = a->log_every;
+    tc->eval_batches = a->eval_batches;
     tc->tokens_per_step = (long long)plan->global_batch * plan->train.seq;
     tc->ckpt_dir = a->ckpt_dir, tc->mem_dir = a->mem_dir, tc->cloud_dir = a->cloud_dir;
     tc->mem_copies = a->mem_copies;
@@ -529,6 +579,11 @@ int cmd_train(int argc, char **argv) {
     ah_trainer_config tc;
     trainer_config(&a, &cfg, &plan, &oc, &tc);
     tc.t_init = t_init;
+    if (job_peak_flops(&a, &plan, &tc.peak_flops, msg, sizeof msg) != 0) {
+        ah_dataset_free(&data);
+        ah_plan_free(&plan);
+        return fail_all(rank, msg);
+    }
     /* ranks beyond the plan's slots are recovery servers of surviving nodes the plan does not use */
     MPI_Comm comm = MPI_COMM_WORLD;
     int slots = ah_plan_slots(&plan);
@@ -565,12 +620,14 @@ int cmd_train(int argc, char **argv) {
         ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)
             printf("autohet train: %s (%d blocks, hidden %d, %s), %s, %d replica%s, TP %s, global batch %d x "
-                   "seq %d, micro-batch %d, vocabulary %d; data %s (%zu %s, unigram entropy %.3f nats); sgemm peak %.1f "
-                   "GFLOP/s/rank, %s\n",
+                   "seq %d, micro-batch %d, vocabulary %d; data %s (%zu train %s, %zu validation%s%s; unigram "
+                   "entropy %.3f nats); nominal peak %.4g TFLOP/s; sgemm peak %.1f GFLOP/s/rank (probed), %s\n",
                    cfg.name, cfg.n_layers, cfg.hidden, ah_arch_name(cfg.arch), ranks, plan.n_replicas,
                    plan.n_replicas == 1 ? "" : "s", tp_text, plan.global_batch, plan.train.seq,
-                   plan.micro_batch, cfg.vocab, a.data, data.n, data.kind == AH_DATA_TOKENS ? "tokens" : "bytes",
-                   ah_dataset_unigram_entropy(&data), peak / 1e9, kernels);
+                   plan.micro_batch, cfg.vocab, a.data, data.n_train,
+                   data.kind == AH_DATA_TOKENS ? "tokens" : "bytes", data.n - data.n_train,
+                   a.val_data ? " from " : "", a.val_data ? a.val_data : "", ah_dataset_unigram_entropy(&data),
+                   tc.peak_flops / 1e12, peak / 1e9, kernels);
         write_pid_line(rank, ah_executor_node_name(x), peak);
         if (a.init_from && init_from(&a, x, rank, msg, sizeof msg) != 0)
             set_up = 0; /* bad input: every rank exits 2 below */

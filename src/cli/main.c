@@ -33,6 +33,7 @@ static const subcommand commands[] = {
      "analyze a training trace: compute vs exposed communication vs idle, per rank and per collective"},
     {"export", cmd_export, "write a layer checkpoint (any plan) as Hugging Face config.json + model.safetensors"},
     {"generate", cmd_generate, "sample tokens from a checkpoint or a Hugging Face model directory"},
+    {"tokenize", cmd_tokenize, "encode text, jsonl or parquet into llm.c token files with a tokenizer.json"},
     {"devices", cmd_devices, "list the GPU catalog (datasheet figures the cost model uses)"},
     {"models", cmd_models, "list the built-in model presets"},
 };

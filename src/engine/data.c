@@ -1,6 +1,7 @@
 /* Training data: text and token-file loading, train/validation split and
  * deterministic, partition-independent batch sampling (see data.h). */
 #include "engine/data.h"
+#include "engine/data_tokens.h"
 #include "util/json_file.h"
 
 #include <dirent.h>
@@ -57,7 +58,8 @@ static int buf_reserve(buf_t *b, size_t extra) {
 
 /* Appends the whole file to b, which stays within max bytes in all; on
  * failure writes "path: reason" to err. Sets *got to the file's bytes. */
-static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_bytes, char *err, size_t errlen) {
+static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_bytes, char *err,
+                          size_t errlen) {
     /* a regular file, and the data stays within max in all: a FIFO or a
      * device would block or never end */
     if (b->n >= max) {
@@ -175,10 +177,6 @@ static int has_llmc_magic(const char *path) {
     return yes;
 }
 
-static int32_t le32(const unsigned char *p) {
-    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-}
-
 static int add_file(ah_dataset *d, const char *path, size_t first, size_t count, size_t header) {
     ah_data_file *f = realloc(d->files, sizeof *f * (size_t)(d->n_files + 1));
     if (f == NULL)
@@ -187,53 +185,26 @@ static int add_file(ah_dataset *d, const char *path, size_t first, size_t count,
     char *copy = strdup(path);
     if (copy == NULL)
         return -1;
-    f[d->n_files++] = (ah_data_file){copy, first, count, header};
+    f[d->n_files++] = (ah_data_file){.path = copy, .first = first, .count = count, .header = header};
     return 0;
 }
 
-/* Appends the tokens of one token file (llm.c's format when it starts with
- * the magic, else raw uint16) to b (uint16 little-endian, as the files hold
- * them) and records the file in d. 0, or -1 with err. */
-static int read_token_file(ah_dataset *d, buf_t *b, const char *path, char *err, size_t errlen) {
-    size_t start = b->n, got = 0;
-    if (read_file_into(b, path, AH_DATA_MAX_TOKEN_BYTES, &got, err, errlen) != 0)
+/* Maps one token file (data_tokens.h) and appends it to d: its tokens
+ * follow d's. 0, or -1 with err. */
+static int read_token_file(ah_dataset *d, const char *path, char *err, size_t errlen) {
+    ah_data_file f;
+    if (ah_token_file_map(&f, path, d->raw_type, err, errlen) != 0)
         return -1;
-    unsigned char *p = b->p + start;
-    size_t header = 0;
-    if (got >= 4 && le32(p) == AH_LLMC_MAGIC) {
-        if (got < AH_LLMC_HEADER_BYTES) {
-            set_err(err, errlen, "%s: truncated llm.c header: %zu bytes, the header is %d", path, got,
-                    AH_LLMC_HEADER_BYTES);
-            return -1;
-        }
-        int32_t version = le32(p + 4), count = le32(p + 8);
-        if (version != AH_LLMC_VERSION) {
-            set_err(err, errlen, "%s: llm.c token file version %d: only version %d (uint16 tokens) is supported",
-                    path, (int)version, AH_LLMC_VERSION);
-            return -1;
-        }
-        size_t body = got - AH_LLMC_HEADER_BYTES;
-        if (count < 0 || (size_t)count * 2 != body) {
-            set_err(err, errlen, "%s: the llm.c header says %d tokens, the file holds %zu bytes after it (%s)",
-                    path, (int)count, body, count >= 0 && (size_t)count * 2 > body ? "truncated" : "wrong size");
-            return -1;
-        }
-        header = AH_LLMC_HEADER_BYTES;
-        memmove(p, p + header, body);
-        got = body;
-    } else if (got % 2 != 0) {
-        set_err(err, errlen, "%s: %zu bytes, an odd size: not a file of uint16 tokens", path, got);
-        return -1;
-    }
-    b->n = start + got;
-    if (got == 0) {
-        set_err(err, errlen, "%s: no tokens", path);
-        return -1;
-    }
-    if (add_file(d, path, start / 2, got / 2, header) != 0) {
+    ah_data_file *files = realloc(d->files, sizeof *files * (size_t)(d->n_files + 1));
+    if (files == NULL) {
         set_err(err, errlen, "%s: out of memory", path);
+        ah_token_file_unmap(&f);
         return -1;
     }
+    d->files = files;
+    f.first = d->n;
+    files[d->n_files++] = f;
+    d->n += f.count;
     return 0;
 }
 
@@ -256,22 +227,22 @@ static int load_text(ah_dataset *d, buf_t *b, const char *path, int is_dir, char
 
 /* Tokens: the file, or the .bin shards of the directory (train shards, then
  * those with "_val" in the name); *n_val_shard = tokens of the latter. */
-static int load_tokens(ah_dataset *d, buf_t *b, const char *path, int is_dir, char **names, size_t n_names,
+static int load_tokens(ah_dataset *d, const char *path, int is_dir, char **names, size_t n_names,
                        size_t *n_val_shard, char *err, size_t errlen) {
     *n_val_shard = 0;
     if (!is_dir)
-        return read_token_file(d, b, path, err, errlen);
+        return read_token_file(d, path, err, errlen);
     for (int val = 0; val < 2; val++)
         for (size_t i = 0; i < n_names; i++) {
             const char *base = strrchr(names[i], '/');
             base = base ? base + 1 : names[i];
             if (!ends_with(base, ".bin") || (strstr(base, "_val") != NULL) != val)
                 continue;
-            size_t before = b->n;
-            if (read_token_file(d, b, names[i], err, errlen) != 0)
+            size_t before = d->n;
+            if (read_token_file(d, names[i], err, errlen) != 0)
                 return -1;
             if (val)
-                *n_val_shard += (b->n - before) / 2;
+                *n_val_shard += d->n - before;
         }
     return 0;
 }
@@ -290,15 +261,16 @@ static int split(ah_dataset *d, const char *path, double val_fraction, size_t n_
     size_t n_train = d->n - n_val;
     if (n_train < need) {
         if (n_val == 0)
-            set_err(err, errlen, "%s: %zu %s, too small for sequences of %d (+1) tokens", path, d->n, unit, seq);
+            set_err(err, errlen, "%s: %zu %s, too small for sequences of %d (+1) tokens", path, d->n, unit,
+                    seq);
         else
-            set_err(err, errlen, "%s: %zu %s (train split %zu), too small for sequences of %d (+1) tokens", path,
-                    d->n, unit, n_train, seq);
+            set_err(err, errlen, "%s: %zu %s (train split %zu), too small for sequences of %d (+1) tokens",
+                    path, d->n, unit, n_train, seq);
         return -1;
     }
     if (n_val > 0 && n_val < need) {
-        set_err(err, errlen, "%s: %zu %s (validation split %zu), too small for sequences of %d (+1) tokens", path,
-                d->n, unit, n_val, seq);
+        set_err(err, errlen, "%s: %zu %s (validation split %zu), too small for sequences of %d (+1) tokens",
+                path, d->n, unit, n_val, seq);
         return -1;
     }
     d->n_train = n_train;
@@ -309,15 +281,19 @@ static int split(ah_dataset *d, const char *path, double val_fraction, size_t n_
  * starts with llm.c's magic; anything else is text. */
 static ah_data_kind kind_of(const char *path, int is_dir, char *const *names, size_t n_names) {
     int tokens = 0;
+    char bin[4096];
     for (size_t i = 0; is_dir && i < n_names && !tokens; i++)
         tokens = ends_with(names[i], ".bin");
     if (!is_dir)
-        tokens = ends_with(path, ".bin") || has_llmc_magic(path);
+        tokens = ends_with(path, ".bin") || has_llmc_magic(path) || ah_megatron_pair(path, bin, sizeof bin);
     return tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
 }
 
 ah_data_kind ah_dataset_kind_of(const char *path) {
     struct stat st;
+    char bin[4096];
+    if (path != NULL && ah_megatron_pair(path, bin, sizeof bin)) /* PREFIX of PREFIX.bin/.idx too */
+        return AH_DATA_TOKENS;
     if (path == NULL || stat(path, &st) != 0)
         return AH_DATA_TEXT;
     if (!S_ISDIR(st.st_mode))
@@ -336,7 +312,11 @@ int ah_dataset_vocab(ah_data_kind kind, int model_vocab) {
 }
 
 int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int seq, char *err, size_t errlen) {
-    memset(d, 0, sizeof *d);
+    return ah_dataset_load_typed(d, path, val_fraction, seq, AH_TOKENS_UNSTATED, err, errlen);
+}
+
+/* The arguments of a load: one line naming the bad one. */
+static int check_load_args(const char *path, double val_fraction, int seq, char *err, size_t errlen) {
     if (path == NULL || path[0] == '\0') {
         set_err(err, errlen, "(empty path): no such file or directory");
         return -1;
@@ -349,36 +329,45 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
         set_err(err, errlen, "%s: sequence length %d must be positive", path, seq);
         return -1;
     }
+    return 0;
+}
+
+int ah_dataset_load_typed(ah_dataset *d, const char *path, double val_fraction, int seq,
+                          ah_token_type raw_type, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    d->raw_type = raw_type;
+    if (check_load_args(path, val_fraction, seq, err, errlen) != 0)
+        return -1;
     struct stat st;
-    if (stat(path, &st) != 0) {
+    char bin[4096];
+    int prefix = ah_megatron_pair(path, bin, sizeof bin); /* Megatron's PREFIX of PREFIX.bin/.idx */
+    if (!prefix && stat(path, &st) != 0) {
         set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     char **names = NULL;
     size_t n_names = 0, n_val_shard = 0;
-    int is_dir = S_ISDIR(st.st_mode);
+    int is_dir = !prefix && S_ISDIR(st.st_mode);
     if (is_dir && list_dir(path, &names, &n_names, err, errlen) != 0)
         return -1;
-    int tokens = kind_of(path, is_dir, names, n_names) == AH_DATA_TOKENS;
+    int tokens = prefix || kind_of(path, is_dir, names, n_names) == AH_DATA_TOKENS;
     d->kind = tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
     buf_t b = {NULL, 0, 0};
-    int rc = tokens ? load_tokens(d, &b, path, is_dir, names, n_names, &n_val_shard, err, errlen)
+    int rc = tokens ? load_tokens(d, path, is_dir, names, n_names, &n_val_shard, err, errlen)
                     : load_text(d, &b, path, is_dir, names, n_names, err, errlen);
     free_names(names, n_names);
-    d->n = tokens ? b.n / 2 : b.n;
+    if (!tokens)
+        d->n = b.n;
     if (rc == 0 && d->n == 0) {
-        set_err(err, errlen, is_dir ? "%s: no readable text files" : "%s: empty file", path);
+        set_err(err, errlen, is_dir ? "%s: no %s" : "%s: empty file", path,
+                tokens ? "tokens in its .bin files" : "readable text files");
         rc = -1;
     }
     if (rc == 0)
         rc = split(d, path, val_fraction, n_val_shard, seq, err, errlen);
-    /* shrink to fit: the data stays resident for the whole run */
+    /* shrink to fit: the text stays resident for the whole run (tokens stay mapped) */
     unsigned char *p = b.n ? realloc(b.p, b.n) : NULL;
-    p = p ? p : b.p;
-    if (tokens)
-        d->tokens = (uint16_t *)(void *)p;
-    else
-        d->bytes = p;
+    d->bytes = p ? p : b.p;
     if (rc != 0) {
         ah_dataset_free(d);
         return -1;
@@ -387,9 +376,29 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
     return 0;
 }
 
+/* Drops d's files (and text) from token keep on: its validation part. */
+static void keep_train(ah_dataset *d, size_t keep) {
+    int nf = 0;
+    for (int i = 0; i < d->n_files; i++) {
+        ah_data_file *f = &d->files[i];
+        if (f->first >= keep) {
+            if (d->kind == AH_DATA_TOKENS)
+                ah_token_file_unmap(f);
+            else
+                free(f->path);
+            continue;
+        }
+        if (f->first + f->count > keep)
+            f->count = keep - f->first;
+        d->files[nf++] = *f;
+    }
+    d->n_files = nf;
+    d->n = keep;
+}
+
 int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *err, size_t errlen) {
     ah_dataset v;
-    if (ah_dataset_load(&v, path, 0.0, seq, err, errlen) != 0)
+    if (ah_dataset_load_typed(&v, path, 0.0, seq, d->raw_type, err, errlen) != 0)
         return -1;
     if (v.kind != d->kind) {
         set_err(err, errlen, "%s: %s data, but --data %s is %s", path, ah_data_kind_name(v.kind), d->source,
@@ -397,35 +406,28 @@ int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *er
         ah_dataset_free(&v);
         return -1;
     }
-    size_t elem = d->kind == AH_DATA_TOKENS ? 2 : 1, keep = d->n_train;
-    unsigned char *old = d->kind == AH_DATA_TOKENS ? (unsigned char *)d->tokens : d->bytes;
-    unsigned char *vp = d->kind == AH_DATA_TOKENS ? (unsigned char *)v.tokens : v.bytes;
-    unsigned char *p = realloc(old, (keep + v.n) * elem);
-    if (p == NULL) {
-        set_err(err, errlen, "%s: out of memory", path);
-        ah_dataset_free(&v);
-        return -1;
-    }
-    if (d->kind == AH_DATA_TOKENS)
-        d->tokens = (uint16_t *)(void *)p;
-    else
+    size_t keep = d->n_train;
+    ah_data_file *files = realloc(d->files, sizeof *files * (size_t)(d->n_files + v.n_files));
+    unsigned char *p = d->kind == AH_DATA_TEXT ? realloc(d->bytes, keep + v.n) : NULL;
+    if (files)
+        d->files = files;
+    if (p)
         d->bytes = p;
-    int nf = d->n_files + v.n_files;
-    ah_data_file *files = realloc(d->files, sizeof *files * (size_t)nf);
-    if (files == NULL) {
+    if (files == NULL || (d->kind == AH_DATA_TEXT && p == NULL)) {
         set_err(err, errlen, "%s: out of memory", path);
         ah_dataset_free(&v);
         return -1;
     }
-    memcpy(p + keep * elem, vp, v.n * elem);
     /* all of --data is train now: its own validation part (a tail or _val shards) is dropped */
+    keep_train(d, keep);
+    if (d->kind == AH_DATA_TEXT)
+        memcpy(d->bytes + keep, v.bytes, v.n);
     for (int i = 0; i < v.n_files; i++) {
-        files[d->n_files + i] = v.files[i];
-        files[d->n_files + i].first += keep;
+        d->files[d->n_files + i] = v.files[i];
+        d->files[d->n_files + i].first += keep;
     }
-    v.n_files = 0;
-    d->files = files;
-    d->n_files = nf;
+    d->n_files += v.n_files;
+    v.n_files = 0; /* the mappings are d's now */
     d->n = keep + v.n;
     d->n_train = keep;
     ah_dataset_free(&v);
@@ -441,11 +443,25 @@ int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t err
     }
     for (int f = 0; f < d->n_files; f++) {
         const ah_data_file *fi = &d->files[f];
+        if (fi->type == AH_TOKENS_UNSTATED && vocab > 65536) {
+            set_err(err, errlen,
+                    "%s: a raw token file says nothing of its token type: with the vocabulary %d give "
+                    "--data-dtype "
+                    "uint32 (or uint16)",
+                    fi->path, vocab);
+            return -1;
+        }
+        size_t elem = (size_t)ah_token_type_size(fi->type);
         for (size_t i = 0; i < fi->count; i++) {
-            uint16_t t = d->tokens[fi->first + i];
+            int64_t t = ah_token_file_at(fi, i);
+            if (t < 0) {
+                set_err(err, errlen, "%s: token id %lld at byte offset %zu is negative", fi->path,
+                        (long long)t, fi->header + elem * i);
+                return -1;
+            }
             if (t >= vocab) {
-                set_err(err, errlen, "%s: token id %u at byte offset %zu is not below the vocabulary %d", fi->path,
-                        (unsigned)t, fi->header + 2 * i, vocab);
+                set_err(err, errlen, "%s: token id %lld at byte offset %zu is not below the vocabulary %d",
+                        fi->path, (long long)t, fi->header + elem * i, vocab);
                 return -1;
             }
         }
@@ -457,11 +473,45 @@ void ah_dataset_free(ah_dataset *d) {
     if (d == NULL)
         return;
     free(d->bytes);
-    free(d->tokens);
-    for (int i = 0; i < d->n_files; i++)
-        free(d->files[i].path);
+    for (int i = 0; i < d->n_files; i++) {
+        if (d->kind == AH_DATA_TOKENS)
+            ah_token_file_unmap(&d->files[i]);
+        else
+            free(d->files[i].path);
+    }
     free(d->files);
     memset(d, 0, sizeof *d);
+}
+
+/* The file holding token i (files are in token order). */
+static const ah_data_file *file_of(const ah_dataset *d, size_t i) {
+    int lo = 0, hi = d->n_files - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (d->files[mid].first <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return &d->files[lo];
+}
+
+int64_t ah_dataset_token(const ah_dataset *d, size_t i) {
+    if (d->kind == AH_DATA_TEXT)
+        return d->bytes[i];
+    const ah_data_file *f = file_of(d, i);
+    return ah_token_file_at(f, i - f->first);
+}
+
+/* Tokens [off, off + n) into out, across files. */
+static void copy_tokens(const ah_dataset *d, size_t off, size_t n, int *out) {
+    const ah_data_file *f = file_of(d, off);
+    const ah_data_file *end = d->files + d->n_files;
+    for (size_t k = 0; k < n; k++, off++) {
+        while (off >= f->first + f->count && f + 1 < end)
+            f++;
+        out[k] = (int)ah_token_file_at(f, off - f->first);
+    }
 }
 
 /* Start of row i of the global batch of step `step`: a pure function of
@@ -481,7 +531,7 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
     size_t base = validation ? d->n_train : 0;
     size_t len = validation ? d->n - d->n_train : d->n_train;
     size_t count = (size_t)rows * (size_t)seq;
-    if ((d->bytes == NULL && d->tokens == NULL) || len < (size_t)seq + 1) {
+    if ((d->kind == AH_DATA_TEXT ? d->bytes == NULL : d->n_files == 0) || len < (size_t)seq + 1) {
         /* Misuse (no such split, or sequences longer than at load): serve
          * zeros rather than read out of bounds. */
         memset(tokens, 0, count * sizeof *tokens);
@@ -494,11 +544,8 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
         int *tok = tokens + (size_t)r * (size_t)seq;
         int *tgt = targets + (size_t)r * (size_t)seq;
         if (d->kind == AH_DATA_TOKENS) {
-            const uint16_t *src = d->tokens + off;
-            for (int t = 0; t < seq; t++) {
-                tok[t] = src[t];
-                tgt[t] = src[t + 1];
-            }
+            copy_tokens(d, off, (size_t)seq, tok);
+            copy_tokens(d, off + 1, (size_t)seq, tgt);
         } else {
             const unsigned char *src = d->bytes + off;
             for (int t = 0; t < seq; t++) {
@@ -509,22 +556,55 @@ void ah_dataset_batch(const ah_dataset *d, int validation, uint64_t seed, long s
     }
 }
 
+/* Calls f(ctx, id) for every id of the train split, file by file. */
+static void for_train_ids(const ah_dataset *d, void (*f)(void *, int64_t), void *ctx) {
+    if (d->kind == AH_DATA_TEXT) {
+        for (size_t i = 0; i < d->n_train; i++)
+            f(ctx, d->bytes[i]);
+        return;
+    }
+    for (int k = 0; k < d->n_files && d->files[k].first < d->n_train; k++) {
+        const ah_data_file *fi = &d->files[k];
+        size_t end = fi->first + fi->count < d->n_train ? fi->count : d->n_train - fi->first;
+        for (size_t i = 0; i < end; i++)
+            f(ctx, ah_token_file_at(fi, i));
+    }
+}
+
+static void max_id(void *ctx, int64_t t) {
+    int64_t *m = ctx;
+    *m = *m < 0 || t < 0 ? -1 : t > *m ? t : *m;
+}
+
+typedef struct {
+    size_t *counts, n;
+} counter;
+
+static void count_id(void *ctx, int64_t t) {
+    counter *c = ctx;
+    if (t >= 0 && (size_t)t < c->n)
+        c->counts[t]++;
+}
+
 double ah_dataset_unigram_entropy(const ah_dataset *d) {
-    if (d == NULL || (d->bytes == NULL && d->tokens == NULL) || d->n_train == 0)
+    if (d == NULL || (d->kind == AH_DATA_TEXT ? d->bytes == NULL : d->n_files == 0) || d->n_train == 0)
         return 0.0;
-    size_t n_sym = d->kind == AH_DATA_TOKENS ? 65536 : 256;
-    size_t *counts = calloc(n_sym, sizeof *counts);
-    if (counts == NULL)
+    /* one count per id up to the largest id of the train split (ids outside [0, 2^24) give 0) */
+    int64_t max = 255;
+    for_train_ids(d, max_id, &max);
+    if (max < 0 || max >= (1 << 24))
         return 0.0;
-    for (size_t i = 0; i < d->n_train; i++)
-        counts[d->kind == AH_DATA_TOKENS ? d->tokens[i] : d->bytes[i]]++;
+    counter c = {calloc((size_t)max + 1, sizeof(size_t)), (size_t)max + 1};
+    if (c.counts == NULL)
+        return 0.0;
+    for_train_ids(d, count_id, &c);
     double h = 0.0, n = (double)d->n_train;
-    for (size_t c = 0; c < n_sym; c++) {
-        if (counts[c] == 0)
+    for (size_t i = 0; i < c.n; i++) {
+        if (c.counts[i] == 0)
             continue;
-        double p = (double)counts[c] / n;
+        double p = (double)c.counts[i] / n;
         h -= p * log(p);
     }
-    free(counts);
+    free(c.counts);
     return h;
 }

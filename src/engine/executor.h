@@ -30,13 +30,13 @@ typedef struct ah_executor ah_executor;
 typedef struct {
     int step;
     double loss;     /* mean token loss of the global batch */
-    double val_loss; /* mean token loss of a validation batch, < 0 if not evaluated */
+    double val_loss; /* mean token loss of the validation batches, < 0 if not evaluated */
     double lr;
     double grad_norm; /* before clipping */
     double step_s;
     double tokens_per_s;
     double tflops; /* achieved model TFLOP/s of the whole job */
-    double mfu;    /* against the ranks' measured sgemm peak */
+    double mfu;    /* against the ranks' probed sgemm peak (the log's sgemm_util; its mfu is the trainer's) */
 } ah_step_stats;
 
 /* Set up this rank's part of `plan` (which must match the size of `comm`,
@@ -51,7 +51,9 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
                                 const ah_dataset *data, const ah_optim_config *oc, uint64_t seed, int init_params,
                                 double peak_flops_per_rank, ah_schedule schedule, int virtual_stages, char *err,
                                 size_t errlen);
-/* One training step (collective). eval: also compute the validation loss. */
+/* One training step (collective). eval > 0: also compute the validation loss,
+ * the mean over eval validation batches (batch b: rows b x global batch on of
+ * the step's validation sample; eval 1 is the step's validation batch). */
 int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char *err, size_t errlen);
 void ah_executor_free(ah_executor *x);
 int ah_executor_rank(const ah_executor *x);

@@ -19,6 +19,7 @@ typedef struct {
 typedef struct {
     ah_executor *x;
     int step, L, T, B;
+    int row_shift;     /* validation batch b of an evaluation: rows b x global batch on */
     size_t NC;         /* floats of one activation between chunks */
     float loss_scale;  /* 1 / tokens of the global batch */
     double loss;       /* summed token loss of the micro-batches whose head I ran */
@@ -56,7 +57,8 @@ static const mb_data *batch_of(step_ctx *c, int i, int validation) {
         test_data_delay(x->rank);
         d->tok = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
         d->tgt = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
-        ah_dataset_batch(x->data, validation, x->seed, c->step, x->row0 + i * c->B, c->B, c->T, d->tok, d->tgt);
+        ah_dataset_batch(x->data, validation, x->seed, c->step, c->row_shift + x->row0 + i * c->B, c->B, c->T,
+                         d->tok, d->tgt);
     }
     return d;
 }
@@ -308,13 +310,15 @@ static void ctx_free(step_ctx *c) {
     ah_be_free(x->chunks[0].be, c->dio);
 }
 
-/* The validation loss: every micro-batch through the chunks in model order
- * (receive, forward, send and wait), one chain that every rank walks in the
- * same order, so it cannot deadlock under any schedule. Its tags follow the
- * step's. */
-static double run_forward_only(ah_executor *x, int step) {
+/* The validation loss of validation batch b of step `step` (rows b x global
+ * batch on of the step's validation sample): every micro-batch through the
+ * chunks in model order (receive, forward, send and wait), one chain that
+ * every rank walks in the same order, so it cannot deadlock under any
+ * schedule. Its tags follow the step's. */
+static double run_forward_only(ah_executor *x, int step, int b) {
     step_ctx c;
     ctx_init(&c, x, step);
+    c.row_shift = b * x->plan.global_batch;
     const ah_chunk *ch = x->sched.chunks[x->replica];
     int nc = x->sched.n_chunks[x->replica], m = x->m, base = 2 * nc * m + 2;
     size_t bytes = c.NC * sizeof(float);
@@ -373,7 +377,11 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
                           .tflops = flops / dt / 1e12,
                           .mfu = x->peak > 0 ? flops / dt / (x->peak * x->world) : 0};
     ctx_free(&c);
-    if (eval)
-        st->val_loss = run_forward_only(x, step);
+    if (eval > 0) { /* the mean of eval batches (nanoGPT's eval_iters) */
+        double sum = 0;
+        for (int b = 0; b < eval; b++)
+            sum += run_forward_only(x, step, b);
+        st->val_loss = sum / eval;
+    }
     return 0;
 }

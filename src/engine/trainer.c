@@ -149,27 +149,45 @@ static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_
     return 0;
 }
 
+/* The MFU of a step against the job's nominal peak (-1: unknown). */
+static double mfu_of(const ah_trainer_config *c, const ah_step_stats *st) {
+    return c->peak_flops > 0 ? st->tflops * 1e12 / c->peak_flops : -1;
+}
+
 /* Fixed-width columns: an evaluated step and another line up (the val column
  * is blank when the step did not evaluate). */
-static void progress_line(FILE *f, int step, int steps, const ah_step_stats *st) {
-    char val[16] = "";
+static void progress_line(FILE *f, const ah_trainer_config *c, int step, const ah_step_stats *st) {
+    char val[16] = "", mfu[16] = "MFU    -";
     if (st->val_loss >= 0)
         snprintf(val, sizeof val, "val %7.4f", st->val_loss);
-    int w = snprintf(NULL, 0, "%d", steps);
+    if (mfu_of(c, st) >= 0)
+        snprintf(mfu, sizeof mfu, "MFU %5.1f%%", 100 * mfu_of(c, st));
+    int w = snprintf(NULL, 0, "%d", c->steps);
     fprintf(f,
             "step %*d/%d | loss %7.4f | %-11s | lr %.2e | grad norm %7.3f | %8.0f tok/s | %8.2f GFLOP/s | "
-            "MFU %5.1f%% | %6.0f ms\n",
-            w < 4 ? 4 : w, step, steps, st->loss, val, st->lr, st->grad_norm, st->tokens_per_s,
-            st->tflops * 1e3, 100 * st->mfu, st->step_s * 1e3);
+            "%s | %6.0f ms\n",
+            w < 4 ? 4 : w, step, c->steps, st->loss, val, st->lr, st->grad_norm, st->tokens_per_s,
+            st->tflops * 1e3, mfu, st->step_s * 1e3);
     fflush(f);
 }
 
-static void log_line(FILE *f, int step, const ah_step_stats *st) {
+/* One JSON object per step (docs/data.md, "Metrics log"): no sentinel values,
+ * a field that does not apply is absent. */
+static void log_line(FILE *f, const ah_trainer_config *c, int step, const ah_step_stats *st, double t_start) {
+    double now = ah_wall_clock_s();
+    fprintf(f, "{\"step\": %d, \"time_s\": %.6f, \"unix_s\": %.6f, \"step_s\": %.6f, \"loss\": %.9g", step,
+            now - t_start, now, st->step_s, st->loss);
+    if (st->val_loss >= 0)
+        fprintf(f, ", \"val_loss\": %.9g, \"val_batches\": %d", st->val_loss,
+                c->eval_batches > 0 ? c->eval_batches : 1);
     fprintf(f,
-            "{\"step\": %d, \"loss\": %.9g, \"val_loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.9g, "
-            "\"step_s\": %.6f, \"tokens_per_s\": %.3f, \"tflops\": %.6g, \"mfu\": %.6g}\n",
-            step, st->loss, st->val_loss, st->lr, st->grad_norm, st->step_s, st->tokens_per_s, st->tflops,
-            st->mfu);
+            ", \"lr\": %.6g, \"grad_norm\": %.9g, \"tokens\": %lld, \"tokens_per_s\": %.3f, \"tflops\": %.6g",
+            st->lr, st->grad_norm, (long long)step * c->tokens_per_step, st->tokens_per_s, st->tflops);
+    if (mfu_of(c, st) >= 0)
+        fprintf(f, ", \"mfu\": %.6g, \"peak_tflops\": %.6g", mfu_of(c, st), c->peak_flops / 1e12);
+    if (st->mfu > 0)
+        fprintf(f, ", \"sgemm_util\": %.6g", st->mfu);
+    fprintf(f, "}\n");
     fflush(f);
 }
 
@@ -177,7 +195,7 @@ static void account(ah_trainer_summary *sum, const ah_trainer_config *c, int s, 
     sum->last_step = s + 1;
     sum->tokens += (double)c->tokens_per_step;
     sum->step_s += st->step_s;
-    sum->mean_mfu += st->mfu * st->step_s; /* divided by step_s at the end */
+    sum->mean_mfu += (mfu_of(c, st) > 0 ? mfu_of(c, st) : 0) * st->step_s; /* divided by step_s at the end */
     sum->final_loss = st->loss;
     if (st->val_loss >= 0) {
         sum->last_val_loss = st->val_loss;
@@ -207,6 +225,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
         if (c->trace_path && s == (c->steps > 1 ? 1 : 0))
             ah_executor_trace_enable(x); /* skip the warm-up step */
         int eval = c->eval_every > 0 && ((s + 1) % c->eval_every == 0 || s + 1 == c->steps);
+        eval *= c->eval_batches > 0 ? c->eval_batches : 1;
         rc = ah_executor_step(x, s, eval, &st, err, errlen);
         if (rc == 0 && !isfinite(st.grad_norm)) { /* the global norm: every rank stops at this step */
             snprintf(err, errlen,
@@ -223,9 +242,9 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
         if (!rank0(x))
             continue;
         if (c->progress && ((s + 1) % c->log_every == 0 || s + 1 == c->steps || eval))
-            progress_line(c->progress, s + 1, c->steps, &st);
+            progress_line(c->progress, c, s + 1, &st);
         if (c->log)
-            log_line(c->log, s + 1, &st);
+            log_line(c->log, c, s + 1, &st, c->t_init > 0 ? c->t_init : t0);
     }
     if (rc == 0 && c->mem_dir && c->ckpt_dir) /* the copy in flight, if any */
         rc = persist_poll(x, c, pp, 1, 0, err, errlen) < 0 ? -1 : 0;

@@ -15,6 +15,10 @@
 typedef struct {
     int steps;      /* total optimizer steps; a resumed run continues up to this */
     int eval_every; /* validation loss every K steps and at the last step (0: never) */
+    int eval_batches; /* validation batches averaged per evaluation (0 counts as 1) */
+    /* the job's nominal peak FLOP/s (the plan's devices, catalog or --devices): the MFU's
+     * denominator; 0: unknown, no MFU */
+    double peak_flops;
     int log_every;  /* a progress line every K steps, at evaluations and at the last step */
     long long tokens_per_step; /* global batch x sequence: the summary's token count */
     /* checkpoints: ckpt_dir every ckpt_every steps (+ cloud_dir); a memory-tier
@@ -47,7 +51,7 @@ typedef struct {
     double wall_s;             /* from the first step to the end of the loop, checkpoints included */
     double step_s;             /* summed step times */
     double mean_tokens_per_s;  /* tokens / step_s */
-    double mean_mfu;           /* step-time weighted mean MFU */
+    double mean_mfu;           /* step-time weighted mean MFU (of the nominal peak; 0: unknown) */
     double final_loss;         /* train loss of the last step (< 0: no step ran) */
     double last_val_loss;      /* the last validation loss (< 0: none) */
     int last_val_step;
