@@ -342,7 +342,7 @@ inject_7() {
     fi
     nap 0.002
   done
-  INJ_DESC="$first; the second fault came too late (recovery $g1 done)"
+  INJ_DESC="$first; no second fault (the run ended, or recovery $g1 finished first)"
 }
 # kind 8 preparation (local): the node's tier directory is a symlink into a small tmpfs, made before its rank
 # creates the directory; 1 if the race was lost
@@ -564,7 +564,7 @@ attempt() {
   if [ ${#whys[@]} -gt 0 ]; then
     RESULT=fail WHY=$(printf '%s; ' "${whys[@]}")
     WHY=${WHY%; }
-    [ "$INJ_OK" = 1 ] || WHY="${INJ_DESC:+$INJ_DESC: }$WHY (no fault injected)"
+    if [ "$INJ_OK" = 1 ]; then WHY="$INJ_DESC -> $WHY"; else WHY="${INJ_DESC:+$INJ_DESC: }$WHY (no fault injected)"; fi
     if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp -a "$D" "$KEEP/" 2>/dev/null; fi
   elif [ "$INJ_OK" != 1 ] || [ "$PARTIAL" = 1 ] || [ $reached = 0 ]; then
     RESULT=noinject WHY=${INJ_DESC:-"the run finished before step $s"}
