@@ -545,9 +545,11 @@ attempt() {
       whys+=("final loss $loss, uninterrupted $REF_LOSS"); fi
     [ "$LOST" -le "$NFAULTS" ] || whys+=("$LOST steps lost for $NFAULTS fault(s)")
   fi
-  [ "$left" != 0 ] && whys+=("$left process(es) left: ${orphans:0:200}")
-  [ "$stopped_alive" = 1 ] && whys+=("the stopped rank $STOPPED is still alive")
-  [ -n "$shm_left" ] && whys+=("left in /dev/shm: ${shm_left:0:200}")
+  if [ "$timed_out" = 0 ]; then # (after a timeout the harness killed the controller: what is left is its doing)
+    [ "$left" != 0 ] && whys+=("$left process(es) left: ${orphans:0:200}")
+    [ "$stopped_alive" = 1 ] && whys+=("the stopped rank $STOPPED is still alive")
+    [ -n "$shm_left" ] && whys+=("left in /dev/shm: ${shm_left:0:200}")
+  fi
   # corruption reached the recovery? (else the fault was not exercised: another step)
   local reached=1
   if [ "$k" = 9 ] && [ "$INJ_OK" = 1 ] && [ ${#whys[@]} = 0 ]; then
