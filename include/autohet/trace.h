@@ -81,6 +81,34 @@ void ah_trace_recorder_free(ah_trace_recorder *r);
 ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double t0, double t1, int site,
                                 int micro_batch);
 
+/* ------------------------------------------------------------------ clocks */
+
+/* The clock correction an engine trace records (otherData.clock; docs/analyze.md,
+ * "Clocks"): every rank's CLOCK_MONOTONIC against rank 0's, measured by
+ * ping-pongs at the start and the end of the traced steps; the times in the
+ * file are on rank 0's clock. Rank r's clock read, at rank 0's time G,
+ * G + offset_s + drift (G - sync_start), drift = drift_ppm / 1e6. */
+typedef struct {
+    double offset_s, offset_end_s; /* rank's clock - rank 0's, at the two measurements */
+    double drift_ppm;
+    double residual_s;               /* the bound of the offset error: half the best round trip */
+    double rtt_s;                    /* the best round trip */
+    double sync_start_s, sync_end_s; /* when measured, in the file's time (seconds from its origin) */
+} ah_trace_clock_rank;
+
+typedef struct {
+    int present;     /* 0: the trace records no correction (each rank on its own clock, or a simulation) */
+    char domain[32]; /* "CLOCK_MONOTONIC" */
+    int rounds;      /* ping-pong rounds per rank and measurement */
+    double origin_s; /* rank 0's clock at the file's time 0 */
+    int n;           /* ranks described */
+    ah_trace_clock_rank *ranks;
+} ah_trace_clock;
+
+/* rank's own clock reading (seconds) at the file's time t (seconds from its
+ * origin); origin + t without a correction for the rank */
+double ah_trace_clock_local(const ah_trace_clock *c, int rank, double t);
+
 /* ------------------------------------------------------------------ writing */
 
 /* How a rank is named: "rank R (replica k, stage j, tp t)" and, when where

@@ -23,17 +23,47 @@ typedef struct {
     char site[64], name[64];
 } ah_trace_item;
 
+/* A flow arrow (a send linked to its receive): "s" and "f" events with one id. */
+typedef struct {
+    int from, to;      /* pids of the start and the end */
+    double s_ts, f_ts; /* microseconds, as in the file */
+} ah_trace_flow;
+
 typedef struct {
     ah_trace_item *items;
-    int n, n_ranks;   /* ranks = largest pid + 1 */
-    char source[16]; /* otherData.source: "engine", "simulator", or "" */
+    int n, n_ranks;       /* ranks = largest pid + 1 */
+    char source[16];      /* otherData.source: "engine", "simulator", or "" */
+    ah_trace_flow *flows; /* complete pairs only */
+    int n_flows;
+    ah_trace_clock clock; /* otherData.clock, if the trace records one */
 } ah_trace_file;
 
 /* Reads path (or fails with one line naming it: unreadable, not JSON, no
  * traceEvents array, an "X" event without numeric pid, ts, dur >= 0 and a
- * cat, no "X" events, or the simulator's --json summary instead of a trace). */
+ * cat, no "X" events, an otherData.clock that is not as docs/analyze.md
+ * describes it, or the simulator's --json summary instead of a trace). */
 int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen);
 void ah_trace_file_free(ah_trace_file *t);
+
+/* Causal order of the whole trace (docs/analyze.md, "Clocks"): what no
+ * timeline on one clock can show. */
+typedef struct {
+    int receives;             /* receives matched with their send, and both halves of a tied exchange */
+    int receives_before_send; /* of which the receive ended before its send started */
+    int collectives;          /* collective instances (site, group, seq on > 1 rank) */
+    int collective_order;     /* of which a member left before the last member entered */
+    int flows;                /* flow arrows */
+    int flows_backward;       /* of which the end is earlier than the start */
+    double worst_us;          /* the largest of these violations (how far before), 0 none */
+} ah_trace_causality_counts;
+
+typedef struct {
+    ah_trace_causality_counts as_written;  /* the file's times */
+    int has_uncorrected;                   /* the trace records a clock correction: */
+    ah_trace_causality_counts uncorrected; /* the same on each rank's own clock (the correction undone) */
+} ah_trace_causality;
+
+void ah_trace_causality_check(const ah_trace_file *t, ah_trace_causality *c);
 
 typedef struct {
     int skip_steps;           /* leave out the first K steps of every rank */
@@ -76,6 +106,8 @@ typedef struct {
     int n_items;
     int *slowest; /* indices into items, longest first */
     int n_slowest;
+    ah_trace_clock clock;         /* the file's clock correction (a copy), present 0 without */
+    ah_trace_causality causality; /* of the whole file (before the skip) */
 } ah_trace_analysis;
 
 /* Returns 0, or -1 with a one-line message (--skip-steps beyond the trace, a

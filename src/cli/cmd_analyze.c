@@ -62,6 +62,40 @@ static void print_breakdown(const char *path, const ah_trace_analysis *a) {
     }
 }
 
+static void print_causality_counts(const char *label, const ah_trace_causality_counts *c) {
+    printf("  %-22s receives before their send %d of %d, collective exits before the last entry %d of %d, "
+           "flows backwards %d of %d",
+           label, c->receives_before_send, c->receives, c->collective_order, c->collectives,
+           c->flows_backward, c->flows);
+    if (c->worst_us > 0)
+        printf(" (worst %.3f us)", c->worst_us);
+    printf("\n");
+}
+
+/* the clock correction the trace records, and the causal order of its events */
+static void print_clocks(const ah_trace_analysis *a) {
+    const ah_trace_clock *c = &a->clock;
+    if (!c->present) {
+        printf("\nclocks: no correction recorded (every rank on its own clock, or a simulation)\n");
+    } else {
+        printf("\nclocks: every rank's %s mapped onto rank 0's (ping-pong with rank 0, best of %d rounds at "
+               "the\n"
+               "start and the end; residual: the bound of the offset's error, half the best round trip)\n",
+               c->domain, c->rounds);
+        printf("%6s %16s %16s %12s %12s %10s\n", "rank", "offset ms", "offset end ms", "drift ppm",
+               "residual us", "rtt us");
+        for (int r = 0; r < c->n; r++) {
+            const ah_trace_clock_rank *q = &c->ranks[r];
+            printf("%6d %16.6f %16.6f %12.3f %12.3f %10.3f\n", r, q->offset_s * 1e3, q->offset_end_s * 1e3,
+                   q->drift_ppm, q->residual_s * 1e6, q->rtt_s * 1e6);
+        }
+    }
+    printf("causality:\n");
+    print_causality_counts(c->present ? "on the synced clock:" : "as written:", &a->causality.as_written);
+    if (a->causality.has_uncorrected)
+        print_causality_counts("on each rank's clock:", &a->causality.uncorrected);
+}
+
 static void print_sites(const ah_trace_analysis *a) {
     printf("\n%-26s %7s %12s %12s %12s %12s %12s %12s\n", "call site", "calls", "bytes/call", "avg us",
            "busbw GB/s", "skew us", "transfer us", "predicted us");
@@ -336,6 +370,7 @@ int cmd_analyze(int argc, char **argv) {
         goto out;
     }
     print_breakdown(path, &a);
+    print_clocks(&a);
     print_sites(&a);
     if (ar.sim)
         print_comparison(ar.sim, &cmp);
@@ -343,7 +378,8 @@ int cmd_analyze(int argc, char **argv) {
         ah_trace_event *ev = calloc((size_t)a.n_items + 1, sizeof(ah_trace_event));
         for (int i = 0; ev && i < a.n_items; i++)
             ev[i] = a.items[i].ev;
-        if (!ev || ah_trace_write_otf2(ar.otf2, "trace", ev, a.n_items, a.ranks, err, sizeof err) != 0) {
+        if (!ev ||
+            ah_trace_write_otf2(ar.otf2, "trace", ev, a.n_items, a.ranks, &a.clock, err, sizeof err) != 0) {
             fprintf(stderr, "autohet analyze: --otf2 %s: %s\n", ar.otf2, ev ? err : "out of memory");
             rc = 3; /* reported */
         } else {

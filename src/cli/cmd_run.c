@@ -21,7 +21,9 @@ static void run_usage(FILE *f) {
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
-        "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n\n"
+        "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
+        "                   [--max-restarts N]\n"
+        "       autohet run --resume RUN_DIR\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
         "survives\n"
@@ -64,7 +66,14 @@ static void run_usage(FILE *f) {
         "                  (docs/multi-host.md)\n"
         "  --heartbeat-timeout  a rank whose heartbeat (a thread of it touches RUN/pids-G/beat-R every\n"
         "                  0.5 s) is silent this long loses its node, as a preemption: a host that hangs\n"
-        "                  or whose processes are stopped (default 20; 0: no check)\n\n"
+        "                  or whose processes are stopped (default 20; 0: no check)\n"
+        "  --resume DIR    continue the run of DIR whose controller ended (killed, its machine lost):\n"
+        "                  its old jobs are ended, the run replanned for the live nodes and recovered\n"
+        "                  from the tiers, with the options it was started with (RUN/run.json)\n"
+        "  --max-restarts N  a job that fails on the same nodes (a rank's error exit or crash; a rank\n"
+        "                  killed by SIGKILL is a lost node instead) restarts from the last committed\n"
+        "                  step; the same failure at the same step N+1 times in a row stops the run with\n"
+        "                  the rank's own message (default 2; bad input, exit 2, stops at once)\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -77,18 +86,22 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
     o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 20;
+    o.max_restarts = 2;
     o.mode = AH_RECOVERY_LAYER_BITMAP;
     char msg[512];
+    const char *resume = NULL;
+    int n_flags = 0;
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts.opts, NULL)) != -1) {
         int *iv = NULL, min = 1;
+        n_flags++;
         double *dv = NULL, dmin = 0;
         switch (c) {
         case 'p': o.plan_path = optarg; break;
@@ -111,6 +124,8 @@ int cmd_run(int argc, char **argv) {
         case 'w': iv = &o.warmup, min = 0; break;
         case 'e': iv = &o.eval_every, min = 0; break;
         case 'K': iv = &o.ckpt_every; break;
+        case 'M': iv = &o.max_restarts, min = 0; break;
+        case 'E': resume = optarg; break;
         case 'k': iv = &o.mem_every; break;
         case 'x': dv = &o.time_scale, dmin = 1e-9; break;
         case 'n': dv = &o.notice_s; break;
@@ -147,6 +162,16 @@ int cmd_run(int argc, char **argv) {
         snprintf(msg, sizeof msg, "unexpected argument '%s' (see autohet run --help)", argv[optind]);
         return cli_bad_input("run", msg);
     }
+    static char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return cli_bad_input("run", "cannot find the autohet executable (/proc/self/exe)");
+    self[n] = 0;
+    if (resume) {
+        if (n_flags != 1) /* the run directory holds the plan, the options and the state */
+            return cli_bad_input("run", "--resume RUN_DIR takes no other flags (the run directory holds them)");
+        return ah_run_resume(resume, self);
+    }
     if (!o.model_arg || !o.data)
         return cli_bad_input("run", "--model and --data are required (see autohet run --help)");
     if (!o.plan_path == !o.cluster_arg)
@@ -167,11 +192,6 @@ int cmd_run(int argc, char **argv) {
         cli_check_output("--report", o.report_path, msg, sizeof msg) ||
         cli_check_output_dir("--run-dir", o.run_dir, 0, msg, sizeof msg))
         return cli_bad_input("run", msg);
-    static char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return cli_bad_input("run", "cannot find the autohet executable (/proc/self/exe)");
-    self[n] = 0;
     o.self_exe = self;
     return ah_run(&o);
 }

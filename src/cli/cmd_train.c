@@ -492,6 +492,7 @@ int cmd_train(int argc, char **argv) {
     char msg[4400];
     int bad = parse_args(argc, argv, &a, msg, sizeof msg) != 0;
     if (getenv("AUTOHET_PID_DIR")) {
+        ah_run_watch_rank(); /* returns in the rank; its watcher records how it ends */
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* under autohet run: die with the launcher, never train orphaned */
         signal(SIGTERM, on_term);
     }

@@ -180,6 +180,7 @@ static void finish_recovery(run_state *s) {
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(r, "seconds_by_tier"), 1));
     cJSON_AddNumberToObject(rec, "fallbacks", cJSON_GetObjectItemCaseSensitive(r, "fallbacks")->valuedouble);
     cJSON_Delete(r);
+    run_state_save(s);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(rec, "bytes_by_tier");
     printf("autohet run: recovery %d: %.3f s to resume at step %d (%d step%s lost): detection %.3f + replan "
            "%.3f + "
@@ -232,6 +233,7 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
         cJSON_AddStringToObject(g, "hosts", hosts);
     cJSON_AddItemToArray(s->gens, g);
     s->pid = run_launch(s, path, recover, err, errlen);
+    run_state_save(s); /* the generation and its job: what a resumed controller ends first */
     return s->pid > 0 ? 0 : -1;
 }
 
@@ -320,7 +322,9 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
  * `added`; restarts the job when the plan is affected. */
 static int apply_change(run_state *s, const int *gone, const int *added, const char *why, char *err,
                         size_t errlen) {
-    double t_event = ah_wall_clock_s();
+    /* detection is timed from the fault: for a silent rank when it was last heard */
+    double t_event = s->change_t_event > 0 ? s->change_t_event : ah_wall_clock_s();
+    s->change_t_event = 0;
     int step_at = s->step, affected = 0;
     char cause[512] = "";
     int len = snprintf(cause, sizeof cause, "%s:", why);
@@ -351,6 +355,7 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
         if (len >= (int)sizeof cause - 1)
             break;
     }
+    run_state_save(s); /* the nodes lost, before anything else happens */
     if (affected && s->pid > 0)
         killpg(s->pid, SIGKILL); /* the controller stops the job on a change of the node set */
     if (!affected) {
@@ -361,7 +366,8 @@ static int apply_change(run_state *s, const int *gone, const int *added, const c
     return change_nodes(s, cause, t_event, step_at, err, errlen);
 }
 
-static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
+/* the model, data, plan or inventory, hosts and preemption sources of the run */
+static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
     s->o = o;
     s->pid = -1;
     s->t_start = ah_wall_clock_s();
@@ -417,6 +423,11 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         for (int i = 0; i < s->inv.n_nodes; i++)
             s->alive[i] = added[i];
     }
+    return 0;
+}
+
+/* a new run directory (empty or new) and its tiers */
+static int setup_fresh_dirs(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
     /* tiers: memory under /dev/shm (tmpfs, gone with the "instance"), disk and
      * cloud under the run directory */
     if (o->run_dir) {
@@ -463,14 +474,31 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
         snprintf(err, errlen, "cannot create the tier directories under %s (%s)", s->run, strerror(errno));
         return -1;
     }
-    if (o->log_path && !(s->log = fopen(o->log_path, "w"))) {
+    return 0;
+}
+
+/* --log and the report, appended to by a resumed run */
+static int open_outputs(run_state *s, const char *mode, char *err, size_t errlen) {
+    const ah_run_options *o = s->o;
+    s->log_skip_through = -1;
+    if (o->log_path && !(s->log = fopen(o->log_path, mode))) {
         snprintf(err, errlen, "--log %s: cannot open for writing (%s)", o->log_path, strerror(errno));
         return -1;
     }
+    if (!s->gens) {
+        s->gens = cJSON_CreateArray();
+        s->recs = cJSON_CreateArray();
+    }
     s->report = cJSON_CreateObject();
-    s->gens = cJSON_CreateArray();
-    s->recs = cJSON_CreateArray();
     return 0;
+}
+
+static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen) {
+    if (setup_inputs(s, o, err, errlen) != 0 || setup_fresh_dirs(s, o, err, errlen) != 0 ||
+        run_state_lock(s, err, errlen) != 0 || open_outputs(s, "w", err, errlen) != 0 ||
+        run_heartbeat_listen(s, err, errlen) != 0)
+        return -1;
+    return run_state_save(s) == 0 ? 0 : (snprintf(err, errlen, "cannot write %s/run.json", s->run), -1);
 }
 
 static void write_report(run_state *s, int final_step, int ok) {
@@ -488,6 +516,9 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddBoolToObject(r, "completed", ok);
     cJSON_AddNumberToObject(r, "wall_s", ah_wall_clock_s() - s->t_start);
     cJSON_AddStringToObject(r, "run_dir", s->run);
+    cJSON *hb = cJSON_AddObjectToObject(r, "heartbeat");
+    cJSON_AddNumberToObject(hb, "timeout_s", s->o->heartbeat_s);
+    cJSON_AddNumberToObject(hb, "max_gap_s", s->beat_max_gap); /* the longest silence of a rank heard again */
     cJSON_AddItemToObject(r, "generations", s->gens);
     cJSON_AddItemToObject(r, "recoveries", s->recs);
     s->gens = s->recs = NULL;
@@ -497,9 +528,6 @@ static void write_report(run_state *s, int final_step, int ok) {
     free(txt);
 }
 
-/* consecutive failed recoveries replanned before autohet run gives up */
-#define MAX_RECOVERY_RETRIES 3
-
 /* a preemption with notice in progress: the job runs on until its next
  * committed step (or the notice runs out), then stops gracefully */
 typedef struct {
@@ -508,29 +536,47 @@ typedef struct {
     double end;
 } notice_state;
 
+/* A failure on the same nodes: restarted from the last committed step unless
+ * it is the same failure, at the same step, for the (max_restarts+1)-th time
+ * in a row, or bad input (exit 2), which no restart mends. 1 restart, 0 stop. */
+static int may_restart(run_state *s, const run_fault *f) {
+    if (!strcmp(f->signature, s->fail_signature))
+        s->fail_repeats++;
+    else
+        s->fail_repeats = 1, snprintf(s->fail_signature, sizeof s->fail_signature, "%s", f->signature);
+    return f->exit_code != AH_EXIT_BAD_INPUT && s->fail_repeats <= s->o->max_restarts;
+}
+
 /* The job ended with `status`. Returns 1 done (success), 0 go on (replanned
- * after a failed recovery), -1 failure. */
-static int job_ended(run_state *s, int status, int *retries, int *final_step) {
+ * after a fault), or minus the exit status autohet run stops with. */
+static int job_ended(run_state *s, int status, int *final_step) {
     char err[1024];
-    s->pid = -1;
+    run_clean_job(s, 5.0); /* nothing of it survives: ranks in groups of their own, shared memory */
     run_tail_log(s);
     finish_recovery(s);
     *final_step = s->step > *final_step ? s->step : *final_step;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 1;
-    fprintf(stderr,
-            "autohet run: the training job of generation %d failed (%s %d) at step %d; see its output above\n",
-            s->gen, WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-            s->step);
-    /* a job that failed during its recovery (a holder went away meanwhile, a
-     * copy turned out bad) is replanned from what the tiers hold now, a few
-     * times in a row at most */
-    if (s->pending && *retries < MAX_RECOVERY_RETRIES) {
-        (*retries)++;
-        if (change_nodes(s, "recovery failed", ah_wall_clock_s(), s->step, err, sizeof err) == 0)
-            return 0;
-        fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+    run_fault f;
+    double t_now = ah_wall_clock_s();
+    int lost = run_diagnose_end(s, status, &f);
+    double t_fault = f.t_fault > 0 && f.t_fault <= t_now ? f.t_fault : t_now;
+    int step_at = s->step;
+    if (lost) { /* the instances are gone, their tiers with them */
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            if (f.gone[i] && s->alive[i])
+                run_wipe_node(s, s->inv.nodes[i].name), s->alive[i] = 0;
+    } else if (!may_restart(s, &f)) {
+        fprintf(stderr, "autohet run: generation %d: %s\n", s->gen, f.cause);
+        fprintf(stderr, "autohet run: stopping: the same failure %d time%s in a row at step %d%s%s\n",
+                s->fail_repeats, s->fail_repeats == 1 ? "" : "s", step_at,
+                f.exit_code == AH_EXIT_BAD_INPUT ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
+                f.exit_code == AH_EXIT_BAD_INPUT ? "" : "reached)");
+        return f.exit_code > 1 && f.exit_code < 126 ? -f.exit_code : -1;
     }
+    if (change_nodes(s, f.cause, t_fault, step_at, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "autohet run: recovery failed: %s\n", err);
     return -1;
 }
 
@@ -555,8 +601,10 @@ static int poll_changes(run_state *s, int *gone, int *added, double *notice, cha
         snprintf(why, whylen, "%s", from_signal ? "grace-period signal" : "preempt command");
     if (run_poll_trace(s, gone, added))
         any = 1, snprintf(why, whylen, "spot trace");
-    if (run_poll_heartbeats(s, gone)) /* a silent host: no notice to give */
-        any = 1, *notice = 0, snprintf(why, whylen, "heartbeat");
+    double t_heard = 0;
+    char kind[32];
+    if (run_poll_heartbeats(s, gone, &t_heard, kind, sizeof kind)) /* a silent host: no notice to give */
+        any = 1, *notice = 0, snprintf(why, whylen, "%s", kind), s->change_t_event = t_heard;
     return any;
 }
 
@@ -610,11 +658,11 @@ static int stop_after_notice(run_state *s, notice_state *ns, char *err, size_t e
 /* Supervises the generations until the run ends; the exit status. */
 static int supervise(run_state *s, int *final_step) {
     char err[1024];
-    int retries = 0;
     notice_state ns;
     memset(&ns, 0, sizeof ns);
     for (;;) {
         run_sleep(0.002);
+        run_state_beat(s);
         run_tail_log(s);
         finish_recovery(s);
         if (!s->pending && s->n_gone)
@@ -636,15 +684,23 @@ static int supervise(run_state *s, int *final_step) {
                     *final_step, s->o->steps);
             return 1;
         }
-        int status;
-        if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
-            int r = job_ended(s, status, &retries, final_step);
+        int status = 0, ended = 0;
+        if (run_poll_ends(s)) { /* a rank died: stop the job now, not after the launcher's ~1 s teardown */
+            killpg(s->pid, SIGKILL);
+            while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                status = 1 << 8; /* it had just ended by itself, but a rank failed */
+            ended = 1;
+        } else if (s->pid > 0 && waitpid(s->pid, &status, WNOHANG) == s->pid) {
+            ended = 1;
+        }
+        if (ended) {
+            int r = job_ended(s, status, final_step);
             if (r != 0)
-                return r > 0 ? 0 : 1;
+                return r == 1 ? 0 : -r;
             continue;
         }
-        if (!s->pending)
-            retries = 0;
         int gone[MAX_NODES] = {0}, added[MAX_NODES] = {0};
         double notice;
         char why[64] = "";
@@ -664,8 +720,67 @@ static int supervise(run_state *s, int *final_step) {
     }
 }
 
+static void print_start(const run_state *s, const char *how) {
+    if (s->multi_host)
+        printf("autohet run: %s, %d nodes on hosts from %s, run directory %s%s (tiers per host: memory "
+               "%s/HOST, disk %s/HOST)\n",
+               s->cfg.name, s->inv.n_nodes, s->host_source, s->run, how, s->host_mem, s->host_disk);
+    else
+        printf("autohet run: %s, %d nodes, run directory %s%s (memory tier %s)\n", s->cfg.name, s->inv.n_nodes,
+               s->run, how, s->mem);
+    fflush(stdout);
+}
+
+/* Supervises the generations to the end of the run, then reports. The exit status. */
+static int run_to_end(run_state *s) {
+    int final_step = s->step, rc = supervise(s, &final_step);
+    if (s->glog)
+        fclose(s->glog);
+    s->glog = NULL;
+    if (s->pid > 0) {
+        killpg(s->pid, SIGKILL);
+        run_reap(s, 1);
+    }
+    if (rc == 0)
+        printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
+               ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
+               cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
+    if (rc == 130) { /* the run can go on: its tiers and state stay */
+        s->keep_tiers = 1;
+        run_state_save(s);
+        fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
+    }
+    write_report(s, final_step, rc == 0);
+    run_purge_gone(s);
+    return rc;
+}
+
+static void run_free(run_state *s) {
+    if (s->mem[0] && !s->keep_tiers)
+        run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
+    if (!s->keep_tiers)
+        run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
+    if (s->log)
+        fclose(s->log);
+    if (s->have_plan)
+        ah_plan_free(&s->plan);
+    cJSON_Delete(s->report);
+    cJSON_Delete(s->gens);
+    cJSON_Delete(s->recs);
+    ah_profile_free(s->prof);
+    ah_cluster_free(&s->inv);
+    free(s->pre);
+    free(s->trace);
+    free(s->beat_mtime);
+    free(s->beat_seen);
+    if (s->beat_fd > 0)
+        close(s->beat_fd);
+    free(s);
+}
+
 int ah_run(const ah_run_options *o) {
     run_state *s = ah_xcalloc(1, sizeof *s);
+    s->lock_fd = -1;
     char err[1024];
     int rc = 0;
     if (setup(s, o, err, sizeof err) != 0) {
@@ -675,13 +790,7 @@ int ah_run(const ah_run_options *o) {
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    if (s->multi_host)
-        printf("autohet run: %s, %d nodes on hosts from %s, run directory %s (tiers per host: memory "
-               "%s/HOST, disk %s/HOST)\n",
-               s->cfg.name, s->inv.n_nodes, s->host_source, s->run, s->host_mem, s->host_disk);
-    else
-        printf("autohet run: %s, %d nodes, run directory %s (memory tier %s)\n", s->cfg.name, s->inv.n_nodes,
-               s->run, s->mem);
+    print_start(s, "");
     if (!s->have_plan) {
         if (plan_for_alive(s, &s->plan, err, sizeof err) != 0) {
             fprintf(stderr, "autohet run: planning: %s\n", err);
@@ -704,37 +813,138 @@ int ah_run(const ah_run_options *o) {
         rc = 1;
         goto out;
     }
-    int final_step = 0;
-    rc = supervise(s, &final_step);
-    if (s->glog)
-        fclose(s->glog);
-    if (s->pid > 0) {
-        killpg(s->pid, SIGKILL);
-        run_reap(s, 1);
-    }
-    if (rc == 0)
-        printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
-               ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
-               cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
-    write_report(s, final_step, rc == 0);
-    run_purge_gone(s);
+    rc = run_to_end(s);
 out:
-    if (s->mem[0])
-        run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
-    run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
-    if (s->log)
-        fclose(s->log);
-    if (s->have_plan)
-        ah_plan_free(&s->plan);
-    cJSON_Delete(s->report);
-    cJSON_Delete(s->gens);
-    cJSON_Delete(s->recs);
-    ah_profile_free(s->prof);
-    ah_cluster_free(&s->inv);
-    free(s->pre);
-    free(s->trace);
-    free(s->beat_mtime);
-    free(s->beat_seen);
-    free(s);
+    run_free(s);
+    return rc;
+}
+
+/* A resumed run's directories: the run's own, its tiers where the state says */
+static int setup_resumed_dirs(run_state *s, char *err, size_t errlen) {
+    const char *base = strrchr(s->run, '/') ? strrchr(s->run, '/') + 1 : s->run;
+    snprintf(s->disk, sizeof s->disk, "%.500s/disk", s->run);
+    snprintf(s->cloud, sizeof s->cloud, "%.500s/cloud", s->run);
+    snprintf(s->control, sizeof s->control, "%.500s/control", s->run);
+    if (s->multi_host && run_host_tiers(s, base, err, errlen) != 0)
+        return -1;
+    if (!s->mem[0] || run_mkdir_p(s->mem) || run_mkdir_p(s->disk) || run_mkdir_p(s->cloud) ||
+        run_mkdir_p(s->control)) {
+        snprintf(err, errlen, "cannot make the tier directories of %s (%s)", s->run, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The last step --log holds (a resumed run appends only later ones); -1 if none */
+static int last_logged_step(const char *path) {
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[2048];
+    int last = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "\"step\": ");
+        if (p && atoi(p + 8) > last)
+            last = atoi(p + 8);
+    }
+    if (f)
+        fclose(f);
+    return last;
+}
+
+/* Every process of the run that the dead controller left (ranks of any
+ * generation, their launcher): SIGKILL until none is left. Across hosts the
+ * ranks on each host through the launcher's agent. */
+static void end_orphans(run_state *s, int old_gen) {
+    int n = 0;
+    for (int g = old_gen; g <= s->gen; g++) { /* the generation it may have launched after its last save */
+        int keep = s->gen;
+        s->gen = g;
+        for (int i = 0; i < s->inv.n_nodes && s->multi_host; i++)
+            n += run_kill_host(s, s->inv.nodes[i].name);
+        s->gen = keep;
+    }
+    for (double t0 = ah_wall_clock_s(); ah_wall_clock_s() - t0 < 10;) {
+        int k = run_kill_run_processes(s);
+        n += k;
+        if (k == 0)
+            break;
+        run_sleep(0.01);
+    }
+    run_remove_job_shm(s);
+    printf("autohet run: resume: %d process%s of the old controller's jobs ended\n", n, n == 1 ? "" : "es");
+}
+
+static int resume_setup(run_state *s, const ah_run_options *o, const cJSON *doc, char *err, size_t errlen) {
+    char real[PATH_MAX];
+    snprintf(s->run, sizeof s->run, "%.500s", realpath(o->run_dir, real) ? real : o->run_dir);
+    s->o = o;
+    s->pid = -1;
+    if (run_state_lock(s, err, errlen) != 0)
+        return -1;
+    s->t_start = ah_wall_clock_s();
+    if (setup_inputs(s, o, err, errlen) != 0)
+        return -1;
+    run_state_restore(s, doc);
+    if (setup_resumed_dirs(s, err, errlen) != 0 || open_outputs(s, "a", err, errlen) != 0 ||
+        run_heartbeat_listen(s, err, errlen) != 0)
+        return -1;
+    s->log_skip_through = last_logged_step(o->log_path);
+    char p[1300]; /* the plan of the last generation (a node change replans anyway) */
+    snprintf(p, sizeof p, "%s/plan-%d.json", s->run, s->gen);
+    ah_plan last;
+    if (ah_plan_read_json(p, ah_device_catalog_builtin(), &last, err, errlen) == 0) {
+        if (s->have_plan)
+            ah_plan_free(&s->plan);
+        s->plan = last, s->have_plan = 1;
+    }
+    s->po.tp = o->replan_tp;
+    return 0;
+}
+
+int ah_run_resume(const char *run_dir, const char *self_exe) {
+    ah_run_options o;
+    cJSON *doc = NULL;
+    char err[1024];
+    if (run_state_read_options(run_dir, &o, &doc, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: %s\n", err);
+        return AH_EXIT_BAD_INPUT;
+    }
+    o.self_exe = self_exe;
+    run_state *s = ah_xcalloc(1, sizeof *s);
+    s->lock_fd = -1;
+    s->keep_tiers = 1; /* until the run goes on, nothing of it is removed */
+    int rc = AH_EXIT_BAD_INPUT;
+    if (resume_setup(s, &o, doc, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --resume: %s\n", err);
+        goto out;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    print_start(s, " (resumed)");
+    double t_last = run_state_last_beat(s);
+    int old_gen = s->gen, old_pid = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(doc, "controller_pid"));
+    while (1) { /* a generation it launched after its last save has a plan file */
+        char p[1300];
+        snprintf(p, sizeof p, "%s/plan-%d.json", s->run, s->gen + 1);
+        if (access(p, F_OK) != 0)
+            break;
+        s->gen++;
+    }
+    end_orphans(s, old_gen);
+    snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
+    s->step = s->start_step;
+    run_tail_log(s); /* the steps its job logged: what a resume loses is counted from the last */
+    s->keep_tiers = 0;
+    char cause[256];
+    snprintf(cause, sizeof cause, "controller: resumed by autohet run --resume (the controller, pid %d, ended)",
+             old_pid);
+    if (change_nodes(s, cause, t_last > 0 ? t_last : ah_wall_clock_s(), s->step, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: recovery failed: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    rc = run_to_end(s);
+out:
+    run_free(s);
+    cJSON_Delete(doc);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -84,7 +85,7 @@ static int host_args(const char **argv, int a, const char *rankfile, int with_pe
     argv[a++] = "--rankfile", argv[a++] = rankfile;
     if (!getenv("OMPI_MCA_osc"))
         argv[a++] = "--mca", argv[a++] = "osc", argv[a++] = "pt2pt";
-    argv[a++] = "-x", argv[a++] = "AUTOHET_PID_DIR";
+    argv[a++] = "-x", argv[a++] = "AUTOHET_PID_DIR", argv[a++] = "-x", argv[a++] = "AUTOHET_BEAT";
     if (with_peak)
         argv[a++] = "-x", argv[a++] = "AUTOHET_SGEMM_PEAK";
     static char names[32][64];
@@ -93,7 +94,7 @@ static int host_args(const char **argv, int a, const char *rankfile, int with_pe
         size_t len = strcspn(*e, "=");
         int wanted = !strncmp(*e, "AUTOHET_", 8) || !strncmp(*e, "OMP_NUM_THREADS=", 16) ||
                      !strncmp(*e, "OPENBLAS_NUM_THREADS=", 21);
-        if (!wanted || len >= sizeof names[0] || !strncmp(*e, "AUTOHET_PID_DIR=", 16) ||
+        if (!wanted || len >= sizeof names[0] || !strncmp(*e, "AUTOHET_PID_DIR=", 16) || !strncmp(*e, "AUTOHET_BEAT=", 13) ||
             !strncmp(*e, "AUTOHET_SGEMM_PEAK=", 19))
             continue;
         snprintf(names[k], sizeof names[k], "%.*s", (int)len, *e);
@@ -151,14 +152,20 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     fflush(stdout);
     fflush(stderr);
     s->t_spawn = ah_wall_clock_s();
-    pid_t pid = fork();
+    pid_t controller = getpid(), pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "cannot start %s (%s)", o->launcher, strerror(errno));
         return -1;
     }
     if (pid == 0) {
         setpgid(0, 0); /* the job is one process group: stopping it stops every rank */
+        /* the job dies with its controller (its ranks with their launcher): never two generations, never a
+         * job that trains unsupervised; `autohet run --resume` continues from the tiers */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != controller)
+            _exit(127);
         setenv("AUTOHET_PID_DIR", pids, 1);
+        setenv("AUTOHET_BEAT", s->beat_env, 1); /* where the ranks' heartbeats go (heartbeat.c) */
         if (peak[0]) /* the ranks need not benchmark sgemm again */
             setenv("AUTOHET_SGEMM_PEAK", peak, 1);
         else
@@ -200,7 +207,7 @@ int run_tail_log(run_state *s) {
         const char *p = strstr(line, "\"step\": ");
         if (p)
             s->step = atoi(p + 8);
-        if (s->log) {
+        if (s->log && !(p && atoi(p + 8) <= s->log_skip_through)) {
             fputs(line, s->log);
             fflush(s->log);
         }
@@ -226,7 +233,15 @@ int run_reap(run_state *s, double grace) {
         }
         run_sleep(0.002);
     }
-    killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
+    run_clean_job(s, grace);
+    return status;
+}
+
+/* After the job's launcher ended: its process group and every rank named in
+ * the pid files killed, then its shared-memory segments removed. */
+void run_clean_job(run_state *s, double grace) {
+    if (s->pid > 0)
+        killpg(s->pid, SIGKILL); /* stragglers of the group, if any */
     /* and ranks the launcher put in groups of their own, until none runs any
      * more (gone, or exiting: its command line reads empty once its memory
      * is released), so that no dying rank still writes a tier the recovery
@@ -237,7 +252,6 @@ int run_reap(run_state *s, double grace) {
     char shm[700];
     snprintf(shm, sizeof shm, "%s/.mpi-%d", s->mem, s->gen);
     run_rm_rf(shm);
-    return status;
 }
 
 /* the process is still a rank of this run (its command line names the run
@@ -401,4 +415,68 @@ double run_push_to_peers(run_state *s, const int *gone) {
         ah_manifest_free(&m);
     }
     return bytes;
+}
+
+/* pid is this process or one of its ancestors (a resume's own shell and timeout name the run too) */
+static int is_self_or_ancestor(pid_t pid) {
+    for (pid_t p = getpid(); p > 1;) {
+        if (p == pid)
+            return 1;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", (long)p);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            return 0;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *close_paren = strrchr(buf, ')');
+        long ppid = 0;
+        char state;
+        if (!close_paren || sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2)
+            return 0;
+        p = (pid_t)ppid;
+    }
+    return 0;
+}
+
+int run_kill_run_processes(run_state *s) {
+    DIR *d = opendir("/proc");
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 1 || is_self_or_ancestor((pid_t)pid) || !is_our_rank(s, (pid_t)pid))
+            continue;
+        char p[64], argv0[512] = "";
+        snprintf(p, sizeof p, "/proc/%ld/cmdline", pid);
+        FILE *f = fopen(p, "r");
+        if (f) {
+            size_t k = fread(argv0, 1, sizeof argv0 - 1, f);
+            argv0[k] = 0; /* the first NUL ends argv[0] */
+            fclose(f);
+        }
+        const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+        /* the run's own programs only: autohet (ranks, watchers) and the MPI launcher */
+        if (strstr(base, "autohet") || !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") ||
+            !strcmp(base, "orterun") || !strcmp(base, "orted") || !strcmp(base, "prterun")) {
+            kill((pid_t)pid, SIGKILL);
+            n++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+void run_remove_job_shm(run_state *s) {
+    DIR *d = opendir(s->mem);
+    for (struct dirent *de; d && (de = readdir(d));)
+        if (!strncmp(de->d_name, ".mpi-", 5)) {
+            char p[1000];
+            snprintf(p, sizeof p, "%s/%.255s", s->mem, de->d_name);
+            run_rm_rf(p);
+        }
+    if (d)
+        closedir(d);
 }

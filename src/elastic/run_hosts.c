@@ -108,8 +108,10 @@ int run_host_tiers_node(run_state *s, int i) {
 int run_host_tiers(run_state *s, const char *base, char *err, size_t errlen) {
     struct stat sb;
     const char *shm = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
-    snprintf(s->host_mem, sizeof s->host_mem, "%s/autohet-%.200s-%ld-memory", shm, base, (long)getpid());
-    snprintf(s->host_disk, sizeof s->host_disk, "/tmp/autohet-%.200s-%ld-disk", base, (long)getpid());
+    if (!s->host_mem[0]) /* (a resumed run keeps its own) */
+        snprintf(s->host_mem, sizeof s->host_mem, "%s/autohet-%.200s-%ld-memory", shm, base, (long)getpid());
+    if (!s->host_disk[0])
+        snprintf(s->host_disk, sizeof s->host_disk, "/tmp/autohet-%.200s-%ld-disk", base, (long)getpid());
     /* the engine writes every node's tiers under one directory: RUN/memory/NODE
      * and RUN/disk/NODE point to the node's host's own paths */
     snprintf(s->mem, sizeof s->mem, "%.500s/memory", s->run);

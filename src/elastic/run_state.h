@@ -62,6 +62,21 @@ typedef struct {
     int host_used[MAX_NODES];
     /* heartbeats (heartbeat.c): per rank of generation beat_gen, its file's last mtime and when it changed */
     double *beat_mtime, *beat_seen, beat_polled;
+    /* failures on the same nodes (faults.c): the last one's signature and how often it came in a row */
+    char fail_signature[1200];
+    int fail_repeats;
+    double ends_polled;
+    /* heartbeats over the network (heartbeat.c) */
+    int beat_fd;
+    unsigned long long beat_token;
+    char beat_env[1100];
+    double beat_max_gap;
+    double change_t_event; /* when the change apply_change acts on happened, if known before (0: now) */
+    /* the run directory's state (run_dir_state.c) */
+    int lock_fd;
+    int keep_tiers; /* the run can go on (--resume): its memory and host tiers are not removed */
+    double beat_written;
+    int log_skip_through; /* lines of steps up to this one are already in --log (a resumed run); -1 none */
     int n_beat, beat_gen;           /* node i's host ran ranks of this run (its tiers may exist there) */
 } run_state;
 
@@ -76,6 +91,13 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
 int run_tail_log(run_state *s);
 /* waits for the job to end (killed after `grace` s), then makes sure no rank survives */
 int run_reap(run_state *s, double grace);
+/* SIGKILL to every process on this machine whose command line names the run directory (not this one);
+ * how many were signalled */
+int run_kill_run_processes(run_state *s);
+/* removes the MPI shared-memory directories of every generation */
+void run_remove_job_shm(run_state *s);
+/* after the launcher ended: no rank of the job survives, its shared memory removed */
+void run_clean_job(run_state *s, double grace);
 /* SIGKILL the ranks of `node` (NULL: all) named in the job's pid files */
 int run_kill_ranks(run_state *s, const char *node);
 /* drop the pins of background copies a stopped job left in the memory tiers */
@@ -95,8 +117,40 @@ int run_trace_event(run_state *s, const ah_spot_event *ev, int *gone, int *added
 int run_poll_trace(run_state *s, int *gone, int *added);
 
 /* ---- heartbeat.c ---- */
-/* flags in gone[] the nodes with a rank whose heartbeat is older than --heartbeat-timeout; 1 if any */
-int run_poll_heartbeats(run_state *s, int *gone);
+/* the controller's heartbeat socket and the $AUTOHET_BEAT its ranks get; 0 or -1 with err */
+int run_heartbeat_listen(run_state *s, char *err, size_t errlen);
+/* flags in gone[] the nodes with a rank not heard for --heartbeat-timeout; 1 if any, *t_last the last
+ * time such a rank was heard, kind "heartbeat" or "partition" (its process runs here but is unheard) */
+int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen);
+
+/* ---- faults.c ---- */
+typedef struct {
+    int gone[MAX_NODES]; /* nodes lost (a SIGKILLed or vanished rank) */
+    int n_lost;
+    double t_fault;          /* when the first rank ended (wall clock), 0 if unknown */
+    char cause[600];         /* "signal: lost n2 (rank 2, SIGKILL)", "exit: rank 1 on n1 exited with ..." */
+    char signature[1200];    /* a failure on the same nodes: what must match for "the same way" */
+    char message[1001];      /* its rank's last line on stderr */
+    int exit_code;           /* the exit status autohet run gives when it stops on it */
+} run_fault;
+/* why the generation's job ended abnormally (the watchers' records); 1 if nodes were lost */
+int run_diagnose_end(run_state *s, int status, run_fault *f);
+/* 1 once a rank of the running job has ended by a fault (a watcher's record), before the launcher's
+ * teardown (~1 s later) ends the job: the controller stops it at once */
+int run_poll_ends(run_state *s);
+
+/* ---- run_dir_state.c ---- */
+/* takes RUN/.controller.lock for this process's life; -1 with err if another controller holds it */
+int run_state_lock(run_state *s, char *err, size_t errlen);
+/* RUN/run.json rewritten atomically from s (options, nodes, generation, report so far) */
+int run_state_save(run_state *s);
+/* touches RUN/controller.beat (at most once a second) / when it was last touched (0: never) */
+void run_state_beat(run_state *s);
+double run_state_last_beat(const run_state *s);
+/* the options of the run in dir (pointing into *doc, which the caller frees last) */
+int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char *err, size_t errlen);
+/* the rest of s from the document: tiers, nodes, generation, report so far */
+void run_state_restore(run_state *s, const cJSON *doc);
 
 /* ---- run_hosts.c ---- */
 /* the host of every inventory node: --hostfile, else $SLURM_JOB_NODELIST

@@ -282,6 +282,7 @@ void ah_executor_free(ah_executor *x) {
     ah_transport_free(x->tr);
     ah_plan_free(&x->plan);
     ah_trace_recorder_free(&x->trace);
+    free(x->clock_start);
     free(x);
 }
 

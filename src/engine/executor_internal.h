@@ -8,6 +8,8 @@
 
 #include "autohet/schedule.h"
 #include "autohet/trace.h"
+#include "trace/clock_sync.h"
+#include "util/clock.h"
 #include "engine/executor.h"
 #include "engine/transport.h"
 
@@ -77,6 +79,7 @@ struct ah_executor {
     double slowdown;
     double peak; /* sgemm FLOP/s of one rank */
     ah_trace_recorder trace; /* on after ah_executor_trace_enable */
+    ah_clock_estimate *clock_start; /* rank 0: every rank's clock when tracing began (trace/clock_sync.h) */
 };
 
 /* The chunk model holding layer l, or NULL if this rank does not hold it. */
@@ -105,10 +108,10 @@ ah_trace_event *ah_exec_record(ah_executor *x, ah_trace_kind kind, double t0, do
 /* time a statement and record it */
 #define AH_EXEC_TRACED(x, kind, mb, site, bytes, ranks, group, peer, stmt)                                   \
     do {                                                                                                     \
-        double tq0_ = (x)->trace.on ? MPI_Wtime() : 0;                                                       \
+        double tq0_ = (x)->trace.on ? ah_now_s() : 0;                                                        \
         stmt;                                                                                                \
         if ((x)->trace.on)                                                                                   \
-            ah_exec_record((x), (kind), tq0_, MPI_Wtime(), (mb), (site), (bytes), (ranks), (group), (peer));  \
+            ah_exec_record((x), (kind), tq0_, ah_now_s(), (mb), (site), (bytes), (ranks), (group), (peer));  \
     } while (0)
 
 #endif

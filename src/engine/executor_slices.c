@@ -122,9 +122,9 @@ static void packed_allreduce(ah_executor *x, int q, int l, int part, const sync_
     const ah_bucket *bk = &x->sched.buckets[q];
     bucket_group *b = &x->bgroups[q];
     ah_engine_sync(&x->chunks[0]);
-    double ta = x->trace.on ? MPI_Wtime() : 0;
+    double ta = x->trace.on ? ah_now_s() : 0;
     ah_tr_allreduce_sum_f32(x->tr, g->group, ah_dptr_transport(b->pack), n);
-    ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, MPI_Wtime(), -1, 8 + q,
+    ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + q,
                                                       (double)n * sizeof(float), g->size, g->lead, -1)
                                      : NULL;
     if (te) {

@@ -115,9 +115,9 @@ static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
 
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
     ah_executor *x = c->x;
-    sleep_s((x->slowdown - 1.0) * (MPI_Wtime() - c0)); /* emulated slower device */
-    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD, c0,
-                                       MPI_Wtime(), op->mb, -1, 0, 1, x->rank, -1);
+    sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0)); /* emulated slower device */
+    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD,
+                                       c0, ah_now_s(), op->mb, -1, 0, 1, x->rank, -1);
     if (e) {
         e->layer_first = op->first;
         e->layer_last = op->last;
@@ -129,7 +129,7 @@ static void run_forward(step_ctx *c, const ah_op *op) {
     const mb_data *d = batch_of(c, op->mb, 0);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
     c->out = head ? ah_dptr_null() : ah_be_alloc(e->be, c->NC);
-    double l = 0, c0 = MPI_Wtime();
+    double l = 0, c0 = ah_now_s();
     ah_engine_forward(e, d->tok, e->first > 0 ? c->in : ah_dptr_null(), d->tgt, c->out, &l,
                       c->acts[k] + (size_t)op->mb * held);
     ah_engine_sync(e);
@@ -143,7 +143,7 @@ static void run_backward(step_ctx *c, const ah_op *op) {
     const mb_data *d = batch_of(c, op->mb, 0);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
     c->out = e->first > 0 ? ah_be_alloc(e->be, c->NC) : ah_dptr_null();
-    double c0 = MPI_Wtime();
+    double c0 = ah_now_s();
     ah_engine_backward(e, d->tok, d->tgt, head ? ah_dptr_null() : c->dio, c->out, c->loss_scale,
                        c->acts[k] + (size_t)op->mb * held);
     ah_engine_sync(e);
@@ -180,13 +180,13 @@ static void run_tied_sync(step_ctx *c) {
                        t->sendrecv(t->ctx, ah_dptr_transport(mine), ah_dptr_transport(theirs), n * sizeof(float),
                                    x->tie_partner, 77));
     } else {
-        double t0 = x->trace.on ? MPI_Wtime() : 0;
+        double t0 = x->trace.on ? ah_now_s() : 0;
         for (int i = 0; i < x->n_tie_targets; i++)
             t->send(t->ctx, ah_dptr_transport(mine), n * sizeof(float), x->tie_targets[i], 77);
         t->recv(t->ctx, ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
         t->wait_sends(t->ctx); /* mine is read by the sends until here */
         if (x->trace.on)
-            ah_exec_record(x, AH_TRACE_TIED_SYNC, t0, MPI_Wtime(), -1, 2, (double)n * sizeof(float), 2,
+            ah_exec_record(x, AH_TRACE_TIED_SYNC, t0, ah_now_s(), -1, 2, (double)n * sizeof(float), 2,
                            pair_of(x->rank, x->tie_partner), x->tie_partner);
     }
     /* the same sum on both sides: embedding + head */
@@ -206,13 +206,13 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
         ah_engine_model *e = ah_exec_model_of(x, l);
         ah_engine_sync(e);
         size_t ln = ah_engine_layer_floats(e, l);
-        double ta = x->trace.on ? MPI_Wtime() : 0;
+        double ta = x->trace.on ? ah_now_s() : 0;
         ah_tr_allreduce_sum_f32(x->tr, b->group, ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD)),
                                 ln);
-        ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, MPI_Wtime(), -1,
-                                                          8 + op->bucket, (double)ln * sizeof(float), b->size,
-                                                          b->lead, -1)
-                                         : NULL;
+        ah_trace_event *te =
+            x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + op->bucket,
+                                         (double)ln * sizeof(float), b->size, b->lead, -1)
+                        : NULL;
         if (te) {
             te->layer_first = op->first;
             te->layer_last = op->last;
@@ -236,13 +236,13 @@ static void run_step_sync(step_ctx *c) {
 
 static void run_optimizer(step_ctx *c) {
     ah_executor *x = c->x;
-    double t0 = MPI_Wtime();
+    double t0 = ah_now_s();
     float clip = ah_clip_factor(sqrt(c->sums[1]), x->oc.grad_clip), lr = ah_lr_at(&x->oc, c->step);
     for (int k = 0; k < x->n_chunks; k++) {
         ah_engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
         ah_engine_sync(&x->chunks[k]);
     }
-    ah_exec_record(x, AH_TRACE_OPTIMIZER, t0, MPI_Wtime(), -1, -1, 0, 1, x->rank, -1);
+    ah_exec_record(x, AH_TRACE_OPTIMIZER, t0, ah_now_s(), -1, -1, 0, 1, x->rank, -1);
 }
 
 static void run_op(step_ctx *c, const ah_op *op) {

@@ -2,6 +2,7 @@
 #include "engine/trainer.h"
 
 #include <mpi.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -193,6 +194,13 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
             ah_executor_trace_enable(x); /* skip the warm-up step */
         int eval = c->eval_every > 0 && ((s + 1) % c->eval_every == 0 || s + 1 == c->steps);
         rc = ah_executor_step(x, s, eval, &st, err, errlen);
+        if (rc == 0 && !isfinite(st.grad_norm)) { /* the global norm: every rank stops at this step */
+            snprintf(err, errlen,
+                     "step %d: the gradient norm is %g: training diverged (a smaller --lr?); the step is not "
+                     "checkpointed",
+                     s + 1, st.grad_norm);
+            rc = -1;
+        }
         if (rc == 0)
             rc = checkpoint_after(x, c, s, err, errlen);
         if (rc != 0)

@@ -2,6 +2,7 @@
 #include "autohet/trace_otf2.h"
 #include "util/errors.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,8 +198,37 @@ static void write_region_defs(OTF2_GlobalDefWriter *g, char (*regions)[64], int 
     *next_str = str;
 }
 
+/* ------------------------------------------------------------- clocks */
+
+/* An event time (seconds from the trace's origin) as an OTF2 timestamp: with a
+ * clock correction, the rank's own CLOCK_MONOTONIC in ns (the ClockOffset
+ * definitions map it onto rank 0's, as Score-P's traces do); without, ns from
+ * the earliest record. */
+static uint64_t stamp(const ah_trace_clock *clk, int rank, double t, double t0) {
+    if (!clk || !clk->present)
+        return (uint64_t)((t - t0) * 1e9 + 0.5);
+    double ns = ah_trace_clock_local(clk, rank, t) * 1e9;
+    return ns > 0 ? (uint64_t)llround(ns) : 0;
+}
+
+/* The rank's offsets to rank 0's clock at the two measurements, as OTF2
+ * ClockOffset records of the location: time (its own clock), global - local,
+ * and the residual (the half round trip bounding the offset's error) as the
+ * standard deviation. */
+static void write_clock_offsets(OTF2_DefWriter *dw, const ah_trace_clock *clk, int rank) {
+    if (!clk || !clk->present || rank >= clk->n)
+        return;
+    const ah_trace_clock_rank *q = &clk->ranks[rank];
+    double when[2] = {q->sync_start_s, q->sync_end_s};
+    for (int k = 0; k < (q->sync_end_s > q->sync_start_s ? 2 : 1); k++) {
+        uint64_t local = stamp(clk, rank, when[k], 0);
+        int64_t global = llround((clk->origin_s + when[k]) * 1e9);
+        OTF2_DefWriter_WriteClockOffset(dw, local, global - (int64_t)local, q->residual_s * 1e9);
+    }
+}
+
 int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
-                        char *err, size_t errlen) {
+                        const ah_trace_clock *clk, char *err, size_t errlen) {
     if (n <= 0 || ranks <= 0) {
         snprintf(err, errlen, "OTF2: no events to write");
         return -1;
@@ -267,7 +297,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
             cur = loc;
             last = 0;
         }
-        uint64_t a = (uint64_t)((s->t0 - t0) * 1e9 + 0.5), b = (uint64_t)((s->t1 - t0) * 1e9 + 0.5);
+        uint64_t a = stamp(clk, s->rank, s->t0, t0), b = stamp(clk, s->rank, s->t1, t0);
         if (a < last)
             a = last;
         if (b < a)
@@ -286,13 +316,19 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
         if (!count[loc])
             continue;
         OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)loc);
+        write_clock_offsets(dw, clk, loc / per_rank);
         OTF2_Archive_CloseDefWriter(ar, dw);
     }
     OTF2_Archive_CloseDefFiles(ar);
     /* global definitions: strings, regions, system tree, ranks, locations */
     OTF2_GlobalDefWriter *g = OTF2_Archive_GetGlobalDefWriter(ar);
-    OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, 0, (uint64_t)((t1 - t0) * 1e9 + 0.5),
-                                              OTF2_UNDEFINED_TIMESTAMP);
+    if (clk && clk->present) /* on rank 0's clock, 1 us of slack for the rounding of the corrections */
+        OTF2_GlobalDefWriter_WriteClockProperties(
+            g, 1000000000, (uint64_t)llround((clk->origin_s + t0) * 1e9) - 1000,
+            (uint64_t)((t1 - t0) * 1e9 + 0.5) + 2000, OTF2_UNDEFINED_TIMESTAMP);
+    else
+        OTF2_GlobalDefWriter_WriteClockProperties(g, 1000000000, 0, (uint64_t)((t1 - t0) * 1e9 + 0.5),
+                                                  OTF2_UNDEFINED_TIMESTAMP);
     uint32_t str = 0;
     OTF2_GlobalDefWriter_WriteString(g, str++, "");
     write_region_defs(g, regions, n_regions, &str);
@@ -347,8 +383,8 @@ int ah_trace_otf2_available(void) {
 }
 
 int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event *ev, int n, int ranks,
-                        char *err, size_t errlen) {
-    (void)dir, (void)name, (void)ev, (void)n, (void)ranks;
+                        const ah_trace_clock *clk, char *err, size_t errlen) {
+    (void)dir, (void)name, (void)ev, (void)n, (void)ranks, (void)clk;
     snprintf(err, errlen,
              "this autohet was built without OTF2 (install libopen-trace-format2-dev and rebuild)");
     return -1;

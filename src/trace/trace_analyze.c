@@ -300,6 +300,11 @@ int ah_trace_analyze(const ah_trace_file *t, const ah_trace_options *o, ah_trace
     all_sites(a, fits_root ? cJSON_GetObjectItemCaseSensitive(fits_root, "fits") : NULL);
     kinds_and_buckets(a);
     slowest(a, o->top > 0 ? o->top : 0);
+    ah_trace_causality_check(t, &a->causality);
+    a->clock = t->clock;
+    a->clock.ranks = ah_xcalloc((size_t)t->clock.n + 1, sizeof(ah_trace_clock_rank));
+    if (t->clock.n > 0)
+        memcpy(a->clock.ranks, t->clock.ranks, sizeof(ah_trace_clock_rank) * (size_t)t->clock.n);
     free(cut);
     cJSON_Delete(fits_root);
     return 0;
@@ -314,5 +319,6 @@ void ah_trace_analysis_free(ah_trace_analysis *a) {
     free(a->sites);
     free(a->items);
     free(a->slowest);
+    free(a->clock.ranks);
     memset(a, 0, sizeof *a);
 }

@@ -72,11 +72,54 @@ static void read_item(const cJSON *it, ah_trace_item *v) {
         e->layer_first = e->layer_last = -1;
 }
 
+/* one end of a flow arrow */
+typedef struct {
+    double id, ts;
+    int pid, end; /* end: 0 "s", 1 "f" */
+} flow_point;
+
+static int cmp_flow_point(const void *a, const void *b) {
+    const flow_point *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->end - y->end;
+}
+
+/* a flow point of an "s" or "f" event with numeric id, pid and ts */
+static int read_flow_point(const cJSON *it, const char *ph, flow_point *p) {
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id"),
+                *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
+                *ts = cJSON_GetObjectItemCaseSensitive(it, "ts");
+    if (strcmp(ph, "s") && strcmp(ph, "f"))
+        return 0;
+    if (!cJSON_IsNumber(id) || !cJSON_IsNumber(pid) || !cJSON_IsNumber(ts) || !(ts->valuedouble > -1e300) ||
+        !(ts->valuedouble < 1e300) || pid->valuedouble < 0 || pid->valuedouble >= 1 << 20)
+        return 0;
+    *p = (flow_point){id->valuedouble, ts->valuedouble, pid->valueint, ph[0] == 'f'};
+    return 1;
+}
+
+/* the flow arrows: an "s" and an "f" with the same id (ids seen once or more than twice are left out) */
+static void pair_flows(flow_point *p, int n, ah_trace_file *t) {
+    qsort(p, (size_t)n, sizeof *p, cmp_flow_point);
+    t->flows = ah_xcalloc((size_t)n / 2 + 1, sizeof(ah_trace_flow));
+    for (int a = 0, b; a < n; a = b) {
+        for (b = a; b < n && p[b].id == p[a].id; b++)
+            ;
+        if (b - a == 2 && p[a].end == 0 && p[a + 1].end == 1)
+            t->flows[t->n_flows++] = (ah_trace_flow){p[a].pid, p[a + 1].pid, p[a].ts, p[a + 1].ts};
+    }
+}
+
 static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, char *err, size_t errlen) {
     t->items = ah_xcalloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof(ah_trace_item));
+    flow_point *fp = ah_xcalloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof(flow_point));
+    int nfp = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, evs) {
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph");
+        if (cJSON_IsString(ph))
+            nfp += read_flow_point(it, ph->valuestring, &fp[nfp]);
         if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "X"))
             continue;
         const cJSON *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
@@ -88,6 +131,7 @@ static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, cha
             !(ts->valuedouble > -1e300 && ts->valuedouble < 1e300) || !(dur->valuedouble < 1e300)) {
             ah_errf(err, errlen, "%s: traceEvents[]: an \"X\" event needs numeric pid, ts, dur >= 0 and a cat",
                     path);
+            free(fp);
             return -1;
         }
         ah_trace_item *v = &t->items[t->n++];
@@ -95,10 +139,58 @@ static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, cha
         if (v->ev.rank + 1 > t->n_ranks)
             t->n_ranks = v->ev.rank + 1;
     }
+    pair_flows(fp, nfp, t);
+    free(fp);
     if (t->n == 0) {
         ah_errf(err, errlen, "%s: no \"X\" events", path);
         return -1;
     }
+    return 0;
+}
+
+static int num_field(const cJSON *o, const char *k, double *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(x) || !(x->valuedouble > -1e300 && x->valuedouble < 1e300))
+        return -1;
+    *v = x->valuedouble;
+    return 0;
+}
+
+/* otherData.clock (docs/analyze.md, "Clocks"); absent: no correction */
+static int read_clock(const char *path, const cJSON *clk, ah_trace_clock *c, char *err, size_t errlen) {
+    if (!clk)
+        return 0;
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(clk, "ranks"),
+                *dom = cJSON_GetObjectItemCaseSensitive(clk, "domain"), *q;
+    double rounds = 0;
+    int bad = !cJSON_IsObject(clk) || !cJSON_IsArray(ranks) || num_field(clk, "origin_s", &c->origin_s) ||
+              num_field(clk, "rounds", &rounds);
+    c->n = bad ? 0 : cJSON_GetArraySize(ranks);
+    c->ranks = ah_xcalloc((size_t)c->n + 1, sizeof(ah_trace_clock_rank));
+    const cJSON *list = bad ? NULL : ranks;
+    cJSON_ArrayForEach(q, list) {
+        double r = -1;
+        ah_trace_clock_rank v;
+        if (num_field(q, "rank", &r) || r < 0 || r >= c->n || r != (int)r ||
+            num_field(q, "offset_s", &v.offset_s) || num_field(q, "offset_end_s", &v.offset_end_s) ||
+            num_field(q, "drift_ppm", &v.drift_ppm) || num_field(q, "residual_s", &v.residual_s) ||
+            num_field(q, "rtt_s", &v.rtt_s) || num_field(q, "sync_start_s", &v.sync_start_s) ||
+            num_field(q, "sync_end_s", &v.sync_end_s)) {
+            bad = 1;
+            break;
+        }
+        c->ranks[(int)r] = v;
+    }
+    if (bad) {
+        ah_errf(err, errlen,
+                "%s: otherData.clock: expected origin_s, rounds and ranks[] with rank, offset_s, "
+                "offset_end_s, drift_ppm, residual_s, rtt_s, sync_start_s, sync_end_s",
+                path);
+        return -1;
+    }
+    c->present = 1;
+    c->rounds = rounds > 0 && rounds < 1e9 ? (int)rounds : 0;
+    snprintf(c->domain, sizeof c->domain, "%s", cJSON_IsString(dom) ? dom->valuestring : "?");
     return 0;
 }
 
@@ -123,6 +215,11 @@ int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen) 
         if (cJSON_IsString(src))
             snprintf(t->source, sizeof t->source, "%s", src->valuestring);
         rc = read_events(path, evs, t, err, errlen);
+        if (rc == 0)
+            rc = read_clock(path,
+                            cJSON_GetObjectItemCaseSensitive(
+                                cJSON_GetObjectItemCaseSensitive(root, "otherData"), "clock"),
+                            &t->clock, err, errlen);
     }
     cJSON_Delete(root);
     if (rc != 0)
@@ -132,5 +229,7 @@ int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen) 
 
 void ah_trace_file_free(ah_trace_file *t) {
     free(t->items);
+    free(t->flows);
+    free(t->clock.ranks);
     memset(t, 0, sizeof *t);
 }

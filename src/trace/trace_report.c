@@ -85,6 +85,49 @@ static cJSON *analysis_json(const char *trace_path, const ah_trace_analysis *a) 
     return out;
 }
 
+static cJSON *causality_json(const ah_trace_causality_counts *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "receives", c->receives);
+    cJSON_AddNumberToObject(o, "receives_before_send", c->receives_before_send);
+    cJSON_AddNumberToObject(o, "collective_instances", c->collectives);
+    cJSON_AddNumberToObject(o, "collective_order_violations", c->collective_order);
+    cJSON_AddNumberToObject(o, "flows", c->flows);
+    cJSON_AddNumberToObject(o, "flows_backward", c->flows_backward);
+    cJSON_AddNumberToObject(o, "worst_violation_us", c->worst_us);
+    return o;
+}
+
+/* "clock": the correction the trace records; "causality": the checks of its order */
+static void clock_json(cJSON *out, const ah_trace_analysis *a) {
+    const ah_trace_clock *c = &a->clock;
+    cJSON *o = cJSON_AddObjectToObject(out, "clock"), *jr;
+    cJSON_AddBoolToObject(o, "corrected", c->present);
+    if (c->present) {
+        cJSON_AddStringToObject(o, "domain", c->domain);
+        cJSON_AddNumberToObject(o, "rounds", c->rounds);
+        cJSON_AddNumberToObject(o, "origin_s", c->origin_s);
+        double worst = 0;
+        jr = cJSON_AddArrayToObject(o, "ranks");
+        for (int r = 0; r < c->n; r++) {
+            const ah_trace_clock_rank *q = &c->ranks[r];
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "rank", r);
+            cJSON_AddNumberToObject(x, "offset_s", q->offset_s);
+            cJSON_AddNumberToObject(x, "offset_end_s", q->offset_end_s);
+            cJSON_AddNumberToObject(x, "drift_ppm", q->drift_ppm);
+            cJSON_AddNumberToObject(x, "residual_s", q->residual_s);
+            cJSON_AddNumberToObject(x, "rtt_s", q->rtt_s);
+            cJSON_AddItemToArray(jr, x);
+            worst = q->residual_s > worst ? q->residual_s : worst;
+        }
+        cJSON_AddNumberToObject(o, "max_residual_s", worst);
+    }
+    cJSON *k = causality_json(&a->causality.as_written);
+    if (a->causality.has_uncorrected)
+        cJSON_AddItemToObject(k, "uncorrected", causality_json(&a->causality.uncorrected));
+    cJSON_AddItemToObject(out, "causality", k);
+}
+
 static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c) {
     cJSON *o = cJSON_CreateObject(), *jr = cJSON_AddArrayToObject(o, "ranks"),
           *jb = cJSON_AddArrayToObject(o, "buckets");
@@ -131,6 +174,7 @@ int ah_trace_write_analysis_json(const char *path, const char *trace_path, const
                                  const char *sim_path, const ah_trace_comparison *c, const ah_trace_stack *stack,
                                  char *err, size_t errlen) {
     cJSON *out = analysis_json(trace_path, a);
+    clock_json(out, a);
     if (c)
         cJSON_AddItemToObject(out, "prediction", comparison_json(sim_path ? sim_path : "", c));
     if (stack)

@@ -237,7 +237,9 @@ static void write_op(FILE *f, const ah_trace_event *e, const item *it, int lane)
             isfinite(e->bytes) ? e->bytes : 0.0, e->ranks, e->group, e->peer, e->seq);
 }
 
-/* flow matching: a send (from, to, direction, seq) meets the receive with the same key */
+/* flow matching: a send (from, to, direction, seq) meets the receive with the same key; the arrow runs
+ * from the start of the send (the data leaves) to the end of the receive (it has arrived): a receive
+ * posted before its send waits for it, so only these two points are ordered by causality */
 typedef struct {
     int from, to, dir, seq, pos; /* pos: index into the sorted items */
 } p2p_key;
@@ -278,7 +280,8 @@ static void write_flows(FILE *f, const ah_trace_event *ev, const item *it, const
         put_us(f, x->s_ns);
         fprintf(f, "},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"name\":\"%s\",\"cat\":\"p2p\",\"pid\":%d,"
                    "\"tid\":%d,\"ts\":", id, what, snd[a].to, ah_trace_tid(AH_TRACE_P2P, lane[rcv[b].pos]));
-        put_us(f, y->s_ns);
+        put_us(f, y->e_ns - 1 > y->s_ns ? y->e_ns - 1
+                                        : y->s_ns); /* where the data arrived, inside the receive */
         fputs("}", f);
         id++, a++, b++;
     }

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# autohet run under faults it does not stage itself, injected from outside the process (issue #26):
+#  1. kill -9 of one rank (its pid from RUN/pids-G/rank-R) once step 8 is logged: a membership change; the
+#     node is lost (cause "signal: lost n2"), detection is timed from the death, at most one step is lost,
+#     and the run ends on the uninterrupted run's parameters
+#  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
+#     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
+#     a second controller of a live run is refused (exit 2, one line)
+#  3. a bug: every rank fails the same way at the same step (a learning rate that makes the gradient norm
+#     NaN at step 2): restarted --max-restarts times, then the run stops with the rank's own message, exit 1
+#  4. across 3 network-namespace hosts, host 1's link cut once step 3 is logged: its ranks still run but
+#     are unheard (heartbeats travel the training network), so it is dropped as "partition" and the run
+#     ends on the survivors with the uninterrupted run's parameters
+# Each waits for what it needs (a logged step, a pid file), never for a fixed time.
+. "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/tools/netns_hosts.sh"
+trap 'netns_down; rm -rf "$TMP"' EXIT
+trap 'exit 1' INT TERM
+ARGS=(--model tiny-gpt --data "$FIX/text" --steps 30 --seed 3 --eval-every 0)
+AUTOHET_DUMP_PARAMS="$TMP/ref.bin" timeout 300 "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
+  >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "reference run"; }
+# (30 steps of another plan's reduction order: 1e-4, as tests/cli_run.sh)
+TOL=1e-4
+
+logged() { # log-file step: the job has logged step >= STEP
+  [ -s "$1" ] && [ "$(jq -s 'map(.step) | max' "$1" 2>/dev/null || echo 0)" -ge "$2" ] 2>/dev/null
+}
+wait_logged() { # log-file step (60 s at most)
+  local k
+  for ((k = 0; k < 6000; k++)); do logged "$1" "$2" && return 0; sleep 0.01; done
+  return 1
+}
+no_leftovers() { # name run-dir
+  local k
+  for ((k = 0; k < 100; k++)); do pgrep -f -- "$2" >/dev/null || break; sleep 0.05; done
+  pgrep -af -- "$2" | grep -v pgrep && fail "$1: processes of the run are left"
+  ls /dev/shm | grep -q "autohet-$(basename "$2")-" && fail "$1: its memory tier is left in /dev/shm"
+  return 0
+}
+
+# 1. kill -9 of one rank
+RUN="$TMP/kill.run"
+AUTOHET_DUMP_PARAMS="$TMP/kill.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --run-dir "$RUN" --log "$TMP/kill.log" --report "$TMP/kill.json" >"$TMP/kill.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 8 || fail "kill: step 8 never logged"
+victim=$(cut -d' ' -f1 "$RUN/pids-0/rank-2")
+kill -9 "$victim"
+wait $job || { rc=$?; tail -20 "$TMP/kill.out"; fail "kill: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/kill.bin" $TOL) || fail "kill: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and (.recoveries[0] |
+  (.cause | startswith("signal: lost n2")) and .steps_lost <= 1 and .detection_s >= 0 and .detection_s < 5)' \
+  "$TMP/kill.json" >/dev/null || fail "kill: report: $(jq -c '.recoveries' "$TMP/kill.json")"
+no_leftovers kill "$RUN"
+
+# 2. kill -9 of the controller, then --resume
+RUN="$TMP/ctl.run"
+AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --run-dir "$RUN" --log "$TMP/ctl.log" --report "$TMP/ctl.json" >"$TMP/ctl.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 6 || fail "controller: step 6 never logged"
+"$BIN" run --resume "$RUN" >"$TMP/two.out" 2>"$TMP/two.err"
+rc=$?
+[ $rc = 2 ] && [ "$(wc -l <"$TMP/two.err")" = 1 ] && grep -q "still runs" "$TMP/two.err" \
+  || fail "a second controller of a live run: exit $rc, $(cat "$TMP/two.err")"
+ctl=$(head -1 "$RUN/.controller.lock") # the controller's pid (not timeout's)
+kill -9 "$ctl"
+wait $job 2>/dev/null
+AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" timeout 300 "$BIN" run --resume "$RUN" >"$TMP/ctl2.out" 2>&1 \
+  || { rc=$?; tail -20 "$TMP/ctl2.out"; fail "controller: resume exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/ctl.bin" $TOL) || fail "controller: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and
+  (.recoveries[0] | (.cause | startswith("controller:")) and .steps_lost <= 1)' "$TMP/ctl.json" >/dev/null \
+  || fail "controller: report: $(jq -c '.recoveries' "$TMP/ctl.json")"
+[ "$(jq -s 'map(.step) | max' "$TMP/ctl.log")" = 30 ] || fail "controller: --log does not reach step 30"
+[ "$(jq -s 'map(.step) | unique | length' "$TMP/ctl.log")" = 30 ] || fail "controller: --log misses steps"
+no_leftovers controller "$RUN"
+
+# 3. a bug, not a fault
+"$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]/30/12}" --lr 1e30 --max-restarts 2 --run-dir "$TMP/bug.run" \
+  --report "$TMP/bug.json" >"$TMP/bug.out" 2>"$TMP/bug.err"
+rc=$?
+[ $rc = 1 ] || fail "bug: exit $rc, expected 1"
+grep -q "gradient norm is .*nan" "$TMP/bug.err" && grep -q "the same failure 3 times in a row" "$TMP/bug.err" \
+  || { tail -5 "$TMP/bug.err"; fail "bug: the stop does not say the rank's error"; }
+jq -e '(.completed | not) and (.recoveries | length) == 2' "$TMP/bug.json" >/dev/null \
+  || fail "bug: report: $(jq -c '[.completed, (.recoveries | length)]' "$TMP/bug.json")"
+no_leftovers bug "$TMP/bug.run"
+
+# bad input
+"$BIN" run --resume "$TMP/kill.run" --steps 5 >/dev/null 2>"$TMP/bad.err"
+[ $? = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] || fail "--resume with other flags: $(cat "$TMP/bad.err")"
+"$BIN" run --resume "$TMP/nowhere" >/dev/null 2>"$TMP/bad.err"
+[ $? = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] && grep -q "not a run directory" "$TMP/bad.err" \
+  || fail "--resume of no run: $(cat "$TMP/bad.err")"
+
+# 4. a partition across namespace hosts
+cat >"$TMP/plan3.json" <<'EOF2'
+{"format": "autohet-plan", "version": 1, "model": {"name": "tiny-gpt"}, "train": {"seq": 64},
+ "cluster": {"nodes": [{"name": "n0", "gpu_type": "cpu", "gpus": 1}, {"name": "n1", "gpu_type": "cpu", "gpus": 1},
+                       {"name": "n2", "gpu_type": "cpu", "gpus": 1}]},
+ "tp": 1, "micro_batch": 2, "global_batch": 8,
+ "replicas": [
+  {"micro_batches": 2, "stages": [{"node_index": 0, "gpus": [0], "layers": [0, 3]}, {"node_index": 1, "gpus": [0], "layers": [3, 6]}]},
+  {"micro_batches": 2, "stages": [{"node_index": 2, "gpus": [0], "layers": [0, 6]}]}]}
+EOF2
+NETNS_PRIVATE_SHM=1 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root"; exit 1; }
+printf '%s slots=1\n%s slots=1\n%s slots=1\n' "${NETNS_HOSTS[@]}" >"$TMP/hostfile"
+export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
+export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET"
+RUN="$TMP/part.run"
+AUTOHET_DUMP_PARAMS="$TMP/part.bin" timeout 300 "$BIN" run --plan "$TMP/plan3.json" "${ARGS[@]}" \
+  --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/part.json" >"$TMP/part.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 3 || fail "partition: step 3 never logged"
+ip link set "${NETNS_VETH[1]}" down || fail "partition: cannot cut host 1's link"
+wait $job || { rc=$?; tail -20 "$TMP/part.out"; fail "partition: exit $rc"; }
+ip link set "${NETNS_VETH[1]}" up
+grep -q "autohet run: partition: rank [0-9]* of node n1, host ${NETNS_HOSTS[1]} silent for" "$TMP/part.out" \
+  || { tail -20 "$TMP/part.out"; fail "partition: not detected as a partition"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/part.bin" $TOL) || fail "partition: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and (.recoveries[0] | (.cause | startswith("partition: lost n1")) and .detection_s >= 3)' \
+  "$TMP/part.json" >/dev/null || fail "partition: report: $(jq -c '.recoveries' "$TMP/part.json")"
+[ $fails -eq 0 ] && echo "cli_run_faults: all checks passed"
+exit $((fails > 0))
