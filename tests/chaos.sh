@@ -217,7 +217,7 @@ wait_step() {
 ranks_of_gen() {
   local f pid node
   for f in "$RUN/pids-$1"/rank-*; do
-    [ -e "$f" ] || continue
+    [[ "$f" =~ /rank-[0-9]+$ ]] || continue # (not a pid file being written: rank-R.tmp.PID)
     read -r pid node _ <"$f" 2>/dev/null || continue
     [ -n "$pid" ] && alive "$pid" && echo "$pid $node ${f##*/rank-}"
   done
@@ -469,16 +469,26 @@ attempt() {
   wait "$CTRL" 2>/dev/null
   rc=$?
   WALL=$(awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
-  # leftovers: give exiting processes a moment (a SIGKILLed rank's memory is freed asynchronously)
-  local left=0 k2
+  # a stopped rank must be gone once the run is (checked before anything is undone)
+  local stopped_alive=0 k2
   for ((k2 = 0; k2 < 30; k2++)); do
+    [ -n "$STOPPED" ] && alive "$STOPPED" || break
+    nap 0.1
+  done
+  [ -n "$STOPPED" ] && alive "$STOPPED" && stopped_alive=1
+  local stopped_pid=$STOPPED
+  # what the fault left that outlives the run is undone first (the link restored, the tier emptied): a
+  # partitioned host's processes can only learn that their job is gone once the host is reachable again
+  undo
+  # leftovers, after a moment for exiting processes (a SIGKILLed rank's memory is freed asynchronously; an
+  # orted across hosts notices its lost mpirun): 3 s locally, 10 s across hosts
+  local left=0 grace=$([ "$HOSTS" -gt 0 ] && echo 100 || echo 30)
+  for ((k2 = 0; k2 < grace; k2++)); do
     left=$(procs_naming "$RUN" | wc -l)
     if [ "$HOSTS" -gt 0 ]; then for ns in "${NETNS_NS[@]}"; do left=$((left + $(ip netns pids "$ns" | wc -l))); done; fi
     [ "$left" = 0 ] && break
     nap 0.1
   done
-  local stopped_alive=0
-  [ -n "$STOPPED" ] && alive "$STOPPED" && stopped_alive=1
   local orphans=""
   if [ "$left" != 0 ]; then
     orphans=$(for p in $(procs_naming "$RUN"); do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | cut -c1-60; done | sort | uniq -c | head -3 | tr -s ' \n' ' ')
@@ -509,11 +519,12 @@ attempt() {
   if [ -s "$rep" ] && jq -e . "$rep" >/dev/null 2>&1; then
     REC_N=$(jq '.recoveries | length' "$rep")
     LOST=$(jq '[.recoveries[].steps_lost] | add // 0' "$rep")
-    DET=$(jq -r '[.recoveries[] | .detection_s // 0 | . * 1000 | round / 1000 | tostring] | join("+")' "$rep")
-    REPLAN=$(jq -r '[.recoveries[] | (.replan_s // 0) + (.assign_s // 0) | . * 1000 | round / 1000 | tostring] | join("+")' "$rep")
-    RELAUNCH=$(jq -r '[.recoveries[] | .relaunch_s // 0 | . * 1000 | round / 1000 | tostring] | join("+")' "$rep")
-    RESTORE=$(jq -r '[.recoveries[] | .restore_s // 0 | . * 1000 | round / 1000 | tostring] | join("+")' "$rep")
-    CAUSES=$(jq -r '[.recoveries[].cause] | join("; ")' "$rep")
+    DET=$(jq -r '[.recoveries[] | .detection_s // 0 | . * 1000 | round / 1000 | tostring] | if length > 4 then .[0:3] + ["...(\(length) in all)"] else . end | join("+")' "$rep")
+    REPLAN=$(jq -r '[.recoveries[] | (.replan_s // 0) + (.assign_s // 0) | . * 1000 | round / 1000 | tostring] | if length > 4 then .[0:3] + ["...(\(length) in all)"] else . end | join("+")' "$rep")
+    RELAUNCH=$(jq -r '[.recoveries[] | .relaunch_s // 0 | . * 1000 | round / 1000 | tostring] | if length > 4 then .[0:3] + ["...(\(length) in all)"] else . end | join("+")' "$rep")
+    RESTORE=$(jq -r '[.recoveries[] | .restore_s // 0 | . * 1000 | round / 1000 | tostring] | if length > 4 then .[0:3] + ["...(\(length) in all)"] else . end | join("+")' "$rep")
+    CAUSES=$(jq -r '[.recoveries[].cause] | if length > 3 then .[0:2] + ["... (\(length) in all)", .[-1]] else . end
+      | join("; ") | if length > 400 then .[0:400] + "..." else . end' "$rep")
     cp "$rep" "$D/report-final.json"
   fi
 
@@ -547,7 +558,7 @@ attempt() {
   fi
   if [ "$timed_out" = 0 ]; then # (after a timeout the harness killed the controller: what is left is its doing)
     [ "$left" != 0 ] && whys+=("$left process(es) left: ${orphans:0:200}")
-    [ "$stopped_alive" = 1 ] && whys+=("the stopped rank $STOPPED is still alive")
+    [ "$stopped_alive" = 1 ] && whys+=("the stopped rank $stopped_pid is still alive")
     [ -n "$shm_left" ] && whys+=("left in /dev/shm: ${shm_left:0:200}")
   fi
   # corruption reached the recovery? (else the fault was not exercised: another step)
