@@ -1,7 +1,7 @@
 /* libFuzzer: recovery assignments of autohet run (train --recover FILE). */
 #include "fuzz_common.h"
 
-#include "engine/executor.h"
+#include "ckpt/ckpt_runtime.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];

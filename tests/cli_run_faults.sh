@@ -87,6 +87,28 @@ jq -e '(.completed | not) and (.recoveries | length) == 2' "$TMP/bug.json" >/dev
   || fail "bug: report: $(jq -c '[.completed, (.recoveries | length)]' "$TMP/bug.json")"
 no_leftovers bug "$TMP/bug.run"
 
+# 3b. every copy is a fallback: the newest cloud checkpoint's layer 0 corrupt on n0 and layer 1 on n2 (each
+#     has a good copy on the other node), then a rank killed: full-reload recovery reads the cloud only, and
+#     whichever copy it reads first, one of the two layers must fall back to the other copy
+RUN="$TMP/copy.run"
+AUTOHET_DUMP_PARAMS="$TMP/copy.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/copy.json" >"$TMP/copy.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 12 || fail "copy: step 12 never logged"
+ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
+kill -STOP $ranks # (the job frozen: no newer checkpoint while the copies are spoiled)
+s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
+flip() { printf '\x55' | dd of="$1" bs=1 seek=$(($(stat -c %s "$1") - 7)) conv=notrunc status=none; }
+flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L001-tp0-s$s.safetensors" \
+  || fail "copy: no cloud shards of step $s to spoil"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
+kill -CONT $ranks 2>/dev/null
+wait $job || { rc=$?; tail -20 "$TMP/copy.out"; fail "copy: exit $rc"; }
+grep -q "checksum mismatch.*trying the next copy (cloud" "$TMP/copy.out" || fail "copy: no fallback to the other copy"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/copy.bin" $TOL) || fail "copy: parameters differ from the uninterrupted run: $out"
+jq -e --argjson s "$s" '.completed and (.recoveries[0] | .resumed_step == $s and .fallbacks >= 1)' "$TMP/copy.json" \
+  >/dev/null || fail "copy: report: $(jq -c '.recoveries' "$TMP/copy.json")"
+
 # bad input
 "$BIN" run --resume "$TMP/kill.run" --steps 5 >/dev/null 2>"$TMP/bad.err"
 [ $? = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] || fail "--resume with other flags: $(cat "$TMP/bad.err")"

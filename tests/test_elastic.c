@@ -93,7 +93,8 @@ static void test_nearest_copy_first(void **state) {
     for (int i = 0; i < a.n; i++) {
         assert_int_equal(a.e[i].tier, AH_TIER_MEMORY);
         assert_int_equal(a.e[i].server, -1);
-        assert_int_equal(a.e[i].fallback, 4);
+        assert_int_equal(a.e[i].n_fallback, 1);
+        assert_int_equal(a.e[i].fallback[0], 4);
     }
     ah_assignment_free(&a);
     /* the pipeline plan: n0 L0-1, n1 L2, n2 L3-4, n3 L5 */
@@ -149,7 +150,7 @@ static void test_newest_complete_step(void **state) {
     assert_int_equal(ah_recovery_assign(h, 3, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
     assert_int_equal(a.step, 7);
     assert_int_equal(entry(&a, 1, 4)->tier, AH_TIER_PEER); /* n1 holds nothing at 7 */
-    assert_int_equal(entry(&a, 1, 4)->fallback, -1);       /* the cloud is at 5 */
+    assert_int_equal(entry(&a, 1, 4)->n_fallback, 0);       /* the cloud is at 5 */
     ah_assignment_free(&a);
     /* full-reload ignores the newer memory copies */
     assert_int_equal(ah_recovery_assign(h, 3, &p, AH_RECOVERY_FULL_RELOAD, &a, err, sizeof err), 0);

@@ -84,6 +84,8 @@ void ah_ckpt_unmap(const unsigned char *map, uint64_t bytes);
 /* Where a copy of a layer shard lives: its node's memory or disk, another
  * node's (a peer, fetched over RMA), or the cloud. */
 enum { AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_PEER, AH_TIER_CLOUD, AH_TIER_N };
+/* copies of one shard a recovery may fall back to when the one it reads does not verify */
+#define AH_MAX_FALLBACKS 8
 const char *ah_tier_name(int tier); /* "memory", "disk", "peer", "cloud"; "?" out of range */
 int ah_tier_parse(const char *name); /* the tier of that name, or -1 */
 
@@ -100,7 +102,9 @@ typedef struct {
     int tp_degree;       /* the TP degree the shard was written under; 0: not stated (the reader's own) */
     int server;          /* a peer shard: the world rank exposing it over RMA; else -1 */
     ah_shard_src src;
-    ah_shard_src fallback; /* path[0] == 0: none */
+    ah_shard_src fallback[AH_MAX_FALLBACKS]; /* other copies of the same shard and step, tried in order */
+    int fallback_tier[AH_MAX_FALLBACKS]; /* AH_TIER_MEMORY/DISK (the rank's own node) or AH_TIER_CLOUD */
+    int n_fallback;
     char holder[64];       /* the node holding src (written for people) */
     int holder_tier;       /* a peer shard: the holder's own tier, else -1 (written for people) */
 } ah_recovery_shard;

@@ -31,7 +31,9 @@ typedef struct {
     int tier;     /* AH_TIER_*: memory/disk = the rank's own node, peer = another node's memory/disk */
     int holding;  /* index of the source holding */
     int server;   /* peer: the world rank on the holder node that serves it over RMA; else -1 */
-    int fallback; /* a cloud holding with the same shard and step, -1 none */
+    int fallback[AH_MAX_FALLBACKS]; /* other holdings of the same shard and step, nearest first: the own
+                                       node's tiers, then every cloud copy */
+    int n_fallback;
     double bytes;
     int degree; /* the TP degree of the source shard (0: its manifest records none); when it is not
                    the rank's stage's, the rank has one entry per old TP rank and reshards */

@@ -55,8 +55,12 @@ int ah_recovery_doc_write(const char *path, const ah_recovery_doc *d, char *err,
             cJSON_AddNumberToObject(x, "server", e->server);
             cJSON_AddStringToObject(x, "holder_tier", ah_tier_name(e->holder_tier));
         }
-        if (e->fallback.path[0])
-            cJSON_AddItemToObject(x, "fallback", src_json(cJSON_CreateObject(), &e->fallback));
+        cJSON *fbs = e->n_fallback ? cJSON_AddArrayToObject(x, "fallbacks") : NULL;
+        for (int f = 0; f < e->n_fallback; f++) {
+            cJSON *fo = src_json(cJSON_CreateObject(), &e->fallback[f]);
+            cJSON_AddStringToObject(fo, "tier", ah_tier_name(e->fallback_tier[f]));
+            cJSON_AddItemToArray(fbs, fo);
+        }
         cJSON_AddItemToArray(sh, x);
     }
     char *txt = cJSON_Print(o);
@@ -81,11 +85,27 @@ static int parse_src(const cJSON *o, ah_shard_src *s) {
     return end && *end == 0 && strlen(h->valuestring) == 16 ? 0 : -1;
 }
 
+/* "fallbacks": [{path, bytes, xxh64, tier}, ...], at most AH_MAX_FALLBACKS, tiers memory/disk/cloud */
+static int parse_fallbacks(const cJSON *a, ah_recovery_shard *v) {
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > AH_MAX_FALLBACKS)
+        return -1;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, a) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "tier");
+        int tier = cJSON_IsString(t) ? ah_tier_parse(t->valuestring) : -1;
+        if (tier < 0 || tier == AH_TIER_PEER || parse_src(it, &v->fallback[v->n_fallback]) != 0)
+            return -1;
+        v->fallback_tier[v->n_fallback++] = tier;
+    }
+    return 0;
+}
+
 static int parse_shard(const cJSON *it, ah_recovery_shard *v) {
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "rank"), *l = cJSON_GetObjectItemCaseSensitive(it, "layer"),
                 *t = cJSON_GetObjectItemCaseSensitive(it, "tp"), *ti = cJSON_GetObjectItemCaseSensitive(it, "tier"),
                 *sv = cJSON_GetObjectItemCaseSensitive(it, "server"),
                 *fb = cJSON_GetObjectItemCaseSensitive(it, "fallback"),
+                *fbs = cJSON_GetObjectItemCaseSensitive(it, "fallbacks"),
                 *ho = cJSON_GetObjectItemCaseSensitive(it, "holder"),
                 *ht = cJSON_GetObjectItemCaseSensitive(it, "holder_tier"),
                 *dg = cJSON_GetObjectItemCaseSensitive(it, "tp_degree");
@@ -98,8 +118,10 @@ static int parse_shard(const cJSON *it, ah_recovery_shard *v) {
     v->tier = cJSON_IsString(ti) ? ah_tier_parse(ti->valuestring) : -1;
     if (!cJSON_IsNumber(r) || !cJSON_IsNumber(l) || !cJSON_IsNumber(t) || v->tier < 0 ||
         parse_src(it, &v->src) != 0 || (v->tier == AH_TIER_PEER && !cJSON_IsNumber(sv)) ||
-        (fb && parse_src(fb, &v->fallback) != 0))
+        (fb && fbs) || (fb && parse_src(fb, &v->fallback[0]) != 0) || (fbs && parse_fallbacks(fbs, v) != 0))
         return -1;
+    if (fb) /* one fallback (the first format): a cloud copy */
+        v->n_fallback = 1, v->fallback_tier[0] = AH_TIER_CLOUD;
     v->rank = r->valueint;
     v->layer = l->valueint;
     v->tp = t->valueint;

@@ -375,7 +375,7 @@ static int is_tmp(const char *n, long *pid) {
     return end && !*end && *pid > 0 && end != t + 5;
 }
 
-/* .pin-PID-FILE: a background persist's hard link to a shard it copies (executor_ckpt.c) */
+/* .pin-PID-FILE: a background persist's hard link to a shard it copies (ckpt_persist.c) */
 static int is_pin(const char *n, long *pid) {
     if (strncmp(n, ".pin-", 5))
         return 0;

@@ -19,6 +19,7 @@
 #include "autohet/elastic.h"
 #include "autohet/hosts.h"
 #include "autohet/plan.h"
+#include "ckpt/ckpt_runtime.h"
 #include "cli/cli.h"
 #include "elastic/controller.h"
 #include "engine/backend.h"
@@ -183,7 +184,7 @@ static int serve_only(const char *assignment, int rank) {
         ah_recovery_doc_free(&d);
     }
     write_pid_line(rank, node, 0);
-    if (ah_trainer_serve_recovery(assignment, rank, err, sizeof err) != 0) {
+    if (ah_ckpt_serve_recovery(assignment, err, sizeof err) != 0) {
         fprintf(stderr, "autohet train: recovery server rank %d: %s\n", rank, err);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -474,7 +475,8 @@ static int train(ah_executor *x, MPI_Comm comm, ah_trainer_config *tc, FILE *log
 static int init_from(const train_args *a, ah_executor *x, int rank, char *msg, size_t n) {
     double t0 = MPI_Wtime();
     if (ah_executor_init_from_hf(x, a->init_from, msg, n) != 0 ||
-        (a->steps == 0 && ah_executor_save(x, a->ckpt_dir, "disk", 0, msg, n) != 0))
+        (a->steps == 0 &&
+         ah_ckpt_save(ah_executor_layer_store(x), a->ckpt_dir, "disk", 0, NULL, msg, n) != 0))
         return -1;
     if (rank == 0)
         printf("autohet train: weights from %s (%.3f s)%s%s\n", a->init_from, MPI_Wtime() - t0,
@@ -584,7 +586,7 @@ int cmd_train(int argc, char **argv) {
         return rc;
     }
     if (rank == 0 && rc == 0) /* release the recovery servers */
-        ah_trainer_release_servers(slots, world);
+        ah_ckpt_release_servers(slots, world);
     if (comm != MPI_COMM_WORLD)
         MPI_Comm_free(&comm);
     MPI_Finalize();

@@ -108,13 +108,30 @@ static int layer_restorable(const assign_ctx *c, const ah_plan *plan, int l, int
     return direct;
 }
 
+/* Every other copy of the shard a rank on `node` can read as a file, nearest first: its own node's
+ * memory and disk, then every cloud copy (a peer's tiers are only reachable through its server rank). */
+static void pick_fallbacks(const assign_ctx *c, ah_assign_entry *v, int node, int l, int t, int deg, int strict) {
+    static const int order[3] = {AH_TIER_MEMORY, AH_TIER_DISK, AH_TIER_CLOUD};
+    v->n_fallback = 0;
+    for (int o = 0; o < 3; o++)
+        for (int i = 0; i < c->nh && v->n_fallback < AH_MAX_FALLBACKS; i++) {
+            const ah_holding *h = &c->h[i];
+            int own = c->h_node[i] >= 0 && c->h_node[i] == node;
+            if (i == v->holding || h->tier != order[o] || (order[o] != AH_TIER_CLOUD && !own) ||
+                (c->mode == AH_RECOVERY_FULL_RELOAD && order[o] != AH_TIER_CLOUD) ||
+                !held(h, l, t, deg, c->step, strict))
+                continue;
+            v->fallback[v->n_fallback++] = i;
+        }
+}
+
 /* The source of shard (l, t, deg) for a rank on plan node `node` into v:
  * nearest first (own memory, own disk, peer memory, peer disk, cloud; among
- * peers the least loaded), a cloud copy as the fallback. 0, -1 none. */
+ * peers the least loaded), every other readable copy as a fallback. 0, -1 none. */
 static int pick_source(const assign_ctx *c, ah_assign_entry *v, int node, int l, int t, int deg, int strict) {
     static const int order[4][2] = {{AH_TIER_MEMORY, 1}, {AH_TIER_DISK, 1}, {AH_TIER_MEMORY, 0}, {AH_TIER_DISK, 0}};
     const ah_holding *h = c->h;
-    v->holding = v->server = v->fallback = -1;
+    v->holding = v->server = -1;
     for (int o = 0; o < 4 && v->holding < 0 && c->mode == AH_RECOVERY_LAYER_BITMAP; o++) {
         int best = -1;
         for (int i = 0; i < c->nh; i++) {
@@ -132,17 +149,12 @@ static int pick_source(const assign_ctx *c, ah_assign_entry *v, int node, int l,
             v->server = order[o][1] ? -1 : server_of(c->out, h, best, c->h_node, c->server, c->world);
         }
     }
-    for (int i = 0; i < c->nh; i++)
-        if (h[i].tier == AH_TIER_CLOUD && held(&h[i], l, t, deg, c->step, strict)) {
-            if (v->holding < 0) {
-                v->holding = i;
-                v->tier = AH_TIER_CLOUD;
-            } else if (v->fallback < 0 && v->tier != AH_TIER_CLOUD) {
-                v->fallback = i;
-            }
-        }
+    for (int i = 0; i < c->nh && v->holding < 0; i++) /* the cloud copy with the least load so far */
+        if (h[i].tier == AH_TIER_CLOUD && held(&h[i], l, t, deg, c->step, strict))
+            v->holding = i, v->tier = AH_TIER_CLOUD;
     if (v->holding < 0)
         return -1;
+    pick_fallbacks(c, v, node, l, t, deg, strict);
     const ah_manifest_entry *me = held(&h[v->holding], l, t, deg, c->step, strict);
     v->bytes = (double)me->bytes;
     v->degree = me->tp_degree;
@@ -186,7 +198,8 @@ static int assign_rank(const assign_ctx *c, const ah_plan *plan, int r, ah_assig
             if (*n == *cap)
                 *e = ah_xrealloc(*e, sizeof **e * (size_t)(*cap *= 2));
             ah_assign_entry *v = &(*e)[(*n)++];
-            *v = (ah_assign_entry){r, l, direct ? t : q, -1, -1, -1, -1, 0, 0};
+            *v = (ah_assign_entry){.rank = r, .layer = l, .tp = direct ? t : q, .tier = -1, .holding = -1,
+                                   .server = -1};
             if (T == 0 || pick_source(c, v, node, l, direct ? t : q, T, !direct) != 0) {
                 /* cannot happen: the step was chosen restorable over usable holdings */
                 snprintf(err, errlen, "layer %d (TP rank %d) at step %d has no source", l, t, c->step);
@@ -292,9 +305,12 @@ int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan
     /* ranks of a node that read from the cloud share the node's bandwidth */
     int *cloud_readers = ah_xcalloc((size_t)nn + 1, sizeof(int)),
         *reads = ah_xcalloc((size_t)world + 1, sizeof(int));
-    for (int i = 0; i < n; i++)
-        if (e[i].tier == AH_TIER_CLOUD || e[i].fallback >= 0)
+    for (int i = 0; i < n; i++) {
+        if (e[i].tier == AH_TIER_CLOUD)
             reads[e[i].rank] = 1;
+        for (int f = 0; f < e[i].n_fallback && !reads[e[i].rank]; f++)
+            reads[e[i].rank] = h[e[i].fallback[f]].tier == AH_TIER_CLOUD;
+    }
     for (int r = 0; r < world; r++)
         cloud_readers[ah_plan_rank_node(plan, r, NULL, NULL, NULL)] += reads[r];
     ah_recovery_doc d = {.step = step, .n_ranks = world + a->n_servers, .n_shards = n};
@@ -326,9 +342,11 @@ int ah_recovery_write(const char *path, const ah_holding *h, const ah_plan *plan
                                  .src = src_of(src, held(src, e[i].layer, e[i].tp, e[i].degree, step, e[i].degree > 0)),
                                  .holder_tier = e[i].tier == AH_TIER_PEER ? src->tier : -1};
         snprintf(x->holder, sizeof x->holder, "%s", src->node);
-        if (e[i].fallback >= 0)
-            x->fallback = src_of(&h[e[i].fallback],
-                                 held(&h[e[i].fallback], e[i].layer, e[i].tp, e[i].degree, step, e[i].degree > 0));
+        for (int f = 0; f < e[i].n_fallback; f++) {
+            const ah_holding *fh = &h[e[i].fallback[f]];
+            x->fallback[x->n_fallback] = src_of(fh, held(fh, e[i].layer, e[i].tp, e[i].degree, step, e[i].degree > 0));
+            x->fallback_tier[x->n_fallback++] = fh->tier;
+        }
     }
     int rc = ah_recovery_doc_write(path, &d, err, errlen);
     ah_recovery_doc_free(&d);

@@ -198,6 +198,62 @@ static void finish_recovery(run_state *s) {
     fflush(stdout);
 }
 
+/* {"memory": [layers...], "peer": [...], ...}: which tier served each layer of the recovery (a layer
+ * of several shards is listed under each tier one of them came from) */
+static cJSON *layers_by_tier(const ah_assignment *as, int n_layers) {
+    cJSON *o = cJSON_CreateObject();
+    for (int t = 0; t < AH_TIER_N; t++) {
+        cJSON *a = cJSON_AddArrayToObject(o, ah_tier_name(t));
+        for (int l = 0; l < n_layers; l++) {
+            int hit = 0;
+            for (int k = 0; k < as->n && !hit; k++)
+                hit = as->e[k].layer == l && as->e[k].tier == t;
+            if (hit)
+                cJSON_AddItemToArray(a, cJSON_CreateNumber(l));
+        }
+    }
+    return o;
+}
+
+/* The layers of plan p that one node alone holds (its DP peers elsewhere hold the same parameters and
+ * AdamW moments; a layer of one holder has no copy off that node between cloud checkpoints): into
+ * `only` (node index, -1 several), their count. */
+static int single_node_layers(const ah_plan *p, int n_layers, int *only) {
+    int n = 0;
+    for (int l = 0; l < n_layers; l++) {
+        only[l] = -2; /* no holder yet */
+        for (int k = 0; k < p->n_replicas; k++)
+            for (int j = 0; j < p->replicas[k].n_stages; j++) {
+                const ah_stage *st = &p->replicas[k].stages[j];
+                if (l >= st->layer_first && l < st->layer_last)
+                    only[l] = only[l] == -2 || only[l] == st->node ? st->node : -1;
+            }
+        n += only[l] >= 0;
+    }
+    return n;
+}
+
+/* Says which layers live on one node only: a loss of it without notice restores them from the cloud */
+static void report_redundancy(const run_state *s, cJSON *g) {
+    int n_layers = ah_model_num_layers(&s->cfg), *only = ah_xcalloc((size_t)n_layers, sizeof *only);
+    int n = single_node_layers(&s->plan, n_layers, only);
+    cJSON *a = cJSON_AddArrayToObject(g, "single_node_layers");
+    char list[512] = "";
+    int len = 0;
+    for (int l = 0; l < n_layers; l++)
+        if (only[l] >= 0) {
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(l));
+            if (len < (int)sizeof list - 80)
+                len += snprintf(list + len, sizeof list - (size_t)len, "%s%d (%s)", len ? ", " : "", l,
+                                s->plan.cluster.nodes[only[l]].name);
+        }
+    if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP)
+        printf("autohet run: generation %d: %d layer%s on one node only: %s; a loss of that node without notice "
+               "restores %s from the last cloud checkpoint (every %d steps)\n",
+               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "it" : "them", s->o->ckpt_every);
+    free(only);
+}
+
 /* Starts generation s->gen for the current s->plan (after writing it); with
  * `recover` a recovery assignment. 0 or -1 with err. */
 static int start_generation(run_state *s, const char *recover, char *err, size_t errlen) {
@@ -231,6 +287,7 @@ static int start_generation(run_state *s, const char *recover, char *err, size_t
         cJSON_AddNullToObject(g, "predicted_iteration_s");
     if (s->multi_host)
         cJSON_AddStringToObject(g, "hosts", hosts);
+    report_redundancy(s, g);
     cJSON_AddItemToArray(s->gens, g);
     s->pid = run_launch(s, path, recover, err, errlen);
     run_state_save(s); /* the generation and its job: what a resumed controller ends first */
@@ -273,6 +330,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     snprintf(rpath, sizeof rpath, "%s/recover-%d.json", s->run, s->gen + 1);
     int rc = ah_recovery_write(rpath, h, &np, &as, s->o->cloud_mbs * 1e6, err, errlen);
     int step = as.step;
+    cJSON *served = layers_by_tier(&as, ah_model_num_layers(&s->cfg));
     s->n_servers = as.n_servers;
     for (int k = 0; k < as.n_servers && k < MAX_NODES; k++) /* where the rankfile puts them */
         snprintf(s->server_host[k], sizeof s->server_host[k], "%s", run_host_of(s, as.server_node[k]));
@@ -280,10 +338,12 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
     free_holdings(h, nh);
     double r2 = ah_wall_clock_s();
     if (rc != 0) {
+        cJSON_Delete(served);
         ah_plan_free(&np);
         return -1;
     }
     cJSON *rec = cJSON_CreateObject();
+    cJSON_AddItemToObject(rec, "layers_by_tier", served);
     cJSON_AddStringToObject(rec, "cause", cause);
     cJSON_AddStringToObject(rec, "mode",
                             s->o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");

@@ -258,6 +258,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
         return NULL;
     }
     setup_groups(x);
+    ah_exec_store_init(x);
     return x;
 }
 
@@ -273,8 +274,6 @@ void ah_executor_free(ah_executor *x) {
     free(x->bgroups);
     if (x->tp_group)
         x->tr->group_free(x->tr->ctx, x->tp_group);
-    ah_executor_persist_abandon(x);
-    free(x->last_mem);
     for (int c = 0; c < x->n_chunks; c++)
         ah_engine_model_free(&x->chunks[c]);
     free(x->chunks);

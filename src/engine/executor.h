@@ -20,6 +20,7 @@
 
 #include "autohet/plan.h"
 #include "autohet/schedule.h"
+#include "ckpt/layer_store.h"
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -65,66 +66,16 @@ int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *
  * on (low overhead: two clock reads per operation). */
 void ah_executor_trace_enable(ah_executor *x);
 
-/* Layer checkpoint after `step` completed steps (collective): every rank writes
- * its layers (parameters + AdamW moments, its TP shard) as safetensors shards
- * into DIR/<its node>/, rank 0 then writes each node's manifest.json and last
- * DIR/state.json. `tier` names the tier in the manifests (memory, disk, cloud).
- * 0, or -1 with err on every rank. */
-int ah_executor_save(ah_executor *x, const char *dir, const char *tier, int step, char *err, size_t errlen);
-/* Restores every rank's layers at `step` from DIR, its own node's directory
- * first, then the other nodes' (checksums verified; a bad copy falls through
- * to the next). The plan may differ from the one that saved (other stages,
- * replicas, nodes) but not in TP degree. Collective. */
-/* DIR/state.json of a checkpoint: the step to continue from (*step), after
- * checking that it was written for this model, batch shape, seed and
- * learning-rate schedule. 0, or -1 with one line in msg naming the file. */
-int ah_ckpt_read_state(const char *dir, const ah_model_config *cfg, const ah_plan *plan, int seed,
-                       const ah_optim_config *oc, int *step, char *msg, size_t n);
-/* Reads and checks a recovery assignment (docs/recovery.md) as rank `rank`
- * would, without MPI: 0, or -1 with err. (The fuzzing entry of its parser.) */
-int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen);
-int ah_executor_restore(ah_executor *x, const char *dir, int step, char *err, size_t errlen);
 /* Loads every rank's layers from a Hugging Face model directory (train
  * --init-from, docs/weights.md): each rank reads only the tensors of its own
  * layers and keeps its TP shard of them. The directory's config.json must
  * describe the run's model (the vocabulary may be the data's: then the
  * embedding's shape must match it). Collective. 0, or -1 with err on every rank. */
 int ah_executor_init_from_hf(ah_executor *x, const char *dir, char *err, size_t errlen);
-/* Background persist (docs/checkpoint.md): after the memory-tier snapshot of
- * `step` (ah_executor_save with tier "memory"), copy it to DIR/<node>/ of the
- * disk tier and the cloud tier (`cloud` may be NULL) in a thread of this
- * rank while training continues. Returns 0 started, 1 when there is no memory
- * snapshot of that step or a copy is still in flight (save synchronously),
- * -1 with err. Not collective. */
-int ah_executor_persist_start(ah_executor *x, const char *disk, const char *cloud, int step, char *err,
-                              size_t errlen);
-/* Collective, at a step boundary: once every rank's copy is done (wait = 1:
- * wait for this rank's), commit it (manifests, state.json in both tiers).
- * Returns 1 committed, 0 nothing to commit yet, -1 with err on every rank. */
-int ah_executor_persist_poll(ah_executor *x, int wait, char *err, size_t errlen);
-/* joins and drops a copy in flight without committing it (e.g. on an error) */
-void ah_executor_persist_abandon(ah_executor *x);
-/* What a recovery moved and how long it took (tiers: memory, disk, peer, cloud). */
-typedef struct {
-    double bytes[4];   /* summed over ranks */
-    double seconds[4]; /* the slowest rank's time in each tier */
-    double total_s;    /* the slowest rank's whole restore */
-    int fallbacks;     /* shards whose first source was bad and came from the cloud copy */
-} ah_recover_stats;
-/* Restores every rank's layers from a recovery assignment written by
- * `autohet run` (docs/recovery.md): for each (rank, layer shard) its source
- * tier and file; peer shards are fetched with MPI one-sided gets from the
- * holder node's rank, which exposes them in an RMA window; cloud reads are
- * paced to the rank's share of the cloud bandwidth; every shard's checksum is
- * verified and a bad one falls back to its cloud copy. Collective. *step =
- * the step restored. 0, or -1 with err on every rank. */
-int ah_executor_recover(ah_executor *x, const char *assignment, int *step, ah_recover_stats *st, char *err,
-                        size_t errlen);
-/* The part of a recovery that a rank without a plan slot plays: a process on
- * a surviving node that the new plan does not use serves that node's shards
- * to their new owners (world ranks from the plan's size on). Collective over
- * MPI_COMM_WORLD with ah_executor_recover. 0, or -1 with err. */
-int ah_recover_serve(const char *assignment, char *err, size_t errlen);
+/* The executor as a layer store, what the checkpoint runtime
+ * (ckpt/ckpt_runtime.h: save, resume, background persist, recovery) works on.
+ * Valid as long as the executor. */
+const ah_layer_store *ah_executor_layer_store(const ah_executor *x);
 /* the inventory name of this rank's node */
 const char *ah_executor_node_name(const ah_executor *x);
 /* Collective: gather the events to rank 0, which writes Chrome trace JSON

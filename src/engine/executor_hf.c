@@ -6,6 +6,7 @@
 #include "engine/executor_internal.h"
 #include "engine/hf_weights.h"
 #include "engine/reshard.h"
+#include "util/mpi_agree.h"
 
 /* the HF config and the run's model describe the same network; 0 or -1 with err */
 static int same_model(const ah_hf_dir *h, const ah_model_config *run, char *err, size_t errlen) {
@@ -64,5 +65,5 @@ int ah_executor_init_from_hf(ah_executor *x, const char *dir, char *err, size_t 
     }
     if (rc != 0)
         snprintf(err, errlen, "--init-from: %s", why);
-    return ah_exec_agree_on_failure(x->comm, rc, err, errlen);
+    return ah_mpi_agree_on_failure(x->comm, rc, err, errlen);
 }

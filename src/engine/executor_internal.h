@@ -1,7 +1,7 @@
 /* The executor's state, shared by its parts: executor.c (set-up, groups,
  * parameter gathering), executor_step.c (the program runner), executor_trace.c
- * (recording and writing traces) and executor_ckpt.c (layer checkpoints and
- * recovery). Not a public interface. */
+ * (recording and writing traces) and executor_store.c (the layer store the
+ * checkpoint runtime works on). Not a public interface. */
 #ifndef AUTOHET_ENGINE_EXECUTOR_INTERNAL_H
 #define AUTOHET_ENGINE_EXECUTOR_INTERNAL_H
 #include <mpi.h>
@@ -71,11 +71,7 @@ struct ah_executor {
     int tie_partner;         /* tied embeddings: the rank I take the other copy from, -1 none, -2 myself */
     int tie_targets[AH_MAX_TP]; /* the ranks I send my copy to (tie_partner alone when the degrees match) */
     int n_tie_targets;
-    /* the last memory-tier snapshot of my layers (what a background persist copies) */
-    struct saved_shard *last_mem;
-    int last_mem_n, last_mem_step;
-    char last_mem_dir[3072];
-    struct ah_persist_job *persist; /* a disk + cloud copy in flight, or NULL */
+    ah_layer_store store; /* this executor as the checkpoint runtime sees it (executor_store.c) */
     double slowdown;
     double peak; /* sgemm FLOP/s of one rank */
     ah_trace_recorder trace; /* on after ah_executor_trace_enable */
@@ -84,12 +80,11 @@ struct ah_executor {
 
 /* The chunk model holding layer l, or NULL if this rank does not hold it. */
 ah_engine_model *ah_exec_model_of(const ah_executor *x, int l);
-/* Collective over x->comm: 0 when rc is 0 on every rank; otherwise -1 on
- * every rank, with err = "rank R: <its reason>" of the first failing rank. */
-int ah_exec_agree_on_failure(MPI_Comm comm, int rc, char *err, size_t errlen);
 /* Layers this rank holds, and the i-th of them in layer order. */
 int ah_exec_n_held(const ah_executor *x);
 int ah_exec_held_layer(const ah_executor *x, int i);
+/* Fills x->store once the executor is set up (executor_store.c). */
+void ah_exec_store_init(ah_executor *x);
 
 /* Gradient buckets whose holders have different TP degrees (executor_slices.c):
  * set-up of bucket q (collective over every rank, in bucket order: T + 1

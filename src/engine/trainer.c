@@ -5,16 +5,14 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "ckpt/ckpt_runtime.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/json_file.h"
-
-#define SERVER_RELEASE_TAG 7707
 
 void ah_trainer_config_default(ah_trainer_config *c) {
     memset(c, 0, sizeof *c);
@@ -50,11 +48,15 @@ int ah_trainer_initialises_params(const ah_trainer_config *c) {
 static int rank0(const ah_executor *x) { return ah_executor_rank(x) == 0; }
 
 static int resume(ah_executor *x, const ah_trainer_config *c, int *first_step, char *err, size_t errlen) {
-    if (ah_ckpt_read_state(c->resume_dir, c->cfg, c->plan, c->seed, c->oc, first_step, err, errlen) != 0)
+    /* what state.json must record: this run's model, batch shape, seed and LR schedule */
+    ah_ckpt_run run = {.cfg = c->cfg, .seed = (uint64_t)c->seed, .lr = c->oc->lr};
+    run.global_batch = c->plan->global_batch, run.seq = c->plan->train.seq;
+    run.total_steps = c->oc->total_steps, run.warmup_steps = c->oc->warmup_steps;
+    if (ah_ckpt_read_state(c->resume_dir, &run, first_step, err, errlen) != 0)
         return AH_EXIT_BAD_INPUT;
     double r0 = MPI_Wtime();
     char why[512];
-    if (ah_executor_restore(x, c->resume_dir, *first_step, why, sizeof why) != 0) {
+    if (ah_ckpt_restore(ah_executor_layer_store(x), c->resume_dir, *first_step, why, sizeof why) != 0) {
         /* the checkpoint is the input: a layer with no good copy is bad input, not a crash */
         snprintf(err, errlen, "--resume %s: %s", c->resume_dir, why);
         return AH_EXIT_BAD_INPUT;
@@ -70,7 +72,7 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
     double r0 = ah_wall_clock_s();
     ah_recover_stats rs;
     char why[512];
-    if (ah_executor_recover(x, c->recover_path, first_step, &rs, why, sizeof why) != 0) {
+    if (ah_ckpt_recover(ah_executor_layer_store(x), c->recover_path, first_step, &rs, why, sizeof why) != 0) {
         snprintf(err, errlen, "--recover %s: %s", c->recover_path, why);
         return 1;
     }
@@ -97,39 +99,42 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
 }
 
 /* Polls the background copy (wait: join this rank's first); prints a commit. */
-static int persist_poll(ah_executor *x, const ah_trainer_config *c, int wait, int with_cloud, char *err,
-                        size_t errlen) {
-    int r = ah_executor_persist_poll(x, wait, err, errlen);
+static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int wait,
+                        int with_cloud, char *err, size_t errlen) {
+    int r = ah_ckpt_persist_poll(pp, ah_executor_layer_store(x), wait, err, errlen);
     if (r == 1 && rank0(x) && c->progress)
         fprintf(c->progress, "checkpoint: persisted to %s%s%s in the background\n", c->ckpt_dir,
                 with_cloud && c->cloud_dir ? " + " : "", with_cloud && c->cloud_dir ? c->cloud_dir : "");
     return r;
 }
 
-/* The checkpoints due after step s (0-based) completed. 0, or -1 with err. */
-static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, int s, char *err, size_t errlen) {
+/* The checkpoints due after step s (0-based) completed (pp: the background
+ * persist's handle). 0, or -1 with err. */
+static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int s, char *err,
+                            size_t errlen) {
+    const ah_layer_store *ls = ah_executor_layer_store(x);
     int done = s + 1;
     if (c->mem_dir && done % c->mem_every == 0 &&
-        ah_executor_save(x, c->mem_dir, "memory", done, err, errlen) != 0)
+        ah_ckpt_save(ls, c->mem_dir, "memory", done, pp, err, errlen) != 0)
         return -1;
     /* with a memory tier, the disk and cloud copies are made from its snapshot by a
      * thread of each rank while training goes on, and committed at a later step
      * boundary once every rank's copy is done */
     int bg = c->mem_dir && c->ckpt_dir;
-    if (bg && persist_poll(x, c, 0, 1, err, errlen) < 0)
+    if (bg && persist_poll(x, c, pp, 0, 1, err, errlen) < 0)
         return -1;
     if (!c->ckpt_dir || c->ckpt_every <= 0 || done % c->ckpt_every != 0)
         return 0;
     if (bg && done % c->mem_every == 0) {
-        int r = persist_poll(x, c, 1, 0, err, errlen); /* the previous copy first */
-        r = r < 0 ? -1 : ah_executor_persist_start(x, c->ckpt_dir, c->cloud_dir, done, err, errlen);
+        int r = persist_poll(x, c, pp, 1, 0, err, errlen); /* the previous copy first */
+        r = r < 0 ? -1 : ah_ckpt_persist_start(pp, ls, c->ckpt_dir, c->cloud_dir, done, err, errlen);
         if (r == 1)
             snprintf(err, errlen, "checkpoint: no memory snapshot of step %d to persist", done);
         return r != 0 ? -1 : 0;
     }
     double c0 = MPI_Wtime();
-    if (ah_executor_save(x, c->ckpt_dir, "disk", done, err, errlen) != 0 ||
-        (c->cloud_dir && ah_executor_save(x, c->cloud_dir, "cloud", done, err, errlen) != 0))
+    if (ah_ckpt_save(ls, c->ckpt_dir, "disk", done, NULL, err, errlen) != 0 ||
+        (c->cloud_dir && ah_ckpt_save(ls, c->cloud_dir, "cloud", done, NULL, err, errlen) != 0))
         return -1;
     if (rank0(x) && c->progress)
         fprintf(c->progress, "checkpoint: step %d -> %s%s%s (%.3f s)\n", done, c->ckpt_dir,
@@ -185,6 +190,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
     if (rc != 0)
         return rc;
     sum->first_step = sum->last_step = first_step;
+    ah_ckpt_persist *pp = ah_ckpt_persist_new(); /* the memory-tier snapshot and its copy in flight */
     double t0 = ah_wall_clock_s();
     for (int s = first_step; s < c->steps && rc == 0; s++) {
         if (c->before_step)
@@ -202,7 +208,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
             rc = -1;
         }
         if (rc == 0)
-            rc = checkpoint_after(x, c, s, err, errlen);
+            rc = checkpoint_after(x, c, pp, s, err, errlen);
         if (rc != 0)
             break;
         account(sum, c, s, &st);
@@ -214,8 +220,9 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
             log_line(c->log, s + 1, &st);
     }
     if (rc == 0 && c->mem_dir && c->ckpt_dir) /* the copy in flight, if any */
-        rc = persist_poll(x, c, 1, 0, err, errlen) < 0 ? -1 : 0;
+        rc = persist_poll(x, c, pp, 1, 0, err, errlen) < 0 ? -1 : 0;
     sum->wall_s = ah_wall_clock_s() - t0;
+    ah_ckpt_persist_free(pp); /* after an error: joins and drops a copy in flight */
     if (rc != 0) {
         sum->err_on_every_rank = 1;
         return 1;
@@ -268,25 +275,4 @@ void ah_trainer_format_summary(const ah_trainer_summary *s, char *buf, size_t n)
                  "rank %d)",
                  m->measured_min / mib, m->measured_max / mib, m->predicted_min / mib, m->predicted_max / mib,
                  100 * m->worst_error, m->worst_rank);
-}
-
-int ah_trainer_serve_recovery(const char *assignment, int rank, char *err, size_t errlen) {
-    (void)rank;
-    if (ah_recover_serve(assignment, err, errlen) != 0)
-        return -1;
-    for (int flag = 0; !flag;) { /* sleeping, not spinning, until rank 0 releases it */
-        MPI_Iprobe(0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-        if (!flag)
-            usleep(20000);
-    }
-    int done;
-    MPI_Recv(&done, 1, MPI_INT, 0, SERVER_RELEASE_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    return 0;
-}
-
-void ah_trainer_release_servers(int first, int world) {
-    for (int r = first; r < world; r++) {
-        int done = 1;
-        MPI_Send(&done, 1, MPI_INT, r, SERVER_RELEASE_TAG, MPI_COMM_WORLD);
-    }
 }

@@ -70,12 +70,4 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
 /* The one-line summary of a finished run (no newline). */
 void ah_trainer_format_summary(const ah_trainer_summary *s, char *buf, size_t n);
 
-/* A recovery server: a world rank beyond the plan's slots, on a surviving node
- * that the new plan does not use. Serves that node's shards for the new
- * owners' one-sided gets, then sleeps until rank 0 releases it with
- * ah_trainer_release_servers. 0, or -1 with err. */
-int ah_trainer_serve_recovery(const char *assignment, int rank, char *err, size_t errlen);
-/* rank 0 at the end of a successful run: world ranks first..world-1 may exit */
-void ah_trainer_release_servers(int first, int world);
-
 #endif

@@ -3,8 +3,8 @@
  * implements it with MPI (host or CUDA-aware buffers); an NCCL transport
  * implements the same table in its own files. Buffers are transport addresses
  * (ah_dptr_transport of a backend buffer), never dereferenced here by the
- * caller. The recovery's peer fetch uses its one-sided gets; checkpoint
- * commits and trace collection move small host data and keep using MPI
+ * caller. Checkpoints and recovery (src/ckpt/, its peer fetch with MPI
+ * one-sided gets included) and trace collection move host data and use MPI
  * directly as the engine's control plane (docs/engine.md).
  *
  * Ordering: sends are non-blocking and complete at wait_sends; receives and
@@ -15,8 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct ah_group ah_group;   /* a set of ranks with a private channel */
-typedef struct ah_window ah_window; /* memory of every member that the others read one-sided */
+typedef struct ah_group ah_group; /* a set of ranks with a private channel */
 
 typedef enum { AH_DT_F32 = 0, AH_DT_F64, AH_DT_I32, AH_DT_U64 } ah_dtype;
 typedef enum { AH_RED_SUM = 0, AH_RED_MAX, AH_RED_MIN } ah_reduce_op;
@@ -43,17 +42,6 @@ struct ah_transport {
     /* sum onto root's buffer (root: rank in g) */
     void (*reduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, int root);
     void (*barrier)(void *ctx, ah_group *g);
-    /* one-sided reads (RDMA where the fabric has it): a window over a group
-     * (collective), regions of host memory exposed in it (each returns the key
-     * a reader names it by), an access epoch to every member, gets that
-     * complete before they return */
-    ah_window *(*window_create)(void *ctx, ah_group *g);
-    uint64_t (*window_expose)(void *ctx, ah_window *w, const void *base, size_t bytes);
-    void (*window_hide)(void *ctx, ah_window *w, const void *base);
-    void (*window_open)(void *ctx, ah_window *w);
-    void (*window_close)(void *ctx, ah_window *w);
-    void (*get)(void *ctx, ah_window *w, void *dst, size_t bytes, int target, uint64_t key);
-    void (*window_free)(void *ctx, ah_window *w); /* collective */
     void (*free_transport)(void *ctx);
 };
 

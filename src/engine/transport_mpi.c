@@ -24,10 +24,6 @@ static MPI_Datatype mpi_type(ah_dtype t) {
     return t == AH_DT_F64 ? MPI_DOUBLE : t == AH_DT_I32 ? MPI_INT : t == AH_DT_U64 ? MPI_UINT64_T : MPI_FLOAT;
 }
 
-struct ah_window {
-    MPI_Win win; /* a dynamic window: regions attach and detach */
-};
-
 static MPI_Op mpi_op(ah_reduce_op op) {
     return op == AH_RED_MAX ? MPI_MAX : op == AH_RED_MIN ? MPI_MIN : MPI_SUM;
 }
@@ -120,50 +116,6 @@ static void tr_barrier(void *ctx, ah_group *g) {
     MPI_Barrier(g->comm);
 }
 
-static ah_window *tr_window_create(void *ctx, ah_group *g) {
-    (void)ctx;
-    ah_window *w = ah_xcalloc(1, sizeof *w);
-    MPI_Win_create_dynamic(MPI_INFO_NULL, g->comm, &w->win);
-    return w;
-}
-
-static uint64_t tr_window_expose(void *ctx, ah_window *w, const void *base, size_t bytes) {
-    (void)ctx;
-    MPI_Aint a;
-    MPI_Win_attach(w->win, (void *)(uintptr_t)base, (MPI_Aint)bytes);
-    MPI_Get_address(base, &a);
-    return (uint64_t)a;
-}
-
-static void tr_window_hide(void *ctx, ah_window *w, const void *base) {
-    (void)ctx;
-    MPI_Win_detach(w->win, (void *)(uintptr_t)base);
-}
-
-static void tr_window_open(void *ctx, ah_window *w) {
-    (void)ctx;
-    MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
-}
-
-static void tr_window_close(void *ctx, ah_window *w) {
-    (void)ctx;
-    MPI_Win_unlock_all(w->win);
-}
-
-static void tr_get(void *ctx, ah_window *w, void *dst, size_t bytes, int target, uint64_t key) {
-    (void)ctx;
-    MPI_Get(dst, count_of(bytes), MPI_BYTE, target, (MPI_Aint)key, count_of(bytes), MPI_BYTE, w->win);
-    MPI_Win_flush(target, w->win);
-}
-
-static void tr_window_free(void *ctx, ah_window *w) {
-    (void)ctx;
-    if (!w)
-        return;
-    MPI_Win_free(&w->win);
-    free(w);
-}
-
 static void tr_free(void *ctx) {
     mpi_transport *t = ctx;
     free(t->pending);
@@ -195,13 +147,6 @@ ah_transport *ah_transport_mpi(const void *mpi_comm) {
     p->allreduce = tr_allreduce;
     p->reduce = tr_reduce;
     p->barrier = tr_barrier;
-    p->window_create = tr_window_create;
-    p->window_expose = tr_window_expose;
-    p->window_hide = tr_window_hide;
-    p->window_open = tr_window_open;
-    p->window_close = tr_window_close;
-    p->get = tr_get;
-    p->window_free = tr_window_free;
     p->free_transport = tr_free;
     return p;
 }
