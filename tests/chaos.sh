@@ -6,7 +6,8 @@
 #   equal       final parameters (and final loss) equal the uninterrupted run's within BOUND (default 1e-5
 #               relative; a change of plan alone moves them ~2e-7 after 40 steps at lr 1e-3, one lost or
 #               repeated step ~4e-3: docs/recovery.md)
-#   lost        the report's steps_lost sum to at most 1 per fault (no fault here comes with notice)
+#   lost        the report's steps_lost sum to at most 1 per fault (no fault here comes with notice), and no
+#               node is reported lost that the faults did not hit
 #   orphans     no process left whose command line names the run directory (autohet, mpirun, ranks), nothing
 #               left in the namespace hosts (orted, ranks), no stopped rank alive
 #   shm         nothing of the run left in /dev/shm (autohet-RUN-*, its .mpi-* MPI segments, vader segments)
@@ -222,6 +223,10 @@ ranks_of_gen() {
     [ -n "$pid" ] && alive "$pid" && echo "$pid $node ${f##*/rank-}"
   done
 }
+ranks_of_gen_all() { # "PID NODE" of every rank of generation G, dead or alive
+  local f
+  for f in "$RUN/pids-$1"/rank-*; do [[ "$f" =~ /rank-[0-9]+$ ]] && cat "$f" 2>/dev/null; done
+}
 pick_rank() { # PICK = a random live rank of the current generation: "PID NODE R" (empty if none)
   local arr
   cur_gen
@@ -248,6 +253,7 @@ mem_dirs() { # MEMS = the run's memory-tier roots on this machine's /dev/shm
   for m in /dev/shm/autohet-"${RUN##*/}"-*; do [ -d "$m" ] && MEMS+=("$m"); done
 }
 injected() { cur_step; INJ_OK=1 INJ_DESC=$1 INJ_STEP=$STEP NFAULTS=$((NFAULTS + 1)) INJ_T=$EPOCHREALTIME; }
+hit() { FAULT_NODES+=" $1"; } # NODE: a node the fault hit (only these may be reported lost)
 
 # ---- the injectors: wait for step S, inject, set INJ_OK / INJ_DESC (they return when done or the run ended)
 inject_1() {
@@ -255,7 +261,7 @@ inject_1() {
   pick_rank
   [ -n "$PICK" ] || return
   set -- $PICK
-  kill -9 "$1" 2>/dev/null && injected "SIGKILL rank $3 (pid $1, node $2)"
+  kill -9 "$1" 2>/dev/null && hit "$2" && injected "SIGKILL rank $3 (pid $1, node $2)"
 }
 inject_2() {
   wait_step "$1" || return
@@ -263,25 +269,25 @@ inject_2() {
   pick_rank
   [ -n "$PICK" ] || return
   set -- $PICK
-  what=$(kill_node "$2") && [ -n "$what" ] && injected "SIGKILL $what"
+  what=$(kill_node "$2") && [ -n "$what" ] && hit "$2" && injected "SIGKILL $what"
 }
 inject_3() {
   wait_step "$1" || return
   pick_rank
   [ -n "$PICK" ] || return
   set -- $PICK
-  kill -STOP "$1" 2>/dev/null && STOPPED=$1 && injected "SIGSTOP rank $3 (pid $1, node $2)"
+  kill -STOP "$1" 2>/dev/null && STOPPED=$1 && hit "$2" && injected "SIGSTOP rank $3 (pid $1, node $2)"
 }
 inject_4() {
   wait_step "$1" || return
   local hi=$((RANDOM % HOSTS)) ns
   ns=$(ns_of $hi)
   if [ $((RANDOM % 2)) = 0 ]; then
-    ip -n "$ns" link set eth0 down && LINK_CUT=$hi && injected "link of host ${NETNS_HOSTS[$hi]} down"
+    ip -n "$ns" link set eth0 down && LINK_CUT=$hi && hit "n$hi" && injected "link of host ${NETNS_HOSTS[$hi]} down"
   else
     tc qdisc add dev "${NETNS_VETH[$hi]}" root tbf rate 1kbit burst 1600 latency 50ms &&
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate 1kbit burst 1600 latency 50ms &&
-      THROTTLED=$hi && injected "link of host ${NETNS_HOSTS[$hi]} throttled to 1 kbit/s"
+      THROTTLED=$hi && hit "n$hi" && injected "link of host ${NETNS_HOSTS[$hi]} throttled to 1 kbit/s"
   fi
 }
 inject_5() {
@@ -315,6 +321,8 @@ inject_6() {
       { mapfile -d '' -t cl <"/proc/$pid/cmdline"; } 2>/dev/null || continue
       [[ "${cl[*]}" == *"$RUN"* ]] || continue
       if kill -9 "$pid" 2>/dev/null; then
+        cur_gen
+        hit "$(ranks_of_gen_all "$GEN" | awk -v p="$pid" '$1 == p { print $2 }')"
         from=${f#"$RUN"/}
         [[ "$f" == /dev/shm/* ]] && from="memory tier: ${f#/dev/shm/}"
         injected "SIGKILL of pid $pid while writing $from"
@@ -338,7 +346,7 @@ inject_7() {
     [ ${#arr[@]} -gt 0 ] && v=${arr[RANDOM % ${#arr[@]}]}
     if [ -n "$v" ] && [ ! -e "$RUN/recover-$g1.json.result.json" ]; then
       set -- $v
-      kill -9 "$1" 2>/dev/null && { PARTIAL=0 NFAULTS=$((NFAULTS + 1)); INJ_DESC="$first, then during recovery $g1: SIGKILL rank $3 (pid $1, node $2)"; return; }
+      kill -9 "$1" 2>/dev/null && { hit "$2"; PARTIAL=0 NFAULTS=$((NFAULTS + 1)); INJ_DESC="$first, then during recovery $g1: SIGKILL rank $3 (pid $1, node $2)"; return; }
     fi
     nap 0.002
   done
@@ -367,6 +375,7 @@ inject_8() {
     wait_step "$1" || return
     cat /dev/zero >"$D/tier/fill" 2>/dev/null
     FILLED=local
+    hit "$FILL_NODE"
     injected "memory tier of node $FILL_NODE (a 32 MiB tmpfs) filled: $(df -h --output=avail "$D/tier" | tail -1 | tr -d ' ') free"
   else
     wait_step "$1" || return
@@ -375,6 +384,7 @@ inject_8() {
     nsenter --mount="$NETNS_DIR/mnt-${NETNS_HOSTS[$hi]}" -- sh -c \
       "mount -o remount,size=$((used + 1048576)) /dev/shm && cat /dev/zero >/dev/shm/chaos-fill 2>/dev/null; true"
     FILLED=$hi
+    hit "n$hi"
     injected "/dev/shm of host ${NETNS_HOSTS[$hi]} filled ($((used / 1024)) KiB in use, shrunk to +1 MiB and filled)"
   fi
 }
@@ -397,7 +407,7 @@ inject_9() {
   printf "\\$(printf '%03o' $(((b + 1 + RANDOM % 255) % 256)))" | dd of="$f" bs=1 seek=$off conv=notrunc status=none
   CORRUPT=$f CORRUPT_STEP=$step
   local what
-  what=$(kill_node "$node") && [ -n "$what" ] && injected "flipped byte $off of cloud/$node/${f##*/} (step $step), SIGKILL $what"
+  what=$(kill_node "$node") && [ -n "$what" ] && hit "$node" && injected "flipped byte $off of cloud/$node/${f##*/} (step $step), SIGKILL $what"
 }
 
 # after an attempt: undo what the fault left that the run could not (a stopped rank, a cut link, a full tier)
@@ -449,7 +459,7 @@ attempt() {
   D="$TMP/t$t-a$a"
   RUN="$D/chaos-$$-t$t-a$a"
   mkdir -p "$D"
-  NFAULTS=0 INJ_OK=0 PARTIAL=0 INJ_DESC="" INJ_STEP=-1 CORRUPT="" CORRUPT_STEP=-1 DUMP="$D/params.bin"
+  FAULT_NODES="" NFAULTS=0 INJ_OK=0 PARTIAL=0 INJ_DESC="" INJ_STEP=-1 CORRUPT="" CORRUPT_STEP=-1 DUMP="$D/params.bin"
   [ "$k" = 9 ] && extra=(--recovery full-reload --ckpt-every 1)
   local before
   before=$(shm_snapshot | sort)
@@ -555,6 +565,12 @@ attempt() {
     else awk -v a="$loss" -v b="$REF_LOSS" -v t="$BOUND" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t * b) }' ||
       whys+=("final loss $loss, uninterrupted $REF_LOSS"); fi
     [ "$LOST" -le "$NFAULTS" ] || whys+=("$LOST steps lost for $NFAULTS fault(s)")
+    # only the nodes the faults hit may be lost (a healthy node taken for lost shrinks the job for nothing)
+    local over
+    over=$(jq -r --arg hit "$FAULT_NODES" '($hit | split(" ") | map(select(. != ""))) as $h
+      | [.recoveries[].cause | scan("lost (n[0-9]+)") | .[0]] | unique | map(select(. as $n | $h | index($n) | not))
+      | join(" ")' "$rep" 2>/dev/null)
+    [ -z "$over" ] || whys+=("healthy node(s) taken for lost: $over (the fault hit:$FAULT_NODES)")
   fi
   if [ "$timed_out" = 0 ]; then # (after a timeout the harness killed the controller: what is left is its doing)
     [ "$left" != 0 ] && whys+=("$left process(es) left: ${orphans:0:200}")
