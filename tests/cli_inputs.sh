@@ -74,6 +74,103 @@ expect2 "spot-sim --trace FIFO" "not a regular file" "$BIN" spot-sim --trace "$T
   --model gpt3-1.3b --global-batch 64 --seq 2048
 expect2 "train --data 300 MB" "larger than" "$BIN" train --model tiny-gpt --data "$TMP/big.txt"
 
+# stray positional arguments, empty list items, a plan or a comm profile that contradicts itself
+expect2 "train stray argument" "stray" "$BIN" train --model tiny-gpt "${D[@]}" stray
+expect2 "profile stray argument" "stray" "$BIN" profile --model tiny-gpt --out "$TMP/p.json" stray
+expect2 "commbench stray argument" "stray" "$BIN" commbench stray
+expect2 "generate stray argument" "stray" "$BIN" generate --ckpt "$TMP" stray
+expect2 "commbench --ops ''" "--ops" "$BIN" commbench --ops ''
+expect2 "commbench --ops latency," "--ops" "$BIN" commbench --ops latency,
+expect2 "commbench --pairs ''" "--pairs" "$BIN" commbench --pairs ''
+sed 's/"micro_batch"/"tp": 1, "micro_batch"/' "$PLANS/llama-mixtp.json" >"$TMP/tp-contra.json"
+expect2 "plan: top-level tp contradicts a stage" "stages\[0\].tp" "$BIN" simulate "$TMP/tp-contra.json" --quiet
+expect2 "plan as --comm-profile (plan)" "format" "$BIN" "${PLAN[@]}" --comm-profile "$PLANS/tiny-2x2.json"
+"$BIN" train --model tiny-gpt "${D[@]}" --steps 2 --trace "$TMP/t2.json" >/dev/null || fail "train --trace"
+expect2 "plan as --comm-profile (analyze)" "format" "$BIN" analyze "$TMP/t2.json" \
+  --comm-profile "$PLANS/tiny-2x2.json"
+echo '{"step": 1}' >"$TMP/recover.json"
+expect2 "train --recover malformed" "--recover" "$BIN" train --model tiny-gpt "${D[@]}" --recover "$TMP/recover.json"
+expect2 "train --recover missing" "--recover" "$BIN" train --model tiny-gpt "${D[@]}" --recover "$TMP/none.json"
+
+# run refuses --data as train does (the same message), before it launches or creates anything
+: >"$TMP/empty.txt"
+expect2 "run --data empty" "empty.txt" "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt \
+  --data "$TMP/empty.txt" --steps 2 --run-dir "$TMP/rd-data"
+sed 's/^autohet run: //' "$TMP/err" >"$TMP/run-data.err"
+[ -e "$TMP/rd-data" ] && fail "run --data empty: created its run directory"
+"$BIN" train --model tiny-gpt --data "$TMP/empty.txt" 2>&1 >/dev/null | sed 's/^autohet train: //' >"$TMP/train-data.err"
+cmp -s "$TMP/run-data.err" "$TMP/train-data.err" ||
+  fail "run and train word a bad --data differently: $(cat "$TMP/run-data.err" "$TMP/train-data.err")"
+expect2 "run --data FIFO" "not a regular file" "$BIN" run --cluster 2x1xcpu --model tiny-gpt --data "$TMP/fifo" \
+  --steps 2 --run-dir "$TMP/rd-fifo"
+[ -e "$TMP/rd-fifo" ] && fail "run --data FIFO: created its run directory"
+# an output that cannot be created (root may write anywhere but there): refused before the run
+expect2 "run --report under /proc" "--report" "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt \
+  "${D[@]}" --steps 2 --report /proc/autohet-report.json --run-dir "$TMP/rd-proc"
+[ -e "$TMP/rd-proc" ] && fail "run --report under /proc: created its run directory"
+expect2 "plan --json under /proc" "--json" "$BIN" "${PLAN[@]}" --json /proc/autohet-plan.json
+# export validates first and makes --out last
+expect2 "export of no checkpoint" "no-ckpt" "$BIN" export --ckpt "$TMP/no-ckpt" --out "$TMP/ex"
+[ -e "$TMP/ex" ] && fail "export of no checkpoint: created --out"
+
+# a full file system: every output is checked to its close, exit non-zero, one line naming the file, and a
+# device target is written in place, never replaced (a fresh full device per check where root may make one)
+fulldev() {
+  rm -f "$TMP/full"
+  if mknod "$TMP/full" c 1 7 2>/dev/null; then FULL="$TMP/full"; else FULL=/dev/full; fi
+}
+# expect_full NAME CMD... (FULL in CMD): exit 1 or 2, one line on stderr naming FULL, FULL still a device
+expect_full() {
+  local name=$1
+  shift
+  timeout 120 "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || fail "$name to a full disk: exit $rc, want 1 or 2 ($(head -c 300 "$TMP/err"))"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$name to a full disk: $(wc -l <"$TMP/err") lines: $(head -c 400 "$TMP/err")"
+  grep -q -- "$FULL" "$TMP/err" || fail "$name to a full disk: stderr does not name $FULL: $(cat "$TMP/err")"
+  [ -c "$FULL" ] || fail "$name to a full disk: $FULL is no longer a device (replaced by a rename)"
+}
+"$BIN" "${PLAN[@]}" --json "$TMP/plan8.json" || fail "plan --json for the full-disk checks"
+printf 'ha slots=8\nhb slots=8\n' >"$TMP/hostfile"
+SPOT=(spot-sim --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xA100-40G
+  --trace "$FIX/spot-traces/aws-p3-bamboo.csv")
+RUN=(run --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt "${D[@]}" --steps 2)
+fulldev; expect_full "train --log" "$BIN" train --model tiny-gpt "${D[@]}" --steps 2 --log "$FULL"
+fulldev; expect_full "train --trace" "$BIN" train --model tiny-gpt "${D[@]}" --steps 2 --trace "$FULL"
+fulldev; expect_full "run --report" "$BIN" "${RUN[@]}" --run-dir "$TMP/rd-full1" --report "$FULL"
+fulldev; expect_full "run --log" "$BIN" "${RUN[@]}" --run-dir "$TMP/rd-full2" --log "$FULL"
+fulldev; expect_full "spot-sim --json" "$BIN" "${SPOT[@]}" --json "$FULL"
+fulldev; expect_full "spot-sim --svg" "$BIN" "${SPOT[@]}" --svg "$FULL"
+fulldev; expect_full "profile --out" "$BIN" profile --model tiny-gpt --tp 1 --mb 1 --reps 1 --out "$FULL"
+fulldev; expect_full "plan --json" "$BIN" "${PLAN[@]}" --json "$FULL"
+fulldev; expect_full "simulate --json" "$BIN" simulate "$PLANS/tiny-2x2.json" --quiet --json "$FULL"
+fulldev; expect_full "simulate --svg" "$BIN" simulate "$PLANS/tiny-2x2.json" --quiet --svg "$FULL"
+fulldev; expect_full "simulate --trace" "$BIN" simulate "$PLANS/tiny-2x2.json" --quiet --trace "$FULL"
+fulldev; expect_full "analyze --json" "$BIN" analyze "$TMP/t2.json" --json "$FULL"
+fulldev; expect_full "analyze --svg" "$BIN" analyze "$TMP/t2.json" --svg "$FULL"
+fulldev; expect_full "hosts --rankfile" "$BIN" hosts --plan "$TMP/plan8.json" --hostfile "$TMP/hostfile" \
+  --rankfile "$FULL"
+fulldev; expect_full "hosts --plan-out" "$BIN" hosts --plan "$TMP/plan8.json" --hostfile "$TMP/hostfile" \
+  --rankfile "$TMP/rf" --plan-out "$FULL"
+# what a command prints must arrive: a full standard output fails the command
+for cmd in "plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 8" "models" "--help"; do
+  fulldev
+  # shellcheck disable=SC2086 # the words of $cmd
+  timeout 60 "$BIN" $cmd >"$FULL" 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "autohet $cmd > a full disk: exit $rc, want 1"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "standard output" "$TMP/err" ||
+    fail "autohet $cmd > a full disk: $(cat "$TMP/err")"
+done
+# commbench under mpirun (mpirun adds its own lines): rank 0's one line, a non-zero exit
+fulldev
+timeout 120 mpirun -np 2 --bind-to none "$BIN" commbench --ops latency --max-size 64 --iters 2 --json "$FULL" \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -ne 0 ] || fail "commbench --json to a full disk: exit 0"
+[ "$(grep -c "autohet commbench: .*$FULL" "$TMP/err")" -eq 1 ] || fail "commbench --json full: $(cat "$TMP/err")"
+[ -c "$FULL" ] || fail "commbench --json to a full disk: $FULL replaced"
+
 # the --help synopses of train and run (the lines before the first blank one) name every flag
 # (captured whole first: grep -q closing the pipe early would kill the writer with SIGPIPE)
 synopsis() { "$BIN" "$1" --help >"$TMP/help-$1.txt" && sed '/^$/q' "$TMP/help-$1.txt"; }

@@ -192,7 +192,7 @@ bad "not empty" "${P[@]}" --run-dir "$TMP/peer.run"
 printf '0,add,a\n12,oops,a\n' >"$TMP/badtrace.csv"
 bad "badtrace.csv:2" "${P[@]}" --spot-trace "$TMP/badtrace.csv"
 bad "exactly one of --plan and --cluster" "${ARGS[@]}"
-bad "--data /nonexistent" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
+bad "/nonexistent: cannot read" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
 bad "--recovery" "${P[@]}" --recovery sometimes
 bad "go with --cluster" "${P[@]}" --seq 32
 "$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"

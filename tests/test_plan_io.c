@@ -582,6 +582,12 @@ static void test_malformed(void **state) {
     cJSON_ReplaceItemInObject(at(doc, "replicas", 0, "stages", 0), "tp", cJSON_CreateNumber(2));
     expect_read_error(doc, "v1-stage-tp.json", ": replicas[0].stages[0].tp: ", "version 1");
     cJSON_Delete(doc);
+    /* version 2: a top-level tp is every stage's; a stage of another degree contradicts it */
+    doc = good_doc(path, sizeof path);
+    cJSON_ReplaceItemInObject(at(doc, "replicas", 1, "stages", 1), "tp", cJSON_CreateNumber(2));
+    expect_read_error(doc, "v2-stage-tp.json",
+                      ": replicas[1].stages[1].tp: ", "contradicts the plan's top-level tp 4");
+    cJSON_Delete(doc);
 
     /* gpus length != tp */
     doc = good_doc(path, sizeof path);

@@ -114,9 +114,17 @@ static void link_model_from_profile(void **state) {
     assert_contains(err, path);
     assert_contains(err, "latency");
     unlink(path);
-    write_tmp("{\"fits\": [{\"op\": \"latency\", \"alpha_us\": 5, \"beta_GBps\": 0}]}", path);
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"latency\", \"alpha_us\": 5, "
+              "\"beta_GBps\": 0}]}",
+              path);
     assert_int_equal(ah_link_model_read(path, &m, err, sizeof err), -1);
     assert_contains(err, "beta_GBps");
+    unlink(path);
+    write_tmp("{\"format\": \"autohet-plan\", \"fits\": [{\"op\": \"latency\", \"alpha_us\": 5, "
+              "\"beta_GBps\": 1}]}",
+              path); /* another kind of document: refused by its format, whatever else it holds */
+    assert_int_equal(ah_link_model_read(path, &m, err, sizeof err), -1);
+    assert_contains(err, "format");
     unlink(path);
     ah_link_model_default(&m);
     assert_double_equal(ah_link_us(&m, 10000), 6, 1e-12); /* 5 us + 10 kB at 10 GB/s */
@@ -197,7 +205,8 @@ static void free_all(stack_fixture *f) {
 }
 
 static const char *unit_profile(char *path) {
-    write_tmp("{\"fits\": [{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 1}]}",
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"latency\", \"link_class\": "
+              "\"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 1}]}",
               path);
     return path;
 }

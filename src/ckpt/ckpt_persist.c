@@ -184,6 +184,10 @@ static int req_finalize(persist_req *j, const ah_layer_store *ls, char *err, siz
     return rc == 0 ? 1 : -1;
 }
 
+int ah_ckpt_persist_step(const ah_ckpt_persist *p) {
+    return p && p->req ? p->req->step : -1;
+}
+
 int ah_ckpt_persist_poll(ah_ckpt_persist *p, const ah_layer_store *ls, int wait, char *err, size_t errlen) {
     persist_req *j = p->req;
     if (j && wait && j->running) {

@@ -59,6 +59,8 @@ int ah_ckpt_persist_start(ah_ckpt_persist *p, const ah_layer_store *s, const cha
  * wait for this rank's), finalize it: commit it (manifests, state.json in
  * both tiers). Returns 1 committed, 0 nothing to commit yet, -1 with err on
  * every rank. */
+/* the step of the copy in flight, -1 if none (the same on every rank: copies start together) */
+int ah_ckpt_persist_step(const ah_ckpt_persist *p);
 int ah_ckpt_persist_poll(ah_ckpt_persist *p, const ah_layer_store *s, int wait, char *err, size_t errlen);
 /* joins and drops a copy in flight without committing it (e.g. on an error) */
 void ah_ckpt_persist_abandon(ah_ckpt_persist *p);

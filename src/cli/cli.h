@@ -44,6 +44,9 @@ int cli_parse_int(const char *s, int *out);
 int cli_parse_double(const char *s, double *out);
 /* "4" or "1,2,4": up to max integers; returns the count, or -1 (empty item, junk, too many). */
 int cli_parse_int_list(const char *s, int *out, int max);
+/* A comma-separated list value (NULL: none given) has no empty item: not "",
+ * ",a", "a," or "a,,b". 0, or -1 with msg "FLAG 'VALUE': expected ...". */
+int cli_check_list(const char *flag, const char *value, char *msg, size_t n);
 /* Output paths are checked before any work, so that an unwritable one is bad
  * input (exit 2) and not a failure after the run: the file's directory must
  * exist and be writable, the path must not be a directory (NULL: nothing to

@@ -2,6 +2,7 @@
  * strict option values, output paths checked before any work. Apart from
  * main.c so that the fuzz harnesses can link the commands. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <mpi.h>
@@ -111,6 +112,28 @@ static void parent_of(const char *path, char *out, size_t n) {
         *slash = 0;
 }
 
+/* access() says yes to root everywhere but on a read-only file system: a
+ * file is made next to the target (as the atomic writer does) and removed.
+ * A target that exists and is not a regular file (a FIFO, /dev/stdout) is
+ * written in place and not probed. */
+static int probe_create(const char *flag, const char *path, const char *dir, char *msg, size_t n) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return 0;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0 && errno != EEXIST) {
+        snprintf(msg, n, "%s '%s': cannot create a file in %s (%s)", flag, path, dir, strerror(errno));
+        return -1;
+    }
+    if (fd >= 0) {
+        close(fd);
+        unlink(probe);
+    }
+    return 0;
+}
+
 int cli_check_output(const char *flag, const char *path, char *msg, size_t n) {
     char dir[4096];
     struct stat sb;
@@ -129,7 +152,7 @@ int cli_check_output(const char *flag, const char *path, char *msg, size_t n) {
         snprintf(msg, n, "%s '%s': the file is not writable", flag, path);
         return -1;
     }
-    return 0;
+    return probe_create(flag, path, dir, msg, n);
 }
 
 int cli_check_output_dir(const char *flag, const char *path, int create, char *msg, size_t n) {
@@ -157,3 +180,13 @@ int cli_check_output_dir(const char *flag, const char *path, int create, char *m
     return 0;
 }
 
+int cli_check_list(const char *flag, const char *value, char *msg, size_t n) {
+    if (!value)
+        return 0;
+    size_t len = strlen(value);
+    if (len == 0 || value[0] == ',' || value[len - 1] == ',' || strstr(value, ",,")) {
+        snprintf(msg, n, "%s '%s': expected a comma-separated list without empty items", flag, value);
+        return -1;
+    }
+    return 0;
+}

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "comm/commbench.h"
 #include "comm/commbench_print.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 static void usage(FILE *f) {
@@ -160,7 +161,11 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
         default: return cli_unknown_option("commbench", argv[optind - 1], msg, n);
         }
     }
-    return 0;
+    if (optind < argc) {
+        snprintf(msg, n, "unexpected argument '%s' (see autohet commbench --help)", argv[optind]);
+        return -1;
+    }
+    return cli_check_list("--ops", a->ops, msg, n) || cli_check_list("--pairs", a->pairs, msg, n) ? -1 : 0;
 }
 
 /* --ops into want[]; 0, or -1 with msg */
@@ -306,14 +311,11 @@ static int write_profile(int rank, const commbench_args *a, const ah_commbench_t
     cJSON *root =
         ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits);
     if (rank == 0 && a->json) {
-        char *text = cJSON_Print(root);
-        FILE *f = fopen(a->json, "w");
-        if (!f || fputs(text, f) < 0) {
-            fprintf(stderr, "autohet commbench: cannot write %s\n", a->json);
+        char *text = cJSON_Print(root), err[4200];
+        if (!text || ah_write_file_atomic(a->json, text, strlen(text), err, sizeof err) != 0) {
+            fprintf(stderr, "autohet commbench: --json %s\n", text ? err : "out of memory");
             rc = 1;
         }
-        if (f)
-            fclose(f);
         free(text);
     }
     cJSON_Delete(root);

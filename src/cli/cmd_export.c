@@ -1,8 +1,11 @@
 /* autohet export: a layer checkpoint (any plan) as a Hugging Face model
  * directory (docs/weights.md). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "autohet/plan.h"
 #include "cli/cli.h"
@@ -25,6 +28,32 @@ static void export_usage(FILE *f) {
             "               with the kept config); the vocabulary is the one trained (256 on text)\n"
             "  --out DIR    the output directory (created; its parent must exist)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
+}
+
+/* ah_hf_export() into out, made here when missing; on failure what this
+ * made (the directory, files that were not there) is removed. 0, or -1 with err. */
+static int export_to(const ah_weights_src *src, const char *out, char *err, size_t n) {
+    static const char *const names[2] = {"model.safetensors", "config.json"};
+    char path[2][2200];
+    int existed[2];
+    struct stat sb;
+    int made_dir = stat(out, &sb) != 0;
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s", out, names[i]);
+        existed[i] = access(path[i], F_OK) == 0;
+    }
+    if (made_dir && mkdir(out, 0755) != 0) {
+        snprintf(err, n, "--out %s: cannot create (%s)", out, strerror(errno));
+        return -1;
+    }
+    if (ah_hf_export(src, out, err, n) == 0)
+        return 0;
+    for (int i = 0; i < 2; i++)
+        if (!existed[i])
+            unlink(path[i]);
+    if (made_dir)
+        rmdir(out);
+    return -1;
 }
 
 int cmd_export(int argc, char **argv) {
@@ -57,14 +86,14 @@ int cmd_export(int argc, char **argv) {
     }
     if (!ckpt || !out)
         return cli_bad_input("export", "--ckpt and --out are required (see autohet export --help)");
-    if (cli_check_output_dir("--out", out, 1, msg, sizeof msg) != 0)
+    if (cli_check_output_dir("--out", out, 0, msg, sizeof msg) != 0) /* made last, after every check */
         return cli_bad_input("export", msg);
     ah_ckpt_weights w;
     ah_weights_src src;
     if (ah_ckpt_weights_open(ckpt, step, model, &w, &src, msg, sizeof msg) != 0)
         return cli_bad_input("export", msg);
     char err[1536];
-    int rc = ah_hf_export(&src, out, err, sizeof err);
+    int rc = export_to(&src, out, err, sizeof err);
     if (rc == 0)
         printf("autohet export: %s step %d (%s, %d blocks, hidden %d, vocabulary %d) -> %s/model.safetensors\n",
                ckpt, w.step, w.cfg.name, w.cfg.n_layers, w.cfg.hidden, w.cfg.vocab, out);

@@ -75,7 +75,9 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
                       : !a->prompt                    ? "--prompt-tokens is required"
                       : a->init_from && (a->model || a->step >= 0) ? "--model and --step go with --ckpt"
                                                                    : NULL;
-    if (why)
+    if (why && optind < argc)
+        snprintf(msg, n, "unexpected argument '%s' (see autohet generate --help)", argv[optind]);
+    else if (why)
         snprintf(msg, n, "%s", why);
     return why ? -1 : 0;
 }

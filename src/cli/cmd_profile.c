@@ -159,6 +159,10 @@ int cmd_profile(int argc, char **argv) {
             return cli_bad_input("profile", msg);
         }
     }
+    if (optind < argc) {
+        snprintf(msg, sizeof msg, "unexpected argument '%.120s' (see autohet profile --help)", argv[optind]);
+        return cli_bad_input("profile", msg);
+    }
     if (!model_arg || !out)
         return cli_bad_input("profile", "--model and --out are required (see autohet profile --help)");
     {

@@ -21,6 +21,7 @@
 #include "autohet/plan.h"
 #include "ckpt/ckpt_runtime.h"
 #include "cli/cli.h"
+#include "cli/cli_data.h"
 #include "elastic/controller.h"
 #include "engine/backend.h"
 #include "engine/blas_select.h"
@@ -286,10 +287,29 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         if (iv && cli_int_value(argv[optind - 2], optarg, min, iv, msg, n) != 0)
             return -1;
     }
+    if (optind < argc) {
+        snprintf(msg, n, "unexpected argument '%s' (see autohet train --help)", argv[optind]);
+        return -1;
+    }
     if (!a->model && a->init_from) { /* the model of the weights */
         snprintf(a->init_config, sizeof a->init_config, "%s/config.json", a->init_from);
         a->model = a->init_config;
     }
+    return 0;
+}
+
+/* --recover: the assignment is read and checked before any work (a bad one is
+ * bad input); 0, or -1 with msg */
+static int check_recover(const char *path, char *msg, size_t n) {
+    ah_recovery_doc d;
+    char err[1024];
+    if (!path)
+        return 0;
+    if (ah_recovery_doc_read(path, &d, err, sizeof err) != 0) {
+        snprintf(msg, n, "--recover: %s", err);
+        return -1;
+    }
+    ah_recovery_doc_free(&d);
     return 0;
 }
 
@@ -326,31 +346,13 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
     }
     int ok = 1;
     if (rank == 0)
-        ok = !(cli_check_output("--log", a->log, msg, n) || cli_check_output("--trace", a->trace, msg, n) ||
+        ok = !(check_recover(a->recover, msg, n) || cli_check_output("--log", a->log, msg, n) ||
+               cli_check_output("--trace", a->trace, msg, n) ||
                cli_check_output_dir("--ckpt-dir", a->ckpt_dir, 1, msg, n) ||
                cli_check_output_dir("--ckpt-mem", a->mem_dir, 1, msg, n) ||
                cli_check_output_dir("--ckpt-cloud", a->cloud_dir, 1, msg, n));
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     return ok ? 0 : -1;
-}
-
-/* --data and --val-data; the vocabulary: the model's for token data (every
- * id below it), the 256 byte values for text. 0, or -1 with msg */
-static int load_data(const train_args *a, ah_model_config *cfg, int seq, ah_dataset *data, char *msg, size_t n) {
-    if (ah_dataset_load(data, a->data, a->val_data ? 0.0 : 0.1, seq, msg, n) != 0)
-        return -1;
-    if (a->val_data && ah_dataset_set_validation(data, a->val_data, seq, msg, n) != 0) {
-        ah_dataset_free(data);
-        return -1;
-    }
-    cfg->vocab = ah_dataset_vocab(data->kind, cfg->vocab);
-    if (ah_dataset_check_vocab(data, cfg->vocab, msg, n) != 0) {
-        size_t len = strlen(msg);
-        snprintf(msg + len, n - len, " of model %s", cfg->name);
-        ah_dataset_free(data);
-        return -1;
-    }
-    return 0;
 }
 
 /* the model, the plan (or the trivial one) and the data; 0, or -1 with msg */
@@ -391,7 +393,7 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
         }
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
-    if (load_data(a, cfg, plan->train.seq, data, msg, n) != 0) {
+    if (cli_load_data(a->data, a->val_data, cfg, plan->train.seq, data, msg, n) != 0) {
         ah_plan_free(plan);
         return -1;
     }
@@ -434,11 +436,9 @@ static void dump_params(ah_executor *x, int rank) {
         return;
     }
     if (rank == 0) {
-        FILE *f = fopen(dump, "wb");
-        if (f) {
-            fwrite(all, sizeof(float), n, f);
-            fclose(f);
-        }
+        char err[600];
+        if (ah_write_file_atomic(dump, all, n * sizeof(float), err, sizeof err) != 0)
+            fprintf(stderr, "autohet train: AUTOHET_DUMP_PARAMS: %s\n", err);
         free(all);
     }
 }
@@ -572,8 +572,11 @@ int cmd_train(int argc, char **argv) {
         else
             rc = train(x, comm, &tc, log);
     }
-    if (log)
-        fclose(log);
+    /* a full disk: never a silent short log */
+    if (log && ah_close_stream(log, a.log, msg, sizeof msg) != 0) {
+        fprintf(stderr, "autohet train: --log %s\n", msg);
+        rc = rc ? rc : 1;
+    }
     ah_executor_free(x);
     ah_dataset_free(&data);
     ah_plan_free(&plan);

@@ -1,4 +1,5 @@
 /* autohet: heterogeneous 3D-parallel LLM training toolkit. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,19 @@ static void usage(FILE *f) {
                "\nexit status: 0 success, 2 bad input (one line on stderr names the file/field/flag)\n");
 }
 
+/* What a command printed reaches standard output, or the run fails: a full
+ * disk under `> FILE` is not a success. Checked once, here, for every command. */
+static int finish_stdout(const char *cmd, int rc) {
+    errno = 0;
+    int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout))
+        return rc;
+    if (rc == 0) /* a failure has said its one line already */
+        fprintf(stderr, "autohet %s: standard output: write failed%s%s\n", cmd, flushed ? "" : ": ",
+                flushed ? "" : strerror(errno));
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -58,15 +72,15 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return finish_stdout("--help", 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("autohet %s\n", AUTOHET_VERSION);
-        return 0;
+        return finish_stdout("--version", 0);
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+            return finish_stdout(commands[i].name, commands[i].fn(argc - 1, argv + 1));
     fprintf(stderr, "autohet: unknown command '%s' (try autohet --help)\n", argv[1]);
     return AH_EXIT_BAD_INPUT;
 }

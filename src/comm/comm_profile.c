@@ -116,20 +116,33 @@ void ah_link_matrix_free(ah_link_matrix *m) {
     free(m);
 }
 
-int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
-                          size_t summary_len, char *err, size_t errlen) {
+cJSON *ah_comm_profile_parse(const char *path, char *err, size_t errlen) {
     ah_err_ctx cx = {path, err, errlen};
     cJSON *root = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
     if (!root)
-        return -1;
-    int rc = 0;
+        return NULL;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
-    const cJSON *fits = cJSON_GetObjectItemCaseSensitive(root, "fits");
+    int rc = 0;
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-comm-profile"))
         rc = ah_fail(&cx,
                      "format: expected \"autohet-comm-profile\" (the --json output of autohet commbench)");
-    else if (!cJSON_IsArray(fits))
+    else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "fits")))
         rc = ah_fail(&cx, "fits: expected an array");
+    if (rc != 0) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, char *summary,
+                          size_t summary_len, char *err, size_t errlen) {
+    ah_err_ctx cx = {path, err, errlen};
+    cJSON *root = ah_comm_profile_parse(path, err, errlen);
+    if (!root)
+        return -1;
+    int rc = 0;
+    const cJSON *fits = cJSON_GetObjectItemCaseSensitive(root, "fits");
     int applied = 0;
     summary[0] = '\0';
     const char *classes[2] = {"intra-node", "inter-node"};

@@ -80,7 +80,7 @@ int ah_link_model_from_fits(const cJSON *fits, const char *link_class, ah_link_m
 int ah_link_model_read_class(const char *path, const char *link_class, ah_link_model *m, char *err,
                              size_t errlen) {
     memset(m, 0, sizeof *m);
-    cJSON *root = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
+    cJSON *root = ah_comm_profile_parse(path, err, errlen);
     if (!root)
         return -1;
     int rc = ah_link_model_from_fits(cJSON_GetObjectItemCaseSensitive(root, "fits"), link_class, m);

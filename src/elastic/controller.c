@@ -561,9 +561,10 @@ static int setup(run_state *s, const ah_run_options *o, char *err, size_t errlen
     return run_state_save(s) == 0 ? 0 : (snprintf(err, errlen, "cannot write %s/run.json", s->run), -1);
 }
 
-static void write_report(run_state *s, int final_step, int ok) {
+/* 0, or -1 with the error printed */
+static int write_report(run_state *s, int final_step, int ok) {
     if (!s->o->report_path)
-        return;
+        return 0;
     cJSON *r = s->report;
     cJSON_AddStringToObject(r, "format", "autohet-run-report");
     cJSON_AddNumberToObject(r, "version", 1);
@@ -583,9 +584,11 @@ static void write_report(run_state *s, int final_step, int ok) {
     cJSON_AddItemToObject(r, "recoveries", s->recs);
     s->gens = s->recs = NULL;
     char *txt = cJSON_Print(r), err[512];
-    if (ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err) != 0)
+    int rc = ah_write_file_atomic(s->o->report_path, txt, strlen(txt), err, sizeof err);
+    if (rc != 0)
         fprintf(stderr, "autohet run: --report: %s\n", err);
     free(txt);
+    return rc;
 }
 
 /* a preemption with notice in progress: the job runs on until its next
@@ -810,18 +813,23 @@ static int run_to_end(run_state *s) {
         run_state_save(s);
         fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
     }
-    write_report(s, final_step, rc == 0);
+    if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
+        rc = 1;
     run_purge_gone(s);
     return rc;
 }
 
-static void run_free(run_state *s) {
+/* frees the run; rc, or 1 if --log could not be completed */
+static int run_free(run_state *s, int rc) {
     if (s->mem[0] && !s->keep_tiers)
         run_rm_rf(s->mem); /* the memory tier is volatile: it goes with the run */
     if (!s->keep_tiers)
         run_remove_host_tiers(s); /* and across hosts both host-local tiers (the cloud tier stays) */
-    if (s->log)
-        fclose(s->log);
+    char err[1024];
+    if (s->log && ah_close_stream(s->log, s->o->log_path, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --log %s\n", err);
+        rc = rc ? rc : 1;
+    }
     if (s->have_plan)
         ah_plan_free(&s->plan);
     cJSON_Delete(s->report);
@@ -836,6 +844,7 @@ static void run_free(run_state *s) {
     if (s->beat_fd > 0)
         close(s->beat_fd);
     free(s);
+    return rc;
 }
 
 int ah_run(const ah_run_options *o) {
@@ -875,8 +884,7 @@ int ah_run(const ah_run_options *o) {
     }
     rc = run_to_end(s);
 out:
-    run_free(s);
-    return rc;
+    return run_free(s, rc);
 }
 
 /* A resumed run's directories: the run's own, its tiers where the state says */
@@ -1004,7 +1012,7 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
     }
     rc = run_to_end(s);
 out:
-    run_free(s);
+    rc = run_free(s, rc);
     cJSON_Delete(doc);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "engine/executor_internal.h"
+#include "util/atomic_file.h"
 
 /* Records one operation of this rank (no-op unless tracing): a store after
  * the caller's two clock reads. group: the communicator's lowest rank. */
@@ -98,18 +99,15 @@ static int write_gathered_trace(const ah_executor *x, const char *path, const ah
                       .n_ranks = x->world,
                       .other_data = maps ? write_clock_data : NULL,
                       .ctx = &cd};
-    int rc = 0;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, errlen, "--trace %s: cannot open for writing", path);
-        rc = -1;
-    } else {
-        rc = ah_trace_write_chrome(f, all, total, &d, err, errlen);
-        if (fclose(f) != 0 && rc == 0) {
-            snprintf(err, errlen, "--trace %s: write error", path);
-            rc = -1;
-        }
+    ah_out_file o;
+    char why[1024];
+    int rc = ah_out_open(&o, path, why, sizeof why);
+    if (rc == 0) { /* a write error is the close's to report: it names the file */
+        int ok = ah_trace_write_chrome(o.f, all, total, &d, why, sizeof why) == 0 || ferror(o.f);
+        rc = ah_out_close(&o, ok, why, sizeof why);
     }
+    if (rc != 0)
+        snprintf(err, errlen, "--trace %s", why);
     free(rk);
     free(where);
     return rc;

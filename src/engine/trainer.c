@@ -108,6 +108,9 @@ static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_pers
     return r;
 }
 
+/* steps a background disk/cloud copy may take before the training waits for it */
+#define AH_PERSIST_MAX_LAG 1
+
 /* The checkpoints due after step s (0-based) completed (pp: the background
  * persist's handle). 0, or -1 with err. */
 static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int s, char *err,
@@ -121,7 +124,11 @@ static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_
      * thread of each rank while training goes on, and committed at a later step
      * boundary once every rank's copy is done */
     int bg = c->mem_dir && c->ckpt_dir;
-    if (bg && persist_poll(x, c, pp, 0, 1, err, errlen) < 0)
+    /* the durable copies lag the committed step by at most AH_PERSIST_MAX_LAG steps: a copy still in
+     * flight then is waited for (the step slows) rather than left to fall behind, so that a loss of
+     * every memory tier at once never resumes from further back than the copy's step */
+    int in_flight = ah_ckpt_persist_step(pp), overdue = in_flight >= 0 && done - in_flight >= AH_PERSIST_MAX_LAG;
+    if (bg && persist_poll(x, c, pp, overdue, 1, err, errlen) < 0)
         return -1;
     if (!c->ckpt_dir || c->ckpt_every <= 0 || done % c->ckpt_every != 0)
         return 0;

@@ -593,6 +593,11 @@ static int read_stage_tp(const ah_err_ctx *c, const cJSON *so, const char *sp, c
     char why[160];
     if (ah_stage_tp_problem(&p->model, s->tp, why, sizeof why) != 0)
         return ah_jfail(c, path, "%s", why);
+    if (plan_tp > 0 && s->tp != plan_tp) /* the writer gives a top-level tp only when every stage has it */
+        return ah_jfail(c, path,
+                        "%d contradicts the plan's top-level tp %d (leave tp out at the top when stages "
+                        "differ)",
+                        s->tp, plan_tp);
     return 0;
 }
 

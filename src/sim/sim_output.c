@@ -598,7 +598,8 @@ int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *
     ah_out_file o;
     int rc = ah_out_open(&o, path, err, errlen);
     if (rc == 0) {
-        int ok = ah_trace_write_chrome(o.f, ev, n, &d, err, errlen) == 0;
+        /* a write error is the close's to report: it names the file */
+        int ok = ah_trace_write_chrome(o.f, ev, n, &d, err, errlen) == 0 || ferror(o.f);
         rc = ah_out_close(&o, ok, err, errlen);
     }
     free(rk);

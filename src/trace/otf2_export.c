@@ -285,14 +285,14 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
     /* events, location by location, in time order; a location's operations are
      * sequential, so a rounding overlap is clipped to keep Enter/Leave nested */
     OTF2_EvtWriter *w = NULL;
-    int cur = -1;
+    int cur = -1, closed = 1;
     uint64_t last = 0;
     for (int q = 0; q < n; q++) {
         const ah_trace_event *s = &ev[order[q]];
         int loc = location(s);
         if (loc != cur) {
             if (w)
-                OTF2_Archive_CloseEvtWriter(ar, w);
+                closed &= OTF2_Archive_CloseEvtWriter(ar, w) == OTF2_SUCCESS;
             w = OTF2_Archive_GetEvtWriter(ar, (OTF2_LocationRef)loc);
             cur = loc;
             last = 0;
@@ -308,18 +308,18 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
         last = b;
     }
     if (w)
-        OTF2_Archive_CloseEvtWriter(ar, w);
-    OTF2_Archive_CloseEvtFiles(ar);
+        closed &= OTF2_Archive_CloseEvtWriter(ar, w) == OTF2_SUCCESS;
+    closed &= OTF2_Archive_CloseEvtFiles(ar) == OTF2_SUCCESS;
     /* local definitions (none, but every location needs its file) */
-    OTF2_Archive_OpenDefFiles(ar);
+    closed &= OTF2_Archive_OpenDefFiles(ar) == OTF2_SUCCESS;
     for (int loc = 0; loc < per_rank * ranks; loc++) {
         if (!count[loc])
             continue;
         OTF2_DefWriter *dw = OTF2_Archive_GetDefWriter(ar, (OTF2_LocationRef)loc);
         write_clock_offsets(dw, clk, loc / per_rank);
-        OTF2_Archive_CloseDefWriter(ar, dw);
+        closed &= OTF2_Archive_CloseDefWriter(ar, dw) == OTF2_SUCCESS;
     }
-    OTF2_Archive_CloseDefFiles(ar);
+    closed &= OTF2_Archive_CloseDefFiles(ar) == OTF2_SUCCESS;
     /* global definitions: strings, regions, system tree, ranks, locations */
     OTF2_GlobalDefWriter *g = OTF2_Archive_GetGlobalDefWriter(ar);
     if (clk && clk->present) /* on rank 0's clock, 1 us of slack for the rounding of the corrections */
@@ -361,8 +361,8 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
                                                    (OTF2_LocationGroupRef)r);
     }
     write_comm_defs(g, &comms, count, ranks, &str);
-    OTF2_Archive_CloseGlobalDefWriter(ar, g);
-    if (OTF2_Archive_Close(ar) != OTF2_SUCCESS) {
+    closed &= OTF2_Archive_CloseGlobalDefWriter(ar, g) == OTF2_SUCCESS;
+    if (OTF2_Archive_Close(ar) != OTF2_SUCCESS || !closed) { /* a write error (a full disk) is not success */
         snprintf(err, errlen, "OTF2: closing %s/%s.otf2 failed", dir, name);
         goto out;
     }

@@ -16,6 +16,7 @@
 
 #include "autohet/comm.h"
 #include "autohet/trace_analysis.h"
+#include "comm/link_model_json.h"
 #include "util/errors.h"
 #include "util/intervals.h"
 #include "util/json_file.h"
@@ -265,7 +266,7 @@ int ah_trace_analyze(const ah_trace_file *t, const ah_trace_options *o, ah_trace
                      size_t errlen) {
     memset(a, 0, sizeof *a);
     cJSON *fits_root = NULL;
-    if (o->comm_profile && !(fits_root = ah_json_parse_file(o->comm_profile, 64u << 20, 1, err, errlen)))
+    if (o->comm_profile && !(fits_root = ah_comm_profile_parse(o->comm_profile, err, errlen)))
         return -1;
     int skip = o->skip_steps > 0 ? o->skip_steps : 0;
     a->ranks = t->n_ranks;

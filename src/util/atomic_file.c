@@ -65,8 +65,33 @@ int ah_write_file_atomic(const char *path, const void *data, size_t size, char *
     return ah_write_file_atomic_parts(path, &data, &size, 1, err, errlen);
 }
 
+/* A target that exists and is not a regular file (/dev/stdout, a FIFO, a
+ * device) is written in place: a rename would replace the device node. */
+static int write_parts_direct(const char *path, const void *const *parts, const size_t *sizes, int n,
+                              char *err, size_t errlen) {
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) {
+        set_err(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = write_all(fd, parts[i], sizes[i]);
+    int saved = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    if (rc != 0)
+        set_err(err, errlen, "%s: write failed: %s", path, strerror(saved));
+    return rc;
+}
+
 int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n,
                                char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return write_parts_direct(path, parts, sizes, n, err, errlen);
     char *tmp = tmp_name(path, err, errlen);
     if (!tmp)
         return -1;
@@ -150,6 +175,22 @@ int ah_out_close(ah_out_file *o, int ok, char *err, size_t errlen) {
     free(o->tmp);
     o->tmp = NULL;
     return ok ? 0 : -1;
+}
+
+int ah_close_stream(FILE *f, const char *path, char *err, size_t errlen) {
+    int saved = 0, bad = fflush(f) != 0;
+    if (bad)
+        saved = errno;
+    bad |= ferror(f) != 0; /* an earlier write failed: its errno is gone */
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad && saved)
+        set_err(err, errlen, "%s: write failed: %s", path, strerror(saved));
+    else if (bad)
+        set_err(err, errlen, "%s: write failed", path);
+    return bad ? -1 : 0;
 }
 
 int ah_write_text_output(const char *path, const char *text, char *err, size_t errlen) {

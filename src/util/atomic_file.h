@@ -18,7 +18,9 @@
  * on that host makes) gets its target made, on this machine. */
 int ah_mkdir_p(const char *path);
 
-/* Writes `size` bytes to `path` atomically (a regular file). */
+/* Writes `size` bytes to `path` atomically (a regular file). A target that
+ * exists and is not a regular file (/dev/stdout, a FIFO, a device) is
+ * written in place, never replaced. */
 int ah_write_file_atomic(const char *path, const void *data, size_t size, char *err, size_t errlen);
 /* The same for the concatenation of n parts (no staging copy). */
 int ah_write_file_atomic_parts(const char *path, const void *const *parts, const size_t *sizes, int n,
@@ -39,6 +41,11 @@ int ah_out_open(ah_out_file *o, const char *path, char *err, size_t errlen);
 /* Finishes the file: with ok, commits it (flush, fsync, close, rename) and
  * reports a write error; without, discards it. Returns 0 if committed. */
 int ah_out_close(ah_out_file *o, int ok, char *err, size_t errlen);
+
+/* Closes a stream written in place (a log appended step by step): flushes,
+ * checks its error flag and fclose(). Returns 0, or -1 with "PATH: write
+ * failed: E" written (the stream is closed either way). */
+int ah_close_stream(FILE *f, const char *path, char *err, size_t errlen);
 
 /* ah_out_open(), `text` and a newline, ah_out_close(). */
 int ah_write_text_output(const char *path, const char *text, char *err, size_t errlen);
