@@ -14,7 +14,7 @@
 # Fault kinds (--kinds takes numbers or names, comma-separated; default all that apply):
 #   1 kill-rank        SIGKILL of one rank (pid from RUN/pids-G/rank-R, G the current generation)
 #   2 kill-node        SIGKILL of every rank of one node (locally n0 has 2 ranks); across hosts every process of
-#                      the host's network namespace (its orted too): a host crash
+#                      the host's network namespace (its orted too); the host itself stays up
 #   3 stop-rank        SIGSTOP of one rank: a hang (runs use --heartbeat-timeout 3); SIGCONT afterwards if alive
 #   4 link             across hosts only: a host's link cut (ip link set eth0 down) or throttled to nothing
 #                      (tc tbf 1kbit on both ends of its veth), restored after the run
