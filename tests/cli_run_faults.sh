@@ -3,6 +3,7 @@
 #  1. kill -9 of one rank (its pid from RUN/pids-G/rank-R) once step 8 is logged: a membership change; the
 #     node is lost (cause "signal: lost n2"), detection is timed from the death, at most one step is lost,
 #     and the run ends on the uninterrupted run's parameters
+#  1b. the same on a 4-stage pipeline (each layer on one node): buddy copies on the next node, 0-1 step lost
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
 #     a second controller of a live run is refused (exit 2, one line)
@@ -52,6 +53,21 @@ jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and (.re
   (.cause | startswith("signal: lost n2")) and .steps_lost <= 1 and .detection_s >= 0 and .detection_s < 5)' \
   "$TMP/kill.json" >/dev/null || fail "kill: report: $(jq -c '.recoveries' "$TMP/kill.json")"
 no_leftovers kill "$RUN"
+
+# 1b. a 4-stage pipeline, whose every layer lives on one node: their memory snapshots also go to the next
+#     node (--mem-copies 2, the default), so kill -9 of n2's rank loses at most the step in flight and n2's
+#     layers come from n3's buddy copies, not the cloud
+RUN="$TMP/pipe.run"
+AUTOHET_DUMP_PARAMS="$TMP/pipe.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-pipe.json" "${ARGS[@]}" \
+  --run-dir "$RUN" --report "$TMP/pipe.json" >"$TMP/pipe.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 8 || fail "pipe: step 8 never logged"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
+wait $job || { rc=$?; tail -20 "$TMP/pipe.out"; fail "pipe: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe.bin" $TOL) || fail "pipe: parameters differ from the uninterrupted run: $out"
+jq -e '.recoveries[0] | .steps_lost <= 1 and .bytes_by_tier.cloud == 0 and (.layers_by_tier.peer | index(3) != null)' \
+  "$TMP/pipe.json" >/dev/null || fail "pipe: report: $(jq -c '.recoveries' "$TMP/pipe.json")"
+grep -q "memory snapshots also go to the next node" "$TMP/pipe.out" || fail "pipe: the buddy copies are not said"
 
 # 2. kill -9 of the controller, then --resume
 RUN="$TMP/ctl.run"

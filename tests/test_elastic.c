@@ -78,6 +78,41 @@ static int hold_2x2_memory(ah_holding *h, int step) {
     return 4;
 }
 
+/* Every copy is a fallback: a full reload reads one cloud copy and lists the other cloud copies of the
+ * same shard after it; layer-bitmap lists the rank's own node's disk copy, then the cloud's */
+static void test_every_copy_a_fallback(void **state) {
+    (void)state;
+    ah_holding h[8];
+    int nh = 0;
+    hold(&h[nh++], "n0", AH_TIER_CLOUD, 0, 3, 5);
+    hold(&h[nh++], "n2", AH_TIER_CLOUD, 0, 2, 5);
+    hold(&h[nh++], "n1", AH_TIER_CLOUD, 3, 6, 5);
+    hold(&h[nh++], "n3", AH_TIER_CLOUD, 2, 6, 5);
+    ah_plan p = load_plan("tiny-4node-2x2");
+    ah_assignment a;
+    char err[256];
+    assert_int_equal(ah_recovery_assign(h, nh, &p, AH_RECOVERY_FULL_RELOAD, &a, err, sizeof err), 0);
+    for (int i = 0; i < a.n; i++) { /* every layer has two cloud copies: one read, the other behind it */
+        assert_int_equal(a.e[i].tier, AH_TIER_CLOUD);
+        assert_int_equal(a.e[i].n_fallback, 1);
+        assert_int_not_equal(a.e[i].fallback[0], a.e[i].holding);
+        assert_int_equal(h[a.e[i].fallback[0]].tier, AH_TIER_CLOUD);
+    }
+    ah_assignment_free(&a);
+    hold(&h[nh++], "n0", AH_TIER_MEMORY, 0, 3, 5);
+    hold(&h[nh++], "n0", AH_TIER_DISK, 0, 3, 5);
+    assert_int_equal(ah_recovery_assign(h, nh, &p, AH_RECOVERY_LAYER_BITMAP, &a, err, sizeof err), 0);
+    const ah_assign_entry *e = entry(&a, 0, 0); /* n0's rank: own memory, then own disk, then both clouds */
+    assert_int_equal(e->tier, AH_TIER_MEMORY);
+    assert_int_equal(e->n_fallback, 3);
+    assert_int_equal(h[e->fallback[0]].tier, AH_TIER_DISK);
+    assert_int_equal(h[e->fallback[1]].tier, AH_TIER_CLOUD);
+    assert_int_equal(h[e->fallback[2]].tier, AH_TIER_CLOUD);
+    ah_assignment_free(&a);
+    free_holds(h, nh);
+    ah_plan_free(&p);
+}
+
 static void test_nearest_copy_first(void **state) {
     (void)state;
     ah_holding h[8];
@@ -307,6 +342,7 @@ static void test_spot_trace(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nearest_copy_first),
+        cmocka_unit_test(test_every_copy_a_fallback),
         cmocka_unit_test(test_newest_complete_step),
         cmocka_unit_test(test_server_for_unused_node),
         cmocka_unit_test(test_mixed_degrees),

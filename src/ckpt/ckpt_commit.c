@@ -365,7 +365,20 @@ int ah_ckpt_save(const ah_layer_store *ls, const char *dir, const char *tier, in
         snprintf(err, errlen, "checkpoint: cannot create %s (%s)", nd, strerror(errno));
     for (int h = 0; h < nl && rc == 0; h++)
         rc = write_layer_shard(ls, nd, ls->held_layer(ls->ctx, h), step, &mine[h], err, errlen);
-    int rc2 = ah_ckpt_commit(ls, dir, tier, step, mine, nl, rc, err, errlen);
+    int n_extra = 0;
+    if (!strcmp(tier, "memory") && p && ah_ckpt_persist_copies(p) > 1) { /* (the same on every rank) */
+        int bad = rc != 0, any_bad = 0;
+        MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, ls->comm);
+        ah_saved_shard *extra = NULL;
+        if (!any_bad && ah_ckpt_replicate(ls, dir, nd, mine, nl, &extra, &n_extra, err, errlen) != 0)
+            rc = -1;
+        if (n_extra > 0) { /* the copies this rank received are committed as its node's */
+            mine = ah_xrealloc(mine, sizeof *mine * (size_t)(nl + n_extra + 1));
+            memcpy(mine + nl, extra, sizeof *mine * (size_t)n_extra);
+        }
+        free(extra);
+    }
+    int rc2 = ah_ckpt_commit(ls, dir, tier, step, mine, nl + n_extra, rc, err, errlen);
     if (rc2 == 0 && !strcmp(tier, "memory") && p) { /* what a background persist of this step copies */
         ah_ckpt_persist_remember(p, mine, nl, step, nd);
         return 0;

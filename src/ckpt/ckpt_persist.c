@@ -40,10 +40,21 @@ struct ah_ckpt_persist {
     int last_n, last_step;
     char last_dir[3072];
     persist_req *req; /* a disk + cloud copy in flight, or NULL */
+    int copies;       /* memory copies of each snapshot on distinct nodes (ckpt_replicate.c), 1 or 2 */
 };
 
 ah_ckpt_persist *ah_ckpt_persist_new(void) {
-    return ah_xcalloc(1, sizeof(ah_ckpt_persist));
+    ah_ckpt_persist *p = ah_xcalloc(1, sizeof(ah_ckpt_persist));
+    p->copies = 1;
+    return p;
+}
+
+void ah_ckpt_persist_set_copies(ah_ckpt_persist *p, int copies) {
+    p->copies = copies > 1 ? 2 : 1;
+}
+
+int ah_ckpt_persist_copies(const ah_ckpt_persist *p) {
+    return p ? p->copies : 1;
 }
 
 void ah_ckpt_persist_remember(ah_ckpt_persist *p, ah_saved_shard *rec, int n, int step, const char *nd) {

@@ -46,6 +46,10 @@ int ah_ckpt_read_state(const char *dir, const ah_ckpt_run *run, int *step, char 
 /* The handle a training loop holds: the last memory-tier snapshot of this
  * rank (ah_ckpt_save fills it) and the disk + cloud copy in flight. */
 ah_ckpt_persist *ah_ckpt_persist_new(void);
+/* memory copies of every layer's snapshot on distinct nodes (1 default; 2: layers no other node holds
+ * are copied to a buddy node at every snapshot, ckpt_replicate.c) */
+void ah_ckpt_persist_set_copies(ah_ckpt_persist *p, int copies);
+int ah_ckpt_persist_copies(const ah_ckpt_persist *p);
 /* abandons a copy in flight (ah_ckpt_persist_abandon) and frees the handle */
 void ah_ckpt_persist_free(ah_ckpt_persist *p);
 /* After the memory-tier snapshot of `step`, copy it to DIR/<node>/ of the

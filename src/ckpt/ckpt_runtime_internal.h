@@ -27,6 +27,13 @@ void ah_ckpt_node_dir(const ah_layer_store *s, const char *dir, int node, char *
 int ah_ckpt_commit(const ah_layer_store *s, const char *dir, const char *tier, int step,
                    const ah_saved_shard *mine, int nl, int bad_in, char *err, size_t errlen);
 
+/* Buddy copies of a memory snapshot (ckpt_replicate.c): the shards of `mine` (this rank's records,
+ * written in nd) that no other node holds go to the next node's lowest rank, which writes them into
+ * its node's directory of DIR; *extra (to free) gets the records this rank received, to commit as its
+ * own. Collective. 0, or -1 with err. */
+int ah_ckpt_replicate(const ah_layer_store *ls, const char *dir, const char *nd, const ah_saved_shard *mine,
+                      int nl, ah_saved_shard **extra, int *n_extra, char *err, size_t errlen);
+
 /* The memory-tier snapshot of `step` that ah_ckpt_save just committed (`rec`,
  * n records, taken over; nd: this rank's node directory of the tier), what a
  * background persist of that step copies (ckpt_persist.c). */

@@ -24,7 +24,7 @@ static void run_usage(FILE *f) {
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
         "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
-        "                   [--max-restarts N]\n"
+        "                   [--max-restarts N] [--mem-copies 1|2]\n"
         "       autohet run --resume RUN_DIR\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
@@ -74,6 +74,9 @@ static void run_usage(FILE *f) {
         "  --resume DIR    continue the run of DIR whose controller ended (killed, its machine lost):\n"
         "                  its old jobs are ended, the run replanned for the live nodes and recovered\n"
         "                  from the tiers, with the options it was started with (RUN/run.json)\n"
+        "  --mem-copies N  memory-tier copies of every layer on distinct nodes (default 2: the snapshot of\n"
+        "                  a layer no data-parallel peer elsewhere holds also goes to the next node, so a\n"
+        "                  node lost without notice loses at most the step in flight; 1: no buddy copies)\n"
         "  --max-restarts N  a job that fails on the same nodes (a rank's error exit or crash; a rank\n"
         "                  killed by SIGKILL is a lost node instead) restarts from the last committed\n"
         "                  step; the same failure at the same step N+1 times in a row stops the run with\n"
@@ -112,12 +115,12 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E mem-copies=Q",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
     o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 10;
-    o.max_restarts = 2;
+    o.max_restarts = 2, o.mem_copies = 2;
     o.mode = AH_RECOVERY_LAYER_BITMAP;
     char msg[512];
     const char *resume = NULL;
@@ -151,6 +154,7 @@ int cmd_run(int argc, char **argv) {
         case 'e': iv = &o.eval_every, min = 0; break;
         case 'K': iv = &o.ckpt_every; break;
         case 'M': iv = &o.max_restarts, min = 0; break;
+        case 'Q': iv = &o.mem_copies; break;
         case 'E': resume = optarg; break;
         case 'k': iv = &o.mem_every; break;
         case 'x': dv = &o.time_scale, dmin = 1e-9; break;
@@ -212,6 +216,8 @@ int cmd_run(int argc, char **argv) {
         return cli_bad_input("run",
                              "--global-batch/--micro-batch/--seq go with --cluster (a plan has its own)");
     }
+    if (o.mem_copies > 2)
+        return cli_bad_input("run", "--mem-copies: expected 1 or 2");
     if (o.spot_trace && o.preempt)
         return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
     if (cli_check_output("--log", o.log_path, msg, sizeof msg) ||

@@ -71,6 +71,8 @@ static void train_usage(FILE *f) {
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
             "                 (parameters + AdamW moments) under DIR/<node>/, manifests, DIR/state.json\n"
             "  --ckpt-mem DIR [--mem-every k]   memory-tier snapshot (e.g. under /dev/shm) every k steps\n"
+            "  --mem-copies N   1 (default) or 2: the snapshot of a layer no other node holds is also sent to\n"
+            "                 the next node's memory tier, so that every layer has a copy off each node\n"
             "                 (default 1), same layout\n"
             "  --ckpt-cloud DIR  also write each --ckpt-every checkpoint to DIR (the cloud tier)\n"
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
@@ -202,7 +204,7 @@ typedef struct {
     const char *init_from; /* --init-from HF_DIR */
     char init_config[2048]; /* HF_DIR/config.json: --model when not given */
     int bf16;           /* --precision bf16 */
-    int ckpt_every, mem_every, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
+    int ckpt_every, mem_every, mem_copies, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     ah_schedule schedule;
     double lr;
@@ -214,10 +216,10 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
     cli_long_options(
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
-        "mem-every=E ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
+        "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I precision=P",
         &opts);
     memset(a, 0, sizeof *a);
-    a->mem_every = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
+    a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10, a->log_every = 1;
     a->lr = 3e-3;
     optind = 1;
     opterr = 0;
@@ -267,6 +269,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         }
         case 'v': iv = &a->virtual_stages, min = 2; break;
         case 'E': iv = &a->mem_every; break;
+        case 'Q': iv = &a->mem_copies; break;
         case 'K': iv = &a->ckpt_every; break;
         case 's': iv = &a->steps, min = 0; break;
         case 'S': iv = &a->seed, min = 0; break;
@@ -327,6 +330,7 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
                       : a->resume && a->recover ? "--resume and --recover exclude each other"
+                      : a->mem_copies > 2 ? "--mem-copies: expected 1 or 2"
                       : a->init_from && (a->resume || a->recover)
                           ? "--init-from starts a run: it excludes --resume and --recover"
                       : a->steps == 0 && !(a->init_from && a->ckpt_dir)
@@ -407,6 +411,7 @@ static void trainer_config(const train_args *a, const ah_model_config *cfg, cons
     tc->steps = a->steps, tc->eval_every = a->eval_every, tc->log_every = a->log_every;
     tc->tokens_per_step = (long long)plan->global_batch * plan->train.seq;
     tc->ckpt_dir = a->ckpt_dir, tc->mem_dir = a->mem_dir, tc->cloud_dir = a->cloud_dir;
+    tc->mem_copies = a->mem_copies;
     tc->ckpt_every = a->ckpt_every, tc->mem_every = a->mem_every;
     tc->resume_dir = a->resume, tc->recover_path = a->recover, tc->trace_path = a->trace;
     tc->cfg = cfg, tc->plan = plan, tc->seed = a->seed, tc->oc = oc;

@@ -247,7 +247,11 @@ static void report_redundancy(const run_state *s, cJSON *g) {
                 len += snprintf(list + len, sizeof list - (size_t)len, "%s%d (%s)", len ? ", " : "", l,
                                 s->plan.cluster.nodes[only[l]].name);
         }
-    if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP)
+    if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP && s->o->mem_copies > 1)
+        printf("autohet run: generation %d: %d layer%s on one node only: %s; %s memory snapshot%s also go%s to "
+               "the next node at every snapshot (--mem-copies 2)\n",
+               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "its" : "their", n == 1 ? "" : "s", n == 1 ? "es" : "");
+    else if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP)
         printf("autohet run: generation %d: %d layer%s on one node only: %s; a loss of that node without notice "
                "restores %s from the last cloud checkpoint (every %d steps)\n",
                s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "it" : "them", s->o->ckpt_every);

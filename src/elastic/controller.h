@@ -23,7 +23,8 @@ typedef struct {
     const char *hostfile; /* an Open MPI hostfile: node i runs on its i-th host; NULL: none */
     const char *self_exe; /* this autohet binary */
     double heartbeat_s;   /* a rank whose heartbeat is older loses its node (0: no heartbeat check) */
-    int max_restarts;     /* a failure on the same nodes, the same way at the same step, restarted this often */
+    int max_restarts;
+    int mem_copies;       /* memory copies of each layer's snapshot on distinct nodes (layer-bitmap) */     /* a failure on the same nodes, the same way at the same step, restarted this often */
 } ah_run_options;
 
 /* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */

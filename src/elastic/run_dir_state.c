@@ -118,7 +118,8 @@ static cJSON *options_json(const ah_run_options *o) {
                 {"micro_batch", o->micro_batch}, {"seq", o->seq},               {"tp", o->tp},
                 {"warmup", o->warmup},         {"eval_every", o->eval_every},   {"ckpt_every", o->ckpt_every},
                 {"mem_every", o->mem_every},   {"replan_tp", o->replan_tp},     {"lr", o->lr},
-                {"heartbeat_s", o->heartbeat_s}, {"max_restarts", o->max_restarts}};
+                {"heartbeat_s", o->heartbeat_s}, {"max_restarts", o->max_restarts},
+                {"mem_copies", o->mem_copies}};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
         cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
     return j;
@@ -199,15 +200,16 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
     o->mode = mode && !strcmp(mode, "full-reload") ? AH_RECOVERY_FULL_RELOAD : AH_RECOVERY_LAYER_BITMAP;
     double v[17];
     const char *ints[] = {"steps", "seed", "global_batch", "micro_batch", "seq", "tp", "warmup", "eval_every",
-                          "ckpt_every", "mem_every", "replan_tp", "max_restarts"};
-    for (int i = 0; i < 12; i++)
+                          "ckpt_every", "mem_every", "replan_tp", "max_restarts", "mem_copies"};
+    for (int i = 0; i < 13; i++)
         if (opt_num(opts, ints[i], 0, 1e9, &v[i], err, errlen) != 0) {
             cJSON_Delete(j);
             return -1;
         }
     int *iv[] = {&o->steps,      &o->seed, &o->global_batch, &o->micro_batch, &o->seq,       &o->tp,
-                 &o->warmup,     &o->eval_every, &o->ckpt_every, &o->mem_every, &o->replan_tp, &o->max_restarts};
-    for (int i = 0; i < 12; i++)
+                 &o->warmup,     &o->eval_every, &o->ckpt_every, &o->mem_every, &o->replan_tp, &o->max_restarts,
+                 &o->mem_copies};
+    for (int i = 0; i < 13; i++)
         *iv[i] = (int)v[i];
     const char *dbl[] = {"time_scale", "notice_s", "cloud_mbs", "lr", "heartbeat_s"};
     double *dv[] = {&o->time_scale, &o->notice_s, &o->cloud_mbs, &o->lr, &o->heartbeat_s};

@@ -198,6 +198,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
         return rc;
     sum->first_step = sum->last_step = first_step;
     ah_ckpt_persist *pp = ah_ckpt_persist_new(); /* the memory-tier snapshot and its copy in flight */
+    ah_ckpt_persist_set_copies(pp, c->mem_copies);
     double t0 = ah_wall_clock_s();
     for (int s = first_step; s < c->steps && rc == 0; s++) {
         if (c->before_step)

@@ -23,6 +23,7 @@ typedef struct {
      * background and committed at a later step boundary */
     const char *ckpt_dir, *mem_dir, *cloud_dir;
     int ckpt_every, mem_every;
+    int mem_copies; /* memory copies of each layer's snapshot on distinct nodes (1, or 2: buddy copies) */
     /* before the first step: continue from a checkpoint directory, or restore
      * from a recovery assignment of `autohet run` (writes ASSIGNMENT.result.json) */
     const char *resume_dir, *recover_path;
