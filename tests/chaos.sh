@@ -98,10 +98,10 @@ ALL_PIDS=() # every process the harness started (cleanup)
 mkfifo "$TMP/nap" && exec {NAPFD}<>"$TMP/nap"
 nap() { read -r -t "$1" -u $NAPFD _ || :; } # sleep without a fork
 alive() {                                  # PID: a process that has not exited (a zombie has)
-  local st=""
-  [ -r "/proc/$1/stat" ] || return 1
-  read -r _ _ st _ <"/proc/$1/stat" 2>/dev/null || return 1
-  [ "$st" != Z ] && [ "$st" != X ]
+  local line=""
+  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
+  line=${line##*) } # (after the command name, which may hold spaces and parentheses)
+  [ "${line:0:1}" != Z ] && [ "${line:0:1}" != X ]
 }
 # processes whose command line names DIR (the controller, mpirun, the ranks: they all name the run directory)
 procs_naming() {
