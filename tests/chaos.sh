@@ -37,9 +37,9 @@
 # unshare), so that everything left in /dev/shm is the harness's; across hosts every host has its own.
 #
 # usage: chaos.sh BIN FIXTURES COMPARE_FLOATS [TRIALS] [--hosts N] [--seed S] [--json OUT] [--kinds K,...]
-#                 [--steps N] [--bound B] [--trial-timeout S] [--keep DIR]
+#                 [--markdown OUT] [--steps N] [--bound B] [--trial-timeout S] [--keep DIR]
 # (TRIALS default 10; --hosts N: N even network-namespace hosts, 2 replicas of N/2 stages, one rank per host;
-# --keep DIR: copy the directory of every failed trial there). Exit 1 if any trial failed, 2 on bad usage.
+# --markdown OUT: the summary as a BENCHMARKS.md section; --keep DIR: copy the directory of every failed trial there). Exit 1 if any trial failed, 2 on bad usage.
 if [ -z "${CHAOS_PRIVATE_SHM:-}" ] && [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && ! [[ " $* " == *" --hosts "* ]]; then
   # locally: a private /dev/shm (the mount namespace ends with the harness, and its tmpfs with it)
   exec unshare --mount --propagation private env CHAOS_PRIVATE_SHM=1 bash "$0" "$@"
@@ -47,7 +47,7 @@ fi
 . "$(dirname "$0")/common.sh"
 . "$(dirname "$0")/tools/netns_hosts.sh"
 shift 3
-TRIALS=10 HOSTS=0 SEED=$$ JSON="" KINDS="" STEPS="" BOUND=1e-5 TRIAL_TIMEOUT=0 KEEP=""
+TRIALS=10 HOSTS=0 SEED=$$ JSON="" MD="" KINDS="" STEPS="" BOUND=1e-5 TRIAL_TIMEOUT=0 KEEP=""
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then TRIALS=$1; shift; fi
 usage() { echo "chaos.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -55,6 +55,7 @@ while [ $# -gt 0 ]; do
   --hosts) HOSTS=${2:-}; shift 2 ;;
   --seed) SEED=${2:-}; shift 2 ;;
   --json) JSON=${2:-}; shift 2 ;;
+  --markdown) MD=${2:-}; shift 2 ;;
   --kinds) KINDS=${2:-}; shift 2 ;;
   --steps) STEPS=${2:-}; shift 2 ;;
   --bound) BOUND=${2:-}; shift 2 ;;
@@ -69,6 +70,7 @@ done
 [[ "$SEED" =~ ^[0-9]+$ ]] || usage "--seed: a non-negative integer"
 [[ "$TRIAL_TIMEOUT" =~ ^[0-9]+$ ]] || usage "--trial-timeout: seconds"
 [ -z "$JSON" ] || touch "$JSON" 2>/dev/null || usage "--json $JSON: cannot write"
+[ -z "$MD" ] || touch "$MD" 2>/dev/null || usage "--markdown $MD: cannot write"
 RANDOM=$SEED
 # across hosts a step takes ~0.15-0.25 s here (TCP between namespaces, 2 cores): 30 steps keep a trial ~15 s
 [ -n "$STEPS" ] || STEPS=$([ "$HOSTS" -gt 0 ] && echo 30 || echo 40)
@@ -671,4 +673,30 @@ done
 passed=$(jq .passed <<<"$SUMMARY")
 echo "chaos: $passed of $TRIALS trials passed (means per recovery; seed $SEED)"
 [ -z "$JSON" ] || { echo "$SUMMARY" >"$JSON" || { echo "chaos: cannot write $JSON" >&2; exit 1; }; }
+if [ -n "$MD" ]; then
+  {
+    cpu=$({ grep -m1 '^model name' /proc/cpuinfo || grep -m1 '^model' /proc/cpuinfo; } | sed 's/.*: //')
+    echo "\`bash tests/chaos.sh BIN FIXTURES COMPARE_FLOATS $TRIALS$([ "$HOSTS" -gt 0 ] && echo " --hosts $HOSTS") --seed $SEED\`" \
+      "($(date -u +%Y-%m-%d), $cpu, load average $(cut -d' ' -f1-3 /proc/loadavg)): $TRIALS trials on $MODE, tiny-gpt," \
+      "$STEPS steps at lr 1e-3, one fault from outside each at a random step (docs/recovery.md, *Chaos testing*)." \
+      "**$passed of $TRIALS passed.** A pass: exit 0, completed, final parameters and loss within $BOUND relative of" \
+      "the uninterrupted run (a change of plan alone: $DRIFT here, one process against the uninterrupted run), at" \
+      "most one step lost per fault, no healthy node taken for lost, no process and nothing in /dev/shm left." \
+      "Outage: from the fault to the end of the restore after it, seen from outside; the other columns are the" \
+      "report's recoveries[] (means per recovery, seconds)."
+    echo
+    echo "| kind | trials | passed | recoveries | max steps lost | outage | detection | replan | relaunch | restore |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    jq -r '.kinds[] | "| \(.kind) \(.name) | \(.count) | \(.passed) | \(.recoveries) | \(.max_steps_lost) | " +
+      ([.mean_outage_s, .mean_detection_s, .mean_replan_s, .mean_relaunch_s, .mean_restore_s]
+       | map(if . == null then "-" else (. * 1000 | round / 1000 | tostring) end) | join(" | ")) + " |"' <<<"$SUMMARY"
+    if [ "$passed" != "$TRIALS" ]; then
+      echo
+      echo "Failed trials:"
+      echo
+      jq -r '.trials[] | select(.result != "pass") | "- trial \(.trial), \(.kind) \(.name) at step \(.step): " +
+        (.detail | gsub("\\|"; "/") | if length > 300 then .[0:300] + "..." else . end)' <<<"$SUMMARY"
+    fi
+  } >"$MD" || { echo "chaos: cannot write $MD" >&2; exit 1; }
+fi
 exit $((fails > 0))
