@@ -125,6 +125,27 @@ out=$("$CMP" "$TMP/ref.bin" "$TMP/copy.bin" $TOL) || fail "copy: parameters diff
 jq -e --argjson s "$s" '.completed and (.recoveries[0] | .resumed_step == $s and .fallbacks >= 1)' "$TMP/copy.json" \
   >/dev/null || fail "copy: report: $(jq -c '.recoveries' "$TMP/copy.json")"
 
+# 3c. no good copy at all: both cloud copies of layer 0 spoiled. The recovery fails naming the layer, notes
+#     the bad copies, and the next assignment leaves them out: no step is complete without them, so the run
+#     restarts from the initialisation and still ends on the uninterrupted run's parameters
+RUN="$TMP/none.run"
+AUTOHET_DUMP_PARAMS="$TMP/none.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/none.json" >"$TMP/none.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 12 || fail "none: step 12 never logged"
+ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
+kill -STOP $ranks
+s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
+flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L000-tp0-s$s.safetensors" \
+  || fail "none: no cloud shards of step $s to spoil"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
+kill -CONT $ranks 2>/dev/null
+wait $job || { rc=$?; tail -20 "$TMP/none.out"; fail "none: exit $rc"; }
+grep -q "layer 0 (TP rank 0) at step $s: no good copy of 2" "$TMP/none.out" || fail "none: the failure does not name the layer"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/none.bin" $TOL) || fail "none: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and (.recoveries | length) == 2 and .recoveries[1].resumed_step == 0' "$TMP/none.json" >/dev/null \
+  || fail "none: report: $(jq -c '[.recoveries[] | {cause, resumed_step}]' "$TMP/none.json")"
+
 # bad input
 "$BIN" run --resume "$TMP/kill.run" --steps 5 >/dev/null 2>"$TMP/bad.err"
 [ $? = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] || fail "--resume with other flags: $(cat "$TMP/bad.err")"

@@ -36,6 +36,7 @@ typedef struct {
     ah_trace_flow *flows; /* complete pairs only */
     int n_flows;
     ah_trace_clock clock; /* otherData.clock, if the trace records one */
+    char (*node)[64];     /* per rank: the node its process name gives ("rank R (...) on NODE (DEVICE)"), "" none */
 } ah_trace_file;
 
 /* Reads path (or fails with one line naming it: unreadable, not JSON, no
@@ -272,10 +273,11 @@ struct cJSON;
 struct cJSON *ah_trace_stack_json(const ah_trace_stack *s);
 
 /* --json: the analysis, the comparison as "prediction" when c is set, the
- * stack breakdown as "stack" when stack is set */
+ * stack breakdown as "stack" when stack is set, and the items of `extra` (a
+ * cJSON object, e.g. "diagnosis"; taken over, NULL none) */
 int ah_trace_write_analysis_json(const char *path, const char *trace_path, const ah_trace_analysis *a,
                                  const char *sim_path, const ah_trace_comparison *c, const ah_trace_stack *stack,
-                                 char *err, size_t errlen);
+                                 struct cJSON *extra, char *err, size_t errlen);
 /* --svg: one stacked bar per rank with the value of every part */
 int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const ah_trace_analysis *a, char *err,
                                 size_t errlen);

@@ -168,6 +168,7 @@ typedef struct {
     ah_ckpt_loaded **kept; /* shards of reshard groups, by entry */
     int *kept_n;
     char (*retry_why)[1024]; /* a peer copy that did not verify: why (its fallbacks come later) */
+    const char *assignment;  /* its path: the copies that failed are noted beside it */
     ah_recover_stats *st;
 } recovery;
 
@@ -336,6 +337,20 @@ static int take_from_peer(recovery *rv, int i, char *e2, size_t n2, char *err, s
     return rc;
 }
 
+/* A copy that failed (its checksum, its size, unreadable) is noted in ASSIGNMENT.bad-RANK, one path a line:
+ * the controller leaves it out of its next assignment (a later one may then pick an older complete step). */
+static void note_bad_copy(const recovery *rv, const char *path) {
+    if (!rv->assignment)
+        return;
+    char p[4200];
+    snprintf(p, sizeof p, "%s.bad-%d", rv->assignment, rv->me);
+    FILE *f = fopen(p, "a");
+    if (f) {
+        fprintf(f, "%s\n", path);
+        fclose(f);
+    }
+}
+
 /* Entry i's other copies in order, after its source (`why`) failed: 0 once one verifies, -1 when
  * none does (e2 says the last reason). */
 static int take_fallbacks(recovery *rv, int i, const char *why, char *e2, size_t n2, char *err, size_t errlen) {
@@ -349,6 +364,7 @@ static int take_fallbacks(recovery *rv, int i, const char *why, char *e2, size_t
         char e3[1024] = "";
         if (take_from_file(rv, i, &s->fallback[f], s->fallback_tier[f], e3, sizeof e3, err, errlen) == 0)
             return 0;
+        note_bad_copy(rv, s->fallback[f].path);
         snprintf(last, sizeof last, "%s", e3);
     }
     snprintf(e2, n2, "%s", last);
@@ -368,6 +384,8 @@ static int take_all(recovery *rv, int *retry, char *err, size_t errlen) {
         int r;
         if (s->tier == AH_TIER_PEER) {
             r = take_from_peer(rv, i, e2, sizeof e2, err, errlen);
+            if (r == -1)
+                note_bad_copy(rv, s->src.path);
             if (r == -1 && s->n_fallback > 0) { /* after the window is closed */
                 snprintf(rv->retry_why[i], sizeof rv->retry_why[i], "%s", e2);
                 retry[i] = 1;
@@ -375,6 +393,8 @@ static int take_all(recovery *rv, int *retry, char *err, size_t errlen) {
             }
         } else {
             r = take_from_file(rv, i, &s->src, s->tier, e2, sizeof e2, err, errlen);
+            if (r == -1)
+                note_bad_copy(rv, s->src.path);
             if (r == -1 && s->n_fallback > 0) {
                 char why[1024];
                 snprintf(why, sizeof why, "%s", e2);
@@ -507,7 +527,7 @@ static int recover_core(const ah_layer_store *ls, const char *assignment, int *s
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     memset(st, 0, sizeof *st);
     double t_start = now_s();
-    recovery rv = {.ls = ls, .me = me, .st = st};
+    recovery rv = {.ls = ls, .me = me, .st = st, .assignment = assignment};
     ah_recovery_shard *e = NULL;
     int rc = load_assignment(assignment, me, &rv.step, &rv.cloud_rate, &e, &rv.n, err, errlen);
     if (rc == 0)

@@ -7,7 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "autohet/device.h"
+#include "autohet/plan.h"
+#include "autohet/schedule.h"
 #include "autohet/trace_analysis.h"
+#include "autohet/trace_diagnose.h"
 #include "autohet/trace_otf2.h"
 #include "cli/cli.h"
 
@@ -16,7 +22,8 @@ static void usage(FILE *f) {
         f,
         "usage: autohet analyze TRACE.json [--sim SIM_TRACE.json] [--json FILE] [--svg FILE]\n"
         "                                  [--comm-profile FILE] [--top N] [--skip-steps K] [--otf2 DIR]\n"
-        "                                  [--stack [--mpi-algorithm NAME] [--stack-site SITE]]\n\n"
+        "                                  [--stack [--mpi-algorithm NAME] [--stack-site SITE]]\n"
+        "                                  [--diagnose] [--plan PLAN] [--comm-profile-out FILE]\n\n"
         "Explains a trace written by autohet train --trace or autohet simulate --trace (the same format):\n"
         "per rank the split of the run into compute, exposed communication (not overlapped by compute),\n"
         "pipeline bubble (waiting in receives from the neighbouring stage) and other (untraced gaps);\n"
@@ -44,6 +51,16 @@ static void usage(FILE *f) {
         "                      recursive_doubling, ring, segmented_ring, rabenseifner or 0-6 (default: the\n"
         "                      environment's OMPI_MCA_coll_tuned_allreduce_algorithm, else the fixed rules)\n"
         "  --stack-site SITE   with --stack: list every instance of the call site SITE (the micro view)\n"
+        "  --diagnose          rank the causes of lost time: slow rank (compute beyond its peers' for the same\n"
+        "                      work), slow link (a pair's transfers beyond the --comm-profile alpha-beta of the\n"
+        "                      pair, else beyond the other pairs'), late arrival into collectives (whom everyone\n"
+        "                      waited for), input stall (untraced time before forwards), checkpoint stall,\n"
+        "                      pipeline bubble beyond the schedule's own, exposed data-parallel all-reduce;\n"
+        "                      each with its ranks or link, op, steps, cost and evidence (--json: \"diagnosis\")\n"
+        "  --plan PLAN         the plan the run executed: its nodes' hosts name the links, its stages and\n"
+        "                      micro-batches give the schedule's own bubble\n"
+        "  --comm-profile-out FILE  write the links as the run saw them (alpha-beta per pair of hosts and size\n"
+        "                      regime, links{} matrix) in the format autohet plan --comm-profile reads\n"
         "  -h, --help          this help\n");
 }
 
@@ -246,8 +263,8 @@ static void print_stack_ranks(const ah_trace_stack *s) {
 }
 
 typedef struct {
-    const char *json, *svg, *sim, *otf2, *stack_site;
-    int stack;
+    const char *json, *svg, *sim, *otf2, *stack_site, *plan, *cp_out;
+    int stack, diagnose;
     ah_trace_options o;
     ah_stack_options so;
 } analyze_args;
@@ -280,7 +297,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         {"skip-steps", required_argument, 0, 'k'}, {"sim", required_argument, 0, 'S'},
         {"otf2", required_argument, 0, 'O'}, {"stack", no_argument, 0, 'T'},
         {"mpi-algorithm", required_argument, 0, 'M'}, {"stack-site", required_argument, 0, 'I'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"diagnose", no_argument, 0, 'D'}, {"plan", required_argument, 0, 'P'},
+        {"comm-profile-out", required_argument, 0, 'C'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->o.top = 10;
     const char *mpi_alg = NULL;
@@ -310,6 +328,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         case 'T': a->stack = 1; break;
         case 'M': mpi_alg = optarg; break;
         case 'I': a->stack_site = optarg; break;
+        case 'D': a->diagnose = 1; break;
+        case 'P': a->plan = optarg; break;
+        case 'C': a->cp_out = optarg; break;
         case 'h': usage(stdout); return 1;
         default: {
             char msg[160];
@@ -326,8 +347,78 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
     a->so.comm_profile = a->o.comm_profile;
     char m[4400];
     if (cli_check_output("--json", a->json, m, sizeof m) || cli_check_output("--svg", a->svg, m, sizeof m) ||
-        cli_check_output_dir("--otf2", a->otf2, 0, m, sizeof m))
+        cli_check_output_dir("--otf2", a->otf2, 0, m, sizeof m) ||
+        cli_check_output("--comm-profile-out", a->cp_out, m, sizeof m))
         return cli_bad_input("analyze", m);
+    if (a->plan && !a->diagnose && !a->cp_out)
+        return cli_bad_input("analyze", "--plan needs --diagnose or --comm-profile-out");
+    return 0;
+}
+
+/* who each rank is, for the diagnosis: its host (from --plan: the node's host, else its name; without a
+ * plan the node the trace names), and from the plan its stage, its replica's stages and micro-batches */
+typedef struct {
+    ah_diag_options o;
+    char (*host)[128];
+    const char **hostp;
+    int *stage, *n_stages, *mbs;
+} diag_topology;
+
+static void diag_topology_free(diag_topology *g) {
+    free(g->host);
+    free(g->hostp);
+    free(g->stage);
+    free(g->n_stages);
+    free(g->mbs);
+    memset(g, 0, sizeof *g);
+}
+
+static int plan_topology(const char *path, int ranks, diag_topology *g, char *err, size_t n) {
+    ah_plan p;
+    if (ah_plan_read_json(path, ah_device_catalog_builtin(), &p, err, n) != 0)
+        return -1;
+    int pr = 0;
+    for (int k = 0; k < p.n_replicas; k++)
+        for (int j = 0; j < p.replicas[k].n_stages; j++)
+            for (int q = 0; q < p.replicas[k].stages[j].tp; q++)
+                pr = ah_slot_rank(&p, k, j, q) + 1 > pr ? ah_slot_rank(&p, k, j, q) + 1 : pr;
+    if (pr != ranks) {
+        snprintf(err, n, "--plan %s: the plan runs %d rank(s), the trace has %d", path, pr, ranks);
+        ah_plan_free(&p);
+        return -1;
+    }
+    g->stage = calloc((size_t)ranks, sizeof(int));
+    g->n_stages = calloc((size_t)ranks, sizeof(int));
+    g->mbs = calloc((size_t)ranks, sizeof(int));
+    for (int k = 0; g->mbs && k < p.n_replicas; k++)
+        for (int j = 0; j < p.replicas[k].n_stages; j++)
+            for (int q = 0; q < p.replicas[k].stages[j].tp; q++) {
+                int r = ah_slot_rank(&p, k, j, q), nd = p.replicas[k].stages[j].node;
+                g->stage[r] = j;
+                g->n_stages[r] = p.replicas[k].n_stages;
+                g->mbs[r] = p.replicas[k].micro_batches;
+                if (nd >= 0 && nd < p.cluster.n_nodes)
+                    snprintf(g->host[r], sizeof g->host[r], "%s",
+                             p.cluster.nodes[nd].host[0] ? p.cluster.nodes[nd].host : p.cluster.nodes[nd].name);
+            }
+    ah_plan_free(&p);
+    return 0;
+}
+
+static int diag_topology_init(const analyze_args *ar, const ah_trace_file *t, int ranks, diag_topology *g,
+                              char *err, size_t n) {
+    memset(g, 0, sizeof *g);
+    g->host = calloc((size_t)ranks + 1, sizeof *g->host);
+    g->hostp = calloc((size_t)ranks + 1, sizeof(char *));
+    if (!g->host || !g->hostp)
+        abort();
+    for (int r = 0; r < ranks; r++)
+        snprintf(g->host[r], sizeof g->host[r], "%s", t->node ? t->node[r] : "");
+    if (ar->plan && plan_topology(ar->plan, ranks, g, err, n) != 0)
+        return -1;
+    for (int r = 0; r < ranks; r++)
+        g->hostp[r] = g->host[r][0] ? g->host[r] : NULL;
+    g->o = (ah_diag_options){ranks, g->hostp, g->stage, g->n_stages, g->mbs, ar->o.comm_profile, 0};
     return 0;
 }
 
@@ -360,12 +451,16 @@ int cmd_analyze(int argc, char **argv) {
     ah_trace_analysis a = {0}, sa = {0};
     ah_trace_comparison cmp = {0};
     ah_trace_stack stack = {0};
+    ah_diagnosis diag = {0};
+    diag_topology topo = {0};
     if (ah_trace_read(path, &t, err, sizeof err) != 0)
         return cli_bad_input("analyze", err);
     if (ah_trace_analyze(&t, &ar.o, &a, err, sizeof err) != 0 ||
         (ar.sim && (analyze_sim(ar.sim, &sa, err, sizeof err) != 0 ||
                     ah_trace_compare(&a, &sa, ar.sim, &cmp, err, sizeof err) != 0)) ||
-        (ar.stack && ah_trace_stack_build(&a, &ar.so, &stack, err, sizeof err) != 0)) {
+        (ar.stack && ah_trace_stack_build(&a, &ar.so, &stack, err, sizeof err) != 0) ||
+        ((ar.diagnose || ar.cp_out) && (diag_topology_init(&ar, &t, a.ranks, &topo, err, sizeof err) != 0 ||
+                                        ah_trace_diagnose(&a, &topo.o, &diag, err, sizeof err) != 0))) {
         rc = cli_bad_input("analyze", err);
         goto out;
     }
@@ -393,16 +488,32 @@ int cmd_analyze(int argc, char **argv) {
         print_stack_instances(&stack, ar.stack_site, ar.o.top);
         print_stack_ranks(&stack);
     }
+    if (ar.diagnose)
+        ah_diagnosis_print(stdout, &diag, &topo.o);
+    cJSON *extra = ar.diagnose ? cJSON_CreateObject() : NULL;
+    if (extra)
+        cJSON_AddItemToObject(extra, "diagnosis", ah_diagnosis_json(&diag));
     if (rc == 0 && ar.json &&
         ah_trace_write_analysis_json(ar.json, path, &a, ar.sim, ar.sim ? &cmp : NULL, ar.stack ? &stack : NULL,
-                                     err, sizeof err) != 0)
+                                     extra, err, sizeof err) != 0)
         rc = 1;
+    else if (!(rc == 0 && ar.json))
+        cJSON_Delete(extra);
+    if (rc == 0 && ar.cp_out) {
+        if (ah_diagnosis_write_comm_profile(ar.cp_out, path, &diag, &topo.o, err, sizeof err) != 0)
+            rc = 1;
+        else
+            printf("\ncomm profile written: %s (%d transfer(s) on links; autohet plan --comm-profile %s)\n",
+                   ar.cp_out, diag.n_obs, ar.cp_out);
+    }
     if (rc == 0 && ar.svg && ah_trace_write_analysis_svg(ar.svg, path, &a, err, sizeof err) != 0)
         rc = 1;
     if (rc == 1)
         fprintf(stderr, "autohet analyze: %s\n", err);
     rc = rc == 3 ? 1 : rc;
 out:
+    ah_diagnosis_free(&diag);
+    diag_topology_free(&topo);
     ah_trace_stack_free(&stack);
     ah_trace_comparison_free(&cmp);
     ah_trace_analysis_free(&sa);

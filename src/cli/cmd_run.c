@@ -69,8 +69,8 @@ static void run_usage(FILE *f) {
         "  --heartbeat-timeout  a rank whose heartbeat (a thread of it sends a UDP datagram to this\n"
         "                  controller every 0.5 s, over the training network) is unheard this long loses\n"
         "                  its node: a host that hangs, whose processes are stopped, or whose network is\n"
-        "                  cut (default 10: the longest silence measured under 4x CPU oversubscription\n"
-        "                  was 0.67 s; 0: no check)\n"
+        "                  cut (default 20, docs/recovery.md \"Liveness\"; 0: no check); every node\n"
+        "                  silent at once is waited for, not dropped\n"
         "  --resume DIR    continue the run of DIR whose controller ended (killed, its machine lost):\n"
         "                  its old jobs are ended, the run replanned for the live nodes and recovered\n"
         "                  from the tiers, with the options it was started with (RUN/run.json)\n"
@@ -119,7 +119,7 @@ int cmd_run(int argc, char **argv) {
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
-    o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 10;
+    o.lr = 3e-3, o.cloud_mbs = 100, o.time_scale = 1, o.launcher = "mpirun", o.heartbeat_s = 20;
     o.max_restarts = 2, o.mem_copies = 2;
     o.mode = AH_RECOVERY_LAYER_BITMAP;
     char msg[512];

@@ -99,6 +99,36 @@ static double predicted_iteration_s(const run_state *s) {
 
 /* ---- recovery ---- */
 
+/* The copies a recovery found bad (RUN/recover-G.json.bad-R, a path a line, written by the ranks that read
+ * them) are left out of the holdings: the next assignment uses other copies, or an older complete step. */
+static void drop_bad_copies(const run_state *s, ah_holding *h, int n) {
+    DIR *d = opendir(s->run);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (strncmp(de->d_name, "recover-", 8) || !strstr(de->d_name, ".json.bad-"))
+            continue;
+        char p[1400], line[4200];
+        snprintf(p, sizeof p, "%s/%.255s", s->run, de->d_name);
+        FILE *f = fopen(p, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            for (int i = 0; i < n; i++) {
+                size_t dl = strlen(h[i].dir);
+                if (strncmp(line, h[i].dir, dl) || line[dl] != '/')
+                    continue;
+                int k = 0;
+                for (int j = 0; j < h[i].m.n; j++)
+                    if (strcmp(h[i].m.e[j].file, line + dl + 1))
+                        h[i].m.e[k++] = h[i].m.e[j];
+                h[i].m.n = k;
+            }
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+}
+
 static int load_holdings(run_state *s, ah_holding **out, int *n) {
     int cap = 2 * s->inv.n_nodes + 16, k = 0;
     ah_holding *h = ah_xcalloc((size_t)cap, sizeof *h);
@@ -141,6 +171,7 @@ static int load_holdings(run_state *s, ah_holding **out, int *n) {
     }
     if (d)
         closedir(d);
+    drop_bad_copies(s, h, k);
     *out = h;
     *n = k;
     return 0;
@@ -611,7 +642,9 @@ static int may_restart(run_state *s, const run_fault *f) {
         s->fail_repeats++;
     else
         s->fail_repeats = 1, snprintf(s->fail_signature, sizeof s->fail_signature, "%s", f->signature);
-    return f->exit_code != AH_EXIT_BAD_INPUT && s->fail_repeats <= s->o->max_restarts;
+    /* (a recovery's exit 2 is a copy it could not use, which the next assignment leaves out) */
+    int bad_input = f->exit_code == AH_EXIT_BAD_INPUT && !s->pending;
+    return !bad_input && s->fail_repeats <= s->o->max_restarts;
 }
 
 /* The job ended with `status`. Returns 1 done (success), 0 go on (replanned
@@ -637,8 +670,8 @@ static int job_ended(run_state *s, int status, int *final_step) {
         fprintf(stderr, "autohet run: generation %d: %s\n", s->gen, f.cause);
         fprintf(stderr, "autohet run: stopping: the same failure %d time%s in a row at step %d%s%s\n",
                 s->fail_repeats, s->fail_repeats == 1 ? "" : "s", step_at,
-                f.exit_code == AH_EXIT_BAD_INPUT ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
-                f.exit_code == AH_EXIT_BAD_INPUT ? "" : "reached)");
+                s->fail_repeats <= s->o->max_restarts ? " (bad input: a restart cannot mend it)" : " (--max-restarts ",
+                s->fail_repeats <= s->o->max_restarts ? "" : "reached)");
         return f.exit_code > 1 && f.exit_code < 126 ? -f.exit_code : -1;
     }
     if (change_nodes(s, f.cause, t_fault, step_at, err, sizeof err) == 0)

@@ -195,6 +195,21 @@ static char rank_process_state(const run_state *s, int rank, int *node) {
     return paren && paren[1] == ' ' ? paren[2] : 0;
 }
 
+/* Declares node `node` lost for its silent rank `rank` (state: its process as seen here). */
+static void lose_node(run_state *s, int rank, int node, char state, double now, int *gone, double *t_last, int *any,
+                      char *kind, size_t kindlen) {
+    int partition = state && state != 'T' && state != 't' && state != 'Z';
+    printf("autohet run: %s: rank %d of node %s%s%s silent for %.1f s (timeout %.1f s)%s: the node is lost\n",
+           partition ? "partition" : "heartbeat", rank, s->inv.nodes[node].name, s->multi_host ? ", host " : "",
+           s->multi_host ? s->inv.nodes[node].host : "", now - s->beat_seen[rank], s->o->heartbeat_s,
+           partition ? " though its process runs" : "");
+    fflush(stdout);
+    if (!*any || s->beat_seen[rank] < *t_last)
+        *t_last = s->beat_seen[rank];
+    snprintf(kind, kindlen, "%s", partition ? "partition" : "heartbeat");
+    gone[node] = 1, *any = 1;
+}
+
 int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen) {
     double timeout = s->o->heartbeat_s, now = ah_wall_clock_s();
     if (s->beat_fd <= 0 || s->pid <= 0)
@@ -206,30 +221,53 @@ int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, siz
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
     DIR *d = opendir(dir); /* every rank that started (wrote its pid file) must be heard */
-    int any = 0;
+    int n_sil = 0, cap = 0, *sil_rank = NULL, *sil_node = NULL, heard_node[MAX_NODES] = {0},
+        silent_node[MAX_NODES] = {0};
+    char *sil_state = NULL;
     for (struct dirent *de; d && (de = readdir(d));) {
         int rank, node;
         char extra;
         if (sscanf(de->d_name, "rank-%d%c", &rank, &extra) != 1 || rank < 0 || rank > 1 << 20)
             continue;
         track_rank(s, rank, now);
-        if (now - s->beat_seen[rank] <= timeout)
-            continue;
         char state = rank_process_state(s, rank, &node);
         if (node < 0 || !s->alive[node] || gone[node])
             continue;
-        int partition = state && state != 'T' && state != 't' && state != 'Z';
-        printf("autohet run: %s: rank %d of node %s%s%s silent for %.1f s (timeout %.1f s)%s: the node is lost\n",
-               partition ? "partition" : "heartbeat", rank, s->inv.nodes[node].name, s->multi_host ? ", host " : "",
-               s->multi_host ? s->inv.nodes[node].host : "", now - s->beat_seen[rank], timeout,
-               partition ? " though its process runs" : "");
-        fflush(stdout);
-        if (!any || s->beat_seen[rank] < *t_last)
-            *t_last = s->beat_seen[rank];
-        snprintf(kind, kindlen, "%s", partition ? "partition" : "heartbeat");
-        gone[node] = 1, any = 1;
+        if (now - s->beat_seen[rank] <= timeout) {
+            heard_node[node] = 1;
+            continue;
+        }
+        if (n_sil == cap) {
+            cap = cap ? 2 * cap : 16;
+            sil_rank = ah_xrealloc(sil_rank, sizeof(int) * (size_t)cap);
+            sil_node = ah_xrealloc(sil_node, sizeof(int) * (size_t)cap);
+            sil_state = ah_xrealloc(sil_state, (size_t)cap);
+        }
+        sil_rank[n_sil] = rank, sil_node[n_sil] = node, sil_state[n_sil++] = state;
+        silent_node[node] = 1;
     }
     if (d)
         closedir(d);
+    /* every node of the job unheard at once: more likely the controller's own link (or a stall of this
+     * machine) than every host cut off; wait for them rather than drop them all (one node alone: drop it) */
+    int n_nodes = 0, n_silent = 0, any = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        n_nodes += heard_node[i] || silent_node[i], n_silent += silent_node[i] && !heard_node[i];
+    if (n_silent > 1 && n_silent == n_nodes) {
+        if (now - s->beat_all_silent_said > 10) {
+            printf("autohet run: heartbeat: every node of the job silent for over %.1f s: waiting (the controller's "
+                   "own link or this machine stalls)\n",
+                   timeout);
+            fflush(stdout);
+            s->beat_all_silent_said = now;
+        }
+    } else {
+        for (int k = 0; k < n_sil; k++)
+            if (!gone[sil_node[k]])
+                lose_node(s, sil_rank[k], sil_node[k], sil_state[k], now, gone, t_last, &any, kind, kindlen);
+    }
+    free(sil_rank);
+    free(sil_node);
+    free(sil_state);
     return any;
 }

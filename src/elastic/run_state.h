@@ -71,6 +71,7 @@ typedef struct {
     unsigned long long beat_token;
     char beat_env[1100];
     double beat_max_gap;
+    double beat_all_silent_said; /* when "every node silent" was last said */
     double change_t_event; /* when the change apply_change acts on happened, if known before (0: now) */
     /* the run directory's state (run_dir_state.c) */
     int lock_fd;

@@ -38,10 +38,22 @@ static void sleep_s(double s) {
     nanosleep(&ts, NULL);
 }
 
+/* Test hook of the diagnosis harness (tests/diagnose_harness.sh): AUTOHET_TEST_DATA_DELAY=RANK:SECONDS makes
+ * that rank's every micro-batch fetch take SECONDS longer, as a slow data loader would (the engine holds the
+ * data in memory, so nothing outside the process can slow its fetches). */
+static void test_data_delay(int rank) {
+    const char *v = getenv("AUTOHET_TEST_DATA_DELAY");
+    int r;
+    double s;
+    if (v && sscanf(v, "%d:%lf", &r, &s) == 2 && r == rank && s > 0 && s < 60)
+        sleep_s(s);
+}
+
 static const mb_data *batch_of(step_ctx *c, int i, int validation) {
     mb_data *d = &c->md[i];
     if (!d->tok) {
         ah_executor *x = c->x;
+        test_data_delay(x->rank);
         d->tok = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
         d->tgt = ah_xcalloc((size_t)c->B * c->T, sizeof(int));
         ah_dataset_batch(x->data, validation, x->seed, c->step, x->row0 + i * c->B, c->B, c->T, d->tok, d->tgt);

@@ -148,6 +148,29 @@ static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, cha
     return 0;
 }
 
+/* each rank's node from its process name: "rank R (replica k, stage j, tp t) on NODE (DEVICE)" */
+static void read_nodes(const cJSON *evs, ah_trace_file *t) {
+    t->node = ah_xcalloc((size_t)t->n_ranks + 1, sizeof *t->node);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, evs) {
+        const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph"), *nm = cJSON_GetObjectItemCaseSensitive(it, "name"),
+                    *pid = cJSON_GetObjectItemCaseSensitive(it, "pid"),
+                    *arg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "args"), "name");
+        if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "M") || !cJSON_IsString(nm) ||
+            strcmp(nm->valuestring, "process_name") || !cJSON_IsNumber(pid) || pid->valuedouble < 0 ||
+            pid->valuedouble >= t->n_ranks || !cJSON_IsString(arg))
+            continue;
+        const char *on = strstr(arg->valuestring, ") on ");
+        if (!on)
+            continue;
+        char *dst = t->node[pid->valueint];
+        snprintf(dst, sizeof t->node[0], "%s", on + 5);
+        char *paren = strstr(dst, " (");
+        if (paren)
+            *paren = '\0';
+    }
+}
+
 static int num_field(const cJSON *o, const char *k, double *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!cJSON_IsNumber(x) || !(x->valuedouble > -1e300 && x->valuedouble < 1e300))
@@ -216,6 +239,8 @@ int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen) 
             snprintf(t->source, sizeof t->source, "%s", src->valuestring);
         rc = read_events(path, evs, t, err, errlen);
         if (rc == 0)
+            read_nodes(evs, t);
+        if (rc == 0)
             rc = read_clock(path,
                             cJSON_GetObjectItemCaseSensitive(
                                 cJSON_GetObjectItemCaseSensitive(root, "otherData"), "clock"),
@@ -231,5 +256,6 @@ void ah_trace_file_free(ah_trace_file *t) {
     free(t->items);
     free(t->flows);
     free(t->clock.ranks);
+    free(t->node);
     memset(t, 0, sizeof *t);
 }

@@ -172,13 +172,19 @@ static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c
 
 int ah_trace_write_analysis_json(const char *path, const char *trace_path, const ah_trace_analysis *a,
                                  const char *sim_path, const ah_trace_comparison *c, const ah_trace_stack *stack,
-                                 char *err, size_t errlen) {
+                                 cJSON *extra, char *err, size_t errlen) {
     cJSON *out = analysis_json(trace_path, a);
     clock_json(out, a);
     if (c)
         cJSON_AddItemToObject(out, "prediction", comparison_json(sim_path ? sim_path : "", c));
     if (stack)
         cJSON_AddItemToObject(out, "stack", ah_trace_stack_json(stack));
+    for (cJSON *it = extra ? extra->child : NULL; it;) {
+        cJSON *next = it->next;
+        cJSON_AddItemToObject(out, it->string, cJSON_DetachItemViaPointer(extra, it));
+        it = next;
+    }
+    cJSON_Delete(extra);
     char *text = cJSON_Print(out), why[512];
     int rc = text ? ah_write_text_output(path, text, why, sizeof why) : -1;
     if (rc)

@@ -1,0 +1,539 @@
+/* The diagnosis of a traced run (autohet/trace_diagnose.h, docs/analyze.md,
+ * "Diagnosis"): steps, the per-rank findings (slow rank, input stall,
+ * checkpoint stall, bubble, exposed data-parallel communication) and the
+ * ranking; links and late arrivals are diagnose_links.c and
+ * diagnose_blame.c. Every finding compares what a rank or link did with
+ * what it should have done: its peers doing the same work, the schedule,
+ * the comm profile. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/diagnose_internal.h"
+#include "util/errors.h"
+
+static const char *kind_names[AH_DIAG_KINDS] = {"slow_rank",        "slow_link", "late_arrival", "input_stall",
+                                                "checkpoint_stall", "bubble",    "exposed_dp"};
+
+const char *ah_diag_kind_name(ah_diag_kind k) {
+    return k >= 0 && k < AH_DIAG_KINDS ? kind_names[k] : "?";
+}
+
+int ah_diag_is_recv(const ah_trace_item *v) {
+    return v->ev.kind == AH_TRACE_RECV_ACTIVATION || v->ev.kind == AH_TRACE_RECV_GRADIENT;
+}
+
+int ah_diag_is_collective(const ah_trace_item *v) {
+    ah_trace_kind k = v->ev.kind;
+    return v->comm && (k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_TIED_SYNC ||
+                       k == AH_TRACE_STEP_SYNC);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ah_diag_median(double *v, int n) {
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+ah_finding *ah_diag_add(dctx *c, ah_diag_kind kind) {
+    ah_diagnosis *d = c->d;
+    d->f = ah_xrealloc(d->f, sizeof(ah_finding) * (size_t)(d->n + 1));
+    ah_finding *f = &d->f[d->n++];
+    memset(f, 0, sizeof *f);
+    f->kind = kind;
+    f->link[0] = f->link[1] = -1;
+    f->explained_by = -1;
+    f->cause = kind != AH_DIAG_BUBBLE && kind != AH_DIAG_EXPOSED_DP;
+    return f;
+}
+
+void ah_diag_set_steps(ah_finding *f, const unsigned char *flag, int S) {
+    f->n_steps = 0;
+    for (int s = 0; s < S && f->n_steps < AH_DIAG_MAX_STEPS; s++)
+        if (flag[s])
+            f->steps[f->n_steps++] = s;
+}
+
+/* the finding's share and significance: share >= threshold and the kind's own test */
+static void settle(dctx *c, ah_finding *f, int test) {
+    f->share = c->wall_s > 0 ? f->cost_s / c->wall_s : 0;
+    f->significant = test && f->share >= c->d->threshold;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+static const ah_trace_item *sort_items;
+static int cmp_rank_ts(const void *pa, const void *pb) {
+    const ah_trace_item *x = &sort_items[*(const int *)pa], *y = &sort_items[*(const int *)pb];
+    if (x->ev.rank != y->ev.rank)
+        return x->ev.rank - y->ev.rank;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return *(const int *)pa - *(const int *)pb;
+}
+
+/* every item's step, per rank per step its compute, its untraced time before
+ * forwards and at the step's start */
+static void steps_and_gaps(dctx *c) {
+    const ah_trace_item *e = c->a->items;
+    int n = c->a->n_items;
+    c->order = ah_xcalloc((size_t)n + 1, sizeof(int));
+    c->rank_first = ah_xcalloc((size_t)c->R + 1, sizeof(int));
+    for (int i = 0; i < n; i++)
+        c->order[i] = i;
+    sort_items = e;
+    qsort(c->order, (size_t)n, sizeof(int), cmp_rank_ts);
+    for (int k = 0, r = 0; r <= c->R; r++) {
+        while (k < n && e[c->order[k]].ev.rank < r)
+            k++;
+        c->rank_first[r] = k;
+    }
+    for (int r = 0; r < c->R; r++) {
+        int s = 0, after_opt = 0;
+        double prev_end = NAN;
+        for (int k = c->rank_first[r]; k < c->rank_first[r + 1]; k++) {
+            const ah_trace_item *v = &e[c->order[k]];
+            int cs = s < c->S ? s : c->S - 1;
+            c->step[c->order[k]] = cs;
+            double gap = isnan(prev_end) ? 0 : v->ts - prev_end;
+            gap = gap > 0 ? gap * 1e-6 : 0;
+            if (after_opt)
+                c->bound[r * c->S + cs] += gap;
+            else if (v->ev.kind == AH_TRACE_FORWARD && !v->comm)
+                c->gap_in[r * c->S + cs] += gap;
+            after_opt = 0;
+            if (!v->comm && v->ev.kind < AH_TRACE_KINDS)
+                c->comp[r * c->S + cs] += v->dur * 1e-6;
+            if (v->ev.kind == AH_TRACE_OPTIMIZER && !v->comm) {
+                s++;
+                after_opt = 1;
+            }
+            double end = v->ts + v->dur;
+            prev_end = isnan(prev_end) || end > prev_end ? end : prev_end;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- slow rank */
+
+/* the work a rank does: its layers and its forward and backward calls */
+typedef struct {
+    int lf, ll, nf, nb;
+    double layer_calls; /* layers x calls of its forwards and backwards */
+} work;
+
+static work work_of(const dctx *c, int r) {
+    work w = {1 << 30, -1, 0, 0, 0};
+    const ah_trace_item *e = c->a->items;
+    for (int k = c->rank_first[r]; k < c->rank_first[r + 1]; k++) {
+        const ah_trace_item *v = &e[c->order[k]];
+        if (v->comm || (v->ev.kind != AH_TRACE_FORWARD && v->ev.kind != AH_TRACE_BACKWARD))
+            continue;
+        v->ev.kind == AH_TRACE_FORWARD ? w.nf++ : w.nb++;
+        if (v->ev.layer_first >= 0) {
+            w.lf = v->ev.layer_first < w.lf ? v->ev.layer_first : w.lf;
+            w.ll = v->ev.layer_last > w.ll ? v->ev.layer_last : w.ll;
+            w.layer_calls += v->ev.layer_last - v->ev.layer_first;
+        } else {
+            w.layer_calls += 1;
+        }
+    }
+    return w;
+}
+
+static int same_work(work a, work b) {
+    return a.lf == b.lf && a.ll == b.ll && a.nf == b.nf && a.nb == b.nb;
+}
+
+/* expected[s] for rank r: the median of its peers' compute in step s (peers:
+ * the ranks doing the same work); without peers its work at the median
+ * rank's time per layer call. Returns the number of peers. */
+static int expected_compute(const dctx *c, const work *w, int r, double *expected, double *tmp) {
+    int peers = 0;
+    for (int q = 0; q < c->R; q++)
+        peers += q != r && same_work(w[q], w[r]);
+    for (int s = 0; s < c->S; s++) {
+        int m = 0;
+        if (peers) {
+            for (int q = 0; q < c->R; q++)
+                if (q != r && same_work(w[q], w[r]))
+                    tmp[m++] = c->comp[q * c->S + s];
+            expected[s] = ah_diag_median(tmp, m);
+            continue;
+        }
+        for (int q = 0; q < c->R; q++) {
+            double tot = 0;
+            for (int t = 0; t < c->S; t++)
+                tot += c->comp[q * c->S + t];
+            if (w[q].layer_calls > 0)
+                tmp[m++] = tot / w[q].layer_calls;
+        }
+        expected[s] = ah_diag_median(tmp, m) * w[r].layer_calls / c->S;
+    }
+    return peers;
+}
+
+static void slow_ranks(dctx *c) {
+    work *w = ah_xcalloc((size_t)c->R, sizeof(work));
+    double *ex = ah_xcalloc((size_t)c->S, sizeof(double)), *tmp = ah_xcalloc((size_t)c->R + 1, sizeof(double));
+    unsigned char *flag = ah_xcalloc((size_t)c->S, 1);
+    for (int r = 0; r < c->R; r++)
+        w[r] = work_of(c, r);
+    for (int r = 0; r < c->R; r++) {
+        c->peer_group[r] = r;
+        for (int q = r - 1; q >= 0; q--)
+            if (same_work(w[q], w[r]))
+                c->peer_group[r] = q;
+    }
+    for (int r = 0; r < c->R; r++) {
+        if (w[r].nf + w[r].nb == 0)
+            continue;
+        int peers = expected_compute(c, w, r, ex, tmp);
+        double m = 0, x = 0, limit = peers ? 1.5 : 2;
+        int slow_steps = 0;
+        for (int s = 0; s < c->S; s++) {
+            m += c->comp[r * c->S + s];
+            x += ex[s];
+            flag[s] = c->comp[r * c->S + s] > 1.25 * ex[s];
+            slow_steps += flag[s];
+        }
+        if (!(m > x) || x <= 0)
+            continue;
+        ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_RANK);
+        f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "compute");
+        ah_diag_set_steps(f, flag, c->S);
+        f->measured_s = m, f->expected_s = x, f->cost_s = m - x;
+        if (peers)
+            snprintf(f->evidence, sizeof f->evidence,
+                     "rank %d computed %.3f ms over %d step(s) where the median of its %d peer(s) with the same "
+                     "work (layers %d-%d, %d forward and %d backward calls) took %.3f ms: %.2fx",
+                     r, m * 1e3, c->S, peers, w[r].lf, w[r].ll - 1, w[r].nf, w[r].nb, x * 1e3, m / x);
+        else
+            snprintf(f->evidence, sizeof f->evidence,
+                     "rank %d computed %.3f ms for %.0f layer calls, %.2fx the median rank's time per layer call "
+                     "(%.3f ms expected; no rank does the same work)",
+                     r, m * 1e3, w[r].layer_calls, m / x, x * 1e3);
+        settle(c, f, m >= limit * x && 3 * slow_steps >= 2 * c->S);
+    }
+    free(w);
+    free(ex);
+    free(tmp);
+    free(flag);
+}
+
+/* ---------------------------------------------------------------- untraced time */
+
+/* Steps whose start gap is long on every rank at once (median over ranks
+ * above twice the median step's plus 5 ms): a checkpoint (or another
+ * job-wide pause) between steps. Fills excess[s]. */
+static void checkpoint_stalls(dctx *c, double *excess) {
+    double *tmp = ah_xcalloc((size_t)(c->R > c->S ? c->R : c->S) + 1, sizeof(double)),
+           *med = ah_xcalloc((size_t)c->S, sizeof(double));
+    for (int s = 0; s < c->S; s++) {
+        for (int r = 0; r < c->R; r++)
+            tmp[r] = c->bound[r * c->S + s];
+        med[s] = ah_diag_median(tmp, c->R);
+    }
+    memcpy(tmp, med + 1, sizeof(double) * (size_t)(c->S - 1));
+    double base = ah_diag_median(tmp, c->S - 1), cost = 0;
+    unsigned char *flag = ah_xcalloc((size_t)c->S, 1);
+    for (int s = 1; s < c->S; s++)
+        if (med[s] > 2 * base + 5e-3) {
+            excess[s] = med[s] - base;
+            cost += excess[s];
+            flag[s] = 1;
+        }
+    if (cost > 0) {
+        ah_finding *f = ah_diag_add(c, AH_DIAG_CHECKPOINT_STALL);
+        for (int r = 0; r < c->R && f->n_ranks < AH_DIAG_MAX_RANKS; r++)
+            f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "between steps");
+        ah_diag_set_steps(f, flag, c->S);
+        f->cost_s = cost, f->measured_s = cost + base * f->n_steps, f->expected_s = base * f->n_steps;
+        snprintf(f->evidence, sizeof f->evidence,
+                 "every rank paused between steps with nothing traced: %d step(s) started %.3f ms later than "
+                 "the median step start gap (%.3f ms), on the median rank (a checkpoint write, an evaluation, or "
+                 "another pause of the whole job)",
+                 f->n_steps, cost * 1e3 / (f->n_steps ? f->n_steps : 1), base * 1e3);
+        settle(c, f, 1);
+    }
+    free(tmp);
+    free(med);
+    free(flag);
+}
+
+/* Untraced time before forwards and at step starts (data loading; a
+ * checkpoint's share taken out), against the median rank. */
+static void input_stalls(dctx *c, const double *ckpt) {
+    double *tot = ah_xcalloc((size_t)c->R, sizeof(double)), *tmp = ah_xcalloc((size_t)c->R + 1, sizeof(double));
+    double *per = ah_xcalloc((size_t)c->R * c->S + 1, sizeof(double));
+    for (int r = 0; r < c->R; r++)
+        for (int s = 0; s < c->S; s++) {
+            double b = c->bound[r * c->S + s] - ckpt[s];
+            per[r * c->S + s] = c->gap_in[r * c->S + s] + (b > 0 ? b : 0);
+            tot[r] += per[r * c->S + s];
+        }
+    memcpy(tmp, tot, sizeof(double) * (size_t)c->R);
+    double med = ah_diag_median(tmp, c->R);
+    unsigned char *flag = ah_xcalloc((size_t)c->S, 1);
+    for (int r = 0; r < c->R; r++) {
+        if (!(tot[r] > med) || c->R < 2)
+            continue;
+        for (int s = 0; s < c->S; s++)
+            flag[s] = per[r * c->S + s] > 2 * med / c->S + 1e-3;
+        ah_finding *f = ah_diag_add(c, AH_DIAG_INPUT_STALL);
+        f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "before forward (data loading)");
+        ah_diag_set_steps(f, flag, c->S);
+        f->measured_s = tot[r], f->expected_s = med, f->cost_s = tot[r] - med;
+        snprintf(f->evidence, sizeof f->evidence,
+                 "rank %d spent %.3f ms untraced before its forwards and at step starts (data loading, host "
+                 "work) where the median rank spent %.3f ms: %.3f ms more per step",
+                 r, tot[r] * 1e3, med * 1e3, (tot[r] - med) * 1e3 / c->S);
+        settle(c, f, tot[r] >= 1.5 * med + 1e-3 * c->S);
+    }
+    free(tot);
+    free(tmp);
+    free(per);
+    free(flag);
+}
+
+/* ---------------------------------------------------------------- effects */
+
+/* Pipeline bubble beyond the schedule's own: a 1F1B step of p stages and m
+ * micro-batches lasts (m + p - 1) micro-batch times of the slowest stage, of
+ * which a rank computes m of its own: the rest is the schedule's (and the
+ * stages' imbalance's) own idle time. */
+static void bubbles(dctx *c) {
+    for (int r = 0; r < c->R; r++) {
+        double meas = c->a->split[r].bubble * 1e-6;
+        if (meas <= 0)
+            continue;
+        int p = 0, m = 0, nf = 0;
+        double own = 0, slowest = 0;
+        for (int q = 0; q < c->R; q++)
+            if (c->replica[q] == c->replica[r]) {
+                double tot = 0;
+                for (int s = 0; s < c->S; s++)
+                    tot += c->comp[q * c->S + s];
+                slowest = tot > slowest ? tot : slowest;
+                own = q == r ? tot : own;
+                p++;
+            }
+        for (int k = c->rank_first[r]; k < c->rank_first[r + 1]; k++)
+            nf += c->a->items[c->order[k]].ev.kind == AH_TRACE_FORWARD && !c->a->items[c->order[k]].comm;
+        m = c->o->micro_batches ? c->o->micro_batches[r] : nf / c->S;
+        int stages = c->o->n_stages ? c->o->n_stages[r] : p;
+        double mb = m > 0 ? slowest / m : 0, exp_s = (m + stages - 1) * mb - own;
+        exp_s = exp_s > 0 ? exp_s : 0;
+        if (!(meas > exp_s))
+            continue;
+        ah_finding *f = ah_diag_add(c, AH_DIAG_BUBBLE);
+        f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "recv_activation/recv_gradient");
+        f->measured_s = meas, f->expected_s = exp_s, f->cost_s = meas - exp_s;
+        unsigned char *all = ah_xcalloc((size_t)c->S, 1);
+        memset(all, 1, (size_t)c->S);
+        ah_diag_set_steps(f, all, c->S);
+        free(all);
+        snprintf(f->evidence, sizeof f->evidence,
+                 "rank %d waited %.3f ms in pipeline receives; 1F1B with %d stage(s) and %d micro-batch(es) "
+                 "idles it %.3f ms ((m + p - 1) micro-batch times of its slowest stage, %.3f ms per step, "
+                 "less its own compute, over %d step(s))",
+                 r, meas * 1e3, stages, m, exp_s * 1e3, mb * 1e3 / (c->S ? c->S : 1), c->S);
+        settle(c, f, meas > 1.5 * exp_s);
+    }
+}
+
+/* Data-parallel all-reduce time after every member arrived, not under
+ * compute (the engine's all-reduces are blocking): what overlapping them
+ * with the backward pass could save; mean over the ranks taking part. */
+static void exposed_dp(dctx *c) {
+    double *per = ah_xcalloc((size_t)c->R, sizeof(double));
+    unsigned char *in = ah_xcalloc((size_t)c->R, 1), *flag = ah_xcalloc((size_t)c->S, 1);
+    for (int i = 0; i < c->a->n_items; i++) {
+        const ah_trace_item *v = &c->a->items[i];
+        if (v->ev.kind != AH_TRACE_DP_ALLREDUCE || c->inst_of[i] < 0)
+            continue;
+        double la = c->inst[c->inst_of[i]].la, t = v->ts + v->dur - (v->ts > la ? v->ts : la);
+        per[v->ev.rank] += t > 0 ? t * 1e-6 : 0;
+        in[v->ev.rank] = 1;
+        flag[c->step[i]] = 1;
+    }
+    double tot = 0;
+    int n = 0;
+    for (int r = 0; r < c->R; r++)
+        if (in[r]) {
+            tot += per[r];
+            n++;
+        }
+    if (n > 0 && tot > 0) {
+        ah_finding *f = ah_diag_add(c, AH_DIAG_EXPOSED_DP);
+        for (int r = 0; r < c->R && f->n_ranks < AH_DIAG_MAX_RANKS; r++)
+            if (in[r])
+                f->ranks[f->n_ranks++] = r;
+        snprintf(f->op, sizeof f->op, "dp_allreduce");
+        ah_diag_set_steps(f, flag, c->S);
+        f->cost_s = f->measured_s = tot / n;
+        f->expected_s = 0;
+        snprintf(f->evidence, sizeof f->evidence,
+                 "%d rank(s) spent %.3f ms per step on average in data-parallel all-reduces after every member "
+                 "had arrived, none of it under compute (blocking all-reduces; overlapping them with the "
+                 "backward pass would hide it)",
+                 n, tot / n * 1e3 / c->S);
+        settle(c, f, 1);
+    }
+    free(per);
+    free(in);
+    free(flag);
+}
+
+/* pipelines: ranks joined by point-to-point transfers (or the plan's replicas' ranks) */
+static void pipelines(dctx *c) {
+    c->replica = ah_xcalloc((size_t)c->R + 1, sizeof(int));
+    for (int r = 0; r < c->R; r++)
+        c->replica[r] = r;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < c->a->n_items; i++) {
+            const ah_trace_event *e = &c->a->items[i].ev;
+            if (e->peer < 0 || e->peer >= c->R || e->kind == AH_TRACE_TIED_SYNC)
+                continue;
+            int lo = c->replica[e->rank] < c->replica[e->peer] ? c->replica[e->rank] : c->replica[e->peer];
+            if (c->replica[e->rank] != lo || c->replica[e->peer] != lo) {
+                c->replica[e->rank] = c->replica[e->peer] = lo;
+                changed = 1;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- ranking */
+
+static int involves(const ah_finding *f, int r) {
+    for (int k = 0; k < f->n_ranks; k++)
+        if (f->ranks[k] == r)
+            return 1;
+    return 0;
+}
+
+/* An effect is explained by a significant cause on a rank of its pipeline
+ * (bubble) or, for exposed DP, by a slow link of a DP all-reduce between its
+ * ranks; a slow link by the slow communication of one of its ends (every
+ * link of that rank slow, diagnose_links.c); a late arrival (the macro view: whom the others waited for) by a
+ * more specific cause (slow rank, input stall, slow link, checkpoint stall)
+ * on a rank of the late rank's pipeline (the micro view: why). */
+static int explains(const dctx *c, const ah_finding *cause, const ah_finding *eff) {
+    if (!cause->cause || !cause->significant || cause == eff)
+        return 0;
+    if (eff->kind == AH_DIAG_SLOW_LINK)
+        return cause->kind == AH_DIAG_SLOW_RANK && !strcmp(cause->op, "communication") &&
+               (involves(cause, eff->link[0]) || involves(cause, eff->link[1]));
+    if (eff->kind == AH_DIAG_EXPOSED_DP)
+        return cause->kind == AH_DIAG_SLOW_LINK && !strcmp(cause->op, "dp_allreduce") &&
+               involves(eff, cause->link[0]) && involves(eff, cause->link[1]);
+    if (eff->cause && (eff->kind != AH_DIAG_LATE_ARRIVAL || cause->kind == AH_DIAG_LATE_ARRIVAL))
+        return 0;
+    for (int k = 0; k < eff->n_ranks; k++)
+        for (int q = 0; q < c->R; q++)
+            if (involves(cause, q) && c->replica[q] == c->replica[eff->ranks[k]])
+                return 1;
+    return 0;
+}
+
+/* significant causes, significant effects no cause explains, explained findings, the rest */
+static int rank_class(const ah_finding *f) {
+    return !f->significant ? 3 : f->explained_by >= 0 ? 2 : f->cause ? 0 : 1;
+}
+
+static int cmp_finding(const void *pa, const void *pb) {
+    const ah_finding *x = pa, *y = pb;
+    if (rank_class(x) != rank_class(y))
+        return rank_class(x) - rank_class(y);
+    return (x->cost_s < y->cost_s) - (x->cost_s > y->cost_s);
+}
+
+/* sort, then point each explained effect at its cause's index */
+static void rank_findings(dctx *c) {
+    ah_diagnosis *d = c->d;
+    for (int i = 0; i < d->n; i++)
+        for (int j = 0; j < d->n && d->f[i].explained_by < 0; j++)
+            if (explains(c, &d->f[j], &d->f[i]))
+                d->f[i].explained_by = j;
+    /* remember the causes by kind and ranks across the sort */
+    ah_finding *old = ah_xcalloc((size_t)d->n + 1, sizeof(ah_finding));
+    memcpy(old, d->f, sizeof(ah_finding) * (size_t)d->n);
+    qsort(d->f, (size_t)d->n, sizeof(ah_finding), cmp_finding);
+    for (int i = 0; i < d->n; i++) {
+        int e = d->f[i].explained_by;
+        if (e < 0)
+            continue;
+        for (int j = 0; j < d->n; j++)
+            if (!memcmp(&d->f[j], &old[e], sizeof(ah_finding)))
+                d->f[i].explained_by = j;
+    }
+    free(old);
+}
+
+int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_diagnosis *d, char *err,
+                      size_t errlen) {
+    memset(d, 0, sizeof *d);
+    dctx c = {.a = a, .o = o, .d = d, .R = a->ranks, .S = a->steps > 0 ? a->steps : 1};
+    d->threshold = o->threshold > 0 ? o->threshold : 0.05;
+    d->steps = a->steps;
+    d->wall_s = a->span_us * 1e-6;
+    d->step_s = a->iteration_s;
+    c.wall_s = d->wall_s;
+    size_t rs = (size_t)c.R * (size_t)c.S + 1;
+    c.step = ah_xcalloc((size_t)a->n_items + 1, sizeof(int));
+    c.comp = ah_xcalloc(rs, sizeof(double));
+    c.gap_in = ah_xcalloc(rs, sizeof(double));
+    c.bound = ah_xcalloc(rs, sizeof(double));
+    double *ckpt = ah_xcalloc((size_t)c.S + 1, sizeof(double));
+    c.peer_group = ah_xcalloc((size_t)c.R + 1, sizeof(int));
+    steps_and_gaps(&c);
+    pipelines(&c);
+    ah_diag_match_transfers(&c);
+    int rc = ah_diag_links(&c, err, errlen);
+    if (rc == 0) {
+        slow_ranks(&c);
+        if (c.S > 2)
+            checkpoint_stalls(&c, ckpt);
+        input_stalls(&c, ckpt);
+        ah_diag_late_arrivals(&c);
+        ah_diag_common_ends(&c);
+        bubbles(&c);
+        exposed_dp(&c);
+        rank_findings(&c);
+    }
+    free(ckpt);
+    free(c.step);
+    free(c.order);
+    free(c.rank_first);
+    free(c.comp);
+    free(c.gap_in);
+    free(c.bound);
+    free(c.send_of);
+    free(c.inst_of);
+    free(c.inst);
+    free(c.inst_items);
+    free(c.replica);
+    free(c.peer_group);
+    if (rc != 0)
+        ah_diagnosis_free(d);
+    return rc;
+}
+
+void ah_diagnosis_free(ah_diagnosis *d) {
+    free(d->f);
+    free(d->obs);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,250 @@
+/* The diagnosis (analyze --diagnose) on synthetic traces where the answer is
+ * known: two 2-stage pipelines (ranks 0 -> 1 and 2 -> 3), data-parallel
+ * all-reduces between the stages' twins (0-2, 1-3) and a step reduction
+ * over all four, built step by step with a little noise. A clean run raises
+ * no significant cause; a rank computing 2x slower is the top finding as a
+ * slow rank; a link 40x slower than the others is the top finding as a slow
+ * link; a rank loading its data 4 ms late per micro-batch is the top finding
+ * as an input stall; a pause of every rank every third step is a checkpoint
+ * stall; and the comm profile written from the slow-link trace shows that
+ * pair slow. */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+
+#include "autohet/trace_diagnose.h"
+
+#define R 4
+#define STEPS 12
+#define ACT_BYTES 32768.0
+#define GRAD_BYTES 200000.0
+
+typedef struct {
+    int slow_rank;        /* -1 none: this rank computes 2x */
+    int link_a, link_b;   /* -1 none: this pair's bandwidth is 1/40 */
+    int input_rank;       /* -1 none: this rank waits 4 ms before each forward */
+    int ckpt_every;       /* 0 none: every rank pauses 30 ms after every k-th step */
+} faults;
+
+typedef struct {
+    ah_trace_item *it;
+    int n, cap;
+    int seq[R][16];
+    unsigned noise;
+} builder;
+
+static double jitter(builder *b) { /* 0.95 .. 1.05, deterministic */
+    b->noise = b->noise * 1103515245u + 12345u;
+    return 0.95 + 0.1 * ((b->noise >> 16) & 0x7fff) / 32768.0;
+}
+
+static ah_trace_item *add(builder *b, int rank, ah_trace_kind k, const char *site, double t0, double t1) {
+    if (b->n == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 256;
+        b->it = realloc(b->it, sizeof(ah_trace_item) * (size_t)b->cap);
+    }
+    ah_trace_item *v = &b->it[b->n++];
+    memset(v, 0, sizeof *v);
+    v->ts = t0, v->dur = t1 - t0;
+    v->comm = ah_trace_kind_stream(k) != AH_TRACE_COMPUTE;
+    snprintf(v->site, sizeof v->site, "%s", site);
+    snprintf(v->name, sizeof v->name, "%s", site);
+    v->ev = (ah_trace_event){.t0 = t0 * 1e-6, .t1 = t1 * 1e-6, .rank = rank, .kind = k, .micro_batch = -1,
+                             .layer_first = -1, .layer_last = -1, .bucket = -1, .ranks = 1, .group = rank,
+                             .peer = -1};
+    int site_no = (int)k;
+    v->ev.seq = b->seq[rank][site_no]++;
+    return v;
+}
+
+/* microseconds to move `bytes` between a and b */
+static double link_us(const faults *f, int a, int b, double bytes) {
+    double gbs = 2.0;
+    if ((a == f->link_a && b == f->link_b) || (a == f->link_b && b == f->link_a))
+        gbs /= 40;
+    return 5 + bytes / (gbs * 1e3);
+}
+
+static double compute(builder *b, const faults *f, int r, ah_trace_kind k, double t, int first, int last) {
+    double d = (k == AH_TRACE_FORWARD ? 1000 : 2000) * (r % 2 ? 1.5 : 1) * jitter(b) * (r == f->slow_rank ? 2 : 1);
+    ah_trace_item *v = add(b, r, k, ah_trace_kind_name(k), t, t + d);
+    v->ev.layer_first = first, v->ev.layer_last = last;
+    return t + d;
+}
+
+static void p2p(builder *b, const faults *f, int from, int to, int grad, double *t) {
+    ah_trace_kind sk = grad ? AH_TRACE_SEND_GRADIENT : AH_TRACE_SEND_ACTIVATION,
+                  rk = grad ? AH_TRACE_RECV_GRADIENT : AH_TRACE_RECV_ACTIVATION;
+    ah_trace_item *s = add(b, from, sk, ah_trace_kind_name(sk), t[from], t[from] + 3);
+    s->ev.peer = to, s->ev.bytes = ACT_BYTES, s->ev.ranks = 2, s->ev.group = from < to ? from : to;
+    double arrive = t[from] + link_us(f, from, to, ACT_BYTES), end = arrive > t[to] ? arrive : t[to] + 2;
+    ah_trace_item *v = add(b, to, rk, ah_trace_kind_name(rk), t[to], end);
+    v->ev.peer = from, v->ev.bytes = ACT_BYTES, v->ev.ranks = 2, v->ev.group = s->ev.group;
+    t[from] += 3;
+    t[to] = end;
+}
+
+static void allreduce(builder *b, const faults *f, const int *ranks, int n, ah_trace_kind k, const char *site,
+                      double bytes, double *t) {
+    double last = 0;
+    for (int i = 0; i < n; i++)
+        last = t[ranks[i]] > last ? t[ranks[i]] : last;
+    double end = last + (n == 2 ? 2 * link_us(f, ranks[0], ranks[1], bytes / 2) : 20);
+    for (int i = 0; i < n; i++) {
+        ah_trace_item *v = add(b, ranks[i], k, site, t[ranks[i]], end);
+        v->ev.bytes = bytes, v->ev.ranks = n, v->ev.group = ranks[0];
+        t[ranks[i]] = end;
+    }
+}
+
+static void one_step(builder *b, const faults *f, double *t, int step) {
+    for (int a = 0; a < R; a += 2) { /* a pipeline: a -> a + 1, two micro-batches */
+        for (int m = 0; m < 2; m++) {
+            t[a] += 100 + (a == f->input_rank ? 4000 : 0); /* fetching the micro-batch */
+            t[a] = compute(b, f, a, AH_TRACE_FORWARD, t[a], 0, 3);
+            p2p(b, f, a, a + 1, 0, t);
+            t[a + 1] += 100 + (a + 1 == f->input_rank ? 4000 : 0);
+            t[a + 1] = compute(b, f, a + 1, AH_TRACE_FORWARD, t[a + 1], 3, 6);
+            t[a + 1] = compute(b, f, a + 1, AH_TRACE_BACKWARD, t[a + 1], 3, 6);
+            p2p(b, f, a + 1, a, 1, t);
+            t[a] = compute(b, f, a, AH_TRACE_BACKWARD, t[a], 0, 3);
+        }
+    }
+    static const int dp0[2] = {0, 2}, dp1[2] = {1, 3}, all[4] = {0, 1, 2, 3};
+    allreduce(b, f, dp0, 2, AH_TRACE_DP_ALLREDUCE, "dp_allreduce layers 0-2", GRAD_BYTES, t);
+    allreduce(b, f, dp1, 2, AH_TRACE_DP_ALLREDUCE, "dp_allreduce layers 3-5", GRAD_BYTES, t);
+    allreduce(b, f, all, 4, AH_TRACE_STEP_SYNC, "step_sync", 16, t);
+    for (int r = 0; r < R; r++) {
+        ah_trace_item *v = add(b, r, AH_TRACE_OPTIMIZER, "optimizer", t[r], t[r] + 300);
+        t[r] = v->ts + v->dur + (f->ckpt_every && (step + 1) % f->ckpt_every == 0 ? 30000 : 50);
+    }
+}
+
+/* the diagnosis of a synthetic run with faults f (d owns its findings; hosts h0..h3) */
+static void diagnose(const faults *f, ah_diagnosis *d, ah_diag_options *o) {
+    static const char *hosts[R] = {"h0", "h1", "h2", "h3"};
+    builder b = {0};
+    b.noise = 7;
+    double t[R] = {0, 0, 0, 0};
+    for (int s = 0; s < STEPS; s++)
+        one_step(&b, f, t, s);
+    ah_trace_file tf = {.items = b.it, .n = b.n, .n_ranks = R};
+    ah_trace_options ao = {0};
+    ah_trace_analysis a;
+    char err[512];
+    assert_int_equal(ah_trace_analyze(&tf, &ao, &a, err, sizeof err), 0);
+    *o = (ah_diag_options){.n_ranks = R, .hosts = hosts};
+    assert_int_equal(ah_trace_diagnose(&a, o, d, err, sizeof err), 0);
+    ah_trace_analysis_free(&a);
+    free(b.it);
+}
+
+static int top_cause(const ah_diagnosis *d) {
+    if (getenv("AH_TEST_VERBOSE"))
+        ah_diagnosis_print(stderr, d, NULL);
+    return d->n > 0 && d->f[0].significant && d->f[0].cause ? 0 : -1;
+}
+
+static void clean_run(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, -1, 0};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    for (int i = 0; i < d.n; i++)
+        if (d.f[i].significant && d.f[i].cause)
+            fail_msg("clean run: %s on rank %d, %.3f ms (%s)", ah_diag_kind_name(d.f[i].kind), d.f[i].ranks[0],
+                     d.f[i].cost_s * 1e3, d.f[i].evidence);
+    assert_int_equal(d.steps, STEPS);
+    ah_diagnosis_free(&d);
+}
+
+static void slow_rank(void **state) {
+    (void)state;
+    faults f = {3, -1, -1, -1, 0};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "slow_rank");
+    assert_int_equal(d.f[0].ranks[0], 3);
+    /* rank 3 computes 2x its peer rank 1: the expected is rank 1's compute, the cost the difference */
+    assert_true(d.f[0].measured_s > 1.8 * d.f[0].expected_s && d.f[0].measured_s < 2.2 * d.f[0].expected_s);
+    assert_double_equal(d.f[0].cost_s, d.f[0].measured_s - d.f[0].expected_s, 1e-12);
+    assert_int_equal(d.f[0].n_steps, STEPS);
+    ah_diagnosis_free(&d);
+}
+
+static void slow_link(void **state) {
+    (void)state;
+    faults f = {-1, 0, 1, -1, 0};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "slow_link");
+    assert_int_equal(d.f[0].link[0], 0);
+    assert_int_equal(d.f[0].link[1], 1);
+    /* 48 messages of 32 KiB at 1/40 of the other pipeline's bandwidth */
+    assert_true(d.f[0].measured_s > 20 * d.f[0].expected_s);
+    assert_contains(d.f[0].evidence, "rank 0 (h0)");
+    /* the profile of the run: pair h0-h1 at about 0.05 GB/s, the others at about 2 */
+    char path[64];
+    write_tmp("{}", path);
+    char err[512];
+    assert_int_equal(ah_diagnosis_write_comm_profile(path, "synthetic", &d, &o, err, sizeof err), 0);
+    FILE *fp = fopen(path, "r");
+    char *text = calloc(1, 1 << 20);
+    assert_true(fread(text, 1, (1 << 20) - 1, fp) > 0);
+    fclose(fp);
+    cJSON *p = cJSON_Parse(text);
+    const cJSON *bw = cJSON_GetObjectItem(cJSON_GetObjectItem(p, "links"), "bandwidth_GBps");
+    double b01 = cJSON_GetArrayItem(cJSON_GetArrayItem(bw, 0), 1)->valuedouble,
+           b23 = cJSON_GetArrayItem(cJSON_GetArrayItem(bw, 2), 3)->valuedouble,
+           b02 = cJSON_GetArrayItem(cJSON_GetArrayItem(bw, 0), 2)->valuedouble;
+    assert_true(b01 > 0.03 && b01 < 0.08);
+    assert_true(b23 > 1.2 && b23 < 3);
+    assert_true(b02 > 1.2 && b02 < 3);
+    assert_string_equal(cJSON_GetObjectItem(p, "format")->valuestring, "autohet-comm-profile");
+    cJSON_Delete(p);
+    free(text);
+    unlink(path);
+    ah_diagnosis_free(&d);
+}
+
+static void input_stall(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, 2, 0};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "input_stall");
+    assert_int_equal(d.f[0].ranks[0], 2);
+    /* 2 micro-batches x 4 ms x 12 steps more than the median rank */
+    assert_double_equal(d.f[0].cost_s, 2 * 4e-3 * STEPS, 6e-3);
+    ah_diagnosis_free(&d);
+}
+
+static void checkpoint_stall(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, -1, 3};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
+    assert_int_equal(d.f[0].n_ranks, 4);
+    /* steps 3, 6, 9 start 30 ms late (the pause after step 11 is past the trace) */
+    assert_int_equal(d.f[0].n_steps, 3);
+    assert_int_equal(d.f[0].steps[0], 3);
+    assert_double_equal(d.f[0].cost_s, 3 * 30e-3, 1e-3);
+    ah_diagnosis_free(&d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(clean_run), cmocka_unit_test(slow_rank),
+                                       cmocka_unit_test(slow_link), cmocka_unit_test(input_stall),
+                                       cmocka_unit_test(checkpoint_stall)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
