@@ -41,11 +41,6 @@ typedef struct {
 
 typedef enum { AH_RECOVERY_LAYER_BITMAP, AH_RECOVERY_FULL_RELOAD } ah_recovery_mode;
 
-/* The world rank's node index in plan->cluster, and its stage's layers and
- * TP rank (the slot map of autohet/schedule.h; the number of ranks is
- * ah_plan_slots). */
-int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank);
-
 typedef struct {
     int step;           /* the step every shard is restored at */
     ah_assign_entry *e; /* per (plan rank, layer it holds): its own shard, or every old TP rank's of one degree */
