@@ -43,10 +43,10 @@ static void test_selection_by_name(void **state) {
     assert_null(ah_backend_get(NULL));
     char err[256] = "";
     setenv("AUTOHET_BACKEND", "no-such-backend", 1);
-    assert_null(ah_backend_default(err, sizeof err));
+    assert_null(ah_backend_default(AH_MATMUL_FP32, err, sizeof err));
     assert_contains(err, "AUTOHET_BACKEND=no-such-backend");
     unsetenv("AUTOHET_BACKEND");
-    assert_ptr_equal(ah_backend_default(err, sizeof err), be);
+    assert_ptr_equal(ah_backend_default(AH_MATMUL_FP32, err, sizeof err), be);
 }
 
 static void test_alloc_copy_round_trip(void **state) {

@@ -5,8 +5,8 @@
 #define AUTOHET_CLI_DATA_H
 #include <stddef.h>
 
+#include "autohet/engine.h"
 #include "autohet/model.h"
-#include "engine/data.h"
 
 /* --data (and --val-data when not NULL) for sequences of seq tokens; sets
  * cfg->vocab to the vocabulary trained on that data (the model's for token

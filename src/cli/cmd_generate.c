@@ -5,11 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/engine.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
-#include "engine/ckpt_weights.h"
-#include "engine/generate.h"
-#include "engine/hf_weights.h"
 
 static void generate_usage(FILE *f) {
     fprintf(f,

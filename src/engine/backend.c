@@ -36,10 +36,17 @@ int ah_backend_check(const char *name, char *err, size_t errlen) {
     return -1;
 }
 
-const ah_backend *ah_backend_default(char *err, size_t errlen) {
+const ah_backend *ah_backend_default(ah_matmul_precision prec, char *err, size_t errlen) {
     const char *name = getenv("AUTOHET_BACKEND");
     if (name == NULL || !*name)
         name = "cpu";
+    if (!strcmp(name, "cpu"))
+        return ah_backend_cpu_prec(prec);
+    if (prec != AH_MATMUL_FP32) {
+        snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: computes in fp32 (precision %s is the CPU backend's)", name,
+                 ah_matmul_precision_name(prec));
+        return NULL;
+    }
     const ah_backend *be = ah_backend_get(name);
     if (be == NULL && !strcmp(name, "cuda")) {
         char why[320];

@@ -21,6 +21,7 @@
 #define AUTOHET_ENGINE_BACKEND_H
 #include <stddef.h>
 
+#include "autohet/engine.h"
 #include "engine/optim.h"
 
 typedef struct ah_dmem ah_dmem; /* never defined: device memory is not host memory */
@@ -116,14 +117,15 @@ struct ah_backend {
 /* The backend registered under name ("cpu"; "cuda" where built and a device
  * is visible: src/engine/cuda/backend_cuda.c), or NULL. */
 const ah_backend *ah_backend_get(const char *name);
-/* The engine's backend: $AUTOHET_BACKEND if set, else "cpu"; NULL (with a
- * one-line reason in err) for an unknown name. */
-const ah_backend *ah_backend_default(char *err, size_t errlen);
-/* 0 when ah_backend_get(name) is usable here, else -1 with one line in err:
- * "built without CUDA", "no CUDA device visible (reason)", or an unknown name. */
-int ah_backend_check(const char *name, char *err, size_t errlen);
-/* The CPU backend (backend_cpu.c). */
+/* The engine's backend: $AUTOHET_BACKEND if set, else "cpu", with the
+ * linear layers' products in precision prec (its context); NULL (with a
+ * one-line reason in err) for an unknown name or a precision it lacks (the
+ * CUDA backend computes in fp32). */
+const ah_backend *ah_backend_default(ah_matmul_precision prec, char *err, size_t errlen);
+/* ah_backend_check: autohet/engine.h */
+/* The CPU backend (backend_cpu.c): fp32, and with its context's precision p. */
 const ah_backend *ah_backend_cpu(void);
+const ah_backend *ah_backend_cpu_prec(ah_matmul_precision p);
 
 /* Device memory the engine holds through ah_be_alloc / ah_be_free, counted
  * in backend.c whatever the backend (one process, one engine): the bytes live

@@ -63,14 +63,17 @@ static void cpu_sync(void *ctx) {
     (void)ctx; /* every operation has completed when it returns */
 }
 
+/* the context of a CPU backend instance: the precision of its linear layers' products */
+static ah_matmul_precision prec_of(const void *ctx) {
+    return *(const ah_matmul_precision *)ctx;
+}
+
 static void cpu_linear_fwd(void *ctx, ah_dptr out, ah_dptr inp, ah_dptr w, ah_dptr bias, int N, int K, int M) {
-    (void)ctx;
-    ah_linear_fwd_weight(F(out), F(inp), F(w), F(bias), N, K, M);
+    ah_linear_fwd_weight(prec_of(ctx), F(out), F(inp), F(w), F(bias), N, K, M);
 }
 static void cpu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah_dptr dout, ah_dptr inp,
                            ah_dptr w, int N, int K, int M) {
-    (void)ctx;
-    ah_linear_bwd_weight(F(dinp), F(dw), F(dbias), F(dout), F(inp), F(w), N, K, M);
+    ah_linear_bwd_weight(prec_of(ctx), F(dinp), F(dw), F(dbias), F(dout), F(inp), F(w), N, K, M);
 }
 static void cpu_embedding_fwd(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T,
                               int C) {
@@ -188,9 +191,11 @@ static void cpu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr
     ah_adamw_update_scaled(F(param), F(grad), F(m), F(v), n, lr, t, c, decay, gscale);
 }
 
+static ah_matmul_precision cpu_precisions[2] = {AH_MATMUL_FP32, AH_MATMUL_BF16};
+
 static const ah_backend cpu_backend = {
     .name = "cpu",
-    .ctx = NULL,
+    .ctx = &cpu_precisions[AH_MATMUL_FP32],
     .alloc = cpu_alloc,
     .free = cpu_free,
     .zero = cpu_zero,
@@ -227,6 +232,19 @@ static const ah_backend cpu_backend = {
     .adamw = cpu_adamw,
 };
 
+/* the same table with the bf16 context */
+static ah_backend cpu_backend_bf16;
+
 const ah_backend *ah_backend_cpu(void) {
     return &cpu_backend;
+}
+
+const ah_backend *ah_backend_cpu_prec(ah_matmul_precision p) {
+    if (p != AH_MATMUL_BF16)
+        return &cpu_backend;
+    if (cpu_backend_bf16.name == NULL) { /* (the engine sets up its backends from one thread) */
+        cpu_backend_bf16 = cpu_backend;
+        cpu_backend_bf16.ctx = &cpu_precisions[AH_MATMUL_BF16];
+    }
+    return &cpu_backend_bf16;
 }

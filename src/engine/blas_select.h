@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "autohet/engine.h"
+
 /* What cpuid and xgetbv say: instruction sets, and whether the OS saves the
  * wide registers (an instruction set without the OS's support cannot run). */
 typedef struct {
@@ -34,20 +36,6 @@ const char *ah_openblas_core_for(const ah_cpu_features *f);
  * unknown names). */
 int ah_openblas_core_class(const char *core);
 
-/* Call first thing in a command that computes (before MPI_Init, before any
- * thread or signal handler). If OPENBLAS_CORETYPE is unset and OpenBLAS chose a
- * core of a lower class than the CPU's features allow, sets
- * OPENBLAS_CORETYPE (and AUTOHET_BLAS_CORE_CHOSEN, which also stops a second
- * re-exec) and re-executes /proc/self/exe with the same command line. Returns
- * (without re-executing) when nothing is to gain, when the user set the
- * variable, under valgrind (an exec would leave the tool), or when the exec
- * fails. cmd_argv is a subcommand's argument vector
- * (cmd_argv[0] the command name, as main passes it). */
-void ah_blas_select_kernels(int argc, char **cmd_argv);
-
-/* The kernel in use and who chose it, for start-up lines, e.g.
- * "OpenBLAS SkylakeX (chosen from CPU features: AVX-512)",
- * "OpenBLAS Haswell (OPENBLAS_CORETYPE as set)", "OpenBLAS Haswell (OpenBLAS's own choice)". */
-void ah_blas_kernel_text(char *buf, size_t n);
+/* ah_blas_select_kernels and ah_blas_kernel_text: autohet/engine.h */
 
 #endif

@@ -163,8 +163,9 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
         const ah_chunk *ch = &x->sched.chunks[x->replica][c];
         if (ch->stage != x->stage)
             continue;
-        if (ah_engine_model_init(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
-                                 ch->last, x->tp, x->tp_rank, x->seed, init_params, err, errlen) != 0)
+        if (ah_engine_model_init_prec(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
+                                      ch->last, x->tp, x->tp_rank, x->seed, init_params, x->prec, err,
+                                      errlen) != 0)
             return -1;
         x->n_chunks++;
     }
@@ -223,10 +224,24 @@ static void setup_groups(ah_executor *x) {
     setup_tied(x);
 }
 
-ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed, int init_params,
-                                double peak_flops_per_rank, ah_schedule schedule, int virtual_stages, char *err,
-                                size_t errlen) {
+void ah_executor_config_default(ah_executor_config *c) {
+    memset(c, 0, sizeof *c);
+    c->comm = MPI_COMM_WORLD;
+    c->init_params = 1;
+    c->schedule = AH_SCHED_1F1B;
+    c->precision = AH_MATMUL_FP32;
+}
+
+ah_executor *ah_executor_create(const ah_executor_config *c, char *err, size_t errlen) {
+    MPI_Comm comm = c->comm;
+    const ah_plan *plan = c->plan;
+    const ah_model_config *cfg = c->model;
+    const ah_dataset *data = c->data;
+    const ah_optim_config *oc = c->optim;
+    uint64_t seed = c->seed;
+    int init_params = c->init_params, virtual_stages = c->virtual_stages;
+    double peak_flops_per_rank = c->peak_flops_per_rank;
+    ah_schedule schedule = c->schedule;
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -239,6 +254,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
     x->data = data;
     x->oc = *oc;
     x->seed = seed;
+    x->prec = c->precision;
     x->peak = peak_flops_per_rank;
     x->comm = comm;
     x->tr = ah_transport_mpi(&comm);

@@ -54,6 +54,7 @@ struct ah_executor {
     const ah_dataset *data;
     ah_optim_config oc;
     uint64_t seed;
+    ah_matmul_precision prec; /* the backend context's precision of the linear layers' products */
     /* the control plane (checkpoints, recovery, trace collection): the training
      * ranks, MPI_COMM_WORLD unless recovery servers run beside them */
     MPI_Comm comm;

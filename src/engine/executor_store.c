@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt/ckpt_runtime.h"
 #include "engine/executor_internal.h"
 #include "engine/reshard.h"
 
@@ -104,4 +105,8 @@ void ah_exec_store_init(ah_executor *x) {
 
 const ah_layer_store *ah_executor_layer_store(const ah_executor *x) {
     return &x->store;
+}
+
+int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    return ah_ckpt_save(ah_executor_layer_store(x), dir, "disk", step, NULL, err, errlen);
 }

@@ -14,10 +14,8 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-static ah_precision g_prec = AH_PREC_FP32;
-
-ah_precision ah_gemm_precision(void) {
-    return g_prec;
+const char *ah_matmul_precision_name(ah_matmul_precision p) {
+    return p == AH_MATMUL_BF16 ? "bf16" : "fp32";
 }
 
 int ah_gemm_bf16_available(char *why, size_t n) {
@@ -36,9 +34,9 @@ int ah_gemm_bf16_available(char *why, size_t n) {
 #endif
 }
 
-int ah_gemm_set_precision(const char *name, char *why, size_t n) {
+int ah_matmul_precision_parse(const char *name, ah_matmul_precision *out, char *why, size_t n) {
     if (!strcmp(name, "fp32")) {
-        g_prec = AH_PREC_FP32;
+        *out = AH_MATMUL_FP32;
         return 0;
     }
     if (strcmp(name, "bf16") != 0) {
@@ -47,7 +45,7 @@ int ah_gemm_set_precision(const char *name, char *why, size_t n) {
     }
     if (!ah_gemm_bf16_available(why, n))
         return -1;
-    g_prec = AH_PREC_BF16;
+    *out = AH_MATMUL_BF16;
     return 0;
 }
 
@@ -222,27 +220,39 @@ static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int l
 }
 #endif
 
-void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
-             float *C, int ldc) {
+void ah_gemm_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
-    if (g_prec == AH_PREC_BF16) {
+    if (p == AH_MATMUL_BF16) {
         gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+#else
+    (void)p;
 #endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                 lda, B, ldb, beta, C, ldc);
 }
 
-void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
-                    float beta, float *C, int ldc) {
+void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc) {
+    ah_gemm_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void ah_gemm_weight_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *W, int ldw, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
     /* a packed W (no row padding) is one region: its bf16 copy serves W and W^T alike */
-    if (g_prec == AH_PREC_BF16 && ldw == (tb ? K : N)) {
+    if (p == AH_MATMUL_BF16 && ldw == (tb ? K : N)) {
         const uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);
         matmul_bf16(ta, tb, M, N, K, a, weight_bf16(W, (size_t)K * N), beta, C, ldc);
         return;
     }
 #endif
-    ah_gemm(ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    ah_gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+}
+
+void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+                    float beta, float *C, int ldc) {
+    ah_gemm_weight_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
 }

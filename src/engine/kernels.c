@@ -60,10 +60,17 @@ static void colsum_acc(float *dst, const float *src, int N, int C) {
 
 /* ------------------------------------------------------------ linear */
 
-typedef void (*gemm_fn)(int, int, int, int, int, const float *, int, const float *, int, float, float *, int);
+/* w's products in precision p: ah_gemm_p, or for an engine weight (weight = 1) ah_gemm_weight_p (its
+ * cached bf16 copy) */
+static void wgemm(ah_matmul_precision p, int weight, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                  const float *W, int ldw, float beta, float *C, int ldc) {
+    if (weight)
+        ah_gemm_weight_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    else
+        ah_gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+}
 
-/* w's products through wgemm: ah_gemm, or ah_gemm_weight for an engine weight (its cached bf16 copy) */
-static void linear_fwd(gemm_fn wgemm, float *out, const float *inp, const float *w, const float *bias, int N, int K,
+static void linear_fwd(ah_matmul_precision p, int weight, float *out, const float *inp, const float *w, const float *bias, int N, int K,
                        int M) {
     if (N <= 0 || M <= 0)
         return;
@@ -77,37 +84,38 @@ static void linear_fwd(gemm_fn wgemm, float *out, const float *inp, const float 
             memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
-    wgemm(0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
+    wgemm(p, weight, 0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
 }
 
-static void linear_bwd(gemm_fn wgemm, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+static void linear_bwd(ah_matmul_precision p, int weight, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                        const float *w, int N, int K, int M) {
     if (N <= 0 || M <= 0)
         return;
     if (K > 0 && dinp != NULL) /* dinp[N,K] += dout[N,M] w[M,K] */
-        wgemm(0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
+        wgemm(p, weight, 0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
     if (K > 0 && dw != NULL) /* dw[M,K] += dout^T[M,N] inp[N,K] */
-        ah_gemm(1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
+        ah_gemm_p(p, 1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
     if (dbias != NULL)
         colsum_acc(dbias, dout, N, M);
 }
 
 void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
-    linear_fwd(ah_gemm, out, inp, w, bias, N, K, M);
+    linear_fwd(AH_MATMUL_FP32, 0, out, inp, w, bias, N, K, M);
 }
 
 void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                    int N, int K, int M) {
-    linear_bwd(ah_gemm, dinp, dw, dbias, dout, inp, w, N, K, M);
+    linear_bwd(AH_MATMUL_FP32, 0, dinp, dw, dbias, dout, inp, w, N, K, M);
 }
 
-void ah_linear_fwd_weight(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
-    linear_fwd(ah_gemm_weight, out, inp, w, bias, N, K, M);
+void ah_linear_fwd_weight(ah_matmul_precision p, float *out, const float *inp, const float *w, const float *bias, int N,
+                          int K, int M) {
+    linear_fwd(p, 1, out, inp, w, bias, N, K, M);
 }
 
-void ah_linear_bwd_weight(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+void ah_linear_bwd_weight(ah_matmul_precision p, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                           const float *w, int N, int K, int M) {
-    linear_bwd(ah_gemm_weight, dinp, dw, dbias, dout, inp, w, N, K, M);
+    linear_bwd(p, 1, dinp, dw, dbias, dout, inp, w, N, K, M);
 }
 
 /* ------------------------------------------------------------ embedding */

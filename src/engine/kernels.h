@@ -14,16 +14,20 @@
 #define AUTOHET_ENGINE_KERNELS_H
 #include <stddef.h>
 
+#include "autohet/engine.h" /* ah_matmul_precision */
+
 /* ---- linear algebra ---- */
 /* out[N,M] = inp[N,K] W[M,K]^T (+ bias[M] if not NULL), overwrite out. */
 void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M);
 /* dinp[N,K] += dout W ; dw[M,K] += dout^T inp ; dbias[M] += column sums (dinp/dw/dbias may be NULL). */
 void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                    int N, int K, int M);
-/* The same with w an engine weight whose writes are reported to gemm.h (ah_gemm_weights_written): at
- * bf16 the products reuse w's bf16 copy until w is next written (ah_gemm_weight). Bitwise the same. */
-void ah_linear_fwd_weight(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M);
-void ah_linear_bwd_weight(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+/* ah_linear_fwd / ah_linear_bwd are fp32. The same in precision p with w an engine weight whose writes
+ * are reported to gemm.h (ah_gemm_weights_written): at bf16 the products reuse w's bf16 copy until w is
+ * next written (ah_gemm_weight_p). Bitwise the same. */
+void ah_linear_fwd_weight(ah_matmul_precision p, float *out, const float *inp, const float *w, const float *bias, int N,
+                          int K, int M);
+void ah_linear_bwd_weight(ah_matmul_precision p, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                           const float *w, int N, int K, int M);
 
 /* ---- embedding ---- */

@@ -374,6 +374,12 @@ static const char *unsupported_detail(const ah_model_config *c, char *buf, size_
 
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen) {
+    return ah_engine_model_init_prec(e, cfg, T, B, first, last, tp, tp_rank, seed, init, AH_MATMUL_FP32, err, errlen);
+}
+
+int ah_engine_model_init_prec(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                              int tp, int tp_rank, uint64_t seed, int init, ah_matmul_precision prec, char *err,
+                              size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
@@ -401,7 +407,7 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
         snprintf(err, errlen, "layers [%d,%d) outside the model's %d layers", first, last, L);
         return -1;
     }
-    e->be = ah_backend_default(err, errlen);
+    e->be = ah_backend_default(prec, err, errlen);
     if (e->be == NULL)
         return -1;
     e->cfg = *cfg;

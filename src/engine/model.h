@@ -98,10 +98,14 @@ typedef enum { AH_STATE_PARAM = 0, AH_STATE_GRAD = 1, AH_STATE_ADAM_M = 2, AH_ST
 /* Build the layers [first, last) of cfg for TP rank tp_rank of tp, micro-batch
  * B, sequence T, and (init != 0) initialise them from seed; without init the
  * parameters are zero, for state that is restored next. The buffers live on
- * ah_backend_default(). Returns 0, or -1 with err (heads not divisible by tp,
- * an unknown backend, ...). */
+ * ah_backend_default(), whose context computes the linear layers' products in
+ * precision prec (ah_engine_model_init: fp32). Returns 0, or -1 with err
+ * (heads not divisible by tp, an unknown backend, ...). */
 int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen);
+int ah_engine_model_init_prec(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                              int tp, int tp_rank, uint64_t seed, int init, ah_matmul_precision prec, char *err,
+                              size_t errlen);
 void ah_engine_model_free(ah_engine_model *e);
 void ah_engine_zero_grads(ah_engine_model *e);
 /* Width of the hidden state passed between layers (C floats per token). */

@@ -4,17 +4,9 @@
 #define AUTOHET_ENGINE_OPTIM_H
 #include <stddef.h>
 
-typedef struct {
-    float lr;     /* peak learning rate */
-    float min_lr; /* floor of the cosine */
-    int warmup_steps;
-    int total_steps;
-    float beta1, beta2, eps;
-    float weight_decay;
-    float grad_clip; /* max global gradient norm, <= 0 disables */
-} ah_optim_config;
+#include "autohet/engine.h"
 
-void ah_optim_config_default(ah_optim_config *c);
+/* ah_optim_config and ah_optim_config_default: autohet/engine.h */
 /* Learning rate at step (0-based): linear warm-up from lr/warmup to lr over
  * warmup_steps, then cosine from lr to min_lr at total_steps. */
 float ah_lr_at(const ah_optim_config *c, int step);

@@ -29,7 +29,7 @@ typedef struct {
     uint64_t begin; /* first byte in the data section */
 } ah_st_tensor;
 
-typedef struct {
+typedef struct ah_st_file {
     char path[1024];
     const unsigned char *map; /* the whole file, read-only */
     uint64_t size;
