@@ -6,7 +6,7 @@
  * Built twice by CMake: against OpenBLAS (engine_sgemm; its kernel is
  * OpenBLAS's choice or OPENBLAS_CORETYPE's) and, where libblis-dev is
  * installed, against BLIS (engine_sgemm_blis), and where oneDNN is, through
- * the engine's bf16 products (engine_sgemm_bf16: ah_gemm of --precision bf16,
+ * the engine's bf16 products (engine_sgemm_bf16: ah__gemm of --precision bf16,
  * the fp32 -> bf16 rounding of both operands included in the time).
  * usage: engine_sgemm [--quick]   (--quick: 2 timed rounds, the N = 256 shapes) */
 #include <cblas.h>
@@ -44,7 +44,7 @@ static double rate(int N, int K, int M, int nn, int rounds) {
         long calls = 0;
         do {
 #ifdef ENGINE_SGEMM_BF16
-            ah_gemm_p(prec, 0, !nn, N, M, K, a, K, b, nn ? M : K, 0.0f, c, M);
+            ah__gemm_p(prec, 0, !nn, N, M, K, a, K, b, nn ? M : K, 0.0f, c, M);
 #else
             if (nn)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, M, K, 1.0f, a, K, b, M, 0.0f, c, M);

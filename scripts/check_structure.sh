@@ -2,6 +2,7 @@
 # Structure rules of src/ (docs/architecture.md): no function over 150 lines,
 # no include from the engine into the simulator or the planner's internals,
 # none from the simulator into elastic/, the CLI through public headers only,
+# the engine's one internal-name rule (ah_ public, ah__ internal),
 # no include cycles between folders (public headers counted: each belongs to
 # the folder that implements it).
 # Prints every violation; exit 1 if there is one.
@@ -33,6 +34,33 @@ hits=$(grep -rnE '#include "[a-z_]+/' src/cli | grep -vE '#include "(autohet|cli
 if [ -n "$hits" ]; then
   echo "$hits" | sed 's|^|forbidden include (the CLI includes only public headers, its own and util/): |'; bad=1
 fi
+# One internal-name rule for the engine (libuv's uv__): a function of
+# src/engine/ is public (ah_, declared in include/autohet/*.h), file-local
+# (static), or shared between the engine's files under ah__ (declared in a
+# header of src/engine/)
+python3 - <<'PY' || bad=1
+import glob, re, sys
+# comments blanked, their newlines kept (line numbers stay right)
+strip = lambda t: re.sub(r"//[^\n]*", "", re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), t, flags=re.S))
+fn = re.compile(r"^(?!static\b)[A-Za-z_][^;{}()#=]*?\b(ah_[A-Za-z0-9][A-Za-z0-9_]*)\s*\(", re.M)
+public = set()
+for h in glob.glob("include/autohet/*.h"):
+    public |= set(re.findall(r"\b(ah_[A-Za-z0-9_]+)\s*\(", strip(open(h).read())))
+bad = 0
+for f in sorted(glob.glob("src/engine/**/*", recursive=True)):
+    if not re.search(r"\.(c|h|cu|cuh)$", f): continue
+    text = strip(open(f).read())
+    header = not f.endswith((".c", ".cu"))
+    for m in (re.finditer(r"\b(ah_[A-Za-z0-9][A-Za-z0-9_]*)\s*\(", text) if header else fn.finditer(text)):
+        name = m.group(1)
+        if header and not re.match(r"^[A-Za-z_][^;{}()#=]*?\b" + name + r"\s*\(", text[text.rfind("\n", 0, m.start()) + 1:], re.M):
+            continue  # a use inside a header's inline function, not a declaration
+        if name not in public:
+            line = text.count("\n", 0, m.start()) + 1
+            print(f"engine name rule: {f}:{line}: {name} is not in a public header: name it ah__{name[3:]} (internal) or declare it in include/autohet/engine.h")
+            bad = 1
+sys.exit(bad)
+PY
 # Folder dependency graph: an include of src/<dir>/ headers is an edge to
 # <dir>; an include of a public header include/autohet/X.h is an edge to the
 # folder that owns X.h (the folder defining most of the functions it

@@ -23,7 +23,7 @@ static void test_names(void **state) {
 static void test_bf16_refused_or_set(void **state) {
     (void)state;
     char why[200] = "", why2[200] = "";
-    int avail = ah_gemm_bf16_available(why, sizeof why);
+    int avail = ah__gemm_bf16_available(why, sizeof why);
     ah_matmul_precision p = AH_MATMUL_FP32;
     int rc = ah_matmul_precision_parse("bf16", &p, why2, sizeof why2);
     if (avail) {
@@ -36,7 +36,7 @@ static void test_bf16_refused_or_set(void **state) {
     }
 }
 
-/* C[M,N] = op(A) op(B) + beta C in double, A/B stored as ah_gemm reads them */
+/* C[M,N] = op(A) op(B) + beta C in double, A/B stored as ah__gemm reads them */
 static void ref(int ta, int tb, int M, int N, int K, const float *A, const float *B, float beta, const float *C0,
                 double *out) {
     for (int m = 0; m < M; m++)
@@ -66,7 +66,7 @@ static void check_products(ah_matmul_precision p, int exact_operands) {
             for (int bi = 0; bi < 2; bi++) {
                 float beta = (float)bi;
                 memcpy(C, C0, sizeof(float) * M * N);
-                ah_gemm_p(p, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+                ah__gemm_p(p, ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
                 ref(ta, tb, M, N, K, A, B, beta, C0, want);
                 for (int i = 0; i < M * N; i++) {
                     if (exact_operands) /* small integers and quarters: every sum is exact in fp32 */
@@ -98,7 +98,7 @@ static void test_bf16_products(void **state) {
     check_products(p, 0);
 }
 
-/* ah_gemm_weight: bitwise ah_gemm's product with W and W^T, the copy reused until W is reported written,
+/* ah__gemm_weight: bitwise ah__gemm's product with W and W^T, the copy reused until W is reported written,
  * then remade from the new values; released copies are dropped (ASan sees the frees). */
 static void test_weight_copies(void **state) {
     (void)state;
@@ -115,24 +115,24 @@ static void test_weight_copies(void **state) {
         W[i] = (float)rand() / RAND_MAX - 0.5f;
     for (int round = 0; round < 3; round++) {
         /* forward C = A W^T (W is [N,K]) and backward G = C W, both from one copy */
-        ah_gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, C, N);
-        ah_gemm_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, D, N);
+        ah__gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, C, N);
+        ah__gemm_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, D, N);
         assert_memory_equal(C, D, sizeof(float) * M * N);
-        ah_gemm_weight_p(p, 0, 0, M, K, N, C, N, W, K, 0.0f, G, K);
-        ah_gemm_p(p, 0, 0, M, K, N, C, N, W, K, 0.0f, H, K);
+        ah__gemm_weight_p(p, 0, 0, M, K, N, C, N, W, K, 0.0f, G, K);
+        ah__gemm_p(p, 0, 0, M, K, N, C, N, W, K, 0.0f, H, K);
         assert_memory_equal(G, H, sizeof(float) * M * K);
         for (int i = 0; i < N * K; i++) /* an update, reported */
             W[i] = W[i] * 0.5f + 0.125f;
-        ah_gemm_weights_written(W + 5, sizeof(float) * 3); /* any overlap makes the whole copy stale */
+        ah__gemm_weights_written(W + 5, sizeof(float) * 3); /* any overlap makes the whole copy stale */
     }
     if (bf16) { /* an unreported write is not seen: the copy is the one of the last reported write */
-        ah_gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, C, N);
+        ah__gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, C, N);
         for (int i = 0; i < N * K; i++)
             W[i] += 1.0f;
-        ah_gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, D, N);
+        ah__gemm_weight_p(p, 0, 1, M, N, K, A, K, W, K, 0.0f, D, N);
         assert_memory_equal(C, D, sizeof(float) * M * N);
     }
-    ah_gemm_weights_released(W, sizeof(float) * N * K);
+    ah__gemm_weights_released(W, sizeof(float) * N * K);
     free(A), free(W), free(C), free(D), free(G), free(H);
 }
 

@@ -1,7 +1,8 @@
 /* The training engine's public interface (docs/engine.md, docs/architecture.md): what a program
  * (the autohet CLI, a test, a tool) needs to train, sample and move weights, and nothing of how
  * the engine does it. libuv's uv.h is the model: one header, public ah_ names; what the engine's
- * files share among themselves stays in the headers of src/engine/.
+ * files share among themselves stays in the headers of src/engine/ under the internal prefix
+ * ah__ (uv__), and a function of one file is static (scripts/check_structure.sh checks both).
  *
  *   compute      precision, the BLAS kernels, backends, the sgemm peak
  *   data         token files and text, split and served deterministically (ah_dataset)

@@ -247,7 +247,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
                 return -1;
             }
             a->device = optarg;
-            setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah_backend_default) */
+            setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah__backend_default) */
             break;
         case 'P': {
             char why[200];

@@ -23,18 +23,18 @@ typedef struct {
     int os_zmm; /* XCR0 has AVX-512 opmask and upper-ZMM state too */
 } ah_cpu_features;
 
-void ah_cpu_features_detect(ah_cpu_features *f);
+void ah__cpu_features_detect(ah_cpu_features *f);
 
 /* The OpenBLAS core whose sgemm kernels the feature set runs: "SkylakeX"
  * (AVX-512 F/BW/VL/DQ/CD with OS support), "Haswell" (AVX2 + FMA), "Sandybridge"
  * (AVX), or NULL (SSE only: whatever OpenBLAS picks). */
-const char *ah_openblas_core_for(const ah_cpu_features *f);
+const char *ah__openblas_core_for(const ah_cpu_features *f);
 
 /* The vector width class of an OpenBLAS core name, case-insensitive:
  * 3 AVX-512 (SkylakeX, Cooperlake, SapphireRapids), 2 AVX2 + FMA (Haswell,
  * Zen), 1 AVX (Sandybridge, Bulldozer family), 0 anything else (SSE cores,
  * unknown names). */
-int ah_openblas_core_class(const char *core);
+int ah__openblas_core_class(const char *core);
 
 /* ah_blas_select_kernels and ah_blas_kernel_text: autohet/engine.h */
 

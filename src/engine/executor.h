@@ -25,6 +25,6 @@
 /* The executor as a layer store, what the checkpoint runtime
  * (ckpt/ckpt_runtime.h: save, resume, background persist, recovery) works on.
  * Valid as long as the executor. */
-const ah_layer_store *ah_executor_layer_store(const ah_executor *x);
+const ah_layer_store *ah__executor_layer_store(const ah_executor *x);
 
 #endif

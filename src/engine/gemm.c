@@ -18,9 +18,9 @@ const char *ah_matmul_precision_name(ah_matmul_precision p) {
     return p == AH_MATMUL_BF16 ? "bf16" : "fp32";
 }
 
-int ah_gemm_bf16_available(char *why, size_t n) {
+int ah__gemm_bf16_available(char *why, size_t n) {
     ah_cpu_features f;
-    ah_cpu_features_detect(&f);
+    ah__cpu_features_detect(&f);
     if (!(f.os_zmm && f.avx512f && f.avx512bf16)) {
         snprintf(why, n, "this CPU has no AVX512_BF16 (cpuid), so bf16 matmuls would be emulated and slower: "
                          "use --precision fp32");
@@ -43,7 +43,7 @@ int ah_matmul_precision_parse(const char *name, ah_matmul_precision *out, char *
         snprintf(why, n, "expected fp32 or bf16");
         return -1;
     }
-    if (!ah_gemm_bf16_available(why, n))
+    if (!ah__gemm_bf16_available(why, n))
         return -1;
     *out = AH_MATMUL_BF16;
     return 0;
@@ -70,20 +70,20 @@ static uint16_t *scratch(int which, size_t elems) {
 static uint16_t *to_bf16(int which, const float *src, int rows, int cols, int ld) {
     uint16_t *dst = scratch(which, (size_t)rows * cols);
     if (ld == cols) {
-        ah_vec_par_to_bf16(dst, src, (size_t)rows * cols);
+        ah__vec_par_to_bf16(dst, src, (size_t)rows * cols);
     } else {
         for (int r = 0; r < rows; r++)
-            ah_vec_par_to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+            ah__vec_par_to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
     }
     return dst;
 }
 
-/* The bf16 copies of the weights (the B operands of ah_gemm_weight): one per
+/* The bf16 copies of the weights (the B operands of ah__gemm_weight): one per
  * weight region, converted on its first use after a write (the optimizer's
  * update, a load) and reused by every product until the next write, so a
  * step converts each weight once, not once per GEMM and micro-batch. The
  * buffer of a stale copy is reused for the next conversion; it is freed when
- * the weight's memory is (ah_gemm_weights_released). */
+ * the weight's memory is (ah__gemm_weights_released). */
 typedef struct {
     const float *w; /* the fp32 master: the packed region w[0 .. n) */
     size_t n;
@@ -119,14 +119,14 @@ static weight_copy *copy_of(const float *w, size_t n) {
 static const uint16_t *weight_bf16(const float *w, size_t n) {
     weight_copy *c = copy_of(w, n);
     if (!c->fresh) {
-        ah_vec_par_to_bf16(c->bf, w, n);
+        ah__vec_par_to_bf16(c->bf, w, n);
         c->fresh = 1;
     }
     return c->bf;
 }
 #endif
 
-void ah_gemm_weights_written(const void *p, size_t bytes) {
+void ah__gemm_weights_written(const void *p, size_t bytes) {
 #ifdef AUTOHET_HAVE_DNNL
     for (size_t i = 0; i < g_n_copies; i++)
         if (overlaps(&g_copies[i], p, bytes))
@@ -136,7 +136,7 @@ void ah_gemm_weights_written(const void *p, size_t bytes) {
 #endif
 }
 
-void ah_gemm_weights_released(const void *p, size_t bytes) {
+void ah__gemm_weights_released(const void *p, size_t bytes) {
 #ifdef AUTOHET_HAVE_DNNL
     for (size_t i = 0; i < g_n_copies;)
         if (overlaps(&g_copies[i], p, bytes)) {
@@ -167,7 +167,7 @@ static void desc(dnnl_memory_desc_t *md, int d0, int d1, long s0, long s1, dnnl_
     dnnl_check(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides), "memory_desc_init");
 }
 
-/* C = op(a) op(b) + beta C on bf16 operands packed as ah_gemm's A and B would be (leading
+/* C = op(a) op(b) + beta C on bf16 operands packed as ah__gemm's A and B would be (leading
  * dimension: their column count) */
 static void matmul_bf16(int ta, int tb, int M, int N, int K, const uint16_t *a, const uint16_t *b, float beta,
                         float *C, int ldc) {
@@ -220,7 +220,7 @@ static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int l
 }
 #endif
 
-void ah_gemm_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+void ah__gemm_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                int ldb, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
     if (p == AH_MATMUL_BF16) {
@@ -234,12 +234,12 @@ void ah_gemm_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const
                 lda, B, ldb, beta, C, ldc);
 }
 
-void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+void ah__gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc) {
-    ah_gemm_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    ah__gemm_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void ah_gemm_weight_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda,
+void ah__gemm_weight_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda,
                       const float *W, int ldw, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
     /* a packed W (no row padding) is one region: its bf16 copy serves W and W^T alike */
@@ -249,10 +249,10 @@ void ah_gemm_weight_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K
         return;
     }
 #endif
-    ah_gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    ah__gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
 }
 
-void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+void ah__gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
                     float beta, float *C, int ldc) {
-    ah_gemm_weight_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    ah__gemm_weight_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
 }

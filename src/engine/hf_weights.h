@@ -6,7 +6,7 @@
  * The engine's tensors of a layer, in the full (TP=1) layout of
  * engine/model.h, are named "param.<tensor>" (as in a layer checkpoint), so a
  * layer read from a HF directory is a TP=1 checkpoint shard of it: the one
- * owner of TP slicing, ah_reshard_from_shards, cuts each rank's shard out. */
+ * owner of TP slicing, ah__reshard_from_shards, cuts each rank's shard out. */
 #ifndef AUTOHET_ENGINE_HF_WEIGHTS_H
 #define AUTOHET_ENGINE_HF_WEIGHTS_H
 #include <stddef.h>
@@ -19,7 +19,7 @@
 /* Whether the HF mapping covers cfg (GPT-2 blocks: learned positions, pre-LN,
  * gelu_new or relu, q/k/v biases; LLaMA blocks, Qwen2's q/k/v biases): 0, or
  * -1 with err naming what it lacks (OPT, GPT-Neo, ...). */
-int ah_hf_supported(const ah_model_config *cfg, char *err, size_t errlen);
+int ah__hf_supported(const ah_model_config *cfg, char *err, size_t errlen);
 
 /* ah_hf_dir, ah_hf_open, ah_hf_close: autohet/engine.h */
 
@@ -29,7 +29,7 @@ int ah_hf_supported(const ah_model_config *cfg, char *err, size_t errlen);
  * rows permuted from HF's rotate-half layout to the engine's interleaved RoPE
  * pairs, gate/up concatenated, a tied head taken from the embedding. 0, or -1
  * with err naming the tensor (missing, or its shape and the expected one). */
-int ah_hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
+int ah__hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
                      char *err, size_t errlen);
 
 /* ah_weights_src, ah_hf_source, ah_hf_export: autohet/engine.h */

@@ -24,7 +24,7 @@ int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, 
         return -1;
     }
     ah_engine_model e;
-    if (ah_engine_model_init_prec(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, 1, prec, err, errlen) != 0)
+    if (ah__engine_model_init_prec(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, 1, prec, err, errlen) != 0)
         return -1;
     int N = mb * seq, C = cfg->hidden;
     int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);
@@ -45,23 +45,23 @@ int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, 
     ah_eng_acts acts;
     /* the layer's input and output gradient on the engine's backend */
     size_t NC = (size_t)N * C;
-    ah_dptr din_d = ah_be_alloc(e.be, NC), dout_d = ah_be_alloc(e.be, NC), in_d = ah_be_alloc(e.be, NC),
-            out_d = ah_be_alloc(e.be, NC);
-    ah_be_to_device(e.be, in_d, in, NC);
-    ah_be_to_device(e.be, dout_d, dout, NC);
+    ah_dptr din_d = ah__be_alloc(e.be, NC), dout_d = ah__be_alloc(e.be, NC), in_d = ah__be_alloc(e.be, NC),
+            out_d = ah__be_alloc(e.be, NC);
+    ah__be_to_device(e.be, in_d, in, NC);
+    ah__be_to_device(e.be, dout_d, dout, NC);
     ah_layer_kind kind = ah_model_layer_kind(cfg, l);
     for (int r = -1; r < reps; r++) { /* r = -1 warms up */
         double loss = 0, t0 = omp_get_wtime();
-        ah_engine_forward(&e, tok, in_d, tgt, out_d, &loss, &acts);
-        ah_engine_sync(&e);
+        ah__engine_forward(&e, tok, in_d, tgt, out_d, &loss, &acts);
+        ah__engine_sync(&e);
         double t1 = omp_get_wtime();
         out->act_bytes = (double)acts.n * sizeof(float);
-        ah_engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? ah_dptr_null() : dout_d, din_d,
+        ah__engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? ah__dptr_null() : dout_d, din_d,
                            1.0f / (float)N, &acts);
-        ah_engine_sync(&e);
+        ah__engine_sync(&e);
         double t2 = omp_get_wtime();
-        ah_engine_clip_and_step(&e, 1.0f, 1e-4f, 1, &oc);
-        ah_engine_sync(&e);
+        ah__engine_clip_and_step(&e, 1.0f, 1e-4f, 1, &oc);
+        ah__engine_sync(&e);
         double t3 = omp_get_wtime();
         if (r >= 0) {
             tf[r] = t1 - t0;
@@ -81,8 +81,8 @@ int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, 
     free(dout);
     ah_dptr bufs[] = {in_d, out_d, din_d, dout_d};
     for (int i = 0; i < 4; i++)
-        ah_be_free(e.be, bufs[i]);
-    ah_engine_model_free(&e);
+        ah__be_free(e.be, bufs[i]);
+    ah__engine_model_free(&e);
     return 0;
 }
 
