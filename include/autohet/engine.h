@@ -53,7 +53,7 @@ void ah_blas_select_kernels(int argc, char **cmd_argv);
  * "OpenBLAS Haswell (OPENBLAS_CORETYPE as set)", "OpenBLAS Haswell (OpenBLAS's own choice)". */
 void ah_blas_kernel_text(char *buf, size_t n);
 
-/* 0 when ah_backend_get(name) is usable here, else -1 with one line in err:
+/* 0 when the compute backend `name` ("cpu", "cuda") is usable here, else -1 with one line in err:
  * "built without CUDA", "no CUDA device visible (reason)", or an unknown name. */
 int ah_backend_check(const char *name, char *err, size_t errlen);
 
@@ -185,7 +185,7 @@ typedef struct {
     double peak_flops_per_rank;    /* the MFU's reference (ah_measure_sgemm_peak) */
     ah_schedule schedule;
     int virtual_stages;
-    ah_matmul_precision precision;        /* the linear layers' products, in the backend context (CPU backend) */
+    ah_matmul_precision precision; /* the linear layers' products, in the backend context (CPU backend) */
 } ah_executor_config;
 void ah_executor_config_default(ah_executor_config *c);
 

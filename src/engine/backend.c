@@ -42,11 +42,6 @@ const ah_backend *ah__backend_default(ah_matmul_precision prec, char *err, size_
         name = "cpu";
     if (!strcmp(name, "cpu"))
         return ah__backend_cpu_prec(prec);
-    if (prec != AH_MATMUL_FP32) {
-        snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: computes in fp32 (precision %s is the CPU backend's)", name,
-                 ah_matmul_precision_name(prec));
-        return NULL;
-    }
     const ah_backend *be = ah__backend_get(name);
     if (be == NULL && !strcmp(name, "cuda")) {
         char why[320];
@@ -55,6 +50,11 @@ const ah_backend *ah__backend_default(ah_matmul_precision prec, char *err, size_
     } else if (be == NULL)
         snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: no such compute backend in this build (available: cpu%s)",
                  name, ah__backend_cuda ? ", cuda" : "");
+    else if (prec != AH_MATMUL_FP32) { /* the precision is the CPU backend's context */
+        snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: computes in fp32 (precision %s is the CPU backend's)", name,
+                 ah_matmul_precision_name(prec));
+        return NULL;
+    }
     return be;
 }
 
