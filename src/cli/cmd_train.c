@@ -17,9 +17,9 @@
 
 #include "autohet/ckpt.h"
 #include "autohet/elastic.h"
+#include "autohet/engine.h"
 #include "autohet/hosts.h"
 #include "autohet/plan.h"
-#include "autohet/engine.h"
 #include "cli/cli.h"
 #include "cli/cli_data.h"
 #include "util/clock.h"
