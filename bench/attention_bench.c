@@ -49,8 +49,8 @@ static double round_of(int flash, const shape *s, const float *q, const float *k
     memset(dq, 0, nq * sizeof(float)), memset(dk, 0, nk * sizeof(float)), memset(dv, 0, nk * sizeof(float));
     double t0 = omp_get_wtime();
     if (flash) {
-        ah_attention_fwd_window(o, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D, s->W);
-        ah_attention_bwd(dq, dk, dv, g, o, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D, s->W);
+        ah__attention_fwd_window(o, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D, s->W);
+        ah__attention_bwd(dq, dk, dv, g, o, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D, s->W);
     } else {
         ah_attention_fwd_window_reference(o, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D, s->W);
         ah_attention_bwd_reference(dq, dk, dv, g, sv, q, k, v, s->B, s->T, s->H, s->Hkv, s->D);
@@ -65,7 +65,7 @@ static void bench_one(const shape *s, int runs) {
           *g = rnd(nq, 1.0f, &seed);
     float *res[2][4];
     float *sv[2] = {malloc((size_t)s->B * s->H * s->T * s->T * sizeof(float)),
-                    malloc((size_t)s->B * s->H * ah_attention_stats_per_head(s->T) * sizeof(float))};
+                    malloc((size_t)s->B * s->H * ah__attention_stats_per_head(s->T) * sizeof(float))};
     for (int f = 0; f < 2; f++) {
         res[f][0] = malloc(nq * sizeof(float)), res[f][1] = malloc(nq * sizeof(float));
         res[f][2] = malloc(nk * sizeof(float)), res[f][3] = malloc(nk * sizeof(float));
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--runs") == 0)
             runs = atoi(v);
         else if (strcmp(a, "--kernel") == 0) {
-            if (ah_attention_force_kernel(v) != 0) {
+            if (ah__attention_force_kernel(v) != 0) {
                 fprintf(stderr, "attention_bench: --kernel %s: unknown or not supported by this CPU\n", v);
                 return 2;
             }
@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     }
     printf("# attention fwd+bwd, B %d, heads %d/%d, head dim %d, window %d, %d threads, kernel %s, median of "
            "%d\n",
-           s.B, s.H, s.Hkv, s.D, s.W, omp_get_max_threads(), ah_attention_kernel(), runs);
+           s.B, s.H, s.Hkv, s.D, s.W, omp_get_max_threads(), ah__attention_kernel(), runs);
     printf("# T ms_reference ms_flash speedup max_rel_diff\n");
     for (char *tok = strtok(tlist, ","); tok; tok = strtok(NULL, ",")) {
         s.T = atoi(tok);

@@ -6,7 +6,7 @@
  * Built twice by CMake: against OpenBLAS (engine_sgemm; its kernel is
  * OpenBLAS's choice or OPENBLAS_CORETYPE's) and, where libblis-dev is
  * installed, against BLIS (engine_sgemm_blis), and where oneDNN is, through
- * the engine's bf16 products (engine_sgemm_bf16: ah_gemm of --precision bf16,
+ * the engine's bf16 products (engine_sgemm_bf16: ah__gemm of --precision bf16,
  * the fp32 -> bf16 rounding of both operands included in the time).
  * usage: engine_sgemm [--quick]   (--quick: 2 timed rounds, the N = 256 shapes) */
 #include <cblas.h>
@@ -24,6 +24,10 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+#ifdef ENGINE_SGEMM_BF16
+static ah_matmul_precision prec = AH_MATMUL_FP32; /* bf16 once main has checked it runs here */
+#endif
+
 /* GFLOP/s of C[N,M] = A[N,K] B^T (B[M,K]), or A B (B[K,M]) with nn */
 static double rate(int N, int K, int M, int nn, int rounds) {
     float *a = malloc(sizeof(float) * (size_t)N * K), *b = malloc(sizeof(float) * (size_t)K * M),
@@ -40,7 +44,7 @@ static double rate(int N, int K, int M, int nn, int rounds) {
         long calls = 0;
         do {
 #ifdef ENGINE_SGEMM_BF16
-            ah_gemm(0, !nn, N, M, K, a, K, b, nn ? M : K, 0.0f, c, M);
+            ah__gemm_p(prec, 0, !nn, N, M, K, a, K, b, nn ? M : K, 0.0f, c, M);
 #else
             if (nn)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, M, K, 1.0f, a, K, b, M, 0.0f, c, M);
@@ -77,7 +81,7 @@ int main(int argc, char **argv) {
     int rounds = argc > 1 && !strcmp(argv[1], "--quick") ? 2 : 7;
 #ifdef ENGINE_SGEMM_BF16
     char why[200];
-    if (ah_gemm_set_precision("bf16", why, sizeof why) != 0) {
+    if (ah_matmul_precision_parse("bf16", &prec, why, sizeof why) != 0) {
         fprintf(stderr, "engine_sgemm_bf16: %s\n", why);
         return 2;
     }

@@ -1,7 +1,7 @@
 /* libFuzzer: Hugging Face weights in (docs/weights.md): the input as a
- * safetensors file (ah_st_open, every tensor read as fp32), then as the
+ * safetensors file (ah__st_open, every tensor read as fp32), then as the
  * model.safetensors of a tiny GPT-2 directory, whose every layer is mapped
- * into the engine's layout (ah_hf_open, ah_hf_read_layer). */
+ * into the engine's layout (ah_hf_open, ah__hf_read_layer). */
 #include "fuzz_common.h"
 
 #include "engine/hf_weights.h"
@@ -16,20 +16,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_write("config.json", (const uint8_t *)config, sizeof config - 1);
     const char *path = fuzz_write("model.safetensors", data, size);
     ah_st_file f;
-    if (ah_st_open(path, &f, err, sizeof err) == 0) {
+    if (ah__st_open(path, &f, err, sizeof err) == 0) {
         for (int i = 0; i < f.n; i++) {
             float *v = malloc(f.t[i].n * sizeof(float) + 1);
-            ah_st_read_f32(&f, &f.t[i], v);
+            ah__st_read_f32(&f, &f.t[i], v);
             free(v);
         }
-        ah_st_close(&f);
+        ah__st_close(&f);
     }
     ah_hf_dir h;
     if (ah_hf_open(fuzz_dir(), &h, err, sizeof err) == 0) {
         for (int l = 0; l < ah_model_num_layers(&h.cfg); l++) {
             ah_ckpt_loaded *t;
             int n;
-            if (ah_hf_read_layer(&h, &h.cfg, l, &t, &n, err, sizeof err) == 0)
+            if (ah__hf_read_layer(&h, &h.cfg, l, &t, &n, err, sizeof err) == 0)
                 ah_ckpt_free(t, n);
         }
         ah_hf_close(&h);

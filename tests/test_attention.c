@@ -95,10 +95,10 @@ static result run_reference(const shape *s, const inputs *in) {
 static result run_flash(const shape *s, const inputs *in) {
     result r = {malloc(in->nq * sizeof(float)), dup(in->g0q, in->nq), dup(in->g0k, in->nk),
                 dup(in->g0v, in->nk)};
-    size_t ns = (size_t)s->B * s->Hq * ah_attention_stats_per_head(s->T);
+    size_t ns = (size_t)s->B * s->Hq * ah__attention_stats_per_head(s->T);
     float *st = rnd(ns, 9.0f); /* garbage: the forward writes every element it needs */
-    ah_attention_fwd_window(r.out, st, in->q, in->k, in->v, s->B, s->T, s->Hq, s->Hkv, s->D, s->window);
-    ah_attention_bwd(r.dq, r.dk, r.dv, in->dout, r.out, st, in->q, in->k, in->v, s->B, s->T, s->Hq, s->Hkv,
+    ah__attention_fwd_window(r.out, st, in->q, in->k, in->v, s->B, s->T, s->Hq, s->Hkv, s->D, s->window);
+    ah__attention_bwd(r.dq, r.dk, r.dv, in->dout, r.out, st, in->q, in->k, in->v, s->B, s->T, s->Hq, s->Hkv,
                      s->D, s->window);
     free(st);
     return r;
@@ -133,7 +133,7 @@ static void test_matches_reference(void **state) {
         inputs in = make_inputs(s);
         result ref = run_reference(s, &in);
         for (size_t kk = 0; kk < sizeof kernels / sizeof kernels[0]; kk++) {
-            if (ah_attention_force_kernel(kernels[kk]) != 0)
+            if (ah__attention_force_kernel(kernels[kk]) != 0)
                 continue; /* not on this CPU */
             ran += i == 0;
             result got = run_flash(s, &in);
@@ -157,16 +157,16 @@ static void test_matches_reference(void **state) {
         free_inputs(&in);
     }
     assert_true(ran >= 1);                                /* the base kernel runs everywhere */
-    assert_int_equal(ah_attention_force_kernel(NULL), 0); /* back to the CPU's choice */
-    print_message("  kernel chosen for this CPU: %s\n", ah_attention_kernel());
+    assert_int_equal(ah__attention_force_kernel(NULL), 0); /* back to the CPU's choice */
+    print_message("  kernel chosen for this CPU: %s\n", ah__attention_kernel());
 }
 
 static void test_unknown_kernel(void **state) {
     (void)state;
-    assert_int_equal(ah_attention_force_kernel("sve"), -1);
-    assert_int_equal(ah_attention_force_kernel("base"), 0);
-    assert_string_equal(ah_attention_kernel(), "base");
-    assert_int_equal(ah_attention_force_kernel(NULL), 0);
+    assert_int_equal(ah__attention_force_kernel("sve"), -1);
+    assert_int_equal(ah__attention_force_kernel("base"), 0);
+    assert_string_equal(ah__attention_kernel(), "base");
+    assert_int_equal(ah__attention_force_kernel(NULL), 0);
 }
 
 /* Enough heads and length for the parallel loops: 1 and 2 threads give the same bits. */
@@ -194,12 +194,12 @@ static void test_null_gradients(void **state) {
     shape s = {1, 100, 2, 1, 16, 0};
     inputs in = make_inputs(&s);
     result all = run_flash(&s, &in);
-    size_t ns = (size_t)s.B * s.Hq * ah_attention_stats_per_head(s.T);
+    size_t ns = (size_t)s.B * s.Hq * ah__attention_stats_per_head(s.T);
     float *out = malloc(in.nq * sizeof(float)), *st = malloc(ns * sizeof(float)), *dk = dup(in.g0k, in.nk),
           *dv = dup(in.g0v, in.nk), *dq = dup(in.g0q, in.nq);
-    ah_attention_fwd(out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D);
-    ah_attention_bwd(NULL, dk, dv, in.dout, out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D, 0);
-    ah_attention_bwd(dq, NULL, NULL, in.dout, out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D, 0);
+    ah__attention_fwd(out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D);
+    ah__attention_bwd(NULL, dk, dv, in.dout, out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D, 0);
+    ah__attention_bwd(dq, NULL, NULL, in.dout, out, st, in.q, in.k, in.v, s.B, s.T, s.Hq, s.Hkv, s.D, 0);
     assert_memory_equal(dk, all.dk, in.nk * sizeof(float));
     assert_memory_equal(dv, all.dv, in.nk * sizeof(float));
     assert_memory_equal(dq, all.dq, in.nq * sizeof(float));

@@ -23,7 +23,7 @@ static ah_cpu_features avx512_cpu(void) {
 static void test_avx512_maps_to_skylakex(void **state) {
     (void)state;
     ah_cpu_features f = avx512_cpu();
-    assert_string_equal(ah_openblas_core_for(&f), "SkylakeX");
+    assert_string_equal(ah__openblas_core_for(&f), "SkylakeX");
 }
 
 static void test_partial_avx512_falls_back_to_haswell(void **state) {
@@ -33,7 +33,7 @@ static void test_partial_avx512_falls_back_to_haswell(void **state) {
         ah_cpu_features f = avx512_cpu();
         int *bits[] = {&f.avx512f, &f.avx512bw, &f.avx512vl, &f.avx512dq, &f.avx512cd};
         *bits[drop] = 0;
-        assert_string_equal(ah_openblas_core_for(&f), "Haswell");
+        assert_string_equal(ah__openblas_core_for(&f), "Haswell");
     }
 }
 
@@ -41,42 +41,42 @@ static void test_os_support_is_required(void **state) {
     (void)state;
     ah_cpu_features f = avx512_cpu();
     f.os_zmm = 0; /* the OS does not save ZMM state: AVX-512 cannot run */
-    assert_string_equal(ah_openblas_core_for(&f), "Haswell");
+    assert_string_equal(ah__openblas_core_for(&f), "Haswell");
     f.os_ymm = 0; /* nor YMM: no AVX at all */
-    assert_null(ah_openblas_core_for(&f));
+    assert_null(ah__openblas_core_for(&f));
 }
 
 static void test_avx2_needs_fma(void **state) {
     (void)state;
     ah_cpu_features f = {.avx = 1, .avx2 = 1, .fma = 1, .os_ymm = 1};
-    assert_string_equal(ah_openblas_core_for(&f), "Haswell");
+    assert_string_equal(ah__openblas_core_for(&f), "Haswell");
     f.fma = 0;
-    assert_string_equal(ah_openblas_core_for(&f), "Sandybridge");
+    assert_string_equal(ah__openblas_core_for(&f), "Sandybridge");
     f.avx2 = 0, f.fma = 1;
-    assert_string_equal(ah_openblas_core_for(&f), "Sandybridge");
+    assert_string_equal(ah__openblas_core_for(&f), "Sandybridge");
     ah_cpu_features sse = {0};
-    assert_null(ah_openblas_core_for(&sse));
+    assert_null(ah__openblas_core_for(&sse));
 }
 
 static void test_core_classes(void **state) {
     (void)state;
-    assert_int_equal(ah_openblas_core_class("SkylakeX"), 3);
-    assert_int_equal(ah_openblas_core_class("COOPERLAKE"), 3);
-    assert_int_equal(ah_openblas_core_class("Haswell"), 2);
-    assert_int_equal(ah_openblas_core_class("Zen"), 2);
-    assert_int_equal(ah_openblas_core_class("Sandybridge"), 1);
-    assert_int_equal(ah_openblas_core_class("Prescott"), 0);
-    assert_int_equal(ah_openblas_core_class("Nehalem"), 0);
-    assert_int_equal(ah_openblas_core_class(NULL), 0);
+    assert_int_equal(ah__openblas_core_class("SkylakeX"), 3);
+    assert_int_equal(ah__openblas_core_class("COOPERLAKE"), 3);
+    assert_int_equal(ah__openblas_core_class("Haswell"), 2);
+    assert_int_equal(ah__openblas_core_class("Zen"), 2);
+    assert_int_equal(ah__openblas_core_class("Sandybridge"), 1);
+    assert_int_equal(ah__openblas_core_class("Prescott"), 0);
+    assert_int_equal(ah__openblas_core_class("Nehalem"), 0);
+    assert_int_equal(ah__openblas_core_class(NULL), 0);
     /* every core the mapping picks has the class of its features */
     ah_cpu_features f = avx512_cpu();
-    assert_int_equal(ah_openblas_core_class(ah_openblas_core_for(&f)), 3);
+    assert_int_equal(ah__openblas_core_class(ah__openblas_core_for(&f)), 3);
 }
 
 static void test_detect_is_consistent(void **state) {
     (void)state;
     ah_cpu_features f;
-    ah_cpu_features_detect(&f);
+    ah__cpu_features_detect(&f);
     /* architectural implications: the OS saving ZMM state implies YMM; AVX2 and
      * AVX-512 CPUs have AVX */
     if (f.os_zmm)
@@ -84,7 +84,7 @@ static void test_detect_is_consistent(void **state) {
     if (f.avx2 || f.avx512f)
         assert_true(f.avx);
 #if defined(__x86_64__)
-    assert_true(f.avx || ah_openblas_core_for(&f) == NULL);
+    assert_true(f.avx || ah__openblas_core_for(&f) == NULL);
 #endif
     if (f.avx512bf16)
         assert_true(f.avx512f);
@@ -107,7 +107,7 @@ static void test_detect_matches_cpuinfo(void **state) {
     if (nl)
         *nl = ' '; /* the last flag ends with a space too */
     ah_cpu_features f;
-    ah_cpu_features_detect(&f);
+    ah__cpu_features_detect(&f);
     assert_int_equal(f.avx512f, strstr(line, " avx512f ") != NULL);
     assert_int_equal(f.avx512bf16, strstr(line, " avx512_bf16 ") != NULL);
     assert_int_equal(f.avx2, strstr(line, " avx2 ") != NULL);

@@ -46,7 +46,7 @@ static void test_mapping_matches_rowmajor(void **state) {
                 C1[i] = C2[i] = (float)(i % 3);
             }
             rowmajor_ref(g, 0.5f, A, B, 1.0f, C1);
-            ah_cu_colmajor_gemm c = ah_cu_gemm_to_colmajor(g);
+            ah_cu_colmajor_gemm c = ah__cu_gemm_to_colmajor(g);
             assert_int_equal(c.first_is_b, 1);
             colmajor_ref(c.op_first, c.op_second, c.m, c.n, c.k, 0.5f, B, c.ld_first, A, c.ld_second, 1.0f, C2, c.ldc);
             assert_memory_equal(C1, C2, sizeof C1);
@@ -55,13 +55,13 @@ static void test_mapping_matches_rowmajor(void **state) {
 
 static void test_grid_and_scratch(void **state) {
     (void)state;
-    assert_int_equal(ah_cu_grid(0, 256), 1);
-    assert_int_equal(ah_cu_grid(256, 256), 1);
-    assert_int_equal(ah_cu_grid(257, 256), 2);
-    assert_int_equal(ah_cu_grid(1000, 0), 4); /* block 0: AH_CU_BLOCK */
-    assert_int_equal(ah_cu_grid((size_t)1 << 50, 1), 2147483647u);
-    assert_int_equal(ah_cu_attention_scratch(1024, 12), (size_t)12 * 1024 * 1024);
-    assert_int_equal(ah_cu_attention_scratch(0, 12), 1);
+    assert_int_equal(ah__cu_grid(0, 256), 1);
+    assert_int_equal(ah__cu_grid(256, 256), 1);
+    assert_int_equal(ah__cu_grid(257, 256), 2);
+    assert_int_equal(ah__cu_grid(1000, 0), 4); /* block 0: AH_CU_BLOCK */
+    assert_int_equal(ah__cu_grid((size_t)1 << 50, 1), 2147483647u);
+    assert_int_equal(ah__cu_attention_scratch(1024, 12), (size_t)12 * 1024 * 1024);
+    assert_int_equal(ah__cu_attention_scratch(0, 12), 1);
 }
 
 int main(void) {

@@ -65,12 +65,12 @@ static void randomise(fixture *f) {
             }
             if (!strcmp(ti->name, "lm_head") &&
                 f->cfg.tied_embeddings) { /* a tied copy equals the embedding */
-                float *emb = calloc(ah_engine_layer_floats(&f->e, 0), sizeof(float));
-                ah_engine_layer_to_host(&f->e, 0, AH_STATE_PARAM, emb);
+                float *emb = calloc(ah__engine_layer_floats(&f->e, 0), sizeof(float));
+                ah__engine_layer_to_host(&f->e, 0, AH_STATE_PARAM, emb);
                 memcpy(v, emb + f->e.layers[0].t[0].offset, ti->size * sizeof(float));
                 free(emb);
             }
-            ah_engine_tensor_from_host(&f->e, l, AH_STATE_PARAM, i, v);
+            ah__engine_tensor_from_host(&f->e, l, AH_STATE_PARAM, i, v);
             free(v);
         }
     }
@@ -79,16 +79,16 @@ static void randomise(fixture *f) {
 static double engine_loss_and_grads(fixture *f) {
     ah_eng_acts acts[16];
     double loss = 0;
-    ah_engine_zero_grads(&f->e);
-    assert_int_equal(ah_engine_forward(&f->e, tokens, ah_dptr_null(), targets, ah_dptr_null(), &loss, acts),
+    ah__engine_zero_grads(&f->e);
+    assert_int_equal(ah__engine_forward(&f->e, tokens, ah__dptr_null(), targets, ah__dptr_null(), &loss, acts),
                      0);
     assert_int_equal(
-        ah_engine_backward(&f->e, tokens, targets, ah_dptr_null(), ah_dptr_null(), 1.0f / (float)N, acts), 0);
+        ah__engine_backward(&f->e, tokens, targets, ah__dptr_null(), ah__dptr_null(), 1.0f / (float)N, acts), 0);
     if (f->cfg.tied_embeddings)
-        ah_engine_tied_sum_local(&f->e);
+        ah__engine_tied_sum_local(&f->e);
     for (int l = 0; l < f->L; l++) {
-        ah_engine_layer_to_host(&f->e, l, AH_STATE_PARAM, f->p[l]);
-        ah_engine_layer_to_host(&f->e, l, AH_STATE_GRAD, f->g[l]);
+        ah__engine_layer_to_host(&f->e, l, AH_STATE_PARAM, f->p[l]);
+        ah__engine_layer_to_host(&f->e, l, AH_STATE_GRAD, f->g[l]);
     }
     return loss / N;
 }
@@ -98,14 +98,14 @@ static void fixture_init(fixture *f, const char *json) {
     f->cfg = load_config(json);
     f->L = ah_model_num_layers(&f->cfg);
     char err[256];
-    if (ah_engine_model_init(&f->e, &f->cfg, T, B, 0, f->L, 1, 0, 5, 1, err, sizeof err) != 0)
+    if (ah__engine_model_init(&f->e, &f->cfg, T, B, 0, f->L, 1, 0, 5, 1, err, sizeof err) != 0)
         fail_msg("%s", err);
     assert_true(f->L > 0 && f->L < 16);
     f->p = calloc((size_t)f->L + 1, sizeof(float *));
     f->g = calloc((size_t)f->L + 1, sizeof(float *));
     for (int l = 0; l < f->L; l++) {
-        f->p[l] = calloc(ah_engine_layer_floats(&f->e, l), sizeof(float));
-        f->g[l] = calloc(ah_engine_layer_floats(&f->e, l), sizeof(float));
+        f->p[l] = calloc(ah__engine_layer_floats(&f->e, l), sizeof(float));
+        f->g[l] = calloc(ah__engine_layer_floats(&f->e, l), sizeof(float));
     }
     for (int i = 0; i < N; i++) {
         tokens[i] = (int)(ah_hash64((uint64_t)i + 11) % (uint64_t)f->cfg.vocab);
@@ -118,7 +118,7 @@ static void fixture_free(fixture *f) {
     for (int l = 0; l < f->L; l++)
         free(f->p[l]), free(f->g[l]);
     free(f->p), free(f->g);
-    ah_engine_model_free(&f->e);
+    ah__engine_model_free(&f->e);
 }
 
 /* ------------------------------------------------- the float64 reference */
@@ -362,7 +362,7 @@ static void check_family(const char *json, const char *expect_tensor) {
     assert_true(f.L > 0 && f.L < 16);
     ref_model r = {&f.cfg, &f, calloc((size_t)f.L + 1, sizeof(double *))};
     for (int l = 0; l < f.L; l++) {
-        size_t n = ah_engine_layer_floats(&f.e, l);
+        size_t n = ah__engine_layer_floats(&f.e, l);
         r.w[l] = calloc(n, sizeof(double));
         for (size_t i = 0; i < n; i++)
             r.w[l][i] = f.p[l][i];
@@ -487,7 +487,7 @@ static void test_refused_by_field(void **state) {
                     "\"n_positions\": 16, \"vocab_size\": 50, \"activation_function\": \"gelu\"}");
     ah_engine_model e;
     char err[256];
-    assert_int_equal(ah_engine_model_init(&e, &m, T, B, 0, 3, 1, 0, 1, 1, err, sizeof err), -1);
+    assert_int_equal(ah__engine_model_init(&e, &m, T, B, 0, 3, 1, 0, 1, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "activation_function 'gelu'"));
 }
 

@@ -179,16 +179,16 @@ static void test_linear_fwd(void **state) {
     float *out = falloc((size_t)N * M);
     double *want = calloc((size_t)N * M, sizeof(double));
     fill(out, (size_t)N * M, 123.0f); /* must be overwritten */
-    ah_linear_fwd(out, x, w, b, N, K, M);
+    ah__linear_fwd(out, x, w, b, N, K, M);
     naive_linear(want, x, w, b, N, K, M);
     assert_close_arrays(out, want, (size_t)N * M, 1e-5, "linear+bias");
     fill(out, (size_t)N * M, 123.0f);
-    ah_linear_fwd(out, x, w, NULL, N, K, M);
+    ah__linear_fwd(out, x, w, NULL, N, K, M);
     naive_linear(want, x, w, NULL, N, K, M);
     assert_close_arrays(out, want, (size_t)N * M, 1e-5, "linear");
     /* hand check: [1 2] W^T with W = [[1 0],[0 1],[1 1]], b = [0, 0, 0.5] */
     float x2[2] = {1, 2}, w2[6] = {1, 0, 0, 1, 1, 1}, b2[3] = {0, 0, 0.5f}, o2[3];
-    ah_linear_fwd(o2, x2, w2, b2, 1, 2, 3);
+    ah__linear_fwd(o2, x2, w2, b2, 1, 2, 3);
     assert_double_equal(o2[0], 1.0, 0);
     assert_double_equal(o2[1], 2.0, 0);
     assert_double_equal(o2[2], 3.5, 0);
@@ -202,15 +202,15 @@ static void test_linear_bwd_null_and_naive(void **state) {
     float *x = frandn((size_t)N * K, -1, 1), *w = frandn((size_t)M * K, -1, 1),
           *g = frandn((size_t)N * M, -1, 1);
     float *dx = falloc((size_t)N * K), *dw = falloc((size_t)M * K), *db = falloc(M);
-    ah_linear_bwd(NULL, NULL, db, g, x, w, N, K, M); /* only the bias */
+    ah__linear_bwd(NULL, NULL, db, g, x, w, N, K, M); /* only the bias */
     for (int m = 0; m < M; m++) {
         double s = 0;
         for (int n = 0; n < N; n++)
             s += g[n * M + m];
         assert_double_equal(db[m], s, 1e-5);
     }
-    ah_linear_bwd(dx, NULL, NULL, g, x, w, N, K, M);
-    ah_linear_bwd(NULL, dw, NULL, g, x, w, N, K, M);
+    ah__linear_bwd(dx, NULL, NULL, g, x, w, N, K, M);
+    ah__linear_bwd(NULL, dw, NULL, g, x, w, N, K, M);
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             double s = 0;
@@ -234,11 +234,11 @@ typedef struct {
 } linear_ctx;
 static void linear_f(void *c, float *out) {
     linear_ctx *L = c;
-    ah_linear_fwd(out, L->x, L->w, L->b, L->N, L->K, L->M);
+    ah__linear_fwd(out, L->x, L->w, L->b, L->N, L->K, L->M);
 }
 static void linear_b(void *c, const float *dout) {
     linear_ctx *L = c;
-    ah_linear_bwd(L->dx, L->dw, L->db, dout, L->x, L->w, L->N, L->K, L->M);
+    ah__linear_bwd(L->dx, L->dw, L->db, dout, L->x, L->w, L->N, L->K, L->M);
 }
 
 static void test_linear_grad(void **state) {
@@ -265,11 +265,11 @@ static void test_embedding_fwd(void **state) {
         for (int c = 0; c < C; c++)
             wpe[t * C + c] = (float)(100 * t);
     int tok[N] = {4, 0, 2, 2, 1, 4};
-    ah_embedding_fwd(out, tok, wte, wpe, N, T, C);
+    ah__embedding_fwd(out, tok, wte, wpe, N, T, C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
             assert_double_equal(out[n * C + c], 10 * tok[n] + c + 100 * (n % T), 0);
-    ah_embedding_fwd(out, tok, wte, NULL, N, T, C);
+    ah__embedding_fwd(out, tok, wte, NULL, N, T, C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
             assert_double_equal(out[n * C + c], 10 * tok[n] + c, 0);
@@ -282,11 +282,11 @@ typedef struct {
 } emb_ctx;
 static void emb_f(void *c, float *out) {
     emb_ctx *E = c;
-    ah_embedding_fwd(out, E->tok, E->wte, E->wpe, E->N, E->T, E->C);
+    ah__embedding_fwd(out, E->tok, E->wte, E->wpe, E->N, E->T, E->C);
 }
 static void emb_b(void *c, const float *dout) {
     emb_ctx *E = c;
-    ah_embedding_bwd(E->dwte, E->dwpe, dout, E->tok, E->N, E->T, E->C);
+    ah__embedding_bwd(E->dwte, E->dwpe, dout, E->tok, E->N, E->T, E->C);
 }
 
 static void test_embedding_grad(void **state) {
@@ -310,7 +310,7 @@ static void test_layernorm_fwd(void **state) {
           *rstd = falloc(N);
     float *w = falloc(C), *b = falloc(C);
     fill(w, C, 1.0f);
-    ah_layernorm_fwd(out, mean, rstd, x, w, b, N, C);
+    ah__layernorm_fwd(out, mean, rstd, x, w, b, N, C);
     for (int n = 0; n < N; n++) {
         double m = 0, v = 0, om = 0, ov = 0;
         for (int c = 0; c < C; c++)
@@ -332,13 +332,13 @@ static void test_layernorm_fwd(void **state) {
     }
     /* affine: out = x_hat * w + b */
     float *w2 = frandn(C, 0.5, 1.5), *b2 = frandn(C, -1, 1), *out2 = falloc((size_t)N * C);
-    ah_layernorm_fwd(out2, mean, rstd, x, w2, b2, N, C);
+    ah__layernorm_fwd(out2, mean, rstd, x, w2, b2, N, C);
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
             assert_double_equal(out2[n * C + c], out[n * C + c] * w2[c] + b2[c], 1e-5);
     /* hand check: [1, 3] -> [-1, 1] (var 1, up to eps) */
     float x3[2] = {1, 3}, w3[2] = {1, 1}, b3[2] = {0, 0}, o3[2], m3, r3;
-    ah_layernorm_fwd(o3, &m3, &r3, x3, w3, b3, 1, 2);
+    ah__layernorm_fwd(o3, &m3, &r3, x3, w3, b3, 1, 2);
     assert_double_equal(m3, 2.0, 0);
     assert_double_equal(o3[0], -1.0, 1e-5);
     assert_double_equal(o3[1], 1.0, 1e-5);
@@ -351,19 +351,19 @@ typedef struct {
 } norm_ctx;
 static void ln_f(void *c, float *out) {
     norm_ctx *L = c;
-    ah_layernorm_fwd(out, L->mean, L->rstd, L->x, L->w, L->b, L->N, L->C);
+    ah__layernorm_fwd(out, L->mean, L->rstd, L->x, L->w, L->b, L->N, L->C);
 }
 static void ln_b(void *c, const float *dout) {
     norm_ctx *L = c;
-    ah_layernorm_bwd(L->dx, L->dw, L->db, dout, L->x, L->w, L->mean, L->rstd, L->N, L->C);
+    ah__layernorm_bwd(L->dx, L->dw, L->db, dout, L->x, L->w, L->mean, L->rstd, L->N, L->C);
 }
 static void rms_f(void *c, float *out) {
     norm_ctx *L = c;
-    ah_rmsnorm_fwd(out, L->rstd, L->x, L->w, L->N, L->C);
+    ah__rmsnorm_fwd(out, L->rstd, L->x, L->w, L->N, L->C);
 }
 static void rms_b(void *c, const float *dout) {
     norm_ctx *L = c;
-    ah_rmsnorm_bwd(L->dx, L->dw, dout, L->x, L->w, L->rstd, L->N, L->C);
+    ah__rmsnorm_bwd(L->dx, L->dw, dout, L->x, L->w, L->rstd, L->N, L->C);
 }
 
 static void test_layernorm_grad(void **state) {
@@ -383,7 +383,7 @@ static void test_rmsnorm_fwd(void **state) {
     int N = 5, C = 48;
     float *x = frandn((size_t)N * C, -3, 2), *w = falloc(C), *out = falloc((size_t)N * C), *rstd = falloc(N);
     fill(w, C, 1.0f);
-    ah_rmsnorm_fwd(out, rstd, x, w, N, C);
+    ah__rmsnorm_fwd(out, rstd, x, w, N, C);
     for (int n = 0; n < N; n++) {
         double ss = 0, oss = 0;
         for (int c = 0; c < C; c++)
@@ -393,7 +393,7 @@ static void test_rmsnorm_fwd(void **state) {
     }
     /* hand check: [3, 4] with w = [1, 2]: rms = sqrt(12.5) */
     float x2[2] = {3, 4}, w2[2] = {1, 2}, o2[2], r2;
-    ah_rmsnorm_fwd(o2, &r2, x2, w2, 1, 2);
+    ah__rmsnorm_fwd(o2, &r2, x2, w2, 1, 2);
     assert_double_equal(o2[0], 3.0 / sqrt(12.5 + 1e-5), 1e-6);
     assert_double_equal(o2[1], 8.0 / sqrt(12.5 + 1e-5), 1e-6);
     free(x), free(w), free(out), free(rstd);
@@ -415,7 +415,7 @@ static void test_rmsnorm_grad(void **state) {
 static void test_gelu_fwd(void **state) {
     (void)state;
     float x[8] = {0, 1, -1, 2, -3, 0.5f, 30, -30}, o[8];
-    ah_gelu_fwd(o, x, 8);
+    ah__gelu_fwd(o, x, 8);
     const double want[8] = {0.0,
                             0.8411919906082768,
                             -0.15880800939172324,
@@ -428,7 +428,7 @@ static void test_gelu_fwd(void **state) {
         assert_double_equal(o[i], want[i], 2e-7 * (1 + fabs(want[i])));
     /* saturated derivative: 1 for large x, 0 for very negative x, finite for huge */
     float big[3] = {30, -30, -1e30f}, g[3] = {1, 1, 1}, d[3] = {0, 0, 0};
-    ah_gelu_bwd(d, g, big, 3);
+    ah__gelu_bwd(d, g, big, 3);
     assert_double_equal(d[0], 1.0, 1e-6);
     assert_double_equal(d[1], 0.0, 1e-6);
     assert_double_equal(d[2], 0.0, 1e-6);
@@ -441,19 +441,19 @@ typedef struct {
 } act_ctx;
 static void gelu_f(void *c, float *out) {
     act_ctx *A = c;
-    ah_gelu_fwd(out, A->x, A->n);
+    ah__gelu_fwd(out, A->x, A->n);
 }
 static void gelu_b(void *c, const float *dout) {
     act_ctx *A = c;
-    ah_gelu_bwd(A->dx, dout, A->x, A->n);
+    ah__gelu_bwd(A->dx, dout, A->x, A->n);
 }
 static void swiglu_f(void *c, float *out) {
     act_ctx *A = c;
-    ah_swiglu_fwd(out, A->x, A->N, A->F);
+    ah__swiglu_fwd(out, A->x, A->N, A->F);
 }
 static void swiglu_b(void *c, const float *dout) {
     act_ctx *A = c;
-    ah_swiglu_bwd(A->dx, dout, A->x, A->N, A->F);
+    ah__swiglu_bwd(A->dx, dout, A->x, A->N, A->F);
 }
 
 static void test_gelu_grad(void **state) {
@@ -470,7 +470,7 @@ static void test_swiglu_fwd(void **state) {
     (void)state;
     /* row = [gate 0 1 -2 3 | up 5 2 3 -1] */
     float x[8] = {0, 1, -2, 3, 5, 2, 3, -1}, o[4];
-    ah_swiglu_fwd(o, x, 1, 4);
+    ah__swiglu_fwd(o, x, 1, 4);
     const double want[4] = {0.0, 1.4621171572600098, -0.7152175321327052, -2.8577223804673};
     for (int i = 0; i < 4; i++)
         assert_double_equal(o[i], want[i], 1e-6);
@@ -495,7 +495,7 @@ static void test_rope_fwd(void **state) {
     for (int t = 0; t < T; t++) {
         x[t * D + 0] = 1, x[t * D + 1] = 0, x[t * D + 2] = 0, x[t * D + 3] = 1;
     }
-    ah_rope_fwd(x, T, T, 1, D, 10000.0f);
+    ah__rope_fwd(x, T, T, 1, D, 10000.0f);
     for (int t = 0; t < T; t++) {
         assert_double_equal(x[t * D + 0], cos(t), 1e-6);
         assert_double_equal(x[t * D + 1], sin(t), 1e-6);
@@ -508,7 +508,7 @@ static void test_rope_fwd(void **state) {
     int T2 = 40, N = 80, H = 3, D2 = 16;
     size_t n = (size_t)N * H * D2;
     float *y = frandn(n, -1, 1), *y0 = fdup(y, n);
-    ah_rope_fwd(y, N, T2, H, D2, 10000.0f);
+    ah__rope_fwd(y, N, T2, H, D2, 10000.0f);
     for (size_t i = 0; i < n; i += 2) {
         double a = hypot(y0[i], y0[i + 1]), b = hypot(y[i], y[i + 1]);
         assert_double_equal(b, a, 1e-6);
@@ -520,9 +520,9 @@ static void test_rope_fwd(void **state) {
     /* the second sequence (rows T2..2T2-1) is rotated like a sequence of its own */
     size_t half = (size_t)T2 * H * D2;
     float *z = fdup(y0 + half, half);
-    ah_rope_fwd(z, T2, T2, H, D2, 10000.0f);
+    ah__rope_fwd(z, T2, T2, H, D2, 10000.0f);
     assert_memory_equal(z, y + half, half * sizeof(float));
-    ah_rope_bwd(y, N, T2, H, D2, 10000.0f);
+    ah__rope_bwd(y, N, T2, H, D2, 10000.0f);
     for (size_t i = 0; i < n; i++)
         assert_double_equal(y[i], y0[i], 1e-6);
     free(y), free(y0), free(z);
@@ -536,15 +536,15 @@ typedef struct {
 static void rope_f(void *c, float *out) {
     rope_ctx *R = c;
     memcpy(out, R->x, (size_t)R->N * R->H * R->D * sizeof(float));
-    ah_rope_fwd(out, R->N, R->T, R->H, R->D, R->theta);
+    ah__rope_fwd(out, R->N, R->T, R->H, R->D, R->theta);
 }
 static void rope_b(void *c, const float *dout) {
     /* rope_bwd transforms dx in place; accumulate its result like the others */
     rope_ctx *R = c;
     size_t n = (size_t)R->N * R->H * R->D;
     float *t = fdup(dout, n);
-    ah_rope_bwd(t, R->N, R->T, R->H, R->D, R->theta);
-    ah_add_inplace(R->dx, t, n);
+    ah__rope_bwd(t, R->N, R->T, R->H, R->D, R->theta);
+    ah__add_inplace(R->dx, t, n);
     free(t);
 }
 
@@ -562,7 +562,7 @@ static void test_rope_grad(void **state) {
 
 /* double-precision reference: out[N,Hq,D] and each row's softmax statistics
  * st[B,Hq,T,2] (max of the scaled scores, sum of exponentials); window as
- * ah_attention_fwd_window. */
+ * ah__attention_fwd_window. */
 static void naive_attention(double *out, double *st, const float *q, const float *k, const float *v, int B,
                             int T, int Hq, int Hkv, int D, int window) {
     int G = Hq / Hkv;
@@ -595,7 +595,7 @@ static void naive_attention(double *out, double *st, const float *q, const float
 }
 
 static size_t stats_len(int B, int T, int Hq) {
-    return (size_t)B * Hq * ah_attention_stats_per_head(T);
+    return (size_t)B * Hq * ah__attention_stats_per_head(T);
 }
 
 static void check_attention_fwd(int B, int T, int Hq, int Hkv, int D) {
@@ -605,7 +605,7 @@ static void check_attention_fwd(int B, int T, int Hq, int Hkv, int D) {
     float *out = falloc(nq), *st = falloc(ns);
     fill(st, ns, 7.0f); /* everything must be written */
     double *wo = calloc(nq, sizeof(double)), *ws = calloc(ns, sizeof(double));
-    ah_attention_fwd(out, st, q, k, v, B, T, Hq, Hkv, D);
+    ah__attention_fwd(out, st, q, k, v, B, T, Hq, Hkv, D);
     naive_attention(wo, ws, q, k, v, B, T, Hq, Hkv, D, 0);
     assert_close_arrays(out, wo, nq, 2e-6, "attention out");
     for (size_t r = 0; r < ns / 2; r++) { /* the statistics: the row max and 1 / the sum */
@@ -639,7 +639,7 @@ static void test_attention_causal(void **state) {
     size_t nq = (size_t)B * T * Hq * D, nk = (size_t)B * T * Hkv * D, ns = stats_len(B, T, Hq);
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1);
     float *o1 = falloc(nq), *a1 = falloc(ns), *o2 = falloc(nq), *a2 = falloc(ns);
-    ah_attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
+    ah__attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
     /* change q, k and v of the tokens t >= 5 of batch 0 */
     for (int t = 5; t < T; t++) {
         for (int i = 0; i < Hkv * D; i++) {
@@ -649,8 +649,8 @@ static void test_attention_causal(void **state) {
         for (int i = 0; i < Hq * D; i++)
             q[((size_t)t * Hq) * D + i] *= -2.0f;
     }
-    ah_attention_fwd(o2, a2, q, k, v, B, T, Hq, Hkv, D);
-    size_t row = (size_t)Hq * D, hs = ah_attention_stats_per_head(T);
+    ah__attention_fwd(o2, a2, q, k, v, B, T, Hq, Hkv, D);
+    size_t row = (size_t)Hq * D, hs = ah__attention_stats_per_head(T);
     assert_memory_equal(o1, o2, 5 * row * sizeof(float));                             /* earlier tokens */
     assert_memory_equal(o1 + T * row, o2 + T * row, (size_t)T * row * sizeof(float)); /* batch 1 */
     assert_memory_not_equal(o1 + 5 * row, o2 + 5 * row, row * sizeof(float));
@@ -666,12 +666,12 @@ typedef struct {
 } att_ctx;
 static void att_f(void *c, float *out) {
     att_ctx *A = c;
-    ah_attention_fwd_window(out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D, A->window);
+    ah__attention_fwd_window(out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv, A->D, A->window);
     memcpy(A->out, out, sizeof(float) * (size_t)A->B * A->T * A->Hq * A->D); /* the backward reads it */
 }
 static void att_b(void *c, const float *dout) {
     att_ctx *A = c;
-    ah_attention_bwd(A->dq, A->dk, A->dv, dout, A->out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv,
+    ah__attention_bwd(A->dq, A->dk, A->dv, dout, A->out, A->st, A->q, A->k, A->v, A->B, A->T, A->Hq, A->Hkv,
                      A->D, A->window);
 }
 
@@ -706,15 +706,15 @@ static void test_attention_window(void **state) {
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1);
     float *o1 = falloc(nq), *a1 = falloc(ns), *o2 = falloc(nq), *a2 = falloc(ns);
     double *wo = calloc(nq, sizeof(double)), *ws = calloc(ns, sizeof(double));
-    ah_attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
-    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, T);
+    ah__attention_fwd(o1, a1, q, k, v, B, T, Hq, Hkv, D);
+    ah__attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, T);
     assert_memory_equal(o1, o2, nq * sizeof(float));
-    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, W);
+    ah__attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, W);
     naive_attention(wo, ws, q, k, v, B, T, Hq, Hkv, D, W);
     assert_close_arrays(o2, wo, nq, 2e-6, "windowed attention out");
     assert_memory_equal(o1, o2, (size_t)W * Hq * D * sizeof(float)); /* the first W tokens see everything */
     assert_memory_not_equal(o1 + (size_t)W * Hq * D, o2 + (size_t)W * Hq * D, (size_t)Hq * D * sizeof(float));
-    ah_attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, 1);
+    ah__attention_fwd_window(o2, a2, q, k, v, B, T, Hq, Hkv, D, 1);
     for (int n = 0; n < B * T; n++)
         for (int h = 0; h < Hq; h++)
             for (int d = 0; d < D; d++)
@@ -731,7 +731,7 @@ static void test_crossentropy_fwd(void **state) {
     float logits[3 * V] = {0, logf(2), logf(3), logf(4), 0.3f, 0.3f, 0.3f, 0.3f, 1000, 0, -1000, 999};
     int tg[3] = {3, 1, 3};
     float losses[3], probs[3 * V];
-    double total = ah_crossentropy_fwd(losses, probs, logits, tg, 3, V, V);
+    double total = ah__crossentropy_fwd(losses, probs, logits, tg, 3, V, V);
     for (int i = 0; i < V; i++) {
         assert_double_equal(probs[i], 0.1 * (i + 1), 1e-6);
         assert_double_equal(probs[V + i], 0.25, 1e-7);
@@ -745,7 +745,7 @@ static void test_crossentropy_fwd(void **state) {
     /* backward: (probs - onehot) * scale, added */
     float d[3 * V];
     fill(d, 3 * V, 1.0f);
-    ah_crossentropy_bwd(d, probs, tg, 3, V, V, 0.5f);
+    ah__crossentropy_bwd(d, probs, tg, 3, V, V, 0.5f);
     for (int n = 0; n < 3; n++)
         for (int i = 0; i < V; i++)
             assert_double_equal(d[n * V + i], 1.0 + (probs[n * V + i] - (i == tg[n])) * 0.5, 1e-7);
@@ -756,7 +756,7 @@ static void test_crossentropy_fwd(void **state) {
     int *t = calloc(N, sizeof(int));
     for (int n = 0; n < N; n++)
         t[n] = irand(V2);
-    ah_crossentropy_fwd(ls, p, l, t, N, V2, V2);
+    ah__crossentropy_fwd(ls, p, l, t, N, V2, V2);
     for (int n = 0; n < N; n++) {
         double s = 0;
         for (int i = 0; i < V2; i++)
@@ -782,13 +782,13 @@ static void test_crossentropy_padded(void **state) {
             lp[n * VP + i] = i < V ? l[n * V + i] : 1e4f; /* a huge padding logit would dominate if counted */
     }
     float ls[N], lsp[N], *p = falloc((size_t)N * V), *pp = falloc((size_t)N * VP);
-    double tot = ah_crossentropy_fwd(ls, p, l, t, N, V, V), totp = ah_crossentropy_fwd(lsp, pp, lp, t, N, V, VP);
+    double tot = ah__crossentropy_fwd(ls, p, l, t, N, V, V), totp = ah__crossentropy_fwd(lsp, pp, lp, t, N, V, VP);
     assert_double_equal(tot, totp, 0);
     float *d = falloc((size_t)N * V), *dp = falloc((size_t)N * VP);
     fill(dp, (size_t)N * VP, 0.0f);
     fill(d, (size_t)N * V, 0.0f);
-    ah_crossentropy_bwd(d, p, t, N, V, V, 0.25f);
-    ah_crossentropy_bwd(dp, pp, t, N, V, VP, 0.25f);
+    ah__crossentropy_bwd(d, p, t, N, V, V, 0.25f);
+    ah__crossentropy_bwd(dp, pp, t, N, V, VP, 0.25f);
     for (int n = 0; n < N; n++) {
         assert_float_equal(ls[n], lsp[n], 0);
         for (int i = 0; i < VP; i++) {
@@ -807,12 +807,12 @@ typedef struct {
 } ce_ctx;
 static void ce_f(void *c, float *out) {
     ce_ctx *E = c;
-    ah_crossentropy_fwd(out, E->probs, E->logits, E->tg, E->N, E->V, E->V);
+    ah__crossentropy_fwd(out, E->probs, E->logits, E->tg, E->N, E->V, E->V);
 }
 static void ce_b(void *c, const float *dout) {
     (void)dout; /* R = scale on every row: L = scale * sum(losses) */
     ce_ctx *E = c;
-    ah_crossentropy_bwd(E->dlogits, E->probs, E->tg, E->N, E->V, E->V, E->scale);
+    ah__crossentropy_bwd(E->dlogits, E->probs, E->tg, E->N, E->V, E->V, E->scale);
 }
 
 /* grad_suite with R fixed to a constant instead of random */
@@ -864,11 +864,11 @@ typedef struct {
 
 static void mlp_f(void *c, float *out) {
     mlp_ctx *M = c;
-    ah_layernorm_fwd(M->xn, M->mean, M->rstd, M->x, M->lw, M->lb, M->N, M->C);
-    ah_linear_fwd(M->h, M->xn, M->w1, M->b1, M->N, M->C, M->H);
-    ah_gelu_fwd(M->a, M->h, (size_t)M->N * M->H);
-    ah_linear_fwd(M->lg, M->a, M->w2, M->b2, M->N, M->H, M->V);
-    ah_crossentropy_fwd(out, M->probs, M->lg, M->tg, M->N, M->V, M->V);
+    ah__layernorm_fwd(M->xn, M->mean, M->rstd, M->x, M->lw, M->lb, M->N, M->C);
+    ah__linear_fwd(M->h, M->xn, M->w1, M->b1, M->N, M->C, M->H);
+    ah__gelu_fwd(M->a, M->h, (size_t)M->N * M->H);
+    ah__linear_fwd(M->lg, M->a, M->w2, M->b2, M->N, M->H, M->V);
+    ah__crossentropy_fwd(out, M->probs, M->lg, M->tg, M->N, M->V, M->V);
 }
 static void mlp_b(void *c, const float *dout) {
     (void)dout;
@@ -877,11 +877,11 @@ static void mlp_b(void *c, const float *dout) {
     memset(M->da, 0, (size_t)M->N * M->H * sizeof(float));
     memset(M->dh, 0, (size_t)M->N * M->H * sizeof(float));
     memset(M->dxn, 0, (size_t)M->N * M->C * sizeof(float));
-    ah_crossentropy_bwd(M->dlg, M->probs, M->tg, M->N, M->V, M->V, 1.0f / M->N);
-    ah_linear_bwd(M->da, M->dw2, M->db2, M->dlg, M->a, M->w2, M->N, M->H, M->V);
-    ah_gelu_bwd(M->dh, M->da, M->h, (size_t)M->N * M->H);
-    ah_linear_bwd(M->dxn, M->dw1, M->db1, M->dh, M->xn, M->w1, M->N, M->C, M->H);
-    ah_layernorm_bwd(M->dx, M->dlw, M->dlb, M->dxn, M->x, M->lw, M->mean, M->rstd, M->N, M->C);
+    ah__crossentropy_bwd(M->dlg, M->probs, M->tg, M->N, M->V, M->V, 1.0f / M->N);
+    ah__linear_bwd(M->da, M->dw2, M->db2, M->dlg, M->a, M->w2, M->N, M->H, M->V);
+    ah__gelu_bwd(M->dh, M->da, M->h, (size_t)M->N * M->H);
+    ah__linear_bwd(M->dxn, M->dw1, M->db1, M->dh, M->xn, M->w1, M->N, M->C, M->H);
+    ah__layernorm_bwd(M->dx, M->dlw, M->dlb, M->dxn, M->x, M->lw, M->mean, M->rstd, M->N, M->C);
 }
 
 static void test_composite_grad(void **state) {
@@ -919,8 +919,8 @@ static void test_elementwise(void **state) {
     float *y = falloc(n), *x = falloc(n);
     for (size_t i = 0; i < n; i++)
         y[i] = (float)i, x[i] = 0.5f;
-    ah_add_inplace(y, x, n);
-    ah_scale_inplace(y, 2.0f, n);
+    ah__add_inplace(y, x, n);
+    ah__scale_inplace(y, 2.0f, n);
     for (size_t i = 0; i < n; i++)
         if (y[i] != 2.0f * ((float)i + 0.5f))
             fail_msg("elementwise[%zu] = %g", i, y[i]);
@@ -957,11 +957,11 @@ static void det_run(det_result *r, uint64_t seed) {
     float *g = frandn((size_t)N * C, -1, 1), *mean = falloc(N), *rstd = falloc(N);
     float *o = det_buf(r, (size_t)N * C), *dx = det_buf(r, (size_t)N * C), *dw = det_buf(r, C),
           *db = det_buf(r, C);
-    ah_layernorm_fwd(o, mean, rstd, x, w, b, N, C);
-    ah_layernorm_bwd(dx, dw, db, g, x, w, mean, rstd, N, C);
+    ah__layernorm_fwd(o, mean, rstd, x, w, b, N, C);
+    ah__layernorm_bwd(dx, dw, db, g, x, w, mean, rstd, N, C);
     float *o2 = det_buf(r, (size_t)N * C), *dx2 = det_buf(r, (size_t)N * C), *dw2 = det_buf(r, C);
-    ah_rmsnorm_fwd(o2, rstd, x, w, N, C);
-    ah_rmsnorm_bwd(dx2, dw2, g, x, w, rstd, N, C);
+    ah__rmsnorm_fwd(o2, rstd, x, w, N, C);
+    ah__rmsnorm_bwd(dx2, dw2, g, x, w, rstd, N, C);
     /* embedding: 512 tokens of 37, C=96 */
     int T = 64, V = 37, *tok = calloc(512, sizeof(int));
     for (int n = 0; n < 512; n++)
@@ -970,38 +970,38 @@ static void det_run(det_result *r, uint64_t seed) {
     float *ge = frandn((size_t)512 * C, -1, 1);
     float *oe = det_buf(r, (size_t)512 * C), *dwte = det_buf(r, (size_t)V * C),
           *dwpe = det_buf(r, (size_t)T * C);
-    ah_embedding_fwd(oe, tok, wte, wpe, 512, T, C);
-    ah_embedding_bwd(dwte, dwpe, ge, tok, 512, T, C);
+    ah__embedding_fwd(oe, tok, wte, wpe, 512, T, C);
+    ah__embedding_bwd(dwte, dwpe, ge, tok, 512, T, C);
     /* linear N=256, K=96, M=160 */
     int M = 160;
     float *lw = frandn((size_t)M * C, -1, 1), *lb = frandn(M, -1, 1), *gl = frandn((size_t)N * M, -1, 1);
     float *ol = det_buf(r, (size_t)N * M), *dxl = det_buf(r, (size_t)N * C), *dwl = det_buf(r, (size_t)M * C);
     float *dbl = det_buf(r, M);
-    ah_linear_fwd(ol, x, lw, lb, N, C, M);
-    ah_linear_bwd(dxl, dwl, dbl, gl, x, lw, N, C, M);
+    ah__linear_fwd(ol, x, lw, lb, N, C, M);
+    ah__linear_bwd(dxl, dwl, dbl, gl, x, lw, N, C, M);
     /* attention B=2, T=160, Hq=4, Hkv=2, D=16 (enough work for the parallel loops), with rope on q and k */
     int B = 2, TA = 160, Hq = 4, Hkv = 2, D = 16;
     size_t nq = (size_t)B * TA * Hq * D, nk = (size_t)B * TA * Hkv * D;
     float *q = frandn(nq, -1, 1), *k = frandn(nk, -1, 1), *v = frandn(nk, -1, 1), *ga = frandn(nq, -1, 1);
-    ah_rope_fwd(q, B * TA, TA, Hq, D, 10000.0f);
-    ah_rope_fwd(k, B * TA, TA, Hkv, D, 10000.0f);
+    ah__rope_fwd(q, B * TA, TA, Hq, D, 10000.0f);
+    ah__rope_fwd(k, B * TA, TA, Hkv, D, 10000.0f);
     float *att = det_buf(r, stats_len(B, TA, Hq)), *oa = det_buf(r, nq);
     float *dq = det_buf(r, nq), *dk = det_buf(r, nk), *dv = det_buf(r, nk);
-    ah_attention_fwd(oa, att, q, k, v, B, TA, Hq, Hkv, D);
-    ah_attention_bwd(dq, dk, dv, ga, oa, att, q, k, v, B, TA, Hq, Hkv, D, 0);
-    ah_rope_bwd(dq, B * TA, TA, Hq, D, 10000.0f);
+    ah__attention_fwd(oa, att, q, k, v, B, TA, Hq, Hkv, D);
+    ah__attention_bwd(dq, dk, dv, ga, oa, att, q, k, v, B, TA, Hq, Hkv, D, 0);
+    ah__rope_bwd(dq, B * TA, TA, Hq, D, 10000.0f);
     /* gelu, swiglu, cross-entropy */
     float *gg = det_buf(r, (size_t)N * M), *sw = det_buf(r, (size_t)N * M / 2),
           *dsw = det_buf(r, (size_t)N * M);
-    ah_gelu_bwd(gg, gl, ol, (size_t)N * M);
-    ah_swiglu_fwd(sw, ol, N, M / 2);
-    ah_swiglu_bwd(dsw, gl, ol, N, M / 2);
+    ah__gelu_bwd(gg, gl, ol, (size_t)N * M);
+    ah__swiglu_fwd(sw, ol, N, M / 2);
+    ah__swiglu_bwd(dsw, gl, ol, N, M / 2);
     float *probs = det_buf(r, (size_t)N * M), *losses = det_buf(r, N), *dlg = det_buf(r, (size_t)N * M);
     int *tg = calloc(N, sizeof(int));
     for (int n = 0; n < N; n++)
         tg[n] = irand(M);
-    double loss = ah_crossentropy_fwd(losses, probs, ol, tg, N, M, M);
-    ah_crossentropy_bwd(dlg, probs, tg, N, M, M, 1.0f / N);
+    double loss = ah__crossentropy_fwd(losses, probs, ol, tg, N, M, M);
+    ah__crossentropy_bwd(dlg, probs, tg, N, M, M, 1.0f / N);
     float *lossf = det_buf(r, 2);
     memcpy(lossf, &loss, sizeof loss);
     free(x), free(w), free(b), free(g), free(mean), free(rstd), free(tok), free(wte), free(wpe), free(ge);

@@ -40,46 +40,46 @@ static void test_lr_schedule(void **state) {
     ah_optim_config_default(&c); /* lr 3e-4, min 3e-5, warmup 10, total 1000 */
     const double lr = 3e-4f, mn = 3e-5f, tol = 1e-10;
     /* Warm-up: lr * (step + 1) / warmup, reaching lr at its last step. */
-    assert_double_equal(ah_lr_at(&c, 0), lr / 10, tol);
-    assert_double_equal(ah_lr_at(&c, 4), lr * 5 / 10, tol);
-    assert_double_equal(ah_lr_at(&c, 9), lr, tol);
+    assert_double_equal(ah__lr_at(&c, 0), lr / 10, tol);
+    assert_double_equal(ah__lr_at(&c, 4), lr * 5 / 10, tol);
+    assert_double_equal(ah__lr_at(&c, 9), lr, tol);
     /* Cosine starts at the peak... */
-    assert_double_equal(ah_lr_at(&c, 10), lr, tol);
+    assert_double_equal(ah__lr_at(&c, 10), lr, tol);
     /* ...is half-way at the middle of [warmup, total]... */
-    assert_double_equal(ah_lr_at(&c, 505), mn + 0.5 * (lr - mn), tol);
+    assert_double_equal(ah__lr_at(&c, 505), mn + 0.5 * (lr - mn), tol);
     /* ...a quarter of the way: min + (lr - min) (1 + cos(pi/4)) / 2... */
-    assert_double_equal(ah_lr_at(&c, 10 + 990 / 4), mn + 0.5 * (lr - mn) * (1 + cos(M_PI * 247 / 990.0)),
+    assert_double_equal(ah__lr_at(&c, 10 + 990 / 4), mn + 0.5 * (lr - mn) * (1 + cos(M_PI * 247 / 990.0)),
                         tol);
     /* ...and ends at (and stays on) the floor. */
-    assert_double_equal(ah_lr_at(&c, 1000), mn, tol);
-    assert_double_equal(ah_lr_at(&c, 5000), mn, tol);
+    assert_double_equal(ah__lr_at(&c, 1000), mn, tol);
+    assert_double_equal(ah__lr_at(&c, 5000), mn, tol);
     /* Monotone: up during warm-up, down after. */
     for (int s = 1; s < 1100; s++) {
         if (s < 10)
-            assert_true(ah_lr_at(&c, s) > ah_lr_at(&c, s - 1));
+            assert_true(ah__lr_at(&c, s) > ah__lr_at(&c, s - 1));
         else
-            assert_true(ah_lr_at(&c, s) <= ah_lr_at(&c, s - 1));
+            assert_true(ah__lr_at(&c, s) <= ah__lr_at(&c, s - 1));
     }
 
     /* No warm-up: the first step uses the peak. */
     c.warmup_steps = 0;
     c.total_steps = 100;
-    assert_double_equal(ah_lr_at(&c, 0), lr, tol);
-    assert_double_equal(ah_lr_at(&c, 50), mn + 0.5 * (lr - mn), tol);
-    assert_double_equal(ah_lr_at(&c, 100), mn, tol);
+    assert_double_equal(ah__lr_at(&c, 0), lr, tol);
+    assert_double_equal(ah__lr_at(&c, 50), mn + 0.5 * (lr - mn), tol);
+    assert_double_equal(ah__lr_at(&c, 100), mn, tol);
 
     /* Warm-up only (total == warmup): ramp, then the floor. */
     c.warmup_steps = 4;
     c.total_steps = 4;
-    assert_double_equal(ah_lr_at(&c, 3), lr, tol);
-    assert_double_equal(ah_lr_at(&c, 4), mn, tol);
+    assert_double_equal(ah__lr_at(&c, 3), lr, tol);
+    assert_double_equal(ah__lr_at(&c, 4), mn, tol);
 
     /* Constant learning rate when min_lr == lr. */
     c.warmup_steps = 0;
     c.total_steps = 10;
     c.min_lr = c.lr;
     for (int s = 0; s < 20; s++)
-        assert_true(ah_lr_at(&c, s) == c.lr);
+        assert_true(ah__lr_at(&c, s) == c.lr);
 }
 
 /* ----------------------------------------------------------- AdamW */
@@ -107,7 +107,7 @@ static void test_adamw_first_step_closed_form(void **state) {
     ah_optim_config c;
     ah_optim_config_default(&c);
     float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, -4.0f, 0.0f}, m[3] = {0}, v[3] = {0};
-    ah_adamw_update(p, g, m, v, 3, 0.1f, 1, &c, 1);
+    ah__adamw_update(p, g, m, v, 3, 0.1f, 1, &c, 1);
     assert_double_equal(p[0], 0.99 - 0.1 * 0.5 / (0.5 + 1e-8), 1e-7);  /* 0.890000002 */
     assert_double_equal(p[1], -1.98 + 0.1 * 4.0 / (4.0 + 1e-8), 1e-7); /* -1.88 */
     assert_double_equal(p[2], 0.5 * 0.99, 1e-7);                       /* zero grad: decay only */
@@ -117,7 +117,7 @@ static void test_adamw_first_step_closed_form(void **state) {
 
     /* Without decay, a zero gradient leaves the parameter unchanged. */
     float q[2] = {3.0f, -1.5f}, h[2] = {0.0f, 2.0f}, mq[2] = {0}, vq[2] = {0};
-    ah_adamw_update(q, h, mq, vq, 2, 0.1f, 1, &c, 0);
+    ah__adamw_update(q, h, mq, vq, 2, 0.1f, 1, &c, 0);
     assert_true(q[0] == 3.0f);
     assert_double_equal(q[1], -1.5 - 0.1, 1e-7);
 }
@@ -143,7 +143,7 @@ static void test_adamw_three_steps_vs_reference(void **state) {
             ref[i] = (ref_state){p0[i], 0, 0};
         }
         for (int t = 1; t <= 3; t++) {
-            ah_adamw_update(p, grads[t - 1], m, v, N, lrs[t - 1], t, &c, decay);
+            ah__adamw_update(p, grads[t - 1], m, v, N, lrs[t - 1], t, &c, decay);
             for (int i = 0; i < N; i++) {
                 ref_adamw(&ref[i], grads[t - 1][i], lrs[t - 1], t, &c, decay);
                 assert_double_equal(p[i], ref[i].p, 2e-7 * (1 + fabs(ref[i].p)));
@@ -169,7 +169,7 @@ static void test_adamw_three_steps_vs_reference(void **state) {
     float p = 0.5f, m = 0, v = 0;
     const float g[3] = {0.1f, -0.05f, 0.2f};
     for (int t = 1; t <= 3; t++)
-        ah_adamw_update(&p, &g[t - 1], &m, &v, 1, lrs[t - 1], t, &c, 1);
+        ah__adamw_update(&p, &g[t - 1], &m, &v, 1, lrs[t - 1], t, &c, 1);
     assert_double_equal(p, 0.4796683, 2e-6);
     assert_double_equal(m, 0.0236, 1e-7);
     assert_double_equal(v, 0.00257, 1e-8);
@@ -193,9 +193,9 @@ static void test_adamw_large_parallel_matches_serial(void **state) {
     assert_true(p1 && m1 && v1);
     memcpy(p1, p, n * sizeof *p);
     for (int t = 1; t <= 2; t++) {
-        ah_adamw_update(p, g, m, v, n, 1e-3f, t, &c, 1);
+        ah__adamw_update(p, g, m, v, n, 1e-3f, t, &c, 1);
         for (size_t i = 0; i < n; i += 997)
-            ah_adamw_update(&p1[i], &g[i], &m1[i], &v1[i], 1, 1e-3f, t, &c, 1);
+            ah__adamw_update(&p1[i], &g[i], &m1[i], &v1[i], 1, 1e-3f, t, &c, 1);
     }
     for (size_t i = 0; i < n; i += 997) {
         assert_true(p[i] == p1[i]);
@@ -215,8 +215,8 @@ static void test_adamw_large_parallel_matches_serial(void **state) {
 static void test_sumsq(void **state) {
     (void)state;
     const float x[4] = {3.0f, -4.0f, 0.5f, 0.0f};
-    assert_double_equal(ah_sumsq(x, 4), 25.25, 0);
-    assert_double_equal(ah_sumsq(x, 0), 0.0, 0);
+    assert_double_equal(ah__sumsq(x, 4), 25.25, 0);
+    assert_double_equal(ah__sumsq(x, 0), 0.0, 0);
 
     /* Large buffers: blocked, parallel, still exact for representable sums
      * and accumulated in double (1e8 small terms would stall in float). */
@@ -226,21 +226,21 @@ static void test_sumsq(void **state) {
     for (size_t i = 0; i < n; i++)
         y[i] = (i % 2) ? 0.5f : -0.25f;
     double want = 500000 * 0.25 + 500001 * 0.0625;
-    assert_double_equal(ah_sumsq(y, n), want, 0);
+    assert_double_equal(ah__sumsq(y, n), want, 0);
     for (size_t i = 0; i < n; i++)
         y[i] = 1e-3f;
-    double s1 = ah_sumsq(y, n);
+    double s1 = ah__sumsq(y, n);
     assert_double_equal(s1, (double)n * (double)1e-3f * (double)1e-3f, 1e-9);
-    assert_true(ah_sumsq(y, n) == s1); /* reproducible */
+    assert_true(ah__sumsq(y, n) == s1); /* reproducible */
 #ifdef _OPENMP
     /* Bitwise independent of the thread count (fixed blocks, fixed order). */
     for (size_t i = 0; i < n; i++)
         y[i] = (float)sin((double)i * 0.001) * 1e-2f;
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    double one = ah_sumsq(y, n);
+    double one = ah__sumsq(y, n);
     omp_set_num_threads(3);
-    double three = ah_sumsq(y, n);
+    double three = ah__sumsq(y, n);
     omp_set_num_threads(threads);
     assert_true(one == three);
 #endif
@@ -249,20 +249,20 @@ static void test_sumsq(void **state) {
 
 static void test_clip_factor(void **state) {
     (void)state;
-    assert_true(ah_clip_factor(0.5, 1.0f) == 1.0f);
-    assert_true(ah_clip_factor(1.0, 1.0f) == 1.0f);
-    assert_double_equal(ah_clip_factor(4.0, 1.0f), 0.25, 1e-7);
-    assert_double_equal(ah_clip_factor(3.0, 0.5f), 0.5 / 3.0, 1e-7);
-    assert_true(ah_clip_factor(100.0, 0.0f) == 1.0f);  /* disabled */
-    assert_true(ah_clip_factor(100.0, -1.0f) == 1.0f); /* disabled */
-    assert_true(ah_clip_factor(0.0, 1.0f) == 1.0f);
-    assert_true(ah_clip_factor(INFINITY, 1.0f) == 0.0f);
+    assert_true(ah__clip_factor(0.5, 1.0f) == 1.0f);
+    assert_true(ah__clip_factor(1.0, 1.0f) == 1.0f);
+    assert_double_equal(ah__clip_factor(4.0, 1.0f), 0.25, 1e-7);
+    assert_double_equal(ah__clip_factor(3.0, 0.5f), 0.5 / 3.0, 1e-7);
+    assert_true(ah__clip_factor(100.0, 0.0f) == 1.0f);  /* disabled */
+    assert_true(ah__clip_factor(100.0, -1.0f) == 1.0f); /* disabled */
+    assert_true(ah__clip_factor(0.0, 1.0f) == 1.0f);
+    assert_true(ah__clip_factor(INFINITY, 1.0f) == 0.0f);
     /* Clipping then renorming gives the clip value. */
     float g[3] = {3.0f, 4.0f, 12.0f}; /* norm 13 */
-    float f = ah_clip_factor(sqrt(ah_sumsq(g, 3)), 1.0f);
+    float f = ah__clip_factor(sqrt(ah__sumsq(g, 3)), 1.0f);
     for (int i = 0; i < 3; i++)
         g[i] *= f;
-    assert_double_equal(sqrt(ah_sumsq(g, 3)), 1.0, 1e-6);
+    assert_double_equal(sqrt(ah__sumsq(g, 3)), 1.0, 1e-6);
 }
 
 int main(void) {

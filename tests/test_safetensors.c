@@ -43,20 +43,20 @@ static void test_f32_round_trip(void **state) {
     close(mkstemp(path));
     assert_int_equal(ah_ckpt_write_shard(path, t, 2, (const char *const(*)[2])meta, 1, &bytes, &h, err, sizeof err), 0);
     ah_st_file f;
-    assert_int_equal(ah_st_open(path, &f, err, sizeof err), 0);
+    assert_int_equal(ah__st_open(path, &f, err, sizeof err), 0);
     assert_int_equal(f.n, 2);
-    const ah_st_tensor *tw = ah_st_find(&f, "w"), *tb = ah_st_find(&f, "a.b");
+    const ah_st_tensor *tw = ah__st_find(&f, "w"), *tb = ah__st_find(&f, "a.b");
     assert_non_null(tw);
     assert_non_null(tb);
-    assert_null(ah_st_find(&f, "x"));
+    assert_null(ah__st_find(&f, "x"));
     assert_int_equal(tw->ndim, 2);
     assert_int_equal(tw->shape[1], 3);
     float got[6];
-    ah_st_read_f32(&f, tw, got);
+    ah__st_read_f32(&f, tw, got);
     assert_memory_equal(got, w, sizeof w);
-    ah_st_read_f32(&f, tb, got);
+    ah__st_read_f32(&f, tb, got);
     assert_memory_equal(got, b, sizeof b);
-    ah_st_close(&f);
+    ah__st_close(&f);
     unlink(path);
 }
 
@@ -74,19 +74,19 @@ static void test_half_and_bf16(void **state) {
                data, sizeof data);
     ah_st_file f;
     char err[512];
-    assert_int_equal(ah_st_open(path, &f, err, sizeof err), 0);
+    assert_int_equal(ah__st_open(path, &f, err, sizeof err), 0);
     float v[8];
-    ah_st_read_f32(&f, ah_st_find(&f, "h"), v);
+    ah__st_read_f32(&f, ah__st_find(&f, "h"), v);
     assert_true(v[0] == 1.0f && v[1] == -2.0f && v[2] == 65504.0f);
     assert_true(v[3] == ldexpf(1, -24) && v[4] == ldexpf(1023, -24));
     assert_true(isinf(v[5]) && v[5] > 0 && isnan(v[6]) && v[7] == 0 && signbit(v[7]));
-    ah_st_read_f32(&f, ah_st_find(&f, "b"), v);
+    ah__st_read_f32(&f, ah__st_find(&f, "b"), v);
     uint32_t pi_bits = 0x40490000u, tiny_bits = 0x00010000u;
     float pi, tiny;
     memcpy(&pi, &pi_bits, 4);
     memcpy(&tiny, &tiny_bits, 4);
     assert_true(v[0] == 1.0f && v[1] == -3.0f && v[2] == pi && v[3] == tiny);
-    ah_st_close(&f);
+    ah__st_close(&f);
     unlink(path);
 }
 
@@ -96,7 +96,7 @@ static void refused(const char *header, size_t data_len, const char *want) {
     write_file(header, data, data_len);
     ah_st_file f;
     char err[512];
-    assert_int_equal(ah_st_open(path, &f, err, sizeof err), -1);
+    assert_int_equal(ah__st_open(path, &f, err, sizeof err), -1);
     assert_contains(err, path);
     assert_contains(err, want);
     unlink(path);
@@ -128,11 +128,11 @@ static void test_malformed(void **state) {
     write_bytes(b, sizeof b);
     ah_st_file f;
     char err[512];
-    assert_int_equal(ah_st_open(path, &f, err, sizeof err), -1);
+    assert_int_equal(ah__st_open(path, &f, err, sizeof err), -1);
     assert_contains(err, "header length 65535: beyond the file's 12 bytes");
     unlink(path);
     write_bytes(b, 5);
-    assert_int_equal(ah_st_open(path, &f, err, sizeof err), -1);
+    assert_int_equal(ah__st_open(path, &f, err, sizeof err), -1);
     assert_contains(err, "5 bytes: not a safetensors file");
     unlink(path);
 }
@@ -145,17 +145,17 @@ static void test_layouts_invert(void **state) {
         eng[i] = (float)i;
     /* a [4, 6] engine tensor from a [6, 4] Conv1D weight */
     ah_hf_part p = {.op = AH_HF_TRANSPOSE, .first = 0, .count = 24};
-    ah_hf_part_from_engine(&p, 6, eng, hf);
+    ah__hf_part_from_engine(&p, 6, eng, hf);
     assert_true(hf[1 * 4 + 2] == eng[2 * 6 + 1]); /* hf[c][r] = eng[r][c] */
-    ah_hf_part_to_engine(&p, 6, hf, back);
+    ah__hf_part_to_engine(&p, 6, hf, back);
     assert_memory_equal(back, eng, sizeof eng);
     /* RoPE: 2 heads of D = 4, rows of 3 columns: engine row 2i + j of a head is HF row i + 2j */
     ah_hf_part r = {.op = AH_HF_ROPE, .first = 0, .count = 24, .heads = 2, .head_dim = 4};
-    ah_hf_part_to_engine(&r, 3, eng, back); /* eng read as HF rows 0..7 */
+    ah__hf_part_to_engine(&r, 3, eng, back); /* eng read as HF rows 0..7 */
     static const int hf_row_of[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     for (int row = 0; row < 8; row++)
         assert_true(back[row * 3] == (float)(hf_row_of[row] * 3));
-    ah_hf_part_from_engine(&r, 3, back, hf);
+    ah__hf_part_from_engine(&r, 3, back, hf);
     assert_memory_equal(hf, eng, sizeof eng);
 }
 

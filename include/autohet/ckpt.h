@@ -206,4 +206,14 @@ int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp
 
 /* Atomic whole-file writes: ah_write_file_atomic() in util/atomic_file.h. */
 
+/* ---- the recovery servers of a job (the checkpoint runtime, ckpt_recover.c) ---- */
+
+/* A recovery server: a world rank beyond the plan's slots, on a surviving node
+ * that the new plan does not use, serves that node's shards for the new
+ * owners' one-sided gets (its part of ah_ckpt_recover), then sleeps until
+ * rank 0 releases it with ah_ckpt_release_servers. 0, or -1 with err. */
+int ah_ckpt_serve_recovery(const char *assignment, char *err, size_t errlen);
+/* rank 0 at the end of a successful run: world ranks first..world-1 may exit */
+void ah_ckpt_release_servers(int first, int world);
+
 #endif

@@ -47,4 +47,13 @@ int ah_cluster_total_gpus(const ah_cluster *c);
 /* Human summary like "2x8xA100-40G + 1x8xH800" into buf. */
 void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n);
 
+/* Whether a rank whose machine calls itself `actual` (gethostname) is on
+ * the host `expected`: the same name ignoring case, or the same up to the
+ * first '.' (a short name against a fully qualified one). */
+int ah_host_matches(const char *expected, const char *actual);
+/* Whether s is an IPv4 or IPv6 literal (the short-name rule of
+ * ah_host_matches does not apply to one): 1 with its bytes in bin (16) and
+ * AF_INET / AF_INET6 in *family, else 0. */
+int ah_host_address(const char *s, unsigned char *bin, int *family);
+
 #endif

@@ -77,10 +77,6 @@ int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errl
 int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], int n_servers, const char *path,
                               char *err, size_t errlen);
 
-/* Whether a rank whose machine calls itself `actual` (gethostname) is on
- * the host `expected`: the same name ignoring case, or the same up to the
- * first '.' (a short name against a fully qualified one). */
-int ah_host_matches(const char *expected, const char *actual);
 /* The start-up check of `autohet train`: every rank of comm below the
  * plan's slot count compares its host with its node's host (nodes that name
  * none are not checked; an expected IP address matches an address of one of

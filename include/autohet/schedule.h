@@ -44,6 +44,9 @@ int ah_plan_slots(const ah_plan *p);
 int ah_slot_rank(const ah_plan *p, int replica, int stage, int tp_rank);
 /* the slot of a rank: 0, or -1 when the plan has no such rank */
 int ah_rank_slot(const ah_plan *p, int rank, ah_slot *out);
+/* The world rank's node index in plan->cluster, and its stage's layers and
+ * TP rank (the slot map above; the number of ranks is ah_plan_slots). */
+int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank);
 
 /* ---- compute order of one stage ----------------------------------------- */
 

@@ -88,13 +88,7 @@ typedef struct {
  * = the step restored. 0, or -1 with err on every rank. */
 int ah_ckpt_recover(const ah_layer_store *s, const char *assignment, int *step, ah_recover_stats *st,
                     char *err, size_t errlen);
-/* A recovery server: a world rank beyond the plan's slots, on a surviving node
- * that the new plan does not use, serves that node's shards for the new
- * owners' one-sided gets (its part of ah_ckpt_recover), then sleeps until
- * rank 0 releases it with ah_ckpt_release_servers. 0, or -1 with err. */
-int ah_ckpt_serve_recovery(const char *assignment, char *err, size_t errlen);
-/* rank 0 at the end of a successful run: world ranks first..world-1 may exit */
-void ah_ckpt_release_servers(int first, int world);
+/* the recovery servers (ah_ckpt_serve_recovery, ah_ckpt_release_servers): autohet/ckpt.h */
 /* Reads and checks a recovery assignment (docs/recovery.md) as rank `rank`
  * would, without MPI: 0, or -1 with err. (The fuzzing entry of its parser.) */
 int ah_recovery_assignment_check(const char *path, int rank, char *err, size_t errlen);

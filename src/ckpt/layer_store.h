@@ -1,7 +1,7 @@
 /* The layer store: what the checkpoint runtime (ckpt_runtime.h) needs of the
  * training state it saves, persists and restores, and nothing more. The
  * engine implements it over its executor (src/engine/executor_store.c,
- * ah_executor_layer_store); the runtime never sees the engine's types, so
+ * ah__executor_layer_store); the runtime never sees the engine's types, so
  * src/ckpt/ depends on no engine header (scripts/check_structure.sh).
  *
  * A rank holds some layers of the model (its stage's chunks), each as its TP

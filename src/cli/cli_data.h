@@ -5,8 +5,8 @@
 #define AUTOHET_CLI_DATA_H
 #include <stddef.h>
 
+#include "autohet/engine.h"
 #include "autohet/model.h"
-#include "engine/data.h"
 
 /* --data (and --val-data when not NULL; raw token files of raw_type, from
  * --data-dtype) for sequences of seq tokens; sets

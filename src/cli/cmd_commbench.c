@@ -13,8 +13,8 @@
 #include "autohet/comm.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
-#include "comm/commbench.h"
-#include "comm/commbench_print.h"
+#include "autohet/commbench.h"
+#include "autohet/commbench_print.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 

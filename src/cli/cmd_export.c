@@ -7,11 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "autohet/engine.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "cli/cli_tokenizer.h"
-#include "engine/ckpt_weights.h"
-#include "engine/hf_weights.h"
 
 static void export_usage(FILE *f) {
     fprintf(f,

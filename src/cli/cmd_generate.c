@@ -5,12 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/engine.h"
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "cli/cli_tokenizer.h"
-#include "engine/ckpt_weights.h"
-#include "engine/generate.h"
-#include "engine/hf_weights.h"
 
 static void generate_usage(FILE *f) {
     fprintf(f,

@@ -9,12 +9,8 @@
 
 #include "autohet/plan.h"
 #include "autohet/profile_table.h"
+#include "autohet/engine.h"
 #include "cli/cli.h"
-#include "engine/blas_select.h"
-#include "engine/data.h"
-#include "engine/gemm.h"
-#include "engine/model.h"
-#include "engine/optim.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: autohet profile --model NAME|config.json --out FILE [--device NAME] [--seq S]\n"
@@ -43,77 +39,6 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median forward, backward and update seconds of layer l at (tp, mb). */
-static int measure_layer(const ah_model_config *cfg, int l, int seq, int tp, int mb, int reps, double *f,
-                         double *b, double *u, double *act_bytes, char *err, size_t errlen) {
-    ah_engine_model e;
-    if (ah_engine_model_init(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, 1, err, errlen) != 0)
-        return -1;
-    int N = mb * seq, C = cfg->hidden;
-    int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);
-    float *in = malloc(sizeof(float) * (size_t)N * C), *dout = malloc(sizeof(float) * (size_t)N * C);
-    double tf[64], tb[64], tu[64];
-    if (!tok || !tgt || !in || !dout)
-        abort();
-    for (int i = 0; i < N; i++) {
-        tok[i] = (int)(ah_hash64((uint64_t)i) % (uint64_t)cfg->vocab);
-        tgt[i] = (int)(ah_hash64((uint64_t)i + 99) % (uint64_t)cfg->vocab);
-    }
-    for (size_t i = 0; i < (size_t)N * C; i++) {
-        in[i] = (float)((ah_hash64(i) % 2001) / 1000.0 - 1.0);
-        dout[i] = (float)((ah_hash64(i + 7) % 2001) / 1e6);
-    }
-    ah_optim_config oc;
-    ah_optim_config_default(&oc);
-    ah_eng_acts acts;
-    /* the layer's input and output gradient on the engine's backend */
-    size_t NC = (size_t)N * C;
-    ah_dptr din_d = ah_be_alloc(e.be, NC), dout_d = ah_be_alloc(e.be, NC), in_d = ah_be_alloc(e.be, NC),
-            out_d = ah_be_alloc(e.be, NC);
-    ah_be_to_device(e.be, in_d, in, NC);
-    ah_be_to_device(e.be, dout_d, dout, NC);
-    ah_layer_kind kind = ah_model_layer_kind(cfg, l);
-    for (int r = -1; r < reps; r++) { /* r = -1 warms up */
-        double loss = 0, t0 = omp_get_wtime();
-        ah_engine_forward(&e, tok, in_d, tgt, out_d, &loss, &acts);
-        ah_engine_sync(&e);
-        double t1 = omp_get_wtime();
-        *act_bytes = (double)acts.n * sizeof(float);
-        ah_engine_backward(&e, tok, tgt, kind == AH_LAYER_HEAD ? ah_dptr_null() : dout_d, din_d,
-                           1.0f / (float)N, &acts);
-        ah_engine_sync(&e);
-        double t2 = omp_get_wtime();
-        ah_engine_clip_and_step(&e, 1.0f, 1e-4f, 1, &oc);
-        ah_engine_sync(&e);
-        double t3 = omp_get_wtime();
-        if (r >= 0) {
-            tf[r] = t1 - t0;
-            tb[r] = t2 - t1;
-            tu[r] = t3 - t2;
-        }
-    }
-    qsort(tf, (size_t)reps, sizeof(double), cmp_d);
-    qsort(tb, (size_t)reps, sizeof(double), cmp_d);
-    qsort(tu, (size_t)reps, sizeof(double), cmp_d);
-    *f = tf[reps / 2];
-    *b = tb[reps / 2];
-    *u = tu[reps / 2];
-    free(tok);
-    free(tgt);
-    free(in);
-    free(dout);
-    ah_dptr bufs[] = {in_d, out_d, din_d, dout_d};
-    for (int i = 0; i < 4; i++)
-        ah_be_free(e.be, bufs[i]);
-    ah_engine_model_free(&e);
-    return 0;
-}
-
 int cmd_profile(int argc, char **argv) {
     ah_blas_select_kernels(argc, argv); /* measure with the kernels autohet train will use */
     static cli_options opts;
@@ -121,6 +46,7 @@ int cmd_profile(int argc, char **argv) {
     const char *model_arg = NULL, *out = NULL, *device = "cpu";
     int seq = 128, reps = 5, tps[8] = {1, 2, 4}, n_tp = 3, mbs[8] = {1, 2, 4, 8}, n_mb = 4, c;
     char msg[256];
+    ah_matmul_precision prec = AH_MATMUL_FP32;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts.opts, NULL)) != -1) {
@@ -146,7 +72,7 @@ int cmd_profile(int argc, char **argv) {
             break;
         case 'P': { /* the check autohet train makes (gemm.c owns what bf16 needs) */
             char why[200];
-            if (ah_gemm_set_precision(optarg, why, sizeof why) != 0) {
+            if (ah_matmul_precision_parse(optarg, &prec, why, sizeof why) != 0) {
                 snprintf(msg, sizeof msg, "--precision %s: %s", optarg, why);
                 return cli_bad_input("profile", msg);
             }
@@ -187,7 +113,7 @@ int cmd_profile(int argc, char **argv) {
     int L = ah_model_num_layers(&cfg);
     ah_profile *p = ah_profile_table_new(cfg.name, seq);
     char origin[200];
-    int bf16 = ah_gemm_precision() == AH_PREC_BF16;
+    int bf16 = prec == AH_MATMUL_BF16;
     snprintf(origin, sizeof origin, "autohet profile, CPU backend, %d threads, %d reps (median)%s",
              omp_get_max_threads(), reps, bf16 ? ", bf16 matmuls (oneDNN)" : "");
     ah_profile_table_set_origin(p, origin);
@@ -201,12 +127,13 @@ int cmd_profile(int argc, char **argv) {
             const int kinds[3] = {0, 1, L - 1};
             ah_layer_cost cost[3];
             for (int q = 0; q < 3 && rc == 0; q++) {
-                double f = 0, b = 0, u = 0, act = 0;
-                if (measure_layer(&cfg, kinds[q], seq, tps[i], mbs[j], reps, &f, &b, &u, &act, err,
-                                  sizeof err) != 0) {
+                ah_layer_timing lt;
+                if (ah_engine_profile_layer(&cfg, kinds[q], seq, tps[i], mbs[j], reps, prec, &lt, err,
+                                            sizeof err) != 0) {
                     rc = -1;
                     break;
                 }
+                double f = lt.fwd_s, b = lt.bwd_s, u = lt.update_s, act = lt.act_bytes;
                 cost[q] = (ah_layer_cost){.fwd_s = f, .bwd_s = b, .update_s = u};
                 printf("%-4d %-4d %-10s %12.3f %12.3f %12.3f %14.2f\n", tps[i], mbs[j],
                        q == 0   ? "embedding"

@@ -10,7 +10,7 @@
 #include "autohet/plan.h"
 #include "cli/cli.h"
 #include "cli/cli_data.h"
-#include "elastic/controller.h"
+#include "autohet/elastic.h"
 
 static void run_usage(FILE *f) {
     fprintf(

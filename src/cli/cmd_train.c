@@ -17,19 +17,11 @@
 
 #include "autohet/ckpt.h"
 #include "autohet/elastic.h"
+#include "autohet/engine.h"
 #include "autohet/hosts.h"
 #include "autohet/plan.h"
-#include "ckpt/ckpt_runtime.h"
 #include "cli/cli.h"
 #include "cli/cli_data.h"
-#include "elastic/controller.h"
-#include "engine/backend.h"
-#include "engine/blas_select.h"
-#include "engine/gemm.h"
-#include "engine/data.h"
-#include "engine/executor.h"
-#include "engine/optim.h"
-#include "engine/trainer.h"
 #include "util/clock.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
@@ -212,6 +204,7 @@ typedef struct {
     const char *init_from; /* --init-from HF_DIR */
     char init_config[2048]; /* HF_DIR/config.json: --model when not given */
     int bf16;           /* --precision bf16 */
+    ah_matmul_precision precision; /* --precision */
     int ckpt_every, mem_every, mem_copies, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
     int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
@@ -275,15 +268,15 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
                 return -1;
             }
             a->device = optarg;
-            setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah_backend_default) */
+            setenv("AUTOHET_BACKEND", optarg, 1); /* the engine's backend (ah__backend_default) */
             break;
         case 'P': {
             char why[200];
-            if (ah_gemm_set_precision(optarg, why, sizeof why) != 0) {
+            if (ah_matmul_precision_parse(optarg, &a->precision, why, sizeof why) != 0) {
                 snprintf(msg, n, "--precision %s: %s", optarg, why);
                 return -1;
             }
-            a->bf16 = ah_gemm_precision() == AH_PREC_BF16;
+            a->bf16 = a->precision == AH_MATMUL_BF16;
             break;
         }
         case 'v': iv = &a->virtual_stages, min = 2; break;
@@ -531,7 +524,7 @@ static int init_from(const train_args *a, ah_executor *x, int rank, char *msg, s
     double t0 = MPI_Wtime();
     if (ah_executor_init_from_hf(x, a->init_from, msg, n) != 0 ||
         (a->steps == 0 &&
-         ah_ckpt_save(ah_executor_layer_store(x), a->ckpt_dir, "disk", 0, NULL, msg, n) != 0))
+         ah_executor_save(x, a->ckpt_dir, 0, msg, n) != 0))
         return -1;
     if (rank == 0)
         printf("autohet train: weights from %s (%.3f s)%s%s\n", a->init_from, MPI_Wtime() - t0,
@@ -599,9 +592,13 @@ int cmd_train(int argc, char **argv) {
      * machine (it only scales the MFU): a relaunch after a preemption does not benchmark again */
     const char *known_peak = getenv("AUTOHET_SGEMM_PEAK");
     double peak = known_peak && strtod(known_peak, NULL) > 0 ? strtod(known_peak, NULL) : ah_measure_sgemm_peak();
-    ah_executor *x = ah_executor_create(comm, &plan, &cfg, &data, &oc, (uint64_t)a.seed,
-                                        ah_trainer_initialises_params(&tc), peak, a.schedule, a.virtual_stages,
-                                        msg, sizeof msg);
+    ah_executor_config xc;
+    ah_executor_config_default(&xc);
+    xc.comm = comm, xc.plan = &plan, xc.model = &cfg, xc.data = &data, xc.optim = &oc;
+    xc.seed = (uint64_t)a.seed, xc.init_params = ah_trainer_initialises_params(&tc);
+    xc.peak_flops_per_rank = peak, xc.schedule = a.schedule, xc.virtual_stages = a.virtual_stages;
+    xc.precision = a.precision;
+    ah_executor *x = ah_executor_create(&xc, msg, sizeof msg);
     FILE *log = NULL;
     int log_ok = 1;
     if (x && rank == 0 && a.log && !(log = fopen(a.log, "w"))) {

@@ -1,10 +1,12 @@
 /* Cluster inventories: --cluster shorthand, JSON files, and summaries. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cjson/cJSON.h>
@@ -487,4 +489,29 @@ void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n) {
         off += (size_t)w;
         i += run;
     }
+}
+
+/* ---- host names (autohet/cluster.h) ---- */
+
+int ah_host_address(const char *s, unsigned char *bin, int *family) {
+    if (inet_pton(AF_INET, s, bin) == 1) {
+        *family = AF_INET;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, s, bin) == 1) {
+        *family = AF_INET6;
+        return 1;
+    }
+    return 0;
+}
+
+int ah_host_matches(const char *expected, const char *actual) {
+    if (strcasecmp(expected, actual) == 0)
+        return 1;
+    unsigned char bin[16];
+    int family;
+    if (ah_host_address(expected, bin, &family) || ah_host_address(actual, bin, &family))
+        return 0;
+    size_t e = strcspn(expected, "."), a = strcspn(actual, ".");
+    return e == a && strncasecmp(expected, actual, e) == 0 && (expected[e] == '\0' || actual[a] == '\0');
 }

@@ -7,7 +7,7 @@
 #include "util/errors.h"
 
 #include "autohet/comm.h"
-#include "comm/link_model_json.h"
+#include "cluster/link_model_json.h"
 #include "util/json_file.h"
 
 /* The fit of `op` for `link_class` (the first one, e.g. of the lowest pair):

@@ -1,6 +1,6 @@
 /* The commbench set-up and documents (commbench.h): topology, pairs, buffers,
  * sizes, nccl-tests' column values, the comm-profile JSON. */
-#include "comm/commbench.h"
+#include "autohet/commbench.h"
 
 #include <mpi.h>
 #include <stdio.h>

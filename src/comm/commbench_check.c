@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/commbench.h"
+#include "autohet/commbench.h"
 
 static float fval(int r, size_t i) {
     return (float)(((unsigned)r * 131u + (unsigned)(i % 100003u) * 7u) % 97u + 1u);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/commbench.h"
+#include "autohet/commbench.h"
 #include "util/errors.h"
 
 typedef struct {

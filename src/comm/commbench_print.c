@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "comm/commbench_print.h"
+#include "autohet/commbench_print.h"
 
 static const char *osu_title(ah_comm_op op) {
     static const char *t[AH_OP_COUNT] = {"Latency",

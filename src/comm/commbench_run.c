@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/commbench.h"
+#include "autohet/commbench.h"
 #include "util/errors.h"
 
 #define BW_WINDOW 64

@@ -11,20 +11,6 @@
 #include "util/errors.h"
 #include "util/atomic_file.h"
 
-int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank) {
-    ah_slot sl;
-    if (ah_rank_slot(p, rank, &sl) != 0)
-        return -1;
-    const ah_stage *s = &p->replicas[sl.replica].stages[sl.stage];
-    if (layer_first)
-        *layer_first = s->layer_first;
-    if (layer_last)
-        *layer_last = s->layer_last;
-    if (tp_rank)
-        *tp_rank = sl.tp_rank;
-    return s->node;
-}
-
 /* the rank serving holding i's node to peers: its lowest plan rank, or an
  * extra server rank when the plan does not use the node */
 static int server_of(ah_assignment *a, const ah_holding *h, int i, const int *h_node, const int *server,

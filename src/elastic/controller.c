@@ -34,7 +34,7 @@
 #include "util/errors.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
-#include "engine/data.h"
+#include "autohet/engine.h"
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) {

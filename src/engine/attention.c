@@ -206,11 +206,11 @@ static const att_isa *att_pick(void) {
     return &att_isas[att_chosen];
 }
 
-const char *ah_attention_kernel(void) {
+const char *ah__attention_kernel(void) {
     return att_pick()->name;
 }
 
-int ah_attention_force_kernel(const char *name) {
+int ah__attention_force_kernel(const char *name) {
     if (name == NULL) {
         att_chosen = -1;
         return 0;
@@ -223,7 +223,7 @@ int ah_attention_force_kernel(const char *name) {
     return -1;
 }
 
-size_t ah_attention_stats_per_head(int T) {
+size_t ah__attention_stats_per_head(int T) {
     return 2 * (size_t)(T > 0 ? T : 0);
 }
 
@@ -262,12 +262,12 @@ static void att_work_free(att_work *w) {
     free(w->l);
 }
 
-void ah_attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, int B, int T,
+void ah__attention_fwd(float *out, float *stats, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D) {
-    ah_attention_fwd_window(out, stats, q, k, v, B, T, Hq, Hkv, D, 0);
+    ah__attention_fwd_window(out, stats, q, k, v, B, T, Hq, Hkv, D, 0);
 }
 
-void ah_attention_fwd_window(float *out, float *stats, const float *q, const float *k, const float *v, int B,
+void ah__attention_fwd_window(float *out, float *stats, const float *q, const float *k, const float *v, int B,
                              int T, int Hq, int Hkv, int D, int window) {
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
         return;
@@ -284,13 +284,13 @@ void ah_attention_fwd_window(float *out, float *stats, const float *q, const flo
             int b = task / Hq, h = task % Hq;
             size_t qo = (size_t)b * T * ldq + (size_t)h * D, ko = (size_t)b * T * ldk + (size_t)(h / G) * D;
             isa->fwd_head(&sh, &w, q + qo, k + ko, v + ko, ldq, ldk, out + qo,
-                          stats + (size_t)task * ah_attention_stats_per_head(T));
+                          stats + (size_t)task * ah__attention_stats_per_head(T));
         }
         att_work_free(&w);
     }
 }
 
-void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out,
+void ah__attention_bwd(float *dq, float *dk, float *dv, const float *dout, const float *out,
                       const float *stats, const float *q, const float *k, const float *v, int B, int T,
                       int Hq, int Hkv, int D, int window) {
     if (B <= 0 || T <= 0 || Hq <= 0 || Hkv <= 0 || D <= 0)
@@ -312,7 +312,7 @@ void ah_attention_bwd(float *dq, float *dk, float *dv, const float *dout, const 
                            v + ko,
                            dout + qo,
                            out + qo,
-                           stats + ((size_t)b * Hq + (size_t)kh * G) * ah_attention_stats_per_head(T),
+                           stats + ((size_t)b * Hq + (size_t)kh * G) * ah__attention_stats_per_head(T),
                            dq ? dq + qo : NULL,
                            dk ? dk + ko : NULL,
                            dv ? dv + ko : NULL,

@@ -27,7 +27,7 @@ ATT_TARGET static inline VT FN(vsel)(VI m, VT a, VT b) {
     return (VT)(((VI)a & m) | ((VI)b & ~m));
 }
 
-/* ah_exp_poly (fast_exp.h) on a vector, the same steps lane by lane. */
+/* ah__exp_poly (fast_exp.h) on a vector, the same steps lane by lane. */
 ATT_TARGET static inline VT FN(vexp)(VT x) {
     x = FN(vsel)(x < SPLAT(AH_EXP_LO), SPLAT(AH_EXP_LO), x);
     x = FN(vsel)(x > SPLAT(AH_EXP_HI), SPLAT(AH_EXP_HI), x);

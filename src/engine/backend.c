@@ -1,5 +1,5 @@
 /* The registry of compute backends (see backend.h). The CPU backend is always
- * there; a CUDA backend built into the library defines ah_backend_cuda() in
+ * there; a CUDA backend built into the library defines ah__backend_cuda() in
  * its own file and is found through the weak reference below, so adding it
  * changes no file outside its own (and the build). */
 #include "engine/backend.h"
@@ -9,45 +9,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-const ah_backend *ah_backend_cuda(void) __attribute__((weak));
-const char *ah_backend_cuda_why(void) __attribute__((weak));
+const ah_backend *ah__backend_cuda(void) __attribute__((weak));
+const char *ah__backend_cuda_why(void) __attribute__((weak));
 
-const ah_backend *ah_backend_get(const char *name) {
+const ah_backend *ah__backend_get(const char *name) {
     if (name == NULL)
         return NULL;
     if (!strcmp(name, "cpu"))
-        return ah_backend_cpu();
-    if (!strcmp(name, "cuda") && ah_backend_cuda)
-        return ah_backend_cuda();
+        return ah__backend_cpu();
+    if (!strcmp(name, "cuda") && ah__backend_cuda)
+        return ah__backend_cuda();
     return NULL;
 }
 
 int ah_backend_check(const char *name, char *err, size_t errlen) {
-    if (ah_backend_get(name) != NULL)
+    if (ah__backend_get(name) != NULL)
         return 0;
     if (name != NULL && !strcmp(name, "cuda")) {
-        if (!ah_backend_cuda)
+        if (!ah__backend_cuda)
             snprintf(err, errlen, "built without CUDA");
         else
-            snprintf(err, errlen, "no CUDA device visible (%s)", ah_backend_cuda_why ? ah_backend_cuda_why() : "");
+            snprintf(err, errlen, "no CUDA device visible (%s)", ah__backend_cuda_why ? ah__backend_cuda_why() : "");
     } else {
-        snprintf(err, errlen, "no compute backend '%.64s' (cpu%s)", name ? name : "", ah_backend_cuda ? ", cuda" : "");
+        snprintf(err, errlen, "no compute backend '%.64s' (cpu%s)", name ? name : "", ah__backend_cuda ? ", cuda" : "");
     }
     return -1;
 }
 
-const ah_backend *ah_backend_default(char *err, size_t errlen) {
+const ah_backend *ah__backend_default(ah_matmul_precision prec, char *err, size_t errlen) {
     const char *name = getenv("AUTOHET_BACKEND");
     if (name == NULL || !*name)
         name = "cpu";
-    const ah_backend *be = ah_backend_get(name);
+    if (!strcmp(name, "cpu"))
+        return ah__backend_cpu_prec(prec);
+    const ah_backend *be = ah__backend_get(name);
     if (be == NULL && !strcmp(name, "cuda")) {
         char why[320];
         ah_backend_check(name, why, sizeof why);
         snprintf(err, errlen, "AUTOHET_BACKEND=cuda: %s", why);
     } else if (be == NULL)
         snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: no such compute backend in this build (available: cpu%s)",
-                 name, ah_backend_cuda ? ", cuda" : "");
+                 name, ah__backend_cuda ? ", cuda" : "");
+    else if (prec != AH_MATMUL_FP32) { /* the precision is the CPU backend's context */
+        snprintf(err, errlen, "AUTOHET_BACKEND=%.64s: computes in fp32 (precision %s is the CPU backend's)", name,
+                 ah_matmul_precision_name(prec));
+        return NULL;
+    }
     return be;
 }
 
@@ -74,8 +81,8 @@ static void mem_insert(mem_slot *tab, size_t cap, const void *p, size_t bytes) {
     tab[i] = (mem_slot){p, bytes};
 }
 
-void ah_be_mem_track_alloc(ah_dptr d, size_t bytes) {
-    if (ah_dptr_is_null(d))
+void ah__be_mem_track_alloc(ah_dptr d, size_t bytes) {
+    if (ah__dptr_is_null(d))
         return;
     if (2 * (mem_used + 1) > mem_cap) { /* grow at half full */
         size_t cap = mem_cap ? 2 * mem_cap : 1024;
@@ -96,14 +103,14 @@ void ah_be_mem_track_alloc(ah_dptr d, size_t bytes) {
         mem_peak = mem_live;
 }
 
-void ah_be_mem_track_free(ah_dptr d) {
-    if (ah_dptr_is_null(d) || mem_cap == 0)
+void ah__be_mem_track_free(ah_dptr d) {
+    if (ah__dptr_is_null(d) || mem_cap == 0)
         return;
     size_t i = mem_hash(d.p, mem_cap);
     while (mem_tab[i].p && mem_tab[i].p != (const void *)d.p)
         i = (i + 1) & (mem_cap - 1);
     if (!mem_tab[i].p)
-        return; /* not allocated through ah_be_alloc */
+        return; /* not allocated through ah__be_alloc */
     mem_live -= (double)mem_tab[i].bytes;
     mem_tab[i].p = NULL;
     mem_used--;
@@ -115,10 +122,10 @@ void ah_be_mem_track_free(ah_dptr d) {
     }
 }
 
-ah_be_mem ah_be_mem_stats(void) {
+ah_be_mem ah__be_mem_stats(void) {
     return (ah_be_mem){mem_live, mem_peak};
 }
 
-void ah_be_mem_reset_peak(void) {
+void ah__be_mem_reset_peak(void) {
     mem_peak = mem_live;
 }

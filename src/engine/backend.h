@@ -7,8 +7,8 @@
  * Buffers: an ah_dptr is the address of device memory holding 4-byte elements
  * (fp32 values, or int32 token ids). Its pointer type is incomplete, so host
  * code can neither dereference it nor do arithmetic on it by accident; only a
- * backend's own file turns it into something it reads. ah_dptr_at() offsets
- * it by elements, ah_dptr_transport() yields the address to hand to a
+ * backend's own file turns it into something it reads. ah__dptr_at() offsets
+ * it by elements, ah__dptr_transport() yields the address to hand to a
  * transport (MPI for the CPU backend, NCCL for CUDA).
  *
  * Ordering: every operation of a backend instance is issued on its one
@@ -21,6 +21,7 @@
 #define AUTOHET_ENGINE_BACKEND_H
 #include <stddef.h>
 
+#include "autohet/engine.h"
 #include "engine/optim.h"
 
 typedef struct ah_dmem ah_dmem; /* never defined: device memory is not host memory */
@@ -31,19 +32,19 @@ typedef struct {
 /* Bytes of one buffer element (fp32 or int32). */
 #define AH_DELEM 4
 
-static inline ah_dptr ah_dptr_null(void) {
+static inline ah_dptr ah__dptr_null(void) {
     return (ah_dptr){NULL};
 }
-static inline int ah_dptr_is_null(ah_dptr d) {
+static inline int ah__dptr_is_null(ah_dptr d) {
     return d.p == NULL;
 }
 /* d advanced by n elements (the address of element n of the buffer at d). */
-static inline ah_dptr ah_dptr_at(ah_dptr d, size_t n) {
+static inline ah_dptr ah__dptr_at(ah_dptr d, size_t n) {
     return (ah_dptr){(ah_dmem *)(void *)((char *)(void *)d.p + n * AH_DELEM)};
 }
 /* The address of d for a transport (MPI, NCCL) that moves the buffer's bytes.
  * The caller never dereferences it: on a GPU backend it is device memory. */
-static inline void *ah_dptr_transport(ah_dptr d) {
+static inline void *ah__dptr_transport(ah_dptr d) {
     return (void *)d.p;
 }
 
@@ -107,60 +108,61 @@ struct ah_backend {
     /* ---- elementwise, reductions, optimizer ---- */
     void (*add)(void *ctx, ah_dptr y, ah_dptr x, size_t n); /* y += x (the tied-gradient sum) */
     void (*scale)(void *ctx, ah_dptr y, float a, size_t n); /* y *= a (clipping) */
-    double (*sumsq)(void *ctx, ah_dptr x, size_t n);       /* as ah_sumsq: synchronising */
+    double (*sumsq)(void *ctx, ah_dptr x, size_t n);       /* as ah__sumsq: synchronising */
     void (*adamw)(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
-                  const ah_optim_config *c, int decay, float gscale); /* as ah_adamw_update_scaled:
+                  const ah_optim_config *c, int decay, float gscale); /* as ah__adamw_update_scaled:
                                                                         grad * gscale, grad unchanged */
 };
 
 /* The backend registered under name ("cpu"; "cuda" where built and a device
  * is visible: src/engine/cuda/backend_cuda.c), or NULL. */
-const ah_backend *ah_backend_get(const char *name);
-/* The engine's backend: $AUTOHET_BACKEND if set, else "cpu"; NULL (with a
- * one-line reason in err) for an unknown name. */
-const ah_backend *ah_backend_default(char *err, size_t errlen);
-/* 0 when ah_backend_get(name) is usable here, else -1 with one line in err:
- * "built without CUDA", "no CUDA device visible (reason)", or an unknown name. */
-int ah_backend_check(const char *name, char *err, size_t errlen);
-/* The CPU backend (backend_cpu.c). */
-const ah_backend *ah_backend_cpu(void);
+const ah_backend *ah__backend_get(const char *name);
+/* The engine's backend: $AUTOHET_BACKEND if set, else "cpu", with the
+ * linear layers' products in precision prec (its context); NULL (with a
+ * one-line reason in err) for an unknown name or a precision it lacks (the
+ * CUDA backend computes in fp32). */
+const ah_backend *ah__backend_default(ah_matmul_precision prec, char *err, size_t errlen);
+/* ah_backend_check: autohet/engine.h */
+/* The CPU backend (backend_cpu.c): fp32, and with its context's precision p. */
+const ah_backend *ah__backend_cpu(void);
+const ah_backend *ah__backend_cpu_prec(ah_matmul_precision p);
 
-/* Device memory the engine holds through ah_be_alloc / ah_be_free, counted
+/* Device memory the engine holds through ah__be_alloc / ah__be_free, counted
  * in backend.c whatever the backend (one process, one engine): the bytes live
- * now and their high-water mark since the last ah_be_mem_reset_peak. This is
+ * now and their high-water mark since the last ah__be_mem_reset_peak. This is
  * what the cost model's stage memory (weights, gradients, optimizer state,
  * in-flight activations) predicts (docs/engine.md, "Memory"). */
 typedef struct {
     double live_bytes, peak_bytes;
 } ah_be_mem;
-ah_be_mem ah_be_mem_stats(void);
-void ah_be_mem_reset_peak(void);
-void ah_be_mem_track_alloc(ah_dptr d, size_t bytes);
-void ah_be_mem_track_free(ah_dptr d);
+ah_be_mem ah__be_mem_stats(void);
+void ah__be_mem_reset_peak(void);
+void ah__be_mem_track_alloc(ah_dptr d, size_t bytes);
+void ah__be_mem_track_free(ah_dptr d);
 
 /* Short forms of the memory operations. */
-static inline ah_dptr ah_be_alloc(const ah_backend *be, size_t n) {
+static inline ah_dptr ah__be_alloc(const ah_backend *be, size_t n) {
     ah_dptr d = be->alloc(be->ctx, n);
-    ah_be_mem_track_alloc(d, n * AH_DELEM);
+    ah__be_mem_track_alloc(d, n * AH_DELEM);
     return d;
 }
-static inline void ah_be_free(const ah_backend *be, ah_dptr d) {
-    ah_be_mem_track_free(d);
+static inline void ah__be_free(const ah_backend *be, ah_dptr d) {
+    ah__be_mem_track_free(d);
     be->free(be->ctx, d);
 }
-static inline void ah_be_zero(const ah_backend *be, ah_dptr d, size_t n) {
+static inline void ah__be_zero(const ah_backend *be, ah_dptr d, size_t n) {
     be->zero(be->ctx, d, n);
 }
-static inline void ah_be_to_device(const ah_backend *be, ah_dptr dst, const void *src, size_t n) {
+static inline void ah__be_to_device(const ah_backend *be, ah_dptr dst, const void *src, size_t n) {
     be->to_device(be->ctx, dst, src, n);
 }
-static inline void ah_be_to_host(const ah_backend *be, void *dst, ah_dptr src, size_t n) {
+static inline void ah__be_to_host(const ah_backend *be, void *dst, ah_dptr src, size_t n) {
     be->to_host(be->ctx, dst, src, n);
 }
-static inline void ah_be_copy(const ah_backend *be, ah_dptr dst, ah_dptr src, size_t n) {
+static inline void ah__be_copy(const ah_backend *be, ah_dptr dst, ah_dptr src, size_t n) {
     be->copy(be->ctx, dst, src, n);
 }
-static inline void ah_be_sync(const ah_backend *be) {
+static inline void ah__be_sync(const ah_backend *be) {
     be->sync(be->ctx);
 }
 

@@ -17,7 +17,7 @@ static unsigned long long read_xcr0(void) {
     return ((unsigned long long)hi << 32) | lo;
 }
 
-void ah_cpu_features_detect(ah_cpu_features *f) {
+void ah__cpu_features_detect(ah_cpu_features *f) {
     memset(f, 0, sizeof *f);
     unsigned int a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
@@ -42,12 +42,12 @@ void ah_cpu_features_detect(ah_cpu_features *f) {
     }
 }
 #else
-void ah_cpu_features_detect(ah_cpu_features *f) {
+void ah__cpu_features_detect(ah_cpu_features *f) {
     memset(f, 0, sizeof *f); /* not x86: OpenBLAS's own choice stands */
 }
 #endif
 
-const char *ah_openblas_core_for(const ah_cpu_features *f) {
+const char *ah__openblas_core_for(const ah_cpu_features *f) {
     /* OpenBLAS's SkylakeX kernels use AVX-512 F, BW, VL, DQ and CD */
     if (f->os_zmm && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512cd)
         return "SkylakeX";
@@ -58,7 +58,7 @@ const char *ah_openblas_core_for(const ah_cpu_features *f) {
     return NULL;
 }
 
-int ah_openblas_core_class(const char *core) {
+int ah__openblas_core_class(const char *core) {
     static const char *const avx512[] = {"skylakex", "cooperlake", "sapphirerapids"};
     static const char *const avx2[] = {"haswell", "zen"};
     static const char *const avx[] = {"sandybridge", "bulldozer", "piledriver", "steamroller", "excavator"};
@@ -86,9 +86,9 @@ void ah_blas_select_kernels(int argc, char **cmd_argv) {
     if (preload && strstr(preload, "vgpreload"))
         return;
     ah_cpu_features f;
-    ah_cpu_features_detect(&f);
-    const char *want = ah_openblas_core_for(&f);
-    if (want == NULL || ah_openblas_core_class(openblas_get_corename()) >= ah_openblas_core_class(want))
+    ah__cpu_features_detect(&f);
+    const char *want = ah__openblas_core_for(&f);
+    if (want == NULL || ah__openblas_core_class(openblas_get_corename()) >= ah__openblas_core_class(want))
         return;
     if (setenv("OPENBLAS_CORETYPE", want, 1) != 0 || setenv(CHOSEN_ENV, want, 1) != 0)
         return;
@@ -108,7 +108,7 @@ void ah_blas_select_kernels(int argc, char **cmd_argv) {
 }
 
 static const char *feature_name(const char *core) {
-    int c = ah_openblas_core_class(core);
+    int c = ah__openblas_core_class(core);
     return c == 3 ? "AVX-512" : c == 2 ? "AVX2+FMA" : c == 1 ? "AVX" : "SSE";
 }
 

@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "autohet/engine.h"
+
 /* What cpuid and xgetbv say: instruction sets, and whether the OS saves the
  * wide registers (an instruction set without the OS's support cannot run). */
 typedef struct {
@@ -21,33 +23,19 @@ typedef struct {
     int os_zmm; /* XCR0 has AVX-512 opmask and upper-ZMM state too */
 } ah_cpu_features;
 
-void ah_cpu_features_detect(ah_cpu_features *f);
+void ah__cpu_features_detect(ah_cpu_features *f);
 
 /* The OpenBLAS core whose sgemm kernels the feature set runs: "SkylakeX"
  * (AVX-512 F/BW/VL/DQ/CD with OS support), "Haswell" (AVX2 + FMA), "Sandybridge"
  * (AVX), or NULL (SSE only: whatever OpenBLAS picks). */
-const char *ah_openblas_core_for(const ah_cpu_features *f);
+const char *ah__openblas_core_for(const ah_cpu_features *f);
 
 /* The vector width class of an OpenBLAS core name, case-insensitive:
  * 3 AVX-512 (SkylakeX, Cooperlake, SapphireRapids), 2 AVX2 + FMA (Haswell,
  * Zen), 1 AVX (Sandybridge, Bulldozer family), 0 anything else (SSE cores,
  * unknown names). */
-int ah_openblas_core_class(const char *core);
+int ah__openblas_core_class(const char *core);
 
-/* Call first thing in a command that computes (before MPI_Init, before any
- * thread or signal handler). If OPENBLAS_CORETYPE is unset and OpenBLAS chose a
- * core of a lower class than the CPU's features allow, sets
- * OPENBLAS_CORETYPE (and AUTOHET_BLAS_CORE_CHOSEN, which also stops a second
- * re-exec) and re-executes /proc/self/exe with the same command line. Returns
- * (without re-executing) when nothing is to gain, when the user set the
- * variable, under valgrind (an exec would leave the tool), or when the exec
- * fails. cmd_argv is a subcommand's argument vector
- * (cmd_argv[0] the command name, as main passes it). */
-void ah_blas_select_kernels(int argc, char **cmd_argv);
-
-/* The kernel in use and who chose it, for start-up lines, e.g.
- * "OpenBLAS SkylakeX (chosen from CPU features: AVX-512)",
- * "OpenBLAS Haswell (OPENBLAS_CORETYPE as set)", "OpenBLAS Haswell (OpenBLAS's own choice)". */
-void ah_blas_kernel_text(char *buf, size_t n);
+/* ah_blas_select_kernels and ah_blas_kernel_text: autohet/engine.h */
 
 #endif

@@ -137,23 +137,23 @@ static int list_node_dirs(const char *dir, ah_ckpt_weights *w, char *err, size_t
 static int ckpt_layer(void *ctx, int l, ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
     const ah_ckpt_weights *w = ctx;
     ah_engine_model e;
-    if (ah_engine_model_init(&e, &w->cfg, 1, 1, l, l + 1, 1, 0, 0, 0, err, errlen) != 0)
+    if (ah__engine_model_init(&e, &w->cfg, 1, 1, l, l + 1, 1, 0, 0, 0, err, errlen) != 0)
         return -1;
     const char *const *dp = (const char *const *)w->dirs;
     ah_ckpt_loaded *t = NULL;
     int nt = 0, t_old = 0, rc;
     char own[512] = "";
     int got = ah_ckpt_restore_shard(dp, w->n_dirs, l, 0, 1, w->step, &t, &nt, own, sizeof own);
-    if (got >= 0 && !ah_reshard_mismatch(&e, l, t, nt)) {
+    if (got >= 0 && !ah__reshard_mismatch(&e, l, t, nt)) {
         *out = t, *n = nt;
         rc = 0;
     } else {
         ah_ckpt_free(t, nt);
-        rc = ah_reshard_layer(&e, l, dp, w->n_dirs, w->step, out, n, &t_old, err, errlen);
+        rc = ah__reshard_layer(&e, l, dp, w->n_dirs, w->step, out, n, &t_old, err, errlen);
         if (rc == 1) /* only degree-1 shards, and they do not fit */
             snprintf(err, errlen, "%s", got < 0 ? own : "the checkpoint's shards do not fit the model"), rc = -1;
     }
-    ah_engine_model_free(&e);
+    ah__engine_model_free(&e);
     return rc;
 }
 

@@ -193,12 +193,12 @@ static int add_file(ah_dataset *d, const char *path, size_t first, size_t count,
  * follow d's. 0, or -1 with err. */
 static int read_token_file(ah_dataset *d, const char *path, char *err, size_t errlen) {
     ah_data_file f;
-    if (ah_token_file_map(&f, path, d->raw_type, err, errlen) != 0)
+    if (ah__token_file_map(&f, path, d->raw_type, err, errlen) != 0)
         return -1;
     ah_data_file *files = realloc(d->files, sizeof *files * (size_t)(d->n_files + 1));
     if (files == NULL) {
         set_err(err, errlen, "%s: out of memory", path);
-        ah_token_file_unmap(&f);
+        ah__token_file_unmap(&f);
         return -1;
     }
     d->files = files;
@@ -285,14 +285,14 @@ static ah_data_kind kind_of(const char *path, int is_dir, char *const *names, si
     for (size_t i = 0; is_dir && i < n_names && !tokens; i++)
         tokens = ends_with(names[i], ".bin");
     if (!is_dir)
-        tokens = ends_with(path, ".bin") || has_llmc_magic(path) || ah_megatron_pair(path, bin, sizeof bin);
+        tokens = ends_with(path, ".bin") || has_llmc_magic(path) || ah__megatron_pair(path, bin, sizeof bin);
     return tokens ? AH_DATA_TOKENS : AH_DATA_TEXT;
 }
 
 ah_data_kind ah_dataset_kind_of(const char *path) {
     struct stat st;
     char bin[4096];
-    if (path != NULL && ah_megatron_pair(path, bin, sizeof bin)) /* PREFIX of PREFIX.bin/.idx too */
+    if (path != NULL && ah__megatron_pair(path, bin, sizeof bin)) /* PREFIX of PREFIX.bin/.idx too */
         return AH_DATA_TOKENS;
     if (path == NULL || stat(path, &st) != 0)
         return AH_DATA_TEXT;
@@ -340,7 +340,7 @@ int ah_dataset_load_typed(ah_dataset *d, const char *path, double val_fraction, 
         return -1;
     struct stat st;
     char bin[4096];
-    int prefix = ah_megatron_pair(path, bin, sizeof bin); /* Megatron's PREFIX of PREFIX.bin/.idx */
+    int prefix = ah__megatron_pair(path, bin, sizeof bin); /* Megatron's PREFIX of PREFIX.bin/.idx */
     if (!prefix && stat(path, &st) != 0) {
         set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
@@ -383,7 +383,7 @@ static void keep_train(ah_dataset *d, size_t keep) {
         ah_data_file *f = &d->files[i];
         if (f->first >= keep) {
             if (d->kind == AH_DATA_TOKENS)
-                ah_token_file_unmap(f);
+                ah__token_file_unmap(f);
             else
                 free(f->path);
             continue;
@@ -453,7 +453,7 @@ int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t err
         }
         size_t elem = (size_t)ah_token_type_size(fi->type);
         for (size_t i = 0; i < fi->count; i++) {
-            int64_t t = ah_token_file_at(fi, i);
+            int64_t t = ah__token_file_at(fi, i);
             if (t < 0) {
                 set_err(err, errlen, "%s: token id %lld at byte offset %zu is negative", fi->path,
                         (long long)t, fi->header + elem * i);
@@ -475,7 +475,7 @@ void ah_dataset_free(ah_dataset *d) {
     free(d->bytes);
     for (int i = 0; i < d->n_files; i++) {
         if (d->kind == AH_DATA_TOKENS)
-            ah_token_file_unmap(&d->files[i]);
+            ah__token_file_unmap(&d->files[i]);
         else
             free(d->files[i].path);
     }
@@ -500,7 +500,7 @@ int64_t ah_dataset_token(const ah_dataset *d, size_t i) {
     if (d->kind == AH_DATA_TEXT)
         return d->bytes[i];
     const ah_data_file *f = file_of(d, i);
-    return ah_token_file_at(f, i - f->first);
+    return ah__token_file_at(f, i - f->first);
 }
 
 /* Tokens [off, off + n) into out, across files. */
@@ -510,7 +510,7 @@ static void copy_tokens(const ah_dataset *d, size_t off, size_t n, int *out) {
     for (size_t k = 0; k < n; k++, off++) {
         while (off >= f->first + f->count && f + 1 < end)
             f++;
-        out[k] = (int)ah_token_file_at(f, off - f->first);
+        out[k] = (int)ah__token_file_at(f, off - f->first);
     }
 }
 
@@ -567,7 +567,7 @@ static void for_train_ids(const ah_dataset *d, void (*f)(void *, int64_t), void 
         const ah_data_file *fi = &d->files[k];
         size_t end = fi->first + fi->count < d->n_train ? fi->count : d->n_train - fi->first;
         for (size_t i = 0; i < end; i++)
-            f(ctx, ah_token_file_at(fi, i));
+            f(ctx, ah__token_file_at(fi, i));
     }
 }
 

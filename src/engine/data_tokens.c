@@ -103,7 +103,7 @@ static int is_regular(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-int ah_megatron_pair(const char *path, char *bin, size_t n) {
+int ah__megatron_pair(const char *path, char *bin, size_t n) {
     size_t len = strlen(path);
     char idx[4096];
     if (len + 5 > sizeof idx || len + 5 > n)
@@ -270,7 +270,7 @@ static int classify(ah_data_file *f, const char *path, const mapping *m, ah_toke
     const unsigned char *p = m->p;
     char bin[4096];
     f->header = 0;
-    if (ends_with(path, ".bin") && ah_megatron_pair(path, bin, sizeof bin)) {
+    if (ends_with(path, ".bin") && ah__megatron_pair(path, bin, sizeof bin)) {
         char idx[4096];
         snprintf(idx, sizeof idx, "%.*s.idx", (int)(strlen(path) - 4), path);
         if (megatron_index(idx, path, m->len, &f->type, err, errlen) != 0)
@@ -301,11 +301,11 @@ static int classify(ah_data_file *f, const char *path, const mapping *m, ah_toke
     return 0;
 }
 
-int ah_token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type, char *err, size_t errlen) {
+int ah__token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     char bin[4096];
     /* an .idx or a prefix names its .bin */
-    const char *use = !ends_with(path, ".bin") && ah_megatron_pair(path, bin, sizeof bin) ? bin : path;
+    const char *use = !ends_with(path, ".bin") && ah__megatron_pair(path, bin, sizeof bin) ? bin : path;
     mapping m;
     if (map_path(use, &m, err, errlen) != 0)
         return -1;
@@ -324,7 +324,7 @@ int ah_token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type,
     return 0;
 }
 
-void ah_token_file_unmap(ah_data_file *f) {
+void ah__token_file_unmap(ah_data_file *f) {
     if (f->map)
         munmap(f->map, f->map_len);
     free(f->path);

@@ -12,11 +12,11 @@
  * first is left to the caller): an llm.c file by its magic, Megatron's when
  * path ends in .bin and the .idx beside it exists, else raw tokens of
  * raw_type. 0, or -1 with one line naming the file (and the field). */
-int ah_token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type, char *err, size_t errlen);
-/* Unmaps and frees what ah_token_file_map set. */
-void ah_token_file_unmap(ah_data_file *f);
+int ah__token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type, char *err, size_t errlen);
+/* Unmaps and frees what ah__token_file_map set. */
+void ah__token_file_unmap(ah_data_file *f);
 /* Token i of the file (0 <= i < count). */
-static inline int64_t ah_token_file_at(const ah_data_file *f, size_t i) {
+static inline int64_t ah__token_file_at(const ah_data_file *f, size_t i) {
     const unsigned char *p = f->at;
     switch (f->type) {
     case AH_TOKENS_U8: return p[i];
@@ -43,6 +43,6 @@ static inline int64_t ah_token_file_at(const ah_data_file *f, size_t i) {
 /* The Megatron pair of path, if it names one: path ending in .bin or .idx
  * with the other beside it, or a prefix with PREFIX.bin and PREFIX.idx. Writes
  * the .bin path to bin (size n); 1 if it is one, else 0. */
-int ah_megatron_pair(const char *path, char *bin, size_t n);
+int ah__megatron_pair(const char *path, char *bin, size_t n);
 
 #endif

@@ -20,24 +20,24 @@
 static void tp_allreduce_cb(ah_dptr buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
     AH_EXEC_TRACED(x, AH_TRACE_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
-                   ah_tr_allreduce_sum_f32(x->tr, x->tp_group, ah_dptr_transport(buf), n));
+                   ah__tr_allreduce_sum_f32(x->tr, x->tp_group, ah__dptr_transport(buf), n));
 }
 
-ah_engine_model *ah_exec_model_of(const ah_executor *x, int l) {
+ah_engine_model *ah__exec_model_of(const ah_executor *x, int l) {
     for (int c = 0; c < x->n_chunks; c++)
         if (l >= x->chunks[c].first && l < x->chunks[c].last)
             return &x->chunks[c];
     return NULL;
 }
 
-int ah_exec_n_held(const ah_executor *x) {
+int ah__exec_n_held(const ah_executor *x) {
     int n = 0;
     for (int c = 0; c < x->n_chunks; c++)
         n += x->chunks[c].last - x->chunks[c].first;
     return n;
 }
 
-int ah_exec_held_layer(const ah_executor *x, int i) {
+int ah__exec_held_layer(const ah_executor *x, int i) {
     for (int c = 0; c < x->n_chunks; c++) {
         int n = x->chunks[c].last - x->chunks[c].first;
         if (i < n)
@@ -163,8 +163,9 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
         const ah_chunk *ch = &x->sched.chunks[x->replica][c];
         if (ch->stage != x->stage)
             continue;
-        if (ah_engine_model_init(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
-                                 ch->last, x->tp, x->tp_rank, x->seed, init_params, err, errlen) != 0)
+        if (ah__engine_model_init_prec(&x->chunks[x->n_chunks], &x->cfg, p->train.seq, p->micro_batch, ch->first,
+                                      ch->last, x->tp, x->tp_rank, x->seed, init_params, x->prec, err,
+                                      errlen) != 0)
             return -1;
         x->n_chunks++;
     }
@@ -209,7 +210,7 @@ static void setup_groups(ah_executor *x) {
     for (int q = 0; q < x->sched.n_buckets; q++) {
         bucket_group *b = &x->bgroups[q];
         if (!ah_bucket_uniform_tp(p, &x->sched.buckets[q])) {
-            ah_exec_mixed_bucket_setup(x, q, b);
+            ah__exec_mixed_bucket_setup(x, q, b);
             continue;
         }
         int member = x->sched.buckets[q].holder[x->replica] == x->stage;
@@ -223,10 +224,24 @@ static void setup_groups(ah_executor *x) {
     setup_tied(x);
 }
 
-ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_model_config *cfg,
-                                const ah_dataset *data, const ah_optim_config *oc, uint64_t seed, int init_params,
-                                double peak_flops_per_rank, ah_schedule schedule, int virtual_stages, char *err,
-                                size_t errlen) {
+void ah_executor_config_default(ah_executor_config *c) {
+    memset(c, 0, sizeof *c);
+    c->comm = MPI_COMM_WORLD;
+    c->init_params = 1;
+    c->schedule = AH_SCHED_1F1B;
+    c->precision = AH_MATMUL_FP32;
+}
+
+ah_executor *ah_executor_create(const ah_executor_config *c, char *err, size_t errlen) {
+    MPI_Comm comm = c->comm;
+    const ah_plan *plan = c->plan;
+    const ah_model_config *cfg = c->model;
+    const ah_dataset *data = c->data;
+    const ah_optim_config *oc = c->optim;
+    uint64_t seed = c->seed;
+    int init_params = c->init_params, virtual_stages = c->virtual_stages;
+    double peak_flops_per_rank = c->peak_flops_per_rank;
+    ah_schedule schedule = c->schedule;
     /* Activation and gradient buffers are allocated per layer and micro-batch;
      * keep freed memory in the heap instead of returning it to the kernel, or
      * every kernel's first writes page-fault (it halved the step time of a
@@ -239,9 +254,10 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
     x->data = data;
     x->oc = *oc;
     x->seed = seed;
+    x->prec = c->precision;
     x->peak = peak_flops_per_rank;
     x->comm = comm;
-    x->tr = ah_transport_mpi(&comm);
+    x->tr = ah__transport_mpi(&comm);
     x->rank = x->tr->rank;
     x->world = x->tr->size;
     int V = schedule == AH_SCHED_INTERLEAVED ? (virtual_stages > 0 ? virtual_stages : 2) : 1;
@@ -258,7 +274,7 @@ ah_executor *ah_executor_create(MPI_Comm comm, const ah_plan *plan, const ah_mod
         return NULL;
     }
     setup_groups(x);
-    ah_exec_store_init(x);
+    ah__exec_store_init(x);
     return x;
 }
 
@@ -269,16 +285,16 @@ void ah_executor_free(ah_executor *x) {
         if (x->bgroups[q].group)
             x->tr->group_free(x->tr->ctx, x->bgroups[q].group);
         if (x->bgroups[q].T)
-            ah_exec_mixed_bucket_free(x, &x->bgroups[q]);
+            ah__exec_mixed_bucket_free(x, &x->bgroups[q]);
     }
     free(x->bgroups);
     if (x->tp_group)
         x->tr->group_free(x->tr->ctx, x->tp_group);
     for (int c = 0; c < x->n_chunks; c++)
-        ah_engine_model_free(&x->chunks[c]);
+        ah__engine_model_free(&x->chunks[c]);
     free(x->chunks);
     ah_schedule_plan_free(&x->sched);
-    ah_transport_free(x->tr);
+    ah__transport_free(x->tr);
     ah_plan_free(&x->plan);
     ah_trace_recorder_free(&x->trace);
     free(x->clock_start);
@@ -301,7 +317,7 @@ int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *
     /* sizes of full layers: a TP=1 description of each layer */
     ah_engine_model full;
     char err[128];
-    if (ah_engine_model_init(&full, &x->cfg, e0->T, e0->B, 0, L, 1, 0, 0, 0, err, sizeof err) != 0) {
+    if (ah__engine_model_init(&full, &x->cfg, e0->T, e0->B, 0, L, 1, 0, 0, 0, err, sizeof err) != 0) {
         free(off);
         return -1;
     }
@@ -310,15 +326,15 @@ int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *
         total += full.layers[l].n;
     }
     off[L] = total;
-    ah_engine_model_free(&full);
+    ah__engine_model_free(&full);
     float *all = x->rank == 0 ? ah_xcalloc(total + 1, sizeof(float)) : NULL;
     ah_transport *t = x->tr;
     for (int l = 0; l < L; l++) {
         size_t ln = off[l + 1] - off[l];
-        ah_engine_model *e = x->replica == replica ? ah_exec_model_of(x, l) : NULL;
+        ah_engine_model *e = x->replica == replica ? ah__exec_model_of(x, l) : NULL;
         float *buf = ah_xcalloc(ln + 1, sizeof(float));
         if (e)
-            ah_engine_layer_to_full(e, l, 0, buf);
+            ah__engine_layer_to_full(e, l, 0, buf);
         /* owner: TP rank 0 of the replica's stage holding l */
         int owner = ah_slot_rank(&x->plan, replica, ah_schedule_chunk_of(&x->sched, replica, l)->stage, 0);
         if (e)

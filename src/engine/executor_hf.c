@@ -32,21 +32,21 @@ static int same_model(const ah_hf_dir *h, const ah_model_config *run, char *err,
 }
 
 /* this rank's shard of held layer l, cut from the HF tensors by the one owner
- * of TP slicing (ah_reshard_from_shards, from a TP=1 "checkpoint") */
+ * of TP slicing (ah__reshard_from_shards, from a TP=1 "checkpoint") */
 static int load_layer(ah_executor *x, const ah_hf_dir *h, int l, char *err, size_t errlen) {
-    ah_engine_model *e = ah_exec_model_of(x, l);
+    ah_engine_model *e = ah__exec_model_of(x, l);
     ah_ckpt_loaded *full = NULL, *mine = NULL;
     int nf = 0, nm = 0;
-    if (ah_hf_read_layer(h, &x->cfg, l, &full, &nf, err, errlen) != 0)
+    if (ah__hf_read_layer(h, &x->cfg, l, &full, &nf, err, errlen) != 0)
         return -1;
-    int rc = ah_reshard_from_shards(e, l, 1, &full, &nf, &mine, &nm, err, errlen);
+    int rc = ah__reshard_from_shards(e, l, 1, &full, &nf, &mine, &nm, err, errlen);
     const ah_eng_layer *L = &e->layers[l - e->first];
     for (int q = 0; q < L->n_tensors && rc == 0; q++) {
         char name[128];
         snprintf(name, sizeof name, "param.%s", L->t[q].name);
         for (int i = 0; i < nm; i++)
             if (!strcmp(mine[i].name, name) && mine[i].n == L->t[q].size && L->t[q].size > 0)
-                ah_engine_tensor_from_host(e, l, AH_STATE_PARAM, q, mine[i].data);
+                ah__engine_tensor_from_host(e, l, AH_STATE_PARAM, q, mine[i].data);
     }
     ah_ckpt_free(full, nf);
     ah_ckpt_free(mine, nm);
@@ -59,8 +59,8 @@ int ah_executor_init_from_hf(ah_executor *x, const char *dir, char *err, size_t 
     int rc = ah_hf_open(dir, &h, why, sizeof why);
     if (rc == 0) {
         rc = same_model(&h, &x->cfg, why, sizeof why);
-        for (int i = 0; i < ah_exec_n_held(x) && rc == 0; i++)
-            rc = load_layer(x, &h, ah_exec_held_layer(x, i), why, sizeof why);
+        for (int i = 0; i < ah__exec_n_held(x) && rc == 0; i++)
+            rc = load_layer(x, &h, ah__exec_held_layer(x, i), why, sizeof why);
         ah_hf_close(&h);
     }
     if (rc != 0)

@@ -54,6 +54,7 @@ struct ah_executor {
     const ah_dataset *data;
     ah_optim_config oc;
     uint64_t seed;
+    ah_matmul_precision prec; /* the backend context's precision of the linear layers' products */
     /* the control plane (checkpoints, recovery, trace collection): the training
      * ranks, MPI_COMM_WORLD unless recovery servers run beside them */
     MPI_Comm comm;
@@ -79,25 +80,25 @@ struct ah_executor {
 };
 
 /* The chunk model holding layer l, or NULL if this rank does not hold it. */
-ah_engine_model *ah_exec_model_of(const ah_executor *x, int l);
+ah_engine_model *ah__exec_model_of(const ah_executor *x, int l);
 /* Layers this rank holds, and the i-th of them in layer order. */
-int ah_exec_n_held(const ah_executor *x);
-int ah_exec_held_layer(const ah_executor *x, int i);
+int ah__exec_n_held(const ah_executor *x);
+int ah__exec_held_layer(const ah_executor *x, int i);
 /* Fills x->store once the executor is set up (executor_store.c). */
-void ah_exec_store_init(ah_executor *x);
+void ah__exec_store_init(ah_executor *x);
 
 /* Gradient buckets whose holders have different TP degrees (executor_slices.c):
  * set-up of bucket q (collective over every rank, in bucket order: T + 1
  * splits), its release, and the all-reduce of held layer l (rule 2 of
  * per-stage TP, docs/engine.md). */
-void ah_exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b);
-void ah_exec_mixed_bucket_free(ah_executor *x, bucket_group *b);
-void ah_exec_mixed_allreduce(ah_executor *x, int q, int l);
+void ah__exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b);
+void ah__exec_mixed_bucket_free(ah_executor *x, bucket_group *b);
+void ah__exec_mixed_allreduce(ah_executor *x, int q, int l);
 
 /* Recording (executor_trace.c): one operation of this rank, a no-op unless
  * tracing; returns the record for the caller to complete, or NULL. group: the
  * communicator's lowest rank; peer: the other end of a send or receive. */
-ah_trace_event *ah_exec_record(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
+ah_trace_event *ah__exec_record(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
                                double bytes, int ranks, int group, int peer);
 
 /* time a statement and record it */
@@ -106,7 +107,7 @@ ah_trace_event *ah_exec_record(ah_executor *x, ah_trace_kind kind, double t0, do
         double tq0_ = (x)->trace.on ? ah_now_s() : 0;                                                        \
         stmt;                                                                                                \
         if ((x)->trace.on)                                                                                   \
-            ah_exec_record((x), (kind), tq0_, ah_now_s(), (mb), (site), (bytes), (ranks), (group), (peer));  \
+            ah__exec_record((x), (kind), tq0_, ah_now_s(), (mb), (site), (bytes), (ranks), (group), (peer));  \
     } while (0)
 
 #endif

@@ -40,8 +40,8 @@ static double predicted_bytes(const ah_executor *x) {
     double *act_of = malloc(sizeof(double) * (size_t)L); /* per layer: one micro-batch's activations */
     for (int l = 0; l < L; l++)
         act_of[l] = -1;
-    for (int i = 0; i < ah_exec_n_held(x); i++) {
-        int l = ah_exec_held_layer(x, i);
+    for (int i = 0; i < ah__exec_n_held(x); i++) {
+        int l = ah__exec_held_layer(x, i);
         ah_layers_memory(&x->cfg, &ts, x->tp, x->plan.micro_batch, l, l + 1, &state, &act_of[l]);
         bytes += state;
     }
@@ -61,7 +61,7 @@ static double predicted_bytes(const ah_executor *x) {
 
 void ah_executor_memory_report(ah_executor *x, ah_exec_memory *out) {
     memset(out, 0, sizeof *out);
-    double mine[2] = {ah_be_mem_stats().peak_bytes, predicted_bytes(x)};
+    double mine[2] = {ah__be_mem_stats().peak_bytes, predicted_bytes(x)};
     double *all = x->rank == 0 ? malloc(sizeof(double) * 2 * (size_t)x->world) : NULL;
     MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, x->comm);
     if (x->rank != 0)

@@ -7,7 +7,7 @@
  * are summed over every holder rank, TP rank 0 of each replica contributing
  * its copy and the others zeros, so that each replica counts once and every
  * TP rank ends with the same sum. The slice layout comes from the model's
- * own tensor tables (ah_engine_layer_describe), not a second description. */
+ * own tensor tables (ah__engine_layer_describe), not a second description. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,27 +21,27 @@ static int holder_rank(const ah_executor *x, const ah_bucket *bk, int k, int q) 
 
 /* The runs of each slice I own and of the replicated tensors, for held layer l. */
 static void map_layer(ah_executor *x, const bucket_group *b, int l, slice_layer *sl, size_t *largest) {
-    const ah_engine_model *e = ah_exec_model_of(x, l);
+    const ah_engine_model *e = ah__exec_model_of(x, l);
     const ah_eng_layer *mine = &e->layers[l - e->first];
     sl->slice = ah_xcalloc((size_t)b->n_slices, sizeof(ah_float_run *));
     sl->n_slice_runs = ah_xcalloc((size_t)b->n_slices, sizeof(int));
     sl->slice_floats = ah_xcalloc((size_t)b->n_slices, sizeof(size_t));
     for (int i = 0; i < b->n_slices; i++) {
         ah_eng_layer part;
-        ah_engine_layer_describe(&x->cfg, l, b->T, b->first_slice + i, &part);
-        sl->n_slice_runs[i] = ah_engine_slice_runs(mine, &part, &sl->slice[i]);
-        ah_engine_layer_info_free(&part);
+        ah__engine_layer_describe(&x->cfg, l, b->T, b->first_slice + i, &part);
+        sl->n_slice_runs[i] = ah__engine_slice_runs(mine, &part, &sl->slice[i]);
+        ah__engine_layer_info_free(&part);
         for (int r = 0; r < sl->n_slice_runs[i]; r++)
             sl->slice_floats[i] += sl->slice[i][r].n;
         *largest = sl->slice_floats[i] > *largest ? sl->slice_floats[i] : *largest;
     }
-    sl->n_rep = ah_engine_replicated_runs(mine, &sl->rep);
+    sl->n_rep = ah__engine_replicated_runs(mine, &sl->rep);
     for (int r = 0; r < sl->n_rep; r++)
         sl->rep_floats += sl->rep[r].n;
     *largest = sl->rep_floats > *largest ? sl->rep_floats : *largest;
 }
 
-void ah_exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b) {
+void ah__exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b) {
     const ah_plan *p = &x->plan;
     const ah_bucket *bk = &x->sched.buckets[q];
     ah_transport *t = x->tr;
@@ -79,10 +79,10 @@ void ah_exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b) {
     size_t largest = 0;
     for (int l = bk->first; l < bk->last; l++)
         map_layer(x, b, l, &b->layers[l - bk->first], &largest);
-    b->pack = ah_be_alloc(x->chunks[0].be, largest + 1);
+    b->pack = ah__be_alloc(x->chunks[0].be, largest + 1);
 }
 
-void ah_exec_mixed_bucket_free(ah_executor *x, bucket_group *b) {
+void ah__exec_mixed_bucket_free(ah_executor *x, bucket_group *b) {
     ah_transport *t = x->tr;
     for (int i = 0; i < b->n_slices; i++)
         if (b->slices[i].group)
@@ -99,7 +99,7 @@ void ah_exec_mixed_bucket_free(ah_executor *x, bucket_group *b) {
         free(sl->rep);
     }
     if (b->layers)
-        ah_be_free(x->chunks[0].be, b->pack);
+        ah__be_free(x->chunks[0].be, b->pack);
     free(b->layers);
     free(b->slices);
 }
@@ -109,8 +109,8 @@ static void move_runs(const ah_backend *be, ah_dptr grad, ah_dptr pack, const ah
                       int to_pack) {
     size_t at = 0;
     for (int r = 0; r < n; r++) {
-        ah_dptr g = ah_dptr_at(grad, runs[r].off), pk = ah_dptr_at(pack, at);
-        ah_be_copy(be, to_pack ? pk : g, to_pack ? g : pk, runs[r].n);
+        ah_dptr g = ah__dptr_at(grad, runs[r].off), pk = ah__dptr_at(pack, at);
+        ah__be_copy(be, to_pack ? pk : g, to_pack ? g : pk, runs[r].n);
         at += runs[r].n;
     }
 }
@@ -121,10 +121,10 @@ static void move_runs(const ah_backend *be, ah_dptr grad, ah_dptr pack, const ah
 static void packed_allreduce(ah_executor *x, int q, int l, int part, const sync_group *g, size_t n) {
     const ah_bucket *bk = &x->sched.buckets[q];
     bucket_group *b = &x->bgroups[q];
-    ah_engine_sync(&x->chunks[0]);
+    ah__engine_sync(&x->chunks[0]);
     double ta = x->trace.on ? ah_now_s() : 0;
-    ah_tr_allreduce_sum_f32(x->tr, g->group, ah_dptr_transport(b->pack), n);
-    ah_trace_event *te = x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + q,
+    ah__tr_allreduce_sum_f32(x->tr, g->group, ah__dptr_transport(b->pack), n);
+    ah_trace_event *te = x->trace.on ? ah__exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + q,
                                                       (double)n * sizeof(float), g->size, g->lead, -1)
                                      : NULL;
     if (te) {
@@ -135,11 +135,11 @@ static void packed_allreduce(ah_executor *x, int q, int l, int part, const sync_
     }
 }
 
-void ah_exec_mixed_allreduce(ah_executor *x, int q, int l) {
+void ah__exec_mixed_allreduce(ah_executor *x, int q, int l) {
     bucket_group *b = &x->bgroups[q];
     const slice_layer *sl = &b->layers[l - x->sched.buckets[q].first];
-    ah_engine_model *e = ah_exec_model_of(x, l);
-    ah_dptr grad = ah_engine_layer_state(e, l, AH_STATE_GRAD);
+    ah_engine_model *e = ah__exec_model_of(x, l);
+    ah_dptr grad = ah__engine_layer_state(e, l, AH_STATE_GRAD);
     for (int i = 0; i < b->n_slices; i++) {
         if (sl->slice_floats[i] == 0)
             continue; /* a layer without split tensors: every owner skips it alike */
@@ -152,7 +152,7 @@ void ah_exec_mixed_allreduce(ah_executor *x, int q, int l) {
     if (x->tp_rank == 0)
         move_runs(e->be, grad, b->pack, sl->rep, sl->n_rep, 1);
     else
-        ah_be_zero(e->be, b->pack, sl->rep_floats);
+        ah__be_zero(e->be, b->pack, sl->rep_floats);
     packed_allreduce(x, q, l, b->T, &b->rep, sl->rep_floats);
     move_runs(e->be, grad, b->pack, sl->rep, sl->n_rep, 0);
 }

@@ -90,10 +90,10 @@ static void run_recv(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
     int act = op->kind == AH_OP_RECV_ACT, peer = source_rank(x, op->peer_stage);
     ah_dptr into = act ? c->in : c->dio;
-    ah_engine_sync(&x->chunks[0]); /* the last op that read the buffer is done */
+    ah__engine_sync(&x->chunks[0]); /* the last op that read the buffer is done */
     AH_EXEC_TRACED(x, act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT, op->mb, act ? 3 : 4,
                    (double)c->NC * sizeof(float), 2, pair_of(peer, x->rank), peer,
-                   x->tr->recv(x->tr->ctx, ah_dptr_transport(into), c->NC * sizeof(float), peer, op->tag));
+                   x->tr->recv(x->tr->ctx, ah__dptr_transport(into), c->NC * sizeof(float), peer, op->tag));
 }
 
 /* The output of the last compute to every receiver of it. Each receiver's
@@ -111,14 +111,14 @@ static void run_send(step_ctx *c, const ah_op *op) {
     for (int i = 0; i < n; i++) {
         AH_EXEC_TRACED(x, act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT, op->mb, site,
                        (double)c->NC * sizeof(float), 2, pair_of(peers[i], x->rank), peers[i],
-                       x->tr->send(x->tr->ctx, ah_dptr_transport(c->out), c->NC * sizeof(float), peers[i],
+                       x->tr->send(x->tr->ctx, ah__dptr_transport(c->out), c->NC * sizeof(float), peers[i],
                                    op->tag));
         if (x->trace.on && x->trace.n > 0) {
             x->trace.ev[x->trace.n - 1].seq = seq;
             x->trace.site_seq[site] = seq + 1;
         }
     }
-    c->out = ah_dptr_null();
+    c->out = ah__dptr_null();
 }
 
 /* the chunk model running op: x->chunks holds my stage's chunks in virtual
@@ -130,7 +130,7 @@ static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
     ah_executor *x = c->x;
     sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0)); /* emulated slower device */
-    ah_trace_event *e = ah_exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD,
+    ah_trace_event *e = ah__exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD,
                                        c0, ah_now_s(), op->mb, -1, 0, 1, x->rank, -1);
     if (e) {
         e->layer_first = op->first;
@@ -142,11 +142,11 @@ static void run_forward(step_ctx *c, const ah_op *op) {
     ah_engine_model *e = chunk_of(c, op);
     const mb_data *d = batch_of(c, op->mb, 0);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
-    c->out = head ? ah_dptr_null() : ah_be_alloc(e->be, c->NC);
+    c->out = head ? ah__dptr_null() : ah__be_alloc(e->be, c->NC);
     double l = 0, c0 = ah_now_s();
-    ah_engine_forward(e, d->tok, e->first > 0 ? c->in : ah_dptr_null(), d->tgt, c->out, &l,
+    ah__engine_forward(e, d->tok, e->first > 0 ? c->in : ah__dptr_null(), d->tgt, c->out, &l,
                       c->acts[k] + (size_t)op->mb * held);
-    ah_engine_sync(e);
+    ah__engine_sync(e);
     traced_compute(c, op, c0);
     if (head)
         c->loss += l;
@@ -156,11 +156,11 @@ static void run_backward(step_ctx *c, const ah_op *op) {
     ah_engine_model *e = chunk_of(c, op);
     const mb_data *d = batch_of(c, op->mb, 0);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
-    c->out = e->first > 0 ? ah_be_alloc(e->be, c->NC) : ah_dptr_null();
+    c->out = e->first > 0 ? ah__be_alloc(e->be, c->NC) : ah__dptr_null();
     double c0 = ah_now_s();
-    ah_engine_backward(e, d->tok, d->tgt, head ? ah_dptr_null() : c->dio, c->out, c->loss_scale,
+    ah__engine_backward(e, d->tok, d->tgt, head ? ah__dptr_null() : c->dio, c->out, c->loss_scale,
                        c->acts[k] + (size_t)op->mb * held);
-    ah_engine_sync(e);
+    ah__engine_sync(e);
     traced_compute(c, op, c0);
 }
 
@@ -168,7 +168,7 @@ static void run_send_wait(step_ctx *c) {
     ah_executor *x = c->x;
     AH_EXEC_TRACED(x, AH_TRACE_SEND_WAIT, -1, 5, 0, 2, x->rank, -1, x->tr->wait_sends(x->tr->ctx));
     for (int i = 0; i < c->n_sent; i++)
-        ah_be_free(x->chunks[0].be, c->sent[i]);
+        ah__be_free(x->chunks[0].be, c->sent[i]);
     c->n_sent = 0;
 }
 
@@ -179,33 +179,33 @@ static void run_send_wait(step_ctx *c) {
 static void run_tied_sync(step_ctx *c) {
     ah_executor *x = c->x;
     if (x->tie_partner == -2) {
-        ah_engine_tied_sum_local(&x->chunks[0]);
+        ah__engine_tied_sum_local(&x->chunks[0]);
         return;
     }
     int head = x->stage != 0;
-    ah_engine_model *e = ah_exec_model_of(x, head ? c->L - 1 : 0);
-    size_t n = ah_engine_tied_size(e);
-    ah_dptr theirs = ah_be_alloc(e->be, n), mine = ah_engine_tied_grad(e, head);
-    ah_engine_sync(e);
+    ah_engine_model *e = ah__exec_model_of(x, head ? c->L - 1 : 0);
+    size_t n = ah__engine_tied_size(e);
+    ah_dptr theirs = ah__be_alloc(e->be, n), mine = ah__engine_tied_grad(e, head);
+    ah__engine_sync(e);
     ah_transport *t = x->tr;
     if (x->n_tie_targets == 1 && x->tie_targets[0] == x->tie_partner) {
         AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2,
                        pair_of(x->rank, x->tie_partner), x->tie_partner,
-                       t->sendrecv(t->ctx, ah_dptr_transport(mine), ah_dptr_transport(theirs), n * sizeof(float),
+                       t->sendrecv(t->ctx, ah__dptr_transport(mine), ah__dptr_transport(theirs), n * sizeof(float),
                                    x->tie_partner, 77));
     } else {
         double t0 = x->trace.on ? ah_now_s() : 0;
         for (int i = 0; i < x->n_tie_targets; i++)
-            t->send(t->ctx, ah_dptr_transport(mine), n * sizeof(float), x->tie_targets[i], 77);
-        t->recv(t->ctx, ah_dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
+            t->send(t->ctx, ah__dptr_transport(mine), n * sizeof(float), x->tie_targets[i], 77);
+        t->recv(t->ctx, ah__dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
         t->wait_sends(t->ctx); /* mine is read by the sends until here */
         if (x->trace.on)
-            ah_exec_record(x, AH_TRACE_TIED_SYNC, t0, ah_now_s(), -1, 2, (double)n * sizeof(float), 2,
+            ah__exec_record(x, AH_TRACE_TIED_SYNC, t0, ah_now_s(), -1, 2, (double)n * sizeof(float), 2,
                            pair_of(x->rank, x->tie_partner), x->tie_partner);
     }
     /* the same sum on both sides: embedding + head */
-    ah_engine_tied_add(e, head, theirs);
-    ah_be_free(e->be, theirs);
+    ah__engine_tied_add(e, head, theirs);
+    ah__be_free(e->be, theirs);
 }
 
 /* The layer-wise all-reduce of one bucket's gradients among its holders. */
@@ -214,17 +214,17 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
     const bucket_group *b = &x->bgroups[op->bucket];
     for (int l = op->first; l < op->last; l++) {
         if (b->T) {
-            ah_exec_mixed_allreduce(x, op->bucket, l);
+            ah__exec_mixed_allreduce(x, op->bucket, l);
             continue;
         }
-        ah_engine_model *e = ah_exec_model_of(x, l);
-        ah_engine_sync(e);
-        size_t ln = ah_engine_layer_floats(e, l);
+        ah_engine_model *e = ah__exec_model_of(x, l);
+        ah__engine_sync(e);
+        size_t ln = ah__engine_layer_floats(e, l);
         double ta = x->trace.on ? ah_now_s() : 0;
-        ah_tr_allreduce_sum_f32(x->tr, b->group, ah_dptr_transport(ah_engine_layer_state(e, l, AH_STATE_GRAD)),
+        ah__tr_allreduce_sum_f32(x->tr, b->group, ah__dptr_transport(ah__engine_layer_state(e, l, AH_STATE_GRAD)),
                                 ln);
         ah_trace_event *te =
-            x->trace.on ? ah_exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + op->bucket,
+            x->trace.on ? ah__exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + op->bucket,
                                          (double)ln * sizeof(float), b->size, b->lead, -1)
                         : NULL;
         if (te) {
@@ -243,7 +243,7 @@ static void run_step_sync(step_ctx *c) {
     c->sums[0] = x->tp_rank == 0 ? c->loss : 0;
     c->sums[1] = 0;
     for (int k = 0; k < x->n_chunks && x->replica == 0; k++)
-        c->sums[1] += ah_engine_grad_sumsq(&x->chunks[k]);
+        c->sums[1] += ah__engine_grad_sumsq(&x->chunks[k]);
     AH_EXEC_TRACED(x, AH_TRACE_STEP_SYNC, -1, 0, 16, x->world, 0, -1,
                    x->tr->allreduce(x->tr->ctx, x->tr->world, c->sums, 2, AH_DT_F64, AH_RED_SUM));
 }
@@ -251,12 +251,12 @@ static void run_step_sync(step_ctx *c) {
 static void run_optimizer(step_ctx *c) {
     ah_executor *x = c->x;
     double t0 = ah_now_s();
-    float clip = ah_clip_factor(sqrt(c->sums[1]), x->oc.grad_clip), lr = ah_lr_at(&x->oc, c->step);
+    float clip = ah__clip_factor(sqrt(c->sums[1]), x->oc.grad_clip), lr = ah__lr_at(&x->oc, c->step);
     for (int k = 0; k < x->n_chunks; k++) {
-        ah_engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
-        ah_engine_sync(&x->chunks[k]);
+        ah__engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
+        ah__engine_sync(&x->chunks[k]);
     }
-    ah_exec_record(x, AH_TRACE_OPTIMIZER, t0, ah_now_s(), -1, -1, 0, 1, x->rank, -1);
+    ah__exec_record(x, AH_TRACE_OPTIMIZER, t0, ah_now_s(), -1, -1, 0, 1, x->rank, -1);
 }
 
 static void run_op(step_ctx *c, const ah_op *op) {
@@ -291,8 +291,8 @@ static void ctx_init(step_ctx *c, ah_executor *x, int step) {
     for (int k = 0; k < x->n_chunks; k++)
         c->acts[k] = ah_xcalloc((size_t)x->m * (size_t)(x->chunks[k].last - x->chunks[k].first) + 1,
                                 sizeof(ah_eng_acts));
-    c->in = ah_be_alloc(e0->be, c->NC);
-    c->dio = ah_be_alloc(e0->be, c->NC);
+    c->in = ah__be_alloc(e0->be, c->NC);
+    c->dio = ah__be_alloc(e0->be, c->NC);
 }
 
 static void ctx_free(step_ctx *c) {
@@ -306,8 +306,8 @@ static void ctx_free(step_ctx *c) {
         free(c->acts[k]);
     free(c->acts);
     free(c->sent);
-    ah_be_free(x->chunks[0].be, c->in);
-    ah_be_free(x->chunks[0].be, c->dio);
+    ah__be_free(x->chunks[0].be, c->in);
+    ah__be_free(x->chunks[0].be, c->dio);
 }
 
 /* The validation loss of validation batch b of step `step` (rows b x global
@@ -329,25 +329,25 @@ static double run_forward_only(ah_executor *x, int step, int b) {
             int k = ch[ci].virt;
             ah_engine_model *e = &x->chunks[k];
             const mb_data *d = batch_of(&c, i, 1);
-            ah_engine_sync(e);
+            ah__engine_sync(e);
             if (ci > 0)
-                x->tr->recv(x->tr->ctx, ah_dptr_transport(c.in), bytes, source_rank(x, ch[ci - 1].stage),
+                x->tr->recv(x->tr->ctx, ah__dptr_transport(c.in), bytes, source_rank(x, ch[ci - 1].stage),
                             base + ci * m + i);
-            ah_dptr out = ci + 1 < nc ? ah_be_alloc(e->be, c.NC) : ah_dptr_null();
+            ah_dptr out = ci + 1 < nc ? ah__be_alloc(e->be, c.NC) : ah__dptr_null();
             double l = 0;
             ah_eng_acts *acts = c.acts[k] + (size_t)i * (e->last - e->first);
-            ah_engine_forward(e, d->tok, ci > 0 ? c.in : ah_dptr_null(), d->tgt, out, &l, acts);
-            ah_engine_acts_free(e, acts);
-            ah_engine_sync(e);
+            ah__engine_forward(e, d->tok, ci > 0 ? c.in : ah__dptr_null(), d->tgt, out, &l, acts);
+            ah__engine_acts_free(e, acts);
+            ah__engine_sync(e);
             if (ci + 1 < nc) {
                 int peers[AH_MAX_TP], np = target_ranks(x, ch[ci + 1].stage, peers);
                 for (int k = 0; k < np; k++)
-                    x->tr->send(x->tr->ctx, ah_dptr_transport(out), bytes, peers[k], base + (ci + 1) * m + i);
+                    x->tr->send(x->tr->ctx, ah__dptr_transport(out), bytes, peers[k], base + (ci + 1) * m + i);
                 x->tr->wait_sends(x->tr->ctx);
             } else {
                 c.loss += l;
             }
-            ah_be_free(e->be, out);
+            ah__be_free(e->be, out);
         }
     double total = x->tp_rank == 0 ? c.loss : 0;
     x->tr->allreduce(x->tr->ctx, x->tr->world, &total, 1, AH_DT_F64, AH_RED_SUM);
@@ -360,7 +360,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     (void)errlen;
     double t0 = MPI_Wtime();
     for (int k = 0; k < x->n_chunks; k++)
-        ah_engine_zero_grads(&x->chunks[k]);
+        ah__engine_zero_grads(&x->chunks[k]);
     step_ctx c;
     ctx_init(&c, x, step);
     for (int i = 0; i < x->prog->n_ops; i++)
@@ -370,7 +370,7 @@ int ah_executor_step(ah_executor *x, int step, int eval, ah_step_stats *st, char
     *st = (ah_step_stats){.step = step,
                           .loss = c.sums[0] / toks,
                           .val_loss = -1,
-                          .lr = ah_lr_at(&x->oc, step),
+                          .lr = ah__lr_at(&x->oc, step),
                           .grad_norm = sqrt(c.sums[1]),
                           .step_s = dt,
                           .tokens_per_s = toks / dt,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckpt/ckpt_runtime.h"
 #include "engine/executor_internal.h"
 #include "engine/reshard.h"
 
@@ -27,15 +28,15 @@ static const char *st_node_name(void *ctx, int node) {
 }
 
 static int st_n_held(void *ctx) {
-    return ah_exec_n_held(ctx);
+    return ah__exec_n_held(ctx);
 }
 
 static int st_held_layer(void *ctx, int i) {
-    return ah_exec_held_layer(ctx, i);
+    return ah__exec_held_layer(ctx, i);
 }
 
 static int st_holds(void *ctx, int l) {
-    return ah_exec_model_of(ctx, l) != NULL;
+    return ah__exec_model_of(ctx, l) != NULL;
 }
 
 static const ah_eng_layer *layer_of(const ah_engine_model *e, int l) {
@@ -43,7 +44,7 @@ static const ah_eng_layer *layer_of(const ah_engine_model *e, int l) {
 }
 
 static int st_tensors(void *ctx, int l, ah_store_tensor *t, size_t *n_floats) {
-    const ah_eng_layer *Ly = layer_of(ah_exec_model_of(ctx, l), l);
+    const ah_eng_layer *Ly = layer_of(ah__exec_model_of(ctx, l), l);
     for (int q = 0; q < Ly->n_tensors; q++) {
         const ah_tensor_info *ti = &Ly->t[q];
         t[q] = (ah_store_tensor){ti->name, ti->offset, ti->size, ti->lrows, ti->lcols};
@@ -53,31 +54,31 @@ static int st_tensors(void *ctx, int l, ah_store_tensor *t, size_t *n_floats) {
 }
 
 static void st_to_host(void *ctx, int l, ah_store_state s, float *dst) {
-    ah_engine_layer_to_host(ah_exec_model_of(ctx, l), l, store_states[s], dst);
+    ah__engine_layer_to_host(ah__exec_model_of(ctx, l), l, store_states[s], dst);
 }
 
 static void st_from_host(void *ctx, int l, ah_store_state s, int tensor, size_t first, size_t count,
                          const float *src) {
-    ah_engine_tensor_range_from_host(ah_exec_model_of(ctx, l), l, store_states[s], tensor, first, count, src);
+    ah__engine_tensor_range_from_host(ah__exec_model_of(ctx, l), l, store_states[s], tensor, first, count, src);
 }
 
 static int st_reshard_mismatch(void *ctx, int l, const ah_ckpt_loaded *t, int nt) {
-    return ah_reshard_mismatch(ah_exec_model_of(ctx, l), l, t, nt);
+    return ah__reshard_mismatch(ah__exec_model_of(ctx, l), l, t, nt);
 }
 
 static int st_reshard_from_dirs(void *ctx, int l, const char *const *dirs, int n_dirs, int step,
                                 ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
-    return ah_reshard_layer(ah_exec_model_of(ctx, l), l, dirs, n_dirs, step, out, n_out, t_old, err, errlen);
+    return ah__reshard_layer(ah__exec_model_of(ctx, l), l, dirs, n_dirs, step, out, n_out, t_old, err, errlen);
 }
 
 static int st_reshard_from_shards(void *ctx, int l, int t_old, ah_ckpt_loaded *const *shards,
                                   const int *counts, ah_ckpt_loaded **out, int *n_out, char *err,
                                   size_t errlen) {
-    return ah_reshard_from_shards(ah_exec_model_of(ctx, l), l, t_old, shards, counts, out, n_out, err,
+    return ah__reshard_from_shards(ah__exec_model_of(ctx, l), l, t_old, shards, counts, out, n_out, err,
                                   errlen);
 }
 
-void ah_exec_store_init(ah_executor *x) {
+void ah__exec_store_init(ah_executor *x) {
     x->store = (ah_layer_store){
         .ctx = x,
         .comm = x->comm,
@@ -102,6 +103,10 @@ void ah_exec_store_init(ah_executor *x) {
     };
 }
 
-const ah_layer_store *ah_executor_layer_store(const ah_executor *x) {
+const ah_layer_store *ah__executor_layer_store(const ah_executor *x) {
     return &x->store;
+}
+
+int ah_executor_save(ah_executor *x, const char *dir, int step, char *err, size_t errlen) {
+    return ah_ckpt_save(ah__executor_layer_store(x), dir, "disk", step, NULL, err, errlen);
 }

@@ -22,7 +22,7 @@
 
 /* The reduction and the polynomial: e^x = y * 2^(*e) for x already clamped
  * (each caller clamps and applies the power of two its own way). */
-static inline float ah_exp_poly_core(float x, int32_t *e) {
+static inline float ah__exp_poly_core(float x, int32_t *e) {
     float t = x * AH_EXP_LOG2E;
     float fi = (float)(int32_t)(t + copysignf(0.5f, t)); /* round to nearest without libm */
     float f = x - fi * AH_EXP_LN2_HI + fi * AH_EXP_LN2_LO;
@@ -36,9 +36,9 @@ static inline float ah_exp_poly_core(float x, int32_t *e) {
     return p * f * f + f + 1.0f;
 }
 
-static inline float ah_exp_poly(float x) {
+static inline float ah__exp_poly(float x) {
     int32_t e;
-    float y = ah_exp_poly_core(fminf(fmaxf(x, AH_EXP_LO), AH_EXP_HI), &e);
+    float y = ah__exp_poly_core(fminf(fmaxf(x, AH_EXP_LO), AH_EXP_HI), &e);
     union {
         float f;
         int32_t i;

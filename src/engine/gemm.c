@@ -14,15 +14,13 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-static ah_precision g_prec = AH_PREC_FP32;
-
-ah_precision ah_gemm_precision(void) {
-    return g_prec;
+const char *ah_matmul_precision_name(ah_matmul_precision p) {
+    return p == AH_MATMUL_BF16 ? "bf16" : "fp32";
 }
 
-int ah_gemm_bf16_available(char *why, size_t n) {
+int ah__gemm_bf16_available(char *why, size_t n) {
     ah_cpu_features f;
-    ah_cpu_features_detect(&f);
+    ah__cpu_features_detect(&f);
     if (!(f.os_zmm && f.avx512f && f.avx512bf16)) {
         snprintf(why, n, "this CPU has no AVX512_BF16 (cpuid), so bf16 matmuls would be emulated and slower: "
                          "use --precision fp32");
@@ -36,18 +34,18 @@ int ah_gemm_bf16_available(char *why, size_t n) {
 #endif
 }
 
-int ah_gemm_set_precision(const char *name, char *why, size_t n) {
+int ah_matmul_precision_parse(const char *name, ah_matmul_precision *out, char *why, size_t n) {
     if (!strcmp(name, "fp32")) {
-        g_prec = AH_PREC_FP32;
+        *out = AH_MATMUL_FP32;
         return 0;
     }
     if (strcmp(name, "bf16") != 0) {
         snprintf(why, n, "expected fp32 or bf16");
         return -1;
     }
-    if (!ah_gemm_bf16_available(why, n))
+    if (!ah__gemm_bf16_available(why, n))
         return -1;
-    g_prec = AH_PREC_BF16;
+    *out = AH_MATMUL_BF16;
     return 0;
 }
 
@@ -72,20 +70,20 @@ static uint16_t *scratch(int which, size_t elems) {
 static uint16_t *to_bf16(int which, const float *src, int rows, int cols, int ld) {
     uint16_t *dst = scratch(which, (size_t)rows * cols);
     if (ld == cols) {
-        ah_vec_par_to_bf16(dst, src, (size_t)rows * cols);
+        ah__vec_par_to_bf16(dst, src, (size_t)rows * cols);
     } else {
         for (int r = 0; r < rows; r++)
-            ah_vec_par_to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+            ah__vec_par_to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
     }
     return dst;
 }
 
-/* The bf16 copies of the weights (the B operands of ah_gemm_weight): one per
+/* The bf16 copies of the weights (the B operands of ah__gemm_weight): one per
  * weight region, converted on its first use after a write (the optimizer's
  * update, a load) and reused by every product until the next write, so a
  * step converts each weight once, not once per GEMM and micro-batch. The
  * buffer of a stale copy is reused for the next conversion; it is freed when
- * the weight's memory is (ah_gemm_weights_released). */
+ * the weight's memory is (ah__gemm_weights_released). */
 typedef struct {
     const float *w; /* the fp32 master: the packed region w[0 .. n) */
     size_t n;
@@ -121,14 +119,14 @@ static weight_copy *copy_of(const float *w, size_t n) {
 static const uint16_t *weight_bf16(const float *w, size_t n) {
     weight_copy *c = copy_of(w, n);
     if (!c->fresh) {
-        ah_vec_par_to_bf16(c->bf, w, n);
+        ah__vec_par_to_bf16(c->bf, w, n);
         c->fresh = 1;
     }
     return c->bf;
 }
 #endif
 
-void ah_gemm_weights_written(const void *p, size_t bytes) {
+void ah__gemm_weights_written(const void *p, size_t bytes) {
 #ifdef AUTOHET_HAVE_DNNL
     for (size_t i = 0; i < g_n_copies; i++)
         if (overlaps(&g_copies[i], p, bytes))
@@ -138,7 +136,7 @@ void ah_gemm_weights_written(const void *p, size_t bytes) {
 #endif
 }
 
-void ah_gemm_weights_released(const void *p, size_t bytes) {
+void ah__gemm_weights_released(const void *p, size_t bytes) {
 #ifdef AUTOHET_HAVE_DNNL
     for (size_t i = 0; i < g_n_copies;)
         if (overlaps(&g_copies[i], p, bytes)) {
@@ -169,7 +167,7 @@ static void desc(dnnl_memory_desc_t *md, int d0, int d1, long s0, long s1, dnnl_
     dnnl_check(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides), "memory_desc_init");
 }
 
-/* C = op(a) op(b) + beta C on bf16 operands packed as ah_gemm's A and B would be (leading
+/* C = op(a) op(b) + beta C on bf16 operands packed as ah__gemm's A and B would be (leading
  * dimension: their column count) */
 static void matmul_bf16(int ta, int tb, int M, int N, int K, const uint16_t *a, const uint16_t *b, float beta,
                         float *C, int ldc) {
@@ -222,27 +220,39 @@ static void gemm_bf16(int ta, int tb, int M, int N, int K, const float *A, int l
 }
 #endif
 
-void ah_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
-             float *C, int ldc) {
+void ah__gemm_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+               int ldb, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
-    if (g_prec == AH_PREC_BF16) {
+    if (p == AH_MATMUL_BF16) {
         gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
+#else
+    (void)p;
 #endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
                 lda, B, ldb, beta, C, ldc);
 }
 
-void ah_gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
-                    float beta, float *C, int ldc) {
+void ah__gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc) {
+    ah__gemm_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void ah__gemm_weight_p(ah_matmul_precision p, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *W, int ldw, float beta, float *C, int ldc) {
 #ifdef AUTOHET_HAVE_DNNL
     /* a packed W (no row padding) is one region: its bf16 copy serves W and W^T alike */
-    if (g_prec == AH_PREC_BF16 && ldw == (tb ? K : N)) {
+    if (p == AH_MATMUL_BF16 && ldw == (tb ? K : N)) {
         const uint16_t *a = ta ? to_bf16(0, A, K, M, lda) : to_bf16(0, A, M, K, lda);
         matmul_bf16(ta, tb, M, N, K, a, weight_bf16(W, (size_t)K * N), beta, C, ldc);
         return;
     }
 #endif
-    ah_gemm(ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    ah__gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+}
+
+void ah__gemm_weight(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *W, int ldw,
+                    float beta, float *C, int ldc) {
+    ah__gemm_weight_p(AH_MATMUL_FP32, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
 }

@@ -40,7 +40,7 @@ static int load(const ah_weights_src *src, ah_engine_model *e, head_params *hp, 
         if (src->layer(src->ctx, l, &t, &nt, err, errlen) != 0)
             return -1;
         ah_eng_layer info;
-        ah_engine_layer_describe(c, l, 1, 0, &info);
+        ah__engine_layer_describe(c, l, 1, 0, &info);
         for (int q = 0; q < info.n_tensors && rc == 0; q++) {
             char name[128];
             snprintf(name, sizeof name, "param.%s", info.t[q].name);
@@ -49,7 +49,7 @@ static int load(const ah_weights_src *src, ah_engine_model *e, head_params *hp, 
                 snprintf(err, errlen, "layer %d: no %s of %zu values", l, name, info.t[q].size);
                 rc = -1;
             } else if (l < L - 1 && info.t[q].size > 0) {
-                ah_engine_tensor_from_host(e, l, AH_STATE_PARAM, q, d);
+                ah__engine_tensor_from_host(e, l, AH_STATE_PARAM, q, d);
             } else if (l == L - 1) {
                 float **dst = !strcmp(info.t[q].name, "norm_w")   ? &hp->norm_w
                               : !strcmp(info.t[q].name, "norm_b") ? &hp->norm_b
@@ -57,7 +57,7 @@ static int load(const ah_weights_src *src, ah_engine_model *e, head_params *hp, 
                 *dst = copy_of(d, info.t[q].size);
             }
         }
-        ah_engine_layer_info_free(&info);
+        ah__engine_layer_info_free(&info);
         ah_ckpt_free(t, nt);
     }
     return rc;
@@ -69,9 +69,9 @@ static void head_logits(const ah_model_config *c, const head_params *hp, const f
     float eps = c->norm_eps > 0 ? (float)c->norm_eps : 1e-5f, m, r;
     float *nf = ah_xcalloc((size_t)C, sizeof(float));
     if (c->arch == AH_ARCH_LLAMA)
-        ah_rmsnorm_fwd_eps(nf, &r, h, hp->norm_w, 1, C, eps);
+        ah__rmsnorm_fwd_eps(nf, &r, h, hp->norm_w, 1, C, eps);
     else
-        ah_layernorm_fwd_eps(nf, &m, &r, h, hp->norm_w, hp->norm_b, 1, C, eps);
+        ah__layernorm_fwd_eps(nf, &m, &r, h, hp->norm_w, hp->norm_b, 1, C, eps);
     for (int v = 0; v < c->vocab; v++) {
         double s = 0;
         const float *w = hp->lm_head + (size_t)v * C;
@@ -144,7 +144,7 @@ static const float *kv_tensor(const kv_model *m, int l, const char *name) {
 static void kv_free(kv_model *m) {
     for (int l = 0; l < m->L; l++) {
         free(m->w[l]);
-        ah_engine_layer_info_free(&m->info[l]);
+        ah__engine_layer_info_free(&m->info[l]);
     }
     for (int b = 0; b < m->L - 2; b++) {
         free(m->k[b]);
@@ -165,7 +165,7 @@ static int kv_load(const ah_weights_src *src, int T, kv_model *m, char *err, siz
                     ah_xcalloc((size_t)L, sizeof(float *)),
                     ah_xcalloc((size_t)L, sizeof(float *))};
     for (int l = 0; l < L && rc == 0; l++) {
-        ah_engine_layer_describe(c, l, 1, 0, &m->info[l]);
+        ah__engine_layer_describe(c, l, 1, 0, &m->info[l]);
         m->w[l] = ah_xcalloc(m->info[l].n + 1, sizeof(float));
         ah_ckpt_loaded *t = NULL;
         int nt = 0;
@@ -193,7 +193,7 @@ static int kv_load(const ah_weights_src *src, int T, kv_model *m, char *err, siz
 }
 
 /* RoPE of x[n, H, D] at positions t0, t0 + 1, ...: the rotation of
- * ah_rope_fwd (kernels.c), whose positions start at 0 */
+ * ah__rope_fwd (kernels.c), whose positions start at 0 */
 static void rope_at(float *x, int n, int t0, int H, int D, float theta) {
     for (int r = 0; r < n; r++)
         for (int i = 0; i < D / 2; i++) {
@@ -261,24 +261,24 @@ static void kv_gpt_block(kv_model *m, int b, float *x, int n, int t0) {
           *g = ah_xcalloc((size_t)n * F, sizeof(float)), *mean = ah_xcalloc((size_t)n, sizeof(float)),
           *rstd = ah_xcalloc((size_t)n, sizeof(float));
     const float *w = kv_tensor(m, l, "qkv_w"), *bq = kv_tensor(m, l, "qkv_b");
-    ah_layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln1_w"), kv_tensor(m, l, "ln1_b"), n, C, eps);
-    ah_linear_fwd(q, h, w, bq, n, C, C);
-    ah_linear_fwd(k, h, w + (size_t)C * C, bq ? bq + C : NULL, n, C, C);
-    ah_linear_fwd(v, h, w + (size_t)2 * C * C, bq ? bq + 2 * C : NULL, n, C, C);
+    ah__layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln1_w"), kv_tensor(m, l, "ln1_b"), n, C, eps);
+    ah__linear_fwd(q, h, w, bq, n, C, C);
+    ah__linear_fwd(k, h, w + (size_t)C * C, bq ? bq + C : NULL, n, C, C);
+    ah__linear_fwd(v, h, w + (size_t)2 * C * C, bq ? bq + 2 * C : NULL, n, C, C);
     kv_store(m, b, k, v, n, t0);
     kv_attend(m, b, q, n, t0, ah_model_block_is_local(c, b) ? c->attn_window : 0, y);
-    ah_linear_fwd(h, y, kv_tensor(m, l, "proj_w"), NULL, n, C, C);
-    ah_add_bias_rows(h, kv_tensor(m, l, "proj_b"), n, C);
-    ah_add_inplace(x, h, (size_t)n * C);
-    ah_layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln2_w"), kv_tensor(m, l, "ln2_b"), n, C, eps);
-    ah_linear_fwd(f, h, kv_tensor(m, l, "fc_w"), kv_tensor(m, l, "fc_b"), n, C, F);
+    ah__linear_fwd(h, y, kv_tensor(m, l, "proj_w"), NULL, n, C, C);
+    ah__add_bias_rows(h, kv_tensor(m, l, "proj_b"), n, C);
+    ah__add_inplace(x, h, (size_t)n * C);
+    ah__layernorm_fwd_eps(h, mean, rstd, x, kv_tensor(m, l, "ln2_w"), kv_tensor(m, l, "ln2_b"), n, C, eps);
+    ah__linear_fwd(f, h, kv_tensor(m, l, "fc_w"), kv_tensor(m, l, "fc_b"), n, C, F);
     if (c->act == AH_ACT_RELU)
-        ah_relu_fwd(g, f, (size_t)n * F);
+        ah__relu_fwd(g, f, (size_t)n * F);
     else
-        ah_gelu_fwd(g, f, (size_t)n * F);
-    ah_linear_fwd(h, g, kv_tensor(m, l, "fcproj_w"), NULL, n, F, C);
-    ah_add_bias_rows(h, kv_tensor(m, l, "fcproj_b"), n, C);
-    ah_add_inplace(x, h, (size_t)n * C);
+        ah__gelu_fwd(g, f, (size_t)n * F);
+    ah__linear_fwd(h, g, kv_tensor(m, l, "fcproj_w"), NULL, n, F, C);
+    ah__add_bias_rows(h, kv_tensor(m, l, "fcproj_b"), n, C);
+    ah__add_inplace(x, h, (size_t)n * C);
     free(h), free(q), free(k), free(v), free(y), free(f), free(g), free(mean), free(rstd);
 }
 
@@ -293,21 +293,21 @@ static void kv_llama_block(kv_model *m, int b, float *x, int n, int t0) {
           *k = ah_xcalloc(nkv, sizeof(float)), *v = ah_xcalloc(nkv, sizeof(float)),
           *y = ah_xcalloc(nq, sizeof(float)), *gu = ah_xcalloc((size_t)2 * n * F, sizeof(float)),
           *sw = ah_xcalloc((size_t)n * F, sizeof(float)), *rstd = ah_xcalloc((size_t)n, sizeof(float));
-    ah_rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms1_w"), n, C, eps);
-    ah_linear_fwd(q, h, kv_tensor(m, l, "q_w"), kv_tensor(m, l, "q_b"), n, C, H * D);
-    ah_linear_fwd(k, h, kv_tensor(m, l, "k_w"), kv_tensor(m, l, "k_b"), n, C, m->kvw);
-    ah_linear_fwd(v, h, kv_tensor(m, l, "v_w"), kv_tensor(m, l, "v_b"), n, C, m->kvw);
+    ah__rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms1_w"), n, C, eps);
+    ah__linear_fwd(q, h, kv_tensor(m, l, "q_w"), kv_tensor(m, l, "q_b"), n, C, H * D);
+    ah__linear_fwd(k, h, kv_tensor(m, l, "k_w"), kv_tensor(m, l, "k_b"), n, C, m->kvw);
+    ah__linear_fwd(v, h, kv_tensor(m, l, "v_w"), kv_tensor(m, l, "v_b"), n, C, m->kvw);
     rope_at(q, n, t0, H, D, theta);
     rope_at(k, n, t0, Hkv, D, theta);
     kv_store(m, b, k, v, n, t0);
     kv_attend(m, b, q, n, t0, 0, y);
-    ah_linear_fwd(h, y, kv_tensor(m, l, "o_w"), NULL, n, H * D, C);
-    ah_add_inplace(x, h, (size_t)n * C);
-    ah_rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms2_w"), n, C, eps);
-    ah_linear_fwd(gu, h, kv_tensor(m, l, "gate_up_w"), NULL, n, C, 2 * F);
-    ah_swiglu_fwd(sw, gu, n, F);
-    ah_linear_fwd(h, sw, kv_tensor(m, l, "down_w"), NULL, n, F, C);
-    ah_add_inplace(x, h, (size_t)n * C);
+    ah__linear_fwd(h, y, kv_tensor(m, l, "o_w"), NULL, n, H * D, C);
+    ah__add_inplace(x, h, (size_t)n * C);
+    ah__rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms2_w"), n, C, eps);
+    ah__linear_fwd(gu, h, kv_tensor(m, l, "gate_up_w"), NULL, n, C, 2 * F);
+    ah__swiglu_fwd(sw, gu, n, F);
+    ah__linear_fwd(h, sw, kv_tensor(m, l, "down_w"), NULL, n, F, C);
+    ah__add_inplace(x, h, (size_t)n * C);
     free(h), free(q), free(k), free(v), free(y), free(gu), free(sw), free(rstd);
 }
 
@@ -356,7 +356,7 @@ static int generate_cached(const ah_weights_src *src, int n_prompt, const ah_gen
 
 static int check(const ah_model_config *c, const int *prompt, int n_prompt, const ah_gen_config *g, char *err,
                  size_t errlen) {
-    if (ah_hf_supported(c, err, errlen) != 0)
+    if (ah__hf_supported(c, err, errlen) != 0)
         return -1;
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= c->vocab) {
@@ -385,25 +385,25 @@ int ah_generate(const ah_weights_src *src, const int *prompt, int n_prompt, cons
         return generate_cached(src, n_prompt, g, out, err, errlen);
     int T = n_prompt + g->max_new - 1, L = ah_model_num_layers(c), C = c->hidden;
     ah_engine_model e;
-    if (ah_engine_model_init(&e, c, T, 1, 0, L - 1, 1, 0, 0, 0, err, errlen) != 0)
+    if (ah__engine_model_init(&e, c, T, 1, 0, L - 1, 1, 0, 0, 0, err, errlen) != 0)
         return -1;
     head_params hp = {0};
     int rc = load(src, &e, &hp, err, errlen);
     int *tok = ah_xcalloc((size_t)T, sizeof(int));
     float *hid = ah_xcalloc((size_t)T * C, sizeof(float)), *logits = ah_xcalloc((size_t)c->vocab, sizeof(float));
     ah_eng_acts *acts = ah_xcalloc((size_t)L, sizeof *acts);
-    ah_dptr hbuf = ah_be_alloc(e.be, (size_t)T * C);
+    ah_dptr hbuf = ah__be_alloc(e.be, (size_t)T * C);
     /* causal attention: the zeros after position cur - 1 do not change its state */
     for (int cur = n_prompt; rc == 0 && cur < n_prompt + g->max_new; cur++) {
         double loss = 0;
         memcpy(tok, out, sizeof(int) * (size_t)cur);
-        ah_engine_forward(&e, tok, ah_dptr_null(), NULL, hbuf, &loss, acts);
-        ah_engine_acts_free(&e, acts);
-        ah_be_to_host(e.be, hid, hbuf, (size_t)T * C);
+        ah__engine_forward(&e, tok, ah__dptr_null(), NULL, hbuf, &loss, acts);
+        ah__engine_acts_free(&e, acts);
+        ah__be_to_host(e.be, hid, hbuf, (size_t)T * C);
         head_logits(c, &hp, hid + (size_t)(cur - 1) * C, logits);
         out[cur] = pick(logits, c->vocab, g, cur);
     }
-    ah_be_free(e.be, hbuf);
+    ah__be_free(e.be, hbuf);
     free(acts);
     free(logits);
     free(hid);
@@ -411,6 +411,6 @@ int ah_generate(const ah_weights_src *src, const int *prompt, int n_prompt, cons
     free(hp.norm_w);
     free(hp.norm_b);
     free(hp.lm_head);
-    ah_engine_model_free(&e);
+    ah__engine_model_free(&e);
     return rc;
 }

@@ -79,12 +79,12 @@ static void add_tensor(hf_tensors *o, const ah_hf_part *p, float *data) {
 static int layer_tensors(const ah_model_config *cfg, int l, const ah_ckpt_loaded *t, int nt, hf_tensors *o,
                          char *err, size_t errlen) {
     ah_eng_layer L;
-    ah_engine_layer_describe(cfg, l, 1, 0, &L);
+    ah__engine_layer_describe(cfg, l, 1, 0, &L);
     int rc = 0;
     for (int q = 0; q < L.n_tensors && rc == 0; q++) {
         const ah_tensor_info *ti = &L.t[q];
         ah_hf_map m;
-        ah_hf_map_tensor(cfg, l, ti, 0, &m);
+        ah__hf_map_tensor(cfg, l, ti, 0, &m);
         char name[128];
         snprintf(name, sizeof name, "param.%s", ti->name);
         const ah_ckpt_loaded *src = NULL;
@@ -98,17 +98,17 @@ static int layer_tensors(const ah_model_config *cfg, int l, const ah_ckpt_loaded
         }
         for (int i = 0; i < m.n && rc == 0; i++) {
             float *hf = ah_xcalloc(m.p[i].count + 1, sizeof(float));
-            ah_hf_part_from_engine(&m.p[i], ti->gcols, src->data, hf);
+            ah__hf_part_from_engine(&m.p[i], ti->gcols, src->data, hf);
             add_tensor(o, &m.p[i], hf);
         }
     }
-    ah_engine_layer_info_free(&L);
+    ah__engine_layer_info_free(&L);
     return rc;
 }
 
 int ah_hf_export(const ah_weights_src *src, const char *out_dir, char *err, size_t errlen) {
     const ah_model_config *cfg = &src->cfg;
-    if (ah_hf_supported(cfg, err, errlen) != 0)
+    if (ah__hf_supported(cfg, err, errlen) != 0)
         return -1;
     hf_tensors o = {0};
     int rc = 0;

@@ -76,7 +76,7 @@ static void llama_block(const ah_model_config *c, const ah_tensor_info *ti, int 
         }
 }
 
-void ah_hf_map_tensor(const ah_model_config *cfg, int l, const ah_tensor_info *ti, int tied_from_embedding,
+void ah__hf_map_tensor(const ah_model_config *cfg, int l, const ah_tensor_info *ti, int tied_from_embedding,
                       ah_hf_map *m) {
     memset(m, 0, sizeof *m);
     if ((size_t)ti->grows * ti->gcols == 0)
@@ -133,10 +133,10 @@ static void convert(const ah_hf_part *p, int gcols, const float *hf, float *eng,
     }
 }
 
-void ah_hf_part_to_engine(const ah_hf_part *p, int gcols, const float *hf, float *eng) {
+void ah__hf_part_to_engine(const ah_hf_part *p, int gcols, const float *hf, float *eng) {
     convert(p, gcols, hf, eng, 1);
 }
 
-void ah_hf_part_from_engine(const ah_hf_part *p, int gcols, const float *eng, float *hf) {
+void ah__hf_part_from_engine(const ah_hf_part *p, int gcols, const float *eng, float *hf) {
     convert(p, gcols, hf, (float *)eng, 0);
 }

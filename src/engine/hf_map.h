@@ -32,13 +32,13 @@ typedef struct {
 
 /* The HF tensors of engine tensor ti (full layout) of layer l. A tied head's
  * lm_head maps to the embedding when tied_from_embedding (reading); on export
- * it is left out (n = 0). cfg must pass ah_hf_supported. */
-void ah_hf_map_tensor(const ah_model_config *cfg, int l, const ah_tensor_info *ti, int tied_from_embedding,
+ * it is left out (n = 0). cfg must pass ah__hf_supported. */
+void ah__hf_map_tensor(const ah_model_config *cfg, int l, const ah_tensor_info *ti, int tied_from_embedding,
                       ah_hf_map *m);
 /* One HF tensor's values (p->count) into the engine tensor's elements
  * [p->first, p->first + p->count) of eng (the tensor's full values), and back. */
-void ah_hf_part_to_engine(const ah_hf_part *p, int gcols, const float *hf, float *eng);
-void ah_hf_part_from_engine(const ah_hf_part *p, int gcols, const float *eng, float *hf);
+void ah__hf_part_to_engine(const ah_hf_part *p, int gcols, const float *hf, float *eng);
+void ah__hf_part_from_engine(const ah_hf_part *p, int gcols, const float *eng, float *hf);
 /* GPT-2 files are written with this prefix on every tensor but lm_head;
  * readers accept names with or without it (the hub's gpt2 has none). */
 #define AH_HF_GPT2_PREFIX "transformer."

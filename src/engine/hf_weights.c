@@ -14,7 +14,7 @@
 #include "util/errors.h"
 #include "util/json_file.h"
 
-int ah_hf_supported(const ah_model_config *c, char *err, size_t errlen) {
+int ah__hf_supported(const ah_model_config *c, char *err, size_t errlen) {
     const char *why = NULL;
     if (c->arch == AH_ARCH_BERT)
         why = "BERT is not a decoder-only model";
@@ -34,7 +34,7 @@ int ah_hf_supported(const ah_model_config *c, char *err, size_t errlen) {
 
 void ah_hf_close(ah_hf_dir *h) {
     for (int i = 0; i < h->n_files; i++)
-        ah_st_close(&h->files[i]);
+        ah__st_close(&h->files[i]);
     free(h->files);
     memset(h, 0, sizeof *h);
 }
@@ -49,7 +49,7 @@ static const ah_st_tensor *find_tensor(const ah_hf_dir *h, const char *name, con
         if (pass == 1)
             n = name + pl;
         for (int i = 0; i < h->n_files; i++) {
-            const ah_st_tensor *t = ah_st_find(&h->files[i], n);
+            const ah_st_tensor *t = ah__st_find(&h->files[i], n);
             if (t) {
                 *file = &h->files[i];
                 return t;
@@ -63,7 +63,7 @@ static int open_file(ah_hf_dir *h, const char *name, char *err, size_t errlen) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", h->dir, name);
     h->files = ah_xrealloc(h->files, sizeof *h->files * (size_t)(h->n_files + 1));
-    if (ah_st_open(path, &h->files[h->n_files], err, errlen) != 0)
+    if (ah__st_open(path, &h->files[h->n_files], err, errlen) != 0)
         return -1;
     h->n_files++;
     return 0;
@@ -94,7 +94,7 @@ static int open_index(ah_hf_dir *h, const char *ipath, char *err, size_t errlen)
             k++;
         if (k == h->n_files && open_file(h, f, err, errlen) != 0)
             rc = -1;
-        else if (!ah_st_find(&h->files[k], it->string)) {
+        else if (!ah__st_find(&h->files[k], it->string)) {
             snprintf(err, errlen, "%s: weight_map '%.100s': not in %s", ipath, it->string, f);
             rc = -1;
         }
@@ -114,7 +114,7 @@ int ah_hf_open(const char *dir, ah_hf_dir *h, char *err, size_t errlen) {
     snprintf(h->dir, sizeof h->dir, "%s", dir);
     char path[2048];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (ah_model_load_json(path, &h->cfg, err, errlen) != 0 || ah_hf_supported(&h->cfg, err, errlen) != 0)
+    if (ah_model_load_json(path, &h->cfg, err, errlen) != 0 || ah__hf_supported(&h->cfg, err, errlen) != 0)
         return -1;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     int rc = stat(path, &sb) == 0 ? open_index(h, path, err, errlen) : open_file(h, "model.safetensors", err, errlen);
@@ -132,29 +132,29 @@ static int read_part(const ah_hf_dir *h, const ah_hf_part *p, int gcols, float *
         snprintf(err, errlen, "%s: no tensor '%s' in its safetensors file(s)", h->dir, p->name);
         return -1;
     }
-    ah_st_shape_text(p->shape, p->ndim, want, sizeof want);
-    ah_st_shape_text(t->shape, t->ndim, got, sizeof got);
+    ah__st_shape_text(p->shape, p->ndim, want, sizeof want);
+    ah__st_shape_text(t->shape, t->ndim, got, sizeof got);
     if (strcmp(want, got)) {
         snprintf(err, errlen, "%s: tensor '%s': shape %s, the model needs %s", f->path, t->name, got, want);
         return -1;
     }
     float *tmp = ah_xcalloc(t->n + 1, sizeof(float));
-    ah_st_read_f32(f, t, tmp);
-    ah_hf_part_to_engine(p, gcols, tmp, full);
+    ah__st_read_f32(f, t, tmp);
+    ah__hf_part_to_engine(p, gcols, tmp, full);
     free(tmp);
     return 0;
 }
 
-int ah_hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
+int ah__hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
                      char *err, size_t errlen) {
     ah_eng_layer L;
-    ah_engine_layer_describe(cfg, l, 1, 0, &L);
+    ah__engine_layer_describe(cfg, l, 1, 0, &L);
     ah_ckpt_loaded *t = ah_xcalloc((size_t)L.n_tensors + 1, sizeof *t);
     int k = 0, rc = 0;
     for (int q = 0; q < L.n_tensors && rc == 0; q++) {
         const ah_tensor_info *ti = &L.t[q];
         ah_hf_map m;
-        ah_hf_map_tensor(cfg, l, ti, 1, &m);
+        ah__hf_map_tensor(cfg, l, ti, 1, &m);
         if (m.n == 0)
             continue;
         size_t full = (size_t)ti->grows * ti->gcols;
@@ -165,7 +165,7 @@ int ah_hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_c
         for (int i = 0; i < m.n && rc == 0; i++)
             rc = read_part(h, &m.p[i], ti->gcols, o->data, err, errlen);
     }
-    ah_engine_layer_info_free(&L);
+    ah__engine_layer_info_free(&L);
     if (rc != 0) {
         ah_ckpt_free(t, k);
         return -1;
@@ -176,7 +176,7 @@ int ah_hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_c
 
 static int hf_src_layer(void *ctx, int l, ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
     const ah_hf_src_ctx *c = ctx;
-    return ah_hf_read_layer(c->h, &c->cfg, l, out, n, err, errlen);
+    return ah__hf_read_layer(c->h, &c->cfg, l, out, n, err, errlen);
 }
 
 void ah_hf_source(ah_hf_src_ctx *ctx, const ah_hf_dir *h, const ah_model_config *cfg, ah_weights_src *src) {

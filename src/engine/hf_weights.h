@@ -6,34 +6,22 @@
  * The engine's tensors of a layer, in the full (TP=1) layout of
  * engine/model.h, are named "param.<tensor>" (as in a layer checkpoint), so a
  * layer read from a HF directory is a TP=1 checkpoint shard of it: the one
- * owner of TP slicing, ah_reshard_from_shards, cuts each rank's shard out. */
+ * owner of TP slicing, ah__reshard_from_shards, cuts each rank's shard out. */
 #ifndef AUTOHET_ENGINE_HF_WEIGHTS_H
 #define AUTOHET_ENGINE_HF_WEIGHTS_H
 #include <stddef.h>
 
 #include "autohet/ckpt.h"
+#include "autohet/engine.h"
 #include "autohet/model.h"
 #include "engine/safetensors.h"
 
 /* Whether the HF mapping covers cfg (GPT-2 blocks: learned positions, pre-LN,
  * gelu_new or relu, q/k/v biases; LLaMA blocks, Qwen2's q/k/v biases): 0, or
  * -1 with err naming what it lacks (OPT, GPT-Neo, ...). */
-int ah_hf_supported(const ah_model_config *cfg, char *err, size_t errlen);
+int ah__hf_supported(const ah_model_config *cfg, char *err, size_t errlen);
 
-/* An opened HF model directory: its config and safetensors files. */
-typedef struct {
-    char dir[1024];
-    ah_model_config cfg; /* config.json */
-    ah_st_file *files;
-    int n_files;
-} ah_hf_dir;
-
-/* Opens DIR/config.json and DIR/model.safetensors, or the files that
- * DIR/model.safetensors.index.json's weight_map names (plain file names in
- * DIR; every tensor it lists must be in its file). 0, or -1 with one line
- * naming the file and the field. */
-int ah_hf_open(const char *dir, ah_hf_dir *h, char *err, size_t errlen);
-void ah_hf_close(ah_hf_dir *h);
+/* ah_hf_dir, ah_hf_open, ah_hf_close: autohet/engine.h */
 
 /* Layer l of cfg (the run's model: its vocabulary may be the data's) from the
  * HF tensors, as the full engine tensors "param.<name>" (free with
@@ -41,26 +29,9 @@ void ah_hf_close(ah_hf_dir *h);
  * rows permuted from HF's rotate-half layout to the engine's interleaved RoPE
  * pairs, gate/up concatenated, a tied head taken from the embedding. 0, or -1
  * with err naming the tensor (missing, or its shape and the expected one). */
-int ah_hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
+int ah__hf_read_layer(const ah_hf_dir *h, const ah_model_config *cfg, int l, ah_ckpt_loaded **out, int *n,
                      char *err, size_t errlen);
 
-/* Where full-layer parameters come from (a HF directory, a layer checkpoint):
- * layer() gives layer l's "param.<name>" tensors in the full layout. */
-typedef struct {
-    ah_model_config cfg;
-    int (*layer)(void *ctx, int l, ah_ckpt_loaded **out, int *n, char *err, size_t errlen);
-    void *ctx;
-} ah_weights_src;
-/* a source over an opened HF directory for the model cfg */
-typedef struct {
-    const ah_hf_dir *h;
-    ah_model_config cfg;
-} ah_hf_src_ctx;
-void ah_hf_source(ah_hf_src_ctx *ctx, const ah_hf_dir *h, const ah_model_config *cfg, ah_weights_src *src);
-
-/* Writes OUT/config.json and OUT/model.safetensors (F32, HF names; no lm_head
- * when the embeddings are tied, as save_pretrained) from every layer of src.
- * OUT must exist. 0, or -1 with err. */
-int ah_hf_export(const ah_weights_src *src, const char *out_dir, char *err, size_t errlen);
+/* ah_weights_src, ah_hf_source, ah_hf_export: autohet/engine.h */
 
 #endif

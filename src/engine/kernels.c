@@ -60,10 +60,17 @@ static void colsum_acc(float *dst, const float *src, int N, int C) {
 
 /* ------------------------------------------------------------ linear */
 
-typedef void (*gemm_fn)(int, int, int, int, int, const float *, int, const float *, int, float, float *, int);
+/* w's products in precision p: ah__gemm_p, or for an engine weight (weight = 1) ah__gemm_weight_p (its
+ * cached bf16 copy) */
+static void wgemm(ah_matmul_precision p, int weight, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                  const float *W, int ldw, float beta, float *C, int ldc) {
+    if (weight)
+        ah__gemm_weight_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+    else
+        ah__gemm_p(p, ta, tb, M, N, K, A, lda, W, ldw, beta, C, ldc);
+}
 
-/* w's products through wgemm: ah_gemm, or ah_gemm_weight for an engine weight (its cached bf16 copy) */
-static void linear_fwd(gemm_fn wgemm, float *out, const float *inp, const float *w, const float *bias, int N, int K,
+static void linear_fwd(ah_matmul_precision p, int weight, float *out, const float *inp, const float *w, const float *bias, int N, int K,
                        int M) {
     if (N <= 0 || M <= 0)
         return;
@@ -77,42 +84,43 @@ static void linear_fwd(gemm_fn wgemm, float *out, const float *inp, const float 
             memset(out, 0, (size_t)N * M * sizeof(float));
         return;
     }
-    wgemm(0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
+    wgemm(p, weight, 0, 1, N, M, K, inp, K, w, K, bias ? 1.0f : 0.0f, out, M);
 }
 
-static void linear_bwd(gemm_fn wgemm, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+static void linear_bwd(ah_matmul_precision p, int weight, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                        const float *w, int N, int K, int M) {
     if (N <= 0 || M <= 0)
         return;
     if (K > 0 && dinp != NULL) /* dinp[N,K] += dout[N,M] w[M,K] */
-        wgemm(0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
+        wgemm(p, weight, 0, 0, N, K, M, dout, M, w, K, 1.0f, dinp, K);
     if (K > 0 && dw != NULL) /* dw[M,K] += dout^T[M,N] inp[N,K] */
-        ah_gemm(1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
+        ah__gemm_p(p, 1, 0, M, K, N, dout, M, inp, K, 1.0f, dw, K);
     if (dbias != NULL)
         colsum_acc(dbias, dout, N, M);
 }
 
-void ah_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
-    linear_fwd(ah_gemm, out, inp, w, bias, N, K, M);
+void ah__linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
+    linear_fwd(AH_MATMUL_FP32, 0, out, inp, w, bias, N, K, M);
 }
 
-void ah_linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+void ah__linear_bwd(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                    int N, int K, int M) {
-    linear_bwd(ah_gemm, dinp, dw, dbias, dout, inp, w, N, K, M);
+    linear_bwd(AH_MATMUL_FP32, 0, dinp, dw, dbias, dout, inp, w, N, K, M);
 }
 
-void ah_linear_fwd_weight(float *out, const float *inp, const float *w, const float *bias, int N, int K, int M) {
-    linear_fwd(ah_gemm_weight, out, inp, w, bias, N, K, M);
+void ah__linear_fwd_weight(ah_matmul_precision p, float *out, const float *inp, const float *w, const float *bias, int N,
+                          int K, int M) {
+    linear_fwd(p, 1, out, inp, w, bias, N, K, M);
 }
 
-void ah_linear_bwd_weight(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+void ah__linear_bwd_weight(ah_matmul_precision p, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                           const float *w, int N, int K, int M) {
-    linear_bwd(ah_gemm_weight, dinp, dw, dbias, dout, inp, w, N, K, M);
+    linear_bwd(p, 1, dinp, dw, dbias, dout, inp, w, N, K, M);
 }
 
 /* ------------------------------------------------------------ embedding */
 
-void ah_embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C) {
+void ah__embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * C;
@@ -127,7 +135,7 @@ void ah_embedding_fwd(float *out, const int *tok, const float *wte, const float 
     }
 }
 
-void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C) {
+void ah__embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C) {
     if (dwte != NULL) {
         /* Rows of dwte are hit by repeated tokens: each thread owns a block of
          * columns and adds the rows in token order. */
@@ -159,12 +167,12 @@ void ah_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *to
 
 /* ------------------------------------------------------------ normalisation */
 
-void ah_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+void ah__layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
                       int N, int C) {
-    ah_layernorm_fwd_eps(out, mean, rstd, inp, w, b, N, C, AH_NORM_EPS);
+    ah__layernorm_fwd_eps(out, mean, rstd, inp, w, b, N, C, AH_NORM_EPS);
 }
 
-void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void ah__layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp, const float *w,
                           const float *b, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -190,7 +198,7 @@ void ah_layernorm_fwd_eps(float *out, float *mean, float *rstd, const float *inp
     }
 }
 
-void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+void ah__layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                       const float *mean, const float *rstd, int N, int C) {
     if (dinp != NULL) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
@@ -235,11 +243,11 @@ void ah_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, cons
     }
 }
 
-void ah_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
-    ah_rmsnorm_fwd_eps(out, rstd, inp, w, N, C, AH_NORM_EPS);
+void ah__rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C) {
+    ah__rmsnorm_fwd_eps(out, rstd, inp, w, N, C, AH_NORM_EPS);
 }
 
-void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
+void ah__rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps) {
 #pragma omp parallel for schedule(static) if ((long)N * C >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -254,7 +262,7 @@ void ah_rmsnorm_fwd_eps(float *out, float *rstd, const float *inp, const float *
     }
 }
 
-void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+void ah__rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int N, int C) {
     /* out_c = w_c x_c r, r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / C:
      * dx_j = r (g_j w_j - x_j r^2 mean_c(g_c w_c x_c)). */
@@ -294,37 +302,37 @@ void ah_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 
 #define AH_GELU_CHUNK 4096
 
-void ah_gelu_fwd(float *out, const float *inp, size_t n) {
+void ah__gelu_fwd(float *out, const float *inp, size_t n) {
     long chunks = (long)((n + AH_GELU_CHUNK - 1) / AH_GELU_CHUNK);
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        ah_vec_gelu_fwd(out + off, inp + off, len);
+        ah__vec_gelu_fwd(out + off, inp + off, len);
     }
 }
 
-void ah_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+void ah__gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     long chunks = (long)((n + AH_GELU_CHUNK - 1) / AH_GELU_CHUNK);
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_GELU_CHUNK, len = n - off < AH_GELU_CHUNK ? n - off : AH_GELU_CHUNK;
-        ah_vec_gelu_bwd(dinp + off, dout + off, inp + off, len);
+        ah__vec_gelu_bwd(dinp + off, dout + off, inp + off, len);
     }
 }
 
-void ah_relu_fwd(float *out, const float *inp, size_t n) {
+void ah__relu_fwd(float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
-void ah_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+void ah__relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static) if (n >= (size_t)AH_PAR_MIN)
     for (size_t i = 0; i < n; i++)
         dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
 }
 
-void ah_swiglu_fwd(float *out, const float *inp, int N, int F) {
+void ah__swiglu_fwd(float *out, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
@@ -337,7 +345,7 @@ void ah_swiglu_fwd(float *out, const float *inp, int N, int F) {
     }
 }
 
-void ah_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F) {
+void ah__swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F) {
 #pragma omp parallel for schedule(static) if ((long)N * F >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *gate = inp + (size_t)n * 2 * F, *up = gate + F;
@@ -386,25 +394,25 @@ static void rope_apply(float *x, int N, int T, int H, int D, float theta, int si
     free(tab);
 }
 
-void ah_rope_fwd(float *x, int N, int T, int H, int D, float theta) {
+void ah__rope_fwd(float *x, int N, int T, int H, int D, float theta) {
     rope_apply(x, N, T, H, D, theta, 1);
 }
 
-void ah_rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
+void ah__rope_bwd(float *dx, int N, int T, int H, int D, float theta) {
     rope_apply(dx, N, T, H, D, theta, -1);
 }
 
 /* ------------------------------------------------------------ loss */
 
-double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
+double ah__crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets, int N,
                            int V, int Vp) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * Vp;
         float *p = probs + (size_t)n * Vp;
-        float mx = ah_vec_max(l, (size_t)V);
-        double sum = ah_vec_exp_shift_sum(p, l, mx, (size_t)V);
-        ah_vec_scale(p, (float)(1.0 / sum), (size_t)V);
+        float mx = ah__vec_max(l, (size_t)V);
+        double sum = ah__vec_exp_shift_sum(p, l, mx, (size_t)V);
+        ah__vec_scale(p, (float)(1.0 / sum), (size_t)V);
         for (int i = V; i < Vp; i++)
             p[i] = 0.0f; /* padding columns: masked out of the softmax */
         /* -log softmax[target] = log(sum) - (l[target] - max) */
@@ -416,36 +424,36 @@ double ah_crossentropy_fwd(float *losses, float *probs, const float *logits, con
     return total;
 }
 
-void ah_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, int Vp,
+void ah__crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V, int Vp,
                          float scale) {
 #pragma omp parallel for schedule(static) if ((long)N * V >= AH_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vp;
         float *d = dlogits + (size_t)n * Vp; /* padding columns [V, Vp) get no gradient */
-        ah_vec_softmax_grad(d, p, (size_t)targets[n], scale, (size_t)V);
+        ah__vec_softmax_grad(d, p, (size_t)targets[n], scale, (size_t)V);
     }
 }
 
 /* ------------------------------------------------------------ elementwise */
 
-void ah_add_bias_rows(float *x, const float *b, int N, int C) {
+void ah__add_bias_rows(float *x, const float *b, int N, int C) {
 #pragma omp parallel for
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++)
             x[(size_t)n * C + c] += b[c];
 }
 
-void ah_bias_grad_acc(float *db, const float *d, int N, int C) {
+void ah__bias_grad_acc(float *db, const float *d, int N, int C) {
     colsum_acc(db, d, N, C);
 }
 
-void ah_add_inplace(float *y, const float *x, size_t n) {
+void ah__add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN * 4)
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
 }
 
-void ah_scale_inplace(float *y, float a, size_t n) {
+void ah__scale_inplace(float *y, float a, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= (size_t)AH_PAR_MIN * 4)
     for (size_t i = 0; i < n; i++)
         y[i] *= a;

@@ -26,7 +26,7 @@ static inline float clampf(float x, float lo, float hi) {
  * flags, and with a lower clamp of -110 whose far tail underflows to 0. */
 static inline float exp_poly(float x) {
     int32_t ii;
-    float y = ah_exp_poly_core(clampf(x, -110.0f, AH_EXP_HI), &ii);
+    float y = ah__exp_poly_core(clampf(x, -110.0f, AH_EXP_HI), &ii);
     /* y 2^ii as y 2^h 2^(ii-h): exact while normal, and below e^-87 it underflows through the
      * subnormals to 0 (a softmax's far tail) with no select that would keep the loop scalar */
     int32_t h = ii >> 1;
@@ -41,7 +41,7 @@ static inline float exp_poly(float x) {
 
 /* GELU (tanh form) through the identity 0.5 x (1 + tanh(u)) = x * sigmoid(2u),
  * which has no cancellation for negative x. */
-AH_VEC_CLONES void ah_vec_gelu_fwd(float *restrict out, const float *restrict inp, size_t n) {
+AH_VEC_CLONES void ah__vec_gelu_fwd(float *restrict out, const float *restrict inp, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = AH_GELU_S * (x + AH_GELU_C * x * x * x);
@@ -49,7 +49,7 @@ AH_VEC_CLONES void ah_vec_gelu_fwd(float *restrict out, const float *restrict in
     }
 }
 
-AH_VEC_CLONES void ah_vec_gelu_bwd(float *restrict dinp, const float *restrict dout, const float *restrict inp,
+AH_VEC_CLONES void ah__vec_gelu_bwd(float *restrict dinp, const float *restrict dout, const float *restrict inp,
                                    size_t n) {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -64,7 +64,7 @@ AH_VEC_CLONES void ah_vec_gelu_bwd(float *restrict dinp, const float *restrict d
 }
 
 
-AH_VEC_CLONES void ah_vec_to_bf16(unsigned short *restrict dst, const float *restrict x, size_t n) {
+AH_VEC_CLONES void ah__vec_to_bf16(unsigned short *restrict dst, const float *restrict x, size_t n) {
     for (size_t i = 0; i < n; i++) {
         union {
             float f;
@@ -76,25 +76,25 @@ AH_VEC_CLONES void ah_vec_to_bf16(unsigned short *restrict dst, const float *res
 
 #define AH_BF16_CHUNK 32768
 
-void ah_vec_par_to_bf16(unsigned short *dst, const float *x, size_t n) {
+void ah__vec_par_to_bf16(unsigned short *dst, const float *x, size_t n) {
     long chunks = (long)((n + AH_BF16_CHUNK - 1) / AH_BF16_CHUNK);
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (long c = 0; c < chunks; c++) {
         size_t off = (size_t)c * AH_BF16_CHUNK, len = n - off < AH_BF16_CHUNK ? n - off : AH_BF16_CHUNK;
-        ah_vec_to_bf16(dst + off, x + off, len);
+        ah__vec_to_bf16(dst + off, x + off, len);
     }
 }
 
 /* ---- the softmax of the loss over one row of logits ---- */
 
-AH_VEC_CLONES float ah_vec_max(const float *x, size_t n) {
+AH_VEC_CLONES float ah__vec_max(const float *x, size_t n) {
     float m = x[0];
     for (size_t i = 1; i < n; i++)
         m = x[i] > m ? x[i] : m;
     return m;
 }
 
-AH_VEC_CLONES double ah_vec_exp_shift_sum(float *restrict out, const float *restrict x, float shift, size_t n) {
+AH_VEC_CLONES double ah__vec_exp_shift_sum(float *restrict out, const float *restrict x, float shift, size_t n) {
     for (size_t i = 0; i < n; i++)
         out[i] = exp_poly(x[i] - shift);
     /* eight double partial sums in a fixed pattern (vectorisable without reassociation), then in order */
@@ -111,12 +111,12 @@ AH_VEC_CLONES double ah_vec_exp_shift_sum(float *restrict out, const float *rest
     return s;
 }
 
-AH_VEC_CLONES void ah_vec_scale(float *restrict x, float a, size_t n) {
+AH_VEC_CLONES void ah__vec_scale(float *restrict x, float a, size_t n) {
     for (size_t i = 0; i < n; i++)
         x[i] *= a;
 }
 
-AH_VEC_CLONES void ah_vec_softmax_grad(float *restrict d, const float *restrict p, size_t tgt, float scale, size_t n) {
+AH_VEC_CLONES void ah__vec_softmax_grad(float *restrict d, const float *restrict p, size_t tgt, float scale, size_t n) {
     for (size_t i = 0; i < n; i++)
         d[i] += (p[i] - (i == tgt ? 1.0f : 0.0f)) * scale;
 }

@@ -59,7 +59,7 @@ static double k_now(void) {
 
 /* An op of the model's backend: BK(e, linear_fwd, out, ...). */
 #define BK(e, op, ...) (e)->be->op((e)->be->ctx, __VA_ARGS__)
-#define NOBUF ah_dptr_null()
+#define NOBUF ah__dptr_null()
 
 /* ---- deterministic initialisation ------------------------------------------ */
 
@@ -108,10 +108,10 @@ static void add_tensor(layout *lo, const char *name, int lrows, int lcols, int g
 }
 
 static ah_dptr P(const ah_eng_layer *L, int i) {
-    return ah_dptr_at(L->param, L->t[i].offset);
+    return ah__dptr_at(L->param, L->t[i].offset);
 }
 static ah_dptr G(const ah_eng_layer *L, int i) {
-    return ah_dptr_at(L->grad, L->t[i].offset);
+    return ah__dptr_at(L->grad, L->t[i].offset);
 }
 
 /* Tensor indices per layer kind. */
@@ -216,13 +216,13 @@ static void describe_layer(const ah_engine_model *e, ah_eng_layer *L, int l) {
     free(rows);
 }
 
-void ah_engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out) {
+void ah__engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out) {
     ah_engine_model e = {.cfg = *cfg, .tp = tp, .tp_rank = tp_rank};
     memset(out, 0, sizeof *out);
     describe_layer(&e, out, l);
 }
 
-void ah_engine_layer_info_free(ah_eng_layer *L) {
+void ah__engine_layer_info_free(ah_eng_layer *L) {
     for (int k = 0; k < L->n_tensors; k++)
         free(L->t[k].row_of);
     memset(L, 0, sizeof *L);
@@ -259,7 +259,7 @@ static size_t local_offset(const ah_tensor_info *mine, const int *inv, size_t g)
     return mine->offset + (size_t)r * mine->lcols + c;
 }
 
-int ah_engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out) {
+int ah__engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out) {
     run_list l = {0};
     for (int i = 0; i < part->n_tensors; i++) {
         const ah_tensor_info *p = &part->t[i], *m = &mine->t[i];
@@ -273,14 +273,14 @@ int ah_engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_
             inv[m->row_of[k]] = k;
         for (int r = 0; r < p->lrows; r++)
             for (int c = 0; c < p->lcols; c++)
-                run_add(&l, local_offset(m, inv, ah_tensor_global_index(p, r, c)), 1);
+                run_add(&l, local_offset(m, inv, ah__tensor_global_index(p, r, c)), 1);
         free(inv);
     }
     *out = l.r;
     return l.n;
 }
 
-int ah_engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out) {
+int ah__engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out) {
     run_list l = {0};
     for (int i = 0; i < mine->n_tensors; i++)
         if (mine->t[i].replicated && mine->t[i].size > 0)
@@ -290,7 +290,7 @@ int ah_engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out) {
 }
 
 /* Global (row, col) of local element (r, c) of tensor ti. */
-size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c) {
+size_t ah__tensor_global_index(const ah_tensor_info *ti, int r, int c) {
     if (ti->col0 == -1) /* qkv bias: a single row with a column map */
         return (size_t)ti->row_of[c];
     return (size_t)ti->row_of[r] * (size_t)ti->gcols + (size_t)(ti->col0 + c);
@@ -298,10 +298,10 @@ size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c) {
 
 static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t seed, int init) {
     describe_layer(e, L, l);
-    L->param = ah_be_alloc(e->be, L->n);
-    L->grad = ah_be_alloc(e->be, L->n);
-    L->m = ah_be_alloc(e->be, L->n);
-    L->v = ah_be_alloc(e->be, L->n);
+    L->param = ah__be_alloc(e->be, L->n);
+    L->grad = ah__be_alloc(e->be, L->n);
+    L->m = ah__be_alloc(e->be, L->n);
+    L->v = ah__be_alloc(e->be, L->n);
     if (!init)
         return;
     float *host = xcalloc(L->n + 1, sizeof(float)); /* computed here, then uploaded */
@@ -333,29 +333,29 @@ static void build_layer(ah_engine_model *e, ah_eng_layer *L, int l, uint64_t see
         for (int r = 0; r < ti->lrows; r++)
             for (int c = 0; c < ti->lcols; c++)
                 dst[(size_t)r * ti->lcols + c] =
-                    normal_from(base ^ ah_hash64(ah_tensor_global_index(ti, r, c)), sd);
+                    normal_from(base ^ ah_hash64(ah__tensor_global_index(ti, r, c)), sd);
     }
-    ah_be_to_device(e->be, L->param, host, L->n);
+    ah__be_to_device(e->be, L->param, host, L->n);
     free(host);
 }
 
-size_t ah_engine_layer_full_size(const ah_engine_model *e, int l) {
+size_t ah__engine_layer_full_size(const ah_engine_model *e, int l) {
     const ah_eng_layer *L = &e->layers[l - e->first];
     const ah_tensor_info *ti = &L->t[L->n_tensors - 1];
     return ti->goffset + (size_t)ti->grows * ti->gcols;
 }
 
-void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full) {
+void ah__engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full) {
     const ah_eng_layer *L = &e->layers[l - e->first];
     float *src = xcalloc(L->n + 1, sizeof(float));
-    ah_engine_layer_to_host(e, l, which ? AH_STATE_GRAD : AH_STATE_PARAM, src);
+    ah__engine_layer_to_host(e, l, which ? AH_STATE_GRAD : AH_STATE_PARAM, src);
     for (int i = 0; i < L->n_tensors; i++) {
         const ah_tensor_info *ti = &L->t[i];
         if (ti->replicated && e->tp_rank != 0)
             continue;
         for (int r = 0; r < ti->lrows; r++)
             for (int c = 0; c < ti->lcols; c++)
-                full[ti->goffset + ah_tensor_global_index(ti, r, c)] =
+                full[ti->goffset + ah__tensor_global_index(ti, r, c)] =
                     src[ti->offset + (size_t)r * ti->lcols + c];
     }
     free(src);
@@ -372,8 +372,14 @@ static const char *unsupported_detail(const ah_model_config *c, char *buf, size_
     return buf;
 }
 
-int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+int ah__engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen) {
+    return ah__engine_model_init_prec(e, cfg, T, B, first, last, tp, tp_rank, seed, init, AH_MATMUL_FP32, err, errlen);
+}
+
+int ah__engine_model_init_prec(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                              int tp, int tp_rank, uint64_t seed, int init, ah_matmul_precision prec, char *err,
+                              size_t errlen) {
     memset(e, 0, sizeof *e);
     if (cfg->arch == AH_ARCH_BERT) {
         snprintf(err, errlen, "model %s: the training engine runs decoder-only GPT/LLaMA models", cfg->name);
@@ -401,7 +407,7 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
         snprintf(err, errlen, "layers [%d,%d) outside the model's %d layers", first, last, L);
         return -1;
     }
-    e->be = ah_backend_default(err, errlen);
+    e->be = ah__backend_default(prec, err, errlen);
     if (e->be == NULL)
         return -1;
     e->cfg = *cfg;
@@ -419,49 +425,49 @@ int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, 
     return 0;
 }
 
-void ah_engine_model_free(ah_engine_model *e) {
+void ah__engine_model_free(ah_engine_model *e) {
     for (int i = 0; e->layers && i < e->last - e->first; i++) {
         for (int k = 0; k < e->layers[i].n_tensors; k++)
             free(e->layers[i].t[k].row_of);
-        ah_be_free(e->be, e->layers[i].param);
-        ah_be_free(e->be, e->layers[i].grad);
-        ah_be_free(e->be, e->layers[i].m);
-        ah_be_free(e->be, e->layers[i].v);
+        ah__be_free(e->be, e->layers[i].param);
+        ah__be_free(e->be, e->layers[i].grad);
+        ah__be_free(e->be, e->layers[i].m);
+        ah__be_free(e->be, e->layers[i].v);
     }
     free(e->layers);
     memset(e, 0, sizeof *e);
 }
 
-void ah_engine_zero_grads(ah_engine_model *e) {
+void ah__engine_zero_grads(ah_engine_model *e) {
     for (int i = 0; i < e->last - e->first; i++)
-        ah_be_zero(e->be, e->layers[i].grad, e->layers[i].n);
+        ah__be_zero(e->be, e->layers[i].grad, e->layers[i].n);
 }
 
-int ah_engine_hidden(const ah_engine_model *e) {
+int ah__engine_hidden(const ah_engine_model *e) {
     return e->cfg.hidden;
 }
 
 static void tp_allreduce(ah_engine_model *e, ah_dptr buf, size_t n) {
     if (e->tp > 1 && e->comm.allreduce) {
-        ah_be_sync(e->be);
+        ah__be_sync(e->be);
         e->comm.allreduce(buf, n, e->comm.ctx);
     }
 }
 
 /* A backend buffer of n floats (zeroed), and its release. */
 static ah_dptr dalloc(const ah_engine_model *e, size_t n) {
-    return ah_be_alloc(e->be, n);
+    return ah__be_alloc(e->be, n);
 }
 static void dfree(const ah_engine_model *e, ah_dptr d) {
-    ah_be_free(e->be, d);
+    ah__be_free(e->be, d);
 }
 /* Host token ids uploaded to a backend buffer (a null handle for NULL). */
 static ah_dptr upload_ids(const ah_engine_model *e, const int *ids) {
     if (ids == NULL)
         return NOBUF;
     size_t n = (size_t)e->B * e->T;
-    ah_dptr d = ah_be_alloc(e->be, n);
-    ah_be_to_device(e->be, d, ids, n);
+    ah_dptr d = ah__be_alloc(e->be, n);
+    ah__be_to_device(e->be, d, ids, n);
     return d;
 }
 
@@ -475,7 +481,7 @@ typedef struct {
 /* The next n elements of the arena. Over a null base it hands out null
  * slices and only counts, so a layout function also sizes its buffer. */
 static ah_dptr take(arena *a, size_t n) {
-    ah_dptr p = ah_dptr_is_null(a->base) ? NOBUF : ah_dptr_at(a->base, a->off);
+    ah_dptr p = ah__dptr_is_null(a->base) ? NOBUF : ah__dptr_at(a->base, a->off);
     a->off += n;
     return p;
 }
@@ -485,7 +491,7 @@ static size_t attn_saved(const ah_engine_model *e) {
     return e->be->attention_saved(e->be->ctx, e->T);
 }
 
-void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
+void ah__engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
     for (int i = 0; i < e->last - e->first; i++) {
         dfree(e, acts[i].buf);
         acts[i].buf = NOBUF;
@@ -496,7 +502,7 @@ void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts) {
 
 /* The learned position rows of positions 0..T-1 (after OPT's offset rows). */
 static ah_dptr positions(const ah_engine_model *e, ah_dptr wpe) {
-    return ah_dptr_at(wpe, (size_t)e->cfg.pos_offset * e->cfg.hidden);
+    return ah__dptr_at(wpe, (size_t)e->cfg.pos_offset * e->cfg.hidden);
 }
 
 static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr out, ah_eng_acts *a) {
@@ -507,11 +513,11 @@ static void embed_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr 
         return;
     }
     /* OPT: project_in(wte[tok]) + wpe; the E-wide rows are kept for the backward */
-    ah_dptr g = ah_dptr_at(a->buf, 1);
+    ah_dptr g = ah__dptr_at(a->buf, 1);
     BK(e, embedding_fwd, g, tok, P(L, E_WTE), NOBUF, N, e->T, E);
     KT(K_LINEAR, BK(e, linear_fwd, out, g, P(L, E_PROJ), NOBUF, N, E, C););
     for (int b = 0; b < e->B; b++)
-        BK(e, add, ah_dptr_at(out, (size_t)b * e->T * C), wpe, (size_t)e->T * C);
+        BK(e, add, ah__dptr_at(out, (size_t)b * e->T * C), wpe, (size_t)e->T * C);
 }
 
 static void embed_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr dout, ah_eng_acts *a) {
@@ -522,10 +528,10 @@ static void embed_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr 
         return;
     }
     for (int b = 0; b < e->B; b++)
-        BK(e, add, gwpe, ah_dptr_at(dout, (size_t)b * e->T * C), (size_t)e->T * C);
+        BK(e, add, gwpe, ah__dptr_at(dout, (size_t)b * e->T * C), (size_t)e->T * C);
     ah_dptr dg = dalloc(e, (size_t)N * E);
     KT(K_LINEAR,
-       BK(e, linear_bwd, dg, G(L, E_PROJ), NOBUF, dout, ah_dptr_at(a->buf, 1), P(L, E_PROJ), N, E, C););
+       BK(e, linear_bwd, dg, G(L, E_PROJ), NOBUF, dout, ah__dptr_at(a->buf, 1), P(L, E_PROJ), N, E, C););
     BK(e, embedding_bwd, G(L, E_WTE), NOBUF, dg, tok, N, e->T, E);
     dfree(e, dg);
 }
@@ -566,9 +572,9 @@ static void gpt_attn_fwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s,
     int nb = c->no_qkv_bias;
     KT(K_LINEAR, BK(e, linear_fwd, s->q, h, w, nb ? nob : b, N, C, Cl););
     KT(K_LINEAR,
-       BK(e, linear_fwd, s->k, h, ah_dptr_at(w, (size_t)Cl * C), nb ? nob : ah_dptr_at(b, Cl), N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_fwd, s->v, h, ah_dptr_at(w, (size_t)2 * Cl * C),
-                    nb ? nob : ah_dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
+       BK(e, linear_fwd, s->k, h, ah__dptr_at(w, (size_t)Cl * C), nb ? nob : ah__dptr_at(b, Cl), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_fwd, s->v, h, ah__dptr_at(w, (size_t)2 * Cl * C),
+                    nb ? nob : ah__dptr_at(b, 2 * (size_t)Cl), N, C, Cl););
     if (c->unscaled_attention) /* GPT-Neo's q.k: q * sqrt(D) cancels the kernel's 1/sqrt(D) */
         KT(K_ATTN, BK(e, scale, s->q, sqrtf((float)D), (size_t)N * Cl););
     KT(K_ATTN,
@@ -595,7 +601,7 @@ static void gpt_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dp
     int N = e->B * e->T, C = e->cfg.hidden;
     size_t NC = (size_t)N * C;
     gpt_acts s = gpt_slices(e, a->buf);
-    ah_be_copy(e->be, s.x_in, in, NC);
+    ah__be_copy(e->be, s.x_in, in, NC);
     if (e->cfg.post_norm) { /* OPT (do_layer_norm_before false): x = LN(x + sublayer(x)) */
         gpt_attn_fwd(e, L, &s, s.x_in, s.ln1);
         KT(K_MISC, BK(e, add, s.ln1, s.x_in, NC););
@@ -662,7 +668,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
     const llama_acts s = llama_slices(e, a->buf);
     ah_dptr x_in = s.x_in, n1 = s.n1, r1 = s.r1, q = s.q, k = s.k, v = s.v, att = s.att, y = s.y, x_mid = s.x_mid,
             n2 = s.n2, r2 = s.r2, gu = s.gu, sw = s.sw;
-    ah_be_copy(e->be, x_in, in, (size_t)N * C);
+    ah__be_copy(e->be, x_in, in, (size_t)N * C);
     KT(K_NORM, BK(e, rmsnorm_fwd, n1, r1, x_in, P(L, Q_RMS1), N, C, e->norm_eps););
     int qb = c->qkv_bias;
     KT(K_LINEAR, BK(e, linear_fwd, q, n1, P(L, Q_QW), qb ? P(L, Q_QB) : NOBUF, N, C, Hl * D););
@@ -688,11 +694,11 @@ static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr 
     arena ar = {a->buf, 0};
     ah_dptr x_in = take(&ar, (size_t)N * C), nf = take(&ar, (size_t)N * C), mean = take(&ar, N),
             rstd = take(&ar, N), probs = take(&ar, (size_t)N * Vp), losses = take(&ar, N);
-    ah_be_copy(e->be, x_in, in, (size_t)N * C);
+    ah__be_copy(e->be, x_in, in, (size_t)N * C);
     if (is_llama(e))
         KT(K_NORM, BK(e, rmsnorm_fwd, nf, rstd, x_in, P(L, H_NW), N, C, e->norm_eps););
     else if (e->cfg.post_norm)
-        ah_be_copy(e->be, nf, x_in, (size_t)N * C);
+        ah__be_copy(e->be, nf, x_in, (size_t)N * C);
     else
         KT(K_NORM, BK(e, layernorm_fwd, nf, mean, rstd, x_in, P(L, H_NW), P(L, H_NB), N, C, e->norm_eps););
     ah_dptr hin = nf; /* the LM head's input: OPT's project_out(nf) */
@@ -708,14 +714,14 @@ static double head_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_dptr 
     return loss;
 }
 
-int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
+int ah__engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
                       double *loss, ah_eng_acts *acts) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
     ah_dptr cur = dalloc(e, NC), nxt = dalloc(e, NC);
     ah_dptr dtok = e->first == 0 ? upload_ids(e, tokens) : NOBUF;
     ah_dptr dtgt = ah_model_layer_kind(&e->cfg, e->last - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
-    if (!ah_dptr_is_null(in))
-        ah_be_copy(e->be, cur, in, NC);
+    if (!ah__dptr_is_null(in))
+        ah__be_copy(e->be, cur, in, NC);
     for (int l = e->first; l < e->last; l++) {
         ah_eng_layer *L = &e->layers[l - e->first];
         ah_eng_acts *a = &acts[l - e->first];
@@ -735,8 +741,8 @@ int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const i
             nxt = t;
         }
     }
-    if (!ah_dptr_is_null(out) && ah_model_layer_kind(&e->cfg, e->last - 1) != AH_LAYER_HEAD)
-        ah_be_copy(e->be, out, cur, NC);
+    if (!ah__dptr_is_null(out) && ah_model_layer_kind(&e->cfg, e->last - 1) != AH_LAYER_HEAD)
+        ah__be_copy(e->be, out, cur, NC);
     dfree(e, cur);
     dfree(e, nxt);
     dfree(e, dtok);
@@ -760,15 +766,15 @@ static void gpt_attn_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s,
                   block_window(e, L)););
     if (c->unscaled_attention)
         KT(K_ATTN, BK(e, scale, dq, sqrtf((float)D), NCl););
-    ah_be_zero(e->be, dh, (size_t)N * C);
+    ah__be_zero(e->be, dh, (size_t)N * C);
     ah_dptr w = P(L, B_QKVW), gw = G(L, B_QKVW), gb = G(L, B_QKVB), nob = NOBUF;
     int nb = c->no_qkv_bias;
     size_t wk = (size_t)Cl * C, wv = (size_t)2 * Cl * C;
     KT(K_LINEAR, BK(e, linear_bwd, dh, gw, nb ? nob : gb, dq, h, w, N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dh, ah_dptr_at(gw, wk), nb ? nob : ah_dptr_at(gb, Cl), dk, h,
-                    ah_dptr_at(w, wk), N, C, Cl););
-    KT(K_LINEAR, BK(e, linear_bwd, dh, ah_dptr_at(gw, wv), nb ? nob : ah_dptr_at(gb, 2 * (size_t)Cl), dv, h,
-                    ah_dptr_at(w, wv), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dh, ah__dptr_at(gw, wk), nb ? nob : ah__dptr_at(gb, Cl), dk, h,
+                    ah__dptr_at(w, wk), N, C, Cl););
+    KT(K_LINEAR, BK(e, linear_bwd, dh, ah__dptr_at(gw, wv), nb ? nob : ah__dptr_at(gb, 2 * (size_t)Cl), dv, h,
+                    ah__dptr_at(w, wv), N, C, Cl););
     tp_allreduce(e, dh, (size_t)N * C);
     dfree(e, dy), dfree(e, dq), dfree(e, dk), dfree(e, dv);
 }
@@ -785,7 +791,7 @@ static void gpt_mlp_bwd(ah_engine_model *e, ah_eng_layer *L, const gpt_acts *s, 
         KT(K_ACT, BK(e, relu_bwd, dfc, dge, s->fc, NF););
     else
         KT(K_ACT, BK(e, gelu_bwd, dfc, dge, s->fc, NF););
-    ah_be_zero(e->be, dh, (size_t)N * C);
+    ah__be_zero(e->be, dh, (size_t)N * C);
     KT(K_LINEAR, BK(e, linear_bwd, dh, G(L, B_FCW), G(L, B_FCB), dfc, h, P(L, B_FCW), N, C, Fl););
     tp_allreduce(e, dh, (size_t)N * C);
     dfree(e, dge), dfree(e, dfc);
@@ -803,18 +809,18 @@ static void gpt_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, ah_
                       s.r2, N, C););
         gpt_mlp_bwd(e, L, &s, s.x_mid, dmid, dh);
         KT(K_MISC, BK(e, add, dh, dmid, NC););
-        ah_be_zero(e->be, din, NC);
+        ah__be_zero(e->be, din, NC);
         KT(K_NORM,
            BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.ln1, P(L, B_LN1W), s.m1, s.r1, N, C););
         gpt_attn_bwd(e, L, &s, s.x_in, din, dh);
         KT(K_MISC, BK(e, add, din, dh, NC););
     } else {
-        ah_be_copy(e->be, dmid, dout, NC);
+        ah__be_copy(e->be, dmid, dout, NC);
         gpt_mlp_bwd(e, L, &s, s.ln2, dout, dh);
         KT(K_NORM, BK(e, layernorm_bwd, dmid, G(L, B_LN2W), G(L, B_LN2B), dh, s.x_mid, P(L, B_LN2W), s.m2,
                       s.r2, N, C););
         gpt_attn_bwd(e, L, &s, s.ln1, dmid, dh);
-        ah_be_copy(e->be, din, dmid, NC);
+        ah__be_copy(e->be, din, dmid, NC);
         KT(K_NORM, BK(e, layernorm_bwd, din, G(L, B_LN1W), G(L, B_LN1B), dh, s.x_in, P(L, B_LN1W), s.m1, s.r1,
                       N, C););
     }
@@ -834,7 +840,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     ah_dptr dsw = dalloc(e, (size_t)N * Fl), dgu = dalloc(e, (size_t)2 * N * Fl);
     ah_dptr dy = dalloc(e, (size_t)N * Hl * D), dq = dalloc(e, (size_t)N * Hl * D),
             dk = dalloc(e, (size_t)N * Hkvl * D), dv = dalloc(e, (size_t)N * Hkvl * D);
-    ah_be_copy(e->be, dmid, dout, NC);
+    ah__be_copy(e->be, dmid, dout, NC);
     KT(K_LINEAR, BK(e, linear_bwd, dsw, G(L, Q_DOWNW), NOBUF, dout, sw, P(L, Q_DOWNW), N, Fl, C););
     KT(K_ACT, BK(e, swiglu_bwd, dgu, dsw, gu, N, Fl););
     KT(K_LINEAR, BK(e, linear_bwd, dn, G(L, Q_GUW), NOBUF, dgu, n2, P(L, Q_GUW), N, C, 2 * Fl););
@@ -844,7 +850,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
     KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
-    ah_be_zero(e->be, dn, NC);
+    ah__be_zero(e->be, dn, NC);
     int qb = c->qkv_bias;
     KT(K_LINEAR,
        BK(e, linear_bwd, dn, G(L, Q_QW), qb ? G(L, Q_QB) : NOBUF, dq, n1, P(L, Q_QW), N, C, Hl * D););
@@ -853,7 +859,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     KT(K_LINEAR,
        BK(e, linear_bwd, dn, G(L, Q_VW), qb ? G(L, Q_VB) : NOBUF, dv, n1, P(L, Q_VW), N, C, Hkvl * D););
     tp_allreduce(e, dn, NC);
-    ah_be_copy(e->be, din, dmid, NC);
+    ah__be_copy(e->be, din, dmid, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, Q_RMS1), dn, x_in, P(L, Q_RMS1), r1, N, C););
     ah_dptr scratch[] = {dmid, dn, dsw, dgu, dy, dq, dk, dv};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
@@ -878,9 +884,9 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dp
     } else {
         KT(K_LINEAR, BK(e, linear_bwd, dnf, G(L, H_LM), NOBUF, dlogits, nf, P(L, H_LM), N, C, Vp););
     }
-    ah_be_zero(e->be, din, (size_t)N * C);
+    ah__be_zero(e->be, din, (size_t)N * C);
     if (e->cfg.post_norm)
-        ah_be_copy(e->be, din, dnf, (size_t)N * C);
+        ah__be_copy(e->be, din, dnf, (size_t)N * C);
     else if (is_llama(e))
         KT(K_NORM, BK(e, rmsnorm_bwd, din, G(L, H_NW), dnf, x_in, P(L, H_NW), rstd, N, C););
     else
@@ -890,14 +896,14 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dp
     dfree(e, dnf);
 }
 
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
                        float loss_scale, ah_eng_acts *acts) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
     ah_dptr cur = dalloc(e, NC), nxt = dalloc(e, NC);
     ah_dptr dtok = e->first == 0 ? upload_ids(e, tokens) : NOBUF;
     ah_dptr dtgt = ah_model_layer_kind(&e->cfg, e->last - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
-    if (!ah_dptr_is_null(dout))
-        ah_be_copy(e->be, cur, dout, NC);
+    if (!ah__dptr_is_null(dout))
+        ah__be_copy(e->be, cur, dout, NC);
     for (int l = e->last - 1; l >= e->first; l--) {
         ah_eng_layer *L = &e->layers[l - e->first];
         ah_eng_acts *a = &acts[l - e->first];
@@ -917,8 +923,8 @@ int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets
         dfree(e, a->buf);
         a->buf = NOBUF;
     }
-    if (!ah_dptr_is_null(din) && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
-        ah_be_copy(e->be, din, cur, NC);
+    if (!ah__dptr_is_null(din) && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
+        ah__be_copy(e->be, din, cur, NC);
     dfree(e, cur);
     dfree(e, nxt);
     dfree(e, dtok);
@@ -928,15 +934,15 @@ int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets
 
 /* ---- state for the executor: transports, tied copies, norm, update, I/O ---- */
 
-void ah_engine_sync(ah_engine_model *e) {
-    ah_be_sync(e->be);
+void ah__engine_sync(ah_engine_model *e) {
+    ah__be_sync(e->be);
 }
 
 static const ah_eng_layer *held(const ah_engine_model *e, int l) {
     return &e->layers[l - e->first];
 }
 
-ah_dptr ah_engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which) {
+ah_dptr ah__engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which) {
     const ah_eng_layer *L = held(e, l);
     switch (which) {
     case AH_STATE_GRAD:
@@ -950,49 +956,49 @@ ah_dptr ah_engine_layer_state(const ah_engine_model *e, int l, ah_layer_state wh
     }
 }
 
-size_t ah_engine_layer_floats(const ah_engine_model *e, int l) {
+size_t ah__engine_layer_floats(const ah_engine_model *e, int l) {
     return held(e, l)->n;
 }
 
-void ah_engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst) {
-    ah_be_to_host(e->be, dst, ah_engine_layer_state(e, l, which), held(e, l)->n);
+void ah__engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst) {
+    ah__be_to_host(e->be, dst, ah__engine_layer_state(e, l, which), held(e, l)->n);
 }
 
-void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src) {
+void ah__engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src) {
     const ah_tensor_info *ti = &held(e, l)->t[tensor];
-    ah_be_to_device(e->be, ah_dptr_at(ah_engine_layer_state(e, l, which), ti->offset), src, ti->size);
+    ah__be_to_device(e->be, ah__dptr_at(ah__engine_layer_state(e, l, which), ti->offset), src, ti->size);
 }
 
-void ah_engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
+void ah__engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
                                       size_t count, const float *src) {
     const ah_tensor_info *ti = &held(e, l)->t[tensor];
     if (first > ti->size || count > ti->size - first)
         abort(); /* a caller's bug, never input: the checkpoint reader bounds every piece */
-    ah_be_to_device(e->be, ah_dptr_at(ah_engine_layer_state(e, l, which), ti->offset + first), src, count);
+    ah__be_to_device(e->be, ah__dptr_at(ah__engine_layer_state(e, l, which), ti->offset + first), src, count);
 }
 
-size_t ah_engine_tied_size(const ah_engine_model *e) {
+size_t ah__engine_tied_size(const ah_engine_model *e) {
     return (size_t)e->cfg.vocab * (size_t)embed_width(e);
 }
 
-ah_dptr ah_engine_tied_grad(const ah_engine_model *e, int head) {
+ah_dptr ah__engine_tied_grad(const ah_engine_model *e, int head) {
     const ah_eng_layer *L = held(e, head ? e->last - 1 : e->first);
     return G(L, head ? H_LM : E_WTE);
 }
 
-void ah_engine_tied_sum_local(ah_engine_model *e) {
-    ah_dptr emb = ah_engine_tied_grad(e, 0), head = ah_engine_tied_grad(e, 1);
-    size_t n = ah_engine_tied_size(e);
+void ah__engine_tied_sum_local(ah_engine_model *e) {
+    ah_dptr emb = ah__engine_tied_grad(e, 0), head = ah__engine_tied_grad(e, 1);
+    size_t n = ah__engine_tied_size(e);
     BK(e, add, emb, head, n);
-    ah_be_copy(e->be, head, emb, n);
+    ah__be_copy(e->be, head, emb, n);
 }
 
-void ah_engine_tied_add(ah_engine_model *e, int head, ah_dptr other) {
+void ah__engine_tied_add(ah_engine_model *e, int head, ah_dptr other) {
     /* x + y == y + x in IEEE arithmetic: both sides get the same sum */
-    BK(e, add, ah_engine_tied_grad(e, head), other, ah_engine_tied_size(e));
+    BK(e, add, ah__engine_tied_grad(e, head), other, ah__engine_tied_size(e));
 }
 
-double ah_engine_grad_sumsq(const ah_engine_model *e) {
+double ah__engine_grad_sumsq(const ah_engine_model *e) {
     double s = 0;
     for (int l = e->first; l < e->last; l++) {
         const ah_eng_layer *L = held(e, l);
@@ -1007,18 +1013,18 @@ double ah_engine_grad_sumsq(const ah_engine_model *e) {
     return s;
 }
 
-void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc) {
+void ah__engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc) {
     for (int l = e->first; l < e->last; l++) {
         const ah_eng_layer *L = held(e, l);
         for (int i = 0; i < L->n_tensors; i++) {
             const ah_tensor_info *ti = &L->t[i];
-            BK(e, adamw, ah_dptr_at(L->param, ti->offset), ah_dptr_at(L->grad, ti->offset),
-               ah_dptr_at(L->m, ti->offset), ah_dptr_at(L->v, ti->offset), ti->size, lr, t, oc, ti->decay, clip);
+            BK(e, adamw, ah__dptr_at(L->param, ti->offset), ah__dptr_at(L->grad, ti->offset),
+               ah__dptr_at(L->m, ti->offset), ah__dptr_at(L->v, ti->offset), ti->size, lr, t, oc, ti->decay, clip);
         }
     }
 }
 
-double ah_engine_forward_flops(const ah_engine_model *e) {
+double ah__engine_forward_flops(const ah_engine_model *e) {
     double f = 0;
     for (int l = e->first; l < e->last; l++)
         f += ah_layer_fwd_flops(&e->cfg, ah_model_layer_kind(&e->cfg, l), e->T, e->B);

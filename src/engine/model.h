@@ -20,7 +20,7 @@
 
 /* Communication hooks the model needs inside a layer (tensor parallelism).
  * NULL allreduce = single TP rank. The model has synchronised its backend
- * before the call; buf is a backend buffer of n floats (ah_dptr_transport
+ * before the call; buf is a backend buffer of n floats (ah__dptr_transport
  * gives its address for the transport). */
 typedef struct {
     void (*allreduce)(ah_dptr buf, size_t n, void *ctx); /* sum over the TP group, in place */
@@ -41,7 +41,7 @@ typedef struct {
 
 /* Index in the full tensor (row-major [grows x gcols]) of local element
  * (r, c) of the shard ti describes. */
-size_t ah_tensor_global_index(const ah_tensor_info *ti, int r, int c);
+size_t ah__tensor_global_index(const ah_tensor_info *ti, int r, int c);
 
 #define AH_MAX_TENSORS 16
 
@@ -57,9 +57,9 @@ typedef struct {
 /* The tensor table of layer l as TP rank tp_rank of tp holds it, without
  * buffers (where each tensor's shard sits in the full tensor, which tensors
  * are replicated): the one description of the TP layout, for code that maps
- * one degree's shards onto another's. Free with ah_engine_layer_info_free. */
-void ah_engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out);
-void ah_engine_layer_info_free(ah_eng_layer *L);
+ * one degree's shards onto another's. Free with ah__engine_layer_info_free. */
+void ah__engine_layer_describe(const ah_model_config *cfg, int l, int tp, int tp_rank, ah_eng_layer *out);
+void ah__engine_layer_info_free(ah_eng_layer *L);
 
 /* A run of n floats at offset off of a layer buffer. */
 typedef struct {
@@ -70,9 +70,9 @@ typedef struct {
  * mine's, for a TP rank whose shard lies inside mine), in part's element order:
  * a TP slice of the gradient sync of a layer held at different degrees.
  * Replicated tensors are left out. Returns the count; *out is malloc'ed. */
-int ah_engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out);
+int ah__engine_slice_runs(const ah_eng_layer *mine, const ah_eng_layer *part, ah_float_run **out);
 /* The runs of mine's replicated tensors (the same on every TP rank). */
-int ah_engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out);
+int ah__engine_replicated_runs(const ah_eng_layer *mine, ah_float_run **out);
 
 /* Saved activations of one micro-batch through one layer. */
 typedef struct {
@@ -98,14 +98,18 @@ typedef enum { AH_STATE_PARAM = 0, AH_STATE_GRAD = 1, AH_STATE_ADAM_M = 2, AH_ST
 /* Build the layers [first, last) of cfg for TP rank tp_rank of tp, micro-batch
  * B, sequence T, and (init != 0) initialise them from seed; without init the
  * parameters are zero, for state that is restored next. The buffers live on
- * ah_backend_default(). Returns 0, or -1 with err (heads not divisible by tp,
- * an unknown backend, ...). */
-int ah_engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+ * ah__backend_default(), whose context computes the linear layers' products in
+ * precision prec (ah__engine_model_init: fp32). Returns 0, or -1 with err
+ * (heads not divisible by tp, an unknown backend, ...). */
+int ah__engine_model_init(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
                          int tp, int tp_rank, uint64_t seed, int init, char *err, size_t errlen);
-void ah_engine_model_free(ah_engine_model *e);
-void ah_engine_zero_grads(ah_engine_model *e);
+int ah__engine_model_init_prec(ah_engine_model *e, const ah_model_config *cfg, int T, int B, int first, int last,
+                              int tp, int tp_rank, uint64_t seed, int init, ah_matmul_precision prec, char *err,
+                              size_t errlen);
+void ah__engine_model_free(ah_engine_model *e);
+void ah__engine_zero_grads(ah_engine_model *e);
 /* Width of the hidden state passed between layers (C floats per token). */
-int ah_engine_hidden(const ah_engine_model *e);
+int ah__engine_hidden(const ah_engine_model *e);
 
 /* Forward of the held layers for one micro-batch. The first held layer takes
  * `tokens` (host) if it is the embedding, else `in` [B*T, C] (a backend
@@ -113,61 +117,61 @@ int ah_engine_hidden(const ah_engine_model *e);
  * summed token loss is written to *loss; otherwise the hidden state is written
  * to the backend buffer `out` [B*T, C] (a null handle: not written). acts
  * receives one entry per held layer (released by the backward). */
-int ah_engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
+int ah__engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const int *targets, ah_dptr out,
                       double *loss, ah_eng_acts *acts);
 /* Backward of the held layers for the same micro-batch: dout [B*T, C] unless
  * the last held layer is the head (then the loss gradient is seeded with
  * loss_scale per token); writes din [B*T, C] unless the first held layer is the
  * embedding (dout, din: backend buffers). Gradients accumulate into the
  * layers. Frees acts. */
-int ah_engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
                        float loss_scale, ah_eng_acts *acts);
-void ah_engine_acts_free(ah_engine_model *e, ah_eng_acts *acts);
+void ah__engine_acts_free(ah_engine_model *e, ah_eng_acts *acts);
 
 /* Floats of layer l (global index) in an unsharded (TP=1) layer buffer. */
-size_t ah_engine_layer_full_size(const ah_engine_model *e, int l);
+size_t ah__engine_layer_full_size(const ah_engine_model *e, int l);
 /* Scatter the local shard of held layer l into a zeroed full-layer buffer
  * (replicated tensors only when tp_rank == 0, so that summing the buffers of
  * a TP group yields the full layer). which: 0 params, 1 grads. */
-void ah_engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full);
+void ah__engine_layer_to_full(const ah_engine_model *e, int l, int which, float *full);
 
 /* Waits for every operation issued on the model's backend (before a transport
  * reads or writes one of its buffers). */
-void ah_engine_sync(ah_engine_model *e);
-/* Backend buffer of one state of held layer l (n = ah_engine_layer_floats),
+void ah__engine_sync(ah_engine_model *e);
+/* Backend buffer of one state of held layer l (n = ah__engine_layer_floats),
  * for a transport (the data-parallel gradient all-reduce). */
-ah_dptr ah_engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which);
-size_t ah_engine_layer_floats(const ah_engine_model *e, int l);
-/* Host copy of a whole state of held layer l (ah_engine_layer_floats floats). */
-void ah_engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst);
+ah_dptr ah__engine_layer_state(const ah_engine_model *e, int l, ah_layer_state which);
+size_t ah__engine_layer_floats(const ah_engine_model *e, int l);
+/* Host copy of a whole state of held layer l (ah__engine_layer_floats floats). */
+void ah__engine_layer_to_host(const ah_engine_model *e, int l, ah_layer_state which, float *dst);
 /* Overwrite tensor `tensor` of state `which` of held layer l with
  * t[tensor].size host floats (checkpoint restore). */
-void ah_engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src);
+void ah__engine_tensor_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, const float *src);
 /* The same for `count` floats of that tensor from element `first` on (a
  * checkpoint restored piece by piece as it streams in). */
-void ah_engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
+void ah__engine_tensor_range_from_host(ah_engine_model *e, int l, ah_layer_state which, int tensor, size_t first,
                                       size_t count, const float *src);
 
 /* Tied embeddings: floats of the tied matrix, and the gradient of the copy held
  * here in the embedding (head 0) or in the head (head 1). */
-size_t ah_engine_tied_size(const ah_engine_model *e);
-ah_dptr ah_engine_tied_grad(const ah_engine_model *e, int head);
+size_t ah__engine_tied_size(const ah_engine_model *e);
+ah_dptr ah__engine_tied_grad(const ah_engine_model *e, int head);
 /* Both copies held here: each becomes embedding + head. */
-void ah_engine_tied_sum_local(ah_engine_model *e);
+void ah__engine_tied_sum_local(ah_engine_model *e);
 /* One copy held here (the head's if head): it becomes embedding + head, with
  * `other` (a backend buffer) holding the other copy's gradient. */
-void ah_engine_tied_add(ah_engine_model *e, int head, ah_dptr other);
+void ah__engine_tied_add(ah_engine_model *e, int head, ah_dptr other);
 
 /* Sum of squares of the gradients this model counts towards the global norm:
  * replicated tensors only on TP rank 0, a tied head never (its embedding copy
  * counts). */
-double ah_engine_grad_sumsq(const ah_engine_model *e);
+double ah__engine_grad_sumsq(const ah_engine_model *e);
 /* One AdamW step t (1-based) at learning rate lr on the gradients times clip
  * (read, not written: the gradients are zeroed before the next use), each
  * tensor with its weight-decay flag. */
-void ah_engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc);
+void ah__engine_clip_and_step(ah_engine_model *e, float clip, float lr, int t, const ah_optim_config *oc);
 
 /* Model FLOPs of one forward of the held layers' full (unsharded) math for one micro-batch (for MFU). */
-double ah_engine_forward_flops(const ah_engine_model *e);
+double ah__engine_forward_flops(const ah_engine_model *e);
 
 #endif

@@ -19,7 +19,7 @@ void ah_optim_config_default(ah_optim_config *c) {
     c->grad_clip = 1.0f;
 }
 
-float ah_lr_at(const ah_optim_config *c, int step) {
+float ah__lr_at(const ah_optim_config *c, int step) {
     if (step < 0)
         step = 0;
     double lr = c->lr, min_lr = c->min_lr;
@@ -62,7 +62,7 @@ AH_VEC_CLONES static void adamw_chunk(float *restrict param, const float *restri
 /* Elements per parallel chunk of the update (a multiple of every vector width). */
 #define AH_ADAMW_CHUNK 16384
 
-void ah_adamw_update_scaled(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
+void ah__adamw_update_scaled(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
                             const ah_optim_config *c, int decay, float gscale) {
     if (t < 1)
         t = 1;
@@ -89,9 +89,9 @@ void ah_adamw_update_scaled(float *param, const float *grad, float *m, float *v,
     }
 }
 
-void ah_adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
+void ah__adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr, int t,
                      const ah_optim_config *c, int decay) {
-    ah_adamw_update_scaled(param, grad, m, v, n, lr, t, c, decay, 1.0f);
+    ah__adamw_update_scaled(param, grad, m, v, n, lr, t, c, decay, 1.0f);
 }
 
 /* Fixed-size blocks make the summation order independent of the thread count,
@@ -105,7 +105,7 @@ static double sumsq_serial(const float *x, size_t n) {
     return s;
 }
 
-double ah_sumsq(const float *x, size_t n) {
+double ah__sumsq(const float *x, size_t n) {
     if (n <= AH_SUMSQ_BLOCK)
         return sumsq_serial(x, n);
     size_t nb = (n + AH_SUMSQ_BLOCK - 1) / AH_SUMSQ_BLOCK;
@@ -132,6 +132,6 @@ double ah_sumsq(const float *x, size_t n) {
     return s;
 }
 
-float ah_clip_factor(double global_norm, float clip) {
+float ah__clip_factor(double global_norm, float clip) {
     return clip > 0 && global_norm > (double)clip ? (float)((double)clip / global_norm) : 1.0f;
 }

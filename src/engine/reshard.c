@@ -33,7 +33,7 @@ static const ah_eng_layer *layer_of(const ah_engine_model *e, int l) {
     return &e->layers[l - e->first];
 }
 
-int ah_reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt) {
+int ah__reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt) {
     const ah_eng_layer *L = layer_of(e, l);
     for (int i = 0; i < nt; i++) {
         const ah_tensor_info *ti = tensor_of(L, t[i].name);
@@ -69,14 +69,14 @@ static int old_tp_degree(const ah_eng_layer *L, int l, const ah_ckpt_loaded *t0,
 static void scatter_shard(const ah_tensor_info *oti, const float *src, float *full) {
     for (int r = 0; r < oti->lrows; r++)
         for (int c = 0; c < oti->lcols; c++)
-            full[ah_tensor_global_index(oti, r, c)] = src[(size_t)r * oti->lcols + c];
+            full[ah__tensor_global_index(oti, r, c)] = src[(size_t)r * oti->lcols + c];
 }
 
 /* Cuts the shard ti describes out of the full tensor into dst. */
 static void cut_shard(const ah_tensor_info *ti, const float *full, float *dst) {
     for (int r = 0; r < ti->lrows; r++)
         for (int c = 0; c < ti->lcols; c++)
-            dst[(size_t)r * ti->lcols + c] = full[ah_tensor_global_index(ti, r, c)];
+            dst[(size_t)r * ti->lcols + c] = full[ah__tensor_global_index(ti, r, c)];
 }
 
 /* out = this rank's shard (ti) of checkpoint tensor `name`, reassembled from
@@ -112,7 +112,7 @@ static int reshard_tensor(const ah_tensor_info *ti, int l, const char *name, int
     return rc;
 }
 
-int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
+int ah__reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
                            const int *counts, ah_ckpt_loaded **out, int *n_out, char *err, size_t errlen) {
     const ah_eng_layer *L = layer_of(e, l);
     /* the TP=t_old description of the layer: where every old shard sits (tables
@@ -126,7 +126,7 @@ int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_l
     ah_eng_layer *old = ah_xcalloc((size_t)t_old, sizeof *old);
     int rc = 0;
     for (int r = 0; r < t_old; r++)
-        ah_engine_layer_describe(c, l, t_old, r, &old[r]);
+        ah__engine_layer_describe(c, l, t_old, r, &old[r]);
     ah_ckpt_loaded *res = ah_xcalloc((size_t)counts[0] + 1, sizeof *res);
     int nr = 0;
     for (int i = 0; i < counts[0] && rc == 0; i++) {
@@ -136,7 +136,7 @@ int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_l
             nr++;
     }
     for (int r = 0; r < t_old; r++)
-        ah_engine_layer_info_free(&old[r]);
+        ah__engine_layer_info_free(&old[r]);
     free(old);
     if (rc != 0) {
         ah_ckpt_free(res, nr);
@@ -197,7 +197,7 @@ static int load_old_shards(const ah_engine_model *e, int l, const char *const *d
     return 0;
 }
 
-int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
+int ah__reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
                      ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
     /* the degrees the manifests record, each tried as a whole (its shards are
      * never mixed with another degree's); last an unrecorded one (an older
@@ -218,7 +218,7 @@ int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, i
             ah_ckpt_free(shards[r], counts[r]);
         return 1;
     }
-    rc = ah_reshard_from_shards(e, l, T, shards, counts, out, n_out, err, errlen);
+    rc = ah__reshard_from_shards(e, l, T, shards, counts, out, n_out, err, errlen);
     for (int r = 0; r < T; r++)
         ah_ckpt_free(shards[r], counts[r]);
     if (rc == 0)

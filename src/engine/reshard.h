@@ -12,7 +12,7 @@
 /* 1 when a tensor of the loaded shard (named PREFIX.TENSOR) that held layer l
  * of e has is not the size of e's shard of it (written under another TP
  * degree); else 0. */
-int ah_reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt);
+int ah__reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t, int nt);
 
 /* Layer l at exactly `step`, resharded for e's TP rank: for each TP degree
  * the manifests of the tiers `dirs` record for the layer (ascending, e's own
@@ -28,10 +28,10 @@ int ah_reshard_mismatch(const ah_engine_model *e, int l, const ah_ckpt_loaded *t
  * shard (shards[r], counts[r], r < t_old: all of one TP degree t_old), as
  * *out under the same names (free with ah_ckpt_free). 0 or -1 with err
  * (an old shard lacks a tensor or has another degree's size). */
-int ah_reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
+int ah__reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_loaded *const *shards,
                            const int *counts, ah_ckpt_loaded **out, int *n_out, char *err, size_t errlen);
 
-int ah_reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
+int ah__reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, int n_dirs, int step,
                      ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen);
 
 #endif

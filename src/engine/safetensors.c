@@ -19,11 +19,11 @@ static const struct {
     int bytes;
 } dtypes[] = {{"F32", AH_ST_F32, 4}, {"F16", AH_ST_F16, 2}, {"BF16", AH_ST_BF16, 2}};
 
-const char *ah_st_dtype_name(ah_st_dtype d) {
+const char *ah__st_dtype_name(ah_st_dtype d) {
     return d >= 0 && d <= AH_ST_BF16 ? dtypes[d].name : "?";
 }
 
-void ah_st_shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
+void ah__st_shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
     size_t len = (size_t)snprintf(out, n, "[");
     for (int i = 0; i < ndim && len < n; i++)
         len += (size_t)snprintf(out + len, n - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
@@ -76,7 +76,7 @@ static int tensor_entry(const cJSON *it, uint64_t data_len, ah_st_tensor *t, cha
                -1;
     if (__builtin_mul_overflow(elems, (uint64_t)bytes, &need) || need != e - b || elems > SIZE_MAX / 4)
         return snprintf(why, n, "data_offsets: %llu bytes, the shape needs %llu of %s",
-                        (unsigned long long)(e - b), (unsigned long long)need, ah_st_dtype_name(t->dtype)),
+                        (unsigned long long)(e - b), (unsigned long long)need, ah__st_dtype_name(t->dtype)),
                -1;
     t->n = (size_t)elems;
     t->begin = b;
@@ -149,7 +149,7 @@ static int parse_header(ah_st_file *f, const char *hdr, uint64_t hl, char *err, 
     return rc;
 }
 
-int ah_st_open(const char *path, ah_st_file *f, char *err, size_t errlen) {
+int ah__st_open(const char *path, ah_st_file *f, char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
     int fd = ah_open_regular(path, UINT64_MAX, &f->size, err, errlen);
@@ -181,18 +181,18 @@ int ah_st_open(const char *path, ah_st_file *f, char *err, size_t errlen) {
         rc = parse_header(f, (const char *)f->map + 8, hl, err, errlen);
     }
     if (rc != 0)
-        ah_st_close(f);
+        ah__st_close(f);
     return rc;
 }
 
-void ah_st_close(ah_st_file *f) {
+void ah__st_close(ah_st_file *f) {
     if (f->map)
         munmap((void *)(uintptr_t)f->map, (size_t)f->size);
     free(f->t);
     memset(f, 0, sizeof *f);
 }
 
-const ah_st_tensor *ah_st_find(const ah_st_file *f, const char *name) {
+const ah_st_tensor *ah__st_find(const ah_st_file *f, const char *name) {
     ah_st_tensor key;
     if (strlen(name) >= sizeof key.name || f->n == 0)
         return NULL;
@@ -219,7 +219,7 @@ static float half_to_float(uint16_t h) {
     return out;
 }
 
-void ah_st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst) {
+void ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst) {
     const unsigned char *p = f->data + t->begin; /* little-endian, as x86-64 and ARM64 */
     if (t->dtype == AH_ST_F32) {
         memcpy(dst, p, t->n * sizeof(float));

@@ -29,7 +29,7 @@ typedef struct {
     uint64_t begin; /* first byte in the data section */
 } ah_st_tensor;
 
-typedef struct {
+typedef struct ah_st_file {
     char path[1024];
     const unsigned char *map; /* the whole file, read-only */
     uint64_t size;
@@ -45,14 +45,14 @@ typedef struct {
  * data section spanning exactly the shape's bytes; names unique and shorter
  * than AH_ST_MAX_NAME. 0, or -1 with one line naming the file, the tensor and
  * the field. */
-int ah_st_open(const char *path, ah_st_file *f, char *err, size_t errlen);
-void ah_st_close(ah_st_file *f);
+int ah__st_open(const char *path, ah_st_file *f, char *err, size_t errlen);
+void ah__st_close(ah_st_file *f);
 /* the tensor of that name, or NULL */
-const ah_st_tensor *ah_st_find(const ah_st_file *f, const char *name);
+const ah_st_tensor *ah__st_find(const ah_st_file *f, const char *name);
 /* t's n values as fp32 into dst */
-void ah_st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst);
-const char *ah_st_dtype_name(ah_st_dtype d);
+void ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst);
+const char *ah__st_dtype_name(ah_st_dtype d);
 /* "[2, 3]" */
-void ah_st_shape_text(const int64_t *shape, int ndim, char *out, size_t n);
+void ah__st_shape_text(const int64_t *shape, int ndim, char *out, size_t n);
 
 #endif

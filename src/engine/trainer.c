@@ -56,7 +56,7 @@ static int resume(ah_executor *x, const ah_trainer_config *c, int *first_step, c
         return AH_EXIT_BAD_INPUT;
     double r0 = MPI_Wtime();
     char why[512];
-    if (ah_ckpt_restore(ah_executor_layer_store(x), c->resume_dir, *first_step, why, sizeof why) != 0) {
+    if (ah_ckpt_restore(ah__executor_layer_store(x), c->resume_dir, *first_step, why, sizeof why) != 0) {
         /* the checkpoint is the input: a layer with no good copy is bad input, not a crash */
         snprintf(err, errlen, "--resume %s: %s", c->resume_dir, why);
         return AH_EXIT_BAD_INPUT;
@@ -72,7 +72,7 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
     double r0 = ah_wall_clock_s();
     ah_recover_stats rs;
     char why[512];
-    if (ah_ckpt_recover(ah_executor_layer_store(x), c->recover_path, first_step, &rs, why, sizeof why) != 0) {
+    if (ah_ckpt_recover(ah__executor_layer_store(x), c->recover_path, first_step, &rs, why, sizeof why) != 0) {
         snprintf(err, errlen, "--recover %s: %s", c->recover_path, why);
         return 1;
     }
@@ -101,7 +101,7 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
 /* Polls the background copy (wait: join this rank's first); prints a commit. */
 static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int wait,
                         int with_cloud, char *err, size_t errlen) {
-    int r = ah_ckpt_persist_poll(pp, ah_executor_layer_store(x), wait, err, errlen);
+    int r = ah_ckpt_persist_poll(pp, ah__executor_layer_store(x), wait, err, errlen);
     if (r == 1 && rank0(x) && c->progress)
         fprintf(c->progress, "checkpoint: persisted to %s%s%s in the background\n", c->ckpt_dir,
                 with_cloud && c->cloud_dir ? " + " : "", with_cloud && c->cloud_dir ? c->cloud_dir : "");
@@ -115,7 +115,7 @@ static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_pers
  * persist's handle). 0, or -1 with err. */
 static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int s, char *err,
                             size_t errlen) {
-    const ah_layer_store *ls = ah_executor_layer_store(x);
+    const ah_layer_store *ls = ah__executor_layer_store(x);
     int done = s + 1;
     if (c->mem_dir && done % c->mem_every == 0 &&
         ah_ckpt_save(ls, c->mem_dir, "memory", done, pp, err, errlen) != 0)

@@ -2,7 +2,7 @@
  * data between ranks, over opaque groups (communicators). transport_mpi.c
  * implements it with MPI (host or CUDA-aware buffers); an NCCL transport
  * implements the same table in its own files. Buffers are transport addresses
- * (ah_dptr_transport of a backend buffer), never dereferenced here by the
+ * (ah__dptr_transport of a backend buffer), never dereferenced here by the
  * caller. Checkpoints and recovery (src/ckpt/, its peer fetch with MPI
  * one-sided gets included) and trace collection move host data and use MPI
  * directly as the engine's control plane (docs/engine.md).
@@ -47,10 +47,10 @@ struct ah_transport {
 
 /* MPI over the communicator `comm` (an MPI_Comm passed as a pointer to it, so
  * that this header needs no MPI). Returns NULL if MPI is not initialised. */
-ah_transport *ah_transport_mpi(const void *mpi_comm);
-void ah_transport_free(ah_transport *t);
+ah_transport *ah__transport_mpi(const void *mpi_comm);
+void ah__transport_free(ah_transport *t);
 
-static inline void ah_tr_allreduce_sum_f32(ah_transport *t, ah_group *g, void *buf, size_t n) {
+static inline void ah__tr_allreduce_sum_f32(ah_transport *t, ah_group *g, void *buf, size_t n) {
     t->allreduce(t->ctx, g, buf, n, AH_DT_F32, AH_RED_SUM);
 }
 

@@ -122,7 +122,7 @@ static void tr_free(void *ctx) {
     free(t);
 }
 
-ah_transport *ah_transport_mpi(const void *mpi_comm) {
+ah_transport *ah__transport_mpi(const void *mpi_comm) {
     int init = 0;
     MPI_Initialized(&init);
     if (!init)
@@ -151,7 +151,7 @@ ah_transport *ah_transport_mpi(const void *mpi_comm) {
     return p;
 }
 
-void ah_transport_free(ah_transport *t) {
+void ah__transport_free(ah_transport *t) {
     if (t)
         t->free_transport(t->ctx);
 }

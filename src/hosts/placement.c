@@ -15,35 +15,11 @@
 
 #define NAME_LEN 256
 
-/* an IPv4 or IPv6 literal: the short-name rule does not apply to it */
-static int is_address(const char *s, unsigned char *bin, int *family) {
-    if (inet_pton(AF_INET, s, bin) == 1) {
-        *family = AF_INET;
-        return 1;
-    }
-    if (inet_pton(AF_INET6, s, bin) == 1) {
-        *family = AF_INET6;
-        return 1;
-    }
-    return 0;
-}
-
-int ah_host_matches(const char *expected, const char *actual) {
-    if (strcasecmp(expected, actual) == 0)
-        return 1;
-    unsigned char bin[16];
-    int family;
-    if (is_address(expected, bin, &family) || is_address(actual, bin, &family))
-        return 0;
-    size_t e = strcspn(expected, "."), a = strcspn(actual, ".");
-    return e == a && strncasecmp(expected, actual, e) == 0 && (expected[e] == '\0' || actual[a] == '\0');
-}
-
 /* Whether one of this machine's interfaces has the address `expected`. */
 static int has_address(const char *expected) {
     unsigned char want[16];
     int family;
-    if (!is_address(expected, want, &family))
+    if (!ah_host_address(expected, want, &family))
         return 0;
     struct ifaddrs *all = NULL;
     if (getifaddrs(&all) != 0)

@@ -1,5 +1,4 @@
 #include "plan/costs.h"
-#include "autohet/hosts.h"
 #include "util/errors.h"
 
 #include <stdio.h>

@@ -48,6 +48,20 @@ int ah_rank_slot(const ah_plan *p, int rank, ah_slot *out) {
     return -1;
 }
 
+int ah_plan_rank_node(const ah_plan *p, int rank, int *layer_first, int *layer_last, int *tp_rank) {
+    ah_slot sl;
+    if (ah_rank_slot(p, rank, &sl) != 0)
+        return -1;
+    const ah_stage *s = &p->replicas[sl.replica].stages[sl.stage];
+    if (layer_first)
+        *layer_first = s->layer_first;
+    if (layer_last)
+        *layer_last = s->layer_last;
+    if (tp_rank)
+        *tp_rank = sl.tp_rank;
+    return s->node;
+}
+
 int ah_schedule_check(const ah_plan *p, ah_schedule s, int V, char *err, size_t errlen) {
     if (s < 0 || s >= AH_SCHED_KINDS) {
         snprintf(err, errlen, "schedule: unknown schedule %d", (int)s);

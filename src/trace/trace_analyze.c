@@ -16,7 +16,7 @@
 
 #include "autohet/comm.h"
 #include "autohet/trace_analysis.h"
-#include "comm/link_model_json.h"
+#include "cluster/link_model_json.h"
 #include "util/errors.h"
 #include "util/intervals.h"
 #include "util/json_file.h"

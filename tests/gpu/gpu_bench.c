@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     int L = ah_model_num_layers(&cfg);
     ah_engine_model e;
     char err[320];
-    if (ah_engine_model_init(&e, &cfg, T, B, 0, L, 1, 0, 1, 1, err, sizeof err) != 0) {
+    if (ah__engine_model_init(&e, &cfg, T, B, 0, L, 1, 0, 1, 1, err, sizeof err) != 0) {
         fprintf(stderr, "gpu_bench: %s\n", err);
         return 1;
     }
@@ -56,14 +56,14 @@ int main(int argc, char **argv) {
             tok[i] = (int)((s >> 8) % (unsigned)cfg.vocab);
             tgt[i] = (int)((s >> 4) % (unsigned)cfg.vocab);
         }
-        ah_engine_zero_grads(&e);
-        ah_engine_forward(&e, tok, ah_dptr_null(), tgt, ah_dptr_null(), &loss, acts);
-        ah_engine_backward(&e, tok, tgt, ah_dptr_null(), ah_dptr_null(), 1.0f / (float)(T * B), acts);
+        ah__engine_zero_grads(&e);
+        ah__engine_forward(&e, tok, ah__dptr_null(), tgt, ah__dptr_null(), &loss, acts);
+        ah__engine_backward(&e, tok, tgt, ah__dptr_null(), ah__dptr_null(), 1.0f / (float)(T * B), acts);
         if (cfg.tied_embeddings)
-            ah_engine_tied_sum_local(&e);
-        float clip = ah_clip_factor(sqrt(ah_engine_grad_sumsq(&e)), oc.grad_clip);
-        ah_engine_clip_and_step(&e, clip, ah_lr_at(&oc, step), step + 1, &oc);
-        ah_engine_sync(&e);
+            ah__engine_tied_sum_local(&e);
+        float clip = ah__clip_factor(sqrt(ah__engine_grad_sumsq(&e)), oc.grad_clip);
+        ah__engine_clip_and_step(&e, clip, ah__lr_at(&oc, step), step + 1, &oc);
+        ah__engine_sync(&e);
         loss /= (double)T * B;
         if (step == 0)
             loss0 = loss;
@@ -73,10 +73,10 @@ int main(int argc, char **argv) {
         }
     }
     double dt = (ah_wall_clock_s() - t0) / (steps - warm);
-    double flops = 3.0 * ah_engine_forward_flops(&e);
+    double flops = 3.0 * ah__engine_forward_flops(&e);
     printf("bench %s seq %d mb %d steps %d: step_s %.4f tokens_per_s %.0f mfu %.4f loss0 %.4f lossN %.4f\n", argv[1],
            T, B, steps, dt, (double)T * B / dt, peak > 0 ? flops / dt / peak : 0.0, loss0, loss);
-    ah_engine_model_free(&e);
+    ah__engine_model_free(&e);
     free(acts), free(tok), free(tgt);
     return 0;
 }

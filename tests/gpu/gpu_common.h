@@ -23,12 +23,12 @@ static inline const char *gpu_backend_name(void) {
 static inline const ah_backend *gpu_backend_or_skip(const char *test) {
     char why[320];
     if (!strcmp(gpu_backend_name(), "cpu"))
-        return ah_backend_get("cpu");
+        return ah__backend_get("cpu");
     if (ah_backend_check("cuda", why, sizeof why) != 0) {
         printf("%s: not run: no CUDA device (%s)\n", test, why);
         exit(GPU_SKIP);
     }
-    return ah_backend_get("cuda");
+    return ah__backend_get("cuda");
 }
 
 /* ||a - b|| / max(||a||, tiny), and the largest |a_i - b_i| in *maxd */

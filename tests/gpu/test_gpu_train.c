@@ -39,7 +39,7 @@ static int train(const char *backend, const ah_model_config *cfg, run_out *o) {
     ah_engine_model e;
     char err[320];
     int L = ah_model_num_layers(cfg);
-    if (ah_engine_model_init(&e, cfg, T, B, 0, L, 1, 0, 7, 1, err, sizeof err) != 0) {
+    if (ah__engine_model_init(&e, cfg, T, B, 0, L, 1, 0, 7, 1, err, sizeof err) != 0) {
         printf("FAIL: %s: %s\n", backend, err);
         return -1;
     }
@@ -52,28 +52,28 @@ static int train(const char *backend, const ah_model_config *cfg, run_out *o) {
     o->param1 = gpu_xmalloc((size_t)L * sizeof *o->param1);
     o->n = gpu_xmalloc((size_t)L * sizeof *o->n);
     for (int step = 0; step < STEPS; step++) {
-        ah_engine_zero_grads(&e);
+        ah__engine_zero_grads(&e);
         double sum = 0;
         for (int m = 0; m < MICRO; m++) {
             double loss = 0;
             batch(step, m, cfg->vocab, tok, tgt);
-            ah_engine_forward(&e, tok, ah_dptr_null(), tgt, ah_dptr_null(), &loss, acts);
-            ah_engine_backward(&e, tok, tgt, ah_dptr_null(), ah_dptr_null(), 1.0f / (float)(T * B * MICRO), acts);
+            ah__engine_forward(&e, tok, ah__dptr_null(), tgt, ah__dptr_null(), &loss, acts);
+            ah__engine_backward(&e, tok, tgt, ah__dptr_null(), ah__dptr_null(), 1.0f / (float)(T * B * MICRO), acts);
             sum += loss;
         }
         if (cfg->tied_embeddings)
-            ah_engine_tied_sum_local(&e);
-        float clip = ah_clip_factor(sqrt(ah_engine_grad_sumsq(&e)), oc.grad_clip);
-        ah_engine_clip_and_step(&e, clip, ah_lr_at(&oc, step), step + 1, &oc);
+            ah__engine_tied_sum_local(&e);
+        float clip = ah__clip_factor(sqrt(ah__engine_grad_sumsq(&e)), oc.grad_clip);
+        ah__engine_clip_and_step(&e, clip, ah__lr_at(&oc, step), step + 1, &oc);
         o->loss[step] = sum / (T * B * MICRO);
         for (int l = 0; step == 0 && l < L; l++) {
-            o->n[l] = ah_engine_layer_floats(&e, l);
+            o->n[l] = ah__engine_layer_floats(&e, l);
             o->param1[l] = gpu_xmalloc(o->n[l] * sizeof(float));
-            ah_engine_layer_to_host(&e, l, AH_STATE_PARAM, o->param1[l]);
+            ah__engine_layer_to_host(&e, l, AH_STATE_PARAM, o->param1[l]);
         }
     }
     free(acts);
-    ah_engine_model_free(&e);
+    ah__engine_model_free(&e);
     return 0;
 }
 

@@ -83,7 +83,7 @@ static ah_dptr cu_alloc(void *ctx, size_t n) {
 }
 static void cu_free(void *ctx, ah_dptr d) {
     (void)ctx;
-    if (!ah_dptr_is_null(d))
+    if (!ah__dptr_is_null(d))
         ck(cudaFree(d.p), "cudaFree", "free");
 }
 static void cu_zero(void *ctx, ah_dptr d, size_t n) {
@@ -126,7 +126,7 @@ static void cu_sync(void *ctx) {
 static void gemm(cuda_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                  long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc, long long sc,
                  int batch, const char *op) {
-    ah_cu_colmajor_gemm g = ah_cu_gemm_to_colmajor(
+    ah_cu_colmajor_gemm g = ah__cu_gemm_to_colmajor(
         (ah_cu_rowmajor_gemm){.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc});
     cublasOperation_t o1 = g.op_first ? CUBLAS_OP_T : CUBLAS_OP_N, o2 = g.op_second ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (batch == 1)
@@ -143,15 +143,15 @@ static void cu_linear_fwd(void *ctx, ah_dptr out, ah_dptr inp, ah_dptr w, ah_dpt
     cuda_ctx *c = ctx;
     if (N <= 0 || M <= 0)
         return;
-    if (!ah_dptr_is_null(bias))
-        done(c, ah_cu_fill_rows(F(out), F(bias), N, M), "linear_fwd bias");
+    if (!ah__dptr_is_null(bias))
+        done(c, ah__cu_fill_rows(F(out), F(bias), N, M), "linear_fwd bias");
     if (K <= 0) {
-        if (ah_dptr_is_null(bias))
+        if (ah__dptr_is_null(bias))
             cu_zero(ctx, out, (size_t)N * M);
         return;
     }
     /* out[N,M] = inp[N,K] w[M,K]^T (+ out) */
-    gemm(c, 0, 1, N, M, K, 1.0f, F(inp), K, 0, F(w), K, 0, ah_dptr_is_null(bias) ? 0.0f : 1.0f, F(out), M, 0, 1,
+    gemm(c, 0, 1, N, M, K, 1.0f, F(inp), K, 0, F(w), K, 0, ah__dptr_is_null(bias) ? 0.0f : 1.0f, F(out), M, 0, 1,
          "linear_fwd");
 }
 static void cu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah_dptr dout, ah_dptr inp,
@@ -159,12 +159,12 @@ static void cu_linear_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dbias, ah
     cuda_ctx *c = ctx;
     if (N <= 0 || M <= 0)
         return;
-    if (K > 0 && !ah_dptr_is_null(dinp)) /* dinp[N,K] += dout[N,M] w[M,K] */
+    if (K > 0 && !ah__dptr_is_null(dinp)) /* dinp[N,K] += dout[N,M] w[M,K] */
         gemm(c, 0, 0, N, K, M, 1.0f, F(dout), M, 0, F(w), K, 0, 1.0f, F(dinp), K, 0, 1, "linear_bwd dinp");
-    if (K > 0 && !ah_dptr_is_null(dw)) /* dw[M,K] += dout^T inp */
+    if (K > 0 && !ah__dptr_is_null(dw)) /* dw[M,K] += dout^T inp */
         gemm(c, 1, 0, M, K, N, 1.0f, F(dout), M, 0, F(inp), K, 0, 1.0f, F(dw), K, 0, 1, "linear_bwd dw");
-    if (!ah_dptr_is_null(dbias))
-        done(c, ah_cu_colsum_acc(F(dbias), F(dout), N, M), "linear_bwd dbias");
+    if (!ah__dptr_is_null(dbias))
+        done(c, ah__cu_colsum_acc(F(dbias), F(dout), N, M), "linear_bwd dbias");
 }
 
 /* ------------------------------------------------------------ attention */
@@ -192,7 +192,7 @@ static void cu_attention_fwd(void *ctx, ah_dptr out, ah_dptr att, ah_dptr q, ah_
             gemm(c, 0, 1, T, T, D, scale, F(q) + (size_t)b * T * ldq + (size_t)g * D, ldq, sq,
                  F(k) + (size_t)b * T * ldk, ldk, sk, 0.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, Hkv,
                  "attention_fwd scores");
-    done(c, ah_cu_causal_softmax(F(att), B * Hq * T, T, window), "attention_fwd softmax");
+    done(c, ah__cu_causal_softmax(F(att), B * Hq * T, T, window), "attention_fwd softmax");
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++) /* O = P V */
             gemm(c, 0, 0, T, D, T, 1.0f, F(att) + ((size_t)b * Hq + g) * T * T, T, sa, F(v) + (size_t)b * T * ldk,
@@ -210,23 +210,23 @@ static void cu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_d
     int G = Hq / Hkv, ldq = Hq * D, ldk = Hkv * D;
     long long sq = (long long)G * D, sk = D, sa = (long long)G * T * T, sd = (long long)T * T;
     float scale = 1.0f / sqrtf((float)D);
-    float *ds = scratch(c, ah_cu_attention_scratch(T, Hkv));
+    float *ds = scratch(c, ah__cu_attention_scratch(T, Hkv));
     for (int b = 0; b < B; b++) {
         for (int g = 0; g < G; g++) { /* the query heads of a group in order, as kernels.c */
             const float *a = F(att) + ((size_t)b * Hq + g) * T * T;
             const float *go = F(dout) + (size_t)b * T * ldq + (size_t)g * D;
             const float *qb = F(q) + (size_t)b * T * ldq + (size_t)g * D;
             const float *kb = F(k) + (size_t)b * T * ldk, *vb = F(v) + (size_t)b * T * ldk;
-            if (!ah_dptr_is_null(dv)) /* dV += P^T dO */
+            if (!ah__dptr_is_null(dv)) /* dV += P^T dO */
                 gemm(c, 1, 0, T, D, T, 1.0f, a, T, sa, go, ldq, sq, 1.0f, F(dv) + (size_t)b * T * ldk, ldk, sk, Hkv,
                      "attention_bwd dv");
             /* dP = dO V^T, then dS = P (dP - rowsum(P dP)) * scale */
             gemm(c, 0, 1, T, T, D, 1.0f, go, ldq, sq, vb, ldk, sk, 0.0f, ds, T, sd, Hkv, "attention_bwd dp");
-            done(c, ah_cu_softmax_bwd(ds, a, Hkv, T, (size_t)sa, scale), "attention_bwd softmax");
-            if (!ah_dptr_is_null(dq)) /* dQ += dS K */
+            done(c, ah__cu_softmax_bwd(ds, a, Hkv, T, (size_t)sa, scale), "attention_bwd softmax");
+            if (!ah__dptr_is_null(dq)) /* dQ += dS K */
                 gemm(c, 0, 0, T, D, T, 1.0f, ds, T, sd, kb, ldk, sk, 1.0f,
                      F(dq) + (size_t)b * T * ldq + (size_t)g * D, ldq, sq, Hkv, "attention_bwd dq");
-            if (!ah_dptr_is_null(dk)) /* dK += dS^T Q */
+            if (!ah__dptr_is_null(dk)) /* dK += dS^T Q */
                 gemm(c, 1, 0, T, D, T, 1.0f, ds, T, sd, qb, ldq, sq, 1.0f, F(dk) + (size_t)b * T * ldk, ldk, sk,
                      Hkv, "attention_bwd dk");
         }
@@ -236,57 +236,57 @@ static void cu_attention_bwd(void *ctx, ah_dptr dq, ah_dptr dk, ah_dptr dv, ah_d
 /* ------------------------------------------------------------ the other kernels */
 
 static void cu_embedding_fwd(void *ctx, ah_dptr out, ah_dptr tok, ah_dptr wte, ah_dptr wpe, int N, int T, int C) {
-    done(ctx, ah_cu_embedding_fwd(F(out), I(tok), F(wte), F(wpe), N, T, C), "embedding_fwd");
+    done(ctx, ah__cu_embedding_fwd(F(out), I(tok), F(wte), F(wpe), N, T, C), "embedding_fwd");
 }
 static void cu_embedding_bwd(void *ctx, ah_dptr dwte, ah_dptr dwpe, ah_dptr dout, ah_dptr tok, int N, int T,
                              int C) {
-    done(ctx, ah_cu_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C), "embedding_bwd");
+    done(ctx, ah__cu_embedding_bwd(F(dwte), F(dwpe), F(dout), I(tok), N, T, C), "embedding_bwd");
 }
 static void cu_layernorm_fwd(void *ctx, ah_dptr out, ah_dptr mean, ah_dptr rstd, ah_dptr inp, ah_dptr w,
                              ah_dptr b, int N, int C, float eps) {
-    done(ctx, ah_cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, eps), "layernorm_fwd");
+    done(ctx, ah__cu_layernorm_fwd(F(out), F(mean), F(rstd), F(inp), F(w), F(b), N, C, eps), "layernorm_fwd");
 }
 static void cu_layernorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr db, ah_dptr dout, ah_dptr inp,
                              ah_dptr w, ah_dptr mean, ah_dptr rstd, int N, int C) {
-    done(ctx, ah_cu_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C),
+    done(ctx, ah__cu_layernorm_bwd(F(dinp), F(dw), F(db), F(dout), F(inp), F(w), F(mean), F(rstd), N, C),
          "layernorm_bwd");
 }
 static void cu_rmsnorm_fwd(void *ctx, ah_dptr out, ah_dptr rstd, ah_dptr inp, ah_dptr w, int N, int C,
                            float eps) {
-    done(ctx, ah_cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C, eps), "rmsnorm_fwd");
+    done(ctx, ah__cu_rmsnorm_fwd(F(out), F(rstd), F(inp), F(w), N, C, eps), "rmsnorm_fwd");
 }
 static void cu_rmsnorm_bwd(void *ctx, ah_dptr dinp, ah_dptr dw, ah_dptr dout, ah_dptr inp, ah_dptr w,
                            ah_dptr rstd, int N, int C) {
-    done(ctx, ah_cu_rmsnorm_bwd(F(dinp), F(dw), F(dout), F(inp), F(w), F(rstd), N, C), "rmsnorm_bwd");
+    done(ctx, ah__cu_rmsnorm_bwd(F(dinp), F(dw), F(dout), F(inp), F(w), F(rstd), N, C), "rmsnorm_bwd");
 }
 static void cu_gelu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
-    done(ctx, ah_cu_gelu_fwd(F(out), F(inp), n), "gelu_fwd");
+    done(ctx, ah__cu_gelu_fwd(F(out), F(inp), n), "gelu_fwd");
 }
 static void cu_gelu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
-    done(ctx, ah_cu_gelu_bwd(F(dinp), F(dout), F(inp), n), "gelu_bwd");
+    done(ctx, ah__cu_gelu_bwd(F(dinp), F(dout), F(inp), n), "gelu_bwd");
 }
 static void cu_relu_fwd(void *ctx, ah_dptr out, ah_dptr inp, size_t n) {
-    done(ctx, ah_cu_relu_fwd(F(out), F(inp), n), "relu_fwd");
+    done(ctx, ah__cu_relu_fwd(F(out), F(inp), n), "relu_fwd");
 }
 static void cu_relu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, size_t n) {
-    done(ctx, ah_cu_relu_bwd(F(dinp), F(dout), F(inp), n), "relu_bwd");
+    done(ctx, ah__cu_relu_bwd(F(dinp), F(dout), F(inp), n), "relu_bwd");
 }
 static void cu_swiglu_fwd(void *ctx, ah_dptr out, ah_dptr inp, int N, int Fn) {
-    done(ctx, ah_cu_swiglu_fwd(F(out), F(inp), N, Fn), "swiglu_fwd");
+    done(ctx, ah__cu_swiglu_fwd(F(out), F(inp), N, Fn), "swiglu_fwd");
 }
 static void cu_swiglu_bwd(void *ctx, ah_dptr dinp, ah_dptr dout, ah_dptr inp, int N, int Fn) {
-    done(ctx, ah_cu_swiglu_bwd(F(dinp), F(dout), F(inp), N, Fn), "swiglu_bwd");
+    done(ctx, ah__cu_swiglu_bwd(F(dinp), F(dout), F(inp), N, Fn), "swiglu_bwd");
 }
 static void cu_rope_fwd(void *ctx, ah_dptr x, int N, int T, int H, int D, float theta) {
-    done(ctx, ah_cu_rope(F(x), N, T, H, D, theta, 1), "rope_fwd");
+    done(ctx, ah__cu_rope(F(x), N, T, H, D, theta, 1), "rope_fwd");
 }
 static void cu_rope_bwd(void *ctx, ah_dptr dx, int N, int T, int H, int D, float theta) {
-    done(ctx, ah_cu_rope(F(dx), N, T, H, D, theta, -1), "rope_bwd");
+    done(ctx, ah__cu_rope(F(dx), N, T, H, D, theta, -1), "rope_bwd");
 }
 static double cu_crossentropy_fwd(void *ctx, ah_dptr losses, ah_dptr probs, ah_dptr logits, ah_dptr targets,
                                   int N, int V, int Vp) {
     cuda_ctx *c = ctx;
-    done(c, ah_cu_crossentropy_fwd(F(losses), F(probs), F(logits), I(targets), N, V, Vp), "crossentropy_fwd");
+    done(c, ah__cu_crossentropy_fwd(F(losses), F(probs), F(logits), I(targets), N, V, Vp), "crossentropy_fwd");
     if (N <= 0)
         return 0.0;
     if ((size_t)N > c->host_n) {
@@ -304,19 +304,19 @@ static double cu_crossentropy_fwd(void *ctx, ah_dptr losses, ah_dptr probs, ah_d
 }
 static void cu_crossentropy_bwd(void *ctx, ah_dptr dlogits, ah_dptr probs, ah_dptr targets, int N, int V, int Vp,
                                 float scale) {
-    done(ctx, ah_cu_crossentropy_bwd(F(dlogits), F(probs), I(targets), N, V, Vp, scale), "crossentropy_bwd");
+    done(ctx, ah__cu_crossentropy_bwd(F(dlogits), F(probs), I(targets), N, V, Vp, scale), "crossentropy_bwd");
 }
 static void cu_add_bias_rows(void *ctx, ah_dptr x, ah_dptr b, int N, int C) {
-    done(ctx, ah_cu_add_bias_rows(F(x), F(b), N, C), "add_bias_rows");
+    done(ctx, ah__cu_add_bias_rows(F(x), F(b), N, C), "add_bias_rows");
 }
 static void cu_bias_grad_acc(void *ctx, ah_dptr db, ah_dptr d, int N, int C) {
-    done(ctx, ah_cu_colsum_acc(F(db), F(d), N, C), "bias_grad_acc");
+    done(ctx, ah__cu_colsum_acc(F(db), F(d), N, C), "bias_grad_acc");
 }
 static void cu_add(void *ctx, ah_dptr y, ah_dptr x, size_t n) {
-    done(ctx, ah_cu_add(F(y), F(x), n), "add");
+    done(ctx, ah__cu_add(F(y), F(x), n), "add");
 }
 static void cu_scale(void *ctx, ah_dptr y, float a, size_t n) {
-    done(ctx, ah_cu_scale(F(y), a, n), "scale");
+    done(ctx, ah__cu_scale(F(y), a, n), "scale");
 }
 /* block partials on the device, summed here in block order (optim.c's order) */
 static double cu_sumsq(void *ctx, ah_dptr x, size_t n) {
@@ -329,7 +329,7 @@ static double cu_sumsq(void *ctx, ah_dptr x, size_t n) {
         ck(cudaMalloc((void **)&c->part, nb * sizeof(double)), "cudaMalloc", "sumsq");
         c->part_n = nb;
     }
-    done(c, ah_cu_sumsq_blocks(c->part, F(x), n), "sumsq");
+    done(c, ah__cu_sumsq_blocks(c->part, F(x), n), "sumsq");
     double *h = malloc(nb * sizeof *h);
     if (h == NULL)
         die("malloc", "out of memory", "sumsq");
@@ -340,7 +340,7 @@ static double cu_sumsq(void *ctx, ah_dptr x, size_t n) {
     free(h);
     return s;
 }
-/* the constants as optim.c's ah_adamw_update computes them */
+/* the constants as optim.c's ah__adamw_update computes them */
 static void cu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr v, size_t n, float lr, int t,
                      const ah_optim_config *oc, int decay, float gscale) {
     if (t < 1)
@@ -356,7 +356,7 @@ static void cu_adamw(void *ctx, ah_dptr param, ah_dptr grad, ah_dptr m, ah_dptr 
         .shrink = decay ? (float)(1.0 - (double)lr * (double)oc->weight_decay) : 1.0f,
         .gscale = gscale,
     };
-    done(ctx, ah_cu_adamw(F(param), F(grad), F(m), F(v), n, k), "adamw");
+    done(ctx, ah__cu_adamw(F(param), F(grad), F(m), F(v), n, k), "adamw");
 }
 
 /* ------------------------------------------------------------ the table */
@@ -436,12 +436,12 @@ static int cuda_init(void) {
     return 1;
 }
 
-const ah_backend *ah_backend_cuda(void) {
+const ah_backend *ah__backend_cuda(void) {
     if (init_state == 0)
         init_state = cuda_init();
     return init_state > 0 ? &cuda_backend : NULL;
 }
 
-const char *ah_backend_cuda_why(void) {
+const char *ah__backend_cuda_why(void) {
     return init_why;
 }

@@ -23,15 +23,15 @@ typedef struct {
     int first_is_b;
 } ah_cu_colmajor_gemm;
 
-ah_cu_colmajor_gemm ah_cu_gemm_to_colmajor(ah_cu_rowmajor_gemm g);
+ah_cu_colmajor_gemm ah__cu_gemm_to_colmajor(ah_cu_rowmajor_gemm g);
 
 /* Threads-per-block and blocks for n elements (grid capped at 2^31-1 blocks;
  * the kernels loop with a grid stride). */
 #define AH_CU_BLOCK 256
-unsigned ah_cu_grid(size_t n, unsigned block);
+unsigned ah__cu_grid(size_t n, unsigned block);
 
 /* Floats of the attention scratch: the probability gradient of every KV head
  * of one batch for one query head of each group (Hkv x T x T). */
-size_t ah_cu_attention_scratch(int T, int Hkv);
+size_t ah__cu_attention_scratch(int T, int Hkv);
 
 #endif

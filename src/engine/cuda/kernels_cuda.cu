@@ -93,14 +93,14 @@ __global__ void k_colsum_acc(float *dst, const float *src, int N, int C) {
     dst[c] += (float)acc;
 }
 
-extern "C" int ah_cu_fill_rows(float *out, const float *row, int N, int M) {
+extern "C" int ah__cu_fill_rows(float *out, const float *row, int N, int M) {
     if (N <= 0 || M <= 0)
         return 0;
     k_fill_rows<<<blocks_for((size_t)N * M), THREADS>>>(out, row, N, M);
     return launched();
 }
 
-extern "C" int ah_cu_colsum_acc(float *dst, const float *src, int N, int C) {
+extern "C" int ah__cu_colsum_acc(float *dst, const float *src, int N, int C) {
     if (N <= 0 || C <= 0)
         return 0;
     k_colsum_acc<<<blocks_for((size_t)C), THREADS>>>(dst, src, N, C);
@@ -137,7 +137,7 @@ __global__ void k_embedding_bwd_wpe(float *dwpe, const float *dout, int N, int T
     }
 }
 
-extern "C" int ah_cu_embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T,
+extern "C" int ah__cu_embedding_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T,
                                    int C) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -145,7 +145,7 @@ extern "C" int ah_cu_embedding_fwd(float *out, const int *tok, const float *wte,
     return launched();
 }
 
-extern "C" int ah_cu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T,
+extern "C" int ah__cu_embedding_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T,
                                    int C) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -223,7 +223,7 @@ __global__ void k_layernorm_bwd_dwdb(float *dw, float *db, const float *dout, co
         db[c] += (float)ab;
 }
 
-extern "C" int ah_cu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+extern "C" int ah__cu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                    const float *b, int N, int C, float eps) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -231,7 +231,7 @@ extern "C" int ah_cu_layernorm_fwd(float *out, float *mean, float *rstd, const f
     return launched();
 }
 
-extern "C" int ah_cu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+extern "C" int ah__cu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                    const float *w, const float *mean, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -285,7 +285,7 @@ __global__ void k_rmsnorm_bwd_dw(float *dw, const float *dout, const float *inp,
     dw[c] += (float)aw;
 }
 
-extern "C" int ah_cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C,
+extern "C" int ah__cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int N, int C,
                                  float eps) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -293,7 +293,7 @@ extern "C" int ah_cu_rmsnorm_fwd(float *out, float *rstd, const float *inp, cons
     return launched();
 }
 
-extern "C" int ah_cu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+extern "C" int ah__cu_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                                  const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0)
         return 0;
@@ -373,42 +373,42 @@ __global__ void k_swiglu_bwd(float *dinp, const float *dout, const float *inp, i
     }
 }
 
-extern "C" int ah_cu_gelu_fwd(float *out, const float *inp, size_t n) {
+extern "C" int ah__cu_gelu_fwd(float *out, const float *inp, size_t n) {
     if (n == 0)
         return 0;
     k_gelu_fwd<<<blocks_for(n), THREADS>>>(out, inp, n);
     return launched();
 }
 
-extern "C" int ah_cu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+extern "C" int ah__cu_gelu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     if (n == 0)
         return 0;
     k_gelu_bwd<<<blocks_for(n), THREADS>>>(dinp, dout, inp, n);
     return launched();
 }
 
-extern "C" int ah_cu_relu_fwd(float *out, const float *inp, size_t n) {
+extern "C" int ah__cu_relu_fwd(float *out, const float *inp, size_t n) {
     if (n == 0)
         return 0;
     k_relu_fwd<<<blocks_for(n), THREADS>>>(out, inp, n);
     return launched();
 }
 
-extern "C" int ah_cu_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
+extern "C" int ah__cu_relu_bwd(float *dinp, const float *dout, const float *inp, size_t n) {
     if (n == 0)
         return 0;
     k_relu_bwd<<<blocks_for(n), THREADS>>>(dinp, dout, inp, n);
     return launched();
 }
 
-extern "C" int ah_cu_swiglu_fwd(float *out, const float *inp, int N, int F) {
+extern "C" int ah__cu_swiglu_fwd(float *out, const float *inp, int N, int F) {
     if (N <= 0 || F <= 0)
         return 0;
     k_swiglu_fwd<<<blocks_for((size_t)N * F), THREADS>>>(out, inp, F, (size_t)N * F);
     return launched();
 }
 
-extern "C" int ah_cu_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F) {
+extern "C" int ah__cu_swiglu_bwd(float *dinp, const float *dout, const float *inp, int N, int F) {
     if (N <= 0 || F <= 0)
         return 0;
     k_swiglu_bwd<<<blocks_for((size_t)N * F), THREADS>>>(dinp, dout, inp, F, (size_t)N * F);
@@ -433,7 +433,7 @@ __global__ void k_rope(float *x, int N, int T, int H, int D, float theta, int si
     }
 }
 
-extern "C" int ah_cu_rope(float *x, int N, int T, int H, int D, float theta, int sign) {
+extern "C" int ah__cu_rope(float *x, int N, int T, int H, int D, float theta, int sign) {
     if (N <= 0 || T <= 0 || H <= 0 || D < 2)
         return 0;
     k_rope<<<blocks_for((size_t)N * H * (D / 2)), THREADS>>>(x, N, T, H, D, theta, sign);
@@ -463,14 +463,14 @@ __global__ void k_softmax_bwd(float *ds, const float *att, int T, size_t att_str
         row[j] = j <= t ? p[j] * (row[j] - rd) * scale : 0.0f;
 }
 
-extern "C" int ah_cu_causal_softmax(float *att, int rows, int T, int window) {
+extern "C" int ah__cu_causal_softmax(float *att, int rows, int T, int window) {
     if (rows <= 0 || T <= 0)
         return 0;
     k_causal_softmax<<<rows, THREADS>>>(att, T, window);
     return launched();
 }
 
-extern "C" int ah_cu_softmax_bwd(float *ds, const float *att, int heads, int T, size_t att_stride, float scale) {
+extern "C" int ah__cu_softmax_bwd(float *ds, const float *att, int heads, int T, size_t att_stride, float scale) {
     if (heads <= 0 || T <= 0)
         return 0;
     k_softmax_bwd<<<(unsigned)((size_t)heads * T), THREADS>>>(ds, att, T, att_stride, scale);
@@ -501,7 +501,7 @@ __global__ void k_crossentropy_bwd(float *dlogits, const float *probs, const int
     }
 }
 
-extern "C" int ah_cu_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets,
+extern "C" int ah__cu_crossentropy_fwd(float *losses, float *probs, const float *logits, const int *targets,
                                       int N, int V, int Vp) {
     if (N <= 0 || V <= 0)
         return 0;
@@ -509,7 +509,7 @@ extern "C" int ah_cu_crossentropy_fwd(float *losses, float *probs, const float *
     return launched();
 }
 
-extern "C" int ah_cu_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V,
+extern "C" int ah__cu_crossentropy_bwd(float *dlogits, const float *probs, const int *targets, int N, int V,
                                       int Vp, float scale) {
     if (N <= 0 || V <= 0)
         return 0;
@@ -557,28 +557,28 @@ __global__ void k_adamw(float *param, const float *grad, float *m, float *v, siz
     }
 }
 
-extern "C" int ah_cu_add_bias_rows(float *x, const float *b, int N, int C) {
+extern "C" int ah__cu_add_bias_rows(float *x, const float *b, int N, int C) {
     if (N <= 0 || C <= 0)
         return 0;
     k_add_bias_rows<<<blocks_for((size_t)N * C), THREADS>>>(x, b, C, (size_t)N * C);
     return launched();
 }
 
-extern "C" int ah_cu_add(float *y, const float *x, size_t n) {
+extern "C" int ah__cu_add(float *y, const float *x, size_t n) {
     if (n == 0)
         return 0;
     k_add<<<blocks_for(n), THREADS>>>(y, x, n);
     return launched();
 }
 
-extern "C" int ah_cu_scale(float *y, float a, size_t n) {
+extern "C" int ah__cu_scale(float *y, float a, size_t n) {
     if (n == 0)
         return 0;
     k_scale<<<blocks_for(n), THREADS>>>(y, a, n);
     return launched();
 }
 
-extern "C" int ah_cu_sumsq_blocks(double *part, const float *x, size_t n) {
+extern "C" int ah__cu_sumsq_blocks(double *part, const float *x, size_t n) {
     if (n == 0)
         return 0;
     size_t nb = (n + AH_CU_SUMSQ_BLOCK - 1) / AH_CU_SUMSQ_BLOCK;
@@ -586,7 +586,7 @@ extern "C" int ah_cu_sumsq_blocks(double *part, const float *x, size_t n) {
     return launched();
 }
 
-extern "C" int ah_cu_adamw(float *param, const float *grad, float *m, float *v, size_t n, ah_cu_adamw_consts k) {
+extern "C" int ah__cu_adamw(float *param, const float *grad, float *m, float *v, size_t n, ah_cu_adamw_consts k) {
     if (n == 0)
         return 0;
     k_adamw<<<blocks_for(n), THREADS>>>(param, grad, m, v, n, k);

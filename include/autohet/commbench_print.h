@@ -1,9 +1,9 @@
 /* The tables of `autohet commbench`: autohet's columns, OSU's, nccl-tests'
  * (docs/commbench.md). Rank 0 calls these. */
-#ifndef AUTOHET_COMM_COMMBENCH_PRINT_H
-#define AUTOHET_COMM_COMMBENCH_PRINT_H
+#ifndef AUTOHET_COMMBENCH_PRINT_H
+#define AUTOHET_COMMBENCH_PRINT_H
 
-#include "comm/commbench.h"
+#include "autohet/commbench.h"
 
 typedef enum { AH_FORMAT_DEFAULT = 0, AH_FORMAT_OSU, AH_FORMAT_NCCL } ah_commbench_format;
 /* "default", "osu", "nccl-tests"; 0 or -1 */

@@ -1,7 +1,7 @@
 /* The link model from a parsed comm profile (autohet/link_model.h), for
  * readers that hold the document already (comm_profile.c). */
-#ifndef AUTOHET_COMM_LINK_MODEL_JSON_H
-#define AUTOHET_COMM_LINK_MODEL_JSON_H
+#ifndef AUTOHET_CLUSTER_LINK_MODEL_JSON_H
+#define AUTOHET_CLUSTER_LINK_MODEL_JSON_H
 #include <cjson/cJSON.h>
 
 #include "autohet/link_model.h"

@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "comm/link_model_json.h"
+#include "cluster/link_model_json.h"
 #include "util/errors.h"
 #include "util/json_file.h"
 

@@ -4,8 +4,8 @@
  * the correctness check of every result, statistics, and the comm-profile
  * JSON of results and fits. `autohet commbench` parses flags, calls these and
  * prints (commbench_print.c). */
-#ifndef AUTOHET_COMM_COMMBENCH_H
-#define AUTOHET_COMM_COMMBENCH_H
+#ifndef AUTOHET_COMMBENCH_H
+#define AUTOHET_COMMBENCH_H
 #include <stddef.h>
 #include <stdio.h>
 
