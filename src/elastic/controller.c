@@ -786,6 +786,7 @@ static int supervise(run_state *s, int *final_step) {
         }
         int status = 0, ended = 0;
         if (run_poll_ends(s)) { /* a rank died: stop the job now, not after the launcher's ~1 s teardown */
+            s->t_job_stop = ah_wall_clock_s();
             killpg(s->pid, SIGKILL);
             while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
                 ;

@@ -175,6 +175,13 @@ int run_diagnose_end(run_state *s, int status, run_fault *f) {
     memset(f, 0, sizeof *f);
     rank_end *e = NULL;
     int n = read_ends(s, &e);
+    /* what ended after the controller stopped the job is its stop, not a fault (across hosts the ranks
+     * there die as their launcher's daemons go, some by SIGKILL) */
+    for (int k = 0; k < n && s->t_job_stop > 0;)
+        if (e[k].t > s->t_job_stop)
+            e[k] = e[--n];
+        else
+            k++;
     const rank_end *first = NULL, *first_kill = NULL, *first_any = NULL;
     for (int k = 0; k < n; k++) {
         if (!first_any || e[k].t < first_any->t)
@@ -196,6 +203,15 @@ int run_diagnose_end(run_state *s, int status, run_fault *f) {
             }
     } else if (!first && n > 0) {
         add_vanished(s, e, n, f);
+    } else if (first) { /* a full tier: the node cannot checkpoint any more, as lost as a reclaimed one */
+        for (int k = 0; k < n; k++)
+            if (is_fault(&e[k]) && strstr(e[k].last, "No space left on device")) {
+                if (f->n_lost == 0)
+                    snprintf(f->cause, sizeof f->cause, "tier:"), f->t_fault = e[k].t;
+                char why[96];
+                snprintf(why, sizeof why, "rank %d: its tier is full", e[k].rank);
+                add_lost(s, f, e[k].node, why);
+            }
     }
     for (int k = 0; k < n && first && !first->last[0]; k++) /* the rank that said why, if one did */
         if (is_fault(&e[k]) && e[k].last[0] && e[k].t <= first->t + FAULT_WINDOW_S)

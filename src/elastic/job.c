@@ -187,6 +187,7 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     setpgid(pid, pid);
     s->glog = NULL;
     s->step = s->start_step; /* nothing logged yet: the step it starts from */
+    s->t_job_stop = 0;
     return pid;
 }
 

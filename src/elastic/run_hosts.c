@@ -265,22 +265,25 @@ int run_kill_host(run_state *s, const char *node) {
 }
 
 void run_remove_host_tiers(run_state *s) {
-    /* on every surviving host through the agent (a lost host's were set aside when it was lost): its node's
-     * directories, then the host's and the roots' if empty */
+    /* on every surviving host through the agent: its node's directories, then the host's and the roots' if
+     * empty; on a lost host that still answers, the roots (its tiers were set aside there when it was lost) */
     for (int i = 0; i < s->inv.n_nodes && s->host_mem[0]; i++) {
         char p[4][1400], q[4][1400], cmd[8192], agent[256];
         host_tier_dir(s, s->host_mem, i, p[0], sizeof p[0]);
         host_tier_dir(s, s->host_disk, i, p[1], sizeof p[1]);
         snprintf(p[2], sizeof p[2], "%s/%s", s->host_mem, s->inv.nodes[i].host);
         snprintf(p[3], sizeof p[3], "%s/%s", s->host_disk, s->inv.nodes[i].host);
-        int ok = s->alive[i] && s->host_used[i];
+        int ok = s->host_used[i] && !strchr(s->host_mem, '\'') && !strchr(s->host_disk, '\'');
         for (int k = 0; k < 4 && ok; k++)
             ok = quote_path(q[k], sizeof q[k], p[k]) == 0;
         if (!ok)
             continue;
-        snprintf(cmd, sizeof cmd, "rm -rf %s %s; rmdir %s %s '%s' '%s' 2>/dev/null; true", q[0], q[1], q[2], q[3],
-                 s->host_mem, s->host_disk);
-        if (run_on_host(s->inv.nodes[i].host, cmd, 10, agent, sizeof agent) != 0)
+        if (s->alive[i])
+            snprintf(cmd, sizeof cmd, "rm -rf %s %s; rmdir %s %s '%s' '%s' 2>/dev/null; true", q[0], q[1], q[2],
+                     q[3], s->host_mem, s->host_disk);
+        else /* a lost host that still answers (its tiers were set aside there): the run's roots on it go */
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'; true", s->host_mem, s->host_disk);
+        if (run_on_host(s->inv.nodes[i].host, cmd, s->alive[i] ? 10 : 3, agent, sizeof agent) != 0 && s->alive[i])
             fprintf(stderr, "autohet run: host %s: removing its tiers through %s failed\n", s->inv.nodes[i].host,
                     agent);
     }

@@ -66,6 +66,7 @@ typedef struct {
     char fail_signature[1200];
     int fail_repeats;
     double ends_polled;
+    double t_job_stop; /* when the controller stopped the running job itself (0: it did not) */
     /* heartbeats over the network (heartbeat.c) */
     int beat_fd;
     unsigned long long beat_token;
