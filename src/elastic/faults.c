@@ -178,7 +178,7 @@ int run_diagnose_end(run_state *s, int status, run_fault *f) {
     /* what ended after the controller stopped the job is its stop, not a fault (across hosts the ranks
      * there die as their launcher's daemons go, some by SIGKILL) */
     for (int k = 0; k < n && s->t_job_stop > 0;)
-        if (e[k].t > s->t_job_stop)
+        if (e[k].t > s->t_job_stop && !strcmp(e[k].kind, "signal"))
             e[k] = e[--n];
         else
             k++;
@@ -232,8 +232,10 @@ int run_poll_ends(run_state *s) {
     s->ends_polled = now;
     rank_end *e = NULL;
     int n = read_ends(s, &e), any = 0;
+    /* a rank killed or crashed: the others would wait for it until the launcher's teardown; an error exit
+     * is left to the launcher, so that the other ranks' own records (which may say why) are written */
     for (int k = 0; k < n && !any; k++)
-        any = is_fault(&e[k]);
+        any = !strcmp(e[k].kind, "signal");
     free(e);
     return any;
 }

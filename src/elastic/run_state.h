@@ -137,7 +137,7 @@ typedef struct {
 } run_fault;
 /* why the generation's job ended abnormally (the watchers' records); 1 if nodes were lost */
 int run_diagnose_end(run_state *s, int status, run_fault *f);
-/* 1 once a rank of the running job has ended by a fault (a watcher's record), before the launcher's
+/* 1 once a rank of the running job was killed or crashed (a watcher's "signal" record), before the launcher's
  * teardown (~1 s later) ends the job: the controller stops it at once */
 int run_poll_ends(run_state *s);
 
