@@ -941,6 +941,23 @@ static int setup_resumed_dirs(run_state *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* --log as the killed controller left it: a line it was writing when it died is cut off (a resumed run
+ * appends whole lines after the last whole one) */
+static void drop_torn_line(const char *path) {
+    FILE *f = path ? fopen(path, "r+") : NULL;
+    if (!f)
+        return;
+    long keep = 0, pos = 0;
+    for (int c; (c = fgetc(f)) != EOF;) {
+        pos++;
+        if (c == '\n')
+            keep = pos;
+    }
+    if (keep < pos && ftruncate(fileno(f), keep) != 0)
+        fprintf(stderr, "autohet run: --resume: cannot cut the torn last line of %s\n", path);
+    fclose(f);
+}
+
 /* The last step --log holds (a resumed run appends only later ones); -1 if none */
 static int last_logged_step(const char *path) {
     FILE *f = path ? fopen(path, "r") : NULL;
@@ -990,6 +1007,7 @@ static int resume_setup(run_state *s, const ah_run_options *o, const cJSON *doc,
     if (setup_inputs(s, o, err, errlen) != 0)
         return -1;
     run_state_restore(s, doc);
+    drop_torn_line(o->log_path);
     if (setup_resumed_dirs(s, err, errlen) != 0 || open_outputs(s, "a", err, errlen) != 0 ||
         run_heartbeat_listen(s, err, errlen) != 0)
         return -1;
