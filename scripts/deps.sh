@@ -4,7 +4,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind iproute2 libopenblas-dev libopenblas-openmp-dev
       libopenmpi-dev openmpi-bin libopen-trace-format2-dev otf2-tools libxxhash-dev
       clang libomp-dev python3 libdnnl-dev
-      python3-numpy python3-torch) # tests/cli_hf_weights.sh: PyTorch reference forwards (under /usr/bin/python3)
+      python3-numpy python3-torch python3-pip) # PyTorch reference forwards (tests/cli_hf_weights.sh, /usr/bin/python3); pip: tokenizers below
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
