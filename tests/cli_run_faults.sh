@@ -158,21 +158,12 @@ jq -e '.completed and (.recoveries | length) == 2 and .recoveries[1].resumed_ste
   || fail "--resume of no run: $(cat "$TMP/bad.err")"
 
 # 4. a partition across namespace hosts
-cat >"$TMP/plan3.json" <<'EOF2'
-{"format": "autohet-plan", "version": 1, "model": {"name": "tiny-gpt"}, "train": {"seq": 64},
- "cluster": {"nodes": [{"name": "n0", "gpu_type": "cpu", "gpus": 1}, {"name": "n1", "gpu_type": "cpu", "gpus": 1},
-                       {"name": "n2", "gpu_type": "cpu", "gpus": 1}]},
- "tp": 1, "micro_batch": 2, "global_batch": 8,
- "replicas": [
-  {"micro_batches": 2, "stages": [{"node_index": 0, "gpus": [0], "layers": [0, 3]}, {"node_index": 1, "gpus": [0], "layers": [3, 6]}]},
-  {"micro_batches": 2, "stages": [{"node_index": 2, "gpus": [0], "layers": [0, 6]}]}]}
-EOF2
 NETNS_PRIVATE_SHM=1 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root"; exit 1; }
 printf '%s slots=1\n%s slots=1\n%s slots=1\n' "${NETNS_HOSTS[@]}" >"$TMP/hostfile"
 export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
 export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET"
 RUN="$TMP/part.run"
-AUTOHET_DUMP_PARAMS="$TMP/part.bin" timeout 300 "$BIN" run --plan "$TMP/plan3.json" "${ARGS[@]}" \
+AUTOHET_DUMP_PARAMS="$TMP/part.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-3node-2x1.json" "${ARGS[@]}" \
   --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/part.json" >"$TMP/part.out" 2>&1 &
 job=$!
 wait_logged "$RUN/gen-0.log" 3 || fail "partition: step 3 never logged"

@@ -20,15 +20,7 @@
 trap 'netns_down; rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 12 --seed 3 --eval-every 3)
-cat >"$TMP/plan.json" <<'EOF2'
-{"format": "autohet-plan", "version": 1, "model": {"name": "tiny-gpt"}, "train": {"seq": 64},
- "cluster": {"nodes": [{"name": "n0", "gpu_type": "cpu", "gpus": 1}, {"name": "n1", "gpu_type": "cpu", "gpus": 1},
-                       {"name": "n2", "gpu_type": "cpu", "gpus": 1}]},
- "tp": 1, "micro_batch": 2, "global_batch": 8,
- "replicas": [
-  {"micro_batches": 2, "stages": [{"node_index": 0, "gpus": [0], "layers": [0, 3]}, {"node_index": 1, "gpus": [0], "layers": [3, 6]}]},
-  {"micro_batches": 2, "stages": [{"node_index": 2, "gpus": [0], "layers": [0, 6]}]}]}
-EOF2
+cp "$PLANS/tiny-3node-2x1.json" "$TMP/plan.json" # replica 0: n0 -> n1, replica 1: n2 with every layer
 
 bad() { # expected-text args...: exit 2 and one line on stderr that says it
   local want="$1" rc err

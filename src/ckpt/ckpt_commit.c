@@ -190,6 +190,25 @@ static void test_kill_point(const char *point, int step) {
         raise(SIGKILL);
 }
 
+ah_saved_shard *ah_ckpt_gather_records(const ah_layer_store *ls, const ah_saved_shard *mine, int nl, int *ns,
+                                       int **from) {
+    int cnt = nl * (int)sizeof(ah_saved_shard), total = 0;
+    int *counts = ah_xcalloc((size_t)ls->world, sizeof(int)), *displ = ah_xcalloc((size_t)ls->world, sizeof(int));
+    MPI_Allgather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, ls->comm);
+    for (int r = 0; r < ls->world; r++)
+        displ[r] = total, total += counts[r];
+    ah_saved_shard *all = ah_xcalloc((size_t)total + 1, 1);
+    MPI_Allgatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, ls->comm);
+    *ns = total / (int)sizeof(ah_saved_shard);
+    *from = ah_xcalloc((size_t)*ns + 1, sizeof(int));
+    for (int r = 0, i = 0; r < ls->world; r++)
+        for (int k = 0; k < counts[r] / (int)sizeof(ah_saved_shard); k++)
+            (*from)[i++] = r;
+    free(counts);
+    free(displ);
+    return all;
+}
+
 /* Commits a checkpoint whose shards every rank has written (`mine`, `nl`
  * records; bad_in: this rank failed). Collective. Rank 0 gathers the records
  * and commits with atomic renames such that at every instant the step that
@@ -209,20 +228,9 @@ int ah_ckpt_commit(const ah_layer_store *ls, const char *dir, const char *tier, 
         return -1;
     }
     /* every rank learns every record, so each node's leader knows its node's */
-    int cnt = nl * (int)sizeof(ah_saved_shard), total = 0;
-    int *counts = ah_xcalloc((size_t)ls->world, sizeof(int)),
-        *displ = ah_xcalloc((size_t)ls->world, sizeof(int));
-    MPI_Allgather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, ls->comm);
-    for (int r = 0; r < ls->world; r++)
-        displ[r] = total, total += counts[r];
-    ah_saved_shard *all = ah_xcalloc((size_t)total + 1, 1);
-    MPI_Allgatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, ls->comm);
-    int ns = total / (int)sizeof(ah_saved_shard);
-    int *from = ah_xcalloc((size_t)ns + 1, sizeof(int));
+    int ns = 0, *from = NULL;
+    ah_saved_shard *all = ah_ckpt_gather_records(ls, mine, nl, &ns, &from);
     int *leader = ah_xcalloc((size_t)ls->n_nodes + 1, sizeof(int));
-    for (int r = 0, i = 0; r < ls->world; r++)
-        for (int k = 0; k < counts[r] / (int)sizeof(ah_saved_shard); k++)
-            from[i++] = r;
     node_leaders(ls, all, from, ns, leader);
     int reported = !strcmp(tier, "memory") || !strcmp(tier, "disk"); /* the host-local tiers */
     int rc = commit_phase(ls, dir, tier, step, all, ns, leader, 0, err, errlen), any = 0;
@@ -249,8 +257,6 @@ int ah_ckpt_commit(const ah_layer_store *ls, const char *dir, const char *tier, 
     free(all);
     free(from);
     free(leader);
-    free(counts);
-    free(displ);
     return any != 0 ? -1 : 0;
 }
 

@@ -26,26 +26,6 @@
 
 #define AH_TAG_BUDDY 7711
 
-/* every rank's records, and the rank each came from */
-static ah_saved_shard *gather_records(const ah_layer_store *ls, const ah_saved_shard *mine, int nl, int *ns,
-                                      int **from) {
-    int cnt = nl * (int)sizeof(ah_saved_shard), total = 0;
-    int *counts = ah_xcalloc((size_t)ls->world, sizeof(int)), *displ = ah_xcalloc((size_t)ls->world, sizeof(int));
-    MPI_Allgather(&cnt, 1, MPI_INT, counts, 1, MPI_INT, ls->comm);
-    for (int r = 0; r < ls->world; r++)
-        displ[r] = total, total += counts[r];
-    ah_saved_shard *all = ah_xcalloc((size_t)total + 1, 1);
-    MPI_Allgatherv((void *)mine, cnt, MPI_BYTE, all, counts, displ, MPI_BYTE, ls->comm);
-    *ns = total / (int)sizeof(ah_saved_shard);
-    *from = ah_xcalloc((size_t)*ns + 1, sizeof(int));
-    for (int r = 0, i = 0; r < ls->world; r++)
-        for (int k = 0; k < counts[r] / (int)sizeof(ah_saved_shard); k++)
-            (*from)[i++] = r;
-    free(counts);
-    free(displ);
-    return all;
-}
-
 /* Record i needs a buddy copy: no record of another node has its (layer, TP rank, degree), and it is
  * the first of its node's records of that shard. */
 static int needs_copy(const ah_saved_shard *all, int ns, int i) {
@@ -77,7 +57,7 @@ static int buddy_of(const ah_layer_store *ls, const ah_saved_shard *all, const i
 int ah_ckpt_replicate(const ah_layer_store *ls, const char *dir, const char *nd, const ah_saved_shard *mine,
                       int nl, ah_saved_shard **extra_out, int *n_extra, char *err, size_t errlen) {
     int ns = 0, *from = NULL, rc = 0;
-    ah_saved_shard *all = gather_records(ls, mine, nl, &ns, &from);
+    ah_saved_shard *all = ah_ckpt_gather_records(ls, mine, nl, &ns, &from);
     ah_saved_shard *extra = ah_xcalloc((size_t)ns + 1, sizeof *extra);
     MPI_Request *req = ah_xcalloc((size_t)ns + 1, sizeof(MPI_Request));
     unsigned char **buf = ah_xcalloc((size_t)ns + 1, sizeof(unsigned char *));

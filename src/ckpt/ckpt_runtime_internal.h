@@ -21,6 +21,11 @@ typedef struct ah_saved_shard {
 /* DIR/<node name> (a node out of range: DIR/node) */
 void ah_ckpt_node_dir(const ah_layer_store *s, const char *dir, int node, char *out, size_t n);
 
+/* Every rank's saved-shard records (this rank's: `mine`, nl of them), *ns in all, and (*from, to free) the
+ * rank each came from. Collective. The caller frees the result. */
+ah_saved_shard *ah_ckpt_gather_records(const ah_layer_store *ls, const ah_saved_shard *mine, int nl, int *ns,
+                                       int **from);
+
 /* The two-phase commit of a checkpoint whose shards every rank has written
  * (`mine`, `nl` records; bad_in: this rank failed), into DIR's tier `tier`
  * (ckpt_commit.c). Collective. 0, or -1 with err on every rank. */

@@ -877,7 +877,7 @@ static int run_free(run_state *s, int rc) {
     ah_cluster_free(&s->inv);
     free(s->pre);
     free(s->trace);
-    free(s->beat_mtime);
+    free(s->beat_heard);
     free(s->beat_seen);
     if (s->beat_fd > 0)
         close(s->beat_fd);

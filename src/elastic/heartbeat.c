@@ -145,9 +145,9 @@ static void track_rank(run_state *s, int rank, double now) {
     if (rank < s->n_beat)
         return;
     s->beat_seen = ah_xrealloc(s->beat_seen, sizeof(double) * (size_t)(rank + 1));
-    s->beat_mtime = ah_xrealloc(s->beat_mtime, sizeof(double) * (size_t)(rank + 1));
+    s->beat_heard = ah_xrealloc(s->beat_heard, sizeof(int) * (size_t)(rank + 1));
     for (int r = s->n_beat; r <= rank; r++)
-        s->beat_seen[r] = now, s->beat_mtime[r] = 0; /* beat_mtime: 1 once the rank was heard */
+        s->beat_seen[r] = now, s->beat_heard[r] = 0;
     s->n_beat = rank + 1;
 }
 
@@ -167,9 +167,9 @@ static void drain_beats(run_state *s, double now) {
             continue;
         track_rank(s, rank, now);
         double gap = now - s->beat_seen[rank];
-        if (s->beat_mtime[rank] > 0 && gap > s->beat_max_gap)
+        if (s->beat_heard[rank] && gap > s->beat_max_gap)
             s->beat_max_gap = gap; /* the longest silence of a live rank: what the timeout must exceed */
-        s->beat_seen[rank] = now, s->beat_mtime[rank] = 1;
+        s->beat_seen[rank] = now, s->beat_heard[rank] = 1;
     }
 }
 

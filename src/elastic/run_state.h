@@ -61,7 +61,8 @@ typedef struct {
     char server_host[MAX_NODES][64];    /* the hosts of the generation's recovery server ranks */
     int host_used[MAX_NODES];
     /* heartbeats (heartbeat.c): per rank of generation beat_gen, its file's last mtime and when it changed */
-    double *beat_mtime, *beat_seen, beat_polled;
+    double *beat_seen, beat_polled; /* per rank: when last heard (by the controller's clock) */
+    int *beat_heard;                 /* per rank: heard at least once in this generation */
     /* failures on the same nodes (faults.c): the last one's signature and how often it came in a row */
     char fail_signature[1200];
     int fail_repeats;
