@@ -24,7 +24,8 @@
 #   6 commit           SIGKILL of the rank writing a checkpoint file: a *.tmp.PID in the disk or cloud tier (a
 #                      --ckpt-every commit), else after 2 commit periods in the memory tier
 #   7 double           SIGKILL of a rank, then of a rank of the next generation once RUN/recover-G.json exists
-#                      and before RUN/recover-G.json.result.json does (a second fault during the recovery)
+#                      and before RUN/recover-G.json.result.json does (a second fault during the recovery);
+#                      these runs use --mem-copies 3, so that the two lost nodes never held every memory copy
 #   8 tier-full        a node's memory tier fills up: locally the node's tier directory is a symlink (made before
 #                      its first rank creates it) into a 32 MiB tmpfs of its own, filled at the step; across hosts
 #                      the host's private /dev/shm is shrunk to its use + 1 MiB and filled
@@ -463,6 +464,7 @@ attempt() {
   mkdir -p "$D"
   FAULT_NODES="" NFAULTS=0 INJ_OK=0 PARTIAL=0 INJ_DESC="" INJ_STEP=-1 CORRUPT="" CORRUPT_STEP=-1 DUMP="$D/params.bin"
   [ "$k" = 9 ] && extra=(--recovery full-reload --ckpt-every 1)
+  [ "$k" = 7 ] && extra=(--mem-copies 3) # two nodes may go: every layer in 3 nodes' memory
   local before
   before=$(shm_snapshot | sort)
   DEADLINE_US=$(($(now_us) + TRIAL_TIMEOUT * 1000000))

@@ -4,12 +4,18 @@
 #     node is lost (cause "signal: lost n2"), detection is timed from the death, at most one step is lost,
 #     and the run ends on the uninterrupted run's parameters
 #  1b. the same on a 4-stage pipeline (each layer on one node): buddy copies on the next node, 0-1 step lost
+#  1c. the same with --mem-copies 3 and kill -9 of two nodes' ranks at once: still 0-1 step lost, no cloud
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
 #     a second controller of a live run is refused (exit 2, one line)
 #  3. a bug: every rank fails the same way at the same step (a learning rate that makes the gradient norm
 #     NaN at step 2): restarted --max-restarts times, then the run stops with the rank's own message, exit 1
-#  4. across 3 network-namespace hosts, host 1's link cut once step 3 is logged: its ranks still run but
+#  4. across 3 network-namespace hosts, host 1's link loses 3 of 4 of its UDP datagrams once step 3 is logged
+#     (its heartbeats squeezed through a 300 bit/s class of one packet's queue: one in ~1.9 s passes, so it is
+#     never silent for the 3 s timeout): the other hosts lose none, so it is dropped as a failing "link",
+#     detection timed from when the losses began, and the run ends on the same parameters. (A link throttled
+#     to 1 kbit/s as a whole is tests/chaos.sh kind 4: silent or lossy, by chance.)
+#  5. the same hosts, host 1's link cut once step 3 is logged: its ranks still run but
 #     are unheard (heartbeats travel the training network), so it is dropped as "partition" and the run
 #     ends on the survivors with the uninterrupted run's parameters
 # Each waits for what it needs (a logged step, a pid file), never for a fixed time.
@@ -68,6 +74,22 @@ out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe.bin" $TOL) || fail "pipe: parameters diff
 jq -e '.recoveries[0] | .steps_lost <= 1 and .bytes_by_tier.cloud == 0 and (.layers_by_tier.peer | index(3) != null)' \
   "$TMP/pipe.json" >/dev/null || fail "pipe: report: $(jq -c '.recoveries' "$TMP/pipe.json")"
 grep -q "memory snapshots also go to the next node" "$TMP/pipe.out" || fail "pipe: the buddy copies are not said"
+
+# 1c. the same pipeline with --mem-copies 3 (every layer in 3 nodes' memory), kill -9 of n1's and n2's ranks
+#     at once: a double fault; n1's and n2's layers both come from n3's (and n0's) copies, not the cloud
+RUN="$TMP/pipe3.run"
+AUTOHET_DUMP_PARAMS="$TMP/pipe3.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-pipe.json" "${ARGS[@]}" \
+  --mem-copies 3 --run-dir "$RUN" --report "$TMP/pipe3.json" >"$TMP/pipe3.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 8 || fail "pipe3: step 8 never logged"
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")" "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
+wait $job || { rc=$?; tail -20 "$TMP/pipe3.out"; fail "pipe3: exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe3.bin" $TOL) || fail "pipe3: parameters differ from the uninterrupted run: $out"
+jq -e '(.recoveries | length) == 1 and (.recoveries[0] | (.cause | test("lost n1.*lost n2|lost n2.*lost n1"))
+       and .steps_lost <= 1 and .bytes_by_tier.cloud == 0)' "$TMP/pipe3.json" >/dev/null \
+  || fail "pipe3: report: $(jq -c '.recoveries' "$TMP/pipe3.json")"
+grep -q "memory snapshots also go to the next nodes at every snapshot (--mem-copies 3)" "$TMP/pipe3.out" \
+  || fail "pipe3: the buddy copies are not said"
 
 # 2. kill -9 of the controller, then --resume
 RUN="$TMP/ctl.run"
@@ -157,11 +179,35 @@ jq -e '.completed and (.recoveries | length) == 2 and .recoveries[1].resumed_ste
 [ $? = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] && grep -q "not a run directory" "$TMP/bad.err" \
   || fail "--resume of no run: $(cat "$TMP/bad.err")"
 
-# 4. a partition across namespace hosts
+# 4 and 5: across namespace hosts
 NETNS_PRIVATE_SHM=1 netns_up 3 || { fail "cannot make network-namespace hosts (see above): this test needs root"; exit 1; }
 printf '%s slots=1\n%s slots=1\n%s slots=1\n' "${NETNS_HOSTS[@]}" >"$TMP/hostfile"
 export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
 export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET"
+# 4. a lossy link; first, as the partitioned host's processes of 5 linger until their link is back and they
+# learn that their job is gone
+RUN="$TMP/link.run"
+AUTOHET_DUMP_PARAMS="$TMP/link.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-3node-2x1.json" "${ARGS[@]}" \
+  --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/link.json" >"$TMP/link.out" 2>&1 &
+job=$!
+wait_logged "$RUN/gen-0.log" 3 || { head -30 "$TMP/link.out"; fail "link: step 3 never logged"; }
+lossy() { ip netns exec "${NETNS_NS[1]}" tc "$@" 2>>"$TMP/tc.err"; }
+lossy qdisc add dev eth0 root handle 1: htb default 10 &&
+  lossy class add dev eth0 parent 1: classid 1:10 htb rate 1gbit &&
+  lossy class add dev eth0 parent 1: classid 1:20 htb rate 300bit ceil 300bit burst 100 cburst 100 &&
+  lossy qdisc add dev eth0 parent 1:20 handle 20: pfifo limit 1 &&
+  lossy filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff flowid 1:20 \
+  || fail "link: cannot make host 1's link lossy: $(grep -v Warning "$TMP/tc.err")"
+wait $job || { rc=$?; tail -20 "$TMP/link.out"; fail "link: exit $rc"; }
+lossy qdisc del dev eth0 root
+grep -q "autohet run: link: rank [0-9]* of node n1, host ${NETNS_HOSTS[1]} lost [0-9]*% of its heartbeats" \
+  "$TMP/link.out" || { tail -20 "$TMP/link.out"; fail "link: not detected as a failing link"; }
+grep "autohet run: link:" "$TMP/link.out"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/link.bin" $TOL) || fail "link: parameters differ from the uninterrupted run: $out"
+jq -e '.completed and (.recoveries[0] | (.cause | startswith("link: lost n1")) and .detection_s > 0)' \
+  "$TMP/link.json" >/dev/null || fail "link: report: $(jq -c '.recoveries' "$TMP/link.json")"
+
+# 5. a partition: host 1's link cut
 RUN="$TMP/part.run"
 AUTOHET_DUMP_PARAMS="$TMP/part.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-3node-2x1.json" "${ARGS[@]}" \
   --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/part.json" >"$TMP/part.out" 2>&1 &
@@ -175,5 +221,6 @@ grep -q "autohet run: partition: rank [0-9]* of node n1, host ${NETNS_HOSTS[1]} 
 out=$("$CMP" "$TMP/ref.bin" "$TMP/part.bin" $TOL) || fail "partition: parameters differ from the uninterrupted run: $out"
 jq -e '.completed and (.recoveries[0] | (.cause | startswith("partition: lost n1")) and .detection_s >= 3)' \
   "$TMP/part.json" >/dev/null || fail "partition: report: $(jq -c '.recoveries' "$TMP/part.json")"
+
 [ $fails -eq 0 ] && echo "cli_run_faults: all checks passed"
 exit $((fails > 0))

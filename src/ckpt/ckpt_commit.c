@@ -376,7 +376,7 @@ int ah_ckpt_save(const ah_layer_store *ls, const char *dir, const char *tier, in
         int bad = rc != 0, any_bad = 0;
         MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, ls->comm);
         ah_saved_shard *extra = NULL;
-        if (!any_bad && ah_ckpt_replicate(ls, dir, nd, mine, nl, &extra, &n_extra, err, errlen) != 0)
+        if (!any_bad && ah_ckpt_replicate(ls, dir, nd, mine, nl, ah_ckpt_persist_copies(p), &extra, &n_extra, err, errlen) != 0)
             rc = -1;
         if (n_extra > 0) { /* the copies this rank received are committed as its node's */
             mine = ah_xrealloc(mine, sizeof *mine * (size_t)(nl + n_extra + 1));

@@ -40,7 +40,7 @@ struct ah_ckpt_persist {
     int last_n, last_step;
     char last_dir[3072];
     persist_req *req; /* a disk + cloud copy in flight, or NULL */
-    int copies;       /* memory copies of each snapshot on distinct nodes (ckpt_replicate.c), 1 or 2 */
+    int copies;       /* memory copies of each snapshot on distinct nodes (ckpt_replicate.c), 1-4 */
 };
 
 ah_ckpt_persist *ah_ckpt_persist_new(void) {
@@ -50,7 +50,7 @@ ah_ckpt_persist *ah_ckpt_persist_new(void) {
 }
 
 void ah_ckpt_persist_set_copies(ah_ckpt_persist *p, int copies) {
-    p->copies = copies > 1 ? 2 : 1;
+    p->copies = copies < 1 ? 1 : copies > AH_MAX_MEM_COPIES ? AH_MAX_MEM_COPIES : copies;
 }
 
 int ah_ckpt_persist_copies(const ah_ckpt_persist *p) {

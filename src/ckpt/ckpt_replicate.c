@@ -4,14 +4,16 @@
  * survives in that peer's snapshot (the replicas hold the same parameters and
  * AdamW moments: the same reduced gradient, the same optimizer step). A layer
  * held on one node only would be restored from the last cloud checkpoint,
- * up to --ckpt-every steps back. So with two memory copies asked for, every
- * snapshot's shards of such layers are also sent over MPI to a buddy node
- * (the next node of the job, in inventory order), whose lowest rank writes
- * them into its own memory tier and lists them in its manifest in the same
- * two-phase commit: every layer of the committed step then has a copy off
- * each node (the buddy-copy idea of in-memory checkpointing to peers, as
- * Gemini does). Across hosts the bytes travel the training network; the
- * buddy writes them on its own host. */
+ * up to --ckpt-every steps back. So with k memory copies asked for, every
+ * snapshot's shards held on fewer than k nodes are also sent over MPI to
+ * buddy nodes (the next nodes of the job that lack them, in inventory order,
+ * cyclically), whose lowest ranks write them into their own memory tiers and
+ * list them in their manifests in the same two-phase commit: every layer of
+ * the committed step then survives the loss of any k-1 nodes (the buddy-copy
+ * idea of in-memory checkpointing to peers, as Gemini does; 3 copies cover
+ * a second node lost while the recovery from a first one runs). Across hosts
+ * the bytes travel the training network; a buddy writes them on its own
+ * host. */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -26,63 +28,90 @@
 
 #define AH_TAG_BUDDY 7711
 
-/* Record i needs a buddy copy: no record of another node has its (layer, TP rank, degree), and it is
- * the first of its node's records of that shard. */
-static int needs_copy(const ah_saved_shard *all, int ns, int i) {
+/* Record i is the first record of its shard (layer, TP rank, degree); the
+ * distinct nodes that hold the shard into held[] (n_nodes flags); their count,
+ * or 0 if i is not the first. */
+static int shard_holders(const ah_saved_shard *all, int ns, int i, int n_nodes, unsigned char *held) {
+    memset(held, 0, (size_t)n_nodes);
+    int n = 0;
     for (int j = 0; j < ns; j++) {
         int same = all[j].layer == all[i].layer && all[j].tp_rank == all[i].tp_rank &&
                    all[j].tp_degree == all[i].tp_degree;
-        if (same && (all[j].node != all[i].node || j < i))
+        if (same && j < i)
             return 0;
+        if (same && all[j].node >= 0 && all[j].node < n_nodes && !held[all[j].node])
+            held[all[j].node] = 1, n++;
     }
-    return 1;
+    return n;
 }
 
-/* The buddy of node n: the next node with records (cyclically), -1 if n is the job's only node; *leader
- * its lowest rank with records (the rank that commits its manifest, as ah_ckpt_commit chooses it). */
-static int buddy_of(const ah_layer_store *ls, const ah_saved_shard *all, const int *from, int ns, int n,
-                    int *leader) {
-    for (int k = 1; k < ls->n_nodes; k++) {
-        int b = (n + k) % ls->n_nodes;
-        *leader = -1;
-        for (int i = 0; i < ns; i++)
-            if (all[i].node == b && (*leader < 0 || from[i] < *leader))
-                *leader = from[i];
-        if (*leader >= 0)
-            return b;
+/* The lowest rank with records on node b (the rank that commits its manifest, as ah_ckpt_commit chooses
+ * it), -1 if none. */
+static int node_leader(const ah_saved_shard *all, const int *from, int ns, int b) {
+    int leader = -1;
+    for (int i = 0; i < ns; i++)
+        if (all[i].node == b && (leader < 0 || from[i] < leader))
+            leader = from[i];
+    return leader;
+}
+
+/* One copy to make: record i's shard, from its rank to node `node`'s leader. */
+typedef struct {
+    int rec, node, leader;
+} buddy_copy;
+
+/* The copies every shard needs to be held on `copies` distinct nodes (as far as the job has nodes): to the
+ * nodes after its first holder, cyclically, that hold it not and have records. */
+static buddy_copy *plan_copies(const ah_layer_store *ls, const ah_saved_shard *all, const int *from, int ns,
+                               int copies, int *n_out) {
+    buddy_copy *c = ah_xcalloc((size_t)ns * (size_t)(copies > 1 ? copies - 1 : 1) + 1, sizeof *c);
+    unsigned char *held = ah_xcalloc((size_t)ls->n_nodes + 1, 1);
+    int n = 0;
+    for (int i = 0; i < ns; i++) {
+        int have = shard_holders(all, ns, i, ls->n_nodes, held);
+        for (int k = 1; k < ls->n_nodes && have > 0 && have < copies; k++) {
+            int b = (all[i].node + k) % ls->n_nodes, leader = held[b] ? -1 : node_leader(all, from, ns, b);
+            if (leader >= 0)
+                c[n++] = (buddy_copy){i, b, leader}, have++;
+        }
     }
-    return -1;
+    free(held);
+    *n_out = n;
+    return c;
 }
 
 int ah_ckpt_replicate(const ah_layer_store *ls, const char *dir, const char *nd, const ah_saved_shard *mine,
-                      int nl, ah_saved_shard **extra_out, int *n_extra, char *err, size_t errlen) {
-    int ns = 0, *from = NULL, rc = 0;
+                      int nl, int copies, ah_saved_shard **extra_out, int *n_extra, char *err, size_t errlen) {
+    int ns = 0, *from = NULL, rc = 0, nc = 0;
     ah_saved_shard *all = ah_ckpt_gather_records(ls, mine, nl, &ns, &from);
-    ah_saved_shard *extra = ah_xcalloc((size_t)ns + 1, sizeof *extra);
-    MPI_Request *req = ah_xcalloc((size_t)ns + 1, sizeof(MPI_Request));
-    unsigned char **buf = ah_xcalloc((size_t)ns + 1, sizeof(unsigned char *));
+    buddy_copy *cp = plan_copies(ls, all, from, ns, copies, &nc);
+    ah_saved_shard *extra = ah_xcalloc((size_t)nc + 1, sizeof *extra);
+    MPI_Request *req = ah_xcalloc((size_t)nc + 1, sizeof(MPI_Request));
+    unsigned char **buf = ah_xcalloc((size_t)nc + 1, sizeof(unsigned char *));
     const unsigned char **map = ah_xcalloc((size_t)ns + 1, sizeof(unsigned char *));
-    int *incoming = ah_xcalloc((size_t)ns + 1, sizeof(int)), nreq = 0;
+    int nreq = 0;
     *n_extra = 0;
-    for (int i = 0; i < ns; i++) {
-        int leader, b = needs_copy(all, ns, i) ? buddy_of(ls, all, from, ns, all[i].node, &leader) : -1;
-        if (b < 0 || (from[i] != ls->rank && leader != ls->rank) || all[i].bytes > 2147483647u)
+    for (int c = 0; c < nc; c++) {
+        const ah_saved_shard *r = &all[cp[c].rec];
+        int i = cp[c].rec;
+        if ((from[i] != ls->rank && cp[c].leader != ls->rank) || r->bytes > 2147483647u)
             continue;
-        if (from[i] == ls->rank) { /* (a rank of a one-node... buddy: never itself, b != node) */
-            char path[3300];
-            snprintf(path, sizeof path, "%s/%s", nd, all[i].file);
-            if (ah_ckpt_map(path, all[i].bytes, &map[i], err, errlen) != 0) {
-                rc = -1; /* the buddy waits for these bytes: nothing else can be sent it, see below */
-                break;
+        if (from[i] == ls->rank) { /* (never to itself: a copy goes to a node that does not hold it) */
+            if (!map[i]) {
+                char path[3300];
+                snprintf(path, sizeof path, "%s/%s", nd, r->file);
+                if (ah_ckpt_map(path, r->bytes, &map[i], err, errlen) != 0) {
+                    rc = -1; /* the buddy waits for these bytes: nothing else can be sent it, see below */
+                    break;
+                }
             }
-            MPI_Isend(map[i], (int)all[i].bytes, MPI_BYTE, leader, AH_TAG_BUDDY, ls->comm, &req[nreq++]);
+            MPI_Isend(map[i], (int)r->bytes, MPI_BYTE, cp[c].leader, AH_TAG_BUDDY, ls->comm, &req[nreq++]);
         }
-        if (leader == ls->rank) {
-            buf[i] = ah_xcalloc((size_t)all[i].bytes + 1, 1);
-            MPI_Irecv(buf[i], (int)all[i].bytes, MPI_BYTE, from[i], AH_TAG_BUDDY, ls->comm, &req[nreq++]);
-            incoming[i] = 1;
-            extra[*n_extra] = all[i];
-            extra[(*n_extra)++].node = b;
+        if (cp[c].leader == ls->rank) {
+            buf[*n_extra] = ah_xcalloc((size_t)r->bytes + 1, 1);
+            MPI_Irecv(buf[*n_extra], (int)r->bytes, MPI_BYTE, from[i], AH_TAG_BUDDY, ls->comm, &req[nreq++]);
+            extra[*n_extra] = *r;
+            extra[(*n_extra)++].node = cp[c].node;
         }
     }
     if (rc != 0) { /* its buddy is blocked on this shard (the file this rank just wrote): no way back */
@@ -91,32 +120,30 @@ int ah_ckpt_replicate(const ah_layer_store *ls, const char *dir, const char *nd,
     }
     MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
     char bd[3072];
-    for (int i = 0, k = 0; i < ns && rc == 0; i++) {
-        if (!incoming[i])
-            continue;
-        ah_saved_shard *e = &extra[k++];
+    for (int k = 0; k < *n_extra && rc == 0; k++) {
+        ah_saved_shard *e = &extra[k];
         ah_ckpt_node_dir(ls, dir, e->node, bd, sizeof bd);
         char path[3300];
         snprintf(path, sizeof path, "%s/%s", bd, e->file);
-        if (XXH64(buf[i], (size_t)e->bytes, 0) != e->xxh64) {
+        if (XXH64(buf[k], (size_t)e->bytes, 0) != e->xxh64) {
             snprintf(err, errlen, "checkpoint: buddy copy of %s arrived corrupt", e->file);
             rc = -1;
         } else if (ah_mkdir_p(bd) != 0) {
             snprintf(err, errlen, "checkpoint: cannot create %s (%s)", bd, strerror(errno));
             rc = -1;
         } else {
-            rc = ah_write_file_atomic(path, buf[i], (size_t)e->bytes, err, errlen);
+            rc = ah_write_file_atomic(path, buf[k], (size_t)e->bytes, err, errlen);
         }
     }
-    for (int i = 0; i < ns; i++) {
-        free(buf[i]);
+    for (int k = 0; k < nc; k++)
+        free(buf[k]);
+    for (int i = 0; i < ns; i++)
         if (map[i])
             ah_ckpt_unmap(map[i], all[i].bytes);
-    }
     free(buf);
     free(map);
     free(req);
-    free(incoming);
+    free(cp);
     free(all);
     free(from);
     if (rc != 0)

@@ -33,11 +33,12 @@ int ah_ckpt_commit(const ah_layer_store *s, const char *dir, const char *tier, i
                    const ah_saved_shard *mine, int nl, int bad_in, char *err, size_t errlen);
 
 /* Buddy copies of a memory snapshot (ckpt_replicate.c): the shards of `mine` (this rank's records,
- * written in nd) that no other node holds go to the next node's lowest rank, which writes them into
- * its node's directory of DIR; *extra (to free) gets the records this rank received, to commit as its
- * own. Collective. 0, or -1 with err. */
+ * written in nd) held on fewer than `copies` nodes go to the next nodes' lowest ranks, which write them
+ * into their nodes' directories of DIR; *extra (to free) gets the records this rank received, to commit
+ * as its own. Collective. 0, or -1 with err. */
+#define AH_MAX_MEM_COPIES 4
 int ah_ckpt_replicate(const ah_layer_store *ls, const char *dir, const char *nd, const ah_saved_shard *mine,
-                      int nl, ah_saved_shard **extra, int *n_extra, char *err, size_t errlen);
+                      int nl, int copies, ah_saved_shard **extra, int *n_extra, char *err, size_t errlen);
 
 /* The memory-tier snapshot of `step` that ah_ckpt_save just committed (`rec`,
  * n records, taken over; nd: this rank's node directory of the tier), what a

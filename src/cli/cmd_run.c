@@ -24,7 +24,7 @@ static void run_usage(FILE *f) {
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
         "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
-        "                   [--max-restarts N] [--mem-copies 1|2]\n"
+        "                   [--max-restarts N] [--mem-copies 1-4]\n"
         "       autohet run --resume RUN_DIR\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
@@ -70,13 +70,16 @@ static void run_usage(FILE *f) {
         "                  controller every 0.5 s, over the training network) is unheard this long loses\n"
         "                  its node: a host that hangs, whose processes are stopped, or whose network is\n"
         "                  cut (default 20, docs/recovery.md \"Liveness\"; 0: no check); every node\n"
-        "                  silent at once is waited for, not dropped\n"
+        "                  silent at once is waited for, not dropped. Over one such timeout, a rank\n"
+        "                  that loses half its beats, or whose node's TCP connections stall (found\n"
+        "                  by TCP_INFO, settled by a bandwidth probe), loses its node too (\"link\")\n"
         "  --resume DIR    continue the run of DIR whose controller ended (killed, its machine lost):\n"
         "                  its old jobs are ended, the run replanned for the live nodes and recovered\n"
         "                  from the tiers, with the options it was started with (RUN/run.json)\n"
-        "  --mem-copies N  memory-tier copies of every layer on distinct nodes (default 2: the snapshot of\n"
-        "                  a layer no data-parallel peer elsewhere holds also goes to the next node, so a\n"
-        "                  node lost without notice loses at most the step in flight; 1: no buddy copies)\n"
+        "  --mem-copies N  memory-tier copies of every layer on distinct nodes, 1 to 4 (default 2: the\n"
+        "                  snapshot of a layer no data-parallel peer elsewhere holds also goes to the next\n"
+        "                  node, so a node lost without notice loses at most the step in flight; 3: a\n"
+        "                  second node lost during the recovery too; 1: no buddy copies)\n"
         "  --max-restarts N  a job that fails on the same nodes (a rank's error exit or crash; a rank\n"
         "                  killed by SIGKILL is a lost node instead) restarts from the last committed\n"
         "                  step; the same failure at the same step N+1 times in a row stops the run with\n"
@@ -216,8 +219,8 @@ int cmd_run(int argc, char **argv) {
         return cli_bad_input("run",
                              "--global-batch/--micro-batch/--seq go with --cluster (a plan has its own)");
     }
-    if (o.mem_copies > 2)
-        return cli_bad_input("run", "--mem-copies: expected 1 or 2");
+    if (o.mem_copies < 1 || o.mem_copies > 4)
+        return cli_bad_input("run", "--mem-copies: expected 1 to 4");
     if (o.spot_trace && o.preempt)
         return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
     if (cli_check_output("--log", o.log_path, msg, sizeof msg) ||

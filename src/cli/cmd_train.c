@@ -71,9 +71,9 @@ static void train_usage(FILE *f) {
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
             "                 (parameters + AdamW moments) under DIR/<node>/, manifests, DIR/state.json\n"
             "  --ckpt-mem DIR [--mem-every k]   memory-tier snapshot (e.g. under /dev/shm) every k steps\n"
-            "  --mem-copies N   1 (default) or 2: the snapshot of a layer no other node holds is also sent to\n"
-            "                 the next node's memory tier, so that every layer has a copy off each node\n"
-            "                 (default 1), same layout\n"
+            "  --mem-copies N   1 (default) to 4: the snapshot of a layer held on fewer nodes is also sent\n"
+            "                 to the next nodes' memory tiers, so that every layer survives the loss of any\n"
+            "                 N-1 nodes\n"
             "  --ckpt-cloud DIR  also write each --ckpt-every checkpoint to DIR (the cloud tier)\n"
             "  --resume DIR   continue from the checkpoint in DIR (any plan with the same model, batch and\n"
             "                 TP degree); --steps stays the total\n"
@@ -343,7 +343,7 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
                       : a->cloud_dir && !a->ckpt_dir
                           ? "--ckpt-cloud is written at the --ckpt-dir/--ckpt-every steps: give those too"
                       : a->resume && a->recover ? "--resume and --recover exclude each other"
-                      : a->mem_copies > 2 ? "--mem-copies: expected 1 or 2"
+                      : a->mem_copies < 1 || a->mem_copies > 4 ? "--mem-copies: expected 1 to 4"
                       : a->init_from && (a->resume || a->recover)
                           ? "--init-from starts a run: it excludes --resume and --recover"
                       : a->steps == 0 && !(a->init_from && a->ckpt_dir)

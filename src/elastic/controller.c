@@ -280,8 +280,9 @@ static void report_redundancy(const run_state *s, cJSON *g) {
         }
     if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP && s->o->mem_copies > 1)
         printf("autohet run: generation %d: %d layer%s on one node only: %s; %s memory snapshot%s also go%s to "
-               "the next node at every snapshot (--mem-copies 2)\n",
-               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "its" : "their", n == 1 ? "" : "s", n == 1 ? "es" : "");
+               "the next %s at every snapshot (--mem-copies %d)\n",
+               s->gen, n, n == 1 ? "" : "s", list, n == 1 ? "its" : "their", n == 1 ? "" : "s", n == 1 ? "es" : "",
+               s->o->mem_copies > 2 ? "nodes" : "node", s->o->mem_copies);
     else if (n > 0 && s->o->mode == AH_RECOVERY_LAYER_BITMAP)
         printf("autohet run: generation %d: %d layer%s on one node only: %s; a loss of that node without notice "
                "restores %s from the last cloud checkpoint (every %d steps)\n",
@@ -877,8 +878,7 @@ static int run_free(run_state *s, int rc) {
     ah_cluster_free(&s->inv);
     free(s->pre);
     free(s->trace);
-    free(s->beat_heard);
-    free(s->beat_seen);
+    free(s->beat);
     if (s->beat_fd > 0)
         close(s->beat_fd);
     free(s);

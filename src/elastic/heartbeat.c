@@ -14,7 +14,13 @@
  * it last heard each rank of the running generation; one silent for longer
  * than --heartbeat-timeout loses its node: cause "partition" when the rank's
  * process is still seen running on this machine (alive, but unheard), else
- * "heartbeat" (stopped, hung, or its host gone). */
+ * "heartbeat" (stopped, hung, or its host gone).
+ *
+ * A link throttled to nothing lets a beat through now and then, so it is
+ * never silent for the timeout. Two more signals find it ("link"): the
+ * beats lost (by sequence number) in a window, and the peers a rank's TCP
+ * connections have stalled on (TCP_INFO, named in the beat), settled when
+ * ambiguous by a bandwidth probe the ranks count and report. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -22,6 +28,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +45,14 @@
 
 #define AH_HEARTBEAT_PERIOD_S 0.5
 #define MAX_BEAT_ADDRS 16
+/* a TCP connection with data unacknowledged this long stalls: on a LAN an
+ * ACK takes well under a millisecond, and a busy receiver's kernel still
+ * acknowledges what lands in its buffer */
+#define AH_TCP_STALL_MS 1000
+#define MAX_STUCK_PEERS 8
+/* a bandwidth probe: this many datagrams of this size to a rank's beat socket */
+#define AH_PROBE_COUNT 16
+#define AH_PROBE_BYTES 1200
 
 /* ---- the rank's side ---- */
 
@@ -45,14 +60,74 @@ static struct {
     unsigned long long token;
     int gen, rank, n_addr, fd;
     struct sockaddr_in addr[MAX_BEAT_ADDRS];
+    unsigned long probe_round; /* the controller's latest bandwidth probe, and how many of its datagrams came */
+    int probe_got;
 } beat;
+
+/* The controller's probe datagrams ("autohet-probe TOKEN ROUND", padded)
+ * that reached the beat socket; counted per round, reported in the beats. */
+static void count_probes(void) {
+    char buf[AH_PROBE_BYTES + 64];
+    for (;;) {
+        ssize_t n = recv(beat.fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+        if (n <= 0)
+            return;
+        buf[n] = 0;
+        unsigned long long token;
+        unsigned long round;
+        if (sscanf(buf, "autohet-probe %llx %lu", &token, &round) != 2 || token != beat.token)
+            continue;
+        if (round != beat.probe_round)
+            beat.probe_round = round, beat.probe_got = 0;
+        beat.probe_got++;
+    }
+}
+
+/* The peers (IPv4, not loopback) that this process's TCP connections to
+ * have stalled on: data sent, no ACK for AH_TCP_STALL_MS. MPI's traffic
+ * (the TCP transport and the runtime's own) rides on those connections, so
+ * a link that passes a heartbeat now and then but nothing in bulk shows
+ * here. Appended to `msg` as " stuck=A,B"; the length. */
+static int append_stuck_peers(char *msg, int len, size_t cap) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    unsigned peers[MAX_STUCK_PEERS];
+    for (struct dirent *de; d && (de = readdir(d)) && n < MAX_STUCK_PEERS;) {
+        int fd = atoi(de->d_name);
+        struct tcp_info ti;
+        struct sockaddr_in peer;
+        socklen_t tl = sizeof ti, pl = sizeof peer;
+        if (fd <= 2 || fd == dirfd(d) || getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0 ||
+            ti.tcpi_state != TCP_ESTABLISHED || ti.tcpi_unacked == 0 || ti.tcpi_last_ack_recv < AH_TCP_STALL_MS ||
+            getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || peer.sin_family != AF_INET ||
+            (ntohl(peer.sin_addr.s_addr) >> 24) == 127)
+            continue;
+        int seen = 0;
+        for (int i = 0; i < n; i++)
+            seen |= peers[i] == peer.sin_addr.s_addr;
+        if (seen)
+            continue;
+        peers[n++] = peer.sin_addr.s_addr;
+        char a[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &peer.sin_addr, a, sizeof a);
+        if (len + (int)strlen(a) + 8 < (int)cap)
+            len += snprintf(msg + len, cap - (size_t)len, "%s%s", n == 1 ? " stuck=" : ",", a);
+    }
+    if (d)
+        closedir(d);
+    return len;
+}
 
 static void *beat_main(void *arg) {
     (void)arg;
     struct timespec period = {0, (long)(AH_HEARTBEAT_PERIOD_S * 1e9)};
     for (unsigned long seq = 0;; seq++) {
-        char msg[96];
+        char msg[256];
         int len = snprintf(msg, sizeof msg, "autohet-beat %llx %d %d %lu", beat.token, beat.gen, beat.rank, seq);
+        len = append_stuck_peers(msg, len, sizeof msg);
+        count_probes();
+        if (beat.probe_round)
+            len += snprintf(msg + len, sizeof msg - (size_t)len, " probe=%lu:%d", beat.probe_round, beat.probe_got);
         for (int i = 0; i < beat.n_addr; i++)
             sendto(beat.fd, msg, (size_t)len, MSG_DONTWAIT, (const struct sockaddr *)&beat.addr[i],
                    sizeof beat.addr[i]);
@@ -136,7 +211,7 @@ int run_heartbeat_listen(run_state *s, char *err, size_t errlen) {
     return 0;
 }
 
-/* grows the per-rank tables of generation s->gen to hold `rank` */
+/* grows the per-rank table of generation s->gen to hold `rank` */
 static void track_rank(run_state *s, int rank, double now) {
     if (s->beat_gen != s->gen) { /* a new job: forget the last one's ranks */
         s->n_beat = 0;
@@ -144,18 +219,70 @@ static void track_rank(run_state *s, int rank, double now) {
     }
     if (rank < s->n_beat)
         return;
-    s->beat_seen = ah_xrealloc(s->beat_seen, sizeof(double) * (size_t)(rank + 1));
-    s->beat_heard = ah_xrealloc(s->beat_heard, sizeof(int) * (size_t)(rank + 1));
+    s->beat = ah_xrealloc(s->beat, sizeof *s->beat * (size_t)(rank + 1));
     for (int r = s->n_beat; r <= rank; r++)
-        s->beat_seen[r] = now, s->beat_heard[r] = 0;
+        s->beat[r] = (run_beat_rank){.seen = now, .win_t0 = now, .loss = -1, .node = -1};
     s->n_beat = rank + 1;
+}
+
+/* The beats a loss window spans: one heartbeat timeout's worth, at least 8
+ * (a share of fewer says little). */
+static unsigned long loss_window(const run_state *s) {
+    double n = s->o->heartbeat_s / AH_HEARTBEAT_PERIOD_S;
+    return n > 8 ? (unsigned long)n : 8;
+}
+
+/* Beat `seq` of rank `b` arrived: its silence and its loss window. The
+ * sequence numbers, not arrival times, measure loss: a rank slowed by a busy
+ * CPU beats late but loses nothing; only the network drops datagrams. */
+static void heard_beat(run_state *s, run_beat_rank *b, unsigned long seq, double now) {
+    double gap = now - b->seen;
+    if (b->heard && gap > s->beat_max_gap)
+        s->beat_max_gap = gap; /* the longest silence of a live rank: what the timeout must exceed */
+    if (!b->heard || seq < b->win_seq0) /* the first beat heard (or the rank's counter restarted) */
+        b->win_seq0 = seq, b->win_got = 0, b->win_t0 = now;
+    b->win_got++;
+    if (seq > b->seq_last || !b->heard)
+        b->seq_last = seq;
+    unsigned long span = b->seq_last - b->win_seq0 + 1;
+    if (span >= loss_window(s)) { /* a complete window: its loss, and the next one begins */
+        b->loss = 1.0 - (double)b->win_got / (double)span, b->loss_t0 = b->win_t0;
+        b->win_seq0 = b->seq_last + 1, b->win_got = 0, b->win_t0 = now;
+    }
+    b->seen = now, b->heard = 1;
+}
+
+/* The " stuck=A,B" list of a beat (append_stuck_peers) into b. */
+static void note_stuck_peers(run_beat_rank *b, const char *msg, double now) {
+    const char *p = strstr(msg, " stuck=");
+    b->n_stuck = 0;
+    for (p = p ? p + 7 : NULL; p && *p && b->n_stuck < (int)(sizeof b->stuck / sizeof b->stuck[0]);) {
+        char a[INET_ADDRSTRLEN];
+        size_t len = strcspn(p, ", \n");
+        struct in_addr in;
+        if (len > 0 && len < sizeof a) {
+            memcpy(a, p, len), a[len] = 0;
+            if (inet_pton(AF_INET, a, &in) == 1)
+                b->stuck[b->n_stuck++] = in.s_addr;
+        }
+        p += len;
+        if (*p != ',')
+            break;
+        p++;
+    }
+    if (!b->n_stuck)
+        b->stuck_since = 0;
+    else if (b->stuck_since == 0)
+        b->stuck_since = now;
 }
 
 /* the datagrams that arrived: who was heard */
 static void drain_beats(run_state *s, double now) {
-    char msg[128];
+    char msg[320];
     for (;;) {
-        ssize_t n = recv(s->beat_fd, msg, sizeof msg - 1, MSG_DONTWAIT);
+        struct sockaddr_in from;
+        socklen_t fl = sizeof from;
+        ssize_t n = recvfrom(s->beat_fd, msg, sizeof msg - 1, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         if (n <= 0)
             break;
         msg[n] = 0;
@@ -166,10 +293,14 @@ static void drain_beats(run_state *s, double now) {
             gen != s->gen || rank < 0 || rank > 1 << 20)
             continue;
         track_rank(s, rank, now);
-        double gap = now - s->beat_seen[rank];
-        if (s->beat_heard[rank] && gap > s->beat_max_gap)
-            s->beat_max_gap = gap; /* the longest silence of a live rank: what the timeout must exceed */
-        s->beat_seen[rank] = now, s->beat_heard[rank] = 1;
+        heard_beat(s, &s->beat[rank], seq, now);
+        run_beat_rank *b = &s->beat[rank];
+        note_stuck_peers(b, msg, now);
+        const char *pr = strstr(msg, " probe=");
+        if (!pr || sscanf(pr, " probe=%lu:%d", &b->probe_round, &b->probe_got) != 2)
+            b->probe_round = 0;
+        if (fl >= sizeof from && from.sin_family == AF_INET && (ntohl(from.sin_addr.s_addr) >> 24) != 127)
+            b->addr = from.sin_addr.s_addr, b->port = from.sin_port;
     }
 }
 
@@ -201,19 +332,229 @@ static void lose_node(run_state *s, int rank, int node, char state, double now, 
     int partition = state && state != 'T' && state != 't' && state != 'Z';
     printf("autohet run: %s: rank %d of node %s%s%s silent for %.1f s (timeout %.1f s)%s: the node is lost\n",
            partition ? "partition" : "heartbeat", rank, s->inv.nodes[node].name, s->multi_host ? ", host " : "",
-           s->multi_host ? s->inv.nodes[node].host : "", now - s->beat_seen[rank], s->o->heartbeat_s,
+           s->multi_host ? s->inv.nodes[node].host : "", now - s->beat[rank].seen, s->o->heartbeat_s,
            partition ? " though its process runs" : "");
     fflush(stdout);
-    if (!*any || s->beat_seen[rank] < *t_last)
-        *t_last = s->beat_seen[rank];
+    if (!*any || s->beat[rank].seen < *t_last)
+        *t_last = s->beat[rank].seen;
     snprintf(kind, kindlen, "%s", partition ? "partition" : "heartbeat");
     gone[node] = 1, *any = 1;
+}
+
+/* A node one of whose ranks lost over half its heartbeats in its last loss
+ * window, while the ranks of as many other nodes or more lost under a tenth:
+ * its link fails (throttled to nothing, dropping), though not silent enough
+ * for the timeout. node_loss[i]: the worst window loss of node i's ranks, -1
+ * unmeasured; node_rank[i]: that rank. Every node lossy at once is this
+ * machine's own link: no one is dropped. */
+#define AH_LINK_LOSS_BAD 0.5
+#define AH_LINK_LOSS_CLEAN 0.1
+static void lose_failing_links(run_state *s, const double *node_loss, const int *node_rank, int *gone, double *t_last,
+                               int *any, char *kind, size_t kindlen) {
+    int n_bad = 0, n_clean = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (node_loss[i] >= 0 && !gone[i])
+            n_bad += node_loss[i] >= AH_LINK_LOSS_BAD, n_clean += node_loss[i] < AH_LINK_LOSS_CLEAN;
+    if (n_bad == 0 || n_clean < n_bad)
+        return;
+    for (int i = 0; i < s->inv.n_nodes; i++) {
+        if (!(node_loss[i] >= AH_LINK_LOSS_BAD) || gone[i])
+            continue;
+        const run_beat_rank *b = &s->beat[node_rank[i]];
+        printf("autohet run: link: rank %d of node %s%s%s lost %.0f%% of its heartbeats over %.1f s (%d other node%s "
+               "under %.0f%%): its link fails; the node is lost\n",
+               node_rank[i], s->inv.nodes[i].name, s->multi_host ? ", host " : "",
+               s->multi_host ? s->inv.nodes[i].host : "", 100 * node_loss[i], b->seen - b->loss_t0, n_clean,
+               n_clean == 1 ? "" : "s", 100 * AH_LINK_LOSS_CLEAN);
+        fflush(stdout);
+        if (!*any || b->loss_t0 < *t_last)
+            *t_last = b->loss_t0; /* detection counts from when the losses began */
+        snprintf(kind, kindlen, "link");
+        gone[i] = 1, *any = 1;
+    }
+}
+
+/* the node whose ranks' beats come from address `addr` (-1: none) */
+static int node_of_addr(const run_state *s, unsigned addr) {
+    for (int r = 0; r < s->n_beat; r++)
+        if (s->beat[r].addr == addr && s->beat[r].node >= 0)
+            return s->beat[r].node;
+    return -1;
+}
+
+/* The worst share of heartbeats lost by node `node`'s ranks: in their last
+ * complete loss window or the one under way, whichever is worse. */
+static double node_beat_loss(const run_state *s, int node) {
+    double worst = 0;
+    for (int r = 0; r < s->n_beat; r++) {
+        const run_beat_rank *b = &s->beat[r];
+        if (b->node != node || !b->heard)
+            continue;
+        double partial = 1.0 - (double)b->win_got / (double)(b->seq_last - b->win_seq0 + 1);
+        if (b->win_got > 0 && partial > worst)
+            worst = partial;
+        if (b->loss > worst)
+            worst = b->loss;
+    }
+    return worst;
+}
+
+/* A bandwidth probe of node `node`: AH_PROBE_COUNT datagrams of
+ * AH_PROBE_BYTES to each of its ranks' beat sockets, round s->probe_round. */
+static void send_probe(run_state *s, int node) {
+    char buf[AH_PROBE_BYTES];
+    memset(buf, '.', sizeof buf);
+    int len = snprintf(buf, sizeof buf, "autohet-probe %llx %lu ", s->beat_token, s->probe_round);
+    buf[len] = '.';
+    for (int r = 0; r < s->n_beat; r++) {
+        const run_beat_rank *b = &s->beat[r];
+        if (b->node != node || !b->addr || !b->port)
+            continue;
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = b->port, .sin_addr.s_addr = b->addr};
+        for (int k = 0; k < AH_PROBE_COUNT; k++)
+            sendto(s->beat_fd, buf, sizeof buf, MSG_DONTWAIT, (const struct sockaddr *)&to, sizeof to);
+    }
+}
+
+/* How much of the current probe round node `node`'s ranks missed (the
+ * worst rank), or -1 while it is under way: a rank whose beats did not
+ * report the round within 2 s received none of it (or its report was lost). */
+static double probe_loss(const run_state *s, int node, double now) {
+    if (!s->probe_round || now - s->probe_t < 2 * AH_HEARTBEAT_PERIOD_S + 0.2)
+        return -1;
+    double worst = -1;
+    for (int r = 0; r < s->n_beat; r++) {
+        const run_beat_rank *b = &s->beat[r];
+        if (b->node != node || !b->addr)
+            continue;
+        double miss = b->probe_round == s->probe_round ? 1.0 - (double)b->probe_got / AH_PROBE_COUNT
+                      : now - s->probe_t >= 2.0                 ? 1.0
+                                                                : -1;
+        if (miss < 0)
+            return -1;
+        if (miss > worst)
+            worst = miss;
+    }
+    return worst;
+}
+
+/* Of the nodes on stalled connections (edge: nn x nn), the one whose link
+ * fails, or -1: the one on more stalled edges than any other, if on two or
+ * more (a bad link stalls every connection through it; a healthy peer has
+ * only the one to the bad node). Else, of the nodes on the most (the two
+ * ends of one connection stalled both ways), the one alone that loses its
+ * heartbeats or a bandwidth probe: the controller sends each such node's
+ * ranks a burst of datagrams, which a link throttled to nothing drops
+ * though it lets a heartbeat through now and then. */
+static int pick_stalled_node(run_state *s, const unsigned char *edge, int nn, double now, char *why, size_t whylen) {
+    int best_deg = 0, n_best = 0, *deg = ah_xcalloc((size_t)nn, sizeof(int));
+    for (int i = 0; i < nn; i++) {
+        for (int j = 0; j < nn; j++)
+            deg[i] += edge[i * nn + j];
+        if (deg[i] > best_deg)
+            best_deg = deg[i], n_best = 0;
+        n_best += deg[i] == best_deg;
+    }
+    int pick = -1, n_bad = 0, undecided = 0;
+    for (int i = 0; i < nn && best_deg > 0; i++) {
+        if (deg[i] != best_deg)
+            continue;
+        if (n_best == 1 && best_deg >= 2) {
+            pick = i, n_bad = 1;
+            break;
+        }
+        double probe = probe_loss(s, i, now);
+        undecided |= probe < 0;
+        size_t wl = strlen(why);
+        if (wl + 80 < whylen) {
+            snprintf(why + wl, whylen - wl, "%s%s: %.0f%% of heartbeats lost, probe ", wl ? "; " : "",
+                     s->inv.nodes[i].name, 100 * node_beat_loss(s, i));
+            wl = strlen(why);
+            snprintf(why + wl, whylen - wl, probe < 0 ? "pending" : "%.0f%% lost", 100 * probe);
+        }
+        if (node_beat_loss(s, i) >= AH_LINK_LOSS_CLEAN || probe >= AH_LINK_LOSS_BAD)
+            pick = i, n_bad++;
+    }
+    if (n_bad == 1 && (undecided && n_best > 1))
+        pick = -1; /* the ends of one connection: decided by the probe */
+    if (pick < 0 && best_deg > 0 && (!s->probe_round || now - s->probe_t > 5.0)) {
+        s->probe_round++, s->probe_t = now; /* a new probe of the candidates */
+        for (int i = 0; i < nn; i++)
+            if (deg[i] == best_deg)
+                send_probe(s, i);
+    }
+    free(deg);
+    return n_bad == 1 ? pick : -1;
+}
+
+/* Links that pass a heartbeat now and then but nothing in bulk (a link
+ * throttled to nothing): ranks' TCP connections to a peer stalled for the
+ * heartbeat timeout. Each stalled connection is an edge between two nodes;
+ * the node on more stalled edges than any other, at least two, is the one
+ * whose link fails (a bad link stalls every connection through it; one
+ * healthy peer's, only the one to the bad node). Its node is lost. */
+static void lose_stalled_links(run_state *s, double now, int *gone, double *t_last, int *any, char *kind,
+                               size_t kindlen) {
+    double timeout = s->o->heartbeat_s;
+    int nn = s->inv.n_nodes, sustained = 0;
+    for (int r = 0; r < s->n_beat; r++)
+        sustained |= s->beat[r].n_stuck > 0 && s->beat[r].stuck_since > 0 && now - s->beat[r].stuck_since >= timeout;
+    if (!sustained || !s->multi_host)
+        return;
+    unsigned char *edge = ah_xcalloc((size_t)nn * (size_t)nn, 1);
+    double *since = ah_xcalloc((size_t)nn, sizeof(double));
+    for (int r = 0; r < s->n_beat; r++) {
+        const run_beat_rank *b = &s->beat[r];
+        if (b->node < 0 || !s->alive[b->node] || gone[b->node] || !b->n_stuck || now - b->stuck_since < timeout)
+            continue;
+        for (int k = 0; k < b->n_stuck; k++) {
+            int q = node_of_addr(s, b->stuck[k]);
+            if (q < 0 || q == b->node || !s->alive[q] || gone[q])
+                continue;
+            edge[b->node * nn + q] = edge[q * nn + b->node] = 1;
+            for (int e = 0; e < 2; e++) {
+                int v = e ? q : b->node;
+                if (since[v] == 0 || b->stuck_since < since[v])
+                    since[v] = b->stuck_since;
+            }
+        }
+    }
+    char why[600] = "";
+    int best = pick_stalled_node(s, edge, nn, now, why, sizeof why), best_deg = 0;
+    for (int j = 0; best >= 0 && j < nn; j++)
+        best_deg += edge[best * nn + j];
+    if (best >= 0) {
+        char peers[400] = "";
+        for (int j = 0, len = 0; j < nn && len < (int)sizeof peers - 80; j++)
+            if (edge[best * nn + j])
+                len += snprintf(peers + len, sizeof peers - (size_t)len, "%s%s", len ? ", " : "", s->inv.nodes[j].name);
+        printf("autohet run: link: node %s%s%s: its TCP connections with %d other node%s (%s) stalled (data "
+               "unacknowledged for over %.1f s) for %.1f s%s%s%s: its link fails; the node is lost\n",
+               s->inv.nodes[best].name, s->multi_host ? ", host " : "", s->multi_host ? s->inv.nodes[best].host : "",
+               best_deg, best_deg == 1 ? "" : "s", peers, AH_TCP_STALL_MS / 1000.0, now - since[best],
+               why[0] ? " (" : "", why, why[0] ? ")" : "");
+        fflush(stdout);
+        double t0 = since[best] - AH_TCP_STALL_MS / 1000.0; /* the stall began before it was first reported */
+        if (!*any || t0 < *t_last)
+            *t_last = t0;
+        snprintf(kind, kindlen, "link");
+        gone[best] = 1, *any = 1;
+    } else if (now - s->beat_stall_said > 10) {
+        printf("autohet run: link: TCP connections between nodes stalled for over %.1f s, no node singled out (%s): "
+               "waiting\n", timeout, why);
+        fflush(stdout);
+        s->beat_stall_said = now;
+    }
+    free(edge);
+    free(since);
 }
 
 int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen) {
     double timeout = s->o->heartbeat_s, now = ah_wall_clock_s();
     if (s->beat_fd <= 0 || s->pid <= 0)
         return 0;
+    if (s->beat_gen != s->gen) /* a new job: none of its ranks heard yet */
+        s->n_beat = 0, s->beat_gen = s->gen;
     drain_beats(s, now);
     if (!(timeout > 0) || now - s->beat_polled < 0.1)
         return 0;
@@ -222,7 +563,10 @@ int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, siz
     snprintf(dir, sizeof dir, "%s/pids-%d", s->run, s->gen);
     DIR *d = opendir(dir); /* every rank that started (wrote its pid file) must be heard */
     int n_sil = 0, cap = 0, *sil_rank = NULL, *sil_node = NULL, heard_node[MAX_NODES] = {0},
-        silent_node[MAX_NODES] = {0};
+        silent_node[MAX_NODES] = {0}, loss_rank[MAX_NODES];
+    double node_loss[MAX_NODES];
+    for (int i = 0; i < MAX_NODES; i++)
+        node_loss[i] = -1;
     char *sil_state = NULL;
     for (struct dirent *de; d && (de = readdir(d));) {
         int rank, node;
@@ -231,10 +575,13 @@ int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, siz
             continue;
         track_rank(s, rank, now);
         char state = rank_process_state(s, rank, &node);
+        s->beat[rank].node = node;
         if (node < 0 || !s->alive[node] || gone[node])
             continue;
-        if (now - s->beat_seen[rank] <= timeout) {
+        if (now - s->beat[rank].seen <= timeout) {
             heard_node[node] = 1;
+            if (s->beat[rank].loss > node_loss[node])
+                node_loss[node] = s->beat[rank].loss, loss_rank[node] = rank;
             continue;
         }
         if (n_sil == cap) {
@@ -266,6 +613,10 @@ int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, siz
             if (!gone[sil_node[k]])
                 lose_node(s, sil_rank[k], sil_node[k], sil_state[k], now, gone, t_last, &any, kind, kindlen);
     }
+    if (!any)
+        lose_failing_links(s, node_loss, loss_rank, gone, t_last, &any, kind, kindlen);
+    if (!any)
+        lose_stalled_links(s, now, gone, t_last, &any, kind, kindlen);
     free(sil_rank);
     free(sil_node);
     free(sil_state);

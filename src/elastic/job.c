@@ -144,7 +144,7 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     argv[a++] = "--eval-every", argv[a++] = ev, argv[a++] = "--log", argv[a++] = s->glog_path;
     if (o->mode == AH_RECOVERY_LAYER_BITMAP)
         argv[a++] = "--ckpt-mem", argv[a++] = s->mem, argv[a++] = "--mem-every", argv[a++] = me,
-        argv[a++] = "--mem-copies", argv[a++] = o->mem_copies > 1 ? "2" : "1";
+        argv[a++] = "--mem-copies", argv[a++] = o->mem_copies >= 4 ? "4" : o->mem_copies == 3 ? "3" : o->mem_copies == 2 ? "2" : "1";
     argv[a++] = "--ckpt-dir", argv[a++] = s->disk, argv[a++] = "--ckpt-every", argv[a++] = ke;
     argv[a++] = "--ckpt-cloud", argv[a++] = s->cloud;
     if (recover)

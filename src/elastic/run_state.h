@@ -23,6 +23,25 @@ typedef struct {
     int fired;
 } preempt_ev;
 
+/* what the controller heard from one rank of the running generation (heartbeat.c) */
+typedef struct run_beat_rank {
+    double seen;                      /* when last heard, by the controller's clock */
+    int heard;                        /* heard at least once */
+    unsigned long seq_last, win_seq0; /* the last sequence number heard; the first of the loss window */
+    int win_got;                      /* beats heard since win_seq0 */
+    double win_t0;                    /* when the loss window began */
+    double loss;                      /* the share of beats lost in the last complete window (-1: none yet) */
+    double loss_t0;                   /* when that window began */
+    int node;                         /* the node it runs on (-1: not known yet) */
+    unsigned addr;                    /* the IPv4 address its beats come from (network order; 0: none yet) */
+    unsigned short port;              /* and their port (network order): where bandwidth probes go */
+    unsigned long probe_round;        /* the latest bandwidth probe it reported, and how many datagrams of it came */
+    int probe_got;
+    unsigned stuck[8];                /* the peers its TCP connections stall on, by its last beat */
+    int n_stuck;
+    double stuck_since; /* since when its beats name stalled peers (0: the last named none) */
+} run_beat_rank;
+
 typedef struct {
     const ah_run_options *o;
     ah_cluster inv;
@@ -60,9 +79,9 @@ typedef struct {
     char host_mem[600], host_disk[600]; /* per-host tier roots: ROOT/HOST/NODE (RUN/memory/NODE links there) */
     char server_host[MAX_NODES][64];    /* the hosts of the generation's recovery server ranks */
     int host_used[MAX_NODES];
-    /* heartbeats (heartbeat.c): per rank of generation beat_gen, its file's last mtime and when it changed */
-    double *beat_seen, beat_polled; /* per rank: when last heard (by the controller's clock) */
-    int *beat_heard;                 /* per rank: heard at least once in this generation */
+    /* heartbeats (heartbeat.c): per rank of generation beat_gen */
+    struct run_beat_rank *beat;
+    double beat_polled;
     /* failures on the same nodes (faults.c): the last one's signature and how often it came in a row */
     char fail_signature[1200];
     int fail_repeats;
@@ -74,13 +93,16 @@ typedef struct {
     char beat_env[1100];
     double beat_max_gap;
     double beat_all_silent_said; /* when "every node silent" was last said */
+    double beat_stall_said;      /* when "stalled, no node singled out" was last said */
+    unsigned long probe_round;   /* the last bandwidth probe sent (heartbeat.c), and when */
+    double probe_t;
     double change_t_event; /* when the change apply_change acts on happened, if known before (0: now) */
     /* the run directory's state (run_dir_state.c) */
     int lock_fd;
     int keep_tiers; /* the run can go on (--resume): its memory and host tiers are not removed */
     double beat_written;
     int log_skip_through; /* lines of steps up to this one are already in --log (a resumed run); -1 none */
-    int n_beat, beat_gen;           /* node i's host ran ranks of this run (its tiers may exist there) */
+    int n_beat, beat_gen;
 } run_state;
 
 /* ---- job.c ---- */
