@@ -12,7 +12,7 @@ B=${FUZZ_BUILD:-build-fuzz}
 OUT=${FUZZ_OUT:-$B/fuzz-out}
 SECS=$1
 shift
-ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights token_headers run_state)
+ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights token_headers run_state beat)
 NAMES=("${@:-${ALL[@]}}")
 [ $# -gt 0 ] || NAMES=("${ALL[@]}")
 mkdir -p "$OUT/gen"
@@ -41,6 +41,7 @@ seeds() { # the seed files of a harness
   state) ls "$G/ck/state.json" ;;
   recovery) ls fuzz/seeds/recover.json ;;
   run_state) ls fuzz/seeds/run.json ;;
+  beat) ls fuzz/seeds/beat*.txt ;;
   chrome_trace) ls fuzz/seeds/trace.json "$G/trace.json" ;;
   hosts) ls fuzz/seeds/hostfile.txt fuzz/seeds/nodelist.txt ;;
   hf_weights) ls fuzz/seeds/hf-tiny-gpt2*.safetensors "$G"/ck/*/*.safetensors ;;

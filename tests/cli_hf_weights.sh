@@ -224,5 +224,23 @@ bad "model_config bad" "mc-bad/state.json: model_config.n_kv_heads: 3 does not d
 jq '.model_config.hidden = "x"' "$MC/state.json" >"$TMP/mc-bad/state.json"
 bad "model_config type" "mc-bad/state.json: model_config.hidden" "$BIN" export --ckpt "$TMP/mc-bad" --out "$TMP/x"
 
+# a fine-tune under the elastic supervisor: autohet run --init-from (+ --val-data, --eval-batches) on 2 nodes;
+# its first loss is train --init-from's, its log has the averaged validation loss; bad input: one line, exit 2
+d="$TMP/gpt2"
+"$BIN" train --init-from "$d/hf" "${RUN[@]}" "${ONE[@]}" --steps 1 --log "$TMP/ft-one.log" >/dev/null 2>&1 \
+  || fail "run --init-from: the one-process reference"
+timeout 300 "$BIN" run --cluster 2x1xcpu --model "$d/hf/config.json" --init-from "$d/hf" --data "$TOK" \
+  --val-data "$TOK" --eval-batches 2 --eval-every 1 --steps 3 --seq 64 --global-batch 2 --micro-batch 1 \
+  --run-dir "$TMP/ft.run" --log "$TMP/ft.log" >"$TMP/ft.out" 2>&1 || { tail -5 "$TMP/ft.out"; fail "run --init-from"; }
+close "$(loss_of "$TMP/ft.log")" "$(loss_of "$TMP/ft-one.log")" 1e-4 \
+  || fail "run --init-from: first loss $(loss_of "$TMP/ft.log"), train --init-from's $(loss_of "$TMP/ft-one.log")"
+jq -se 'map(select(.val_loss > 0)) | length >= 1' "$TMP/ft.log" >/dev/null || fail "run --val-data: no val_loss: $(cat "$TMP/ft.log")"
+jq -e '.options.eval_batches == 2 and (.options.init_from | endswith("/hf"))' "$TMP/ft.run/run.json" >/dev/null \
+  || fail "run: run.json lacks eval_batches/init_from (run --resume would drop them)"
+bad "run --init-from" "--init-from $TMP/none: not a directory" "$BIN" run --cluster 2x1xcpu \
+  --model "$d/hf/config.json" --init-from "$TMP/none" --data "$TOK" --val-data "$TOK" "${ONE[@]}" --steps 1
+bad "run --data-dtype" "--data-dtype: expected uint16 or uint32" "$BIN" run --cluster 2x1xcpu --model tiny-gpt \
+  --data "$TOK" --data-dtype int8
+
 [ $fails -eq 0 ] && echo "hf weights: all checks passed"
 exit $((fails > 0))

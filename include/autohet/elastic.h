@@ -102,6 +102,10 @@ typedef struct {
     double heartbeat_s;   /* a rank whose heartbeat is older loses its node (0: no heartbeat check) */
     int max_restarts;     /* a failure on the same nodes, the same way at the same step, restarted this often */
     int mem_copies;   /* memory copies of each layer's snapshot on distinct nodes (layer-bitmap) */
+    /* passed to every generation's `autohet train` as its flags of the same names (NULL / 0: not given) */
+    const char *val_data, *data_dtype, *devices;
+    const char *init_from; /* only to a generation that starts from no checkpoint (no --recover) */
+    int eval_batches;
 } ah_run_options;
 
 /* Runs to completion; returns the exit status (0, 1 runtime failure, 2 bad input). */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "autohet/plan.h"
@@ -24,7 +25,8 @@ static void run_usage(FILE *f) {
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
         "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
-        "                   [--max-restarts N] [--mem-copies 1-4]\n"
+        "                   [--max-restarts N] [--mem-copies 1-4] [--val-data PATH] [--data-dtype T]\n"
+        "                   [--eval-batches N] [--devices FILE] [--init-from HF_DIR]\n"
         "       autohet run --resume RUN_DIR\n\n"
         "Trains like `autohet train` as an MPI job (mpirun on this machine, one virtual node per inventory\n"
         "node: its ranks, its memory tier under /dev/shm, its disk tier under the run directory) and "
@@ -84,6 +86,10 @@ static void run_usage(FILE *f) {
         "                  killed by SIGKILL is a lost node instead) restarts from the last committed\n"
         "                  step; the same failure at the same step N+1 times in a row stops the run with\n"
         "                  the rank's own message (default 2; bad input, exit 2, stops at once)\n\n"
+        "  --val-data, --data-dtype, --eval-batches, --devices: passed to every generation's autohet\n"
+        "                  train (see autohet train --help)\n"
+        "  --init-from HF_DIR  Hugging Face weights to start from (docs/weights.md): a generation that\n"
+        "                  starts from no checkpoint loads them; later ones recover from the tiers\n\n"
         "exit status: 0 success, 2 bad input (one line on stderr), 1 runtime failure\n");
 }
 
@@ -103,9 +109,21 @@ static int check_data(const ah_run_options *o, char *msg, size_t n) {
         ah_plan_free(&plan);
     }
     ah_dataset data;
-    if (cli_load_data(o->data, NULL, AH_TOKENS_UNSTATED, &cfg, seq, &data, msg, n) != 0)
+    ah_token_type dtype = o->data_dtype ? ah_token_type_parse(o->data_dtype) : AH_TOKENS_UNSTATED;
+    if (cli_load_data(o->data, o->val_data, dtype, &cfg, seq, &data, msg, n) != 0)
         return -1;
     ah_dataset_free(&data);
+    struct stat sb;
+    if (o->init_from && (stat(o->init_from, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        snprintf(msg, n, "--init-from %s: not a directory (a Hugging Face model directory)", o->init_from);
+        return -1;
+    }
+    ah_device_catalog cat = *ah_device_catalog_builtin();
+    char why[400];
+    if (o->devices && ah_device_load_overrides(&cat, o->devices, why, sizeof why) != 0) {
+        snprintf(msg, n, "--devices %s", why);
+        return -1;
+    }
     return 0;
 }
 
@@ -118,7 +136,8 @@ int cmd_run(int argc, char **argv) {
     cli_long_options(
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
-        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E mem-copies=Q",
+        "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E mem-copies=Q "
+        "val-data=v data-dtype=y devices=F init-from=I eval-batches=a",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
@@ -147,6 +166,15 @@ int cmd_run(int argc, char **argv) {
         case 'D': o.run_dir = optarg; break;
         case 'X': o.launcher = optarg; break;
         case 'H': o.hostfile = optarg; break;
+        case 'v': o.val_data = optarg; break;
+        case 'F': o.devices = optarg; break;
+        case 'I': o.init_from = optarg; break;
+        case 'a': iv = &o.eval_batches; break;
+        case 'y':
+            if (ah_token_type_parse(optarg) == AH_TOKENS_UNSTATED)
+                return cli_bad_input("run", "--data-dtype: expected uint16 or uint32");
+            o.data_dtype = optarg;
+            break;
         case 's': iv = &o.steps; break;
         case 'S': iv = &o.seed, min = 0; break;
         case 'G': iv = &o.global_batch; break;

@@ -252,28 +252,31 @@ static void heard_beat(run_state *s, run_beat_rank *b, unsigned long seq, double
     b->seen = now, b->heard = 1;
 }
 
-/* The " stuck=A,B" list of a beat (append_stuck_peers) into b. */
-static void note_stuck_peers(run_beat_rank *b, const char *msg, double now) {
-    const char *p = strstr(msg, " stuck=");
-    b->n_stuck = 0;
-    for (p = p ? p + 7 : NULL; p && *p && b->n_stuck < (int)(sizeof b->stuck / sizeof b->stuck[0]);) {
+int run_beat_parse(const char *msg, run_beat_msg *m) {
+    memset(m, 0, sizeof *m);
+    if (sscanf(msg, "autohet-beat %llx %d %d %lu", &m->token, &m->gen, &m->rank, &m->seq) != 4 || m->rank < 0 ||
+        m->rank > 1 << 20)
+        return -1;
+    const char *p = strstr(msg, " stuck="); /* " stuck=A,B": append_stuck_peers */
+    for (p = p ? p + 7 : NULL; p && *p && m->n_stuck < (int)(sizeof m->stuck / sizeof m->stuck[0]);) {
         char a[INET_ADDRSTRLEN];
         size_t len = strcspn(p, ", \n");
         struct in_addr in;
         if (len > 0 && len < sizeof a) {
             memcpy(a, p, len), a[len] = 0;
             if (inet_pton(AF_INET, a, &in) == 1)
-                b->stuck[b->n_stuck++] = in.s_addr;
+                m->stuck[m->n_stuck++] = in.s_addr;
         }
         p += len;
         if (*p != ',')
             break;
         p++;
     }
-    if (!b->n_stuck)
-        b->stuck_since = 0;
-    else if (b->stuck_since == 0)
-        b->stuck_since = now;
+    const char *pr = strstr(msg, " probe=");
+    if (!pr || sscanf(pr, " probe=%lu:%d", &m->probe_round, &m->probe_got) != 2 || m->probe_got < 0 ||
+        m->probe_got > AH_PROBE_COUNT)
+        m->probe_round = 0, m->probe_got = 0;
+    return 0;
 }
 
 /* the datagrams that arrived: who was heard */
@@ -286,19 +289,19 @@ static void drain_beats(run_state *s, double now) {
         if (n <= 0)
             break;
         msg[n] = 0;
-        unsigned long long token;
-        int gen, rank;
-        unsigned long seq;
-        if (sscanf(msg, "autohet-beat %llx %d %d %lu", &token, &gen, &rank, &seq) != 4 || token != s->beat_token ||
-            gen != s->gen || rank < 0 || rank > 1 << 20)
+        run_beat_msg m;
+        if (run_beat_parse(msg, &m) != 0 || m.token != s->beat_token || m.gen != s->gen)
             continue;
-        track_rank(s, rank, now);
-        heard_beat(s, &s->beat[rank], seq, now);
-        run_beat_rank *b = &s->beat[rank];
-        note_stuck_peers(b, msg, now);
-        const char *pr = strstr(msg, " probe=");
-        if (!pr || sscanf(pr, " probe=%lu:%d", &b->probe_round, &b->probe_got) != 2)
-            b->probe_round = 0;
+        track_rank(s, m.rank, now);
+        run_beat_rank *b = &s->beat[m.rank];
+        heard_beat(s, b, m.seq, now);
+        memcpy(b->stuck, m.stuck, sizeof b->stuck);
+        b->n_stuck = m.n_stuck;
+        if (!b->n_stuck)
+            b->stuck_since = 0;
+        else if (b->stuck_since == 0)
+            b->stuck_since = now;
+        b->probe_round = m.probe_round, b->probe_got = m.probe_got;
         if (fl >= sizeof from && from.sin_family == AF_INET && (ntohl(from.sin_addr.s_addr) >> 24) != 127)
             b->addr = from.sin_addr.s_addr, b->port = from.sin_port;
     }

@@ -105,7 +105,7 @@ static int host_args(const char **argv, int a, const char *rankfile, int with_pe
 
 pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen) {
     const ah_run_options *o = s->o;
-    char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], pids[1200];
+    char np[16], steps[16], seed[16], lr[32], wu[16], ev[16], ke[16], me[16], mc[16], eb[16], pids[1200];
     snprintf(np, sizeof np, "%d", ah_plan_slots(&s->plan) + (recover ? s->n_servers : 0));
     snprintf(steps, sizeof steps, "%d", o->steps);
     snprintf(seed, sizeof seed, "%d", o->seed);
@@ -114,6 +114,8 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     snprintf(ev, sizeof ev, "%d", o->eval_every);
     snprintf(ke, sizeof ke, "%d", o->ckpt_every);
     snprintf(me, sizeof me, "%d", o->mem_every);
+    snprintf(mc, sizeof mc, "%d", o->mem_copies);
+    snprintf(eb, sizeof eb, "%d", o->eval_batches);
     snprintf(s->glog_path, sizeof s->glog_path, "%s/gen-%d.log", s->run, s->gen);
     snprintf(pids, sizeof pids, "%s/pids-%d", s->run, s->gen);
     run_mkdir_p(pids);
@@ -144,11 +146,21 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     argv[a++] = "--eval-every", argv[a++] = ev, argv[a++] = "--log", argv[a++] = s->glog_path;
     if (o->mode == AH_RECOVERY_LAYER_BITMAP)
         argv[a++] = "--ckpt-mem", argv[a++] = s->mem, argv[a++] = "--mem-every", argv[a++] = me,
-        argv[a++] = "--mem-copies", argv[a++] = o->mem_copies >= 4 ? "4" : o->mem_copies == 3 ? "3" : o->mem_copies == 2 ? "2" : "1";
+        argv[a++] = "--mem-copies", argv[a++] = mc;
     argv[a++] = "--ckpt-dir", argv[a++] = s->disk, argv[a++] = "--ckpt-every", argv[a++] = ke;
     argv[a++] = "--ckpt-cloud", argv[a++] = s->cloud;
+    if (o->val_data)
+        argv[a++] = "--val-data", argv[a++] = o->val_data;
+    if (o->data_dtype)
+        argv[a++] = "--data-dtype", argv[a++] = o->data_dtype;
+    if (o->devices)
+        argv[a++] = "--devices", argv[a++] = o->devices;
+    if (o->eval_batches > 0)
+        argv[a++] = "--eval-batches", argv[a++] = eb;
     if (recover)
         argv[a++] = "--recover", argv[a++] = recover;
+    else if (o->init_from) /* a start from no checkpoint: the pretrained weights, as the first generation */
+        argv[a++] = "--init-from", argv[a++] = o->init_from;
     argv[a] = NULL;
     fflush(stdout);
     fflush(stderr);

@@ -109,6 +109,10 @@ static cJSON *options_json(const ah_run_options *o) {
     add_path(j, "spot_trace", o->spot_trace);
     add_str(j, "launcher", o->launcher);
     add_path(j, "hostfile", o->hostfile);
+    add_path(j, "val_data", o->val_data);
+    add_str(j, "data_dtype", o->data_dtype);
+    add_path(j, "devices", o->devices);
+    add_path(j, "init_from", o->init_from);
     add_str(j, "recovery", o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");
     const struct {
         const char *k;
@@ -119,7 +123,7 @@ static cJSON *options_json(const ah_run_options *o) {
                 {"warmup", o->warmup},         {"eval_every", o->eval_every},   {"ckpt_every", o->ckpt_every},
                 {"mem_every", o->mem_every},   {"replan_tp", o->replan_tp},     {"lr", o->lr},
                 {"heartbeat_s", o->heartbeat_s}, {"max_restarts", o->max_restarts},
-                {"mem_copies", o->mem_copies}};
+                {"mem_copies", o->mem_copies},   {"eval_batches", o->eval_batches}};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
         cJSON_AddNumberToObject(j, nums[i].k, nums[i].v);
     return j;
@@ -196,6 +200,10 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
     o->log_path = opt_str(opts, "log"), o->report_path = opt_str(opts, "report");
     o->preempt = opt_str(opts, "preempt"), o->spot_trace = opt_str(opts, "spot_trace");
     o->launcher = opt_str(opts, "launcher"), o->hostfile = opt_str(opts, "hostfile");
+    o->val_data = opt_str(opts, "val_data"), o->data_dtype = opt_str(opts, "data_dtype");
+    o->devices = opt_str(opts, "devices"), o->init_from = opt_str(opts, "init_from");
+    const cJSON *eb = cJSON_GetObjectItemCaseSensitive(opts, "eval_batches"); /* (absent before it existed) */
+    o->eval_batches = cJSON_IsNumber(eb) && eb->valuedouble >= 0 && eb->valuedouble <= 1e6 ? (int)eb->valuedouble : 0;
     const char *mode = opt_str(opts, "recovery");
     o->mode = mode && !strcmp(mode, "full-reload") ? AH_RECOVERY_FULL_RELOAD : AH_RECOVERY_LAYER_BITMAP;
     double v[17];
@@ -218,6 +226,11 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
             cJSON_Delete(j);
             return -1;
         }
+    if (o->data_dtype && strcmp(o->data_dtype, "uint16") && strcmp(o->data_dtype, "uint32")) {
+        snprintf(err, errlen, "%s: options.data_dtype: expected uint16 or uint32", p);
+        cJSON_Delete(j);
+        return -1;
+    }
     if (!o->model_arg || !o->data || !o->launcher || !o->plan_path == !o->cluster_arg) {
         snprintf(err, errlen, "%s: options: model, data, launcher and one of plan/cluster are required", p);
         cJSON_Delete(j);

@@ -144,6 +144,18 @@ int run_poll_trace(run_state *s, int *gone, int *added);
 /* ---- heartbeat.c ---- */
 /* the controller's heartbeat socket and the $AUTOHET_BEAT its ranks get; 0 or -1 with err */
 int run_heartbeat_listen(run_state *s, char *err, size_t errlen);
+/* One heartbeat datagram ("autohet-beat TOKEN GEN RANK SEQ [stuck=A,B] [probe=ROUND:N]", from the network:
+ * any bytes) into m; 0, or -1 if it is not a beat. */
+typedef struct {
+    unsigned long long token;
+    int gen, rank;
+    unsigned long seq;
+    unsigned stuck[8]; /* IPv4, network order */
+    int n_stuck;
+    unsigned long probe_round;
+    int probe_got;
+} run_beat_msg;
+int run_beat_parse(const char *msg, run_beat_msg *m);
 /* flags in gone[] the nodes with a rank not heard for --heartbeat-timeout; 1 if any, *t_last the last
  * time such a rank was heard, kind "heartbeat" or "partition" (its process runs here but is unheard) */
 int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen);
