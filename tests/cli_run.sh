@@ -194,7 +194,21 @@ bad "badtrace.csv:2" "${P[@]}" --spot-trace "$TMP/badtrace.csv"
 bad "exactly one of --plan and --cluster" "${ARGS[@]}"
 bad "/nonexistent: cannot read" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
 bad "--recovery" "${P[@]}" --recovery sometimes
-bad "go with --cluster" "${P[@]}" --seq 32
+bad "--global-batch/--micro-batch/--seq disagree with .*tiny-4node-2x2.json (global batch 8, micro-batch 2, seq 64)" "${P[@]}" --seq 32
+bad "--model is required with --cluster" --cluster 2x1xcpu --data "$FIX/text"
+
+# a plan names its model: train and run take it without --model, and compute what --model gives
+NM=(--plan "$PLANS/tiny-2x1.json" --data "$FIX/text" --steps 2 --seed 3 --eval-every 0)
+timeout 120 mpirun -np 2 --bind-to none "$BIN" train "${NM[@]}" --log "$TMP/nm-train.log" >"$TMP/nm-train.out" 2>&1 \
+  || { tail -3 "$TMP/nm-train.out"; fail "train --plan without --model"; }
+timeout 120 "$BIN" run "${NM[@]}" --log "$TMP/nm-run.log" --run-dir "$TMP/nm.run" >"$TMP/nm-run.out" 2>&1 \
+  || { tail -3 "$TMP/nm-run.out"; fail "run --plan without --model"; }
+timeout 120 mpirun -np 2 --bind-to none "$BIN" train "${NM[@]}" --model tiny-gpt --log "$TMP/nm-ref.log" >/dev/null 2>&1 \
+  || fail "train --plan --model tiny-gpt"
+for f in train run; do
+  [ "$(jq -s 'map(.loss)' "$TMP/nm-$f.log")" = "$(jq -s 'map(.loss)' "$TMP/nm-ref.log")" ] \
+    || fail "$f without --model: losses $(jq -cs 'map(.loss)' "$TMP/nm-$f.log"), with it $(jq -cs 'map(.loss)' "$TMP/nm-ref.log")"
+done
 "$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"
 [ $? -eq 2 ] && grep -q "not the run directory" "$TMP/bad.err" || fail "preempt without a run"
 

@@ -42,7 +42,8 @@ static void run_usage(FILE *f) {
         "  --tp            TP degree of the first plan when planning (default 1)\n"
         "  --replan-tp     TP degree of the plans made after a change of the node set (default any: the\n"
         "                  planner chooses; shards of another degree are resharded on recovery)\n"
-        "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1)\n"
+        "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1; --model\n"
+        "                  optional with --plan: the plan's model)\n"
         "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list); across\n"
         "                  hosts NODE may name a host: its ranks are killed on it (through the launcher's\n"
         "                  remote agent) and it gets no rank again\n"
@@ -98,7 +99,7 @@ static void run_usage(FILE *f) {
  * --seq), the data. 0, or -1 with one line in msg. */
 static int check_data(const ah_run_options *o, char *msg, size_t n) {
     ah_model_config cfg;
-    if (ah_model_resolve(o->model_arg, &cfg, msg, n) != 0)
+    if (o->model_arg && ah_model_resolve(o->model_arg, &cfg, msg, n) != 0)
         return -1;
     int seq = o->seq;
     if (o->plan_path) {
@@ -106,6 +107,8 @@ static int check_data(const ah_run_options *o, char *msg, size_t n) {
         if (ah_plan_read_json(o->plan_path, ah_device_catalog_builtin(), &plan, msg, n) != 0)
             return -1;
         seq = plan.train.seq;
+        if (!o->model_arg)
+            cfg = plan.model;
         ah_plan_free(&plan);
     }
     ah_dataset data;
@@ -233,8 +236,10 @@ int cmd_run(int argc, char **argv) {
             return cli_bad_input("run", "--resume RUN_DIR takes no other flags (the run directory holds them)");
         return ah_run_resume(resume, self);
     }
-    if (!o.model_arg || !o.data)
-        return cli_bad_input("run", "--model and --data are required (see autohet run --help)");
+    if (!o.data)
+        return cli_bad_input("run", "--data is required (see autohet run --help)");
+    if (!o.model_arg && !o.plan_path)
+        return cli_bad_input("run", "--model is required with --cluster (a --plan names its model)");
     if (!o.plan_path == !o.cluster_arg)
         return cli_bad_input("run", "give exactly one of --plan and --cluster");
     if (o.cluster_arg) { /* the batch shape of autohet train without a plan */
@@ -243,9 +248,19 @@ int cmd_run(int argc, char **argv) {
         o.seq = o.seq ? o.seq : 128;
         if (o.global_batch % o.micro_batch)
             return cli_bad_input("run", "--global-batch must be a multiple of --micro-batch");
-    } else if (o.global_batch || o.micro_batch || o.seq) {
-        return cli_bad_input("run",
-                             "--global-batch/--micro-batch/--seq go with --cluster (a plan has its own)");
+    } else if (o.global_batch || o.micro_batch || o.seq) { /* beside a plan: must agree with it, as in train */
+        ah_plan plan;
+        if (ah_plan_read_json(o.plan_path, ah_device_catalog_builtin(), &plan, msg, sizeof msg) != 0)
+            return cli_bad_input("run", msg);
+        int agree = (!o.global_batch || o.global_batch == plan.global_batch) &&
+                    (!o.micro_batch || o.micro_batch == plan.micro_batch) && (!o.seq || o.seq == plan.train.seq);
+        snprintf(msg, sizeof msg,
+                 "--global-batch/--micro-batch/--seq disagree with %s (global batch %d, micro-batch %d, seq %d)",
+                 o.plan_path, plan.global_batch, plan.micro_batch, plan.train.seq);
+        ah_plan_free(&plan);
+        if (!agree)
+            return cli_bad_input("run", msg);
+        o.global_batch = o.micro_batch = o.seq = 0; /* the plan's own */
     }
     if (o.mem_copies < 1 || o.mem_copies > 4)
         return cli_bad_input("run", "--mem-copies: expected 1 to 4");

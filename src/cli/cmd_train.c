@@ -42,7 +42,8 @@ static void train_usage(FILE *f) {
             "one GPU slot of the plan (replica, stage, TP rank) and the job computes the same model as\n"
             "one process would.\n\n"
             "  --model        preset (e.g. tiny-gpt, tiny-llama, small-gpt, gpt2-124m) or config.json;\n"
-            "                 on text data the vocabulary is replaced by the 256 byte values\n"
+            "                 on text data the vocabulary is replaced by the 256 byte values; optional with\n"
+            "                 --plan (the plan's model) or --init-from (its config.json)\n"
             "  --data         tokens: an llm.c token file (magic 20240520, version 1 uint16 / 2 uint32\n"
             "                 tokens), Megatron's PREFIX.bin + PREFIX.idx (the .bin, the .idx or PREFIX),\n"
             "                 a raw .bin (uint16 as nanoGPT's, or --data-dtype), or a directory of .bin\n"
@@ -337,7 +338,7 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
         snprintf(msg, n, "--precision bf16: the CPU backend's option; --device cuda computes in fp32");
         return -1;
     }
-    const char *why = !a->model                             ? "--model is required (see autohet train --help)"
+    const char *why = !a->model && !a->plan ? "--model is required without --plan (see autohet train --help)"
                       : !a->data ? "--data is required: a token file, a directory of shards, or text"
                       : (a->ckpt_dir != NULL) != (a->ckpt_every > 0) ? "--ckpt-dir and --ckpt-every go together"
                       : a->cloud_dir && !a->ckpt_dir
@@ -375,11 +376,13 @@ static int check_args(const train_args *a, int rank, char *msg, size_t n) {
 /* the model, the plan (or the trivial one) and the data; 0, or -1 with msg */
 static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *plan, ah_dataset *data,
                        char *msg, size_t n) {
-    if (ah_model_resolve(a->model, cfg, msg, n) != 0)
+    if (a->model && ah_model_resolve(a->model, cfg, msg, n) != 0)
         return -1;
     if (a->plan) {
         if (ah_plan_read_json(a->plan, ah_device_catalog_builtin(), plan, msg, n) != 0)
             return -1;
+        if (!a->model) /* the plan's own model (a preset, a config.json, or its full description) */
+            *cfg = plan->model;
         if ((a->gb && a->gb != plan->global_batch) || (a->mb && a->mb != plan->micro_batch) ||
             (a->seq && a->seq != plan->train.seq))
             snprintf(msg, n,

@@ -467,19 +467,20 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
     s->o = o;
     s->pid = -1;
     s->t_start = ah_wall_clock_s();
-    if (ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
+    if (o->model_arg && ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
         return -1;
     struct stat ds;
     if (stat(o->data, &ds) != 0) {
         snprintf(err, errlen, "--data %.400s: %s", o->data, strerror(errno));
         return -1;
     }
-    s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
         if (ah_plan_read_json(o->plan_path, ah_device_catalog_builtin(), &s->plan, err, errlen) != 0)
             return -1;
         s->have_plan = 1;
+        if (!o->model_arg) /* the plan's own model, as autohet train takes it */
+            s->cfg = s->plan.model;
         /* the inventory is the plan's cluster */
         s->inv.n_nodes = s->plan.cluster.n_nodes;
         s->inv.nodes = ah_xcalloc((size_t)s->inv.n_nodes + 1, sizeof(ah_node));
@@ -487,7 +488,9 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         s->po.micro_batch = s->plan.micro_batch;
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;
+        s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     } else {
+        s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab);
         if (ah_cluster_resolve(o->cluster_arg, ah_device_catalog_builtin(), &s->inv, err, errlen) != 0)
             return -1;
         s->po.tp = o->tp;

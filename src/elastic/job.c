@@ -139,7 +139,9 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         argv[a++] = "--bind-to", argv[a++] = "none";
     }
     argv[a++] = o->self_exe, argv[a++] = "train";
-    argv[a++] = "--model", argv[a++] = o->model_arg, argv[a++] = "--data", argv[a++] = o->data;
+    if (o->model_arg) /* (else the plan's own model) */
+        argv[a++] = "--model", argv[a++] = o->model_arg;
+    argv[a++] = "--data", argv[a++] = o->data;
     argv[a++] = "--plan", argv[a++] = plan_path, argv[a++] = "--steps", argv[a++] = steps;
     argv[a++] = "--seed", argv[a++] = seed, argv[a++] = "--lr", argv[a++] = lr, argv[a++] = "--warmup",
     argv[a++] = wu;

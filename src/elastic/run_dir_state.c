@@ -231,8 +231,9 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
         cJSON_Delete(j);
         return -1;
     }
-    if (!o->model_arg || !o->data || !o->launcher || !o->plan_path == !o->cluster_arg) {
-        snprintf(err, errlen, "%s: options: model, data, launcher and one of plan/cluster are required", p);
+    if (!(o->model_arg || o->plan_path) || !o->data || !o->launcher || !o->plan_path == !o->cluster_arg) {
+        snprintf(err, errlen, "%s: options: data, launcher, one of plan/cluster and, with a cluster, model are required",
+                 p);
         cJSON_Delete(j);
         return -1;
     }
