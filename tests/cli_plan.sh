@@ -160,6 +160,20 @@ jq -e '[.replicas[].stages[].tp] | unique == [2]' "$TMP/opt.tp2.json" >/dev/null
 
 # bad input: one line, exit 2
 expect_error "unknown GPU type 'B200'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
+# a GPU type the measured profile has no data for is an error, not a plan on the other GPUs alone
+expect_error "has no data for GPU 'H800' (2 nodes of the cluster, first H800-0)" -- $BIN plan --model opt-350m \
+  --cluster 2x4xA100-40G,2x4xH800 --global-batch 64 --seq 2048 --profile "$FIX/sailor/OPT-350"
+# a Sailor directory's file named after a GPU that only --devices defines loads (as the JSON format does)
+mkdir -p "$TMP/gh-prof"
+cp "$FIX/sailor/OPT-350/A100-40.json" "$TMP/gh-prof/GH-96.json"
+echo '{"devices": [{"name": "GH-96", "peak_tflops": 989, "mem_gib": 96, "mem_bw_gbs": 4000, "intra_bw_gbs": 450, "nic_gbit": 200}]}' \
+  >"$TMP/gh-devices.json"
+$BIN plan --model opt-350m --cluster 2x4xGH-96 --global-batch 64 --seq 2048 --profile "$TMP/gh-prof" \
+  --devices "$TMP/gh-devices.json" --quiet --json "$TMP/gh.json" >"$TMP/gh.out" 2>&1 || fail "plan on GH-96: $(cat "$TMP/gh.out")"
+[ "$(jq '[.replicas[].stages[].gpus | length] | add' "$TMP/gh.json" 2>/dev/null)" = 8 ] \
+  || fail "plan on GH-96: not every GPU used: $(jq -c '.replicas' "$TMP/gh.json" | head -c 300)"
+expect_error "has no data for GPU 'GH-96'" -- $BIN plan --model opt-350m --cluster 2x4xGH-96 --global-batch 64 \
+  --seq 2048 --profile "$FIX/sailor/OPT-350" --devices "$TMP/gh-devices.json"
 expect_error "unknown model" -- $BIN plan --model gpt5 --cluster 1x8xA100-40G --global-batch 8
 expect_error "not divisible" -- $BIN plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 10 --micro-batch 4
 expect_error "does not fit" -- $BIN plan --model gpt3-175b --cluster 1x8xT4 --global-batch 8

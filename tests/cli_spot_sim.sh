@@ -124,6 +124,8 @@ printf '0,remove,a\n' >"$TMP/bad4.csv"
 bad "never has a node" "${SIM[@]:2}" --trace "$TMP/bad4.csv"
 bad "--policy" "${SIM[@]:2}" --trace "$TMP/t.csv" --policy sometimes
 bad "expected GPUSxTYPE" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xZZZ --trace "$TMP/t.csv"
+bad "has no data for GPU 'H800'" --model opt-350m --global-batch 256 --seq 2048 --node 8xH800 --trace "$TMP/t.csv" \
+  --profile "$FIX/sailor/OPT-350"
 bad "required" --trace "$TMP/t.csv"
 bad "--replan-tp '3': expected any or 1, 2, 4 or 8" "${SIM[@]:2}" --trace "$TMP/t.csv" --replan-tp 3
 bad "--replan-tp 8: no node type" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 4xV100-16G \

@@ -30,9 +30,15 @@ ah_profile *ah_profile_analytic(void);
  * File names are mapped to catalog device names (A100-40 -> A100-40G, ...).
  * Returns NULL with a one-line error naming the file/field. */
 ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen);
+/* The same with the devices of `catalog` (the built-in one with a user's
+ * --devices overrides): a file named after a GPU only they define loads. */
+ah_profile *ah_profile_load_sailor_dir_with(const char *dir, const ah_device_catalog *catalog, char *err,
+                                            size_t errlen);
 /* Load one autohet profile JSON (format in docs/profile-format.md) or, if path
  * is a directory, a Sailor directory. */
 ah_profile *ah_profile_load(const char *path, char *err, size_t errlen);
+/* The same, file names of a directory mapped through `catalog`. */
+ah_profile *ah_profile_load_with(const char *path, const ah_device_catalog *catalog, char *err, size_t errlen);
 void ah_profile_free(ah_profile *p);
 /* "analytic" or "measured:<path>" */
 const char *ah_profile_source(const ah_profile *p);
@@ -47,5 +53,8 @@ int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const a
 
 /* Does the profile cover (dev, tp, mb)? Used to prune the search space. */
 int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb);
+/* Does it cover `dev` at all (some tp and mb, the model's layer count)? A
+ * planner must not quietly leave out a GPU type that it has no data for. */
+int ah_profile_has_device(const ah_profile *p, const ah_model_config *m, const ah_device *dev);
 
 #endif

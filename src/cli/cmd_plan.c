@@ -70,9 +70,9 @@ static void plan_usage(FILE *f) {
             "  --max-mixed-types N    most GPU types in one pipeline (default %d)\n"
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
             "                   (TP degrees, micro-batch, link level) sub-searches): closed form vs\n"
-            "                   simulated time, and which plan wins under simulation; a plan the simulator\n"
-            "                   cannot play yet (stages of different TP degrees) is listed as not\n"
-            "                   simulated (default: no simulation)\n"
+            "                   simulated time, and which plan wins under simulation (every plan is\n"
+            "                   simulated, stages of different TP degrees included; default: no\n"
+            "                   simulation)\n"
             "  --top K          write the K best distinct plans (the best of each of the K best\n"
             "                   sub-searches), ranked, as top[] in the --json document (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
@@ -516,6 +516,31 @@ static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_
     return extra;
 }
 
+/* Every GPU type of the cluster has data in the profile: a type without any
+ * would be left out of every plan, which would then look like the best use
+ * of a smaller cluster. 0, or -1 with err naming the type and its nodes. */
+static int profile_covers_cluster(const ah_profile *prof, const ah_model_config *model, const ah_cluster *cluster,
+                                  const char *profile_arg, char *err, size_t errlen) {
+    for (int i = 0; i < cluster->n_nodes; i++) {
+        const ah_device *dev = &cluster->nodes[i].dev;
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen |= !strcmp(cluster->nodes[j].dev.name, dev->name);
+        if (seen || ah_profile_has_device(prof, model, dev))
+            continue;
+        int n = 0;
+        for (int j = i; j < cluster->n_nodes; j++)
+            n += !strcmp(cluster->nodes[j].dev.name, dev->name);
+        snprintf(err, errlen,
+                 "--profile %s has no data for GPU '%s' (%d node%s of the cluster, first %s) at this model's %d "
+                 "layers: profile it (autohet profile), or leave those nodes out of --cluster",
+                 profile_arg ? profile_arg : "(analytic)", dev->name, n, n == 1 ? "" : "s", cluster->nodes[i].name,
+                 ah_model_num_layers(model));
+        return -1;
+    }
+    return 0;
+}
+
 /* The inputs of a search: devices, model, cluster (with measured links),
  * profile. 0, or the exit status of bad input. */
 static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cluster, ah_profile **prof,
@@ -532,7 +557,11 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
         ah_cluster_free(cluster);
         return cli_bad_input("plan", err);
     }
-    *prof = a->profile ? ah_profile_load(a->profile, err, sizeof err) : ah_profile_analytic();
+    *prof = a->profile ? ah_profile_load_with(a->profile, &catalog, err, sizeof err) : ah_profile_analytic();
+    if (*prof && profile_covers_cluster(*prof, model, cluster, a->profile, err, sizeof err) != 0) {
+        ah_profile_free(*prof);
+        *prof = NULL;
+    }
     if (!*prof) {
         ah_cluster_free(cluster);
         ah_link_matrix_free((ah_link_matrix *)a->o.links);

@@ -59,11 +59,12 @@ static int over_memory(const ah_plan *p, const ah_sim_result *r, char *msg, size
 }
 
 /* The profile a plan was made with: "analytic" or "measured:<path>". */
-static ah_profile *profile_for(const ah_plan *p, const char *override, char *err, size_t errlen) {
+static ah_profile *profile_for(const ah_plan *p, const char *override, const ah_device_catalog *catalog, char *err,
+                               size_t errlen) {
     if (override)
-        return ah_profile_load(override, err, errlen);
+        return ah_profile_load_with(override, catalog, err, errlen);
     if (!strncmp(p->profile_source, "measured:", 9))
-        return ah_profile_load(p->profile_source + 9, err, errlen);
+        return ah_profile_load_with(p->profile_source + 9, catalog, err, errlen);
     return ah_profile_analytic();
 }
 
@@ -154,7 +155,7 @@ int cmd_simulate(int argc, char **argv) {
         plan.train.precision = (ah_precision_mode)precision;
     if (p2p >= 0)
         plan.train.p2p = (ah_p2p_mode)p2p;
-    ah_profile *prof = profile_for(&plan, profile, err, sizeof err);
+    ah_profile *prof = profile_for(&plan, profile, &catalog, err, sizeof err);
     if (!prof) {
         ah_plan_free(&plan);
         return cli_bad_input("simulate", err);

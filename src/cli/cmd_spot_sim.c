@@ -303,6 +303,13 @@ int cmd_spot_sim(int argc, char **argv) {
     if (ah_spot_trace_load(a.trace, &ev, &n, msg, sizeof msg) != 0)
         return cli_bad_input("spot-sim", msg);
     ah_profile *prof = a.profile ? ah_profile_load(a.profile, msg, sizeof msg) : ah_profile_analytic();
+    for (int i = 0; prof && i < mix.n; i++)
+        if (!ah_profile_has_device(prof, &m, &mix.node[i].dev)) { /* never a smaller cluster in silence */
+            snprintf(msg, sizeof msg, "--profile %s has no data for GPU '%s' of --node at this model's %d layers",
+                     a.profile, mix.node[i].dev.name, ah_model_num_layers(&m));
+            ah_profile_free(prof);
+            prof = NULL;
+        }
     if (!prof) {
         free(ev);
         return cli_bad_input("spot-sim", msg);

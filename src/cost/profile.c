@@ -67,6 +67,10 @@ const char *ah_profile_source(const ah_profile *p) {
 }
 
 ah_profile *ah_profile_load(const char *path, char *err, size_t errlen) {
+    return ah_profile_load_with(path, ah_device_catalog_builtin(), err, errlen);
+}
+
+ah_profile *ah_profile_load_with(const char *path, const ah_device_catalog *catalog, char *err, size_t errlen) {
     if (!path || !*path) {
         ah_cost_err_(err, errlen, "profile: no path given");
         return NULL;
@@ -77,7 +81,7 @@ ah_profile *ah_profile_load(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     if (S_ISDIR(st.st_mode))
-        return ah_profile_load_sailor_dir(path, err, errlen);
+        return ah_profile_load_sailor_dir_with(path, catalog, err, errlen);
     return ah_table_load_json_(path, err, errlen);
 }
 
@@ -116,4 +120,12 @@ int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_devic
     if (p->kind == AH_PROFILE_ANALYTIC)
         return 1;
     return ah_table_has_(p, m, dev, tp, mb);
+}
+
+int ah_profile_has_device(const ah_profile *p, const ah_model_config *m, const ah_device *dev) {
+    if (!p || !m || !dev)
+        return 0;
+    if (p->kind == AH_PROFILE_ANALYTIC)
+        return 1;
+    return ah_table_has_device_(p, m, dev);
 }

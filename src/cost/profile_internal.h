@@ -55,6 +55,7 @@ int ah_table_layer_cost_(const ah_profile *p, const ah_model_config *m, const ah
                          const ah_device *dev, int layer, int tp, int mb, ah_layer_cost *out, char *err,
                          size_t errlen);
 int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb);
+int ah_table_has_device_(const ah_profile *p, const ah_model_config *m, const ah_device *dev);
 ah_profile *ah_table_load_json_(const char *path, char *err, size_t errlen);
 
 /* snprintf into err if err/errlen allow it. */

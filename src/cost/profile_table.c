@@ -274,6 +274,16 @@ int ah_table_has_(const ah_profile *p, const ah_model_config *m, const ah_device
     return entry_complete(e, p->n_layers);
 }
 
+int ah_table_has_device_(const ah_profile *p, const ah_model_config *m, const ah_device *dev) {
+    int di = find_dev(p, dev->name);
+    if (di < 0 || ah_model_num_layers(m) != p->n_layers)
+        return 0;
+    for (int k = 0; k < p->devs[di].n_entries; k++)
+        if (entry_complete(&p->devs[di].entries[k], p->n_layers))
+            return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------------ builder */
 
 ah_profile *ah_profile_table_new(const char *model, int seq) {
@@ -536,6 +546,13 @@ static void dir_basename(const char *dir, char *out, size_t cap) {
 }
 
 ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen) {
+    return ah_profile_load_sailor_dir_with(dir, ah_device_catalog_builtin(), err, errlen);
+}
+
+ah_profile *ah_profile_load_sailor_dir_with(const char *dir, const ah_device_catalog *catalog, char *err,
+                                            size_t errlen) {
+    if (!catalog)
+        catalog = ah_device_catalog_builtin();
     if (!dir || !*dir) {
         ah_cost_err_(err, errlen, "profile: no directory given");
         return NULL;
@@ -616,7 +633,7 @@ ah_profile *ah_profile_load_sailor_dir(const char *dir, char *err, size_t errlen
             continue;
         char stem[256];
         snprintf(stem, sizeof stem, "%.*s", (int)(strlen(name) - 5), name);
-        const ah_device *dev = ah_device_find(ah_device_catalog_builtin(), stem);
+        const ah_device *dev = ah_device_find(catalog, stem);
         if (!dev || strlen(dev->name) >= sizeof p->devs[0].name) {
             if (add_skipped(p, name) != 0)
                 goto oom;
