@@ -160,6 +160,13 @@ jq -e '[.replicas[].stages[].tp] | unique == [2]' "$TMP/opt.tp2.json" >/dev/null
 
 # bad input: one line, exit 2
 expect_error "unknown GPU type 'B200'" -- $BIN plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
+# "does not fit" says what would make it fit, and that is true
+expect_error "does not fit this cluster.*; with --recompute full it fits (" -- $BIN plan --model llama2-70b \
+  --cluster 2x8xA100-80G --global-batch 64 --seq 4096
+$BIN plan --model llama2-70b --cluster 2x8xA100-80G --global-batch 64 --seq 4096 --recompute full --quiet \
+  >/dev/null 2>"$TMP/err" || fail "llama2-70b with --recompute full: $(cat "$TMP/err")"
+expect_error "neither --recompute full nor --dist-optimizer makes it fit" -- $BIN plan --model llama2-70b \
+  --cluster 1x8xA100-80G --global-batch 64 --seq 4096
 # a GPU type the measured profile has no data for is an error, not a plan on the other GPUs alone
 expect_error "has no data for GPU 'H800' (2 nodes of the cluster, first H800-0)" -- $BIN plan --model opt-350m \
   --cluster 2x4xA100-40G,2x4xH800 --global-batch 64 --seq 2048 --profile "$FIX/sailor/OPT-350"

@@ -154,14 +154,14 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
     return 0;
 }
 
-static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
-                           const ah_plan_options *o, char *err, size_t errlen) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
+/* The memory per GPU of the leanest plan under options o (INT64_MAX: none
+ * could be costed); its TP degree, stage count and micro-batch. */
+static int64_t leanest_need(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                            const ah_plan_options *o, int *bt, int *bs, int *bb) {
     int tps[8], mbs[8];
     ah_candidate_tps(m, c, o, tps);
     ah_candidate_mbs(o, mbs);
     int64_t best = INT64_MAX;
-    int bt = 0, bs = 0, bb = 0;
     char e2[256];
     for (int i = 0; tps[i]; i++)
         for (int j = 0; mbs[j]; j++) {
@@ -172,13 +172,56 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                 int64_t need = ah_min_memory_needed(&x, &S);
                 if (need < best) {
                     best = need;
-                    bt = tps[i];
-                    bs = S;
-                    bb = mbs[j];
+                    *bt = tps[i];
+                    *bs = S;
+                    *bb = mbs[j];
                 }
             }
             ah_search_ctx_free(&x);
         }
+    return best;
+}
+
+/* What would make it fit: full recomputation, the distributed optimizer, or
+ * both, each with its leanest plan's memory; appended to err. */
+static void fit_hint(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof, const ah_plan_options *o,
+                     double usable, char *err, size_t errlen) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    static const struct {
+        int recompute_full, dist_opt;
+        const char *flags;
+    } ways[] = {{1, 0, "--recompute full"}, {0, 1, "--dist-optimizer"}, {1, 1, "--recompute full --dist-optimizer"}};
+    for (size_t w = 0; w < sizeof ways / sizeof *ways; w++) {
+        ah_plan_options o2 = *o;
+        if ((ways[w].recompute_full && o->train.recompute == AH_RECOMPUTE_FULL) ||
+            (ways[w].dist_opt && o->train.dist_optimizer))
+            continue; /* already on */
+        if (ways[w].recompute_full)
+            o2.train.recompute = AH_RECOMPUTE_FULL;
+        if (ways[w].dist_opt)
+            o2.train.dist_optimizer = 1;
+        int bt, bs, bb;
+        int64_t need = leanest_need(m, c, prof, &o2, &bt, &bs, &bb);
+        if (need != INT64_MAX && (double)need <= usable) {
+            size_t len = strlen(err);
+            snprintf(err + len, errlen - len, "; with %s it fits (%.1f GiB per GPU: TP=%d, %d stages, micro-batch %d)",
+                     ways[w].flags, (double)need / gib, bt, bs, bb);
+            return;
+        }
+    }
+    size_t len = strlen(err);
+    snprintf(err + len, errlen - len, "; neither --recompute full nor --dist-optimizer makes it fit: more GPUs, or "
+                                      "GPUs with more memory");
+}
+
+static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                           const ah_plan_options *o, char *err, size_t errlen) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    int tps[8], mbs[8];
+    ah_candidate_tps(m, c, o, tps);
+    ah_candidate_mbs(o, mbs);
+    int bt = 0, bs = 0, bb = 0;
+    int64_t best = leanest_need(m, c, prof, o, &bt, &bs, &bb);
     double usable = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         double u = (double)ah_usable_bytes(&c->nodes[i].dev, o);
@@ -198,12 +241,14 @@ static void no_fit_message(const ah_model_config *m, const ah_cluster *c, const 
                         break;
         snprintf(err, errlen, "no plan can be costed: %s",
                  why[0] ? why : "no (tp, micro-batch) fits the cluster");
-    } else
+    } else {
         snprintf(err, errlen,
                  "model %s does not fit this cluster: the leanest plan needs %.1f GiB per GPU "
                  "(TP=%d, a %d-stage pipeline, micro-batch %d); the largest usable GPU memory is %.1f "
                  "GiB (reserve %.1f GiB)",
                  m->name, (double)best / gib, bt, bs, bb, usable / gib, o->mem_reserve_gib);
+        fit_hint(m, c, prof, o, usable, err, errlen);
+    }
 }
 
 static int search_autohet(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
