@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize
+#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize)
+SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -81,6 +81,19 @@ section_calib() {
   cat bench/calib_notes.md
   echo
   cat out/calib_bench.md
+}
+
+section_measured() {
+  echo "## The simulator against measured GPU runs (issue #30)"
+  echo
+  stamp measured
+  echo
+  echo "The measured sets of ../shared/data/measured-runs (real GPUs; each set's README says whose), every run"
+  echo "simulated as it stands, nothing fitted to them yet. Targets (issue #30): mean error <= 5%, every run"
+  echo "within 12% on the GH200 set."
+  echo
+  bench/measured_bench.sh --build build --out out/measured.md >&2
+  cat out/measured.md
 }
 
 section_simulator() {
