@@ -146,8 +146,8 @@ int cmd_hosts(int argc, char **argv) {
     print_places(&plan, stdout);
     printf("wrote %s%s%s\n", a.rankfile, a.plan_out ? " and " : "", a.plan_out ? a.plan_out : "");
     const char *train_plan = a.plan_out ? a.plan_out : a.plan;
-    printf("run: mpirun -np %d --rankfile %s autohet train --plan %s --model %s --data TEXT\n", ranks,
-           a.rankfile, train_plan, plan.model.name);
+    /* (no --model: the plan names its model, a preset or a config.json alike) */
+    printf("run: mpirun -np %d --rankfile %s autohet train --plan %s --data TEXT\n", ranks, a.rankfile, train_plan);
     if (!a.plan_out && strcmp(from, "the plan's nodes") != 0)
         printf("note: %s names no hosts, so autohet train cannot check where its ranks run: give --plan-out\n",
                a.plan);
