@@ -91,6 +91,9 @@ JSON
 
 check_arch gpt2 --no-prefix
 check_arch llama --untied
+# Mistral: every layer sees the last 4 positions (sliding_window 4 < seq 64, and < the 9 tokens generated)
+check_arch mistral --untied --window 4
+jq -e '.sliding_window == 4 and .model_type == "mistral"' "$TMP/mistral/ex0/config.json" >/dev/null || fail "mistral: export without its sliding_window"
 
 # sampling: a seed gives the same tokens, the text of a byte-level model is printed
 g1=$("$BIN" generate --init-from "$TMP/gpt2/hf" --prompt-tokens 72,105 --max-new-tokens 12 --temperature 1 --top-k 20 --seed 4)

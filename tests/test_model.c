@@ -660,9 +660,10 @@ static void test_gpt2_vocab_and_padding(void **state) {
     assert_int_equal(ah_model_padded_vocab(&m), 64);
 }
 
-/* Mixture-of-experts and sliding-window configs are refused by name; a
- * window with use_sliding_window false (Qwen2) or as wide as the context is
- * full attention and loads. */
+/* Mixture-of-experts configs are refused by name; Mistral's sliding window
+ * loads as every layer local with that window; Qwen2 with
+ * use_sliding_window true is refused; a window with use_sliding_window false
+ * or as wide as the context is full attention. */
 static void test_moe_and_sliding_window_refused(void **state) {
     (void)state;
     char err[512], path[64];
@@ -677,8 +678,16 @@ static void test_moe_and_sliding_window_refused(void **state) {
         "{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"intermediate_size\": 14336, "
         "\"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 8, "
         "\"max_position_embeddings\": 32768, \"sliding_window\": 4096, \"vocab_size\": 32000}";
-    assert_int_equal(load_text(mistral01, &m, err, sizeof err, path), -1);
-    assert_contains(err, "sliding_window: sliding-window attention is not supported");
+    assert_int_equal(load_text(mistral01, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.attn_window, 4096);
+    assert_true(ah_model_block_is_local(&m, 0) && ah_model_block_is_local(&m, 31) && !ah_model_block_is_local(&m, 32));
+    const char *qwen_window =
+        "{\"model_type\": \"qwen2\", \"hidden_size\": 896, \"intermediate_size\": 4864, "
+        "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2, "
+        "\"max_position_embeddings\": 32768, \"sliding_window\": 4096, \"use_sliding_window\": true, "
+        "\"vocab_size\": 151936}";
+    assert_int_equal(load_text(qwen_window, &m, err, sizeof err, path), -1);
+    assert_contains(err, "sliding_window: sliding-window attention is computed for Mistral-style models");
     const char *qwen2 =
         "{\"model_type\": \"qwen2\", \"hidden_size\": 896, \"intermediate_size\": 4864, "
         "\"num_attention_heads\": 14, \"num_hidden_layers\": 24, \"num_key_value_heads\": 2, "
@@ -691,6 +700,7 @@ static void test_moe_and_sliding_window_refused(void **state) {
         "\"num_attention_heads\": 4, \"num_hidden_layers\": 2, \"max_position_embeddings\": 4096, "
         "\"sliding_window\": 4096, \"vocab_size\": 100}";
     assert_int_equal(load_text(wide, &m, err, sizeof err, path), 0);
+    assert_int_equal(m.attn_window, 0);
 }
 
 int main(void) {

@@ -300,7 +300,7 @@ static void kv_llama_block(kv_model *m, int b, float *x, int n, int t0) {
     rope_at(q, n, t0, H, D, theta);
     rope_at(k, n, t0, Hkv, D, theta);
     kv_store(m, b, k, v, n, t0);
-    kv_attend(m, b, q, n, t0, 0, y);
+    kv_attend(m, b, q, n, t0, ah_model_block_is_local(c, b) ? c->attn_window : 0, y); /* Mistral: a window */
     ah__linear_fwd(h, y, kv_tensor(m, l, "o_w"), NULL, n, H * D, C);
     ah__add_inplace(x, h, (size_t)n * C);
     ah__rmsnorm_fwd_eps(h, rstd, x, kv_tensor(m, l, "rms2_w"), n, C, eps);

@@ -16,10 +16,14 @@
 static char *config_json(const ah_model_config *c) {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
     int llama = c->arch == AH_ARCH_LLAMA;
-    const char *arch = !llama ? "GPT2LMHeadModel" : c->qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+    int mistral = llama && c->attn_window > 0 && !c->qkv_bias; /* a sliding window: MistralForCausalLM */
+    const char *arch = !llama     ? "GPT2LMHeadModel"
+                       : mistral  ? "MistralForCausalLM"
+                       : c->qkv_bias ? "Qwen2ForCausalLM"
+                                     : "LlamaForCausalLM";
     cJSON_AddItemToArray(a, cJSON_CreateString(arch));
     cJSON_AddStringToObject(o, "_name_or_path", c->name);
-    cJSON_AddStringToObject(o, "model_type", !llama ? "gpt2" : c->qkv_bias ? "qwen2" : "llama");
+    cJSON_AddStringToObject(o, "model_type", !llama ? "gpt2" : mistral ? "mistral" : c->qkv_bias ? "qwen2" : "llama");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
     double eps = c->norm_eps > 0 ? c->norm_eps : 1e-5;
     if (!llama) {
@@ -41,9 +45,14 @@ static char *config_json(const ah_model_config *c) {
         cJSON_AddNumberToObject(o, "rms_norm_eps", eps);
         cJSON_AddNumberToObject(o, "rope_theta", c->rope_theta > 0 ? c->rope_theta : 10000.0);
         /* RoPE has no position table: the engine's length is the run's; HF wants a number */
-        cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_positions > 0 ? c->max_positions : 2048);
+        int max_pos = c->max_positions > 0 ? c->max_positions : 2048;
+        if (mistral && max_pos <= c->attn_window) /* (a window as wide as the context would read as none) */
+            max_pos = 8 * c->attn_window;
+        cJSON_AddNumberToObject(o, "max_position_embeddings", max_pos);
         if (c->qkv_bias)
             cJSON_AddFalseToObject(o, "use_sliding_window");
+        if (mistral)
+            cJSON_AddNumberToObject(o, "sliding_window", c->attn_window);
     }
     cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tied_embeddings);
     cJSON_AddStringToObject(o, "torch_dtype", "float32");

@@ -20,7 +20,7 @@ int ah__hf_supported(const ah_model_config *c, char *err, size_t errlen) {
         why = "BERT is not a decoder-only model";
     else if (c->embed_dim || c->pos_offset || c->post_norm)
         why = "OPT's layout (embedding projection, position offset, post-LN) is not mapped";
-    else if (c->no_qkv_bias || c->unscaled_attention || c->attn_window)
+    else if (c->no_qkv_bias || c->unscaled_attention || (c->attn_window && c->arch != AH_ARCH_LLAMA))
         why = "GPT-Neo's layout is not mapped";
     else if (c->arch == AH_ARCH_GPT && c->act != AH_ACT_GELU_TANH && c->act != AH_ACT_RELU)
         why = "a GPT-2 model computes gelu_new or relu";

@@ -536,7 +536,8 @@ static void embed_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr tok, ah_dptr 
     dfree(e, dg);
 }
 
-/* The attention window of block layer L: GPT-Neo's local layers, else 0 (all earlier keys). */
+/* The attention window of block layer L: GPT-Neo's local layers, Mistral's sliding window (every layer), else 0
+ * (all earlier keys). */
 static int block_window(const ah_engine_model *e, const ah_eng_layer *L) {
     return ah_model_block_is_local(&e->cfg, L->index - 1) ? e->cfg.attn_window : 0;
 }
@@ -676,7 +677,7 @@ static void llama_block_fwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr in, ah_
     KT(K_LINEAR, BK(e, linear_fwd, v, n1, P(L, Q_VW), qb ? P(L, Q_VB) : NOBUF, N, C, Hkvl * D););
     KT(K_ATTN, BK(e, rope_fwd, q, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_fwd, k, N, e->T, Hkvl, D, e->rope_theta););
-    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
+    KT(K_ATTN, BK(e, attention_fwd, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, block_window(e, L)););
     KT(K_LINEAR, BK(e, linear_fwd, x_mid, y, P(L, Q_OW), NOBUF, N, Hl * D, C););
     tp_allreduce(e, x_mid, (size_t)N * C);
     KT(K_MISC, BK(e, add, x_mid, x_in, (size_t)N * C););
@@ -847,7 +848,7 @@ static void llama_block_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr dout, a
     tp_allreduce(e, dn, NC);
     KT(K_NORM, BK(e, rmsnorm_bwd, dmid, G(L, Q_RMS2), dn, x_mid, P(L, Q_RMS2), r2, N, C););
     KT(K_LINEAR, BK(e, linear_bwd, dy, G(L, Q_OW), NOBUF, dmid, y, P(L, Q_OW), N, Hl * D, C););
-    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, 0););
+    KT(K_ATTN, BK(e, attention_bwd, dq, dk, dv, dy, y, att, q, k, v, e->B, e->T, Hl, Hkvl, D, block_window(e, L)););
     KT(K_ATTN, BK(e, rope_bwd, dq, N, e->T, Hl, D, e->rope_theta););
     KT(K_ATTN, BK(e, rope_bwd, dk, N, e->T, Hkvl, D, e->rope_theta););
     ah__be_zero(e->be, dn, NC);

@@ -308,6 +308,9 @@ static int read_neo(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m)
 }
 
 /* What sets a family apart from the plain GPT-2 / LLaMA block. */
+static int read_sliding_window(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
+                               ah_model_config *m);
+
 static int read_family(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
                        ah_model_config *m) {
     if (info->arch == AH_ARCH_GPT && read_activation(cx, root, info, m))
@@ -318,6 +321,8 @@ static int read_family(const ah_err_ctx *cx, const cJSON *root, const model_type
         return -1;
     if (is_type(info, "qwen2"))
         m->qkv_bias = 1; /* Qwen2Attention: q/k/v with bias, o_proj without */
+    if (read_sliding_window(cx, root, info, m))
+        return -1;
     static const char *const k_eps[] = {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", NULL};
     const char *eps_key = present_key(root, k_eps);
     if (eps_key != NULL) {
@@ -380,9 +385,8 @@ static void set_name(const cJSON *root, const char *path, ah_model_config *m) {
 }
 
 /* What neither the cost model nor the engine computes, refused by name
- * rather than mis-modelled: mixture-of-experts layers, and sliding-window
- * attention narrower than the context (Mistral v0.1; Qwen2 configs carry a
- * window with use_sliding_window false, which is full attention). */
+ * rather than mis-modelled: mixture-of-experts layers. (Sliding-window
+ * attention is read_sliding_window's, once the family is known.) */
 static int refuse_unsupported(const ah_err_ctx *cx, const cJSON *root) {
     static const char *const moe_keys[] = {"num_local_experts", "num_experts", "n_routed_experts",
                                            "moe_num_experts", "num_experts_per_tok", NULL};
@@ -392,6 +396,17 @@ static int refuse_unsupported(const ah_err_ctx *cx, const cJSON *root) {
         if (!cJSON_IsNumber(it) || it->valuedouble > 1 || strcmp(moe, "num_experts_per_tok") == 0)
             return ah_jfail(cx, moe, "mixture-of-experts models are not supported");
     }
+    return 0;
+}
+
+/* Sliding-window attention (Mistral): every block sees the last
+ * sliding_window positions, itself included, as GPT-Neo's local layers do
+ * (the engine's windowed attention, forward, backward and the KV cache). A
+ * window as wide as the context, or use_sliding_window false (Qwen2's
+ * configs), is full attention. Qwen2's windows on only some layers
+ * (max_window_layers) are refused, as is a window on another family. */
+static int read_sliding_window(const ah_err_ctx *cx, const cJSON *root, const model_type_info *info,
+                               ah_model_config *m) {
     if (!has_value(root, "sliding_window"))
         return 0;
     const cJSON *use = cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window");
@@ -399,10 +414,19 @@ static int refuse_unsupported(const ah_err_ctx *cx, const cJSON *root) {
         return 0;
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(root, "max_position_embeddings");
-    if (cJSON_IsNumber(w) && cJSON_IsNumber(ctx) && w->valuedouble >= ctx->valuedouble)
+    if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > 1 << 30 || w->valuedouble != (int)w->valuedouble)
+        return ah_jfail(cx, "sliding_window", "expected a positive integer or null");
+    if (cJSON_IsNumber(ctx) && w->valuedouble >= ctx->valuedouble)
         return 0; /* a window as wide as the context is full attention */
-    return ah_jfail(cx, "sliding_window", "sliding-window attention is not supported (set it to null or use a "
-                                          "model with full attention)");
+    if (info->arch != AH_ARCH_LLAMA || is_type(info, "qwen2"))
+        return ah_jfail(cx, "sliding_window", "sliding-window attention is computed for Mistral-style models "
+                                              "(every layer local) only: set it to null or use_sliding_window false");
+    if (m->n_layers > AH_MAX_LOCAL_LAYERS)
+        return ah_jfail(cx, "sliding_window", "at most %d layers with a window", AH_MAX_LOCAL_LAYERS);
+    m->attn_window = (int)w->valuedouble;
+    for (int b = 0; b < m->n_layers; b++)
+        m->local_layers[b / 8] |= (unsigned char)(1u << (b % 8));
+    return 0;
 }
 
 int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen) {

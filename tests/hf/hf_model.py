@@ -115,6 +115,8 @@ def make(argv):
                "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": KV,
                "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 256, "hidden_act": "silu",
                "tie_word_embeddings": tied}
+        if a["arch"] == "mistral":  # every layer sees the last sliding_window positions
+            cfg["architectures"], cfg["sliding_window"] = ["MistralForCausalLM"], int(a.get("window", "16"))
         t["model.embed_tokens.weight"] = n(V, C, s=0.25)
         for b in range(L):
             h = f"model.layers.{b}."
@@ -152,10 +154,12 @@ def T(a):
     return torch.from_numpy(np.array(a, dtype=np.float64))
 
 
-def causal_attention(q, k, v):  # [H, T, D] each
+def causal_attention(q, k, v, window=None):  # [H, T, D] each; window: keys i - j < window only (Mistral)
     Tn, D = q.shape[1], q.shape[2]
     s = q @ k.transpose(1, 2) / math.sqrt(D)
     s = s.masked_fill(torch.triu(torch.ones(Tn, Tn, dtype=torch.bool), 1), float("-inf"))
+    if window:
+        s = s.masked_fill(torch.tril(torch.ones(Tn, Tn, dtype=torch.bool), -window), float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 
@@ -200,6 +204,9 @@ def llama_logits(cfg, w, tok):
     C, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     KV, eps, theta = cfg.get("num_key_value_heads", H), cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 1e4)
     Tn, D = len(tok), C // H
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) is not False else None
+    if window and window >= cfg.get("max_position_embeddings", 1 << 30):
+        window = None
     rms = lambda x, wt: x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * wt
     x = g("model.embed_tokens.weight")[tok]
     for b in range(L):
@@ -212,7 +219,7 @@ def llama_logits(cfg, w, tok):
         v = lin("v", KV).reshape(Tn, KV, D).transpose(0, 1)
         q, k = rope_rotate_half(q, theta), rope_rotate_half(k, theta)
         k, v = k.repeat_interleave(H // KV, dim=0), v.repeat_interleave(H // KV, dim=0)  # repeat_kv
-        y = causal_attention(q, k, v).transpose(0, 1).reshape(Tn, C)
+        y = causal_attention(q, k, v, window).transpose(0, 1).reshape(Tn, C)
         x = x + y @ g(p + "self_attn.o_proj.weight").T
         h = rms(x, g(p + "post_attention_layernorm.weight"))
         gate, up = h @ g(p + "mlp.gate_proj.weight").T, h @ g(p + "mlp.up_proj.weight").T
