@@ -8,7 +8,7 @@
 #   bench/measured_bench.sh [--build DIR] [--data DIR] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build DATA=../shared/data/measured-runs OUT=/dev/stdout
+B=build DATA=../shared/data/measured-runs OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) B="$2"; shift 2 ;;
@@ -20,7 +20,7 @@ done
 [ -d "$DATA" ] || { echo "measured_bench: $DATA: no measured runs (see ../shared/data/README.md)" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-{
+report() {
   for set in "$DATA"/*/; do
     set=${set%/}
     [ -f "$set/runs.json" ] || continue
@@ -55,4 +55,5 @@ trap 'rm -rf "$TMP"' EXIT
             for (p in c) printf " PP %s: %+.1f%% (%d runs);", p, s[p] / c[p], c[p]; printf "\n" }' "$TMP/rows"
     echo
   done
-} >"$OUT"
+}
+if [ -n "$OUT" ]; then report >"$OUT"; else report; fi
