@@ -29,6 +29,11 @@
 #include "util/errors.h"
 
 #define FAULT_WINDOW_S 0.5
+/* After the first kill is seen, the job runs on this long before the
+ * controller stops it, so that ranks killed at the same moment (a reclaim of
+ * several nodes, `kill -9 A B`) record their own deaths first: a record
+ * written after the controller's stop is taken for that stop's doing. */
+#define KILL_GATHER_S 0.2
 
 typedef struct {
     int rank;
@@ -237,5 +242,9 @@ int run_poll_ends(run_state *s) {
     for (int k = 0; k < n && !any; k++)
         any = !strcmp(e[k].kind, "signal");
     free(e);
-    return any;
+    if (!any)
+        return 0;
+    if (s->kill_seen == 0)
+        s->kill_seen = now;
+    return now - s->kill_seen >= KILL_GATHER_S;
 }

@@ -202,6 +202,7 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
     s->glog = NULL;
     s->step = s->start_step; /* nothing logged yet: the step it starts from */
     s->t_job_stop = 0;
+    s->kill_seen = 0;
     return pid;
 }
 

@@ -87,6 +87,7 @@ typedef struct {
     int fail_repeats;
     double ends_polled;
     double t_job_stop; /* when the controller stopped the running job itself (0: it did not) */
+    double kill_seen;  /* when a rank's kill was first seen (faults.c; 0: none in this job) */
     /* heartbeats over the network (heartbeat.c) */
     int beat_fd;
     unsigned long long beat_token;
@@ -172,8 +173,9 @@ typedef struct {
 } run_fault;
 /* why the generation's job ended abnormally (the watchers' records); 1 if nodes were lost */
 int run_diagnose_end(run_state *s, int status, run_fault *f);
-/* 1 once a rank of the running job was killed or crashed (a watcher's "signal" record), before the launcher's
- * teardown (~1 s later) ends the job: the controller stops it at once */
+/* 1 once a rank of the running job was killed or crashed (a watcher's "signal" record) 0.2 s ago, before the
+ * launcher's teardown (~1 s later) ends the job: the controller stops it then (ranks killed with it record
+ * their deaths first) */
 int run_poll_ends(run_state *s);
 
 /* ---- run_dir_state.c ---- */
