@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     msg[n] = 0;
     run_beat_msg m;
     if (run_beat_parse(msg, &m) == 0 &&
-        (m.n_stuck < 0 || m.n_stuck > 8 || m.rank < 0 || m.probe_got < 0 || m.probe_got > 16))
+        (m.n_stuck < 0 || m.n_stuck > RUN_MAX_STUCK_PEERS || m.rank < 0 || m.probe_got < 0 || m.probe_got > 16))
         __builtin_trap();
     return 0;
 }

@@ -45,16 +45,28 @@ no_leftovers() { # name run-dir
   return 0
 }
 
+# start_run NAME PLAN STEP [FLAGS...]: autohet run of PLAN in the background (RUN=$TMP/NAME.run, its parameters in
+# $TMP/NAME.bin, report $TMP/NAME.json, output $TMP/NAME.out), then waits until it has logged STEP
+start_run() {
+  local name=$1 plan=$2 step=$3
+  shift 3
+  RUN="$TMP/$name.run"
+  AUTOHET_DUMP_PARAMS="$TMP/$name.bin" timeout 300 "$BIN" run --plan "$plan" "${ARGS[@]}" "$@" --run-dir "$RUN" \
+    --report "$TMP/$name.json" >"$TMP/$name.out" 2>&1 &
+  job=$!
+  wait_logged "$RUN/gen-0.log" "$step" || { head -30 "$TMP/$name.out"; fail "$name: step $step never logged"; }
+}
+# end_run NAME: the run ends with exit 0 on the uninterrupted run's parameters
+end_run() {
+  wait $job || { local rc=$?; tail -20 "$TMP/$1.out"; fail "$1: exit $rc"; }
+  out=$("$CMP" "$TMP/ref.bin" "$TMP/$1.bin" $TOL) || fail "$1: parameters differ from the uninterrupted run: $out"
+}
+
 # 1. kill -9 of one rank
-RUN="$TMP/kill.run"
-AUTOHET_DUMP_PARAMS="$TMP/kill.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
-  --run-dir "$RUN" --log "$TMP/kill.log" --report "$TMP/kill.json" >"$TMP/kill.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 8 || fail "kill: step 8 never logged"
+start_run kill "$PLANS/tiny-4node-2x2.json" 8 --log "$TMP/kill.log"
 victim=$(cut -d' ' -f1 "$RUN/pids-0/rank-2")
 kill -9 "$victim"
-wait $job || { rc=$?; tail -20 "$TMP/kill.out"; fail "kill: exit $rc"; }
-out=$("$CMP" "$TMP/ref.bin" "$TMP/kill.bin" $TOL) || fail "kill: parameters differ from the uninterrupted run: $out"
+end_run kill
 jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and (.recoveries[0] |
   (.cause | startswith("signal: lost n2")) and .steps_lost <= 1 and .detection_s >= 0 and .detection_s < 5)' \
   "$TMP/kill.json" >/dev/null || fail "kill: report: $(jq -c '.recoveries' "$TMP/kill.json")"
@@ -63,28 +75,18 @@ no_leftovers kill "$RUN"
 # 1b. a 4-stage pipeline, whose every layer lives on one node: their memory snapshots also go to the next
 #     node (--mem-copies 2, the default), so kill -9 of n2's rank loses at most the step in flight and n2's
 #     layers come from n3's buddy copies, not the cloud
-RUN="$TMP/pipe.run"
-AUTOHET_DUMP_PARAMS="$TMP/pipe.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-pipe.json" "${ARGS[@]}" \
-  --run-dir "$RUN" --report "$TMP/pipe.json" >"$TMP/pipe.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 8 || fail "pipe: step 8 never logged"
+start_run pipe "$PLANS/tiny-4node-pipe.json" 8
 kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
-wait $job || { rc=$?; tail -20 "$TMP/pipe.out"; fail "pipe: exit $rc"; }
-out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe.bin" $TOL) || fail "pipe: parameters differ from the uninterrupted run: $out"
+end_run pipe
 jq -e '.recoveries[0] | .steps_lost <= 1 and .bytes_by_tier.cloud == 0 and (.layers_by_tier.peer | index(3) != null)' \
   "$TMP/pipe.json" >/dev/null || fail "pipe: report: $(jq -c '.recoveries' "$TMP/pipe.json")"
 grep -q "memory snapshots also go to the next node" "$TMP/pipe.out" || fail "pipe: the buddy copies are not said"
 
 # 1c. the same pipeline with --mem-copies 3 (every layer in 3 nodes' memory), kill -9 of n1's and n2's ranks
 #     at once: a double fault; n1's and n2's layers both come from n3's (and n0's) copies, not the cloud
-RUN="$TMP/pipe3.run"
-AUTOHET_DUMP_PARAMS="$TMP/pipe3.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-pipe.json" "${ARGS[@]}" \
-  --mem-copies 3 --run-dir "$RUN" --report "$TMP/pipe3.json" >"$TMP/pipe3.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 8 || fail "pipe3: step 8 never logged"
+start_run pipe3 "$PLANS/tiny-4node-pipe.json" 8 --mem-copies 3
 kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")" "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
-wait $job || { rc=$?; tail -20 "$TMP/pipe3.out"; fail "pipe3: exit $rc"; }
-out=$("$CMP" "$TMP/ref.bin" "$TMP/pipe3.bin" $TOL) || fail "pipe3: parameters differ from the uninterrupted run: $out"
+end_run pipe3
 jq -e '(.recoveries | length) == 1 and (.recoveries[0] | (.cause | test("lost n1.*lost n2|lost n2.*lost n1"))
        and .steps_lost <= 1 and .bytes_by_tier.cloud == 0)' "$TMP/pipe3.json" >/dev/null \
   || fail "pipe3: report: $(jq -c '.recoveries' "$TMP/pipe3.json")"
@@ -132,11 +134,7 @@ no_leftovers bug "$TMP/bug.run"
 # 3b. every copy is a fallback: the newest cloud checkpoint's layer 0 corrupt on n0 and layer 1 on n2 (each
 #     has a good copy on the other node), then a rank killed: full-reload recovery reads the cloud only, and
 #     whichever copy it reads first, one of the two layers must fall back to the other copy
-RUN="$TMP/copy.run"
-AUTOHET_DUMP_PARAMS="$TMP/copy.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
-  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/copy.json" >"$TMP/copy.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 12 || fail "copy: step 12 never logged"
+start_run copy "$PLANS/tiny-4node-2x2.json" 12 --recovery full-reload --ckpt-every 5
 ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
 kill -STOP $ranks # (the job frozen: no newer checkpoint while the copies are spoiled)
 s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
@@ -145,20 +143,15 @@ flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L001-tp0-s$
   || fail "copy: no cloud shards of step $s to spoil"
 kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
 kill -CONT $ranks 2>/dev/null
-wait $job || { rc=$?; tail -20 "$TMP/copy.out"; fail "copy: exit $rc"; }
+end_run copy
 grep -q "checksum mismatch.*trying the next copy (cloud" "$TMP/copy.out" || fail "copy: no fallback to the other copy"
-out=$("$CMP" "$TMP/ref.bin" "$TMP/copy.bin" $TOL) || fail "copy: parameters differ from the uninterrupted run: $out"
 jq -e --argjson s "$s" '.completed and (.recoveries[0] | .resumed_step == $s and .fallbacks >= 1)' "$TMP/copy.json" \
   >/dev/null || fail "copy: report: $(jq -c '.recoveries' "$TMP/copy.json")"
 
 # 3c. no good copy at all: both cloud copies of layer 0 spoiled. The recovery fails naming the layer, notes
 #     the bad copies, and the next assignment leaves them out: no step is complete without them, so the run
 #     restarts from the initialisation and still ends on the uninterrupted run's parameters
-RUN="$TMP/none.run"
-AUTOHET_DUMP_PARAMS="$TMP/none.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
-  --recovery full-reload --ckpt-every 5 --run-dir "$RUN" --report "$TMP/none.json" >"$TMP/none.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 12 || fail "none: step 12 never logged"
+start_run none "$PLANS/tiny-4node-2x2.json" 12 --recovery full-reload --ckpt-every 5
 ranks=$(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
 kill -STOP $ranks
 s=$(jq '[.shards[].step] | max' "$RUN/cloud/n0/manifest.json")
@@ -166,9 +159,8 @@ flip "$RUN/cloud/n0/L000-tp0-s$s.safetensors" && flip "$RUN/cloud/n2/L000-tp0-s$
   || fail "none: no cloud shards of step $s to spoil"
 kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-1")"
 kill -CONT $ranks 2>/dev/null
-wait $job || { rc=$?; tail -20 "$TMP/none.out"; fail "none: exit $rc"; }
+end_run none
 grep -q "layer 0 (TP rank 0) at step $s: no good copy of 2" "$TMP/none.out" || fail "none: the failure does not name the layer"
-out=$("$CMP" "$TMP/ref.bin" "$TMP/none.bin" $TOL) || fail "none: parameters differ from the uninterrupted run: $out"
 jq -e '.completed and (.recoveries | length) == 2 and .recoveries[1].resumed_step == 0' "$TMP/none.json" >/dev/null \
   || fail "none: report: $(jq -c '[.recoveries[] | {cause, resumed_step}]' "$TMP/none.json")"
 
@@ -186,11 +178,7 @@ export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS
 export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET"
 # 4. a lossy link; first, as the partitioned host's processes of 5 linger until their link is back and they
 # learn that their job is gone
-RUN="$TMP/link.run"
-AUTOHET_DUMP_PARAMS="$TMP/link.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-3node-2x1.json" "${ARGS[@]}" \
-  --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/link.json" >"$TMP/link.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 3 || { head -30 "$TMP/link.out"; fail "link: step 3 never logged"; }
+start_run link "$PLANS/tiny-3node-2x1.json" 3 --hostfile "$TMP/hostfile" --heartbeat-timeout 3
 lossy() { ip netns exec "${NETNS_NS[1]}" tc "$@" 2>>"$TMP/tc.err"; }
 lossy qdisc add dev eth0 root handle 1: htb default 10 &&
   lossy class add dev eth0 parent 1: classid 1:10 htb rate 1gbit &&
@@ -198,27 +186,21 @@ lossy qdisc add dev eth0 root handle 1: htb default 10 &&
   lossy qdisc add dev eth0 parent 1:20 handle 20: pfifo limit 1 &&
   lossy filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff flowid 1:20 \
   || fail "link: cannot make host 1's link lossy: $(grep -v Warning "$TMP/tc.err")"
-wait $job || { rc=$?; tail -20 "$TMP/link.out"; fail "link: exit $rc"; }
+end_run link
 lossy qdisc del dev eth0 root
 grep -q "autohet run: link: rank [0-9]* of node n1, host ${NETNS_HOSTS[1]} lost [0-9]*% of its heartbeats" \
   "$TMP/link.out" || { tail -20 "$TMP/link.out"; fail "link: not detected as a failing link"; }
 grep "autohet run: link:" "$TMP/link.out"
-out=$("$CMP" "$TMP/ref.bin" "$TMP/link.bin" $TOL) || fail "link: parameters differ from the uninterrupted run: $out"
 jq -e '.completed and (.recoveries[0] | (.cause | startswith("link: lost n1")) and .detection_s > 0)' \
   "$TMP/link.json" >/dev/null || fail "link: report: $(jq -c '.recoveries' "$TMP/link.json")"
 
 # 5. a partition: host 1's link cut
-RUN="$TMP/part.run"
-AUTOHET_DUMP_PARAMS="$TMP/part.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-3node-2x1.json" "${ARGS[@]}" \
-  --hostfile "$TMP/hostfile" --heartbeat-timeout 3 --run-dir "$RUN" --report "$TMP/part.json" >"$TMP/part.out" 2>&1 &
-job=$!
-wait_logged "$RUN/gen-0.log" 3 || fail "partition: step 3 never logged"
+start_run part "$PLANS/tiny-3node-2x1.json" 3 --hostfile "$TMP/hostfile" --heartbeat-timeout 3
 ip link set "${NETNS_VETH[1]}" down || fail "partition: cannot cut host 1's link"
-wait $job || { rc=$?; tail -20 "$TMP/part.out"; fail "partition: exit $rc"; }
+end_run part
 ip link set "${NETNS_VETH[1]}" up
 grep -q "autohet run: partition: rank [0-9]* of node n1, host ${NETNS_HOSTS[1]} silent for" "$TMP/part.out" \
   || { tail -20 "$TMP/part.out"; fail "partition: not detected as a partition"; }
-out=$("$CMP" "$TMP/ref.bin" "$TMP/part.bin" $TOL) || fail "partition: parameters differ from the uninterrupted run: $out"
 jq -e '.completed and (.recoveries[0] | (.cause | startswith("partition: lost n1")) and .detection_s >= 3)' \
   "$TMP/part.json" >/dev/null || fail "partition: report: $(jq -c '.recoveries' "$TMP/part.json")"
 

@@ -49,7 +49,6 @@
  * ACK takes well under a millisecond, and a busy receiver's kernel still
  * acknowledges what lands in its buffer */
 #define AH_TCP_STALL_MS 1000
-#define MAX_STUCK_PEERS 8
 /* a bandwidth probe: this many datagrams of this size to a rank's beat socket */
 #define AH_PROBE_COUNT 16
 #define AH_PROBE_BYTES 1200
@@ -91,8 +90,8 @@ static void count_probes(void) {
 static int append_stuck_peers(char *msg, int len, size_t cap) {
     DIR *d = opendir("/proc/self/fd");
     int n = 0;
-    unsigned peers[MAX_STUCK_PEERS];
-    for (struct dirent *de; d && (de = readdir(d)) && n < MAX_STUCK_PEERS;) {
+    unsigned peers[RUN_MAX_STUCK_PEERS];
+    for (struct dirent *de; d && (de = readdir(d)) && n < RUN_MAX_STUCK_PEERS;) {
         int fd = atoi(de->d_name);
         struct tcp_info ti;
         struct sockaddr_in peer;
@@ -258,7 +257,7 @@ int run_beat_parse(const char *msg, run_beat_msg *m) {
         m->rank > 1 << 20)
         return -1;
     const char *p = strstr(msg, " stuck="); /* " stuck=A,B": append_stuck_peers */
-    for (p = p ? p + 7 : NULL; p && *p && m->n_stuck < (int)(sizeof m->stuck / sizeof m->stuck[0]);) {
+    for (p = p ? p + 7 : NULL; p && *p && m->n_stuck < RUN_MAX_STUCK_PEERS;) {
         char a[INET_ADDRSTRLEN];
         size_t len = strcspn(p, ", \n");
         struct in_addr in;
@@ -295,13 +294,11 @@ static void drain_beats(run_state *s, double now) {
         track_rank(s, m.rank, now);
         run_beat_rank *b = &s->beat[m.rank];
         heard_beat(s, b, m.seq, now);
-        memcpy(b->stuck, m.stuck, sizeof b->stuck);
-        b->n_stuck = m.n_stuck;
-        if (!b->n_stuck)
+        b->last = m;
+        if (!m.n_stuck)
             b->stuck_since = 0;
         else if (b->stuck_since == 0)
             b->stuck_since = now;
-        b->probe_round = m.probe_round, b->probe_got = m.probe_got;
         if (fl >= sizeof from && from.sin_family == AF_INET && (ntohl(from.sin_addr.s_addr) >> 24) != 127)
             b->addr = from.sin_addr.s_addr, b->port = from.sin_port;
     }
@@ -430,7 +427,7 @@ static double probe_loss(const run_state *s, int node, double now) {
         const run_beat_rank *b = &s->beat[r];
         if (b->node != node || !b->addr)
             continue;
-        double miss = b->probe_round == s->probe_round ? 1.0 - (double)b->probe_got / AH_PROBE_COUNT
+        double miss = b->last.probe_round == s->probe_round ? 1.0 - (double)b->last.probe_got / AH_PROBE_COUNT
                       : now - s->probe_t >= 2.0                 ? 1.0
                                                                 : -1;
         if (miss < 0)
@@ -501,17 +498,17 @@ static void lose_stalled_links(run_state *s, double now, int *gone, double *t_la
     double timeout = s->o->heartbeat_s;
     int nn = s->inv.n_nodes, sustained = 0;
     for (int r = 0; r < s->n_beat; r++)
-        sustained |= s->beat[r].n_stuck > 0 && s->beat[r].stuck_since > 0 && now - s->beat[r].stuck_since >= timeout;
+        sustained |= s->beat[r].last.n_stuck > 0 && s->beat[r].stuck_since > 0 && now - s->beat[r].stuck_since >= timeout;
     if (!sustained || !s->multi_host)
         return;
     unsigned char *edge = ah_xcalloc((size_t)nn * (size_t)nn, 1);
     double *since = ah_xcalloc((size_t)nn, sizeof(double));
     for (int r = 0; r < s->n_beat; r++) {
         const run_beat_rank *b = &s->beat[r];
-        if (b->node < 0 || !s->alive[b->node] || gone[b->node] || !b->n_stuck || now - b->stuck_since < timeout)
+        if (b->node < 0 || !s->alive[b->node] || gone[b->node] || !b->last.n_stuck || now - b->stuck_since < timeout)
             continue;
-        for (int k = 0; k < b->n_stuck; k++) {
-            int q = node_of_addr(s, b->stuck[k]);
+        for (int k = 0; k < b->last.n_stuck; k++) {
+            int q = node_of_addr(s, b->last.stuck[k]);
             if (q < 0 || q == b->node || !s->alive[q] || gone[q])
                 continue;
             edge[b->node * nn + q] = edge[q * nn + b->node] = 1;

@@ -23,6 +23,18 @@ typedef struct {
     int fired;
 } preempt_ev;
 
+/* One heartbeat datagram, parsed (heartbeat.c, run_beat_parse) */
+#define RUN_MAX_STUCK_PEERS 8
+typedef struct {
+    unsigned long long token;
+    int gen, rank;
+    unsigned long seq;
+    unsigned stuck[RUN_MAX_STUCK_PEERS]; /* the peers its TCP connections stall on (IPv4, network order) */
+    int n_stuck;
+    unsigned long probe_round; /* the latest bandwidth probe it got, and how many datagrams of it came */
+    int probe_got;
+} run_beat_msg;
+
 /* what the controller heard from one rank of the running generation (heartbeat.c) */
 typedef struct run_beat_rank {
     double seen;                      /* when last heard, by the controller's clock */
@@ -35,10 +47,7 @@ typedef struct run_beat_rank {
     int node;                         /* the node it runs on (-1: not known yet) */
     unsigned addr;                    /* the IPv4 address its beats come from (network order; 0: none yet) */
     unsigned short port;              /* and their port (network order): where bandwidth probes go */
-    unsigned long probe_round;        /* the latest bandwidth probe it reported, and how many datagrams of it came */
-    int probe_got;
-    unsigned stuck[8];                /* the peers its TCP connections stall on, by its last beat */
-    int n_stuck;
+    run_beat_msg last;                /* its last beat: stalled peers, probe counts */
     double stuck_since; /* since when its beats name stalled peers (0: the last named none) */
 } run_beat_rank;
 
@@ -147,15 +156,6 @@ int run_poll_trace(run_state *s, int *gone, int *added);
 int run_heartbeat_listen(run_state *s, char *err, size_t errlen);
 /* One heartbeat datagram ("autohet-beat TOKEN GEN RANK SEQ [stuck=A,B] [probe=ROUND:N]", from the network:
  * any bytes) into m; 0, or -1 if it is not a beat. */
-typedef struct {
-    unsigned long long token;
-    int gen, rank;
-    unsigned long seq;
-    unsigned stuck[8]; /* IPv4, network order */
-    int n_stuck;
-    unsigned long probe_round;
-    int probe_got;
-} run_beat_msg;
 int run_beat_parse(const char *msg, run_beat_msg *m);
 /* flags in gone[] the nodes with a rank not heard for --heartbeat-timeout; 1 if any, *t_last the last
  * time such a rank was heard, kind "heartbeat" or "partition" (its process runs here but is unheard) */
