@@ -48,10 +48,10 @@ trace "$TMP/even.json" 0
 
 "$BIN" analyze "$TMP/slow.json" --diagnose --top 0 --json "$TMP/a.json" --comm-profile-out "$TMP/cp-slow.json" \
   >"$TMP/a.out" 2>&1 || { cat "$TMP/a.out"; fail "analyze --diagnose --comm-profile-out"; }
-jq -e '[.diagnosis[] | select(.significant)][0] | .kind == "slow_link" and .link == [0, 1] and .ranks == [0, 1]
+jq -e '[.findings[] | select(.significant)][0] | .kind == "slow_link" and .link == [0, 1] and .ranks == [0, 1]
        and .cost_s > 0 and .measured > 10 * .expected' "$TMP/a.json" >/dev/null \
-  || fail "the top finding is not the slow link 0-1: $(jq -c '.diagnosis[0]' "$TMP/a.json")"
-jq -e '.diagnosis | all(has("kind") and has("ranks") and has("link") and has("op") and has("steps") and has("cost_s")
+  || fail "the top finding is not the slow link 0-1: $(jq -c '.findings[0]' "$TMP/a.json")"
+jq -e '.findings | all(has("kind") and has("ranks") and has("link") and has("op") and has("steps") and has("cost_s")
        and has("share") and has("measured") and has("expected") and has("evidence"))' "$TMP/a.json" >/dev/null \
   || fail "a diagnosis entry lacks a field"
 jq -e 'has("ranks") and has("sites") and has("clock") and has("causality")' "$TMP/a.json" >/dev/null \

@@ -123,9 +123,9 @@ run_train() { # mode trace env...
 # scores the diagnosis J of a trial of KIND at TARGET ("r" or "a b"): "right exact top-kind top-where share"
 score() {
   jq -r --arg kind "$1" --arg target "$2" '
-    ([.diagnosis[] | select(.significant)][0]) as $t
+    ([.findings[] | select(.significant)][0]) as $t
     | ($target | split(" ") | map(tonumber)) as $x
-    | ([.diagnosis[] | select(.significant and .cause)] | length) as $acc
+    | ([.findings[] | select(.significant and .cause)] | length) as $acc
     | if $kind == "clean" then
         [(if $acc == 0 then 1 else 0 end), (if $acc == 0 then 1 else 0 end)]
       elif $t == null then [0, 0]

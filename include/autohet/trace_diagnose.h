@@ -58,6 +58,7 @@ typedef struct {
     int step;
     double bytes, us;   /* the message's bytes and time after both ends were there */
     double expected_us; /* -1 no expectation */
+    int item;           /* a point-to-point message: its receive (index in the analysis' items), else -1 */
 } ah_link_obs;
 
 typedef struct {
@@ -92,7 +93,7 @@ void ah_diagnosis_free(ah_diagnosis *d);
 /* the table for people: significant findings first, at most `top` lines of the rest */
 void ah_diagnosis_print(FILE *f, const ah_diagnosis *d, const ah_diag_options *o);
 struct cJSON;
-/* the "diagnosis" array of analyze --json */
+/* the "findings" array of analyze --json */
 struct cJSON *ah_diagnosis_json(const ah_diagnosis *d);
 
 /* --comm-profile-out: every pair of hosts the run's transfers crossed, its alpha-beta per size regime

@@ -56,7 +56,7 @@ static void usage(FILE *f) {
         "                      pair, else beyond the other pairs'), late arrival into collectives (whom everyone\n"
         "                      waited for), input stall (untraced time before forwards), checkpoint stall,\n"
         "                      pipeline bubble beyond the schedule's own, exposed data-parallel all-reduce;\n"
-        "                      each with its ranks or link, op, steps, cost and evidence (--json: \"diagnosis\")\n"
+        "                      each with its ranks or link, op, steps, cost and evidence (--json: \"findings\")\n"
         "  --plan PLAN         the plan the run executed: its nodes' hosts name the links, its stages and\n"
         "                      micro-batches give the schedule's own bubble\n"
         "  --comm-profile-out FILE  write the links as the run saw them (alpha-beta per pair of hosts and size\n"
@@ -492,7 +492,7 @@ int cmd_analyze(int argc, char **argv) {
         ah_diagnosis_print(stdout, &diag, &topo.o);
     cJSON *extra = ar.diagnose ? cJSON_CreateObject() : NULL;
     if (extra)
-        cJSON_AddItemToObject(extra, "diagnosis", ah_diagnosis_json(&diag));
+        cJSON_AddItemToObject(extra, "findings", ah_diagnosis_json(&diag));
     if (rc == 0 && ar.json &&
         ah_trace_write_analysis_json(ar.json, path, &a, ar.sim, ar.sim ? &cmp : NULL, ar.stack ? &stack : NULL,
                                      extra, err, sizeof err) != 0)

@@ -140,12 +140,12 @@ void ah_diag_match_transfers(dctx *c) {
 
 /* ------------------------------------------------------------ observations */
 
-static void add_obs(dctx *c, int a, int b, int coll, ah_trace_kind k, int step, double bytes, double us) {
+static void add_obs(dctx *c, int a, int b, int coll, ah_trace_kind k, int step, double bytes, double us, int item) {
     ah_diagnosis *d = c->d;
     if (a == b || bytes <= 0)
         return;
     d->obs = ah_xrealloc(d->obs, sizeof(ah_link_obs) * (size_t)(d->n_obs + 1));
-    d->obs[d->n_obs++] = (ah_link_obs){a < b ? a : b, a < b ? b : a, coll, k, step, bytes, us > 0 ? us : 0, -1};
+    d->obs[d->n_obs++] = (ah_link_obs){a < b ? a : b, a < b ? b : a, coll, k, step, bytes, us > 0 ? us : 0, -1, item};
 }
 
 /* a 2-rank all-reduce as messages: recursive doubling exchanges the vector
@@ -170,7 +170,7 @@ static void collect_obs(dctx *c) {
                     t0 = v->ts; /* it arrived soon after the sender came back: the sender held it */
                 break;
             }
-            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0);
+            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0, i);
         }
     free(pos);
     for (int k = 0; k < c->n_inst; k++) {
@@ -184,7 +184,7 @@ static void collect_obs(dctx *c) {
             bytes /= 2;
             us /= 2;
         }
-        add_obs(c, x->ev.rank, y->ev.rank, coll, x->ev.kind, c->step[c->inst_items[in->first]], bytes, us);
+        add_obs(c, x->ev.rank, y->ev.rank, coll, x->ev.kind, c->step[c->inst_items[in->first]], bytes, us, -1);
     }
 }
 

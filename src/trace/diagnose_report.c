@@ -1,4 +1,4 @@
-/* The diagnosis as a table, as JSON (analyze --json "diagnosis") and the
+/* The diagnosis as a table, as JSON (analyze --json "findings") and the
  * links as a comm profile (analyze --comm-profile-out), autohet/trace_diagnose.h. */
 #include <math.h>
 #include <stdio.h>
