@@ -364,8 +364,9 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
 }
 
 /* The rank whose links lost the most time, when all of them (two or more) lose a significant time, each 1.5x
- * its expected time or more and none less than a quarter of the worst's cost, and the others waited for it at
- * collectives (a significant late arrival), is itself slow (stopped, descheduled, or its host's network):
+ * its expected time or more and none less than a quarter of the worst's cost, is itself slow (stopped,
+ * descheduled, or its host's network; not necessarily a late arrival: stopped inside an all-reduce that every
+ * member had entered, it holds up the transfer, not the arrivals):
  * one slow_rank finding of its communication, costing what its links lost; the link findings at it are then
  * explained by it (trace_diagnose.c). */
 void ah_diag_common_ends(dctx *c) {
@@ -405,10 +406,7 @@ void ah_diag_common_ends(dctx *c) {
             snprintf(list + u, sizeof list - u, "%s%d-%d %.3f ms for %.3f expected", u ? ", " : "", f->link[0],
                      f->link[1], f->measured_s * 1e3, f->expected_s * 1e3);
         }
-        int late = 0; /* corroborated: the others also waited for it at collectives */
-        for (int i = 0; i < n0; i++)
-            late |= d->f[i].kind == AH_DIAG_LATE_ARRIVAL && d->f[i].significant && d->f[i].ranks[0] == r;
-        if (links < 2 || slow < links || lo < 0.25 * hi || !late) /* one link far slower than the rest: that link */
+        if (links < 2 || slow < links || lo < 0.25 * hi) /* one link far slower than the rest: that link */
             continue;
         ah_finding *f = ah_diag_add(c, AH_DIAG_SLOW_RANK);
         f->ranks[f->n_ranks++] = r;
