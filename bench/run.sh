@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize
+#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos diagnose spot comm tokenize
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos spot comm tokenize)
+SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos diagnose spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -216,6 +216,10 @@ section_goodput() {
   echo
   bench/goodput_bench.sh ./build/autohet out/goodput_bench.md >&2
   cat out/goodput_bench.md
+}
+
+section_diagnose() {
+  CPU="$CPU" bash bench/diagnose_bench.sh ./build/autohet tests/fixtures --seed 4028 --keep out/diagnose
 }
 
 section_chaos() {

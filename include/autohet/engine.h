@@ -442,6 +442,8 @@ typedef struct {
     int top_k;          /* 0: every token */
     uint64_t seed;
     int no_cache;       /* 1: no KV cache, the whole sequence per token (the reference) */
+    void (*on_token)(void *ctx, int id); /* each new id as it is sampled (streaming; NULL: none) */
+    void *on_token_ctx;
 } ah_gen_config;
 
 /* The weights of src, the prompt (n_prompt ids below the vocabulary), then

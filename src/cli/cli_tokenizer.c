@@ -128,9 +128,12 @@ int cli_tokenizer_export(const char *arg, const char *out, int max_positions, ch
 }
 
 /* The Python side of generate --prompt: encode TEXT -> "id,id,..." on stdout;
- * print N_PROMPT PROMPT (ids on stdin) -> generated_text as transformers'
- * TextGenerationPipeline makes it (return_full_text). One line on stderr and
- * exit 2 for bad input. */
+ * stream PROMPT: the prompt's ids on stdin's first line, then each new id on a
+ * line of its own as it is sampled -> generated_text as transformers'
+ * TextGenerationPipeline makes it (return_full_text), the prompt at once and
+ * the decoded continuation as it comes (held back while it ends in an
+ * incomplete UTF-8 sequence, as transformers' TextStreamer does), a newline
+ * at the end. One line on stderr and exit 2 for bad input. */
 static const char helper[] =
     "import sys\n"
     "try:\n"
@@ -147,16 +150,24 @@ static const char helper[] =
     "if mode == 'encode':\n"
     "    sys.stdout.write(','.join(str(i) for i in tok.encode(sys.argv[3]).ids))\n"
     "else:\n"
-    "    ids = [int(x) for x in sys.stdin.read().split(',') if x]\n"
-    "    n = int(sys.argv[3])\n"
-    "    full = tok.decode(ids, skip_special_tokens=True)\n"
-    "    head = tok.decode(ids[:n], skip_special_tokens=True)\n"
-    "    sys.stdout.write(sys.argv[4] + full[len(head):] + '\\n')\n";
+    "    ids = [int(x) for x in sys.stdin.readline().split(',') if x]\n"
+    "    head = tok.decode(ids, skip_special_tokens=True)\n"
+    "    out, said, pending = sys.stdout, '', sys.argv[3]\n"
+    "    for line in sys.stdin:\n"
+    "        ids.append(int(line))\n"
+    "        new = tok.decode(ids, skip_special_tokens=True)[len(head):]\n"
+    "        if not new.endswith('\\ufffd') and new.startswith(said):\n"
+    "            out.write(pending + new[len(said):]); out.flush(); said, pending = new, ''\n"
+    "    new = tok.decode(ids, skip_special_tokens=True)[len(head):]\n"
+    "    out.write(pending + (new[len(said):] if new.startswith(said) else '') + '\\n')\n";
 
-/* Runs the helper with args; feeds `in` (may be NULL) to its stdin; its
- * stdout into out (size cap; NULL: inherited). 0, or -1 with msg (the
- * helper's own line when it wrote one). */
-static int run_helper(const char *const *args, const char *in, char *out, size_t cap, char *msg, size_t n) {
+typedef struct {
+    pid_t pid;
+    int in, out, err; /* its stdin, stdout (-1: inherited), stderr */
+} helper_proc;
+
+/* Starts the helper with args, its stdout captured (capture) or inherited. 0, or -1 with msg. */
+static int helper_start(const char *const *args, int capture, helper_proc *h, char *msg, size_t n) {
     int pin[2], pout[2], perr[2];
     if (pipe(pin) != 0 || pipe(pout) != 0 || pipe(perr) != 0) {
         snprintf(msg, n, "--tokenizer: cannot make a pipe: %s", strerror(errno));
@@ -173,7 +184,7 @@ static int run_helper(const char *const *args, const char *in, char *out, size_t
     }
     if (pid == 0) {
         dup2(pin[0], 0);
-        if (out)
+        if (capture)
             dup2(pout[1], 1);
         dup2(perr[1], 2);
         for (int i = 0; i < 2; i++)
@@ -186,30 +197,43 @@ static int run_helper(const char *const *args, const char *in, char *out, size_t
         _exit(2);
     }
     close(pin[0]), close(pout[1]), close(perr[1]);
+    if (!capture)
+        close(pout[0]);
+    *h = (helper_proc){pid, pin[1], capture ? pout[0] : -1, perr[0]};
+    return 0;
+}
+
+/* writes len bytes to the helper's stdin (a helper that died: ignored, its exit says why) */
+static void helper_write(const helper_proc *h, const char *in, size_t len) {
     void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    size_t len = in ? strlen(in) : 0;
     for (size_t off = 0; off < len;) {
-        ssize_t w = write(pin[1], in + off, len - off);
+        ssize_t w = write(h->in, in + off, len - off);
         if (w <= 0)
             break;
         off += (size_t)w;
     }
-    close(pin[1]);
     signal(SIGPIPE, old);
+}
+
+/* Closes its stdin, reads its stdout into out (cap; when captured), waits. 0, or -1 with msg (the helper's
+ * own line when it wrote one). */
+static int helper_finish(helper_proc *h, char *out, size_t cap, char *msg, size_t n) {
+    close(h->in);
     size_t got = 0;
     ssize_t r;
-    while (out && got + 1 < cap && (r = read(pout[0], out + got, cap - 1 - got)) > 0)
+    while (h->out >= 0 && got + 1 < cap && (r = read(h->out, out + got, cap - 1 - got)) > 0)
         got += (size_t)r;
-    if (out)
+    if (h->out >= 0) {
         out[got] = '\0';
-    close(pout[0]);
+        close(h->out);
+    }
     char line[1024] = "";
-    ssize_t e = read(perr[0], line, sizeof line - 1);
+    ssize_t e = read(h->err, line, sizeof line - 1);
     line[e > 0 ? e : 0] = '\0';
     line[strcspn(line, "\n")] = '\0';
-    close(perr[0]);
+    close(h->err);
     int status = 0;
-    waitpid(pid, &status, 0);
+    waitpid(h->pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         snprintf(msg, n, "--tokenizer: %s", line[0] ? line : "the tokenizers helper failed");
         return -1;
@@ -222,7 +246,8 @@ int cli_tokenizer_encode(const char *tokenizer_json, const char *text, int *out,
     const char *args[] = {"encode", tokenizer_json, text, NULL};
     size_t cap = (size_t)max * 12 + 64;
     char *buf = malloc(cap);
-    if (buf == NULL || run_helper(args, NULL, buf, cap, msg, n) != 0) {
+    helper_proc h;
+    if (buf == NULL || helper_start(args, 1, &h, msg, n) != 0 || helper_finish(&h, buf, cap, msg, n) != 0) {
         free(buf);
         return buf ? -1 : (snprintf(msg, n, "--prompt: out of memory"), -1);
     }
@@ -242,20 +267,41 @@ int cli_tokenizer_encode(const char *tokenizer_json, const char *text, int *out,
     return count;
 }
 
-int cli_tokenizer_print(const char *tokenizer_json, const char *prompt, const int *ids, int n_ids,
-                        int n_prompt, char *msg, size_t n) {
-    char np[16];
-    snprintf(np, sizeof np, "%d", n_prompt);
-    const char *args[] = {"print", tokenizer_json, np, prompt, NULL};
-    char *in = malloc((size_t)n_ids * 12 + 1);
-    if (in == NULL) {
+struct cli_text_stream {
+    helper_proc h;
+};
+
+cli_text_stream *cli_tokenizer_stream_open(const char *tokenizer_json, const char *prompt, const int *ids,
+                                           int n_prompt, char *msg, size_t n) {
+    const char *args[] = {"stream", tokenizer_json, prompt, NULL};
+    cli_text_stream *s = calloc(1, sizeof *s);
+    char *in = malloc((size_t)n_prompt * 12 + 2);
+    if (s == NULL || in == NULL)
         snprintf(msg, n, "--tokenizer: out of memory");
-        return -1;
+    if (s == NULL || in == NULL || helper_start(args, 0, &s->h, msg, n) != 0) {
+        free(s);
+        free(in);
+        return NULL;
     }
     size_t len = 0;
-    for (int i = 0; i < n_ids; i++)
+    for (int i = 0; i < n_prompt; i++)
         len += (size_t)sprintf(in + len, "%s%d", i ? "," : "", ids[i]);
-    int rc = run_helper(args, in, NULL, 0, msg, n);
+    in[len++] = '\n';
+    helper_write(&s->h, in, len);
     free(in);
+    return s;
+}
+
+void cli_tokenizer_stream_token(void *stream, int id) {
+    char line[16];
+    int len = snprintf(line, sizeof line, "%d\n", id);
+    helper_write(&((cli_text_stream *)stream)->h, line, (size_t)len);
+}
+
+int cli_tokenizer_stream_close(cli_text_stream *s, int ok, char *msg, size_t n) {
+    if (!ok) /* nothing of it on stdout: the helper writes the prompt with the first text */
+        kill(s->h.pid, SIGKILL);
+    int rc = helper_finish(&s->h, NULL, 0, msg, n);
+    free(s);
     return rc;
 }

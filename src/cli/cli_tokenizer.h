@@ -19,11 +19,18 @@ int cli_tokenizer_export(const char *arg, const char *out, int max_positions, ch
  * into out. The count, or -1 with one line in msg. */
 int cli_tokenizer_encode(const char *tokenizer_json, const char *text, int *out, int max, char *msg,
                          size_t n);
-/* Prints a transformers text-generation pipeline's generated_text of ids to
- * stdout, and a newline: the prompt, then the decoded ids (special tokens
- * skipped) past the decoded prompt ids (the first n_prompt). 0, or -1 with
- * one line in msg. */
-int cli_tokenizer_print(const char *tokenizer_json, const char *prompt, const int *ids, int n_ids,
-                        int n_prompt, char *msg, size_t n);
+/* generate --prompt, as the tokens come: a transformers text-generation
+ * pipeline's generated_text on stdout (the prompt, then the decoded ids,
+ * special tokens skipped, past the decoded prompt ids), written as each id
+ * arrives (the prompt with the first text) and a newline at the close.
+ * open: the prompt's n_prompt ids (NULL with one line in msg); token: one
+ * sampled id (an ah_gen_config on_token); close: waits for the text to be
+ * out, or (ok 0: generation failed) stops the helper before it writes more.
+ * 0, or -1 with one line in msg. */
+typedef struct cli_text_stream cli_text_stream;
+cli_text_stream *cli_tokenizer_stream_open(const char *tokenizer_json, const char *prompt, const int *ids,
+                                           int n_prompt, char *msg, size_t n);
+void cli_tokenizer_stream_token(void *stream, int id);
+int cli_tokenizer_stream_close(cli_text_stream *s, int ok, char *msg, size_t n);
 
 #endif

@@ -137,11 +137,17 @@ int cmd_generate(int argc, char **argv) {
     if (rc == 0 && a.init_from)
         ah_hf_source(&hc, &h, &h.cfg, &src);
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
-    ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache};
-    if (rc == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0 && !a.text)
+    ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache, NULL, NULL};
+    /* with --prompt the text goes out as the tokens come (the helper holds the prompt's ids) */
+    cli_text_stream *ts = rc == 0 && a.text ? cli_tokenizer_stream_open(a.tokenizer, a.text, prompt, np, msg, sizeof msg)
+                                            : NULL;
+    int printed = rc == 0 && a.text && !ts ? -1 : 0;
+    if (ts)
+        g.on_token = cli_tokenizer_stream_token, g.on_token_ctx = ts;
+    if (rc == 0 && printed == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0 && !a.text)
         print_tokens(out, np + a.max_new, np, src.cfg.vocab);
-    int printed = rc == 0 && a.text ? cli_tokenizer_print(a.tokenizer, a.text, out, np + a.max_new, np, msg, sizeof msg)
-                                    : 0;
+    if (ts && cli_tokenizer_stream_close(ts, rc == 0, msg, sizeof msg) != 0 && rc == 0)
+        printed = -1;
     if (a.ckpt && (rc == 0 || out))
         ah_ckpt_weights_close(&w);
     if (a.init_from && (rc == 0 || out))

@@ -347,6 +347,8 @@ static int generate_cached(const ah_weights_src *src, int n_prompt, const ah_gen
             kv_forward(&m, out + cur - 1, 1, cur - 1, hid);
         head_logits(c, &hp, hid, logits);
         out[cur] = pick(logits, c->vocab, g, cur);
+        if (g->on_token)
+            g->on_token(g->on_token_ctx, out[cur]);
     }
     free(hid);
     free(logits);
@@ -402,6 +404,8 @@ int ah_generate(const ah_weights_src *src, const int *prompt, int n_prompt, cons
         ah__be_to_host(e.be, hid, hbuf, (size_t)T * C);
         head_logits(c, &hp, hid + (size_t)(cur - 1) * C, logits);
         out[cur] = pick(logits, c->vocab, g, cur);
+        if (g->on_token)
+            g->on_token(g->on_token_ctx, out[cur]);
     }
     ah__be_free(e.be, hbuf);
     free(acts);
