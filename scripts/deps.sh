@@ -4,6 +4,7 @@ set -euo pipefail
 PKGS=(build-essential cmake pkg-config libcjson-dev libcmocka-dev jq valgrind iproute2 libopenblas-dev libopenblas-openmp-dev
       libopenmpi-dev openmpi-bin libopen-trace-format2-dev otf2-tools libxxhash-dev
       clang libomp-dev python3 libdnnl-dev
+      slurmctld slurmd slurm-client # a real Slurm on namespace hosts: tests/cli_run_slurm.sh
       python3-numpy python3-torch python3-pip) # PyTorch reference forwards (tests/cli_hf_weights.sh, /usr/bin/python3); pip: tokenizers below
 missing=()
 for p in "${PKGS[@]}"; do

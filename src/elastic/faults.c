@@ -7,6 +7,8 @@
  *    and recovered like a preemption without notice;
  *  - a rank that left no record while the others were torn down vanished
  *    with its watcher (its host died): its node is lost too;
+ *  - inside a Slurm allocation, a host that left the job's node list (a node
+ *    failed or set down; run_slurm.c) is lost, whatever the ranks recorded;
  *  - any other end (an error exit, a crash signal, the launcher dying) is a
  *    failure on the same nodes: restarted from the last committed step, and
  *    if it happens again the same way at the same step, after --max-restarts
@@ -198,7 +200,8 @@ int run_diagnose_end(run_state *s, int status, run_fault *f) {
     }
     f->t_fault = first_any ? first_any->t : 0;
     snprintf(f->cause, sizeof f->cause, "%s:", first_kill ? "signal" : "vanished");
-    if (first_kill) { /* a reclaim: every rank killed with it loses its node */
+    if (run_slurm_lost(s, f) > 0) { /* a node left the allocation: the others' ends are its consequence */
+    } else if (first_kill) { /* a reclaim: every rank killed with it loses its node */
         f->t_fault = first_kill->t;
         for (int k = 0; k < n; k++)
             if (!strcmp(e[k].kind, "signal") && e[k].code == SIGKILL && e[k].t <= first_kill->t + FAULT_WINDOW_S) {

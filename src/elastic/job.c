@@ -135,6 +135,9 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         if (run_place_generation(s, rankfile, recover ? s->n_servers : 0, err, errlen) != 0)
             return -1;
         a = host_args(argv, a, rankfile, peak[0] != 0);
+        static char hosts[8192];
+        if (run_in_slurm() && run_rankfile_hosts(rankfile, hosts, sizeof hosts) == 0)
+            argv[a++] = "--host", argv[a++] = hosts; /* daemons on these hosts only, not the whole allocation */
     } else {
         argv[a++] = "--bind-to", argv[a++] = "none";
     }

@@ -177,9 +177,12 @@ int run_place_generation(run_state *s, const char *rankfile, int n_servers, char
                                      errlen);
 }
 
-/* the launcher's remote agent (Open MPI's plm_rsh_agent; ssh by default) */
+/* the launcher's remote agent: Open MPI's plm_rsh_agent; else, inside a Slurm allocation, a job step of
+ * one task on the host (srun --overlap: beside the job's own step, which holds the host's CPUs); else ssh */
 static int agent_argv(char *buf, size_t n, const char **argv, int max) {
     const char *a = getenv("OMPI_MCA_plm_rsh_agent");
+    if (run_in_slurm())
+        a = "srun --overlap --quiet -N1 -n1 -w";
     snprintf(buf, n, "%s", a && *a ? a : "ssh");
     char *colon = strchr(buf, ':'); /* "ssh : rsh": the first one */
     if (colon)
@@ -196,10 +199,13 @@ static int agent_argv(char *buf, size_t n, const char **argv, int max) {
  * could not run or timed out. The agent's name into *agent (for messages). */
 static int run_on_host(const char *host, const char *cmd, double timeout_s, char *agent, size_t agent_len) {
     char abuf[1024];
-    const char *argv[16];
+    const char *argv[20];
     int a = agent_argv(abuf, sizeof abuf, argv, 12);
     snprintf(agent, agent_len, "%s", argv[0]);
-    argv[a++] = host, argv[a++] = cmd, argv[a] = NULL;
+    argv[a++] = host;
+    if (run_in_slurm()) /* srun runs a program, not a shell line */
+        argv[a++] = "/bin/sh", argv[a++] = "-c";
+    argv[a++] = cmd, argv[a] = NULL;
     pid_t pid = fork();
     if (pid == 0) {
         execvp(argv[0], (char *const *)argv);
@@ -276,7 +282,7 @@ void run_remove_host_tiers(run_state *s) {
         int ok = s->host_used[i] && !strchr(s->host_mem, '\'') && !strchr(s->host_disk, '\'');
         for (int k = 0; k < 4 && ok; k++)
             ok = quote_path(q[k], sizeof q[k], p[k]) == 0;
-        if (!ok)
+        if (!ok || (!s->alive[i] && run_in_slurm())) /* a host that left the allocation takes no job step */
             continue;
         if (s->alive[i])
             snprintf(cmd, sizeof cmd, "rm -rf %s %s; rmdir %s %s '%s' '%s' 2>/dev/null; true", q[0], q[1], q[2],

@@ -213,4 +213,12 @@ int run_place_generation(run_state *s, const char *rankfile, int n_servers, char
 /* SIGKILL node's ranks on its host through the launcher's remote agent; ranks signalled */
 int run_kill_host(run_state *s, const char *node);
 
+/* ---- run_slurm.c ---- */
+/* inside a Slurm allocation ($SLURM_JOB_ID) and no rsh agent of one's own */
+int run_in_slurm(void);
+/* the nodes whose hosts left the job's allocation (squeue's node list), into f ("slurm: lost ..."); how many */
+int run_slurm_lost(run_state *s, run_fault *f);
+/* the hosts of a rankfile with their ranks, "H:N,H:N" (mpirun --host); 0, -1 if none or too long */
+int run_rankfile_hosts(const char *rankfile, char *out, size_t n);
+
 #endif

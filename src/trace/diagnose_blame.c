@@ -252,7 +252,8 @@ void ah_diag_late_arrivals(dctx *c) {
     for (int k = 0; k < c->n_inst; k++)
         blame_instance(c, &b, &c->inst[k], tol);
     for (int r = 0; r < c->R; r++) {
-        qsort(b.own[r].v, (size_t)b.own[r].n, sizeof(span), cmp_span);
+        if (b.own[r].n > 0) /* qsort of no array: undefined */
+            qsort(b.own[r].v, (size_t)b.own[r].n, sizeof(span), cmp_span);
         b.own_s[r] = union_s(&b.own[r], 0);
         b.delivery[r] = union_s(&b.own[r], 1);
         free(b.own[r].v);
