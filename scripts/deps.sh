@@ -23,3 +23,7 @@ if ! python3 -c 'import tokenizers' 2>/dev/null; then
   python3 -m pip install -q 'tokenizers>=0.15,<1' ||
     python3 -m pip install -q --break-system-packages 'tokenizers>=0.15,<1'
 fi
+# parquet input of autohet tokenize (tests/cli_tokenize.sh): pyarrow (Debian 12 has no python3-pyarrow)
+if ! python3 -c 'import pyarrow.parquet' 2>/dev/null; then
+  python3 -m pip install -q 'pyarrow>=14' || python3 -m pip install -q --break-system-packages 'pyarrow>=14'
+fi

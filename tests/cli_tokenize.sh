@@ -31,6 +31,9 @@ docs = ["Grüße aus Köln — naïve café", "日本語のテキスト and emoj
 with open(d + '/docs.jsonl', 'w', encoding='utf-8') as f:
     for t in docs:
         f.write(json.dumps({"text": t, "id": 1}, ensure_ascii=False) + "\n")
+# the same documents as a parquet file, in a column "body" (pyarrow: scripts/deps.sh)
+import pyarrow as pa, pyarrow.parquet as pq
+pq.write_table(pa.table({'n': list(range(30)), 'body': docs[:30]}), d + '/docs.parquet')
 # a word-level vocabulary of 70,000 words: ids past 65,535 need llm.c version 2
 words = ['w%d' % i for i in range(70000)]
 wl = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token='w0'))
@@ -77,7 +80,11 @@ tj, prefix, eot, version, inputs = sys.argv[1], sys.argv[2], int(sys.argv[3]), i
 tok = Tokenizer.from_file(tj)
 want = []
 for p in inputs:
-    texts = [json.loads(l)['text'] for l in open(p, encoding='utf-8')] if p.endswith('.jsonl') else [open(p, encoding='utf-8').read()]
+    if p.endswith('.parquet'):
+        import pyarrow.parquet as pq
+        texts = pq.read_table(p).column('body').to_pylist()
+    else:
+        texts = [json.loads(l)['text'] for l in open(p, encoding='utf-8')] if p.endswith('.jsonl') else [open(p, encoding='utf-8').read()]
     for t in texts:
         want += tok.encode(t).ids + ([eot] if eot >= 0 else [])
 got = []
@@ -106,6 +113,15 @@ grep -Eq "^tokenize: 122 documents, [0-9]+ bytes -> [0-9]+ tokens \([0-9]+ train
 check_ids "$TMP/bpe.json" "$TMP/shards/corpus" 0 1 "$FIX/text/GPL-3.txt" "$FIX/text/MPL-2.0.txt" "$TMP/docs.jsonl" \
   >"$TMP/ids.txt" 2>&1 || fail "BPE ids: $(tail -1 "$TMP/ids.txt")"
 [ -f "$TMP/shards/corpus_val_000000.bin" ] && [ -f "$TMP/shards/corpus_train_000002.bin" ] || fail "shards: $(ls "$TMP/shards")"
+# parquet: the documents of one column (--text-field), the same ids as tokenizers gives
+"$BIN" tokenize --tokenizer "$TMP/bpe.json" --out "$TMP/pq/c" --val-fraction 0.1 --text-field body "$TMP/docs.parquet" \
+  >"$TMP/pq.out" 2>"$TMP/pq.err" || { cat "$TMP/pq.err"; fail "tokenize parquet"; }
+grep -q "^tokenize: 30 documents" "$TMP/pq.out" || fail "parquet summary: $(cat "$TMP/pq.out")"
+check_ids "$TMP/bpe.json" "$TMP/pq/c" -1 1 "$TMP/docs.parquet" >"$TMP/pqids.txt" 2>&1 ||
+  fail "parquet ids: $(tail -1 "$TMP/pqids.txt")"
+"$BIN" tokenize --tokenizer "$TMP/bpe.json" --out "$TMP/pq/d" --text-field nope "$TMP/docs.parquet" >"$TMP/pq2.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/pq2.out")" -eq 1 ] && grep -q "docs.parquet" "$TMP/pq2.out" ||
+  fail "a parquet file without the column: $(cat "$TMP/pq2.out")"
 # the shard directory trains: the _val shard is the validation split; 2 pipeline ranks = 1 rank
 cat >"$TMP/v400.json" <<'JSON'
 {"model_type": "gpt2", "n_layer": 2, "n_embd": 32, "n_head": 4, "n_positions": 128, "vocab_size": 400}
