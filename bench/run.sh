@@ -89,7 +89,7 @@ section_measured() {
   stamp measured
   echo
   echo "The measured sets of ../shared/data/measured-runs (real GPUs; each set's README says whose), every run"
-  echo "simulated as it stands, nothing fitted to them yet. Targets (issue #30): mean error <= 5%, every run"
+  echo "simulated as it stands (what a fitted correction would add: below each set). Targets (issue #30): mean error <= 5%, every run"
   echo "within 12% on the GH200 set."
   echo
   bench/measured_bench.sh --build build --out out/measured.md >&2
