@@ -211,10 +211,11 @@ static void test_check(void **state) {
 
 /* ---- every program set completes ---------------------------------------- */
 
-/* Runs the programs of a replica as the engine does: a receive blocks until
- * its matching send has been posted, a send never blocks. Returns the number
- * of rounds, -1 on a deadlock. Checks that sends and receives pair up. */
-static int run_programs(const ah_schedule_plan *sp, int k) {
+/* Runs the programs (eval: the evaluation programs) of a replica as the engine
+ * does: a receive blocks until its matching send has been posted, a send never
+ * blocks. Returns the number of rounds, -1 on a deadlock. Checks that sends
+ * and receives pair up. */
+static int run_programs(const ah_schedule_plan *sp, int k, int eval) {
     int S = sp->first_stage[k + 1] - sp->first_stage[k];
     int *pc = calloc((size_t)S, sizeof(int));
     int posted[1 << 14] = {0}; /* tag -> sends posted (tags are small here) */
@@ -223,7 +224,7 @@ static int run_programs(const ah_schedule_plan *sp, int k) {
         int moved = 0;
         done = 1;
         for (int j = 0; j < S; j++) {
-            const ah_program *pg = ah_schedule_program_of(sp, k, j);
+            const ah_program *pg = eval ? ah_schedule_eval_program_of(sp, k, j) : ah_schedule_program_of(sp, k, j);
             while (pc[j] < pg->n_ops) {
                 const ah_op *o = &pg->ops[pc[j]];
                 if (o->kind == AH_OP_RECV_ACT || o->kind == AH_OP_RECV_GRAD) {
@@ -273,8 +274,10 @@ static void test_no_deadlock(void **state) {
                     char err[256];
                     if (ah_schedule_build(&p, &o, &sp, err, sizeof err) != 0)
                         fail_msg("%s", err);
-                    if (run_programs(&sp, 0) < 0)
+                    if (run_programs(&sp, 0, 0) < 0)
                         fail_msg("%s S=%d V=%d m=%d deadlocks", ah_schedule_name(sched), S, V, m);
+                    if (run_programs(&sp, 0, 1) < 0)
+                        fail_msg("%s S=%d V=%d m=%d: its evaluation deadlocks", ah_schedule_name(sched), S, V, m);
                     /* every chunk runs one forward and one backward per micro-batch */
                     for (int j = 0; j < S; j++) {
                         const ah_program *pg = ah_schedule_program_of(&sp, 0, j);
@@ -282,6 +285,23 @@ static void test_no_deadlock(void **state) {
                         for (int i = 0; i < pg->n_ops; i++)
                             fb += pg->ops[i].kind == AH_OP_FORWARD || pg->ops[i].kind == AH_OP_BACKWARD;
                         assert_int_equal(fb, 2 * m * V);
+                        /* the evaluation: one forward per chunk and micro-batch, no backward, its tags
+                         * after the step's, one loss reduction at the end */
+                        int max_tag = -1;
+                        for (int i = 0; i < pg->n_ops; i++)
+                            max_tag = pg->ops[i].tag > max_tag ? pg->ops[i].tag : max_tag;
+                        const ah_program *ev = ah_schedule_eval_program_of(&sp, 0, j);
+                        int fwd = 0, bwd = 0;
+                        for (int i = 0; i < ev->n_ops; i++) {
+                            fwd += ev->ops[i].kind == AH_OP_FORWARD;
+                            bwd += ev->ops[i].kind == AH_OP_BACKWARD;
+                            if (ev->ops[i].tag >= 0)
+                                assert_true(ev->ops[i].tag > 2 * S * V * m);
+                        }
+                        assert_int_equal(fwd, m * V);
+                        assert_int_equal(bwd, 0);
+                        assert_true(max_tag < 2 * S * V * m);
+                        assert_int_equal(ev->ops[ev->n_ops - 1].kind, AH_OP_STEP_SYNC);
                     }
                     ah_schedule_plan_free(&sp);
                     free_plan(&p);

@@ -140,6 +140,11 @@ typedef struct {
     int n_buckets;
     ah_program *programs; /* one per (replica, stage), replica-major */
     int n_programs;
+    /* evaluation (Megatron's forward_only), indexed as programs: every micro-batch through the
+     * replica's chunks in model order (receive, forward, send, wait), then the loss's reduction
+     * (STEP_SYNC); one chain every rank walks in the same order, so it cannot deadlock under any
+     * schedule; its tags follow the step's */
+    ah_program *eval_programs;
 } ah_schedule_plan;
 
 /* Can the plan run this schedule? (interleaved: every replica has >= 2 stages,
@@ -151,8 +156,9 @@ int ah_schedule_check(const ah_plan *p, ah_schedule s, int V, char *err, size_t 
 int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedule_plan *out, char *err,
                       size_t errlen);
 void ah_schedule_plan_free(ah_schedule_plan *sp);
-/* the program of (replica, stage) */
+/* the program of (replica, stage), and its evaluation program */
 const ah_program *ah_schedule_program_of(const ah_schedule_plan *sp, int replica, int stage);
+const ah_program *ah_schedule_eval_program_of(const ah_schedule_plan *sp, int replica, int stage);
 /* the chunk of replica k holding layer l */
 const ah_chunk *ah_schedule_chunk_of(const ah_schedule_plan *sp, int replica, int layer);
 

@@ -158,6 +158,7 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
     if (ah_schedule_build(p, &so, &x->sched, err, errlen) != 0)
         return -1;
     x->prog = ah_schedule_program_of(&x->sched, x->replica, x->stage);
+    x->eval_prog = ah_schedule_eval_program_of(&x->sched, x->replica, x->stage);
     x->chunks = ah_xcalloc((size_t)x->sched.V, sizeof(ah_engine_model));
     for (int c = 0; c < x->sched.n_chunks[x->replica]; c++) {
         const ah_chunk *ch = &x->sched.chunks[x->replica][c];

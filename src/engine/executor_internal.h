@@ -64,7 +64,8 @@ struct ah_executor {
     int m;    /* my replica's micro-batches */
     int row0; /* my replica's first row of the global batch */
     ah_schedule_plan sched;  /* chunks, buckets and the programs of every stage */
-    const ah_program *prog;  /* my stage's program */
+    const ah_program *prog;      /* my stage's program */
+    const ah_program *eval_prog; /* its forward-only program (evaluation) */
     ah_engine_model *chunks; /* the layer chunks my stage holds, in layer order (one unless interleaved) */
     int n_chunks;
     ah_group *tp_group;      /* the ranks of my stage */

@@ -1,7 +1,9 @@
 /* The program runner: one training step is this rank's schedule program
  * (autohet/schedule.h), op by op. Compute goes to the chunk models (the
- * backend), data between ranks to the transport; each op is traced. The
- * forward-only evaluation walks the chunks in model order. */
+ * backend), data between ranks to the transport; each op is traced. An
+ * evaluation is the stage's forward-only program through the same runner
+ * (untraced: validation batches, activations dropped after each forward,
+ * the loss alone reduced). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@ typedef struct {
 typedef struct {
     ah_executor *x;
     int step, L, T, B;
+    int forward_only;  /* an evaluation: validation batches, no activations kept, the loss alone reduced */
     int row_shift;     /* validation batch b of an evaluation: rows b x global batch on */
     size_t NC;         /* floats of one activation between chunks */
     float loss_scale;  /* 1 / tokens of the global batch */
@@ -140,12 +143,14 @@ static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
 
 static void run_forward(step_ctx *c, const ah_op *op) {
     ah_engine_model *e = chunk_of(c, op);
-    const mb_data *d = batch_of(c, op->mb, 0);
+    const mb_data *d = batch_of(c, op->mb, c->forward_only);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
+    ah_eng_acts *acts = c->acts[k] + (size_t)op->mb * held;
     c->out = head ? ah__dptr_null() : ah__be_alloc(e->be, c->NC);
     double l = 0, c0 = ah_now_s();
-    ah__engine_forward(e, d->tok, e->first > 0 ? c->in : ah__dptr_null(), d->tgt, c->out, &l,
-                      c->acts[k] + (size_t)op->mb * held);
+    ah__engine_forward(e, d->tok, e->first > 0 ? c->in : ah__dptr_null(), d->tgt, c->out, &l, acts);
+    if (c->forward_only) /* no backward will read them */
+        ah__engine_acts_free(e, acts);
     ah__engine_sync(e);
     traced_compute(c, op, c0);
     if (head)
@@ -241,6 +246,10 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
 static void run_step_sync(step_ctx *c) {
     ah_executor *x = c->x;
     c->sums[0] = x->tp_rank == 0 ? c->loss : 0;
+    if (c->forward_only) { /* an evaluation: the loss alone */
+        x->tr->allreduce(x->tr->ctx, x->tr->world, c->sums, 1, AH_DT_F64, AH_RED_SUM);
+        return;
+    }
     c->sums[1] = 0;
     for (int k = 0; k < x->n_chunks && x->replica == 0; k++)
         c->sums[1] += ah__engine_grad_sumsq(&x->chunks[k]);
@@ -311,46 +320,19 @@ static void ctx_free(step_ctx *c) {
 }
 
 /* The validation loss of validation batch b of step `step` (rows b x global
- * batch on of the step's validation sample): every micro-batch through the
- * chunks in model order (receive, forward, send and wait), one chain that
- * every rank walks in the same order, so it cannot deadlock under any
- * schedule. Its tags follow the step's. */
+ * batch on of the step's validation sample): the stage's forward-only
+ * program (autohet/schedule.h), untraced. */
 static double run_forward_only(ah_executor *x, int step, int b) {
     step_ctx c;
     ctx_init(&c, x, step);
+    c.forward_only = 1;
     c.row_shift = b * x->plan.global_batch;
-    const ah_chunk *ch = x->sched.chunks[x->replica];
-    int nc = x->sched.n_chunks[x->replica], m = x->m, base = 2 * nc * m + 2;
-    size_t bytes = c.NC * sizeof(float);
-    for (int i = 0; i < m; i++)
-        for (int ci = 0; ci < nc; ci++) {
-            if (ch[ci].stage != x->stage)
-                continue;
-            int k = ch[ci].virt;
-            ah_engine_model *e = &x->chunks[k];
-            const mb_data *d = batch_of(&c, i, 1);
-            ah__engine_sync(e);
-            if (ci > 0)
-                x->tr->recv(x->tr->ctx, ah__dptr_transport(c.in), bytes, source_rank(x, ch[ci - 1].stage),
-                            base + ci * m + i);
-            ah_dptr out = ci + 1 < nc ? ah__be_alloc(e->be, c.NC) : ah__dptr_null();
-            double l = 0;
-            ah_eng_acts *acts = c.acts[k] + (size_t)i * (e->last - e->first);
-            ah__engine_forward(e, d->tok, ci > 0 ? c.in : ah__dptr_null(), d->tgt, out, &l, acts);
-            ah__engine_acts_free(e, acts);
-            ah__engine_sync(e);
-            if (ci + 1 < nc) {
-                int peers[AH_MAX_TP], np = target_ranks(x, ch[ci + 1].stage, peers);
-                for (int k = 0; k < np; k++)
-                    x->tr->send(x->tr->ctx, ah__dptr_transport(out), bytes, peers[k], base + (ci + 1) * m + i);
-                x->tr->wait_sends(x->tr->ctx);
-            } else {
-                c.loss += l;
-            }
-            ah__be_free(e->be, out);
-        }
-    double total = x->tp_rank == 0 ? c.loss : 0;
-    x->tr->allreduce(x->tr->ctx, x->tr->world, &total, 1, AH_DT_F64, AH_RED_SUM);
+    int traced = x->trace.on;
+    x->trace.on = 0; /* the traces are of training steps */
+    for (int i = 0; i < x->eval_prog->n_ops; i++)
+        run_op(&c, &x->eval_prog->ops[i]);
+    x->trace.on = traced;
+    double total = c.sums[0];
     ctx_free(&c);
     return total / ((double)x->plan.global_batch * c.T);
 }

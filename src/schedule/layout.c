@@ -156,6 +156,10 @@ const ah_program *ah_schedule_program_of(const ah_schedule_plan *sp, int replica
     return &sp->programs[sp->first_stage[replica] + stage];
 }
 
+const ah_program *ah_schedule_eval_program_of(const ah_schedule_plan *sp, int replica, int stage) {
+    return &sp->eval_programs[sp->first_stage[replica] + stage];
+}
+
 const ah_chunk *ah_schedule_chunk_of(const ah_schedule_plan *sp, int replica, int layer) {
     for (int c = 0; c < sp->n_chunks[replica]; c++)
         if (layer >= sp->chunks[replica][c].first && layer < sp->chunks[replica][c].last)

@@ -120,6 +120,38 @@ static void build_program(ah_schedule_plan *sp, const ah_plan *p, const ah_sched
     *out = (ah_program){k, j, l.ops, l.n};
 }
 
+/* The forward-only program of stage j of replica k: micro-batch by micro-batch, the stage's chunks in
+ * model order; the activation chunk c sends chunk c + 1 for micro-batch i is tagged after every tag of the
+ * step's program (2 nc m + 2 + c m + i). */
+static void build_eval_program(const ah_schedule_plan *sp, const ah_plan *p, const ah_schedule_options *o, int k,
+                               int j, ah_program *out) {
+    const ah_replica *r = &p->replicas[k];
+    const ah_chunk *ch = sp->chunks[k];
+    int m = r->micro_batches, nc = sp->n_chunks[k], base = 2 * nc * m + 2;
+    op_list l = {0};
+    for (int i = 0; i < m; i++)
+        for (int c = 0; c < nc; c++) {
+            if (ch[c].stage != j)
+                continue;
+            ah_op *x;
+            if (c > 0) {
+                x = push(&l, AH_OP_RECV_ACT);
+                x->mb = i, x->chunk = ch[c].virt, x->peer_stage = ch[c - 1].stage, x->tag = base + c * m + i;
+                x->bytes = send_bytes(r, j, x->peer_stage, o);
+            }
+            x = push(&l, AH_OP_FORWARD);
+            x->mb = i, x->chunk = ch[c].virt, x->first = ch[c].first, x->last = ch[c].last;
+            if (c + 1 < nc) {
+                x = push(&l, AH_OP_SEND_ACT);
+                x->mb = i, x->chunk = ch[c].virt, x->peer_stage = ch[c + 1].stage, x->tag = base + (c + 1) * m + i;
+                x->bytes = send_bytes(r, j, x->peer_stage, o);
+                push(&l, AH_OP_SEND_WAIT);
+            }
+        }
+    push(&l, AH_OP_STEP_SYNC)->bytes = 8;
+    *out = (ah_program){k, j, l.ops, l.n};
+}
+
 int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedule_plan *sp, char *err,
                       size_t errlen) {
     memset(sp, 0, sizeof *sp);
@@ -141,16 +173,23 @@ int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedul
     ah_schedule_build_buckets(sp, L, o->grad_bytes);
     sp->n_programs = sp->first_stage[R];
     sp->programs = ah_xcalloc((size_t)sp->n_programs, sizeof(ah_program));
+    sp->eval_programs = ah_xcalloc((size_t)sp->n_programs, sizeof(ah_program));
     for (int k = 0; k < R; k++)
-        for (int j = 0; j < p->replicas[k].n_stages; j++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
             build_program(sp, p, o, k, j, &sp->programs[sp->first_stage[k] + j]);
+            build_eval_program(sp, p, o, k, j, &sp->eval_programs[sp->first_stage[k] + j]);
+        }
     return 0;
 }
 
 void ah_schedule_plan_free(ah_schedule_plan *sp) {
-    for (int i = 0; i < sp->n_programs; i++)
+    for (int i = 0; i < sp->n_programs; i++) {
         free(sp->programs[i].ops);
+        if (sp->eval_programs)
+            free(sp->eval_programs[i].ops);
+    }
     free(sp->programs);
+    free(sp->eval_programs);
     for (int q = 0; q < sp->n_buckets; q++)
         free(sp->buckets[q].holder);
     free(sp->buckets);
