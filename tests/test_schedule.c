@@ -227,12 +227,12 @@ static int run_programs(const ah_schedule_plan *sp, int k, int eval) {
             const ah_program *pg = eval ? ah_schedule_eval_program_of(sp, k, j) : ah_schedule_program_of(sp, k, j);
             while (pc[j] < pg->n_ops) {
                 const ah_op *o = &pg->ops[pc[j]];
-                if (o->kind == AH_OP_RECV_ACT || o->kind == AH_OP_RECV_GRAD) {
+                if (o->kind == AH_OP_RECV_ACTIVATION || o->kind == AH_OP_RECV_GRADIENT) {
                     assert_true(o->tag >= 0 && o->tag < (1 << 14));
                     if (!posted[o->tag])
                         break;
                     posted[o->tag]--;
-                } else if (o->kind == AH_OP_SEND_ACT || o->kind == AH_OP_SEND_GRAD) {
+                } else if (o->kind == AH_OP_SEND_ACTIVATION || o->kind == AH_OP_SEND_GRADIENT) {
                     assert_true(o->peer_stage != j);
                     posted[o->tag]++;
                 }
@@ -368,10 +368,10 @@ static void test_bytes_per_degree(void **state) {
             for (int n = 0; n < pg->n_ops; n++) {
                 const ah_op *op = &pg->ops[n];
                 switch (op->kind) {
-                case AH_OP_SEND_ACT:
-                case AH_OP_RECV_ACT:
-                case AH_OP_SEND_GRAD:
-                case AH_OP_RECV_GRAD:
+                case AH_OP_SEND_ACTIVATION:
+                case AH_OP_RECV_ACTIVATION:
+                case AH_OP_SEND_GRADIENT:
+                case AH_OP_RECV_GRADIENT:
                     assert_double_equal(op->bytes, split ? 64.0 / 2 : 64.0, 0); /* min(2, 4) */
                     sends++;
                     break;

@@ -285,7 +285,7 @@ static void test_asymmetric_replicas(void **state) {
     int sends = 0;
     for (int i = 0; i < r.n_events; i++) {
         assert_true(r.events[i].end_s >= r.events[i].start_s);
-        sends += r.events[i].kind == AH_EV_SEND_ACT;
+        sends += r.events[i].kind == AH_OP_SEND_ACTIVATION;
     }
     assert_int_equal(sends, 2 * 3); /* 3 micro-batches, recorded on sender and receiver */
     double nb0 = r.buckets[0].bytes, nb1 = r.buckets[1].bytes;
@@ -330,7 +330,7 @@ static void test_tied_exchange(void **state) {
     int found = 0;
     for (int i = 0; i < r.n_events; i++) {
         const ah_sim_event *e = &r.events[i];
-        if (e->kind != AH_EV_TIED_SYNC)
+        if (e->kind != AH_OP_TIED_SYNC)
             continue;
         found++;
         near_rel(e->start_s, r.replica_flush_s[0]); /* stage 0 ends the flush */
@@ -346,7 +346,7 @@ static void test_tied_exchange(void **state) {
     assert_int_equal(ah_simulate(&p, prof, &o, &so, &u, err, sizeof err), 0);
     near_rel(u.iteration_time_s, u.replica_flush_s[0]);
     for (int i = 0; i < u.n_events; i++)
-        assert_int_not_equal(u.events[i].kind, AH_EV_TIED_SYNC);
+        assert_int_not_equal(u.events[i].kind, AH_OP_TIED_SYNC);
     ah_sim_result_free(&u);
     ah_sim_result_free(&r);
     ah_plan_free(&p);
@@ -373,7 +373,7 @@ static void test_nic_sharing(void **state) {
     assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
     double bytes = 0, dur = 0;
     for (int i = 0; i < r.n_events; i++)
-        if (r.events[i].kind == AH_EV_SEND_ACT && r.events[i].replica == 0 && r.events[i].stage == 0) {
+        if (r.events[i].kind == AH_OP_SEND_ACTIVATION && r.events[i].replica == 0 && r.events[i].stage == 0) {
             bytes = r.events[i].bytes;
             dur = r.events[i].end_s - r.events[i].start_s;
         }
@@ -460,7 +460,7 @@ static void test_interleaved_pipeline(void **state) {
          * a transfer is on the sender's and the receiver's track */
         int sends = 0;
         for (int i = 0; i < r.n_events; i++)
-            sends += r.events[i].kind == AH_EV_SEND_ACT;
+            sends += r.events[i].kind == AH_OP_SEND_ACTIVATION;
         assert_int_equal(sends, 2 * m * (sched ? S * V - 1 : S - 1));
         ah_sim_result_free(&r);
         ah_plan_free(&p);
@@ -549,7 +549,7 @@ static void test_slice_allreduce(void **state) {
         int dp_events = 0;
         for (int i = 0; i < r.n_events; i++) {
             const ah_sim_event *v = &r.events[i];
-            if (v->kind != AH_EV_DP_ALLREDUCE)
+            if (v->kind != AH_OP_DP_ALLREDUCE)
                 continue;
             dp_events++;
             near_rel(v->bytes, n1 / r.stages[v->replica].tp); /* R = 2: the ring moves the shard once */
@@ -593,7 +593,7 @@ static void test_sends_between_degrees(void **state) {
         int sends = 0;
         for (int i = 0; i < r.n_events; i++) {
             const ah_sim_event *v = &r.events[i];
-            if (v->kind != AH_EV_SEND_ACT && v->kind != AH_EV_SEND_GRAD)
+            if (v->kind != AH_OP_SEND_ACTIVATION && v->kind != AH_OP_SEND_GRADIENT)
                 continue;
             sends++;
             if (c == 0)

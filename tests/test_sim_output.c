@@ -281,7 +281,7 @@ static void build_plan(ah_plan *p, const char *node0_name) {
 
 #define MS 1e-3
 
-static ah_sim_event ev(ah_event_kind k, ah_stream s, int rep, int stage, int mb, int lf, int ll, double t0,
+static ah_sim_event ev(ah_op_kind k, ah_stream s, int rep, int stage, int mb, int lf, int ll, double t0,
                        double t1) {
     return (ah_sim_event){.kind = k,
                           .stream = s,
@@ -298,7 +298,7 @@ static ah_sim_event ev(ah_event_kind k, ah_stream s, int rep, int stage, int mb,
                           .bytes = 0};
 }
 
-static ah_sim_event xfer(ah_event_kind k, int rep, int stage, int peer_stage, int mb, double t0, double t1) {
+static ah_sim_event xfer(ah_op_kind k, int rep, int stage, int peer_stage, int mb, double t0, double t1) {
     ah_sim_event e = ev(k, AH_STREAM_P2P, rep, stage, mb, -1, -1, t0, t1);
     e.layer_first = e.layer_last = 0;
     e.peer_replica = rep;
@@ -308,7 +308,7 @@ static ah_sim_event xfer(ah_event_kind k, int rep, int stage, int peer_stage, in
 }
 
 static ah_sim_event dp(int rep, int stage, int bucket, int lf, int ll, double t0, double t1) {
-    ah_sim_event e = ev(AH_EV_DP_ALLREDUCE, AH_STREAM_DP, rep, stage, -1, lf, ll, t0, t1);
+    ah_sim_event e = ev(AH_OP_DP_ALLREDUCE, AH_STREAM_DP, rep, stage, -1, lf, ll, t0, t1);
     e.bucket = bucket;
     e.bytes = 1.25e8;
     return e;
@@ -368,31 +368,31 @@ static void build_result(ah_sim_result *r) {
         s->mem[4] = (ah_mem_point){1.0 * MS, s->static_bytes + 1.5e9}; /* same instant: this one holds */
     }
     ah_sim_event list[] = {
-        ev(AH_EV_OPTIMIZER, AH_STREAM_COMPUTE, 0, 0, -1, 0, 26, 7.0 * MS, 7.5 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 0, 0, 1, 0, 26, 4.5 * MS, 6.5 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 0, 0, 0, 0, 26, 0.0, 1.2345674 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 0, 0, 1, 0, 26, 1.2345674 * MS, 2.5 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 0, 0, 0, 0, 26, 2.5 * MS, 4.5 * MS),
-        ev(AH_EV_TP_ALLREDUCE, AH_STREAM_TP, 0, 0, 0, 0, 26, 0.9 * MS, 1.1 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 1, 0, 0, 0, 13, 0.0, 0.5 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 1, 0, 1, 0, 13, 0.5 * MS, 1.0 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 1, 0, 0, 0, 13, 2.0 * MS, 3.0 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 1, 0, 1, 0, 13, 3.0 * MS, 4.0 * MS),
-        ev(AH_EV_OPTIMIZER, AH_STREAM_COMPUTE, 1, 0, -1, 0, 13, 6.5 * MS, 7.0 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 1, 1, 0, 13, 26, 0.6 * MS, 1.1 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 1, 1, 0, 13, 26, 1.1 * MS, 1.9 * MS),
-        ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 1, 1, 1, 13, 26, 1.9 * MS, 2.4 * MS),
-        ev(AH_EV_BACKWARD, AH_STREAM_COMPUTE, 1, 1, 1, 13, 26, 2.4 * MS, 3.0 * MS),
-        ev(AH_EV_OPTIMIZER, AH_STREAM_COMPUTE, 1, 1, -1, 13, 26, 5.0 * MS, 5.5 * MS),
+        ev(AH_OP_OPTIMIZER, AH_STREAM_COMPUTE, 0, 0, -1, 0, 26, 7.0 * MS, 7.5 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 0, 0, 1, 0, 26, 4.5 * MS, 6.5 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 0, 0, 0, 0, 26, 0.0, 1.2345674 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 0, 0, 1, 0, 26, 1.2345674 * MS, 2.5 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 0, 0, 0, 0, 26, 2.5 * MS, 4.5 * MS),
+        ev(AH_OP_TP_ALLREDUCE, AH_STREAM_TP, 0, 0, 0, 0, 26, 0.9 * MS, 1.1 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 1, 0, 0, 0, 13, 0.0, 0.5 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 1, 0, 1, 0, 13, 0.5 * MS, 1.0 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 1, 0, 0, 0, 13, 2.0 * MS, 3.0 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 1, 0, 1, 0, 13, 3.0 * MS, 4.0 * MS),
+        ev(AH_OP_OPTIMIZER, AH_STREAM_COMPUTE, 1, 0, -1, 0, 13, 6.5 * MS, 7.0 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 1, 1, 0, 13, 26, 0.6 * MS, 1.1 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 1, 1, 0, 13, 26, 1.1 * MS, 1.9 * MS),
+        ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 1, 1, 1, 13, 26, 1.9 * MS, 2.4 * MS),
+        ev(AH_OP_BACKWARD, AH_STREAM_COMPUTE, 1, 1, 1, 13, 26, 2.4 * MS, 3.0 * MS),
+        ev(AH_OP_OPTIMIZER, AH_STREAM_COMPUTE, 1, 1, -1, 13, 26, 5.0 * MS, 5.5 * MS),
         /* each transfer on the sender's and the receiver's track */
-        xfer(AH_EV_SEND_ACT, 1, 0, 1, 0, 0.5 * MS, 0.6 * MS),
-        xfer(AH_EV_SEND_ACT, 1, 1, 0, 0, 0.5 * MS, 0.6 * MS),
-        xfer(AH_EV_SEND_ACT, 1, 0, 1, 1, 1.0 * MS, 1.95 * MS),
-        xfer(AH_EV_SEND_ACT, 1, 1, 0, 1, 1.0 * MS, 1.95 * MS),
-        xfer(AH_EV_SEND_GRAD, 1, 1, 0, 0, 1.9 * MS, 2.0 * MS),
-        xfer(AH_EV_SEND_GRAD, 1, 0, 1, 0, 1.9 * MS, 2.0 * MS),
-        xfer(AH_EV_SEND_GRAD, 1, 1, 0, 1, 3.0 * MS, 3.1 * MS),
-        xfer(AH_EV_SEND_GRAD, 1, 0, 1, 1, 3.0 * MS, 3.1 * MS),
+        xfer(AH_OP_SEND_ACTIVATION, 1, 0, 1, 0, 0.5 * MS, 0.6 * MS),
+        xfer(AH_OP_SEND_ACTIVATION, 1, 1, 0, 0, 0.5 * MS, 0.6 * MS),
+        xfer(AH_OP_SEND_ACTIVATION, 1, 0, 1, 1, 1.0 * MS, 1.95 * MS),
+        xfer(AH_OP_SEND_ACTIVATION, 1, 1, 0, 1, 1.0 * MS, 1.95 * MS),
+        xfer(AH_OP_SEND_GRADIENT, 1, 1, 0, 0, 1.9 * MS, 2.0 * MS),
+        xfer(AH_OP_SEND_GRADIENT, 1, 0, 1, 0, 1.9 * MS, 2.0 * MS),
+        xfer(AH_OP_SEND_GRADIENT, 1, 1, 0, 1, 3.0 * MS, 3.1 * MS),
+        xfer(AH_OP_SEND_GRADIENT, 1, 0, 1, 1, 3.0 * MS, 3.1 * MS),
         /* bucket all-reduces on every holder's DP track */
         dp(0, 0, 0, 13, 26, 4.5 * MS, 5.0 * MS),
         dp(1, 1, 0, 13, 26, 4.5 * MS, 5.0 * MS),
@@ -428,11 +428,21 @@ static void free_result(ah_sim_result *r) {
 
 static void test_names(void **state) {
     (void)state;
-    static const char *kinds[] = {"forward",       "backward",     "tp_allreduce", "send_activation",
-                                  "send_gradient", "dp_allreduce", "optimizer",    "tied_sync"};
-    assert_int_equal(AH_EV_KINDS, 8);
-    for (int k = 0; k < AH_EV_KINDS; k++)
-        assert_string_equal(ah_event_kind_name((ah_event_kind)k), kinds[k]);
+    /* the one vocabulary (autohet/ops.h), in the trace records' order, and names that read back */
+    static const char *kinds[] = {"forward",         "backward",      "optimizer", "recv_activation",
+                                  "recv_gradient",   "send_activation", "send_gradient", "send_wait",
+                                  "tp_allreduce",    "dp_allreduce",  "tied_sync", "step_sync"};
+    assert_int_equal(AH_OP_KINDS, 12);
+    for (int k = 0; k < AH_OP_KINDS; k++) {
+        assert_string_equal(ah_op_kind_name((ah_op_kind)k), kinds[k]);
+        assert_int_equal(ah_op_kind_parse(kinds[k]), k);
+    }
+    assert_null(ah_op_kind_name(AH_OP_KINDS));
+    assert_int_equal(ah_op_kind_parse("nothing"), -1);
+    assert_int_equal(ah_op_kind_stream(AH_OP_SEND_WAIT), AH_STREAM_P2P);
+    assert_int_equal(ah_op_kind_stream(AH_OP_TIED_SYNC), AH_STREAM_DP);
+    assert_int_equal(ah_op_kind_site(AH_OP_DP_ALLREDUCE), 8);
+    assert_int_equal(ah_op_kind_site(AH_OP_FORWARD), -1);
     static const char *streams[] = {"compute", "tp", "p2p", "dp"};
     assert_int_equal(AH_STREAMS, 4);
     for (int s = 0; s < AH_STREAMS; s++)
@@ -815,7 +825,7 @@ static void test_svg_many_stages(void **state) {
     assert_non_null(r.events);
     for (int i = 0; i < 70; i++) {
         r.stages[i] = (ah_sim_stage){.replica = 0, .stage = i, .node = 1, .gpu_first = 0, .tp = 2};
-        r.events[i] = ev(AH_EV_FORWARD, AH_STREAM_COMPUTE, 0, i, 0, 0, 1, 0.02 * i, 0.02 * i + 0.5);
+        r.events[i] = ev(AH_OP_FORWARD, AH_STREAM_COMPUTE, 0, i, 0, 0, 1, 0.02 * i, 0.02 * i + 0.5);
     }
     char path[256], err[256] = "";
     tmp_path(path, sizeof path, "many.svg");
@@ -849,7 +859,7 @@ static void test_svg_merges_dense_events(void **state) {
     assert_non_null(r.events);
     r.stages[0] = (ah_sim_stage){.replica = 0, .stage = 0, .node = 0, .gpu_first = 0, .tp = 2};
     for (int i = 0; i < n; i++) /* 0.9 us events 1 us apart: forwards, then backwards */
-        r.events[i] = ev(i < n / 2 ? AH_EV_FORWARD : AH_EV_BACKWARD, AH_STREAM_COMPUTE, 0, 0, i, 0, 26,
+        r.events[i] = ev(i < n / 2 ? AH_OP_FORWARD : AH_OP_BACKWARD, AH_STREAM_COMPUTE, 0, 0, i, 0, 26,
                          i * 1e-6, (i + 0.9) * 1e-6);
     r.n_events = n;
     char path[256], err[256] = "";

@@ -38,7 +38,7 @@ static double jitter(builder *b) { /* 0.95 .. 1.05, deterministic */
     return 0.95 + 0.1 * ((b->noise >> 16) & 0x7fff) / 32768.0;
 }
 
-static ah_trace_item *add(builder *b, int rank, ah_trace_kind k, const char *site, double t0, double t1) {
+static ah_trace_item *add(builder *b, int rank, ah_op_kind k, const char *site, double t0, double t1) {
     if (b->n == b->cap) {
         b->cap = b->cap ? 2 * b->cap : 256;
         b->it = realloc(b->it, sizeof(ah_trace_item) * (size_t)b->cap);
@@ -46,7 +46,7 @@ static ah_trace_item *add(builder *b, int rank, ah_trace_kind k, const char *sit
     ah_trace_item *v = &b->it[b->n++];
     memset(v, 0, sizeof *v);
     v->ts = t0, v->dur = t1 - t0;
-    v->comm = ah_trace_kind_stream(k) != AH_TRACE_COMPUTE;
+    v->comm = ah_op_kind_stream(k) != AH_STREAM_COMPUTE;
     snprintf(v->site, sizeof v->site, "%s", site);
     snprintf(v->name, sizeof v->name, "%s", site);
     v->ev = (ah_trace_event){.t0 = t0 * 1e-6, .t1 = t1 * 1e-6, .rank = rank, .kind = k, .micro_batch = -1,
@@ -65,26 +65,26 @@ static double link_us(const faults *f, int a, int b, double bytes) {
     return 5 + bytes / (gbs * 1e3);
 }
 
-static double compute(builder *b, const faults *f, int r, ah_trace_kind k, double t, int first, int last) {
-    double d = (k == AH_TRACE_FORWARD ? 1000 : 2000) * (r % 2 ? 1.5 : 1) * jitter(b) * (r == f->slow_rank ? 2 : 1);
-    ah_trace_item *v = add(b, r, k, ah_trace_kind_name(k), t, t + d);
+static double compute(builder *b, const faults *f, int r, ah_op_kind k, double t, int first, int last) {
+    double d = (k == AH_OP_FORWARD ? 1000 : 2000) * (r % 2 ? 1.5 : 1) * jitter(b) * (r == f->slow_rank ? 2 : 1);
+    ah_trace_item *v = add(b, r, k, ah_op_kind_name(k), t, t + d);
     v->ev.layer_first = first, v->ev.layer_last = last;
     return t + d;
 }
 
 static void p2p(builder *b, const faults *f, int from, int to, int grad, double *t) {
-    ah_trace_kind sk = grad ? AH_TRACE_SEND_GRADIENT : AH_TRACE_SEND_ACTIVATION,
-                  rk = grad ? AH_TRACE_RECV_GRADIENT : AH_TRACE_RECV_ACTIVATION;
-    ah_trace_item *s = add(b, from, sk, ah_trace_kind_name(sk), t[from], t[from] + 3);
+    ah_op_kind sk = grad ? AH_OP_SEND_GRADIENT : AH_OP_SEND_ACTIVATION,
+                  rk = grad ? AH_OP_RECV_GRADIENT : AH_OP_RECV_ACTIVATION;
+    ah_trace_item *s = add(b, from, sk, ah_op_kind_name(sk), t[from], t[from] + 3);
     s->ev.peer = to, s->ev.bytes = ACT_BYTES, s->ev.ranks = 2, s->ev.group = from < to ? from : to;
     double arrive = t[from] + link_us(f, from, to, ACT_BYTES), end = arrive > t[to] ? arrive : t[to] + 2;
-    ah_trace_item *v = add(b, to, rk, ah_trace_kind_name(rk), t[to], end);
+    ah_trace_item *v = add(b, to, rk, ah_op_kind_name(rk), t[to], end);
     v->ev.peer = from, v->ev.bytes = ACT_BYTES, v->ev.ranks = 2, v->ev.group = s->ev.group;
     t[from] += 3;
     t[to] = end;
 }
 
-static void allreduce(builder *b, const faults *f, const int *ranks, int n, ah_trace_kind k, const char *site,
+static void allreduce(builder *b, const faults *f, const int *ranks, int n, ah_op_kind k, const char *site,
                       double bytes, double *t) {
     double last = 0;
     for (int i = 0; i < n; i++)
@@ -101,21 +101,21 @@ static void one_step(builder *b, const faults *f, double *t, int step) {
     for (int a = 0; a < R; a += 2) { /* a pipeline: a -> a + 1, two micro-batches */
         for (int m = 0; m < 2; m++) {
             t[a] += 100 + (a == f->input_rank ? 4000 : 0); /* fetching the micro-batch */
-            t[a] = compute(b, f, a, AH_TRACE_FORWARD, t[a], 0, 3);
+            t[a] = compute(b, f, a, AH_OP_FORWARD, t[a], 0, 3);
             p2p(b, f, a, a + 1, 0, t);
             t[a + 1] += 100 + (a + 1 == f->input_rank ? 4000 : 0);
-            t[a + 1] = compute(b, f, a + 1, AH_TRACE_FORWARD, t[a + 1], 3, 6);
-            t[a + 1] = compute(b, f, a + 1, AH_TRACE_BACKWARD, t[a + 1], 3, 6);
+            t[a + 1] = compute(b, f, a + 1, AH_OP_FORWARD, t[a + 1], 3, 6);
+            t[a + 1] = compute(b, f, a + 1, AH_OP_BACKWARD, t[a + 1], 3, 6);
             p2p(b, f, a + 1, a, 1, t);
-            t[a] = compute(b, f, a, AH_TRACE_BACKWARD, t[a], 0, 3);
+            t[a] = compute(b, f, a, AH_OP_BACKWARD, t[a], 0, 3);
         }
     }
     static const int dp0[2] = {0, 2}, dp1[2] = {1, 3}, all[4] = {0, 1, 2, 3};
-    allreduce(b, f, dp0, 2, AH_TRACE_DP_ALLREDUCE, "dp_allreduce layers 0-2", GRAD_BYTES, t);
-    allreduce(b, f, dp1, 2, AH_TRACE_DP_ALLREDUCE, "dp_allreduce layers 3-5", GRAD_BYTES, t);
-    allreduce(b, f, all, 4, AH_TRACE_STEP_SYNC, "step_sync", 16, t);
+    allreduce(b, f, dp0, 2, AH_OP_DP_ALLREDUCE, "dp_allreduce layers 0-2", GRAD_BYTES, t);
+    allreduce(b, f, dp1, 2, AH_OP_DP_ALLREDUCE, "dp_allreduce layers 3-5", GRAD_BYTES, t);
+    allreduce(b, f, all, 4, AH_OP_STEP_SYNC, "step_sync", 16, t);
     for (int r = 0; r < R; r++) {
-        ah_trace_item *v = add(b, r, AH_TRACE_OPTIMIZER, "optimizer", t[r], t[r] + 300);
+        ah_trace_item *v = add(b, r, AH_OP_OPTIMIZER, "optimizer", t[r], t[r] + 300);
         t[r] = v->ts + v->dur + (f->ckpt_every && (step + 1) % f->ckpt_every == 0 ? 30000 : 50);
     }
 }

@@ -130,13 +130,13 @@ static void link_model_from_profile(void **state) {
     assert_double_equal(ah_link_us(&m, 10000), 6, 1e-12); /* 5 us + 10 kB at 10 GB/s */
 }
 
-static void add(ah_trace_file *t, int rank, ah_trace_kind kind, const char *site, double ts, double dur, double bytes,
+static void add(ah_trace_file *t, int rank, ah_op_kind kind, const char *site, double ts, double dur, double bytes,
                 int ranks, int group, int seq) {
     ah_trace_item *v = &t->items[t->n++];
     memset(v, 0, sizeof *v);
     v->ts = ts;
     v->dur = dur;
-    v->comm = kind != AH_TRACE_FORWARD && kind != AH_TRACE_BACKWARD && kind != AH_TRACE_OPTIMIZER;
+    v->comm = kind != AH_OP_FORWARD && kind != AH_OP_BACKWARD && kind != AH_OP_OPTIMIZER;
     snprintf(v->site, sizeof v->site, "%s", site);
     snprintf(v->name, sizeof v->name, "%s", site);
     v->ev = (ah_trace_event){.t0 = ts * 1e-6, .t1 = (ts + dur) * 1e-6, .bytes = bytes, .rank = rank, .kind = kind,
@@ -159,22 +159,22 @@ static void build_trace(ah_trace_file *t) {
     memset(t, 0, sizeof *t);
     t->items = calloc(32, sizeof(ah_trace_item));
     const char *A = "dp_allreduce layers 0-1";
-    add(t, 0, AH_TRACE_FORWARD, "forward", 0, 10, 0, 1, 0, 0);
-    add(t, 1, AH_TRACE_FORWARD, "forward", 0, 14, 0, 1, 1, 0);
-    add(t, 0, AH_TRACE_DP_ALLREDUCE, A, 10, 20, 4000, 2, 0, 0);
-    add(t, 1, AH_TRACE_DP_ALLREDUCE, A, 14, 17, 4000, 2, 0, 0);
-    add(t, 0, AH_TRACE_RECV_ACTIVATION, "recv_activation", 31, 7, 64, 2, 0, 0);
-    add(t, 1, AH_TRACE_FORWARD, "forward", 31, 9, 0, 1, 1, 1);
-    add(t, 1, AH_TRACE_SEND_ACTIVATION, "send_activation", 35, 1, 64, 2, 0, 0);
-    add(t, 2, AH_TRACE_SEND_WAIT, "send_wait", 30, 3, 0, 2, 2, 0);
+    add(t, 0, AH_OP_FORWARD, "forward", 0, 10, 0, 1, 0, 0);
+    add(t, 1, AH_OP_FORWARD, "forward", 0, 14, 0, 1, 1, 0);
+    add(t, 0, AH_OP_DP_ALLREDUCE, A, 10, 20, 4000, 2, 0, 0);
+    add(t, 1, AH_OP_DP_ALLREDUCE, A, 14, 17, 4000, 2, 0, 0);
+    add(t, 0, AH_OP_RECV_ACTIVATION, "recv_activation", 31, 7, 64, 2, 0, 0);
+    add(t, 1, AH_OP_FORWARD, "forward", 31, 9, 0, 1, 1, 1);
+    add(t, 1, AH_OP_SEND_ACTIVATION, "send_activation", 35, 1, 64, 2, 0, 0);
+    add(t, 2, AH_OP_SEND_WAIT, "send_wait", 30, 3, 0, 2, 2, 0);
     const double start[4] = {40, 45, 41, 45}, end[4] = {50, 50, 50, 52};
     for (int r = 0; r < 4; r++) {
-        add(t, r, AH_TRACE_STEP_SYNC, "step_sync", start[r], end[r] - start[r], 16, 4, 0, 0);
-        add(t, r, AH_TRACE_OPTIMIZER, "optimizer", 53, 2, 0, 1, r, 0);
-        add(t, r, AH_TRACE_OPTIMIZER, "optimizer", 75, 1, 0, 1, r, 1);
+        add(t, r, AH_OP_STEP_SYNC, "step_sync", start[r], end[r] - start[r], 16, 4, 0, 0);
+        add(t, r, AH_OP_OPTIMIZER, "optimizer", 53, 2, 0, 1, r, 0);
+        add(t, r, AH_OP_OPTIMIZER, "optimizer", 75, 1, 0, 1, r, 1);
     }
-    add(t, 0, AH_TRACE_DP_ALLREDUCE, A, 60, 10, 4000, 2, 0, 1);
-    add(t, 1, AH_TRACE_DP_ALLREDUCE, A, 58, 11, 4000, 2, 0, 1);
+    add(t, 0, AH_OP_DP_ALLREDUCE, A, 60, 10, 4000, 2, 0, 1);
+    add(t, 1, AH_OP_DP_ALLREDUCE, A, 58, 11, 4000, 2, 0, 1);
 }
 
 typedef struct {

@@ -25,6 +25,7 @@
 #define AUTOHET_SCHEDULE_H
 #include <stddef.h>
 
+#include "autohet/ops.h"
 #include "autohet/plan.h"
 
 typedef enum { AH_SCHED_1F1B = 0, AH_SCHED_GPIPE = 1, AH_SCHED_INTERLEAVED = 2, AH_SCHED_KINDS } ah_schedule;
@@ -63,21 +64,12 @@ void ah_schedule_order(ah_schedule s, int S, int V, int j, int m, ah_compute_op 
 
 /* ---- programs ----------------------------------------------------------- */
 
-typedef enum {
-    AH_OP_FORWARD = 0, /* layers [first, last) of chunk, micro-batch mb */
-    AH_OP_BACKWARD,
-    AH_OP_RECV_ACT,  /* activation of mb from peer (before the forward that needs it) */
-    AH_OP_SEND_ACT,  /* activation of mb to peer, non-blocking (after its forward) */
-    AH_OP_RECV_GRAD, /* activation gradient of mb from peer */
-    AH_OP_SEND_GRAD, /* activation gradient of mb to peer, non-blocking */
-    AH_OP_SEND_WAIT, /* wait until every posted send has completed */
-    AH_OP_TIED_SYNC, /* sum the two copies of the tied embedding gradient (peer: the other holder) */
-    AH_OP_DP_ALLREDUCE, /* layer-wise gradient all-reduce of one bucket */
-    AH_OP_STEP_SYNC,    /* global reduction of the loss and the gradient norm */
-    AH_OP_OPTIMIZER,    /* clip + AdamW of the held layers */
-    AH_OP_KINDS
-} ah_op_kind;
-const char *ah_op_kind_name(ah_op_kind k);
+/* A program's ops are kinds of the one vocabulary of a step (autohet/ops.h): forward and backward
+ * (layers [first, last) of chunk, micro-batch mb), recv_activation and recv_gradient (before the compute
+ * that needs it), send_activation and send_gradient (non-blocking, after the compute that made it),
+ * send_wait (every posted send completed), tied_sync (the two copies of the tied embedding's gradient
+ * summed; peer: the other holder), dp_allreduce (one bucket, layer by layer), step_sync (the loss and
+ * the gradient norm reduced), optimizer (clip + AdamW of the held layers). */
 
 typedef struct {
     ah_op_kind kind;

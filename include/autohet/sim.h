@@ -9,31 +9,19 @@
 #define AUTOHET_SIM_H
 #include <stdio.h>
 
+#include "autohet/ops.h"
 #include "autohet/plan.h"
 #include "autohet/profile.h"
 #include "autohet/schedule.h"
 
-typedef enum {
-    AH_EV_FORWARD = 0,  /* compute: forward of one micro-batch */
-    AH_EV_BACKWARD,     /* compute: backward (a chunk of it for the last micro-batch) */
-    AH_EV_TP_ALLREDUCE, /* tensor-parallel all-reduces of that forward/backward */
-    AH_EV_SEND_ACT,     /* activation to the next stage */
-    AH_EV_SEND_GRAD,    /* activation gradient to the previous stage */
-    AH_EV_DP_ALLREDUCE, /* layer-wise gradient all-reduce of one bucket */
-    AH_EV_OPTIMIZER,    /* optimizer step */
-    AH_EV_TIED_SYNC,    /* tied-embedding gradient exchange between a replica's first and last stage */
-    AH_EV_KINDS
-} ah_event_kind;
-const char *ah_event_kind_name(ah_event_kind k);
-
-typedef enum { AH_STREAM_COMPUTE = 0, AH_STREAM_TP, AH_STREAM_P2P, AH_STREAM_DP, AH_STREAMS } ah_stream;
-const char *ah_stream_name(ah_stream s);
+/* An event's kind and stream: the one vocabulary of a step (autohet/ops.h): forward, backward,
+ * tp_allreduce, send_activation and send_gradient (a transfer), dp_allreduce, optimizer, tied_sync. */
 
 /* A finished event as it appears on one stage's stream (a transfer appears on
  * the sender's and the receiver's P2P stream; a collective on every
  * participant's DP stream). */
 typedef struct {
-    ah_event_kind kind;
+    ah_op_kind kind;
     ah_stream stream;
     int replica, stage;           /* the stage whose track it is on */
     int micro_batch;              /* -1 if none */

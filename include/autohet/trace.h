@@ -13,32 +13,9 @@
 #define AUTOHET_TRACE_H
 #include <stdio.h>
 
-typedef enum {
-    AH_TRACE_FORWARD = 0,
-    AH_TRACE_BACKWARD,
-    AH_TRACE_OPTIMIZER,
-    AH_TRACE_RECV_ACTIVATION, /* waiting for (and receiving) the previous stage's activation */
-    AH_TRACE_RECV_GRADIENT,   /* the same for the next stage's activation gradient */
-    AH_TRACE_SEND_ACTIVATION,
-    AH_TRACE_SEND_GRADIENT,
-    AH_TRACE_SEND_WAIT,    /* completing the step's outgoing sends */
-    AH_TRACE_TP_ALLREDUCE, /* tensor-parallel all-reduce inside a forward/backward */
-    AH_TRACE_DP_ALLREDUCE, /* data-parallel gradient all-reduce of a bucket's layers */
-    AH_TRACE_TIED_SYNC,    /* exchange of the tied embedding gradient (first and last stage) */
-    AH_TRACE_STEP_SYNC,    /* global loss / gradient-norm reduction */
-    AH_TRACE_KINDS
-} ah_trace_kind;
+#include "autohet/ops.h"
 
-typedef enum { AH_TRACE_COMPUTE = 0, AH_TRACE_TP, AH_TRACE_P2P, AH_TRACE_DP, AH_TRACE_STREAMS } ah_trace_stream;
-
-/* "forward", "recv_activation", ... (the event names and args.kind); NULL out of range */
-const char *ah_trace_kind_name(ah_trace_kind k);
-/* the kind with that name, or -1 */
-int ah_trace_kind_parse(const char *name);
-/* compute for forward, backward, optimizer; tp; p2p for sends, receives and
- * send_wait; dp for the gradient all-reduces, tied_sync and step_sync */
-ah_trace_stream ah_trace_kind_stream(ah_trace_kind k);
-const char *ah_trace_stream_name(ah_trace_stream s);
+/* the kinds of records and their streams: the one vocabulary of a step (autohet/ops.h) */
 
 /* Doubles first: no padding, so the engine gathers records as plain bytes. */
 typedef struct {
@@ -46,7 +23,7 @@ typedef struct {
     double bytes;                /* payload of this rank */
     int rank;      /* engine world rank: replica by replica, stage by stage, tp rank by tp rank */
     int lane;      /* 0, or the extra lane of an overlapping stream (set by the writer / reader) */
-    ah_trace_kind kind;
+    ah_op_kind kind;
     int micro_batch;             /* -1 none */
     int layer_first, layer_last; /* layers [first, last), -1 none */
     int bucket;                  /* gradient bucket index (in layer order over the whole model), -1 none */
@@ -78,7 +55,7 @@ void ah_trace_recorder_free(ah_trace_recorder *r);
  * seq filled in, no layers / bucket / peer, 1 rank, group = this rank, 0
  * bytes. Returns the record for the caller to complete (bytes, ranks, group,
  * peer, layers), or NULL when the recorder is off. */
-ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double t0, double t1, int site,
+ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_op_kind kind, double t0, double t1, int site,
                                 int micro_batch);
 
 /* ------------------------------------------------------------------ clocks */
@@ -130,8 +107,8 @@ typedef struct {
     void *ctx;
 } ah_trace_doc;
 
-/* The tid of (stream, lane) in every trace: stream + AH_TRACE_STREAMS * lane. */
-int ah_trace_tid(ah_trace_stream s, int lane);
+/* The tid of (stream, lane) in every trace: stream + AH_STREAMS * lane. */
+int ah_trace_tid(ah_stream s, int lane);
 
 /* Writes the events (any order) as one Chrome trace JSON document. Times are
  * rounded to integer nanoseconds and printed as microseconds with three

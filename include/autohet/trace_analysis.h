@@ -13,7 +13,7 @@
 #include "autohet/link_model.h"
 #include "autohet/trace.h"
 
-/* One "X" event as read. ev.kind is AH_TRACE_KINDS when the trace does not
+/* One "X" event as read. ev.kind is AH_OP_KINDS when the trace does not
  * name a known kind (a hand-written or foreign trace). */
 typedef struct {
     ah_trace_event ev; /* t0/t1 in seconds from the file's origin */
@@ -98,7 +98,7 @@ typedef struct {
     double span_us;     /* first start to last end over all ranks (after the skip) */
     double iteration_s; /* mean window of a rank / steps; 0 without steps */
     ah_trace_split *split; /* per rank */
-    double *kind_s;        /* [rank * AH_TRACE_KINDS + kind]: seconds per step (total when no steps) */
+    double *kind_s;        /* [rank * AH_OP_KINDS + kind]: seconds per step (total when no steps) */
     ah_trace_site *sites;
     int n_sites;
     ah_trace_bucket *buckets; /* in layer order */
@@ -138,8 +138,8 @@ typedef struct {
     int ranks;
     ah_trace_pair iteration;
     ah_trace_pair *parts; /* [rank * AH_TRACE_PARTS + part] */
-    ah_trace_pair *kinds; /* [rank * AH_TRACE_KINDS + kind] */
-    int *kind_seen;       /* [rank * AH_TRACE_KINDS + kind]: either trace has the kind on that rank */
+    ah_trace_pair *kinds; /* [rank * AH_OP_KINDS + kind] */
+    int *kind_seen;       /* [rank * AH_OP_KINDS + kind]: either trace has the kind on that rank */
     int n_buckets;        /* buckets of either trace, matched by layers */
     int (*bucket_layers)[2];
     ah_trace_pair *buckets;      /* mean over holders */
@@ -226,7 +226,7 @@ typedef struct {
 /* a call site = (site, communicator): the kind, bucket or TP group, chunk */
 typedef struct {
     char site[64];
-    ah_trace_kind kind;
+    ah_op_kind kind;
     int group, ranks;
     double bytes_per_call; /* mean over the instances */
     int instances;

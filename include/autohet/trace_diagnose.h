@@ -54,7 +54,7 @@ typedef struct {
 typedef struct {
     int a, b;           /* a < b */
     int collective;     /* 0 a point-to-point message (or the tied exchange), 1 from a 2-rank all-reduce */
-    ah_trace_kind kind; /* the operation it came from */
+    ah_op_kind kind; /* the operation it came from */
     int step;
     double bytes, us;   /* the message's bytes and time after both ends were there */
     double expected_us; /* -1 no expectation */

@@ -163,10 +163,10 @@ static void print_comparison(const char *sim_path, const ah_trace_comparison *c)
     printf("\nper op kind (time in operations of the kind):\n%6s %-16s %10s %10s %8s\n", "rank", "kind", "measured",
            "simulated", "error");
     for (int r = 0; r < c->ranks; r++)
-        for (int k = 0; k < AH_TRACE_KINDS; k++)
-            if (c->kind_seen[r * AH_TRACE_KINDS + k]) {
-                printf("%6d %-16s", r, ah_trace_kind_name((ah_trace_kind)k));
-                print_pair(c->kinds[r * AH_TRACE_KINDS + k]);
+        for (int k = 0; k < AH_OP_KINDS; k++)
+            if (c->kind_seen[r * AH_OP_KINDS + k]) {
+                printf("%6d %-16s", r, ah_op_kind_name((ah_op_kind)k));
+                print_pair(c->kinds[r * AH_OP_KINDS + k]);
                 printf("\n");
             }
     if (c->n_buckets)

@@ -19,7 +19,7 @@
 
 static void tp_allreduce_cb(ah_dptr buf, size_t n, void *ctx) {
     ah_executor *x = ctx;
-    AH_EXEC_TRACED(x, AH_TRACE_TP_ALLREDUCE, -1, 1, (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
+    AH_EXEC_TRACED(x, AH_OP_TP_ALLREDUCE, -1, ah_op_kind_site(AH_OP_TP_ALLREDUCE), (double)n * sizeof(float), x->tp, x->rank - x->tp_rank, -1,
                    ah__tr_allreduce_sum_f32(x->tr, x->tp_group, ah__dptr_transport(buf), n));
 }
 

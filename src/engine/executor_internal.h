@@ -99,7 +99,7 @@ void ah__exec_mixed_allreduce(ah_executor *x, int q, int l);
 /* Recording (executor_trace.c): one operation of this rank, a no-op unless
  * tracing; returns the record for the caller to complete, or NULL. group: the
  * communicator's lowest rank; peer: the other end of a send or receive. */
-ah_trace_event *ah__exec_record(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
+ah_trace_event *ah__exec_record(ah_executor *x, ah_op_kind kind, double t0, double t1, int mb, int site,
                                double bytes, int ranks, int group, int peer);
 
 /* time a statement and record it */

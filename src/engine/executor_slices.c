@@ -124,7 +124,7 @@ static void packed_allreduce(ah_executor *x, int q, int l, int part, const sync_
     ah__engine_sync(&x->chunks[0]);
     double ta = x->trace.on ? ah_now_s() : 0;
     ah__tr_allreduce_sum_f32(x->tr, g->group, ah__dptr_transport(b->pack), n);
-    ah_trace_event *te = x->trace.on ? ah__exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + q,
+    ah_trace_event *te = x->trace.on ? ah__exec_record(x, AH_OP_DP_ALLREDUCE, ta, ah_now_s(), -1, ah_op_kind_site(AH_OP_DP_ALLREDUCE) + q,
                                                       (double)n * sizeof(float), g->size, g->lead, -1)
                                      : NULL;
     if (te) {

@@ -91,10 +91,10 @@ static int target_ranks(const ah_executor *x, int stage, int *out) {
 
 static void run_recv(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
-    int act = op->kind == AH_OP_RECV_ACT, peer = source_rank(x, op->peer_stage);
+    int act = op->kind == AH_OP_RECV_ACTIVATION, peer = source_rank(x, op->peer_stage);
     ah_dptr into = act ? c->in : c->dio;
     ah__engine_sync(&x->chunks[0]); /* the last op that read the buffer is done */
-    AH_EXEC_TRACED(x, act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT, op->mb, act ? 3 : 4,
+    AH_EXEC_TRACED(x, op->kind, op->mb, ah_op_kind_site(op->kind),
                    (double)c->NC * sizeof(float), 2, pair_of(peer, x->rank), peer,
                    x->tr->recv(x->tr->ctx, ah__dptr_transport(into), c->NC * sizeof(float), peer, op->tag));
 }
@@ -104,7 +104,7 @@ static void run_recv(step_ctx *c, const ah_op *op) {
  * site before this op), which is what each receiver's record counts. */
 static void run_send(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
-    int act = op->kind == AH_OP_SEND_ACT, site = act ? 6 : 7, peers[AH_MAX_TP];
+    int site = ah_op_kind_site(op->kind), peers[AH_MAX_TP];
     int n = target_ranks(x, op->peer_stage, peers), seq = x->trace.site_seq[site];
     if (c->n_sent == c->cap_sent) {
         c->cap_sent = c->cap_sent ? 2 * c->cap_sent : 16;
@@ -112,7 +112,7 @@ static void run_send(step_ctx *c, const ah_op *op) {
     }
     c->sent[c->n_sent++] = c->out; /* freed at the wait, sent or not */
     for (int i = 0; i < n; i++) {
-        AH_EXEC_TRACED(x, act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT, op->mb, site,
+        AH_EXEC_TRACED(x, op->kind, op->mb, site,
                        (double)c->NC * sizeof(float), 2, pair_of(peers[i], x->rank), peers[i],
                        x->tr->send(x->tr->ctx, ah__dptr_transport(c->out), c->NC * sizeof(float), peers[i],
                                    op->tag));
@@ -133,8 +133,8 @@ static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
     ah_executor *x = c->x;
     sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0)); /* emulated slower device */
-    ah_trace_event *e = ah__exec_record(x, op->kind == AH_OP_FORWARD ? AH_TRACE_FORWARD : AH_TRACE_BACKWARD,
-                                       c0, ah_now_s(), op->mb, -1, 0, 1, x->rank, -1);
+    ah_trace_event *e =
+        ah__exec_record(x, op->kind, c0, ah_now_s(), op->mb, ah_op_kind_site(op->kind), 0, 1, x->rank, -1);
     if (e) {
         e->layer_first = op->first;
         e->layer_last = op->last;
@@ -171,7 +171,8 @@ static void run_backward(step_ctx *c, const ah_op *op) {
 
 static void run_send_wait(step_ctx *c) {
     ah_executor *x = c->x;
-    AH_EXEC_TRACED(x, AH_TRACE_SEND_WAIT, -1, 5, 0, 2, x->rank, -1, x->tr->wait_sends(x->tr->ctx));
+    AH_EXEC_TRACED(x, AH_OP_SEND_WAIT, -1, ah_op_kind_site(AH_OP_SEND_WAIT), 0, 2, x->rank, -1,
+                   x->tr->wait_sends(x->tr->ctx));
     for (int i = 0; i < c->n_sent; i++)
         ah__be_free(x->chunks[0].be, c->sent[i]);
     c->n_sent = 0;
@@ -194,7 +195,7 @@ static void run_tied_sync(step_ctx *c) {
     ah__engine_sync(e);
     ah_transport *t = x->tr;
     if (x->n_tie_targets == 1 && x->tie_targets[0] == x->tie_partner) {
-        AH_EXEC_TRACED(x, AH_TRACE_TIED_SYNC, -1, 2, (double)n * sizeof(float), 2,
+        AH_EXEC_TRACED(x, AH_OP_TIED_SYNC, -1, ah_op_kind_site(AH_OP_TIED_SYNC), (double)n * sizeof(float), 2,
                        pair_of(x->rank, x->tie_partner), x->tie_partner,
                        t->sendrecv(t->ctx, ah__dptr_transport(mine), ah__dptr_transport(theirs), n * sizeof(float),
                                    x->tie_partner, 77));
@@ -205,7 +206,8 @@ static void run_tied_sync(step_ctx *c) {
         t->recv(t->ctx, ah__dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
         t->wait_sends(t->ctx); /* mine is read by the sends until here */
         if (x->trace.on)
-            ah__exec_record(x, AH_TRACE_TIED_SYNC, t0, ah_now_s(), -1, 2, (double)n * sizeof(float), 2,
+            ah__exec_record(x, AH_OP_TIED_SYNC, t0, ah_now_s(), -1, ah_op_kind_site(AH_OP_TIED_SYNC),
+                           (double)n * sizeof(float), 2,
                            pair_of(x->rank, x->tie_partner), x->tie_partner);
     }
     /* the same sum on both sides: embedding + head */
@@ -229,7 +231,8 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
         ah__tr_allreduce_sum_f32(x->tr, b->group, ah__dptr_transport(ah__engine_layer_state(e, l, AH_STATE_GRAD)),
                                 ln);
         ah_trace_event *te =
-            x->trace.on ? ah__exec_record(x, AH_TRACE_DP_ALLREDUCE, ta, ah_now_s(), -1, 8 + op->bucket,
+            x->trace.on ? ah__exec_record(x, AH_OP_DP_ALLREDUCE, ta, ah_now_s(), -1,
+                                          ah_op_kind_site(AH_OP_DP_ALLREDUCE) + op->bucket,
                                          (double)ln * sizeof(float), b->size, b->lead, -1)
                         : NULL;
         if (te) {
@@ -253,7 +256,7 @@ static void run_step_sync(step_ctx *c) {
     c->sums[1] = 0;
     for (int k = 0; k < x->n_chunks && x->replica == 0; k++)
         c->sums[1] += ah__engine_grad_sumsq(&x->chunks[k]);
-    AH_EXEC_TRACED(x, AH_TRACE_STEP_SYNC, -1, 0, 16, x->world, 0, -1,
+    AH_EXEC_TRACED(x, AH_OP_STEP_SYNC, -1, ah_op_kind_site(AH_OP_STEP_SYNC), 16, x->world, 0, -1,
                    x->tr->allreduce(x->tr->ctx, x->tr->world, c->sums, 2, AH_DT_F64, AH_RED_SUM));
 }
 
@@ -265,22 +268,23 @@ static void run_optimizer(step_ctx *c) {
         ah__engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
         ah__engine_sync(&x->chunks[k]);
     }
-    ah__exec_record(x, AH_TRACE_OPTIMIZER, t0, ah_now_s(), -1, -1, 0, 1, x->rank, -1);
+    ah__exec_record(x, AH_OP_OPTIMIZER, t0, ah_now_s(), -1, ah_op_kind_site(AH_OP_OPTIMIZER), 0, 1, x->rank, -1);
 }
 
 static void run_op(step_ctx *c, const ah_op *op) {
     switch (op->kind) {
     case AH_OP_FORWARD: run_forward(c, op); break;
     case AH_OP_BACKWARD: run_backward(c, op); break;
-    case AH_OP_RECV_ACT:
-    case AH_OP_RECV_GRAD: run_recv(c, op); break;
-    case AH_OP_SEND_ACT:
-    case AH_OP_SEND_GRAD: run_send(c, op); break;
+    case AH_OP_RECV_ACTIVATION:
+    case AH_OP_RECV_GRADIENT: run_recv(c, op); break;
+    case AH_OP_SEND_ACTIVATION:
+    case AH_OP_SEND_GRADIENT: run_send(c, op); break;
     case AH_OP_SEND_WAIT: run_send_wait(c); break;
     case AH_OP_TIED_SYNC: run_tied_sync(c); break;
     case AH_OP_DP_ALLREDUCE: run_dp_allreduce(c, op); break;
     case AH_OP_STEP_SYNC: run_step_sync(c); break;
     case AH_OP_OPTIMIZER: run_optimizer(c); break;
+    case AH_OP_TP_ALLREDUCE: /* inside the forwards and backwards, not a program op */
     case AH_OP_KINDS: break;
     }
 }

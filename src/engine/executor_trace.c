@@ -12,7 +12,7 @@
 
 /* Records one operation of this rank (no-op unless tracing): a store after
  * the caller's two clock reads. group: the communicator's lowest rank. */
-ah_trace_event *ah__exec_record(ah_executor *x, ah_trace_kind kind, double t0, double t1, int mb, int site,
+ah_trace_event *ah__exec_record(ah_executor *x, ah_op_kind kind, double t0, double t1, int mb, int site,
                                double bytes, int ranks, int group, int peer) {
     ah_trace_event *e = ah_trace_record(&x->trace, kind, t0, t1, site, mb);
     if (e) {

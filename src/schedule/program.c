@@ -7,13 +7,6 @@
 #include "schedule/schedule_internal.h"
 #include "util/errors.h"
 
-static const char *const op_names[AH_OP_KINDS] = {
-    "forward",   "backward",  "recv_activation", "send_activation", "recv_gradient", "send_gradient",
-    "send_wait", "tied_sync", "dp_allreduce",    "step_sync",       "optimizer"};
-
-const char *ah_op_kind_name(ah_op_kind k) {
-    return k >= 0 && k < AH_OP_KINDS ? op_names[k] : "?";
-}
 
 typedef struct {
     ah_op *ops;
@@ -50,7 +43,7 @@ static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, in
     int i = op.micro_batch, fwd = !op.backward;
     int from = fwd ? c - 1 : c + 1, to = fwd ? c + 1 : c - 1;
     if (from >= 0 && from < nc) {
-        ah_op *o = push(l, fwd ? AH_OP_RECV_ACT : AH_OP_RECV_GRAD);
+        ah_op *o = push(l, fwd ? AH_OP_RECV_ACTIVATION : AH_OP_RECV_GRADIENT);
         o->mb = i;
         o->chunk = op.chunk;
         o->peer_stage = ch[from].stage;
@@ -63,7 +56,7 @@ static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, in
     o->first = ch[c].first;
     o->last = ch[c].last;
     if (to >= 0 && to < nc) {
-        o = push(l, fwd ? AH_OP_SEND_ACT : AH_OP_SEND_GRAD);
+        o = push(l, fwd ? AH_OP_SEND_ACTIVATION : AH_OP_SEND_GRADIENT);
         o->mb = i;
         o->chunk = op.chunk;
         o->peer_stage = ch[to].stage;
@@ -114,7 +107,7 @@ static void build_program(ah_schedule_plan *sp, const ah_plan *p, const ah_sched
         emit_compute(&l, r, sp->chunks[k], nc, order[i].chunk * S + j, m, order[i], o);
     int sent = 0;
     for (int i = 0; i < l.n; i++)
-        sent |= l.ops[i].kind == AH_OP_SEND_ACT || l.ops[i].kind == AH_OP_SEND_GRAD;
+        sent |= l.ops[i].kind == AH_OP_SEND_ACTIVATION || l.ops[i].kind == AH_OP_SEND_GRADIENT;
     emit_tail(&l, sp, r, k, j, L, sent, o);
     free(order);
     *out = (ah_program){k, j, l.ops, l.n};
@@ -135,14 +128,14 @@ static void build_eval_program(const ah_schedule_plan *sp, const ah_plan *p, con
                 continue;
             ah_op *x;
             if (c > 0) {
-                x = push(&l, AH_OP_RECV_ACT);
+                x = push(&l, AH_OP_RECV_ACTIVATION);
                 x->mb = i, x->chunk = ch[c].virt, x->peer_stage = ch[c - 1].stage, x->tag = base + c * m + i;
                 x->bytes = send_bytes(r, j, x->peer_stage, o);
             }
             x = push(&l, AH_OP_FORWARD);
             x->mb = i, x->chunk = ch[c].virt, x->first = ch[c].first, x->last = ch[c].last;
             if (c + 1 < nc) {
-                x = push(&l, AH_OP_SEND_ACT);
+                x = push(&l, AH_OP_SEND_ACTIVATION);
                 x->mb = i, x->chunk = ch[c].virt, x->peer_stage = ch[c + 1].stage, x->tag = base + (c + 1) * m + i;
                 x->bytes = send_bytes(r, j, x->peer_stage, o);
                 push(&l, AH_OP_SEND_WAIT);

@@ -21,7 +21,7 @@ enum { TK_COMPUTE = 0, TK_FLOW = 1 };
 
 typedef struct {
     int type; /* TK_COMPUTE or TK_FLOW */
-    ah_event_kind kind;
+    ah_op_kind kind;
     int stage;  /* compute: owner; p2p: sender; collective: -1 */
     int stage2; /* p2p: receiver */
     int mb, first, last, bucket;
@@ -143,7 +143,7 @@ static heap_item heap_pop(engine *e) {
 
 /* ---- building the task graph -------------------------------------------- */
 
-static int new_task(engine *e, int type, ah_event_kind kind, int stage) {
+static int new_task(engine *e, int type, ah_op_kind kind, int stage) {
     GROW(e->t, e->nt, e->capt, 1);
     task *k = &e->t[e->nt];
     memset(k, 0, sizeof *k);
@@ -265,7 +265,7 @@ static void add_interval(double ***arr, int **n, int **cap, int s, double a, dou
 
 /* ---- events ------------------------------------------------------------- */
 
-static void record(engine *e, ah_event_kind kind, ah_stream st, int stage, const task *k, double a, double b,
+static void record(engine *e, ah_op_kind kind, ah_stream st, int stage, const task *k, double a, double b,
                    int peer, double bytes) {
     if (!e->record)
         return;
@@ -365,7 +365,7 @@ static void finish_task(engine *e, int id, double now) {
         record(e, k->kind, AH_STREAM_COMPUTE, s, k, k->start, mid, -1, 0);
         add_interval(&e->cv, &e->ncv, &e->capcv, s, k->start, mid);
         if (k->tp > 0) {
-            record(e, AH_EV_TP_ALLREDUCE, AH_STREAM_TP, s, k, mid, now, -1, 0);
+            record(e, AH_OP_TP_ALLREDUCE, AH_STREAM_TP, s, k, mid, now, -1, 0);
             add_interval(&e->iv, &e->niv, &e->capiv, s, mid, now);
         }
         e->r->stages[s].compute_s += k->dur;
@@ -374,7 +374,7 @@ static void finish_task(engine *e, int id, double now) {
             e->in_flight[s]--;
             mem_point(e, s, now);
         }
-        if (k->kind == AH_EV_OPTIMIZER)
+        if (k->kind == AH_OP_OPTIMIZER)
             e->r->stages[s].finish_s = now;
     } else if (k->nparts > 0) {
         for (int i = k->part0; i < k->part0 + k->nparts; i++) {
@@ -481,7 +481,7 @@ static int run(engine *e, char *err, size_t errlen) {
     for (int i = 0; i < e->nt; i++)
         if (!e->t[i].done) {
             snprintf(err, errlen, "simulation stalled: task %d (%s) never ran (internal error)", i,
-                     ah_event_kind_name(e->t[i].kind));
+                     ah_op_kind_name(e->t[i].kind));
             return -1;
         }
     return 0;
@@ -495,16 +495,16 @@ static void push_int(int **arr, int *n, int *cap, int v) {
 }
 
 /* A compute task of stage s over layers [a,b): forward, backward or optimizer. */
-static int add_compute(engine *e, ah_event_kind kind, int s, int mb, int a, int b, const ah_layer_times *lt) {
+static int add_compute(engine *e, ah_op_kind kind, int s, int mb, int a, int b, const ah_layer_times *lt) {
     int id = new_task(e, TK_COMPUTE, kind, s);
     task *k = &e->t[id];
     k->mb = mb;
     k->first = a;
     k->last = b;
-    if (kind == AH_EV_FORWARD) {
+    if (kind == AH_OP_FORWARD) {
         k->dur = ah_ns_to_s(ah_range(lt->fwd, a, b) - ah_range(lt->tpf, a, b));
         k->tp = ah_ns_to_s(ah_range(lt->tpf, a, b));
-    } else if (kind == AH_EV_BACKWARD) {
+    } else if (kind == AH_OP_BACKWARD) {
         k->dur = ah_ns_to_s(ah_range(lt->bwd, a, b) - ah_range(lt->tpb, a, b));
         k->tp = ah_ns_to_s(ah_range(lt->tpb, a, b));
     } else {
@@ -543,7 +543,7 @@ static int use_measured_pair(engine *e, int id, int a, int b, double weight) {
     return 1;
 }
 
-static int add_p2p(engine *e, ah_event_kind kind, int from, int to, int mb, double bytes) {
+static int add_p2p(engine *e, ah_op_kind kind, int from, int to, int mb, double bytes) {
     const ah_sim_stage *a = &e->r->stages[from], *b = &e->r->stages[to];
     int id = new_task(e, TK_FLOW, kind, from);
     task *k = &e->t[id];
@@ -587,7 +587,7 @@ static int holders_one_node(const engine *e, const int *holders, int np) {
  * its GPUs and T through its node's NIC. The T slice rings are symmetric,
  * so one flow of one slice's volume with those link weights plays them all
  * (uniform degrees: one slice per GPU, the plain ring). */
-static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, double slice_bytes, int T,
+static int add_ring(engine *e, ah_op_kind kind, const int *holders, int np, double slice_bytes, int T,
                     ah_allreduce_algo a) {
     int id = new_task(e, TK_FLOW, kind, -1);
     task *k = &e->t[id];
@@ -628,7 +628,7 @@ static int add_ring(engine *e, ah_event_kind kind, const int *holders, int np, d
 static int add_collective(engine *e, int bucket, const int *holders, int np, double slice_bytes, int T) {
     ah_allreduce_algo a =
         ah_allreduce_choose(np, slice_bytes, e->p->dp_bw_gbs, holders_one_node(e, holders, np), e->o);
-    int id = add_ring(e, AH_EV_DP_ALLREDUCE, holders, np, slice_bytes, T, a);
+    int id = add_ring(e, AH_OP_DP_ALLREDUCE, holders, np, slice_bytes, T, a);
     e->t[id].bucket = bucket;
     e->t[id].first = e->r->buckets[bucket].first;
     e->t[id].last = e->r->buckets[bucket].last;
@@ -642,7 +642,7 @@ static int add_tied(engine *e, int s0, int s1, double bytes_tp1) {
     int holders[2] = {s0, s1};
     int T = e->r->stages[s0].tp > e->r->stages[s1].tp ? e->r->stages[s0].tp : e->r->stages[s1].tp;
     ah_allreduce_algo send_receive = {0, 1.0, 1};
-    int id = add_ring(e, AH_EV_TIED_SYNC, holders, 2, bytes_tp1 / T, T, send_receive);
+    int id = add_ring(e, AH_OP_TIED_SYNC, holders, 2, bytes_tp1 / T, T, send_receive);
     task *k = &e->t[id];
     k->first = 0;
     k->last = ah_model_num_layers(&e->p->model);
@@ -750,7 +750,7 @@ static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, in
             continue;
         if (lo < a)
             lo = a;
-        int id = add_compute(e, AH_EV_BACKWARD, s, op->mb, lo, hi < top ? hi : top, lt);
+        int id = add_compute(e, AH_OP_BACKWARD, s, op->mb, lo, hi < top ? hi : top, lt);
         e->t[id].bucket = q;
         if (ci->bfirst[s][idx] < 0)
             ci->bfirst[s][idx] = id;
@@ -782,14 +782,14 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
             int idx = op->chunk * m + op->mb;
             double act = (double)ah_range(e->lbs[s]->act_bytes, op->first, op->last);
             if (op->kind == AH_OP_FORWARD) {
-                int id = add_compute(e, AH_EV_FORWARD, s, op->mb, op->first, op->last, lts[s]);
+                int id = add_compute(e, AH_OP_FORWARD, s, op->mb, op->first, op->last, lts[s]);
                 e->t[id].act_alloc = act;
                 ci->fwd[s][idx] = id;
             } else if (op->kind == AH_OP_BACKWARD) {
                 if (i == last_bwd[op->chunk] && R > 1) {
                     add_backward_pieces(e, sp, s, k, op, idx, ci, lts[s]);
                 } else {
-                    int id = add_compute(e, AH_EV_BACKWARD, s, op->mb, op->first, op->last, lts[s]);
+                    int id = add_compute(e, AH_OP_BACKWARD, s, op->mb, op->first, op->last, lts[s]);
                     ci->bfirst[s][idx] = ci->blast[s][idx] = id;
                 }
                 e->t[ci->blast[s][idx]].act_free = act;
@@ -813,11 +813,11 @@ static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const co
         double bytes = ah_plan_costs_bytes(e->costs, e->p, tmin)->p2p_bytes;
         for (int mb = 0; mb < m; mb++) {
             int ia = a->virt * m + mb, ib = b->virt * m + mb;
-            int fa = add_p2p(e, AH_EV_SEND_ACT, s, t, mb, bytes);
+            int fa = add_p2p(e, AH_OP_SEND_ACTIVATION, s, t, mb, bytes);
             add_dep(e, ci->fwd[s][ia], fa);
             add_dep(e, fa, ci->fwd[t][ib]);
             e->t[fa].src_op = ci->fwd[s][ia];
-            int ga = add_p2p(e, AH_EV_SEND_GRAD, t, s, mb, bytes);
+            int ga = add_p2p(e, AH_OP_SEND_GRADIENT, t, s, mb, bytes);
             add_dep(e, ci->blast[t][ib], ga);
             e->t[ga].src_op = ci->blast[t][ib];
             add_dep(e, ga, ci->bfirst[s][ia]);
@@ -860,7 +860,7 @@ static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const co
     free(hs);
     for (int s = 0; s < e->S; s++) {
         const ah_stage *st = &p->replicas[r->stages[s].replica].stages[r->stages[s].stage];
-        int id = add_compute(e, AH_EV_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
+        int id = add_compute(e, AH_OP_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
         for (int i = 0; i < e->ndq[s]; i++)
             add_dep(e, e->dq[s][i], id);
     }
@@ -871,7 +871,7 @@ static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const co
     int nt = e->nt;
     for (int i = 0; i < nt; i++) {
         const task *k = &e->t[i];
-        if (k->type != TK_FLOW || k->nparts > 0 || (k->kind != AH_EV_SEND_ACT && k->kind != AH_EV_SEND_GRAD))
+        if (k->type != TK_FLOW || k->nparts > 0 || (k->kind != AH_OP_SEND_ACTIVATION && k->kind != AH_OP_SEND_GRADIENT))
             continue;
         int s = k->stage, next = e->t[k->src_op].prog_pos + 1;
         if (next < e->nprog[s])

@@ -35,31 +35,6 @@
 
 /* ------------------------------------------------------------------ names */
 
-const char *ah_event_kind_name(ah_event_kind k) {
-    switch (k) {
-    case AH_EV_FORWARD: return "forward";
-    case AH_EV_BACKWARD: return "backward";
-    case AH_EV_TP_ALLREDUCE: return "tp_allreduce";
-    case AH_EV_SEND_ACT: return "send_activation";
-    case AH_EV_SEND_GRAD: return "send_gradient";
-    case AH_EV_DP_ALLREDUCE: return "dp_allreduce";
-    case AH_EV_OPTIMIZER: return "optimizer";
-    case AH_EV_TIED_SYNC: return "tied_sync";
-    case AH_EV_KINDS: break;
-    }
-    return "unknown";
-}
-
-const char *ah_stream_name(ah_stream s) {
-    switch (s) {
-    case AH_STREAM_COMPUTE: return "compute";
-    case AH_STREAM_TP: return "tp";
-    case AH_STREAM_P2P: return "p2p";
-    case AH_STREAM_DP: return "dp";
-    case AH_STREAMS: break;
-    }
-    return "unknown";
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -136,9 +111,9 @@ static const ah_stage *plan_stage(const ah_plan *p, const ah_sim_stage *st) {
     return &rep->stages[st->stage];
 }
 
-static int is_comm(ah_event_kind k) {
-    return k == AH_EV_TP_ALLREDUCE || k == AH_EV_SEND_ACT || k == AH_EV_SEND_GRAD ||
-           k == AH_EV_DP_ALLREDUCE || k == AH_EV_TIED_SYNC;
+static int is_comm(ah_op_kind k) {
+    return k == AH_OP_TP_ALLREDUCE || k == AH_OP_SEND_ACTIVATION || k == AH_OP_SEND_GRADIENT ||
+           k == AH_OP_DP_ALLREDUCE || k == AH_OP_TIED_SYNC;
 }
 
 /* Event name from the point of view of the track it is on. */
@@ -149,12 +124,12 @@ static void event_name(const ah_sim_event *e, char *buf, size_t n) {
     if (e->layer_last > e->layer_first)
         snprintf(ly, sizeof ly, " L[%d,%d)", e->layer_first, e->layer_last);
     switch (e->kind) {
-    case AH_EV_FORWARD: snprintf(buf, n, "F%s%s", mb, ly); return;
-    case AH_EV_BACKWARD: snprintf(buf, n, "B%s%s", mb, ly); return;
-    case AH_EV_TP_ALLREDUCE: snprintf(buf, n, "TP-AR%s", mb); return;
-    case AH_EV_SEND_ACT:
-    case AH_EV_SEND_GRAD: {
-        const char *what = e->kind == AH_EV_SEND_ACT ? "act" : "grad";
+    case AH_OP_FORWARD: snprintf(buf, n, "F%s%s", mb, ly); return;
+    case AH_OP_BACKWARD: snprintf(buf, n, "B%s%s", mb, ly); return;
+    case AH_OP_TP_ALLREDUCE: snprintf(buf, n, "TP-AR%s", mb); return;
+    case AH_OP_SEND_ACTIVATION:
+    case AH_OP_SEND_GRADIENT: {
+        const char *what = e->kind == AH_OP_SEND_ACTIVATION ? "act" : "grad";
         if (e->peer_replica < 0 || e->peer_stage < 0) {
             snprintf(buf, n, "send %s%s", what, mb);
             return;
@@ -162,20 +137,24 @@ static void event_name(const ah_sim_event *e, char *buf, size_t n) {
         /* activations flow to later stages, gradients to earlier ones */
         int peer_later =
             e->peer_replica != e->replica ? e->peer_replica > e->replica : e->peer_stage > e->stage;
-        int sender = e->kind == AH_EV_SEND_ACT ? peer_later : !peer_later;
+        int sender = e->kind == AH_OP_SEND_ACTIVATION ? peer_later : !peer_later;
         snprintf(buf, n, "%s %s%s %s r%d s%d", sender ? "send" : "recv", what, mb, sender ? "->" : "<-",
                  e->peer_replica, e->peer_stage);
         return;
     }
-    case AH_EV_DP_ALLREDUCE:
+    case AH_OP_RECV_ACTIVATION: /* not simulator events: a transfer is its send */
+    case AH_OP_RECV_GRADIENT:
+    case AH_OP_SEND_WAIT:
+    case AH_OP_STEP_SYNC: break;
+    case AH_OP_DP_ALLREDUCE:
         if (e->bucket >= 0)
             snprintf(buf, n, "DP-AR bucket %d%s", e->bucket, ly);
         else
             snprintf(buf, n, "DP-AR%s", ly);
         return;
-    case AH_EV_OPTIMIZER: snprintf(buf, n, "optimizer"); return;
-    case AH_EV_TIED_SYNC: snprintf(buf, n, "tied embedding exchange"); return;
-    case AH_EV_KINDS: break;
+    case AH_OP_OPTIMIZER: snprintf(buf, n, "optimizer"); return;
+    case AH_OP_TIED_SYNC: snprintf(buf, n, "tied embedding exchange"); return;
+    case AH_OP_KINDS: break;
     }
     snprintf(buf, n, "event");
 }
@@ -268,7 +247,7 @@ static int ev_index_build(const ah_sim_result *r, ev_index *x, char *err, size_t
             ah_errf(err, errlen, "event %d is on unknown stage r%d s%d", i, e->replica, e->stage);
             goto fail;
         }
-        if ((int)e->stream < 0 || e->stream >= AH_STREAMS || (int)e->kind < 0 || e->kind >= AH_EV_KINDS) {
+        if ((int)e->stream < 0 || e->stream >= AH_STREAMS || (int)e->kind < 0 || e->kind >= AH_OP_KINDS) {
             ah_errf(err, errlen, "event %d has an invalid stream (%d) or kind (%d)", i, (int)e->stream,
                     (int)e->kind);
             goto fail;
@@ -413,7 +392,7 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
     for (int k = 0; k < x->n_items; k++)
         cap += stage_tp(m->plan, &r->stages[x->items[k].track / AH_STREAMS]);
     ah_trace_event *out = ah_xcalloc((size_t)cap + 1, sizeof(ah_trace_event));
-    int *seq = ah_xcalloc((size_t)ns * AH_TRACE_KINDS + 1, sizeof(int));
+    int *seq = ah_xcalloc((size_t)ns * AH_OP_KINDS + 1, sizeof(int));
     int *seq_dp = ah_xcalloc((size_t)ns * (size_t)nb + 1, sizeof(int)); /* one call site per bucket */
     int *bucket_lead = ah_xcalloc((size_t)nb + 1, sizeof(int));
     for (int b = 0; b < nb; b++)
@@ -421,7 +400,7 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
     for (int k = 0; k < x->n_items; k++) {
         const ah_sim_event *e = &r->events[x->items[k].ev];
         int si = x->items[k].track / AH_STREAMS;
-        if (e->kind == AH_EV_DP_ALLREDUCE && e->bucket >= 0 && e->bucket < nb &&
+        if (e->kind == AH_OP_DP_ALLREDUCE && e->bucket >= 0 && e->bucket < nb &&
             m->base[si] < bucket_lead[e->bucket])
             bucket_lead[e->bucket] = m->base[si];
     }
@@ -429,30 +408,20 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
         const ah_sim_event *e = &r->events[x->items[k].ev];
         int si = x->items[k].track / AH_STREAMS, tp = stage_tp(m->plan, &r->stages[si]);
         int pi = sim_stage_index(m, e->peer_replica, e->peer_stage);
-        ah_trace_kind kind = AH_TRACE_FORWARD;
-        switch (e->kind) {
-        case AH_EV_FORWARD: kind = AH_TRACE_FORWARD; break;
-        case AH_EV_BACKWARD: kind = AH_TRACE_BACKWARD; break;
-        case AH_EV_TP_ALLREDUCE: kind = AH_TRACE_TP_ALLREDUCE; break;
-        case AH_EV_DP_ALLREDUCE: kind = AH_TRACE_DP_ALLREDUCE; break;
-        case AH_EV_OPTIMIZER: kind = AH_TRACE_OPTIMIZER; break;
-        case AH_EV_TIED_SYNC: kind = AH_TRACE_TIED_SYNC; break;
-        case AH_EV_SEND_ACT:
-        case AH_EV_SEND_GRAD: {
-            /* activations flow to later stages, gradients to earlier ones */
+        ah_op_kind kind = e->kind; /* the engine's records are of the same kinds ... */
+        if (kind == AH_OP_SEND_ACTIVATION || kind == AH_OP_SEND_GRADIENT) {
+            /* ... but a transfer is the sender's send and the receiver's receive: activations flow to
+             * later stages, gradients to earlier ones */
             int peer_later =
                 e->peer_replica != e->replica ? e->peer_replica > e->replica : e->peer_stage > e->stage;
-            int act = e->kind == AH_EV_SEND_ACT, sender = act ? peer_later : !peer_later;
-            kind = sender ? (act ? AH_TRACE_SEND_ACTIVATION : AH_TRACE_SEND_GRADIENT)
-                          : (act ? AH_TRACE_RECV_ACTIVATION : AH_TRACE_RECV_GRADIENT);
-            break;
-        }
-        case AH_EV_KINDS: break;
+            int act = kind == AH_OP_SEND_ACTIVATION, sender = act ? peer_later : !peer_later;
+            if (!sender)
+                kind = act ? AH_OP_RECV_ACTIVATION : AH_OP_RECV_GRADIENT;
         }
         int has_bucket = e->bucket >= 0 && e->bucket < nb;
-        int s = kind == AH_TRACE_DP_ALLREDUCE && has_bucket
+        int s = kind == AH_OP_DP_ALLREDUCE && has_bucket
                     ? seq_dp[(size_t)si * (size_t)nb + (size_t)e->bucket]++
-                    : seq[si * AH_TRACE_KINDS + kind]++;
+                    : seq[si * AH_OP_KINDS + kind]++;
         for (int q = 0; q < tp; q++) {
             ah_trace_event *t = &out[n++];
             int rank = m->base[si] + q;
@@ -474,13 +443,13 @@ static ah_trace_event *sim_trace_events(const sim_ranks *m, const ev_index *x, i
                 t->layer_first = e->layer_first;
                 t->layer_last = e->layer_last;
             }
-            if (kind == AH_TRACE_TP_ALLREDUCE) {
+            if (kind == AH_OP_TP_ALLREDUCE) {
                 t->ranks = tp;
                 t->group = m->base[si];
-            } else if (kind == AH_TRACE_DP_ALLREDUCE && has_bucket) {
+            } else if (kind == AH_OP_DP_ALLREDUCE && has_bucket) {
                 t->ranks = r->buckets[e->bucket].n_holders;
                 t->group = bucket_lead[e->bucket] + q;
-            } else if (ah_trace_kind_stream(kind) == AH_TRACE_P2P && pi >= 0) {
+            } else if (ah_op_kind_stream(kind) == AH_STREAM_P2P && pi >= 0) {
                 /* GPU q meets GPU q mod t' of a stage of degree t' (rule 1 of per-stage TP) */
                 t->peer = m->base[pi] + q % stage_tp(m->plan, &r->stages[pi]);
                 t->ranks = 2;
@@ -624,17 +593,21 @@ static const struct {
 };
 #define SVG_N_KINDS (sizeof svg_kinds / sizeof svg_kinds[0])
 
-static int svg_class(ah_event_kind k) {
+static int svg_class(ah_op_kind k) {
     switch (k) {
-    case AH_EV_FORWARD: return 0;
-    case AH_EV_BACKWARD: return 1;
-    case AH_EV_TP_ALLREDUCE: return 2;
-    case AH_EV_SEND_ACT:
-    case AH_EV_SEND_GRAD: return 3;
-    case AH_EV_DP_ALLREDUCE: return 4;
-    case AH_EV_OPTIMIZER: return 5;
-    case AH_EV_TIED_SYNC: return 6;
-    case AH_EV_KINDS: break;
+    case AH_OP_FORWARD: return 0;
+    case AH_OP_BACKWARD: return 1;
+    case AH_OP_TP_ALLREDUCE: return 2;
+    case AH_OP_SEND_ACTIVATION:
+    case AH_OP_SEND_GRADIENT: return 3;
+    case AH_OP_DP_ALLREDUCE: return 4;
+    case AH_OP_OPTIMIZER: return 5;
+    case AH_OP_TIED_SYNC: return 6;
+    case AH_OP_RECV_ACTIVATION: /* not simulator events */
+    case AH_OP_RECV_GRADIENT:
+    case AH_OP_SEND_WAIT:
+    case AH_OP_STEP_SYNC:
+    case AH_OP_KINDS: break;
     }
     return 0;
 }

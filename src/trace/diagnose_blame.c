@@ -122,14 +122,14 @@ static void comm_parts(const dctx *c, const blame_acc *b, int r, int k, double u
         double la = c->inst[c->inst_of[i]].la;
         *until = la < u1 ? la : u1;
         *who = c->inst[c->inst_of[i]].straggler;
-    } else if (v->ev.kind == AH_TRACE_SEND_WAIT) {
+    } else if (v->ev.kind == AH_OP_SEND_WAIT) {
         /* completing the sends since the last wait: waiting for their receivers until the last of them took
          * its message (and its expected transfer time for the news to return); after that the rank's own */
         double t = -1, slack = 0;
         for (int q = k - 1; q >= c->rank_first[r]; q--) {
             const ah_trace_item *x = &e[c->order[q]];
             int rv = b->recv_of[c->order[q]];
-            if (x->ev.kind == AH_TRACE_SEND_WAIT)
+            if (x->ev.kind == AH_OP_SEND_WAIT)
                 break;
             if (rv < 0 || e[rv].ts + e[rv].dur <= t)
                 continue;

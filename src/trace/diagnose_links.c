@@ -28,12 +28,12 @@
 static const ah_trace_item *sort_items;
 
 static int dir_of(const ah_trace_event *e) {
-    return e->kind == AH_TRACE_SEND_GRADIENT || e->kind == AH_TRACE_RECV_GRADIENT;
+    return e->kind == AH_OP_SEND_GRADIENT || e->kind == AH_OP_RECV_GRADIENT;
 }
 
 /* sends by (from, to, direction, start); receives by (from = peer, to = rank, ...) */
 static void p2p_key(const ah_trace_item *v, int k[3]) {
-    int send = v->ev.kind == AH_TRACE_SEND_ACTIVATION || v->ev.kind == AH_TRACE_SEND_GRADIENT;
+    int send = v->ev.kind == AH_OP_SEND_ACTIVATION || v->ev.kind == AH_OP_SEND_GRADIENT;
     k[0] = send ? v->ev.rank : v->ev.peer;
     k[1] = send ? v->ev.peer : v->ev.rank;
     k[2] = dir_of(&v->ev);
@@ -68,10 +68,10 @@ static void match_p2p(dctx *c) {
     int n = c->a->n_items, ns = 0, nr = 0;
     int *s = ah_xcalloc((size_t)n + 1, sizeof(int)), *r = ah_xcalloc((size_t)n + 1, sizeof(int));
     for (int i = 0; i < n; i++) {
-        ah_trace_kind k = e[i].ev.kind;
+        ah_op_kind k = e[i].ev.kind;
         if (e[i].ev.peer < 0)
             continue;
-        if (k == AH_TRACE_SEND_ACTIVATION || k == AH_TRACE_SEND_GRADIENT)
+        if (k == AH_OP_SEND_ACTIVATION || k == AH_OP_SEND_GRADIENT)
             s[ns++] = i;
         else if (ah_diag_is_recv(&e[i]))
             r[nr++] = i;
@@ -140,7 +140,7 @@ void ah_diag_match_transfers(dctx *c) {
 
 /* ------------------------------------------------------------ observations */
 
-static void add_obs(dctx *c, int a, int b, int coll, ah_trace_kind k, int step, double bytes, double us, int item) {
+static void add_obs(dctx *c, int a, int b, int coll, ah_op_kind k, int step, double bytes, double us, int item) {
     ah_diagnosis *d = c->d;
     if (a == b || bytes <= 0)
         return;
@@ -176,10 +176,10 @@ static void collect_obs(dctx *c) {
     for (int k = 0; k < c->n_inst; k++) {
         const dinst *in = &c->inst[k];
         const ah_trace_item *x = &e[c->inst_items[in->first]], *y = &e[c->inst_items[in->first + 1]];
-        if (in->n != 2 || x->ev.kind == AH_TRACE_STEP_SYNC)
+        if (in->n != 2 || x->ev.kind == AH_OP_STEP_SYNC)
             continue;
         double us = in->le - in->la, bytes = x->ev.bytes;
-        int coll = x->ev.kind != AH_TRACE_TIED_SYNC;
+        int coll = x->ev.kind != AH_OP_TIED_SYNC;
         if (coll && ah_mpi_allreduce_decide(2, bytes) != AH_MPI_AR_RECURSIVE_DOUBLING) {
             bytes /= 2;
             us /= 2;
@@ -348,7 +348,7 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
         f->ranks[f->n_ranks++] = a;
         f->ranks[f->n_ranks++] = b;
         f->link[0] = a, f->link[1] = b;
-        snprintf(f->op, sizeof f->op, "%s", ah_trace_kind_name(d->obs[worst_k].kind));
+        snprintf(f->op, sizeof f->op, "%s", ah_op_kind_name(d->obs[worst_k].kind));
         ah_diag_set_steps(f, flag, c->S);
         f->measured_s = meas, f->expected_s = exp_s, f->cost_s = cost;
         const char *ha = host_of(c, a), *hb = host_of(c, b);

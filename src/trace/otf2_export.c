@@ -28,7 +28,7 @@ static OTF2_TimeStamp post_flush(void *user, OTF2_FileType type, OTF2_LocationRe
 static const ah_trace_event *sort_ev;
 static int per_rank; /* locations per rank: the largest tid + 1 */
 static int location(const ah_trace_event *e) {
-    return e->rank * per_rank + ah_trace_tid(ah_trace_kind_stream(e->kind), e->lane);
+    return e->rank * per_rank + ah_trace_tid(ah_op_kind_stream(e->kind), e->lane);
 }
 
 static int cmp_ev(const void *a, const void *b) {
@@ -53,13 +53,13 @@ typedef struct {
     int *comm_of; /* per event: its communicator, -1 none */
 } otf2_comms;
 
-static int is_collective(ah_trace_kind k) {
-    return k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_STEP_SYNC;
+static int is_collective(ah_op_kind k) {
+    return k == AH_OP_TP_ALLREDUCE || k == AH_OP_DP_ALLREDUCE || k == AH_OP_STEP_SYNC;
 }
 
-static int is_p2p_message(ah_trace_kind k) {
-    return k == AH_TRACE_SEND_ACTIVATION || k == AH_TRACE_SEND_GRADIENT || k == AH_TRACE_RECV_ACTIVATION ||
-           k == AH_TRACE_RECV_GRADIENT || k == AH_TRACE_TIED_SYNC;
+static int is_p2p_message(ah_op_kind k) {
+    return k == AH_OP_SEND_ACTIVATION || k == AH_OP_SEND_GRADIENT || k == AH_OP_RECV_ACTIVATION ||
+           k == AH_OP_RECV_GRADIENT || k == AH_OP_TIED_SYNC;
 }
 
 static int comm_find(const otf2_comms *c, const int *m, int size) {
@@ -129,15 +129,15 @@ static int write_mpi_records(OTF2_EvtWriter *w, const ah_trace_event *e, const o
     uint64_t bytes = (uint64_t)(e->bytes > 0 ? e->bytes : 0);
     uint32_t mb = e->micro_batch > 0 ? (uint32_t)e->micro_batch : 0, peer = (uint32_t)e->peer;
     switch (e->kind) {
-    case AH_TRACE_SEND_ACTIVATION:
-    case AH_TRACE_SEND_GRADIENT:
-        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 2 * mb + (e->kind == AH_TRACE_SEND_GRADIENT), bytes);
+    case AH_OP_SEND_ACTIVATION:
+    case AH_OP_SEND_GRADIENT:
+        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 2 * mb + (e->kind == AH_OP_SEND_GRADIENT), bytes);
         return 1;
-    case AH_TRACE_RECV_ACTIVATION:
-    case AH_TRACE_RECV_GRADIENT:
-        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 2 * mb + (e->kind == AH_TRACE_RECV_GRADIENT), bytes);
+    case AH_OP_RECV_ACTIVATION:
+    case AH_OP_RECV_GRADIENT:
+        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 2 * mb + (e->kind == AH_OP_RECV_GRADIENT), bytes);
         return 1;
-    case AH_TRACE_TIED_SYNC: /* MPI_Sendrecv with the partner */
+    case AH_OP_TIED_SYNC: /* MPI_Sendrecv with the partner */
         OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 77, bytes);
         OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 77, bytes);
         return 2;
@@ -155,7 +155,7 @@ static void write_comm_defs(OTF2_GlobalDefWriter *g, const otf2_comms *c, const 
                             uint32_t *str) {
     uint64_t *locs = ah_xcalloc((size_t)ranks, sizeof(uint64_t)), *m = ah_xcalloc((size_t)ranks, sizeof(uint64_t));
     for (int r = 0; r < ranks; r++) {
-        int p2p = r * per_rank + ah_trace_tid(AH_TRACE_P2P, 0), loc = p2p < (r + 1) * per_rank && count[p2p] ? p2p : -1;
+        int p2p = r * per_rank + ah_trace_tid(AH_STREAM_P2P, 0), loc = p2p < (r + 1) * per_rank && count[p2p] ? p2p : -1;
         for (int q = 0; loc < 0 && q < per_rank; q++)
             if (count[r * per_rank + q])
                 loc = r * per_rank + q;
@@ -240,7 +240,7 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
                      ev[i].lane, ranks);
             return -1;
         }
-        int tid = ah_trace_tid(ah_trace_kind_stream(ev[i].kind), ev[i].lane);
+        int tid = ah_trace_tid(ah_op_kind_stream(ev[i].kind), ev[i].lane);
         per_rank = tid + 1 > per_rank ? tid + 1 : per_rank;
     }
     /* regions: distinct call sites */
@@ -337,8 +337,8 @@ int ah_trace_write_otf2(const char *dir, const char *name, const ah_trace_event 
     OTF2_GlobalDefWriter_WriteString(g, s_node, "machine");
     for (int tid = 0; tid < per_rank; tid++) { /* thread names as in the Chrome trace */
         char tn[32];
-        int lane = tid / AH_TRACE_STREAMS;
-        const char *sn = ah_trace_stream_name((ah_trace_stream)(tid % AH_TRACE_STREAMS));
+        int lane = tid / AH_STREAMS;
+        const char *sn = ah_stream_name((ah_stream)(tid % AH_STREAMS));
         if (lane)
             snprintf(tn, sizeof tn, "%s #%d", sn, lane + 1);
         else

@@ -22,7 +22,7 @@
 #include "util/json_file.h"
 
 static int is_recv(const ah_trace_item *v) {
-    return v->ev.kind == AH_TRACE_RECV_ACTIVATION || v->ev.kind == AH_TRACE_RECV_GRADIENT ||
+    return v->ev.kind == AH_OP_RECV_ACTIVATION || v->ev.kind == AH_OP_RECV_GRADIENT ||
            !strncmp(v->site, "recv_", 5);
 }
 
@@ -30,7 +30,7 @@ static int is_recv(const ah_trace_item *v) {
 static int count_steps(const ah_trace_item *e, int n, int ranks) {
     int *c = ah_xcalloc((size_t)ranks, sizeof(int)), mn = -1;
     for (int i = 0; i < n; i++)
-        if (e[i].ev.kind == AH_TRACE_OPTIMIZER && !e[i].comm)
+        if (e[i].ev.kind == AH_OP_OPTIMIZER && !e[i].comm)
             c[e[i].ev.rank]++;
     for (int r = 0; r < ranks; r++)
         if (mn < 0 || c[r] < mn)
@@ -45,7 +45,7 @@ static int count_steps(const ah_trace_item *e, int n, int ranks) {
 static int clip_steps(ah_trace_item *e, int n, int ranks, int skip, double *cut) {
     int *c = ah_xcalloc((size_t)ranks, sizeof(int)), k = 0;
     for (int i = 0; i < n; i++)
-        if (e[i].ev.kind == AH_TRACE_OPTIMIZER && !e[i].comm && ++c[e[i].ev.rank] == skip)
+        if (e[i].ev.kind == AH_OP_OPTIMIZER && !e[i].comm && ++c[e[i].ev.rank] == skip)
             cut[e[i].ev.rank] = e[i].ts + e[i].dur;
     free(c);
     for (int i = 0; i < n; i++) {
@@ -208,14 +208,14 @@ static int cmp_bucket(const void *pa, const void *pb) {
 static void kinds_and_buckets(ah_trace_analysis *a) {
     double per = a->steps > 0 ? 1e-6 / a->steps : 1e-6;
     int cap = 8;
-    a->kind_s = ah_xcalloc((size_t)a->ranks * AH_TRACE_KINDS + 1, sizeof(double));
+    a->kind_s = ah_xcalloc((size_t)a->ranks * AH_OP_KINDS + 1, sizeof(double));
     a->buckets = ah_xcalloc((size_t)cap, sizeof(ah_trace_bucket));
     for (int i = 0; i < a->n_items; i++) {
         const ah_trace_item *v = &a->items[i];
-        if (v->ev.kind >= AH_TRACE_KINDS)
+        if (v->ev.kind >= AH_OP_KINDS)
             continue;
-        a->kind_s[v->ev.rank * AH_TRACE_KINDS + v->ev.kind] += v->dur * per;
-        if (v->ev.kind != AH_TRACE_DP_ALLREDUCE || v->ev.layer_first < 0)
+        a->kind_s[v->ev.rank * AH_OP_KINDS + v->ev.kind] += v->dur * per;
+        if (v->ev.kind != AH_OP_DP_ALLREDUCE || v->ev.layer_first < 0)
             continue;
         int b = 0;
         while (b < a->n_buckets && (a->buckets[b].first != v->ev.layer_first || a->buckets[b].last != v->ev.layer_last))

@@ -57,13 +57,13 @@ static void check_receives(const ah_trace_file *t, int raw, ah_trace_causality_c
         const ah_trace_event *e = &v->ev;
         if (e->peer < 0)
             continue;
-        int grad = e->kind == AH_TRACE_SEND_GRADIENT || e->kind == AH_TRACE_RECV_GRADIENT;
-        if (e->kind == AH_TRACE_SEND_ACTIVATION || e->kind == AH_TRACE_SEND_GRADIENT)
+        int grad = e->kind == AH_OP_SEND_GRADIENT || e->kind == AH_OP_RECV_GRADIENT;
+        if (e->kind == AH_OP_SEND_ACTIVATION || e->kind == AH_OP_SEND_GRADIENT)
             s[ns++] = (p2p){e->rank, e->peer, grad, e->seq, at(t, raw, e->rank, v->ts)};
-        else if (e->kind == AH_TRACE_RECV_ACTIVATION || e->kind == AH_TRACE_RECV_GRADIENT)
+        else if (e->kind == AH_OP_RECV_ACTIVATION || e->kind == AH_OP_RECV_GRADIENT)
             r[nr++] = (p2p){e->peer, e->rank, grad, e->seq, at(t, raw, e->rank, v->ts + v->dur)};
         else if (e->kind ==
-                 AH_TRACE_TIED_SYNC) { /* both: the exchange sends at its start, receives at its end */
+                 AH_OP_TIED_SYNC) { /* both: the exchange sends at its start, receives at its end */
             s[ns++] = (p2p){e->rank, e->peer, 2, e->seq, at(t, raw, e->rank, v->ts)};
             r[nr++] = (p2p){e->peer, e->rank, 2, e->seq, at(t, raw, e->rank, v->ts + v->dur)};
         }
@@ -99,8 +99,8 @@ static int cmp_coll(const void *a, const void *b) {
 static void check_collectives(const ah_trace_file *t, int raw, ah_trace_causality_counts *c) {
     int *ix = ah_xcalloc((size_t)t->n + 1, sizeof(int)), n = 0;
     for (int i = 0; i < t->n; i++) {
-        ah_trace_kind k = t->items[i].ev.kind;
-        if (k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_STEP_SYNC)
+        ah_op_kind k = t->items[i].ev.kind;
+        if (k == AH_OP_TP_ALLREDUCE || k == AH_OP_DP_ALLREDUCE || k == AH_OP_STEP_SYNC)
             ix[n++] = i;
     }
     sort_file = t;

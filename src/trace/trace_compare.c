@@ -82,16 +82,16 @@ int ah_trace_compare(const ah_trace_analysis *meas, const ah_trace_analysis *sim
     int R = c->ranks = meas->ranks;
     c->iteration = pair(meas->iteration_s, sim->iteration_s);
     c->parts = ah_xcalloc((size_t)R * AH_TRACE_PARTS, sizeof(ah_trace_pair));
-    c->kinds = ah_xcalloc((size_t)R * AH_TRACE_KINDS, sizeof(ah_trace_pair));
-    c->kind_seen = ah_xcalloc((size_t)R * AH_TRACE_KINDS, sizeof(int));
+    c->kinds = ah_xcalloc((size_t)R * AH_OP_KINDS, sizeof(ah_trace_pair));
+    c->kind_seen = ah_xcalloc((size_t)R * AH_OP_KINDS, sizeof(int));
     for (int r = 0; r < R; r++) {
         double pm[AH_TRACE_PARTS], ps[AH_TRACE_PARTS];
         parts_of(meas, r, pm);
         parts_of(sim, r, ps);
         for (int q = 0; q < AH_TRACE_PARTS; q++)
             c->parts[r * AH_TRACE_PARTS + q] = pair(pm[q], ps[q]);
-        for (int k = 0; k < AH_TRACE_KINDS; k++) {
-            int i = r * AH_TRACE_KINDS + k;
+        for (int k = 0; k < AH_OP_KINDS; k++) {
+            int i = r * AH_OP_KINDS + k;
             c->kinds[i] = pair(meas->kind_s[i], sim->kind_s[i]);
             c->kind_seen[i] = meas->kind_s[i] > 0 || sim->kind_s[i] > 0;
         }

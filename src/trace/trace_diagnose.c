@@ -21,13 +21,13 @@ const char *ah_diag_kind_name(ah_diag_kind k) {
 }
 
 int ah_diag_is_recv(const ah_trace_item *v) {
-    return v->ev.kind == AH_TRACE_RECV_ACTIVATION || v->ev.kind == AH_TRACE_RECV_GRADIENT;
+    return v->ev.kind == AH_OP_RECV_ACTIVATION || v->ev.kind == AH_OP_RECV_GRADIENT;
 }
 
 int ah_diag_is_collective(const ah_trace_item *v) {
-    ah_trace_kind k = v->ev.kind;
-    return v->comm && (k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_TIED_SYNC ||
-                       k == AH_TRACE_STEP_SYNC);
+    ah_op_kind k = v->ev.kind;
+    return v->comm && (k == AH_OP_TP_ALLREDUCE || k == AH_OP_DP_ALLREDUCE || k == AH_OP_TIED_SYNC ||
+                       k == AH_OP_STEP_SYNC);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -106,12 +106,12 @@ static void steps_and_gaps(dctx *c) {
             gap = gap > 0 ? gap * 1e-6 : 0;
             if (after_opt)
                 c->bound[r * c->S + cs] += gap;
-            else if (v->ev.kind == AH_TRACE_FORWARD && !v->comm)
+            else if (v->ev.kind == AH_OP_FORWARD && !v->comm)
                 c->gap_in[r * c->S + cs] += gap;
             after_opt = 0;
-            if (!v->comm && v->ev.kind < AH_TRACE_KINDS)
+            if (!v->comm && v->ev.kind < AH_OP_KINDS)
                 c->comp[r * c->S + cs] += v->dur * 1e-6;
-            if (v->ev.kind == AH_TRACE_OPTIMIZER && !v->comm) {
+            if (v->ev.kind == AH_OP_OPTIMIZER && !v->comm) {
                 s++;
                 after_opt = 1;
             }
@@ -134,9 +134,9 @@ static work work_of(const dctx *c, int r) {
     const ah_trace_item *e = c->a->items;
     for (int k = c->rank_first[r]; k < c->rank_first[r + 1]; k++) {
         const ah_trace_item *v = &e[c->order[k]];
-        if (v->comm || (v->ev.kind != AH_TRACE_FORWARD && v->ev.kind != AH_TRACE_BACKWARD))
+        if (v->comm || (v->ev.kind != AH_OP_FORWARD && v->ev.kind != AH_OP_BACKWARD))
             continue;
-        v->ev.kind == AH_TRACE_FORWARD ? w.nf++ : w.nb++;
+        v->ev.kind == AH_OP_FORWARD ? w.nf++ : w.nb++;
         if (v->ev.layer_first >= 0) {
             w.lf = v->ev.layer_first < w.lf ? v->ev.layer_first : w.lf;
             w.ll = v->ev.layer_last > w.ll ? v->ev.layer_last : w.ll;
@@ -329,7 +329,7 @@ static void bubbles(dctx *c) {
                 p++;
             }
         for (int k = c->rank_first[r]; k < c->rank_first[r + 1]; k++)
-            nf += c->a->items[c->order[k]].ev.kind == AH_TRACE_FORWARD && !c->a->items[c->order[k]].comm;
+            nf += c->a->items[c->order[k]].ev.kind == AH_OP_FORWARD && !c->a->items[c->order[k]].comm;
         m = c->o->micro_batches ? c->o->micro_batches[r] : nf / c->S;
         int stages = c->o->n_stages ? c->o->n_stages[r] : p;
         double mb = m > 0 ? slowest / m : 0, exp_s = (m + stages - 1) * mb - own;
@@ -361,7 +361,7 @@ static void exposed_dp(dctx *c) {
     unsigned char *in = ah_xcalloc((size_t)c->R, 1), *flag = ah_xcalloc((size_t)c->S, 1);
     for (int i = 0; i < c->a->n_items; i++) {
         const ah_trace_item *v = &c->a->items[i];
-        if (v->ev.kind != AH_TRACE_DP_ALLREDUCE || c->inst_of[i] < 0)
+        if (v->ev.kind != AH_OP_DP_ALLREDUCE || c->inst_of[i] < 0)
             continue;
         double la = c->inst[c->inst_of[i]].la, t = v->ts + v->dur - (v->ts > la ? v->ts : la);
         per[v->ev.rank] += t > 0 ? t * 1e-6 : 0;
@@ -405,7 +405,7 @@ static void pipelines(dctx *c) {
         changed = 0;
         for (int i = 0; i < c->a->n_items; i++) {
             const ah_trace_event *e = &c->a->items[i].ev;
-            if (e->peer < 0 || e->peer >= c->R || e->kind == AH_TRACE_TIED_SYNC)
+            if (e->peer < 0 || e->peer >= c->R || e->kind == AH_OP_TIED_SYNC)
                 continue;
             int lo = c->replica[e->rank] < c->replica[e->peer] ? c->replica[e->rank] : c->replica[e->peer];
             if (c->replica[e->rank] != lo || c->replica[e->peer] != lo) {

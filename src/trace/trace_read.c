@@ -15,19 +15,19 @@ static int int_or(const cJSON *o, const char *k, int dflt) {
 }
 
 /* the kind: args.kind, else the first word of the site or the name */
-static ah_trace_kind item_kind(const cJSON *args, const char *site, const char *name) {
+static ah_op_kind item_kind(const cJSON *args, const char *site, const char *name) {
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(args, "kind");
-    if (cJSON_IsString(k) && ah_trace_kind_parse(k->valuestring) >= 0)
-        return (ah_trace_kind)ah_trace_kind_parse(k->valuestring);
+    if (cJSON_IsString(k) && ah_op_kind_parse(k->valuestring) >= 0)
+        return (ah_op_kind)ah_op_kind_parse(k->valuestring);
     const char *src[2] = {site, name};
     for (int i = 0; i < 2; i++) {
         char w[64];
         snprintf(w, sizeof w, "%s", src[i]);
         w[strcspn(w, " ")] = '\0';
-        if (ah_trace_kind_parse(w) >= 0)
-            return (ah_trace_kind)ah_trace_kind_parse(w);
+        if (ah_op_kind_parse(w) >= 0)
+            return (ah_op_kind)ah_op_kind_parse(w);
     }
-    return AH_TRACE_KINDS;
+    return AH_OP_KINDS;
 }
 
 static void read_item(const cJSON *it, ah_trace_item *v) {
@@ -48,7 +48,7 @@ static void read_item(const cJSON *it, ah_trace_item *v) {
     *e = (ah_trace_event){.t0 = v->ts * 1e-6,
                           .t1 = (v->ts + v->dur) * 1e-6,
                           .rank = pid->valueint,
-                          .lane = v->tid / AH_TRACE_STREAMS,
+                          .lane = v->tid / AH_STREAMS,
                           .kind = item_kind(args, v->site, v->name),
                           .micro_batch = int_or(args, "micro_batch", -1),
                           .layer_first = -1,

@@ -40,9 +40,9 @@ static cJSON *analysis_json(const char *trace_path, const ah_trace_analysis *a) 
         cJSON_AddNumberToObject(o, "exposed_comm_s", s->exposed * 1e-6);
         cJSON_AddNumberToObject(o, "bubble_s", s->bubble * 1e-6);
         cJSON_AddNumberToObject(o, "other_s", s->other * 1e-6);
-        for (int q = 0; q < AH_TRACE_KINDS; q++)
-            if (a->kind_s[r * AH_TRACE_KINDS + q] > 0)
-                cJSON_AddNumberToObject(k, ah_trace_kind_name((ah_trace_kind)q), a->kind_s[r * AH_TRACE_KINDS + q]);
+        for (int q = 0; q < AH_OP_KINDS; q++)
+            if (a->kind_s[r * AH_OP_KINDS + q] > 0)
+                cJSON_AddNumberToObject(k, ah_op_kind_name((ah_op_kind)q), a->kind_s[r * AH_OP_KINDS + q]);
         cJSON_AddItemToObject(o, "kind_s_per_step", k);
         cJSON_AddItemToArray(jr, o);
     }
@@ -138,12 +138,12 @@ static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c
         cJSON_AddNumberToObject(q, "rank", r);
         for (int p = 0; p < AH_TRACE_PARTS; p++)
             add_pair(q, ah_trace_part_name(p), c->parts[r * AH_TRACE_PARTS + p]);
-        for (int k = 0; k < AH_TRACE_KINDS; k++) {
-            if (!c->kind_seen[r * AH_TRACE_KINDS + k])
+        for (int k = 0; k < AH_OP_KINDS; k++) {
+            if (!c->kind_seen[r * AH_OP_KINDS + k])
                 continue;
             cJSON *x = cJSON_CreateObject();
-            cJSON_AddStringToObject(x, "kind", ah_trace_kind_name((ah_trace_kind)k));
-            add_pair(x, "time", c->kinds[r * AH_TRACE_KINDS + k]);
+            cJSON_AddStringToObject(x, "kind", ah_op_kind_name((ah_op_kind)k));
+            add_pair(x, "time", c->kinds[r * AH_OP_KINDS + k]);
             cJSON_AddItemToArray(jk, x);
         }
         cJSON_AddItemToObject(q, "kinds", jk);

@@ -19,9 +19,9 @@
 #include "util/intervals.h"
 
 static int is_collective(const ah_trace_item *v) {
-    ah_trace_kind k = v->ev.kind;
-    return v->comm && (k == AH_TRACE_TP_ALLREDUCE || k == AH_TRACE_DP_ALLREDUCE || k == AH_TRACE_STEP_SYNC ||
-                       k == AH_TRACE_TIED_SYNC);
+    ah_op_kind k = v->ev.kind;
+    return v->comm && (k == AH_OP_TP_ALLREDUCE || k == AH_OP_DP_ALLREDUCE || k == AH_OP_STEP_SYNC ||
+                       k == AH_OP_TIED_SYNC);
 }
 
 static const ah_trace_item *sort_items; /* qsort has no context argument */
@@ -59,9 +59,9 @@ enum { CLS_COMPUTE, CLS_COMM, CLS_RECV, CLS_SEND_WAIT, CLS_N };
 static int item_class(const ah_trace_item *v) {
     if (!v->comm)
         return CLS_COMPUTE;
-    if (v->ev.kind == AH_TRACE_RECV_ACTIVATION || v->ev.kind == AH_TRACE_RECV_GRADIENT)
+    if (v->ev.kind == AH_OP_RECV_ACTIVATION || v->ev.kind == AH_OP_RECV_GRADIENT)
         return CLS_RECV;
-    return v->ev.kind == AH_TRACE_SEND_WAIT ? CLS_SEND_WAIT : -1;
+    return v->ev.kind == AH_OP_SEND_WAIT ? CLS_SEND_WAIT : -1;
 }
 
 static void build_intervals(const ah_trace_analysis *a, int cls, rank_intervals *ri) {
@@ -120,7 +120,7 @@ static void build_step_ends(const ah_trace_analysis *a, step_ends *se) {
         se->off[r] = k;
         for (int i = 0; i < a->n_items; i++) {
             const ah_trace_item *v = &a->items[i];
-            if (v->ev.rank == r && !v->comm && v->ev.kind == AH_TRACE_OPTIMIZER)
+            if (v->ev.rank == r && !v->comm && v->ev.kind == AH_OP_OPTIMIZER)
                 se->end[k + se->n[r]++] = v->ts + v->dur;
         }
         qsort(se->end + k, (size_t)se->n[r], sizeof(double), cmp_double);
@@ -168,17 +168,17 @@ static void build_instance(const ah_trace_analysis *a, const int *idx, int b0, i
         const ah_trace_item *v = &a->items[idx[b]];
         s->members[s->n_members++] = (ah_stack_member){v->ev.rank, v->ts, v->ts + v->dur, in->last_arrival_us - v->ts};
         double idle = exposed(compute, v->ev.rank, v->ts, fmin(in->last_arrival_us, v->ts + v->dur));
-        if (v->ev.kind == AH_TRACE_STEP_SYNC)
+        if (v->ev.kind == AH_OP_STEP_SYNC)
             s->ranks[v->ev.rank].idle_step_us += idle;
         else
             s->ranks[v->ev.rank].idle_collective_us += idle;
     }
     int p = in->n_members > lead->ev.ranks ? in->n_members : lead->ev.ranks;
-    in->algorithm = lead->ev.kind == AH_TRACE_TIED_SYNC ? AH_MPI_SENDRECV
+    in->algorithm = lead->ev.kind == AH_OP_TIED_SYNC ? AH_MPI_SENDRECV
                     : o->mpi_algorithm > 0          ? (ah_mpi_alg)o->mpi_algorithm
                                                     : ah_mpi_allreduce_decide(p, in->bytes);
     /* the engine sums floats; step_sync reduces two doubles */
-    int type_size = lead->ev.kind == AH_TRACE_STEP_SYNC ? 8 : 4;
+    int type_size = lead->ev.kind == AH_OP_STEP_SYNC ? 8 : 4;
     in->mpi_us = ah_mpi_alg_us(in->algorithm, p, in->bytes, type_size, o->segment_bytes, &s->link, &in->ran);
     in->measured_us = in->last_end_us - in->first_arrival_us;
     in->skew_us = in->last_arrival_us - in->first_arrival_us;

@@ -83,7 +83,7 @@ struct cJSON *ah_trace_stack_json(const ah_trace_stack *s) {
         const ah_stack_site *st = &s->sites[k];
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "site", st->site);
-        cJSON_AddStringToObject(o, "kind", ah_trace_kind_name(st->kind));
+        cJSON_AddStringToObject(o, "kind", ah_op_kind_name(st->kind));
         cJSON_AddNumberToObject(o, "group", st->group);
         cJSON_AddNumberToObject(o, "ranks", st->ranks);
         cJSON_AddNumberToObject(o, "bytes_per_call", st->bytes_per_call);

@@ -11,52 +11,18 @@
 
 _Static_assert(sizeof(ah_trace_event) == 3 * sizeof(double) + 12 * sizeof(int), "records have no padding");
 
-static const char *kind_names[AH_TRACE_KINDS] = {
-    "forward",         "backward",      "optimizer",    "recv_activation", "recv_gradient", "send_activation",
-    "send_gradient",   "send_wait",     "tp_allreduce", "dp_allreduce",    "tied_sync",     "step_sync"};
-
-const char *ah_trace_kind_name(ah_trace_kind k) {
-    return (int)k >= 0 && k < AH_TRACE_KINDS ? kind_names[k] : NULL;
-}
-
-int ah_trace_kind_parse(const char *name) {
-    for (int k = 0; name && k < AH_TRACE_KINDS; k++)
-        if (!strcmp(name, kind_names[k]))
-            return k;
-    return -1;
-}
-
-ah_trace_stream ah_trace_kind_stream(ah_trace_kind k) {
-    switch (k) {
-    case AH_TRACE_FORWARD:
-    case AH_TRACE_BACKWARD:
-    case AH_TRACE_OPTIMIZER: return AH_TRACE_COMPUTE;
-    case AH_TRACE_TP_ALLREDUCE: return AH_TRACE_TP;
-    case AH_TRACE_RECV_ACTIVATION:
-    case AH_TRACE_RECV_GRADIENT:
-    case AH_TRACE_SEND_ACTIVATION:
-    case AH_TRACE_SEND_GRADIENT:
-    case AH_TRACE_SEND_WAIT: return AH_TRACE_P2P;
-    default: return AH_TRACE_DP;
-    }
-}
-
-const char *ah_trace_stream_name(ah_trace_stream s) {
-    static const char *names[AH_TRACE_STREAMS] = {"compute", "tp", "p2p", "dp"};
-    return (int)s >= 0 && s < AH_TRACE_STREAMS ? names[s] : "unknown";
-}
 
 const char *ah_trace_site_name(const ah_trace_event *e, char *buf, size_t n) {
-    const char *k = ah_trace_kind_name(e->kind);
-    if (e->kind == AH_TRACE_DP_ALLREDUCE && e->layer_last > e->layer_first)
+    const char *k = ah_op_kind_name(e->kind);
+    if (e->kind == AH_OP_DP_ALLREDUCE && e->layer_last > e->layer_first)
         snprintf(buf, n, "%s layers %d-%d", k, e->layer_first, e->layer_last - 1);
     else
         snprintf(buf, n, "%s", k ? k : "unknown");
     return buf;
 }
 
-int ah_trace_tid(ah_trace_stream s, int lane) {
-    return (int)s + AH_TRACE_STREAMS * lane;
+int ah_trace_tid(ah_stream s, int lane) {
+    return (int)s + AH_STREAMS * lane;
 }
 
 /* ---------------------------------------------------------------- recording */
@@ -71,7 +37,7 @@ void ah_trace_recorder_free(ah_trace_recorder *r) {
     memset(r, 0, sizeof *r);
 }
 
-ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double t0, double t1, int site,
+ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_op_kind kind, double t0, double t1, int site,
                                 int micro_batch) {
     if (!r->on)
         return NULL;
@@ -101,7 +67,7 @@ ah_trace_event *ah_trace_record(ah_trace_recorder *r, ah_trace_kind kind, double
 
 typedef struct {
     int ev;
-    int track; /* rank * AH_TRACE_STREAMS + stream */
+    int track; /* rank * AH_STREAMS + stream */
     long long s_ns, e_ns;
 } item;
 
@@ -148,14 +114,14 @@ static item *sorted_items(const ah_trace_event *ev, int n, const ah_trace_doc *d
     item *it = ah_xcalloc((size_t)n + 1, sizeof(item));
     for (int i = 0; i < n; i++) {
         const ah_trace_event *e = &ev[i];
-        if (e->rank < 0 || e->rank >= d->n_ranks || (int)e->kind < 0 || e->kind >= AH_TRACE_KINDS ||
+        if (e->rank < 0 || e->rank >= d->n_ranks || (int)e->kind < 0 || e->kind >= AH_OP_KINDS ||
             !isfinite(e->t0) || !isfinite(e->t1)) {
             ah_errf(err, errlen, "trace event %d: rank %d of %d, kind %d, times %g..%g: not writable", i,
                     e->rank, d->n_ranks, (int)e->kind, e->t0, e->t1);
             free(it);
             return NULL;
         }
-        it[i] = (item){i, e->rank * AH_TRACE_STREAMS + (int)ah_trace_kind_stream(e->kind),
+        it[i] = (item){i, e->rank * AH_STREAMS + (int)ah_op_kind_stream(e->kind),
                        to_ns(e->t0 - d->origin_s), to_ns(e->t1 - d->origin_s)};
         if (it[i].e_ns < it[i].s_ns)
             it[i].e_ns = it[i].s_ns;
@@ -200,16 +166,16 @@ static void write_threads(FILE *f, const item *it, const int *lane, int n, const
                    "\"args\":{\"sort_index\":%d}}", r, r);
     }
     /* threads: compute always, every other (stream, lane) that has events */
-    int *lanes = ah_xcalloc((size_t)d->n_ranks * AH_TRACE_STREAMS + 1, sizeof(int));
+    int *lanes = ah_xcalloc((size_t)d->n_ranks * AH_STREAMS + 1, sizeof(int));
     for (int k = 0; k < n; k++)
         if (lane[k] + 1 > lanes[it[k].track])
             lanes[it[k].track] = lane[k] + 1;
-    for (int t = 0; t < d->n_ranks * AH_TRACE_STREAMS; t++) {
-        int r = t / AH_TRACE_STREAMS, s = t % AH_TRACE_STREAMS;
-        for (int l = 0; l < (s == AH_TRACE_COMPUTE && !lanes[t] ? 1 : lanes[t]); l++) {
-            int tid = ah_trace_tid((ah_trace_stream)s, l);
+    for (int t = 0; t < d->n_ranks * AH_STREAMS; t++) {
+        int r = t / AH_STREAMS, s = t % AH_STREAMS;
+        for (int l = 0; l < (s == AH_STREAM_COMPUTE && !lanes[t] ? 1 : lanes[t]); l++) {
+            int tid = ah_trace_tid((ah_stream)s, l);
             fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s",
-                    r, tid, ah_trace_stream_name((ah_trace_stream)s));
+                    r, tid, ah_stream_name((ah_stream)s));
             if (l > 0)
                 fprintf(f, " #%d", l + 1);
             fprintf(f, "\"}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
@@ -224,16 +190,16 @@ static void write_op(FILE *f, const ah_trace_event *e, const item *it, int lane)
     ah_trace_site_name(e, site, sizeof site);
     if (e->micro_batch >= 0)
         snprintf(mb, sizeof mb, " mb%d", e->micro_batch);
-    ah_trace_stream s = ah_trace_kind_stream(e->kind);
+    ah_stream s = ah_op_kind_stream(e->kind);
     fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", site, mb,
-            s == AH_TRACE_COMPUTE ? "compute" : "communication", e->rank, ah_trace_tid(s, lane));
+            s == AH_STREAM_COMPUTE ? "compute" : "communication", e->rank, ah_trace_tid(s, lane));
     put_us(f, it->s_ns);
     fputs(",\"dur\":", f);
     put_us(f, it->e_ns - it->s_ns);
     fprintf(f,
             ",\"args\":{\"kind\":\"%s\",\"site\":\"%s\",\"micro_batch\":%d,\"layers\":[%d,%d],\"bucket\":%d,"
             "\"bytes\":%.0f,\"ranks\":%d,\"group\":%d,\"peer\":%d,\"seq\":%d}}",
-            kind_names[e->kind], site, e->micro_batch, e->layer_first, e->layer_last, e->bucket,
+            ah_op_kind_name(e->kind), site, e->micro_batch, e->layer_first, e->layer_last, e->bucket,
             isfinite(e->bytes) ? e->bytes : 0.0, e->ranks, e->group, e->peer, e->seq);
 }
 
@@ -260,10 +226,10 @@ static void write_flows(FILE *f, const ah_trace_event *ev, const item *it, const
         const ah_trace_event *e = &ev[it[k].ev];
         if (e->peer < 0)
             continue;
-        if (e->kind == AH_TRACE_SEND_ACTIVATION || e->kind == AH_TRACE_SEND_GRADIENT)
-            snd[ns++] = (p2p_key){e->rank, e->peer, e->kind == AH_TRACE_SEND_GRADIENT, e->seq, k};
-        else if (e->kind == AH_TRACE_RECV_ACTIVATION || e->kind == AH_TRACE_RECV_GRADIENT)
-            rcv[nr++] = (p2p_key){e->peer, e->rank, e->kind == AH_TRACE_RECV_GRADIENT, e->seq, k};
+        if (e->kind == AH_OP_SEND_ACTIVATION || e->kind == AH_OP_SEND_GRADIENT)
+            snd[ns++] = (p2p_key){e->rank, e->peer, e->kind == AH_OP_SEND_GRADIENT, e->seq, k};
+        else if (e->kind == AH_OP_RECV_ACTIVATION || e->kind == AH_OP_RECV_GRADIENT)
+            rcv[nr++] = (p2p_key){e->peer, e->rank, e->kind == AH_OP_RECV_GRADIENT, e->seq, k};
     }
     qsort(snd, (size_t)ns, sizeof(p2p_key), cmp_key);
     qsort(rcv, (size_t)nr, sizeof(p2p_key), cmp_key);
@@ -276,10 +242,10 @@ static void write_flows(FILE *f, const ah_trace_event *ev, const item *it, const
         const item *x = &it[snd[a].pos], *y = &it[rcv[b].pos];
         const char *what = snd[a].dir ? "gradient" : "activation";
         fprintf(f, ",\n{\"ph\":\"s\",\"id\":%d,\"name\":\"%s\",\"cat\":\"p2p\",\"pid\":%d,\"tid\":%d,\"ts\":", id,
-                what, snd[a].from, ah_trace_tid(AH_TRACE_P2P, lane[snd[a].pos]));
+                what, snd[a].from, ah_trace_tid(AH_STREAM_P2P, lane[snd[a].pos]));
         put_us(f, x->s_ns);
         fprintf(f, "},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%d,\"name\":\"%s\",\"cat\":\"p2p\",\"pid\":%d,"
-                   "\"tid\":%d,\"ts\":", id, what, snd[a].to, ah_trace_tid(AH_TRACE_P2P, lane[rcv[b].pos]));
+                   "\"tid\":%d,\"ts\":", id, what, snd[a].to, ah_trace_tid(AH_STREAM_P2P, lane[rcv[b].pos]));
         put_us(f, y->e_ns - 1 > y->s_ns ? y->e_ns - 1
                                         : y->s_ns); /* where the data arrived, inside the receive */
         fputs("}", f);
