@@ -244,5 +244,21 @@ grep -q -- "--p2p .*(default" "$TMP/help" || fail "--help lists --p2p"
 grep -q -- "--dist-optimizer" "$TMP/help" || fail "--help lists --dist-optimizer"
 expect_error "unknown command" -- $BIN frobnicate
 
+# --top K: the chosen plan, then the best plan of each structural alternative, ranked, each keeping its
+# constraint, none twice, all within the cluster
+$BIN plan --model llama2-7b --cluster 2x8xA100-40G,1x8xH800,1x8xH20 --global-batch 256 --top 6 --json "$TMP/top.json" \
+  >"$TMP/top.out" 2>&1 || fail "plan --top 6"
+grep -q "^Alternatives (--top 6" "$TMP/top.out" || fail "no table of the alternatives: $(tail -3 "$TMP/top.out")"
+jq -e '.iteration_time_s as $best | (.top | length) >= 3 and (.top | length) <= 6 and .top[0].alternative == "the chosen plan"
+  and .top[0].iteration_time_s == .iteration_time_s
+  and ([.top[1:][] | .iteration_time_s] as $t | $t == ($t | sort))
+  and ([.top[] | .iteration_time_s >= $best - 1e-9] | all)
+  and ([.top[] | [.micro_batch, [.replicas[] | [.micro_batches, [.stages[] | [.node_index, .gpus, .layers]]]]]] | unique | length) == (.top | length)
+  and all(.top[]; (.alternative | test("^at most ([0-9]+) pipeline")) as $d
+      | if $d then ([.replicas[] | .stages | length] | max) <= (.alternative | capture("at most (?<n>[0-9]+)").n | tonumber) else true end)
+  and all(.top[]; if (.alternative | test("^TP ")) then ([.replicas[].stages[] | (.gpus | length)] | unique) == [(.alternative | capture("TP (?<t>[0-9]+)").t | tonumber)] else true end)
+  and all(.top[]; if (.alternative | test("^micro-batch ")) then .micro_batch == (.alternative | capture("micro-batch (?<b>[0-9]+)").b | tonumber) else true end)' \
+  "$TMP/top.json" >/dev/null || fail "top[]: $(jq -c '[.top[] | {alternative, iteration_time_s, micro_batch}]' "$TMP/top.json")"
+
 [ $fails -eq 0 ] && echo "cli_plan: all checks passed"
 exit $fails

@@ -162,6 +162,15 @@ int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profi
 int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                        const ah_plan_options *o, int k, ah_plan *out, int *n_out, char *err, size_t errlen);
 
+/* `autohet plan --top K`: best (copied) first, then the best plan of each structural alternative to it —
+ * at most half its pipeline depth (and half again), one TP degree on every stage, another micro-batch
+ * size — each an exact search under that constraint (within o's own limits), duplicates dropped, ranked
+ * by predicted time; at most k into out, with why[i] saying which constraint made it ("the chosen plan",
+ * "at most 4 pipeline stages", "TP 2 on every stage", "micro-batch 4"). Returns 0. */
+int ah_plan_alternatives(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                         const ah_plan_options *o, const ah_plan *best, int k, ah_plan *out, char (*why)[96],
+                         int *n_out);
+
 /* Recompute every derived field of a plan from its structure (stages, layers,
  * micro-batches) with the cost model. Returns 0, or -1 with err if the plan is
  * malformed (layers not covered exactly once per replica, GPUs out of range,

@@ -73,8 +73,10 @@ static void plan_usage(FILE *f) {
             "                   simulated time, and which plan wins under simulation (every plan is\n"
             "                   simulated, stages of different TP degrees included; default: no\n"
             "                   simulation)\n"
-            "  --top K          write the K best distinct plans (the best of each of the K best\n"
-            "                   sub-searches), ranked, as top[] in the --json document (default: none)\n"
+            "  --top K          the chosen plan and its best alternatives, K in all, ranked by time:\n"
+            "                   the best plan at most half as deep (and half again), with one TP\n"
+            "                   degree everywhere, with another micro-batch size; a table, and top[]\n"
+            "                   in the --json document, each with \"alternative\" (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
             "  --quiet          no tables on stdout (default off); with --verify and without --json the\n"
@@ -481,9 +483,34 @@ static void print_plan(const plan_args *a, const ah_plan *plan, const ah_plan *b
 }
 
 /* the fields --json adds beside the plan (NULL: none); takes verify_json */
+/* --top K for people: each alternative's predicted time against the chosen plan's, and its shape */
+static void print_alternatives(const ah_plan *alt, char (*why)[96], int n) {
+    printf("\nAlternatives (--top %d; each the best plan under its constraint, ranked):\n", n);
+    printf("  #  iteration s   vs chosen  replicas  stages    TP     mb  GPUs  constraint\n");
+    for (int i = 0; i < n; i++) {
+        const ah_plan *p = &alt[i];
+        int lo = 1 << 30, hi = 0, tlo = 1 << 30, thi = 0;
+        for (int k = 0; k < p->n_replicas; k++) {
+            const ah_replica *r = &p->replicas[k];
+            lo = r->n_stages < lo ? r->n_stages : lo;
+            hi = r->n_stages > hi ? r->n_stages : hi;
+            for (int j = 0; j < r->n_stages; j++) {
+                tlo = r->stages[j].tp < tlo ? r->stages[j].tp : tlo;
+                thi = r->stages[j].tp > thi ? r->stages[j].tp : thi;
+            }
+        }
+        char st[24], tp[24];
+        snprintf(st, sizeof st, lo == hi ? "%d" : "%d-%d", lo, hi);
+        snprintf(tp, sizeof tp, tlo == thi ? "%d" : "%d-%d", tlo, thi);
+        printf("%3d  %11.4f  %+9.1f%%  %8d  %-8s  %-5s  %3d  %4d  %s\n", i + 1, p->iteration_time_s,
+               100 * (p->iteration_time_s / alt[0].iteration_time_s - 1), p->n_replicas, st, tp, p->micro_batch,
+               p->gpus_used, why[i]);
+    }
+}
+
 static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_plan *base, const int *base_ok,
-                              char base_err[2][512], const ah_plan *top, int n_top, cJSON *verify_json,
-                              double tau, double worst) {
+                              char base_err[2][512], const ah_plan *alt, char (*why)[96], int n_alt, int n_top,
+                              cJSON *verify_json, double tau, double worst) {
     cJSON *extra = cJSON_CreateObject();
     if (ah_plan_cost_per_iteration(plan) >= 0 || a->o.objective == AH_OBJECTIVE_COST) {
         cJSON_AddStringToObject(extra, "objective", a->o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
@@ -496,9 +523,10 @@ static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_
     }
     if (a->top_k > 0) {
         cJSON *arr = cJSON_AddArrayToObject(extra, "top");
-        for (int i = 0; i < n_top && i < a->top_k; i++) {
-            cJSON *e = ah_plan_to_json(&top[i]);
-            add_cost_fields(e, &top[i]);
+        for (int i = 0; i < n_alt; i++) {
+            cJSON *e = ah_plan_to_json(&alt[i]);
+            add_cost_fields(e, &alt[i]);
+            cJSON_AddStringToObject(e, "alternative", why[i]);
             cJSON_AddItemToArray(arr, e);
         }
     }
@@ -608,10 +636,24 @@ int cmd_plan(int argc, char **argv) {
     }
     if (!a.quiet)
         print_plan(&a, &plan, base, base_ok, base_err, comm_summary);
+    int n_alt = 0;
+    ah_plan *alt = ah_xcalloc((size_t)a.top_k + 1, sizeof(ah_plan));
+    char(*why)[96] = ah_xcalloc((size_t)a.top_k + 1, sizeof *why);
+    if (a.top_k > 0 && a.o.objective == AH_OBJECTIVE_COST) { /* the K cheapest (docs/planner.md) */
+        for (; n_alt < n_top && n_alt < a.top_k; n_alt++) {
+            ah_plan_copy(&alt[n_alt], &top[n_alt]);
+            snprintf(why[n_alt], sizeof why[n_alt], "%s", n_alt ? "the next cheapest" : "the chosen plan");
+        }
+    } else if (a.top_k > 0) {
+        ah_plan_alternatives(&model, &cluster, prof, &a.o, &plan, a.top_k, alt, why, &n_alt);
+    }
+    if (a.top_k > 0 && !a.quiet)
+        print_alternatives(alt, why, n_alt);
     double tau = 1, worst = 0;
     cJSON *verify_json = a.verify ? verify_plans(top, n_top, prof, &a.o, a.quiet, !a.json, &tau, &worst) : NULL;
     if (a.json) {
-        cJSON *extra = plan_extra_json(&a, &plan, base, base_ok, base_err, top, n_top, verify_json, tau, worst);
+        cJSON *extra =
+            plan_extra_json(&a, &plan, base, base_ok, base_err, alt, why, n_alt, n_top, verify_json, tau, worst);
         verify_json = NULL;
         if (ah_plan_write_json(&plan, extra, a.json, err, sizeof err) != 0) {
             fprintf(stderr, "autohet plan: %s\n", err);
@@ -626,6 +668,10 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 0; i < n_top; i++)
         ah_plan_free(&top[i]);
     free(top);
+    for (int i = 0; i < n_alt; i++)
+        ah_plan_free(&alt[i]);
+    free(alt);
+    free(why);
 out:
     ah_profile_free(prof);
     ah_cluster_free(&cluster);
