@@ -17,6 +17,7 @@ run() {
 }
 run "$BIN" plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 64 --compare --json "$TMP/p.json"
 run "$BIN" plan --model gpt-neo-2.7b --cluster 1x8xA100-40G,1x8xV100-16G --profile "$FIX/sailor/GPT-Neo-2.7" --global-batch 64
+run "$BIN" plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 64 --top 4 --json "$TMP/top.json"
 run "$BIN" plan --model gpt3-175b --cluster 1x8xT4 --global-batch 8
 run "$BIN" plan --model gpt3-1.3b --cluster 1x8xB200 --global-batch 8
 echo '{"hidden_size": 12' >"$TMP/bad.json"
@@ -55,6 +56,7 @@ OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 2
 [ -s "$TMP/ck/state.json" ] || { echo "FAIL: no checkpoint"; fails=$((fails + 1)); }
 # analyze: the engine trace just written, and a truncated copy
 run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --otf2 "$TMP/otf"
+run "$BIN" analyze "$TMP/train.json" --diagnose --json "$TMP/d.json"
 head -c 300 "$TMP/train.json" >"$TMP/trunc.json"
 run "$BIN" analyze "$TMP/trunc.json"
 [ $fails -eq 0 ] && echo "cli_valgrind: clean"
