@@ -402,6 +402,7 @@ static double node_beat_loss(const run_state *s, int node) {
 /* A bandwidth probe of node `node`: AH_PROBE_COUNT datagrams of
  * AH_PROBE_BYTES to each of its ranks' beat sockets, round s->probe_round. */
 static void send_probe(run_state *s, int node) {
+    s->probed[node] = s->probe_round;
     char buf[AH_PROBE_BYTES];
     memset(buf, '.', sizeof buf);
     int len = snprintf(buf, sizeof buf, "autohet-probe %llx %lu ", s->beat_token, s->probe_round);
@@ -417,10 +418,12 @@ static void send_probe(run_state *s, int node) {
 }
 
 /* How much of the current probe round node `node`'s ranks missed (the
- * worst rank), or -1 while it is under way: a rank whose beats did not
- * report the round within 2 s received none of it (or its report was lost). */
+ * worst rank), or -1 while it is under way or the node was not probed in it
+ * (the stalled connections changed since: a new round is due): a rank whose
+ * beats did not report the round within 2 s received none of it (or its
+ * report was lost). */
 static double probe_loss(const run_state *s, int node, double now) {
-    if (!s->probe_round || now - s->probe_t < 2 * AH_HEARTBEAT_PERIOD_S + 0.2)
+    if (!s->probe_round || s->probed[node] != s->probe_round || now - s->probe_t < 2 * AH_HEARTBEAT_PERIOD_S + 0.2)
         return -1;
     double worst = -1;
     for (int r = 0; r < s->n_beat; r++) {
@@ -475,8 +478,8 @@ static int pick_stalled_node(run_state *s, const unsigned char *edge, int nn, do
         if (node_beat_loss(s, i) >= AH_LINK_LOSS_CLEAN || probe >= AH_LINK_LOSS_BAD)
             pick = i, n_bad++;
     }
-    if (n_bad == 1 && (undecided && n_best > 1))
-        pick = -1; /* the ends of one connection: decided by the probe */
+    if (n_bad != 1 || (undecided && n_best > 1))
+        pick = -1; /* the ends of one connection: decided by the probe (again, when it named none or both) */
     if (pick < 0 && best_deg > 0 && (!s->probe_round || now - s->probe_t > 5.0)) {
         s->probe_round++, s->probe_t = now; /* a new probe of the candidates */
         for (int i = 0; i < nn; i++)
@@ -484,7 +487,7 @@ static int pick_stalled_node(run_state *s, const unsigned char *edge, int nn, do
                 send_probe(s, i);
     }
     free(deg);
-    return n_bad == 1 ? pick : -1;
+    return pick;
 }
 
 /* Links that pass a heartbeat now and then but nothing in bulk (a link

@@ -106,6 +106,7 @@ typedef struct {
     double beat_stall_said;      /* when "stalled, no node singled out" was last said */
     unsigned long probe_round;   /* the last bandwidth probe sent (heartbeat.c), and when */
     double probe_t;
+    unsigned long probed[MAX_NODES]; /* per node: the last probe round it was sent */
     double change_t_event; /* when the change apply_change acts on happened, if known before (0: now) */
     /* the run directory's state (run_dir_state.c) */
     int lock_fd;
