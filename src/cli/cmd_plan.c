@@ -617,7 +617,10 @@ int cmd_plan(int argc, char **argv) {
     ah_plan plan, base[2];
     int base_ok[2] = {0, 0};
     char base_err[2][512] = {"", ""};
-    int k = a.verify > a.top_k ? a.verify : a.top_k, n_top = 0;
+    /* the next-best sub-searches: what --verify simulates, and --top's K cheapest under the cost objective
+     * (the time objective's alternatives are searched after) */
+    int top_cost = a.o.objective == AH_OBJECTIVE_COST ? a.top_k : 0;
+    int k = a.verify > top_cost ? a.verify : top_cost, n_top = 0;
     ah_plan *top = ah_xcalloc((size_t)(k < 1 ? 1 : k), sizeof(ah_plan));
     if (ah_plan_search_top(&model, &cluster, prof, &a.o, k < 1 ? 1 : k, top, &n_top, err, sizeof err) != 0) {
         free(top);

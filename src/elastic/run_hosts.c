@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,19 +207,46 @@ static int run_on_host(const char *host, const char *cmd, double timeout_s, char
     if (run_in_slurm()) /* srun runs a program, not a shell line */
         argv[a++] = "/bin/sh", argv[a++] = "-c";
     argv[a++] = cmd, argv[a] = NULL;
+    return run_exec(argv, NULL, 0, timeout_s);
+}
+
+int run_exec(const char *const *argv, char *out, size_t cap, double timeout_s) {
+    int p[2] = {-1, -1};
+    if (out && (cap == 0 || pipe(p) != 0))
+        return -1;
     pid_t pid = fork();
     if (pid == 0) {
+        if (out)
+            dup2(p[1], 1), close(p[0]), close(p[1]);
         execvp(argv[0], (char *const *)argv);
         _exit(127);
     }
+    size_t got = 0;
+    if (out) { /* read what it writes as it comes, without blocking: the deadline holds for a silent hang too */
+        close(p[1]);
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
+        out[0] = 0;
+    }
     int status = 0;
     for (double t0 = ah_wall_clock_s(); pid > 0 && waitpid(pid, &status, WNOHANG) == 0;) {
+        ssize_t r;
+        while (out && got + 1 < cap && (r = read(p[0], out + got, cap - 1 - got)) > 0)
+            got += (size_t)r;
         if (ah_wall_clock_s() - t0 > timeout_s) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
+            if (out)
+                close(p[0]), out[got] = 0;
             return -1;
         }
         run_sleep(0.002);
+    }
+    if (out) { /* what it wrote before it exited */
+        ssize_t r;
+        while (got + 1 < cap && (r = read(p[0], out + got, cap - 1 - got)) > 0)
+            got += (size_t)r;
+        out[got] = 0;
+        close(p[0]);
     }
     return pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

@@ -12,52 +12,16 @@
  *  - How to run a command on a host: a job step of one task (srun --overlap),
  *    run_hosts.c. */
 #define _GNU_SOURCE
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "autohet/hosts.h"
 #include "elastic/run_state.h"
-#include "util/clock.h"
 
 int run_in_slurm(void) {
     const char *a = getenv("OMPI_MCA_plm_rsh_agent"), *j = getenv("SLURM_JOB_ID");
     return !(a && *a) && j && *j;
-}
-
-/* argv's stdout into out (cap), killed after timeout_s; its exit status, -1 if it could not run or timed out */
-static int capture(const char *const *argv, char *out, size_t cap, double timeout_s) {
-    int p[2];
-    if (pipe(p) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(p[1], 1);
-        close(p[0]), close(p[1]);
-        execvp(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t got = 0;
-    ssize_t r;
-    double t0 = ah_wall_clock_s();
-    while (pid > 0 && got + 1 < cap && (r = read(p[0], out + got, cap - 1 - got)) > 0)
-        got += (size_t)r;
-    out[got] = 0;
-    close(p[0]);
-    int status = 0;
-    while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
-        if (ah_wall_clock_s() - t0 > timeout_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(2000);
-    }
-    return pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 int run_slurm_lost(run_state *s, run_fault *f) {
@@ -65,7 +29,7 @@ int run_slurm_lost(run_state *s, run_fault *f) {
         return 0;
     const char *argv[] = {"squeue", "-h", "-j", getenv("SLURM_JOB_ID"), "-o", "%N", NULL};
     char out[8192], err[256];
-    if (capture(argv, out, sizeof out, 10) != 0)
+    if (run_exec(argv, out, sizeof out, 10) != 0)
         return 0; /* Slurm does not answer: the ranks' records decide */
     out[strcspn(out, "\n")] = 0;
     ah_host_list now = {0};

@@ -213,6 +213,9 @@ void run_plan_hosts(const run_state *s, char *buf, size_t n);
 int run_place_generation(run_state *s, const char *rankfile, int n_servers, char *err, size_t errlen);
 /* SIGKILL node's ranks on its host through the launcher's remote agent; ranks signalled */
 int run_kill_host(run_state *s, const char *node);
+/* Runs argv, killed after timeout_s (a command that hangs, silent or not); with out, its stdout into out
+ * (cap, NUL-terminated), else stdout inherited. Its exit status, -1 if it could not run or timed out. */
+int run_exec(const char *const *argv, char *out, size_t cap, double timeout_s);
 
 /* ---- run_slurm.c ---- */
 /* inside a Slurm allocation ($SLURM_JOB_ID) and no rsh agent of one's own */

@@ -8,24 +8,9 @@
  * that constraint, then ranked by predicted time. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "autohet/plan.h"
-
-/* what makes two plans the same plan: micro-batch, and per replica its stages (node, GPUs, degree, layers)
- * and micro-batches */
-static void signature(const ah_plan *p, char *buf, size_t n) {
-    size_t len = (size_t)snprintf(buf, n, "mb%d", p->micro_batch);
-    for (int k = 0; k < p->n_replicas && len < n; k++) {
-        const ah_replica *r = &p->replicas[k];
-        len += (size_t)snprintf(buf + len, n - len, "|%d:", r->micro_batches);
-        for (int j = 0; j < r->n_stages && len < n; j++) {
-            const ah_stage *s = &r->stages[j];
-            len += (size_t)snprintf(buf + len, n - len, "%d.%d.%d.%d-%d,", s->node, s->gpu_first, s->tp,
-                                    s->layer_first, s->layer_last);
-        }
-    }
-}
+#include "plan/search.h"
 
 static int deepest(const ah_plan *p) {
     int d = 0;
@@ -46,26 +31,20 @@ static unsigned degrees(const ah_plan *p) {
 typedef struct {
     ah_plan *plan;
     char (*why)[96];
-    char (*sig)[2048];
     int n, cap;
 } pool;
 
 /* adds a searched plan unless the pool holds the same one (then it is freed) */
 static void add(pool *q, ah_plan *p, const char *why) {
-    char sig[2048];
-    signature(p, sig, sizeof sig);
-    for (int i = 0; i < q->n; i++)
-        if (!strcmp(q->sig[i], sig)) {
-            ah_plan_free(p);
-            return;
-        }
-    if (q->n == q->cap) {
+    int dup = 0;
+    for (int i = 0; i < q->n && !dup; i++)
+        dup = ah_plan_same_layout(&q->plan[i], p);
+    if (dup || q->n == q->cap) {
         ah_plan_free(p);
         return;
     }
     q->plan[q->n] = *p;
     snprintf(q->why[q->n], sizeof q->why[q->n], "%s", why);
-    snprintf(q->sig[q->n], sizeof q->sig[q->n], "%s", sig);
     q->n++;
 }
 
@@ -85,8 +64,8 @@ int ah_plan_alternatives(const ah_model_config *m, const ah_cluster *c, const ah
                          const ah_plan_options *o, const ah_plan *best, int k, ah_plan *out, char (*why)[96],
                          int *n_out) {
     enum { CAP = 32 };
-    pool q = {calloc(CAP, sizeof(ah_plan)), calloc(CAP, sizeof *q.why), calloc(CAP, sizeof *q.sig), 0, CAP};
-    if (!q.plan || !q.why || !q.sig)
+    pool q = {calloc(CAP, sizeof(ah_plan)), calloc(CAP, sizeof *q.why), 0, CAP};
+    if (!q.plan || !q.why)
         abort();
     ah_plan first;
     ah_plan_copy(&first, best);
@@ -148,6 +127,5 @@ int ah_plan_alternatives(const ah_model_config *m, const ah_cluster *c, const ah
     free(idx);
     free(q.plan);
     free(q.why);
-    free(q.sig);
     return 0;
 }

@@ -255,10 +255,8 @@ static int search_autohet(const ah_model_config *m, const ah_cluster *c, const a
                           const ah_plan_options *o, ah_plan *out, int k_best, int *n_out, char *err,
                           size_t errlen);
 
-/* Two plans with the same TP, micro-batch and replicas (stages on the same
- * GPUs with the same layers, same micro-batches): sub-searches at different
- * bandwidth levels often return the same plan. */
-static int same_layout(const ah_plan *a, const ah_plan *b) {
+/* sub-searches at different bandwidth levels often return the same plan (search.h) */
+int ah_plan_same_layout(const ah_plan *a, const ah_plan *b) {
     if (a->micro_batch != b->micro_batch || a->n_replicas != b->n_replicas)
         return 0;
     for (int k = 0; k < a->n_replicas; k++) {
@@ -459,7 +457,7 @@ static int take_best_plans(subsearches *sub, const ah_profile *prof, long long e
         sub->ss[pick].n = 0; /* taken */
         int dup = 0;
         for (int i = 0; i < got && !dup; i++)
-            dup = same_layout(&out[i], pl);
+            dup = ah_plan_same_layout(&out[i], pl);
         if (dup) {
             ah_plan_free(pl);
             memset(pl, 0, sizeof *pl);
@@ -709,7 +707,7 @@ static void cost_keep_add(cost_keep *keep, ah_plan *pl, double obj) {
      * gives way to the cheaper objective */
     int dup = -1;
     for (int i = 0; i < keep->n && dup < 0; i++)
-        if (same_layout(&keep->plan[i], pl))
+        if (ah_plan_same_layout(&keep->plan[i], pl))
             dup = i;
     if (dup >= 0 && keep->obj[dup] <= obj) {
         ah_plan_free(pl);

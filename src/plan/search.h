@@ -188,6 +188,9 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
  * over [0, first_end)). -1 (AH_NS_INF, L + 1) if no split fits in memory. */
 int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
                              int *first_end);
+/* Two plans with the same TP, micro-batch and replicas (stages on the same GPUs with the same layers, the
+ * same micro-batches): the same plan (planner.c). */
+int ah_plan_same_layout(const ah_plan *a, const ah_plan *b);
 /* Tail of R node-local copies of local template t (ah_local_sync_ns per stage). */
 ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R);
 /* Smallest per-GPU peak memory any pipeline of up to max_stages stages needs

@@ -76,17 +76,37 @@ static void transfers(const dctx *c, blame_acc *b) {
         if (o->expected_us >= 0 && o->us > o->expected_us && from < R && to < R)
             exc[from * R + to] += o->us - o->expected_us;
     }
+    /* per pair of roles (peer groups), the most a pair lost that way and its sender, and the most a pair
+     * of another sender lost: "any other pair in the same roles" in one pass, not one per pair */
+    size_t RR = (size_t)R * R + 1;
+    double *top1 = ah_xcalloc(RR, sizeof(double)), *top2 = ah_xcalloc(RR, sizeof(double));
+    int *top1_from = ah_xcalloc(RR, sizeof(int));
+    for (int p = 0; p < R; p++)
+        for (int q = 0; q < R; q++) {
+            double v = exc[p * R + q];
+            size_t g = (size_t)c->peer_group[p] * R + c->peer_group[q];
+            if (v <= 0)
+                continue;
+            if (v > top1[g]) {
+                if (top1_from[g] != p)
+                    top2[g] = top1[g];
+                top1[g] = v, top1_from[g] = p;
+            } else if (p != top1_from[g] && v > top2[g]) {
+                top2[g] = v;
+            }
+        }
     for (int x = 0; x < R; x++)
         for (int y = 0; y < R; y++) {
-            double same = 0; /* the most any other pair in the same roles lost that way */
-            for (int p = 0; p < R; p++)
-                for (int q = 0; q < R; q++)
-                    if (p != x && c->peer_group[p] == c->peer_group[x] &&
-                        c->peer_group[q] == c->peer_group[y] && exc[p * R + q] > same)
-                        same = exc[p * R + q];
-            b->slow_into[x * R + y] =
-                x != y && exc[x * R + y] > 2 * exc[y * R + x] && exc[x * R + y] > 3 * same;
+            double v = exc[x * R + y];
+            if (x == y || v <= 0)
+                continue;
+            size_t g = (size_t)c->peer_group[x] * R + c->peer_group[y];
+            double same = top1_from[g] != x ? top1[g] : top2[g]; /* the most any other pair in the roles lost */
+            b->slow_into[x * R + y] = v > 2 * exc[y * R + x] && v > 3 * same;
         }
+    free(top1);
+    free(top2);
+    free(top1_from);
     free(exc);
 }
 
