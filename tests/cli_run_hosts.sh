@@ -117,7 +117,9 @@ grep -o "memory /[^ ]*/HOST" "$TMP/mh.out" | head -1 >"$TMP/memroot"
 [ -s "$TMP/memroot" ] || fail "the per-host tier paths were not printed"
 root=$(sed 's|^memory ||; s|/HOST$||' "$TMP/memroot")
 [ -n "$root" ] && [ ! -e "$root" ] || fail "the per-host memory tier $root is left behind"
-[ -d "$RUN/cloud/n1" ] || fail "the cloud tier of n1 is gone"
+# (n0's: it trained to the end, and the run joins its last background copy to the cloud before it ends;
+# n1's own copy of step 5 races with its loss at step 5, so its directory may never have been made)
+[ -s "$RUN/cloud/n0/manifest.json" ] || fail "the cloud tier of n0 is gone: $(ls "$RUN/cloud" 2>&1 | tr '\n' ' ')"
 
 # two hosts lost one after the other: the last generation runs on the one host left
 RUN2="$TMP/two.run"
