@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos diagnose spot comm tokenize
+#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos diagnose spot comm tokenize)
+SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -216,6 +216,19 @@ section_goodput() {
   echo
   bench/goodput_bench.sh ./build/autohet out/goodput_bench.md >&2
   cat out/goodput_bench.md
+}
+
+section_slurm() {
+  echo "## autohet run under a real Slurm (\`sbatch scripts/autohet.sbatch\`)"
+  echo
+  stamp slurm
+  echo
+  echo "tests/cli_run_slurm.sh, 3 times: slurmctld and one slurmd per network-namespace host (Slurm 22.05), the"
+  echo "template submitted with sbatch on 3 nodes for a 3-node plan of tiny-gpt (20 steps, every step evaluating 40"
+  echo "validation batches), the node of n1 set down with \`scontrol update\` once the run has passed step 5; the run"
+  echo "ends every step on the other two (parameters within 1e-4 of one process). The recovery of each run:"
+  echo
+  bash bench/slurm_bench.sh ./build/autohet tests/fixtures ./build/compare_floats 3
 }
 
 section_diagnose() {

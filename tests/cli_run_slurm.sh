@@ -65,5 +65,7 @@ grep -q "=$H1 " "$RUN/rankfile-1.txt" && fail "generation 1 puts a rank on $H1: 
   fail "generation 1 is not on $H0 and $H2: $(cat "$RUN/rankfile-1.txt")"
 out=$("$CMP" "$TMP/ref.bin" "$TMP/slurm.bin" 1e-4) || fail "parameters differ from the uninterrupted run: $out"
 echo "sbatch on 3 Slurm nodes, $H1 down at step $step, against one process: parameters $out"
+# bench/slurm_bench.sh keeps the report of each run (AUTOHET_SLURM_REPORT=FILE)
+[ -n "${AUTOHET_SLURM_REPORT:-}" ] && cp "$TMP/run.json" "$AUTOHET_SLURM_REPORT"
 [ "$fails" = 0 ] || { echo "--- job output"; grep -v "^step" "$TMP/job.out" | tail -30; }
 exit $((fails > 0))
