@@ -20,8 +20,8 @@
 #         reads nothing per step, so no slow path outside the process can slow it: the delay is the engine's
 #         test hook AUTOHET_TEST_DATA_DELAY=RANK:SECONDS (a sleep in the micro-batch fetch). Right: a cause
 #         of a rank naming that rank alone; the exact kind (input_stall) counted apart.
-#   clean no fault. Wrong: any significant cause (slow_rank, slow_link, late_arrival, input_stall,
-#         checkpoint_stall: a finding costing >= 5% of the traced wall time that passes its kind's own test).
+#   clean no fault. Wrong: any finding (a check that lost >= 5% of the traced wall time and passed its kind's own
+#         test, cause or effect); the exact column counts the runs without a significant cause.
 # "netns" runs on 4 network-namespace hosts (tests/tools/netns_hosts.sh, TCP between them, root); "local" on
 # this machine (shared memory; no link fault). Prints one line per trial and a summary; with --out DIR keeps
 # every trace, diagnosis and the results (DIR/results.tsv, every attempt). --assert: exit 1 unless every faulty
@@ -127,7 +127,7 @@ score() {
     | ($target | split(" ") | map(tonumber)) as $x
     | ([.findings[] | select(.significant and .cause)] | length) as $acc
     | if $kind == "clean" then
-        [(if $acc == 0 then 1 else 0 end), (if $acc == 0 then 1 else 0 end)]
+        [(if (.findings | length) == 0 then 1 else 0 end), (if $acc == 0 then 1 else 0 end)]
       elif $t == null then [0, 0]
       elif $kind == "link" then
         [(if $t.kind == "slow_link" and ($t.link | sort) == ($x | sort) then 1 else 0 end),

@@ -59,6 +59,8 @@ typedef struct {
     double bytes, us;   /* the message's bytes and time after both ends were there */
     double expected_us; /* -1 no expectation */
     int item;           /* a point-to-point message: its receive (index in the analysis' items), else -1 */
+    int inst;           /* from a 2-rank all-reduce or the tied exchange: its collective instance, else -1 */
+    double per_inst;    /* the instance's time per observed time (2: a ring's two half-vector messages) */
 } ah_link_obs;
 
 typedef struct {
@@ -93,8 +95,9 @@ void ah_diagnosis_free(ah_diagnosis *d);
 /* the table for people: significant findings first, at most `top` lines of the rest */
 void ah_diagnosis_print(FILE *f, const ah_diagnosis *d, const ah_diag_options *o);
 struct cJSON;
-/* the "findings" array of analyze --json */
-struct cJSON *ah_diagnosis_json(const ah_diagnosis *d);
+/* analyze --json's arrays: "findings" (significant: 1), the established ones, and "not_established" (0),
+ * each check that found time lost but below the threshold or within its expectation's error */
+struct cJSON *ah_diagnosis_json(const ah_diagnosis *d, int significant);
 
 /* --comm-profile-out: every pair of hosts the run's transfers crossed, its alpha-beta per size regime
  * (fits[] with "pair") and the links{} matrix between hosts, plus per link class (intra-node: two ranks on

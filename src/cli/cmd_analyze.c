@@ -491,8 +491,10 @@ int cmd_analyze(int argc, char **argv) {
     if (ar.diagnose)
         ah_diagnosis_print(stdout, &diag, &topo.o);
     cJSON *extra = ar.diagnose ? cJSON_CreateObject() : NULL;
-    if (extra)
-        cJSON_AddItemToObject(extra, "findings", ah_diagnosis_json(&diag));
+    if (extra) {
+        cJSON_AddItemToObject(extra, "findings", ah_diagnosis_json(&diag, 1));
+        cJSON_AddItemToObject(extra, "not_established", ah_diagnosis_json(&diag, 0));
+    }
     if (rc == 0 && ar.json &&
         ah_trace_write_analysis_json(ar.json, path, &a, ar.sim, ar.sim ? &cmp : NULL, ar.stack ? &stack : NULL,
                                      extra, err, sizeof err) != 0)

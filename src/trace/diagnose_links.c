@@ -140,12 +140,14 @@ void ah_diag_match_transfers(dctx *c) {
 
 /* ------------------------------------------------------------ observations */
 
-static void add_obs(dctx *c, int a, int b, int coll, ah_op_kind k, int step, double bytes, double us, int item) {
+static void add_obs(dctx *c, int a, int b, int coll, ah_op_kind k, int step, double bytes, double us, int item,
+                    int inst, double per_inst) {
     ah_diagnosis *d = c->d;
     if (a == b || bytes <= 0)
         return;
     d->obs = ah_xrealloc(d->obs, sizeof(ah_link_obs) * (size_t)(d->n_obs + 1));
-    d->obs[d->n_obs++] = (ah_link_obs){a < b ? a : b, a < b ? b : a, coll, k, step, bytes, us > 0 ? us : 0, -1, item};
+    d->obs[d->n_obs++] = (ah_link_obs){a < b ? a : b, a < b ? b : a, coll, k, step, bytes, us > 0 ? us : 0, -1, item,
+                                           inst, per_inst};
 }
 
 /* a 2-rank all-reduce as messages: recursive doubling exchanges the vector
@@ -170,7 +172,7 @@ static void collect_obs(dctx *c) {
                     t0 = v->ts; /* it arrived soon after the sender came back: the sender held it */
                 break;
             }
-            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0, i);
+            add_obs(c, e[i].ev.rank, e[i].ev.peer, 0, e[i].ev.kind, c->step[i], e[i].ev.bytes, end - t0, i, -1, 1);
         }
     free(pos);
     for (int k = 0; k < c->n_inst; k++) {
@@ -180,11 +182,14 @@ static void collect_obs(dctx *c) {
             continue;
         double us = in->le - in->la, bytes = x->ev.bytes;
         int coll = x->ev.kind != AH_OP_TIED_SYNC;
+        double per = 1;
         if (coll && ah_mpi_allreduce_decide(2, bytes) != AH_MPI_AR_RECURSIVE_DOUBLING) {
             bytes /= 2;
             us /= 2;
+            per = 2;
         }
-        add_obs(c, x->ev.rank, y->ev.rank, coll, x->ev.kind, c->step[c->inst_items[in->first]], bytes, us, -1);
+        add_obs(c, x->ev.rank, y->ev.rank, coll, x->ev.kind, c->step[c->inst_items[in->first]], bytes, us, -1, k,
+                per);
     }
 }
 
@@ -325,8 +330,7 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
             continue;
         meas += o->us * 1e-6, exp_s += o->expected_us * 1e-6, n++;
         double ex = (o->us - o->expected_us) * 1e-6;
-        if (ex > 0)
-            cost += ex;
+        cost += ex; /* signed: a link as fast as expected on average loses nothing, however noisy */
         if (ex > worst)
             worst = ex, worst_k = k;
     }

@@ -73,7 +73,7 @@ void ah_diagnosis_print(FILE *f, const ah_diagnosis *d, const ah_diag_options *o
         if (x->significant || x->cost_s <= 0)
             continue;
         char wh[96];
-        fprintf(f, "%s%s %s %.3f ms (%.1f%%)", shown ? "; " : "  below the threshold: ", ah_diag_kind_name(x->kind),
+        fprintf(f, "%s%s %s %.3f ms (%.1f%%)", shown ? "; " : "  not established (below the threshold or within the expectation's error): ", ah_diag_kind_name(x->kind),
                 where_text(x, o, wh, sizeof wh), x->cost_s * 1e3, 100 * x->share);
         if (++shown == 8)
             break;
@@ -82,10 +82,12 @@ void ah_diagnosis_print(FILE *f, const ah_diagnosis *d, const ah_diag_options *o
         fprintf(f, "\n");
 }
 
-cJSON *ah_diagnosis_json(const ah_diagnosis *d) {
+cJSON *ah_diagnosis_json(const ah_diagnosis *d, int significant) {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < d->n; i++) {
         const ah_finding *x = &d->f[i];
+        if (!x->significant != !significant || (!significant && x->cost_s <= 0))
+            continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "kind", ah_diag_kind_name(x->kind));
         cJSON_AddItemToObject(o, "ranks", cJSON_CreateIntArray(x->ranks, x->n_ranks));

@@ -308,10 +308,29 @@ static void input_stalls(dctx *c, const double *ckpt) {
 
 /* ---------------------------------------------------------------- effects */
 
+/* one pipeline message between ranks of replica g as measured: the mean of
+ * its transfers (the links' own time, however slow: a slow link is its own
+ * finding), 0 without one */
+static double pipeline_transfer_s(const dctx *c, int g) {
+    const ah_diagnosis *d = c->d;
+    double sum = 0;
+    int m = 0;
+    for (int k = 0; k < d->n_obs; k++) {
+        const ah_link_obs *o = &d->obs[k];
+        if (!o->collective && o->item >= 0 && c->replica[o->a] == g && c->replica[o->b] == g)
+            sum += o->us * 1e-6, m++;
+    }
+    return m ? sum / m : 0;
+}
+
 /* Pipeline bubble beyond the schedule's own: a 1F1B step of p stages and m
- * micro-batches lasts (m + p - 1) micro-batch times of the slowest stage, of
- * which a rank computes m of its own: the rest is the schedule's (and the
- * stages' imbalance's) own idle time. */
+ * micro-batches lasts (m + p - 1) micro-batch times of the slowest stage
+ * plus the 2 (p - 1) messages of its critical path (the first micro-batch's
+ * activations down the stages, the last one's gradients back up), of which
+ * a rank computes its own: the rest is the schedule's, the stages'
+ * imbalance's and the links' own idle time; beyond it, a rank idles for
+ * what the trace does not show (a peer descheduled between its operations,
+ * a message waiting for its sender's next MPI call). */
 static void bubbles(dctx *c) {
     for (int r = 0; r < c->R; r++) {
         double meas = c->a->split[r].bubble * 1e-6;
@@ -332,7 +351,8 @@ static void bubbles(dctx *c) {
             nf += c->a->items[c->order[k]].ev.kind == AH_OP_FORWARD && !c->a->items[c->order[k]].comm;
         m = c->o->micro_batches ? c->o->micro_batches[r] : nf / c->S;
         int stages = c->o->n_stages ? c->o->n_stages[r] : p;
-        double mb = m > 0 ? slowest / m : 0, exp_s = (m + stages - 1) * mb - own;
+        double x = stages > 1 ? pipeline_transfer_s(c, c->replica[r]) : 0;
+        double mb = m > 0 ? slowest / m : 0, exp_s = (m + stages - 1) * mb + 2.0 * (stages - 1) * x * c->S - own;
         exp_s = exp_s > 0 ? exp_s : 0;
         if (!(meas > exp_s))
             continue;
@@ -346,52 +366,91 @@ static void bubbles(dctx *c) {
         free(all);
         snprintf(f->evidence, sizeof f->evidence,
                  "rank %d waited %.3f ms in pipeline receives; 1F1B with %d stage(s) and %d micro-batch(es) "
-                 "idles it %.3f ms ((m + p - 1) micro-batch times of its slowest stage, %.3f ms per step, "
-                 "less its own compute, over %d step(s))",
-                 r, meas * 1e3, stages, m, exp_s * 1e3, mb * 1e3 / (c->S ? c->S : 1), c->S);
+                 "idles it %.3f ms ((m + p - 1) micro-batch times of its slowest stage, %.3f ms per step, and "
+                 "2 (p - 1) messages of %.3f ms as measured, less its own compute, over %d step(s))",
+                 r, meas * 1e3, stages, m, exp_s * 1e3, mb * 1e3 / (c->S ? c->S : 1), x * 1e3, c->S);
         settle(c, f, meas > 1.5 * exp_s);
     }
 }
 
+/* the expected time of each data-parallel instance after its last arrival:
+ * the links' expectation of a 2-rank all-reduce, else the median of the
+ * instances of the same call site and group (the run's own typical time) */
+static void dp_expected(const dctx *c, double *ex) {
+    const ah_trace_item *e = c->a->items;
+    for (int k = 0; k < c->n_inst; k++)
+        ex[k] = -1;
+    for (int k = 0; k < c->d->n_obs; k++) {
+        const ah_link_obs *o = &c->d->obs[k];
+        if (o->inst >= 0 && o->expected_us >= 0)
+            ex[o->inst] = o->expected_us * o->per_inst;
+    }
+    double *v = ah_xcalloc((size_t)c->n_inst + 1, sizeof(double));
+    for (int k = 0; k < c->n_inst; k++) {
+        const ah_trace_item *x = &e[c->inst_items[c->inst[k].first]];
+        if (ex[k] >= 0 || x->ev.kind != AH_OP_DP_ALLREDUCE)
+            continue;
+        int m = 0;
+        for (int j = 0; j < c->n_inst; j++) {
+            const ah_trace_item *y = &e[c->inst_items[c->inst[j].first]];
+            if (!strcmp(x->site, y->site) && x->ev.group == y->ev.group)
+                v[m++] = c->inst[j].le - c->inst[j].la;
+        }
+        ex[k] = ah_diag_median(v, m);
+    }
+    free(v);
+}
+
 /* Data-parallel all-reduce time after every member arrived, not under
- * compute (the engine's all-reduces are blocking): what overlapping them
- * with the backward pass could save; mean over the ranks taking part. */
+ * compute, beyond what the all-reduce itself should take: the engine's
+ * all-reduces are blocking, so their own time is the schedule's; more is
+ * lost (mean over the ranks taking part). The evidence also says what
+ * overlapping them with the backward pass could hide. */
 static void exposed_dp(dctx *c) {
-    double *per = ah_xcalloc((size_t)c->R, sizeof(double));
+    double *per = ah_xcalloc((size_t)c->R, sizeof(double)), *ex = ah_xcalloc((size_t)c->n_inst + 1, sizeof(double));
+    double *per_ex = ah_xcalloc((size_t)c->R, sizeof(double));
     unsigned char *in = ah_xcalloc((size_t)c->R, 1), *flag = ah_xcalloc((size_t)c->S, 1);
+    dp_expected(c, ex);
     for (int i = 0; i < c->a->n_items; i++) {
         const ah_trace_item *v = &c->a->items[i];
         if (v->ev.kind != AH_OP_DP_ALLREDUCE || c->inst_of[i] < 0)
             continue;
         double la = c->inst[c->inst_of[i]].la, t = v->ts + v->dur - (v->ts > la ? v->ts : la);
         per[v->ev.rank] += t > 0 ? t * 1e-6 : 0;
+        per_ex[v->ev.rank] += ex[c->inst_of[i]] > 0 ? ex[c->inst_of[i]] * 1e-6 : 0;
         in[v->ev.rank] = 1;
         flag[c->step[i]] = 1;
     }
-    double tot = 0;
+    double tot = 0, tot_ex = 0;
     int n = 0;
     for (int r = 0; r < c->R; r++)
         if (in[r]) {
             tot += per[r];
+            tot_ex += per_ex[r];
             n++;
         }
-    if (n > 0 && tot > 0) {
+    if (n > 0 && tot > tot_ex) {
         ah_finding *f = ah_diag_add(c, AH_DIAG_EXPOSED_DP);
         for (int r = 0; r < c->R && f->n_ranks < AH_DIAG_MAX_RANKS; r++)
             if (in[r])
                 f->ranks[f->n_ranks++] = r;
         snprintf(f->op, sizeof f->op, "dp_allreduce");
         ah_diag_set_steps(f, flag, c->S);
-        f->cost_s = f->measured_s = tot / n;
-        f->expected_s = 0;
+        f->measured_s = tot / n;
+        f->expected_s = tot_ex / n;
+        f->cost_s = f->measured_s - f->expected_s;
         snprintf(f->evidence, sizeof f->evidence,
                  "%d rank(s) spent %.3f ms per step on average in data-parallel all-reduces after every member "
-                 "had arrived, none of it under compute (blocking all-reduces; overlapping them with the "
-                 "backward pass would hide it)",
-                 n, tot / n * 1e3 / c->S);
-        settle(c, f, 1);
+                 "had arrived, none of it under compute, where the all-reduces themselves should take %.3f ms "
+                 "(%s); the blocking all-reduce's own time is the schedule's, overlapping it with the backward "
+                 "pass would hide up to %.3f ms per step",
+                 n, tot / n * 1e3 / c->S, tot_ex / n * 1e3 / c->S,
+                 c->d->expected_from[0] ? c->d->expected_from : "their typical time", tot / n * 1e3 / c->S);
+        settle(c, f, f->measured_s > 1.5 * f->expected_s);
     }
     free(per);
+    free(per_ex);
+    free(ex);
     free(in);
     free(flag);
 }
