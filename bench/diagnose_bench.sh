@@ -82,7 +82,7 @@ echo "== tracing overhead, 4 ranks (the 2x2 plan, seq 256) ==" >&2
 jq '.train.seq = 256' "$PLAN" >"$TMP/ov-plan.json"
 : >"$TMP/off"
 : >"$TMP/on"
-for rep in 1 2 3 4 5; do # alternated, so that drift on this shared machine hits both alike
+for rep in $(seq 1 15); do # alternated, so that drift on this shared machine hits both alike; 15 pairs: single runs are bimodal here (31 or 40 ms a step)
   for mode in off on; do
     extra=()
     [ $mode = on ] && extra=(--trace "$TMP/ov.trace.json")
@@ -124,7 +124,7 @@ echo
 printf "Analysis of a 100-step 4-rank trace (%d events, %d MB): %.2f s (the issue's bound: 20 s).\n" "$nev" "$mb" "$an_s"
 echo
 echo "Tracing overhead on 4 ranks (the same 2x2 plan: two 2-stage pipelines of 2 micro-batches, data-parallel"
-echo "all-reduces between them; tiny-gpt, global batch 8 x seq 256), 5 untraced and 5 traced runs alternated, each"
+echo "all-reduces between them; tiny-gpt, global batch 8 x seq 256), 15 untraced and 15 traced runs alternated, each"
 echo "the median step of steps 3-10; the medians:"
 echo
 echo "| untraced step | traced step | overhead |"

@@ -177,6 +177,20 @@ int ah_plan_alternatives(const ah_model_config *m, const ah_cluster *c, const ah
  * micro-batches not summing to the global batch) or the profile lacks an entry.
  * Memory over capacity is not an error here; see ah_plan_check_memory. */
 int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t errlen);
+
+/* The cost model's time of every compute op of one stage on its device, as the closed form and the simulator
+ * cost it (the profile's layer times at the stage's degree and the plan's micro-batch; the optimizer step of
+ * the stage's layers, sharded as the plan says): what `train --emulate` makes each op last. */
+typedef struct {
+    int first, last;  /* the stage's layers [first, last) */
+    double *fwd_s;    /* [n_layers + 1] prefix sums: the forward of layers [a, b) is fwd_s[b] - fwd_s[a] */
+    double *bwd_s;    /* the same for the backward */
+    double update_s;  /* the optimizer step of the stage's layers */
+} ah_stage_op_times;
+/* 0, or -1 with err (the profile lacks the stage's device, degree or micro-batch). */
+int ah_plan_stage_op_times(const ah_plan *p, const ah_profile *prof, int replica, int stage, ah_stage_op_times *out,
+                           char *err, size_t errlen);
+void ah_stage_op_times_free(ah_stage_op_times *t);
 /* 0 if every stage fits, else -1 with the first offending stage in err. */
 int ah_plan_check_memory(const ah_plan *p, char *err, size_t errlen);
 /* The cost model's per-GPU memory of layers [first, last) at TP degree tp and

@@ -36,6 +36,7 @@ static void train_usage(FILE *f) {
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE | --init-from HF_DIR]\n"
             "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n"
             "                      [--precision fp32|bf16] [--data-dtype uint16|uint32] [--eval-batches N]\n"
+            "                      [--emulate analytic|PROFILE]\n"
             "                      [--devices FILE]\n\n"
             "Trains on token files (the model's vocabulary) or on the bytes of text (vocabulary 256). Without\n"
             "--plan it runs on one process (one replica, one stage); with --plan every MPI rank takes\n"
@@ -66,7 +67,10 @@ static void train_usage(FILE *f) {
             "  --log FILE     one JSON object per step (docs/data.md): step, time_s, unix_s, step_s, loss,\n"
             "                 val_loss + val_batches (evaluated steps only), lr, grad_norm, tokens,\n"
             "                 tokens_per_s, tflops, mfu + peak_tflops (nominal peak), sgemm_util\n"
-            "  --devices FILE device catalog overrides (as autohet plan's): the MFU's nominal peak\n"
+            "  --devices FILE device catalog overrides (as autohet plan's): the MFU's nominal peak\n"            "  --emulate M    emulated devices: every compute op lasts the time cost model M (analytic, or a\n"
+            "                 profile file as plan --profile reads) gives it on its rank's device of the plan\n"
+            "                 (computed, then slept to that time), so 8-16 ranks of a pipeline whose devices\n"
+            "                 the model makes slow fit on a few cores; the end says how many ops overran\n"
             "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
             "                 second step on) into one Chrome trace; autohet analyze FILE explains it\n"
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps: safetensors shard per layer\n"
@@ -210,6 +214,7 @@ typedef struct {
     int virtual_stages;
     int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
     const char *devices;     /* --devices: catalog overrides for the nominal peak (the MFU) */
+    const char *emulate;     /* --emulate: "analytic" or a profile file */
     ah_token_type data_type; /* --data-dtype: raw token files' type */
     ah_schedule schedule;
     double lr;
@@ -222,7 +227,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
         "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I "
-        "precision=P data-dtype=T eval-batches=b devices=F",
+        "precision=P data-dtype=T eval-batches=b devices=F emulate=Y",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10;
@@ -246,6 +251,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'V': a->recover = optarg; break;
         case 'I': a->init_from = optarg; break;
         case 'F': a->devices = optarg; break;
+        case 'Y': a->emulate = optarg; break;
         case 'T':
             if ((a->data_type = ah_token_type_parse(optarg)) == AH_TOKENS_UNSTATED) {
                 snprintf(msg, n, "--data-dtype '%s': expected uint16 or uint32", optarg);
@@ -313,6 +319,20 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         a->model = a->init_config;
     }
     return 0;
+}
+
+/* --emulate: how many compute ops of all ranks computed longer than their modelled time (those ran at the
+ * machine's speed, not the emulated device's) */
+static void report_overruns(const ah_executor *x, MPI_Comm comm, int rank) {
+    long mine[2], all[2] = {0, 0};
+    double worst, worst_all = 0;
+    ah_executor_overruns(x, &mine[0], &mine[1], &worst);
+    MPI_Reduce(mine, all, 2, MPI_LONG, MPI_SUM, 0, comm);
+    MPI_Reduce(&worst, &worst_all, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+    if (rank == 0)
+        printf("emulated devices: %ld compute ops, %ld computed longer than their modelled time%s (worst by %.3f "
+               "ms)\n",
+               all[0], all[1], all[1] ? ": the machine is too slow for the emulated devices" : "", worst_all * 1e3);
 }
 
 /* --recover: the assignment is read and checked before any work (a bad one is
@@ -601,6 +621,18 @@ int cmd_train(int argc, char **argv) {
     xc.seed = (uint64_t)a.seed, xc.init_params = ah_trainer_initialises_params(&tc);
     xc.peak_flops_per_rank = peak, xc.schedule = a.schedule, xc.virtual_stages = a.virtual_stages;
     xc.precision = a.precision;
+    ah_profile *emu = NULL;
+    if (a.emulate) {
+        char why[400];
+        emu = !strcmp(a.emulate, "analytic") ? ah_profile_analytic() : ah_profile_load(a.emulate, why, sizeof why);
+        if (!emu) {
+            snprintf(msg, sizeof msg, "--emulate %s: %s", a.emulate, why);
+            ah_dataset_free(&data);
+            ah_plan_free(&plan);
+            return fail_all(rank, msg);
+        }
+        xc.emulate = emu;
+    }
     ah_executor *x = ah_executor_create(&xc, msg, sizeof msg);
     FILE *log = NULL;
     int log_ok = 1;
@@ -633,6 +665,8 @@ int cmd_train(int argc, char **argv) {
             set_up = 0; /* bad input: every rank exits 2 below */
         else
             rc = train(x, comm, &tc, log);
+        if (emu && rc == 0)
+            report_overruns(x, comm, rank);
     }
     /* a full disk: never a silent short log */
     if (log && ah_close_stream(log, a.log, msg, sizeof msg) != 0) {
@@ -640,6 +674,7 @@ int cmd_train(int argc, char **argv) {
         rc = rc ? rc : 1;
     }
     ah_executor_free(x);
+    ah_profile_free(emu);
     ah_dataset_free(&data);
     ah_plan_free(&plan);
     if (comm != MPI_COMM_WORLD && (!set_up || rc == AH_EXIT_BAD_INPUT))

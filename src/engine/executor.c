@@ -265,6 +265,10 @@ ah_executor *ah_executor_create(const ah_executor_config *c, char *err, size_t e
     int rc = check_plan(x, err, errlen);
     if (rc == 0)
         rc = setup_my_part(x, schedule, V, init_params, err, errlen);
+    if (rc == 0 && c->emulate) {
+        rc = ah_plan_stage_op_times(&x->plan, c->emulate, x->replica, x->stage, &x->emu, err, errlen);
+        x->emulate = rc == 0;
+    }
     /* agree on success before creating groups (they are collective) */
     int bad = rc != 0;
     x->tr->allreduce(x->tr->ctx, x->tr->world, &bad, 1, AH_DT_I32, AH_RED_MAX);
@@ -295,6 +299,7 @@ void ah_executor_free(ah_executor *x) {
         ah__engine_model_free(&x->chunks[c]);
     free(x->chunks);
     ah_schedule_plan_free(&x->sched);
+    ah_stage_op_times_free(&x->emu);
     ah__transport_free(x->tr);
     ah_plan_free(&x->plan);
     ah_trace_recorder_free(&x->trace);
@@ -355,4 +360,10 @@ int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *
     *out = all;
     *n = total;
     return 0;
+}
+
+void ah_executor_overruns(const ah_executor *x, long *ops, long *overruns, double *worst_s) {
+    *ops = x->emu_ops;
+    *overruns = x->emu_overruns;
+    *worst_s = x->emu_worst_s;
 }

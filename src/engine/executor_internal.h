@@ -75,6 +75,10 @@ struct ah_executor {
     int n_tie_targets;
     ah_layer_store store; /* this executor as the checkpoint runtime sees it (executor_store.c) */
     double slowdown;
+    int emulate;                 /* every compute op lasts its modelled time (emu) */
+    ah_stage_op_times emu;
+    long emu_ops, emu_overruns;
+    double emu_worst_s;
     double peak; /* sgemm FLOP/s of one rank */
     ah_trace_recorder trace; /* on after ah_executor_trace_enable */
     ah_clock_estimate *clock_start; /* rank 0: every rank's clock when tracing began (trace/clock_sync.h) */

@@ -130,9 +130,31 @@ static ah_engine_model *chunk_of(step_ctx *c, const ah_op *op) {
     return &c->x->chunks[op->chunk];
 }
 
+/* An emulated device: the op (kind over layers [first, last)), computed from c0 on, lasts its modelled time
+ * (an op that took longer is an overrun); else a device `slowdown` times slower waits (slowdown - 1) x the
+ * time it took. */
+static void emulate_device(ah_executor *x, ah_op_kind kind, int first, int last, double c0) {
+    if (!x->emulate) {
+        sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0));
+        return;
+    }
+    const ah_stage_op_times *t = &x->emu;
+    double model = kind == AH_OP_FORWARD    ? t->fwd_s[last] - t->fwd_s[first]
+                   : kind == AH_OP_BACKWARD ? t->bwd_s[last] - t->bwd_s[first]
+                                            : t->update_s;
+    double left = c0 + model - ah_now_s();
+    x->emu_ops++;
+    if (left < 0) {
+        x->emu_overruns++;
+        x->emu_worst_s = -left > x->emu_worst_s ? -left : x->emu_worst_s;
+        return;
+    }
+    sleep_s(left);
+}
+
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
     ah_executor *x = c->x;
-    sleep_s((x->slowdown - 1.0) * (ah_now_s() - c0)); /* emulated slower device */
+    emulate_device(x, op->kind, op->first, op->last, c0);
     ah_trace_event *e =
         ah__exec_record(x, op->kind, c0, ah_now_s(), op->mb, ah_op_kind_site(op->kind), 0, 1, x->rank, -1);
     if (e) {
@@ -268,6 +290,8 @@ static void run_optimizer(step_ctx *c) {
         ah__engine_clip_and_step(&x->chunks[k], clip, lr, c->step + 1, &x->oc);
         ah__engine_sync(&x->chunks[k]);
     }
+    if (x->emulate)
+        emulate_device(x, AH_OP_OPTIMIZER, -1, -1, t0);
     ah__exec_record(x, AH_OP_OPTIMIZER, t0, ah_now_s(), -1, ah_op_kind_site(AH_OP_OPTIMIZER), 0, 1, x->rank, -1);
 }
 

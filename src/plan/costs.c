@@ -306,3 +306,38 @@ int64_t ah_usable_bytes(const ah_device *d, const ah_plan_options *o) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     return (int64_t)((d->mem_gib - o->mem_reserve_gib) * gib);
 }
+
+int ah_plan_stage_op_times(const ah_plan *p, const ah_profile *prof, int replica, int stage, ah_stage_op_times *out,
+                           char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (replica < 0 || replica >= p->n_replicas || stage < 0 || stage >= p->replicas[replica].n_stages) {
+        snprintf(err, errlen, "no stage %d of replica %d in the plan", stage, replica);
+        return -1;
+    }
+    const ah_stage *st = &p->replicas[replica].stages[stage];
+    ah_plan_costs c;
+    memset(&c, 0, sizeof c);
+    const ah_layer_times *lt = ah_plan_costs_times(&c, p, prof, &p->cluster.nodes[st->node].dev, st->tp, err, errlen);
+    if (!lt) {
+        ah_plan_costs_free(&c);
+        return -1;
+    }
+    out->first = st->layer_first;
+    out->last = st->layer_last;
+    out->fwd_s = ah_xcalloc((size_t)lt->n_layers + 1, sizeof(double));
+    out->bwd_s = ah_xcalloc((size_t)lt->n_layers + 1, sizeof(double));
+    for (int l = 0; l <= lt->n_layers; l++) {
+        out->fwd_s[l] = ah_ns_to_s(lt->fwd[l]);
+        out->bwd_s[l] = ah_ns_to_s(lt->bwd[l]);
+    }
+    out->update_s = ah_ns_to_s(
+        ah_update_ns(lt->upd, st->layer_first, st->layer_last, p->train.dist_optimizer ? p->n_replicas : 1));
+    ah_plan_costs_free(&c);
+    return 0;
+}
+
+void ah_stage_op_times_free(ah_stage_op_times *t) {
+    free(t->fwd_s);
+    free(t->bwd_s);
+    memset(t, 0, sizeof *t);
+}
