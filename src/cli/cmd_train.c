@@ -67,7 +67,8 @@ static void train_usage(FILE *f) {
             "  --log FILE     one JSON object per step (docs/data.md): step, time_s, unix_s, step_s, loss,\n"
             "                 val_loss + val_batches (evaluated steps only), lr, grad_norm, tokens,\n"
             "                 tokens_per_s, tflops, mfu + peak_tflops (nominal peak), sgemm_util\n"
-            "  --devices FILE device catalog overrides (as autohet plan's): the MFU's nominal peak\n"            "  --emulate M    emulated devices: every compute op lasts the time cost model M (analytic, or a\n"
+            "  --devices FILE device catalog overrides (as autohet plan's): the plan's GPU types and the\n"
+            "                 MFU's nominal peak\n"            "  --emulate M    emulated devices: every compute op lasts the time cost model M (analytic, or a\n"
             "                 profile file as plan --profile reads) gives it on its rank's device of the plan\n"
             "                 (computed, then slept to that time), so 8-16 ranks of a pipeline whose devices\n"
             "                 the model makes slow fit on a few cores; the end says how many ops overran\n"
@@ -399,7 +400,14 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
     if (a->model && ah_model_resolve(a->model, cfg, msg, n) != 0)
         return -1;
     if (a->plan) {
-        if (ah_plan_read_json(a->plan, ah_device_catalog_builtin(), plan, msg, n) != 0)
+        static ah_device_catalog cat; /* the plan's devices: the catalog with --devices (as plan and simulate) */
+        char why[512];
+        cat = *ah_device_catalog_builtin();
+        if (a->devices && ah_device_load_overrides(&cat, a->devices, why, sizeof why) != 0) {
+            snprintf(msg, n, "--devices %s", why);
+            return -1;
+        }
+        if (ah_plan_read_json(a->plan, &cat, plan, msg, n) != 0)
             return -1;
         if (!a->model) /* the plan's own model (a preset, a config.json, or its full description) */
             *cfg = plan->model;
