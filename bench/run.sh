@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
+SECTIONS=(planner verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -94,6 +94,24 @@ section_measured() {
   echo
   bench/measured_bench.sh --build build --out out/measured.md >&2
   cat out/measured.md
+}
+
+section_emulated() {
+  echo "## The simulator against the engine on emulated pipelines (issue #30)"
+  echo
+  stamp emulated
+  echo
+  echo "\`bench/emulated_bench.sh\`: 23 plans of \`bench/emulated_plans.py\` (2-16 stages, uneven micro-batch counts"
+  echo "between replicas, mixed devices, per-stage TP; the model \`bench/emu-gpt-16l.json\`, 16 blocks of hidden 64,"
+  echo "micro-batch 2, seq 64) trained by \`autohet train --emulate analytic\` on the devices of"
+  echo "\`bench/emu-devices.json\` (emu-fast, and emu-slow at half its speed): every compute op lasts the analytic"
+  echo "model's time for it on its rank's device (computed, then slept to that time), so up to 16 ranks share the"
+  echo "2 cores with their real 1F1B schedule, MPI sends, TP and DP all-reduces and optimizer steps; 6 steps, the"
+  echo "median of steps 3-6. Simulated: \`autohet simulate\` of the same plan with the same model and devices."
+  echo "Error = simulated / measured - 1. The compute times agree by construction; what is compared is everything"
+  echo "else: the schedule's dependencies, fill and drain, uneven micro-batches, the replicas' tails."
+  echo
+  bash bench/emulated_bench.sh ./build/autohet tests/fixtures 6
 }
 
 section_simulator() {

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# train --emulate (docs/engine.md, "Emulated devices"): a 2-stage pipeline of tiny-gpt on an emulated fast and
+# slow device (tests/fixtures/emu-devices.json) whose ops the analytic model makes milliseconds long. Every
+# compute op of the engine's trace lasts at least the time `autohet simulate` gives the same op (a sleep ends
+# no earlier than asked, whatever the load: the bound cannot fail on a busy machine), the run ends with its
+# count of emulated ops (one per forward, backward and optimizer step of every rank), and a model that is not
+# a profile is one line and exit 2.
+. "$(dirname "$0")/common.sh"
+PLAN="$PLANS/emu-2stage.json" DEV="$FIX/emu-devices.json"
+"$BIN" simulate "$PLAN" --devices "$DEV" --trace "$TMP/sim.json" --quiet || fail "simulate"
+mpirun -np 2 --bind-to none "$BIN" train --model tiny-gpt --data "$FIX/text" --plan "$PLAN" --devices "$DEV" \
+  --emulate analytic --steps 3 --eval-every 0 --trace "$TMP/run.json" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "train --emulate"; }
+# 2 ranks x 3 steps x (4 forwards + 4 backwards + 1 optimizer)
+grep -q "^emulated devices: 54 compute ops" "$TMP/out" || fail "no count of 54 emulated ops: $(grep emulated "$TMP/out")"
+# per rank (the simulator's stage) and kind: the simulated duration, the engine's shortest (traced steps 2-3)
+for kind in forward backward; do
+  sim=$(jq -c --arg k "$kind" '[.traceEvents[] | select(.ph == "X" and (.name | startswith($k + " mb"))) | {p: .pid, d: .dur}]
+                               | group_by(.p) | map(.[0].d)' "$TMP/sim.json")
+  run=$(jq -c --arg k "$kind" '[.traceEvents[] | select(.ph == "X" and (.name | startswith($k + " mb"))) | {p: .pid, d: .dur}]
+                               | group_by(.p) | map(map(.d) | min)' "$TMP/run.json")
+  [ "$(jq -n --argjson s "$sim" --argjson r "$run" '($s | length) == 2 and ($r | length) == 2 and
+        ([range(2)] | all($r[.] >= $s[.] - 1))')" = true ] ||
+    fail "$kind: the engine's shortest ops $run us are not at least the model's $sim us"
+done
+"$BIN" train --model tiny-gpt --data "$FIX/text" --emulate "$TMP/none.json" --steps 1 >"$TMP/bad.out" 2>&1
+rc=$?
+[ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "--emulate" "$TMP/bad.out" ||
+  fail "a missing --emulate profile: exit $rc, $(cat "$TMP/bad.out")"
+[ $fails = 0 ] && echo "cli_train_emulate: ok"
+exit $((fails > 0))
