@@ -129,8 +129,10 @@ static void report_manifests(const ah_layer_store *ls, const char *dir, const in
         snprintf(rd, sizeof rd, "%s/.reported", dir);
         ah_ckpt_node_dir(ls, rd, head[0], nd, sizeof nd);
         snprintf(path, sizeof path, "%s/manifest.json", nd);
-        if ((mkdir(rd, 0755) == 0 || errno == EEXIST) && (mkdir(nd, 0755) == 0 || errno == EEXIST))
+        if ((mkdir(rd, 0755) == 0 || errno == EEXIST) && (mkdir(nd, 0755) == 0 || errno == EEXIST)) {
             ah_write_file_atomic(path, all + at + sizeof head, (size_t)head[1], err, sizeof err);
+            ah_ckpt_sweep(nd, NULL, 0); /* manifest.json.tmp.PID of a rank 0 that was killed writing it */
+        }
         at += sizeof head + (size_t)head[1];
     }
     free(all);

@@ -737,6 +737,7 @@ typedef struct {
     int **fwd, **bfirst, **blast; /* [stage][chunk * m + mb] */
     int *chunk_of;
     int *last_bwd; /* [stage]: the task that ends its program's last backward */
+    int **op_first, **op_last; /* [stage][program op index]: a compute op's first and last task, else -1 */
 } compute_ids;
 
 static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, int k, const ah_op *op, int idx,
@@ -775,10 +776,13 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
         ci->fwd[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->bfirst[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->blast[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
+        ci->op_first[s] = ah_xcalloc((size_t)pg->n_ops + 1, sizeof(int));
+        ci->op_last[s] = ah_xcalloc((size_t)pg->n_ops + 1, sizeof(int));
         for (int i = 0; i < pg->n_ops; i++) {
             const ah_op *op = &pg->ops[i];
+            ci->op_first[s][i] = ci->op_last[s][i] = -1;
             if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
-                continue; /* transfers come from the chunk boundaries, the tail from the buckets */
+                continue; /* sends and receives: add_transfers; the tail from the buckets */
             int idx = op->chunk * m + op->mb;
             double act = (double)ah_range(e->lbs[s]->act_bytes, op->first, op->last);
             if (op->kind == AH_OP_FORWARD) {
@@ -795,34 +799,68 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
                 e->t[ci->blast[s][idx]].act_free = act;
                 ci->last_bwd[s] = ci->blast[s][idx];
             }
+            ci->op_first[s][i] = op->kind == AH_OP_FORWARD ? ci->fwd[s][idx] : ci->bfirst[s][idx];
+            ci->op_last[s][i] = op->kind == AH_OP_FORWARD ? ci->fwd[s][idx] : ci->blast[s][idx];
         }
         free(last_bwd);
     }
 }
 
-/* Activation and gradient transfers between consecutive chunks of replica
- * k, chunk boundary by boundary, micro-batch by micro-batch. Between stages
- * of degrees a and b each GPU moves 1/min(a, b) of the activation, as in the
- * closed form (rule 1 of per-stage TP, docs/cost-model.md). */
+/* A send or receive of a program (stage s, op index i): for sorting by tag */
+typedef struct {
+    int s, i, tag;
+} p2p_ref;
+
+static int cmp_tag(const void *pa, const void *pb) {
+    const p2p_ref *x = pa, *y = pb;
+    return (x->tag > y->tag) - (x->tag < y->tag);
+}
+
+/* The compute op a send follows (its producer) or a receive precedes (its consumer) in program s: the
+ * program emits each send right after the compute that made it and each receive right before the compute
+ * that needs it (src/schedule/program.c). */
+static int adjacent_compute(const ah_program *pg, int i, int step) {
+    for (int j = i + step; j >= 0 && j < pg->n_ops; j += step)
+        if (pg->ops[j].kind == AH_OP_FORWARD || pg->ops[j].kind == AH_OP_BACKWARD)
+            return j;
+    return -1;
+}
+
+/* The activation and gradient transfers of replica k, read from its stages' programs: every send is a flow
+ * of its op's bytes (per rank: the closed form's rule 1 of per-stage TP, as the schedule was built),
+ * matched with the receive of the same tag in its peer stage's program; the flow follows the compute
+ * before the send and precedes the compute after the receive. Flows are made in tag order (chunk boundary,
+ * micro-batch, activation before gradient). */
 static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const compute_ids *ci) {
-    int m = e->p->replicas[k].micro_batches, base = sp->first_stage[k];
-    for (int c = 0; c + 1 < sp->n_chunks[k]; c++) {
-        const ah_chunk *a = &sp->chunks[k][c], *b = &sp->chunks[k][c + 1];
-        int s = base + a->stage, t = base + b->stage;
-        int tmin = e->r->stages[s].tp < e->r->stages[t].tp ? e->r->stages[s].tp : e->r->stages[t].tp;
-        double bytes = ah_plan_costs_bytes(e->costs, e->p, tmin)->p2p_bytes;
-        for (int mb = 0; mb < m; mb++) {
-            int ia = a->virt * m + mb, ib = b->virt * m + mb;
-            int fa = add_p2p(e, AH_OP_SEND_ACTIVATION, s, t, mb, bytes);
-            add_dep(e, ci->fwd[s][ia], fa);
-            add_dep(e, fa, ci->fwd[t][ib]);
-            e->t[fa].src_op = ci->fwd[s][ia];
-            int ga = add_p2p(e, AH_OP_SEND_GRADIENT, t, s, mb, bytes);
-            add_dep(e, ci->blast[t][ib], ga);
-            e->t[ga].src_op = ci->blast[t][ib];
-            add_dep(e, ga, ci->bfirst[s][ia]);
+    int base = sp->first_stage[k], S = e->p->replicas[k].n_stages, ns = 0, nr = 0, cap = 0;
+    for (int j = 0; j < S; j++)
+        cap += sp->programs[base + j].n_ops;
+    p2p_ref *snd = ah_xcalloc((size_t)cap + 1, sizeof(p2p_ref)), *rcv = ah_xcalloc((size_t)cap + 1, sizeof(p2p_ref));
+    for (int j = 0; j < S; j++) {
+        const ah_program *pg = &sp->programs[base + j];
+        for (int i = 0; i < pg->n_ops; i++) {
+            ah_op_kind kd = pg->ops[i].kind;
+            if (kd == AH_OP_SEND_ACTIVATION || kd == AH_OP_SEND_GRADIENT)
+                snd[ns++] = (p2p_ref){base + j, i, pg->ops[i].tag};
+            else if (kd == AH_OP_RECV_ACTIVATION || kd == AH_OP_RECV_GRADIENT)
+                rcv[nr++] = (p2p_ref){base + j, i, pg->ops[i].tag};
         }
     }
+    qsort(snd, (size_t)ns, sizeof(p2p_ref), cmp_tag);
+    qsort(rcv, (size_t)nr, sizeof(p2p_ref), cmp_tag);
+    for (int q = 0; q < ns && q < nr; q++) {
+        const ah_program *ps = &sp->programs[snd[q].s], *pr = &sp->programs[rcv[q].s];
+        const ah_op *op = &ps->ops[snd[q].i];
+        /* tags are unique within a step: the q-th receive by tag is this send's (the schedule's tests) */
+        int from = snd[q].s, to = rcv[q].s;
+        int prod = adjacent_compute(ps, snd[q].i, -1), cons = adjacent_compute(pr, rcv[q].i, +1);
+        int f = add_p2p(e, op->kind, from, to, op->mb, op->bytes);
+        add_dep(e, ci->op_last[from][prod], f);
+        add_dep(e, f, ci->op_first[to][cons]);
+        e->t[f].src_op = ci->op_last[from][prod];
+    }
+    free(snd);
+    free(rcv);
 }
 
 /* Bucket all-reduces, queued on every holder's DP stream from the top bucket
@@ -833,14 +871,19 @@ static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const co
     const ah_plan *p = e->p;
     ah_sim_result *r = e->r;
     int R = sp->n_replicas;
-    /* tied embeddings: each replica's first and last stage exchange the
-     * gradient once both are done, first on their DP streams (the engine's
-     * program order, src/schedule/program.c) */
+    /* tied embeddings: the TIED_SYNC of a replica's first stage's program
+     * (its peer the last stage) exchanges the gradient once both are done,
+     * first on their DP streams, as the program orders it */
     double tied_tp1 = ah_plan_costs_bytes(e->costs, p, 1)->tied_bytes;
-    for (int k = 0; k < R && tied_tp1 > 0; k++) {
-        int S = p->replicas[k].n_stages, s0 = sp->first_stage[k], s1 = s0 + S - 1;
-        if (S < 2)
+    for (int k = 0; k < R; k++) {
+        const ah_program *pg = &sp->programs[sp->first_stage[k]];
+        int t = -1;
+        for (int i = 0; i < pg->n_ops && t < 0; i++)
+            if (pg->ops[i].kind == AH_OP_TIED_SYNC && pg->ops[i].bytes > 0)
+                t = i;
+        if (t < 0)
             continue;
+        int s0 = sp->first_stage[k], s1 = s0 + pg->ops[t].peer_stage;
         int id = add_tied(e, s0, s1, tied_tp1);
         add_dep(e, ci->last_bwd[s0], id);
         add_dep(e, ci->last_bwd[s1], id);
@@ -995,15 +1038,19 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
                                 .virtual_stages = so->virtual_stages,
                                 .act_bytes = lb1->p2p_bytes,
                                 .grad_bytes = lb1->grad_bytes,
+                                .tied_bytes = lb1->tied_bytes,
                                 .split_by_tp = 1};
     ah_schedule_plan sp;
     if (ah_schedule_build(p, &sopt, &sp, err, errlen) != 0)
         return -1;
     set_buckets(e, &sp);
-    compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)), ah_xcalloc((size_t)S, sizeof(int *)),
+    compute_ids ci = {ah_xcalloc((size_t)S, sizeof(int *)),
+                      ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int)),
-                      ah_xcalloc((size_t)S, sizeof(int))};
+                      ah_xcalloc((size_t)S, sizeof(int)),
+                      ah_xcalloc((size_t)S, sizeof(int *)),
+                      ah_xcalloc((size_t)S, sizeof(int *))};
     for (int k = 0; k < R; k++) {
         add_programs(e, &sp, k, &ci);
         add_transfers(e, &sp, k, &ci);
@@ -1017,7 +1064,11 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
         free(ci.fwd[s]);
         free(ci.bfirst[s]);
         free(ci.blast[s]);
+        free(ci.op_first[s]);
+        free(ci.op_last[s]);
     }
+    free(ci.op_first);
+    free(ci.op_last);
     free(ci.fwd);
     free(ci.bfirst);
     free(ci.blast);
