@@ -122,7 +122,8 @@ done
 # kill -9 of rank 0 inside the commit of step 4 (checkpoints every 2 steps): after the manifests list
 # step 4 but before state.json names it, and after state.json but before the manifests drop step 2.
 # The resume continues from the step state.json names (2 or 4), ends at the uninterrupted run's
-# parameters, and leaves no temporary file (a stale state.json.tmp of a dead writer included).
+# parameters, and leaves no temporary file (a stale state.json.tmp of a dead writer included, and one of
+# the manifests rank 0 keeps a copy of in DIR/.reported).
 for point in manifests state; do
   d="$TMP/kw-$point"
   AUTOHET_TEST_KILL_COMMIT="$point@4" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
@@ -133,6 +134,7 @@ for point in manifests state; do
     || fail "$point: the manifest does not list both steps 2 and 4 in the commit window"
   sh -c 'exit 0' & dead=$!; wait $dead
   echo junk >"$d/state.json.tmp.$dead"
+  mkdir -p "$d/.reported/n0" && echo junk >"$d/.reported/n0/manifest.json.tmp.$dead" # rank 0 killed reporting
   AUTOHET_DUMP_PARAMS="$TMP/kw-$point.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
     --resume "$d" --ckpt-dir "$d" --ckpt-every 2 >"$TMP/kwr-$point.out" 2>&1 \
     || { tail -3 "$TMP/kwr-$point.out"; fail "$point: resume failed"; continue; }
