@@ -245,9 +245,34 @@ static void checkpoint_stall(void **state) {
     ah_diagnosis_free(&d);
 }
 
+/* a data-parallel pair's link 40x slower: the link is the cause, and the all-reduce time it adds to the
+ * blocking all-reduces of ranks 0 and 2 is an exposed_dp effect explained by it (ranks 1 and 3, whose
+ * all-reduces take less than the slow pair's line would say, offset none of it) */
+static void slow_dp_link(void **state) {
+    (void)state;
+    faults f = {-1, 0, 2, -1, 0};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "slow_link");
+    assert_int_equal(d.f[0].link[0], 0);
+    assert_int_equal(d.f[0].link[1], 2);
+    int dp = -1;
+    for (int i = 0; i < d.n; i++)
+        if (d.f[i].kind == AH_DIAG_EXPOSED_DP)
+            dp = i;
+    assert_true(dp > 0);
+    assert_true(d.f[dp].significant);
+    assert_int_equal(d.f[dp].explained_by, 0);
+    assert_true(d.f[dp].measured_s > 5 * d.f[dp].expected_s);
+    ah_diagnosis_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(clean_run), cmocka_unit_test(slow_rank),
-                                       cmocka_unit_test(slow_link), cmocka_unit_test(input_stall),
+                                       cmocka_unit_test(slow_link), cmocka_unit_test(slow_dp_link),
+                                       cmocka_unit_test(input_stall),
                                        cmocka_unit_test(checkpoint_stall)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
