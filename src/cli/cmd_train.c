@@ -68,7 +68,8 @@ static void train_usage(FILE *f) {
             "                 val_loss + val_batches (evaluated steps only), lr, grad_norm, tokens,\n"
             "                 tokens_per_s, tflops, mfu + peak_tflops (nominal peak), sgemm_util\n"
             "  --devices FILE device catalog overrides (as autohet plan's): the plan's GPU types and the\n"
-            "                 MFU's nominal peak\n"            "  --emulate M    emulated devices: every compute op lasts the time cost model M (analytic, or a\n"
+            "                 MFU's nominal peak\n"
+            "  --emulate M    emulated devices: every compute op lasts the time cost model M (analytic, or a\n"
             "                 profile file as plan --profile reads) gives it on its rank's device of the plan\n"
             "                 (computed, then slept to that time), so 8-16 ranks of a pipeline whose devices\n"
             "                 the model makes slow fit on a few cores; the end says how many ops overran\n"
@@ -216,6 +217,7 @@ typedef struct {
     int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
     const char *devices;     /* --devices: catalog overrides for the nominal peak (the MFU) */
     const char *emulate;     /* --emulate: "analytic" or a profile file */
+    ah_device_catalog catalog; /* the built-in catalog with --devices: the plan's GPU types, the MFU's peaks */
     ah_token_type data_type; /* --data-dtype: raw token files' type */
     ah_schedule schedule;
     double lr;
@@ -399,15 +401,14 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
                        char *msg, size_t n) {
     if (a->model && ah_model_resolve(a->model, cfg, msg, n) != 0)
         return -1;
+    char why[512];
+    a->catalog = *ah_device_catalog_builtin();
+    if (a->devices && ah_device_load_overrides(&a->catalog, a->devices, why, sizeof why) != 0) {
+        snprintf(msg, n, "--devices %s", why);
+        return -1;
+    }
     if (a->plan) {
-        static ah_device_catalog cat; /* the plan's devices: the catalog with --devices (as plan and simulate) */
-        char why[512];
-        cat = *ah_device_catalog_builtin();
-        if (a->devices && ah_device_load_overrides(&cat, a->devices, why, sizeof why) != 0) {
-            snprintf(msg, n, "--devices %s", why);
-            return -1;
-        }
-        if (ah_plan_read_json(a->plan, &cat, plan, msg, n) != 0)
+        if (ah_plan_read_json(a->plan, &a->catalog, plan, msg, n) != 0)
             return -1;
         if (!a->model) /* the plan's own model (a preset, a config.json, or its full description) */
             *cfg = plan->model;
@@ -450,32 +451,25 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
 }
 
 /* The job's nominal peak FLOP/s, the MFU's denominator: every GPU slot of the
- * plan at its device's catalog peak (--devices overrides the catalog), bf16
- * tensor peak under --precision bf16, else the fp32 peak (the bf16 figure
- * where the catalog has none, as for the CPU devices). 0 (no MFU) for
- * --device cuda without a plan, whose GPU the trivial plan does not name.
- * 0, or -1 with msg. */
-static int job_peak_flops(const train_args *a, const ah_plan *plan, double *peak, char *msg, size_t n) {
-    static ah_device_catalog cat;
-    cat = *ah_device_catalog_builtin();
-    *peak = 0;
-    char why[512];
-    if (a->devices && ah_device_load_overrides(&cat, a->devices, why, sizeof why) != 0) {
-        snprintf(msg, n, "--devices %s", why);
-        return -1;
-    }
+ * plan at its device's catalog peak (a->catalog: --devices overrides the
+ * built-in one), bf16 tensor peak under --precision bf16, else the fp32 peak
+ * (the bf16 figure where the catalog has none, as for the CPU devices). 0 (no
+ * MFU) for --device cuda without a plan, whose GPU the trivial plan does not
+ * name. */
+static double job_peak_flops(const train_args *a, const ah_plan *plan) {
+    double peak = 0;
     if (!a->plan && a->device && !strcmp(a->device, "cuda"))
         return 0;
     for (int r = 0; r < plan->n_replicas; r++)
         for (int s = 0; s < plan->replicas[r].n_stages; s++) {
             const ah_stage *st = &plan->replicas[r].stages[s];
             const ah_device *cd = &plan->cluster.nodes[st->node].dev;
-            const ah_device *d = ah_device_find(&cat, cd->name);
+            const ah_device *d = ah_device_find(&a->catalog, cd->name);
             d = d ? d : cd;
             double tf = a->bf16 || d->fp32_tflops <= 0 ? d->peak_tflops : d->fp32_tflops;
-            *peak += st->tp * tf * 1e12;
+            peak += st->tp * tf * 1e12;
         }
-    return 0;
+    return peak;
 }
 
 static void trainer_config(const train_args *a, const ah_model_config *cfg, const ah_plan *plan,
@@ -603,11 +597,7 @@ int cmd_train(int argc, char **argv) {
     ah_trainer_config tc;
     trainer_config(&a, &cfg, &plan, &oc, &tc);
     tc.t_init = t_init;
-    if (job_peak_flops(&a, &plan, &tc.peak_flops, msg, sizeof msg) != 0) {
-        ah_dataset_free(&data);
-        ah_plan_free(&plan);
-        return fail_all(rank, msg);
-    }
+    tc.peak_flops = job_peak_flops(&a, &plan);
     /* ranks beyond the plan's slots are recovery servers of surviving nodes the plan does not use */
     MPI_Comm comm = MPI_COMM_WORLD;
     int slots = ah_plan_slots(&plan);

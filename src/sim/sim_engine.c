@@ -737,7 +737,6 @@ typedef struct {
     int **fwd, **bfirst, **blast; /* [stage][chunk * m + mb] */
     int *chunk_of;
     int *last_bwd; /* [stage]: the task that ends its program's last backward */
-    int **op_first, **op_last; /* [stage][program op index]: a compute op's first and last task, else -1 */
 } compute_ids;
 
 static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, int k, const ah_op *op, int idx,
@@ -776,11 +775,8 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
         ci->fwd[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->bfirst[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->blast[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
-        ci->op_first[s] = ah_xcalloc((size_t)pg->n_ops + 1, sizeof(int));
-        ci->op_last[s] = ah_xcalloc((size_t)pg->n_ops + 1, sizeof(int));
         for (int i = 0; i < pg->n_ops; i++) {
             const ah_op *op = &pg->ops[i];
-            ci->op_first[s][i] = ci->op_last[s][i] = -1;
             if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
                 continue; /* sends and receives: add_transfers; the tail from the buckets */
             int idx = op->chunk * m + op->mb;
@@ -799,8 +795,6 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
                 e->t[ci->blast[s][idx]].act_free = act;
                 ci->last_bwd[s] = ci->blast[s][idx];
             }
-            ci->op_first[s][i] = op->kind == AH_OP_FORWARD ? ci->fwd[s][idx] : ci->bfirst[s][idx];
-            ci->op_last[s][i] = op->kind == AH_OP_FORWARD ? ci->fwd[s][idx] : ci->blast[s][idx];
         }
         free(last_bwd);
     }
@@ -816,21 +810,12 @@ static int cmp_tag(const void *pa, const void *pb) {
     return (x->tag > y->tag) - (x->tag < y->tag);
 }
 
-/* The compute op a send follows (its producer) or a receive precedes (its consumer) in program s: the
- * program emits each send right after the compute that made it and each receive right before the compute
- * that needs it (src/schedule/program.c). */
-static int adjacent_compute(const ah_program *pg, int i, int step) {
-    for (int j = i + step; j >= 0 && j < pg->n_ops; j += step)
-        if (pg->ops[j].kind == AH_OP_FORWARD || pg->ops[j].kind == AH_OP_BACKWARD)
-            return j;
-    return -1;
-}
-
 /* The activation and gradient transfers of replica k, read from its stages' programs: every send is a flow
  * of its op's bytes (per rank: the closed form's rule 1 of per-stage TP, as the schedule was built),
- * matched with the receive of the same tag in its peer stage's program; the flow follows the compute
- * before the send and precedes the compute after the receive. Flows are made in tag order (chunk boundary,
- * micro-batch, activation before gradient). */
+ * matched with the receive of the same tag in its peer stage's program; the flow follows the compute that
+ * made it (a send and its compute share chunk and micro-batch: the forward, or the backward's last piece)
+ * and precedes the compute that needs it (the forward, or the backward's first piece). Flows are made in
+ * tag order (chunk boundary, micro-batch, activation before gradient). */
 static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const compute_ids *ci) {
     int base = sp->first_stage[k], S = e->p->replicas[k].n_stages, ns = 0, nr = 0, cap = 0;
     for (int j = 0; j < S; j++)
@@ -848,16 +833,20 @@ static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const co
     }
     qsort(snd, (size_t)ns, sizeof(p2p_ref), cmp_tag);
     qsort(rcv, (size_t)nr, sizeof(p2p_ref), cmp_tag);
-    for (int q = 0; q < ns && q < nr; q++) {
-        const ah_program *ps = &sp->programs[snd[q].s], *pr = &sp->programs[rcv[q].s];
-        const ah_op *op = &ps->ops[snd[q].i];
-        /* tags are unique within a step: the q-th receive by tag is this send's (the schedule's tests) */
-        int from = snd[q].s, to = rcv[q].s;
-        int prod = adjacent_compute(ps, snd[q].i, -1), cons = adjacent_compute(pr, rcv[q].i, +1);
+    if (ns != nr)
+        abort(); /* every send has its receive (src/schedule/program.c) */
+    int m = e->p->replicas[k].micro_batches;
+    for (int q = 0; q < ns; q++) {
+        const ah_op *op = &sp->programs[snd[q].s].ops[snd[q].i], *rv = &sp->programs[rcv[q].s].ops[rcv[q].i];
+        if (rv->tag != op->tag) /* tags are unique within a step: the q-th receive by tag is this send's */
+            abort();
+        int from = snd[q].s, to = rcv[q].s, grad = op->kind == AH_OP_SEND_GRADIENT;
+        int prod = (grad ? ci->blast : ci->fwd)[from][op->chunk * m + op->mb];
+        int cons = (grad ? ci->bfirst : ci->fwd)[to][rv->chunk * m + rv->mb];
         int f = add_p2p(e, op->kind, from, to, op->mb, op->bytes);
-        add_dep(e, ci->op_last[from][prod], f);
-        add_dep(e, f, ci->op_first[to][cons]);
-        e->t[f].src_op = ci->op_last[from][prod];
+        add_dep(e, prod, f);
+        add_dep(e, f, cons);
+        e->t[f].src_op = prod;
     }
     free(snd);
     free(rcv);
@@ -1048,9 +1037,7 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
                       ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int)),
-                      ah_xcalloc((size_t)S, sizeof(int)),
-                      ah_xcalloc((size_t)S, sizeof(int *)),
-                      ah_xcalloc((size_t)S, sizeof(int *))};
+                      ah_xcalloc((size_t)S, sizeof(int))};
     for (int k = 0; k < R; k++) {
         add_programs(e, &sp, k, &ci);
         add_transfers(e, &sp, k, &ci);
@@ -1064,11 +1051,7 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
         free(ci.fwd[s]);
         free(ci.bfirst[s]);
         free(ci.blast[s]);
-        free(ci.op_first[s]);
-        free(ci.op_last[s]);
     }
-    free(ci.op_first);
-    free(ci.op_last);
     free(ci.fwd);
     free(ci.bfirst);
     free(ci.blast);

@@ -73,8 +73,9 @@ void ah_diagnosis_print(FILE *f, const ah_diagnosis *d, const ah_diag_options *o
         if (x->significant || x->cost_s <= 0)
             continue;
         char wh[96];
-        fprintf(f, "%s%s %s %.3f ms (%.1f%%)", shown ? "; " : "  not established (below the threshold or within the expectation's error): ", ah_diag_kind_name(x->kind),
-                where_text(x, o, wh, sizeof wh), x->cost_s * 1e3, 100 * x->share);
+        fprintf(f, "%s%s %s %.3f ms (%.1f%%)",
+                shown ? "; " : "  not established (below the threshold or within the expectation's error): ",
+                ah_diag_kind_name(x->kind), where_text(x, o, wh, sizeof wh), x->cost_s * 1e3, 100 * x->share);
         if (++shown == 8)
             break;
     }

@@ -308,19 +308,21 @@ static void input_stalls(dctx *c, const double *ckpt) {
 
 /* ---------------------------------------------------------------- effects */
 
-/* one pipeline message between ranks of replica g as measured: the mean of
- * its transfers (the links' own time, however slow: a slow link is its own
- * finding), 0 without one */
-static double pipeline_transfer_s(const dctx *c, int g) {
+/* per replica (indexed by its lowest rank, c->replica), one pipeline message
+ * between its ranks as measured: the mean of its transfers (the links' own
+ * time, however slow: a slow link is its own finding), 0 without one */
+static void pipeline_transfer_s(const dctx *c, double *x) {
     const ah_diagnosis *d = c->d;
-    double sum = 0;
-    int m = 0;
+    int *m = ah_xcalloc((size_t)c->R + 1, sizeof(int));
     for (int k = 0; k < d->n_obs; k++) {
         const ah_link_obs *o = &d->obs[k];
-        if (!o->collective && o->item >= 0 && c->replica[o->a] == g && c->replica[o->b] == g)
-            sum += o->us * 1e-6, m++;
+        int g = c->replica[o->a];
+        if (!o->collective && o->item >= 0 && c->replica[o->b] == g)
+            x[g] += o->us * 1e-6, m[g]++;
     }
-    return m ? sum / m : 0;
+    for (int g = 0; g < c->R; g++)
+        x[g] = m[g] ? x[g] / m[g] : 0;
+    free(m);
 }
 
 /* Pipeline bubble beyond the schedule's own: a 1F1B step of p stages and m
@@ -332,6 +334,8 @@ static double pipeline_transfer_s(const dctx *c, int g) {
  * what the trace does not show (a peer descheduled between its operations,
  * a message waiting for its sender's next MPI call). */
 static void bubbles(dctx *c) {
+    double *xr = ah_xcalloc((size_t)c->R + 1, sizeof(double));
+    pipeline_transfer_s(c, xr);
     for (int r = 0; r < c->R; r++) {
         double meas = c->a->split[r].bubble * 1e-6;
         if (meas <= 0)
@@ -351,7 +355,7 @@ static void bubbles(dctx *c) {
             nf += c->a->items[c->order[k]].ev.kind == AH_OP_FORWARD && !c->a->items[c->order[k]].comm;
         m = c->o->micro_batches ? c->o->micro_batches[r] : nf / c->S;
         int stages = c->o->n_stages ? c->o->n_stages[r] : p;
-        double x = stages > 1 ? pipeline_transfer_s(c, c->replica[r]) : 0;
+        double x = stages > 1 ? xr[c->replica[r]] : 0;
         double mb = m > 0 ? slowest / m : 0, exp_s = (m + stages - 1) * mb + 2.0 * (stages - 1) * x * c->S - own;
         exp_s = exp_s > 0 ? exp_s : 0;
         if (!(meas > exp_s))
@@ -371,11 +375,13 @@ static void bubbles(dctx *c) {
                  r, meas * 1e3, stages, m, exp_s * 1e3, mb * 1e3 / (c->S ? c->S : 1), x * 1e3, c->S);
         settle(c, f, meas > 1.5 * exp_s);
     }
+    free(xr);
 }
 
 /* the expected time of each data-parallel instance after its last arrival:
  * the links' expectation of a 2-rank all-reduce, else the median of the
- * instances of the same call site and group (the run's own typical time) */
+ * instances of the same call site and group (the run's own typical time,
+ * computed once per site and group: instances are sorted by site, group) */
 static void dp_expected(const dctx *c, double *ex) {
     const ah_trace_item *e = c->a->items;
     for (int k = 0; k < c->n_inst; k++)
@@ -386,17 +392,20 @@ static void dp_expected(const dctx *c, double *ex) {
             ex[o->inst] = o->expected_us * o->per_inst;
     }
     double *v = ah_xcalloc((size_t)c->n_inst + 1, sizeof(double));
-    for (int k = 0; k < c->n_inst; k++) {
-        const ah_trace_item *x = &e[c->inst_items[c->inst[k].first]];
-        if (ex[k] >= 0 || x->ev.kind != AH_OP_DP_ALLREDUCE)
-            continue;
+    for (int a = 0, b; a < c->n_inst; a = b) {
+        const ah_trace_item *x = &e[c->inst_items[c->inst[a].first]];
         int m = 0;
-        for (int j = 0; j < c->n_inst; j++) {
-            const ah_trace_item *y = &e[c->inst_items[c->inst[j].first]];
-            if (!strcmp(x->site, y->site) && x->ev.group == y->ev.group)
-                v[m++] = c->inst[j].le - c->inst[j].la;
+        for (b = a; b < c->n_inst; b++) {
+            const ah_trace_item *y = &e[c->inst_items[c->inst[b].first]];
+            if (strcmp(x->site, y->site) || x->ev.group != y->ev.group)
+                break;
+            v[m++] = c->inst[b].le - c->inst[b].la;
         }
-        ex[k] = ah_diag_median(v, m);
+        if (x->ev.kind != AH_OP_DP_ALLREDUCE)
+            continue;
+        double med = ah_diag_median(v, m);
+        for (int k = a; k < b; k++)
+            ex[k] = ex[k] >= 0 ? ex[k] : med;
     }
     free(v);
 }
