@@ -128,6 +128,12 @@ static void link_model_from_profile(void **state) {
     unlink(path);
     ah_link_model_default(&m);
     assert_double_equal(ah_link_us(&m, 10000), 6, 1e-12); /* 5 us + 10 kB at 10 GB/s */
+    /* a large-message regime with a negative intercept (the commbench fit of a busy machine: alpha -13 us
+     * from 64 KiB up) does not make a 33 KB message, above the small regime's end, cost less than the
+     * latency */
+    ah_link_model neg = {.n = 2, .alpha_us = {600, -13}, .beta_GBps = {0.05, 4.8}, .max_bytes = {32768, 0}};
+    assert_double_equal(ah_link_us(&neg, 33024), 600, 1e-12);
+    assert_double_equal(ah_link_us(&neg, 4.8e6), 987, 1e-9); /* -13 + 4.8e6 / 4800 */
 }
 
 static void add(ah_trace_file *t, int rank, ah_op_kind kind, const char *site, double ts, double dur, double bytes,

@@ -33,7 +33,7 @@ int ah_link_model_read_class(const char *path, const char *link_class, ah_link_m
                              size_t errlen);
 /* The same for NULL, a missing fit being an error (-1) */
 int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
-/* microseconds for one message of `bytes` */
+/* microseconds for one message of `bytes` (at least the first regime's latency) */
 double ah_link_us(const ah_link_model *m, double bytes);
 
 #endif

@@ -114,5 +114,9 @@ double ah_link_us(const ah_link_model *m, double bytes) {
     int q = 0;
     while (q + 1 < m->n && bytes > m->max_bytes[q])
         q++;
-    return m->alpha_us[q] + bytes / (m->beta_GBps[q] * 1e3);
+    double t = m->alpha_us[q] + bytes / (m->beta_GBps[q] * 1e3);
+    /* a later regime's line has a free intercept, fitted on its own sizes only: between the previous
+     * regime's end and its first size it can fall below the latency (negative, from a profile measured on
+     * a busy machine); a message costs at least the smallest one's latency, as ah_msg_cost_of says */
+    return t < m->alpha_us[0] ? m->alpha_us[0] : t;
 }
