@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
         ah_sim_result r;
         for (int k = 0; k < runs; k++) {
             double t0 = ah_now_s();
-            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0, .overlap_dp = 1};
             if (ah_simulate(&p, prof, &o, &so, &r, err, sizeof err) != 0) {
                 fprintf(stderr, "%s\n", err);
                 return 1;
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
             ah_plan p;
             if (ah_plan_search(&m, &c, prof, &ok, &p, err, sizeof err) != 0)
                 continue;
-            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0, .overlap_dp = 1};
             ah_sim_result r;
             if (ah_simulate(&p, prof, &ok, &so, &r, err, sizeof err) == 0) {
                 sim[k] = r.iteration_time_s;
@@ -223,7 +223,7 @@ int main(int argc, char **argv) {
         double sim[5] = {0};
         int best = 0;
         for (int i = 0; i < n; i++) {
-            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+            ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0, .overlap_dp = 1};
             ah_sim_result r;
             if (ah_simulate(&top[i], prof, &o, &so, &r, err, sizeof err) == 0) {
                 sim[i] = r.iteration_time_s;

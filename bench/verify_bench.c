@@ -58,7 +58,7 @@ typedef struct {
 static double simulate(ah_plan *p, const ah_profile *prof, const ah_plan_options *o, char *err, size_t n) {
     ah_plan copy;
     ah_plan_copy(&copy, p);
-    ah_sim_options so = {.schedule = AH_SCHED_1F1B};
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B, .overlap_dp = 1}; /* the program the planner costs */
     ah_sim_result r;
     double t = -1;
     if (ah_simulate(&copy, prof, o, &so, &r, err, n) == 0) {

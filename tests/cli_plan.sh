@@ -131,15 +131,16 @@ jq -e '(.top | length) >= 2 and ([.top[].cost_per_iteration_usd] | all(. > 0)) a
   || fail "--objective cost --top: costed plans expected"
 
 # the planner's pick simulates no slower than Metis's plan on the peer pools (bench/peer-plans); on
-# 16 A100 + 16 V100 the pick mixes degrees (TP 1 replicas beside TP 2 ones) and beats every one-degree plan
+# 16 A100 + 16 V100 the pick mixes degrees (TP 1 replicas beside TP 2 ones) and beats every one-degree plan;
+# simulated as the planner costs them: the buckets' all-reduces overlapped with the backward (--overlap-dp)
 PEER="$FIX/../../bench/peer-plans"
 PEER_ARGS=(--model opt-350m --cluster 4x4xA100-40G,4x4xV100-16G --global-batch 1024 --seq 2048
   --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --quiet)
 $BIN plan "${PEER_ARGS[@]}" --json "$TMP/opt.json" || fail "plan on the 16+16 peer pool exited non-zero"
 $BIN simulate "$PEER/metis-opt350-16xA100-16xV100.json" --devices "$PEER/gcp-devices.json" \
-  --profile "$FIX/sailor/OPT-350" --quiet --json "$TMP/metis.sim.json" || fail "simulate of the Metis plan failed"
-$BIN simulate "$TMP/opt.json" --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --quiet \
-  --json "$TMP/opt.sim.json" || fail "simulate of the planner's pick failed"
+  --profile "$FIX/sailor/OPT-350" --overlap-dp --quiet --json "$TMP/metis.sim.json" || fail "simulate of the Metis plan failed"
+$BIN simulate "$TMP/opt.json" --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --overlap-dp \
+  --quiet --json "$TMP/opt.sim.json" || fail "simulate of the planner's pick failed"
 jq -en --slurpfile a "$TMP/opt.sim.json" --slurpfile b "$TMP/metis.sim.json" \
   '$a[0].iteration_time_s <= $b[0].iteration_time_s' >/dev/null \
   || fail "autohet's pick simulates slower than Metis's plan on 16 A100 + 16 V100"
@@ -147,8 +148,8 @@ jq -en --slurpfile a "$TMP/opt.sim.json" --slurpfile b "$TMP/metis.sim.json" \
   || fail "the 16+16 pick no longer mixes TP degrees"
 for t in 1 2 4; do
   $BIN plan "${PEER_ARGS[@]}" --tp $t --json "$TMP/opt.tp$t.json" || fail "plan --tp $t on the peer pool"
-  $BIN simulate "$TMP/opt.tp$t.json" --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" --quiet \
-    --json "$TMP/opt.tp$t.sim.json" || fail "simulate of the --tp $t plan"
+  $BIN simulate "$TMP/opt.tp$t.json" --devices "$PEER/gcp-devices.json" --profile "$FIX/sailor/OPT-350" \
+    --overlap-dp --quiet --json "$TMP/opt.tp$t.sim.json" || fail "simulate of the --tp $t plan"
   jq -en --slurpfile a "$TMP/opt.sim.json" --slurpfile b "$TMP/opt.tp$t.sim.json" \
     '$a[0].iteration_time_s <= $b[0].iteration_time_s' >/dev/null \
     || fail "the mixed-degree pick simulates slower than the --tp $t plan"

@@ -3,8 +3,10 @@
 # process: for one global batch and seed, the loss at every step and the final
 # parameters of GPipe and interleaved 1F1B runs (2 replicas x 2 stages with
 # different layer splits, asymmetric replicas, TP=2, V = 2 and 3 chunks per
-# stage) match the single-rank run within 1e-5 relative; a plan that cannot
-# interleave is refused with its reason (exit 2).
+# stage) match the single-rank run within 1e-5 relative, with the buckets'
+# all-reduces overlapped with the backward too (--overlap-dp), whose traces
+# show them starting inside it; a plan that cannot interleave is refused
+# with its reason (exit 2).
 . "$(dirname "$0")/common.sh"
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 4 --seed 3 --eval-every 2)
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --global-batch 8 --micro-batch 2 --seq 64 \
@@ -31,6 +33,29 @@ same_model gpipe-tp2 4 tiny-tp2 --schedule gpipe
 same_model interleaved-2x2 4 tiny-2x2 --schedule interleaved
 same_model interleaved-2s-v3 2 tiny-2s-interleave --schedule interleaved --virtual-stages 3
 same_model interleaved-tp2 4 tiny-tp2-2s --schedule interleaved --virtual-stages 2
+
+# --overlap-dp: the buckets' all-reduces started inside the last backward (non-blocking), the same model
+same_model overlap-asym 4 tiny-asym --overlap-dp
+same_model overlap-interleaved-2x2 4 tiny-2x2 --schedule interleaved --overlap-dp
+# ... and they do start inside it: in a traced run, rank 0 (replica 0 holds every layer; its middle bucket
+# [1,4) is shared with replica 1) starts an all-reduce before its last backward of the step ends; without
+# the flag every all-reduce starts after it
+overlap_starts_early() { # trace -> "1" when the last step's first dp_allreduce starts before its last backward ends
+  jq -r '[.traceEvents[] | select(.ph == "X" and .pid == 0)] as $e
+    | ([$e[] | select(.name == "optimizer") | .ts] | sort | .[-2]) as $prev
+    | [$e[] | select(.ts > $prev)] as $last
+    | ([$last[] | select(.name | startswith("dp_allreduce")) | .ts] | min) as $dp
+    | ([$last[] | select(.name | startswith("backward")) | .ts + .dur] | max) as $bwd
+    | if $dp == null or $bwd == null then "none" elif $dp < $bwd then "1" else "0" end' "$1"
+}
+for ov in "" --overlap-dp; do
+  timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" --steps 3 --plan "$PLANS/tiny-asym.json" $ov \
+    --trace "$TMP/ov$ov.json" >"$TMP/ov.out" 2>&1 || { tail -5 "$TMP/ov.out"; fail "traced run $ov"; continue; }
+  got=$(overlap_starts_early "$TMP/ov$ov.json")
+  want=0; [ -n "$ov" ] && want=1
+  [ "$got" = "$want" ] || fail "tiny-asym ${ov:-blocking}: an all-reduce starting inside the last backward: $got, expected $want"
+done
+echo "overlap-dp: rank 0's first bucket all-reduce starts inside its last backward (blocking: after it)"
 
 # a 1F1B checkpoint resumes under the interleaved schedule (other layers per rank) and the run goes on as one
 # process's: the loss of step 4 and the final parameters

@@ -51,6 +51,10 @@ same_model pipe-tp124-gpipe ref-gpt 7 tiny-mixtp-pipe 0 --model tiny-gpt --sched
 # exchanged between stages of different degrees
 same_model two-rep ref-gpt 6 tiny-mixtp-2rep 1 --model tiny-gpt
 same_model two-rep-interleaved ref-gpt 6 tiny-mixtp-2rep 0 --model tiny-gpt --schedule interleaved
+# ... and with every bucket's all-reduce started inside the backward: mixed buckets' slices packed and
+# reduced non-blocking, unpacked at the wait (--overlap-dp)
+same_model two-rep-overlap ref-gpt 6 tiny-mixtp-2rep 1 --model tiny-gpt --overlap-dp
+same_model dp-tp124-overlap ref-gpt 7 tiny-mixtp-dp 2 --model tiny-gpt --overlap-dp
 # (d) LLaMA, grouped-query attention: KV heads cut at TP 2 against a TP 1 replica
 same_model llama-tp12 ref-llama 4 llama-mixtp 1 --model tiny-llama
 

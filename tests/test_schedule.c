@@ -395,8 +395,96 @@ static void test_bytes_per_degree(void **state) {
     free_plan(&p);
 }
 
+/* --overlap-dp (ah_schedule_options.overlap_dp): on asymmetric replicas (buckets inside chunks) with a tied
+ * embedding, under 1F1B and interleaved: each chunk's last backward is cut at its buckets, top first, the
+ * pieces covering its layers once; each bucket's all-reduce follows the piece ending at its first layer,
+ * non-blocking, once per holder; dp_wait completes them before the tied exchange, the step sync and the
+ * optimizer; the programs still run to completion. Without it: no piece, no non-blocking op, no dp_wait,
+ * and the tied exchange before the all-reduces. */
+static void test_overlap_dp(void **state) {
+    (void)state;
+    ah_plan p;
+    int st[3] = {2, 3, 2}, mb[3] = {4, 6, 2}, f0[2] = {0, 4}, f1[3] = {0, 3, 6}, f2[2] = {0, 5};
+    const int *first[3] = {f0, f1, f2};
+    make_plan(&p, 8, 3, st, mb, first); /* 10 layers: buckets [0,3) [3,4) [4,5) [5,6) [6,10) */
+    double grad[10];
+    for (int l = 0; l < 10; l++)
+        grad[l] = 8.0 * (l + 1);
+    for (int sched = 0; sched < 2; sched++)
+        for (int overlap = 0; overlap < 2; overlap++) {
+            ah_schedule_options o = {.schedule = sched ? AH_SCHED_INTERLEAVED : AH_SCHED_1F1B, .act_bytes = 8,
+                                     .grad_bytes = grad, .tied_bytes = 16, .overlap_dp = overlap};
+            ah_schedule_plan sp;
+            char err[256];
+            /* interleaved: micro-batches a multiple of the stages, >= 2 layers per stage */
+            assert_int_equal(ah_schedule_check(&p, o.schedule, sched ? 2 : 1, err, sizeof err), 0);
+            assert_int_equal(ah_schedule_build(&p, &o, &sp, err, sizeof err), 0);
+            assert_int_equal(sp.overlap_dp, overlap);
+            assert_true(sp.n_buckets >= 4);
+            for (int k = 0; k < p.n_replicas; k++) {
+                assert_true(run_programs(&sp, k, 0) > 0);
+                for (int j = 0; j < p.replicas[k].n_stages; j++) {
+                    const ah_program *pg = ah_schedule_program_of(&sp, k, j);
+                    int started = 0, blocking = 0, pieces = 0, wait_at = -1, tied_at = -1, first_dp = -1;
+                    int *covered = calloc(10 * (size_t)p.replicas[k].micro_batches * sp.V, sizeof(int));
+                    for (int i = 0; i < pg->n_ops; i++) {
+                        const ah_op *op = &pg->ops[i];
+                        if (op->kind == AH_OP_BACKWARD) {
+                            for (int l = op->first; l < op->last; l++)
+                                covered[(op->chunk * p.replicas[k].micro_batches + op->mb) * 10 + l]++;
+                            const ah_chunk *ch = &sp.chunks[k][op->chunk * p.replicas[k].n_stages + j];
+                            pieces += op->first != ch->first || op->last != ch->last;
+                        } else if (op->kind == AH_OP_DP_ALLREDUCE) {
+                            const ah_bucket *b = &sp.buckets[op->bucket];
+                            assert_int_equal(b->holder[k], j);
+                            first_dp = first_dp < 0 ? i : first_dp;
+                            if (op->nonblocking) { /* right after the backward piece of its layers */
+                                started++;
+                                assert_int_equal(pg->ops[i - 1].kind, AH_OP_BACKWARD);
+                                assert_int_equal(pg->ops[i - 1].first, b->first);
+                                assert_int_equal(pg->ops[i - 1].last, b->last);
+                            } else {
+                                blocking++;
+                            }
+                        } else if (op->kind == AH_OP_DP_WAIT) {
+                            wait_at = i;
+                        } else if (op->kind == AH_OP_TIED_SYNC) {
+                            tied_at = i;
+                        }
+                    }
+                    int held = 0;
+                    for (int q = 0; q < sp.n_buckets; q++)
+                        held += sp.buckets[q].holder[k] == j;
+                    /* every bucket once on each holder, started early iff overlap_dp */
+                    assert_int_equal(started + blocking, held);
+                    assert_int_equal(started, overlap ? held : 0);
+                    if (!overlap)
+                        assert_int_equal(pieces, 0);
+                    /* the backward of every (chunk, micro-batch) covers each of its layers once */
+                    for (int i = 0; i < 10 * p.replicas[k].micro_batches * sp.V; i++)
+                        assert_true(covered[i] <= 1);
+                    free(covered);
+                    /* the tail: dp_wait (overlap) before the tied exchange; without it the tied exchange
+                     * comes before the all-reduces; step sync and optimizer last */
+                    if (overlap && held)
+                        assert_true(wait_at >= 0 && (tied_at < 0 || tied_at > wait_at));
+                    if (!overlap) {
+                        assert_int_equal(wait_at, -1);
+                        if (tied_at >= 0 && held)
+                            assert_true(tied_at < first_dp);
+                    }
+                    assert_int_equal(pg->ops[pg->n_ops - 2].kind, AH_OP_STEP_SYNC);
+                    assert_int_equal(pg->ops[pg->n_ops - 1].kind, AH_OP_OPTIMIZER);
+                }
+            }
+            ah_schedule_plan_free(&sp);
+        }
+    free_plan(&p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_overlap_dp),
         cmocka_unit_test(test_tp_peers_and_slices),
         cmocka_unit_test(test_orders),
         cmocka_unit_test(test_slots),

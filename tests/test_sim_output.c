@@ -431,8 +431,8 @@ static void test_names(void **state) {
     /* the one vocabulary (autohet/ops.h), in the trace records' order, and names that read back */
     static const char *kinds[] = {"forward",         "backward",      "optimizer", "recv_activation",
                                   "recv_gradient",   "send_activation", "send_gradient", "send_wait",
-                                  "tp_allreduce",    "dp_allreduce",  "tied_sync", "step_sync"};
-    assert_int_equal(AH_OP_KINDS, 12);
+                                  "tp_allreduce",    "dp_allreduce",  "tied_sync", "step_sync", "dp_wait"};
+    assert_int_equal(AH_OP_KINDS, 13);
     for (int k = 0; k < AH_OP_KINDS; k++) {
         assert_string_equal(ah_op_kind_name((ah_op_kind)k), kinds[k]);
         assert_int_equal(ah_op_kind_parse(kinds[k]), k);

@@ -228,6 +228,7 @@ typedef struct {
     double peak_flops_per_rank;    /* the MFU's reference (ah_measure_sgemm_peak) */
     ah_schedule schedule;
     int virtual_stages;
+    int overlap_dp;                /* start each bucket's all-reduce inside the backward (docs/schedules.md) */
     ah_matmul_precision precision; /* the linear layers' products, in the backend context (CPU backend) */
     /* emulated devices (NULL: none): every compute op lasts exactly the time this cost model gives it on
      * the rank's device (ah_plan_stage_op_times): computed, then slept to that time; an op that computes

@@ -23,7 +23,9 @@
     X(TP_ALLREDUCE, "tp_allreduce", TP, 1)        /* inside a forward or backward */                         \
     X(DP_ALLREDUCE, "dp_allreduce", DP, 8)        /* the layer-wise gradient all-reduce of one bucket */     \
     X(TIED_SYNC, "tied_sync", DP, 2)              /* the tied embedding's gradient, first and last stage */  \
-    X(STEP_SYNC, "step_sync", DP, 0)              /* the global loss (and gradient norm) reduction */
+    X(STEP_SYNC, "step_sync", DP, 0)              /* the global loss (and gradient norm) reduction */  \
+    X(DP_WAIT, "dp_wait", DP, -1)                 /* completing every started bucket all-reduce (--overlap-dp; \
+                                                   * traced as the all-reduces' own records) */
 
 typedef enum {
 #define AH_OP_ENUM_(kind, name, stream, site) AH_OP_##kind,

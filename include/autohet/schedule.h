@@ -69,7 +69,15 @@ void ah_schedule_order(ah_schedule s, int S, int V, int j, int m, ah_compute_op 
  * that needs it), send_activation and send_gradient (non-blocking, after the compute that made it),
  * send_wait (every posted send completed), tied_sync (the two copies of the tied embedding's gradient
  * summed; peer: the other holder), dp_allreduce (one bucket, layer by layer), step_sync (the loss and
- * the gradient norm reduced), optimizer (clip + AdamW of the held layers). */
+ * the gradient norm reduced), optimizer (clip + AdamW of the held layers).
+ *
+ * The data-parallel all-reduces (docs/schedules.md, "Overlapped all-reduce"): by default every bucket is
+ * all-reduced after the flush, blocking, once the sends are complete and the tied exchange done. With
+ * overlap_dp the last backward of each chunk is cut at its buckets' boundaries, top bucket first, and each
+ * piece is followed by its bucket's non-blocking all-reduce (llm.c's gpt2_backward_and_reduce), which
+ * dp_wait completes after the flush, before the tied exchange (which then sums the two all-reduced
+ * copies). Either way the step reduction (the global gradient norm the
+ * clipping needs) comes before the optimizer, on every rank. */
 
 typedef struct {
     ah_op_kind kind;
@@ -80,6 +88,7 @@ typedef struct {
     int tag;         /* send/receive: the same on both ends, unique within the step */
     int bucket;      /* DP all-reduce: index into ah_schedule_plan.buckets, -1 otherwise */
     double bytes;    /* payload per rank (ah_schedule_options says how it follows the degrees) */
+    int nonblocking; /* DP all-reduce: started here, completed at the program's dp_wait (overlap_dp) */
 } ah_op;
 
 typedef struct {
@@ -119,11 +128,13 @@ typedef struct {
     const double *grad_bytes; /* [num_layers] gradient bytes of each layer (NULL: bucket bytes are 0) */
     double tied_bytes;        /* > 0: layer 0 and the head share a matrix of this many bytes */
     int split_by_tp;          /* 1: sends and the tied exchange move each rank's share, as above */
+    int overlap_dp;           /* 1: bucket all-reduces start inside the last backward (above) */
 } ah_schedule_options;
 
 typedef struct {
     ah_schedule schedule;
-    int V; /* chunks per stage */
+    int overlap_dp; /* the programs start uniform buckets' all-reduces inside the backward */
+    int V;          /* chunks per stage */
     int n_replicas;
     int *first_stage; /* [n_replicas + 1]: index of (replica k, stage 0) in programs */
     ah_chunk **chunks; /* per replica: S_k * V chunks in model order */

@@ -63,7 +63,8 @@ typedef struct {
 typedef struct {
     ah_schedule schedule;
     double iteration_time_s;
-    double closed_form_s; /* the planner's prediction for the same plan */
+    double closed_form_s; /* the planner's prediction for the same plan (it leaves out the step sync) */
+    double step_sync_s;   /* the step reduction's own time (loss and gradient norm over every rank; 0 for one) */
     int n_replicas;
     double *replica_flush_s;  /* per replica: end of its last backward (pipeline flush) */
     double *replica_finish_s; /* per replica: end of its last operation */
@@ -85,6 +86,9 @@ typedef struct {
      * 1: each GPU runs its buckets one at a time in a global order (a single
      * NCCL stream), so buckets of misaligned stages form chains. */
     int dp_serial;
+    /* the programs start each bucket's all-reduce inside the backward (ah_schedule_options.overlap_dp),
+     * as `train --overlap-dp` runs them; 0: blocking after the flush, as `train` runs them */
+    int overlap_dp;
 } ah_sim_options;
 
 /* Simulate one iteration. The plan is (re-)evaluated with `prof` and `o`

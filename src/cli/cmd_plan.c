@@ -71,8 +71,9 @@ static void plan_usage(FILE *f) {
             "  --verify K       simulate the K best candidates (the best plan of each of the K best\n"
             "                   (TP degrees, micro-batch, link level) sub-searches): closed form vs\n"
             "                   simulated time, and which plan wins under simulation (every plan is\n"
-            "                   simulated, stages of different TP degrees included; default: no\n"
-            "                   simulation)\n"
+            "                   simulated, stages of different TP degrees included, with the gradient\n"
+            "                   buckets' all-reduces overlapped with the backward as the closed form\n"
+            "                   costs them: simulate --overlap-dp; default: no simulation)\n"
             "  --top K          the chosen plan and its best alternatives, K in all, ranked by time:\n"
             "                   the best plan at most half as deep (and half again), with one TP\n"
             "                   degree everywhere, with another micro-batch size; a table, and top[]\n"
@@ -220,7 +221,8 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
     for (int i = 0; i < n; i++) {
         ah_plan copy;
         ah_plan_copy(&copy, &plans[i]);
-        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
+        /* the program the closed form costs: bucket all-reduces overlapped with the backward */
+        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0, .overlap_dp = 1};
         ah_sim_result r;
         char err[256];
         cJSON *e = cJSON_CreateObject();

@@ -14,7 +14,7 @@ static void sim_usage(FILE *f) {
             "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--trace FILE] [--svg FILE]\n"
             "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
             "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking]\n"
-            "                        [--dp-serial] [--ignore-memory] [--quiet]\n\n"
+            "                        [--overlap-dp] [--dp-serial] [--ignore-memory] [--quiet]\n\n"
             "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
             "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
             "gradient transfers sharing links, the layer-wise gradient all-reduce across asymmetric\n"
@@ -31,6 +31,9 @@ static void sim_usage(FILE *f) {
             "               bf16 when the plan has none)\n"
             "  --p2p        pipeline sends overlapped with compute or blocking the sender's compute\n"
             "               stream (default: the plan's train.p2p, overlapped when it has none)\n"
+            "  --overlap-dp start each gradient bucket's all-reduce inside the last backward, as soon as\n"
+            "               its layers are done (train --overlap-dp); default: blocking after the flush,\n"
+            "               once the sends are complete, as train runs them (docs/schedules.md)\n"
             "  --dp-serial  run each GPU's bucket all-reduces one at a time (one NCCL stream) instead\n"
             "               of concurrently; buckets of misaligned stages then wait for each other\n"
             "  --ignore-memory  accept a plan whose GPUs exceed their memory in the simulation\n"
@@ -80,6 +83,7 @@ int cmd_simulate(int argc, char **argv) {
         {"quiet", no_argument, 0, 'q'},
         {"ignore-memory", no_argument, 0, 'M'},
         {"dp-serial", no_argument, 0, 'S'},
+        {"overlap-dp", no_argument, 0, 'O'},
         {"comm-profile", required_argument, 0, 'C'},
         {"precision", required_argument, 0, 'P'},
         {"p2p", required_argument, 0, 'B'},
@@ -113,6 +117,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'q': quiet = 1; break;
         case 'M': ignore_memory = 1; break;
         case 'S': so.dp_serial = 1; break;
+        case 'O': so.overlap_dp = 1; break;
         case 'C': comm = optarg; break;
         case 'P': {
             ah_precision_mode pm;

@@ -34,7 +34,8 @@ static void train_usage(FILE *f) {
             "                      [--lr LR] [--warmup N] [--eval-every K] [--log-every K] [--log FILE]\n"
             "                      [--trace FILE] [--ckpt-dir DIR --ckpt-every K] [--ckpt-mem DIR [--mem-every k]]\n"
             "                      [--ckpt-cloud DIR] [--resume DIR | --recover FILE | --init-from HF_DIR]\n"
-            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--device cpu|cuda]\n"
+            "                      [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--overlap-dp]\n"
+            "                      [--device cpu|cuda]\n"
             "                      [--precision fp32|bf16] [--data-dtype uint16|uint32] [--eval-batches N]\n"
             "                      [--emulate analytic|PROFILE]\n"
             "                      [--devices FILE]\n\n"
@@ -90,6 +91,9 @@ static void train_usage(FILE *f) {
             "  --schedule     pipeline schedule of a step (docs/schedules.md): 1f1b (default), gpipe, or\n"
             "                 interleaved 1F1B, where every stage holds V layer chunks (virtual stages)\n"
             "  --virtual-stages V  chunks per stage with --schedule interleaved (default 2)\n"
+            "  --overlap-dp   start each gradient bucket's all-reduce (non-blocking) inside the last backward\n"
+            "                 as soon as its layers are done, completed before the step's reduction\n"
+            "                 (default: blocking after the flush; docs/schedules.md)\n"
             "  --device       compute backend: cpu (default; $AUTOHET_BACKEND when given) or cuda (one rank\n"
             "                 on one GPU, docs/cuda.md); cuda where none is visible exits 2 before any work\n"
             "  --precision    matmuls of the linear layers: fp32 (default, the reference) or bf16 (CPU:\n"
@@ -214,6 +218,7 @@ typedef struct {
     ah_matmul_precision precision; /* --precision */
     int ckpt_every, mem_every, mem_copies, steps, seed, gb, mb, seq, warmup, eval_every, log_every;
     int virtual_stages;
+    int overlap_dp;          /* --overlap-dp */
     int eval_batches;        /* --eval-batches: validation batches averaged per evaluation */
     const char *devices;     /* --devices: catalog overrides for the nominal peak (the MFU) */
     const char *emulate;     /* --emulate: "analytic" or a profile file */
@@ -230,7 +235,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         "model=m data=d val-data=D plan=p steps=s seed=S global-batch=G micro-batch=B seq=L lr=r warmup=w "
         "eval-every=e log-every=k log=o trace=t ckpt-dir=C ckpt-every=K resume=R ckpt-mem=M "
         "mem-every=E mem-copies=Q ckpt-cloud=U recover=V schedule=c virtual-stages=v device=X init-from=I "
-        "precision=P data-dtype=T eval-batches=b devices=F emulate=Y",
+        "precision=P data-dtype=T eval-batches=b devices=F emulate=Y overlap-dp!O",
         &opts);
     memset(a, 0, sizeof *a);
     a->mem_every = 1, a->mem_copies = 1, a->steps = 50, a->seed = 1, a->warmup = 5, a->eval_every = 10;
@@ -255,6 +260,7 @@ static int parse_args(int argc, char **argv, train_args *a, char *msg, size_t n)
         case 'I': a->init_from = optarg; break;
         case 'F': a->devices = optarg; break;
         case 'Y': a->emulate = optarg; break;
+        case 'O': a->overlap_dp = 1; break;
         case 'T':
             if ((a->data_type = ah_token_type_parse(optarg)) == AH_TOKENS_UNSTATED) {
                 snprintf(msg, n, "--data-dtype '%s': expected uint16 or uint32", optarg);
@@ -618,6 +624,7 @@ int cmd_train(int argc, char **argv) {
     xc.comm = comm, xc.plan = &plan, xc.model = &cfg, xc.data = &data, xc.optim = &oc;
     xc.seed = (uint64_t)a.seed, xc.init_params = ah_trainer_initialises_params(&tc);
     xc.peak_flops_per_rank = peak, xc.schedule = a.schedule, xc.virtual_stages = a.virtual_stages;
+    xc.overlap_dp = a.overlap_dp;
     xc.precision = a.precision;
     ah_profile *emu = NULL;
     if (a.emulate) {

@@ -132,7 +132,8 @@ static int check_plan(ah_executor *x, char *err, size_t errlen) {
 }
 
 /* My slot, my stage's program and chunk models. */
-static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, char *err, size_t errlen) {
+static int setup_my_part(ah_executor *x, ah_schedule s, int V, int overlap_dp, int init_params, char *err,
+                         size_t errlen) {
     const ah_plan *p = &x->plan;
     ah_slot me;
     if (ah_rank_slot(p, x->rank, &me) != 0) {
@@ -154,6 +155,7 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int init_params, 
         .virtual_stages = V,
         .act_bytes = (double)p->micro_batch * p->train.seq * x->cfg.hidden * sizeof(float),
         .tied_bytes = x->cfg.tied_embeddings ? (double)x->cfg.vocab * x->cfg.hidden * sizeof(float) : 0,
+        .overlap_dp = overlap_dp,
     };
     if (ah_schedule_build(p, &so, &x->sched, err, errlen) != 0)
         return -1;
@@ -264,7 +266,7 @@ ah_executor *ah_executor_create(const ah_executor_config *c, char *err, size_t e
     int V = schedule == AH_SCHED_INTERLEAVED ? (virtual_stages > 0 ? virtual_stages : 2) : 1;
     int rc = check_plan(x, err, errlen);
     if (rc == 0)
-        rc = setup_my_part(x, schedule, V, init_params, err, errlen);
+        rc = setup_my_part(x, schedule, V, c->overlap_dp, init_params, err, errlen);
     if (rc == 0 && c->emulate) {
         rc = ah_plan_stage_op_times(&x->plan, c->emulate, x->replica, x->stage, &x->emu, err, errlen);
         x->emulate = rc == 0;

@@ -46,6 +46,7 @@ typedef struct {
     slice_layer *layers; /* [n_layers]: the bucket's layers, when I hold it */
     int n_layers;
     ah_dptr pack;       /* a backend buffer of the largest slice or replicated part */
+    ah_dptr staged;     /* overlap_dp: every part of every layer, packed side by side while in flight */
 } bucket_group;
 
 struct ah_executor {
@@ -99,6 +100,10 @@ void ah__exec_store_init(ah_executor *x);
 void ah__exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b);
 void ah__exec_mixed_bucket_free(ah_executor *x, bucket_group *b);
 void ah__exec_mixed_allreduce(ah_executor *x, int q, int l);
+/* overlap_dp: every part of bucket q's layers packed and its all-reduce started (non-blocking); after the
+ * transport's wait_collectives, _finish unpacks them and traces each from t0 to now. */
+void ah__exec_mixed_allreduce_start(ah_executor *x, int q);
+void ah__exec_mixed_allreduce_finish(ah_executor *x, int q, double t0);
 
 /* Recording (executor_trace.c): one operation of this rank, a no-op unless
  * tracing; returns the record for the caller to complete, or NULL. group: the

@@ -80,6 +80,15 @@ void ah__exec_mixed_bucket_setup(ah_executor *x, int q, bucket_group *b) {
     for (int l = bk->first; l < bk->last; l++)
         map_layer(x, b, l, &b->layers[l - bk->first], &largest);
     b->pack = ah__be_alloc(x->chunks[0].be, largest + 1);
+    if (x->sched.overlap_dp) {
+        size_t all = 0;
+        for (int l = 0; l < b->n_layers; l++) {
+            for (int i = 0; i < b->n_slices; i++)
+                all += b->layers[l].slice_floats[i];
+            all += b->layers[l].rep_floats;
+        }
+        b->staged = ah__be_alloc(x->chunks[0].be, all + 1);
+    }
 }
 
 void ah__exec_mixed_bucket_free(ah_executor *x, bucket_group *b) {
@@ -100,6 +109,8 @@ void ah__exec_mixed_bucket_free(ah_executor *x, bucket_group *b) {
     }
     if (b->layers)
         ah__be_free(x->chunks[0].be, b->pack);
+    if (b->layers && x->sched.overlap_dp)
+        ah__be_free(x->chunks[0].be, b->staged);
     free(b->layers);
     free(b->slices);
 }
@@ -112,6 +123,20 @@ static void move_runs(const ah_backend *be, ah_dptr grad, ah_dptr pack, const ah
         ah_dptr g = ah__dptr_at(grad, runs[r].off), pk = ah__dptr_at(pack, at);
         ah__be_copy(be, to_pack ? pk : g, to_pack ? g : pk, runs[r].n);
         at += runs[r].n;
+    }
+}
+
+/* The bucket's trace record of one packed part (its seq names the (layer, slice): see packed_allreduce). */
+static void record_part(ah_executor *x, int q, int l, int part, const sync_group *g, size_t n, double t0) {
+    const ah_bucket *bk = &x->sched.buckets[q];
+    ah_trace_event *te = ah__exec_record(x, AH_OP_DP_ALLREDUCE, t0, ah_now_s(), -1,
+                                         ah_op_kind_site(AH_OP_DP_ALLREDUCE) + q, (double)n * sizeof(float), g->size,
+                                         g->lead, -1);
+    if (te) {
+        te->layer_first = bk->first;
+        te->layer_last = bk->last;
+        te->bucket = q;
+        te->seq = (l - bk->first) * (x->bgroups[q].T + 1) + part;
     }
 }
 
@@ -155,4 +180,50 @@ void ah__exec_mixed_allreduce(ah_executor *x, int q, int l) {
         ah__be_zero(e->be, b->pack, sl->rep_floats);
     packed_allreduce(x, q, l, b->T, &b->rep, sl->rep_floats);
     move_runs(e->be, grad, b->pack, sl->rep, sl->n_rep, 0);
+}
+
+/* Each part of every layer of bucket q, in the order of ah__exec_mixed_allreduce (slices, then the
+ * replicated tensors), at its place in b->staged: packed (to_stage) or unpacked, or (t0 >= 0) traced. */
+static void staged_parts(ah_executor *x, int q, int to_stage, int start, double t0) {
+    bucket_group *b = &x->bgroups[q];
+    const ah_bucket *bk = &x->sched.buckets[q];
+    size_t at = 0;
+    for (int l = bk->first; l < bk->last; l++) {
+        const slice_layer *sl = &b->layers[l - bk->first];
+        ah_engine_model *e = ah__exec_model_of(x, l);
+        ah_dptr grad = ah__engine_layer_state(e, l, AH_STATE_GRAD);
+        for (int i = 0; i <= b->n_slices; i++) {
+            int rep = i == b->n_slices;
+            size_t n = rep ? sl->rep_floats : sl->slice_floats[i];
+            if (n == 0)
+                continue;
+            ah_dptr part = ah__dptr_at(b->staged, at);
+            const sync_group *g = rep ? &b->rep : &b->slices[i];
+            if (t0 >= 0) {
+                record_part(x, q, l, rep ? b->T : b->first_slice + i, g, n, t0);
+            } else if (to_stage) {
+                if (rep && x->tp_rank != 0)
+                    ah__be_zero(e->be, part, n); /* each replica's copy counts once */
+                else
+                    move_runs(e->be, grad, part, rep ? sl->rep : sl->slice[i], rep ? sl->n_rep : sl->n_slice_runs[i], 1);
+            } else {
+                move_runs(e->be, grad, part, rep ? sl->rep : sl->slice[i], rep ? sl->n_rep : sl->n_slice_runs[i], 0);
+            }
+            if (start) {
+                ah__engine_sync(e);
+                x->tr->iallreduce(x->tr->ctx, g->group, ah__dptr_transport(part), n, AH_DT_F32, AH_RED_SUM);
+            }
+            at += n;
+        }
+    }
+}
+
+void ah__exec_mixed_allreduce_start(ah_executor *x, int q) {
+    staged_parts(x, q, 1, 1, -1);
+}
+
+void ah__exec_mixed_allreduce_finish(ah_executor *x, int q, double t0) {
+    staged_parts(x, q, 0, 0, -1);
+    if (x->trace.on)
+        staged_parts(x, q, 0, 0, t0);
 }

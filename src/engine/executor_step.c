@@ -33,6 +33,9 @@ typedef struct {
     ah_dptr out;       /* the last forward's output or backward's input gradient, to be sent */
     ah_dptr *sent;     /* buffers of posted sends, freed once they complete */
     int n_sent, cap_sent;
+    ah_dptr piece;     /* a cut backward (overlap_dp): the gradient between its pieces */
+    double *started;   /* start times of the bucket all-reduces started so far, per (op, layer) in order */
+    int n_started, cap_started;
 } step_ctx;
 
 static void sleep_s(double s) {
@@ -179,14 +182,20 @@ static void run_forward(step_ctx *c, const ah_op *op) {
         c->loss += l;
 }
 
+/* The backward of op's layers: the chunk's whole range, or a piece of it (overlap_dp cuts a chunk's last
+ * backward at its buckets, top piece first): the top piece takes the received gradient (none at the
+ * head), the bottom one writes the gradient to send; between pieces it passes through c->piece. */
 static void run_backward(step_ctx *c, const ah_op *op) {
     ah_engine_model *e = chunk_of(c, op);
     const mb_data *d = batch_of(c, op->mb, 0);
     int k = op->chunk, held = e->last - e->first, head = e->last == c->L;
-    c->out = e->first > 0 ? ah__be_alloc(e->be, c->NC) : ah__dptr_null();
+    int top = op->last == e->last, bottom = op->first == e->first;
+    ah_dptr dout = top ? (head ? ah__dptr_null() : c->dio) : c->piece, din = c->piece;
+    if (bottom)
+        din = c->out = e->first > 0 ? ah__be_alloc(e->be, c->NC) : ah__dptr_null();
     double c0 = ah_now_s();
-    ah__engine_backward(e, d->tok, d->tgt, head ? ah__dptr_null() : c->dio, c->out, c->loss_scale,
-                       c->acts[k] + (size_t)op->mb * held);
+    ah__engine_backward_range(e, d->tok, d->tgt, dout, din, c->loss_scale, c->acts[k] + (size_t)op->mb * held,
+                              op->first, op->last);
     ah__engine_sync(e);
     traced_compute(c, op, c0);
 }
@@ -237,10 +246,35 @@ static void run_tied_sync(step_ctx *c) {
     ah__be_free(e->be, theirs);
 }
 
-/* The layer-wise all-reduce of one bucket's gradients among its holders. */
+static void record_dp(ah_executor *x, const ah_op *op, int l, double t0, double t1) {
+    const bucket_group *b = &x->bgroups[op->bucket];
+    ah_engine_model *e = ah__exec_model_of(x, l);
+    ah_trace_event *te = ah__exec_record(x, AH_OP_DP_ALLREDUCE, t0, t1, -1,
+                                         ah_op_kind_site(AH_OP_DP_ALLREDUCE) + op->bucket,
+                                         (double)ah__engine_layer_floats(e, l) * sizeof(float), b->size, b->lead, -1);
+    if (te) {
+        te->layer_first = op->first;
+        te->layer_last = op->last;
+        te->bucket = op->bucket;
+    }
+}
+
+/* The layer-wise all-reduce of one bucket's gradients among its holders: done here, or (nonblocking)
+ * started here and completed at the program's dp_wait, traced from its start to then. */
 static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
     const bucket_group *b = &x->bgroups[op->bucket];
+    if (op->nonblocking) {
+        if (c->n_started == c->cap_started) {
+            c->cap_started = c->cap_started ? 2 * c->cap_started : 16;
+            c->started = ah_xrealloc(c->started, sizeof(double) * (size_t)c->cap_started);
+        }
+        c->started[c->n_started++] = ah_now_s();
+    }
+    if (op->nonblocking && b->T) { /* holders of different degrees: their slices, packed */
+        ah__exec_mixed_allreduce_start(x, op->bucket);
+        return;
+    }
     for (int l = op->first; l < op->last; l++) {
         if (b->T) {
             ah__exec_mixed_allreduce(x, op->bucket, l);
@@ -249,20 +283,37 @@ static void run_dp_allreduce(step_ctx *c, const ah_op *op) {
         ah_engine_model *e = ah__exec_model_of(x, l);
         ah__engine_sync(e);
         size_t ln = ah__engine_layer_floats(e, l);
-        double ta = x->trace.on ? ah_now_s() : 0;
-        ah__tr_allreduce_sum_f32(x->tr, b->group, ah__dptr_transport(ah__engine_layer_state(e, l, AH_STATE_GRAD)),
-                                ln);
-        ah_trace_event *te =
-            x->trace.on ? ah__exec_record(x, AH_OP_DP_ALLREDUCE, ta, ah_now_s(), -1,
-                                          ah_op_kind_site(AH_OP_DP_ALLREDUCE) + op->bucket,
-                                         (double)ln * sizeof(float), b->size, b->lead, -1)
-                        : NULL;
-        if (te) {
-            te->layer_first = op->first;
-            te->layer_last = op->last;
-            te->bucket = op->bucket;
+        void *grad = ah__dptr_transport(ah__engine_layer_state(e, l, AH_STATE_GRAD));
+        if (op->nonblocking) {
+            x->tr->iallreduce(x->tr->ctx, b->group, grad, ln, AH_DT_F32, AH_RED_SUM);
+            continue;
         }
+        double ta = ah_now_s();
+        ah__tr_allreduce_sum_f32(x->tr, b->group, grad, ln);
+        if (x->trace.on)
+            record_dp(x, op, l, ta, ah_now_s());
     }
+}
+
+/* Completes the started bucket all-reduces (the program's nonblocking dp_allreduce ops before this one):
+ * mixed buckets unpacked, each traced from its op's start. */
+static void run_dp_wait(step_ctx *c) {
+    ah_executor *x = c->x;
+    x->tr->wait_collectives(x->tr->ctx);
+    int n = 0;
+    for (int p = 0; p < x->prog->n_ops && n < c->n_started; p++) {
+        const ah_op *op = &x->prog->ops[p];
+        if (op->kind != AH_OP_DP_ALLREDUCE || !op->nonblocking)
+            continue;
+        double t0 = c->started[n++];
+        if (x->bgroups[op->bucket].T) {
+            ah__exec_mixed_allreduce_finish(x, op->bucket, t0);
+            continue;
+        }
+        for (int l = op->first; l < op->last && x->trace.on; l++)
+            record_dp(x, op, l, t0, ah_now_s());
+    }
+    c->n_started = 0;
 }
 
 /* The loss of the global batch and the global gradient norm: replica 0
@@ -306,6 +357,7 @@ static void run_op(step_ctx *c, const ah_op *op) {
     case AH_OP_SEND_WAIT: run_send_wait(c); break;
     case AH_OP_TIED_SYNC: run_tied_sync(c); break;
     case AH_OP_DP_ALLREDUCE: run_dp_allreduce(c, op); break;
+    case AH_OP_DP_WAIT: run_dp_wait(c); break;
     case AH_OP_STEP_SYNC: run_step_sync(c); break;
     case AH_OP_OPTIMIZER: run_optimizer(c); break;
     case AH_OP_TP_ALLREDUCE: /* inside the forwards and backwards, not a program op */
@@ -330,6 +382,7 @@ static void ctx_init(step_ctx *c, ah_executor *x, int step) {
                                 sizeof(ah_eng_acts));
     c->in = ah__be_alloc(e0->be, c->NC);
     c->dio = ah__be_alloc(e0->be, c->NC);
+    c->piece = x->sched.overlap_dp ? ah__be_alloc(e0->be, c->NC) : ah__dptr_null();
 }
 
 static void ctx_free(step_ctx *c) {
@@ -345,6 +398,9 @@ static void ctx_free(step_ctx *c) {
     free(c->sent);
     ah__be_free(x->chunks[0].be, c->in);
     ah__be_free(x->chunks[0].be, c->dio);
+    if (!ah__dptr_is_null(c->piece))
+        ah__be_free(x->chunks[0].be, c->piece);
+    free(c->started);
 }
 
 /* The validation loss of validation batch b of step `step` (rows b x global

@@ -897,15 +897,15 @@ static void head_bwd(ah_engine_model *e, ah_eng_layer *L, ah_dptr targets, ah_dp
     dfree(e, dnf);
 }
 
-int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
-                       float loss_scale, ah_eng_acts *acts) {
+int ah__engine_backward_range(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+                              float loss_scale, ah_eng_acts *acts, int lo, int hi) {
     size_t NC = (size_t)e->B * e->T * e->cfg.hidden;
     ah_dptr cur = dalloc(e, NC), nxt = dalloc(e, NC);
-    ah_dptr dtok = e->first == 0 ? upload_ids(e, tokens) : NOBUF;
-    ah_dptr dtgt = ah_model_layer_kind(&e->cfg, e->last - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
+    ah_dptr dtok = lo == 0 ? upload_ids(e, tokens) : NOBUF;
+    ah_dptr dtgt = ah_model_layer_kind(&e->cfg, hi - 1) == AH_LAYER_HEAD ? upload_ids(e, targets) : NOBUF;
     if (!ah__dptr_is_null(dout))
         ah__be_copy(e->be, cur, dout, NC);
-    for (int l = e->last - 1; l >= e->first; l--) {
+    for (int l = hi - 1; l >= lo; l--) {
         ah_eng_layer *L = &e->layers[l - e->first];
         ah_eng_acts *a = &acts[l - e->first];
         if (L->kind == AH_LAYER_HEAD) {
@@ -924,13 +924,18 @@ int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *target
         dfree(e, a->buf);
         a->buf = NOBUF;
     }
-    if (!ah__dptr_is_null(din) && ah_model_layer_kind(&e->cfg, e->first) != AH_LAYER_EMBED)
+    if (!ah__dptr_is_null(din) && ah_model_layer_kind(&e->cfg, lo) != AH_LAYER_EMBED)
         ah__be_copy(e->be, din, cur, NC);
     dfree(e, cur);
     dfree(e, nxt);
     dfree(e, dtok);
     dfree(e, dtgt);
     return 0;
+}
+
+int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+                       float loss_scale, ah_eng_acts *acts) {
+    return ah__engine_backward_range(e, tokens, targets, dout, din, loss_scale, acts, e->first, e->last);
 }
 
 /* ---- state for the executor: transports, tied copies, norm, update, I/O ---- */

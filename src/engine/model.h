@@ -126,6 +126,10 @@ int ah__engine_forward(ah_engine_model *e, const int *tokens, ah_dptr in, const 
  * layers. Frees acts. */
 int ah__engine_backward(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
                        float loss_scale, ah_eng_acts *acts);
+/* The same over held layers [lo, hi) only (a piece of the backward, top piece first: dout is the gradient
+ * into layer hi - 1, din the one out of layer lo; acts the whole held range's). Frees those layers' acts. */
+int ah__engine_backward_range(ah_engine_model *e, const int *tokens, const int *targets, ah_dptr dout, ah_dptr din,
+                              float loss_scale, ah_eng_acts *acts, int lo, int hi);
 void ah__engine_acts_free(ah_engine_model *e, ah_eng_acts *acts);
 
 /* Floats of layer l (global index) in an unsharded (TP=1) layer buffer. */

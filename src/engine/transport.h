@@ -8,8 +8,9 @@
  * directly as the engine's control plane (docs/engine.md).
  *
  * Ordering: sends are non-blocking and complete at wait_sends; receives and
- * collectives block. All members of a group call its collectives in the same
- * order (the schedule programs guarantee it). */
+ * collectives block, except iallreduce, which completes at wait_collectives.
+ * All members of a group call its collectives in the same order (the schedule
+ * programs guarantee it). */
 #ifndef AUTOHET_ENGINE_TRANSPORT_H
 #define AUTOHET_ENGINE_TRANSPORT_H
 #include <stddef.h>
@@ -39,6 +40,9 @@ struct ah_transport {
     void (*sendrecv)(void *ctx, const void *sbuf, void *rbuf, size_t bytes, int peer, int tag);
     /* collectives, blocking, in place */
     void (*allreduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, ah_reduce_op op);
+    /* the same, started (non-blocking): buf is the transport's until wait_collectives */
+    void (*iallreduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, ah_reduce_op op);
+    void (*wait_collectives)(void *ctx); /* every iallreduce started so far */
     /* sum onto root's buffer (root: rank in g) */
     void (*reduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, int root);
     void (*barrier)(void *ctx, ah_group *g);

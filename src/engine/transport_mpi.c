@@ -18,6 +18,8 @@ typedef struct {
     ah_group world;
     MPI_Request *pending; /* sends posted and not yet waited for */
     int n_pending, cap_pending;
+    MPI_Request *colls; /* collectives started and not yet waited for */
+    int n_colls, cap_colls;
 } mpi_transport;
 
 static MPI_Datatype mpi_type(ah_dtype t) {
@@ -73,13 +75,19 @@ static int tr_group_rank(void *ctx, const ah_group *g) {
     return r;
 }
 
+/* a slot for one more request in reqs */
+static MPI_Request *next_request(MPI_Request **reqs, int *n, int *cap) {
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        *reqs = ah_xrealloc(*reqs, sizeof(MPI_Request) * (size_t)*cap);
+    }
+    return &(*reqs)[(*n)++];
+}
+
 static void tr_send(void *ctx, const void *buf, size_t bytes, int peer, int tag) {
     mpi_transport *t = ctx;
-    if (t->n_pending == t->cap_pending) {
-        t->cap_pending = t->cap_pending ? 2 * t->cap_pending : 64;
-        t->pending = ah_xrealloc(t->pending, sizeof(MPI_Request) * (size_t)t->cap_pending);
-    }
-    MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, tag, t->world.comm, &t->pending[t->n_pending++]);
+    MPI_Isend(buf, count_of(bytes), MPI_BYTE, peer, tag, t->world.comm,
+              next_request(&t->pending, &t->n_pending, &t->cap_pending));
 }
 
 static void tr_recv(void *ctx, void *buf, size_t bytes, int peer, int tag) {
@@ -104,6 +112,18 @@ static void tr_allreduce(void *ctx, ah_group *g, void *buf, size_t count, ah_dty
     MPI_Allreduce(MPI_IN_PLACE, buf, count_of(count), mpi_type(dt), mpi_op(op), g->comm);
 }
 
+static void tr_iallreduce(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype dt, ah_reduce_op op) {
+    mpi_transport *t = ctx;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, count_of(count), mpi_type(dt), mpi_op(op), g->comm,
+                   next_request(&t->colls, &t->n_colls, &t->cap_colls));
+}
+
+static void tr_wait_collectives(void *ctx) {
+    mpi_transport *t = ctx;
+    MPI_Waitall(t->n_colls, t->colls, MPI_STATUSES_IGNORE);
+    t->n_colls = 0;
+}
+
 static void tr_reduce(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype dt, int root) {
     (void)ctx;
     int me;
@@ -119,6 +139,7 @@ static void tr_barrier(void *ctx, ah_group *g) {
 static void tr_free(void *ctx) {
     mpi_transport *t = ctx;
     free(t->pending);
+    free(t->colls);
     free(t);
 }
 
@@ -145,6 +166,8 @@ ah_transport *ah__transport_mpi(const void *mpi_comm) {
     p->wait_sends = tr_wait_sends;
     p->sendrecv = tr_sendrecv;
     p->allreduce = tr_allreduce;
+    p->iallreduce = tr_iallreduce;
+    p->wait_collectives = tr_wait_collectives;
     p->reduce = tr_reduce;
     p->barrier = tr_barrier;
     p->free_transport = tr_free;

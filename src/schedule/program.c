@@ -19,7 +19,7 @@ static ah_op *push(op_list *l, ah_op_kind kind) {
         l->ops = ah_xrealloc(l->ops, sizeof(ah_op) * (size_t)l->cap);
     }
     ah_op *o = &l->ops[l->n++];
-    *o = (ah_op){kind, -1, -1, -1, -1, -1, -1, -1, 0};
+    *o = (ah_op){kind, -1, -1, -1, -1, -1, -1, -1, 0, 0};
     return o;
 }
 
@@ -37,10 +37,52 @@ static double send_bytes(const ah_replica *r, int j, int peer, const ah_schedule
     return o->act_bytes / (a < b ? a : b);
 }
 
-/* one forward or backward with its receive before and its send after */
-static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, int nc, int c, int m,
-                         ah_compute_op op, const ah_schedule_options *so) {
-    int i = op.micro_batch, fwd = !op.backward;
+/* The DP all-reduce op of bucket q on a holder of degree t. */
+static ah_op *push_bucket(op_list *l, const ah_schedule_plan *sp, int q, int t, int nonblocking) {
+    const ah_bucket *b = &sp->buckets[q];
+    ah_op *o = push(l, AH_OP_DP_ALLREDUCE);
+    o->first = b->first;
+    o->last = b->last;
+    o->bucket = q;
+    o->bytes = b->bytes / t; /* this rank's shard (rule 2 of per-stage TP) */
+    o->nonblocking = nonblocking;
+    return o;
+}
+
+/* The backward of chunk layers [first, last) of stage j in replica k: one op, or (cut, with overlap_dp)
+ * one piece per bucket, top bucket first, each followed by its bucket's non-blocking all-reduce (buckets
+ * lie inside one chunk of each holder: autohet/schedule.h). */
+static void emit_backward(op_list *l, const ah_schedule_plan *sp, const ah_plan *p, int k, int j, ah_compute_op op,
+                          int first, int last, int cut) {
+    int t = p->replicas[k].stages[j].tp, top = last;
+    for (int q = sp->n_buckets - 1; cut && q >= 0; q--) {
+        const ah_bucket *b = &sp->buckets[q];
+        if (b->holder[k] != j || b->last <= first || b->first >= last)
+            continue;
+        ah_op *o = push(l, AH_OP_BACKWARD);
+        o->mb = op.micro_batch;
+        o->chunk = op.chunk;
+        o->first = b->first;
+        o->last = top;
+        top = b->first;
+        push_bucket(l, sp, q, t, 1);
+    }
+    if (top > first) { /* uncut, or layers no bucket covers (one replica: no buckets) */
+        ah_op *o = push(l, AH_OP_BACKWARD);
+        o->mb = op.micro_batch;
+        o->chunk = op.chunk;
+        o->first = first;
+        o->last = top;
+    }
+}
+
+/* one forward or backward with its receive before and its send after; cut: the chunk's last backward
+ * with overlap_dp (emit_backward) */
+static void emit_compute(op_list *l, const ah_schedule_plan *sp, const ah_plan *p, int k, int c, int m,
+                         ah_compute_op op, const ah_schedule_options *so, int cut) {
+    const ah_replica *r = &p->replicas[k];
+    const ah_chunk *ch = sp->chunks[k];
+    int nc = sp->n_chunks[k], i = op.micro_batch, fwd = !op.backward;
     int from = fwd ? c - 1 : c + 1, to = fwd ? c + 1 : c - 1;
     if (from >= 0 && from < nc) {
         ah_op *o = push(l, fwd ? AH_OP_RECV_ACTIVATION : AH_OP_RECV_GRADIENT);
@@ -50,13 +92,17 @@ static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, in
         o->tag = fwd ? tag_of(c - 1, m, i, 0) : tag_of(c, m, i, 1);
         o->bytes = send_bytes(r, ch[c].stage, o->peer_stage, so);
     }
-    ah_op *o = push(l, fwd ? AH_OP_FORWARD : AH_OP_BACKWARD);
-    o->mb = i;
-    o->chunk = op.chunk;
-    o->first = ch[c].first;
-    o->last = ch[c].last;
+    if (fwd) {
+        ah_op *o = push(l, AH_OP_FORWARD);
+        o->mb = i;
+        o->chunk = op.chunk;
+        o->first = ch[c].first;
+        o->last = ch[c].last;
+    } else {
+        emit_backward(l, sp, p, k, ch[c].stage, op, ch[c].first, ch[c].last, cut);
+    }
     if (to >= 0 && to < nc) {
-        o = push(l, fwd ? AH_OP_SEND_ACTIVATION : AH_OP_SEND_GRADIENT);
+        ah_op *o = push(l, fwd ? AH_OP_SEND_ACTIVATION : AH_OP_SEND_GRADIENT);
         o->mb = i;
         o->chunk = op.chunk;
         o->peer_stage = ch[to].stage;
@@ -65,32 +111,41 @@ static void emit_compute(op_list *l, const ah_replica *r, const ah_chunk *ch, in
     }
 }
 
-/* after the flush: sends complete, tied exchange, buckets top down (one global
- * order, so that ranks in several buckets cannot wait on each other), step
- * reduction, optimizer */
-static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_replica *r, int k, int j, int L, int sent,
+/* The tied-embedding exchange of stage j (first or last of an S-stage replica). */
+static void push_tied(op_list *l, int j, int S, int L, double tied_bytes) {
+    ah_op *o = push(l, AH_OP_TIED_SYNC);
+    o->peer_stage = j == 0 ? S - 1 : 0;
+    o->first = j == 0 ? 0 : L - 1;
+    o->last = o->first + 1;
+    o->bytes = S > 1 ? tied_bytes : 0;
+}
+
+/* After the flush: sends complete, then the tied exchange and the buckets top down (one global order, so
+ * that ranks in several buckets cannot wait on each other), step reduction, optimizer. Without overlap_dp
+ * the tied copies are summed first, then all-reduced with their buckets (the engine's reference order);
+ * with it, the buckets' all-reduces are under way since the backward, so they complete first (dp_wait)
+ * and the tied exchange sums the two all-reduced copies: the same sum, linear, in the closed form's order
+ * (docs/cost-model.md, "Tied embeddings"). */
+static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_plan *p, int k, int j, int L, int sent,
                       const ah_schedule_options *so) {
+    const ah_replica *r = &p->replicas[k];
     int S = r->n_stages, t = r->stages[j].tp;
     double tied_bytes = so->split_by_tp ? so->tied_bytes / t : so->tied_bytes;
+    int tied = tied_bytes > 0 && (j == 0 || j == S - 1);
     if (sent)
         push(l, AH_OP_SEND_WAIT);
-    if (tied_bytes > 0 && (j == 0 || j == S - 1)) {
-        ah_op *o = push(l, AH_OP_TIED_SYNC);
-        o->peer_stage = j == 0 ? S - 1 : 0;
-        o->first = j == 0 ? 0 : L - 1;
-        o->last = o->first + 1;
-        o->bytes = S > 1 ? tied_bytes : 0;
-    }
-    for (int q = sp->n_buckets - 1; q >= 0; q--) {
-        const ah_bucket *b = &sp->buckets[q];
-        if (b->holder[k] != j)
-            continue;
-        ah_op *o = push(l, AH_OP_DP_ALLREDUCE);
-        o->first = b->first;
-        o->last = b->last;
-        o->bucket = q;
-        o->bytes = b->bytes / t; /* this rank's shard (rule 2 of per-stage TP) */
-    }
+    if (tied && !so->overlap_dp)
+        push_tied(l, j, S, L, tied_bytes);
+    int started = 0;
+    for (int i = 0; i < l->n; i++)
+        started |= l->ops[i].kind == AH_OP_DP_ALLREDUCE && l->ops[i].nonblocking;
+    if (started)
+        push(l, AH_OP_DP_WAIT);
+    for (int q = sp->n_buckets - 1; q >= 0; q--)
+        if (sp->buckets[q].holder[k] == j && !so->overlap_dp)
+            push_bucket(l, sp, q, t, 0);
+    if (tied && so->overlap_dp)
+        push_tied(l, j, S, L, tied_bytes);
     push(l, AH_OP_STEP_SYNC)->bytes = 16;
     push(l, AH_OP_OPTIMIZER);
 }
@@ -98,17 +153,24 @@ static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_replica *
 static void build_program(ah_schedule_plan *sp, const ah_plan *p, const ah_schedule_options *o, int k, int j,
                           ah_program *out) {
     const ah_replica *r = &p->replicas[k];
-    int S = r->n_stages, m = r->micro_batches, V = sp->V, nc = sp->n_chunks[k];
+    int S = r->n_stages, m = r->micro_batches, V = sp->V;
     int L = ah_model_num_layers(&p->model);
     ah_compute_op *order = ah_xcalloc((size_t)(2 * m * V), sizeof *order);
     ah_schedule_order(sp->schedule, S, V, j, m, order);
+    /* each chunk's last backward: where overlap_dp starts its buckets' all-reduces */
+    int *last_bwd = ah_xcalloc((size_t)V, sizeof(int));
+    for (int i = 0; i < 2 * m * V; i++)
+        if (order[i].backward)
+            last_bwd[order[i].chunk] = i;
     op_list l = {0};
     for (int i = 0; i < 2 * m * V; i++)
-        emit_compute(&l, r, sp->chunks[k], nc, order[i].chunk * S + j, m, order[i], o);
+        emit_compute(&l, sp, p, k, order[i].chunk * S + j, m, order[i], o,
+                     o->overlap_dp && order[i].backward && last_bwd[order[i].chunk] == i);
     int sent = 0;
     for (int i = 0; i < l.n; i++)
         sent |= l.ops[i].kind == AH_OP_SEND_ACTIVATION || l.ops[i].kind == AH_OP_SEND_GRADIENT;
-    emit_tail(&l, sp, r, k, j, L, sent, o);
+    emit_tail(&l, sp, p, k, j, L, sent, o);
+    free(last_bwd);
     free(order);
     *out = (ah_program){k, j, l.ops, l.n};
 }
@@ -153,6 +215,7 @@ int ah_schedule_build(const ah_plan *p, const ah_schedule_options *o, ah_schedul
         return -1;
     int R = p->n_replicas, L = ah_model_num_layers(&p->model);
     sp->schedule = o->schedule;
+    sp->overlap_dp = o->overlap_dp;
     sp->V = V;
     sp->n_replicas = R;
     sp->first_stage = ah_xcalloc((size_t)R + 1, sizeof(int));

@@ -728,75 +728,54 @@ static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t err
     return 0;
 }
 
-/* Task ids of the compute ops, by (stage, chunk, micro-batch): the forward,
- * and the first and last piece of the backward (the last backward of a chunk
- * is cut at bucket boundaries so that each bucket's all-reduce can start as
- * soon as its layers are done). chunk_of[q R + k]: the piece that finishes
- * bucket q in replica k. */
+/* Task ids of the compute ops, by (stage, chunk, micro-batch): the forward, and the first and last piece
+ * of the backward (a program with overlap_dp cuts a chunk's last backward at its buckets). chunk_of[q R + k]:
+ * the last backward (piece) over bucket q's layers in replica k, after which its gradients are final. */
 typedef struct {
     int **fwd, **bfirst, **blast; /* [stage][chunk * m + mb] */
     int *chunk_of;
-    int *last_bwd; /* [stage]: the task that ends its program's last backward */
+    int **op_task; /* [stage][op index]: the compute task of a forward or backward op, else -1 */
 } compute_ids;
-
-static void add_backward_pieces(engine *e, const ah_schedule_plan *sp, int s, int k, const ah_op *op, int idx,
-                                compute_ids *ci, const ah_layer_times *lt) {
-    const ah_sim_result *r = e->r;
-    int R = sp->n_replicas, a = op->first, hi = op->last;
-    ci->bfirst[s][idx] = -1;
-    for (int q = r->n_buckets - 1; q >= 0; q--) {
-        int lo = r->buckets[q].first, top = r->buckets[q].last;
-        if (top <= a || lo >= op->last)
-            continue;
-        if (lo < a)
-            lo = a;
-        int id = add_compute(e, AH_OP_BACKWARD, s, op->mb, lo, hi < top ? hi : top, lt);
-        e->t[id].bucket = q;
-        if (ci->bfirst[s][idx] < 0)
-            ci->bfirst[s][idx] = id;
-        ci->blast[s][idx] = id;
-        ci->chunk_of[q * R + k] = id;
-        hi = lo;
-    }
-}
 
 /* The compute tasks of every stage of replica k, in the order of its program. */
 static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_ids *ci) {
     const ah_layer_times **lts = e->lts;
-    int R = sp->n_replicas;
+    int R = sp->n_replicas, S = e->p->replicas[k].n_stages;
     int m = e->p->replicas[k].micro_batches;
-    for (int j = 0; j < e->p->replicas[k].n_stages; j++) {
+    for (int j = 0; j < S; j++) {
         int s = sp->first_stage[k] + j;
         const ah_program *pg = &sp->programs[s];
-        int *last_bwd = ah_xcalloc((size_t)sp->V, sizeof(int)); /* op index of each chunk's last backward */
-        for (int i = 0; i < pg->n_ops; i++)
-            if (pg->ops[i].kind == AH_OP_BACKWARD)
-                last_bwd[pg->ops[i].chunk] = i;
         ci->fwd[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->bfirst[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
         ci->blast[s] = ah_xcalloc((size_t)(m * sp->V), sizeof(int));
+        ci->op_task[s] = ah_xcalloc((size_t)pg->n_ops + 1, sizeof(int));
+        for (int i = 0; i < m * sp->V; i++)
+            ci->bfirst[s][i] = -1;
         for (int i = 0; i < pg->n_ops; i++) {
             const ah_op *op = &pg->ops[i];
+            ci->op_task[s][i] = -1;
             if (op->kind != AH_OP_FORWARD && op->kind != AH_OP_BACKWARD)
-                continue; /* sends and receives: add_transfers; the tail from the buckets */
-            int idx = op->chunk * m + op->mb;
-            double act = (double)ah_range(e->lbs[s]->act_bytes, op->first, op->last);
+                continue;
+            const ah_chunk *ch = &sp->chunks[k][op->chunk * S + j];
+            int idx = op->chunk * m + op->mb, id = add_compute(e, op->kind, s, op->mb, op->first, op->last, lts[s]);
+            double act = (double)ah_range(e->lbs[s]->act_bytes, ch->first, ch->last);
+            ci->op_task[s][i] = id;
             if (op->kind == AH_OP_FORWARD) {
-                int id = add_compute(e, AH_OP_FORWARD, s, op->mb, op->first, op->last, lts[s]);
                 e->t[id].act_alloc = act;
                 ci->fwd[s][idx] = id;
-            } else if (op->kind == AH_OP_BACKWARD) {
-                if (i == last_bwd[op->chunk] && R > 1) {
-                    add_backward_pieces(e, sp, s, k, op, idx, ci, lts[s]);
-                } else {
-                    int id = add_compute(e, AH_OP_BACKWARD, s, op->mb, op->first, op->last, lts[s]);
-                    ci->bfirst[s][idx] = ci->blast[s][idx] = id;
-                }
-                e->t[ci->blast[s][idx]].act_free = act;
-                ci->last_bwd[s] = ci->blast[s][idx];
+                continue;
             }
+            if (ci->bfirst[s][idx] < 0)
+                ci->bfirst[s][idx] = id;
+            ci->blast[s][idx] = id;
+            if (op->first == ch->first) /* the chunk's backward is done: its activations are freed */
+                e->t[id].act_free = act;
+            for (int q = 0; q < sp->n_buckets; q++)
+                if (sp->buckets[q].holder[k] == j && sp->buckets[q].first < op->last && sp->buckets[q].last > op->first) {
+                    ci->chunk_of[q * R + k] = id;
+                    e->t[id].bucket = q;
+                }
         }
-        free(last_bwd);
     }
 }
 
@@ -852,50 +831,138 @@ static void add_transfers(engine *e, const ah_schedule_plan *sp, int k, const co
     free(rcv);
 }
 
-/* Bucket all-reduces, queued on every holder's DP stream from the top bucket
- * down; the optimizer step after the stage's last bucket; blocking sends
- * occupying the sender's compute stream. */
-static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const compute_ids *ci) {
-    const ah_layer_times **lts = e->lts;
+/* One all-reduce task per bucket among its holders; per replica its tied exchange (the tied_sync op of its
+ * first stage's program, when it moves bytes); the step reduction among every stage (a world all-reduce of
+ * 16 bytes, none for a single rank). */
+typedef struct {
+    int *bucket, *tied, step;
+    int **sends, *n_sends; /* per stage: its send flows (what its send_wait waits for) */
+} sync_tasks;
+
+static void add_sync_tasks(engine *e, const ah_schedule_plan *sp, sync_tasks *st) {
     const ah_plan *p = e->p;
-    ah_sim_result *r = e->r;
     int R = sp->n_replicas;
-    /* tied embeddings: the TIED_SYNC of a replica's first stage's program
-     * (its peer the last stage) exchanges the gradient once both are done,
-     * first on their DP streams, as the program orders it */
+    st->bucket = ah_xcalloc((size_t)sp->n_buckets + 1, sizeof(int));
+    st->tied = ah_xcalloc((size_t)R + 1, sizeof(int));
+    int *hs = ah_xcalloc((size_t)(e->S > R ? e->S : R) + 1, sizeof(int));
+    for (int q = sp->n_buckets - 1; q >= 0; q--) {
+        for (int k = 0; k < R; k++)
+            hs[k] = sp->first_stage[k] + sp->buckets[q].holder[k];
+        st->bucket[q] = add_collective(e, q, hs, R, e->r->buckets[q].bytes, e->r->buckets[q].slices);
+    }
     double tied_tp1 = ah_plan_costs_bytes(e->costs, p, 1)->tied_bytes;
     for (int k = 0; k < R; k++) {
         const ah_program *pg = &sp->programs[sp->first_stage[k]];
-        int t = -1;
-        for (int i = 0; i < pg->n_ops && t < 0; i++)
+        st->tied[k] = -1;
+        for (int i = 0; i < pg->n_ops && st->tied[k] < 0; i++)
             if (pg->ops[i].kind == AH_OP_TIED_SYNC && pg->ops[i].bytes > 0)
-                t = i;
-        if (t < 0)
-            continue;
-        int s0 = sp->first_stage[k], s1 = s0 + pg->ops[t].peer_stage;
-        int id = add_tied(e, s0, s1, tied_tp1);
-        add_dep(e, ci->last_bwd[s0], id);
-        add_dep(e, ci->last_bwd[s1], id);
-        push_int(&e->dq[s0], &e->ndq[s0], &e->capdq[s0], id);
-        push_int(&e->dq[s1], &e->ndq[s1], &e->capdq[s1], id);
+                st->tied[k] = add_tied(e, sp->first_stage[k], sp->first_stage[k] + pg->ops[i].peer_stage, tied_tp1);
     }
-    int *hs = ah_xcalloc((size_t)R + 1, sizeof(int));
-    for (int q = r->n_buckets - 1; q >= 0; q--) {
-        for (int k = 0; k < R; k++)
-            hs[k] = sp->first_stage[k] + sp->buckets[q].holder[k];
-        int col = add_collective(e, q, hs, R, r->buckets[q].bytes, r->buckets[q].slices);
-        for (int k = 0; k < R; k++) {
-            add_dep(e, ci->chunk_of[q * R + k], col);
-            push_int(&e->dq[hs[k]], &e->ndq[hs[k]], &e->capdq[hs[k]], col);
-        }
+    int ranks = 0;
+    for (int s = 0; s < e->S; s++) {
+        hs[s] = s;
+        ranks += e->r->stages[s].tp;
+    }
+    st->step = -1;
+    if (ranks > 1) {
+        ah_allreduce_algo a = ah_allreduce_choose(ranks, 16, p->dp_bw_gbs, holders_one_node(e, hs, e->S), e->o);
+        st->step = add_ring(e, AH_OP_STEP_SYNC, hs, e->S, 16, 1, a);
     }
     free(hs);
-    for (int s = 0; s < e->S; s++) {
-        const ah_stage *st = &p->replicas[r->stages[s].replica].stages[r->stages[s].stage];
-        int id = add_compute(e, AH_OP_OPTIMIZER, s, -1, st->layer_first, st->layer_last, lts[s]);
-        for (int i = 0; i < e->ndq[s]; i++)
-            add_dep(e, e->dq[s][i], id);
+}
+
+/* A rank's place in its program while the sync ops are wired: the last op it blocked on, the tasks its next
+ * blocking op waits for (a send_wait's sends, a dp_wait's all-reduces) and the all-reduces it started. */
+typedef struct {
+    int prev;
+    int *wait, n_wait, cap_wait;
+    int *started, n_started, cap_started;
+} rank_pos;
+
+/* the rank blocks on task id next: after its previous blocking op and whatever it waits for */
+static void block_on(engine *e, rank_pos *r, int id) {
+    if (r->prev >= 0)
+        add_dep(e, r->prev, id);
+    for (int i = 0; i < r->n_wait; i++)
+        add_dep(e, r->wait[i], id);
+    r->n_wait = 0;
+    r->prev = id;
+}
+
+/* The sync ops of stage s's program in its order: blocking collectives (the tied exchange, a bucket's
+ * all-reduce, the step reduction) start once the rank reaches them and hold it until done; a nonblocking
+ * all-reduce starts after the backward piece before it and is waited for at dp_wait; send_wait waits for the
+ * stage's sends; the optimizer is the program's last op. Collectives join the stage's DP queue in program
+ * order (the order --dp-serial runs them in). */
+static void wire_program(engine *e, const ah_schedule_plan *sp, int s, const compute_ids *ci, const sync_tasks *st) {
+    const ah_program *pg = &sp->programs[s];
+    int k = e->r->stages[s].replica;
+    rank_pos r = {.prev = -1};
+    for (int i = 0; i < pg->n_ops; i++) {
+        const ah_op *op = &pg->ops[i];
+        int col = -1;
+        switch (op->kind) {
+        case AH_OP_FORWARD:
+        case AH_OP_BACKWARD: block_on(e, &r, ci->op_task[s][i]); break;
+        case AH_OP_SEND_WAIT:
+            for (int t = 0; t < st->n_sends[s]; t++) {
+                GROW(r.wait, r.n_wait, r.cap_wait, 1);
+                r.wait[r.n_wait++] = st->sends[s][t];
+            }
+            break;
+        case AH_OP_DP_WAIT:
+            for (int t = 0; t < r.n_started; t++) {
+                GROW(r.wait, r.n_wait, r.cap_wait, 1);
+                r.wait[r.n_wait++] = r.started[t];
+            }
+            r.n_started = 0;
+            break;
+        case AH_OP_TIED_SYNC: col = st->tied[k]; break;
+        case AH_OP_STEP_SYNC: col = st->step; break;
+        case AH_OP_DP_ALLREDUCE: col = st->bucket[op->bucket]; break;
+        case AH_OP_OPTIMIZER: {
+            const ah_stage *sg = &e->p->replicas[k].stages[e->r->stages[s].stage];
+            block_on(e, &r, add_compute(e, AH_OP_OPTIMIZER, s, -1, sg->layer_first, sg->layer_last, e->lts[s]));
+            break;
+        }
+        default: break; /* sends and receives: add_transfers */
+        }
+        if (col < 0)
+            continue;
+        push_int(&e->dq[s], &e->ndq[s], &e->capdq[s], col);
+        if (op->kind == AH_OP_DP_ALLREDUCE && op->nonblocking) {
+            add_dep(e, r.prev, col);
+            GROW(r.started, r.n_started, r.cap_started, 1);
+            r.started[r.n_started++] = col;
+        } else {
+            block_on(e, &r, col);
+        }
     }
+    free(r.wait);
+    free(r.started);
+}
+
+/* The sync ops of every program; blocking sends occupying the sender's compute stream. */
+static void add_sync_and_updates(engine *e, const ah_schedule_plan *sp, const compute_ids *ci) {
+    const ah_plan *p = e->p;
+    sync_tasks st;
+    add_sync_tasks(e, sp, &st);
+    st.sends = ah_xcalloc((size_t)e->S + 1, sizeof(int *));
+    st.n_sends = ah_xcalloc((size_t)e->S + 1, sizeof(int));
+    int *cap = ah_xcalloc((size_t)e->S + 1, sizeof(int));
+    for (int t = 0; t < e->nt; t++)
+        if (e->t[t].type == TK_FLOW && e->t[t].nparts == 0 &&
+            (e->t[t].kind == AH_OP_SEND_ACTIVATION || e->t[t].kind == AH_OP_SEND_GRADIENT))
+            push_int(&st.sends[e->t[t].stage], &st.n_sends[e->t[t].stage], &cap[e->t[t].stage], t);
+    for (int s = 0; s < e->S; s++) {
+        wire_program(e, sp, s, ci, &st);
+        free(st.sends[s]);
+    }
+    free(cap);
+    free(st.sends);
+    free(st.n_sends);
+    free(st.bucket);
+    free(st.tied);
     /* blocking sends occupy the sender's compute stream: its next op waits
      * for the transfer to complete (docs/cost-model.md, "Pipeline sends") */
     if (p->train.p2p != AH_P2P_BLOCKING)
@@ -943,6 +1010,9 @@ static void collect_results(engine *e, const ah_schedule_plan *sp, const compute
         if (e->t[i].end > iter)
             iter = e->t[i].end;
     r->iteration_time_s = iter;
+    for (int i = 0; i < e->nt; i++)
+        if (e->t[i].kind == AH_OP_STEP_SYNC)
+            r->step_sync_s = e->t[i].end - e->t[i].start;
     for (int s = 0; s < e->S; s++) {
         ah_sim_stage *ss = &r->stages[s];
         int k = ss->replica;
@@ -1028,7 +1098,8 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
                                 .act_bytes = lb1->p2p_bytes,
                                 .grad_bytes = lb1->grad_bytes,
                                 .tied_bytes = lb1->tied_bytes,
-                                .split_by_tp = 1};
+                                .split_by_tp = 1,
+                                .overlap_dp = so->overlap_dp};
     ah_schedule_plan sp;
     if (ah_schedule_build(p, &sopt, &sp, err, errlen) != 0)
         return -1;
@@ -1037,7 +1108,7 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
                       ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)S, sizeof(int *)),
                       ah_xcalloc((size_t)(sp.n_buckets + 1) * (size_t)R, sizeof(int)),
-                      ah_xcalloc((size_t)S, sizeof(int))};
+                      ah_xcalloc((size_t)S, sizeof(int *))};
     for (int k = 0; k < R; k++) {
         add_programs(e, &sp, k, &ci);
         add_transfers(e, &sp, k, &ci);
@@ -1051,12 +1122,13 @@ static int play(engine *e, const ah_sim_options *so, char *err, size_t errlen) {
         free(ci.fwd[s]);
         free(ci.bfirst[s]);
         free(ci.blast[s]);
+        free(ci.op_task[s]);
     }
     free(ci.fwd);
     free(ci.bfirst);
     free(ci.blast);
     free(ci.chunk_of);
-    free(ci.last_bwd);
+    free(ci.op_task);
     ah_schedule_plan_free(&sp);
     return rc;
 }

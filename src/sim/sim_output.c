@@ -113,7 +113,7 @@ static const ah_stage *plan_stage(const ah_plan *p, const ah_sim_stage *st) {
 
 static int is_comm(ah_op_kind k) {
     return k == AH_OP_TP_ALLREDUCE || k == AH_OP_SEND_ACTIVATION || k == AH_OP_SEND_GRADIENT ||
-           k == AH_OP_DP_ALLREDUCE || k == AH_OP_TIED_SYNC;
+           k == AH_OP_DP_ALLREDUCE || k == AH_OP_TIED_SYNC || k == AH_OP_STEP_SYNC;
 }
 
 /* Event name from the point of view of the track it is on. */
@@ -145,7 +145,8 @@ static void event_name(const ah_sim_event *e, char *buf, size_t n) {
     case AH_OP_RECV_ACTIVATION: /* not simulator events: a transfer is its send */
     case AH_OP_RECV_GRADIENT:
     case AH_OP_SEND_WAIT:
-    case AH_OP_STEP_SYNC: break;
+    case AH_OP_DP_WAIT: break;
+    case AH_OP_STEP_SYNC: snprintf(buf, n, "step sync"); return;
     case AH_OP_DP_ALLREDUCE:
         if (e->bucket >= 0)
             snprintf(buf, n, "DP-AR bucket %d%s", e->bucket, ly);
@@ -589,7 +590,7 @@ static const struct {
 } svg_kinds[] = {
     {"forward", "#4e79a7"},           {"backward", "#f28e2b"},      {"TP all-reduce", "#b07aa1"},
     {"send (act / grad)", "#59a14f"}, {"DP all-reduce", "#e15759"}, {"optimizer", "#9c755f"},
-    {"tied exchange", "#76b7b2"},
+    {"tied exchange", "#76b7b2"},     {"step sync", "#bab0ac"},
 };
 #define SVG_N_KINDS (sizeof svg_kinds / sizeof svg_kinds[0])
 
@@ -603,10 +604,11 @@ static int svg_class(ah_op_kind k) {
     case AH_OP_DP_ALLREDUCE: return 4;
     case AH_OP_OPTIMIZER: return 5;
     case AH_OP_TIED_SYNC: return 6;
+    case AH_OP_STEP_SYNC: return 7;
     case AH_OP_RECV_ACTIVATION: /* not simulator events */
     case AH_OP_RECV_GRADIENT:
     case AH_OP_SEND_WAIT:
-    case AH_OP_STEP_SYNC:
+    case AH_OP_DP_WAIT:
     case AH_OP_KINDS: break;
     }
     return 0;

@@ -173,7 +173,7 @@ static const plan_entry *plan_for(planner_ctx *pc, const avail_node *nodes, int 
                              : ah_spot_modelled_plan_s(pc->costs, ah_cluster_total_gpus(&c));
             pc->plans_computed++;
             if (pe->ok) {
-                ah_sim_options so = {.schedule = AH_SCHED_1F1B};
+                ah_sim_options so = {.schedule = AH_SCHED_1F1B, .overlap_dp = 1}; /* as the planner costs it */
                 ah_sim_result r;
                 ah_plan copy;
                 ah_plan_copy(&copy, &pe->plan);
