@@ -32,7 +32,7 @@ report() {
       jq -r ".[$i] | [.plan, .measured_iteration_s, .gpus, .pp, .dp, .tp, .global_batch, .micro_batch] | @tsv" \
         "$set/runs.json" >"$TMP/run"
       IFS=$'\t' read -r plan meas gpus pp dp tp gb mb <"$TMP/run"
-      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --json "$TMP/sim.json" --quiet \
+      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --overlap-dp --json "$TMP/sim.json" --quiet \
         >/dev/null 2>"$TMP/err" || { echo "measured_bench: $set/$plan: $(cat "$TMP/err")" >&2; exit 1; }
       jq -r --arg p "$(basename "$plan" .plan.json)" --arg m "$meas" --arg g "$gpus" --arg pp "$pp" --arg dp "$dp" \
         --arg tp "$tp" --arg gb "$gb" --arg mb "$mb" \
@@ -41,7 +41,8 @@ report() {
     done
     echo "### $(basename "$set") ($n runs)"
     echo
-    echo "\`autohet simulate PLAN --devices $(basename "$dev") --profile $(basename "$prof")\` (1F1B) against each"
+    echo "\`autohet simulate PLAN --devices $(basename "$dev") --profile $(basename "$prof") --overlap-dp\` (1F1B; the"
+    echo "gradient buckets' all-reduces overlapped with the backward, as PyTorch's DDP runs them) against each"
     echo "run's measured iteration time; error = simulated / measured - 1."
     echo
     echo "| run | nodes (4 GPUs each) | PP | DP | TP | global batch | micro-batch | measured s | simulated s | error |"

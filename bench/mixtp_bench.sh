@@ -22,7 +22,7 @@ SAILOR=(--profile "$ROOT/tests/fixtures/sailor/OPT-350" --devices "$ROOT/bench/p
     flags=()
     case "$name" in an-*) ;; *) flags=("${SAILOR[@]}") ;; esac
     for p2p in overlapped blocking; do
-      "$BIN" simulate "$plan" "${flags[@]}" --p2p "$p2p" --quiet --json "$TMP/s.json"
+      "$BIN" simulate "$plan" "${flags[@]}" --p2p "$p2p" --overlap-dp --quiet --json "$TMP/s.json" # the planner's program
       jq -r --arg n "$name" --arg p "$p2p" '[$n, .model, (.replicas | length),
           ([.stages[].tp] | unique | map(tostring) | join(",")), $p, .closed_form_s, .iteration_time_s,
           100 * .model_error, .dp_allreduce_tail_s] | @tsv' "$TMP/s.json" |

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
+#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
+SECTIONS=(planner verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -195,6 +195,15 @@ section_schedules() {
   echo
   bench/schedule_bench.sh ./build/autohet out/schedule_bench.md 3 >&2
   cat out/schedule_bench.md
+}
+
+section_overlap() {
+  echo "## Overlapped data-parallel all-reduce"
+  echo
+  stamp overlap
+  echo
+  bench/overlap_bench.sh ./build/autohet out/overlap_bench.md 15 >&2
+  cat out/overlap_bench.md
 }
 
 section_ckpt() {

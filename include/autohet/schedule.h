@@ -79,13 +79,19 @@ void ah_schedule_order(ah_schedule s, int S, int V, int j, int m, ah_compute_op 
  * copies). Either way the step reduction (the global gradient norm the
  * clipping needs) comes before the optimizer, on every rank. */
 
+/* Message tags (their one owner): within one replica's step, the activation chunk c sends chunk c + 1 for
+ * micro-batch i is 2 (c m + i), the gradient coming back 2 (c m + i) + 1 (nc chunks, m micro-batches), the
+ * tied-embedding exchange 2 nc m, the evaluation's sends 2 nc m + 2 + c m + i. The control plane's
+ * messages (checkpoint replication, the recovery servers' release, clock synchronisation) carry fixed tags
+ * of their own modules and are exchanged only between steps, when no step message is in flight. */
+
 typedef struct {
     ah_op_kind kind;
     int mb;          /* micro-batch, -1 if none */
     int chunk;       /* the stage's chunk (0..V-1) the op belongs to, -1 if none */
     int first, last; /* layers [first, last) involved, -1 if none */
     int peer_stage;  /* send/receive/tied: the other stage of this replica, -1 if none */
-    int tag;         /* send/receive: the same on both ends, unique within the step */
+    int tag;         /* send/receive/tied: the same on both ends, unique within the step ("Message tags") */
     int bucket;      /* DP all-reduce: index into ah_schedule_plan.buckets, -1 otherwise */
     double bytes;    /* payload per rank (ah_schedule_options says how it follows the degrees) */
     int nonblocking; /* DP all-reduce: started here, completed at the program's dp_wait (overlap_dp) */

@@ -131,6 +131,12 @@ static int check_plan(ah_executor *x, char *err, size_t errlen) {
     return check_memory(p, &x->cfg, err, errlen); /* the schedule's own conditions: ah_schedule_build */
 }
 
+/* After each layer of a backward with --overlap-dp: the started all-reduces move on. */
+static void progress_collectives(void *arg) {
+    ah_executor *x = arg;
+    x->tr->progress(x->tr->ctx);
+}
+
 /* My slot, my stage's program and chunk models. */
 static int setup_my_part(ah_executor *x, ah_schedule s, int V, int overlap_dp, int init_params, char *err,
                          size_t errlen) {
@@ -170,6 +176,10 @@ static int setup_my_part(ah_executor *x, ah_schedule s, int V, int overlap_dp, i
                                       ch->last, x->tp, x->tp_rank, x->seed, init_params, x->prec, err,
                                       errlen) != 0)
             return -1;
+        if (overlap_dp) {
+            x->chunks[x->n_chunks].after_layer = progress_collectives;
+            x->chunks[x->n_chunks].after_layer_arg = x;
+        }
         x->n_chunks++;
     }
     return 0;

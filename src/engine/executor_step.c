@@ -213,7 +213,7 @@ static void run_send_wait(step_ctx *c) {
  * (a local add), or exchanged with the other holder's stage: one partner
  * each way when the two stages have the same degree, else mine to every rank
  * that takes it and theirs from one (rule 1 of per-stage TP). */
-static void run_tied_sync(step_ctx *c) {
+static void run_tied_sync(step_ctx *c, const ah_op *op) {
     ah_executor *x = c->x;
     if (x->tie_partner == -2) {
         ah__engine_tied_sum_local(&x->chunks[0]);
@@ -229,12 +229,12 @@ static void run_tied_sync(step_ctx *c) {
         AH_EXEC_TRACED(x, AH_OP_TIED_SYNC, -1, ah_op_kind_site(AH_OP_TIED_SYNC), (double)n * sizeof(float), 2,
                        pair_of(x->rank, x->tie_partner), x->tie_partner,
                        t->sendrecv(t->ctx, ah__dptr_transport(mine), ah__dptr_transport(theirs), n * sizeof(float),
-                                   x->tie_partner, 77));
+                                   x->tie_partner, op->tag));
     } else {
         double t0 = x->trace.on ? ah_now_s() : 0;
         for (int i = 0; i < x->n_tie_targets; i++)
-            t->send(t->ctx, ah__dptr_transport(mine), n * sizeof(float), x->tie_targets[i], 77);
-        t->recv(t->ctx, ah__dptr_transport(theirs), n * sizeof(float), x->tie_partner, 77);
+            t->send(t->ctx, ah__dptr_transport(mine), n * sizeof(float), x->tie_targets[i], op->tag);
+        t->recv(t->ctx, ah__dptr_transport(theirs), n * sizeof(float), x->tie_partner, op->tag);
         t->wait_sends(t->ctx); /* mine is read by the sends until here */
         if (x->trace.on)
             ah__exec_record(x, AH_OP_TIED_SYNC, t0, ah_now_s(), -1, ah_op_kind_site(AH_OP_TIED_SYNC),
@@ -355,7 +355,7 @@ static void run_op(step_ctx *c, const ah_op *op) {
     case AH_OP_SEND_ACTIVATION:
     case AH_OP_SEND_GRADIENT: run_send(c, op); break;
     case AH_OP_SEND_WAIT: run_send_wait(c); break;
-    case AH_OP_TIED_SYNC: run_tied_sync(c); break;
+    case AH_OP_TIED_SYNC: run_tied_sync(c, op); break;
     case AH_OP_DP_ALLREDUCE: run_dp_allreduce(c, op); break;
     case AH_OP_DP_WAIT: run_dp_wait(c); break;
     case AH_OP_STEP_SYNC: run_step_sync(c); break;

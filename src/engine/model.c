@@ -923,6 +923,8 @@ int ah__engine_backward_range(ah_engine_model *e, const int *tokens, const int *
         }
         dfree(e, a->buf);
         a->buf = NOBUF;
+        if (e->after_layer)
+            e->after_layer(e->after_layer_arg);
     }
     if (!ah__dptr_is_null(din) && ah_model_layer_kind(&e->cfg, lo) != AH_LAYER_EMBED)
         ah__be_copy(e->be, din, cur, NC);

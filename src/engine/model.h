@@ -90,6 +90,10 @@ typedef struct {
     float rope_theta;
     float norm_eps;       /* LayerNorm / RMSNorm epsilon (the config's, default 1e-5) */
     const ah_backend *be; /* every buffer of the model lives on it */
+    /* called after each layer of a backward (NULL: none): the executor's progress of the all-reduces it
+     * started inside the backward (--overlap-dp), which MPI moves only inside its calls */
+    void (*after_layer)(void *arg);
+    void *after_layer_arg;
 } ah_engine_model;
 
 /* Which buffer of a layer. */

@@ -43,6 +43,7 @@ struct ah_transport {
     /* the same, started (non-blocking): buf is the transport's until wait_collectives */
     void (*iallreduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, ah_reduce_op op);
     void (*wait_collectives)(void *ctx); /* every iallreduce started so far */
+    void (*progress)(void *ctx);         /* moves the started ones on, without waiting */
     /* sum onto root's buffer (root: rank in g) */
     void (*reduce)(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype t, int root);
     void (*barrier)(void *ctx, ah_group *g);

@@ -124,6 +124,13 @@ static void tr_wait_collectives(void *ctx) {
     t->n_colls = 0;
 }
 
+static void tr_progress(void *ctx) {
+    mpi_transport *t = ctx;
+    int done;
+    if (t->n_colls)
+        MPI_Testall(t->n_colls, t->colls, &done, MPI_STATUSES_IGNORE);
+}
+
 static void tr_reduce(void *ctx, ah_group *g, void *buf, size_t count, ah_dtype dt, int root) {
     (void)ctx;
     int me;
@@ -168,6 +175,7 @@ ah_transport *ah__transport_mpi(const void *mpi_comm) {
     p->allreduce = tr_allreduce;
     p->iallreduce = tr_iallreduce;
     p->wait_collectives = tr_wait_collectives;
+    p->progress = tr_progress;
     p->reduce = tr_reduce;
     p->barrier = tr_barrier;
     p->free_transport = tr_free;

@@ -23,7 +23,7 @@ static ah_op *push(op_list *l, ah_op_kind kind) {
     return o;
 }
 
-/* tags: the activation chunk c sends to chunk c+1 for micro-batch i is
+/* tags (autohet/schedule.h, "Message tags"): the activation chunk c sends to chunk c+1 for micro-batch i is
  * 2 (c m + i), the gradient coming back 2 (c m + i) + 1 */
 static int tag_of(int c, int m, int i, int grad) {
     return 2 * (c * m + i) + grad;
@@ -111,9 +111,11 @@ static void emit_compute(op_list *l, const ah_schedule_plan *sp, const ah_plan *
     }
 }
 
-/* The tied-embedding exchange of stage j (first or last of an S-stage replica). */
-static void push_tied(op_list *l, int j, int S, int L, double tied_bytes) {
+/* The tied-embedding exchange of stage j (first or last of an S-stage replica), tagged after every send
+ * of the step (autohet/schedule.h, "Message tags"). */
+static void push_tied(op_list *l, int j, int S, int L, double tied_bytes, int tag) {
     ah_op *o = push(l, AH_OP_TIED_SYNC);
+    o->tag = tag;
     o->peer_stage = j == 0 ? S - 1 : 0;
     o->first = j == 0 ? 0 : L - 1;
     o->last = o->first + 1;
@@ -131,11 +133,11 @@ static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_plan *p, 
     const ah_replica *r = &p->replicas[k];
     int S = r->n_stages, t = r->stages[j].tp;
     double tied_bytes = so->split_by_tp ? so->tied_bytes / t : so->tied_bytes;
-    int tied = tied_bytes > 0 && (j == 0 || j == S - 1);
+    int tied = tied_bytes > 0 && (j == 0 || j == S - 1), tag = 2 * sp->n_chunks[k] * r->micro_batches;
     if (sent)
         push(l, AH_OP_SEND_WAIT);
     if (tied && !so->overlap_dp)
-        push_tied(l, j, S, L, tied_bytes);
+        push_tied(l, j, S, L, tied_bytes, tag);
     int started = 0;
     for (int i = 0; i < l->n; i++)
         started |= l->ops[i].kind == AH_OP_DP_ALLREDUCE && l->ops[i].nonblocking;
@@ -145,7 +147,7 @@ static void emit_tail(op_list *l, const ah_schedule_plan *sp, const ah_plan *p, 
         if (sp->buckets[q].holder[k] == j && !so->overlap_dp)
             push_bucket(l, sp, q, t, 0);
     if (tied && so->overlap_dp)
-        push_tied(l, j, S, L, tied_bytes);
+        push_tied(l, j, S, L, tied_bytes, tag);
     push(l, AH_OP_STEP_SYNC)->bytes = 16;
     push(l, AH_OP_OPTIMIZER);
 }

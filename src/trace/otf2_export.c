@@ -3,6 +3,7 @@
 #include "util/errors.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,10 +118,14 @@ static void free_comms(otf2_comms *c) {
 }
 
 /* MPI records of an event, written between its Enter (at a) and Leave (at b).
- * Sends and receives name the peer's world rank; their tag is the trace's
- * direction and micro-batch (2 mb for activations, 2 mb + 1 for gradients;
- * the tied exchange: 77, the engine's tag), as the Chrome trace does not
- * carry MPI's tag. Returns the records written. */
+ * Sends and receives name the peer's world rank; their tag is the export's
+ * own, from the trace's direction and micro-batch (2 mb for activations,
+ * 2 mb + 1 for gradients; the tied exchange: TIED_TAG), as the Chrome trace
+ * does not carry MPI's tag (the step's own tags: autohet/schedule.h).
+ * Returns the records written. */
+/* a tag no (direction, micro-batch) pair takes (2 mb + 1 < 2^32 - 1 for any int micro-batch); it was 77, which
+ * the gradient of micro-batch 38 also took */
+#define TIED_TAG UINT32_MAX
 static int write_mpi_records(OTF2_EvtWriter *w, const ah_trace_event *e, const otf2_comms *c, int i, uint64_t a,
                              uint64_t b) {
     int comm = c->comm_of[i];
@@ -138,8 +143,8 @@ static int write_mpi_records(OTF2_EvtWriter *w, const ah_trace_event *e, const o
         OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 2 * mb + (e->kind == AH_OP_RECV_GRADIENT), bytes);
         return 1;
     case AH_OP_TIED_SYNC: /* MPI_Sendrecv with the partner */
-        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, 77, bytes);
-        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, 77, bytes);
+        OTF2_EvtWriter_MpiSend(w, NULL, a, peer, 0, TIED_TAG, bytes);
+        OTF2_EvtWriter_MpiRecv(w, NULL, b, peer, 0, TIED_TAG, bytes);
         return 2;
     default:
         OTF2_EvtWriter_MpiCollectiveBegin(w, NULL, a);
