@@ -49,7 +49,7 @@ section_verify() {
   stamp verify
   echo
   echo "For every pool: the 20 best distinct plans of \`autohet plan\` (the best of each configuration),"
-  echo "each simulated (\`autohet simulate\`, 1F1B). Worst |closed form / simulated - 1|, Kendall tau"
+  echo "each simulated (\`autohet simulate --overlap-dp\`, 1F1B). Worst |closed form / simulated - 1|, Kendall tau"
   echo "between the two rankings, the pick's simulated time and its regret (over the best simulated time"
   echo "among the 20). Peer pools: OPT-350M, global batch 1024, seq 2048, 4-GPU nodes, the Sailor"
   echo "profiles and Sailor's measured GCP links; Metis's best plan for the same inputs"
@@ -204,6 +204,7 @@ section_overlap() {
   echo
   bench/overlap_bench.sh ./build/autohet out/overlap_bench.md 15 >&2
   cat out/overlap_bench.md
+  cat bench/overlap_notes.md
 }
 
 section_ckpt() {

@@ -97,6 +97,21 @@ int ah_simulate(ah_plan *plan, const ah_profile *prof, const ah_plan_options *o,
                 ah_sim_result *out, char *err, size_t errlen);
 void ah_sim_result_free(ah_sim_result *r);
 
+/* The closed form against the simulator on candidate plans (`autohet plan --verify`): each simulated
+ * under 1F1B with the program the closed form costs (the buckets' all-reduces overlapped, overlap_dp). */
+typedef struct {
+    int n, n_simulated;
+    double *simulated_s; /* [n]: the simulated iteration, 0 where it could not be simulated */
+    char (*errors)[256]; /* [n]: why not, "" where it was */
+    int winner;          /* the fastest in simulation, -1 if none was simulated */
+    int worst;           /* the candidate of the largest |closed form / simulated - 1|, -1 if none */
+    double worst_error;  /* that |error| */
+    double tau;          /* Kendall tau of closed form against simulated, over the simulated candidates */
+} ah_sim_verification;
+void ah_sim_verify(const ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
+                   ah_sim_verification *v);
+void ah_sim_verification_free(ah_sim_verification *v);
+
 /* Outputs (src/sim/sim_output.c). Each returns 0 or -1 with err. */
 int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
                        size_t errlen);

@@ -1,6 +1,7 @@
 /* safetensors shards: atomic write, verified read (include/autohet/ckpt.h).
  *
- * safetensors layout: 8-byte little-endian header length N, N bytes of JSON
+ * safetensors layout (util/safetensors_header.h, whose parser reads them):
+ * 8-byte little-endian header length N, N bytes of JSON
  * {"name": {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}, ...,
  *  "__metadata__": {"k": "v"}}, padded with spaces to a multiple of 8, then the
  * tensor bytes; offsets are relative to the start of the data. */
@@ -21,6 +22,7 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/safetensors_header.h"
 
 int ah_ckpt_write_shard(const char *path, const ah_ckpt_tensor *t, int n, const char *const (*meta)[2],
                         int n_meta, uint64_t *bytes, uint64_t *xxh64, char *err, size_t errlen) {
@@ -159,75 +161,40 @@ int ah_ckpt_read_shard(const char *path, uint64_t expect_bytes, uint64_t expect_
     return rc;
 }
 
-/* a safetensors shape value or offset: an integer JSON number in [0, 2^53]
- * (exact in a double; NaN, inf, negatives, fractions and 1e300 fail) */
-static int st_uint(const cJSON *v, uint64_t *out) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9007199254740992.0 ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble)
-        return -1;
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
-/* one tensor entry of the header: its element count and byte range, checked
- * without overflow against the data section (data_len bytes). 0 or -1. */
-static int tensor_extent(const cJSON *it, uint64_t data_len, ah_ckpt_loaded *v, uint64_t *begin) {
-    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype"),
-                *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"),
-                *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
-    if (!cJSON_IsString(dt) || strcmp(dt->valuestring, "F32") || !cJSON_IsArray(sh) ||
-        cJSON_GetArraySize(sh) > AH_CKPT_MAX_DIMS || !cJSON_IsArray(of) || cJSON_GetArraySize(of) != 2 ||
-        strlen(it->string) >= sizeof v->name)
-        return -1;
-    v->ndim = cJSON_GetArraySize(sh);
-    uint64_t elems = 1, b, e, bytes;
-    for (int d = 0; d < v->ndim; d++) {
-        uint64_t x;
-        if (st_uint(cJSON_GetArrayItem(sh, d), &x) != 0 || __builtin_mul_overflow(elems, x, &elems))
-            return -1;
-        v->shape[d] = (int64_t)x;
-    }
-    if (__builtin_mul_overflow(elems, (uint64_t)sizeof(float), &bytes) || bytes > SIZE_MAX ||
-        st_uint(cJSON_GetArrayItem(of, 0), &b) != 0 || st_uint(cJSON_GetArrayItem(of, 1), &e) != 0 || e < b ||
-        e > data_len || e - b != bytes)
-        return -1;
-    v->n = (size_t)elems;
-    *begin = b;
-    return 0;
-}
-
 /* The tensor entries of a safetensors header (hl bytes of JSON at hdr) over a
- * data section of data_len bytes: *out (data NULL) and each tensor's first
- * byte in the data section. 0; -1 malformed header; -2 a malformed entry. */
+ * data section of data_len bytes (util/safetensors_header.h): *out (data NULL)
+ * and each tensor's first byte in the data section. A shard holds F32 tensors
+ * of at most AH_CKPT_MAX_DIMS dimensions with names that fit. 0; -1 malformed
+ * header; -2 a malformed entry. */
 static int header_tensors(const unsigned char *hdr, uint64_t hl, uint64_t data_len, ah_ckpt_loaded **out,
                           uint64_t **begins, int *n) {
     *out = NULL, *begins = NULL, *n = 0;
-    cJSON *h = cJSON_ParseWithLength((const char *)hdr, (size_t)hl);
-    if (!cJSON_IsObject(h)) {
-        cJSON_Delete(h);
-        return -1;
-    }
-    int cnt = cJSON_GetArraySize(h), k = 0, bad = 0;
+    ah_st_tensor *st;
+    int cnt;
+    char why[512];
+    int rc = ah_st_parse_header((const char *)hdr, hl, data_len, &st, &cnt, why, sizeof why);
+    if (rc != 0)
+        return rc;
     ah_ckpt_loaded *t = ah_xcalloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
     uint64_t *b = ah_xcalloc((size_t)cnt + 1, sizeof(uint64_t));
-    const cJSON *it;
-    cJSON_ArrayForEach(it, h) {
-        if (!strcmp(it->string, "__metadata__"))
-            continue;
-        if (tensor_extent(it, data_len, &t[k], &b[k]) != 0) {
-            bad = 1;
+    for (int k = 0; k < cnt && rc == 0; k++) {
+        if (st[k].dtype != AH_ST_F32 || st[k].ndim > AH_CKPT_MAX_DIMS || strlen(st[k].name) >= sizeof t[k].name) {
+            rc = -2;
             break;
         }
-        snprintf(t[k].name, sizeof t[k].name, "%s", it->string);
-        k++;
+        snprintf(t[k].name, sizeof t[k].name, "%s", st[k].name);
+        t[k].ndim = st[k].ndim;
+        memcpy(t[k].shape, st[k].shape, sizeof(int64_t) * (size_t)st[k].ndim);
+        t[k].n = st[k].n;
+        b[k] = st[k].begin;
     }
-    cJSON_Delete(h);
-    if (bad) {
+    free(st);
+    if (rc != 0) {
         free(t);
         free(b);
-        return -2;
+        return rc;
     }
-    *out = t, *begins = b, *n = k;
+    *out = t, *begins = b, *n = cnt;
     return 0;
 }
 

@@ -209,22 +209,13 @@ static cJSON *comparison_entry(const ah_plan *p, int ok, const char *err, const 
     return o;
 }
 
-/* Simulate candidates, print closed form vs simulation, return the JSON array. */
+/* Simulate candidates (ah_sim_verify), print closed form vs simulation, return the JSON array. */
 static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
                            int quiet, int summary_only, double *tau_out, double *worst_out) {
+    ah_sim_verification v;
+    ah_sim_verify(plans, n, prof, o, &v);
     cJSON *arr = cJSON_CreateArray();
-    int winner = -1;
-    double best = 0;
-    double *sim = calloc((size_t)n + 1, sizeof(double));
-    if (!sim)
-        abort();
     for (int i = 0; i < n; i++) {
-        ah_plan copy;
-        ah_plan_copy(&copy, &plans[i]);
-        /* the program the closed form costs: bucket all-reduces overlapped with the backward */
-        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0, .overlap_dp = 1};
-        ah_sim_result r;
-        char err[256];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", i);
         cJSON_AddNumberToObject(e, "tp", ah_plan_uniform_tp(&plans[i])); /* 0: per stage */
@@ -232,83 +223,48 @@ static cJSON *verify_plans(ah_plan *plans, int n, const ah_profile *prof, const 
         cJSON_AddNumberToObject(e, "micro_batch", plans[i].micro_batch);
         cJSON_AddNumberToObject(e, "replicas", plans[i].n_replicas);
         cJSON_AddNumberToObject(e, "closed_form_s", plans[i].iteration_time_s);
-        if (ah_simulate(&copy, prof, o, &so, &r, err, sizeof err) == 0) {
-            sim[i] = r.iteration_time_s;
-            cJSON_AddNumberToObject(e, "simulated_s", r.iteration_time_s);
-            cJSON_AddNumberToObject(e, "model_error", plans[i].iteration_time_s / r.iteration_time_s - 1.0);
-            if (winner < 0 || r.iteration_time_s < best) {
-                winner = i;
-                best = r.iteration_time_s;
-            }
-            ah_sim_result_free(&r);
+        if (v.simulated_s[i] > 0) {
+            cJSON_AddNumberToObject(e, "simulated_s", v.simulated_s[i]);
+            cJSON_AddNumberToObject(e, "model_error", plans[i].iteration_time_s / v.simulated_s[i] - 1.0);
         } else {
-            cJSON_AddStringToObject(e, "error", err);
+            cJSON_AddStringToObject(e, "error", v.errors[i]);
         }
+        cJSON_AddBoolToObject(e, "wins_in_simulation", i == v.winner);
         cJSON_AddItemToArray(arr, e);
-        ah_plan_free(&copy);
     }
-    for (int i = 0; i < n; i++)
-        cJSON_AddBoolToObject(cJSON_GetArrayItem(arr, i), "wins_in_simulation", i == winner);
-    /* agreement of the ranking: Kendall tau over the simulated candidates,
-     * and the worst relative error */
-    double worst = 0;
-    int worst_i = -1;
-    /* over the simulated candidates only (a mixed-degree plan may not be) */
-    double *closed = calloc((size_t)n + 1, sizeof(double)), *simc = calloc((size_t)n + 1, sizeof(double));
-    if (!closed || !simc)
-        abort();
-    int n_c = 0;
-    for (int i = 0; i < n; i++) {
-        if (!(sim[i] > 0))
-            continue;
-        closed[n_c] = plans[i].iteration_time_s;
-        simc[n_c++] = sim[i];
-        double e = fabs(plans[i].iteration_time_s / sim[i] - 1.0);
-        if (e > worst || worst_i < 0) {
-            worst = e;
-            worst_i = i;
-        }
-    }
-    double tau = ah_kendall_tau(closed, simc, n_c);
-    free(closed);
-    free(simc);
     if (!quiet) {
         printf("\nVerification: the %d best candidates, closed form vs simulated (1F1B)\n", n);
         printf("  %4s %4s %4s %8s %14s %14s %9s\n", "rank", "TP", "mb", "replicas", "closed form s",
                "simulated s", "error");
         for (int i = 0; i < n; i++)
-            if (sim[i] > 0)
+            if (v.simulated_s[i] > 0)
                 printf("  %4d %4s %4d %8d %14.4f %14.4f %8.1f%%%s\n", i, tp_label(&plans[i]),
-                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s, sim[i],
-                       100.0 * (plans[i].iteration_time_s / sim[i] - 1.0),
-                       i == winner ? "  <- fastest in simulation" : "");
+                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s, v.simulated_s[i],
+                       100.0 * (plans[i].iteration_time_s / v.simulated_s[i] - 1.0),
+                       i == v.winner ? "  <- fastest in simulation" : "");
             else
                 printf("  %4d %4s %4d %8d %14.4f  not simulated (%s)\n", i, tp_label(&plans[i]),
-                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s,
-                       cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, i), "error")));
+                       plans[i].micro_batch, plans[i].n_replicas, plans[i].iteration_time_s, v.errors[i]);
         printf("  (error = closed form / simulated - 1; negative: the model is optimistic)\n");
-        if (worst_i >= 0)
+        if (v.worst >= 0)
             printf("  worst |error| %.2f%% (rank %d); ranking agreement Kendall tau %.3f over %d candidates\n",
-                   100.0 * worst, worst_i, tau, n);
+                   100.0 * v.worst_error, v.worst, v.tau, n);
     } else if (summary_only) { /* --quiet without --json: the verification's one line, not nothing */
-        int n_sim = 0;
-        for (int i = 0; i < n; i++)
-            n_sim += sim[i] > 0;
         char count[48];
-        if (n_sim == n)
+        if (v.n_simulated == n)
             snprintf(count, sizeof count, "%d", n);
         else
-            snprintf(count, sizeof count, "%d of %d", n_sim, n);
-        if (worst_i >= 0)
+            snprintf(count, sizeof count, "%d of %d", v.n_simulated, n);
+        if (v.worst >= 0)
             printf("Verification: %s candidates simulated (1F1B); worst |error| %.2f%% (rank %d); ranking "
                    "agreement Kendall tau %.3f; fastest in simulation: rank %d\n",
-                   count, 100.0 * worst, worst_i, tau, winner);
+                   count, 100.0 * v.worst_error, v.worst, v.tau, v.winner);
         else
             printf("Verification: none of the %d candidates could be simulated\n", n);
     }
-    free(sim);
-    *tau_out = tau;
-    *worst_out = worst;
+    *tau_out = v.tau;
+    *worst_out = v.worst_error;
+    ah_sim_verification_free(&v);
     return arr;
 }
 

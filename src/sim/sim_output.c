@@ -21,6 +21,7 @@
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 #include "util/num_text.h"
 #include "util/svg.h"
 #include "autohet/sim.h"
@@ -52,25 +53,6 @@ static long long to_ns(double s) {
     if (ns < -9.0e18)
         return -(long long)9.0e18;
     return llround(ns);
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-        switch (*c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (*c < 0x20)
-                fprintf(f, "\\u%04x", (unsigned)*c);
-            else
-                fputc(*c, f);
-        }
-    }
-    fputc('"', f);
 }
 
 /* --------------------------------------------------- plan / result lookups */
@@ -523,7 +505,7 @@ static void sim_trace_other_data(FILE *f, void *ctx) {
     fprintf(f, ",\"closed_form_s\":\"%s\"", ah_num_exact(b1, r->closed_form_s));
     if (m->plan) {
         fputs(",\"model\":", f);
-        json_str(f, m->plan->model.name);
+        ah_json_put_string(f, m->plan->model.name);
         fprintf(f, ",\"tp\":\"%d\",\"micro_batch\":\"%d\",\"global_batch\":\"%d\"",
                 ah_plan_uniform_tp(m->plan), m->plan->micro_batch, m->plan->global_batch);
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/errors.h"
+#include "util/json_file.h"
 
 _Static_assert(sizeof(ah_trace_event) == 3 * sizeof(double) + 12 * sizeof(int), "records have no padding");
 
@@ -93,19 +94,6 @@ static void put_us(FILE *f, long long ns) {
     fprintf(f, "%s%llu.%03llu", ns < 0 ? "-" : "", a / 1000ULL, a % 1000ULL);
 }
 
-static void put_json_text(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(f, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(f, "\\u%04x", *c);
-        else
-            fputc(*c, f);
-    }
-    fputc('"', f);
-}
-
 /* Sorted items with a lane each: greedy in start order, so a track gets as
  * many lanes as it has operations overlapping at once (events of one thread
  * must be disjoint or nested). */
@@ -161,7 +149,7 @@ static void write_threads(FILE *f, const item *it, const int *lane, int n, const
             snprintf(name + len, sizeof name - (size_t)len, " on %s", q->where);
         fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
                 r ? ",\n" : "\n", r);
-        put_json_text(f, name);
+        ah_json_put_string(f, name);
         fprintf(f, "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
                    "\"args\":{\"sort_index\":%d}}", r, r);
     }

@@ -238,3 +238,22 @@ cJSON *ah_json_parse_file(const char *path, size_t max_bytes, int require_object
     free(text);
     return root;
 }
+
+void ah_json_put_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+        switch (*c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*c < 0x20)
+                fprintf(f, "\\u%04x", (unsigned)*c);
+            else
+                fputc(*c, f);
+        }
+    }
+    fputc('"', f);
+}

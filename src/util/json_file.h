@@ -66,4 +66,8 @@ cJSON *ah_json_parse_text(const char *name, const char *text, size_t len, int re
 /* ah_read_text_file() and then ah_json_parse_text() naming the path. */
 cJSON *ah_json_parse_file(const char *path, size_t max_bytes, int require_object, char *err, size_t errlen);
 
+/* Writes s as a JSON string (quoted, escaped; NULL as "") to f: the streaming writers of large
+ * documents (simulator and engine traces), which do not build a cJSON tree. */
+void ah_json_put_string(FILE *f, const char *s);
+
 #endif
