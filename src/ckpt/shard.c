@@ -178,11 +178,12 @@ static int header_tensors(const unsigned char *hdr, uint64_t hl, uint64_t data_l
     ah_ckpt_loaded *t = ah_xcalloc((size_t)cnt + 1, sizeof(ah_ckpt_loaded));
     uint64_t *b = ah_xcalloc((size_t)cnt + 1, sizeof(uint64_t));
     for (int k = 0; k < cnt && rc == 0; k++) {
-        if (st[k].dtype != AH_ST_F32 || st[k].ndim > AH_CKPT_MAX_DIMS || strlen(st[k].name) >= sizeof t[k].name) {
+        size_t len = strlen(st[k].name);
+        if (st[k].dtype != AH_ST_F32 || st[k].ndim > AH_CKPT_MAX_DIMS || len >= sizeof t[k].name) {
             rc = -2;
             break;
         }
-        snprintf(t[k].name, sizeof t[k].name, "%s", st[k].name);
+        memcpy(t[k].name, st[k].name, len + 1);
         t[k].ndim = st[k].ndim;
         memcpy(t[k].shape, st[k].shape, sizeof(int64_t) * (size_t)st[k].ndim);
         t[k].n = st[k].n;
