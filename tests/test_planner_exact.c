@@ -82,6 +82,33 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
     }
 }
 
+/* The pair tables phase 2 reads (ah_pair_b0_table: one pass from the last stage back) equal
+ * ah_template_split_b0 template by template, for every ordered pair of classes and depth. */
+static long long pair_b0_checked;
+static void check_pair_tables(const ah_search_ctx *x) {
+    int smax = x->L < 12 ? x->L : 12, W = smax + 1;
+    ah_ns *tab = malloc(sizeof(ah_ns) * (size_t)W * (size_t)W);
+    assert_non_null(tab);
+    for (int a = 0; a < x->K; a++)
+        for (int b = 0; b < x->K; b++) {
+            if (a == b)
+                continue;
+            ah_pair_b0_table(x, a, b, smax, tab);
+            for (int na = 1; na < smax; na++)
+                for (int nb = 1; na + nb <= smax; nb++) {
+                    ah_template t;
+                    memset(&t, 0, sizeof t);
+                    for (int i = 0; i < na; i++)
+                        t.cls[t.n_stages++] = a;
+                    for (int i = 0; i < nb; i++)
+                        t.cls[t.n_stages++] = b;
+                    assert_int_equal(tab[na * W + nb], ah_template_split_b0(x, &t));
+                    pair_b0_checked++;
+                }
+        }
+    free(tab);
+}
+
 static void check_split(const ah_search_ctx *x, const ah_template *t) {
     ah_ns p2p = 0;
     for (int j = 0; j + 1 < t->n_stages; j++)
@@ -413,6 +440,7 @@ static void run_exhaustive(int n_inst, int variant) {
                         ah_search_templates(&full, o.max_mixed_stages);
                         for (int t = 0; t < full.n_tpl; t++)
                             check_split(&full, &full.tpl[t]);
+                        check_pair_tables(&full);
                         templates_checked += full.n_tpl;
                         ah_ns e = enumerate_best(&full, &plans);
                         ah_search_ctx_free(&full);
@@ -485,6 +513,8 @@ static void run_exhaustive(int n_inst, int variant) {
            "mixed-type stages in %d, stages of different TP degrees in %d\n",
            variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric,
            with_mixed, mixed_tp);
+    printf("  pair B0 tables checked against the template's own B0: %lld depths\n", pair_b0_checked);
+    assert_true(pair_b0_checked > 0);
     /* the generator must exercise the interesting parts of the space */
     int q = instances / 40; /* 10 at 400 instances */
     assert_true(fitted > instances / 3);

@@ -188,6 +188,13 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
  * over [0, first_end)). -1 (AH_NS_INF, L + 1) if no split fits in memory. */
 int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
                              int *first_end);
+/* The *B0 of ah_template_split_bounds alone (one pass): AH_NS_INF if no split fits in memory. */
+ah_ns ah_template_split_b0(const ah_search_ctx *x, const ah_template *t);
+/* ah_template_split_b0 of every 2-class template na stages of class a, then nb of class b (na, nb >= 1,
+ * na + nb <= smax) into out[na * (smax + 1) + nb] (AH_NS_INF elsewhere): the same minimum by a pass from
+ * the last stage back (a stage's memory depends on the stages after it), so the b suffixes are shared by
+ * every na: O(smax^2 / 2) stage rows for the pair instead of O(smax^3 / 3) template by template. */
+void ah_pair_b0_table(const ah_search_ctx *x, int a, int b, int smax, ah_ns *out);
 /* Two plans with the same TP, micro-batch and replicas (stages on the same GPUs with the same layers, the
  * same micro-batches): the same plan (planner.c). */
 int ah_plan_same_layout(const ah_plan *a, const ah_plan *b);

@@ -1178,6 +1178,8 @@ typedef struct {
     long long *tabV;
     int phase1;  /* mixed shapes up to this many stages of one degree have their normal templates already */
     int added;
+    int smax;           /* the deepest mixed shape */
+    ah_ns **pair_b0;    /* [a * K + b]: ah_pair_b0_table of classes a then b, made when first needed */
 } expand_env;
 
 /* Optimistic (lower) bounds for any split of a shape, over its classes c:
@@ -1264,6 +1266,16 @@ static int copies_useful(const ah_search_ctx *x, const expand_env *v, const long
     return 0;
 }
 
+/* A shape's template in either class order, its stages in that order. */
+static void shape_template(const ah_search_ctx *x, const int *shape, int reversed, ah_template *t) {
+    t->n_stages = 0;
+    for (int q = 0; q < x->K; q++) {
+        int k = reversed ? x->K - 1 - q : q;
+        for (int i = 0; i < shape[k]; i++)
+            t->cls[t->n_stages++] = k;
+    }
+}
+
 /* ah_template_split_bounds over both class orders of a shape (the smaller of
  * each: bounds for both its templates); *tail and *tail1 = the least
  * first-stage sync + optimizer and optimizer alone (the pipeline tail counts
@@ -1273,12 +1285,7 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
     *B0 = *sum_w = *tail = *tail1 = AH_NS_INF;
     for (int reversed = 0; reversed <= 1; reversed++) {
         ah_template t;
-        t.n_stages = 0;
-        for (int q = 0; q < x->K; q++) {
-            int k = reversed ? x->K - 1 - q : q;
-            for (int i = 0; i < shape[k]; i++)
-                t.cls[t.n_stages++] = k;
-        }
+        shape_template(x, shape, reversed, &t);
         ah_ns b, sw;
         int e0;
         if (ah_template_split_bounds(x, &t, slack, &b, &sw, &e0) != 0)
@@ -1296,16 +1303,74 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
     return *B0 == AH_NS_INF ? -1 : 0;
 }
 
+/* consider_shape's test with weaker bounds: B0 of the split (the smaller
+ * over both orders) besides the fluid ones, no sum_w, tails 0 (the pure
+ * tables of tail level 0: the largest capacities). Every term of the full
+ * test is monotone in these bounds, so failing this fails it. */
+static int cheap_test_passes(const ah_search_ctx *x, const expand_env *v, const int *shape, int can_local, ah_ns lbA,
+                             ah_ns lbB, ah_ns lbA_l, ah_ns lbB_l) {
+    ah_ns b0 = AH_NS_INF;
+    int in[2], n_in = 0;
+    for (int k = 0; k < x->K && n_in <= 2; k++)
+        if (shape[k] && n_in++ < 2)
+            in[n_in - 1] = k;
+    for (int reversed = 0; reversed <= 1; reversed++) {
+        ah_ns b;
+        if (n_in == 2 && shape[in[0]] + shape[in[1]] <= v->smax) { /* a pair: its table */
+            int a = in[reversed], c = in[1 - reversed];
+            ah_ns **tab = &v->pair_b0[a * x->K + c];
+            if (!*tab) {
+                *tab = malloc(sizeof(ah_ns) * (size_t)(v->smax + 1) * (size_t)(v->smax + 1));
+                if (!*tab)
+                    abort();
+                ah_pair_b0_table(x, a, c, v->smax, *tab);
+            }
+            b = (*tab)[shape[a] * (v->smax + 1) + shape[c]];
+        } else {
+            ah_template t;
+            shape_template(x, shape, reversed, &t);
+            b = ah_template_split_b0(x, &t);
+        }
+        b0 = b < b0 ? b : b0;
+    }
+    if (b0 == AH_NS_INF)
+        return 0; /* no split fits in memory: the full test says so too */
+    int use[AH_MAX_KINDS] = {0};
+    for (int k = 0; k < x->K; k++)
+        use[x->cls[k].kind] += shape[k] * x->cls[k].slot_w;
+    ah_ns B = b0 > lbB ? b0 : lbB;
+    if (ah_replica_time(lbA, B, 0, x->M) < v->bound || copies_useful(x, v, v->tabV, use, v->bound - 1, lbA, B))
+        return 1;
+    if (!can_local)
+        return 0;
+    int rmax = 1 << 30;
+    for (int k = 0; k < x->K; k++)
+        if (shape[k] && x->cls[k].upn < rmax)
+            rmax = x->cls[k].upn;
+    B = b0 > lbB_l ? b0 : lbB_l;
+    for (int R = 2; R <= rmax && R <= x->M; R++)
+        if (ah_replica_time(lbA_l, B, 0, (x->M + R - 1) / R) < v->bound)
+            return 1;
+    return 0;
+}
+
 static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
     expand_env *v = arg;
     if (!depth_allowed(x->o, stages))
         return;
     int normal_done = stages <= v->phase1 && shape_uniform(x, shape);
-    ah_ns lbA, lbB, sends2, cmax, lbA_l, lbB_l, sends2_l, cmax_l;
+    ah_ns lbA, lbB, sends2, cmax, lbA_l = 0, lbB_l = 0, sends2_l = 0, cmax_l = 0;
     bounds_for(x, shape, 0, &lbA, &lbB, &sends2, &cmax);
     int can_local = local_possible(x, shape);
     if (can_local)
         bounds_for(x, shape, 1, &lbA_l, &lbB_l, &sends2_l, &cmax_l);
+    /* A cheap test first (most shapes fail it where they fail at all): each
+     * order's B0 alone, every tail at its least (0); the test below only
+     * adds bounds to these, so a shape this rules out it rules out too */
+    if (!normal_done && !cheap_test_passes(x, v, shape, can_local, lbA, lbB, lbA_l, lbB_l)) {
+        x->pruned++;
+        return;
+    }
     /* The exact split bounds (ah_template_split_bounds), with a slack that
      * covers either layout's period excess over B0 */
     ah_ns b0, sum_w, tail, tail1, slack = 2 * (can_local && cmax_l > cmax ? cmax_l : cmax);
@@ -1398,8 +1463,15 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound) {
     }
     int shape[AH_MAX_CLASSES] = {0};
     v.phase1 = phase1_mixed_stages;
+    v.smax = hi;
+    v.pair_b0 = calloc((size_t)x->K * (size_t)x->K + 1, sizeof(ah_ns *));
+    if (!v.pair_b0)
+        abort();
     shape_walk sw = {2, hi, 0, consider_shape, &v};
     mixed_shapes(x, &sw, 0, 0, shape, 0, 0);
+    for (int i = 0; i < x->K * x->K; i++)
+        free(v.pair_b0[i]);
+    free(v.pair_b0);
     free(v.tabV);
     free(v.w.V);
     free(v.w.choice);

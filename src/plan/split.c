@@ -619,6 +619,65 @@ int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns
     return *B0 == AH_NS_INF ? -1 : 0;
 }
 
+ah_ns ah_template_split_b0(const ah_search_ctx *x, const ah_template *t) {
+    if (t->n_stages > x->L)
+        return AH_NS_INF;
+    ah_ns *g = malloc(sizeof(ah_ns) * 2 * (size_t)(x->L + 1));
+    if (!g)
+        abort();
+    ah_ns b0 = bounds_pass(x, t, 1, AH_NS_INF, g);
+    free(g);
+    return b0;
+}
+
+/* row[p] = the least largest stage time over the splits of layers [p, L) whose first stage is one of class
+ * c with `in_flight` micro-batches (the stages from it to the end) and whose later stages are next's
+ * (next[e]: the same for [e, L)); AH_NS_INF where none fits. */
+static void stage_row(const ah_search_ctx *x, int c, int in_flight, const ah_ns *next, ah_ns *row) {
+    const ah_class *cl = &x->cls[c];
+    int L = x->L;
+    row[L] = AH_NS_INF;
+    for (int p = L - 1; p >= 0; p--) {
+        ah_ns best = AH_NS_INF;
+        /* stage time and memory only grow as the stage ends later */
+        for (int e = p + 1; e <= L; e++) {
+            ah_ns w = ah_range(cl->lt.w, p, e);
+            if (w >= best || ah_stage_memory(cl->lb, p, e, in_flight) > cl->cap)
+                break;
+            if (next[e] == AH_NS_INF)
+                continue;
+            ah_ns val = next[e] > w ? next[e] : w;
+            best = val < best ? val : best;
+        }
+        row[p] = best;
+    }
+}
+
+void ah_pair_b0_table(const ah_search_ctx *x, int a, int b, int smax, ah_ns *out) {
+    int L = x->L, W = smax + 1;
+    for (int i = 0; i < W * W; i++)
+        out[i] = AH_NS_INF;
+    /* rows of the b suffixes: tail[nb] covers [p, L) with nb stages of b (in flight 1 .. nb) */
+    ah_ns *tail = malloc(sizeof(ah_ns) * (size_t)W * (size_t)(L + 1)), *cur = malloc(sizeof(ah_ns) * 2 * (size_t)(L + 1));
+    if (!tail || !cur)
+        abort();
+    for (int p = 0; p <= L; p++)
+        tail[p] = p == L ? 0 : AH_NS_INF; /* nb = 0: nothing left to cover */
+    for (int nb = 1; nb < smax; nb++)
+        stage_row(x, b, nb, tail + (size_t)(nb - 1) * (L + 1), tail + (size_t)nb * (L + 1));
+    for (int nb = 1; nb < smax; nb++) {
+        const ah_ns *next = tail + (size_t)nb * (L + 1);
+        for (int na = 1; na + nb <= smax; na++) {
+            ah_ns *row = cur + (size_t)(na & 1) * (L + 1);
+            stage_row(x, a, nb + na, next, row);
+            out[na * W + nb] = row[0];
+            next = row;
+        }
+    }
+    free(tail);
+    free(cur);
+}
+
 int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     /* Memory is the same function of the layer range for every class of one
      * degree, so one class with an adjustable capacity answers "how little can
