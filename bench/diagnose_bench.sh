@@ -5,13 +5,14 @@
 #   - the analysis time of a 100-step 4-rank trace;
 #   - the overhead of tracing on a 4-rank run, side by side.
 # Usage: bench/diagnose_bench.sh BIN FIXTURES [--trials N] [--clean N] [--local-trials N] [--local-clean N]
-#                                [--seed K] [--keep DIR [--reuse]]
+#                                [--steps S] [--seed K] [--keep DIR [--reuse]]
+# --steps S: steps of every trial's traced run (default 50: the diagnosis weighs S - 1 measured steps)
 # --keep DIR keeps the trials' traces and results; --reuse takes the trials already in DIR (to redo the rest)
 # Needs root for the namespace hosts (as the CTest).
 set -uo pipefail
 BIN="$(realpath "$1")" FIX="$(realpath "$2")"
 shift 2
-TRIALS=17 CLEAN=20 LTRIALS=8 LCLEAN=10 SEED=$$ KEEP="" REUSE=""
+TRIALS=17 CLEAN=20 LTRIALS=8 LCLEAN=10 SEED=$$ KEEP="" REUSE="" STEPS=50
 while [ $# -gt 0 ]; do
   case "$1" in
     --trials) TRIALS="$2"; shift 2 ;;
@@ -19,6 +20,7 @@ while [ $# -gt 0 ]; do
     --local-trials) LTRIALS="$2"; shift 2 ;;
     --local-clean) LCLEAN="$2"; shift 2 ;;
     --seed) SEED="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
     --keep) KEEP="$2"; shift 2 ;;
     --reuse) REUSE=1; shift ;;
     *) echo "diagnose_bench: unknown argument '$1'" >&2; exit 2 ;;
@@ -39,9 +41,10 @@ if [ -n "$REUSE" ]; then # the trials of an earlier run (bench/run.sh keeps them
   [ -s "$OUTD/netns/results.tsv" ] && [ -s "$OUTD/local/results.tsv" ] ||
     { echo "diagnose_bench: --reuse: no results in $OUTD" >&2; exit 1; }
 else
-  bash "$H" "$BIN" "$FIX" --mode netns --trials "$TRIALS" --clean "$CLEAN" --seed "$SEED" --out "$OUTD/netns" >&2
-  bash "$H" "$BIN" "$FIX" --mode local --kinds rank,data --trials "$LTRIALS" --clean "$LCLEAN" --seed "$((SEED + 1))" \
-    --out "$OUTD/local" >&2
+  bash "$H" "$BIN" "$FIX" --mode netns --trials "$TRIALS" --clean "$CLEAN" --steps "$STEPS" --seed "$SEED" \
+    --out "$OUTD/netns" >&2
+  bash "$H" "$BIN" "$FIX" --mode local --kinds rank,data --trials "$LTRIALS" --clean "$LCLEAN" --steps "$STEPS" \
+    --seed "$((SEED + 1))" --out "$OUTD/local" >&2
 fi
 
 # results.tsv: mode kind n target right exact top-kind top-where share causes analysis_s iteration_s
@@ -102,10 +105,11 @@ echo
 echo "The fault-injection harness (\`tests/diagnose_harness.sh\`, docs/analyze.md): the 2x2 plan of tiny-gpt on 4"
 echo "network-namespace hosts (TCP) and on this machine (shared memory), one fault per trial injected from outside"
 echo "the job (a link throttled to 20 Mbit/s with tc; a rank stopped and continued 35 ms of every 50; one rank's"
-echo "data loading delayed 8 ms per micro-batch), 12 steps, 11 traced. Right: the top finding names the injected"
+echo "data loading delayed 8 ms per micro-batch), $STEPS steps, $((STEPS - 1)) traced. Right: the top finding names the injected"
 echo "rank alone (a cause of a rank) or link (\`slow_link\`); the exact kind (\`slow_link\`, \`slow_rank\`,"
 echo "\`input_stall\`) is counted apart. A clean run is wrong when it raises any finding (a check that lost >= 5 %"
-echo "of the wall time and passed its kind's own test, cause or effect). Four ranks share the 2 vCPUs in both modes."
+echo "of the wall time and passed its kind's own test, cause or effect). Four ranks share the 2 vCPUs in both modes,"
+echo "pinned as HPC jobs are: world rank r on core r / 2, one replica's pipeline per core (tests/diagnose_harness.sh)."
 echo
 echo "| mode | fault | trials | top finding right | of which the exact kind | mean step |"
 echo "|---|---|---|---|---|---|"

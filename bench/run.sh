@@ -260,7 +260,7 @@ section_slurm() {
 }
 
 section_diagnose() {
-  CPU="$CPU" bash bench/diagnose_bench.sh ./build/autohet tests/fixtures --seed 5128 --keep out/diagnose
+  CPU="$CPU" bash bench/diagnose_bench.sh ./build/autohet tests/fixtures --seed 6212 --keep out/diagnose
 }
 
 section_chaos() {

@@ -22,6 +22,13 @@
 #         of a rank naming that rank alone; the exact kind (input_stall) counted apart.
 #   clean no fault. Wrong: any finding (a check that lost >= 5% of the traced wall time and passed its kind's own
 #         test, cause or effect); the exact column counts the runs without a significant cause.
+# Each rank is pinned to one core, as HPC jobs are (taskset): world rank r on core r / 2, so each replica's
+# pipeline runs on a core of its own (DIAG_PIN=1: core r mod 2, a stage's two replicas sharing a core; 0:
+# placement left to the kernel). 4 ranks on 2 cores otherwise drift into placements where one rank shares
+# its core with a busy peer and its twin does not, for many steps, which a trace cannot tell from a slowed
+# rank (session 13: 4 of 30 clean runs raised a finding, every one such an episode). Clean runs without a
+# finding, measured here: unpinned 11 of 12 across namespace hosts and 5 of 10 locally; by stage 20 of 20
+# and 3 of 10; by replica: BENCHMARKS.md, "The diagnosis".
 # "netns" runs on 4 network-namespace hosts (tests/tools/netns_hosts.sh, TCP between them, root); "local" on
 # this machine (shared memory; no link fault). Prints one line per trial and a summary; with --out DIR keeps
 # every trace, diagnosis and the results (DIR/results.tsv, every attempt). --assert: exit 1 unless every faulty
@@ -31,7 +38,7 @@
 . "$(dirname "$0")/tools/netns_hosts.sh"
 shift 2
 [ $# -gt 0 ] && [ "${1#--}" = "$1" ] && shift # COMPARE_FLOATS (unused)
-MODE=local TRIALS=3 CLEAN=1 KINDS="" STEPS=12 OUT="" ASSERT=0 SEED=$$ RETRIES=0
+MODE=local TRIALS=3 CLEAN=1 KINDS="" STEPS=12 OUT="" ASSERT=0 SEED=$$ RETRIES=0 PIN=${DIAG_PIN:-replica}
 while [ $# -gt 0 ]; do
   case "$1" in
     --mode) MODE="$2"; shift 2 ;;
@@ -110,12 +117,15 @@ run_train() { # mode trace env...
   shift 2
   local xs=() e
   for e in "$@"; do xs+=(-x "$e"); done
+  local run=("$BIN")
+  [ "$PIN" = 1 ] && run=(sh -c 'exec taskset -c $((OMPI_COMM_WORLD_RANK % 2)) "$0" "$@"' "$BIN")
+  [ "$PIN" = replica ] && run=(sh -c 'exec taskset -c $((OMPI_COMM_WORLD_RANK / 2)) "$0" "$@"' "$BIN")
   if [ "$mode" = netns ]; then
     env "$@" timeout 300 mpirun -np 4 --host "$HOSTLIST" --bind-to none "${NET[@]}" -x OMPI_MCA_mpi_yield_when_idle \
-      "${xs[@]}" "$BIN" train --model tiny-gpt --data "$FIX/text" --steps "$STEPS" --seed 3 --global-batch 8 \
+      "${xs[@]}" "${run[@]}" train --model tiny-gpt --data "$FIX/text" --steps "$STEPS" --seed 3 --global-batch 8 \
       --micro-batch 2 --seq 64 --eval-every 0 --plan "$NPLAN" --trace "$trace"
   else
-    env "$@" timeout 300 mpirun -np 4 --bind-to none "${xs[@]}" "$BIN" train --model tiny-gpt --data "$FIX/text" \
+    env "$@" timeout 300 mpirun -np 4 --bind-to none "${xs[@]}" "${run[@]}" train --model tiny-gpt --data "$FIX/text" \
       --steps "$STEPS" --seed 3 --global-batch 8 --micro-batch 2 --seq 64 --eval-every 0 --plan "$PLAN" --trace "$trace"
   fi
 }
