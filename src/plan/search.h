@@ -138,6 +138,9 @@ void ah_search_ctx_free(ah_search_ctx *x);
 /* Split one template (cls/n_stages/shape set); fills ends, ends1, A, B, tail,
  * tail1. Returns 0, or -1 if no split fits in memory. */
 int ah_template_split(ah_search_ctx *x, ah_template *t);
+/* The same with its B0 (ah_template_split_b0) already known (b0_known >= 0; AH_NS_INF: no split fits):
+ * with pipeline sends overlapped, where the stage times hold no sends, the split starts from it. */
+int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known);
 /* Phase 1: every pure template and the mixed templates of at most
  * `phase1_mixed_stages` stages. */
 void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages);

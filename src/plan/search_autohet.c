@@ -203,7 +203,7 @@ static int depth_allowed(const ah_plan_options *o, int stages) {
 /* A template of this shape with its stages in canonical class order or, for
  * a mixed shape, in the reverse order (reversed = 1): the class holding most
  * gradient then sits at the end, where its all-reduce overlaps the drain. */
-static void add_template_order(ah_search_ctx *x, const int *shape, int reversed, int local) {
+static void add_template_order(ah_search_ctx *x, const int *shape, int reversed, int local, ah_ns b0) {
     ah_template t;
     memset(&t, 0, sizeof t);
     t.local = local;
@@ -218,7 +218,7 @@ static void add_template_order(ah_search_ctx *x, const int *shape, int reversed,
             t.cls[t.n_stages++] = k;
     }
     t.mixed = (kinds & (kinds - 1)) != 0;
-    if (ah_template_split(x, &t) != 0)
+    if (ah_template_split_b0_known(x, &t, b0) != 0)
         return;
     if (x->n_tpl == x->cap_tpl) {
         x->cap_tpl = x->cap_tpl ? 2 * x->cap_tpl : 64;
@@ -251,16 +251,17 @@ static int local_possible(const ah_search_ctx *x, const int *shape) {
 }
 
 /* The templates of a shape: its normal layout (normal = 1) and, where
- * possible, its node-local one (local = 1), each in both class orders if mixed. */
-static void add_templates(ah_search_ctx *x, const int *shape, int normal, int local) {
+ * possible, its node-local one (local = 1), each in both class orders if mixed;
+ * b0[order]: their B0 when known (phase 2), else NULL. */
+static void add_templates(ah_search_ctx *x, const int *shape, int normal, int local, const ah_ns *b0) {
     int classes = 0;
     for (int k = 0; k < x->K; k++)
         classes += shape[k] > 0;
     local = local && local_possible(x, shape);
     for (int l = normal ? 0 : 1; l <= local; l++) {
-        add_template_order(x, shape, 0, l);
+        add_template_order(x, shape, 0, l, b0 ? b0[0] : -1);
         if (classes > 1)
-            add_template_order(x, shape, 1, l);
+            add_template_order(x, shape, 1, l, b0 ? b0[1] : -1);
     }
 }
 
@@ -317,7 +318,7 @@ static int shape_uniform(const ah_search_ctx *x, const int *shape) {
 static void add_shape(ah_search_ctx *x, const int *shape, int stages, void *arg) {
     const int *with_local = arg;
     if (depth_allowed(x->o, stages))
-        add_templates(x, shape, 1, *with_local);
+        add_templates(x, shape, 1, *with_local, NULL);
 }
 
 static int mixed_limit(const ah_search_ctx *x) {
@@ -334,7 +335,7 @@ void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages) {
         for (int s = 1; s <= x->cls[k].units && s <= smax; s++) {
             shape[k] = s;
             if (depth_allowed(x->o, s))
-                add_templates(x, shape, 1, 1);
+                add_templates(x, shape, 1, 1, NULL);
         }
         shape[k] = 0;
     }
@@ -1303,19 +1304,14 @@ static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns sl
     return *B0 == AH_NS_INF ? -1 : 0;
 }
 
-/* consider_shape's test with weaker bounds: B0 of the split (the smaller
- * over both orders) besides the fluid ones, no sum_w, tails 0 (the pure
- * tables of tail level 0: the largest capacities). Every term of the full
- * test is monotone in these bounds, so failing this fails it. */
-static int cheap_test_passes(const ah_search_ctx *x, const expand_env *v, const int *shape, int can_local, ah_ns lbA,
-                             ah_ns lbB, ah_ns lbA_l, ah_ns lbB_l) {
-    ah_ns b0 = AH_NS_INF;
+/* B0 of a shape's template in each class order (ah_template_split_b0): from the pair tables for 2-class
+ * shapes (made when first needed), else template by template. */
+static void shape_b0(const ah_search_ctx *x, expand_env *v, const int *shape, ah_ns *b0) {
     int in[2], n_in = 0;
     for (int k = 0; k < x->K && n_in <= 2; k++)
         if (shape[k] && n_in++ < 2)
             in[n_in - 1] = k;
     for (int reversed = 0; reversed <= 1; reversed++) {
-        ah_ns b;
         if (n_in == 2 && shape[in[0]] + shape[in[1]] <= v->smax) { /* a pair: its table */
             int a = in[reversed], c = in[1 - reversed];
             ah_ns **tab = &v->pair_b0[a * x->K + c];
@@ -1325,14 +1321,22 @@ static int cheap_test_passes(const ah_search_ctx *x, const expand_env *v, const 
                     abort();
                 ah_pair_b0_table(x, a, c, v->smax, *tab);
             }
-            b = (*tab)[shape[a] * (v->smax + 1) + shape[c]];
+            b0[reversed] = (*tab)[shape[a] * (v->smax + 1) + shape[c]];
         } else {
             ah_template t;
             shape_template(x, shape, reversed, &t);
-            b = ah_template_split_b0(x, &t);
+            b0[reversed] = ah_template_split_b0(x, &t);
         }
-        b0 = b < b0 ? b : b0;
     }
+}
+
+/* consider_shape's test with weaker bounds: B0 of the split (the smaller
+ * over both orders) besides the fluid ones, no sum_w, tails 0 (the pure
+ * tables of tail level 0: the largest capacities). Every term of the full
+ * test is monotone in these bounds, so failing this fails it. */
+static int cheap_test_passes(const ah_search_ctx *x, const expand_env *v, const int *shape, int can_local, ah_ns lbA,
+                             ah_ns lbB, ah_ns lbA_l, ah_ns lbB_l, const ah_ns *b0s) {
+    ah_ns b0 = b0s[0] < b0s[1] ? b0s[0] : b0s[1];
     if (b0 == AH_NS_INF)
         return 0; /* no split fits in memory: the full test says so too */
     int use[AH_MAX_KINDS] = {0};
@@ -1367,7 +1371,9 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
     /* A cheap test first (most shapes fail it where they fail at all): each
      * order's B0 alone, every tail at its least (0); the test below only
      * adds bounds to these, so a shape this rules out it rules out too */
-    if (!normal_done && !cheap_test_passes(x, v, shape, can_local, lbA, lbB, lbA_l, lbB_l)) {
+    ah_ns b0s[2];
+    shape_b0(x, v, shape, b0s);
+    if (!normal_done && !cheap_test_passes(x, v, shape, can_local, lbA, lbB, lbA_l, lbB_l, b0s)) {
         x->pruned++;
         return;
     }
@@ -1414,7 +1420,7 @@ static void consider_shape(ah_search_ctx *x, const int *shape, int stages, void 
         return;
     }
     int before = x->n_tpl;
-    add_templates(x, shape, useful, useful_local);
+    add_templates(x, shape, useful, useful_local, b0s);
     v->added += x->n_tpl - before;
 }
 

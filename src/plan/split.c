@@ -388,7 +388,62 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
     return ah_p2p_ns(lb->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
 }
 
+/* B0: the smallest largest stage time over the splits that fit (v's memory and tail limits), by bracketing
+ * it from below and above and an exact DP over the stages no slower than the bracket's top. */
+static ah_ns split_b0(split_env *v, unsigned char *reach, unsigned char *co, int *diff) {
+    const ah_search_ctx *x = v->x;
+    const ah_template *t = v->t;
+    int L = x->L, S = t->n_stages;
+    /* Bracket the bottleneck: every layer sits on some stage, so
+     * B >= max_l min_c w_c(l) and S*B >= sum_l min_c w_c(l) (c over the
+     * template's classes); wmax (a whole model on one stage) is feasible. */
+    ah_ns wmax = 0, sum_min = 0, layer_min_max = 0, layer_max = 0;
+    for (int l = 0; l < L; l++) {
+        ah_ns lo_l = AH_NS_INF, hi_l = 0;
+        for (int j = 0; j < S; j++) {
+            ah_ns wl = ah_range(x->cls[t->cls[j]].lt.w, l, l + 1);
+            if (wl < lo_l)
+                lo_l = wl;
+            if (wl > hi_l)
+                hi_l = wl;
+        }
+        sum_min += lo_l;
+        if (lo_l > layer_min_max)
+            layer_min_max = lo_l;
+        if (hi_l > layer_max)
+            layer_max = hi_l;
+    }
+    for (int j = 0; j < S; j++) {
+        ah_ns w = stage_w(v, j, 0, L);
+        if (w > wmax)
+            wmax = w;
+    }
+    ah_ns lo = (sum_min + S - 1) / S;
+    if (layer_min_max > lo)
+        lo = layer_min_max;
+    lo -= 1;
+    /* a balanced split rarely needs more than the average plus one layer */
+    ah_ns hi = wmax;
+    for (ah_ns step = layer_max > 0 ? layer_max : 1; lo + step < wmax; step *= 2) {
+        v->bmax = lo + step;
+        if (feasible(v, reach, diff)) {
+            hi = lo + step;
+            break;
+        }
+        lo += step;
+    }
+    /* 1. smallest bottleneck B: exact DP over stages no slower than hi */
+    v->bmax = hi;
+    feasible(v, reach, diff);
+    co_feasible(v, co, diff);
+    return minmax_dp(v, reach, co);
+}
+
 int ah_template_split(ah_search_ctx *x, ah_template *t) {
+    return ah_template_split_b0_known(x, t, -1);
+}
+
+int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known) {
     int L = x->L, S = t->n_stages;
     if (S > L)
         return -1;
@@ -410,49 +465,14 @@ int ah_template_split(ah_search_ctx *x, ah_template *t) {
     }
     if (!feasible(&v, reach, diff))
         goto done; /* memory alone rules it out */
-    /* Bracket the bottleneck: every layer sits on some stage, so
-     * B >= max_l min_c w_c(l) and S*B >= sum_l min_c w_c(l) (c over the
-     * template's classes); wmax (a whole model on one stage) is feasible. */
-    ah_ns wmax = 0, sum_min = 0, layer_min_max = 0, layer_max = 0;
-    for (int l = 0; l < L; l++) {
-        ah_ns lo_l = AH_NS_INF, hi_l = 0;
-        for (int j = 0; j < S; j++) {
-            ah_ns wl = ah_range(x->cls[t->cls[j]].lt.w, l, l + 1);
-            if (wl < lo_l)
-                lo_l = wl;
-            if (wl > hi_l)
-                hi_l = wl;
-        }
-        sum_min += lo_l;
-        if (lo_l > layer_min_max)
-            layer_min_max = lo_l;
-        if (hi_l > layer_max)
-            layer_max = hi_l;
+    ah_ns B0;
+    if (b0_known >= 0 && !blocking) { /* sends out of the stage times: the B0 of bounds_pass */
+        if (b0_known == AH_NS_INF)
+            goto done;
+        B0 = b0_known;
+    } else {
+        B0 = split_b0(&v, reach, co, diff);
     }
-    for (int j = 0; j < S; j++) {
-        ah_ns w = stage_w(&v, j, 0, L);
-        if (w > wmax)
-            wmax = w;
-    }
-    ah_ns lo = (sum_min + S - 1) / S;
-    if (layer_min_max > lo)
-        lo = layer_min_max;
-    lo -= 1;
-    /* a balanced split rarely needs more than the average plus one layer */
-    ah_ns hi = wmax;
-    for (ah_ns step = layer_max > 0 ? layer_max : 1; lo + step < wmax; step *= 2) {
-        v.bmax = lo + step;
-        if (feasible(&v, reach, diff)) {
-            hi = lo + step;
-            break;
-        }
-        lo += step;
-    }
-    /* 1. smallest bottleneck B: exact DP over stages no slower than hi */
-    v.bmax = hi;
-    feasible(&v, reach, diff);
-    co_feasible(&v, co, diff);
-    ah_ns B0 = minmax_dp(&v, reach, co);
     /* 2. smallest period B >= B0 (sends inside the steady state): the B0
      * split itself meets B0 + 2 max c, so bisect in between */
     ah_ns cmax = 0;
