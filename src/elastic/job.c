@@ -197,6 +197,12 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         /* MPI's shared-memory segments of this job go where the controller
          * can remove them: SIGKILLed ranks never clean up after themselves */
         setenv("OMPI_MCA_btl_vader_backing_directory", shm, 1);
+        /* and so do the one-sided windows' (the recovery's peer fetch): osc/rdma and osc/sm put their
+         * shared-memory segments in /dev/shm unless told; on one host the directory above is there */
+        if (!s->multi_host) {
+            setenv("OMPI_MCA_osc_rdma_backing_directory", shm, 1);
+            setenv("OMPI_MCA_osc_sm_backing_directory", shm, 1);
+        }
         execvp(argv[0], (char *const *)argv);
         fprintf(stderr, "autohet run: cannot execute %s (%s)\n", argv[0], strerror(errno));
         _exit(127);
