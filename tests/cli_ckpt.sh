@@ -144,6 +144,13 @@ for point in manifests state; do
   [ -z "$left" ] || fail "$point: temporary files left after the resume: $left"
   jq -e 'all(.shards[]; .step == 6)' "$d"/n*/manifest.json >/dev/null || fail "$point: manifests not at step 6"
   echo "killed in the commit of step 4 after the $point: resumed at step $want, $out"
+  # resumed at the last step again: nothing to train, so no commit sweeps; the restore must (kill_harness
+  # once found a reported manifest's temporary left this way)
+  echo junk >"$d/.reported/n0/manifest.json.tmp.$dead"
+  "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --resume "$d" --ckpt-dir "$d" \
+    --ckpt-every 2 >"$TMP/kwe-$point.out" 2>&1 || fail "$point: the resume at the last step failed"
+  left=$(find "$d" -name '*.tmp.*' | tr '\n' ' ')
+  [ -z "$left" ] || fail "$point: temporary files left after a resume at the last step: $left"
 done
 
 # another schedule or seed is refused before any work

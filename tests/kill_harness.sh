@@ -128,7 +128,10 @@ for t in $(seq 1 "$TRIALS"); do
     fi
   fi
   left=$(find "$d" -name '*.tmp.*' 2>/dev/null | wc -l)
-  if [ $rrc -eq 0 ] && [ "$left" -gt 0 ]; then leftover=$((leftover + 1)); verdict="$verdict; LEFTOVER $left tmp"; fi
+  if [ $rrc -eq 0 ] && [ "$left" -gt 0 ]; then
+    leftover=$((leftover + 1))
+    verdict="$verdict; LEFTOVER $left tmp: $(find "$d" -name '*.tmp.*' 2>/dev/null | sed "s|^$d/||" | tr '\n' ' ')"
+  fi
   echo "trial $t: $n rank(s) ${plan:-one-process}, kill $killed ($([ $who -eq 1 ] && echo all || echo one)), committed step $s${what:+, corrupt: $what}: $verdict"
   rm -rf "$d"
 done

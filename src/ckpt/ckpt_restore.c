@@ -104,6 +104,22 @@ static int tier_dirs(const ah_layer_store *ls, const char *dir, char (**dirs)[30
     return rc;
 }
 
+/* The temporaries of DIR/.reported/NODE/ (every node's reported manifest) of a killed writer. */
+static void sweep_reported(const char *dir) {
+    char rd[3072];
+    snprintf(rd, sizeof rd, "%s/.reported", dir);
+    DIR *d = opendir(rd);
+    for (struct dirent *de; d && (de = readdir(d));) {
+        if (de->d_name[0] == '.')
+            continue;
+        char nd[3400];
+        snprintf(nd, sizeof nd, "%s/%s", rd, de->d_name);
+        ah_ckpt_sweep(nd, NULL, 1);
+    }
+    if (d)
+        closedir(d);
+}
+
 int ah_ckpt_restore(const ah_layer_store *ls, const char *dir, int step, char *err, size_t errlen) {
     int nd = 0;
     char(*dirs)[3072] = NULL;
@@ -113,9 +129,11 @@ int ah_ckpt_restore(const ah_layer_store *ls, const char *dir, int step, char *e
         dp[i] = dirs[i];
     /* nobody writes into DIR while the ranks restore: the temporary files of a
      * killed writer go now (state.json.tmp.PID, a shard's .tmp.PID) */
-    if (ls->rank == 0)
+    if (ls->rank == 0) {
         for (int i = -1; i < nd; i++)
             ah_ckpt_sweep(i < 0 ? dir : dp[i], NULL, 1);
+        sweep_reported(dir); /* a reported manifest's .tmp.PID: no commit may follow (resumed at the end) */
+    }
     int resharded = 0, from_tp = 0;
     for (int h = 0; h < ls->n_held(ls->ctx) && rc == 0; h++) {
         int t_old = 0;
