@@ -1006,13 +1006,13 @@ static void collect_results(engine *e, const ah_schedule_plan *sp, const compute
     ah_sim_result *r = e->r;
     int R = sp->n_replicas;
     double iter = 0;
-    for (int i = 0; i < e->nt; i++)
+    for (int i = 0; i < e->nt; i++) {
         if (e->t[i].end > iter)
             iter = e->t[i].end;
-    r->iteration_time_s = iter;
-    for (int i = 0; i < e->nt; i++)
-        if (e->t[i].kind == AH_OP_STEP_SYNC)
+        if (e->t[i].kind == AH_OP_STEP_SYNC) /* one task, every stage taking part */
             r->step_sync_s = e->t[i].end - e->t[i].start;
+    }
+    r->iteration_time_s = iter;
     for (int s = 0; s < e->S; s++) {
         ah_sim_stage *ss = &r->stages[s];
         int k = ss->replica;
