@@ -711,6 +711,57 @@ static void test_mixed_plans_agree(void **state) {
     ah_profile_free(analytic);
 }
 
+
+/* Lockstep pipelines (a calibration's runtime model): every forward and every backward waits for the replica's
+ * chain of S - 1 transfers of the whole activation, each alpha + A / bw, so a homogeneous pipeline takes
+ * (m + S - 1)(f + b + 2 chain); the closed form agrees. A compute scale of 2 at the plan's micro-batch doubles
+ * f and b; one at another micro-batch size is the nearest one's. */
+static void test_lockstep_pipeline(void **state) {
+    (void)state;
+    sim_device(1e9);
+    const int S = 4, m = 6;
+    const double f = 3e-3, b = 7e-3;
+    ah_model_config model = tiny_model(S * 2 - 2); /* 2 layers per stage with embedding and head */
+    ah_profile *prof = table(&model, f / 2, b / 2, f / 2, b / 2);
+    ah_calibration cal;
+    memset(&cal, 0, sizeof cal);
+    cal.lockstep = 1;
+    cal.p2p_alpha_s = 1e-3;
+    cal.p2p_bw_gbs[1] = 0.5;
+    for (int scaled = 0; scaled < 2; scaled++) {
+        if (scaled)
+            assert_int_equal(ah_calibration_set_scale(&cal, "SIMDEV", 2, 2.0), 0); /* mb 1 takes mb 2's */
+        int gpn[4] = {1, 1, 1, 1};
+        ah_plan p;
+        base_plan(&p, &model, gpn, S, m);
+        p.train.p2p = AH_P2P_LOCKSTEP;
+        int node[4] = {0, 1, 2, 3}, gpu[4] = {0, 0, 0, 0}, first[4] = {0, 2, 4, 6};
+        add_replica(&p, m, S, node, gpu, first);
+        ah_plan_options o;
+        options(&o, m);
+        o.train.p2p = AH_P2P_LOCKSTEP;
+        o.calibration = &cal;
+        ah_profile_set_calibration(prof, &cal);
+        ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 1};
+        ah_sim_result r;
+        char err[256];
+        assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
+        double A = ah_model_p2p_bytes(&model, 64, 1, AH_PRECISION_BF16);
+        double chain = (S - 1) * (1e-3 + A / 0.5e9), sc = scaled ? 2.0 : 1.0;
+        near_rel(r.replica_flush_s[0], (m + S - 1) * (sc * (f + b) + 2 * chain));
+        near_rel(r.closed_form_s, r.iteration_time_s);
+        int chains = 0;
+        for (int i = 0; i < r.n_events; i++)
+            chains += r.events[i].stream == AH_STREAM_P2P && r.events[i].end_s - r.events[i].start_s > chain * 0.999;
+        assert_int_equal(chains, 2 * m * S); /* one before every forward and every backward */
+        near_rel(r.stages[0].compute_s, m * sc * (f + b));
+        ah_sim_result_free(&r);
+        ah_plan_free(&p);
+    }
+    ah_profile_set_calibration(prof, NULL);
+    ah_profile_free(prof);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_homogeneous_pipeline), cmocka_unit_test(test_measured_message_model),
@@ -718,7 +769,7 @@ int main(void) {
         cmocka_unit_test(test_tied_exchange),        cmocka_unit_test(test_nic_sharing),
         cmocka_unit_test(test_planner_plan),         cmocka_unit_test(test_interleaved_pipeline),
         cmocka_unit_test(test_slice_allreduce),      cmocka_unit_test(test_sends_between_degrees),
-        cmocka_unit_test(test_mixed_plans_agree),
+        cmocka_unit_test(test_mixed_plans_agree),    cmocka_unit_test(test_lockstep_pipeline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,8 +61,12 @@ typedef enum { AH_RECOMPUTE_NONE = 0, AH_RECOMPUTE_SELECTIVE = 1, AH_RECOMPUTE_F
  * later). docs/cost-model.md, "Precision". */
 typedef enum { AH_PRECISION_BF16 = 0, AH_PRECISION_FP16 = 1, AH_PRECISION_FP32 = 2 } ah_precision_mode;
 /* Pipeline sends: on their own stream, overlapping compute (default), or
- * blocking: a send occupies the sender's compute stream until it completes. */
-typedef enum { AH_P2P_OVERLAPPED = 0, AH_P2P_BLOCKING = 1 } ah_p2p_mode;
+ * blocking: a send occupies the sender's compute stream until it completes;
+ * lockstep: a model of other runtimes' pipelines (DeepSpeed's), not one the
+ * engine runs: every stage's forward and backward wait for the replica's
+ * whole chain of blocking transfers of a boundary's whole activation
+ * (autohet/calibration.h, docs/cost-model.md). */
+typedef enum { AH_P2P_OVERLAPPED = 0, AH_P2P_BLOCKING = 1, AH_P2P_LOCKSTEP = 2 } ah_p2p_mode;
 
 /* Training settings that change cost and memory. Zero = the defaults
  * (bf16, overlapped sends, no distributed optimizer). */
@@ -70,7 +74,7 @@ typedef struct {
     int seq;                     /* sequence length s */
     ah_recompute recompute;      /* activation recomputation */
     ah_precision_mode precision; /* element sizes and GEMM peak */
-    ah_p2p_mode p2p;             /* pipeline sends overlapped or blocking */
+    ah_p2p_mode p2p;             /* pipeline sends overlapped, blocking or lockstep */
     int dist_optimizer;          /* optimizer state sharded over the data-parallel replicas */
 } ah_train_settings;
 

@@ -93,6 +93,9 @@ typedef struct {
      * link of msg_ref_gbs (n = 0: alpha + bytes / the link's bandwidth) */
     ah_link_model msg_model[2];
     double msg_ref_gbs[2];
+    /* A calibration's lockstep transfer terms (train.p2p lockstep; NULL: the links' own costs). Its compute
+     * scales act through the profile (ah_profile_set_calibration). Not owned. */
+    const ah_calibration *calibration;
 } ah_plan_options;
 
 void ah_plan_options_default(ah_plan_options *o);

@@ -7,6 +7,7 @@
 #ifndef AUTOHET_PROFILE_H
 #define AUTOHET_PROFILE_H
 #include <stddef.h>
+#include "autohet/calibration.h"
 #include "autohet/device.h"
 #include "autohet/model.h"
 
@@ -52,6 +53,9 @@ int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const a
                           size_t errlen);
 
 /* Does the profile cover (dev, tp, mb)? Used to prune the search space. */
+/* Scale every layer's forward and backward time by the calibration's compute scale of its device at its
+ * micro-batch (autohet/calibration.h); NULL removes it. The calibration must outlive the profile's use. */
+void ah_profile_set_calibration(ah_profile *p, const ah_calibration *c);
 int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb);
 /* Does it cover `dev` at all (some tp and mb, the model's layer count)? A
  * planner must not quietly leave out a GPU type that it has no data for. */

@@ -112,6 +112,21 @@ void ah_sim_verify(const ah_plan *plans, int n, const ah_profile *prof, const ah
                    ah_sim_verification *v);
 void ah_sim_verification_free(ah_sim_verification *v);
 
+/* Fitting a calibration to measured runs (`autohet calibrate`, src/sim/sim_calibrate.c): each run's plan and
+ * measured iteration time in, its simulated times out. */
+typedef struct {
+    char name[128];
+    ah_plan plan;
+    double measured_s;
+    double uncalibrated_s; /* simulated as is */
+    double fitted_s;       /* simulated with the calibration fitted on every run */
+    double left_out_s;     /* simulated with a calibration fitted on the other runs (0: not validated) */
+} ah_calib_run;
+/* Fit `out` to the runs, each simulated with `prof` (its calibration is set and cleared here), `o` (train
+ * and global batch from each plan) and `so`; with validate, leave each run out once. 0, or -1 with err. */
+int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
+                     int validate, ah_calibration *out, char *err, size_t errlen);
+
 /* Outputs (src/sim/sim_output.c). Each returns 0 or -1 with err. */
 int ah_sim_write_trace(const ah_plan *plan, const ah_sim_result *r, const char *path, char *err,
                        size_t errlen);

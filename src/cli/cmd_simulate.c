@@ -13,7 +13,8 @@ static void sim_usage(FILE *f) {
     fprintf(f,
             "usage: autohet simulate PLAN.json [--schedule 1f1b|gpipe|interleaved [--virtual-stages V]] [--trace FILE] [--svg FILE]\n"
             "                        [--json FILE] [--profile PATH] [--devices FILE] [--comm-profile FILE]\n"
-            "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking]\n"
+            "                        [--precision bf16|fp16|fp32] [--p2p overlapped|blocking|lockstep]\n"
+            "                        [--calibration FILE]\n"
             "                        [--overlap-dp] [--dp-serial] [--ignore-memory] [--quiet]\n\n"
             "Simulates one training iteration of a plan document (the --json output of autohet plan):\n"
             "every forward/backward per micro-batch and stage, the TP all-reduces, activation and\n"
@@ -30,7 +31,12 @@ static void sim_usage(FILE *f) {
             "  --precision  training precision to cost the plan at (default: the plan's train.precision,\n"
             "               bf16 when the plan has none)\n"
             "  --p2p        pipeline sends overlapped with compute or blocking the sender's compute\n"
-            "               stream (default: the plan's train.p2p, overlapped when it has none)\n"
+            "               stream (default: the plan's train.p2p, overlapped when it has none); lockstep:\n"
+            "               other runtimes' pipelines (DeepSpeed's), each stage's forward and backward\n"
+            "               waiting for the replica's chain of blocking whole-activation transfers\n"
+            "  --calibration  a fit of measured runs (autohet calibrate): per-device compute scales by\n"
+            "               micro-batch, and the runtime's pipeline transfers (its p2p mode, unless --p2p\n"
+            "               is given; docs/calibration.md)\n"
             "  --overlap-dp start each gradient bucket's all-reduce inside the last backward, as soon as\n"
             "               its layers are done (train --overlap-dp); default: blocking after the flush,\n"
             "               once the sends are complete, as train runs them (docs/schedules.md)\n"
@@ -71,6 +77,35 @@ static ah_profile *profile_for(const ah_plan *p, const char *override, const ah_
     return ah_profile_analytic();
 }
 
+/* The summary, the --trace / --svg / --json files, then the memory check: the exit status. */
+static int report(const ah_plan *plan, const ah_sim_result *r, const char *paths[3], int quiet, int ignore_memory,
+                  const char *plan_path) {
+    char err[512];
+    int rc = 0;
+    if (!quiet)
+        ah_sim_print_summary(plan, r, stdout);
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (!paths[i])
+            continue;
+        int w = i == 0   ? ah_sim_write_trace(plan, r, paths[i], err, sizeof err)
+                : i == 1 ? ah_sim_write_svg(plan, r, paths[i], err, sizeof err)
+                         : ah_sim_write_json(plan, r, paths[i], err, sizeof err);
+        if (w != 0) {
+            fprintf(stderr, "autohet simulate: %s\n", err);
+            rc = 1;
+        } else if (!quiet) {
+            printf("wrote %s\n", paths[i]);
+        }
+    }
+    char m[512];
+    if (rc == 0 && !ignore_memory && over_memory(plan, r, m, sizeof m)) {
+        char where[1024];
+        snprintf(where, sizeof where, "%s: %s", plan_path, m);
+        rc = cli_bad_input("simulate", where);
+    }
+    return rc;
+}
+
 int cmd_simulate(int argc, char **argv) {
     static const struct option opts[] = {
         {"schedule", required_argument, 0, 's'},
@@ -87,10 +122,12 @@ int cmd_simulate(int argc, char **argv) {
         {"comm-profile", required_argument, 0, 'C'},
         {"precision", required_argument, 0, 'P'},
         {"p2p", required_argument, 0, 'B'},
+        {"calibration", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL;
+    const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL,
+               *calib_path = NULL;
     int quiet = 0, c, precision = -1, p2p = -1, ignore_memory = 0;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
     optind = 1;
@@ -119,6 +156,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'S': so.dp_serial = 1; break;
         case 'O': so.overlap_dp = 1; break;
         case 'C': comm = optarg; break;
+        case 'K': calib_path = optarg; break;
         case 'P': {
             ah_precision_mode pm;
             if (ah_precision_parse(optarg, &pm) != 0)
@@ -129,7 +167,7 @@ int cmd_simulate(int argc, char **argv) {
         case 'B': {
             ah_p2p_mode pm;
             if (ah_p2p_mode_parse(optarg, &pm) != 0)
-                return cli_bad_input("simulate", "--p2p: expected overlapped or blocking");
+                return cli_bad_input("simulate", "--p2p: expected overlapped, blocking or lockstep");
             p2p = (int)pm;
             break;
         }
@@ -153,11 +191,16 @@ int cmd_simulate(int argc, char **argv) {
     ah_device_catalog catalog = *ah_device_catalog_builtin();
     if (devices && ah_device_load_overrides(&catalog, devices, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);
+    static ah_calibration calib; /* outlives the profile that points at it */
+    if (calib_path && ah_calibration_load(calib_path, &calib, err, sizeof err) != 0)
+        return cli_bad_input("simulate", err);
     ah_plan plan;
     if (ah_plan_read_json(argv[optind], &catalog, &plan, err, sizeof err) != 0)
         return cli_bad_input("simulate", err);
     if (precision >= 0)
         plan.train.precision = (ah_precision_mode)precision;
+    if (calib_path && calib.lockstep)
+        plan.train.p2p = AH_P2P_LOCKSTEP;
     if (p2p >= 0)
         plan.train.p2p = (ah_p2p_mode)p2p;
     ah_profile *prof = profile_for(&plan, profile, &catalog, err, sizeof err);
@@ -168,6 +211,10 @@ int cmd_simulate(int argc, char **argv) {
     ah_plan_options o;
     ah_plan_options_default(&o);
     o.train = plan.train;
+    if (calib_path) {
+        ah_profile_set_calibration(prof, &calib);
+        o.calibration = &calib;
+    }
     o.global_batch = plan.global_batch;
     char comm_summary[256];
     if (comm &&
@@ -184,28 +231,8 @@ int cmd_simulate(int argc, char **argv) {
     if (ah_simulate(&plan, prof, &o, &so, &r, err, sizeof err) != 0) {
         rc = cli_bad_input("simulate", err);
     } else {
-        if (!quiet)
-            ah_sim_print_summary(&plan, &r, stdout);
         const char *paths[3] = {trace, svg, json};
-        for (int i = 0; i < 3 && rc == 0; i++) {
-            if (!paths[i])
-                continue;
-            int w = i == 0   ? ah_sim_write_trace(&plan, &r, paths[i], err, sizeof err)
-                    : i == 1 ? ah_sim_write_svg(&plan, &r, paths[i], err, sizeof err)
-                             : ah_sim_write_json(&plan, &r, paths[i], err, sizeof err);
-            if (w != 0) {
-                fprintf(stderr, "autohet simulate: %s\n", err);
-                rc = 1;
-            } else if (!quiet) {
-                printf("wrote %s\n", paths[i]);
-            }
-        }
-        char m[512];
-        if (rc == 0 && !ignore_memory && over_memory(&plan, &r, m, sizeof m)) {
-            char where[1024];
-            snprintf(where, sizeof where, "%s: %s", argv[optind], m);
-            rc = cli_bad_input("simulate", where);
-        }
+        rc = report(&plan, &r, paths, quiet, ignore_memory, argv[optind]);
         ah_sim_result_free(&r);
     }
     ah_link_matrix_free((ah_link_matrix *)o.links);

@@ -18,6 +18,7 @@ typedef struct {
 static const subcommand commands[] = {
     {"plan", cmd_plan, "find the fastest 3D-parallel plan for a model on a heterogeneous cluster"},
     {"simulate", cmd_simulate, "simulate one iteration of a plan event by event; Perfetto trace, SVG, JSON"},
+    {"calibrate", cmd_calibrate, "fit the simulator to measured iteration times (per-GPU compute, pipeline links)"},
     {"train", cmd_train,
      "train a GPT/LLaMA model on text, on one process or over MPI ranks executing a plan"},
     {"commbench", cmd_commbench,

@@ -109,9 +109,22 @@ int ah_profile_layer_cost(const ah_profile *p, const ah_model_config *m, const a
         ah_cost_err_(err, errlen, "device %s: slowdown must be > 0 (got %g)", dev->name, dev->slowdown);
         return -1;
     }
-    if (p->kind == AH_PROFILE_ANALYTIC)
-        return ah_analytic_layer_cost_(m, ts, dev, layer, tp, mb, out, err, errlen);
-    return ah_table_layer_cost_(p, m, ts, dev, layer, tp, mb, out, err, errlen);
+    int rc = p->kind == AH_PROFILE_ANALYTIC ? ah_analytic_layer_cost_(m, ts, dev, layer, tp, mb, out, err, errlen)
+                                            : ah_table_layer_cost_(p, m, ts, dev, layer, tp, mb, out, err, errlen);
+    if (rc == 0 && p->calib) { /* the calibration's compute scale (forward and backward, TP shares included) and optimizer scale */
+        double sc = ah_calibration_compute_scale(p->calib, dev->name, mb);
+        out->fwd_s *= sc;
+        out->bwd_s *= sc;
+        out->tp_comm_fwd_s *= sc;
+        out->tp_comm_bwd_s *= sc;
+        out->update_s *= ah_calibration_optimizer_scale(p->calib, dev->name);
+    }
+    return rc;
+}
+
+void ah_profile_set_calibration(ah_profile *p, const ah_calibration *c) {
+    if (p)
+        p->calib = c;
 }
 
 int ah_profile_has(const ah_profile *p, const ah_model_config *m, const ah_device *dev, int tp, int mb) {

@@ -3,6 +3,7 @@
 #ifndef AUTOHET_COST_PROFILE_INTERNAL_H
 #define AUTOHET_COST_PROFILE_INTERNAL_H
 #include <stddef.h>
+#include "autohet/calibration.h"
 #include "autohet/profile.h"
 #include "cost/gemm_model.h"
 
@@ -35,6 +36,7 @@ struct ah_profile {
     int n_devs, cap_devs;
     char **skipped; /* Sailor file names that mapped to no catalog device */
     int n_skipped;
+    const ah_calibration *calib; /* compute scales by device and micro-batch (NULL: none); not owned */
 };
 
 /* Allocate a zeroed profile of this kind with the given source string. */

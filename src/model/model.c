@@ -692,7 +692,7 @@ static const ah_precision_bytes precision_bytes[3] = {
     {4.0, 4.0, 4.0, 0.0, 8.0, 30.0}, /* fp32 */
 };
 static const char *precision_names[3] = {"bf16", "fp16", "fp32"};
-static const char *p2p_names[2] = {"overlapped", "blocking"};
+static const char *p2p_names[3] = {"overlapped", "blocking", "lockstep"};
 
 const ah_precision_bytes *ah_precision_bytes_of(ah_precision_mode p) {
     return &precision_bytes[(int)p >= 0 && (int)p < 3 ? (int)p : 0];
@@ -728,14 +728,14 @@ const char *ah_precision_name(ah_precision_mode p) {
 }
 
 int ah_p2p_mode_parse(const char *s, ah_p2p_mode *out) {
-    int i = name_index(p2p_names, 2, s);
+    int i = name_index(p2p_names, 3, s);
     if (i >= 0 && out)
         *out = (ah_p2p_mode)i;
     return i >= 0 ? 0 : -1;
 }
 
 const char *ah_p2p_mode_name(ah_p2p_mode p) {
-    return (int)p >= 0 && (int)p < 2 ? p2p_names[p] : "unknown";
+    return (int)p >= 0 && (int)p < 3 ? p2p_names[p] : "unknown";
 }
 
 /* 3 x forward (forward + 2x backward) of every layer for one sequence. */

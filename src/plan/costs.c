@@ -264,6 +264,28 @@ ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inte
     return ah_p2p_ns(bytes, inter_node, lk.intra_gbs, lk.nic_share_gbs, o);
 }
 
+ah_ns ah_lockstep_transfer_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
+                              const ah_plan_options *o) {
+    if (!o->calibration)
+        return ah_nodes_p2p_ns(bytes, a, b, inter_node, o);
+    double alpha, bw;
+    if (!(inter_node && ah_pair_link_measured(o, a, b, &alpha, &bw))) {
+        ah_pair_link lk =
+            ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs, ah_nic_share_gbs(b));
+        bw = inter_node ? lk.nic_share_gbs : lk.intra_gbs;
+    }
+    return ah_to_ns(ah_calibration_transfer_s(o->calibration, bytes, inter_node, bw));
+}
+
+ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o) {
+    ah_ns chain = 0;
+    for (int j = 0; j + 1 < r->n_stages; j++) {
+        const ah_node *a = &p->cluster.nodes[r->stages[j].node], *b = &p->cluster.nodes[r->stages[j + 1].node];
+        chain += ah_lockstep_transfer_ns(bytes, a, b, r->stages[j].node != r->stages[j + 1].node, o);
+    }
+    return chain;
+}
+
 double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n) {
     double slowest = 0;
     for (int i = 0; o->links && n > 1 && i < n; i++) {

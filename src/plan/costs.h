@@ -187,6 +187,13 @@ ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inte
 /* The slowest measured pair (o->links) of a ring over nodes[0..n-1] of c, in
  * that order and back to the first: its bandwidth (GB/s per GPU); 0 when the
  * ring crosses no measured pair. */
+/* Lockstep pipelines (train.p2p lockstep, autohet/calibration.h): one transfer of `bytes` (a boundary's
+ * whole activation) between GPUs of nodes a and b: the calibration's alpha + bytes / its class bandwidth
+ * (a measured pair's or the ends' link where it has none), else ah_nodes_p2p_ns; and the chain of replica
+ * r's boundaries, which every forward and backward of its stages waits for. */
+ah_ns ah_lockstep_transfer_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
+                              const ah_plan_options *o);
+ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o);
 double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n);
 /* Per-GPU share of a node's NIC in GB/s. */
 double ah_nic_share_gbs(const ah_node *n);

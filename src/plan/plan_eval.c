@@ -427,6 +427,27 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
     return p2p;
 }
 
+/* Lockstep pipelines (docs/cost-model.md, "Pipeline sends"): every forward and every backward of the
+ * replica's stages waits for its chain of transfers in that direction, each of a boundary's whole activation;
+ * the transfers are then no longer separate terms. The stages' p2p_s show their boundary's transfer. */
+static void lockstep_stages(const ah_plan *p, ah_replica *r, ah_plan_costs *pc, const ah_plan_options *o,
+                            ah_ns *ws, ah_ns *cs, ah_ns *bs, ah_ns *sum_w, ah_ns *sum_p2p) {
+    double whole = ah_plan_costs_bytes(pc, p, 1)->p2p_bytes;
+    ah_ns chain = ah_lockstep_chain_ns(p, r, whole, o);
+    for (int j = 0; j < r->n_stages; j++) {
+        ah_stage *s = &r->stages[j];
+        ws[j] += 2 * chain;
+        bs[j] += chain;
+        *sum_w += 2 * chain;
+        cs[j] = 0;
+        s->p2p_s = j + 1 < r->n_stages ? ah_ns_to_s(ah_lockstep_transfer_ns(whole, &p->cluster.nodes[s->node],
+                                                                            &p->cluster.nodes[r->stages[j + 1].node],
+                                                                            s->p2p_inter_node, o))
+                                       : 0.0;
+    }
+    *sum_p2p = 0;
+}
+
 /* The tied-embedding exchange between the first and last stage of r (0 for
  * an untied model or one stage), on the link between their nodes; own[] the
  * same on the first / last stage's own node link alone. */
@@ -530,6 +551,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             used += s->tp;
             peak_sum += ah_peak_tflops(&nd->dev, p->train.precision) * s->tp;
         }
+        if (rc == 0 && p->train.p2p == AH_P2P_LOCKSTEP)
+            lockstep_stages(p, r, &pc, o, ws, cs, bs, &sum_w, &sum_p2p);
         /* steady state: the 1F1B period with the sends (docs/cost-model.md) */
         if (rc == 0) {
             for (int j = 0; j < r->n_stages; j++) {

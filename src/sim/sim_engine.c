@@ -26,6 +26,7 @@ typedef struct {
     int stage2; /* p2p: receiver */
     int mb, first, last, bucket;
     double dur, tp;    /* compute: compute part and the TP all-reduce after it */
+    double chain;      /* compute, lockstep pipelines: the replica's transfer chain it waits for first */
     double volume;     /* flow: bytes per GPU at the links' bandwidth */
     double msg_bytes;  /* p2p: the message's bytes (volume: its measured time's share, ah_msg_cost_of) */
     double latency;    /* flow: fixed part */
@@ -320,7 +321,7 @@ static void try_start_compute(engine *e, int s, double now) {
         e->in_flight[s]++;
         mem_point(e, s, now);
     }
-    heap_push(e, now + k->dur + k->tp, id, 0);
+    heap_push(e, now + k->chain + k->dur + k->tp, id, 0);
 }
 
 static int collective_can_start(const engine *e, int id) {
@@ -361,9 +362,14 @@ static void finish_task(engine *e, int id, double now) {
     if (k->type == TK_COMPUTE) {
         int s = k->stage;
         e->busy[s] = 0;
-        double mid = k->start + k->dur;
-        record(e, k->kind, AH_STREAM_COMPUTE, s, k, k->start, mid, -1, 0);
-        add_interval(&e->cv, &e->ncv, &e->capcv, s, k->start, mid);
+        double c0 = k->start + k->chain, mid = c0 + k->dur;
+        if (k->chain > 0) { /* lockstep: the chain of blocking transfers, on the P2P stream */
+            record(e, k->kind == AH_OP_FORWARD ? AH_OP_SEND_ACTIVATION : AH_OP_SEND_GRADIENT, AH_STREAM_P2P, s, k,
+                   k->start, c0, -1, 0);
+            add_interval(&e->iv, &e->niv, &e->capiv, s, k->start, c0);
+        }
+        record(e, k->kind, AH_STREAM_COMPUTE, s, k, c0, mid, -1, 0);
+        add_interval(&e->cv, &e->ncv, &e->capcv, s, c0, mid);
         if (k->tp > 0) {
             record(e, AH_OP_TP_ALLREDUCE, AH_STREAM_TP, s, k, mid, now, -1, 0);
             add_interval(&e->iv, &e->niv, &e->capiv, s, mid, now);
@@ -554,6 +560,10 @@ static int add_p2p(engine *e, ah_op_kind kind, int from, int to, int mb, double 
     ah_pair_link lk = ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs,
                                       ah_nic_share_gbs(nb));
     int inter = a->node != b->node;
+    if (e->p->train.p2p == AH_P2P_LOCKSTEP) { /* its time is in the chain its stages' compute waits for */
+        k->volume = 0;
+        return id;
+    }
     /* the closed form's message cost (the measured time of this size), its volume shared on the links */
     ah_msg_cost mc = ah_msg_cost_of(bytes, inter, inter ? lk.nic_share_gbs : lk.intra_gbs, e->o);
     if (!inter) {
@@ -742,6 +752,9 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
     const ah_layer_times **lts = e->lts;
     int R = sp->n_replicas, S = e->p->replicas[k].n_stages;
     int m = e->p->replicas[k].micro_batches;
+    double chain = 0; /* lockstep: the replica's transfer chain, before each forward and each first backward piece */
+    if (e->p->train.p2p == AH_P2P_LOCKSTEP)
+        chain = ah_ns_to_s(ah_lockstep_chain_ns(e->p, &e->p->replicas[k], ah_plan_costs_bytes(e->costs, e->p, 1)->p2p_bytes, e->o));
     for (int j = 0; j < S; j++) {
         int s = sp->first_stage[k] + j;
         const ah_program *pg = &sp->programs[s];
@@ -762,11 +775,14 @@ static void add_programs(engine *e, const ah_schedule_plan *sp, int k, compute_i
             ci->op_task[s][i] = id;
             if (op->kind == AH_OP_FORWARD) {
                 e->t[id].act_alloc = act;
+                e->t[id].chain = chain;
                 ci->fwd[s][idx] = id;
                 continue;
             }
-            if (ci->bfirst[s][idx] < 0)
+            if (ci->bfirst[s][idx] < 0) {
                 ci->bfirst[s][idx] = id;
+                e->t[id].chain = chain;
+            }
             ci->blast[s][idx] = id;
             if (op->first == ch->first) /* the chunk's backward is done: its activations are freed */
                 e->t[id].act_free = act;

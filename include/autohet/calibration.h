@@ -1,0 +1,56 @@
+/* A cost-model calibration: what measured runs say the profile and the links leave out (docs/calibration.md,
+ * "Calibrating against measured runs"). Fitted by `autohet calibrate` from runs with known iteration times,
+ * applied by `simulate --calibration` and `plan --calibration`:
+ *
+ *   - per device, a scale of its optimizer step, and a compute scale by micro-batch size: every layer's
+ * forward and backward time (its TP all-reduce share included) at micro-batch b is multiplied by scale(b); a
+ * size between two fitted ones takes the nearer one in log2, a size outside them the nearest end;
+ *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver, each
+ *     moves a boundary's whole activation (not 1/TP of it) and a replica's transfers run one after another,
+ *     so every stage's forward and backward wait for the replica's whole chain of transfers in that
+ *     direction; each transfer costs alpha_s + bytes / bandwidth, the bandwidth per link class (0: the
+ *     link's own, intra-node or the node's NIC share per GPU).
+ *
+ * A device the file does not name keeps scale 1. */
+#ifndef AUTOHET_CALIBRATION_H
+#define AUTOHET_CALIBRATION_H
+#include <stddef.h>
+
+#define AH_CALIB_MAX_DEVICES 16
+#define AH_CALIB_MAX_MB 16
+
+typedef struct {
+    char name[32]; /* a catalog device name */
+    int n;
+    int mb[AH_CALIB_MAX_MB]; /* ascending */
+    double scale[AH_CALIB_MAX_MB];
+    double optimizer_scale; /* the optimizer step's time (0 read as 1) */
+} ah_calib_device;
+
+typedef struct {
+    int n_devices;
+    ah_calib_device devices[AH_CALIB_MAX_DEVICES];
+    int lockstep;       /* the pipeline transfers are the measured runtime's (above) */
+    double p2p_alpha_s; /* lockstep: per-transfer latency */
+    double
+        p2p_bw_gbs[2]; /* lockstep: per-GPU bandwidth, [0] inside a node, [1] between nodes; 0 = the link's */
+    char source[256];  /* what it was fitted on (free text) */
+} ah_calibration;
+
+/* scale(b) of device `name` (1 if it is not named); its optimizer scale (1 if not named or not set). */
+double ah_calibration_compute_scale(const ah_calibration *c, const char *name, int mb);
+double ah_calibration_optimizer_scale(const ah_calibration *c, const char *name);
+/* Set device `name`'s optimizer scale (the device is added); -1 when the table is full. */
+int ah_calibration_set_optimizer_scale(ah_calibration *c, const char *name, double scale);
+/* Set device `name`'s scale at micro-batch mb (added in order); -1 when the tables are full. */
+int ah_calibration_set_scale(ah_calibration *c, const char *name, int mb, double scale);
+/* The time of one lockstep transfer of `bytes` on a link of `link_gbs` per GPU (inter: between nodes). */
+double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inter, double link_gbs);
+
+/* Read / write the JSON format (docs/calibration.md): 0, or -1 with a one-line error naming the file and
+ * field. `extra` (may be NULL): a JSON object text written as the document's "validation" member. */
+int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t errlen);
+int ah_calibration_write(const char *path, const ah_calibration *c, const char *extra, char *err,
+                         size_t errlen);
+
+#endif

@@ -1,0 +1,295 @@
+/* autohet calibrate: fit the simulator's calibration to runs with measured iteration times
+ * (docs/calibration.md, "Calibrating against measured runs"). */
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autohet/sim.h"
+#include "cli/cli.h"
+#include "util/atomic_file.h"
+#include "util/json_file.h"
+#include "util/json_read.h"
+
+#define MAX_RUNS 4096
+
+static void calibrate_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: autohet calibrate RUNS.json [--devices FILE] [--profile PATH] [--overlap-dp] [--dp-serial]\n"
+        "                         [--out FILE] [--json FILE] [--no-validate] [--quiet]\n\n"
+        "Fits what the simulator leaves out to runs whose iteration times were measured, and writes it\n"
+        "as a calibration for `simulate --calibration` and `plan --calibration` (docs/calibration.md):\n"
+        "  - per GPU type, a compute scale by micro-batch size, from the runs whose replicas are one stage\n"
+        "    of one type;\n"
+        "  - the pipeline: from the multi-stage runs, lockstep transfers (each stage's forward and\n"
+        "    backward wait for its replica's chain of blocking whole-activation sends, DeepSpeed-style)\n"
+        "    with a latency and a bandwidth per link class, kept only when they beat overlapped sends.\n"
+        "Each run is then simulated with the fit (in sample) and, unless --no-validate, with a fit made\n"
+        "without it (left out): the table and --json give both errors.\n\n"
+        "  RUNS.json    an array of {\"plan\": PATH, \"measured_iteration_s\": SECONDS, ...}; PATH is a "
+        "plan\n"
+        "               document, relative to the directory of RUNS.json\n"
+        "  --devices    GPU catalog override file (the runs' GPUs)\n"
+        "  --profile    per-layer profile the runs are simulated with (default: analytic)\n"
+        "  --overlap-dp / --dp-serial  simulate the runs as `simulate` does with these flags\n"
+        "  --out        write the calibration here\n"
+        "  --json       the runs' measured and simulated times and the errors\n"
+        "  --no-validate  skip the leave-one-out fits\n"
+        "  --quiet      no table on stdout\n\n"
+        "exit status: 0 success, 2 bad input (one line on stderr)\n");
+}
+
+/* The runs file: each run's plan (relative to the file's directory) and measured time. */
+static int load_runs(const char *path, const ah_device_catalog *cat, ah_calib_run **out, int *n_out,
+                     char *err, size_t errlen) {
+    ah_err_ctx cx = {path, err, errlen};
+    cJSON *root = ah_json_parse_file(path, 16u << 20, 0, err, errlen);
+    if (!root)
+        return -1;
+    int rc = 0, n = cJSON_GetArraySize(root);
+    if (!cJSON_IsArray(root))
+        rc = ah_fail(&cx, "expected an array of runs");
+    else if (n < 1 || n > MAX_RUNS)
+        rc = ah_fail(&cx, "expected 1 to %d runs, got %d", MAX_RUNS, n);
+    char *dup = strdup(path), *dir = dup ? dirname(dup) : ".";
+    ah_calib_run *runs = rc ? NULL : calloc((size_t)n, sizeof *runs);
+    int loaded = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        char ip[AH_JPATH_LEN], rel[1024], full[2200];
+        const cJSON *it = cJSON_GetArrayItem(root, i);
+        if (ah_jitem_obj(&cx, it, "", i, ip) < 0 ||
+            ah_jget_str(&cx, it, ip, "plan", 1, rel, sizeof rel) < 0 ||
+            ah_jget_num(&cx, it, ip, "measured_iteration_s", 1, 0, &runs[i].measured_s) < 0) {
+            rc = -1;
+            break;
+        }
+        if (!(runs[i].measured_s > 0) || !isfinite(runs[i].measured_s)) {
+            char fp[AH_JPATH_LEN];
+            ah_jpath_key(fp, ip, "measured_iteration_s");
+            rc = ah_jfail(&cx, fp, "expected a positive number of seconds");
+            break;
+        }
+        snprintf(full, sizeof full, "%s/%s", rel[0] == '/' ? "" : dir, rel);
+        if (ah_plan_read_json(rel[0] == '/' ? rel : full, cat, &runs[i].plan, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        loaded++;
+        const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+        size_t bl = strlen(base) < sizeof runs[i].name - 1 ? strlen(base) : sizeof runs[i].name - 1;
+        memcpy(runs[i].name, base, bl);
+        runs[i].name[bl] = '\0';
+        char *dot = strstr(runs[i].name, ".plan.json");
+        if (!dot)
+            dot = strstr(runs[i].name, ".json");
+        if (dot)
+            *dot = '\0';
+    }
+    free(dup);
+    cJSON_Delete(root);
+    if (rc) {
+        for (int i = 0; i < loaded; i++)
+            ah_plan_free(&runs[i].plan);
+        free(runs);
+        return -1;
+    }
+    *out = runs;
+    *n_out = n;
+    return 0;
+}
+
+typedef struct {
+    double mean, worst;
+    int worst_run;
+} err_stats;
+
+/* |simulated / measured - 1| over the runs, the simulated time at byte offset `off` of a run */
+static err_stats stats_of(const ah_calib_run *r, int n, size_t off) {
+    err_stats s = {0, 0, -1};
+    for (int i = 0; i < n; i++) {
+        double sim = *(const double *)((const char *)&r[i] + off), e = fabs(sim / r[i].measured_s - 1);
+        s.mean += e / n;
+        if (e > s.worst) {
+            s.worst = e;
+            s.worst_run = i;
+        }
+    }
+    return s;
+}
+
+static void describe(const ah_calibration *c, FILE *f) {
+    for (int d = 0; d < c->n_devices; d++) {
+        fprintf(f, "%-14s compute", c->devices[d].name);
+        for (int j = 0; j < c->devices[d].n; j++)
+            fprintf(f, "%s micro-batch %d x%.3f", j ? "," : "", c->devices[d].mb[j], c->devices[d].scale[j]);
+        fprintf(f, "; optimizer x%.3f\n", ah_calibration_optimizer_scale(c, c->devices[d].name));
+    }
+    if (c->n_devices == 0)
+        fprintf(f, "scales         none (no run whose replicas are one stage of one GPU type)\n");
+    if (!c->lockstep) {
+        fprintf(f,
+                "pipeline       overlapped (lockstep transfers fitted no better, or no multi-stage run)\n");
+        return;
+    }
+    fprintf(f, "pipeline       lockstep: %.3f ms per transfer", c->p2p_alpha_s * 1e3);
+    static const char *cls[2] = {"inside a node", "between nodes"};
+    for (int k = 0; k < 2; k++)
+        if (c->p2p_bw_gbs[k] > 0)
+            fprintf(f, ", %.1f GB/s per GPU %s", c->p2p_bw_gbs[k], cls[k]);
+    fprintf(f, "\n");
+}
+
+static void print_table(const ah_calib_run *r, int n, int validate, FILE *f) {
+    fprintf(f, "\n%-44s %3s %4s %3s %4s %4s %10s %9s %9s", "run", "PP", "rep", "TP", "mb", "m", "measured s",
+            "as is", "fitted");
+    fprintf(f, validate ? " %9s\n" : "\n", "left out");
+    for (int i = 0; i < n; i++) {
+        const ah_plan *p = &r[i].plan;
+        int pp = 0;
+        for (int k = 0; k < p->n_replicas; k++)
+            pp = p->replicas[k].n_stages > pp ? p->replicas[k].n_stages : pp;
+        fprintf(f, "%-44.44s %3d %4d %3d %4d %4d %10.4f %+8.1f%% %+8.1f%%", r[i].name, pp, p->n_replicas,
+                p->replicas[0].stages[0].tp, p->micro_batch, p->replicas[0].micro_batches, r[i].measured_s,
+                100 * (r[i].uncalibrated_s / r[i].measured_s - 1),
+                100 * (r[i].fitted_s / r[i].measured_s - 1));
+        if (validate)
+            fprintf(f, " %+8.1f%%", 100 * (r[i].left_out_s / r[i].measured_s - 1));
+        fprintf(f, "\n");
+    }
+}
+
+/* {"runs": n, "as_is": {...}, "in_sample": {...}, "left_out": {...}} as JSON text (buf) */
+static void summary_json(const ah_calib_run *r, int n, int validate, char *buf, size_t cap) {
+    err_stats a = stats_of(r, n, offsetof(ah_calib_run, uncalibrated_s)),
+              b = stats_of(r, n, offsetof(ah_calib_run, fitted_s)),
+              c = stats_of(r, n, offsetof(ah_calib_run, left_out_s));
+    int w = snprintf(buf, cap,
+                     "{\"runs\": %d, \"as_is\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}, "
+                     "\"in_sample\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}",
+                     n, a.mean, a.worst, b.mean, b.worst);
+    if (validate && w > 0 && (size_t)w < cap)
+        w += snprintf(buf + w, cap - (size_t)w,
+                      ", \"left_out\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}", c.mean,
+                      c.worst);
+    if (w > 0 && (size_t)w < cap)
+        snprintf(buf + w, cap - (size_t)w, "}");
+}
+
+static int write_json(const char *path, const ah_calib_run *r, int n, int validate, const ah_calibration *c,
+                      const char *summary, char *err, size_t errlen) {
+    cJSON *o = cJSON_CreateObject(), *runs = cJSON_AddArrayToObject(o, "runs");
+    for (int i = 0; i < n; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "run", r[i].name);
+        cJSON_AddNumberToObject(x, "measured_s", r[i].measured_s);
+        cJSON_AddNumberToObject(x, "simulated_s", r[i].uncalibrated_s);
+        cJSON_AddNumberToObject(x, "fitted_s", r[i].fitted_s);
+        if (validate)
+            cJSON_AddNumberToObject(x, "left_out_s", r[i].left_out_s);
+        cJSON_AddItemToArray(runs, x);
+    }
+    cJSON_AddItemToObject(o, "summary", cJSON_Parse(summary));
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s", c->lockstep ? "lockstep" : "overlapped");
+    cJSON_AddStringToObject(o, "pipeline", tmp);
+    char *text = cJSON_Print(o);
+    int rc = text ? ah_write_text_output(path, text, err, errlen) : -1;
+    free(text);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    cli_options lo;
+    if (cli_long_options(
+            "devices=d profile=p overlap-dp!O dp-serial!S out=o json=j no-validate!N quiet!q help!h", &lo) <
+        0)
+        return 1;
+    const char *devices = NULL, *profile = NULL, *out = NULL, *json = NULL;
+    int quiet = 0, validate = 1, c;
+    ah_sim_options so = {.schedule = AH_SCHED_1F1B};
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", lo.opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': devices = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'O': so.overlap_dp = 1; break;
+        case 'S': so.dp_serial = 1; break;
+        case 'o': out = optarg; break;
+        case 'j': json = optarg; break;
+        case 'N': validate = 0; break;
+        case 'q': quiet = 1; break;
+        case 'h': calibrate_usage(stdout); return 0;
+        default: {
+            char msg[160];
+            cli_unknown_option("calibrate", argv[optind - 1], msg, sizeof msg);
+            return cli_bad_input("calibrate", msg);
+        }
+        }
+    }
+    if (optind != argc - 1)
+        return cli_bad_input("calibrate", "expected exactly one RUNS.json (see --help)");
+    char err[4400];
+    if (cli_check_output("--out", out, err, sizeof err) || cli_check_output("--json", json, err, sizeof err))
+        return cli_bad_input("calibrate", err);
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if (devices && ah_device_load_overrides(&catalog, devices, err, sizeof err) != 0)
+        return cli_bad_input("calibrate", err);
+    ah_profile *prof =
+        profile ? ah_profile_load_with(profile, &catalog, err, sizeof err) : ah_profile_analytic();
+    if (!prof)
+        return cli_bad_input("calibrate", err);
+    ah_calib_run *runs = NULL;
+    int n = 0;
+    if (load_runs(argv[optind], &catalog, &runs, &n, err, sizeof err) != 0) {
+        ah_profile_free(prof);
+        return cli_bad_input("calibrate", err);
+    }
+    ah_plan_options o;
+    ah_plan_options_default(&o);
+    ah_calibration calib;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = 0;
+    if (ah_sim_calibrate(runs, n, prof, &o, &so, validate, &calib, err, sizeof err) != 0) {
+        rc = cli_bad_input("calibrate", err);
+    } else {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        snprintf(calib.source, sizeof calib.source, "autohet calibrate %s: %d runs", argv[optind], n);
+        char summary[512];
+        summary_json(runs, n, validate, summary, sizeof summary);
+        if (!quiet) {
+            printf("Calibration from %d measured runs (%s), fitted in %.2f s\n", n, argv[optind],
+                   (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+            describe(&calib, stdout);
+            print_table(runs, n, validate, stdout);
+            err_stats a = stats_of(runs, n, offsetof(ah_calib_run, uncalibrated_s)),
+                      b = stats_of(runs, n, offsetof(ah_calib_run, fitted_s)),
+                      v = stats_of(runs, n, offsetof(ah_calib_run, left_out_s));
+            printf("\nmean |error|: as is %.1f%% (worst %.1f%%), fitted %.1f%% (worst %.1f%%)", 100 * a.mean,
+                   100 * a.worst, 100 * b.mean, 100 * b.worst);
+            if (validate)
+                printf(", left out %.1f%% (worst %.1f%%, %s)", 100 * v.mean, 100 * v.worst,
+                       v.worst_run >= 0 ? runs[v.worst_run].name : "-");
+            printf("\n");
+        }
+        if (out && ah_calibration_write(out, &calib, summary, err, sizeof err) != 0)
+            rc = cli_bad_input("calibrate", err);
+        else if (out && !quiet)
+            printf("wrote %s\n", out);
+        if (rc == 0 && json && write_json(json, runs, n, validate, &calib, summary, err, sizeof err) != 0)
+            rc = cli_bad_input("calibrate", err);
+        else if (rc == 0 && json && !quiet)
+            printf("wrote %s\n", json);
+    }
+    for (int i = 0; i < n; i++)
+        ah_plan_free(&runs[i].plan);
+    free(runs);
+    ah_profile_free(prof);
+    return rc;
+}

@@ -1,0 +1,223 @@
+/* The calibration file: per-device compute scales by micro-batch and the lockstep pipeline's transfer terms
+ * (autohet/calibration.h, docs/calibration.md). */
+#include "autohet/calibration.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/atomic_file.h"
+#include "util/json_file.h"
+#include "util/json_read.h"
+
+#define MAX_FILE_BYTES (1u << 20)
+
+static const ah_calib_device *find_device(const ah_calibration *c, const char *name) {
+    for (int i = 0; c && i < c->n_devices; i++)
+        if (strcmp(c->devices[i].name, name) == 0)
+            return &c->devices[i];
+    return NULL;
+}
+
+double ah_calibration_compute_scale(const ah_calibration *c, const char *name, int mb) {
+    const ah_calib_device *d = name ? find_device(c, name) : NULL;
+    if (!d || d->n == 0 || mb < 1)
+        return 1.0;
+    int best = 0;
+    double lb = log2((double)mb), dist = INFINITY;
+    for (int i = 0; i < d->n; i++) {
+        double x = fabs(log2((double)d->mb[i]) - lb);
+        if (x < dist - 1e-12) { /* ties go to the smaller size */
+            dist = x;
+            best = i;
+        }
+    }
+    return d->scale[best];
+}
+
+double ah_calibration_optimizer_scale(const ah_calibration *c, const char *name) {
+    const ah_calib_device *d = name ? find_device(c, name) : NULL;
+    return d && d->optimizer_scale > 0 ? d->optimizer_scale : 1.0;
+}
+
+static ah_calib_device *device_entry(ah_calibration *c, const char *name) {
+    ah_calib_device *d = (ah_calib_device *)find_device(c, name);
+    if (!d) {
+        if (c->n_devices == AH_CALIB_MAX_DEVICES || strlen(name) >= sizeof d->name)
+            return NULL;
+        d = &c->devices[c->n_devices++];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "%s", name);
+    }
+    return d;
+}
+
+int ah_calibration_set_optimizer_scale(ah_calibration *c, const char *name, double scale) {
+    ah_calib_device *d = device_entry(c, name);
+    if (!d)
+        return -1;
+    d->optimizer_scale = scale;
+    return 0;
+}
+
+int ah_calibration_set_scale(ah_calibration *c, const char *name, int mb, double scale) {
+    ah_calib_device *d = device_entry(c, name);
+    if (!d)
+        return -1;
+    int i = 0;
+    while (i < d->n && d->mb[i] < mb)
+        i++;
+    if (i < d->n && d->mb[i] == mb) {
+        d->scale[i] = scale;
+        return 0;
+    }
+    if (d->n == AH_CALIB_MAX_MB)
+        return -1;
+    memmove(&d->mb[i + 1], &d->mb[i], sizeof(int) * (size_t)(d->n - i));
+    memmove(&d->scale[i + 1], &d->scale[i], sizeof(double) * (size_t)(d->n - i));
+    d->mb[i] = mb;
+    d->scale[i] = scale;
+    d->n++;
+    return 0;
+}
+
+double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inter, double link_gbs) {
+    double bw = c && c->p2p_bw_gbs[inter ? 1 : 0] > 0 ? c->p2p_bw_gbs[inter ? 1 : 0] : link_gbs;
+    return (c ? c->p2p_alpha_s : 0.0) + (bw > 0 ? bytes / (bw * 1e9) : 0.0);
+}
+
+/* devices{NAME: {compute_scale: {"B": scale}, optimizer_scale}} */
+static int load_devices(const ah_err_ctx *cx, const cJSON *devs, const char *path, ah_calibration *c) {
+    char dp[AH_JPATH_LEN], sp[AH_JPATH_LEN], bp[AH_JPATH_LEN];
+    for (const cJSON *d = devs->child; d; d = d->next) {
+        ah_jpath_map_key(dp, path, d->string);
+        if (!cJSON_IsObject(d))
+            return ah_jfail(cx, dp, "expected an object, got %s", ah_json_type_name(d));
+        for (const cJSON *k = d->child; k; k = k->next)
+            if (strcmp(k->string, "compute_scale") != 0 && strcmp(k->string, "optimizer_scale") != 0) {
+                ah_jpath_key(sp, dp, k->string);
+                return ah_jfail(cx, sp, "unknown field (expected compute_scale or optimizer_scale)");
+            }
+        const cJSON *cs;
+        if (ah_jget_obj(cx, d, dp, "compute_scale", 1, &cs, sp) < 0)
+            return -1;
+        if (strlen(d->string) >= sizeof c->devices[0].name)
+            return ah_jfail(cx, dp, "device name longer than %zu characters", sizeof c->devices[0].name - 1);
+        double opt = 1.0;
+        if (ah_jget_num(cx, d, dp, "optimizer_scale", 0, 0, &opt) < 0)
+            return -1;
+        ah_jpath_key(bp, dp, "optimizer_scale");
+        if (!(opt > 0) || !isfinite(opt))
+            return ah_jfail(cx, bp, "expected a positive number");
+        if (ah_calibration_set_optimizer_scale(c, d->string, opt) != 0)
+            return ah_jfail(cx, dp, "more than %d devices", AH_CALIB_MAX_DEVICES);
+        for (const cJSON *b = cs->child; b; b = b->next) {
+            ah_jpath_map_key(bp, sp, b->string);
+            char *end;
+            long mb = strtol(b->string, &end, 10);
+            if (*b->string == '\0' || *end != '\0' || mb < 1 || mb > 1 << 20)
+                return ah_jfail(cx, bp, "expected a micro-batch size (an integer >= 1) as the key");
+            if (!cJSON_IsNumber(b) || !(b->valuedouble > 0) || !isfinite(b->valuedouble))
+                return ah_jfail(cx, bp, "expected a positive number");
+            if (ah_calibration_set_scale(c, d->string, (int)mb, b->valuedouble) != 0)
+                return ah_jfail(cx, bp, "more than %d devices or %d micro-batch sizes", AH_CALIB_MAX_DEVICES,
+                                AH_CALIB_MAX_MB);
+        }
+    }
+    return 0;
+}
+
+/* pipeline{p2p: "lockstep"|"overlapped", alpha_s, bw_gbs{intra_node, inter_node}} */
+static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path, ah_calibration *c) {
+    char mode[32] = "overlapped", p[AH_JPATH_LEN];
+    if (ah_jget_str(cx, pl, path, "p2p", 1, mode, sizeof mode) < 0)
+        return -1;
+    ah_jpath_key(p, path, "p2p");
+    if (strcmp(mode, "lockstep") != 0 && strcmp(mode, "overlapped") != 0)
+        return ah_jfail(cx, p, "expected \"lockstep\" or \"overlapped\", got \"%s\"", mode);
+    c->lockstep = strcmp(mode, "lockstep") == 0;
+    if (ah_jget_num(cx, pl, path, "alpha_s", 0, 0, &c->p2p_alpha_s) < 0)
+        return -1;
+    ah_jpath_key(p, path, "alpha_s");
+    if (!(c->p2p_alpha_s >= 0) || !isfinite(c->p2p_alpha_s))
+        return ah_jfail(cx, p, "expected a number >= 0");
+    const cJSON *bw;
+    int has = ah_jget_obj(cx, pl, path, "bw_gbs", 0, &bw, p);
+    if (has < 0)
+        return -1;
+    static const char *cls[2] = {"intra_node", "inter_node"};
+    for (int i = 0; has && i < 2; i++) {
+        char q[AH_JPATH_LEN];
+        if (ah_jget_num(cx, bw, p, cls[i], 0, 0, &c->p2p_bw_gbs[i]) < 0)
+            return -1;
+        ah_jpath_key(q, p, cls[i]);
+        if (!(c->p2p_bw_gbs[i] >= 0) || !isfinite(c->p2p_bw_gbs[i]))
+            return ah_jfail(cx, q, "expected a number >= 0 (0: the link's own bandwidth)");
+    }
+    return 0;
+}
+
+int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t errlen) {
+    ah_err_ctx cx = {path ? path : "(null)", err, errlen};
+    memset(c, 0, sizeof *c);
+    cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
+    if (!root)
+        return -1;
+    char fmt[32] = "", p[AH_JPATH_LEN];
+    int version = 0, rc = 0;
+    const cJSON *devs = NULL, *pl = NULL;
+    if (ah_jget_str(&cx, root, "", "format", 1, fmt, sizeof fmt) < 0 ||
+        ah_jget_int(&cx, root, "", "version", 1, 1, 1, &version) < 0)
+        rc = -1;
+    else if (strcmp(fmt, "autohet-calibration") != 0)
+        rc = ah_jfail(&cx, "format", "expected \"autohet-calibration\", got \"%s\"", fmt);
+    else if (ah_jget_str(&cx, root, "", "source", 0, c->source, sizeof c->source) < 0 ||
+             ah_jget_obj(&cx, root, "", "devices", 0, &devs, p) < 0 ||
+             (devs && load_devices(&cx, devs, p, c)) ||
+             ah_jget_obj(&cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(&cx, pl, p, c)))
+        rc = -1;
+    cJSON_Delete(root);
+    if (rc)
+        memset(c, 0, sizeof *c);
+    return rc;
+}
+
+int ah_calibration_write(const char *path, const ah_calibration *c, const char *extra, char *err,
+                         size_t errlen) {
+    cJSON *o = cJSON_CreateObject(), *devs = cJSON_CreateObject(), *pl = cJSON_CreateObject(),
+          *bw = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", "autohet-calibration");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddStringToObject(o, "source", c->source);
+    for (int i = 0; i < c->n_devices; i++) {
+        cJSON *d = cJSON_CreateObject(), *cs = cJSON_CreateObject();
+        for (int j = 0; j < c->devices[i].n; j++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", c->devices[i].mb[j]);
+            cJSON_AddNumberToObject(cs, key, c->devices[i].scale[j]);
+        }
+        cJSON_AddItemToObject(d, "compute_scale", cs);
+        cJSON_AddNumberToObject(d, "optimizer_scale", ah_calibration_optimizer_scale(c, c->devices[i].name));
+        cJSON_AddItemToObject(devs, c->devices[i].name, d);
+    }
+    cJSON_AddItemToObject(o, "devices", devs);
+    cJSON_AddStringToObject(pl, "p2p", c->lockstep ? "lockstep" : "overlapped");
+    cJSON_AddNumberToObject(pl, "alpha_s", c->p2p_alpha_s);
+    cJSON_AddNumberToObject(bw, "intra_node", c->p2p_bw_gbs[0]);
+    cJSON_AddNumberToObject(bw, "inter_node", c->p2p_bw_gbs[1]);
+    cJSON_AddItemToObject(pl, "bw_gbs", bw);
+    cJSON_AddItemToObject(o, "pipeline", pl);
+    if (extra) {
+        cJSON *x = cJSON_Parse(extra);
+        if (x)
+            cJSON_AddItemToObject(o, "validation", x);
+    }
+    char *text = cJSON_Print(o);
+    int rc = text ? ah_write_text_output(path, text, err, errlen) : -1;
+    if (!text && err && errlen)
+        snprintf(err, errlen, "%s: out of memory", path);
+    free(text);
+    cJSON_Delete(o);
+    return rc;
+}

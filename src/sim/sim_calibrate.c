@@ -1,0 +1,296 @@
+/* Fitting a calibration to measured runs (`autohet calibrate`, docs/calibration.md "Calibrating against
+ * measured runs"): every run is simulated as `autohet simulate` would, and what the simulation leaves out is
+ * fitted in two steps:
+ *   1. compute and optimizer scales: runs whose replicas are one stage of one GPU type pin that type's scales
+ *      (the simulated time is affine in both: three simulations per run); for each optimizer scale on a grid
+ *      each micro-batch size's compute scale is the mean of what its runs need, and the optimizer scale
+ *      with the least |error| of the one-replica runs wins (it is pinned only by such runs of one micro-batch
+ *      size and different lengths; else 1);
+ *   2. the pipeline: with those scales, the multi-stage runs fit the lockstep transfer terms (a latency and a
+ *      bandwidth per link class the runs cross) by least mean |error| on a grid, the simulated time taken as
+ *      linear in the latency and in 1 / bandwidth (three or four simulations per run); lockstep is kept only
+ *      when it beats the plain overlapped pipeline on those runs.
+ * The reported errors are the simulator's own with the fitted calibration (in sample), and, with validate,
+ * each run's with a calibration fitted on the other runs (left out). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autohet/sim.h"
+#include "util/errors.h"
+
+enum { N_ALPHA = 201, N_BW = 61 };
+#define ALPHA_STEP 25e-6 /* seconds: 0 .. 5 ms */
+#define BW_LO 1.0        /* GB/s per GPU: 1 .. 1000, log-spaced */
+#define BW_REF 10.0      /* the bandwidth of the linear coefficients' probe */
+#define BW_FREE 1e9      /* a bandwidth at which a transfer costs nothing */
+
+typedef struct {
+    ah_calib_run *runs;
+    int n;
+    ah_profile *prof;
+    const ah_plan_options *o;
+    const ah_sim_options *so;
+} fit_ctx;
+
+/* One simulation of run i under calibration c (NULL: none): its iteration time, or -1 with err. */
+static double sim_run(const fit_ctx *x, int i, const ah_calibration *c, char *err, size_t errlen) {
+    ah_plan p;
+    ah_plan_copy(&p, &x->runs[i].plan);
+    if (c && c->lockstep)
+        p.train.p2p = AH_P2P_LOCKSTEP;
+    ah_plan_options o = *x->o;
+    o.train = p.train;
+    o.global_batch = p.global_batch;
+    o.calibration = c;
+    ah_profile_set_calibration(x->prof, c);
+    ah_sim_result r;
+    double t = -1;
+    if (ah_simulate(&p, x->prof, &o, x->so, &r, err, errlen) == 0) {
+        t = r.iteration_time_s;
+        ah_sim_result_free(&r);
+    }
+    ah_profile_set_calibration(x->prof, NULL);
+    ah_plan_free(&p);
+    return t;
+}
+
+/* whether the calibration names this GPU type already */
+static int find_scale(const ah_calibration *c, const char *dev) {
+    for (int d = 0; d < c->n_devices; d++)
+        if (strcmp(c->devices[d].name, dev) == 0)
+            return 1;
+    return 0;
+}
+
+/* The GPU type of a run whose replicas are one stage each of one type (NULL otherwise). */
+static const char *compute_run_device(const ah_plan *p) {
+    const char *name = NULL;
+    for (int k = 0; k < p->n_replicas; k++) {
+        if (p->replicas[k].n_stages != 1)
+            return NULL;
+        const char *d = p->cluster.nodes[p->replicas[k].stages[0].node].dev.name;
+        if (name && strcmp(name, d) != 0)
+            return NULL;
+        name = d;
+    }
+    return name;
+}
+
+static int is_pipeline_run(const ah_plan *p) {
+    for (int k = 0; k < p->n_replicas; k++)
+        if (p->replicas[k].n_stages > 1)
+            return 1;
+    return 0;
+}
+
+/* bit 0: a boundary inside a node, bit 1: one between nodes */
+static int link_classes(const ah_plan *p) {
+    int m = 0;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j + 1 < p->replicas[k].n_stages; j++)
+            m |= p->replicas[k].stages[j].node != p->replicas[k].stages[j + 1].node ? 2 : 1;
+    return m;
+}
+
+/* A one-stage run's simulated time as affine in its GPU type's compute scale c and optimizer scale u:
+ * rest + c compute + u optimizer (three simulations). */
+typedef struct {
+    const char *dev;
+    int mb;
+    int one_replica; /* no data-parallel all-reduce: what pins the optimizer scale */
+    double rest, compute, optimizer, meas;
+} scale_run;
+
+static int scale_run_build(const fit_ctx *x, int i, const char *dev, scale_run *r, char *err, size_t errlen) {
+    static const double probe[3][2] = {{1, 1}, {2, 1}, {1, 2}};
+    double s[3];
+    int mb = x->runs[i].plan.micro_batch;
+    for (int v = 0; v < 3; v++) {
+        ah_calibration c;
+        memset(&c, 0, sizeof c);
+        ah_calibration_set_scale(&c, dev, mb, probe[v][0]);
+        ah_calibration_set_optimizer_scale(&c, dev, probe[v][1]);
+        if ((s[v] = sim_run(x, i, &c, err, errlen)) < 0)
+            return -1;
+    }
+    *r = (scale_run){
+        dev, mb, x->runs[i].plan.n_replicas == 1, 0, s[1] - s[0], s[2] - s[0], x->runs[i].measured_s};
+    r->rest = s[0] - r->compute - r->optimizer;
+    return 0;
+}
+
+/* Given optimizer scale u, each (type, micro-batch)'s c: the mean of what each of its runs needs; the sum of
+ * |error| of its one-replica runs returned (with replicas, the data-parallel all-reduce would take part in
+ * the optimizer's fit), the scales set in c when `set`. */
+static double scales_at(const scale_run *sr, int n, const char *dev, double u, ah_calibration *c, int set) {
+    double err = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(sr[i].dev, dev) != 0)
+            continue;
+        double sum = 0;
+        int cnt = 0;
+        for (int j = 0; j < n; j++)
+            if (sr[j].mb == sr[i].mb && strcmp(sr[j].dev, dev) == 0) {
+                double cj = (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute;
+                sum += cj > 0.05 ? cj : 0.05; /* compute never vanishes */
+                cnt++;
+            }
+        double ci = sum / cnt;
+        if (sr[i].one_replica)
+            err += fabs((sr[i].rest + ci * sr[i].compute + u * sr[i].optimizer) / sr[i].meas - 1);
+        if (set)
+            ah_calibration_set_scale(c, dev, sr[i].mb, ci);
+    }
+    return err;
+}
+
+/* Step 1 over the runs in `use`: per GPU type, the optimizer scale (a grid from 1/20 to 2, fitted where one
+ * micro-batch size has one-replica runs of different lengths, else 1) and each micro-batch size's compute
+ * scale. */
+static int fit_scales(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err,
+                      size_t errlen) {
+    scale_run *sr = ah_xcalloc((size_t)x->n + 1, sizeof *sr);
+    int n = 0, rc = 0;
+    for (int i = 0; i < x->n && rc == 0; i++) {
+        const char *dev = compute_run_device(&x->runs[i].plan);
+        if (use[i] && dev)
+            rc = scale_run_build(x, i, dev, &sr[n++], err, errlen);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (find_scale(c, sr[i].dev))
+            continue; /* this type is done */
+        double best = scales_at(sr, n, sr[i].dev, 1.0, c, 0), bu = 1.0;
+        for (int g = 0; g <= 60; g++) { /* u = 2^(g/13.9 - 4.32): 0.05 .. 2 */
+            double u = 0.05 * pow(40.0, g / 60.0), e = scales_at(sr, n, sr[i].dev, u, c, 0);
+            if (e < best - 1e-9) {
+                best = e;
+                bu = u;
+            }
+        }
+        if (ah_calibration_set_optimizer_scale(c, sr[i].dev, bu) != 0) {
+            snprintf(err, errlen, "calibrate: more than %d GPU types", AH_CALIB_MAX_DEVICES);
+            rc = -1;
+        } else {
+            scales_at(sr, n, sr[i].dev, bu, c, 1);
+        }
+    }
+    free(sr);
+    return rc;
+}
+
+/* A pipeline run's simulated time as linear in the lockstep latency and in 1 / bandwidth per class. */
+typedef struct {
+    double s0, da, du[2]; /* base; per second of latency; per (1 / GB/s) of each class */
+    double meas;
+    double overlapped; /* simulated without lockstep */
+} lin_model;
+
+static double lin_pred(const lin_model *m, double alpha, const double bw[2]) {
+    return m->s0 + m->da * alpha + m->du[0] / bw[0] + m->du[1] / bw[1];
+}
+
+static int lin_build(const fit_ctx *x, int i, const ah_calibration *scales, lin_model *m, char *err,
+                     size_t errlen) {
+    ah_calibration c = *scales;
+    c.lockstep = 1;
+    c.p2p_alpha_s = 0;
+    c.p2p_bw_gbs[0] = c.p2p_bw_gbs[1] = BW_FREE;
+    memset(m, 0, sizeof *m);
+    m->meas = x->runs[i].measured_s;
+    if ((m->s0 = sim_run(x, i, &c, err, errlen)) < 0 ||
+        (m->overlapped = sim_run(x, i, scales, err, errlen)) < 0)
+        return -1;
+    c.p2p_alpha_s = 1e-3;
+    double s = sim_run(x, i, &c, err, errlen);
+    if (s < 0)
+        return -1;
+    m->da = (s - m->s0) / 1e-3;
+    int cls = link_classes(&x->runs[i].plan);
+    for (int k = 0; k < 2; k++) {
+        if (!(cls >> k & 1))
+            continue;
+        c.p2p_alpha_s = 0;
+        c.p2p_bw_gbs[0] = c.p2p_bw_gbs[1] = BW_FREE;
+        c.p2p_bw_gbs[k] = BW_REF;
+        if ((s = sim_run(x, i, &c, err, errlen)) < 0)
+            return -1;
+        m->du[k] = (s - m->s0) * BW_REF; /* (s - s0) = du / BW_REF */
+    }
+    return 0;
+}
+
+static double bw_at(int j) {
+    return BW_LO * pow(1000.0 / BW_LO, (double)j / (N_BW - 1));
+}
+
+/* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms, kept when they beat overlapped. */
+static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err,
+                        size_t errlen) {
+    lin_model *lm = ah_xcalloc((size_t)x->n + 1, sizeof *lm);
+    int n = 0, cls = 0;
+    double over = 0;
+    for (int i = 0; i < x->n; i++) {
+        if (!use[i] || !is_pipeline_run(&x->runs[i].plan))
+            continue;
+        if (lin_build(x, i, c, &lm[n], err, errlen) != 0) {
+            free(lm);
+            return -1;
+        }
+        over += fabs(lm[n].overlapped / lm[n].meas - 1);
+        cls |= link_classes(&x->runs[i].plan);
+        n++;
+    }
+    double best = INFINITY, ba = 0, bb[2] = {0, 0};
+    int n0 = cls & 1 ? N_BW : 1, n1 = cls & 2 ? N_BW : 1;
+    for (int a = 0; n > 0 && a < N_ALPHA; a++)
+        for (int j0 = 0; j0 < n0; j0++)
+            for (int j1 = 0; j1 < n1; j1++) {
+                double bw[2] = {cls & 1 ? bw_at(j0) : BW_FREE, cls & 2 ? bw_at(j1) : BW_FREE}, e = 0;
+                for (int r = 0; r < n && e < best; r++)
+                    e += fabs(lin_pred(&lm[r], a * ALPHA_STEP, bw) / lm[r].meas - 1);
+                if (e < best) {
+                    best = e;
+                    ba = a * ALPHA_STEP;
+                    bb[0] = cls & 1 ? bw[0] : 0;
+                    bb[1] = cls & 2 ? bw[1] : 0;
+                }
+            }
+    free(lm);
+    c->lockstep = n > 0 && best < over;
+    c->p2p_alpha_s = c->lockstep ? ba : 0;
+    c->p2p_bw_gbs[0] = c->lockstep ? bb[0] : 0;
+    c->p2p_bw_gbs[1] = c->lockstep ? bb[1] : 0;
+    return 0;
+}
+
+static int fit(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    if (fit_scales(x, use, c, err, errlen) != 0)
+        return -1;
+    return fit_pipeline(x, use, c, err, errlen);
+}
+
+int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_options *o,
+                     const ah_sim_options *so, int validate, ah_calibration *out, char *err, size_t errlen) {
+    fit_ctx x = {runs, n, prof, o, so};
+    unsigned char *use = ah_xcalloc((size_t)n + 1, 1);
+    memset(use, 1, (size_t)n);
+    int rc = fit(&x, use, out, err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        runs[i].left_out_s = 0;
+        if ((runs[i].uncalibrated_s = sim_run(&x, i, NULL, err, errlen)) < 0 ||
+            (runs[i].fitted_s = sim_run(&x, i, out, err, errlen)) < 0)
+            rc = -1;
+    }
+    for (int i = 0; rc == 0 && validate && i < n; i++) {
+        ah_calibration c;
+        use[i] = 0;
+        if (fit(&x, use, &c, err, errlen) != 0 || (runs[i].left_out_s = sim_run(&x, i, &c, err, errlen)) < 0)
+            rc = -1;
+        use[i] = 1;
+    }
+    free(use);
+    return rc;
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# End-to-end checks of `autohet calibrate` and `simulate --calibration`: runs whose "measured" times come from
+# the simulator under a planted calibration (compute scales at micro-batch 1 and 2, an optimizer scale, lockstep
+# transfers of 0.5 ms and 20 GB/s between nodes) are fitted back: the fit must find what was planted and
+# reproduce every run; simulate with the fitted file agrees with calibrate's table; bad input exits 2 with one
+# line naming the file and field.
+set -uo pipefail
+BIN="$1"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+$BIN calibrate --help | grep -q usage || fail "calibrate --help"
+
+# the runs: one-stage runs of one replica at micro-batch 1 (two lengths, which pin the optimizer), two replicas
+# at micro-batch 2, and pipelines of 2 and 4 stages on nodes of their own
+mk() {
+  $BIN plan --model opt-350m --cluster "$1" --global-batch "$2" --micro-batch "$3" --tp 4 --pp "$4" --dp "$5" \
+    --seq 2048 --quiet --json "$TMP/$6.plan.json" || fail "plan $6"
+}
+mk 1x4xA100-40G 4 1 1 1 s1a
+mk 1x4xA100-40G 16 1 1 1 s1b
+mk 2x4xA100-40G 16 2 1 2 s2
+mk 2x4xA100-40G 16 2 2 1 p2
+mk 4x4xA100-40G 32 2 4 1 p4
+mk 4x4xA100-40G 32 2 2 2 p22
+mk 2x4xA100-40G 32 8 2 1 p2b8 # another activation size: latency and bandwidth apart
+cat >"$TMP/planted.json" <<'EOF'
+{"format": "autohet-calibration", "version": 1, "source": "planted",
+ "devices": {"A100-40G": {"compute_scale": {"1": 0.8, "2": 1.2}, "optimizer_scale": 0.5}},
+ "pipeline": {"p2p": "lockstep", "alpha_s": 0.0005, "bw_gbs": {"inter_node": 20}}}
+EOF
+echo "[" >"$TMP/runs.json"
+sep=""
+for r in s1a s1b s2 p2 p4 p22 p2b8; do
+  $BIN simulate "$TMP/$r.plan.json" --calibration "$TMP/planted.json" --overlap-dp --json "$TMP/sim.json" --quiet \
+    || fail "simulate $r with the planted calibration"
+  t=$(jq .iteration_time_s "$TMP/sim.json")
+  printf '%s{"plan": "%s.plan.json", "measured_iteration_s": %s}\n' "$sep" "$r" "$t" >>"$TMP/runs.json"
+  sep=","
+done
+echo "]" >>"$TMP/runs.json"
+
+$BIN calibrate "$TMP/runs.json" --overlap-dp --out "$TMP/fit.json" --json "$TMP/table.json" >"$TMP/out" \
+  || fail "calibrate"
+grep -q "lockstep" "$TMP/out" || fail "calibrate: no pipeline line: $(cat "$TMP/out")"
+jq -e '.devices["A100-40G"] as $d |
+       ($d.compute_scale["1"] - 0.8 | fabs) < 0.01 and ($d.compute_scale["2"] - 1.2 | fabs) < 0.01 and
+       ($d.optimizer_scale - 0.5 | fabs) < 0.05 and .pipeline.p2p == "lockstep" and
+       (.pipeline.alpha_s - 0.0005 | fabs) < 0.0001 and (.pipeline.bw_gbs.inter_node / 20 - 1 | fabs) < 0.15 and
+       .pipeline.bw_gbs.intra_node == 0 and .validation.in_sample.mean_abs_error < 0.005 and
+       .validation.in_sample.worst_abs_error < 0.01 and .validation.runs == 7' "$TMP/fit.json" >/dev/null \
+  || fail "calibrate did not find the planted calibration: $(cat "$TMP/fit.json")"
+jq -e '(.runs | length) == 7 and all(.runs[]; (.fitted_s / .measured_s - 1 | fabs) < 0.01 and .left_out_s > 0)' \
+  "$TMP/table.json" >/dev/null || fail "calibrate --json: runs table"
+# the uncalibrated simulation misses the planted terms: the table says so
+jq -e '.summary.as_is.mean_abs_error > 0.05' "$TMP/table.json" >/dev/null || fail "as-is error too small to test"
+# simulate with the fitted file gives calibrate's in-sample time
+$BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --overlap-dp --json "$TMP/sim.json" --quiet \
+  || fail "simulate --calibration"
+jq -e --slurpfile t "$TMP/table.json" \
+  '(.iteration_time_s / ($t[0].runs[] | select(.run == "p4") | .fitted_s) - 1 | fabs) < 1e-9' "$TMP/sim.json" \
+  >/dev/null || fail "simulate --calibration disagrees with calibrate's table"
+# --p2p on the command line wins over the calibration's
+$BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --p2p overlapped --json "$TMP/sim2.json" --quiet \
+  || fail "simulate --calibration --p2p overlapped"
+jq -e --slurpfile a "$TMP/sim.json" '.iteration_time_s < $a[0].iteration_time_s' "$TMP/sim2.json" >/dev/null \
+  || fail "--p2p overlapped did not replace the calibration's lockstep"
+
+# bad input: exit 2, one line naming the file and the field
+check_bad() { # WANT ARGS...
+  local want="$1"
+  shift
+  "$BIN" "$@" >/dev/null 2>"$TMP/err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$*: exit $rc, expected 2"
+  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$*: not one line: $(cat "$TMP/err")"
+  grep -qF -- "$want" "$TMP/err" || fail "$*: '$want' not in: $(cat "$TMP/err")"
+}
+echo '{"plan": "s1a.plan.json"}' >"$TMP/obj.json"
+check_bad "expected an array" calibrate "$TMP/obj.json"
+echo '[{"plan": "s1a.plan.json", "measured_iteration_s": -1}]' >"$TMP/neg.json"
+check_bad "[0].measured_iteration_s" calibrate "$TMP/neg.json"
+echo '[{"plan": "nope.plan.json", "measured_iteration_s": 1}]' >"$TMP/missing.json"
+check_bad "nope.plan.json" calibrate "$TMP/missing.json"
+echo '[{"measured_iteration_s": 1}]' >"$TMP/noplan.json"
+check_bad "[0].plan" calibrate "$TMP/noplan.json"
+check_bad "RUNS.json" calibrate
+check_bad "--bogus" calibrate "$TMP/runs.json" --bogus
+check_bad "$TMP/nodir/x.json" calibrate "$TMP/runs.json" --out "$TMP/nodir/x.json"
+echo '{"format": "autohet-calibration", "version": 1, "pipeline": {"p2p": "sideways"}}' >"$TMP/badcal.json"
+check_bad "pipeline.p2p" simulate "$TMP/p4.plan.json" --calibration "$TMP/badcal.json"
+check_bad "--p2p" simulate "$TMP/p4.plan.json" --p2p sideways
+
+[ $fails -eq 0 ] && echo "cli_calibrate: all passed"
+exit $((fails > 0))

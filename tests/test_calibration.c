@@ -1,0 +1,143 @@
+/* The calibration file (autohet/calibration.h): lookups, a written file read back, and one-line errors that
+ * name the file and the field. */
+#include "test_util.h"
+
+#include "autohet/calibration.h"
+#include "autohet/profile.h"
+
+static void test_scale_lookup(void **state) {
+    (void)state;
+    ah_calibration c;
+    memset(&c, 0, sizeof c);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 4), 1.0, 0);
+    assert_int_equal(ah_calibration_set_scale(&c, "A100-40G", 8, 1.5), 0);
+    assert_int_equal(ah_calibration_set_scale(&c, "A100-40G", 1, 0.5), 0);
+    assert_int_equal(ah_calibration_set_scale(&c, "A100-40G", 2, 0.75), 0);
+    assert_int_equal(c.devices[0].n, 3);
+    assert_int_equal(c.devices[0].mb[0], 1); /* kept in order */
+    assert_int_equal(c.devices[0].mb[2], 8);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 2), 0.75, 0);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 3), 0.75, 0); /* log2 3 nearer 2 */
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 4), 0.75, 0); /* a tie: the smaller */
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 6), 1.5, 0);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 64), 1.5, 0);
+    assert_double_equal(ah_calibration_compute_scale(&c, "V100-16G", 8), 1.0, 0);
+    assert_double_equal(ah_calibration_optimizer_scale(&c, "A100-40G"), 1.0, 0);
+    assert_int_equal(ah_calibration_set_optimizer_scale(&c, "A100-40G", 0.25), 0);
+    assert_double_equal(ah_calibration_optimizer_scale(&c, "A100-40G"), 0.25, 0);
+    /* a transfer: alpha + bytes / the class's bandwidth, or the link's where the class has none */
+    c.p2p_alpha_s = 1e-3;
+    c.p2p_bw_gbs[1] = 10;
+    assert_double_equal(ah_calibration_transfer_s(&c, 1e9, 1, 100), 1e-3 + 0.1, 1e-15);
+    assert_double_equal(ah_calibration_transfer_s(&c, 1e9, 0, 100), 1e-3 + 0.01, 1e-15);
+}
+
+/* The profile scales forward, backward and the optimizer step of a named device only. */
+static void test_profile_scaled(void **state) {
+    (void)state;
+    ah_profile *p = ah_profile_analytic();
+    ah_model_config m;
+    assert_int_equal(ah_model_preset("gpt3-1.3b", &m), 0);
+    ah_train_settings ts = {.seq = 2048};
+    const ah_device *dev = ah_device_find(ah_device_catalog_builtin(), "A100-40G");
+    ah_layer_cost a, b;
+    char err[256];
+    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, dev, 3, 2, 4, &a, err, sizeof err), 0);
+    ah_calibration c;
+    memset(&c, 0, sizeof c);
+    ah_calibration_set_scale(&c, "A100-40G", 4, 1.25);
+    ah_calibration_set_optimizer_scale(&c, "A100-40G", 0.5);
+    ah_profile_set_calibration(p, &c);
+    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, dev, 3, 2, 4, &b, err, sizeof err), 0);
+    assert_double_equal(b.fwd_s, 1.25 * a.fwd_s, 1e-15);
+    assert_double_equal(b.bwd_s, 1.25 * a.bwd_s, 1e-15);
+    assert_double_equal(b.tp_comm_fwd_s, 1.25 * a.tp_comm_fwd_s, 1e-15);
+    assert_double_equal(b.update_s, 0.5 * a.update_s, 1e-15);
+    const ah_device *v100 = ah_device_find(ah_device_catalog_builtin(), "V100-16G");
+    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, v100, 3, 2, 4, &b, err, sizeof err), 0);
+    ah_profile_set_calibration(p, NULL);
+    assert_int_equal(ah_profile_layer_cost(p, &m, &ts, v100, 3, 2, 4, &a, err, sizeof err), 0);
+    assert_double_equal(b.fwd_s, a.fwd_s, 0);
+    ah_profile_free(p);
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    ah_calibration c, d;
+    memset(&c, 0, sizeof c);
+    snprintf(c.source, sizeof c.source, "test");
+    ah_calibration_set_scale(&c, "GH-96", 1, 0.863);
+    ah_calibration_set_scale(&c, "GH-96", 8, 1.046);
+    ah_calibration_set_optimizer_scale(&c, "GH-96", 0.2);
+    c.lockstep = 1;
+    c.p2p_alpha_s = 5e-4;
+    c.p2p_bw_gbs[1] = 28.2;
+    char path[] = "/tmp/ahtest_calib_XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ah_calibration_write(path, &c, "{\"runs\": 3}", err, sizeof err), 0);
+    assert_int_equal(ah_calibration_load(path, &d, err, sizeof err), 0);
+    unlink(path);
+    assert_int_equal(d.n_devices, 1);
+    assert_string_equal(d.devices[0].name, "GH-96");
+    assert_int_equal(d.devices[0].n, 2);
+    assert_double_equal(d.devices[0].scale[1], 1.046, 0);
+    assert_double_equal(ah_calibration_optimizer_scale(&d, "GH-96"), 0.2, 0);
+    assert_int_equal(d.lockstep, 1);
+    assert_double_equal(d.p2p_alpha_s, 5e-4, 0);
+    assert_double_equal(d.p2p_bw_gbs[1], 28.2, 0);
+    assert_double_equal(d.p2p_bw_gbs[0], 0, 0);
+    assert_string_equal(d.source, "test");
+}
+
+static void bad(const char *text, const char *want) {
+    char path[64], err[512];
+    write_tmp(text, path);
+    ah_calibration c;
+    assert_int_equal(ah_calibration_load(path, &c, err, sizeof err), -1);
+    assert_contains(err, path);
+    assert_contains(err, want);
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(c.n_devices, 0); /* nothing half-read */
+    unlink(path);
+}
+
+static void test_bad_files(void **state) {
+    (void)state;
+    bad("{\"version\": 1}", "format");
+    bad("{\"format\": \"autohet-plan\", \"version\": 1}", "autohet-calibration");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 2}", "version");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
+        "{\"x\": 1}}}}",
+        "devices[\"A\"].compute_scale[\"x\"]");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
+        "{\"4\": -1}}}}",
+        "positive");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": {}, "
+        "\"speed\": 2}}}",
+        "devices[\"A\"].speed");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
+        "{\"1\": 1}, "
+        "\"optimizer_scale\": 0}}}",
+        "optimizer_scale");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"fast\"}}",
+        "pipeline.p2p");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"alpha_s\": -1}}",
+        "pipeline.alpha_s");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"bw_gbs\": {\"inter_node\": \"fast\"}}}",
+        "pipeline.bw_gbs.inter_node");
+    bad("[1, 2]", "object");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scale_lookup),
+        cmocka_unit_test(test_profile_scaled),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_bad_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
