@@ -68,6 +68,16 @@ $BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --p2p overlapped
 jq -e --slurpfile a "$TMP/sim.json" '.iteration_time_s < $a[0].iteration_time_s' "$TMP/sim2.json" >/dev/null \
   || fail "--p2p overlapped did not replace the calibration's lockstep"
 
+# plan --calibration: the search costs the calibrated model (lockstep pipelines included), and its plan's
+# predicted time is what simulate says with the same calibration
+$BIN plan --model opt-350m --cluster 4x4xA100-40G --global-batch 32 --seq 2048 --calibration "$TMP/fit.json" \
+  --quiet --json "$TMP/cal-plan.json" || fail "plan --calibration"
+jq -e '.train.p2p == "lockstep"' "$TMP/cal-plan.json" >/dev/null || fail "plan --calibration: not lockstep"
+$BIN simulate "$TMP/cal-plan.json" --calibration "$TMP/fit.json" --overlap-dp --json "$TMP/sim3.json" --quiet \
+  || fail "simulate the calibrated plan"
+jq -e --slurpfile p "$TMP/cal-plan.json" '(.iteration_time_s / $p[0].iteration_time_s - 1 | fabs) < 0.02' \
+  "$TMP/sim3.json" >/dev/null || fail "calibrated plan: closed form and simulation disagree"
+
 # bad input: exit 2, one line naming the file and the field
 check_bad() { # WANT ARGS...
   local want="$1"
@@ -92,6 +102,7 @@ check_bad "$TMP/nodir/x.json" calibrate "$TMP/runs.json" --out "$TMP/nodir/x.jso
 echo '{"format": "autohet-calibration", "version": 1, "pipeline": {"p2p": "sideways"}}' >"$TMP/badcal.json"
 check_bad "pipeline.p2p" simulate "$TMP/p4.plan.json" --calibration "$TMP/badcal.json"
 check_bad "--p2p" simulate "$TMP/p4.plan.json" --p2p sideways
+check_bad "pipeline.p2p" plan --model opt-350m --cluster 4x4xA100-40G --global-batch 32 --calibration "$TMP/badcal.json"
 
 [ $fails -eq 0 ] && echo "cli_calibrate: all passed"
 exit $((fails > 0))

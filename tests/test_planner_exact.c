@@ -38,6 +38,21 @@ typedef struct {
     int found;
 } lexi;
 
+/* Lockstep pipelines: the template's chain of whole-activation transfers, restated (-1 in the other modes) */
+static ah_ns lockstep_chain(const ah_search_ctx *x, const ah_template *t) {
+    if (x->o->train.p2p != AH_P2P_LOCKSTEP)
+        return -1;
+    double whole = ah_model_p2p_bytes(x->m, x->o->train.seq, x->mb, x->o->train.precision);
+    ah_ns chain = 0;
+    for (int j = 0; j + 1 < t->n_stages; j++) {
+        const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
+        ah_pair_link lk =
+            ah_pair_link_of(a->dev->intra_bw_gbs, a->nic_share_gbs, b->dev->intra_bw_gbs, b->nic_share_gbs);
+        chain += ah_p2p_ns(whole, ah_template_inter(x, t, j), lk.intra_gbs, lk.nic_share_gbs, x->o);
+    }
+    return chain;
+}
+
 /* Every split of the layers into the template's stages: the rule is the
  * lexicographic minimum of (1F1B period with the sends, sum of stage times,
  * tail with the drain credit), computed here from the cost primitives alone. */
@@ -48,19 +63,20 @@ static void brute_split_rec(const ah_search_ctx *x, const ah_template *t, int us
         if (a != L)
             return;
         ah_ns w[AH_MAX_STAGES], c[AH_MAX_STAGES], bw[AH_MAX_STAGES], xs[AH_MAX_STAGES], sum = 0, upd_last = 0;
+        ah_ns pc[AH_MAX_STAGES] = {0}, chain = lockstep_chain(x, t); /* lockstep: constant stage offsets */
         for (int q = 0, lo = 0; q < S; lo = ends[q], q++) {
             const ah_class *cl = &x->cls[t->cls[q]];
             upd_last = ah_range(cl->lt.upd, lo, ends[q]); /* the last stage's, after the loop */
-            w[q] = ah_range(cl->lt.w, lo, ends[q]);
+            w[q] = ah_range(cl->lt.w, lo, ends[q]) + (chain >= 0 ? 2 * chain : 0);
             bw[q] = ah_range(cl->lt.bwd, lo, ends[q]);
             xs[q] = ah_range(cl->lt.upd, lo, ends[q]) +
                     (use_sync ? ah_range(cl->sync, lo, ends[q]) +
                                     ah_allreduce_latency_ns(0, x->level.single_node >= 0, x->o)
                               : 0);
-            c[q] = q + 1 < S ? ah_template_p2p(x, t, q) : 0;
+            c[q] = q + 1 < S ? (chain >= 0 ? chain : ah_template_p2p(x, t, q)) : 0;
             sum += w[q];
         }
-        ah_ns B = ah_pipeline_period_mode(w, c, S, x->o->train.p2p),
+        ah_ns B = chain >= 0 ? ah_pipeline_period(w, pc, S) : ah_pipeline_period_mode(w, c, S, x->o->train.p2p),
               tail = ah_pipeline_tail(xs, bw, c, S, upd_last, ah_template_tied(x, t));
         if (!best->found || B < best->B ||
             (B == best->B && (sum < best->A || (sum == best->A && tail < best->tail)))) {
@@ -110,8 +126,8 @@ static void check_pair_tables(const ah_search_ctx *x) {
 }
 
 static void check_split(const ah_search_ctx *x, const ah_template *t) {
-    ah_ns p2p = 0;
-    for (int j = 0; j + 1 < t->n_stages; j++)
+    ah_ns p2p = 0, chain = lockstep_chain(x, t);
+    for (int j = 0; j + 1 < t->n_stages && chain < 0; j++)
         p2p += ah_template_p2p(x, t, j);
     for (int mode = 0; mode < 2; mode++) {
         lexi best = {0, 0, 0, 0};
@@ -134,7 +150,7 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
                 xs[q] += ah_layer_sync_ns(
                     cl->lb, l, ah_stage_dp_link_gbs(&x->c->nodes[cl->nodes[0]], x->level.single_node >= 0),
                     r);
-            c[q] = q + 1 < t->n_stages ? ah_template_p2p(x, t, q) : 0;
+            c[q] = q + 1 < t->n_stages ? (chain >= 0 ? chain : ah_template_p2p(x, t, q)) : 0;
         }
         ah_ns upd_last = 0;
         for (int q = 0, lo = 0; q < t->n_stages; lo = t->ends[q], q++)
@@ -379,7 +395,7 @@ static void random_cluster(ah_cluster *c) {
 }
 
 /* variant 0: default cost-model options over `n_inst` instances; 1: blocking
- * pipeline sends; 2: random precision, p2p mode and distributed optimizer;
+ * pipeline sends; 2: random precision, p2p mode (lockstep too) and distributed optimizer;
  * 3: the default options with per-kind degrees inside mixed pipelines
  * (stage_tp) forced on. ah_plan_search turns stage_tp on for these small
  * clusters by itself (AH_STAGE_TP_MAX_GPUS), so every variant searches the
@@ -410,7 +426,7 @@ static void run_exhaustive(int n_inst, int variant) {
         if (variant == 1)
             o.train.p2p = AH_P2P_BLOCKING;
         else if (variant == 2) {
-            o.train.p2p = (ah_p2p_mode)rnd_int(0, 1);
+            o.train.p2p = (ah_p2p_mode)rnd_int(0, 2); /* overlapped, blocking, lockstep */
             o.train.precision = (ah_precision_mode)rnd_int(0, 2);
             o.train.dist_optimizer = rnd_int(0, 1);
         }

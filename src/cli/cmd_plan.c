@@ -21,11 +21,11 @@ static void plan_usage(FILE *f) {
             "usage: autohet plan --model NAME|config.json --cluster SHORTHAND|inventory.json\n"
             "                    --global-batch G [--seq S] [--micro-batch B] [--tp T[,T..]] [--pp S[,S..]]\n"
             "                    [--dp R[,R..]] [--objective time|cost] [--recompute none|selective|full]\n"
-            "                    [--precision bf16|fp16|fp32] [--p2p overlapped|blocking] [--dist-optimizer]\n"
+            "                    [--precision bf16|fp16|fp32] [--p2p overlapped|blocking|lockstep] [--dist-optimizer]\n"
             "                    [--profile PATH] [--devices FILE] [--baseline autohet|megatron|proportional]\n"
             "                    [--compare] [--json FILE] [--mem-reserve GIB] [--max-stages N]\n"
             "                    [--max-mixed-stages N] [--max-mixed-types N] [--verify K] [--top K]\n"
-            "                    [--comm-profile FILE] [--quiet]\n\n"
+            "                    [--comm-profile FILE] [--calibration FILE] [--quiet]\n\n"
             "Finds the plan with the lowest predicted iteration time (or cost): data-parallel replicas\n"
             "that are pipelines of different depths, GPU types, layer splits and tensor-parallel degrees\n"
             "(each stage its own), and micro-batches split unevenly across replicas, within every GPU's\n"
@@ -53,7 +53,9 @@ static void plan_usage(FILE *f) {
             "                   half-precision peak, 2-byte activations, 18 B/param of state) or fp32\n"
             "                   (TF32 tensor cores on Ampere and later, 4-byte activations, 16 B/param)\n"
             "  --p2p            pipeline sends overlapped with compute on their own stream (default\n"
-            "                   overlapped) or blocking the sender's compute stream until they complete\n"
+            "                   overlapped) or blocking the sender's compute stream until they complete;\n"
+            "                   lockstep: other runtimes' pipelines (DeepSpeed's), each stage's forward and\n"
+            "                   backward waiting for the replica's chain of whole-activation transfers\n"
             "  --dist-optimizer shard the fp32 master weights and Adam state over the data-parallel\n"
             "                   replicas (Megatron --use-distributed-optimizer; default off)\n"
             "  --profile        measured per-layer profile: a Sailor directory or an autohet profile\n"
@@ -80,6 +82,9 @@ static void plan_usage(FILE *f) {
             "                   in the --json document, each with \"alternative\" (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
+            "  --calibration    a fit of measured runs (autohet calibrate): per-GPU compute and optimizer\n"
+            "                   scales, and the runtime's pipeline transfers (its p2p mode unless --p2p is\n"
+            "                   given; docs/calibration.md); default: none\n"
             "  --quiet          no tables on stdout (default off); with --verify and without --json the\n"
             "                   verification summary is still printed (one line)\n\n"
             "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
@@ -113,6 +118,7 @@ enum {
     OPT_VERIFY,
     OPT_TOP,
     OPT_COMMPROF,
+    OPT_CALIB,
     OPT_QUIET,
     OPT_HELP
 };
@@ -143,6 +149,7 @@ static const struct option plan_opts[] = {
     {"verify", required_argument, 0, OPT_VERIFY},
     {"top", required_argument, 0, OPT_TOP},
     {"comm-profile", required_argument, 0, OPT_COMMPROF},
+    {"calibration", required_argument, 0, OPT_CALIB},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"help", no_argument, 0, OPT_HELP},
     {0, 0, 0, 0},
@@ -319,8 +326,8 @@ static int dp_opt(const char *arg, ah_plan_options *o) {
 }
 
 typedef struct {
-    const char *model, *cluster, *profile, *devices, *json, *comm;
-    int compare, quiet, verify, top_k;
+    const char *model, *cluster, *profile, *devices, *json, *comm, *calibration;
+    int compare, quiet, verify, top_k, p2p_given;
     ah_plan_options o;
 } plan_args;
 
@@ -357,7 +364,9 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
     case OPT_PRECISION:
         return enum_opt(ah_precision_parse(arg, &o->train.precision) == 0,
                         "--precision: expected bf16, fp16 or fp32");
-    case OPT_P2P: return enum_opt(ah_p2p_mode_parse(arg, &o->train.p2p) == 0, "--p2p: expected overlapped or blocking");
+    case OPT_P2P:
+        a->p2p_given = 1;
+        return enum_opt(ah_p2p_mode_parse(arg, &o->train.p2p) == 0, "--p2p: expected overlapped, blocking or lockstep");
     case OPT_DISTOPT: o->train.dist_optimizer = 1; return 0;
     case OPT_PROFILE: a->profile = arg; return 0;
     case OPT_DEVICES: a->devices = arg; return 0;
@@ -371,6 +380,7 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
                             o->mem_reserve_gib <= 65536,
                         "--mem-reserve: expected a number of GiB in [0, 65536]");
     case OPT_COMMPROF: a->comm = arg; return 0;
+    case OPT_CALIB: a->calibration = arg; return 0;
     case OPT_VERIFY: return int_opt("--verify", arg, 1, &a->verify);
     case OPT_TOP: return int_opt("--top", arg, 1, &a->top_k);
     case OPT_QUIET: a->quiet = 1; return 0;
@@ -548,10 +558,21 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
         ah_profile_free(*prof);
         *prof = NULL;
     }
+    static ah_calibration calib; /* outlives the profile and options that point at it */
+    if (*prof && a->calibration && ah_calibration_load(a->calibration, &calib, err, sizeof err) != 0) {
+        ah_profile_free(*prof);
+        *prof = NULL;
+    }
     if (!*prof) {
         ah_cluster_free(cluster);
         ah_link_matrix_free((ah_link_matrix *)a->o.links);
         return cli_bad_input("plan", err);
+    }
+    if (a->calibration) {
+        ah_profile_set_calibration(*prof, &calib);
+        a->o.calibration = &calib;
+        if (calib.lockstep && !a->p2p_given)
+            a->o.train.p2p = AH_P2P_LOCKSTEP;
     }
     return 0;
 }

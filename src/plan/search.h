@@ -180,6 +180,11 @@ int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah
 ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t);
 /* p2p cost of the boundary after stage j of a template (ideal placement). */
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
+/* Whether that boundary crosses nodes (ideal placement). */
+int ah_template_inter(const ah_search_ctx *x, const ah_template *t, int j);
+/* Lockstep pipelines: the chain of the template's transfers (each boundary's whole activation), which every
+ * forward and every backward waits for (docs/cost-model.md, "Pipeline sends"). */
+ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t);
 /* Lower bounds of template t's split (cls, n_stages), for skipping it
  * unsplit: *B0 = the smallest largest stage time (fwd + bwd, sends left out)
  * over the splits that fit in memory, a lower bound of its period B in either

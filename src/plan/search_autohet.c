@@ -1232,9 +1232,15 @@ static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_n
         sends += c;
         *cmax = c > *cmax ? c : *cmax;
     }
+    ah_ns b = max_min;
+    if (x->o->train.p2p == AH_P2P_LOCKSTEP) { /* every stage time holds 2 chains; the period excess is exact */
+        ah_ns chain = ah_template_chain(x, &t);
+        sends = t.n_stages * chain;
+        *cmax = chain;
+        b += 2 * chain;
+    }
     *sends2 = 2 * sends;
     *lbA = sum_min + 2 * sends;
-    ah_ns b = max_min;
     ah_ns whole = (sum_min + 2 * sends + t.n_stages - 1) / t.n_stages;
     if (whole > b)
         b = whole;

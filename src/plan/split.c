@@ -152,11 +152,12 @@ static ah_ns minmax_dp(const split_env *v, const unsigned char *reach, const uns
     return r;
 }
 
-/* Boundary costs of a template: c[j] = one send after stage j (c[S-1] = 0). */
+/* Boundary costs of a template: c[j] = one send after stage j (c[S-1] = 0); lockstep pipelines: the chain
+ * of every boundary's transfer, which each backward of the drain waits for (plan_eval.c's lockstep_stages). */
 static ah_ns template_comm(const ah_search_ctx *x, const ah_template *t, ah_ns *c) {
-    ah_ns cmax = 0;
+    ah_ns cmax = 0, chain = x->o->train.p2p == AH_P2P_LOCKSTEP ? ah_template_chain(x, t) : -1;
     for (int j = 0; j < t->n_stages; j++) {
-        c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
+        c[j] = j + 1 < t->n_stages ? (chain >= 0 ? chain : ah_template_p2p(x, t, j)) : 0;
         if (c[j] > cmax)
             cmax = c[j];
     }
@@ -371,8 +372,8 @@ ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t) {
     return ah_tied_exchange_ns(a->tp < b->tp ? a->lb : b->lb, inter, class_link(a, b), x->o);
 }
 
-ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
-    const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
+int ah_template_inter(const ah_search_ctx *x, const ah_template *t, int j) {
+    const ah_class *a = &x->cls[t->cls[j]];
     int inter = 1;
     if (!t->local && t->cls[j] == t->cls[j + 1]) {
         /* Position of stage j inside its run of same-class stages: runs are
@@ -382,6 +383,32 @@ ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
             q++;
         inter = (q + 1) % a->upn == 0;
     }
+    return inter;
+}
+
+/* Lockstep (plan_eval.c): one transfer of boundary j, the whole activation, at the calibration's latency and
+ * class bandwidth (the link's where it has none); the chain of all of them. */
+static ah_ns template_lockstep_ns(const ah_search_ctx *x, const ah_template *t, int j) {
+    const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
+    int inter = ah_template_inter(x, t, j);
+    ah_pair_link lk = class_link(a, b);
+    double whole = ah_model_p2p_bytes(x->m, x->o->train.seq, x->mb, x->o->train.precision); /* plan_eval's */
+    if (!x->o->calibration)
+        return ah_p2p_ns(whole, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
+    return ah_to_ns(
+        ah_calibration_transfer_s(x->o->calibration, whole, inter, inter ? lk.nic_share_gbs : lk.intra_gbs));
+}
+
+ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t) {
+    ah_ns chain = 0;
+    for (int j = 0; j + 1 < t->n_stages; j++)
+        chain += template_lockstep_ns(x, t, j);
+    return chain;
+}
+
+ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
+    const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
+    int inter = ah_template_inter(x, t, j);
     ah_pair_link lk = class_link(a, b);
     /* each GPU of the smaller TP group moves 1/min(t) of the activation */
     const ah_layer_bytes *lb = a->tp < b->tp ? a->lb : b->lb;
@@ -455,14 +482,17 @@ int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known)
     split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, ah_template_tied(x, t), {0}};
     int rc = -1;
     x->evals++;
-    /* boundary costs: c the sends (drain, tail), pc their share in the period */
+    /* boundary costs: c the sends (drain, tail), pc their share in the period; lockstep: every stage's
+     * forward and backward wait for the chain, a constant offset of the stage times */
     ah_ns c[AH_MAX_STAGES], pc[AH_MAX_STAGES];
     template_comm(x, t, c);
-    int blocking = x->o->train.p2p == AH_P2P_BLOCKING;
+    int blocking = x->o->train.p2p == AH_P2P_BLOCKING, lockstep = x->o->train.p2p == AH_P2P_LOCKSTEP;
+    ah_ns chain = lockstep ? ah_template_chain(x, t) : 0;
     for (int j = 0; j < S; j++) {
-        pc[j] = blocking ? 0 : c[j];
-        v.off[j] = blocking ? (j > 0 ? c[j - 1] : 0) + (j + 1 < S ? c[j] : 0) : 0;
+        pc[j] = blocking || lockstep ? 0 : c[j];
+        v.off[j] = blocking ? (j > 0 ? c[j - 1] : 0) + (j + 1 < S ? c[j] : 0) : 2 * chain;
     }
+    blocking |= lockstep; /* below: the stage times hold offsets */
     if (!feasible(&v, reach, diff))
         goto done; /* memory alone rules it out */
     ah_ns B0;
@@ -523,7 +553,7 @@ int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known)
     ah_ns p2p = 0;
     for (int j = 0; j + 1 < S; j++)
         p2p += pc[j];
-    t->A = sum_w + 2 * p2p; /* blocking: sum_w already holds both directions of every send */
+    t->A = sum_w + 2 * p2p; /* blocking, lockstep: sum_w already holds the sends */
     t->B = B;
     rc = 0;
 done:
@@ -541,8 +571,8 @@ ah_ns ah_local_tail(const ah_search_ctx *x, const ah_template *t, int R) {
                 ah_local_sync_ns(cl->lb, a, t->ends[j], R, cl->dev->intra_bw_gbs) +
                 ah_allreduce_latency_ns(R, 1, x->o);
         bw[j] = ah_range(cl->lt.bwd, a, t->ends[j]);
-        c[j] = j + 1 < t->n_stages ? ah_template_p2p(x, t, j) : 0;
     }
+    template_comm(x, t, c);
     ah_ns upd_last = ah_range(x->cls[t->cls[t->n_stages - 1]].lt.upd,
                               t->n_stages > 1 ? t->ends[t->n_stages - 2] : 0, t->ends[t->n_stages - 1]);
     return ah_pipeline_tail(xs, bw, c, t->n_stages, upd_last, ah_template_tied(x, t));
