@@ -3,8 +3,8 @@
 # DATA (default ../shared/data/measured-runs: SET/runs.json with each run's plan and measured_iteration_s, the
 # set's *-devices.json and *-profile.json), simulated with the set's devices and profile; a markdown table per set
 # (run, parallel degrees, measured, simulated, closed form, error), its mean |error| and worst run, and the mean
-# signed error by pipeline depth (where the model is off, not only how much). No fitting here: these are the model's
-# errors as it stands.
+# signed error by pipeline depth (where the model is off, not only how much); then the set calibrated (autohet
+# calibrate: in sample, left out one at a time, and fitted on the small runs to predict the large ones).
 #   bench/measured_bench.sh [--build DIR] [--data DIR] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,57 @@ done
 [ -d "$DATA" ] || { echo "measured_bench: $DATA: no measured runs (see ../shared/data/README.md)" >&2; exit 1; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+
+# A set's calibration (autohet calibrate): the fit, every run in sample and left out (leave-one-out), and a split
+# by size: fitted on the runs of at most 8 nodes, the larger runs predicted.
+calibrated() {
+  local set="$1" dev="$2" prof="$3"
+  "$B/autohet" calibrate "$set/runs.json" --devices "$dev" --profile "$prof" --overlap-dp --out "$TMP/cal.json" \
+    --json "$TMP/cal-runs.json" >"$TMP/cal.txt" 2>"$TMP/err" || { echo "measured_bench: calibrate: $(cat "$TMP/err")" >&2; exit 1; }
+  echo "**Calibrated** (\`autohet calibrate runs.json --devices $(basename "$dev") --profile $(basename "$prof") --overlap-dp\`,"
+  echo "docs/calibration.md): $(sed -n 1p "$TMP/cal.txt" | sed 's/.*fitted in/fitted in/')."
+  echo
+  echo '```'
+  sed -n '2,3p' "$TMP/cal.txt"
+  echo '```'
+  echo
+  echo "| run | measured s | as is | calibrated (in sample) | calibrated (left out: fitted on the other runs) |"
+  echo "|---|---:|---:|---:|---:|"
+  jq -r '.runs[] | [.run, .measured_s, .simulated_s, .fitted_s, .left_out_s] | @tsv' "$TMP/cal-runs.json" |
+    awk -F'\t' '{ printf "| %s | %.4f | %+.1f%% | %+.1f%% | %+.1f%% |\n", $1, $2, ($3 / $2 - 1) * 100, ($4 / $2 - 1) * 100,
+                   ($5 / $2 - 1) * 100 }'
+  echo
+  jq -r '.summary | [.as_is.mean_abs_error, .as_is.worst_abs_error, .in_sample.mean_abs_error, .in_sample.worst_abs_error,
+                     .left_out.mean_abs_error, .left_out.worst_abs_error] | @tsv' "$TMP/cal-runs.json" |
+    awk -F'\t' '{ printf "**Mean |error| (worst run): as is %.1f%% (%.1f%%); calibrated, in sample %.1f%% (%.1f%%); left out one at a time %.1f%% (%.1f%%).**\n",
+                   100 * $1, 100 * $2, 100 * $3, 100 * $4, 100 * $5, 100 * $6 }'
+  echo
+  # by size: the runs of <= 8 nodes fit, the larger ones are predicted
+  jq --arg d "$(realpath "$set")" '[.[] | select(.gpus <= 8) | .plan = $d + "/" + .plan]' "$set/runs.json" \
+    >"$TMP/small.json"
+  local n_small n_big
+  n_small=$(jq length "$TMP/small.json")
+  n_big=$(jq '[.[] | select(.gpus > 8)] | length' "$set/runs.json")
+  if [ "$n_small" -gt 0 ] && [ "$n_big" -gt 0 ]; then
+    "$B/autohet" calibrate "$TMP/small.json" --devices "$dev" --profile "$prof" --overlap-dp --no-validate \
+      --out "$TMP/cal-small.json" --quiet 2>"$TMP/err" \
+      || { echo "measured_bench: calibrate (small runs): $(cat "$TMP/err")" >&2; exit 1; }
+    : >"$TMP/big.tsv"
+    for ((i = 0; i < $(jq length "$set/runs.json"); i++)); do
+      jq -r ".[$i] | select(.gpus > 8) | [.plan, .measured_iteration_s] | @tsv" "$set/runs.json" >"$TMP/run"
+      [ -s "$TMP/run" ] || continue
+      IFS=$'\t' read -r plan meas <"$TMP/run"
+      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --overlap-dp --calibration "$TMP/cal-small.json" \
+        --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" || { echo "measured_bench: $plan: $(cat "$TMP/err")" >&2; exit 1; }
+      printf '%s\t%s\t%s\n' "$(basename "$plan" .plan.json)" "$meas" "$(jq .iteration_time_s "$TMP/sim.json")" >>"$TMP/big.tsv"
+    done
+    echo "**Held out by size**: calibrated on the $n_small runs of at most 8 nodes, the $n_big runs of 16 and 32 nodes predicted:"
+    awk -F'\t' '{ e = ($3 / $2 - 1) * 100; a = e < 0 ? -e : e; t += a; if (a > mx) mx = a; printf "%s%s %+.1f%%", (NR > 1 ? ", " : ""), $1, e }
+      END { printf ". **Mean |error| %.1f%%, worst %.1f%%.**\n", t / NR, mx }' "$TMP/big.tsv" | sed 's/clariden_OPT-350_//g'
+    echo
+  fi
+}
+
 report() {
   for set in "$DATA"/*/; do
     set=${set%/}
@@ -55,19 +106,7 @@ report() {
       END { printf "**Mean |error| %.1f%%, worst %.1f%% (%s).** Mean signed error by pipeline depth:", t / NR, mx, w
             for (p in c) printf " PP %s: %+.1f%% (%d runs);", p, s[p] / c[p], c[p]; printf "\n" }' "$TMP/rows"
     echo
-    # what the runs say is missing: bench/measured_fit.py (a correction fitted and checked leave-one-out)
-    awk -F'\t' '{ print $1 "\t" $8 "\t" $9 "\t" $3 "\t" $4 "\t" $7 "\t" $6 }' "$TMP/rows" >"$TMP/fit.tsv"
-    hidden=$(jq -r '.[0].plan' "$set/runs.json" | xargs -I{} jq -r '.model.hidden // empty' "$set/{}")
-    seq=$(jq -r '.[0].plan' "$set/runs.json" | xargs -I{} jq -r '.train.seq // empty' "$set/{}")
-    if [ -n "$hidden" ] && [ -n "$seq" ]; then
-      echo "**What the runs say is missing** (\`bench/measured_fit.py\`, docs/calibration.md \"The measured runs\"):"
-      echo "measured = c(b) x simulated + 2 (p - 1) (alpha + A(b) / BW) (m + p - 1), c(b) from the single-stage"
-      echo "runs of micro-batch b, alpha and BW fitted on the multi-stage runs, A(b) a boundary's whole activation."
-      echo "Not applied to \`autohet simulate\`: a finding to build from."
-      echo
-      python3 bench/measured_fit.py "$TMP/fit.tsv" "$hidden" "$seq"
-      echo
-    fi
+    calibrated "$set" "$dev" "$prof"
   done
 }
 if [ -n "$OUT" ]; then report >"$OUT"; else report; fi

@@ -88,9 +88,10 @@ section_measured() {
   echo
   stamp measured
   echo
-  echo "The measured sets of ../shared/data/measured-runs (real GPUs; each set's README says whose), every run"
-  echo "simulated as it stands (what a fitted correction would add: below each set). Targets (issue #30): mean error <= 5%, every run"
-  echo "within 12% on the GH200 set."
+  echo "The measured sets of ../shared/data/measured-runs (real GPUs; each set's README says whose): every run"
+  echo "simulated as it stands, then with the set's calibration (\`autohet calibrate\`, docs/calibration.md): in sample,"
+  echo "left out one at a time, and fitted on the small runs to predict the large ones. Targets (issue #30): mean error"
+  echo "<= 5%, every run within 12% on the GH200 set."
   echo
   bench/measured_bench.sh --build build --out out/measured.md >&2
   cat out/measured.md

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `autohet calibrate` and `simulate --calibration`: runs whose "measured" times come from
 # the simulator under a planted calibration (compute scales at micro-batch 1 and 2, an optimizer scale, lockstep
-# transfers of 0.5 ms and 20 GB/s between nodes) are fitted back: the fit must find what was planted and
+# transfers of 0.5 ms and 40 % of the NIC share between nodes) are fitted back: the fit must find what was planted and
 # reproduce every run; simulate with the fitted file agrees with calibrate's table; bad input exits 2 with one
 # line naming the file and field.
 set -uo pipefail
@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 $BIN calibrate --help | grep -q usage || fail "calibrate --help"
 
 # the runs: one-stage runs of one replica at micro-batch 1 (two lengths, which pin the optimizer), two replicas
-# at micro-batch 2, and pipelines of 2 and 4 stages on nodes of their own
+# at micro-batch 2, one at 8, and pipelines of 2 and 4 stages on nodes of their own
 mk() {
   $BIN plan --model opt-350m --cluster "$1" --global-batch "$2" --micro-batch "$3" --tp 4 --pp "$4" --dp "$5" \
     --seq 2048 --quiet --json "$TMP/$6.plan.json" || fail "plan $6"
@@ -26,14 +26,15 @@ mk 2x4xA100-40G 16 2 2 1 p2
 mk 4x4xA100-40G 32 2 4 1 p4
 mk 4x4xA100-40G 32 2 2 2 p22
 mk 2x4xA100-40G 32 8 2 1 p2b8 # another activation size: latency and bandwidth apart
+mk 1x4xA100-40G 16 8 1 1 s8   # ... whose compute scale a one-stage run pins (else the pipeline run takes it)
 cat >"$TMP/planted.json" <<'EOF'
 {"format": "autohet-calibration", "version": 1, "source": "planted",
  "devices": {"A100-40G": {"compute_scale": {"1": 0.8, "2": 1.2}, "optimizer_scale": 0.5}},
- "pipeline": {"p2p": "lockstep", "alpha_s": 0.0005, "bw_gbs": {"inter_node": 20}}}
+ "pipeline": {"p2p": "lockstep", "alpha_s": 0.0005, "bw_fraction": {"inter_node": 0.4}}}
 EOF
 echo "[" >"$TMP/runs.json"
 sep=""
-for r in s1a s1b s2 p2 p4 p22 p2b8; do
+for r in s1a s1b s2 p2 p4 p22 p2b8 s8; do
   $BIN simulate "$TMP/$r.plan.json" --calibration "$TMP/planted.json" --overlap-dp --json "$TMP/sim.json" --quiet \
     || fail "simulate $r with the planted calibration"
   t=$(jq .iteration_time_s "$TMP/sim.json")
@@ -48,12 +49,18 @@ grep -q "lockstep" "$TMP/out" || fail "calibrate: no pipeline line: $(cat "$TMP/
 jq -e '.devices["A100-40G"] as $d |
        ($d.compute_scale["1"] - 0.8 | fabs) < 0.01 and ($d.compute_scale["2"] - 1.2 | fabs) < 0.01 and
        ($d.optimizer_scale - 0.5 | fabs) < 0.05 and .pipeline.p2p == "lockstep" and
-       (.pipeline.alpha_s - 0.0005 | fabs) < 0.0001 and (.pipeline.bw_gbs.inter_node / 20 - 1 | fabs) < 0.15 and
-       .pipeline.bw_gbs.intra_node == 0 and .validation.in_sample.mean_abs_error < 0.005 and
-       .validation.in_sample.worst_abs_error < 0.01 and .validation.runs == 7' "$TMP/fit.json" >/dev/null \
+       (.pipeline.alpha_s - 0.0005 | fabs) < 0.0001 and (.pipeline.bw_fraction.inter_node / 0.4 - 1 | fabs) < 0.15 and
+       .pipeline.bw_fraction.intra_node == 0 and .validation.in_sample.mean_abs_error < 0.005 and
+       .validation.in_sample.worst_abs_error < 0.01 and .validation.runs == 8' "$TMP/fit.json" >/dev/null \
   || fail "calibrate did not find the planted calibration: $(cat "$TMP/fit.json")"
-jq -e '(.runs | length) == 7 and all(.runs[]; (.fitted_s / .measured_s - 1 | fabs) < 0.01 and .left_out_s > 0)' \
+jq -e '(.runs | length) == 8 and all(.runs[]; (.fitted_s / .measured_s - 1 | fabs) < 0.01 and .left_out_s > 0)' \
   "$TMP/table.json" >/dev/null || fail "calibrate --json: runs table"
+# a micro-batch size only a pipeline ran at (s8 left out): its scale comes from that pipeline run
+jq '[.[] | select(.plan != "s8.plan.json")]' "$TMP/runs.json" >"$TMP/runs-no-s8.json"
+$BIN calibrate "$TMP/runs-no-s8.json" --overlap-dp --no-validate --out "$TMP/fit2.json" --quiet || fail "calibrate (no s8)"
+jq -e '(.devices["A100-40G"].compute_scale["8"] // 0) > 0.5 and .validation.in_sample.mean_abs_error < 0.01 and
+       (.validation | has("left_out") | not)' "$TMP/fit2.json" >/dev/null \
+  || fail "calibrate: no scale at micro-batch 8 from the pipeline run: $(cat "$TMP/fit2.json")"
 # the uncalibrated simulation misses the planted terms: the table says so
 jq -e '.summary.as_is.mean_abs_error > 0.05' "$TMP/table.json" >/dev/null || fail "as-is error too small to test"
 # simulate with the fitted file gives calibrate's in-sample time

@@ -25,9 +25,9 @@ static void test_scale_lookup(void **state) {
     assert_double_equal(ah_calibration_optimizer_scale(&c, "A100-40G"), 1.0, 0);
     assert_int_equal(ah_calibration_set_optimizer_scale(&c, "A100-40G", 0.25), 0);
     assert_double_equal(ah_calibration_optimizer_scale(&c, "A100-40G"), 0.25, 0);
-    /* a transfer: alpha + bytes / the class's bandwidth, or the link's where the class has none */
+    /* a transfer: alpha + bytes / (the class's fraction x the link's bandwidth), all of it where unset */
     c.p2p_alpha_s = 1e-3;
-    c.p2p_bw_gbs[1] = 10;
+    c.p2p_bw_fraction[1] = 0.1;
     assert_double_equal(ah_calibration_transfer_s(&c, 1e9, 1, 100), 1e-3 + 0.1, 1e-15);
     assert_double_equal(ah_calibration_transfer_s(&c, 1e9, 0, 100), 1e-3 + 0.01, 1e-15);
 }
@@ -71,7 +71,7 @@ static void test_round_trip(void **state) {
     ah_calibration_set_optimizer_scale(&c, "GH-96", 0.2);
     c.lockstep = 1;
     c.p2p_alpha_s = 5e-4;
-    c.p2p_bw_gbs[1] = 28.2;
+    c.p2p_bw_fraction[1] = 0.82;
     char path[] = "/tmp/ahtest_calib_XXXXXX", err[512];
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -86,8 +86,8 @@ static void test_round_trip(void **state) {
     assert_double_equal(ah_calibration_optimizer_scale(&d, "GH-96"), 0.2, 0);
     assert_int_equal(d.lockstep, 1);
     assert_double_equal(d.p2p_alpha_s, 5e-4, 0);
-    assert_double_equal(d.p2p_bw_gbs[1], 28.2, 0);
-    assert_double_equal(d.p2p_bw_gbs[0], 0, 0);
+    assert_double_equal(d.p2p_bw_fraction[1], 0.82, 0);
+    assert_double_equal(d.p2p_bw_fraction[0], 0, 0);
     assert_string_equal(d.source, "test");
 }
 
@@ -127,8 +127,11 @@ static void test_bad_files(void **state) {
         "\"alpha_s\": -1}}",
         "pipeline.alpha_s");
     bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
-        "\"bw_gbs\": {\"inter_node\": \"fast\"}}}",
-        "pipeline.bw_gbs.inter_node");
+        "\"bw_fraction\": {\"inter_node\": \"fast\"}}}",
+        "pipeline.bw_fraction.inter_node");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"bw_fraction\": {\"intra_node\": 1.5}}}",
+        "pipeline.bw_fraction.intra_node");
     bad("[1, 2]", "object");
 }
 

@@ -718,7 +718,7 @@ static void test_mixed_plans_agree(void **state) {
  * f and b; one at another micro-batch size is the nearest one's. */
 static void test_lockstep_pipeline(void **state) {
     (void)state;
-    sim_device(1e9);
+    sim_device(8.0); /* 1 GB/s per GPU between nodes of one GPU */
     const int S = 4, m = 6;
     const double f = 3e-3, b = 7e-3;
     ah_model_config model = tiny_model(S * 2 - 2); /* 2 layers per stage with embedding and head */
@@ -727,7 +727,7 @@ static void test_lockstep_pipeline(void **state) {
     memset(&cal, 0, sizeof cal);
     cal.lockstep = 1;
     cal.p2p_alpha_s = 1e-3;
-    cal.p2p_bw_gbs[1] = 0.5;
+    cal.p2p_bw_fraction[1] = 0.5; /* 0.5 GB/s */
     for (int scaled = 0; scaled < 2; scaled++) {
         if (scaled)
             assert_int_equal(ah_calibration_set_scale(&cal, "SIMDEV", 2, 2.0), 0); /* mb 1 takes mb 2's */
@@ -747,9 +747,10 @@ static void test_lockstep_pipeline(void **state) {
         char err[256];
         assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
         double A = ah_model_p2p_bytes(&model, 64, 1, AH_PRECISION_BF16);
-        double chain = (S - 1) * (1e-3 + A / 0.5e9), sc = scaled ? 2.0 : 1.0;
+        double chain = (S - 1) * ah_ns_to_s(ah_to_ns(1e-3 + A / 0.5e9)), sc = scaled ? 2.0 : 1.0; /* ns steps */
         near_rel(r.replica_flush_s[0], (m + S - 1) * (sc * (f + b) + 2 * chain));
-        near_rel(r.closed_form_s, r.iteration_time_s);
+        /* the closed form leaves out the step sync (24 ns at this NIC) */
+        assert_true(fabs(r.closed_form_s / r.iteration_time_s - 1) < 1e-6);
         int chains = 0;
         for (int i = 0; i < r.n_events; i++)
             chains += r.events[i].stream == AH_STREAM_P2P && r.events[i].end_s - r.events[i].start_s > chain * 0.999;

@@ -8,8 +8,8 @@
  *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver, each
  *     moves a boundary's whole activation (not 1/TP of it) and a replica's transfers run one after another,
  *     so every stage's forward and backward wait for the replica's whole chain of transfers in that
- *     direction; each transfer costs alpha_s + bytes / bandwidth, the bandwidth per link class (0: the
- *     link's own, intra-node or the node's NIC share per GPU).
+ *     direction; each transfer costs alpha_s + bytes / (fraction x the link's bandwidth: intra-node, or the
+ *     node's NIC share per GPU), the fraction per link class (at most 1: no transfer beats its link).
  *
  * A device the file does not name keeps scale 1. */
 #ifndef AUTOHET_CALIBRATION_H
@@ -33,7 +33,7 @@ typedef struct {
     int lockstep;       /* the pipeline transfers are the measured runtime's (above) */
     double p2p_alpha_s; /* lockstep: per-transfer latency */
     double
-        p2p_bw_gbs[2]; /* lockstep: per-GPU bandwidth, [0] inside a node, [1] between nodes; 0 = the link's */
+        p2p_bw_fraction[2]; /* lockstep: of the link's bandwidth, [0] inside a node, [1] between nodes; 0 = 1 */
     char source[256];  /* what it was fitted on (free text) */
 } ah_calibration;
 
@@ -44,7 +44,8 @@ double ah_calibration_optimizer_scale(const ah_calibration *c, const char *name)
 int ah_calibration_set_optimizer_scale(ah_calibration *c, const char *name, double scale);
 /* Set device `name`'s scale at micro-batch mb (added in order); -1 when the tables are full. */
 int ah_calibration_set_scale(ah_calibration *c, const char *name, int mb, double scale);
-/* The time of one lockstep transfer of `bytes` on a link of `link_gbs` per GPU (inter: between nodes). */
+/* The time of one lockstep transfer of `bytes` on a link of `link_gbs` per GPU (inter: between nodes):
+ * alpha_s + bytes / (fraction x link_gbs). */
 double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inter, double link_gbs);
 
 /* Read / write the JSON format (docs/calibration.md): 0, or -1 with a one-line error naming the file and

@@ -27,7 +27,8 @@ static void calibrate_usage(FILE *f) {
         "    of one type;\n"
         "  - the pipeline: from the multi-stage runs, lockstep transfers (each stage's forward and\n"
         "    backward wait for its replica's chain of blocking whole-activation sends, DeepSpeed-style)\n"
-        "    with a latency and a bandwidth per link class, kept only when they beat overlapped sends.\n"
+        "    with a latency and a share of the link's bandwidth per link class, kept only when they beat\n"
+            "    overlapped sends.\n"
         "Each run is then simulated with the fit (in sample) and, unless --no-validate, with a fit made\n"
         "without it (left out): the table and --json give both errors.\n\n"
         "  RUNS.json    an array of {\"plan\": PATH, \"measured_iteration_s\": SECONDS, ...}; PATH is a "
@@ -138,8 +139,8 @@ static void describe(const ah_calibration *c, FILE *f) {
     fprintf(f, "pipeline       lockstep: %.3f ms per transfer", c->p2p_alpha_s * 1e3);
     static const char *cls[2] = {"inside a node", "between nodes"};
     for (int k = 0; k < 2; k++)
-        if (c->p2p_bw_gbs[k] > 0)
-            fprintf(f, ", %.1f GB/s per GPU %s", c->p2p_bw_gbs[k], cls[k]);
+        if (c->p2p_bw_fraction[k] > 0)
+            fprintf(f, ", %.0f%% of the link's bandwidth %s", 100 * c->p2p_bw_fraction[k], cls[k]);
     fprintf(f, "\n");
 }
 

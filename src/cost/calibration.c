@@ -83,7 +83,8 @@ int ah_calibration_set_scale(ah_calibration *c, const char *name, int mb, double
 }
 
 double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inter, double link_gbs) {
-    double bw = c && c->p2p_bw_gbs[inter ? 1 : 0] > 0 ? c->p2p_bw_gbs[inter ? 1 : 0] : link_gbs;
+    double f = c && c->p2p_bw_fraction[inter ? 1 : 0] > 0 ? c->p2p_bw_fraction[inter ? 1 : 0] : 1.0,
+           bw = f * link_gbs;
     return (c ? c->p2p_alpha_s : 0.0) + (bw > 0 ? bytes / (bw * 1e9) : 0.0);
 }
 
@@ -128,7 +129,7 @@ static int load_devices(const ah_err_ctx *cx, const cJSON *devs, const char *pat
     return 0;
 }
 
-/* pipeline{p2p: "lockstep"|"overlapped", alpha_s, bw_gbs{intra_node, inter_node}} */
+/* pipeline{p2p: "lockstep"|"overlapped", alpha_s, bw_fraction{intra_node, inter_node}} */
 static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path, ah_calibration *c) {
     char mode[32] = "overlapped", p[AH_JPATH_LEN];
     if (ah_jget_str(cx, pl, path, "p2p", 1, mode, sizeof mode) < 0)
@@ -143,17 +144,17 @@ static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path
     if (!(c->p2p_alpha_s >= 0) || !isfinite(c->p2p_alpha_s))
         return ah_jfail(cx, p, "expected a number >= 0");
     const cJSON *bw;
-    int has = ah_jget_obj(cx, pl, path, "bw_gbs", 0, &bw, p);
+    int has = ah_jget_obj(cx, pl, path, "bw_fraction", 0, &bw, p);
     if (has < 0)
         return -1;
     static const char *cls[2] = {"intra_node", "inter_node"};
     for (int i = 0; has && i < 2; i++) {
         char q[AH_JPATH_LEN];
-        if (ah_jget_num(cx, bw, p, cls[i], 0, 0, &c->p2p_bw_gbs[i]) < 0)
+        if (ah_jget_num(cx, bw, p, cls[i], 0, 0, &c->p2p_bw_fraction[i]) < 0)
             return -1;
         ah_jpath_key(q, p, cls[i]);
-        if (!(c->p2p_bw_gbs[i] >= 0) || !isfinite(c->p2p_bw_gbs[i]))
-            return ah_jfail(cx, q, "expected a number >= 0 (0: the link's own bandwidth)");
+        if (!(c->p2p_bw_fraction[i] >= 0) || !(c->p2p_bw_fraction[i] <= 1))
+            return ah_jfail(cx, q, "expected a fraction of the link's bandwidth in [0, 1] (0: all of it)");
     }
     return 0;
 }
@@ -204,9 +205,9 @@ int ah_calibration_write(const char *path, const ah_calibration *c, const char *
     cJSON_AddItemToObject(o, "devices", devs);
     cJSON_AddStringToObject(pl, "p2p", c->lockstep ? "lockstep" : "overlapped");
     cJSON_AddNumberToObject(pl, "alpha_s", c->p2p_alpha_s);
-    cJSON_AddNumberToObject(bw, "intra_node", c->p2p_bw_gbs[0]);
-    cJSON_AddNumberToObject(bw, "inter_node", c->p2p_bw_gbs[1]);
-    cJSON_AddItemToObject(pl, "bw_gbs", bw);
+    cJSON_AddNumberToObject(bw, "intra_node", c->p2p_bw_fraction[0]);
+    cJSON_AddNumberToObject(bw, "inter_node", c->p2p_bw_fraction[1]);
+    cJSON_AddItemToObject(pl, "bw_fraction", bw);
     cJSON_AddItemToObject(o, "pipeline", pl);
     if (extra) {
         cJSON *x = cJSON_Parse(extra);

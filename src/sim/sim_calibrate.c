@@ -10,6 +10,8 @@
  *      bandwidth per link class the runs cross) by least mean |error| on a grid, the simulated time taken as
  *      linear in the latency and in 1 / bandwidth (three or four simulations per run); lockstep is kept only
  *      when it beats the plain overlapped pipeline on those runs.
+ *   3. a micro-batch size that only multi-stage runs have takes its compute scale from them (with step 2's
+ *      terms), and step 2 is fitted again.
  * The reported errors are the simulator's own with the fitted calibration (in sample), and, with validate,
  * each run's with a calibration fitted on the other runs (left out). */
 #include <math.h>
@@ -22,9 +24,9 @@
 
 enum { N_ALPHA = 201, N_BW = 61 };
 #define ALPHA_STEP 25e-6 /* seconds: 0 .. 5 ms */
-#define BW_LO 1.0        /* GB/s per GPU: 1 .. 1000, log-spaced */
-#define BW_REF 10.0      /* the bandwidth of the linear coefficients' probe */
-#define BW_FREE 1e9      /* a bandwidth at which a transfer costs nothing */
+#define FR_LO 0.02  /* fractions of a link's bandwidth: 0.02 .. 1, log-spaced */
+#define FR_REF 0.1  /* the fraction of the linear coefficients' probe */
+#define FR_FREE 1e9 /* a "fraction" at which a transfer costs nothing (probes only) */
 
 typedef struct {
     ah_calib_run *runs;
@@ -182,7 +184,7 @@ static int fit_scales(const fit_ctx *x, const unsigned char *use, ah_calibration
 
 /* A pipeline run's simulated time as linear in the lockstep latency and in 1 / bandwidth per class. */
 typedef struct {
-    double s0, da, du[2]; /* base; per second of latency; per (1 / GB/s) of each class */
+    double s0, da, du[2]; /* base; per second of latency; per (1 / bandwidth fraction) of each class */
     double meas;
     double overlapped; /* simulated without lockstep */
 } lin_model;
@@ -196,7 +198,7 @@ static int lin_build(const fit_ctx *x, int i, const ah_calibration *scales, lin_
     ah_calibration c = *scales;
     c.lockstep = 1;
     c.p2p_alpha_s = 0;
-    c.p2p_bw_gbs[0] = c.p2p_bw_gbs[1] = BW_FREE;
+    c.p2p_bw_fraction[0] = c.p2p_bw_fraction[1] = FR_FREE;
     memset(m, 0, sizeof *m);
     m->meas = x->runs[i].measured_s;
     if ((m->s0 = sim_run(x, i, &c, err, errlen)) < 0 ||
@@ -212,17 +214,17 @@ static int lin_build(const fit_ctx *x, int i, const ah_calibration *scales, lin_
         if (!(cls >> k & 1))
             continue;
         c.p2p_alpha_s = 0;
-        c.p2p_bw_gbs[0] = c.p2p_bw_gbs[1] = BW_FREE;
-        c.p2p_bw_gbs[k] = BW_REF;
+        c.p2p_bw_fraction[0] = c.p2p_bw_fraction[1] = FR_FREE;
+        c.p2p_bw_fraction[k] = FR_REF;
         if ((s = sim_run(x, i, &c, err, errlen)) < 0)
             return -1;
-        m->du[k] = (s - m->s0) * BW_REF; /* (s - s0) = du / BW_REF */
+        m->du[k] = (s - m->s0) * FR_REF; /* (s - s0) = du / FR_REF */
     }
     return 0;
 }
 
-static double bw_at(int j) {
-    return BW_LO * pow(1000.0 / BW_LO, (double)j / (N_BW - 1));
+static double fraction_at(int j) {
+    return FR_LO * pow(1.0 / FR_LO, (double)j / (N_BW - 1));
 }
 
 /* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms, kept when they beat overlapped. */
@@ -247,7 +249,7 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibrati
     for (int a = 0; n > 0 && a < N_ALPHA; a++)
         for (int j0 = 0; j0 < n0; j0++)
             for (int j1 = 0; j1 < n1; j1++) {
-                double bw[2] = {cls & 1 ? bw_at(j0) : BW_FREE, cls & 2 ? bw_at(j1) : BW_FREE}, e = 0;
+                double bw[2] = {cls & 1 ? fraction_at(j0) : FR_FREE, cls & 2 ? fraction_at(j1) : FR_FREE}, e = 0;
                 for (int r = 0; r < n && e < best; r++)
                     e += fabs(lin_pred(&lm[r], a * ALPHA_STEP, bw) / lm[r].meas - 1);
                 if (e < best) {
@@ -260,16 +262,86 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibrati
     free(lm);
     c->lockstep = n > 0 && best < over;
     c->p2p_alpha_s = c->lockstep ? ba : 0;
-    c->p2p_bw_gbs[0] = c->lockstep ? bb[0] : 0;
-    c->p2p_bw_gbs[1] = c->lockstep ? bb[1] : 0;
+    c->p2p_bw_fraction[0] = c->lockstep ? bb[0] : 0;
+    c->p2p_bw_fraction[1] = c->lockstep ? bb[1] : 0;
     return 0;
+}
+
+/* The one GPU type of every stage of a run (NULL for a mixed run). */
+static const char *run_device(const ah_plan *p) {
+    const char *name = NULL;
+    for (int k = 0; k < p->n_replicas; k++)
+        for (int j = 0; j < p->replicas[k].n_stages; j++) {
+            const char *d = p->cluster.nodes[p->replicas[k].stages[j].node].dev.name;
+            if (name && strcmp(name, d) != 0)
+                return NULL;
+            name = d;
+        }
+    return name;
+}
+
+typedef struct {
+    const char *dev;
+    int mb, cnt;
+    double sum;
+} scale_acc;
+
+/* Step 3: a micro-batch size that only pipelines ran at takes its compute scale from them, with the pipeline
+ * terms of step 2 (each run's time is affine in the scale: two simulations), averaged over those runs. */
+static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const ah_calibration *one_stage,
+                               ah_calibration *c, char *err, size_t errlen) {
+    scale_acc *acc = ah_xcalloc((size_t)x->n + 1, sizeof *acc);
+    int na = 0, rc = 0;
+    for (int i = 0; i < x->n && rc == 0; i++) {
+        const char *dev = run_device(&x->runs[i].plan);
+        int mb = x->runs[i].plan.micro_batch, have = 0;
+        for (int d = 0; dev && d < one_stage->n_devices; d++)
+            for (int j = 0; j < one_stage->devices[d].n; j++)
+                have |= !strcmp(one_stage->devices[d].name, dev) && one_stage->devices[d].mb[j] == mb;
+        if (!use[i] || !dev || have || !is_pipeline_run(&x->runs[i].plan))
+            continue;
+        double s[2];
+        for (int v = 0; v < 2 && rc == 0; v++) {
+            ah_calibration probe = *c;
+            if (ah_calibration_set_scale(&probe, dev, mb, 1.0 + v) != 0 || (s[v] = sim_run(x, i, &probe, err, errlen)) < 0)
+                rc = -1;
+        }
+        if (rc)
+            break;
+        double sc = 1.0 + (x->runs[i].measured_s - s[0]) / (s[1] - s[0]);
+        int a = 0;
+        while (a < na && !(acc[a].mb == mb && strcmp(acc[a].dev, dev) == 0))
+            a++;
+        if (a == na)
+            acc[na++] = (scale_acc){dev, mb, 0, 0};
+        acc[a].sum += sc > 0.05 ? sc : 0.05;
+        acc[a].cnt++;
+    }
+    for (int a = 0; a < na && rc == 0; a++)
+        if (ah_calibration_set_scale(c, acc[a].dev, acc[a].mb, acc[a].sum / acc[a].cnt) != 0) {
+            snprintf(err, errlen, "calibrate: more than %d GPU types or %d micro-batch sizes", AH_CALIB_MAX_DEVICES,
+                     AH_CALIB_MAX_MB);
+            rc = -1;
+        }
+    free(acc);
+    return rc < 0 ? -1 : na;
 }
 
 static int fit(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    if (fit_scales(x, use, c, err, errlen) != 0)
+    if (fit_scales(x, use, c, err, errlen) != 0 || fit_pipeline(x, use, c, err, errlen) != 0)
         return -1;
-    return fit_pipeline(x, use, c, err, errlen);
+    /* sizes only pipelines ran at: their scales from those runs, then the pipeline terms again (twice: the
+     * scales and the terms settle together) */
+    ah_calibration one_stage = *c;
+    for (int round = 0; round < 2; round++) {
+        int added = fit_pipeline_scales(x, use, &one_stage, c, err, errlen);
+        if (added < 0 || (added > 0 && fit_pipeline(x, use, c, err, errlen) != 0))
+            return -1;
+        if (added == 0)
+            break;
+    }
+    return 0;
 }
 
 int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_options *o,
