@@ -12,7 +12,7 @@ B=${FUZZ_BUILD:-build-fuzz}
 OUT=${FUZZ_OUT:-$B/fuzz-out}
 SECS=$1
 shift
-ALL=(model cluster devices plan profile comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights token_headers run_state beat)
+ALL=(model cluster devices plan profile calibration comm_profile spot_trace manifest safetensors state recovery chrome_trace hosts data hf_weights token_headers run_state beat)
 NAMES=("${@:-${ALL[@]}}")
 [ $# -gt 0 ] || NAMES=("${ALL[@]}")
 mkdir -p "$OUT/gen"
@@ -35,6 +35,7 @@ seeds() { # the seed files of a harness
   plan) ls tests/plans/*.json "$G/plan.json" 2>/dev/null ;;
   profile) ls tests/fixtures/sailor/*/*.json ;;
   comm_profile) ls fuzz/seeds/comm.json ;;
+  calibration) ls fuzz/seeds/calib.json fuzz/seeds/calib-runs.json ;;
   spot_trace) ls tests/fixtures/spot-traces/*.csv ;;
   manifest) ls "$G"/ck/*/manifest.json ;;
   safetensors) ls "$G"/ck/*/*.safetensors ;;

@@ -26,6 +26,16 @@ run "$BIN" devices
 run "$BIN" models
 "$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G,1x8xH800 --global-batch 32 --quiet --json "$TMP/s.json"
 run "$BIN" simulate "$TMP/s.json" --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/o.json"
+# calibrate (fit and leave-one-out), then simulate and plan with its file; a bad runs file
+"$BIN" plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --pp 2 --dp 1 --tp 8 --quiet --json "$TMP/c2.json"
+"$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G --global-batch 32 --pp 1 --dp 1 --tp 8 --quiet --json "$TMP/c1.json"
+printf '[{"plan": "c1.json", "measured_iteration_s": 2.0}, {"plan": "c2.json", "measured_iteration_s": 1.3}]\n' \
+  >"$TMP/runs.json"
+run "$BIN" calibrate "$TMP/runs.json" --out "$TMP/cal.json" --json "$TMP/calruns.json"
+run "$BIN" simulate "$TMP/c2.json" --calibration "$TMP/cal.json" --trace "$TMP/ct.json"
+run "$BIN" plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --calibration "$TMP/cal.json" --top 3
+printf '[{"plan": "c1.json"}]\n' >"$TMP/badruns.json"
+run "$BIN" calibrate "$TMP/badruns.json"
 # spot-trace replay (planner + simulator + recovery assignment per change)
 printf '0,add,a\n0,add,b\n0,add,c\n600000,remove,b\n1200000,remove,a\n1200000,remove,c\n1800000,add,d\n2400000,add,e\n' >"$TMP/trace.csv"
 run "$BIN" spot-sim --trace "$TMP/trace.csv" --node 8xA100-40G=2,8xV100-16G=1 --model gpt3-1.3b --global-batch 64 \
