@@ -261,5 +261,30 @@ jq -e '.iteration_time_s as $best | (.top | length) >= 3 and (.top | length) <= 
   and all(.top[]; if (.alternative | test("^micro-batch ")) then .micro_batch == (.alternative | capture("micro-batch (?<b>[0-9]+)").b | tonumber) else true end)' \
   "$TMP/top.json" >/dev/null || fail "top[]: $(jq -c '[.top[] | {alternative, iteration_time_s, micro_batch}]' "$TMP/top.json")"
 
+# error bars: every alternative's time with compute and communication moved by --model-error either way; with
+# no error none; compute alone moves a plan by at most that share of its time; wider errors, wider bars
+jq -e '.model_error.compute == 0.1 and .model_error.communication == 0.25 and
+       all(.top[]; .error_bar_s > 0 and .worst_regret >= 0)' "$TMP/top.json" >/dev/null \
+  || fail "top[]: error bars: $(jq -c '[.model_error, [.top[] | [.error_bar_s, .worst_regret]]]' "$TMP/top.json")"
+POOL=(--model llama2-7b --cluster 2x8xA100-40G,1x8xH800,1x8xH20 --global-batch 256 --top 6 --quiet)
+$BIN plan "${POOL[@]}" --model-error 0,0 --json "$TMP/e0.json" || fail "plan --model-error 0,0"
+jq -e 'all(.top[]; .error_bar_s < 1e-9 * .iteration_time_s)' "$TMP/e0.json" >/dev/null || fail "no error, yet error bars"
+$BIN plan "${POOL[@]}" --model-error 10,0 --json "$TMP/e1.json" || fail "plan --model-error 10,0"
+jq -e 'all(.top[]; .error_bar_s > 0 and .error_bar_s <= 0.1 * .iteration_time_s + 1e-9)' "$TMP/e1.json" >/dev/null \
+  || fail "compute 10 %: bars beyond 10 % of the time: $(jq -c '[.top[] | [.iteration_time_s, .error_bar_s]]' "$TMP/e1.json")"
+$BIN plan "${POOL[@]}" --model-error 20,50 --json "$TMP/e2.json" || fail "plan --model-error 20,50"
+jq -e --slurpfile a "$TMP/top.json" '[.top[].error_bar_s] as $w | [$a[0].top[].error_bar_s] as $n |
+       ($w | length) == ($n | length) and all(range(0; $w | length); $w[.] > $n[.])' "$TMP/e2.json" >/dev/null \
+  || fail "wider errors, not wider bars"
+# --pick robust: the returned plan is the alternative of least worst regret
+$BIN plan --model opt-350m --cluster 16x4xA100-40G,16x4xV100-16G --profile "$FIX/sailor/OPT-350" --global-batch 256 \
+  --seq 2048 --pick robust --quiet --json "$TMP/rob.json" || fail "plan --pick robust"
+jq -e '.model_error.most_robust as $k | ([.top[].worst_regret] | min) == .top[$k].worst_regret and
+       .iteration_time_s == .top[$k].iteration_time_s and (.top | length) >= 2' "$TMP/rob.json" >/dev/null \
+  || fail "--pick robust: $(jq -c '[.iteration_time_s, .model_error, [.top[] | [.iteration_time_s, .worst_regret]]]' "$TMP/rob.json")"
+expect_error "--model-error" -- $BIN plan "${POOL[@]}" --model-error 10
+expect_error "--model-error" -- $BIN plan "${POOL[@]}" --model-error 10,200
+expect_error "--pick" -- $BIN plan "${POOL[@]}" --pick safest
+
 [ $fails -eq 0 ] && echo "cli_plan: all checks passed"
 exit $fails

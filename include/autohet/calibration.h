@@ -35,6 +35,7 @@ typedef struct {
     double
         p2p_bw_fraction[2]; /* lockstep: of the link's bandwidth, [0] inside a node, [1] between nodes; 0 = 1 */
     char source[256];  /* what it was fitted on (free text) */
+    double left_out_error; /* its validation's mean |error| with each run left out (0: not validated) */
 } ah_calibration;
 
 /* scale(b) of device `name` (1 if it is not named); its optimizer scale (1 if not named or not set). */

@@ -170,6 +170,16 @@ int ah_plan_search_top(const ah_model_config *m, const ah_cluster *c, const ah_p
  * size — each an exact search under that constraint (within o's own limits), duplicates dropped, ranked
  * by predicted time; at most k into out, with why[i] saying which constraint made it ("the chosen plan",
  * "at most 4 pipeline stages", "TP 2 on every stage", "micro-batch 4"). Returns 0. */
+/* Error bars (src/plan/robust.c, docs/planner.md "Error bars"): the plan's closed form with compute scaled by
+ * 1 -+ ec and communication (link bandwidths and latencies) by 1 -+ en, t[4] = (-,-), (-,+), (+,-), (+,+);
+ * over n plans, each one's error bar (half the spread of its corners, seconds) and its worst regret (its time
+ * over the best of the n at a corner or at the nominal point, minus 1, where that is largest). 0, or -1 if a
+ * plan cannot be evaluated. */
+int ah_plan_corners(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, double ec, double en,
+                    double t[4]);
+int ah_plan_robustness(const ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o, double ec,
+                       double en, double *error_bar_s, double *regret);
+
 int ah_plan_alternatives(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                          const ah_plan_options *o, const ah_plan *best, int k, ah_plan *out, char (*why)[96],
                          int *n_out);

@@ -25,6 +25,7 @@ static void plan_usage(FILE *f) {
             "                    [--profile PATH] [--devices FILE] [--baseline autohet|megatron|proportional]\n"
             "                    [--compare] [--json FILE] [--mem-reserve GIB] [--max-stages N]\n"
             "                    [--max-mixed-stages N] [--max-mixed-types N] [--verify K] [--top K]\n"
+            "                    [--model-error C,N] [--pick fastest|robust]\n"
             "                    [--comm-profile FILE] [--calibration FILE] [--quiet]\n\n"
             "Finds the plan with the lowest predicted iteration time (or cost): data-parallel replicas\n"
             "that are pipelines of different depths, GPU types, layer splits and tensor-parallel degrees\n"
@@ -79,7 +80,14 @@ static void plan_usage(FILE *f) {
             "  --top K          the chosen plan and its best alternatives, K in all, ranked by time:\n"
             "                   the best plan at most half as deep (and half again), with one TP\n"
             "                   degree everywhere, with another micro-batch size; a table, and top[]\n"
-            "                   in the --json document, each with \"alternative\" (default: none)\n"
+            "                   in the --json document, each with \"alternative\", \"error_bar_s\" (half the\n"
+            "                   spread of its time with compute and communication off by --model-error either\n"
+            "                   way) and \"worst_regret\" (its time over the best of the K's where the errors\n"
+            "                   fall worst for it) (default: none)\n"
+            "  --model-error C,N  percent compute and communication may be off, for the error bars\n"
+            "                   (default: a --calibration's left-out error, else 10,25)\n"
+            "  --pick fastest|robust  the plan returned: the fastest predicted (default), or of --top's\n"
+            "                   plans (6 unless given) the one of least worst regret\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
             "  --calibration    a fit of measured runs (autohet calibrate): per-GPU compute and optimizer\n"
@@ -117,6 +125,8 @@ enum {
     OPT_MAXMIXT,
     OPT_VERIFY,
     OPT_TOP,
+    OPT_MODEL_ERROR,
+    OPT_PICK,
     OPT_COMMPROF,
     OPT_CALIB,
     OPT_QUIET,
@@ -148,6 +158,8 @@ static const struct option plan_opts[] = {
     {"max-mixed-types", required_argument, 0, OPT_MAXMIXT},
     {"verify", required_argument, 0, OPT_VERIFY},
     {"top", required_argument, 0, OPT_TOP},
+    {"model-error", required_argument, 0, OPT_MODEL_ERROR},
+    {"pick", required_argument, 0, OPT_PICK},
     {"comm-profile", required_argument, 0, OPT_COMMPROF},
     {"calibration", required_argument, 0, OPT_CALIB},
     {"quiet", no_argument, 0, OPT_QUIET},
@@ -325,11 +337,38 @@ static int dp_opt(const char *arg, ah_plan_options *o) {
     return 0;
 }
 
+/* --top's error bars and regrets (robustness_of) */
+typedef struct {
+    double ec, en, *error_bar_s, *regret;
+    const char *source;
+    int ok, most_robust;
+} robustness;
+
 typedef struct {
     const char *model, *cluster, *profile, *devices, *json, *comm, *calibration;
-    int compare, quiet, verify, top_k, p2p_given;
+    int compare, quiet, verify, top_k, p2p_given, pick_robust;
+    double model_error[2]; /* --model-error: compute, communication (fractions; < 0: not given) */
     ah_plan_options o;
 } plan_args;
+
+/* --model-error C,N: percent of compute and of communication time the predictions may be off by */
+static int model_error_opt(const char *arg, plan_args *a) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", arg);
+    char *comma = strchr(buf, ',');
+    double c, n;
+    if (comma)
+        *comma = '\0';
+    if (!comma || cli_parse_double(buf, &c) != 0 || cli_parse_double(comma + 1, &n) != 0 || !(c >= 0 && c < 100) ||
+        !(n >= 0 && n < 100)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "--model-error '%s': expected COMPUTE,COMM in percent, each in [0, 100)", arg);
+        return cli_bad_input("plan", msg);
+    }
+    a->model_error[0] = c / 100;
+    a->model_error[1] = n / 100;
+    return 0;
+}
 
 /* an option that sets an enum through a parser; 0, or the exit status */
 static int enum_opt(int ok, const char *msg) { return ok ? 0 : cli_bad_input("plan", msg); }
@@ -383,6 +422,12 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
     case OPT_CALIB: a->calibration = arg; return 0;
     case OPT_VERIFY: return int_opt("--verify", arg, 1, &a->verify);
     case OPT_TOP: return int_opt("--top", arg, 1, &a->top_k);
+    case OPT_MODEL_ERROR: return model_error_opt(arg, a);
+    case OPT_PICK:
+        if (strcmp(arg, "fastest") && strcmp(arg, "robust"))
+            return cli_bad_input("plan", "--pick: expected fastest or robust");
+        a->pick_robust = !strcmp(arg, "robust");
+        return 0;
     case OPT_QUIET: a->quiet = 1; return 0;
     case OPT_HELP:
     case 'h': return -1;
@@ -397,6 +442,7 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
 /* The flags and their checks. 0, -1 for --help, or the exit status. */
 static int parse_plan_args(int argc, char **argv, plan_args *a) {
     memset(a, 0, sizeof *a);
+    a->model_error[0] = a->model_error[1] = -1;
     ah_plan_options_default(&a->o);
     optind = 1;
     opterr = 0;
@@ -417,6 +463,10 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
         return cli_bad_input("plan", "--global-batch is required");
     if (cli_check_output("--json", a->json, msg, sizeof msg))
         return cli_bad_input("plan", msg);
+    if (a->pick_robust && a->o.objective == AH_OBJECTIVE_COST)
+        return cli_bad_input("plan", "--pick robust: only with --objective time");
+    if (a->pick_robust && a->top_k == 0)
+        a->top_k = 6; /* the alternatives it picks among */
     return 0;
 }
 
@@ -450,11 +500,10 @@ static void print_plan(const plan_args *a, const ah_plan *plan, const ah_plan *b
     printf("  (speedup = that strategy's iteration time / autohet's)\n");
 }
 
-/* the fields --json adds beside the plan (NULL: none); takes verify_json */
 /* --top K for people: each alternative's predicted time against the chosen plan's, and its shape */
-static void print_alternatives(const ah_plan *alt, char (*why)[96], int n) {
+static void print_alternatives(const ah_plan *alt, char (*why)[96], int n, const robustness *rb) {
     printf("\nAlternatives (--top %d; each the best plan under its constraint, ranked):\n", n);
-    printf("  #  iteration s   vs chosen  replicas  stages    TP     mb  GPUs  constraint\n");
+    printf("  #  iteration s  +- error s   vs chosen  worst regret  replicas  stages    TP     mb  GPUs  constraint\n");
     for (int i = 0; i < n; i++) {
         const ah_plan *p = &alt[i];
         int lo = 1 << 30, hi = 0, tlo = 1 << 30, thi = 0;
@@ -470,15 +519,21 @@ static void print_alternatives(const ah_plan *alt, char (*why)[96], int n) {
         char st[24], tp[24];
         snprintf(st, sizeof st, lo == hi ? "%d" : "%d-%d", lo, hi);
         snprintf(tp, sizeof tp, tlo == thi ? "%d" : "%d-%d", tlo, thi);
-        printf("%3d  %11.4f  %+9.1f%%  %8d  %-8s  %-5s  %3d  %4d  %s\n", i + 1, p->iteration_time_s,
-               100 * (p->iteration_time_s / alt[0].iteration_time_s - 1), p->n_replicas, st, tp, p->micro_batch,
-               p->gpus_used, why[i]);
+        printf("%3d  %11.4f  %10.4f  %+9.1f%%  %11.1f%%  %8d  %-8s  %-5s  %3d  %4d  %s\n", i + 1, p->iteration_time_s,
+               rb->error_bar_s[i], 100 * (p->iteration_time_s / alt[0].iteration_time_s - 1), 100 * rb->regret[i],
+               p->n_replicas, st, tp, p->micro_batch, p->gpus_used, why[i]);
     }
+    printf("  error: compute %.0f %% and communication %.0f %% off either way (%s)\n"
+           "  worst regret: time over the best of these plans where the errors fall worst for it\n",
+           100 * rb->ec, 100 * rb->en, rb->source);
+    if (rb->most_robust > 0)
+        printf("  #%d holds best under these errors (worst regret %.1f %% against the chosen plan's %.1f %%)\n",
+               rb->most_robust + 1, 100 * rb->regret[rb->most_robust], 100 * rb->regret[0]);
 }
 
 static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_plan *base, const int *base_ok,
-                              char base_err[2][512], const ah_plan *alt, char (*why)[96], int n_alt, int n_top,
-                              cJSON *verify_json, double tau, double worst) {
+                              char base_err[2][512], const ah_plan *alt, char (*why)[96], int n_alt,
+                              const robustness *rb, int n_top, cJSON *verify_json, double tau, double worst) {
     cJSON *extra = cJSON_CreateObject();
     if (ah_plan_cost_per_iteration(plan) >= 0 || a->o.objective == AH_OBJECTIVE_COST) {
         cJSON_AddStringToObject(extra, "objective", a->o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
@@ -495,8 +550,18 @@ static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_
             cJSON *e = ah_plan_to_json(&alt[i]);
             add_cost_fields(e, &alt[i]);
             cJSON_AddStringToObject(e, "alternative", why[i]);
+            if (rb->ok) {
+                cJSON_AddNumberToObject(e, "error_bar_s", rb->error_bar_s[i]);
+                cJSON_AddNumberToObject(e, "worst_regret", rb->regret[i]);
+            }
             cJSON_AddItemToArray(arr, e);
         }
+        cJSON *me = cJSON_AddObjectToObject(extra, "model_error");
+        cJSON_AddNumberToObject(me, "compute", rb->ec);
+        cJSON_AddNumberToObject(me, "communication", rb->en);
+        cJSON_AddStringToObject(me, "source", rb->source);
+        if (rb->ok)
+            cJSON_AddNumberToObject(me, "most_robust", rb->most_robust);
     }
     if (verify_json) {
         cJSON_AddItemToObject(extra, "verify", verify_json);
@@ -510,6 +575,46 @@ static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_
         return NULL;
     }
     return extra;
+}
+
+/* The error bars of --top's plans (ah_plan_robustness): the errors from --model-error, else the calibration's
+ * left-out error, else the defaults (docs/planner.md "Error bars"). */
+static void robustness_of(const plan_args *a, const ah_plan *alt, int n, const ah_profile *prof, robustness *rb) {
+    rb->error_bar_s = ah_xcalloc((size_t)n + 1, sizeof(double));
+    rb->regret = ah_xcalloc((size_t)n + 1, sizeof(double));
+    if (a->model_error[0] >= 0) {
+        rb->ec = a->model_error[0];
+        rb->en = a->model_error[1];
+        rb->source = "--model-error";
+    } else if (a->o.calibration && a->o.calibration->left_out_error > 0) {
+        rb->ec = rb->en = a->o.calibration->left_out_error;
+        rb->source = "the calibration's left-out error";
+    } else {
+        rb->ec = 0.10;
+        rb->en = 0.25;
+        rb->source = "defaults: the uncalibrated residuals on measured runs";
+    }
+    rb->ok = ah_plan_robustness(alt, n, prof, &a->o, rb->ec, rb->en, rb->error_bar_s, rb->regret) == 0;
+    rb->most_robust = 0;
+    for (int i = 1; i < n && rb->ok; i++)
+        if (rb->regret[i] < rb->regret[rb->most_robust] - 1e-12)
+            rb->most_robust = i;
+}
+
+/* --top K: the K cheapest under the cost objective, else the structural alternatives; their error bars */
+static void alternatives_of(const plan_args *a, const ah_model_config *model, const ah_cluster *cluster,
+                            const ah_profile *prof, const ah_plan *plan, const ah_plan *top, int n_top, ah_plan *alt,
+                            char (*why)[96], int *n_alt, robustness *rb) {
+    *n_alt = 0;
+    if (a->o.objective == AH_OBJECTIVE_COST) { /* the K cheapest (docs/planner.md) */
+        for (; *n_alt < n_top && *n_alt < a->top_k; (*n_alt)++) {
+            ah_plan_copy(&alt[*n_alt], &top[*n_alt]);
+            snprintf(why[*n_alt], sizeof why[*n_alt], "%s", *n_alt ? "the next cheapest" : "the chosen plan");
+        }
+    } else {
+        ah_plan_alternatives(model, cluster, prof, &a->o, plan, a->top_k, alt, why, n_alt);
+    }
+    robustness_of(a, alt, *n_alt, prof, rb);
 }
 
 /* Every GPU type of the cluster has data in the profile: a type without any
@@ -616,28 +721,29 @@ int cmd_plan(int argc, char **argv) {
             base_ok[i] = ah_plan_search(&model, &cluster, prof, &ob, &base[i], base_err[i], sizeof base_err[i]) == 0;
         }
     }
-    if (!a.quiet)
-        print_plan(&a, &plan, base, base_ok, base_err, comm_summary);
     int n_alt = 0;
     ah_plan *alt = ah_xcalloc((size_t)a.top_k + 1, sizeof(ah_plan));
     char(*why)[96] = ah_xcalloc((size_t)a.top_k + 1, sizeof *why);
-    if (a.top_k > 0 && a.o.objective == AH_OBJECTIVE_COST) { /* the K cheapest (docs/planner.md) */
-        for (; n_alt < n_top && n_alt < a.top_k; n_alt++) {
-            ah_plan_copy(&alt[n_alt], &top[n_alt]);
-            snprintf(why[n_alt], sizeof why[n_alt], "%s", n_alt ? "the next cheapest" : "the chosen plan");
-        }
-    } else if (a.top_k > 0) {
-        ah_plan_alternatives(&model, &cluster, prof, &a.o, &plan, a.top_k, alt, why, &n_alt);
+    robustness rb = {0};
+    if (a.top_k > 0)
+        alternatives_of(&a, &model, &cluster, prof, &plan, top, n_top, alt, why, &n_alt, &rb);
+    /* --pick robust: the alternative of least worst regret (docs/planner.md "Error bars") */
+    const ah_plan *chosen = a.pick_robust && rb.ok && rb.most_robust > 0 ? &alt[rb.most_robust] : &plan;
+    if (!a.quiet) {
+        print_plan(&a, chosen, base, base_ok, base_err, comm_summary);
+        if (chosen != &plan)
+            printf("(--pick robust: alternative #%d below, worst regret %.1f %% against %.1f %% for the fastest)\n",
+                   rb.most_robust + 1, 100 * rb.regret[rb.most_robust], 100 * rb.regret[0]);
     }
     if (a.top_k > 0 && !a.quiet)
-        print_alternatives(alt, why, n_alt);
+        print_alternatives(alt, why, n_alt, &rb);
     double tau = 1, worst = 0;
     cJSON *verify_json = a.verify ? verify_plans(top, n_top, prof, &a.o, a.quiet, !a.json, &tau, &worst) : NULL;
     if (a.json) {
         cJSON *extra =
-            plan_extra_json(&a, &plan, base, base_ok, base_err, alt, why, n_alt, n_top, verify_json, tau, worst);
+            plan_extra_json(&a, chosen, base, base_ok, base_err, alt, why, n_alt, &rb, n_top, verify_json, tau, worst);
         verify_json = NULL;
-        if (ah_plan_write_json(&plan, extra, a.json, err, sizeof err) != 0) {
+        if (ah_plan_write_json(chosen, extra, a.json, err, sizeof err) != 0) {
             fprintf(stderr, "autohet plan: %s\n", err);
             exit_code = 1;
         }
@@ -654,6 +760,8 @@ int cmd_plan(int argc, char **argv) {
         ah_plan_free(&alt[i]);
     free(alt);
     free(why);
+    free(rb.error_bar_s);
+    free(rb.regret);
 out:
     ah_profile_free(prof);
     ah_cluster_free(&cluster);

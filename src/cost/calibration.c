@@ -167,7 +167,7 @@ int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t e
         return -1;
     char fmt[32] = "", p[AH_JPATH_LEN];
     int version = 0, rc = 0;
-    const cJSON *devs = NULL, *pl = NULL;
+    const cJSON *devs = NULL, *pl = NULL, *val = NULL, *lo = NULL;
     if (ah_jget_str(&cx, root, "", "format", 1, fmt, sizeof fmt) < 0 ||
         ah_jget_int(&cx, root, "", "version", 1, 1, 1, &version) < 0)
         rc = -1;
@@ -178,6 +178,13 @@ int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t e
              (devs && load_devices(&cx, devs, p, c)) ||
              ah_jget_obj(&cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(&cx, pl, p, c)))
         rc = -1;
+    else if (ah_jget_obj(&cx, root, "", "validation", 0, &val, p) < 0) /* what calibrate measured: the error */
+        rc = -1;
+    else if (val && (ah_jget_obj(&cx, val, p, "left_out", 0, &lo, p) < 0 ||
+                     (lo && ah_jget_num(&cx, lo, p, "mean_abs_error", 0, 0, &c->left_out_error) < 0)))
+        rc = -1;
+    else if (!(c->left_out_error >= 0 && c->left_out_error < 10))
+        rc = ah_jfail(&cx, "validation.left_out.mean_abs_error", "expected a fraction >= 0");
     cJSON_Delete(root);
     if (rc)
         memset(c, 0, sizeof *c);
