@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
+#   sections: planner replan verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
+SECTIONS=(planner replan verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -41,6 +41,20 @@ section_planner() {
   echo
   awk -F'|' 'NR>2 { gpus=$4+0; t=$7+0; if (gpus<=64 && t>m64) m64=t; if (gpus>=1024 && t>m1k) m1k=t }
        END { printf("Slowest planning time: %.3f s for clusters of <= 64 GPUs, %.3f s at 1,024 GPUs.\n", m64, m1k) }' out/plan_bench.md
+}
+
+section_replan() {
+  echo "## Replanning after a loss (\`autohet replan\`, issue #30)"
+  echo
+  stamp replan
+  echo
+  echo "The 1,024-GPU, 6-type pool of the planner table (llama2-13b, global batch 2048) planned once; then nodes"
+  echo "the plan uses are lost at random (seeded) and the survivors replanned two ways: \`autohet replan --fast\`"
+  echo "(the replicas whose nodes all survive kept, the nodes of broken replicas planned on their own, the"
+  echo "micro-batches dealt out again: docs/planner.md \"Replanning after a loss\") and the full search of the"
+  echo "survivors. Target (issue #30): a replan <= 100 ms at 1,024 GPUs. One core."
+  echo
+  bench/replan_bench.sh --build build --runs "$RUNS"
 }
 
 section_verify() {

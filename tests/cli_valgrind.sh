@@ -36,6 +36,9 @@ run "$BIN" simulate "$TMP/c2.json" --calibration "$TMP/cal.json" --trace "$TMP/c
 run "$BIN" plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --calibration "$TMP/cal.json" --top 3
 printf '[{"plan": "c1.json"}]\n' >"$TMP/badruns.json"
 run "$BIN" calibrate "$TMP/badruns.json"
+# replan: the fast repair and the full search; every node lost
+run "$BIN" replan "$TMP/c2.json" --lost "$(jq -r '.cluster.nodes[0].name' "$TMP/c2.json")" --json "$TMP/rp.json"
+run "$BIN" replan "$TMP/c2.json" --lost "$(jq -r '[.cluster.nodes[].name] | join(",")' "$TMP/c2.json")"
 # spot-trace replay (planner + simulator + recovery assignment per change)
 printf '0,add,a\n0,add,b\n0,add,c\n600000,remove,b\n1200000,remove,a\n1200000,remove,c\n1800000,add,d\n2400000,add,e\n' >"$TMP/trace.csv"
 run "$BIN" spot-sim --trace "$TMP/trace.csv" --node 8xA100-40G=2,8xV100-16G=1 --model gpt3-1.3b --global-batch 64 \

@@ -158,6 +158,14 @@ double ah_plan_cost_per_mtoken(const ah_plan *p);
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen);
 
+/* Replanning after a loss without a full search (src/plan/repair.c, docs/planner.md "Replanning after a
+ * loss"): `old`'s replicas whose nodes all survive (same names, same GPU counts in `survivors`) are kept, the
+ * surviving nodes of its broken replicas that no kept replica uses are planned by ah_plan_search on their own
+ * (old's micro-batch size; nodes old left idle stay idle), and
+ * the micro-batches are dealt out again over all replicas. Returns 0, or AH_EXIT_BAD_INPUT with err. */
+int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_profile *prof, const ah_plan_options *o,
+                   ah_plan *out, char *err, size_t errlen);
+
 /* The best plan and, after it, the best plans of the next-best search
  * configurations (tp, micro-batch, bandwidth level), up to k, in increasing
  * predicted time: what `autohet plan --verify K` simulates. out must hold k

@@ -8,6 +8,7 @@
 int cmd_plan(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_replan(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_commbench(int argc, char **argv);
 int cmd_profile(int argc, char **argv);

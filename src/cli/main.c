@@ -17,6 +17,7 @@ typedef struct {
 
 static const subcommand commands[] = {
     {"plan", cmd_plan, "find the fastest 3D-parallel plan for a model on a heterogeneous cluster"},
+    {"replan", cmd_replan, "replan the survivors of a plan's cluster after losing nodes, in milliseconds"},
     {"simulate", cmd_simulate, "simulate one iteration of a plan event by event; Perfetto trace, SVG, JSON"},
     {"calibrate", cmd_calibrate, "fit the simulator to measured iteration times (per-GPU compute, pipeline links)"},
     {"train", cmd_train,

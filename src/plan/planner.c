@@ -339,7 +339,20 @@ static int search_phase2(subsearches *sub, const ah_plan_options *o, long long *
             bound = sub->ss[k].value;
     int best = -1;
     *effort = 0;
-    for (int k = 0; k < sub->n; k++) {
+    /* the most promising first (the least phase-1 value): the bound is tight before the big sub-searches */
+    int *order = malloc(sizeof(int) * (size_t)(sub->n + 1));
+    if (!order)
+        abort();
+    for (int k = 0; k < sub->n; k++)
+        order[k] = k;
+    for (int i = 1; i < sub->n; i++) /* insertion sort: stable, a few dozen entries */
+        for (int j = i; j > 0 && sub->ss[order[j]].value < sub->ss[order[j - 1]].value; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int q = 0; q < sub->n; q++) {
+        int k = order[q];
         ah_search_ctx *x = &sub->xs[k];
         ah_solution *s = &sub->ss[k];
         if (sub->ready[k] && ah_search_expand(x, o->phase1_mixed_stages, bound) > 0) {
@@ -348,8 +361,9 @@ static int search_phase2(subsearches *sub, const ah_plan_options *o, long long *
         }
         if (s->value < bound)
             bound = s->value;
-        if (s->value != AH_NS_INF && (best < 0 || s->value < sub->ss[best].value))
-            best = k;
+        if (s->value != AH_NS_INF && (best < 0 || s->value < sub->ss[best].value ||
+                                      (s->value == sub->ss[best].value && k < best)))
+            best = k; /* ties: the first in (tp, micro-batch, level) order, as before */
         *effort += x->evals + x->n_tpl;
         if (getenv("AUTOHET_DEBUG") && sub->ready[k]) {
             char tps[32] = "";
@@ -362,6 +376,7 @@ static int search_phase2(subsearches *sub, const ah_plan_options *o, long long *
                     tps, x->mb, x->level.single_node, x->n_kinds, x->K, x->n_tpl, x->pruned, ah_ns_to_s(s->value));
         }
     }
+    free(order);
     return best;
 }
 
