@@ -41,6 +41,15 @@ section_planner() {
   echo
   awk -F'|' 'NR>2 { gpus=$4+0; t=$7+0; if (gpus<=64 && t>m64) m64=t; if (gpus>=1024 && t>m1k) m1k=t }
        END { printf("Slowest planning time: %.3f s for clusters of <= 64 GPUs, %.3f s at 1,024 GPUs.\n", m64, m1k) }' out/plan_bench.md
+  echo
+  echo "### Wall time of the whole process on the Sailor comparison's pools (issue #30)"
+  echo
+  echo "\`autohet plan\` start to finish (start-up, profile loading, search, JSON), OPT-350M with Sailor's profiles,"
+  echo "global batch 1024. Target (issue #30): <= 50 ms on small pools. Sailor's own search takes 0.02-0.04 s on"
+  echo "such pools (issue #30's figure; Sailor's planner is not built here: it needs pybind11, jsoncpp and its"
+  echo "Python package)."
+  echo
+  bench/plan_wall_bench.sh --build build --runs "$RUNS"
 }
 
 section_replan() {

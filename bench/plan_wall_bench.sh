@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Wall time of the whole `autohet plan` process (start-up, profile loading, search, output) on the pools
+# issue #30 names for the Sailor comparison: OPT-350M, Sailor's A100-40G / V100-16G profiles, 4-GPU nodes,
+# global batch 1024, seq 2048. Median of RUNS, one process at a time. A markdown table on stdout.
+#   bench/plan_wall_bench.sh [--build DIR] [--runs N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=build RUNS=5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) B="$2"; shift 2 ;;
+    --runs) RUNS="$2"; shift 2 ;;
+    *) echo "usage: bench/plan_wall_bench.sh [--build DIR] [--runs N]" >&2; exit 2 ;;
+  esac
+done
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+echo "| pool (4-GPU nodes) | GPUs | wall s (median of $RUNS) | iteration s |"
+echo "|---|---:|---:|---:|"
+for pool in 8x4xA100-40G 4x4xA100-40G,4x4xV100-16G 8x4xA100-40G,8x4xV100-16G 64x4xA100-40G,192x4xV100-16G; do
+  : >"$TMP/t"
+  for ((r = 0; r < RUNS; r++)); do
+    s=$(date +%s.%N)
+    "$B/autohet" plan --model opt-350m --cluster "$pool" --profile tests/fixtures/sailor/OPT-350 --global-batch 1024 \
+      --seq 2048 --quiet --json "$TMP/p.json"
+    e=$(date +%s.%N)
+    echo "$e - $s" | bc -l >>"$TMP/t"
+  done
+  gpus=$(jq '.gpus_total' "$TMP/p.json")
+  med=$(sort -g "$TMP/t" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+  printf '| `%s` | %s | %.3f | %.4f |\n' "$pool" "$gpus" "$med" "$(jq .iteration_time_s "$TMP/p.json")"
+done
