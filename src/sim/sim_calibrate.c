@@ -135,7 +135,8 @@ static double scales_at(const scale_run *sr, int n, const char *dev, double u, a
         int cnt = 0;
         for (int j = 0; j < n; j++)
             if (sr[j].mb == sr[i].mb && strcmp(sr[j].dev, dev) == 0) {
-                double cj = (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute;
+                double cj = sr[j].compute > 0 ? (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute
+                                              : 1.0; /* no compute to scale */
                 sum += cj > 0.05 ? cj : 0.05; /* compute never vanishes */
                 cnt++;
             }
@@ -308,7 +309,7 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
         }
         if (rc)
             break;
-        double sc = 1.0 + (x->runs[i].measured_s - s[0]) / (s[1] - s[0]);
+        double sc = s[1] > s[0] ? 1.0 + (x->runs[i].measured_s - s[0]) / (s[1] - s[0]) : 1.0;
         int a = 0;
         while (a < na && !(acc[a].mb == mb && strcmp(acc[a].dev, dev) == 0))
             a++;
