@@ -4,12 +4,7 @@
 # transfers of 0.5 ms and 40 % of the NIC share between nodes) are fitted back: the fit must find what was planted and
 # reproduce every run; simulate with the fitted file agrees with calibrate's table; bad input exits 2 with one
 # line naming the file and field.
-set -uo pipefail
-BIN="$1"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 
 $BIN calibrate --help | grep -q usage || fail "calibrate --help"
 
@@ -86,30 +81,21 @@ jq -e --slurpfile p "$TMP/cal-plan.json" '(.iteration_time_s / $p[0].iteration_t
   "$TMP/sim3.json" >/dev/null || fail "calibrated plan: closed form and simulation disagree"
 
 # bad input: exit 2, one line naming the file and the field
-check_bad() { # WANT ARGS...
-  local want="$1"
-  shift
-  "$BIN" "$@" >/dev/null 2>"$TMP/err"
-  local rc=$?
-  [ $rc -eq 2 ] || fail "$*: exit $rc, expected 2"
-  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$*: not one line: $(cat "$TMP/err")"
-  grep -qF -- "$want" "$TMP/err" || fail "$*: '$want' not in: $(cat "$TMP/err")"
-}
 echo '{"plan": "s1a.plan.json"}' >"$TMP/obj.json"
-check_bad "expected an array" calibrate "$TMP/obj.json"
+bad_input "expected an array" calibrate "$TMP/obj.json"
 echo '[{"plan": "s1a.plan.json", "measured_iteration_s": -1}]' >"$TMP/neg.json"
-check_bad "[0].measured_iteration_s" calibrate "$TMP/neg.json"
+bad_input "[0].measured_iteration_s" calibrate "$TMP/neg.json"
 echo '[{"plan": "nope.plan.json", "measured_iteration_s": 1}]' >"$TMP/missing.json"
-check_bad "nope.plan.json" calibrate "$TMP/missing.json"
+bad_input "nope.plan.json" calibrate "$TMP/missing.json"
 echo '[{"measured_iteration_s": 1}]' >"$TMP/noplan.json"
-check_bad "[0].plan" calibrate "$TMP/noplan.json"
-check_bad "RUNS.json" calibrate
-check_bad "--bogus" calibrate "$TMP/runs.json" --bogus
-check_bad "$TMP/nodir/x.json" calibrate "$TMP/runs.json" --out "$TMP/nodir/x.json"
+bad_input "[0].plan" calibrate "$TMP/noplan.json"
+bad_input "RUNS.json" calibrate
+bad_input "--bogus" calibrate "$TMP/runs.json" --bogus
+bad_input "$TMP/nodir/x.json" calibrate "$TMP/runs.json" --out "$TMP/nodir/x.json"
 echo '{"format": "autohet-calibration", "version": 1, "pipeline": {"p2p": "sideways"}}' >"$TMP/badcal.json"
-check_bad "pipeline.p2p" simulate "$TMP/p4.plan.json" --calibration "$TMP/badcal.json"
-check_bad "--p2p" simulate "$TMP/p4.plan.json" --p2p sideways
-check_bad "pipeline.p2p" plan --model opt-350m --cluster 4x4xA100-40G --global-batch 32 --calibration "$TMP/badcal.json"
+bad_input "pipeline.p2p" simulate "$TMP/p4.plan.json" --calibration "$TMP/badcal.json"
+bad_input "--p2p" simulate "$TMP/p4.plan.json" --p2p sideways
+bad_input "pipeline.p2p" plan --model opt-350m --cluster 4x4xA100-40G --global-batch 32 --calibration "$TMP/badcal.json"
 
 [ $fails -eq 0 ] && echo "cli_calibrate: all passed"
 exit $((fails > 0))

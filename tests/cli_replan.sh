@@ -3,12 +3,7 @@
 # nodes survive (the same stages, GPUs and layers), uses no lost node, deals every micro-batch; with the full
 # search beside it (small clusters, or --exact) the faster is kept and both times are reported; bad input
 # exits 2 with one line.
-set -uo pipefail
-BIN="$1"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/common.sh"
 
 $BIN replan --help | grep -q usage || fail "replan --help"
 $BIN plan --model gpt3-1.3b --cluster 4x8xA100-40G,2x8xH800 --global-batch 128 --quiet --json "$TMP/p.json" \
@@ -41,22 +36,13 @@ jq -e --arg a "${two%,*}" --arg b "${two#*,}" '(.cluster.nodes | map(.name)) as 
   ($n | index($b)) == null and ([.replicas[].micro_batches] | add) * .micro_batch == .global_batch' "$TMP/two.json" \
   >/dev/null || fail "replan of two nodes"
 
-check_bad() { # WANT ARGS...
-  local want="$1"
-  shift
-  "$BIN" "$@" >/dev/null 2>"$TMP/err"
-  local rc=$?
-  [ $rc -eq 2 ] || fail "$*: exit $rc, expected 2"
-  [ "$(wc -l <"$TMP/err")" -eq 1 ] || fail "$*: not one line: $(cat "$TMP/err")"
-  grep -qF -- "$want" "$TMP/err" || fail "$*: '$want' not in: $(cat "$TMP/err")"
-}
-check_bad "no node 'n42'" replan "$TMP/p.json" --lost n42
-check_bad "--lost is required" replan "$TMP/p.json"
-check_bad "--lost" replan "$TMP/p.json" --lost "A100-40G-0,"
-check_bad "one or the other" replan "$TMP/p.json" --lost "$name" --exact --fast
+bad_input "no node 'n42'" replan "$TMP/p.json" --lost n42
+bad_input "--lost is required" replan "$TMP/p.json"
+bad_input "--lost" replan "$TMP/p.json" --lost "A100-40G-0,"
+bad_input "one or the other" replan "$TMP/p.json" --lost "$name" --exact --fast
 all=$(jq -r '[.cluster.nodes[].name] | join(",")' "$TMP/p.json")
-check_bad "no replica survives" replan "$TMP/p.json" --lost "$all" --fast
-check_bad "PLAN.json" replan --lost "$name"
+bad_input "no replica survives" replan "$TMP/p.json" --lost "$all" --fast
+bad_input "PLAN.json" replan --lost "$name"
 
 [ $fails -eq 0 ] && echo "cli_replan: all passed"
 exit $((fails > 0))

@@ -13,3 +13,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# bad_input WANT ARGS...: autohet ARGS exits 2 with one stderr line containing WANT
+bad_input() {
+  local want="$1"
+  shift
+  "$BIN" "$@" >/dev/null 2>"$TMP/bad_input.err"
+  local rc=$?
+  [ $rc -eq 2 ] || fail "$*: exit $rc, expected 2"
+  [ "$(wc -l <"$TMP/bad_input.err")" -eq 1 ] || fail "$*: not one line: $(cat "$TMP/bad_input.err")"
+  grep -qF -- "$want" "$TMP/bad_input.err" || fail "$*: '$want' not in: $(cat "$TMP/bad_input.err")"
+}
