@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wall time of the whole `autohet plan` process (start-up, profile loading, search, output) on the pools
 # issue #30 names for the Sailor comparison: OPT-350M, Sailor's A100-40G / V100-16G profiles, 4-GPU nodes,
-# global batch 1024, seq 2048. Median of RUNS, one process at a time. A markdown table on stdout.
+# global batch 1024, seq 2048; then the issue's 4,096-GPU case. Median of RUNS, one process at a time. Markdown on stdout.
 #   bench/plan_wall_bench.sh [--build DIR] [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,3 +30,17 @@ for pool in 8x4xA100-40G 4x4xA100-40G,4x4xV100-16G 8x4xA100-40G,8x4xV100-16G 64x
   med=$(sort -g "$TMP/t" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
   printf '| `%s` | %s | %.3f | %.4f |\n' "$pool" "$gpus" "$med" "$(jq .iteration_time_s "$TMP/p.json")"
 done
+# the issue's largest case: 4,096 GPUs of 6 types (llama2-13b, the analytic profile, global batch 2048)
+: >"$TMP/t"
+for ((r = 0; r < RUNS; r++)); do
+  s=$(date +%s.%N)
+  "$B/autohet" plan --model llama2-13b --cluster 128x8xA100-40G,64x8xA100-80G,64x8xH800,64x8xH20,128x8xV100-32G,64x8xH100-SXM \
+    --global-batch 2048 --quiet --json "$TMP/p.json"
+  e=$(date +%s.%N)
+  echo "$e - $s" | bc -l >>"$TMP/t"
+done
+med=$(sort -g "$TMP/t" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+echo
+echo "The issue's largest case, llama2-13b on \`128x8xA100-40G,64x8xA100-80G,64x8xH800,64x8xH20,128x8xV100-32G,64x8xH100-SXM\`"
+printf '(4,096 GPUs of 6 types, 8-GPU nodes, global batch 2048, analytic profile): **%.2f s** wall (median of %s; target <= 1 s), iteration %.4f s.\n' \
+  "$med" "$RUNS" "$(jq .iteration_time_s "$TMP/p.json")"

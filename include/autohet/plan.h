@@ -83,7 +83,7 @@ typedef struct {
     int max_mixed_stages;    /* deepest mixed-type pipeline of two GPU types */
     int max_mixed_types;     /* most GPU types in one mixed pipeline */
     int max_mixed3_stages;   /* deepest mixed pipeline of three or more GPU types */
-    int phase1_mixed_stages; /* search tuning: mixed pipelines split before pruning starts */
+    int phase1_mixed_stages; /* search tuning: mixed pipelines split before pruning starts (0: by size) */
     double alpha_intra_s;    /* per-message latency inside a node */
     double alpha_inter_s;    /* per-message latency between nodes */
     ah_strategy strategy;

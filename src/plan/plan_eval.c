@@ -17,7 +17,7 @@ void ah_plan_options_default(ah_plan_options *o) {
     o->max_mixed_stages = 32;
     o->max_mixed_types = 3;
     o->max_mixed3_stages = 8;
-    o->phase1_mixed_stages = 6;
+    o->phase1_mixed_stages = 0; /* by cluster size (planner.c, phase1_stages) */
     o->alpha_intra_s = 5e-6;
     o->alpha_inter_s = 20e-6;
     o->strategy = AH_STRATEGY_AUTOHET;
