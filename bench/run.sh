@@ -58,7 +58,7 @@ section_replan() {
   stamp replan
   echo
   echo "The 1,024-GPU, 6-type pool of the planner table (llama2-13b, global batch 2048) planned once; then nodes"
-  echo "the plan uses are lost at random (seeded) and the survivors replanned two ways: \`autohet replan --fast\`"
+  echo "the plan uses are lost at random (seeded, RUNS trials each) and the survivors replanned two ways: \`autohet replan --fast\`"
   echo "(the replicas whose nodes all survive kept, the nodes of broken replicas planned on their own, the"
   echo "micro-batches dealt out again: docs/planner.md \"Replanning after a loss\") and the full search of the"
   echo "survivors. Target (issue #30): a replan <= 100 ms at 1,024 GPUs. One core."
