@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             abort();
         quiet = 1;
     }
-    char *argv[] = {"calibrate", (char *)fuzz_write("runs.json", data, size), "--no-validate", "--quiet", NULL};
+    char *argv[] = {"calibrate", (char *)fuzz_write("runs.json", data, size), "--no-validate", "--quiet",
+                    NULL};
     cmd_calibrate(4, argv);
     char err[512];
     ah_calibration c;

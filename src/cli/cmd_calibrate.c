@@ -28,7 +28,7 @@ static void calibrate_usage(FILE *f) {
         "  - the pipeline: from the multi-stage runs, lockstep transfers (each stage's forward and\n"
         "    backward wait for its replica's chain of blocking whole-activation sends, DeepSpeed-style)\n"
         "    with a latency and a share of the link's bandwidth per link class, kept only when they beat\n"
-            "    overlapped sends.\n"
+        "    overlapped sends.\n"
         "Each run is then simulated with the fit (in sample) and, unless --no-validate, with a fit made\n"
         "without it (left out): the table and --json give both errors.\n\n"
         "  RUNS.json    an array of {\"plan\": PATH, \"measured_iteration_s\": SECONDS, ...}; PATH is a "

@@ -16,23 +16,25 @@
 #define REPLAN_FULL_MAX_GPUS 64
 
 static void replan_usage(FILE *f) {
-    fprintf(f,
-            "usage: autohet replan PLAN.json --lost NODE[,NODE...] [--exact|--fast] [--devices FILE] [--profile PATH]\n"
-            "                      [--json FILE] [--quiet]\n\n"
-            "Plans the survivors of PLAN.json's cluster after NODEs are lost, as the recovery path does on\n"
-            "large clusters: the replicas whose nodes all survive are kept, the nodes left whole are planned\n"
-            "on their own by the exact search, and the micro-batches are dealt out again over all replicas.\n"
-            "Milliseconds where a full search of a large cluster takes seconds; on at most %d GPUs the\n"
-            "full search of the survivors runs too (tenths of a second there) and the faster plan is kept.\n\n"
-            "  --lost     the lost nodes, by name (PLAN.json's cluster.nodes[].name)\n"
-            "  --exact    run the full search on the survivors whatever their size; keep the faster\n"
-            "  --fast     never run the full search\n"
-            "  --devices  GPU catalog override file\n"
-            "  --profile  per-layer profile (default: the one PLAN.json records)\n"
-            "  --json     the new plan document (with \"replan\": how it was made, both times)\n"
-            "  --quiet    no table on stdout\n\n"
-            "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
-            REPLAN_FULL_MAX_GPUS);
+    fprintf(
+        f,
+        "usage: autohet replan PLAN.json --lost NODE[,NODE...] [--exact|--fast] [--devices FILE] [--profile "
+        "PATH]\n"
+        "                      [--json FILE] [--quiet]\n\n"
+        "Plans the survivors of PLAN.json's cluster after NODEs are lost, as the recovery path does on\n"
+        "large clusters: the replicas whose nodes all survive are kept, the nodes left whole are planned\n"
+        "on their own by the exact search, and the micro-batches are dealt out again over all replicas.\n"
+        "Milliseconds where a full search of a large cluster takes seconds; on at most %d GPUs the\n"
+        "full search of the survivors runs too (tenths of a second there) and the faster plan is kept.\n\n"
+        "  --lost     the lost nodes, by name (PLAN.json's cluster.nodes[].name)\n"
+        "  --exact    run the full search on the survivors whatever their size; keep the faster\n"
+        "  --fast     never run the full search\n"
+        "  --devices  GPU catalog override file\n"
+        "  --profile  per-layer profile (default: the one PLAN.json records)\n"
+        "  --json     the new plan document (with \"replan\": how it was made, both times)\n"
+        "  --quiet    no table on stdout\n\n"
+        "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
+        REPLAN_FULL_MAX_GPUS);
 }
 
 static double now_s(void) {
@@ -139,10 +141,11 @@ int cmd_replan(int argc, char **argv) {
     const ah_plan *pick = have_full && full.iteration_time_s < fast.iteration_time_s ? &full : &fast;
     if (!quiet) {
         ah_plan_print_table(pick, stdout);
-        printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n", 1e3 * t_fast,
-               fast.iteration_time_s, old.iteration_time_s);
+        printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n",
+               1e3 * t_fast, fast.iteration_time_s, old.iteration_time_s);
         if (have_full)
-            printf("Full search of the survivors: %.3f s, %.4f s per iteration (the fast replan %+.2f %%); kept: %s\n",
+            printf("Full search of the survivors: %.3f s, %.4f s per iteration (the fast replan %+.2f %%); "
+                   "kept: %s\n",
                    t_full, full.iteration_time_s, 100 * (fast.iteration_time_s / full.iteration_time_s - 1),
                    pick == &full ? "the full search's" : "the fast replan");
     }

@@ -178,7 +178,8 @@ int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t e
              (devs && load_devices(&cx, devs, p, c)) ||
              ah_jget_obj(&cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(&cx, pl, p, c)))
         rc = -1;
-    else if (ah_jget_obj(&cx, root, "", "validation", 0, &val, p) < 0) /* what calibrate measured: the error */
+    else if (ah_jget_obj(&cx, root, "", "validation", 0, &val, p) <
+             0) /* what calibrate measured: the error */
         rc = -1;
     else if (val && (ah_jget_obj(&cx, val, p, "left_out", 0, &lo, p) < 0 ||
                      (lo && ah_jget_num(&cx, lo, p, "mean_abs_error", 0, 0, &c->left_out_error) < 0)))

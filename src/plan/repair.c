@@ -1,9 +1,9 @@
-/* A plan for the survivors of a running one, without a full search (`autohet plan --replan`, the recovery
- * path on large clusters; docs/planner.md "Replanning after a loss"): the replicas whose nodes all survive
- * are kept as they are, the surviving nodes of broken replicas that no kept replica uses are planned on
- * their own by the exact search, and the global batch's micro-batches are dealt out
- * again over all replicas: one each, then each next one to the replica that would finish it first
- * (A_k + m_k B_k, the closed form's pipeline time), which minimises the slowest pipeline. */
+/* A plan for the survivors of a running one, without a full search (`autohet replan`, the recovery path on
+ * large clusters; docs/planner.md "Replanning after a loss"): the replicas whose nodes all survive are kept
+ * as they are, the surviving nodes of broken replicas that no kept replica uses are planned on their own by
+ * the exact search, and the global batch's micro-batches are dealt out again over all replicas: one each,
+ * then each next one to the replica that would finish it first (A_k + m_k B_k, the closed form's pipeline
+ * time), which minimises the slowest pipeline. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +29,8 @@ static void append_replica(ah_plan *p, const ah_replica *r, const int *node_map,
     d->stages = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
     for (int j = 0; j < r->n_stages; j++) {
         d->stages[j] = r->stages[j];
-        d->stages[j].node = node_map ? node_map[r->stages[j].node] : node_index(&p->cluster, from->nodes[r->stages[j].node].name);
+        d->stages[j].node = node_map ? node_map[r->stages[j].node]
+                                     : node_index(&p->cluster, from->nodes[r->stages[j].node].name);
     }
 }
 
@@ -66,7 +67,8 @@ static int deal_micro_batches(ah_plan *p, const ah_profile *prof, const ah_plan_
 /* One copy of layout r on the free nodes (same GPU type and degree per stage; each stage on the previous
  * stage's node while it has room, else on the node of that type with the most free GPUs), its stages into c
  * (node indices of freec, GPU offsets); 1 if it fits, else 0 with nothing taken. */
-static int place_copy(const ah_plan *kept, const ah_replica *r, const ah_cluster *freec, int *free_gpus, ah_stage *c) {
+static int place_copy(const ah_plan *kept, const ah_replica *r, const ah_cluster *freec, int *free_gpus,
+                      ah_stage *c) {
     int prev = -1, placed = 0;
     for (int j = 0; j < r->n_stages; j++, placed++) {
         const char *want = kept->cluster.nodes[r->stages[j].node].dev.name;
@@ -74,7 +76,8 @@ static int place_copy(const ah_plan *kept, const ah_replica *r, const ah_cluster
         if (prev >= 0 && free_gpus[prev] >= tp && !strcmp(freec->nodes[prev].dev.name, want))
             pick = prev;
         for (int i = 0; i < freec->n_nodes && pick != prev; i++)
-            if (!strcmp(freec->nodes[i].dev.name, want) && free_gpus[i] >= tp && (pick < 0 || free_gpus[i] > free_gpus[pick]))
+            if (!strcmp(freec->nodes[i].dev.name, want) && free_gpus[i] >= tp &&
+                (pick < 0 || free_gpus[i] > free_gpus[pick]))
                 pick = i;
         if (pick < 0)
             break;
@@ -126,8 +129,8 @@ static int add_copies(const ah_plan *kept, const ah_cluster *freec, ah_plan *dst
     return added > 0;
 }
 
-int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_profile *prof, const ah_plan_options *o,
-                   ah_plan *out, char *err, size_t errlen) {
+int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_profile *prof,
+                   const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     ah_plan_options so = *o;
     so.micro_batch = old->micro_batch;
     so.global_batch = old->global_batch;
@@ -143,8 +146,8 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
         const ah_replica *r = &old->replicas[k];
         int whole = 1;
         for (int j = 0; j < r->n_stages && whole; j++)
-            whole = map[r->stages[j].node] >= 0 &&
-                    survivors->nodes[map[r->stages[j].node]].gpus == old->cluster.nodes[r->stages[j].node].gpus;
+            whole = map[r->stages[j].node] >= 0 && survivors->nodes[map[r->stages[j].node]].gpus ==
+                                                       old->cluster.nodes[r->stages[j].node].gpus;
         if (!whole)
             continue;
         append_replica(out, r, map, NULL);
@@ -165,8 +168,10 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
     free(was_used);
     char why[512] = "";
     ah_plan fp, with;
-    int have_free = freec.n_nodes > 0 && ah_plan_search(&old->model, &freec, prof, &so, &fp, why, sizeof why) == 0;
-    ah_cluster freec_copy = freec; /* its nodes are survivors' (same order): copies of kept replicas go there */
+    int have_free =
+        freec.n_nodes > 0 && ah_plan_search(&old->model, &freec, prof, &so, &fp, why, sizeof why) == 0;
+    ah_cluster freec_copy =
+        freec; /* its nodes are survivors' (same order): copies of kept replicas go there */
     free(map);
     free(used);
     /* 3. the micro-batches dealt out again, over the kept replicas alone and over them with the new ones: the
@@ -183,7 +188,8 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
             ah_plan_free(&with);
     }
     ah_plan copies;
-    int have_copies = add_copies(out, &freec_copy, &copies) && deal_micro_batches(&copies, prof, &so, why, sizeof why) == 0;
+    int have_copies =
+        add_copies(out, &freec_copy, &copies) && deal_micro_batches(&copies, prof, &so, why, sizeof why) == 0;
     int have_kept = out->n_replicas > 0 && deal_micro_batches(out, prof, &so, err, errlen) == 0;
     if (have_copies && (!have_kept || copies.iteration_time_s < out->iteration_time_s)) {
         ah_plan_free(out);

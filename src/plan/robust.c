@@ -1,9 +1,9 @@
 /* How sure a predicted time is (`autohet plan --top K`, docs/planner.md "Error bars"): a plan is evaluated
  * again with its uncertain terms moved to the ends of their error, compute (every layer's time) by +-ec and
- * communication (link bandwidths and latencies, the lockstep chain's latency) by +-en, four corners; its error
- * bar is half the spread of those times. Across a set of plans, each plan's regret at a corner (or at the
- * nominal point) is its time over the best plan's there; the plan of least worst-case regret is the one that
- * holds best whichever way the errors fall. */
+ * communication (link bandwidths and latencies, the lockstep chain's latency) by +-en, four corners; its
+ * error bar is half the spread of those times. Across a set of plans, each plan's regret at a corner (or at
+ * the nominal point) is its time over the best plan's there; the plan of least worst-case regret is the one
+ * that holds best whichever way the errors fall. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +11,8 @@
 #include "autohet/plan.h"
 
 /* the plan's closed form with compute x fc and communication x fn (0 with *t, or -1) */
-static int corner_time(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, double fc, double fn,
-                       double *t) {
+static int corner_time(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, double fc,
+                       double fn, double *t) {
     ah_plan q;
     ah_plan_copy(&q, p);
     for (int i = 0; i < q.cluster.n_nodes; i++) {
@@ -46,8 +46,8 @@ int ah_plan_corners(const ah_plan *p, const ah_profile *prof, const ah_plan_opti
     return 0;
 }
 
-int ah_plan_robustness(const ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o, double ec,
-                       double en, double *error_bar_s, double *regret) {
+int ah_plan_robustness(const ah_plan *plans, int n, const ah_profile *prof, const ah_plan_options *o,
+                       double ec, double en, double *error_bar_s, double *regret) {
     double *t = calloc((size_t)n * 5 + 1, sizeof(double)); /* per plan: 4 corners, then the nominal time */
     if (!t)
         abort();

@@ -24,9 +24,9 @@
 
 enum { N_ALPHA = 201, N_BW = 61 };
 #define ALPHA_STEP 25e-6 /* seconds: 0 .. 5 ms */
-#define FR_LO 0.02  /* fractions of a link's bandwidth: 0.02 .. 1, log-spaced */
-#define FR_REF 0.1  /* the fraction of the linear coefficients' probe */
-#define FR_FREE 1e9 /* a "fraction" at which a transfer costs nothing (probes only) */
+#define FR_LO 0.02       /* fractions of a link's bandwidth: 0.02 .. 1, log-spaced */
+#define FR_REF 0.1       /* the fraction of the linear coefficients' probe */
+#define FR_FREE 1e9      /* a "fraction" at which a transfer costs nothing (probes only) */
 
 typedef struct {
     ah_calib_run *runs;
@@ -135,8 +135,9 @@ static double scales_at(const scale_run *sr, int n, const char *dev, double u, a
         int cnt = 0;
         for (int j = 0; j < n; j++)
             if (sr[j].mb == sr[i].mb && strcmp(sr[j].dev, dev) == 0) {
-                double cj = sr[j].compute > 0 ? (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute
-                                              : 1.0; /* no compute to scale */
+                double cj = sr[j].compute > 0
+                                ? (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute
+                                : 1.0;        /* no compute to scale */
                 sum += cj > 0.05 ? cj : 0.05; /* compute never vanishes */
                 cnt++;
             }
@@ -250,7 +251,8 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibrati
     for (int a = 0; n > 0 && a < N_ALPHA; a++)
         for (int j0 = 0; j0 < n0; j0++)
             for (int j1 = 0; j1 < n1; j1++) {
-                double bw[2] = {cls & 1 ? fraction_at(j0) : FR_FREE, cls & 2 ? fraction_at(j1) : FR_FREE}, e = 0;
+                double bw[2] = {cls & 1 ? fraction_at(j0) : FR_FREE, cls & 2 ? fraction_at(j1) : FR_FREE},
+                       e = 0;
                 for (int r = 0; r < n && e < best; r++)
                     e += fabs(lin_pred(&lm[r], a * ALPHA_STEP, bw) / lm[r].meas - 1);
                 if (e < best) {
@@ -304,7 +306,8 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
         double s[2];
         for (int v = 0; v < 2 && rc == 0; v++) {
             ah_calibration probe = *c;
-            if (ah_calibration_set_scale(&probe, dev, mb, 1.0 + v) != 0 || (s[v] = sim_run(x, i, &probe, err, errlen)) < 0)
+            if (ah_calibration_set_scale(&probe, dev, mb, 1.0 + v) != 0 ||
+                (s[v] = sim_run(x, i, &probe, err, errlen)) < 0)
                 rc = -1;
         }
         if (rc)
@@ -320,8 +323,8 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
     }
     for (int a = 0; a < na && rc == 0; a++)
         if (ah_calibration_set_scale(c, acc[a].dev, acc[a].mb, acc[a].sum / acc[a].cnt) != 0) {
-            snprintf(err, errlen, "calibrate: more than %d GPU types or %d micro-batch sizes", AH_CALIB_MAX_DEVICES,
-                     AH_CALIB_MAX_MB);
+            snprintf(err, errlen, "calibrate: more than %d GPU types or %d micro-batch sizes",
+                     AH_CALIB_MAX_DEVICES, AH_CALIB_MAX_MB);
             rc = -1;
         }
     free(acc);
