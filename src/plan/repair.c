@@ -20,7 +20,8 @@ static int node_index(const ah_cluster *c, const char *name) {
     return -1;
 }
 
-static void append_replica(ah_plan *p, const ah_replica *r, const int *node_map, const ah_cluster *from) {
+/* a copy of r (stages on nodes of `from`) appended to p, its nodes mapped by name to p's cluster */
+static void append_replica(ah_plan *p, const ah_replica *r, const ah_cluster *from) {
     p->replicas = ah_xrealloc(p->replicas, sizeof(ah_replica) * (size_t)(p->n_replicas + 1));
     ah_replica *d = &p->replicas[p->n_replicas++];
     memset(d, 0, sizeof *d);
@@ -29,8 +30,7 @@ static void append_replica(ah_plan *p, const ah_replica *r, const int *node_map,
     d->stages = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
     for (int j = 0; j < r->n_stages; j++) {
         d->stages[j] = r->stages[j];
-        d->stages[j].node = node_map ? node_map[r->stages[j].node]
-                                     : node_index(&p->cluster, from->nodes[r->stages[j].node].name);
+        d->stages[j].node = node_index(&p->cluster, from->nodes[r->stages[j].node].name);
     }
 }
 
@@ -64,71 +64,6 @@ static int deal_micro_batches(ah_plan *p, const ah_profile *prof, const ah_plan_
     return ah_plan_evaluate(p, prof, o, err, errlen);
 }
 
-/* One copy of layout r on the free nodes (same GPU type and degree per stage; each stage on the previous
- * stage's node while it has room, else on the node of that type with the most free GPUs), its stages into c
- * (node indices of freec, GPU offsets); 1 if it fits, else 0 with nothing taken. */
-static int place_copy(const ah_plan *kept, const ah_replica *r, const ah_cluster *freec, int *free_gpus,
-                      ah_stage *c) {
-    int prev = -1, placed = 0;
-    for (int j = 0; j < r->n_stages; j++, placed++) {
-        const char *want = kept->cluster.nodes[r->stages[j].node].dev.name;
-        int tp = r->stages[j].tp, pick = -1;
-        if (prev >= 0 && free_gpus[prev] >= tp && !strcmp(freec->nodes[prev].dev.name, want))
-            pick = prev;
-        for (int i = 0; i < freec->n_nodes && pick != prev; i++)
-            if (!strcmp(freec->nodes[i].dev.name, want) && free_gpus[i] >= tp &&
-                (pick < 0 || free_gpus[i] > free_gpus[pick]))
-                pick = i;
-        if (pick < 0)
-            break;
-        c[j] = r->stages[j];
-        c[j].node = pick;
-        c[j].gpu_first = freec->nodes[pick].gpus - free_gpus[pick];
-        free_gpus[pick] -= tp;
-        prev = pick;
-    }
-    if (placed == r->n_stages)
-        return 1;
-    for (int j = placed - 1; j >= 0; j--) /* give back, last taken first (offsets stay contiguous) */
-        free_gpus[c[j].node] += c[j].tp;
-    return 0;
-}
-
-/* The kept replicas plus copies of their layouts on the free nodes, round after round while any fits:
- * replicas of the same layer splits keep the gradient buckets aligned. 1 with *dst, 0 when none fits. */
-static int add_copies(const ah_plan *kept, const ah_cluster *freec, ah_plan *dst) {
-    int n = freec->n_nodes, added = 0;
-    if (n == 0 || kept->n_replicas == 0)
-        return 0;
-    int *free_gpus = ah_xcalloc((size_t)n + 1, sizeof(int));
-    for (int i = 0; i < n; i++)
-        free_gpus[i] = freec->nodes[i].gpus;
-    ah_plan_copy(dst, kept);
-    for (int progress = 1; progress;) {
-        progress = 0;
-        for (int k = 0; k < kept->n_replicas; k++) {
-            const ah_replica *r = &kept->replicas[k];
-            ah_stage *c = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
-            if (!place_copy(kept, r, freec, free_gpus, c)) {
-                free(c);
-                continue;
-            }
-            for (int j = 0; j < r->n_stages; j++)
-                c[j].node = node_index(&kept->cluster, freec->nodes[c[j].node].name);
-            dst->replicas = ah_xrealloc(dst->replicas, sizeof(ah_replica) * (size_t)(dst->n_replicas + 1));
-            ah_replica *d = &dst->replicas[dst->n_replicas++];
-            *d = *r;
-            d->stages = c;
-            added++;
-            progress = 1;
-        }
-    }
-    free(free_gpus);
-    if (!added)
-        ah_plan_free(dst);
-    return added > 0;
-}
-
 int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     ah_plan_options so = *o;
@@ -150,7 +85,7 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
                                                        old->cluster.nodes[r->stages[j].node].gpus;
         if (!whole)
             continue;
-        append_replica(out, r, map, NULL);
+        append_replica(out, r, &old->cluster);
         for (int j = 0; j < r->n_stages; j++)
             used[map[r->stages[j].node]] = 1;
     }
@@ -170,8 +105,6 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
     ah_plan fp, with;
     int have_free =
         freec.n_nodes > 0 && ah_plan_search(&old->model, &freec, prof, &so, &fp, why, sizeof why) == 0;
-    ah_cluster freec_copy =
-        freec; /* its nodes are survivors' (same order): copies of kept replicas go there */
     free(map);
     free(used);
     /* 3. the micro-batches dealt out again, over the kept replicas alone and over them with the new ones: the
@@ -181,23 +114,13 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
     if (have_free) {
         ah_plan_copy(&with, out);
         for (int k = 0; k < fp.n_replicas; k++)
-            append_replica(&with, &fp.replicas[k], NULL, &fp.cluster);
+            append_replica(&with, &fp.replicas[k], &fp.cluster);
         ah_plan_free(&fp);
         have_with = deal_micro_batches(&with, prof, &so, why, sizeof why) == 0;
         if (!have_with)
             ah_plan_free(&with);
     }
-    ah_plan copies;
-    int have_copies =
-        add_copies(out, &freec_copy, &copies) && deal_micro_batches(&copies, prof, &so, why, sizeof why) == 0;
     int have_kept = out->n_replicas > 0 && deal_micro_batches(out, prof, &so, err, errlen) == 0;
-    if (have_copies && (!have_kept || copies.iteration_time_s < out->iteration_time_s)) {
-        ah_plan_free(out);
-        *out = copies;
-        have_kept = 1;
-    } else if (have_copies) {
-        ah_plan_free(&copies);
-    }
     if (have_with && (!have_kept || with.iteration_time_s < out->iteration_time_s)) {
         ah_plan_free(out);
         *out = with;
