@@ -15,32 +15,23 @@ while [ $# -gt 0 ]; do
 done
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+. bench/lib.sh
 echo "| pool (4-GPU nodes) | GPUs | wall s (median of $RUNS) | iteration s |"
 echo "|---|---:|---:|---:|"
 for pool in 8x4xA100-40G 4x4xA100-40G,4x4xV100-16G 8x4xA100-40G,8x4xV100-16G 64x4xA100-40G,192x4xV100-16G; do
-  : >"$TMP/t"
   for ((r = 0; r < RUNS; r++)); do
-    s=$(date +%s.%N)
-    "$B/autohet" plan --model opt-350m --cluster "$pool" --profile tests/fixtures/sailor/OPT-350 --global-batch 1024 \
-      --seq 2048 --quiet --json "$TMP/p.json"
-    e=$(date +%s.%N)
-    echo "$e - $s" | bc -l >>"$TMP/t"
-  done
-  gpus=$(jq '.gpus_total' "$TMP/p.json")
-  med=$(sort -g "$TMP/t" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
-  printf '| `%s` | %s | %.3f | %.4f |\n' "$pool" "$gpus" "$med" "$(jq .iteration_time_s "$TMP/p.json")"
+    wall_s "$B/autohet" plan --model opt-350m --cluster "$pool" --profile tests/fixtures/sailor/OPT-350 \
+      --global-batch 1024 --seq 2048 --quiet --json "$TMP/p.json"
+  done >"$TMP/t"
+  printf '| `%s` | %s | %.3f | %.4f |\n' "$pool" "$(jq '.gpus_total' "$TMP/p.json")" "$(median <"$TMP/t")" \
+    "$(jq .iteration_time_s "$TMP/p.json")"
 done
 # the issue's largest case: 4,096 GPUs of 6 types (llama2-13b, the analytic profile, global batch 2048)
-: >"$TMP/t"
+C4=128x8xA100-40G,64x8xA100-80G,64x8xH800,64x8xH20,128x8xV100-32G,64x8xH100-SXM
 for ((r = 0; r < RUNS; r++)); do
-  s=$(date +%s.%N)
-  "$B/autohet" plan --model llama2-13b --cluster 128x8xA100-40G,64x8xA100-80G,64x8xH800,64x8xH20,128x8xV100-32G,64x8xH100-SXM \
-    --global-batch 2048 --quiet --json "$TMP/p.json"
-  e=$(date +%s.%N)
-  echo "$e - $s" | bc -l >>"$TMP/t"
-done
-med=$(sort -g "$TMP/t" | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }')
+  wall_s "$B/autohet" plan --model llama2-13b --cluster "$C4" --global-batch 2048 --quiet --json "$TMP/p.json"
+done >"$TMP/t"
 echo
-echo "The issue's largest case, llama2-13b on \`128x8xA100-40G,64x8xA100-80G,64x8xH800,64x8xH20,128x8xV100-32G,64x8xH100-SXM\`"
+echo "The issue's largest case, llama2-13b on \`$C4\`"
 printf '(4,096 GPUs of 6 types, 8-GPU nodes, global batch 2048, analytic profile): **%.2f s** wall (median of %s; target <= 1 s), iteration %.4f s.\n' \
-  "$med" "$RUNS" "$(jq .iteration_time_s "$TMP/p.json")"
+  "$(median <"$TMP/t")" "$RUNS" "$(jq .iteration_time_s "$TMP/p.json")"

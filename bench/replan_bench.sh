@@ -20,7 +20,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 C=32x8xA100-40G,16x8xA100-80G,16x8xH800,16x8xH20,32x8xV100-32G,16x8xH100-SXM
 "$B/autohet" plan --model llama2-13b --cluster "$C" --global-batch 2048 --quiet --json "$TMP/p.json"
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+. bench/lib.sh
 echo "| nodes lost | trials | fast replan ms: median (max) | full search s: median | fast vs full: median (range) |"
 echo "|---:|---:|---:|---:|---:|"
 jq -r '[.replicas[].stages[].node_index] | unique | .[]' "$TMP/p.json" >"$TMP/used"

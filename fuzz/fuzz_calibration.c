@@ -8,12 +8,7 @@
 #include "cli/cli.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static int quiet;
-    if (!quiet) {
-        if (!freopen("/dev/null", "w", stdout))
-            abort();
-        quiet = 1;
-    }
+    fuzz_quiet_stdout();
     char *argv[] = {"calibrate", (char *)fuzz_write("runs.json", data, size), "--no-validate", "--quiet",
                     NULL};
     cmd_calibrate(4, argv);

@@ -7,12 +7,7 @@
 #include "cli/cli.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static int quiet;
-    if (!quiet) {
-        if (!freopen("/dev/null", "w", stdout))
-            abort();
-        quiet = 1;
-    }
+    fuzz_quiet_stdout();
     char out[300];
     const char *path = fuzz_write("trace.json", data, size);
     snprintf(out, sizeof out, "%s/analysis.json", fuzz_dir());

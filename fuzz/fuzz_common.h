@@ -45,4 +45,12 @@ static inline char *fuzz_string(const uint8_t *data, size_t size) {
     return s;
 }
 
+/* stdout to /dev/null, once: harnesses that drive a whole subcommand (it prints tables) */
+static inline void fuzz_quiet_stdout(void) {
+    static int quiet;
+    if (!quiet && !freopen("/dev/null", "w", stdout))
+        abort();
+    quiet = 1;
+}
+
 #endif

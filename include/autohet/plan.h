@@ -99,6 +99,11 @@ typedef struct {
 } ah_plan_options;
 
 void ah_plan_options_default(ah_plan_options *o);
+/* A calibration put to use (NULL: none, every part taken off): its scales through prof, its lockstep terms
+ * through o, and its runtime's pipeline (lockstep) into *train unless the user gave a p2p mode. c must outlive
+ * prof's and o's use. */
+void ah_calibration_apply(const ah_calibration *c, ah_profile *prof, ah_plan_options *o, ah_train_settings *train,
+                          int p2p_given);
 
 typedef struct {
     int version;

@@ -194,9 +194,7 @@ static int write_json(const char *path, const ah_calib_run *r, int n, int valida
         cJSON_AddItemToArray(runs, x);
     }
     cJSON_AddItemToObject(o, "summary", cJSON_Parse(summary));
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "%s", c->lockstep ? "lockstep" : "overlapped");
-    cJSON_AddStringToObject(o, "pipeline", tmp);
+    cJSON_AddStringToObject(o, "pipeline", c->lockstep ? "lockstep" : "overlapped");
     char *text = cJSON_Print(o);
     int rc = text ? ah_write_text_output(path, text, err, errlen) : -1;
     free(text);

@@ -673,12 +673,8 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
         ah_link_matrix_free((ah_link_matrix *)a->o.links);
         return cli_bad_input("plan", err);
     }
-    if (a->calibration) {
-        ah_profile_set_calibration(*prof, &calib);
-        a->o.calibration = &calib;
-        if (calib.lockstep && !a->p2p_given)
-            a->o.train.p2p = AH_P2P_LOCKSTEP;
-    }
+    if (a->calibration)
+        ah_calibration_apply(&calib, *prof, &a->o, &a->o.train, a->p2p_given);
     return 0;
 }
 

@@ -199,8 +199,6 @@ int cmd_simulate(int argc, char **argv) {
         return cli_bad_input("simulate", err);
     if (precision >= 0)
         plan.train.precision = (ah_precision_mode)precision;
-    if (calib_path && calib.lockstep)
-        plan.train.p2p = AH_P2P_LOCKSTEP;
     if (p2p >= 0)
         plan.train.p2p = (ah_p2p_mode)p2p;
     ah_profile *prof = profile_for(&plan, profile, &catalog, err, sizeof err);
@@ -210,11 +208,8 @@ int cmd_simulate(int argc, char **argv) {
     }
     ah_plan_options o;
     ah_plan_options_default(&o);
+    ah_calibration_apply(calib_path ? &calib : NULL, prof, &o, &plan.train, p2p >= 0);
     o.train = plan.train;
-    if (calib_path) {
-        ah_profile_set_calibration(prof, &calib);
-        o.calibration = &calib;
-    }
     o.global_batch = plan.global_batch;
     char comm_summary[256];
     if (comm &&

@@ -8,6 +8,14 @@
 
 #include "plan/costs.h"
 
+void ah_calibration_apply(const ah_calibration *c, ah_profile *prof, ah_plan_options *o, ah_train_settings *train,
+                          int p2p_given) {
+    ah_profile_set_calibration(prof, c);
+    o->calibration = c;
+    if (c && c->lockstep && !p2p_given)
+        train->p2p = AH_P2P_LOCKSTEP;
+}
+
 void ah_plan_options_default(ah_plan_options *o) {
     memset(o, 0, sizeof *o);
     o->train.seq = 2048;

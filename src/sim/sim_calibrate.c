@@ -40,20 +40,17 @@ typedef struct {
 static double sim_run(const fit_ctx *x, int i, const ah_calibration *c, char *err, size_t errlen) {
     ah_plan p;
     ah_plan_copy(&p, &x->runs[i].plan);
-    if (c && c->lockstep)
-        p.train.p2p = AH_P2P_LOCKSTEP;
     ah_plan_options o = *x->o;
+    ah_calibration_apply(c, x->prof, &o, &p.train, 0);
     o.train = p.train;
     o.global_batch = p.global_batch;
-    o.calibration = c;
-    ah_profile_set_calibration(x->prof, c);
     ah_sim_result r;
     double t = -1;
     if (ah_simulate(&p, x->prof, &o, x->so, &r, err, errlen) == 0) {
         t = r.iteration_time_s;
         ah_sim_result_free(&r);
     }
-    ah_profile_set_calibration(x->prof, NULL);
+    ah_calibration_apply(NULL, x->prof, &o, &p.train, 0);
     ah_plan_free(&p);
     return t;
 }
