@@ -6,8 +6,9 @@
  * slow rank; a link 40x slower than the others is the top finding as a slow
  * link; a rank loading its data 4 ms late per micro-batch is the top finding
  * as an input stall; a pause of every rank every third step is a checkpoint
- * stall; and the comm profile written from the slow-link trace shows that
- * pair slow. */
+ * stall; a rank stopped part of the time (slow compute, stalled transfers)
+ * is the top finding as a slow rank, its link explained by it; and the comm
+ * profile written from the slow-link trace shows that pair slow. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
@@ -24,6 +25,8 @@ typedef struct {
     int link_a, link_b;   /* -1 none: this pair's bandwidth is 1/40 */
     int input_rank;       /* -1 none: this rank waits 4 ms before each forward */
     int ckpt_every;       /* 0 none: every rank pauses 30 ms after every k-th step */
+    int stopped_rank;     /* -1 none: this rank computes 2x and its pipeline transfers stall 8 ms each (a
+                             process stopped part of the time: it progresses its messages no faster) */
 } faults;
 
 typedef struct {
@@ -66,7 +69,8 @@ static double link_us(const faults *f, int a, int b, double bytes) {
 }
 
 static double compute(builder *b, const faults *f, int r, ah_op_kind k, double t, int first, int last) {
-    double d = (k == AH_OP_FORWARD ? 1000 : 2000) * (r % 2 ? 1.5 : 1) * jitter(b) * (r == f->slow_rank ? 2 : 1);
+    int slow = r == f->slow_rank || r == f->stopped_rank;
+    double d = (k == AH_OP_FORWARD ? 1000 : 2000) * (r % 2 ? 1.5 : 1) * jitter(b) * (slow ? 2 : 1);
     ah_trace_item *v = add(b, r, k, ah_op_kind_name(k), t, t + d);
     v->ev.layer_first = first, v->ev.layer_last = last;
     return t + d;
@@ -77,7 +81,8 @@ static void p2p(builder *b, const faults *f, int from, int to, int grad, double 
                   rk = grad ? AH_OP_RECV_GRADIENT : AH_OP_RECV_ACTIVATION;
     ah_trace_item *s = add(b, from, sk, ah_op_kind_name(sk), t[from], t[from] + 3);
     s->ev.peer = to, s->ev.bytes = ACT_BYTES, s->ev.ranks = 2, s->ev.group = from < to ? from : to;
-    double arrive = t[from] + link_us(f, from, to, ACT_BYTES), end = arrive > t[to] ? arrive : t[to] + 2;
+    double stall = from == f->stopped_rank || to == f->stopped_rank ? 8000 : 0;
+    double arrive = t[from] + link_us(f, from, to, ACT_BYTES) + stall, end = arrive > t[to] ? arrive : t[to] + 2;
     ah_trace_item *v = add(b, to, rk, ah_op_kind_name(rk), t[to], end);
     v->ev.peer = from, v->ev.bytes = ACT_BYTES, v->ev.ranks = 2, v->ev.group = s->ev.group;
     t[from] += 3;
@@ -147,7 +152,7 @@ static int top_cause(const ah_diagnosis *d) {
 
 static void clean_run(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0};
+    faults f = {-1, -1, -1, -1, 0, -1};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -164,7 +169,7 @@ static void clean_run(void **state) {
 
 static void slow_rank(void **state) {
     (void)state;
-    faults f = {3, -1, -1, -1, 0};
+    faults f = {3, -1, -1, -1, 0, -1};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -180,7 +185,7 @@ static void slow_rank(void **state) {
 
 /* the diagnosis of a run whose link a-b (a < b) is 40x slower: its top finding is that slow link */
 static void diagnose_slow_link(int a, int b, ah_diagnosis *d, ah_diag_options *o) {
-    faults f = {-1, a, b, -1, 0};
+    faults f = {-1, a, b, -1, 0, -1};
     diagnose(&f, d, o);
     assert_int_equal(top_cause(d), 0);
     assert_string_equal(ah_diag_kind_name(d->f[0].kind), "slow_link");
@@ -222,7 +227,7 @@ static void slow_link(void **state) {
 
 static void input_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, 2, 0};
+    faults f = {-1, -1, -1, 2, 0, -1};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -236,7 +241,7 @@ static void input_stall(void **state) {
 
 static void checkpoint_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 3};
+    faults f = {-1, -1, -1, -1, 3, -1};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -269,10 +274,36 @@ static void slow_dp_link(void **state) {
     ah_diagnosis_free(&d);
 }
 
+/* a rank stopped part of the time (the harness's SIGSTOP duty cycle): it computes 2x its peer, and every
+ * pipeline transfer with it stalls 8 ms, more time lost on that link than in its compute. A link cannot slow
+ * a rank's compute, the stopped rank slows its transfers: the rank is the top cause, the link explained by
+ * it (with only the compute rule, the link ranked first: a CI run's netns trials named link 0-1 for rank 1) */
+static void stopped_rank(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, -1, 0, 3};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "slow_rank");
+    assert_string_equal(d.f[0].op, "compute");
+    assert_int_equal(d.f[0].ranks[0], 3);
+    int link = -1;
+    for (int i = 0; i < d.n; i++)
+        if (d.f[i].kind == AH_DIAG_SLOW_LINK && d.f[i].significant)
+            link = i;
+    assert_true(link > 0);
+    assert_int_equal(d.f[link].link[0], 2);
+    assert_int_equal(d.f[link].link[1], 3);
+    assert_true(d.f[link].cost_s > d.f[0].cost_s); /* the link lost more: ranked by cost alone it came first */
+    assert_int_equal(d.f[link].explained_by, 0);
+    ah_diagnosis_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(clean_run), cmocka_unit_test(slow_rank),
                                        cmocka_unit_test(slow_link), cmocka_unit_test(slow_dp_link),
                                        cmocka_unit_test(input_stall),
-                                       cmocka_unit_test(checkpoint_stall)};
+                                       cmocka_unit_test(checkpoint_stall), cmocka_unit_test(stopped_rank)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

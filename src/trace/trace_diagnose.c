@@ -495,16 +495,19 @@ static int involves(const ah_finding *f, int r) {
 
 /* An effect is explained by a significant cause on a rank of its pipeline
  * (bubble) or, for exposed DP, by a slow link of a DP all-reduce between its
- * ranks; a slow link by the slow communication of one of its ends (every
- * link of that rank slow, diagnose_links.c); a late arrival (the macro view: whom the others waited for) by a
- * more specific cause (slow rank, input stall, slow link, checkpoint stall)
- * on a rank of the late rank's pipeline (the micro view: why). */
+ * ranks; a slow link by a slow rank at one of its ends: its slow communication
+ * (every link of that rank slow, diagnose_links.c) or its slow compute (a link
+ * cannot slow a rank's compute, while a rank stopped or descheduled part of
+ * the time progresses its messages no faster: its links lose time, often more
+ * than its compute); a late arrival (the macro view: whom the others waited
+ * for) by a more specific cause (slow rank, input stall, slow link, checkpoint
+ * stall) on a rank of the late rank's pipeline (the micro view: why). A cause
+ * explained itself explains nothing: the chain ends at the first cause. */
 static int explains(const dctx *c, const ah_finding *cause, const ah_finding *eff) {
-    if (!cause->cause || !cause->significant || cause == eff)
+    if (!cause->cause || !cause->significant || cause == eff || cause->explained_by >= 0)
         return 0;
     if (eff->kind == AH_DIAG_SLOW_LINK)
-        return cause->kind == AH_DIAG_SLOW_RANK && !strcmp(cause->op, "communication") &&
-               (involves(cause, eff->link[0]) || involves(cause, eff->link[1]));
+        return cause->kind == AH_DIAG_SLOW_RANK && (involves(cause, eff->link[0]) || involves(cause, eff->link[1]));
     if (eff->kind == AH_DIAG_EXPOSED_DP)
         return cause->kind == AH_DIAG_SLOW_LINK && !strcmp(cause->op, "dp_allreduce") &&
                involves(eff, cause->link[0]) && involves(eff, cause->link[1]);
@@ -532,10 +535,17 @@ static int cmp_finding(const void *pa, const void *pb) {
 /* sort, then point each explained effect at its cause's index */
 static void rank_findings(dctx *c) {
     ah_diagnosis *d = c->d;
-    for (int i = 0; i < d->n; i++)
-        for (int j = 0; j < d->n && d->f[i].explained_by < 0; j++)
-            if (explains(c, &d->f[j], &d->f[i]))
-                d->f[i].explained_by = j;
+    /* slow links first, then the other causes (late arrivals), then effects: an explained cause explains
+     * nothing, so whether it is explained is settled before it is asked */
+    for (int pass = 0; pass < 3; pass++)
+        for (int i = 0; i < d->n; i++) {
+            const ah_finding *e = &d->f[i];
+            if (pass != (e->kind == AH_DIAG_SLOW_LINK ? 0 : e->cause ? 1 : 2))
+                continue;
+            for (int j = 0; j < d->n && d->f[i].explained_by < 0; j++)
+                if (explains(c, &d->f[j], e))
+                    d->f[i].explained_by = j;
+        }
     /* remember the causes by kind and ranks across the sort */
     ah_finding *old = ah_xcalloc((size_t)d->n + 1, sizeof(ah_finding));
     memcpy(old, d->f, sizeof(ah_finding) * (size_t)d->n);
