@@ -125,6 +125,7 @@ static void check_pair_tables(const ah_search_ctx *x) {
     free(tab);
 }
 
+static long long tail_bounds_checked, tail_bounds_tight;
 static void check_split(const ah_search_ctx *x, const ah_template *t) {
     ah_ns p2p = 0, chain = lockstep_chain(x, t);
     for (int j = 0; j + 1 < t->n_stages && chain < 0; j++)
@@ -158,6 +159,24 @@ static void check_split(const ah_search_ctx *x, const ah_template *t) {
         assert_int_equal(ah_pipeline_tail(xs, bw, c, t->n_stages, upd_last, ah_template_tied(x, t)),
                          t->tail_r[r]);
         assert_true(t->tail_r[r] <= t->tail);
+        assert_true(r == 2 || t->tail_r[r - 1] <= t->tail_r[r]); /* phase 2 bounds tails at the least count */
+    }
+    /* phase 2's tail bound (every stage's sync + optimizer less the most drain before it, over the splits
+     * whose stages take at most B0 + 2 x the largest send) never exceeds the tail of the split the rule
+     * picks, at any replica count (AH_RING_EXACT_MAX + 1: any count) */
+    if (!t->local) {
+        ah_ns cmax = 0;
+        for (int j = 0; j + 1 < t->n_stages; j++) {
+            ah_ns cj = chain >= 0 ? chain : ah_template_p2p(x, t, j);
+            cmax = cj > cmax ? cj : cmax;
+        }
+        ah_ns wcap = ah_template_split_b0(x, t) + 2 * cmax;
+        for (int r = 2; r <= AH_RING_EXACT_MAX + 1; r++) {
+            ah_ns tb = ah_template_tail_bound(x, t, wcap, r), exact = r <= AH_RING_EXACT_MAX ? t->tail_r[r] : t->tail;
+            assert_true(tb <= exact);
+            tail_bounds_checked++;
+            tail_bounds_tight += tb == exact;
+        }
     }
 }
 
@@ -309,10 +328,7 @@ static ah_ns enumerate_best(const ah_search_ctx *x, long long *plans) {
 static void planner_solve(ah_search_ctx *x, int phase1, ah_solution *sol) {
     ah_search_templates(x, phase1);
     ah_search_solve(x, sol);
-    if (ah_search_expand(x, phase1, sol->value) > 0) {
-        ah_solution_free(sol);
-        ah_search_solve(x, sol);
-    }
+    ah_search_expand(x, phase1, sol->value, sol);
 }
 
 /* The cost model's value of a solution (slowest pipeline + largest tail),
@@ -529,8 +545,11 @@ static void run_exhaustive(int n_inst, int variant) {
            "mixed-type stages in %d, stages of different TP degrees in %d\n",
            variant, instances, fitted, plans, templates_checked, pruned, multi_replica, asymmetric,
            with_mixed, mixed_tp);
-    printf("  pair B0 tables checked against the template's own B0: %lld depths\n", pair_b0_checked);
+    printf("  pair B0 tables checked against the template's own B0: %lld depths; phase 2's tail bound at most the "
+           "tail in %lld (template, replica count) pairs, equal in %lld\n",
+           pair_b0_checked, tail_bounds_checked, tail_bounds_tight);
     assert_true(pair_b0_checked > 0);
+    assert_true(tail_bounds_checked > 0);
     /* the generator must exercise the interesting parts of the space */
     int q = instances / 40; /* 10 at 400 instances */
     assert_true(fitted > instances / 3);

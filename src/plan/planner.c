@@ -368,10 +368,8 @@ static int search_phase2(subsearches *sub, int phase1, long long *effort) {
         ah_solution *s = &sub->ss[k];
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (sub->ready[k] && ah_search_expand(x, phase1, bound) > 0) {
-            ah_solution_free(s);
-            ah_search_solve(x, s);
-        }
+        if (sub->ready[k])
+            ah_search_expand(x, phase1, bound, s);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (s->value < bound)
             bound = s->value;

@@ -106,6 +106,7 @@ typedef struct {
     int n_tpl, cap_tpl;
     int *pure[AH_MAX_KINDS]; /* per kind: indices of its single-kind templates */
     int n_pure[AH_MAX_KINDS], cap_pure[AH_MAX_KINDS];
+    int mixed_from;   /* > 0 while ah_search_solve_more runs: the knapsack's mixed templates start here */
     long long evals;  /* feasibility checks, for reporting */
     long long pruned; /* mixed shapes skipped by bounds */
 } ah_search_ctx;
@@ -145,12 +146,18 @@ int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known)
  * `phase1_mixed_stages` stages. */
 void ah_search_templates(ah_search_ctx *x, int phase1_mixed_stages);
 /* Phase 2: the remaining mixed shapes (up to max_mixed_stages) whose
- * optimistic bounds say they could be part of a plan faster than `bound`;
- * only those are split and added. Returns how many were added. Exact: a
- * shape skipped here cannot appear in any plan with value < bound. */
-int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound);
+ * optimistic bounds say they could be part of a plan faster than `bound`,
+ * split the most promising first with the sub-search solved again into *s
+ * (which holds its phase-1 solution) after each group, until none left can
+ * beat *s. Returns how many templates were added. Exact: a shape skipped
+ * cannot appear in any plan faster than min(bound, s->value). */
+int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound, ah_solution *s);
 /* The optimum over the plan space for this (tp, mb). */
 void ah_search_solve(ah_search_ctx *x, ah_solution *sol);
+/* The same after templates were added from index first_new on, *sol optimal over those before: *sol is
+ * replaced only by a better plan, which holds copies of a new template (a plan holds copies of one mixed
+ * template, the rest pure), so only the new ones are tried as the mixed part. */
+void ah_search_solve_more(ah_search_ctx *x, ah_solution *sol, int first_new);
 void ah_solution_free(ah_solution *s);
 /* Turn a solution into a concrete plan (placement on nodes/GPUs) and evaluate it. */
 int ah_search_build_plan(ah_search_ctx *x, const ah_solution *s, const ah_profile *prof, ah_plan *out,
@@ -196,6 +203,12 @@ ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t);
  * over [0, first_end)). -1 (AH_NS_INF, L + 1) if no split fits in memory. */
 int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
                              int *first_end);
+/* A lower bound of template t's tail (ah_pipeline_tail with the DP sync of a plan of R >= 2 replicas; R >
+ * AH_RING_EXACT_MAX: any count) over the splits whose stages fit in memory and take at most wcap: a min-max
+ * DP over (stage, end) of each stage's sync + optimizer less the most drain the stages before it can give
+ * (their layers at the slowest backward of the template's classes, and the sends between them).
+ * AH_NS_INF if no such split. */
+ah_ns ah_template_tail_bound(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int R);
 /* The *B0 of ah_template_split_bounds alone (one pass): AH_NS_INF if no split fits in memory. */
 ah_ns ah_template_split_b0(const ah_search_ctx *x, const ah_template *t);
 /* ah_template_split_b0 of every 2-class template na stages of class a, then nb of class b (na, nb >= 1,

@@ -669,6 +669,70 @@ int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns
     return *B0 == AH_NS_INF ? -1 : 0;
 }
 
+/* Stage j's sync + optimizer over [a, e) in a plan of R >= 2 replicas (R > AH_RING_EXACT_MAX: any count). */
+static ah_ns stage_tail_R(const ah_search_ctx *x, const ah_class *c, int a, int e, int R) {
+    ah_ns u = ah_range(c->lt.upd, a, e);
+    if (R <= AH_RING_EXACT_MAX)
+        return u + ah_range(c->sync_r[R], a, e) + x->sync_lat[R];
+    return u + ah_range(c->sync, a, e) + x->sync_lat[0];
+}
+
+ah_ns ah_template_tail_bound(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int R) {
+    int L = x->L, S = t->n_stages;
+    if (S > L)
+        return AH_NS_INF;
+    ah_ns c[AH_MAX_STAGES];
+    template_comm(x, t, c);
+    ah_ns *D = malloc(sizeof(ah_ns) * (size_t)(L + 1)), *g = malloc(sizeof(ah_ns) * 2 * (size_t)(L + 1));
+    if (!D || !g)
+        abort();
+    D[0] = 0; /* the most backward time layers [0, l) can take among the template's classes */
+    for (int l = 0; l < L; l++) {
+        ah_ns mx = 0;
+        for (int j = 0; j < S; j++) {
+            ah_ns b = ah_range(x->cls[t->cls[j]].lt.bwd, l, l + 1);
+            mx = b > mx ? b : mx;
+        }
+        D[l + 1] = D[l] + mx;
+    }
+    ah_ns *cur = g, *nxt = g + L + 1, sends = 0;
+    for (int e = 0; e <= L; e++)
+        cur[e] = AH_NS_INF;
+    const ah_class *c0 = &x->cls[t->cls[0]];
+    for (int e = 1; e <= L - (S - 1); e++) { /* stage 0: no drain after it */
+        if (ah_stage_memory(c0->lb, 0, e, S) > c0->cap || ah_range(c0->lt.w, 0, e) > wcap)
+            break;
+        cur[e] = stage_tail_R(x, c0, 0, e, R);
+    }
+    for (int j = 1; j < S; j++) {
+        const ah_class *cl = &x->cls[t->cls[j]];
+        int limit = L - (S - 1 - j);
+        sends += c[j - 1];
+        for (int e = 0; e <= L; e++)
+            nxt[e] = AH_NS_INF;
+        for (int e = j + 1; e <= limit; e++) {
+            ah_ns best = AH_NS_INF;
+            for (int a = e - 1; a >= j; a--) { /* memory and stage time only grow as a stage starts earlier */
+                if (ah_stage_memory(cl->lb, a, e, S - j) > cl->cap || ah_range(cl->lt.w, a, e) > wcap)
+                    break;
+                if (cur[a] == AH_NS_INF)
+                    continue;
+                ah_ns term = stage_tail_R(x, cl, a, e, R) - D[a] - sends;
+                ah_ns val = cur[a] > term ? cur[a] : term;
+                best = val < best ? val : best;
+            }
+            nxt[e] = best;
+        }
+        ah_ns *tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+    ah_ns r = cur[L];
+    free(D);
+    free(g);
+    return r;
+}
+
 ah_ns ah_template_split_b0(const ah_search_ctx *x, const ah_template *t) {
     if (t->n_stages > x->L)
         return AH_NS_INF;
