@@ -171,7 +171,7 @@ static int copies_useful(const ah_search_ctx *x, const expand_env *v, const long
 
 /* A shape's template in either class order, its stages in that order. */
 static void shape_template(const ah_search_ctx *x, const int *shape, int reversed, ah_template *t) {
-    t->n_stages = 0;
+    memset(t, 0, sizeof *t); /* the normal layout (local 0), no split yet */
     for (int q = 0; q < x->K; q++) {
         int k = reversed ? x->K - 1 - q : q;
         for (int i = 0; i < shape[k]; i++)
