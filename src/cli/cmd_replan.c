@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "autohet/plan.h"
 #include "cli/cli.h"
+#include "util/clock.h"
 
 /* up to this many surviving GPUs the full search runs by default (BENCHMARKS.md "Planner": <= 0.3 s up to 64
  * GPUs, 1 s at 128) */
@@ -35,12 +35,6 @@ static void replan_usage(FILE *f) {
         "  --quiet    no table on stdout\n\n"
         "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
         REPLAN_FULL_MAX_GPUS);
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* survivors = the plan's cluster without the --lost names; 0, or -1 with msg naming an unknown node */
@@ -126,17 +120,17 @@ int cmd_replan(int argc, char **argv) {
     o.train = old.train;
     o.global_batch = old.global_batch;
     ah_plan fast, full;
-    double t0 = now_s();
+    double t0 = ah_now_s();
     if (ah_plan_repair(&old, &surv, prof, &o, &fast, err, sizeof err) != 0) {
         rc = cli_bad_input("replan", err);
         goto out;
     }
-    double t_fast = now_s() - t0, t_full = 0;
+    double t_fast = ah_now_s() - t0, t_full = 0;
     int have_full = 0;
     if (!fast_only && (exact || ah_cluster_total_gpus(&surv) <= REPLAN_FULL_MAX_GPUS)) {
-        t0 = now_s();
+        t0 = ah_now_s();
         have_full = ah_plan_search(&old.model, &surv, prof, &o, &full, err, sizeof err) == 0;
-        t_full = now_s() - t0;
+        t_full = ah_now_s() - t0;
     }
     const ah_plan *pick = have_full && full.iteration_time_s < fast.iteration_time_s ? &full : &fast;
     if (!quiet) {

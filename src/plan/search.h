@@ -203,6 +203,9 @@ ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t);
  * over [0, first_end)). -1 (AH_NS_INF, L + 1) if no split fits in memory. */
 int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
                              int *first_end);
+/* A stage's tail term over layers [a, e) of class c: its optimizer step plus its gradients' all-reduce in a
+ * plan of R >= 2 replicas (the exact ring; R > AH_RING_EXACT_MAX: the any-count cost), before the drain. */
+ah_ns ah_stage_tail_at(const ah_search_ctx *x, const ah_class *c, int a, int e, int R);
 /* A lower bound of template t's tail (ah_pipeline_tail with the DP sync of a plan of R >= 2 replicas; R >
  * AH_RING_EXACT_MAX: any count) over the splits whose stages fit in memory and take at most wcap: a min-max
  * DP over (stage, end) of each stage's sync + optimizer less the most drain the stages before it can give

@@ -30,9 +30,8 @@ typedef struct {
     ah_ns lbA, lbB;    /* normal layout */
     ah_ns tail1;       /* the least optimizer tail (single replica) */
     ah_ns local_value; /* the least value of R node-local copies; AH_NS_INF if none */
-    int c0[2], e0[2];  /* per class order: the first stage's class and its least end (c0 -1: no split) */
-    /* (before cand_tighten: every first stage holds at least layer 0) */
-    ah_ns tau; /* its least tail in a plan of >= R replicas (after the walk) */
+    int c0[2];         /* per class order: the first stage's class (-1: no split fits) */
+    ah_ns tau; /* its least tail in a plan of >= R replicas (after the walk; cand_tighten's tail DP) */
     int use[AH_MAX_KINDS];
     int bucket; /* the largest j with the shape passing at T_j */
     int tight;  /* its bounds are those of its split (cand_tighten), else from the walk's cheap ones */
@@ -66,16 +65,6 @@ typedef struct {
 /* The tail of a copy of t in a plan of R >= 2 replicas (R > AH_RING_EXACT_MAX: any count). */
 static ah_ns tail_at(const ah_template *t, int R) {
     return R <= AH_RING_EXACT_MAX ? t->tail_r[R] : t->tail;
-}
-
-/* A pipeline whose first stage is [0, e) of class c pays at least that stage's sync + optimizer after its
- * slowest pipeline (ah_pipeline_tail counts stage 0 whole), in a plan of R >= 2 replicas. */
-static ah_ns first_stage_tail(const ah_search_ctx *x, int c, int e, int R) {
-    const ah_class *c0 = &x->cls[c];
-    ah_ns u = ah_range(c0->lt.upd, 0, e);
-    if (R <= AH_RING_EXACT_MAX)
-        return u + ah_range(c0->sync_r[R], 0, e) + x->sync_lat[R];
-    return u + ah_range(c0->sync, 0, e) + x->sync_lat[0];
 }
 
 /* Optimistic (lower) bounds for any split of a shape, over its classes c:
@@ -180,24 +169,20 @@ static void shape_template(const ah_search_ctx *x, const int *shape, int reverse
 }
 
 /* ah_template_split_bounds over both class orders of a shape: *B0 and *sum_w the smaller of each (bounds for
- * both its templates), per order the first stage's class and least end (c0 -1 where no split fits; its tail
- * bound, first_stage_tail, needs the plan's replica count), *tail1 the least optimizer part. -1 if no split
- * of either order fits. */
+ * both its templates), *tail1 the least optimizer time of a first stage (single replica). -1 if no split of
+ * either order fits. */
 static int shape_split_bounds(const ah_search_ctx *x, const int *shape, ah_ns slack, ah_ns *B0, ah_ns *sum_w,
-                              int *c0, int *e0s, ah_ns *tail1) {
+                              ah_ns *tail1) {
     *B0 = *sum_w = *tail1 = AH_NS_INF;
     for (int reversed = 0; reversed <= 1; reversed++) {
         ah_template t;
         shape_template(x, shape, reversed, &t);
         ah_ns b, sw;
         int e0;
-        c0[reversed] = -1;
         if (ah_template_split_bounds(x, &t, slack, &b, &sw, &e0) != 0)
             continue;
         if (e0 > x->L)
             e0 = 1; /* cannot happen (the B0 split qualifies); layer 0 alone is still a bound */
-        c0[reversed] = t.cls[0];
-        e0s[reversed] = e0;
         ah_ns u = ah_range(x->cls[t.cls[0]].lt.upd, 0, e0);
         *B0 = b < *B0 ? b : *B0;
         *sum_w = sw < *sum_w ? sw : *sum_w;
@@ -335,7 +320,6 @@ static void collect_shape(ah_search_ctx *x, const int *shape, int stages, void *
     c->sends2 = sends2, c->sends2_l = sends2_l;
     c->slack = 2 * (can_local && cmax_l > cmax ? cmax_l : cmax); /* either layout's period excess over B0 */
     c->c0[0] = b0s[0] < AH_NS_INF ? first : -1, c->c0[1] = b0s[1] < AH_NS_INF ? last : -1;
-    c->e0[0] = c->e0[1] = 1;
     c->tail1 = 0;
     c->local_value = can_local ? local_value(x, shape, c->lbA_l, c->lbB_l, 0) : AH_NS_INF;
     c->local = c->local_value < v->bound;
@@ -345,34 +329,34 @@ static void collect_shape(ah_search_ctx *x, const int *shape, int stages, void *
     }
 }
 
-/* The candidate's tail bound at the plan's least replica count. */
+/* The walk's tail bound at the plan's least replica count: a first stage holds at least layer 0 and pays
+ * its sync + optimizer whole after the slowest pipeline (ah_pipeline_tail). */
 static void cand_tau(const ah_search_ctx *x, const expand_env *v, shape_cand *c) {
     c->tau = AH_NS_INF;
     for (int o = 0; o < 2; o++)
         if (c->c0[o] >= 0) {
-            ah_ns t = first_stage_tail(x, c->c0[o], c->e0[o], v->R);
+            ah_ns t = ah_stage_tail_at(x, &x->cls[c->c0[o]], 0, 1, v->R);
             c->tau = t < c->tau ? t : c->tau;
         }
 }
 
-/* The bounds of the candidate's split (ah_template_split_bounds in both class orders) in place of the
- * walk's: the least sum of stage times (A), B0 exact, the first stage's least end (the tail). */
+/* The bounds of the candidate's split in place of the walk's: B0 and the least sum of stage times (A) over
+ * both class orders (ah_template_split_bounds), and the tail DP over every stage (ah_template_tail_bound,
+ * at least the walk's first-stage bound). */
 static void cand_tighten(ah_search_ctx *x, const expand_env *v, shape_cand *c) {
     int shape[AH_MAX_CLASSES] = {0};
     for (int z = 0; z < c->nz; z++)
         shape[c->cls[z]] = c->n[z];
     c->tight = 1;
     ah_ns b0, sum_w, tail1;
-    if (shape_split_bounds(x, shape, c->slack, &b0, &sum_w, c->c0, c->e0, &tail1) != 0) {
+    if (shape_split_bounds(x, shape, c->slack, &b0, &sum_w, &tail1) != 0) {
         c->normal = c->local = 0; /* no split fits in memory: no template */
         return;
     }
     c->lbB = b0 > c->lbB ? b0 : c->lbB;
     c->lbA = sum_w + c->sends2 > c->lbA ? sum_w + c->sends2 : c->lbA;
     c->tail1 = tail1;
-    cand_tau(x, v, c);
-    /* the tail of every stage, not only the first: the tail DP per class order (its stages within that
-     * order's B0 + slack, as the rule's split) */
+    /* the tail DP per class order, its stages within that order's B0 + slack (as the rule's split) */
     ah_ns tau = AH_NS_INF;
     for (int o = 0; o < 2; o++) {
         if (c->b0s[o] == AH_NS_INF)
@@ -382,7 +366,7 @@ static void cand_tighten(ah_search_ctx *x, const expand_env *v, shape_cand *c) {
         ah_ns tb = ah_template_tail_bound(x, &t, c->b0s[o] + c->slack, v->R);
         tau = tb < tau ? tb : tau;
     }
-    if (tau > c->tau && tau != AH_NS_INF)
+    if (tau != AH_NS_INF) /* it holds every first stage the walk's bound counts (>= layer 0) */
         c->tau = tau;
     if (c->can_local) {
         ah_ns B = b0 > c->lbB_l ? b0 : c->lbB_l,
@@ -551,7 +535,7 @@ static int expand_split(ah_search_ctx *x, expand_env *v, ah_solution *s) {
             if (!c->tight) {
                 cand_tighten(x, v, c);
                 c->bucket = cand_bucket(x, v, c, j);
-                if (c->bucket != j || (s->value < v->bound && !cand_passes(x, v, c, EXPAND_BOUNDS))) {
+                if (c->bucket != j || (tested < v->bound && !cand_passes(x, v, c, EXPAND_BOUNDS))) {
                     c->bucket = c->bucket == j ? -1 : c->bucket;
                     continue;
                 }

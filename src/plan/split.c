@@ -28,10 +28,15 @@ typedef struct {
 static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
     return ah_range(v->x->cls[v->t->cls[j]].lt.w, a, e) + v->off[j];
 }
+ah_ns ah_stage_tail_at(const ah_search_ctx *x, const ah_class *c, int a, int e, int R) {
+    ah_ns u = ah_range(c->lt.upd, a, e);
+    if (R <= AH_RING_EXACT_MAX)
+        return u + ah_range(c->sync_r[R], a, e) + x->sync_lat[R];
+    return u + ah_range(c->sync, a, e) + x->sync_lat[0];
+}
 static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
-    ah_ns u = ah_range(c->lt.upd, a, e);
-    return v->use_sync ? u + ah_range(c->sync, a, e) + v->x->sync_lat[0] : u;
+    return v->use_sync ? ah_stage_tail_at(v->x, c, a, e, AH_RING_EXACT_MAX + 1) : ah_range(c->lt.upd, a, e);
 }
 static inline int stage_ok(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
@@ -339,7 +344,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
         const ah_class *cl = &v->x->cls[v->t->cls[j]];
         *sum_w += stage_w(v, j, a, ends[j]);
         x1[j] = ah_range(cl->lt.upd, a, ends[j]);
-        x[j] = x1[j] + ah_range(cl->sync, a, ends[j]) + v->x->sync_lat[0];
+        x[j] = ah_stage_tail_at(v->x, cl, a, ends[j], AH_RING_EXACT_MAX + 1);
         bw[j] = ah_range(cl->lt.bwd, a, ends[j]);
         a = ends[j];
     }
@@ -348,7 +353,7 @@ static void measure(const split_env *v, const int *ends, const ah_ns *c, ah_ns *
     for (int r = 2; tail_r && r <= AH_RING_EXACT_MAX; r++) {
         a = 0;
         for (int j = 0; j < S; j++) {
-            x[j] = x1[j] + ah_range(v->x->cls[v->t->cls[j]].sync_r[r], a, ends[j]) + v->x->sync_lat[r];
+            x[j] = ah_stage_tail_at(v->x, &v->x->cls[v->t->cls[j]], a, ends[j], r);
             a = ends[j];
         }
         tail_r[r] = ah_pipeline_tail(x, bw, c, S, x1[S - 1], v->tied);
@@ -669,14 +674,6 @@ int ah_template_split_bounds(const ah_search_ctx *x, const ah_template *t, ah_ns
     return *B0 == AH_NS_INF ? -1 : 0;
 }
 
-/* Stage j's sync + optimizer over [a, e) in a plan of R >= 2 replicas (R > AH_RING_EXACT_MAX: any count). */
-static ah_ns stage_tail_R(const ah_search_ctx *x, const ah_class *c, int a, int e, int R) {
-    ah_ns u = ah_range(c->lt.upd, a, e);
-    if (R <= AH_RING_EXACT_MAX)
-        return u + ah_range(c->sync_r[R], a, e) + x->sync_lat[R];
-    return u + ah_range(c->sync, a, e) + x->sync_lat[0];
-}
-
 ah_ns ah_template_tail_bound(const ah_search_ctx *x, const ah_template *t, ah_ns wcap, int R) {
     int L = x->L, S = t->n_stages;
     if (S > L)
@@ -702,7 +699,7 @@ ah_ns ah_template_tail_bound(const ah_search_ctx *x, const ah_template *t, ah_ns
     for (int e = 1; e <= L - (S - 1); e++) { /* stage 0: no drain after it */
         if (ah_stage_memory(c0->lb, 0, e, S) > c0->cap || ah_range(c0->lt.w, 0, e) > wcap)
             break;
-        cur[e] = stage_tail_R(x, c0, 0, e, R);
+        cur[e] = ah_stage_tail_at(x, c0, 0, e, R);
     }
     for (int j = 1; j < S; j++) {
         const ah_class *cl = &x->cls[t->cls[j]];
@@ -717,7 +714,7 @@ ah_ns ah_template_tail_bound(const ah_search_ctx *x, const ah_template *t, ah_ns
                     break;
                 if (cur[a] == AH_NS_INF)
                     continue;
-                ah_ns term = stage_tail_R(x, cl, a, e, R) - D[a] - sends;
+                ah_ns term = ah_stage_tail_at(x, cl, a, e, R) - D[a] - sends;
                 ah_ns val = cur[a] > term ? cur[a] : term;
                 best = val < best ? val : best;
             }
