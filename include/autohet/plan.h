@@ -171,6 +171,32 @@ int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profi
 int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_profile *prof, const ah_plan_options *o,
                    ah_plan *out, char *err, size_t errlen);
 
+/* Replans computed ahead (src/plan/replan_table.c, docs/planner.md "Replans computed ahead"): for every loss
+ * of 1..depth nodes of p's cluster, the plan ah_plan_search(p's model, the survivors, prof, o) returns. Nodes
+ * of one class (device, GPUs, NIC, price, spot) are interchangeable under the cost model, so losses are told
+ * apart by how many nodes of each class they take: one search each. A lookup maps the entry's plan onto the
+ * actual survivors (a node that survived keeps its stages) and evaluates it: the plan a full search of the
+ * survivors would return, up to which node of a class holds what. */
+#define AH_REPLAN_MAX_DEPTH 8
+#define AH_REPLAN_MAX_ENTRIES 2000
+typedef struct ah_replan_table ah_replan_table;
+struct cJSON;
+/* 0, or AH_EXIT_BAD_INPUT with err (depth out of range, too many losses, measured links between hosts) */
+int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, int depth,
+                          ah_replan_table **out, char *err, size_t errlen);
+/* 1 with *out (cluster = survivors), 0 when the table does not hold the loss (or its search found no plan),
+ * -1 with err when the entry does not evaluate (a table edited by hand, other options) */
+int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *survivors,
+                           const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
+                           size_t errlen);
+/* the plan document's "replans" object, and back (p: the plan read from the same document; errors name
+ * `file` and the field) */
+struct cJSON *ah_replan_table_to_json(const ah_replan_table *t);
+int ah_replan_table_from_json(const struct cJSON *j, const ah_plan *p, const char *file, ah_replan_table **out,
+                              char *err, size_t errlen);
+void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries, int *n_classes, double *build_s);
+void ah_replan_table_free(ah_replan_table *t);
+
 /* The best plan and, after it, the best plans of the next-best search
  * configurations (tp, micro-batch, bandwidth level), up to k, in increasing
  * predicted time: what `autohet plan --verify K` simulates. out must hold k

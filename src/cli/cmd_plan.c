@@ -25,7 +25,7 @@ static void plan_usage(FILE *f) {
             "                    [--profile PATH] [--devices FILE] [--baseline autohet|megatron|proportional]\n"
             "                    [--compare] [--json FILE] [--mem-reserve GIB] [--max-stages N]\n"
             "                    [--max-mixed-stages N] [--max-mixed-types N] [--verify K] [--top K]\n"
-            "                    [--model-error C,N] [--pick fastest|robust]\n"
+            "                    [--model-error C,N] [--pick fastest|robust] [--replans K]\n"
             "                    [--comm-profile FILE] [--calibration FILE] [--quiet]\n\n"
             "Finds the plan with the lowest predicted iteration time (or cost): data-parallel replicas\n"
             "that are pipelines of different depths, GPU types, layer splits and tensor-parallel degrees\n"
@@ -88,6 +88,10 @@ static void plan_usage(FILE *f) {
             "                   (default: a --calibration's left-out error, else 10,25)\n"
             "  --pick fastest|robust  the plan returned: the fastest predicted (default), or of --top's\n"
             "                   plans (6 unless given) the one of least worst regret\n"
+            "  --replans K      also plan ahead every loss of up to K nodes (1..%d; one search per loss\n"
+            "                   of different node counts per class) into the --json document's\n"
+            "                   \"replans\": `autohet replan` then looks the survivors' plan up in\n"
+            "                   milliseconds, the one a full search of them returns (default: none)\n"
             "  --comm-profile   measured links from autohet commbench --json instead of datasheet figures\n"
             "                   (default: datasheet figures)\n"
             "  --calibration    a fit of measured runs (autohet calibrate): per-GPU compute and optimizer\n"
@@ -97,7 +101,8 @@ static void plan_usage(FILE *f) {
             "                   verification summary is still printed (one line)\n\n"
             "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
             d.train.seq, AH_MAX_DP_LIST, ah_recompute_name(d.train.recompute), ah_strategy_name(d.strategy),
-            d.mem_reserve_gib, d.max_stages, d.max_mixed_stages, d.max_mixed3_stages, d.max_mixed_types);
+            d.mem_reserve_gib, d.max_stages, d.max_mixed_stages, d.max_mixed3_stages, d.max_mixed_types,
+            AH_REPLAN_MAX_DEPTH);
 }
 
 enum {
@@ -127,6 +132,7 @@ enum {
     OPT_TOP,
     OPT_MODEL_ERROR,
     OPT_PICK,
+    OPT_REPLANS,
     OPT_COMMPROF,
     OPT_CALIB,
     OPT_QUIET,
@@ -160,6 +166,7 @@ static const struct option plan_opts[] = {
     {"top", required_argument, 0, OPT_TOP},
     {"model-error", required_argument, 0, OPT_MODEL_ERROR},
     {"pick", required_argument, 0, OPT_PICK},
+    {"replans", required_argument, 0, OPT_REPLANS},
     {"comm-profile", required_argument, 0, OPT_COMMPROF},
     {"calibration", required_argument, 0, OPT_CALIB},
     {"quiet", no_argument, 0, OPT_QUIET},
@@ -346,7 +353,7 @@ typedef struct {
 
 typedef struct {
     const char *model, *cluster, *profile, *devices, *json, *comm, *calibration;
-    int compare, quiet, verify, top_k, p2p_given, pick_robust;
+    int compare, quiet, verify, top_k, p2p_given, pick_robust, replans;
     double model_error[2]; /* --model-error: compute, communication (fractions; < 0: not given) */
     ah_plan_options o;
 } plan_args;
@@ -428,6 +435,13 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
             return cli_bad_input("plan", "--pick: expected fastest or robust");
         a->pick_robust = !strcmp(arg, "robust");
         return 0;
+    case OPT_REPLANS:
+        if (int_opt("--replans", arg, 1, &a->replans) || a->replans > AH_REPLAN_MAX_DEPTH) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "--replans '%s': expected a node count in 1..%d", arg, AH_REPLAN_MAX_DEPTH);
+            return cli_bad_input("plan", msg);
+        }
+        return 0;
     case OPT_QUIET: a->quiet = 1; return 0;
     case OPT_HELP:
     case 'h': return -1;
@@ -465,6 +479,8 @@ static int parse_plan_args(int argc, char **argv, plan_args *a) {
         return cli_bad_input("plan", msg);
     if (a->pick_robust && a->o.objective == AH_OBJECTIVE_COST)
         return cli_bad_input("plan", "--pick robust: only with --objective time");
+    if (a->replans && !a->json)
+        return cli_bad_input("plan", "--replans: needs --json (the replans are kept in the plan document)");
     if (a->pick_robust && a->top_k == 0)
         a->top_k = 6; /* the alternatives it picks among */
     return 0;
@@ -533,8 +549,11 @@ static void print_alternatives(const ah_plan *alt, char (*why)[96], int n, const
 
 static cJSON *plan_extra_json(const plan_args *a, const ah_plan *plan, const ah_plan *base, const int *base_ok,
                               char base_err[2][512], const ah_plan *alt, char (*why)[96], int n_alt,
-                              const robustness *rb, int n_top, cJSON *verify_json, double tau, double worst) {
+                              const robustness *rb, int n_top, cJSON *verify_json, double tau, double worst,
+                              cJSON *replans) {
     cJSON *extra = cJSON_CreateObject();
+    if (replans)
+        cJSON_AddItemToObject(extra, "replans", replans);
     if (ah_plan_cost_per_iteration(plan) >= 0 || a->o.objective == AH_OBJECTIVE_COST) {
         cJSON_AddStringToObject(extra, "objective", a->o.objective == AH_OBJECTIVE_COST ? "cost" : "time");
         add_cost_fields(extra, plan);
@@ -678,6 +697,23 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
     return 0;
 }
 
+/* --replans K: the table of replans (ah_replan_table_build) as the document's "replans"; 0 or the exit status */
+static int plan_ahead(const plan_args *a, const ah_plan *plan, const ah_profile *prof, cJSON **out) {
+    char err[512];
+    ah_replan_table *t;
+    if (ah_replan_table_build(plan, prof, &a->o, a->replans, &t, err, sizeof err) != 0)
+        return cli_bad_input("plan", err);
+    int depth, n, classes;
+    double build_s;
+    ah_replan_table_stats(t, &depth, &n, &classes, &build_s);
+    if (!a->quiet)
+        printf("Replans computed ahead: %d losses of up to %d node%s (%d node classes) in %.2f s\n", n, depth,
+               depth == 1 ? "" : "s", classes, build_s);
+    *out = ah_replan_table_to_json(t);
+    ah_replan_table_free(t);
+    return 0;
+}
+
 int cmd_plan(int argc, char **argv) {
     plan_args a;
     int rc = parse_plan_args(argc, argv, &a);
@@ -735,9 +771,12 @@ int cmd_plan(int argc, char **argv) {
         print_alternatives(alt, why, n_alt, &rb);
     double tau = 1, worst = 0;
     cJSON *verify_json = a.verify ? verify_plans(top, n_top, prof, &a.o, a.quiet, !a.json, &tau, &worst) : NULL;
+    cJSON *replans = NULL;
+    if (a.replans && (exit_code = plan_ahead(&a, chosen, prof, &replans)) != 0)
+        a.json = NULL;
     if (a.json) {
-        cJSON *extra =
-            plan_extra_json(&a, chosen, base, base_ok, base_err, alt, why, n_alt, &rb, n_top, verify_json, tau, worst);
+        cJSON *extra = plan_extra_json(&a, chosen, base, base_ok, base_err, alt, why, n_alt, &rb, n_top, verify_json,
+                                       tau, worst, replans);
         verify_json = NULL;
         if (ah_plan_write_json(chosen, extra, a.json, err, sizeof err) != 0) {
             fprintf(stderr, "autohet plan: %s\n", err);

@@ -25,10 +25,12 @@ static void replan_usage(FILE *f) {
         "large clusters: the replicas whose nodes all survive are kept, the nodes left whole are planned\n"
         "on their own by the exact search, and the micro-batches are dealt out again over all replicas.\n"
         "Milliseconds where a full search of a large cluster takes seconds; on at most %d GPUs the\n"
-        "full search of the survivors runs too (tenths of a second there) and the faster plan is kept.\n\n"
+        "full search of the survivors runs too (tenths of a second there) and the faster plan is kept.\n"
+        "A PLAN.json made with `autohet plan --replans K` holds the full search's plan for every loss\n"
+        "of up to K nodes: such a loss is looked up (milliseconds, the plan a full search returns).\n\n"
         "  --lost     the lost nodes, by name (PLAN.json's cluster.nodes[].name)\n"
         "  --exact    run the full search on the survivors whatever their size; keep the faster\n"
-        "  --fast     never run the full search\n"
+        "  --fast     never run the full search (a lookup in PLAN.json's replans still counts)\n"
         "  --devices  GPU catalog override file\n"
         "  --profile  per-layer profile (default: the one PLAN.json records)\n"
         "  --json     the new plan document (with \"replan\": how it was made, both times)\n"
@@ -103,8 +105,17 @@ int cmd_replan(int argc, char **argv) {
     if (devices && ah_device_load_overrides(&catalog, devices, err, sizeof err) != 0)
         return cli_bad_input("replan", err);
     ah_plan old;
-    if (ah_plan_read_json(argv[optind], &catalog, &old, err, sizeof err) != 0)
+    cJSON *extra = NULL;
+    if (ah_plan_read_json_extras(argv[optind], &catalog, &old, &extra, err, sizeof err) != 0)
         return cli_bad_input("replan", err);
+    ah_replan_table *table = NULL;
+    const cJSON *tj = cJSON_GetObjectItemCaseSensitive(extra, "replans");
+    int bad_table = tj && ah_replan_table_from_json(tj, &old, argv[optind], &table, err, sizeof err) != 0;
+    cJSON_Delete(extra);
+    if (bad_table) {
+        ah_plan_free(&old);
+        return cli_bad_input("replan", err);
+    }
     ah_profile *prof = profile ? ah_profile_load_with(profile, &catalog, err, sizeof err)
                        : !strncmp(old.profile_source, "measured:", 9)
                            ? ah_profile_load_with(old.profile_source + 9, &catalog, err, sizeof err)
@@ -119,50 +130,82 @@ int cmd_replan(int argc, char **argv) {
     ah_plan_options_default(&o);
     o.train = old.train;
     o.global_batch = old.global_batch;
-    ah_plan fast, full;
+    ah_plan fast, full, ahead;
     double t0 = ah_now_s();
-    if (ah_plan_repair(&old, &surv, prof, &o, &fast, err, sizeof err) != 0) {
+    int have_ahead = table ? ah_replan_table_lookup(table, &old, &surv, prof, &o, &ahead, err, sizeof err) : 0;
+    double t_ahead = ah_now_s() - t0, t_full = 0;
+    if (have_ahead < 0) {
         rc = cli_bad_input("replan", err);
         goto out;
     }
-    double t_fast = ah_now_s() - t0, t_full = 0;
+    /* the repair too, for comparison; where the table holds the loss, its failure ("no replica survives")
+     * does not matter */
+    t0 = ah_now_s();
+    int have_fast = ah_plan_repair(&old, &surv, prof, &o, &fast, err, sizeof err) == 0;
+    double t_fast = ah_now_s() - t0;
+    if (!have_fast && !have_ahead) {
+        rc = cli_bad_input("replan", err);
+        goto out;
+    }
     int have_full = 0;
-    if (!fast_only && (exact || ah_cluster_total_gpus(&surv) <= REPLAN_FULL_MAX_GPUS)) {
+    if (!fast_only && (exact || (!have_ahead && ah_cluster_total_gpus(&surv) <= REPLAN_FULL_MAX_GPUS))) {
         t0 = ah_now_s();
         have_full = ah_plan_search(&old.model, &surv, prof, &o, &full, err, sizeof err) == 0;
         t_full = ah_now_s() - t0;
     }
-    const ah_plan *pick = have_full && full.iteration_time_s < fast.iteration_time_s ? &full : &fast;
+    /* the fastest evaluated; ties: the plan computed ahead, then the full search's */
+    const ah_plan *pick = have_ahead ? &ahead : &fast;
+    if (have_ahead && have_fast && fast.iteration_time_s < pick->iteration_time_s)
+        pick = &fast;
+    if (have_full && full.iteration_time_s < pick->iteration_time_s)
+        pick = &full;
+    const char *kept = pick == &ahead ? "computed ahead" : pick == &full ? "full search" : "fast replan";
     if (!quiet) {
         ah_plan_print_table(pick, stdout);
-        printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n",
-               1e3 * t_fast, fast.iteration_time_s, old.iteration_time_s);
+        if (have_fast)
+            printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n",
+                   1e3 * t_fast, fast.iteration_time_s, old.iteration_time_s);
+        else
+            printf("The fast replan found no plan (%s)\n", err);
+        if (have_ahead)
+            printf("Computed ahead (plan --replans), looked up in %.1f ms: %.4f s per iteration (was %.4f s)\n",
+                   1e3 * t_ahead, ahead.iteration_time_s, old.iteration_time_s);
         if (have_full)
-            printf("Full search of the survivors: %.3f s, %.4f s per iteration (the fast replan %+.2f %%); "
-                   "kept: %s\n",
-                   t_full, full.iteration_time_s, 100 * (fast.iteration_time_s / full.iteration_time_s - 1),
-                   pick == &full ? "the full search's" : "the fast replan");
+            printf("Full search of the survivors: %.3f s, %.4f s per iteration\n", t_full, full.iteration_time_s);
+        printf("Kept: the %s plan\n", kept);
     }
     if (json) {
-        cJSON *extra = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(extra, "replan");
+        cJSON *x = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(x, "replan");
         cJSON_AddStringToObject(r, "lost", lost);
-        cJSON_AddNumberToObject(r, "fast_s", t_fast);
-        cJSON_AddNumberToObject(r, "fast_iteration_time_s", fast.iteration_time_s);
+        if (have_fast) {
+            cJSON_AddNumberToObject(r, "fast_s", t_fast);
+            cJSON_AddNumberToObject(r, "fast_iteration_time_s", fast.iteration_time_s);
+        }
+        if (have_ahead) {
+            cJSON_AddNumberToObject(r, "ahead_s", t_ahead);
+            cJSON_AddNumberToObject(r, "ahead_iteration_time_s", ahead.iteration_time_s);
+            cJSON_AddNumberToObject(r, "ahead_search_value_ns", (double)ahead.search_value_ns);
+        }
         if (have_full) {
             cJSON_AddNumberToObject(r, "full_search_s", t_full);
             cJSON_AddNumberToObject(r, "full_iteration_time_s", full.iteration_time_s);
+            cJSON_AddNumberToObject(r, "full_search_value_ns", (double)full.search_value_ns);
         }
-        cJSON_AddStringToObject(r, "kept", pick == &full ? "full search" : "fast replan");
-        if (ah_plan_write_json(pick, extra, json, err, sizeof err) != 0) {
+        cJSON_AddStringToObject(r, "kept", kept);
+        if (ah_plan_write_json(pick, x, json, err, sizeof err) != 0) {
             fprintf(stderr, "autohet replan: %s\n", err);
             rc = 1;
         }
-        cJSON_Delete(extra);
+        cJSON_Delete(x);
     }
-    ah_plan_free(&fast);
+    if (have_fast)
+        ah_plan_free(&fast);
+    if (have_ahead)
+        ah_plan_free(&ahead);
     if (have_full)
         ah_plan_free(&full);
 out:
+    ah_replan_table_free(table);
     free(surv.nodes);
     ah_profile_free(prof);
     ah_plan_free(&old);

@@ -1,0 +1,521 @@
+/* Replans computed ahead (docs/planner.md "Replans computed ahead"): while a plan runs, the plan a full
+ * search makes for the survivors of every loss of up to `depth` of its cluster's nodes, so that a loss is
+ * replanned by a lookup.
+ *
+ * Under the cost model the nodes of one class (same device, GPUs, NIC, price, spot) are interchangeable: the
+ * survivors of two losses that take the same number of nodes of every class get the same plan up to a
+ * renaming of nodes within classes. So the table has one entry per loss vector (nodes lost per class), made
+ * by ah_plan_search on a canonical survivor set (each class's last nodes lost), and a lookup maps that plan
+ * onto the actual survivors: a canonical node that survived keeps its place, the others take the class's
+ * remaining survivors in order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "autohet/plan.h"
+#include "plan/costs.h"
+#include "util/clock.h"
+#include "util/errors.h"
+#include "util/json_file.h"
+#include "util/json_read.h"
+
+typedef struct {
+    int *lost;       /* [n_classes] nodes lost per class */
+    int *lost_nodes; /* the canonical lost nodes (indices into the table's cluster), n_lost of them */
+    int n_lost;
+    char *error; /* the search found no plan: why (NULL: a plan) */
+    int micro_batch;
+    long long value_ns, iteration_ns; /* the search's value and the evaluated iteration time */
+    ah_replica *replicas;             /* stages' nodes index the table's cluster */
+    int n_replicas;
+} rt_entry;
+
+struct ah_replan_table {
+    ah_cluster cluster; /* the running plan's cluster (owned copy) */
+    int *cls;           /* class of each node */
+    int n_classes;
+    int *class_size; /* nodes per class */
+    int depth;
+    double build_s;
+    rt_entry *e;
+    int n;
+};
+
+/* nodes interchangeable under the cost model (the search's kinds also need price and spot for --objective
+ * cost) */
+static int same_node_class(const ah_node *a, const ah_node *b) {
+    const ah_device *x = &a->dev, *y = &b->dev;
+    return !strcmp(x->name, y->name) && a->gpus == b->gpus && a->nic_gbit == b->nic_gbit &&
+           a->spot == b->spot && a->price_per_hour == b->price_per_hour && x->peak_tflops == y->peak_tflops &&
+           x->mem_gib == y->mem_gib && x->mem_bw_gbs == y->mem_bw_gbs && x->intra_bw_gbs == y->intra_bw_gbs &&
+           x->efficiency == y->efficiency && x->slowdown == y->slowdown && x->sm_count == y->sm_count &&
+           x->fp32_tflops == y->fp32_tflops;
+}
+
+static ah_replan_table *table_new(const ah_cluster *c, int depth) {
+    ah_replan_table *t = ah_xcalloc(1, sizeof *t);
+    t->cluster.n_nodes = c->n_nodes;
+    t->cluster.nodes = ah_xcalloc((size_t)c->n_nodes + 1, sizeof(ah_node));
+    memcpy(t->cluster.nodes, c->nodes, sizeof(ah_node) * (size_t)c->n_nodes);
+    t->cls = ah_xcalloc((size_t)c->n_nodes + 1, sizeof(int));
+    t->class_size = ah_xcalloc((size_t)c->n_nodes + 1, sizeof(int));
+    for (int i = 0; i < c->n_nodes; i++) {
+        int k = 0;
+        while (k < t->n_classes) {
+            int first = 0;
+            while (t->cls[first] != k)
+                first++;
+            if (same_node_class(&c->nodes[first], &c->nodes[i]))
+                break;
+            k++;
+        }
+        if (k == t->n_classes)
+            t->n_classes++;
+        t->cls[i] = k;
+        t->class_size[k]++;
+    }
+    t->depth = depth;
+    return t;
+}
+
+static void free_replicas(ah_replica *r, int n) {
+    for (int k = 0; r && k < n; k++)
+        free(r[k].stages);
+    free(r);
+}
+
+void ah_replan_table_free(ah_replan_table *t) {
+    if (!t)
+        return;
+    for (int i = 0; i < t->n; i++) {
+        free(t->e[i].lost);
+        free(t->e[i].lost_nodes);
+        free(t->e[i].error);
+        free_replicas(t->e[i].replicas, t->e[i].n_replicas);
+    }
+    free(t->e);
+    free(t->cls);
+    free(t->class_size);
+    free(t->cluster.nodes);
+    free(t);
+}
+
+static rt_entry *add_entry(ah_replan_table *t, const int *lost) {
+    t->e = ah_xrealloc(t->e, sizeof *t->e * (size_t)(t->n + 1));
+    rt_entry *e = &t->e[t->n++];
+    memset(e, 0, sizeof *e);
+    e->lost = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    memcpy(e->lost, lost, sizeof(int) * (size_t)t->n_classes);
+    return e;
+}
+
+/* The canonical loss of vector `lost`: each class's last nodes, into e->lost_nodes; keep[i] = node i survives
+ */
+static void canonical_loss(const ah_replan_table *t, rt_entry *e, unsigned char *keep) {
+    int *left = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    memcpy(left, e->lost, sizeof(int) * (size_t)t->n_classes);
+    e->lost_nodes = ah_xcalloc((size_t)t->cluster.n_nodes + 1, sizeof(int));
+    e->n_lost = 0;
+    for (int i = t->cluster.n_nodes - 1; i >= 0; i--) {
+        keep[i] = left[t->cls[i]] == 0;
+        if (!keep[i]) {
+            left[t->cls[i]]--;
+            e->lost_nodes[e->n_lost++] = i;
+        }
+    }
+    free(left);
+}
+
+/* The search for the canonical survivors of e; its plan's stages re-indexed to the table's cluster. */
+static void search_entry(const ah_replan_table *t, const ah_plan *p, const ah_profile *prof,
+                         const ah_plan_options *o, rt_entry *e) {
+    unsigned char *keep = ah_xcalloc((size_t)t->cluster.n_nodes + 1, 1);
+    canonical_loss(t, e, keep);
+    ah_cluster surv = {ah_xcalloc((size_t)t->cluster.n_nodes + 1, sizeof(ah_node)), 0};
+    int *orig = ah_xcalloc((size_t)t->cluster.n_nodes + 1, sizeof(int));
+    for (int i = 0; i < t->cluster.n_nodes; i++)
+        if (keep[i]) {
+            orig[surv.n_nodes] = i;
+            surv.nodes[surv.n_nodes++] = t->cluster.nodes[i];
+        }
+    char err[512];
+    ah_plan q;
+    if (surv.n_nodes == 0 || ah_plan_search(&p->model, &surv, prof, o, &q, err, sizeof err) != 0) {
+        e->error = strdup(surv.n_nodes == 0 ? "no node survives" : err);
+        if (!e->error)
+            abort();
+    } else {
+        e->micro_batch = q.micro_batch;
+        e->value_ns = q.search_value_ns;
+        e->iteration_ns = q.iteration_time_ns;
+        e->n_replicas = q.n_replicas;
+        e->replicas = q.replicas;
+        for (int k = 0; k < q.n_replicas; k++)
+            for (int j = 0; j < q.replicas[k].n_stages; j++)
+                q.replicas[k].stages[j].node = orig[q.replicas[k].stages[j].node];
+        q.replicas = NULL;
+        q.n_replicas = 0;
+        ah_plan_free(&q);
+    }
+    free(orig);
+    free(surv.nodes);
+    free(keep);
+}
+
+/* How many loss vectors of 1..depth nodes (v[c] <= class size): ways[s] over the classes so far. */
+static long long count_losses(const ah_replan_table *t) {
+    long long ways[AH_REPLAN_MAX_DEPTH + 1] = {1};
+    for (int c = 0; c < t->n_classes; c++)
+        for (int s = t->depth; s >= 1; s--)
+            for (int k = 1; k <= s && k <= t->class_size[c]; k++)
+                ways[s] += ways[s - k];
+    long long n = 0;
+    for (int s = 1; s <= t->depth; s++)
+        n += ways[s];
+    return n;
+}
+
+/* Every loss vector of 1..depth nodes in all (v[c] <= class size), appended to t's entries in order of total
+ * then class: recursion over classes with `left` nodes still to lose. */
+static void enumerate(ah_replan_table *t, int *v, int c, int left, const ah_plan *p, const ah_profile *prof,
+                      const ah_plan_options *o) {
+    if (c == t->n_classes) {
+        if (left == 0)
+            search_entry(t, p, prof, o, add_entry(t, v));
+        return;
+    }
+    for (int k = 0; k <= left && k <= t->class_size[c]; k++) {
+        v[c] = k;
+        enumerate(t, v, c + 1, left - k, p, prof, o);
+    }
+    v[c] = 0;
+}
+
+int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, int depth,
+                          ah_replan_table **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (depth < 1 || depth > AH_REPLAN_MAX_DEPTH) {
+        snprintf(err, errlen, "replans: depth %d out of range [1, %d]", depth, AH_REPLAN_MAX_DEPTH);
+        return AH_EXIT_BAD_INPUT;
+    }
+    if (o->links) {
+        snprintf(err, errlen,
+                 "replans: not with measured links between hosts (nodes are not interchangeable)");
+        return AH_EXIT_BAD_INPUT;
+    }
+    double t0 = ah_now_s();
+    ah_replan_table *t = table_new(&p->cluster, depth);
+    long long n = count_losses(t);
+    if (n > AH_REPLAN_MAX_ENTRIES) {
+        snprintf(err, errlen,
+                 "replans: %lld losses of up to %d nodes to plan ahead over %d node classes (at most %d)", n,
+                 depth, t->n_classes, AH_REPLAN_MAX_ENTRIES);
+        ah_replan_table_free(t);
+        return AH_EXIT_BAD_INPUT;
+    }
+    int *v = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    for (int total = 1; total <= depth; total++)
+        enumerate(t, v, 0, total, p, prof, o);
+    free(v);
+    t->build_s = ah_now_s() - t0;
+    *out = t;
+    return 0;
+}
+
+void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries, int *n_classes,
+                           double *build_s) {
+    *depth = t->depth;
+    *n_entries = t->n;
+    *n_classes = t->n_classes;
+    *build_s = t->build_s;
+}
+
+/* ---- lookup ---- */
+
+static int node_named(const ah_cluster *c, const char *name) {
+    for (int i = 0; i < c->n_nodes; i++)
+        if (!strcmp(c->nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+/* at[i] = the survivors' index of table node i (-1: lost); 0, or -1 when a survivor is not a node of the
+ * table's cluster with its class (then the table does not cover the loss) */
+static int survivors_map(const ah_replan_table *t, const ah_cluster *surv, int *at, int *lost) {
+    for (int i = 0; i < t->cluster.n_nodes; i++)
+        at[i] = -1;
+    memcpy(lost, t->class_size, sizeof(int) * (size_t)t->n_classes);
+    for (int s = 0; s < surv->n_nodes; s++) {
+        int i = node_named(&t->cluster, surv->nodes[s].name);
+        if (i < 0 || at[i] >= 0 || !same_node_class(&t->cluster.nodes[i], &surv->nodes[s]))
+            return -1;
+        at[i] = s;
+        lost[t->cls[i]]--;
+    }
+    return 0;
+}
+
+/* to[i] = the survivors' index of the node that takes table node i's place in e's plan: itself if it
+ * survived, else the class's next survivor e's plan leaves unused */
+static void place_entry(const ah_replan_table *t, const rt_entry *e, const int *at, int *to) {
+    int N = t->cluster.n_nodes;
+    unsigned char *used = ah_xcalloc((size_t)N + 1, 1), *taken = ah_xcalloc((size_t)N + 1, 1);
+    for (int k = 0; k < e->n_replicas; k++)
+        for (int j = 0; j < e->replicas[k].n_stages; j++)
+            used[e->replicas[k].stages[j].node] = 1;
+    for (int i = 0; i < N; i++) {
+        to[i] = -1;
+        if (used[i] && at[i] >= 0) {
+            to[i] = at[i];
+            taken[i] = 1;
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (!used[i] || to[i] >= 0)
+            continue;
+        int s = 0;
+        while (s < N && !(t->cls[s] == t->cls[i] && at[s] >= 0 && !taken[s] && !used[s]))
+            s++;
+        if (s < N) { /* always: the class has as many survivors as e's canonical survivors */
+            to[i] = at[s];
+            taken[s] = 1;
+        }
+    }
+    free(used);
+    free(taken);
+}
+
+int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *surv,
+                           const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
+                           size_t errlen) {
+    memset(out, 0, sizeof *out);
+    double t0 = ah_now_s();
+    int N = t->cluster.n_nodes;
+    int *at = ah_xcalloc((size_t)N + 1, sizeof(int)), *lost = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    const rt_entry *e = NULL;
+    if (survivors_map(t, surv, at, lost) == 0)
+        for (int i = 0; i < t->n && !e; i++)
+            if (!memcmp(t->e[i].lost, lost, sizeof(int) * (size_t)t->n_classes) && !t->e[i].error)
+                e = &t->e[i];
+    free(lost);
+    if (!e) {
+        free(at);
+        return 0;
+    }
+    int *to = ah_xcalloc((size_t)N + 1, sizeof(int));
+    place_entry(t, e, at, to);
+    free(at);
+    snprintf(out->strategy, sizeof out->strategy, "%s", old->strategy);
+    out->version = old->version;
+    out->model = old->model;
+    out->train = old->train;
+    out->global_batch = old->global_batch;
+    out->micro_batch = e->micro_batch;
+    snprintf(out->profile_source, sizeof out->profile_source, "%s", old->profile_source);
+    out->cluster.n_nodes = surv->n_nodes;
+    out->cluster.nodes = ah_xcalloc((size_t)surv->n_nodes + 1, sizeof(ah_node));
+    memcpy(out->cluster.nodes, surv->nodes, sizeof(ah_node) * (size_t)surv->n_nodes);
+    out->n_replicas = e->n_replicas;
+    out->replicas = ah_xcalloc((size_t)e->n_replicas, sizeof(ah_replica));
+    for (int k = 0; k < e->n_replicas; k++) {
+        ah_replica *r = &out->replicas[k];
+        r->n_stages = e->replicas[k].n_stages;
+        r->micro_batches = e->replicas[k].micro_batches;
+        r->stages = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
+        for (int j = 0; j < r->n_stages; j++) {
+            r->stages[j] = e->replicas[k].stages[j];
+            r->stages[j].node = to[r->stages[j].node];
+        }
+    }
+    free(to);
+    if (ah_plan_validate(out, err, errlen) != 0 || ah_plan_evaluate(out, prof, o, err, errlen) != 0) {
+        ah_plan_free(out);
+        return -1;
+    }
+    out->search_value_ns = e->value_ns;
+    out->search_value_s = ah_ns_to_s(e->value_ns);
+    out->planning_time_s = ah_now_s() - t0;
+    return 1;
+}
+
+/* ---- the plan document's "replans" ---- */
+
+struct cJSON *ah_replan_table_to_json(const ah_replan_table *t) {
+    cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "entries");
+    cJSON_AddNumberToObject(j, "depth", t->depth);
+    cJSON_AddNumberToObject(j, "build_s", t->build_s);
+    for (int i = 0; i < t->n; i++) {
+        const rt_entry *e = &t->e[i];
+        cJSON *eo = cJSON_CreateObject(), *names = cJSON_AddArrayToObject(eo, "lost");
+        for (int k = e->n_lost - 1; k >= 0; k--)
+            cJSON_AddItemToArray(names, cJSON_CreateString(t->cluster.nodes[e->lost_nodes[k]].name));
+        if (e->error) {
+            cJSON_AddStringToObject(eo, "error", e->error);
+        } else {
+            cJSON_AddNumberToObject(eo, "search_value_ns", (double)e->value_ns);
+            cJSON_AddNumberToObject(eo, "iteration_time_ns", (double)e->iteration_ns);
+            cJSON_AddNumberToObject(eo, "micro_batch", e->micro_batch);
+            cJSON *reps = cJSON_AddArrayToObject(eo, "replicas");
+            for (int k = 0; k < e->n_replicas; k++) {
+                cJSON *ro = cJSON_CreateObject(), *st = NULL;
+                cJSON_AddNumberToObject(ro, "micro_batches", e->replicas[k].micro_batches);
+                st = cJSON_AddArrayToObject(ro, "stages");
+                for (int s = 0; s < e->replicas[k].n_stages; s++) {
+                    const ah_stage *g = &e->replicas[k].stages[s];
+                    int f[5] = {g->node, g->tp, g->gpu_first, g->layer_first, g->layer_last};
+                    cJSON_AddItemToArray(st, cJSON_CreateIntArray(f, 5));
+                }
+                cJSON_AddItemToArray(reps, ro);
+            }
+        }
+        cJSON_AddItemToArray(arr, eo);
+    }
+    return j;
+}
+
+/* stage [node, tp, first GPU, first layer, last layer) of an entry, checked against the cluster and model */
+static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *path, const ah_replan_table *t,
+                      const ah_plan *p, const unsigned char *gone, ah_stage *g) {
+    int f[5], i = 0;
+    if (!cJSON_IsArray(so) || cJSON_GetArraySize(so) != 5)
+        return ah_jfail(c, path, "expected [node_index, tp, first_gpu, first_layer, last_layer]");
+    for (const cJSON *v = so->child; v; v = v->next, i++) {
+        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e9)
+            return ah_jfail(c, path,
+                            "expected [node_index, tp, first_gpu, first_layer, last_layer] as integers");
+        f[i] = (int)v->valuedouble;
+    }
+    if (f[0] < 0 || f[0] >= t->cluster.n_nodes || gone[f[0]])
+        return ah_jfail(c, path, "node index %d is not a surviving node of the cluster", f[0]);
+    const ah_node *nd = &t->cluster.nodes[f[0]];
+    if (f[1] < 1 || (f[1] & (f[1] - 1)) || f[2] < 0 || f[2] + f[1] > nd->gpus)
+        return ah_jfail(c, path, "TP %d from GPU %d does not fit node \"%s\" (%d GPUs)", f[1], f[2], nd->name,
+                        nd->gpus);
+    if (f[3] < 0 || f[3] >= f[4] || f[4] > p->model.n_layers + 2)
+        return ah_jfail(c, path, "layers [%d, %d) not a non-empty range within [0, %d)", f[3], f[4],
+                        p->model.n_layers + 2);
+    memset(g, 0, sizeof *g);
+    g->node = f[0];
+    g->tp = f[1];
+    g->gpu_first = f[2];
+    g->layer_first = f[3];
+    g->layer_last = f[4];
+    return 0;
+}
+
+static int read_replicas(const ah_err_ctx *c, const cJSON *eo, const char *ep, const ah_replan_table *t,
+                         const ah_plan *p, const unsigned char *gone, rt_entry *e) {
+    char rp[AH_JPATH_LEN], ip[AH_JPATH_LEN], sp[AH_JPATH_LEN], gp[AH_JPATH_LEN];
+    const cJSON *arr, *stages;
+    void *elems;
+    if (ah_jget_list(c, eo, ep, "replicas", "a plan needs at least one replica", sizeof(ah_replica), &arr,
+                     &elems, &e->n_replicas, rp) < 0)
+        return -1;
+    e->replicas = elems;
+    int k = 0;
+    for (const cJSON *ro = arr->child; ro; ro = ro->next, k++) {
+        ah_replica *r = &e->replicas[k];
+        if (ah_jitem_obj(c, ro, rp, k, ip) < 0 ||
+            ah_jget_int(c, ro, ip, "micro_batches", 1, 1, INT32_MAX, &r->micro_batches) < 0 ||
+            ah_jget_list(c, ro, ip, "stages", "a replica needs at least one stage", sizeof(ah_stage), &stages,
+                         &elems, &r->n_stages, sp) < 0)
+            return -1;
+        r->stages = elems;
+        int j = 0;
+        for (const cJSON *so = stages->child; so; so = so->next, j++) {
+            ah_jpath_index(gp, sp, j);
+            if (read_stage(c, so, gp, t, p, gone, &r->stages[j]) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* entries[i].lost: names of the cluster's nodes, each once, into e (vector and nodes); gone[] marks them */
+static int read_lost(const ah_err_ctx *c, const cJSON *eo, const char *ep, const ah_replan_table *t,
+                     rt_entry *e, unsigned char *gone) {
+    char lp[AH_JPATH_LEN], path[AH_JPATH_LEN];
+    const cJSON *arr;
+    if (ah_jget_arr(c, eo, ep, "lost", 1, &arr, lp) < 0)
+        return -1;
+    int n = cJSON_GetArraySize(arr);
+    if (n < 1 || n > t->depth)
+        return ah_jfail(c, lp, "expected 1..%d node names (the table's depth), got %d", t->depth, n);
+    e->lost = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    e->lost_nodes = ah_xcalloc((size_t)n, sizeof(int));
+    int k = 0;
+    for (const cJSON *v = arr->child; v; v = v->next, k++) {
+        ah_jpath_index(path, lp, k);
+        if (!cJSON_IsString(v))
+            return ah_jfail(c, path, "expected a node name, got %s", ah_json_type_name(v));
+        int i = node_named(&t->cluster, v->valuestring);
+        if (i < 0)
+            return ah_jfail(c, path, "no node \"%s\" in cluster.nodes", v->valuestring);
+        if (gone[i])
+            return ah_jfail(c, path, "\"%s\" named twice", v->valuestring);
+        gone[i] = 1;
+        e->lost[t->cls[i]]++;
+        e->lost_nodes[e->n_lost++] = i;
+    }
+    return 0;
+}
+
+static int read_entry(const ah_err_ctx *c, const cJSON *eo, const char *ep, ah_replan_table *t,
+                      const ah_plan *p) {
+    t->e = ah_xrealloc(t->e, sizeof *t->e * (size_t)(t->n + 1));
+    rt_entry *e = &t->e[t->n++];
+    memset(e, 0, sizeof *e);
+    unsigned char *gone = ah_xcalloc((size_t)t->cluster.n_nodes + 1, 1);
+    char msg[512];
+    int rc = read_lost(c, eo, ep, t, e, gone);
+    for (int i = 0; rc == 0 && i < t->n - 1; i++)
+        if (!memcmp(t->e[i].lost, e->lost, sizeof(int) * (size_t)t->n_classes))
+            rc = ah_jfail(c, ep, "the same nodes lost per class as replans.entries[%d]", i);
+    int has_error = rc == 0 ? ah_jget_str(c, eo, ep, "error", 0, msg, sizeof msg) : 0;
+    if (rc == 0 && has_error < 0)
+        rc = -1;
+    if (rc == 0 && has_error > 0) {
+        e->error = strdup(msg);
+        if (!e->error)
+            abort();
+    } else if (rc == 0) {
+        if (ah_jget_ll(c, eo, ep, "search_value_ns", 1, 0, &e->value_ns) < 0 ||
+            ah_jget_ll(c, eo, ep, "iteration_time_ns", 1, 0, &e->iteration_ns) < 0 ||
+            ah_jget_int(c, eo, ep, "micro_batch", 1, 1, p->global_batch, &e->micro_batch) < 0 ||
+            read_replicas(c, eo, ep, t, p, gone, e) < 0)
+            rc = -1;
+    }
+    free(gone);
+    return rc;
+}
+
+int ah_replan_table_from_json(const struct cJSON *j, const ah_plan *p, const char *file,
+                              ah_replan_table **out, char *err, size_t errlen) {
+    *out = NULL;
+    ah_err_ctx c = {file, err, errlen};
+    char ap[AH_JPATH_LEN], ep[AH_JPATH_LEN];
+    const cJSON *arr;
+    int depth;
+    if (!cJSON_IsObject(j))
+        return ah_jfail(&c, "replans", "expected an object, got %s", ah_json_type_name(j));
+    if (ah_jget_int(&c, j, "replans", "depth", 1, 1, AH_REPLAN_MAX_DEPTH, &depth) < 0 ||
+        ah_jget_arr(&c, j, "replans", "entries", 1, &arr, ap) < 0)
+        return -1;
+    ah_replan_table *t = table_new(&p->cluster, depth);
+    double b = 0;
+    int rc = ah_jget_num(&c, j, "replans", "build_s", 0, 0, &b) < 0 ? -1 : 0;
+    t->build_s = b;
+    int i = 0;
+    for (const cJSON *eo = arr->child; eo && rc == 0; eo = eo->next, i++) {
+        rc = ah_jitem_obj(&c, eo, ap, i, ep) < 0 ? -1 : read_entry(&c, eo, ep, t, p);
+    }
+    if (rc != 0) {
+        ah_replan_table_free(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
