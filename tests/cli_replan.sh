@@ -36,6 +36,32 @@ jq -e --arg a "${two%,*}" --arg b "${two#*,}" '(.cluster.nodes | map(.name)) as 
   ($n | index($b)) == null and ([.replicas[].micro_batches] | add) * .micro_batch == .global_batch' "$TMP/two.json" \
   >/dev/null || fail "replan of two nodes"
 
+# replans computed ahead (plan --replans K): a loss of up to K nodes is looked up; the plan is the one the full
+# search of the survivors returns (same search value, same evaluated time); a deeper loss is not in the table
+$BIN plan --model gpt3-1.3b --cluster 4x8xA100-40G,2x8xH800 --global-batch 128 --replans 1 --json "$TMP/a.json" \
+  >"$TMP/out" || fail "plan --replans"
+grep -q "Replans computed ahead: 2 losses of up to 1 node (2 node classes)" "$TMP/out" || fail "plan --replans: $(tail -1 "$TMP/out")"
+jq -e '.replans.depth == 1 and (.replans.entries | length) == 2 and all(.replans.entries[]; (.lost | length) == 1)' \
+  "$TMP/a.json" >/dev/null || fail "plan --replans: $(jq -c '.replans | del(.entries[].replicas)' "$TMP/a.json")"
+for lost in A100-40G-0 H800-1; do
+  $BIN replan "$TMP/a.json" --lost "$lost" --exact --json "$TMP/ahead.json" >"$TMP/out" || fail "replan $lost (ahead)"
+  grep -q "Computed ahead (plan --replans), looked up in" "$TMP/out" || fail "replan $lost: no lookup: $(cat "$TMP/out")"
+  jq -e --arg lost "$lost" '.replan.kept == "computed ahead" and .replan.ahead_search_value_ns == .replan.full_search_value_ns and
+    .replan.ahead_iteration_time_s == .replan.full_iteration_time_s and .iteration_time_s == .replan.ahead_iteration_time_s and
+    (.cluster.nodes | map(.name) | index($lost)) == null' "$TMP/ahead.json" >/dev/null ||
+    fail "replan $lost: not the full search's plan: $(jq -c .replan "$TMP/ahead.json")"
+done
+$BIN replan "$TMP/a.json" --lost A100-40G-0,H800-0 --fast --quiet --json "$TMP/deep.json" || fail "replan deeper than the table"
+jq -e '.replan.kept == "fast replan" and (.replan | has("ahead_s") | not)' "$TMP/deep.json" >/dev/null ||
+  fail "replan deeper than the table: $(jq -c .replan "$TMP/deep.json")"
+jq '.replans.entries[0].lost = ["nowhere"]' "$TMP/a.json" >"$TMP/bad.json"
+bad_input 'replans.entries[0].lost[0]: no node "nowhere"' replan "$TMP/bad.json" --lost A100-40G-0
+jq '.replans.entries[1].replicas[0].stages[0][0] = 99' "$TMP/a.json" >"$TMP/bad.json"
+bad_input "replans.entries[1].replicas[0].stages[0]: node index 99" replan "$TMP/bad.json" --lost A100-40G-0
+bad_input "--replans: needs --json" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 1
+bad_input "--replans '9'" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 9 --json "$TMP/x.json"
+bad_input "--replans '0': expected an integer >= 1" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 0 --json "$TMP/x.json"
+
 bad_input "no node 'n42'" replan "$TMP/p.json" --lost n42
 bad_input "--lost is required" replan "$TMP/p.json"
 bad_input "--lost" replan "$TMP/p.json" --lost "A100-40G-0,"

@@ -176,7 +176,7 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
  * of one class (device, GPUs, NIC, price, spot) are interchangeable under the cost model, so losses are told
  * apart by how many nodes of each class they take: one search each. A lookup maps the entry's plan onto the
  * actual survivors (a node that survived keeps its stages) and evaluates it: the plan a full search of the
- * survivors would return, up to which node of a class holds what. */
+ * survivors would return, up to which node of a class holds what. The searches run on OpenMP's threads. */
 #define AH_REPLAN_MAX_DEPTH 8
 #define AH_REPLAN_MAX_ENTRIES 2000
 typedef struct ah_replan_table ah_replan_table;
@@ -194,7 +194,9 @@ int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const a
 struct cJSON *ah_replan_table_to_json(const ah_replan_table *t);
 int ah_replan_table_from_json(const struct cJSON *j, const ah_plan *p, const char *file, ah_replan_table **out,
                               char *err, size_t errlen);
-void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries, int *n_classes, double *build_s);
+/* the table's depth, losses held, node classes, and its build's seconds and threads (0 if read from a document) */
+void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries, int *n_classes, double *build_s,
+                           int *threads);
 void ah_replan_table_free(ah_replan_table *t);
 
 /* The best plan and, after it, the best plans of the next-best search

@@ -436,7 +436,9 @@ static int plan_option(int c, const char *arg, const char *argv_opt, plan_args *
         a->pick_robust = !strcmp(arg, "robust");
         return 0;
     case OPT_REPLANS:
-        if (int_opt("--replans", arg, 1, &a->replans) || a->replans > AH_REPLAN_MAX_DEPTH) {
+        if (int_opt("--replans", arg, 1, &a->replans))
+            return AH_EXIT_BAD_INPUT;
+        if (a->replans > AH_REPLAN_MAX_DEPTH) {
             char msg[160];
             snprintf(msg, sizeof msg, "--replans '%s': expected a node count in 1..%d", arg, AH_REPLAN_MAX_DEPTH);
             return cli_bad_input("plan", msg);
@@ -703,12 +705,12 @@ static int plan_ahead(const plan_args *a, const ah_plan *plan, const ah_profile 
     ah_replan_table *t;
     if (ah_replan_table_build(plan, prof, &a->o, a->replans, &t, err, sizeof err) != 0)
         return cli_bad_input("plan", err);
-    int depth, n, classes;
+    int depth, n, classes, threads;
     double build_s;
-    ah_replan_table_stats(t, &depth, &n, &classes, &build_s);
+    ah_replan_table_stats(t, &depth, &n, &classes, &build_s, &threads);
     if (!a->quiet)
-        printf("Replans computed ahead: %d losses of up to %d node%s (%d node classes) in %.2f s\n", n, depth,
-               depth == 1 ? "" : "s", classes, build_s);
+        printf("Replans computed ahead: %d losses of up to %d node%s (%d node classes) in %.2f s on %d thread%s\n", n,
+               depth, depth == 1 ? "" : "s", classes, build_s, threads, threads == 1 ? "" : "s");
     *out = ah_replan_table_to_json(t);
     ah_replan_table_free(t);
     return 0;

@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "autohet/plan.h"
 #include "plan/costs.h"
@@ -40,6 +43,7 @@ struct ah_replan_table {
     int *class_size; /* nodes per class */
     int depth;
     double build_s;
+    int threads; /* the build's */
     rt_entry *e;
     int n;
 };
@@ -180,16 +184,15 @@ static long long count_losses(const ah_replan_table *t) {
 
 /* Every loss vector of 1..depth nodes in all (v[c] <= class size), appended to t's entries in order of total
  * then class: recursion over classes with `left` nodes still to lose. */
-static void enumerate(ah_replan_table *t, int *v, int c, int left, const ah_plan *p, const ah_profile *prof,
-                      const ah_plan_options *o) {
+static void enumerate(ah_replan_table *t, int *v, int c, int left) {
     if (c == t->n_classes) {
         if (left == 0)
-            search_entry(t, p, prof, o, add_entry(t, v));
+            add_entry(t, v);
         return;
     }
     for (int k = 0; k <= left && k <= t->class_size[c]; k++) {
         v[c] = k;
-        enumerate(t, v, c + 1, left - k, p, prof, o);
+        enumerate(t, v, c + 1, left - k);
     }
     v[c] = 0;
 }
@@ -218,15 +221,27 @@ int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_pla
     }
     int *v = ah_xcalloc((size_t)t->n_classes, sizeof(int));
     for (int total = 1; total <= depth; total++)
-        enumerate(t, v, 0, total, p, prof, o);
+        enumerate(t, v, 0, total);
     free(v);
+    /* the searches are independent (each writes its own entry; the search keeps no shared state): one per
+     * thread, the longest first would balance better but their lengths are not known ahead */
+    int n_entries = t->n;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < n_entries; i++)
+        search_entry(t, p, prof, o, &t->e[i]);
+#ifdef _OPENMP
+    t->threads = omp_get_max_threads();
+#else
+    t->threads = 1;
+#endif
     t->build_s = ah_now_s() - t0;
     *out = t;
     return 0;
 }
 
 void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries, int *n_classes,
-                           double *build_s) {
+                           double *build_s, int *threads) {
+    *threads = t->threads;
     *depth = t->depth;
     *n_entries = t->n;
     *n_classes = t->n_classes;
@@ -347,6 +362,7 @@ struct cJSON *ah_replan_table_to_json(const ah_replan_table *t) {
     cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "entries");
     cJSON_AddNumberToObject(j, "depth", t->depth);
     cJSON_AddNumberToObject(j, "build_s", t->build_s);
+    cJSON_AddNumberToObject(j, "build_threads", t->threads);
     for (int i = 0; i < t->n; i++) {
         const rt_entry *e = &t->e[i];
         cJSON *eo = cJSON_CreateObject(), *names = cJSON_AddArrayToObject(eo, "lost");
