@@ -24,7 +24,7 @@ if [ ! -f "$G/ck/state.json" ]; then
   "$B/autohet" train --model tiny-gpt --data tests/fixtures/text --steps 2 --seq 16 --global-batch 2 \
     --micro-batch 1 --eval-every 0 --ckpt-dir "$G/ck" --ckpt-every 1 --trace "$G/trace.json" >"$G/train.out" 2>&1
   "$B/autohet" plan --model gpt3-1.3b --cluster 2x8xA100-40G,1x8xH800 --global-batch 64 --seq 2048 \
-    --json "$G/plan.json" --quiet >/dev/null 2>&1 || true
+    --replans 1 --json "$G/plan.json" --quiet >/dev/null 2>&1 || true
 fi
 
 seeds() { # the seed files of a harness

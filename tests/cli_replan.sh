@@ -56,8 +56,8 @@ jq -e '.replan.kept == "fast replan" and (.replan | has("ahead_s") | not)' "$TMP
   fail "replan deeper than the table: $(jq -c .replan "$TMP/deep.json")"
 jq '.replans.entries[0].lost = ["nowhere"]' "$TMP/a.json" >"$TMP/bad.json"
 bad_input 'replans.entries[0].lost[0]: no node "nowhere"' replan "$TMP/bad.json" --lost A100-40G-0
-jq '.replans.entries[1].replicas[0].stages[0][0] = 99' "$TMP/a.json" >"$TMP/bad.json"
-bad_input "replans.entries[1].replicas[0].stages[0]: node index 99" replan "$TMP/bad.json" --lost A100-40G-0
+jq '.replans.entries[1].replicas |= sub("^(?<m>[0-9]+):[0-9]+/"; "\(.m):99/")' "$TMP/a.json" >"$TMP/bad.json"
+bad_input "replans.entries[1].replicas: replica 0 stage 0: node index 99" replan "$TMP/bad.json" --lost A100-40G-0
 bad_input "--replans: needs --json" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 1
 bad_input "--replans '9'" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 9 --json "$TMP/x.json"
 bad_input "--replans '0': expected an integer >= 1" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 0 --json "$TMP/x.json"

@@ -187,15 +187,18 @@ static void test_bad_tables(void **state) {
                "replans.entries[1]"); /* entry 0 lost a C node: same vector */
     expect_bad(&f, base, 0, "micro_batch", "0", "replans.entries[0].micro_batch");
     expect_bad(&f, base, 0, "search_value_ns", "\"x\"", "replans.entries[0].search_value_ns");
-    expect_bad(&f, base, 0, "replicas", "[]", "replans.entries[0].replicas");
-    expect_bad(&f, base, 0, "replicas", "[{\"micro_batches\":64,\"stages\":[[0,1,0,0]]}]",
-               "replans.entries[0].replicas[0].stages[0]");
-    expect_bad(&f, base, 0, "replicas", "[{\"micro_batches\":64,\"stages\":[[6,1,0,0,26]]}]",
-               "replans.entries[0].replicas[0].stages[0]"); /* n6 is the node entry 0 lost */
-    expect_bad(&f, base, 0, "replicas", "[{\"micro_batches\":64,\"stages\":[[0,8,0,0,26]]}]",
-               "replans.entries[0].replicas[0].stages[0]"); /* TP 8 on a 4-GPU node */
-    expect_bad(&f, base, 0, "replicas", "[{\"micro_batches\":64,\"stages\":[[0,1,0,5,5]]}]",
-               "replans.entries[0].replicas[0].stages[0]");
+    expect_bad(&f, base, 0, "replicas", "[]", "replans.entries[0].replicas: expected");
+    expect_bad(&f, base, 0, "replicas", "\"\"", "replans.entries[0].replicas: expected");
+    expect_bad(&f, base, 0, "replicas", "\"64:0/1/0/0\"", "replans.entries[0].replicas: replica 0 stage 0");
+    expect_bad(&f, base, 0, "replicas", "\"64:6/1/0/0/26\"",
+               "replica 0 stage 0: node index 6");                                       /* n6: lost */
+    expect_bad(&f, base, 0, "replicas", "\"64:0/8/0/0/26\"", "replica 0 stage 0: TP 8"); /* 4-GPU node */
+    expect_bad(&f, base, 0, "replicas", "\"64:0/1/0/5/5\"", "replica 0 stage 0: layers [5, 5)");
+    expect_bad(&f, base, 0, "replicas", "\"32:0/1/0/0/26;0:1/1/0/0/26\"", "replica 1: expected MB:");
+    expect_bad(&f, base, 0, "replicas", "\"32:0/1/0/0/26,\"", "replica 0 stage 1");
+    expect_bad(&f, base, 0, "replicas", "\"32:0/1/0/0/26;\"", "replica 1: expected MB:");
+    expect_bad(&f, base, 0, "replicas", "\"32:0/1/0/0/26x\"", "replica 0 stage 0");
+    expect_bad(&f, base, 0, "replicas", "\"32:0/1/0/0/99999999999\"", "replica 0 stage 0");
     free(base);
     /* limits of the build */
     ah_replan_table *t;

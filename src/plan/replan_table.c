@@ -358,6 +358,26 @@ int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const a
 
 /* ---- the plan document's "replans" ---- */
 
+/* An entry's replicas as one string, "MB:STAGE,STAGE;MB:STAGE" with STAGE = node/tp/first_gpu/first_layer/
+ * last_layer (node: an index into the cluster): a few kilobytes an entry where a JSON array per stage made
+ * the document of 209 entries take 90 ms to read (half a million cJSON items). */
+static char *replicas_text(const rt_entry *e) {
+    size_t cap = 64, n = 0;
+    for (int k = 0; k < e->n_replicas; k++)
+        cap += 16 + 60 * (size_t)e->replicas[k].n_stages;
+    char *out = ah_xcalloc(cap, 1);
+    for (int k = 0; k < e->n_replicas; k++) {
+        const ah_replica *r = &e->replicas[k];
+        n += (size_t)snprintf(out + n, cap - n, "%s%d:", k ? ";" : "", r->micro_batches);
+        for (int j = 0; j < r->n_stages; j++) {
+            const ah_stage *g = &r->stages[j];
+            n += (size_t)snprintf(out + n, cap - n, "%s%d/%d/%d/%d/%d", j ? "," : "", g->node, g->tp,
+                                  g->gpu_first, g->layer_first, g->layer_last);
+        }
+    }
+    return out;
+}
+
 struct cJSON *ah_replan_table_to_json(const ah_replan_table *t) {
     cJSON *j = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(j, "entries");
     cJSON_AddNumberToObject(j, "depth", t->depth);
@@ -374,79 +394,88 @@ struct cJSON *ah_replan_table_to_json(const ah_replan_table *t) {
             cJSON_AddNumberToObject(eo, "search_value_ns", (double)e->value_ns);
             cJSON_AddNumberToObject(eo, "iteration_time_ns", (double)e->iteration_ns);
             cJSON_AddNumberToObject(eo, "micro_batch", e->micro_batch);
-            cJSON *reps = cJSON_AddArrayToObject(eo, "replicas");
-            for (int k = 0; k < e->n_replicas; k++) {
-                cJSON *ro = cJSON_CreateObject(), *st = NULL;
-                cJSON_AddNumberToObject(ro, "micro_batches", e->replicas[k].micro_batches);
-                st = cJSON_AddArrayToObject(ro, "stages");
-                for (int s = 0; s < e->replicas[k].n_stages; s++) {
-                    const ah_stage *g = &e->replicas[k].stages[s];
-                    int f[5] = {g->node, g->tp, g->gpu_first, g->layer_first, g->layer_last};
-                    cJSON_AddItemToArray(st, cJSON_CreateIntArray(f, 5));
-                }
-                cJSON_AddItemToArray(reps, ro);
-            }
+            char *text = replicas_text(e);
+            cJSON_AddStringToObject(eo, "replicas", text);
+            free(text);
         }
         cJSON_AddItemToArray(arr, eo);
     }
     return j;
 }
 
-/* stage [node, tp, first GPU, first layer, last layer) of an entry, checked against the cluster and model */
-static int read_stage(const ah_err_ctx *c, const cJSON *so, const char *path, const ah_replan_table *t,
-                      const ah_plan *p, const unsigned char *gone, ah_stage *g) {
-    int f[5], i = 0;
-    if (!cJSON_IsArray(so) || cJSON_GetArraySize(so) != 5)
-        return ah_jfail(c, path, "expected [node_index, tp, first_gpu, first_layer, last_layer]");
-    for (const cJSON *v = so->child; v; v = v->next, i++) {
-        if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e9)
-            return ah_jfail(c, path,
-                            "expected [node_index, tp, first_gpu, first_layer, last_layer] as integers");
-        f[i] = (int)v->valuedouble;
-    }
-    if (f[0] < 0 || f[0] >= t->cluster.n_nodes || gone[f[0]])
-        return ah_jfail(c, path, "node index %d is not a surviving node of the cluster", f[0]);
-    const ah_node *nd = &t->cluster.nodes[f[0]];
-    if (f[1] < 1 || (f[1] & (f[1] - 1)) || f[2] < 0 || f[2] + f[1] > nd->gpus)
-        return ah_jfail(c, path, "TP %d from GPU %d does not fit node \"%s\" (%d GPUs)", f[1], f[2], nd->name,
-                        nd->gpus);
-    if (f[3] < 0 || f[3] >= f[4] || f[4] > p->model.n_layers + 2)
-        return ah_jfail(c, path, "layers [%d, %d) not a non-empty range within [0, %d)", f[3], f[4],
-                        p->model.n_layers + 2);
-    memset(g, 0, sizeof *g);
-    g->node = f[0];
-    g->tp = f[1];
-    g->gpu_first = f[2];
-    g->layer_first = f[3];
-    g->layer_last = f[4];
+/* the next integer of a replicas string, followed by `sep` (or the end when sep is 0); -1 when malformed */
+static int next_int(const char **q, char sep, long *out) {
+    char *end;
+    if (**q < '0' || **q > '9')
+        return -1;
+    *out = strtol(*q, &end, 10);
+    if (*out > 1000000000 || (sep ? *end != sep : (*end && *end != ',' && *end != ';')))
+        return -1;
+    *q = end + (sep ? 1 : 0);
     return 0;
 }
 
+/* one stage node/tp/first_gpu/first_layer/last_layer of replica k, checked against the cluster and model */
+static int read_stage(const ah_err_ctx *c, const char **q, const char *rp, int k, int j,
+                      const ah_replan_table *t, const ah_plan *p, const unsigned char *gone, ah_stage *g) {
+    long f[5];
+    for (int i = 0; i < 5; i++)
+        if (next_int(q, i < 4 ? '/' : 0, &f[i]) < 0)
+            return ah_jfail(c, rp, "replica %d stage %d: expected node/tp/first_gpu/first_layer/last_layer",
+                            k, j);
+    if (f[0] >= t->cluster.n_nodes || gone[f[0]])
+        return ah_jfail(c, rp, "replica %d stage %d: node index %ld is not a surviving node of the cluster",
+                        k, j, f[0]);
+    const ah_node *nd = &t->cluster.nodes[f[0]];
+    if (f[1] < 1 || (f[1] & (f[1] - 1)) || f[2] + f[1] > nd->gpus)
+        return ah_jfail(c, rp, "replica %d stage %d: TP %ld from GPU %ld does not fit node \"%s\" (%d GPUs)",
+                        k, j, f[1], f[2], nd->name, nd->gpus);
+    if (f[3] >= f[4] || f[4] > p->model.n_layers + 2)
+        return ah_jfail(c, rp, "replica %d stage %d: layers [%ld, %ld) not a non-empty range within [0, %d)",
+                        k, j, f[3], f[4], p->model.n_layers + 2);
+    memset(g, 0, sizeof *g);
+    g->node = (int)f[0];
+    g->tp = (int)f[1];
+    g->gpu_first = (int)f[2];
+    g->layer_first = (int)f[3];
+    g->layer_last = (int)f[4];
+    return 0;
+}
+
+/* entries[i].replicas: the string replicas_text writes */
 static int read_replicas(const ah_err_ctx *c, const cJSON *eo, const char *ep, const ah_replan_table *t,
                          const ah_plan *p, const unsigned char *gone, rt_entry *e) {
-    char rp[AH_JPATH_LEN], ip[AH_JPATH_LEN], sp[AH_JPATH_LEN], gp[AH_JPATH_LEN];
-    const cJSON *arr, *stages;
-    void *elems;
-    if (ah_jget_list(c, eo, ep, "replicas", "a plan needs at least one replica", sizeof(ah_replica), &arr,
-                     &elems, &e->n_replicas, rp) < 0)
+    char rp[AH_JPATH_LEN];
+    const cJSON *v;
+    if (ah_jmember(c, eo, ep, "replicas", 1, &v, rp) < 0)
         return -1;
-    e->replicas = elems;
-    int k = 0;
-    for (const cJSON *ro = arr->child; ro; ro = ro->next, k++) {
+    if (!cJSON_IsString(v) || !v->valuestring || !*v->valuestring)
+        return ah_jfail(c, rp, "expected \"MB:node/tp/first_gpu/first_layer/last_layer,...;MB:...\", got %s",
+                        cJSON_IsString(v) ? "an empty string" : ah_json_type_name(v));
+    const char *q = v->valuestring;
+    for (const char *x = q; *x; x++)
+        e->n_replicas += *x == ';';
+    e->n_replicas++;
+    e->replicas = ah_xcalloc((size_t)e->n_replicas, sizeof(ah_replica));
+    for (int k = 0; k < e->n_replicas; k++) {
         ah_replica *r = &e->replicas[k];
-        if (ah_jitem_obj(c, ro, rp, k, ip) < 0 ||
-            ah_jget_int(c, ro, ip, "micro_batches", 1, 1, INT32_MAX, &r->micro_batches) < 0 ||
-            ah_jget_list(c, ro, ip, "stages", "a replica needs at least one stage", sizeof(ah_stage), &stages,
-                         &elems, &r->n_stages, sp) < 0)
-            return -1;
-        r->stages = elems;
-        int j = 0;
-        for (const cJSON *so = stages->child; so; so = so->next, j++) {
-            ah_jpath_index(gp, sp, j);
-            if (read_stage(c, so, gp, t, p, gone, &r->stages[j]) < 0)
+        long mb;
+        if (next_int(&q, ':', &mb) < 0 || mb < 1)
+            return ah_jfail(c, rp, "replica %d: expected MB: (its micro-batches) before its stages", k);
+        r->micro_batches = (int)mb;
+        for (const char *x = q; *x && *x != ';'; x++)
+            r->n_stages += *x == ',';
+        r->n_stages++;
+        r->stages = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
+        for (int j = 0; j < r->n_stages; j++) {
+            if (read_stage(c, &q, rp, k, j, t, p, gone, &r->stages[j]) < 0)
                 return -1;
+            if (*q == ',' || (*q == ';' && j == r->n_stages - 1))
+                q++;
         }
     }
+    if (*q)
+        return ah_jfail(c, rp, "unexpected text after the last replica");
     return 0;
 }
 
