@@ -58,6 +58,9 @@ jq '.replans.entries[0].lost = ["nowhere"]' "$TMP/a.json" >"$TMP/bad.json"
 bad_input 'replans.entries[0].lost[0]: no node "nowhere"' replan "$TMP/bad.json" --lost A100-40G-0
 jq '.replans.entries[1].replicas |= sub("^(?<m>[0-9]+):[0-9]+/"; "\(.m):99/")' "$TMP/a.json" >"$TMP/bad.json"
 bad_input "replans.entries[1].replicas: replica 0 stage 0: node index 99" replan "$TMP/bad.json" --lost A100-40G-0
+bad_input "--replans 8: 3002 losses of up to 8 nodes to plan ahead over 6 node classes (at most 2000)" plan \
+  --model gpt3-1.3b --cluster 8x8xA100-40G,8x8xH800,8x8xH20,8x8xV100-32G,8x8xA100-80G,8x8xH100-SXM --global-batch 64 \
+  --replans 8 --quiet --json "$TMP/x.json"
 bad_input "--replans: needs --json" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 1
 bad_input "--replans '9'" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 9 --json "$TMP/x.json"
 bad_input "--replans '0': expected an integer >= 1" plan --model gpt3-1.3b --cluster 4x8xA100-40G --global-batch 128 --replans 0 --json "$TMP/x.json"

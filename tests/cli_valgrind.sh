@@ -25,6 +25,12 @@ run "$BIN" plan --model "$TMP/bad.json" --cluster 1x8xA100-40G --global-batch 8
 run "$BIN" devices
 run "$BIN" models
 "$BIN" plan --model gpt3-1.3b --cluster 1x8xA100-40G,1x8xH800 --global-batch 32 --quiet --json "$TMP/s.json"
+# replans computed ahead: the build (one OpenMP thread: the thread pool's stacks read as possibly lost), the
+# lookup, and a bad table
+OMP_NUM_THREADS=1 run "$BIN" plan --model gpt3-1.3b --cluster 2x4xA100-40G,1x4xH800 --global-batch 32 --replans 1 --json "$TMP/rt.json"
+run "$BIN" replan "$TMP/rt.json" --lost A100-40G-1 --json "$TMP/rt2.json"
+jq '.replans.entries[0].replicas = "1:99/1/0/0/2"' "$TMP/rt.json" >"$TMP/rtbad.json"
+run "$BIN" replan "$TMP/rtbad.json" --lost A100-40G-1
 run "$BIN" simulate "$TMP/s.json" --trace "$TMP/t.json" --svg "$TMP/t.svg" --json "$TMP/o.json"
 # calibrate (fit and leave-one-out), then simulate and plan with its file; a bad runs file
 "$BIN" plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --pp 2 --dp 1 --tp 8 --quiet --json "$TMP/c2.json"

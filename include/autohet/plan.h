@@ -181,7 +181,9 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
 #define AH_REPLAN_MAX_ENTRIES 2000
 typedef struct ah_replan_table ah_replan_table;
 struct cJSON;
-/* 0, or AH_EXIT_BAD_INPUT with err (depth out of range, too many losses, measured links between hosts) */
+/* 0, or AH_EXIT_BAD_INPUT with err (depth out of range, more than AH_REPLAN_MAX_ENTRIES losses, measured links
+ * between hosts); _check says so for a cluster before any search */
+int ah_replan_table_check(const ah_cluster *c, const ah_plan_options *o, int depth, char *err, size_t errlen);
 int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, int depth,
                           ah_replan_table **out, char *err, size_t errlen);
 /* 1 with *out (cluster = survivors), 0 when the table does not hold the loss (or its search found no plan),

@@ -703,8 +703,11 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
 static int plan_ahead(const plan_args *a, const ah_plan *plan, const ah_profile *prof, cJSON **out) {
     char err[512];
     ah_replan_table *t;
-    if (ah_replan_table_build(plan, prof, &a->o, a->replans, &t, err, sizeof err) != 0)
-        return cli_bad_input("plan", err);
+    if (ah_replan_table_build(plan, prof, &a->o, a->replans, &t, err, sizeof err) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "--replans %d: %s", a->replans, err);
+        return cli_bad_input("plan", msg);
+    }
     int depth, n, classes, threads;
     double build_s;
     ah_replan_table_stats(t, &depth, &n, &classes, &build_s, &threads);
@@ -731,6 +734,14 @@ int cmd_plan(int argc, char **argv) {
     char comm_summary[256] = "", err[512];
     if ((rc = load_plan_inputs(&a, &model, &cluster, &prof, comm_summary, sizeof comm_summary)) != 0)
         return rc;
+    if (a.replans && ah_replan_table_check(&cluster, &a.o, a.replans, err, sizeof err) != 0) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "--replans %d: %s", a.replans, err);
+        ah_profile_free(prof);
+        ah_cluster_free(&cluster);
+        ah_link_matrix_free((ah_link_matrix *)a.o.links);
+        return cli_bad_input("plan", msg);
+    }
     int exit_code = 0;
     ah_plan plan, base[2];
     int base_ok[2] = {0, 0};

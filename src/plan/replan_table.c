@@ -169,17 +169,20 @@ static void search_entry(const ah_replan_table *t, const ah_plan *p, const ah_pr
     free(keep);
 }
 
-/* How many loss vectors of 1..depth nodes (v[c] <= class size): ways[s] over the classes so far. */
+/* How many loss vectors of 1..depth nodes (v[c] <= class size): ways[s] over the classes so far, saturated
+ * (thousands of classes at depth 8 would overflow) */
+#define LOSSES_SATURATED (1LL << 40)
 static long long count_losses(const ah_replan_table *t) {
     long long ways[AH_REPLAN_MAX_DEPTH + 1] = {1};
     for (int c = 0; c < t->n_classes; c++)
         for (int s = t->depth; s >= 1; s--)
             for (int k = 1; k <= s && k <= t->class_size[c]; k++)
-                ways[s] += ways[s - k];
+                if ((ways[s] += ways[s - k]) > LOSSES_SATURATED)
+                    ways[s] = LOSSES_SATURATED;
     long long n = 0;
     for (int s = 1; s <= t->depth; s++)
         n += ways[s];
-    return n;
+    return n < LOSSES_SATURATED ? n : LOSSES_SATURATED;
 }
 
 /* Every loss vector of 1..depth nodes in all (v[c] <= class size), appended to t's entries in order of total
@@ -197,27 +200,44 @@ static void enumerate(ah_replan_table *t, int *v, int c, int left) {
     v[c] = 0;
 }
 
-int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, int depth,
-                          ah_replan_table **out, char *err, size_t errlen) {
-    *out = NULL;
-    if (depth < 1 || depth > AH_REPLAN_MAX_DEPTH) {
-        snprintf(err, errlen, "replans: depth %d out of range [1, %d]", depth, AH_REPLAN_MAX_DEPTH);
+/* depth, links and the number of losses; 0, or AH_EXIT_BAD_INPUT with err */
+static int check_table(const ah_replan_table *t, const ah_plan_options *o, char *err, size_t errlen) {
+    if (t->depth < 1 || t->depth > AH_REPLAN_MAX_DEPTH) {
+        snprintf(err, errlen, "depth %d out of range [1, %d]", t->depth, AH_REPLAN_MAX_DEPTH);
         return AH_EXIT_BAD_INPUT;
     }
     if (o->links) {
         snprintf(err, errlen,
-                 "replans: not with measured links between hosts (nodes are not interchangeable)");
+                 "not with measured links between hosts (nodes of one type are not interchangeable)");
         return AH_EXIT_BAD_INPUT;
     }
-    double t0 = ah_now_s();
-    ah_replan_table *t = table_new(&p->cluster, depth);
     long long n = count_losses(t);
     if (n > AH_REPLAN_MAX_ENTRIES) {
         snprintf(err, errlen,
-                 "replans: %lld losses of up to %d nodes to plan ahead over %d node classes (at most %d)", n,
-                 depth, t->n_classes, AH_REPLAN_MAX_ENTRIES);
-        ah_replan_table_free(t);
+                 "%s%lld losses of up to %d nodes to plan ahead over %d node classes (at most %d)",
+                 n >= LOSSES_SATURATED ? "over " : "", n, t->depth, t->n_classes, AH_REPLAN_MAX_ENTRIES);
         return AH_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+int ah_replan_table_check(const ah_cluster *c, const ah_plan_options *o, int depth, char *err,
+                          size_t errlen) {
+    ah_replan_table *t = table_new(c, depth);
+    int rc = check_table(t, o, err, errlen);
+    ah_replan_table_free(t);
+    return rc;
+}
+
+int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_plan_options *o, int depth,
+                          ah_replan_table **out, char *err, size_t errlen) {
+    *out = NULL;
+    double t0 = ah_now_s();
+    ah_replan_table *t = table_new(&p->cluster, depth);
+    int rc = check_table(t, o, err, errlen);
+    if (rc != 0) {
+        ah_replan_table_free(t);
+        return rc;
     }
     int *v = ah_xcalloc((size_t)t->n_classes, sizeof(int));
     for (int total = 1; total <= depth; total++)
