@@ -25,7 +25,8 @@ static void replan_usage(FILE *f) {
         "large clusters: the replicas whose nodes all survive are kept, the nodes left whole are planned\n"
         "on their own by the exact search, and the micro-batches are dealt out again over all replicas.\n"
         "Milliseconds where a full search of a large cluster takes seconds; on at most %d GPUs the\n"
-        "full search of the survivors runs too (tenths of a second there) and the faster plan is kept.\n"
+        "full search of the survivors runs too (tenths of a second there; not when the loss is looked up\n"
+        "below) and the faster plan is kept.\n"
         "A PLAN.json made with `autohet plan --replans K` holds the full search's plan for every loss\n"
         "of up to K nodes: such a loss is looked up (milliseconds, the plan a full search returns).\n\n"
         "  --lost     the lost nodes, by name (PLAN.json's cluster.nodes[].name)\n"
@@ -64,6 +65,36 @@ static int survivors_of(const ah_plan *p, const char *lost, ah_cluster *out, cha
             out->nodes[out->n_nodes++] = p->cluster.nodes[i];
     free(list);
     free(gone);
+    return rc;
+}
+
+/* the new plan document, with "replan": how it was made, each way's time and plan (NULL: not made) */
+static int write_replan(const char *json, const char *lost, const ah_plan *pick, const ah_plan *fast, double t_fast,
+                        const ah_plan *ahead, double t_ahead, const ah_plan *full, double t_full, const char *kept) {
+    char err[512];
+    int rc = 0;
+    cJSON *x = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(x, "replan");
+    cJSON_AddStringToObject(r, "lost", lost);
+    if (fast) {
+        cJSON_AddNumberToObject(r, "fast_s", t_fast);
+        cJSON_AddNumberToObject(r, "fast_iteration_time_s", fast->iteration_time_s);
+    }
+    if (ahead) {
+        cJSON_AddNumberToObject(r, "ahead_s", t_ahead);
+        cJSON_AddNumberToObject(r, "ahead_iteration_time_s", ahead->iteration_time_s);
+        cJSON_AddNumberToObject(r, "ahead_search_value_ns", (double)ahead->search_value_ns);
+    }
+    if (full) {
+        cJSON_AddNumberToObject(r, "full_search_s", t_full);
+        cJSON_AddNumberToObject(r, "full_iteration_time_s", full->iteration_time_s);
+        cJSON_AddNumberToObject(r, "full_search_value_ns", (double)full->search_value_ns);
+    }
+    cJSON_AddStringToObject(r, "kept", kept);
+    if (ah_plan_write_json(pick, x, json, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet replan: %s\n", err);
+        rc = -1;
+    }
+    cJSON_Delete(x);
     return rc;
 }
 
@@ -141,10 +172,11 @@ int cmd_replan(int argc, char **argv) {
     /* the repair too, for comparison; where the table holds the loss, its failure ("no replica survives")
      * does not matter */
     t0 = ah_now_s();
-    int have_fast = ah_plan_repair(&old, &surv, prof, &o, &fast, err, sizeof err) == 0;
+    char fast_err[sizeof err];
+    int have_fast = ah_plan_repair(&old, &surv, prof, &o, &fast, fast_err, sizeof fast_err) == 0;
     double t_fast = ah_now_s() - t0;
     if (!have_fast && !have_ahead) {
-        rc = cli_bad_input("replan", err);
+        rc = cli_bad_input("replan", fast_err);
         goto out;
     }
     int have_full = 0;
@@ -166,38 +198,18 @@ int cmd_replan(int argc, char **argv) {
             printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n",
                    1e3 * t_fast, fast.iteration_time_s, old.iteration_time_s);
         else
-            printf("The fast replan found no plan (%s)\n", err);
+            printf("The fast replan found no plan (%s)\n", fast_err);
         if (have_ahead)
             printf("Computed ahead (plan --replans), looked up in %.1f ms: %.4f s per iteration (was %.4f s)\n",
                    1e3 * t_ahead, ahead.iteration_time_s, old.iteration_time_s);
         if (have_full)
             printf("Full search of the survivors: %.3f s, %.4f s per iteration\n", t_full, full.iteration_time_s);
-        printf("Kept: the %s plan\n", kept);
+        printf("Kept: %s\n", pick == &ahead ? "the plan computed ahead" : pick == &full ? "the full search's plan"
+                                                                                 : "the fast replan");
     }
-    if (json) {
-        cJSON *x = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(x, "replan");
-        cJSON_AddStringToObject(r, "lost", lost);
-        if (have_fast) {
-            cJSON_AddNumberToObject(r, "fast_s", t_fast);
-            cJSON_AddNumberToObject(r, "fast_iteration_time_s", fast.iteration_time_s);
-        }
-        if (have_ahead) {
-            cJSON_AddNumberToObject(r, "ahead_s", t_ahead);
-            cJSON_AddNumberToObject(r, "ahead_iteration_time_s", ahead.iteration_time_s);
-            cJSON_AddNumberToObject(r, "ahead_search_value_ns", (double)ahead.search_value_ns);
-        }
-        if (have_full) {
-            cJSON_AddNumberToObject(r, "full_search_s", t_full);
-            cJSON_AddNumberToObject(r, "full_iteration_time_s", full.iteration_time_s);
-            cJSON_AddNumberToObject(r, "full_search_value_ns", (double)full.search_value_ns);
-        }
-        cJSON_AddStringToObject(r, "kept", kept);
-        if (ah_plan_write_json(pick, x, json, err, sizeof err) != 0) {
-            fprintf(stderr, "autohet replan: %s\n", err);
-            rc = 1;
-        }
-        cJSON_Delete(x);
-    }
+    if (json && write_replan(json, lost, pick, have_fast ? &fast : NULL, t_fast, have_ahead ? &ahead : NULL,
+                             t_ahead, have_full ? &full : NULL, t_full, kept) != 0)
+        rc = 1;
     if (have_fast)
         ah_plan_free(&fast);
     if (have_ahead)
