@@ -191,6 +191,12 @@ int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_pla
 int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *survivors,
                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
                            size_t errlen);
+/* A loss deeper than the table: the entry of `depth` of the lost nodes (a few choices of which: the classes in
+ * ascending order, descending, one a class in turn), mapped, then ah_plan_repair of it for the rest; the
+ * fastest evaluated. 1 with *out, 0 when the loss is not deeper or no choice gave a plan. */
+int ah_replan_table_nearest(const ah_replan_table *t, const ah_plan *old, const ah_cluster *survivors,
+                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
+                            size_t errlen);
 /* the plan document's "replans" object, and back (p: the plan read from the same document; errors name
  * `file` and the field) */
 struct cJSON *ah_replan_table_to_json(const ah_replan_table *t);

@@ -68,26 +68,50 @@ static int survivors_of(const ah_plan *p, const char *lost, ah_cluster *out, cha
     return rc;
 }
 
-/* the new plan document, with "replan": how it was made, each way's time and plan (NULL: not made) */
-static int write_replan(const char *json, const char *lost, const ah_plan *pick, const ah_plan *fast, double t_fast,
-                        const ah_plan *ahead, double t_ahead, const ah_plan *full, double t_full, const char *kept) {
-    char err[512];
+/* the table of the plan kept and a line for each way it was made (made[]: as write_replan's) */
+static void print_replan(const ah_plan *pick, const ah_plan *old, const ah_plan *const made[4], const double took[4],
+                         const char *fast_err) {
+    ah_plan_print_table(pick, stdout);
+    if (made[0])
+        printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n", 1e3 * took[0],
+               made[0]->iteration_time_s, old->iteration_time_s);
+    else
+        printf("The fast replan found no plan (%s)\n", fast_err);
+    if (made[1])
+        printf("Computed ahead (plan --replans), looked up in %.1f ms: %.4f s per iteration (was %.4f s)\n",
+               1e3 * took[1], made[1]->iteration_time_s, old->iteration_time_s);
+    if (made[2])
+        printf("Deeper than the replans computed ahead: part of the loss looked up, the rest repaired in %.1f ms: "
+               "%.4f s per iteration\n",
+               1e3 * took[2], made[2]->iteration_time_s);
+    if (made[3])
+        printf("Full search of the survivors: %.3f s, %.4f s per iteration\n", took[3], made[3]->iteration_time_s);
+    printf("Kept: %s\n", pick == made[1]   ? "the plan computed ahead"
+                          : pick == made[2] ? "the plan computed ahead for part of the loss, repaired"
+                          : pick == made[3] ? "the full search's plan"
+                                            : "the fast replan");
+}
+
+/* the new plan document, with "replan": how it was made, and each way's time and plan (NULL: not made) in the
+ * order fast, computed ahead, computed ahead and repaired, full search */
+static int write_replan(const char *json, const char *lost, const ah_plan *pick, const ah_plan *const made[4],
+                        const double took[4], const char *kept) {
+    static const char *way[4] = {"fast", "ahead", "ahead_repair", "full_search"};
+    char err[512], k[64];
     int rc = 0;
     cJSON *x = cJSON_CreateObject(), *r = cJSON_AddObjectToObject(x, "replan");
     cJSON_AddStringToObject(r, "lost", lost);
-    if (fast) {
-        cJSON_AddNumberToObject(r, "fast_s", t_fast);
-        cJSON_AddNumberToObject(r, "fast_iteration_time_s", fast->iteration_time_s);
-    }
-    if (ahead) {
-        cJSON_AddNumberToObject(r, "ahead_s", t_ahead);
-        cJSON_AddNumberToObject(r, "ahead_iteration_time_s", ahead->iteration_time_s);
-        cJSON_AddNumberToObject(r, "ahead_search_value_ns", (double)ahead->search_value_ns);
-    }
-    if (full) {
-        cJSON_AddNumberToObject(r, "full_search_s", t_full);
-        cJSON_AddNumberToObject(r, "full_iteration_time_s", full->iteration_time_s);
-        cJSON_AddNumberToObject(r, "full_search_value_ns", (double)full->search_value_ns);
+    for (int i = 0; i < 4; i++) {
+        if (!made[i])
+            continue;
+        snprintf(k, sizeof k, "%s_s", way[i]);
+        cJSON_AddNumberToObject(r, k, took[i]);
+        snprintf(k, sizeof k, "%s_iteration_time_s", i == 3 ? "full" : way[i]);
+        cJSON_AddNumberToObject(r, k, made[i]->iteration_time_s);
+        if (i == 1 || i == 3) { /* exact: the search's value */
+            snprintf(k, sizeof k, "%s_search_value_ns", i == 3 ? "full" : way[i]);
+            cJSON_AddNumberToObject(r, k, (double)made[i]->search_value_ns);
+        }
     }
     cJSON_AddStringToObject(r, "kept", kept);
     if (ah_plan_write_json(pick, x, json, err, sizeof err) != 0) {
@@ -161,7 +185,7 @@ int cmd_replan(int argc, char **argv) {
     ah_plan_options_default(&o);
     o.train = old.train;
     o.global_batch = old.global_batch;
-    ah_plan fast, full, ahead;
+    ah_plan fast, full, ahead, near;
     double t0 = ah_now_s();
     int have_ahead = table ? ah_replan_table_lookup(table, &old, &surv, prof, &o, &ahead, err, sizeof err) : 0;
     double t_ahead = ah_now_s() - t0, t_full = 0;
@@ -179,6 +203,11 @@ int cmd_replan(int argc, char **argv) {
         rc = cli_bad_input("replan", fast_err);
         goto out;
     }
+    /* deeper than the table: its entry for part of the loss, repaired for the rest */
+    t0 = ah_now_s();
+    int have_near = table && !have_ahead && ah_replan_table_nearest(table, &old, &surv, prof, &o, &near, err,
+                                                                      sizeof err) == 1;
+    double t_near = ah_now_s() - t0;
     int have_full = 0;
     if (!fast_only && (exact || (!have_ahead && ah_cluster_total_gpus(&surv) <= REPLAN_FULL_MAX_GPUS))) {
         t0 = ah_now_s();
@@ -189,31 +218,27 @@ int cmd_replan(int argc, char **argv) {
     const ah_plan *pick = have_ahead ? &ahead : &fast;
     if (have_ahead && have_fast && fast.iteration_time_s < pick->iteration_time_s)
         pick = &fast;
+    if (have_near && near.iteration_time_s < pick->iteration_time_s)
+        pick = &near;
     if (have_full && full.iteration_time_s < pick->iteration_time_s)
         pick = &full;
-    const char *kept = pick == &ahead ? "computed ahead" : pick == &full ? "full search" : "fast replan";
-    if (!quiet) {
-        ah_plan_print_table(pick, stdout);
-        if (have_fast)
-            printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n",
-                   1e3 * t_fast, fast.iteration_time_s, old.iteration_time_s);
-        else
-            printf("The fast replan found no plan (%s)\n", fast_err);
-        if (have_ahead)
-            printf("Computed ahead (plan --replans), looked up in %.1f ms: %.4f s per iteration (was %.4f s)\n",
-                   1e3 * t_ahead, ahead.iteration_time_s, old.iteration_time_s);
-        if (have_full)
-            printf("Full search of the survivors: %.3f s, %.4f s per iteration\n", t_full, full.iteration_time_s);
-        printf("Kept: %s\n", pick == &ahead ? "the plan computed ahead" : pick == &full ? "the full search's plan"
-                                                                                 : "the fast replan");
-    }
-    if (json && write_replan(json, lost, pick, have_fast ? &fast : NULL, t_fast, have_ahead ? &ahead : NULL,
-                             t_ahead, have_full ? &full : NULL, t_full, kept) != 0)
+    const char *kept = pick == &ahead  ? "computed ahead"
+                       : pick == &near ? "computed ahead, repaired"
+                       : pick == &full ? "full search"
+                                       : "fast replan";
+    const ah_plan *made[4] = {have_fast ? &fast : NULL, have_ahead ? &ahead : NULL, have_near ? &near : NULL,
+                              have_full ? &full : NULL};
+    double took[4] = {t_fast, t_ahead, t_near, t_full};
+    if (!quiet)
+        print_replan(pick, &old, made, took, fast_err);
+    if (json && write_replan(json, lost, pick, made, took, kept) != 0)
         rc = 1;
     if (have_fast)
         ah_plan_free(&fast);
     if (have_ahead)
         ah_plan_free(&ahead);
+    if (have_near)
+        ah_plan_free(&near);
     if (have_full)
         ah_plan_free(&full);
 out:

@@ -584,3 +584,93 @@ int ah_replan_table_from_json(const struct cJSON *j, const ah_plan *p, const cha
     *out = t;
     return 0;
 }
+
+/* ---- beyond the table ---- */
+
+/* sub[i] = table node i is one of the first v[c] lost nodes of its class c (cluster order) */
+static void pick_sub_loss(const ah_replan_table *t, const int *at, const int *v, unsigned char *sub) {
+    int *left = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    memcpy(left, v, sizeof(int) * (size_t)t->n_classes);
+    for (int i = 0; i < t->cluster.n_nodes; i++) {
+        sub[i] = at[i] < 0 && left[t->cls[i]] > 0;
+        left[t->cls[i]] -= sub[i];
+    }
+    free(left);
+}
+
+/* Candidate sub-losses of `depth` nodes out of w (nodes lost per class): the classes taken in ascending
+ * order, in descending order, and one node a class in turn; into v[3][n_classes], returns how many
+ * (distinct). */
+static int sub_loss_candidates(const ah_replan_table *t, const int *w, int (*v)[t->n_classes]) {
+    int K = t->n_classes, n = 0;
+    for (int way = 0; way < 3; way++) {
+        int *c = v[n], left = t->depth;
+        memset(c, 0, sizeof(int) * (size_t)K);
+        if (way < 2)
+            for (int i = 0; i < K && left > 0; i++) {
+                int k = way == 0 ? i : K - 1 - i, take = w[k] < left ? w[k] : left;
+                c[k] = take;
+                left -= take;
+            }
+        else
+            while (left > 0)
+                for (int k = 0; k < K && left > 0; k++)
+                    if (c[k] < w[k]) {
+                        c[k]++;
+                        left--;
+                    }
+        int dup = 0;
+        for (int j = 0; j < n && !dup; j++)
+            dup = !memcmp(v[j], c, sizeof(int) * (size_t)K);
+        n += !dup;
+    }
+    return n;
+}
+
+int ah_replan_table_nearest(const ah_replan_table *t, const ah_plan *old, const ah_cluster *surv,
+                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
+                            size_t errlen) {
+    memset(out, 0, sizeof *out);
+    int N = t->cluster.n_nodes, K = t->n_classes, total = 0, found = 0;
+    int *at = ah_xcalloc((size_t)N + 1, sizeof(int)), *w = ah_xcalloc((size_t)K, sizeof(int));
+    if (survivors_map(t, surv, at, w) != 0) {
+        free(at);
+        free(w);
+        return 0;
+    }
+    for (int k = 0; k < K; k++)
+        total += w[k];
+    int(*v)[K] = ah_xcalloc(3, sizeof *v);
+    int n = total > t->depth ? sub_loss_candidates(t, w, v) : 0;
+    unsigned char *sub = ah_xcalloc((size_t)N + 1, 1);
+    ah_cluster mid = {ah_xcalloc((size_t)N + 1, sizeof(ah_node)), 0};
+    for (int j = 0; j < n; j++) {
+        pick_sub_loss(t, at, v[j], sub);
+        mid.n_nodes = 0;
+        for (int i = 0; i < N; i++)
+            if (!sub[i])
+                mid.nodes[mid.n_nodes++] = t->cluster.nodes[i];
+        ah_plan p1, p2;
+        char e2[512];
+        if (ah_replan_table_lookup(t, old, &mid, prof, o, &p1, e2, sizeof e2) != 1)
+            continue;
+        int ok = ah_plan_repair(&p1, surv, prof, o, &p2, e2, sizeof e2) == 0;
+        ah_plan_free(&p1);
+        if (ok && (!found || p2.iteration_time_ns < out->iteration_time_ns)) {
+            if (found)
+                ah_plan_free(out);
+            *out = p2;
+            found = 1;
+        } else if (ok) {
+            ah_plan_free(&p2);
+        } else if (!found) {
+            snprintf(err, errlen, "%s", e2);
+        }
+    }
+    free(mid.nodes);
+    free(sub);
+    free(v);
+    free(at);
+    free(w);
+    return found;
+}
