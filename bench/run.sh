@@ -64,7 +64,9 @@ section_replan() {
   echo "up in the plan document's replans, \`autohet replan --fast\` (the replicas whose nodes all survive kept, the nodes"
   echo "of broken replicas planned on their own, the micro-batches dealt out again: docs/planner.md \"Replanning after a"
   echo "loss\") and the full search of the survivors (\`--exact\`, one core). *computed ahead vs full*: the looked-up plan"
-  echo "has the full search's search value and evaluated iteration time. *replan command wall*: \`autohet replan --fast\`"
+  echo "has the full search's search value and evaluated iteration time; a loss deeper than the replans takes the entry"
+  echo "of 4 of its nodes and repairs it for the rest (the faster of that and the fast replan is kept, gap to the full"
+  echo "search given). *replan command wall*: \`autohet replan --fast\`"
   echo "from process start to exit (the plan document read, the lookup or the repair, the new document written)."
   echo "Target (issue #30): a replan <= 100 ms at 1,024 GPUs."
   echo

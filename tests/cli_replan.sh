@@ -51,14 +51,18 @@ for lost in A100-40G-0 H800-1; do
     (.cluster.nodes | map(.name) | index($lost)) == null' "$TMP/ahead.json" >/dev/null ||
     fail "replan $lost: not the full search's plan: $(jq -c .replan "$TMP/ahead.json")"
 done
-# deeper than the table: the entry of part of the loss, repaired for the rest, beside the fast replan; the faster
-# is kept (here the repaired entry: the fast replan of both nodes is 43 % slower)
+# deeper than the table: the entry of part of the loss, repaired for the rest (the fast replan of the whole loss
+# only with --exact, to compare; the fastest is kept)
 $BIN replan "$TMP/a.json" --lost A100-40G-0,H800-0 --fast --quiet --json "$TMP/deep.json" || fail "replan deeper than the table"
-jq -e '(.replan | has("ahead_s") | not) and .replan.ahead_repair_iteration_time_s > 0 and
-  .iteration_time_s == ([.replan.fast_iteration_time_s, .replan.ahead_repair_iteration_time_s] | min) and
-  .replan.kept == "computed ahead, repaired" and ([.replicas[].micro_batches] | add) * .micro_batch == .global_batch and
+jq -e '(.replan | has("ahead_s") or has("fast_s") | not) and .replan.ahead_repair_iteration_time_s > 0 and
+  .replan.kept == "computed ahead, repaired" and .iteration_time_s == .replan.ahead_repair_iteration_time_s and
+  ([.replicas[].micro_batches] | add) * .micro_batch == .global_batch and
   (.cluster.nodes | map(.name) | (index("A100-40G-0") == null and index("H800-0") == null))' "$TMP/deep.json" >/dev/null ||
   fail "replan deeper than the table: $(jq -c .replan "$TMP/deep.json")"
+$BIN replan "$TMP/a.json" --lost A100-40G-0,H800-0 --exact --quiet --json "$TMP/deep.json" || fail "replan deeper, --exact"
+jq -e '.iteration_time_s == ([.replan.fast_iteration_time_s, .replan.ahead_repair_iteration_time_s,
+  .replan.full_iteration_time_s] | min)' "$TMP/deep.json" >/dev/null ||
+  fail "replan deeper, --exact: not the fastest kept: $(jq -c .replan "$TMP/deep.json")"
 jq '.replans.entries[0].lost = ["nowhere"]' "$TMP/a.json" >"$TMP/bad.json"
 bad_input 'replans.entries[0].lost[0]: no node "nowhere"' replan "$TMP/bad.json" --lost A100-40G-0
 jq '.replans.entries[1].replicas |= sub("^(?<m>[0-9]+):[0-9]+/"; "\(.m):99/")' "$TMP/a.json" >"$TMP/bad.json"

@@ -191,9 +191,10 @@ int ah_replan_table_build(const ah_plan *p, const ah_profile *prof, const ah_pla
 int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *survivors,
                            const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
                            size_t errlen);
-/* A loss deeper than the table: the entry of `depth` of the lost nodes (a few choices of which: the classes in
- * ascending order, descending, one a class in turn), mapped, then ah_plan_repair of it for the rest; the
- * fastest evaluated. 1 with *out, 0 when the loss is not deeper or no choice gave a plan. */
+/* A loss deeper than the table: the entry of `depth` of the lost nodes, mapped onto the survivors with the rest
+ * of the loss used last, then ah_plan_repair of it for the rest. Of the ways to choose the `depth` nodes (loss
+ * vectors, at most 64 tried) the one whose entry keeps the most micro-batches on replicas the rest leaves
+ * whole. 1 with *out, 0 when the loss is not deeper or nothing gave a plan (err: the repair's why). */
 int ah_replan_table_nearest(const ah_replan_table *t, const ah_plan *old, const ah_cluster *survivors,
                             const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
                             size_t errlen);

@@ -75,7 +75,7 @@ static void print_replan(const ah_plan *pick, const ah_plan *old, const ah_plan 
     if (made[0])
         printf("Replanned without the lost nodes in %.1f ms: %.4f s per iteration (was %.4f s)\n", 1e3 * took[0],
                made[0]->iteration_time_s, old->iteration_time_s);
-    else
+    else if (strcmp(fast_err, "not run") != 0)
         printf("The fast replan found no plan (%s)\n", fast_err);
     if (made[1])
         printf("Computed ahead (plan --replans), looked up in %.1f ms: %.4f s per iteration (was %.4f s)\n",
@@ -193,33 +193,31 @@ int cmd_replan(int argc, char **argv) {
         rc = cli_bad_input("replan", err);
         goto out;
     }
-    /* the repair too, for comparison; where the table holds the loss, its failure ("no replica survives")
-     * does not matter */
-    t0 = ah_now_s();
-    char fast_err[sizeof err];
-    int have_fast = ah_plan_repair(&old, &surv, prof, &o, &fast, fast_err, sizeof fast_err) == 0;
-    double t_fast = ah_now_s() - t0;
-    if (!have_fast && !have_ahead) {
-        rc = cli_bad_input("replan", fast_err);
-        goto out;
-    }
     /* deeper than the table: its entry for part of the loss, repaired for the rest */
     t0 = ah_now_s();
     int have_near = table && !have_ahead && ah_replan_table_nearest(table, &old, &surv, prof, &o, &near, err,
                                                                       sizeof err) == 1;
     double t_near = ah_now_s() - t0;
+    /* the fast replan of the whole loss: where the table answered, only to compare (--exact) */
+    t0 = ah_now_s();
+    char fast_err[sizeof err] = "not run";
+    int have_fast = (exact || (!have_ahead && !have_near)) &&
+                    ah_plan_repair(&old, &surv, prof, &o, &fast, fast_err, sizeof fast_err) == 0;
+    double t_fast = ah_now_s() - t0;
+    if (!have_fast && !have_ahead && !have_near) {
+        rc = cli_bad_input("replan", fast_err);
+        goto out;
+    }
     int have_full = 0;
     if (!fast_only && (exact || (!have_ahead && ah_cluster_total_gpus(&surv) <= REPLAN_FULL_MAX_GPUS))) {
         t0 = ah_now_s();
         have_full = ah_plan_search(&old.model, &surv, prof, &o, &full, err, sizeof err) == 0;
         t_full = ah_now_s() - t0;
     }
-    /* the fastest evaluated; ties: the plan computed ahead, then the full search's */
-    const ah_plan *pick = have_ahead ? &ahead : &fast;
-    if (have_ahead && have_fast && fast.iteration_time_s < pick->iteration_time_s)
+    /* the plan computed ahead (the full search's); else the fastest evaluated */
+    const ah_plan *pick = have_ahead ? &ahead : have_near ? &near : &fast;
+    if (have_near && have_fast && fast.iteration_time_s < pick->iteration_time_s)
         pick = &fast;
-    if (have_near && near.iteration_time_s < pick->iteration_time_s)
-        pick = &near;
     if (have_full && full.iteration_time_s < pick->iteration_time_s)
         pick = &full;
     const char *kept = pick == &ahead  ? "computed ahead"

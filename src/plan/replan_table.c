@@ -294,8 +294,10 @@ static int survivors_map(const ah_replan_table *t, const ah_cluster *surv, int *
 }
 
 /* to[i] = the survivors' index of the node that takes table node i's place in e's plan: itself if it
- * survived, else the class's next survivor e's plan leaves unused */
-static void place_entry(const ah_replan_table *t, const rt_entry *e, const int *at, int *to) {
+ * survived, else the class's next survivor e's plan leaves unused. Survivors marked in `avoid` (may be NULL)
+ * are used last: a loss deeper than the table maps an entry onto survivors some of which are lost too. */
+static void place_entry(const ah_replan_table *t, const rt_entry *e, const int *at,
+                        const unsigned char *avoid, int *to) {
     int N = t->cluster.n_nodes;
     unsigned char *used = ah_xcalloc((size_t)N + 1, 1), *taken = ah_xcalloc((size_t)N + 1, 1);
     for (int k = 0; k < e->n_replicas; k++)
@@ -303,46 +305,35 @@ static void place_entry(const ah_replan_table *t, const rt_entry *e, const int *
             used[e->replicas[k].stages[j].node] = 1;
     for (int i = 0; i < N; i++) {
         to[i] = -1;
-        if (used[i] && at[i] >= 0) {
+        if (used[i] && at[i] >= 0 && !(avoid && avoid[i])) {
             to[i] = at[i];
             taken[i] = 1;
         }
     }
-    for (int i = 0; i < N; i++) {
-        if (!used[i] || to[i] >= 0)
-            continue;
-        int s = 0;
-        while (s < N && !(t->cls[s] == t->cls[i] && at[s] >= 0 && !taken[s] && !used[s]))
-            s++;
-        if (s < N) { /* always: the class has as many survivors as e's canonical survivors */
-            to[i] = at[s];
-            taken[s] = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < N; i++) {
+            if (!used[i] || to[i] >= 0)
+                continue;
+            int s = 0;
+            while (s < N &&
+                   !(t->cls[s] == t->cls[i] && at[s] >= 0 && !taken[s] && (pass || !(avoid && avoid[s]))))
+                s++;
+            if (s < N) { /* by pass 1 always: the class has as many survivors as e's canonical survivors */
+                to[i] = at[s];
+                taken[s] = 1;
+            }
         }
-    }
     free(used);
     free(taken);
 }
 
-int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *surv,
-                           const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
-                           size_t errlen) {
-    memset(out, 0, sizeof *out);
-    double t0 = ah_now_s();
+/* e's plan on the survivors (at: as survivors_map's), evaluated; 1, or -1 with err */
+static int map_entry(const ah_replan_table *t, const rt_entry *e, const ah_plan *old, const ah_cluster *surv,
+                     const int *at, const unsigned char *avoid, const ah_profile *prof,
+                     const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     int N = t->cluster.n_nodes;
-    int *at = ah_xcalloc((size_t)N + 1, sizeof(int)), *lost = ah_xcalloc((size_t)t->n_classes, sizeof(int));
-    const rt_entry *e = NULL;
-    if (survivors_map(t, surv, at, lost) == 0)
-        for (int i = 0; i < t->n && !e; i++)
-            if (!memcmp(t->e[i].lost, lost, sizeof(int) * (size_t)t->n_classes) && !t->e[i].error)
-                e = &t->e[i];
-    free(lost);
-    if (!e) {
-        free(at);
-        return 0;
-    }
     int *to = ah_xcalloc((size_t)N + 1, sizeof(int));
-    place_entry(t, e, at, to);
-    free(at);
+    place_entry(t, e, at, avoid, to);
     snprintf(out->strategy, sizeof out->strategy, "%s", old->strategy);
     out->version = old->version;
     out->model = old->model;
@@ -372,8 +363,31 @@ int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const a
     }
     out->search_value_ns = e->value_ns;
     out->search_value_s = ah_ns_to_s(e->value_ns);
-    out->planning_time_s = ah_now_s() - t0;
     return 1;
+}
+
+/* the entry of loss vector `lost` that has a plan, or NULL */
+static const rt_entry *entry_of(const ah_replan_table *t, const int *lost) {
+    for (int i = 0; i < t->n; i++)
+        if (!memcmp(t->e[i].lost, lost, sizeof(int) * (size_t)t->n_classes) && !t->e[i].error)
+            return &t->e[i];
+    return NULL;
+}
+
+int ah_replan_table_lookup(const ah_replan_table *t, const ah_plan *old, const ah_cluster *surv,
+                           const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
+                           size_t errlen) {
+    memset(out, 0, sizeof *out);
+    double t0 = ah_now_s();
+    int *at = ah_xcalloc((size_t)t->cluster.n_nodes + 1, sizeof(int)),
+        *lost = ah_xcalloc((size_t)t->n_classes, sizeof(int));
+    const rt_entry *e = survivors_map(t, surv, at, lost) == 0 ? entry_of(t, lost) : NULL;
+    int rc = e ? map_entry(t, e, old, surv, at, NULL, prof, o, out, err, errlen) : 0;
+    free(lost);
+    free(at);
+    if (rc == 1)
+        out->planning_time_s = ah_now_s() - t0;
+    return rc;
 }
 
 /* ---- the plan document's "replans" ---- */
@@ -598,77 +612,101 @@ static void pick_sub_loss(const ah_replan_table *t, const int *at, const int *v,
     free(left);
 }
 
-/* Candidate sub-losses of `depth` nodes out of w (nodes lost per class): the classes taken in ascending
- * order, in descending order, and one node a class in turn; into v[3][n_classes], returns how many
- * (distinct). */
-static int sub_loss_candidates(const ah_replan_table *t, const int *w, int (*v)[t->n_classes]) {
-    int K = t->n_classes, n = 0;
-    for (int way = 0; way < 3; way++) {
-        int *c = v[n], left = t->depth;
-        memset(c, 0, sizeof(int) * (size_t)K);
-        if (way < 2)
-            for (int i = 0; i < K && left > 0; i++) {
-                int k = way == 0 ? i : K - 1 - i, take = w[k] < left ? w[k] : left;
-                c[k] = take;
-                left -= take;
-            }
-        else
-            while (left > 0)
-                for (int k = 0; k < K && left > 0; k++)
-                    if (c[k] < w[k]) {
-                        c[k]++;
-                        left--;
-                    }
-        int dup = 0;
-        for (int j = 0; j < n && !dup; j++)
-            dup = !memcmp(v[j], c, sizeof(int) * (size_t)K);
-        n += !dup;
+/* Every sub-loss v <= w of `depth` nodes (at most MAX_SUB_LOSSES), appended to subs (n_classes ints each) */
+#define MAX_SUB_LOSSES 64
+static void sub_losses(const ah_replan_table *t, const int *w, int *v, int c, int left, int *subs, int *n) {
+    if (*n == MAX_SUB_LOSSES)
+        return;
+    if (c == t->n_classes) {
+        if (left == 0)
+            memcpy(subs + (size_t)(*n)++ * (size_t)t->n_classes, v, sizeof(int) * (size_t)t->n_classes);
+        return;
     }
-    return n;
+    for (int k = left < w[c] ? left : w[c]; k >= 0; k--) {
+        v[c] = k;
+        sub_losses(t, w, v, c + 1, left - k, subs, n);
+    }
+    v[c] = 0;
+}
+
+/* The entry of sub-loss v mapped onto the survivors of v alone (mid), the rest of the loss used last; its
+ * damage = the micro-batches of its replicas that still touch a lost node. 1 with *p, 0 no entry, -1 error.
+ */
+static int map_sub_loss(const ah_replan_table *t, const ah_plan *old, const int *at, const int *v,
+                        const ah_profile *prof, const ah_plan_options *o, ah_plan *p, int *damage) {
+    const rt_entry *e = entry_of(t, v);
+    if (!e)
+        return 0;
+    int N = t->cluster.n_nodes;
+    unsigned char *sub = ah_xcalloc((size_t)N + 1, 1), *avoid = ah_xcalloc((size_t)N + 1, 1);
+    unsigned char *avoid_mid = ah_xcalloc((size_t)N + 1, 1);
+    int *at_mid = ah_xcalloc((size_t)N + 1, sizeof(int));
+    pick_sub_loss(t, at, v, sub);
+    ah_cluster mid = {ah_xcalloc((size_t)N + 1, sizeof(ah_node)), 0};
+    for (int i = 0; i < N; i++) {
+        at_mid[i] = sub[i] ? -1 : mid.n_nodes;
+        avoid[i] = !sub[i] && at[i] < 0;
+        if (!sub[i]) {
+            avoid_mid[mid.n_nodes] = avoid[i];
+            mid.nodes[mid.n_nodes++] = t->cluster.nodes[i];
+        }
+    }
+    char err[512];
+    int rc = map_entry(t, e, old, &mid, at_mid, avoid, prof, o, p, err, sizeof err);
+    *damage = 0;
+    for (int k = 0; rc == 1 && k < p->n_replicas; k++) {
+        int hit = 0;
+        for (int j = 0; j < p->replicas[k].n_stages; j++)
+            hit |= avoid_mid[p->replicas[k].stages[j].node];
+        *damage += hit ? p->replicas[k].micro_batches : 0;
+    }
+    free(mid.nodes);
+    free(at_mid);
+    free(avoid_mid);
+    free(avoid);
+    free(sub);
+    return rc;
 }
 
 int ah_replan_table_nearest(const ah_replan_table *t, const ah_plan *old, const ah_cluster *surv,
                             const ah_profile *prof, const ah_plan_options *o, ah_plan *out, char *err,
                             size_t errlen) {
     memset(out, 0, sizeof *out);
-    int N = t->cluster.n_nodes, K = t->n_classes, total = 0, found = 0;
+    int N = t->cluster.n_nodes, K = t->n_classes, total = 0, n = 0;
     int *at = ah_xcalloc((size_t)N + 1, sizeof(int)), *w = ah_xcalloc((size_t)K, sizeof(int));
-    if (survivors_map(t, surv, at, w) != 0) {
-        free(at);
-        free(w);
-        return 0;
+    int *v = ah_xcalloc((size_t)K, sizeof(int)),
+        *subs = ah_xcalloc((size_t)MAX_SUB_LOSSES * (size_t)K, sizeof(int));
+    if (survivors_map(t, surv, at, w) == 0) {
+        for (int c = 0; c < K; c++)
+            total += w[c];
+        if (total > t->depth)
+            sub_losses(t, w, v, 0, t->depth, subs, &n);
     }
-    for (int k = 0; k < K; k++)
-        total += w[k];
-    int(*v)[K] = ah_xcalloc(3, sizeof *v);
-    int n = total > t->depth ? sub_loss_candidates(t, w, v) : 0;
-    unsigned char *sub = ah_xcalloc((size_t)N + 1, 1);
-    ah_cluster mid = {ah_xcalloc((size_t)N + 1, sizeof(ah_node)), 0};
+    /* the sub-loss whose entry keeps the most micro-batches on replicas the rest of the loss leaves whole */
+    ah_plan best = {0};
+    int best_damage = -1;
     for (int j = 0; j < n; j++) {
-        pick_sub_loss(t, at, v[j], sub);
-        mid.n_nodes = 0;
-        for (int i = 0; i < N; i++)
-            if (!sub[i])
-                mid.nodes[mid.n_nodes++] = t->cluster.nodes[i];
-        ah_plan p1, p2;
-        char e2[512];
-        if (ah_replan_table_lookup(t, old, &mid, prof, o, &p1, e2, sizeof e2) != 1)
+        ah_plan p;
+        int damage;
+        memset(&p, 0, sizeof p);
+        if (map_sub_loss(t, old, at, subs + (size_t)j * (size_t)K, prof, o, &p, &damage) != 1)
             continue;
-        int ok = ah_plan_repair(&p1, surv, prof, o, &p2, e2, sizeof e2) == 0;
-        ah_plan_free(&p1);
-        if (ok && (!found || p2.iteration_time_ns < out->iteration_time_ns)) {
-            if (found)
-                ah_plan_free(out);
-            *out = p2;
-            found = 1;
-        } else if (ok) {
-            ah_plan_free(&p2);
-        } else if (!found) {
-            snprintf(err, errlen, "%s", e2);
+        if (best_damage < 0 || damage < best_damage ||
+            (damage == best_damage && p.iteration_time_ns < best.iteration_time_ns)) {
+            if (best_damage >= 0)
+                ah_plan_free(&best);
+            best = p;
+            best_damage = damage;
+        } else {
+            ah_plan_free(&p);
         }
     }
-    free(mid.nodes);
-    free(sub);
+    int found = 0;
+    if (best_damage >= 0) {
+        found = ah_plan_repair(&best, surv, prof, o, out, err, errlen) == 0;
+        ah_plan_free(&best);
+    }
+    free(subs);
     free(v);
     free(at);
     free(w);
