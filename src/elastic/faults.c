@@ -211,9 +211,11 @@ int run_diagnose_end(run_state *s, int status, run_fault *f) {
             }
     } else if (!first && n > 0) {
         add_vanished(s, e, n, f);
-    } else if (first) { /* a full tier: the node cannot checkpoint any more, as lost as a reclaimed one */
+    } else if (first) { /* a full tier: the node cannot checkpoint any more, as lost as a reclaimed one. The rank
+                          * that hit it may be torn down (its record "teardown") when another rank, told only that
+                          * "another rank could not write", exits first: its last line still says why. */
         for (int k = 0; k < n; k++)
-            if (is_fault(&e[k]) && strstr(e[k].last, "No space left on device")) {
+            if ((is_fault(&e[k]) || !strcmp(e[k].kind, "teardown")) && strstr(e[k].last, "No space left on device")) {
                 if (f->n_lost == 0)
                     snprintf(f->cause, sizeof f->cause, "tier:"), f->t_fault = e[k].t;
                 char why[96];

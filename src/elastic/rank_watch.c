@@ -109,6 +109,10 @@ static void watch(pid_t child, int fd, const char *dir, int rank) {
     int status = 0, open_fd = 1, killed = 0;
     for (;;) {
         if (teardown && !killed) {
+            /* what the rank has written and not yet been passed on: its last line may say why it was ending */
+            for (struct pollfd p = {fd, POLLIN, 0}; open_fd && poll(&p, 1, 0) > 0;)
+                if (pass_stderr(fd, last, sizeof last, cur, &curlen) <= 0)
+                    open_fd = 0, close(fd);
             write_end(dir, rank, "teardown", SIGTERM, child, last); /* first: the launcher's SIGKILL follows */
             kill(child, SIGKILL);
             killed = 1;

@@ -1,0 +1,105 @@
+/* How `autohet run` reads the end of a generation from its ranks' watcher records (src/elastic/faults.c): a
+ * full memory tier is a lost node even when the rank that hit it was torn down by the launcher because
+ * another rank, told only that "another rank could not write its layers", exited first (the race behind a
+ * chaos `tier-full` trial that restarted on the same nodes until --max-restarts). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "elastic/run_state.h"
+
+static char dir[64];
+
+static void put(const char *name, const char *text) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/pids-0/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* 4 nodes n0..n3 alive; ranks 0,1 on n0, 2 on n1, 3 on n2, 4 on n3 */
+static void make_run(run_state *s, ah_node *nodes) {
+    snprintf(dir, sizeof dir, "/tmp/ah_run_faults_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char p[128];
+    snprintf(p, sizeof p, "%s/pids-0", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    memset(s, 0, sizeof *s);
+    snprintf(s->run, sizeof s->run, "%s", dir);
+    for (int i = 0; i < 4; i++) {
+        memset(&nodes[i], 0, sizeof nodes[i]);
+        snprintf(nodes[i].name, sizeof nodes[i].name, "n%d", i);
+        s->alive[i] = 1;
+    }
+    s->inv.nodes = nodes;
+    s->inv.n_nodes = 4;
+    const char *on[5] = {"n0", "n0", "n1", "n2", "n3"};
+    for (int r = 0; r < 5; r++) {
+        char name[32], text[64];
+        snprintf(name, sizeof name, "rank-%d", r);
+        snprintf(text, sizeof text, "%d %s\n", 1000 + r, on[r]);
+        put(name, text);
+    }
+}
+
+static void clean_run(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_full_tier_torn_down(void **state) {
+    (void)state;
+    run_state s;
+    ah_node nodes[4];
+    make_run(&s, nodes);
+    put("end-1",
+        "exit 1 100.10 1001\nautohet train: rank 1: checkpoint: another rank could not write its layers\n");
+    put("end-4",
+        "exit 1 100.11 1004\nautohet train: rank 4: checkpoint: another rank could not write its layers\n");
+    put("end-2",
+        "teardown 15 100.12 1002\nautohet train: rank 2: checkpoint: /dev/shm/autohet-x/n1/L004-tp0-s30."
+        "safetensors.tmp.1002: write failed: No space left on device\n");
+    put("end-0", "teardown 15 100.12 1000\n\n");
+    put("end-3", "teardown 15 100.12 1003\n\n");
+    run_fault f;
+    assert_int_equal(run_diagnose_end(&s, 1 << 8, &f), 1);
+    assert_int_equal(f.n_lost, 1);
+    assert_int_equal(f.gone[1], 1);
+    assert_non_null(strstr(f.cause, "tier:"));
+    assert_non_null(strstr(f.cause, "lost n1 (rank 2: its tier is full)"));
+    clean_run();
+}
+
+/* an error exit that says nothing of a full tier is a crash, not a lost node (restarted on the same nodes) */
+static void test_error_exit_is_no_loss(void **state) {
+    (void)state;
+    run_state s;
+    ah_node nodes[4];
+    make_run(&s, nodes);
+    put("end-1",
+        "exit 1 100.10 1001\nautohet train: rank 1: checkpoint: another rank could not write its layers\n");
+    put("end-2", "teardown 15 100.12 1002\nautohet train: rank 2: step 30\n");
+    run_fault f;
+    assert_int_equal(run_diagnose_end(&s, 1 << 8, &f), 0);
+    assert_int_equal(f.n_lost, 0);
+    clean_run();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_full_tier_torn_down),
+        cmocka_unit_test(test_error_exit_is_no_loss),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
