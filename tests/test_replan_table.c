@@ -107,7 +107,6 @@ static void test_same_as_full_search(void **state) {
     int depth, n, classes, threads;
     double build_s;
     ah_replan_table_stats(f.t, &depth, &n, &classes, &build_s, &threads);
-    assert_true(threads >= 1);
     assert_int_equal(classes, 3);
     assert_int_equal(depth, 2);
     assert_int_equal(n, 3 + 6); /* loss vectors of 1 node (3) and 2 nodes (3 pairs + 3 doubles) */

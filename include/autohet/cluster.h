@@ -44,6 +44,8 @@ int ah_host_name_problem(const char *host, char *buf, size_t n);
 /* 1 if any node of c names its host. */
 int ah_cluster_has_hosts(const ah_cluster *c);
 int ah_cluster_total_gpus(const ah_cluster *c);
+/* The index of the node named `name` in c, or -1. */
+int ah_cluster_node_index(const ah_cluster *c, const char *name);
 /* Human summary like "2x8xA100-40G + 1x8xH800" into buf. */
 void ah_cluster_describe(const ah_cluster *c, char *buf, size_t n);
 

@@ -460,6 +460,13 @@ int ah_cluster_has_hosts(const ah_cluster *c) {
     return 0;
 }
 
+int ah_cluster_node_index(const ah_cluster *c, const char *name) {
+    for (int i = 0; c != NULL && i < c->n_nodes; i++)
+        if (strcmp(c->nodes[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 int ah_cluster_total_gpus(const ah_cluster *c) {
     int total = 0;
     for (int i = 0; c != NULL && i < c->n_nodes; i++)

@@ -24,10 +24,7 @@
 #include "util/atomic_file.h"
 
 int run_node_index(const run_state *s, const char *name) {
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        if (!strcmp(s->inv.nodes[i].name, name))
-            return i;
-    return -1;
+    return ah_cluster_node_index(&s->inv, name);
 }
 
 int run_parse_preempts(run_state *s, const char *spec, char *err, size_t errlen) {

@@ -568,13 +568,6 @@ static int read_cluster(const ah_err_ctx *c, const ah_device_catalog *devices, c
     return 0;
 }
 
-static int find_node(const ah_cluster *cl, const char *name) {
-    for (int i = 0; i < cl->n_nodes; i++)
-        if (strcmp(cl->nodes[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
 /* A stage's TP degree: a power of two dividing the attention and KV heads
  * (the engine splits heads across the group; so does the cost model). */
 static int read_stage_tp(const ah_err_ctx *c, const cJSON *so, const char *sp, const ah_plan *p, int plan_tp,
@@ -622,7 +615,7 @@ static int read_stage(const ah_err_ctx *c, const ah_device_catalog *devices, con
     if (rc > 0 && !(have_idx > 0 && cJSON_IsNull(v))) {
         if (!cJSON_IsString(v) || !v->valuestring)
             return ah_jfail(c, path, "expected a node name, got %s", ah_json_type_name(v));
-        int k = find_node(cl, v->valuestring);
+        int k = ah_cluster_node_index(cl, v->valuestring);
         if (k < 0)
             return ah_jfail(c, path, "no node named \"%s\" in cluster.nodes", v->valuestring);
         if (have_idx > 0 && k != s->node)

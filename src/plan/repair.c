@@ -12,14 +12,6 @@
 #include "plan/search.h"
 #include "util/errors.h"
 
-/* index of the node named `name` in c, or -1 */
-static int node_index(const ah_cluster *c, const char *name) {
-    for (int i = 0; i < c->n_nodes; i++)
-        if (strcmp(c->nodes[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
 /* a copy of r (stages on nodes of `from`) appended to p, its nodes mapped by name to p's cluster */
 static void append_replica(ah_plan *p, const ah_replica *r, const ah_cluster *from) {
     p->replicas = ah_xrealloc(p->replicas, sizeof(ah_replica) * (size_t)(p->n_replicas + 1));
@@ -30,7 +22,7 @@ static void append_replica(ah_plan *p, const ah_replica *r, const ah_cluster *fr
     d->stages = ah_xcalloc((size_t)r->n_stages, sizeof(ah_stage));
     for (int j = 0; j < r->n_stages; j++) {
         d->stages[j] = r->stages[j];
-        d->stages[j].node = node_index(&p->cluster, from->nodes[r->stages[j].node].name);
+        d->stages[j].node = ah_cluster_node_index(&p->cluster, from->nodes[r->stages[j].node].name);
     }
 }
 
@@ -75,7 +67,7 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
     int *map = ah_xcalloc((size_t)old->cluster.n_nodes + 1, sizeof(int));
     unsigned char *used = ah_xcalloc((size_t)survivors->n_nodes + 1, 1);
     for (int i = 0; i < old->cluster.n_nodes; i++)
-        map[i] = node_index(survivors, old->cluster.nodes[i].name);
+        map[i] = ah_cluster_node_index(survivors, old->cluster.nodes[i].name);
     /* 1. the replicas that survive whole */
     for (int k = 0; k < old->n_replicas; k++) {
         const ah_replica *r = &old->replicas[k];

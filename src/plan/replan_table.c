@@ -270,13 +270,6 @@ void ah_replan_table_stats(const ah_replan_table *t, int *depth, int *n_entries,
 
 /* ---- lookup ---- */
 
-static int node_named(const ah_cluster *c, const char *name) {
-    for (int i = 0; i < c->n_nodes; i++)
-        if (!strcmp(c->nodes[i].name, name))
-            return i;
-    return -1;
-}
-
 /* at[i] = the survivors' index of table node i (-1: lost); 0, or -1 when a survivor is not a node of the
  * table's cluster with its class (then the table does not cover the loss) */
 static int survivors_map(const ah_replan_table *t, const ah_cluster *surv, int *at, int *lost) {
@@ -284,7 +277,7 @@ static int survivors_map(const ah_replan_table *t, const ah_cluster *surv, int *
         at[i] = -1;
     memcpy(lost, t->class_size, sizeof(int) * (size_t)t->n_classes);
     for (int s = 0; s < surv->n_nodes; s++) {
-        int i = node_named(&t->cluster, surv->nodes[s].name);
+        int i = ah_cluster_node_index(&t->cluster, surv->nodes[s].name);
         if (i < 0 || at[i] >= 0 || !same_node_class(&t->cluster.nodes[i], &surv->nodes[s]))
             return -1;
         at[i] = s;
@@ -530,7 +523,7 @@ static int read_lost(const ah_err_ctx *c, const cJSON *eo, const char *ep, const
         ah_jpath_index(path, lp, k);
         if (!cJSON_IsString(v))
             return ah_jfail(c, path, "expected a node name, got %s", ah_json_type_name(v));
-        int i = node_named(&t->cluster, v->valuestring);
+        int i = ah_cluster_node_index(&t->cluster, v->valuestring);
         if (i < 0)
             return ah_jfail(c, path, "no node \"%s\" in cluster.nodes", v->valuestring);
         if (gone[i])
