@@ -38,7 +38,8 @@ static void print_fit(const ah_calib_params *p) {
                p->fitted[c] ? "" : " (no data: median)");
     printf("| kernel launch overhead | %.2f µs |\n", p->c.launch_s * 1e6);
     printf("| element-wise bandwidth efficiency | %.3f |\n", p->c.ew_eff);
-    printf("| backward / forward element-wise traffic | %.3f |\n\n", p->c.ew_bwd);
+    printf("| the profiled runtime's backward element-wise traffic, per fused-kernel count (not used by the planner: 1) | %.3f |\n\n",
+           p->c.ew_bwd);
 }
 
 /* The profile's own name for the points costed as `type`. */

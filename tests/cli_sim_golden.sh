@@ -24,6 +24,10 @@
 # adds its own time, a 16-byte all-reduce's latency: +0.07 to +0.2 ms (+2.5% on the 5-12 ms tiny plans,
 # +0.2-0.3% on the others). The blocking default is slower where buckets are many (Metis 32+96: +9.4%
 # over the old value, 16+16: +1.9%) and equal to --overlap-dp where each stage holds one bucket.
+# Then the 8 analytic-profile rows when the analytic model began to count the backward element-wise
+# traffic kernel by kernel (fused kernels, docs/calibration.md "Backward element-wise traffic") instead of
+# 3.38x the forward's, with the constants refitted (GA100 0.725 -> 0.762, launch 0.10 -> 0.73 us):
+# gpt3 -10.7% (1F1B) / -10.5% (GPipe), llama -7.5% / -12.8%; the Sailor-profile and CPU rows unchanged.
 . "$(dirname "$0")/common.sh"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 n=0

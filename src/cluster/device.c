@@ -27,11 +27,11 @@
  * a measured profile (Hopper, Ada) get the median of the fitted ones, the same
  * rule the leave-one-type-out validation applies to a held-out architecture.
  * slowdown (1.0) is a model default, not datasheet data. */
-#define EFF_VOLTA 0.932
+#define EFF_VOLTA 0.940
 #define EFF_TURING 1.000
-#define EFF_GA100 0.725
+#define EFF_GA100 0.762
 #define EFF_GA102 1.000
-#define EFF_UNSEEN 0.966
+#define EFF_UNSEEN 0.970
 /* The last three entries are CPU "devices" for the training engine on one
  * machine: one MPI rank on this machine's cores. Peak is a nominal figure
  * (autohet train measures the real sgemm peak); cpu-half/cpu-quarter are

@@ -264,7 +264,7 @@ static param_view view_of(ah_calib_params *prm) {
     pv.lo[pv.n] = 0.05;
     pv.hi[pv.n++] = 1.0;
     pv.v[pv.n] = &prm->c.ew_bwd;
-    pv.lo[pv.n] = 1.0;
+    pv.lo[pv.n] = 0.25;
     pv.hi[pv.n++] = 4.0;
     return pv;
 }

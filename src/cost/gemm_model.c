@@ -13,15 +13,20 @@
 
 #include "cost/gemm_model.h"
 
-/* Fitted by `bench/calib_bench.sh` (ah_calib_fit over the Sailor profiles in
- * /work/shared/data/profiles/sailor, all six GPU types, TP = 1 blocks); the
- * per-architecture max efficiencies of the same fit are the `efficiency`
- * figures of the device catalog (src/cluster/device.c). */
+/* launch_s and ew_eff are fitted by `bench/calib_bench.sh` (ah_calib_fit over
+ * the Sailor profiles in /work/shared/data/profiles/sailor, all six GPU types,
+ * TP = 1 blocks); the per-architecture max efficiencies of the same fit are the
+ * `efficiency` figures of the device catalog (src/cluster/device.c). The fit
+ * also finds how much more backward element-wise traffic the profiled runtime
+ * moves than the fused kernels counted here (ah_gemm_profiled_ew_bwd); the
+ * planner's model is of the counted kernels (ew_bwd 1: Megatron's fused
+ * scale-mask-softmax, bias + GeLU, bias + dropout + add; docs/calibration.md). */
 const ah_gemm_consts ah_gemm_fitted = {
-    .launch_s = 0.10e-6,
-    .ew_eff = 0.788,
-    .ew_bwd = 3.380,
+    .launch_s = 0.73e-6,
+    .ew_eff = 0.777,
+    .ew_bwd = 1.0,
 };
+const double ah_gemm_profiled_ew_bwd = 2.595;
 
 int ah_gemm_env_of(const ah_device *dev, ah_precision p, const ah_gemm_consts *c, ah_gemm_env *out) {
     double peak = p == AH_PREC_FP32 ? dev->fp32_tflops : dev->peak_tflops;
@@ -142,6 +147,34 @@ static ew_cost block_ew(const ah_model_config *m, double tok, double s, double m
     return c;
 }
 
+/* Backward of block_ew's kernels, counted the same way (the autograd of
+ * Megatron's fused kernels):
+ *   each norm reads x and dy and writes dx, then the residual stream adds the
+ *   branch gradient to the skip one (read 2, write 1); merging heads back
+ *   (read + write); RoPE's inverse rotation; softmax backward reads dy and y
+ *   and writes dx; dropout backward reads dy and the mask and writes dx (on the
+ *   scores, and fused with each bias + residual add, whose bias gradient is a
+ *   reduction over the branch gradient: read it once more); GELU backward reads
+ *   dy and x, writes dx, and its bias gradient reads dx; SwiGLU reads dy, the
+ *   gate and the up projection and writes both gradients. */
+static ew_cost block_ew_bwd(const ah_model_config *m, double tok, double s, double mb, double t, double e) {
+    double h = m->hidden, f = m->ffn_hidden, hkv = kv_width(m);
+    double scores = mb * m->n_heads / t * s * s;
+    int llama = m->arch == AH_ARCH_LLAMA, drop = !llama;
+    ew_cost c = {0, 0};
+    pass(&c, 2 * 6 * tok * h * e, 4);
+    pass(&c, 2 * tok * (h + 2 * hkv) / t * e, 1);
+    if (llama)
+        pass(&c, 2 * tok * (h + hkv) / t * e, 1);
+    pass(&c, 3 * scores * e, 1);
+    if (drop)
+        pass(&c, scores * (2 * e + 1), 1);
+    pass(&c, 2 * tok * h / t * e, 1);
+    pass(&c, 2 * tok * h * (3 * e + drop), 2);
+    pass(&c, (llama ? 5.0 : 4.0) * tok * f / t * e, llama ? 1 : 2);
+    return c;
+}
+
 /* The attention core alone (softmax + dropout over the scores), the part
  * selective recomputation redoes besides the two attention GEMMs. */
 static ew_cost attn_ew(const ah_model_config *m, double s, double mb, double t, double e) {
@@ -212,12 +245,11 @@ void ah_layer_compute_s(const ah_gemm_env *e, const ah_model_config *m, ah_layer
     if (k == AH_LAYER_BLOCK) {
         ew_cost ew = block_ew(m, tok, seq, mb, t, e->elem_bytes);
         out->fwd_s = fwd_g + ew_time(e, ew);
-        /* Backward reads the saved activation and the incoming gradient and
-         * writes the outgoing one (softmax and dropout backward more): ew_bwd
-         * times the forward's traffic and kernels. */
-        ew.bytes *= e->c.ew_bwd;
-        ew.kernels *= e->c.ew_bwd;
-        out->bwd_s = bwd_g + ew_time(e, ew);
+        /* ew_bwd scales the counted backward traffic: 1 for the kernels as
+         * counted, more for a runtime that moves more. */
+        ew_cost eb = block_ew_bwd(m, tok, seq, mb, t, e->elem_bytes);
+        eb.bytes *= e->c.ew_bwd;
+        out->bwd_s = bwd_g + ew_time(e, eb);
         ah_layer_fwd_gemms(m, k, seq, mb, tp, g); /* g[1], g[2]: the attention GEMMs */
         out->attn_fwd_s = ah_gemm_time_s(e, &g[1]) + ah_gemm_time_s(e, &g[2]) +
                           ew_time(e, attn_ew(m, seq, mb, t, e->elem_bytes));

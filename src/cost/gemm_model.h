@@ -18,13 +18,15 @@ typedef struct {
 /* Most GEMMs one layer's forward or backward has (LLaMA and GPT: 6 / 12). */
 #define AH_GEMM_MAX 12
 
-/* Global constants fitted to the Sailor profiles (src/cost/gemm_model.c). */
+/* Global constants of the model (src/cost/gemm_model.c). */
 typedef struct {
     double launch_s; /* fixed cost of one kernel launch */
     double ew_eff;   /* fraction of mem_bw_gbs that element-wise kernels and GEMM traffic reach */
-    double ew_bwd;   /* backward element-wise traffic (and kernels) per forward one */
+    double ew_bwd;   /* backward element-wise traffic per counted one (block_ew_bwd): 1 = fused kernels */
 } ah_gemm_consts;
 extern const ah_gemm_consts ah_gemm_fitted;
+/* ew_bwd of the runtime the Sailor profiles were measured on (the same fit). */
+extern const double ah_gemm_profiled_ew_bwd;
 
 typedef enum { AH_PREC_BF16 = 0, AH_PREC_FP32 = 1 } ah_precision;
 
