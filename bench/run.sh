@@ -125,6 +125,16 @@ section_measured() {
   echo
   bench/measured_bench.sh --build build --out out/measured.md >&2
   cat out/measured.md
+  echo
+  echo "### Megatron-LM's weak-scaling table (10 runs on A100-80G, analytic model)"
+  echo
+  echo "Table 1 of the Megatron-LM paper (SC'21): GPT models of 1.7 B to 1 T parameters on 32 to 3,072 A100-80G, each"
+  echo "run's iteration time from its published TFLOP/s (bench/megatron-table1/README.md). No profile: the analytic model"
+  echo "(docs/calibration.md), nothing fitted to these runs. Each row planned as Megatron laid it out (\`--baseline megatron\`"
+  echo "with its TP, PP, DP and micro-batch, \`--recompute full\`) and simulated as is (blocking DP all-reduce). Target"
+  echo "(issue #30, held-out sets): mean |error| <= 8%, every run within 15%."
+  echo
+  bench/megatron_table1.sh --build build
 }
 
 section_emulated() {
