@@ -60,10 +60,25 @@ jq -e '(.devices["A100-40G"].compute_scale["8"] // 0) > 0.5 and .validation.in_s
 jq -e '.summary.as_is.mean_abs_error > 0.05' "$TMP/table.json" >/dev/null || fail "as-is error too small to test"
 # simulate with the fitted file gives calibrate's in-sample time
 $BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --overlap-dp --json "$TMP/sim.json" --quiet \
-  || fail "simulate --calibration"
+  2>"$TMP/sim.err" || fail "simulate --calibration"
 jq -e --slurpfile t "$TMP/table.json" \
   '(.iteration_time_s / ($t[0].runs[] | select(.run == "p4") | .fitted_s) - 1 | fabs) < 1e-9' "$TMP/sim.json" \
   >/dev/null || fail "simulate --calibration disagrees with calibrate's table"
+# the device scales belong to the profile they were fitted with (here the analytic one: "profile_model": ""); with
+# a profile of another model only the pipeline terms apply, and simulate says so in one line
+jq -e '.profile_model == ""' "$TMP/fit.json" >/dev/null || fail "calibrate: no profile_model: $(jq -c . "$TMP/fit.json")"
+grep -q "device scales" "$TMP/sim.err" 2>/dev/null && fail "a note for the calibration's own profile"
+jq '.profile_model = "OPT-350"' "$TMP/fit.json" >"$TMP/fit-other.json"
+jq '.devices = {}' "$TMP/fit.json" >"$TMP/fit-pipe.json"
+$BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit-other.json" --overlap-dp --json "$TMP/sim-other.json" --quiet \
+  2>"$TMP/other.err" || fail "simulate with another profile's calibration"
+[ "$(wc -l <"$TMP/other.err")" -eq 1 ] && grep -q "correct the profile of OPT-350, not that of the analytic model" \
+  "$TMP/other.err" || fail "no note that the device scales were dropped: $(cat "$TMP/other.err")"
+$BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit-pipe.json" --overlap-dp --json "$TMP/sim-pipe.json" --quiet \
+  || fail "simulate with the pipeline terms alone"
+jq -e --slurpfile a "$TMP/sim-pipe.json" --slurpfile b "$TMP/sim.json" \
+  '.iteration_time_s == $a[0].iteration_time_s and .iteration_time_s != $b[0].iteration_time_s' \
+  "$TMP/sim-other.json" >/dev/null || fail "another profile's calibration: not its pipeline terms alone"
 # --p2p on the command line wins over the calibration's
 $BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --p2p overlapped --json "$TMP/sim2.json" --quiet \
   || fail "simulate --calibration --p2p overlapped"

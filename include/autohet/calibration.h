@@ -11,7 +11,10 @@
  *     direction; each transfer costs alpha_s + bytes / (fraction x the link's bandwidth: intra-node, or the
  *     node's NIC share per GPU), the fraction per link class (at most 1: no transfer beats its link).
  *
- * A device the file does not name keeps scale 1. */
+ * A device the file does not name keeps scale 1. The device scales correct the profile the runs were simulated
+ * with (`profile_model`: a measured profile's model, "" for the analytic model): with a profile of another
+ * model they are dropped (ah_calibration_scope) and only the pipeline terms, the runtime's and the links',
+ * carry over. */
 #ifndef AUTOHET_CALIBRATION_H
 #define AUTOHET_CALIBRATION_H
 #include <stddef.h>
@@ -35,6 +38,8 @@ typedef struct {
     double
         p2p_bw_fraction[2]; /* lockstep: of the link's bandwidth, [0] inside a node, [1] between nodes; 0 = 1 */
     char source[256];  /* what it was fitted on (free text) */
+    int scoped;              /* profile_model was given (files written before it was are not scoped) */
+    char profile_model[64];  /* the model of the profile the device scales correct ("": the analytic one) */
     double left_out_error; /* its validation's mean |error| with each run left out (0: not validated) */
 } ah_calibration;
 
@@ -48,6 +53,10 @@ int ah_calibration_set_scale(ah_calibration *c, const char *name, int mb, double
 /* The time of one lockstep transfer of `bytes` on a link of `link_gbs` per GPU (inter: between nodes):
  * alpha_s + bytes / (fraction x link_gbs). */
 double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inter, double link_gbs);
+
+/* Keep the device scales only with a profile of the calibration's model (ah_profile_table_model: "" for the
+ * analytic one): 1 when they were dropped (another model's profile), 0 otherwise. */
+int ah_calibration_scope(ah_calibration *c, const char *profile_model);
 
 /* Read / write the JSON format (docs/calibration.md): 0, or -1 with a one-line error naming the file and
  * field. `extra` (may be NULL): a JSON object text written as the document's "validation" member. */

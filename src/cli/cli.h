@@ -25,6 +25,9 @@ int cmd_tokenize(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);
+/* One line on stderr: calibration `path`'s device scales (fitted with a profile of `fitted`) were dropped for a
+ * profile of `used` ("" = the analytic model; ah_calibration_scope). */
+void cli_calibration_scope_note(const char *cmd, const char *path, const char *fitted, const char *used);
 /* getopt_long options from one line, "model=m data=d quiet!q": NAME=C takes a
  * value, NAME!C none; C is what getopt_long returns. */
 #define CLI_MAX_OPTIONS 40

@@ -190,3 +190,10 @@ int cli_check_list(const char *flag, const char *value, char *msg, size_t n) {
     }
     return 0;
 }
+
+void cli_calibration_scope_note(const char *cmd, const char *path, const char *fitted, const char *used) {
+    fprintf(stderr,
+            "autohet %s: %s: its device scales correct the profile of %s, not that of %s (the profile is the "
+            "model's): only its pipeline terms apply\n",
+            cmd, path, fitted[0] ? fitted : "the analytic model", used[0] ? used : "the analytic model");
+}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autohet/profile_table.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 #include "util/atomic_file.h"
@@ -260,6 +261,8 @@ int cmd_calibrate(int argc, char **argv) {
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         snprintf(calib.source, sizeof calib.source, "autohet calibrate %s: %d runs", argv[optind], n);
+        calib.scoped = 1;
+        snprintf(calib.profile_model, sizeof calib.profile_model, "%s", ah_profile_table_model(prof));
         char summary[512];
         summary_json(runs, n, validate, summary, sizeof summary);
         if (!quiet) {

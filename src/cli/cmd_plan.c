@@ -9,6 +9,7 @@
 
 #include "autohet/comm.h"
 #include "autohet/plan.h"
+#include "autohet/profile_table.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 #include "util/errors.h"
@@ -694,6 +695,8 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
         ah_link_matrix_free((ah_link_matrix *)a->o.links);
         return cli_bad_input("plan", err);
     }
+    if (a->calibration && ah_calibration_scope(&calib, ah_profile_table_model(*prof)))
+        cli_calibration_scope_note("plan", a->calibration, calib.profile_model, ah_profile_table_model(*prof));
     if (a->calibration)
         ah_calibration_apply(&calib, *prof, &a->o, &a->o.train, a->p2p_given);
     return 0;

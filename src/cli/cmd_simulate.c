@@ -6,6 +6,7 @@
 
 #include "autohet/comm.h"
 #include "autohet/plan.h"
+#include "autohet/profile_table.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 
@@ -206,6 +207,8 @@ int cmd_simulate(int argc, char **argv) {
         ah_plan_free(&plan);
         return cli_bad_input("simulate", err);
     }
+    if (calib_path && ah_calibration_scope(&calib, ah_profile_table_model(prof)))
+        cli_calibration_scope_note("simulate", calib_path, calib.profile_model, ah_profile_table_model(prof));
     ah_plan_options o;
     ah_plan_options_default(&o);
     ah_calibration_apply(calib_path ? &calib : NULL, prof, &o, &plan.train, p2p >= 0);

@@ -41,6 +41,13 @@ double ah_calibration_optimizer_scale(const ah_calibration *c, const char *name)
     return d && d->optimizer_scale > 0 ? d->optimizer_scale : 1.0;
 }
 
+int ah_calibration_scope(ah_calibration *c, const char *profile_model) {
+    if (!c || !c->scoped || !profile_model || strcmp(c->profile_model, profile_model) == 0 || c->n_devices == 0)
+        return 0;
+    c->n_devices = 0;
+    return 1;
+}
+
 static ah_calib_device *device_entry(ah_calibration *c, const char *name) {
     ah_calib_device *d = (ah_calib_device *)find_device(c, name);
     if (!d) {
@@ -174,6 +181,7 @@ int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t e
     else if (strcmp(fmt, "autohet-calibration") != 0)
         rc = ah_jfail(&cx, "format", "expected \"autohet-calibration\", got \"%s\"", fmt);
     else if (ah_jget_str(&cx, root, "", "source", 0, c->source, sizeof c->source) < 0 ||
+             ah_jget_str(&cx, root, "", "profile_model", 0, c->profile_model, sizeof c->profile_model) < 0 ||
              ah_jget_obj(&cx, root, "", "devices", 0, &devs, p) < 0 ||
              (devs && load_devices(&cx, devs, p, c)) ||
              ah_jget_obj(&cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(&cx, pl, p, c)))
@@ -186,6 +194,8 @@ int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t e
         rc = -1;
     else if (!(c->left_out_error >= 0 && c->left_out_error < 10))
         rc = ah_jfail(&cx, "validation.left_out.mean_abs_error", "expected a fraction >= 0");
+    if (rc == 0)
+        c->scoped = cJSON_GetObjectItemCaseSensitive(root, "profile_model") != NULL;
     cJSON_Delete(root);
     if (rc)
         memset(c, 0, sizeof *c);
@@ -199,6 +209,8 @@ int ah_calibration_write(const char *path, const ah_calibration *c, const char *
     cJSON_AddStringToObject(o, "format", "autohet-calibration");
     cJSON_AddNumberToObject(o, "version", 1);
     cJSON_AddStringToObject(o, "source", c->source);
+    if (c->scoped)
+        cJSON_AddStringToObject(o, "profile_model", c->profile_model);
     for (int i = 0; i < c->n_devices; i++) {
         cJSON *d = cJSON_CreateObject(), *cs = cJSON_CreateObject();
         for (int j = 0; j < c->devices[i].n; j++) {
