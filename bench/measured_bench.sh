@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `autohet simulate` against measured iteration times of real GPU runs (issue #30): every run of every set under
-# DATA (default ../shared/data/measured-runs: SET/runs.json with each run's plan and measured_iteration_s, the
+# each DATA directory (default ../shared/data/measured-runs and bench/measured: SET/runs.json with each run's plan and measured_iteration_s, the
 # set's *-devices.json and *-profile.json), simulated with the set's devices and profile; a markdown table per set
 # (run, parallel degrees, measured, simulated, closed form, error), its mean |error| and worst run, and the mean
 # signed error by pipeline depth (where the model is off, not only how much); then the set calibrated (autohet
-# calibrate: in sample, left out one at a time, and fitted on the small runs to predict the large ones).
+# calibrate: in sample, left out one at a time, and fitted on the small runs to predict the large ones); then each
+# set predicted by the calibration of another set of the same devices (another model: held out by model).
 #   bench/measured_bench.sh [--build DIR] [--data DIR] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build DATA=../shared/data/measured-runs OUT=""
+B=build DATA="../shared/data/measured-runs bench/measured" OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) B="$2"; shift 2 ;;
@@ -17,7 +18,9 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/measured_bench.sh [--build DIR] [--data DIR] [--out FILE]" >&2; exit 2 ;;
   esac
 done
-[ -d "$DATA" ] || { echo "measured_bench: $DATA: no measured runs (see ../shared/data/README.md)" >&2; exit 1; }
+for d in $DATA; do
+  [ -d "$d" ] || { echo "measured_bench: $d: no measured runs (see ../shared/data/README.md)" >&2; exit 1; }
+done
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -27,6 +30,7 @@ calibrated() {
   local set="$1" dev="$2" prof="$3"
   "$B/autohet" calibrate "$set/runs.json" --devices "$dev" --profile "$prof" --overlap-dp --out "$TMP/cal.json" \
     --json "$TMP/cal-runs.json" >"$TMP/cal.txt" 2>"$TMP/err" || { echo "measured_bench: calibrate: $(cat "$TMP/err")" >&2; exit 1; }
+  cp "$TMP/cal.json" "$TMP/cal-$(basename "$set").json"
   echo "**Calibrated** (\`autohet calibrate runs.json --devices $(basename "$dev") --profile $(basename "$prof") --overlap-dp\`,"
   echo "docs/calibration.md): $(sed -n 1p "$TMP/cal.txt" | sed 's/.*fitted in/fitted in/')."
   echo
@@ -64,15 +68,57 @@ calibrated() {
         --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" || { echo "measured_bench: $plan: $(cat "$TMP/err")" >&2; exit 1; }
       printf '%s\t%s\t%s\n' "$(basename "$plan" .plan.json)" "$meas" "$(jq .iteration_time_s "$TMP/sim.json")" >>"$TMP/big.tsv"
     done
-    echo "**Held out by size**: calibrated on the $n_small runs of at most 8 nodes, the $n_big runs of 16 and 32 nodes predicted:"
+    echo "**Held out by size**: calibrated on the $n_small runs of at most 8 nodes, the $n_big larger runs predicted:"
     awk -F'\t' '{ e = ($3 / $2 - 1) * 100; a = e < 0 ? -e : e; t += a; if (a > mx) mx = a; printf "%s%s %+.1f%%", (NR > 1 ? ", " : ""), $1, e }
       END { printf ". **Mean |error| %.1f%%, worst %.1f%%.**\n", t / NR, mx }' "$TMP/big.tsv" | sed 's/clariden_OPT-350_//g'
     echo
   fi
 }
 
+# Held out by model: every set simulated with the calibration of another set of the same devices (another
+# model on the same GPUs and runtime): as autohet applies it (the device scales are the other model's profile's,
+# so only the pipeline terms carry over) and with its device scales forced onto this profile.
+held_out_by_model() {
+  local b a dev prof name
+  for b in "${SETS[@]}"; do
+    for a in "${SETS[@]}"; do
+      [ "$a" != "$b" ] && cmp -s "$(ls "$a"/*-devices.json | head -1)" "$(ls "$b"/*-devices.json | head -1)" || continue
+      dev=$(ls "$b"/*-devices.json | head -1)
+      prof=$(ls "$b"/*-profile.json | head -1)
+      jq --arg m "$(jq -r .model "$prof")" '.profile_model = $m' "$TMP/cal-$(basename "$a").json" >"$TMP/forced.json"
+      echo "### $(basename "$b") predicted by the calibration of $(basename "$a") (held out by model)"
+      echo
+      echo "| run | measured s | as is | $(basename "$a")'s calibration (its pipeline terms) | with its device scales forced |"
+      echo "|---|---:|---:|---:|---:|"
+      : >"$TMP/xrows"
+      for ((i = 0; i < $(jq length "$b/runs.json"); i++)); do
+        IFS=$'\t' read -r plan meas ex < <(jq -r ".[$i] | [.plan, .measured_iteration_s, .exclude // \"-\"] | @tsv" "$b/runs.json")
+        name=$(basename "$plan" .plan.json)
+        t=()
+        for cal in none "$TMP/cal-$(basename "$a").json" "$TMP/forced.json"; do
+          extra=()
+          [ "$cal" != none ] && extra=(--calibration "$cal")
+          "$B/autohet" simulate "$b/$plan" --devices "$dev" --profile "$prof" --overlap-dp "${extra[@]}" \
+            --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" \
+            || { echo "measured_bench: $b/$plan: $(cat "$TMP/err")" >&2; exit 1; }
+          t+=("$(jq .iteration_time_s "$TMP/sim.json")")
+        done
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$meas" "${t[@]}" "$ex" >>"$TMP/xrows"
+      done
+      awk -F'\t' '{ printf "| %s%s | %.4f | %+.1f%% | %+.1f%% | %+.1f%% |\n", $1, ($6 != "-" ? " (excluded)" : ""), $2,
+                    ($3 / $2 - 1) * 100, ($4 / $2 - 1) * 100, ($5 / $2 - 1) * 100 }' "$TMP/xrows"
+      echo
+      awk -F'\t' '$6 == "-" { N++; for (c = 3; c <= 5; c++) { e = $c / $2 - 1; e = e < 0 ? -e : e; t[c] += e; if (e > m[c]) m[c] = e } }
+        END { NR = N; printf "**Mean |error| (worst run) over the runs not excluded: as is %.1f%% (%.1f%%); the other model'"'"'s calibration, as applied %.1f%% (%.1f%%); with its device scales forced %.1f%% (%.1f%%).**\n",
+              100 * t[3] / NR, 100 * m[3], 100 * t[4] / NR, 100 * m[4], 100 * t[5] / NR, 100 * m[5] }' "$TMP/xrows"
+      echo
+    done
+  done
+}
+
+SETS=()
 report() {
-  for set in "$DATA"/*/; do
+  for set in $(for d in $DATA; do ls -d "$d"/*/; done); do
     set=${set%/}
     [ -f "$set/runs.json" ] || continue
     dev=$(ls "$set"/*-devices.json | head -1)
@@ -80,14 +126,14 @@ report() {
     n=$(jq length "$set/runs.json")
     : >"$TMP/rows"
     for ((i = 0; i < n; i++)); do
-      jq -r ".[$i] | [.plan, .measured_iteration_s, .gpus, .pp, .dp, .tp, .global_batch, .micro_batch] | @tsv" \
+      jq -r ".[$i] | [.plan, .measured_iteration_s, .gpus, .pp, .dp, .tp, .global_batch, .micro_batch, .exclude // \"-\"] | @tsv" \
         "$set/runs.json" >"$TMP/run"
-      IFS=$'\t' read -r plan meas gpus pp dp tp gb mb <"$TMP/run"
+      IFS=$'\t' read -r plan meas gpus pp dp tp gb mb ex <"$TMP/run"
       "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --overlap-dp --json "$TMP/sim.json" --quiet \
         >/dev/null 2>"$TMP/err" || { echo "measured_bench: $set/$plan: $(cat "$TMP/err")" >&2; exit 1; }
       jq -r --arg p "$(basename "$plan" .plan.json)" --arg m "$meas" --arg g "$gpus" --arg pp "$pp" --arg dp "$dp" \
-        --arg tp "$tp" --arg gb "$gb" --arg mb "$mb" \
-        '[$p, $g, $pp, $dp, $tp, $gb, $mb, $m, .iteration_time_s, (.closed_form_s // .closed_form_iteration_s // "")]
+        --arg tp "$tp" --arg gb "$gb" --arg mb "$mb" --arg ex "$ex" \
+        '[$p, $g, $pp, $dp, $tp, $gb, $mb, $m, .iteration_time_s, (.closed_form_s // .closed_form_iteration_s // "-"), $ex]
          | @tsv' "$TMP/sim.json" >>"$TMP/rows"
     done
     echo "### $(basename "$set") ($n runs)"
@@ -98,15 +144,18 @@ report() {
     echo
     echo "| run | nodes (4 GPUs each) | PP | DP | TP | global batch | micro-batch | measured s | simulated s | error |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    awk -F'\t' '{ printf "| %s | %s | %s | %s | %s | %s | %s | %.4f | %.4f | %+.1f%% |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9,
-                  ($9 / $8 - 1) * 100 }' "$TMP/rows"
+    awk -F'\t' '{ printf "| %s%s | %s | %s | %s | %s | %s | %s | %.4f | %.4f | %+.1f%% |\n", $1,
+                  ($11 != "-" ? " (excluded: " $11 ")" : ""), $2, $3, $4, $5, $6, $7, $8, $9, ($9 / $8 - 1) * 100 }' "$TMP/rows"
     echo
-    awk -F'\t' '{ e = ($9 / $8 - 1) * 100; a = e < 0 ? -e : e; t += a; if (a > mx) { mx = a; w = $1 }
+    awk -F'\t' '$11 == "-" { N++; e = ($9 / $8 - 1) * 100; a = e < 0 ? -e : e; t += a; if (a > mx) { mx = a; w = $1 }
                   s[$3] += e; c[$3]++ }
-      END { printf "**Mean |error| %.1f%%, worst %.1f%% (%s).** Mean signed error by pipeline depth:", t / NR, mx, w
+      END { printf "**Mean |error| %.1f%%, worst %.1f%% (%s)%s.** Mean signed error by pipeline depth:", t / N, mx, w,
+            (N < NR ? ", over the " N " runs not excluded" : "")
             for (p in c) printf " PP %s: %+.1f%% (%d runs);", p, s[p] / c[p], c[p]; printf "\n" }' "$TMP/rows"
     echo
     calibrated "$set" "$dev" "$prof"
+    SETS+=("$set")
   done
+  held_out_by_model
 }
 if [ -n "$OUT" ]; then report >"$OUT"; else report; fi

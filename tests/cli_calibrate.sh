@@ -58,6 +58,35 @@ jq -e '(.devices["A100-40G"].compute_scale["8"] // 0) > 0.5 and .validation.in_s
   || fail "calibrate: no scale at micro-batch 8 from the pipeline run: $(cat "$TMP/fit2.json")"
 # the uncalibrated simulation misses the planted terms: the table says so
 jq -e '.summary.as_is.mean_abs_error > 0.05' "$TMP/table.json" >/dev/null || fail "as-is error too small to test"
+# an excluded run is simulated and shown but not fitted: a run whose "measured" time is 3x off changes nothing
+jq '. + [{"plan": "p22.plan.json", "measured_iteration_s": (.[5].measured_iteration_s * 3), "exclude": "3x off"}]' \
+  "$TMP/runs.json" >"$TMP/runs-x.json"
+$BIN calibrate "$TMP/runs-x.json" --overlap-dp --no-validate --out "$TMP/fit-x.json" --json "$TMP/table-x.json" \
+  >"$TMP/out-x" || fail "calibrate with an excluded run"
+grep -q "(excluded: 3x off)" "$TMP/out-x" && grep -q "over the 8 runs fitted (1 excluded)" "$TMP/out-x" \
+  || fail "calibrate: the excluded run is not shown as such: $(cat "$TMP/out-x")"
+jq -e --slurpfile f "$TMP/fit.json" '.devices == $f[0].devices and .pipeline == $f[0].pipeline and
+       .validation.excluded == 1 and .validation.in_sample.mean_abs_error < 0.005' "$TMP/fit-x.json" >/dev/null \
+  || fail "an excluded run changed the fit: $(jq -c '.devices, .pipeline, .validation' "$TMP/fit-x.json")"
+jq -e '.runs[8].excluded == "3x off" and (.runs[8].fitted_s / .runs[8].measured_s) < 0.5' "$TMP/table-x.json" \
+  >/dev/null || fail "calibrate --json: the excluded run"
+jq '[.[] | . + {"exclude": "all"}]' "$TMP/runs.json" >"$TMP/runs-none.json"
+bad_input "every run is excluded" calibrate "$TMP/runs-none.json"
+# a fit is never worse than none (real runs: GPT-Neo-2.7B on GH200, bench/measured). With its inconsistent run
+# fitted, the scale it pins would make every other run worse: the calibration is then none; without it the fit
+# beats the simulator as is
+NEO="$(cd "$(dirname "$0")/.." && pwd)/bench/measured/sailor-gh200-gptneo27"
+jq --arg d "$NEO" '[.[] | del(.exclude) | .plan = $d + "/" + .plan]' "$NEO/runs.json" >"$TMP/neo-all.json"
+$BIN calibrate "$TMP/neo-all.json" --devices "$NEO/gh96-devices.json" --profile "$NEO/gh96-gptneo27-profile.json" \
+  --overlap-dp --no-validate --out "$TMP/neo-all.cal.json" --quiet || fail "calibrate the GPT-Neo runs"
+jq -e '.validation.in_sample.mean_abs_error <= .validation.as_is.mean_abs_error and .devices == {} and
+       .pipeline.p2p == "overlapped"' "$TMP/neo-all.cal.json" >/dev/null \
+  || fail "a calibration worse than none was kept: $(jq -c '.validation, .devices' "$TMP/neo-all.cal.json")"
+jq --arg d "$NEO" '[.[] | .plan = $d + "/" + .plan]' "$NEO/runs.json" >"$TMP/neo.json"
+$BIN calibrate "$TMP/neo.json" --devices "$NEO/gh96-devices.json" --profile "$NEO/gh96-gptneo27-profile.json" \
+  --overlap-dp --no-validate --out "$TMP/neo.cal.json" --quiet || fail "calibrate the GPT-Neo runs (one excluded)"
+jq -e '.validation.excluded == 1 and .validation.in_sample.mean_abs_error < 0.8 * .validation.as_is.mean_abs_error' \
+  "$TMP/neo.cal.json" >/dev/null || fail "GPT-Neo runs: the fit does not beat none: $(jq -c .validation "$TMP/neo.cal.json")"
 # simulate with the fitted file gives calibrate's in-sample time
 $BIN simulate "$TMP/p4.plan.json" --calibration "$TMP/fit.json" --overlap-dp --json "$TMP/sim.json" --quiet \
   2>"$TMP/sim.err" || fail "simulate --calibration"

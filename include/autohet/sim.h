@@ -121,9 +121,11 @@ typedef struct {
     double uncalibrated_s; /* simulated as is */
     double fitted_s;       /* simulated with the calibration fitted on every run */
     double left_out_s;     /* simulated with a calibration fitted on the other runs (0: not validated) */
+    char excluded[160];    /* why the run is not fitted ("": it is); it is still simulated, as a held-out run */
 } ah_calib_run;
-/* Fit `out` to the runs, each simulated with `prof` (its calibration is set and cleared here), `o` (train
- * and global batch from each plan) and `so`; with validate, leave each run out once. 0, or -1 with err. */
+/* Fit `out` to the runs not excluded, each simulated with `prof` (its calibration is set and cleared here), `o`
+ * (train and global batch from each plan) and `so`; with validate, leave each fitted run out once (an excluded
+ * run's left-out time is its fitted one: the fit never saw it). 0, or -1 with err. */
 int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_options *o, const ah_sim_options *so,
                      int validate, ah_calibration *out, char *err, size_t errlen);
 

@@ -34,7 +34,8 @@ static void calibrate_usage(FILE *f) {
         "without it (left out): the table and --json give both errors.\n\n"
         "  RUNS.json    an array of {\"plan\": PATH, \"measured_iteration_s\": SECONDS, ...}; PATH is a "
         "plan\n"
-        "               document, relative to the directory of RUNS.json\n"
+        "               document, relative to the directory of RUNS.json; a run with \"exclude\": REASON\n"
+        "               is simulated and shown but not fitted (errors are over the runs fitted)\n"
         "  --devices    GPU catalog override file (the runs' GPUs)\n"
         "  --profile    per-layer profile the runs are simulated with (default: analytic)\n"
         "  --overlap-dp / --dp-serial  simulate the runs as `simulate` does with these flags\n"
@@ -75,6 +76,10 @@ static int load_runs(const char *path, const ah_device_catalog *cat, ah_calib_ru
             rc = ah_jfail(&cx, fp, "expected a positive number of seconds");
             break;
         }
+        if (ah_jget_str(&cx, it, ip, "exclude", 0, runs[i].excluded, sizeof runs[i].excluded) < 0) {
+            rc = -1;
+            break;
+        }
         snprintf(full, sizeof full, "%s/%s", rel[0] == '/' ? "" : dir, rel);
         if (ah_plan_read_json(rel[0] == '/' ? rel : full, cat, &runs[i].plan, err, errlen) != 0) {
             rc = -1;
@@ -110,11 +115,17 @@ typedef struct {
 } err_stats;
 
 /* |simulated / measured - 1| over the runs, the simulated time at byte offset `off` of a run */
+/* over the runs fitted (not excluded) */
 static err_stats stats_of(const ah_calib_run *r, int n, size_t off) {
     err_stats s = {0, 0, -1};
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        m += !r[i].excluded[0];
     for (int i = 0; i < n; i++) {
+        if (r[i].excluded[0])
+            continue;
         double sim = *(const double *)((const char *)&r[i] + off), e = fabs(sim / r[i].measured_s - 1);
-        s.mean += e / n;
+        s.mean += e / m;
         if (e > s.worst) {
             s.worst = e;
             s.worst_run = i;
@@ -131,7 +142,8 @@ static void describe(const ah_calibration *c, FILE *f) {
         fprintf(f, "; optimizer x%.3f\n", ah_calibration_optimizer_scale(c, c->devices[d].name));
     }
     if (c->n_devices == 0)
-        fprintf(f, "scales         none (no run whose replicas are one stage of one GPU type)\n");
+        fprintf(f, "scales         none (no run whose replicas are one stage of one GPU type, or no calibration "
+                   "fits the runs better than none)\n");
     if (!c->lockstep) {
         fprintf(f,
                 "pipeline       overlapped (lockstep transfers fitted no better, or no multi-stage run)\n");
@@ -160,19 +172,25 @@ static void print_table(const ah_calib_run *r, int n, int validate, FILE *f) {
                 100 * (r[i].fitted_s / r[i].measured_s - 1));
         if (validate)
             fprintf(f, " %+8.1f%%", 100 * (r[i].left_out_s / r[i].measured_s - 1));
+        if (r[i].excluded[0])
+            fprintf(f, "  (excluded: %s)", r[i].excluded);
         fprintf(f, "\n");
     }
 }
 
-/* {"runs": n, "as_is": {...}, "in_sample": {...}, "left_out": {...}} as JSON text (buf) */
+/* {"runs": n, "excluded": k, "as_is": {...}, "in_sample": {...}, "left_out": {...}} as JSON text (buf); the
+ * errors over the runs fitted */
 static void summary_json(const ah_calib_run *r, int n, int validate, char *buf, size_t cap) {
     err_stats a = stats_of(r, n, offsetof(ah_calib_run, uncalibrated_s)),
               b = stats_of(r, n, offsetof(ah_calib_run, fitted_s)),
               c = stats_of(r, n, offsetof(ah_calib_run, left_out_s));
+    int excluded = 0;
+    for (int i = 0; i < n; i++)
+        excluded += r[i].excluded[0] != 0;
     int w = snprintf(buf, cap,
-                     "{\"runs\": %d, \"as_is\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}, "
-                     "\"in_sample\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}",
-                     n, a.mean, a.worst, b.mean, b.worst);
+                     "{\"runs\": %d, \"excluded\": %d, \"as_is\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": "
+                     "%.6f}, \"in_sample\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}",
+                     n, excluded, a.mean, a.worst, b.mean, b.worst);
     if (validate && w > 0 && (size_t)w < cap)
         w += snprintf(buf + w, cap - (size_t)w,
                       ", \"left_out\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}", c.mean,
@@ -192,6 +210,8 @@ static int write_json(const char *path, const ah_calib_run *r, int n, int valida
         cJSON_AddNumberToObject(x, "fitted_s", r[i].fitted_s);
         if (validate)
             cJSON_AddNumberToObject(x, "left_out_s", r[i].left_out_s);
+        if (r[i].excluded[0])
+            cJSON_AddStringToObject(x, "excluded", r[i].excluded);
         cJSON_AddItemToArray(runs, x);
     }
     cJSON_AddItemToObject(o, "summary", cJSON_Parse(summary));
@@ -278,6 +298,11 @@ int cmd_calibrate(int argc, char **argv) {
             if (validate)
                 printf(", left out %.1f%% (worst %.1f%%, %s)", 100 * v.mean, 100 * v.worst,
                        v.worst_run >= 0 ? runs[v.worst_run].name : "-");
+            int excluded = 0;
+            for (int i = 0; i < n; i++)
+                excluded += runs[i].excluded[0] != 0;
+            if (excluded)
+                printf(" over the %d runs fitted (%d excluded)", n - excluded, excluded);
             printf("\n");
         }
         if (out && ah_calibration_write(out, &calib, summary, err, sizeof err) != 0)

@@ -12,6 +12,8 @@
  *      when it beats the plain overlapped pipeline on those runs.
  *   3. a micro-batch size that only multi-stage runs have takes its compute scale from them (with step 2's
  *      terms), and step 2 is fitted again.
+ * Steps 2 and 3 are fitted in each pipeline regime (overlapped, lockstep) and the regime with the least
+ * |error| over the runs kept; a calibration that fits worse than none is none.
  * The reported errors are the simulator's own with the fitted calibration (in sample), and, with validate,
  * each run's with a calibration fitted on the other runs (left out). */
 #include <math.h>
@@ -226,8 +228,9 @@ static double fraction_at(int j) {
     return FR_LO * pow(1.0 / FR_LO, (double)j / (N_BW - 1));
 }
 
-/* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms, kept when they beat overlapped. */
-static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err,
+/* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms, kept when they beat overlapped
+ * (always with `force`). */
+static int fit_pipeline(const fit_ctx *x, const unsigned char *use, int force, ah_calibration *c, char *err,
                         size_t errlen) {
     lin_model *lm = ah_xcalloc((size_t)x->n + 1, sizeof *lm);
     int n = 0, cls = 0;
@@ -260,7 +263,7 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibrati
                 }
             }
     free(lm);
-    c->lockstep = n > 0 && best < over;
+    c->lockstep = n > 0 && (force || best < over);
     c->p2p_alpha_s = c->lockstep ? ba : 0;
     c->p2p_bw_fraction[0] = c->lockstep ? bb[0] : 0;
     c->p2p_bw_fraction[1] = c->lockstep ? bb[1] : 0;
@@ -328,20 +331,57 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
     return rc < 0 ? -1 : na;
 }
 
-static int fit(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err, size_t errlen) {
-    memset(c, 0, sizeof *c);
-    if (fit_scales(x, use, c, err, errlen) != 0 || fit_pipeline(x, use, c, err, errlen) != 0)
-        return -1;
-    /* sizes only pipelines ran at: their scales from those runs, then the pipeline terms again (twice: the
-     * scales and the terms settle together) */
-    ah_calibration one_stage = *c;
-    for (int round = 0; round < 2; round++) {
-        int added = fit_pipeline_scales(x, use, &one_stage, c, err, errlen);
-        if (added < 0 || (added > 0 && fit_pipeline(x, use, c, err, errlen) != 0))
+/* Sum of |error| over the runs in `use` under c (NULL: uncalibrated); -1 on a simulation error. */
+static double total_error(const fit_ctx *x, const unsigned char *use, const ah_calibration *c, char *err,
+                          size_t errlen) {
+    double e = 0;
+    for (int i = 0; i < x->n; i++) {
+        if (!use[i])
+            continue;
+        double t = sim_run(x, i, c, err, errlen);
+        if (t < 0)
             return -1;
-        if (added == 0)
+        e += fabs(t / x->runs[i].measured_s - 1);
+    }
+    return e;
+}
+
+/* Steps 2 and 3 in one pipeline regime from the one-stage scales: overlapped sends (lockstep 0), or the
+ * lockstep terms (1) fitted with the scales of sizes only pipelines ran at, twice (they settle together). */
+static int fit_regime(const fit_ctx *x, const unsigned char *use, const ah_calibration *one_stage, int lockstep,
+                      ah_calibration *c, char *err, size_t errlen) {
+    *c = *one_stage;
+    for (int round = 0; round < 2; round++) {
+        if (lockstep && fit_pipeline(x, use, 1, c, err, errlen) != 0)
+            return -1;
+        int added = fit_pipeline_scales(x, use, one_stage, c, err, errlen);
+        if (added < 0)
+            return -1;
+        if (added == 0 && round == 0 && !lockstep)
             break;
     }
+    return lockstep ? fit_pipeline(x, use, 1, c, err, errlen) : 0;
+}
+
+/* The pipeline regime and the scales of sizes only pipelines ran at decide each other (lockstep transfers
+ * add time a larger compute scale would add too), so each regime is fitted whole and the one with the least
+ * |error| over the runs wins; a calibration never fits the runs worse than none (its scales 1, overlapped). */
+static int fit(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err, size_t errlen) {
+    ah_calibration one_stage, reg[2];
+    memset(&one_stage, 0, sizeof one_stage);
+    if (fit_scales(x, use, &one_stage, err, errlen) != 0)
+        return -1;
+    double e[3];
+    for (int k = 0; k < 2; k++)
+        if (fit_regime(x, use, &one_stage, k, &reg[k], err, errlen) != 0 ||
+            (e[k] = total_error(x, use, &reg[k], err, errlen)) < 0)
+            return -1;
+    if ((e[2] = total_error(x, use, NULL, err, errlen)) < 0)
+        return -1;
+    memset(c, 0, sizeof *c);
+    int k = e[1] < e[0] - 1e-12 ? 1 : 0;
+    if (e[k] <= e[2] + 1e-12)
+        *c = reg[k];
     return 0;
 }
 
@@ -349,7 +389,14 @@ int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_
                      const ah_sim_options *so, int validate, ah_calibration *out, char *err, size_t errlen) {
     fit_ctx x = {runs, n, prof, o, so};
     unsigned char *use = ah_xcalloc((size_t)n + 1, 1);
-    memset(use, 1, (size_t)n);
+    int fitted = 0;
+    for (int i = 0; i < n; i++)
+        fitted += use[i] = !runs[i].excluded[0];
+    if (fitted == 0) {
+        snprintf(err, errlen, "calibrate: every run is excluded: nothing to fit");
+        free(use);
+        return -1;
+    }
     int rc = fit(&x, use, out, err, errlen);
     for (int i = 0; rc == 0 && i < n; i++) {
         runs[i].left_out_s = 0;
@@ -359,6 +406,10 @@ int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_
     }
     for (int i = 0; rc == 0 && validate && i < n; i++) {
         ah_calibration c;
+        if (!use[i]) {
+            runs[i].left_out_s = runs[i].fitted_s;
+            continue;
+        }
         use[i] = 0;
         if (fit(&x, use, &c, err, errlen) != 0 || (runs[i].left_out_s = sim_run(&x, i, &c, err, errlen)) < 0)
             rc = -1;
