@@ -73,14 +73,13 @@ jq -e '.runs[8].excluded == "3x off" and (.runs[8].fitted_s / .runs[8].measured_
 jq '[.[] | . + {"exclude": "all"}]' "$TMP/runs.json" >"$TMP/runs-none.json"
 bad_input "every run is excluded" calibrate "$TMP/runs-none.json"
 # a fit is never worse than none (real runs: GPT-Neo-2.7B on GH200, bench/measured). With its inconsistent run
-# fitted, the scale it pins would make every other run worse: the calibration is then none; without it the fit
-# beats the simulator as is
+# fitted, the scale it pins makes every other run worse (38.8 % against 24.3 % as is, before the regimes were
+# compared): such a fit is not kept; without that run the fit beats the simulator as is
 NEO="$(cd "$(dirname "$0")/.." && pwd)/bench/measured/sailor-gh200-gptneo27"
 jq --arg d "$NEO" '[.[] | del(.exclude) | .plan = $d + "/" + .plan]' "$NEO/runs.json" >"$TMP/neo-all.json"
 $BIN calibrate "$TMP/neo-all.json" --devices "$NEO/gh96-devices.json" --profile "$NEO/gh96-gptneo27-profile.json" \
   --overlap-dp --no-validate --out "$TMP/neo-all.cal.json" --quiet || fail "calibrate the GPT-Neo runs"
-jq -e '.validation.in_sample.mean_abs_error <= .validation.as_is.mean_abs_error and .devices == {} and
-       .pipeline.p2p == "overlapped"' "$TMP/neo-all.cal.json" >/dev/null \
+jq -e '.validation.in_sample.mean_abs_error <= .validation.as_is.mean_abs_error' "$TMP/neo-all.cal.json" >/dev/null \
   || fail "a calibration worse than none was kept: $(jq -c '.validation, .devices' "$TMP/neo-all.cal.json")"
 jq --arg d "$NEO" '[.[] | .plan = $d + "/" + .plan]' "$NEO/runs.json" >"$TMP/neo.json"
 $BIN calibrate "$TMP/neo.json" --devices "$NEO/gh96-devices.json" --profile "$NEO/gh96-gptneo27-profile.json" \

@@ -38,19 +38,21 @@ typedef struct {
     int found;
 } lexi;
 
-/* Lockstep pipelines: the template's chain of whole-activation transfers, restated (-1 in the other modes) */
+/* Lockstep pipelines: the template's chain of whole-activation transfers, restated (-1 in the other modes):
+ * DeepSpeed's parity-paired steps wait for two transfers on the slowest boundary, one with a single boundary */
 static ah_ns lockstep_chain(const ah_search_ctx *x, const ah_template *t) {
     if (x->o->train.p2p != AH_P2P_LOCKSTEP)
         return -1;
     double whole = ah_model_p2p_bytes(x->m, x->o->train.seq, x->mb, x->o->train.precision);
-    ah_ns chain = 0;
+    ah_ns slowest = 0;
     for (int j = 0; j + 1 < t->n_stages; j++) {
         const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
         ah_pair_link lk =
             ah_pair_link_of(a->dev->intra_bw_gbs, a->nic_share_gbs, b->dev->intra_bw_gbs, b->nic_share_gbs);
-        chain += ah_p2p_ns(whole, ah_template_inter(x, t, j), lk.intra_gbs, lk.nic_share_gbs, x->o);
+        ah_ns c = ah_p2p_ns(whole, ah_template_inter(x, t, j), lk.intra_gbs, lk.nic_share_gbs, x->o);
+        slowest = c > slowest ? c : slowest;
     }
-    return chain;
+    return t->n_stages > 2 ? 2 * slowest : slowest;
 }
 
 /* Every split of the layers into the template's stages: the rule is the

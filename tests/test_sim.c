@@ -712,8 +712,9 @@ static void test_mixed_plans_agree(void **state) {
 }
 
 
-/* Lockstep pipelines (a calibration's runtime model): every forward and every backward waits for the replica's
- * chain of S - 1 transfers of the whole activation, each alpha + A / bw, so a homogeneous pipeline takes
+/* Lockstep pipelines (a calibration's runtime model, DeepSpeed's schedule): every forward and every backward
+ * waits for the replica's chain, two blocking transfers of the whole activation (each alpha + A / bw) on its
+ * slowest boundary (stages paired by parity; one transfer with two stages), so a homogeneous pipeline takes
  * (m + S - 1)(f + b + 2 chain); the closed form agrees. A compute scale of 2 at the plan's micro-batch doubles
  * f and b; one at another micro-batch size is the nearest one's. */
 static void test_lockstep_pipeline(void **state) {
@@ -747,7 +748,7 @@ static void test_lockstep_pipeline(void **state) {
         char err[256];
         assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
         double A = ah_model_p2p_bytes(&model, 64, 1, AH_PRECISION_BF16);
-        double chain = (S - 1) * ah_ns_to_s(ah_to_ns(1e-3 + A / 0.5e9)), sc = scaled ? 2.0 : 1.0; /* ns steps */
+        double chain = 2 * ah_ns_to_s(ah_to_ns(1e-3 + A / 0.5e9)), sc = scaled ? 2.0 : 1.0; /* ns steps; S = 4 */
         near_rel(r.replica_flush_s[0], (m + S - 1) * (sc * (f + b) + 2 * chain));
         /* the closed form leaves out the step sync (24 ns at this NIC) */
         assert_true(fabs(r.closed_form_s / r.iteration_time_s - 1) < 1e-6);

@@ -5,11 +5,12 @@
  *   - per device, a scale of its optimizer step, and a compute scale by micro-batch size: every layer's
  * forward and backward time (its TP all-reduce share included) at micro-batch b is multiplied by scale(b); a
  * size between two fitted ones takes the nearer one in log2, a size outside them the nearest end;
- *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver, each
- *     moves a boundary's whole activation (not 1/TP of it) and a replica's transfers run one after another,
- *     so every stage's forward and backward wait for the replica's whole chain of transfers in that
- *     direction; each transfer costs alpha_s + bytes / (fraction x the link's bandwidth: intra-node, or the
- *     node's NIC share per GPU), the fraction per link class (at most 1: no transfer beats its link).
+ *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver and
+ *     each moves a boundary's whole activation (not 1/TP of it); DeepSpeed's steps pair every stage with one
+ *     neighbour by parity, so every stage's forward and backward wait for two transfers on the replica's
+ *     slowest boundary (one with two stages: ah_lockstep_chain_of); each transfer costs alpha_s + bytes /
+ *     (fraction x the link's bandwidth: intra-node, or the node's NIC share per GPU), the fraction per link
+ *     class (at most 1: no transfer beats its link).
  *
  * A device the file does not name keeps scale 1. The device scales correct the profile the runs were simulated
  * with (`profile_model`: a measured profile's model, "" for the analytic model): with a profile of another

@@ -277,13 +277,18 @@ ah_ns ah_lockstep_transfer_ns(double bytes, const ah_node *a, const ah_node *b, 
     return ah_to_ns(ah_calibration_transfer_s(o->calibration, bytes, inter_node, bw));
 }
 
+ah_ns ah_lockstep_chain_of(ah_ns slowest, int boundaries) {
+    return boundaries < 1 ? 0 : (boundaries == 1 ? 1 : 2) * slowest;
+}
+
 ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o) {
-    ah_ns chain = 0;
+    ah_ns slowest = 0;
     for (int j = 0; j + 1 < r->n_stages; j++) {
         const ah_node *a = &p->cluster.nodes[r->stages[j].node], *b = &p->cluster.nodes[r->stages[j + 1].node];
-        chain += ah_lockstep_transfer_ns(bytes, a, b, r->stages[j].node != r->stages[j + 1].node, o);
+        ah_ns t = ah_lockstep_transfer_ns(bytes, a, b, r->stages[j].node != r->stages[j + 1].node, o);
+        slowest = t > slowest ? t : slowest;
     }
-    return chain;
+    return ah_lockstep_chain_of(slowest, r->n_stages - 1);
 }
 
 double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n) {

@@ -194,6 +194,12 @@ ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inte
 ah_ns ah_lockstep_transfer_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
                               const ah_plan_options *o);
 ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o);
+/* The chain of a pipeline of `boundaries` boundaries whose slowest transfer takes `slowest`: DeepSpeed's
+ * schedule pairs each stage with one neighbour per step by stage parity (a forward step's stage sends its
+ * gradient to the previous stage, then receives the activation from it; the previous stage, in a backward
+ * step, does the other halves), so a step waits for two blocking transfers on its slowest pair: one with
+ * two stages, whose only pair exchanges every other step (docs/calibration.md, "The lockstep pipeline"). */
+ah_ns ah_lockstep_chain_of(ah_ns slowest, int boundaries);
 double ah_ring_measured_gbs(const ah_plan_options *o, const ah_cluster *c, const int *nodes, int n);
 /* Per-GPU share of a node's NIC in GB/s. */
 double ah_nic_share_gbs(const ah_node *n);

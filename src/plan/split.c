@@ -392,7 +392,7 @@ int ah_template_inter(const ah_search_ctx *x, const ah_template *t, int j) {
 }
 
 /* Lockstep (plan_eval.c): one transfer of boundary j, the whole activation, at the calibration's latency and
- * class bandwidth (the link's where it has none); the chain of all of them. */
+ * class bandwidth (the link's where it has none); the chain of the pipeline (ah_lockstep_chain_of). */
 static ah_ns template_lockstep_ns(const ah_search_ctx *x, const ah_template *t, int j) {
     const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
     int inter = ah_template_inter(x, t, j);
@@ -405,10 +405,12 @@ static ah_ns template_lockstep_ns(const ah_search_ctx *x, const ah_template *t, 
 }
 
 ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t) {
-    ah_ns chain = 0;
-    for (int j = 0; j + 1 < t->n_stages; j++)
-        chain += template_lockstep_ns(x, t, j);
-    return chain;
+    ah_ns slowest = 0;
+    for (int j = 0; j + 1 < t->n_stages; j++) {
+        ah_ns c = template_lockstep_ns(x, t, j);
+        slowest = c > slowest ? c : slowest;
+    }
+    return ah_lockstep_chain_of(slowest, t->n_stages - 1);
 }
 
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
