@@ -33,5 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!(t >= 0) || !isfinite(t))
             abort();
     }
+    /* scoped to another profile's model: no device scale is left, the pipeline terms are */
+    int lockstep = c.lockstep;
+    if (ah_calibration_scope(&c, "another model") &&
+        (c.n_devices != 0 || ah_calibration_compute_scale(&c, "GH-96", 1) != 1.0 || c.lockstep != lockstep))
+        abort();
     return 0;
 }
