@@ -16,6 +16,7 @@
 #include "cost/calib.h"
 #include "cost/gemm_model.h"
 #include "test_util.h"
+#include "util/stats.h"
 
 static ah_model_config model(const char *name) {
     ah_model_config m;
@@ -246,12 +247,22 @@ static void test_datasheet_floor(void **state) {
     ah_calib_free(&labeled);
 }
 
+/* The median calibrate takes of what a size's runs need: one odd run does not move it (the mean would). */
+static void test_median(void **state) {
+    (void)state;
+    double odd[] = {1.08, 1.55, 1.02}, even[] = {4.0, 1.0, 3.0, 2.0}, one[] = {0.7};
+    assert_double_equal(ah_median(odd, 3), 1.08, 0);
+    assert_double_equal(ah_median(even, 4), 2.5, 0);
+    assert_double_equal(ah_median(one, 1), 0.7, 0);
+    assert_double_equal(ah_median(NULL, 0), 0.0, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_flops_sum),  cmocka_unit_test(test_wave_quantization),
         cmocka_unit_test(test_monotonic),       cmocka_unit_test(test_profile_uses_gemm_model),
         cmocka_unit_test(test_held_out_sailor), cmocka_unit_test(test_catalog_is_the_fit),
-        cmocka_unit_test(test_datasheet_floor),
+        cmocka_unit_test(test_datasheet_floor), cmocka_unit_test(test_median),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
  * fitted in two steps:
  *   1. compute and optimizer scales: runs whose replicas are one stage of one GPU type pin that type's scales
  *      (the simulated time is affine in both: three simulations per run); for each optimizer scale on a grid
- *      each micro-batch size's compute scale is the mean of what its runs need, and the optimizer scale
+ *      each micro-batch size's compute scale is the median of what its runs need, and the optimizer scale
  *      with the least |error| of the one-replica runs wins (it is pinned only by such runs of one micro-batch
  *      size and different lengths; else 1);
  *   2. the pipeline: with those scales, the multi-stage runs fit the lockstep transfer terms (a latency and a
@@ -23,6 +23,7 @@
 
 #include "autohet/sim.h"
 #include "util/errors.h"
+#include "util/stats.h"
 
 enum { N_ALPHA = 201, N_BW = 61 };
 #define ALPHA_STEP 25e-6 /* seconds: 0 .. 5 ms */
@@ -126,26 +127,25 @@ static int scale_run_build(const fit_ctx *x, int i, const char *dev, scale_run *
  * |error| of its one-replica runs returned (with replicas, the data-parallel all-reduce would take part in
  * the optimizer's fit), the scales set in c when `set`. */
 static double scales_at(const scale_run *sr, int n, const char *dev, double u, ah_calibration *c, int set) {
-    double err = 0;
+    double err = 0, *need = ah_xcalloc((size_t)n + 1, sizeof *need);
     for (int i = 0; i < n; i++) {
         if (strcmp(sr[i].dev, dev) != 0)
             continue;
-        double sum = 0;
         int cnt = 0;
         for (int j = 0; j < n; j++)
             if (sr[j].mb == sr[i].mb && strcmp(sr[j].dev, dev) == 0) {
                 double cj = sr[j].compute > 0
                                 ? (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute
-                                : 1.0;        /* no compute to scale */
-                sum += cj > 0.05 ? cj : 0.05; /* compute never vanishes */
-                cnt++;
+                                : 1.0;                  /* no compute to scale */
+                need[cnt++] = cj > 0.05 ? cj : 0.05; /* compute never vanishes */
             }
-        double ci = sum / cnt;
+        double ci = ah_median(need, cnt);
         if (sr[i].one_replica)
             err += fabs((sr[i].rest + ci * sr[i].compute + u * sr[i].optimizer) / sr[i].meas - 1);
         if (set)
             ah_calibration_set_scale(c, dev, sr[i].mb, ci);
     }
+    free(need);
     return err;
 }
 
@@ -285,16 +285,18 @@ static const char *run_device(const ah_plan *p) {
 
 typedef struct {
     const char *dev;
-    int mb, cnt;
-    double sum;
-} scale_acc;
+    int mb;
+    double need; /* the scale this run needs */
+} scale_need;
 
 /* Step 3: a micro-batch size that only pipelines ran at takes its compute scale from them, with the pipeline
- * terms of step 2 (each run's time is affine in the scale: two simulations), averaged over those runs. */
+ * terms of step 2 (each run's time is affine in the scale: two simulations): the median of what its runs
+ * need (one odd run does not move the others, as with the mean). */
 static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const ah_calibration *one_stage,
                                ah_calibration *c, char *err, size_t errlen) {
-    scale_acc *acc = ah_xcalloc((size_t)x->n + 1, sizeof *acc);
-    int na = 0, rc = 0;
+    scale_need *acc = ah_xcalloc((size_t)x->n + 1, sizeof *acc);
+    double *v = ah_xcalloc((size_t)x->n + 1, sizeof *v);
+    int na = 0, rc = 0, sizes = 0;
     for (int i = 0; i < x->n && rc == 0; i++) {
         const char *dev = run_device(&x->runs[i].plan);
         int mb = x->runs[i].plan.micro_batch, have = 0;
@@ -313,22 +315,27 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
         if (rc)
             break;
         double sc = s[1] > s[0] ? 1.0 + (x->runs[i].measured_s - s[0]) / (s[1] - s[0]) : 1.0;
-        int a = 0;
-        while (a < na && !(acc[a].mb == mb && strcmp(acc[a].dev, dev) == 0))
-            a++;
-        if (a == na)
-            acc[na++] = (scale_acc){dev, mb, 0, 0};
-        acc[a].sum += sc > 0.05 ? sc : 0.05;
-        acc[a].cnt++;
+        acc[na++] = (scale_need){dev, mb, sc > 0.05 ? sc : 0.05};
     }
-    for (int a = 0; a < na && rc == 0; a++)
-        if (ah_calibration_set_scale(c, acc[a].dev, acc[a].mb, acc[a].sum / acc[a].cnt) != 0) {
+    for (int a = 0; a < na && rc == 0; a++) {
+        int first = 1, k = 0;
+        for (int b = 0; b < na; b++) /* each (type, size) once, at its first run */
+            if (acc[b].mb == acc[a].mb && strcmp(acc[b].dev, acc[a].dev) == 0) {
+                first &= b >= a;
+                v[k++] = acc[b].need;
+            }
+        if (!first)
+            continue;
+        sizes++;
+        if (ah_calibration_set_scale(c, acc[a].dev, acc[a].mb, ah_median(v, k)) != 0) {
             snprintf(err, errlen, "calibrate: more than %d GPU types or %d micro-batch sizes",
                      AH_CALIB_MAX_DEVICES, AH_CALIB_MAX_MB);
             rc = -1;
         }
+    }
     free(acc);
-    return rc < 0 ? -1 : na;
+    free(v);
+    return rc < 0 ? -1 : sizes;
 }
 
 /* Sum of |error| over the runs in `use` under c (NULL: uncalibrated); -1 on a simulation error. */

@@ -1,5 +1,19 @@
 #include "util/stats.h"
 
+#include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ah_median(double *v, int n) {
+    if (n < 1)
+        return 0.0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double ah_kendall_tau(const double *a, const double *b, int n) {
     long long conc = 0, disc = 0;
     for (int i = 0; i < n; i++)

@@ -7,4 +7,7 @@
  * (concordant - discordant) / (concordant + discordant); 1 with no pair. */
 double ah_kendall_tau(const double *a, const double *b, int n);
 
+/* The median of v[0..n-1] (sorted in place; the mean of the middle two when n is even); 0 when n < 1. */
+double ah_median(double *v, int n);
+
 #endif
