@@ -4,17 +4,21 @@
 # (--baseline megatron with its TP, PP, DP and micro-batch, full recomputation, A100-80G nodes of 8 GPUs) and
 # simulated with 1F1B and with the interleaved schedule Megatron ran (the fewest chunks, 2 or 3, dividing a stage's
 # blocks). Prints a markdown table with each run's error (simulated / measured - 1), the mean |error| and the worst.
-#   bench/megatron_table1.sh [--build DIR] [--out FILE] [--check MEAN,WORST]
+#   bench/megatron_table1.sh [--build DIR] [--out FILE] [--check MEAN,WORST] [--save-rows FILE | --rows FILE]
 # --check: exit 1 unless both columns' mean |error| <= MEAN % and every run is within WORST %.
+# --save-rows: keep the simulated rows (TSV); --rows: report and check such rows without simulating again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build OUT="" CHECK=""
+B=build OUT="" CHECK="" SAVE="" ROWS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) B="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --check) CHECK="$2"; shift 2 ;;
-    *) echo "usage: bench/megatron_table1.sh [--build DIR] [--out FILE] [--check MEAN,WORST]" >&2; exit 2 ;;
+    --save-rows) SAVE="$2"; shift 2 ;;
+    --rows) ROWS="$2"; shift 2 ;;
+    *) echo "usage: bench/megatron_table1.sh [--build DIR] [--out FILE] [--check MEAN,WORST] [--save-rows FILE | --rows FILE]" >&2
+       exit 2 ;;
   esac
 done
 DATA=bench/megatron-table1/table1.csv
@@ -60,9 +64,14 @@ report() {
           100 * ta / NR, 100 * ma, 100 * tb / NR, 100 * mb }' "$TMP/rows"
 }
 
-tail -n +2 "$DATA" | while IFS=, read -r pb heads h l tp pp n gb x mb; do
-  run_row "$pb" "$heads" "$h" "$l" "$tp" "$pp" "$n" "$gb" "$x" "$mb"
-done
+if [ -n "$ROWS" ]; then
+  cp "$ROWS" "$TMP/rows"
+else
+  tail -n +2 "$DATA" | while IFS=, read -r pb heads h l tp pp n gb x mb; do
+    run_row "$pb" "$heads" "$h" "$l" "$tp" "$pp" "$n" "$gb" "$x" "$mb"
+  done
+fi
+[ -z "$SAVE" ] || cp "$TMP/rows" "$SAVE"
 if [ -n "$OUT" ]; then report >"$OUT"; cat "$OUT"; else report; fi
 if [ -n "$CHECK" ]; then
   awk -F'\t' -v lim="$CHECK" 'BEGIN { split(lim, L, ",") }

@@ -58,13 +58,16 @@ static void clean_run(void) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* what every rank but the full one says when the snapshot's all-reduce reports a failed write */
+static const char *const OTHER_RANK_FAILED =
+    "exit 1 100.10 1001\nautohet train: rank 1: checkpoint: another rank could not write its layers\n";
+
 static void test_full_tier_torn_down(void **state) {
     (void)state;
     run_state s;
     ah_node nodes[4];
     make_run(&s, nodes);
-    put("end-1",
-        "exit 1 100.10 1001\nautohet train: rank 1: checkpoint: another rank could not write its layers\n");
+    put("end-1", OTHER_RANK_FAILED);
     put("end-4",
         "exit 1 100.11 1004\nautohet train: rank 4: checkpoint: another rank could not write its layers\n");
     put("end-2",
@@ -87,8 +90,7 @@ static void test_error_exit_is_no_loss(void **state) {
     run_state s;
     ah_node nodes[4];
     make_run(&s, nodes);
-    put("end-1",
-        "exit 1 100.10 1001\nautohet train: rank 1: checkpoint: another rank could not write its layers\n");
+    put("end-1", OTHER_RANK_FAILED);
     put("end-2", "teardown 15 100.12 1002\nautohet train: rank 2: step 30\n");
     run_fault f;
     assert_int_equal(run_diagnose_end(&s, 1 << 8, &f), 0);

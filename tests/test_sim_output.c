@@ -1037,7 +1037,6 @@ static void check_real_simulator(const char *cluster, int global_batch, ah_sched
     int want_x = 0; /* every event on each GPU of its stage's TP group */
     for (int k = 0; k < r.n_events; k++)
         want_x += plan.replicas[r.events[k].replica].stages[r.events[k].stage].tp;
-    assert_true(want_x >= r.n_events);
     assert_int_equal(validate_trace(path), want_x);
 
     tmp_path(path, sizeof path, "real.json");

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "autohet/profile_table.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 #include "util/atomic_file.h"
@@ -115,13 +114,17 @@ typedef struct {
     int worst_run;
 } err_stats;
 
-/* |simulated / measured - 1| over the runs, the simulated time at byte offset `off` of a run */
-/* over the runs fitted (not excluded) */
+static int excluded_runs(const ah_calib_run *r, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += r[i].excluded[0] != 0;
+    return k;
+}
+
+/* |simulated / measured - 1| over the runs fitted (not excluded), the simulated time at byte offset `off` */
 static err_stats stats_of(const ah_calib_run *r, int n, size_t off) {
     err_stats s = {0, 0, -1};
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        m += !r[i].excluded[0];
+    int m = n - excluded_runs(r, n);
     for (int i = 0; i < n; i++) {
         if (r[i].excluded[0])
             continue;
@@ -185,9 +188,7 @@ static void summary_json(const ah_calib_run *r, int n, int validate, char *buf, 
     err_stats a = stats_of(r, n, offsetof(ah_calib_run, uncalibrated_s)),
               b = stats_of(r, n, offsetof(ah_calib_run, fitted_s)),
               c = stats_of(r, n, offsetof(ah_calib_run, left_out_s));
-    int excluded = 0;
-    for (int i = 0; i < n; i++)
-        excluded += r[i].excluded[0] != 0;
+    int excluded = excluded_runs(r, n);
     int w = snprintf(buf, cap,
                      "{\"runs\": %d, \"excluded\": %d, \"as_is\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": "
                      "%.6f}, \"in_sample\": {\"mean_abs_error\": %.6f, \"worst_abs_error\": %.6f}",
@@ -282,8 +283,6 @@ int cmd_calibrate(int argc, char **argv) {
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         snprintf(calib.source, sizeof calib.source, "autohet calibrate %s: %d runs", argv[optind], n);
-        calib.scoped = 1;
-        snprintf(calib.profile_model, sizeof calib.profile_model, "%s", ah_profile_table_model(prof));
         char summary[512];
         summary_json(runs, n, validate, summary, sizeof summary);
         if (!quiet) {
@@ -299,9 +298,7 @@ int cmd_calibrate(int argc, char **argv) {
             if (validate)
                 printf(", left out %.1f%% (worst %.1f%%, %s)", 100 * v.mean, 100 * v.worst,
                        v.worst_run >= 0 ? runs[v.worst_run].name : "-");
-            int excluded = 0;
-            for (int i = 0; i < n; i++)
-                excluded += runs[i].excluded[0] != 0;
+            int excluded = excluded_runs(runs, n);
             if (excluded)
                 printf(" over the %d runs fitted (%d excluded)", n - excluded, excluded);
             printf("\n");

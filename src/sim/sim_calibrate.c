@@ -8,12 +8,11 @@
  *      size and different lengths; else 1);
  *   2. the pipeline: with those scales, the multi-stage runs fit the lockstep transfer terms (a latency and a
  *      bandwidth per link class the runs cross) by least mean |error| on a grid, the simulated time taken as
- *      linear in the latency and in 1 / bandwidth (three or four simulations per run); lockstep is kept only
- *      when it beats the plain overlapped pipeline on those runs.
+ *      linear in the latency and in 1 / bandwidth (three or four simulations per run);
  *   3. a micro-batch size that only multi-stage runs have takes its compute scale from them (with step 2's
  *      terms), and step 2 is fitted again.
- * Steps 2 and 3 are fitted in each pipeline regime (overlapped, lockstep) and the regime with the least
- * |error| over the runs kept; a calibration that fits worse than none is none.
+ * Steps 2 and 3 are fitted in each pipeline regime (overlapped sends: step 3 alone; lockstep) and the regime
+ * with the least |error| over the runs kept; a calibration that fits worse than none is none.
  * The reported errors are the simulator's own with the fitted calibration (in sample), and, with validate,
  * each run's with a calibration fitted on the other runs (left out). */
 #include <math.h>
@@ -21,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autohet/profile_table.h"
 #include "autohet/sim.h"
 #include "util/errors.h"
 #include "util/stats.h"
@@ -187,7 +187,6 @@ static int fit_scales(const fit_ctx *x, const unsigned char *use, ah_calibration
 typedef struct {
     double s0, da, du[2]; /* base; per second of latency; per (1 / bandwidth fraction) of each class */
     double meas;
-    double overlapped; /* simulated without lockstep */
 } lin_model;
 
 static double lin_pred(const lin_model *m, double alpha, const double bw[2]) {
@@ -202,8 +201,7 @@ static int lin_build(const fit_ctx *x, int i, const ah_calibration *scales, lin_
     c.p2p_bw_fraction[0] = c.p2p_bw_fraction[1] = FR_FREE;
     memset(m, 0, sizeof *m);
     m->meas = x->runs[i].measured_s;
-    if ((m->s0 = sim_run(x, i, &c, err, errlen)) < 0 ||
-        (m->overlapped = sim_run(x, i, scales, err, errlen)) < 0)
+    if ((m->s0 = sim_run(x, i, &c, err, errlen)) < 0)
         return -1;
     c.p2p_alpha_s = 1e-3;
     double s = sim_run(x, i, &c, err, errlen);
@@ -228,13 +226,11 @@ static double fraction_at(int j) {
     return FR_LO * pow(1.0 / FR_LO, (double)j / (N_BW - 1));
 }
 
-/* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms, kept when they beat overlapped
- * (always with `force`). */
-static int fit_pipeline(const fit_ctx *x, const unsigned char *use, int force, ah_calibration *c, char *err,
+/* Step 2 over the pipeline runs in `use`: the grid's best lockstep terms (lockstep off without such runs). */
+static int fit_pipeline(const fit_ctx *x, const unsigned char *use, ah_calibration *c, char *err,
                         size_t errlen) {
     lin_model *lm = ah_xcalloc((size_t)x->n + 1, sizeof *lm);
     int n = 0, cls = 0;
-    double over = 0;
     for (int i = 0; i < x->n; i++) {
         if (!use[i] || !is_pipeline_run(&x->runs[i].plan))
             continue;
@@ -242,7 +238,6 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, int force, a
             free(lm);
             return -1;
         }
-        over += fabs(lm[n].overlapped / lm[n].meas - 1);
         cls |= link_classes(&x->runs[i].plan);
         n++;
     }
@@ -263,7 +258,7 @@ static int fit_pipeline(const fit_ctx *x, const unsigned char *use, int force, a
                 }
             }
     free(lm);
-    c->lockstep = n > 0 && (force || best < over);
+    c->lockstep = n > 0;
     c->p2p_alpha_s = c->lockstep ? ba : 0;
     c->p2p_bw_fraction[0] = c->lockstep ? bb[0] : 0;
     c->p2p_bw_fraction[1] = c->lockstep ? bb[1] : 0;
@@ -353,21 +348,17 @@ static double total_error(const fit_ctx *x, const unsigned char *use, const ah_c
     return e;
 }
 
-/* Steps 2 and 3 in one pipeline regime from the one-stage scales: overlapped sends (lockstep 0), or the
- * lockstep terms (1) fitted with the scales of sizes only pipelines ran at, twice (they settle together). */
+/* Steps 2 and 3 in one pipeline regime from the one-stage scales: overlapped sends (lockstep 0: the scales
+ * of sizes only pipelines ran at, once: each is fitted from its own runs alone), or the lockstep terms (1) and
+ * those scales in turn, twice (they settle together), then the terms once more. */
 static int fit_regime(const fit_ctx *x, const unsigned char *use, const ah_calibration *one_stage, int lockstep,
                       ah_calibration *c, char *err, size_t errlen) {
     *c = *one_stage;
-    for (int round = 0; round < 2; round++) {
-        if (lockstep && fit_pipeline(x, use, 1, c, err, errlen) != 0)
+    for (int round = 0; round < (lockstep ? 2 : 1); round++)
+        if ((lockstep && fit_pipeline(x, use, c, err, errlen) != 0) ||
+            fit_pipeline_scales(x, use, one_stage, c, err, errlen) < 0)
             return -1;
-        int added = fit_pipeline_scales(x, use, one_stage, c, err, errlen);
-        if (added < 0)
-            return -1;
-        if (added == 0 && round == 0 && !lockstep)
-            break;
-    }
-    return lockstep ? fit_pipeline(x, use, 1, c, err, errlen) : 0;
+    return lockstep ? fit_pipeline(x, use, c, err, errlen) : 0;
 }
 
 /* The pipeline regime and the scales of sizes only pipelines ran at decide each other (lockstep transfers
@@ -405,6 +396,10 @@ int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_
         return -1;
     }
     int rc = fit(&x, use, out, err, errlen);
+    if (rc == 0) { /* its device scales correct this profile (ah_calibration_scope) */
+        out->scoped = 1;
+        snprintf(out->profile_model, sizeof out->profile_model, "%s", ah_profile_table_model(prof));
+    }
     for (int i = 0; rc == 0 && i < n; i++) {
         runs[i].left_out_s = 0;
         if ((runs[i].uncalibrated_s = sim_run(&x, i, NULL, err, errlen)) < 0 ||
