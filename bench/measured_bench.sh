@@ -5,7 +5,9 @@
 # (run, parallel degrees, measured, simulated, closed form, error), its mean |error| and worst run, and the mean
 # signed error by pipeline depth (where the model is off, not only how much); then the set calibrated (autohet
 # calibrate: in sample, left out one at a time, and fitted on the small runs to predict the large ones); then each
-# set predicted by the calibration of another set of the same devices (another model: held out by model).
+# set predicted by the calibration of another set of the same devices (another model: held out by model) and of
+# another set of the same model (other GPUs and links: held out by GPUs). A set with a *-links.json (a comm
+# profile: measured links between its hosts) is simulated and calibrated with --comm-profile.
 #   bench/measured_bench.sh [--build DIR] [--data DIR] [--out FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,10 +30,11 @@ trap 'rm -rf "$TMP"' EXIT
 # by size: fitted on the runs of at most 8 nodes, the larger runs predicted.
 calibrated() {
   local set="$1" dev="$2" prof="$3"
-  "$B/autohet" calibrate "$set/runs.json" --devices "$dev" --profile "$prof" --overlap-dp --out "$TMP/cal.json" \
+  local links=("${@:4}")
+  "$B/autohet" calibrate "$set/runs.json" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --out "$TMP/cal.json" \
     --json "$TMP/cal-runs.json" >"$TMP/cal.txt" 2>"$TMP/err" || { echo "measured_bench: calibrate: $(cat "$TMP/err")" >&2; exit 1; }
   cp "$TMP/cal.json" "$TMP/cal-$(basename "$set").json"
-  echo "**Calibrated** (\`autohet calibrate runs.json --devices $(basename "$dev") --profile $(basename "$prof") --overlap-dp\`,"
+  echo "**Calibrated** (\`autohet calibrate runs.json --devices $(basename "$dev") --profile $(basename "$prof")${links[*]:+ --comm-profile $(basename "${links[1]}")} --overlap-dp\`,"
   echo "docs/calibration.md): $(sed -n 1p "$TMP/cal.txt" | sed 's/.*fitted in/fitted in/')."
   echo
   echo '```'
@@ -50,21 +53,22 @@ calibrated() {
                    100 * $1, 100 * $2, 100 * $3, 100 * $4, 100 * $5, 100 * $6 }'
   echo
   # by size: the runs of <= 8 nodes fit, the larger ones are predicted
-  jq --arg d "$(realpath "$set")" '[.[] | select(.gpus <= 8) | .plan = $d + "/" + .plan]' "$set/runs.json" \
+  # nodes: the field, or (../shared's sets) "gpus", which counts their nodes
+  jq --arg d "$(realpath "$set")" '[.[] | select((.nodes // .gpus) <= 8) | .plan = $d + "/" + .plan]' "$set/runs.json" \
     >"$TMP/small.json"
   local n_small n_big
   n_small=$(jq length "$TMP/small.json")
-  n_big=$(jq '[.[] | select(.gpus > 8)] | length' "$set/runs.json")
+  n_big=$(jq '[.[] | select((.nodes // .gpus) > 8)] | length' "$set/runs.json")
   if [ "$n_small" -gt 0 ] && [ "$n_big" -gt 0 ]; then
-    "$B/autohet" calibrate "$TMP/small.json" --devices "$dev" --profile "$prof" --overlap-dp --no-validate \
+    "$B/autohet" calibrate "$TMP/small.json" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --no-validate \
       --out "$TMP/cal-small.json" --quiet 2>"$TMP/err" \
       || { echo "measured_bench: calibrate (small runs): $(cat "$TMP/err")" >&2; exit 1; }
     : >"$TMP/big.tsv"
     for ((i = 0; i < $(jq length "$set/runs.json"); i++)); do
-      jq -r ".[$i] | select(.gpus > 8) | [.plan, .measured_iteration_s] | @tsv" "$set/runs.json" >"$TMP/run"
+      jq -r ".[$i] | select((.nodes // .gpus) > 8) | [.plan, .measured_iteration_s] | @tsv" "$set/runs.json" >"$TMP/run"
       [ -s "$TMP/run" ] || continue
       IFS=$'\t' read -r plan meas <"$TMP/run"
-      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --overlap-dp --calibration "$TMP/cal-small.json" \
+      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --calibration "$TMP/cal-small.json" \
         --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" || { echo "measured_bench: $plan: $(cat "$TMP/err")" >&2; exit 1; }
       printf '%s\t%s\t%s\n' "$(basename "$plan" .plan.json)" "$meas" "$(jq .iteration_time_s "$TMP/sim.json")" >>"$TMP/big.tsv"
     done
@@ -75,21 +79,44 @@ calibrated() {
   fi
 }
 
-# Held out by model: every set simulated with the calibration of another set of the same devices (another
-# model on the same GPUs and runtime): as autohet applies it (the device scales are the other model's profile's,
-# so only the pipeline terms carry over) and with its device scales forced onto this profile.
-held_out_by_model() {
-  local b a dev prof name
+# A set's files: its devices, profile and (where it has one) comm profile, as simulate/calibrate arguments.
+set_args() {
+  local set="$1" links
+  ARGS=(--devices "$(ls "$set"/*-devices.json | head -1)" --profile "$(ls "$set"/*-profile.json | head -1)")
+  links=$(ls "$set"/*-links.json 2>/dev/null | head -1 || true)
+  [ -z "$links" ] || ARGS+=(--comm-profile "$links")
+}
+
+# Held out: every set simulated with the calibration of another set of the same devices (another model on the
+# same GPUs and runtime: held out by model), as autohet applies it (the device scales are the other model's
+# profile's, so only the pipeline terms carry over) and with its device scales forced onto this profile; and with
+# the calibration of another set of the same model on other GPUs (held out by GPUs: its device scales name other
+# GPUs, and its link fractions, fitted on datasheet links, do not apply to measured ones).
+held_out() {
+  local b a name kind pm_a pm_b
   for b in "${SETS[@]}"; do
     for a in "${SETS[@]}"; do
-      [ "$a" != "$b" ] && cmp -s "$(ls "$a"/*-devices.json | head -1)" "$(ls "$b"/*-devices.json | head -1)" || continue
-      dev=$(ls "$b"/*-devices.json | head -1)
-      prof=$(ls "$b"/*-profile.json | head -1)
-      jq --arg m "$(jq -r .model "$prof")" '.profile_model = $m' "$TMP/cal-$(basename "$a").json" >"$TMP/forced.json"
-      echo "### $(basename "$b") predicted by the calibration of $(basename "$a") (held out by model)"
+      [ "$a" != "$b" ] || continue
+      pm_a=$(jq -r .model "$(ls "$a"/*-profile.json | head -1)")
+      pm_b=$(jq -r .model "$(ls "$b"/*-profile.json | head -1)")
+      if cmp -s "$(ls "$a"/*-devices.json | head -1)" "$(ls "$b"/*-devices.json | head -1)"; then
+        kind=model
+      elif [ "$pm_a" = "$pm_b" ]; then
+        kind=GPUs
+      else
+        continue
+      fi
+      set_args "$b"
+      jq --arg m "$pm_b" '.profile_model = $m' "$TMP/cal-$(basename "$a").json" >"$TMP/forced.json"
+      echo "### $(basename "$b") predicted by the calibration of $(basename "$a") (held out by $kind)"
       echo
-      echo "| run | measured s | as is | $(basename "$a")'s calibration (its pipeline terms) | with its device scales forced |"
-      echo "|---|---:|---:|---:|---:|"
+      if [ $kind = model ]; then
+        echo "| run | measured s | as is | $(basename "$a")'s calibration (its pipeline terms) | with its device scales forced |"
+        echo "|---|---:|---:|---:|---:|"
+      else
+        echo "| run | measured s | as is | $(basename "$a")'s calibration (its pipeline latency) |"
+        echo "|---|---:|---:|---:|"
+      fi
       : >"$TMP/xrows"
       for ((i = 0; i < $(jq length "$b/runs.json"); i++)); do
         IFS=$'\t' read -r plan meas ex < <(jq -r ".[$i] | [.plan, .measured_iteration_s, .exclude // \"-\"] | @tsv" "$b/runs.json")
@@ -98,19 +125,20 @@ held_out_by_model() {
         for cal in none "$TMP/cal-$(basename "$a").json" "$TMP/forced.json"; do
           extra=()
           [ "$cal" != none ] && extra=(--calibration "$cal")
-          "$B/autohet" simulate "$b/$plan" --devices "$dev" --profile "$prof" --overlap-dp "${extra[@]}" \
+          "$B/autohet" simulate "$b/$plan" "${ARGS[@]}" --overlap-dp "${extra[@]}" \
             --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" \
             || { echo "measured_bench: $b/$plan: $(cat "$TMP/err")" >&2; exit 1; }
           t+=("$(jq .iteration_time_s "$TMP/sim.json")")
         done
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$meas" "${t[@]}" "$ex" >>"$TMP/xrows"
       done
-      awk -F'\t' '{ printf "| %s%s | %.4f | %+.1f%% | %+.1f%% | %+.1f%% |\n", $1, ($6 != "-" ? " (excluded)" : ""), $2,
-                    ($3 / $2 - 1) * 100, ($4 / $2 - 1) * 100, ($5 / $2 - 1) * 100 }' "$TMP/xrows"
+      awk -F'\t' -v k=$kind '{ printf "| %s%s | %.4f | %+.1f%% | %+.1f%% |", $1, ($6 != "-" ? " (excluded)" : ""), $2,
+                    ($3 / $2 - 1) * 100, ($4 / $2 - 1) * 100; if (k == "model") printf " %+.1f%% |", ($5 / $2 - 1) * 100; printf "\n" }' "$TMP/xrows"
       echo
-      awk -F'\t' '$6 == "-" { N++; for (c = 3; c <= 5; c++) { e = $c / $2 - 1; e = e < 0 ? -e : e; t[c] += e; if (e > m[c]) m[c] = e } }
-        END { NR = N; printf "**Mean |error| (worst run) over the runs not excluded: as is %.1f%% (%.1f%%); the other model'"'"'s calibration, as applied %.1f%% (%.1f%%); with its device scales forced %.1f%% (%.1f%%).**\n",
-              100 * t[3] / NR, 100 * m[3], 100 * t[4] / NR, 100 * m[4], 100 * t[5] / NR, 100 * m[5] }' "$TMP/xrows"
+      awk -F'\t' -v k=$kind '$6 == "-" { N++; for (c = 3; c <= 5; c++) { e = $c / $2 - 1; e = e < 0 ? -e : e; t[c] += e; if (e > m[c]) m[c] = e } }
+        END { NR = N; printf "**Mean |error| (worst run) over the runs not excluded: as is %.1f%% (%.1f%%); the other set'"'"'s calibration, as applied %.1f%% (%.1f%%)",
+              100 * t[3] / NR, 100 * m[3], 100 * t[4] / NR, 100 * m[4]
+              if (k == "model") printf "; with its device scales forced %.1f%% (%.1f%%)", 100 * t[5] / NR, 100 * m[5]; printf ".**\n" }' "$TMP/xrows"
       echo
     done
   done
@@ -121,28 +149,30 @@ report() {
   for set in $(for d in $DATA; do ls -d "$d"/*/; done); do
     set=${set%/}
     [ -f "$set/runs.json" ] || continue
-    dev=$(ls "$set"/*-devices.json | head -1)
-    prof=$(ls "$set"/*-profile.json | head -1)
+    set_args "$set"
     n=$(jq length "$set/runs.json")
     : >"$TMP/rows"
     for ((i = 0; i < n; i++)); do
-      jq -r ".[$i] | [.plan, .measured_iteration_s, .gpus, .pp, .dp, .tp, .global_batch, .micro_batch, .exclude // \"-\"] | @tsv" \
+      jq -r ".[$i] | [.plan, .measured_iteration_s, .pp, .dp, .tp, .global_batch, .micro_batch, .exclude // \"-\"] | @tsv" \
         "$set/runs.json" >"$TMP/run"
-      IFS=$'\t' read -r plan meas gpus pp dp tp gb mb ex <"$TMP/run"
-      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" --overlap-dp --json "$TMP/sim.json" --quiet \
+      IFS=$'\t' read -r plan meas pp dp tp gb mb ex <"$TMP/run"
+      nodes=$(jq -r '.cluster.nodes | "\(length) x \(map(.gpus) | unique | map(tostring) | join("/"))"' "$set/$plan")
+      "$B/autohet" simulate "$set/$plan" "${ARGS[@]}" --overlap-dp --json "$TMP/sim.json" --quiet \
         >/dev/null 2>"$TMP/err" || { echo "measured_bench: $set/$plan: $(cat "$TMP/err")" >&2; exit 1; }
-      jq -r --arg p "$(basename "$plan" .plan.json)" --arg m "$meas" --arg g "$gpus" --arg pp "$pp" --arg dp "$dp" \
+      jq -r --arg p "$(basename "$plan" .plan.json)" --arg m "$meas" --arg g "$nodes" --arg pp "$pp" --arg dp "$dp" \
         --arg tp "$tp" --arg gb "$gb" --arg mb "$mb" --arg ex "$ex" \
         '[$p, $g, $pp, $dp, $tp, $gb, $mb, $m, .iteration_time_s, (.closed_form_s // .closed_form_iteration_s // "-"), $ex]
          | @tsv' "$TMP/sim.json" >>"$TMP/rows"
     done
+    local shown=("${ARGS[@]}")
+    for ((k = 1; k < ${#shown[@]}; k += 2)); do shown[k]=$(basename "${shown[k]}"); done
     echo "### $(basename "$set") ($n runs)"
     echo
-    echo "\`autohet simulate PLAN --devices $(basename "$dev") --profile $(basename "$prof") --overlap-dp\` (1F1B; the"
+    echo "\`autohet simulate PLAN ${shown[*]} --overlap-dp\` (1F1B; the"
     echo "gradient buckets' all-reduces overlapped with the backward, as PyTorch's DDP runs them) against each"
     echo "run's measured iteration time; error = simulated / measured - 1."
     echo
-    echo "| run | nodes (4 GPUs each) | PP | DP | TP | global batch | micro-batch | measured s | simulated s | error |"
+    echo "| run | nodes x GPUs | PP | DP | TP | global batch | micro-batch | measured s | simulated s | error |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     awk -F'\t' '{ printf "| %s%s | %s | %s | %s | %s | %s | %s | %.4f | %.4f | %+.1f%% |\n", $1,
                   ($11 != "-" ? " (excluded: " $11 ")" : ""), $2, $3, $4, $5, $6, $7, $8, $9, ($9 / $8 - 1) * 100 }' "$TMP/rows"
@@ -153,9 +183,9 @@ report() {
             (N < NR ? ", over the " N " runs not excluded" : "")
             for (p in c) printf " PP %s: %+.1f%% (%d runs);", p, s[p] / c[p], c[p]; printf "\n" }' "$TMP/rows"
     echo
-    calibrated "$set" "$dev" "$prof"
+    calibrated "$set" "${ARGS[@]:1:1}" "${ARGS[@]:3:1}" "${ARGS[@]:4}"
     SETS+=("$set")
   done
-  held_out_by_model
+  held_out
 }
 if [ -n "$OUT" ]; then report >"$OUT"; else report; fi

@@ -72,6 +72,7 @@ static void test_round_trip(void **state) {
     c.lockstep = 1;
     c.p2p_alpha_s = 5e-4;
     c.p2p_bw_fraction[1] = 0.82;
+    c.links_scoped = 1; /* fitted on datasheet links */
     char path[] = "/tmp/ahtest_calib_XXXXXX", err[512];
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -89,6 +90,26 @@ static void test_round_trip(void **state) {
     assert_double_equal(d.p2p_bw_fraction[1], 0.82, 0);
     assert_double_equal(d.p2p_bw_fraction[0], 0, 0);
     assert_string_equal(d.source, "test");
+    /* the fractions correct datasheet links: kept on those, dropped on measured ones (once) */
+    assert_int_equal(d.links_scoped, 1);
+    assert_int_equal(d.links_measured, 0);
+    assert_int_equal(ah_calibration_link_scope(&d, 0), 0);
+    assert_double_equal(d.p2p_bw_fraction[1], 0.82, 0);
+    assert_int_equal(ah_calibration_link_scope(&d, 1), 1);
+    assert_double_equal(d.p2p_bw_fraction[1], 0, 0);
+    assert_double_equal(d.p2p_alpha_s, 5e-4, 0); /* the latency stays */
+    assert_int_equal(ah_calibration_link_scope(&d, 1), 0);
+    /* a file written before links were recorded applies its fractions everywhere */
+    c.links_scoped = 0;
+    fd = mkstemp(strcpy(path, "/tmp/ahtest_calib_XXXXXX"));
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ah_calibration_write(path, &c, NULL, err, sizeof err), 0);
+    assert_int_equal(ah_calibration_load(path, &d, err, sizeof err), 0);
+    unlink(path);
+    assert_int_equal(d.links_scoped, 0);
+    assert_int_equal(ah_calibration_link_scope(&d, 1), 0);
+    assert_double_equal(d.p2p_bw_fraction[1], 0.82, 0);
 }
 
 static void bad(const char *text, const char *want) {
@@ -132,6 +153,9 @@ static void test_bad_files(void **state) {
     bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
         "\"bw_fraction\": {\"intra_node\": 1.5}}}",
         "pipeline.bw_fraction.intra_node");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"links\": \"guessed\"}}",
+        "pipeline.links");
     bad("[1, 2]", "object");
 }
 

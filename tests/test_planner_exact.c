@@ -38,8 +38,9 @@ typedef struct {
     int found;
 } lexi;
 
-/* Lockstep pipelines: the template's chain of whole-activation transfers, restated (-1 in the other modes):
- * DeepSpeed's parity-paired steps wait for two transfers on the slowest boundary, one with a single boundary */
+/* Lockstep pipelines: the template's chain of transfers, restated (-1 in the other modes): one activation per
+ * boundary (1/min TP of it per GPU); DeepSpeed's parity-paired steps wait for two transfers on the slowest
+ * boundary, one with a single boundary */
 static ah_ns lockstep_chain(const ah_search_ctx *x, const ah_template *t) {
     if (x->o->train.p2p != AH_P2P_LOCKSTEP)
         return -1;
@@ -49,7 +50,8 @@ static ah_ns lockstep_chain(const ah_search_ctx *x, const ah_template *t) {
         const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
         ah_pair_link lk =
             ah_pair_link_of(a->dev->intra_bw_gbs, a->nic_share_gbs, b->dev->intra_bw_gbs, b->nic_share_gbs);
-        ah_ns c = ah_p2p_ns(whole, ah_template_inter(x, t, j), lk.intra_gbs, lk.nic_share_gbs, x->o);
+        int tmin = a->tp < b->tp ? a->tp : b->tp;
+        ah_ns c = ah_p2p_ns(whole / tmin, ah_template_inter(x, t, j), lk.intra_gbs, lk.nic_share_gbs, x->o);
         slowest = c > slowest ? c : slowest;
     }
     return t->n_stages > 2 ? 2 * slowest : slowest;

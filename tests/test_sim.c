@@ -711,33 +711,42 @@ static void test_mixed_plans_agree(void **state) {
     ah_profile_free(analytic);
 }
 
-
 /* Lockstep pipelines (a calibration's runtime model, DeepSpeed's schedule): every forward and every backward
- * waits for the replica's chain, two blocking transfers of the whole activation (each alpha + A / bw) on its
- * slowest boundary (stages paired by parity; one transfer with two stages), so a homogeneous pipeline takes
+ * waits for the replica's chain, two blocking transfers of one activation (each alpha + A / bw) on its slowest
+ * boundary (stages paired by parity; one transfer with two stages), so a homogeneous pipeline takes
  * (m + S - 1)(f + b + 2 chain); the closed form agrees. A compute scale of 2 at the plan's micro-batch doubles
- * f and b; one at another micro-batch size is the nearest one's. */
+ * f and b; one at another micro-batch size is the nearest one's. One activation crosses each boundary whatever
+ * the TP degree: with TP 2 on nodes of 2 GPUs each GPU moves half of it at half of the NIC, so the chain is
+ * TP 1's (moving the whole activation per GPU, as before the MIT runs, made it twice as long). */
 static void test_lockstep_pipeline(void **state) {
     (void)state;
-    sim_device(8.0); /* 1 GB/s per GPU between nodes of one GPU */
+    sim_device(8.0); /* 1 GB/s per node between nodes */
     const int S = 4, m = 6;
     const double f = 3e-3, b = 7e-3;
     ah_model_config model = tiny_model(S * 2 - 2); /* 2 layers per stage with embedding and head */
     ah_profile *prof = table(&model, f / 2, b / 2, f / 2, b / 2);
+    int L = ah_model_num_layers(&model);
+    for (int l = 0; l < L; l++) /* the same times at TP 2 */
+        assert_int_equal(ah_profile_table_set(prof, "SIMDEV", 1, 2, l, L,
+                                              (ah_layer_cost){.fwd_s = f / 2, .bwd_s = b / 2, .update_s = 0}),
+                         0);
     ah_calibration cal;
     memset(&cal, 0, sizeof cal);
     cal.lockstep = 1;
     cal.p2p_alpha_s = 1e-3;
-    cal.p2p_bw_fraction[1] = 0.5; /* 0.5 GB/s */
-    for (int scaled = 0; scaled < 2; scaled++) {
+    cal.p2p_bw_fraction[1] = 0.5; /* 0.5 GB/s per node */
+    for (int run = 0; run < 3; run++) {
+        int scaled = run == 2, tp = run == 1 ? 2 : 1; /* the scale, once set, stays */
         if (scaled)
             assert_int_equal(ah_calibration_set_scale(&cal, "SIMDEV", 2, 2.0), 0); /* mb 1 takes mb 2's */
-        int gpn[4] = {1, 1, 1, 1};
+        int gpn[4] = {tp, tp, tp, tp};
         ah_plan p;
         base_plan(&p, &model, gpn, S, m);
         p.train.p2p = AH_P2P_LOCKSTEP;
         int node[4] = {0, 1, 2, 3}, gpu[4] = {0, 0, 0, 0}, first[4] = {0, 2, 4, 6};
         add_replica(&p, m, S, node, gpu, first);
+        for (int j = 0; j < S; j++)
+            p.replicas[0].stages[j].tp = tp;
         ah_plan_options o;
         options(&o, m);
         o.train.p2p = AH_P2P_LOCKSTEP;
@@ -748,7 +757,7 @@ static void test_lockstep_pipeline(void **state) {
         char err[256];
         assert_int_equal(ah_simulate(&p, prof, &o, &so, &r, err, sizeof err), 0);
         double A = ah_model_p2p_bytes(&model, 64, 1, AH_PRECISION_BF16);
-        double chain = 2 * ah_ns_to_s(ah_to_ns(1e-3 + A / 0.5e9)), sc = scaled ? 2.0 : 1.0; /* ns steps; S = 4 */
+        double chain = 2 * ah_ns_to_s(ah_to_ns(1e-3 + A / tp / (0.5e9 / tp))), sc = scaled ? 2.0 : 1.0; /* S = 4 */
         near_rel(r.replica_flush_s[0], (m + S - 1) * (sc * (f + b) + 2 * chain));
         /* the closed form leaves out the step sync (24 ns at this NIC) */
         assert_true(fabs(r.closed_form_s / r.iteration_time_s - 1) < 1e-6);

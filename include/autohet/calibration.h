@@ -5,9 +5,9 @@
  *   - per device, a scale of its optimizer step, and a compute scale by micro-batch size: every layer's
  * forward and backward time (its TP all-reduce share included) at micro-batch b is multiplied by scale(b); a
  * size between two fitted ones takes the nearer one in log2, a size outside them the nearest end;
- *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver and
- *     each moves a boundary's whole activation (not 1/TP of it); DeepSpeed's steps pair every stage with one
- *     neighbour by parity, so every stage's forward and backward wait for two transfers on the replica's
+ *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver, each
+ *     moving one activation across the boundary (1/TP of it per GPU); DeepSpeed's steps pair every stage with
+ *     one neighbour by parity, so every stage's forward and backward wait for two transfers on the replica's
  *     slowest boundary (one with two stages: ah_lockstep_chain_of); each transfer costs alpha_s + bytes /
  *     (fraction x the link's bandwidth: intra-node, or the node's NIC share per GPU), the fraction per link
  *     class (at most 1: no transfer beats its link).
@@ -15,7 +15,9 @@
  * A device the file does not name keeps scale 1. The device scales correct the profile the runs were simulated
  * with (`profile_model`: a measured profile's model, "" for the analytic model): with a profile of another
  * model they are dropped (ah_calibration_scope) and only the pipeline terms, the runtime's and the links',
- * carry over. */
+ * carry over. Likewise the bandwidth fractions correct the links the runs were simulated with (`links`:
+ * "datasheet", or "measured" with a comm profile): with the other kind they are dropped
+ * (ah_calibration_link_scope) and transfers get all of each link; the latency stays. */
 #ifndef AUTOHET_CALIBRATION_H
 #define AUTOHET_CALIBRATION_H
 #include <stddef.h>
@@ -41,6 +43,8 @@ typedef struct {
     char source[256];  /* what it was fitted on (free text) */
     int scoped;              /* profile_model was given (files written before it was are not scoped) */
     char profile_model[64];  /* the model of the profile the device scales correct ("": the analytic one) */
+    int links_scoped;        /* links_measured was recorded (pipeline.links) */
+    int links_measured;      /* the bandwidth fractions correct measured links (a comm profile), not datasheet */
     double left_out_error; /* its validation's mean |error| with each run left out (0: not validated) */
 } ah_calibration;
 
@@ -58,6 +62,9 @@ double ah_calibration_transfer_s(const ah_calibration *c, double bytes, int inte
 /* Keep the device scales only with a profile of the calibration's model (ah_profile_table_model: "" for the
  * analytic one): 1 when they were dropped (another model's profile), 0 otherwise. */
 int ah_calibration_scope(ah_calibration *c, const char *profile_model);
+/* Keep the bandwidth fractions only on links of the kind they were fitted on (measured: a comm profile
+ * applies): 1 when they were dropped, 0 otherwise. */
+int ah_calibration_link_scope(ah_calibration *c, int measured);
 
 /* Read / write the JSON format (docs/calibration.md): 0, or -1 with a one-line error naming the file and
  * field. `extra` (may be NULL): a JSON object text written as the document's "validation" member. */

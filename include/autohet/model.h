@@ -64,7 +64,7 @@ typedef enum { AH_PRECISION_BF16 = 0, AH_PRECISION_FP16 = 1, AH_PRECISION_FP32 =
  * blocking: a send occupies the sender's compute stream until it completes;
  * lockstep: a model of other runtimes' pipelines (DeepSpeed's), not one the
  * engine runs: every stage's forward and backward wait for the replica's
- * whole chain of blocking transfers of a boundary's whole activation
+ * chain of blocking transfers of one activation on its slowest boundary
  * (autohet/calibration.h, docs/cost-model.md). */
 typedef enum { AH_P2P_OVERLAPPED = 0, AH_P2P_BLOCKING = 1, AH_P2P_LOCKSTEP = 2 } ah_p2p_mode;
 

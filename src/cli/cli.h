@@ -25,6 +25,8 @@ int cmd_tokenize(int argc, char **argv);
 
 /* Print "autohet <cmd>: <msg>" on stderr and return 2. */
 int cli_bad_input(const char *cmd, const char *msg);
+/* The one line saying a calibration's bandwidth fractions were dropped (ah_calibration_link_scope). */
+void cli_calibration_link_note(const char *cmd, const char *path, int fitted_measured);
 /* One line on stderr: calibration `path`'s device scales (fitted with a profile of `fitted`) were dropped for a
  * profile of `used` ("" = the analytic model; ah_calibration_scope). */
 void cli_calibration_scope_note(const char *cmd, const char *path, const char *fitted, const char *used);

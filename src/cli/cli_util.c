@@ -191,6 +191,13 @@ int cli_check_list(const char *flag, const char *value, char *msg, size_t n) {
     return 0;
 }
 
+void cli_calibration_link_note(const char *cmd, const char *path, int fitted_measured) {
+    fprintf(stderr,
+            "autohet %s: %s: its bandwidth fractions correct %s links, not the %s ones used here: transfers get "
+            "all of each link (its latency applies)\n",
+            cmd, path, fitted_measured ? "measured" : "datasheet", fitted_measured ? "datasheet" : "measured");
+}
+
 void cli_calibration_scope_note(const char *cmd, const char *path, const char *fitted, const char *used) {
     fprintf(stderr,
             "autohet %s: %s: its device scales correct the profile of %s, not that of %s (the profile is the "

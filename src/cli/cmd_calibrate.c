@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autohet/comm.h"
 #include "autohet/sim.h"
 #include "cli/cli.h"
 #include "util/atomic_file.h"
@@ -19,16 +20,18 @@
 static void calibrate_usage(FILE *f) {
     fprintf(
         f,
-        "usage: autohet calibrate RUNS.json [--devices FILE] [--profile PATH] [--overlap-dp] [--dp-serial]\n"
-        "                         [--out FILE] [--json FILE] [--no-validate] [--quiet]\n\n"
+        "usage: autohet calibrate RUNS.json [--devices FILE] [--profile PATH] [--comm-profile FILE]\n"
+        "                         [--overlap-dp] [--dp-serial] [--out FILE] [--json FILE] [--no-validate]\n"
+        "                         [--quiet]\n\n"
         "Fits what the simulator leaves out to runs whose iteration times were measured, and writes it\n"
         "as a calibration for `simulate --calibration` and `plan --calibration` (docs/calibration.md):\n"
         "  - per GPU type, a compute scale by micro-batch size, from the runs whose replicas are one stage\n"
         "    of one type;\n"
         "  - the pipeline: from the multi-stage runs, lockstep transfers (each stage's forward and\n"
-        "    backward wait for two blocking whole-activation sends on the replica's slowest boundary,\n"
+        "    backward wait for two blocking sends of one activation on the replica's slowest boundary,\n"
         "    DeepSpeed's parity-paired steps) with a latency and a share of the link's bandwidth per\n"
-        "    link class, kept when that regime fits the runs better than overlapped sends;\n"
+        "    link class, kept when that regime fits the runs better than overlapped sends (the share\n"
+        "    corrects the links used here, datasheet or measured, and only applies to that kind);\n"
         "  - never a calibration that fits the runs worse than none.\n"
         "Each run is then simulated with the fit (in sample) and, unless --no-validate, with a fit made\n"
         "without it (left out): the table and --json give both errors.\n\n"
@@ -38,6 +41,8 @@ static void calibrate_usage(FILE *f) {
         "               is simulated and shown but not fitted (errors are over the runs fitted)\n"
         "  --devices    GPU catalog override file (the runs' GPUs)\n"
         "  --profile    per-layer profile the runs are simulated with (default: analytic)\n"
+        "  --comm-profile  measured links (autohet commbench --json, its links{} matrix between hosts)\n"
+        "               the runs are simulated with, as `simulate --comm-profile` does\n"
         "  --overlap-dp / --dp-serial  simulate the runs as `simulate` does with these flags\n"
         "  --out        write the calibration here\n"
         "  --json       the runs' measured and simulated times and the errors\n"
@@ -225,13 +230,24 @@ static int write_json(const char *path, const ah_calib_run *r, int n, int valida
     return rc;
 }
 
+/* Every run's links as `simulate --comm-profile` sets them: its nodes' links and o's latencies and matrix. */
+static int apply_comm_profile(const char *comm, ah_calib_run *runs, int n, ah_plan_options *o, char *err,
+                              size_t errlen) {
+    char summary[256];
+    for (int i = 0; comm && i < n; i++)
+        if (ah_comm_profile_apply(comm, &runs[i].plan.cluster, o, summary, sizeof summary, err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
 int cmd_calibrate(int argc, char **argv) {
     cli_options lo;
     if (cli_long_options(
-            "devices=d profile=p overlap-dp!O dp-serial!S out=o json=j no-validate!N quiet!q help!h", &lo) <
+            "devices=d profile=p comm-profile=c overlap-dp!O dp-serial!S out=o json=j no-validate!N quiet!q help!h",
+            &lo) <
         0)
         return 1;
-    const char *devices = NULL, *profile = NULL, *out = NULL, *json = NULL;
+    const char *devices = NULL, *profile = NULL, *comm = NULL, *out = NULL, *json = NULL;
     int quiet = 0, validate = 1, c;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B};
     optind = 1;
@@ -240,6 +256,7 @@ int cmd_calibrate(int argc, char **argv) {
         switch (c) {
         case 'd': devices = optarg; break;
         case 'p': profile = optarg; break;
+        case 'c': comm = optarg; break;
         case 'O': so.overlap_dp = 1; break;
         case 'S': so.dp_serial = 1; break;
         case 'o': out = optarg; break;
@@ -278,7 +295,8 @@ int cmd_calibrate(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = 0;
-    if (ah_sim_calibrate(runs, n, prof, &o, &so, validate, &calib, err, sizeof err) != 0) {
+    if (apply_comm_profile(comm, runs, n, &o, err, sizeof err) != 0 ||
+        ah_sim_calibrate(runs, n, prof, &o, &so, validate, &calib, err, sizeof err) != 0) {
         rc = cli_bad_input("calibrate", err);
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -315,6 +333,7 @@ int cmd_calibrate(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         ah_plan_free(&runs[i].plan);
     free(runs);
+    ah_link_matrix_free((ah_link_matrix *)o.links);
     ah_profile_free(prof);
     return rc;
 }

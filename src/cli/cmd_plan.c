@@ -698,6 +698,8 @@ static int load_plan_inputs(plan_args *a, ah_model_config *model, ah_cluster *cl
     }
     if (a->calibration && ah_calibration_scope(&calib, ah_profile_table_model(*prof)))
         cli_calibration_scope_note("plan", a->calibration, calib.profile_model, ah_profile_table_model(*prof));
+    if (a->calibration && ah_calibration_link_scope(&calib, a->comm != NULL))
+        cli_calibration_link_note("plan", a->calibration, calib.links_measured);
     if (a->calibration)
         ah_calibration_apply(&calib, *prof, &a->o, &a->o.train, a->p2p_given);
     return 0;

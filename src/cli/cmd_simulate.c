@@ -210,6 +210,8 @@ int cmd_simulate(int argc, char **argv) {
     }
     if (calib_path && ah_calibration_scope(&calib, ah_profile_table_model(prof)))
         cli_calibration_scope_note("simulate", calib_path, calib.profile_model, ah_profile_table_model(prof));
+    if (calib_path && ah_calibration_link_scope(&calib, comm != NULL))
+        cli_calibration_link_note("simulate", calib_path, calib.links_measured);
     ah_plan_options o;
     ah_plan_options_default(&o);
     ah_calibration_apply(calib_path ? &calib : NULL, prof, &o, &plan.train, p2p >= 0);

@@ -48,6 +48,14 @@ int ah_calibration_scope(ah_calibration *c, const char *profile_model) {
     return 1;
 }
 
+int ah_calibration_link_scope(ah_calibration *c, int measured) {
+    if (!c || !c->links_scoped || !c->links_measured == !measured ||
+        (c->p2p_bw_fraction[0] == 0 && c->p2p_bw_fraction[1] == 0))
+        return 0;
+    c->p2p_bw_fraction[0] = c->p2p_bw_fraction[1] = 0; /* 0: all of the link */
+    return 1;
+}
+
 static ah_calib_device *device_entry(ah_calibration *c, const char *name) {
     ah_calib_device *d = (ah_calib_device *)find_device(c, name);
     if (!d) {
@@ -163,6 +171,15 @@ static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path
         if (!(c->p2p_bw_fraction[i] >= 0) || !(c->p2p_bw_fraction[i] <= 1))
             return ah_jfail(cx, q, "expected a fraction of the link's bandwidth in [0, 1] (0: all of it)");
     }
+    char links[16] = "";
+    int has_links = ah_jget_str(cx, pl, path, "links", 0, links, sizeof links);
+    if (has_links < 0)
+        return -1;
+    ah_jpath_key(p, path, "links");
+    if (has_links && strcmp(links, "measured") != 0 && strcmp(links, "datasheet") != 0)
+        return ah_jfail(cx, p, "expected \"datasheet\" or \"measured\", got \"%s\"", links);
+    c->links_scoped = has_links;
+    c->links_measured = has_links && strcmp(links, "measured") == 0;
     return 0;
 }
 
@@ -228,6 +245,8 @@ int ah_calibration_write(const char *path, const ah_calibration *c, const char *
     cJSON_AddNumberToObject(bw, "intra_node", c->p2p_bw_fraction[0]);
     cJSON_AddNumberToObject(bw, "inter_node", c->p2p_bw_fraction[1]);
     cJSON_AddItemToObject(pl, "bw_fraction", bw);
+    if (c->links_scoped)
+        cJSON_AddStringToObject(pl, "links", c->links_measured ? "measured" : "datasheet");
     cJSON_AddItemToObject(o, "pipeline", pl);
     if (extra) {
         cJSON *x = cJSON_Parse(extra);

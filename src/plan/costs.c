@@ -281,11 +281,18 @@ ah_ns ah_lockstep_chain_of(ah_ns slowest, int boundaries) {
     return boundaries < 1 ? 0 : (boundaries == 1 ? 1 : 2) * slowest;
 }
 
-ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o) {
+ah_ns ah_lockstep_boundary_ns(const ah_plan *p, const ah_replica *r, int j, double whole,
+                              const ah_plan_options *o) {
+    const ah_stage *s = &r->stages[j], *n = &r->stages[j + 1];
+    int tmin = s->tp < n->tp ? s->tp : n->tp;
+    return ah_lockstep_transfer_ns(whole / (tmin > 0 ? tmin : 1), &p->cluster.nodes[s->node],
+                                   &p->cluster.nodes[n->node], s->node != n->node, o);
+}
+
+ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double whole, const ah_plan_options *o) {
     ah_ns slowest = 0;
     for (int j = 0; j + 1 < r->n_stages; j++) {
-        const ah_node *a = &p->cluster.nodes[r->stages[j].node], *b = &p->cluster.nodes[r->stages[j + 1].node];
-        ah_ns t = ah_lockstep_transfer_ns(bytes, a, b, r->stages[j].node != r->stages[j + 1].node, o);
+        ah_ns t = ah_lockstep_boundary_ns(p, r, j, whole, o);
         slowest = t > slowest ? t : slowest;
     }
     return ah_lockstep_chain_of(slowest, r->n_stages - 1);

@@ -187,13 +187,17 @@ ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inte
 /* The slowest measured pair (o->links) of a ring over nodes[0..n-1] of c, in
  * that order and back to the first: its bandwidth (GB/s per GPU); 0 when the
  * ring crosses no measured pair. */
-/* Lockstep pipelines (train.p2p lockstep, autohet/calibration.h): one transfer of `bytes` (a boundary's
- * whole activation) between GPUs of nodes a and b: the calibration's alpha + bytes / its class bandwidth
- * (a measured pair's or the ends' link where it has none), else ah_nodes_p2p_ns; and the chain of replica
- * r's boundaries, which every forward and backward of its stages waits for. */
+/* Lockstep pipelines (train.p2p lockstep, autohet/calibration.h): one transfer of `bytes` per GPU (a
+ * boundary's activation over the smaller TP degree of its ends: one activation per boundary crosses the
+ * link, as the overlapped sends) between GPUs of nodes a and b: the calibration's alpha + bytes / its class
+ * bandwidth (a measured pair's or the ends' link where it has none), else ah_nodes_p2p_ns; and the chain of
+ * replica r's boundaries, which every forward and backward of its stages waits for (`whole`: one
+ * micro-batch's activation at TP 1). */
 ah_ns ah_lockstep_transfer_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
                               const ah_plan_options *o);
-ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double bytes, const ah_plan_options *o);
+ah_ns ah_lockstep_boundary_ns(const ah_plan *p, const ah_replica *r, int j, double whole,
+                              const ah_plan_options *o);
+ah_ns ah_lockstep_chain_ns(const ah_plan *p, const ah_replica *r, double whole, const ah_plan_options *o);
 /* The chain of a pipeline of `boundaries` boundaries whose slowest transfer takes `slowest`: DeepSpeed's
  * schedule pairs each stage with one neighbour per step by stage parity (a forward step's stage sends its
  * gradient to the previous stage, then receives the activation from it; the previous stage, in a backward

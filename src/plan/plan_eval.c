@@ -436,7 +436,7 @@ static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs 
 }
 
 /* Lockstep pipelines (docs/cost-model.md, "Pipeline sends"): every forward and every backward of the
- * replica's stages waits for its chain of transfers in that direction, each of a boundary's whole activation;
+ * replica's stages waits for its chain of transfers in that direction, each of a boundary's activation;
  * the transfers are then no longer separate terms. The stages' p2p_s show their boundary's transfer. */
 static void lockstep_stages(const ah_plan *p, ah_replica *r, ah_plan_costs *pc, const ah_plan_options *o,
                             ah_ns *ws, ah_ns *cs, ah_ns *bs, ah_ns *sum_w, ah_ns *sum_p2p) {
@@ -448,10 +448,7 @@ static void lockstep_stages(const ah_plan *p, ah_replica *r, ah_plan_costs *pc, 
         bs[j] += chain;
         *sum_w += 2 * chain;
         cs[j] = 0;
-        s->p2p_s = j + 1 < r->n_stages ? ah_ns_to_s(ah_lockstep_transfer_ns(whole, &p->cluster.nodes[s->node],
-                                                                            &p->cluster.nodes[r->stages[j + 1].node],
-                                                                            s->p2p_inter_node, o))
-                                       : 0.0;
+        s->p2p_s = j + 1 < r->n_stages ? ah_ns_to_s(ah_lockstep_boundary_ns(p, r, j, whole, o)) : 0.0;
     }
     *sum_p2p = 0;
 }

@@ -391,17 +391,20 @@ int ah_template_inter(const ah_search_ctx *x, const ah_template *t, int j) {
     return inter;
 }
 
-/* Lockstep (plan_eval.c): one transfer of boundary j, the whole activation, at the calibration's latency and
- * class bandwidth (the link's where it has none); the chain of the pipeline (ah_lockstep_chain_of). */
+/* Lockstep (plan_eval.c): one transfer of boundary j, 1/min(TP) of the activation per GPU, at the
+ * calibration's latency and class bandwidth (the link's where it has none); the chain of the pipeline
+ * (ah_lockstep_chain_of). */
 static ah_ns template_lockstep_ns(const ah_search_ctx *x, const ah_template *t, int j) {
     const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
     int inter = ah_template_inter(x, t, j);
     ah_pair_link lk = class_link(a, b);
     double whole = ah_model_p2p_bytes(x->m, x->o->train.seq, x->mb, x->o->train.precision); /* plan_eval's */
+    int tmin = a->tp < b->tp ? a->tp : b->tp;
+    double bytes = whole / (tmin > 0 ? tmin : 1);
     if (!x->o->calibration)
-        return ah_p2p_ns(whole, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
+        return ah_p2p_ns(bytes, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
     return ah_to_ns(
-        ah_calibration_transfer_s(x->o->calibration, whole, inter, inter ? lk.nic_share_gbs : lk.intra_gbs));
+        ah_calibration_transfer_s(x->o->calibration, bytes, inter, inter ? lk.nic_share_gbs : lk.intra_gbs));
 }
 
 ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t) {

@@ -399,6 +399,9 @@ int ah_sim_calibrate(ah_calib_run *runs, int n, ah_profile *prof, const ah_plan_
     if (rc == 0) { /* its device scales correct this profile (ah_calibration_scope) */
         out->scoped = 1;
         snprintf(out->profile_model, sizeof out->profile_model, "%s", ah_profile_table_model(prof));
+        /* and its bandwidth fractions these links (ah_calibration_link_scope): a comm profile's or datasheet */
+        out->links_scoped = 1;
+        out->links_measured = o->links || o->msg_ref_gbs[0] > 0 || o->msg_ref_gbs[1] > 0;
     }
     for (int i = 0; rc == 0 && i < n; i++) {
         runs[i].left_out_s = 0;
