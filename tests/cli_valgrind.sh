@@ -42,6 +42,13 @@ run "$BIN" simulate "$TMP/c2.json" --calibration "$TMP/cal.json" --trace "$TMP/c
 run "$BIN" plan --model gpt3-1.3b --cluster 2x8xA100-40G --global-batch 32 --calibration "$TMP/cal.json" --top 3
 printf '[{"plan": "c1.json"}]\n' >"$TMP/badruns.json"
 run "$BIN" calibrate "$TMP/badruns.json"
+# runs on measured pairwise links (the comm profile's links matrix), then simulate on them with a datasheet fit
+MIT="$(cd "$(dirname "$0")/.." && pwd)/bench/measured/sailor-mit-opt350"
+jq --arg d "$MIT" '[.[] | .plan = $d + "/" + .plan] | .[:3]' "$MIT/runs.json" >"$TMP/mit.json"
+run "$BIN" calibrate "$TMP/mit.json" --devices "$MIT/mit-devices.json" --profile "$MIT/mit-opt350-profile.json" \
+  --comm-profile "$MIT/mit-links.json" --no-validate --out "$TMP/mitcal.json"
+run "$BIN" simulate "$MIT/plans/mit_N4_plan_config_N4_D1.plan.json" --devices "$MIT/mit-devices.json" \
+  --profile "$MIT/mit-opt350-profile.json" --comm-profile "$MIT/mit-links.json" --calibration "$TMP/cal.json"
 # replan: the fast repair and the full search; every node lost
 run "$BIN" replan "$TMP/c2.json" --lost "$(jq -r '.cluster.nodes[0].name' "$TMP/c2.json")" --json "$TMP/rp.json"
 run "$BIN" replan "$TMP/c2.json" --lost "$(jq -r '[.cluster.nodes[].name] | join(",")' "$TMP/c2.json")"
