@@ -17,10 +17,11 @@ static void test_scale_lookup(void **state) {
     assert_int_equal(c.devices[0].mb[0], 1); /* kept in order */
     assert_int_equal(c.devices[0].mb[2], 8);
     assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 2), 0.75, 0);
-    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 3), 0.75, 0); /* log2 3 nearer 2 */
-    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 4), 0.75, 0); /* a tie: the smaller */
-    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 6), 1.5, 0);
-    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 64), 1.5, 0);
+    /* between fitted sizes linear in log2(mb): 4 is halfway from 2 to 8 */
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 4), 1.125, 1e-15);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 3), 0.75 + 0.75 * (log2(3.0) - 1) / 2, 1e-15);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 6), 0.75 + 0.75 * (log2(6.0) - 1) / 2, 1e-15);
+    assert_double_equal(ah_calibration_compute_scale(&c, "A100-40G", 64), 1.5, 0); /* outside: the nearest end */
     assert_double_equal(ah_calibration_compute_scale(&c, "V100-16G", 8), 1.0, 0);
     assert_double_equal(ah_calibration_optimizer_scale(&c, "A100-40G"), 1.0, 0);
     assert_int_equal(ah_calibration_set_optimizer_scale(&c, "A100-40G", 0.25), 0);

@@ -4,7 +4,7 @@
  *
  *   - per device, a scale of its optimizer step, and a compute scale by micro-batch size: every layer's
  * forward and backward time (its TP all-reduce share included) at micro-batch b is multiplied by scale(b); a
- * size between two fitted ones takes the nearer one in log2, a size outside them the nearest end;
+ * size between two fitted ones is interpolated linearly in log2(b), a size outside them takes the nearest end;
  *   - the runtime's pipeline (p2p "lockstep"): the measured runtime's sends block sender and receiver, each
  *     moving one activation across the boundary (1/TP of it per GPU); DeepSpeed's steps pair every stage with
  *     one neighbour by parity, so every stage's forward and backward wait for two transfers on the replica's

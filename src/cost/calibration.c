@@ -24,16 +24,16 @@ double ah_calibration_compute_scale(const ah_calibration *c, const char *name, i
     const ah_calib_device *d = name ? find_device(c, name) : NULL;
     if (!d || d->n == 0 || mb < 1)
         return 1.0;
-    int best = 0;
-    double lb = log2((double)mb), dist = INFINITY;
-    for (int i = 0; i < d->n; i++) {
-        double x = fabs(log2((double)d->mb[i]) - lb);
-        if (x < dist - 1e-12) { /* ties go to the smaller size */
-            dist = x;
-            best = i;
-        }
-    }
-    return d->scale[best];
+    /* between two fitted sizes: linear in log2(mb); outside them: the nearest end */
+    if (mb <= d->mb[0])
+        return d->scale[0];
+    if (mb >= d->mb[d->n - 1])
+        return d->scale[d->n - 1];
+    int i = 1;
+    while (d->mb[i] < mb)
+        i++;
+    double lo = log2((double)d->mb[i - 1]), hi = log2((double)d->mb[i]), w = (log2((double)mb) - lo) / (hi - lo);
+    return d->scale[i - 1] + w * (d->scale[i] - d->scale[i - 1]);
 }
 
 double ah_calibration_optimizer_scale(const ah_calibration *c, const char *name) {
