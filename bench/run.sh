@@ -5,6 +5,8 @@
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
+#   planner: with SAILOR=DIR (a checkout of eth-easl/sailor with its planner module built, bench/sailor_planner.py)
+#   Sailor's planner is timed on the same pools in the same run
 # Each section's text is kept in bench/results/SECTION.md; --only reruns just those sections and
 # BENCHMARKS.md is assembled from every section's latest results (each says when and where it ran).
 set -euo pipefail
@@ -45,11 +47,22 @@ section_planner() {
   echo "### Wall time of the whole process on the Sailor comparison's pools (issue #30)"
   echo
   echo "\`autohet plan\` start to finish (start-up, profile loading, search, JSON), OPT-350M with Sailor's profiles,"
-  echo "global batch 1024. Target (issue #30): <= 50 ms on small pools. Sailor's own search takes 0.02-0.04 s on"
-  echo "such pools (issue #30's figure; Sailor's planner is not built here: it needs pybind11, jsoncpp and its"
-  echo "Python package)."
-  echo
-  bench/plan_wall_bench.sh --build build --runs "$RUNS"
+  echo "global batch 1024. Target (issue #30): <= 50 ms on small pools."
+  if [ -n "${SAILOR:-}" ]; then
+    echo "Beside it, in the same run on the same CPU, the public Sailor planner (eth-easl/sailor, its C++ search behind"
+    echo "a pybind11 module, built from its repository; \`bench/sailor_planner.py\`) on the same pools as its artifact"
+    echo "scripts run it (OPT-350 profiles, measured GCP links, global batch 1024, objective throughput, fp16 off):"
+    echo "its search alone (median of $RUNS fresh planner objects, after one) and its whole process (Python start, its"
+    echo "input files, the search). Its pick's time is its own estimate (Tpp) under its own cost model, not comparable"
+    echo "with autohet's iteration column; both search single-threaded."
+    echo
+    bench/plan_wall_bench.sh --build build --runs "$RUNS" --sailor "$SAILOR"
+  else
+    echo "Sailor's own search takes 0.02-0.04 s on such pools (issue #30's figure; \`SAILOR=DIR bench/run.sh --only"
+    echo "planner\` times it beside)."
+    echo
+    bench/plan_wall_bench.sh --build build --runs "$RUNS"
+  fi
 }
 
 section_replan() {
