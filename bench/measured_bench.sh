@@ -38,7 +38,7 @@ calibrated() {
   echo "docs/calibration.md): $(sed -n 1p "$TMP/cal.txt" | sed 's/.*fitted in/fitted in/')."
   echo
   echo '```'
-  sed -n '2,3p' "$TMP/cal.txt"
+  sed -n '2,/^$/p' "$TMP/cal.txt" | sed '/^$/d'
   echo '```'
   echo
   echo "| run | measured s | as is | calibrated (in sample) | calibrated (left out: fitted on the other runs) |"

@@ -164,6 +164,10 @@ static void describe(const ah_calibration *c, FILE *f) {
         if (c->p2p_bw_fraction[k] > 0)
             fprintf(f, ", %.0f%% of the link's bandwidth %s", 100 * c->p2p_bw_fraction[k], cls[k]);
     fprintf(f, "\n");
+    if (c->links_scoped)
+        fprintf(f, "links          %s: the fractions apply where the links are %s\n",
+                c->links_measured ? "measured (--comm-profile)" : "datasheet (no --comm-profile)",
+                c->links_measured ? "measured too" : "datasheet figures too");
 }
 
 static void print_table(const ah_calib_run *r, int n, int validate, FILE *f) {
