@@ -5,6 +5,9 @@
 #     and the run ends on the uninterrupted run's parameters
 #  1b. the same on a 4-stage pipeline (each layer on one node): buddy copies on the next node, 0-1 step lost
 #  1c. the same with --mem-copies 3 and kill -9 of two nodes' ranks at once: still 0-1 step lost, no cloud
+#  1d. a plan with replans computed ahead (`plan --replans 1`): kill -9 of one rank, then of another in the next
+#     generation: the first loss is looked up in the table ("computed ahead"), the second, deeper than the
+#     table, is its entry repaired ("computed ahead, repaired"); the run ends on the same parameters
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
 #     a second controller of a live run is refused (exit 2, one line)
@@ -92,6 +95,19 @@ jq -e '(.recoveries | length) == 1 and (.recoveries[0] | (.cause | test("lost n1
   || fail "pipe3: report: $(jq -c '.recoveries' "$TMP/pipe3.json")"
 grep -q "memory snapshots also go to the next nodes at every snapshot (--mem-copies 3)" "$TMP/pipe3.out" \
   || fail "pipe3: the buddy copies are not said"
+
+# 1d. replans computed ahead: the recovery path looks the loss up instead of searching
+"$BIN" plan --model tiny-gpt --cluster 4x1xcpu --global-batch 8 --micro-batch 2 --seq 64 --replans 1 --quiet \
+  --json "$TMP/ahead.plan.json" || fail "ahead: plan --replans 1"
+start_run ahead "$TMP/ahead.plan.json" 8
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-0/rank-2")"
+wait_logged "$RUN/gen-1.log" 16 || { tail -5 "$TMP/ahead.out"; fail "ahead: step 16 never logged after the first loss"; }
+kill -9 "$(cut -d' ' -f1 "$RUN/pids-1/rank-0")"
+end_run ahead
+jq -e '.completed and (.recoveries | length) == 2 and (.recoveries[0] | (.cause | startswith("signal: lost cpu-2"))
+       and .replan == "computed ahead") and (.recoveries[1].replan == "computed ahead, repaired")' \
+  "$TMP/ahead.json" >/dev/null || fail "ahead: report: $(jq -c '[.recoveries[] | {cause, replan}]' "$TMP/ahead.json")"
+grep -q "replan [0-9.]* (computed ahead)" "$TMP/ahead.out" || fail "ahead: the recovery line does not say how it replanned"
 
 # 2. kill -9 of the controller, then --resume
 RUN="$TMP/ctl.run"

@@ -63,6 +63,13 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 OMP_NUM_THREADS=1 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" \
   --steps 6 --preempt n1@3 --run-dir "$TMP/run" --report "$TMP/run.json" --log "$TMP/run.log"
 jq -e '.completed and (.recoveries | length) == 1' "$TMP/run.json" >/dev/null || { echo "FAIL: run report"; fails=$((fails + 1)); }
+# a plan with replans computed ahead: the controller reads the table and looks the loss up
+"$BIN" plan --model tiny-gpt --cluster 3x1xcpu --global-batch 6 --micro-batch 2 --seq 32 --replans 1 --quiet \
+  --json "$TMP/ahead.json"
+OMP_NUM_THREADS=1 run "$BIN" run --plan "$TMP/ahead.json" --model tiny-gpt --data "$FIX/text" --steps 4 \
+  --preempt cpu-1@2 --run-dir "$TMP/run2" --report "$TMP/run2.json"
+jq -e '.recoveries[0].replan == "computed ahead"' "$TMP/run2.json" >/dev/null \
+  || { echo "FAIL: run with replans computed ahead: $(jq -c .recoveries "$TMP/run2.json")"; fails=$((fails + 1)); }
 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" --preempt n7@3
 run "$BIN" preempt --run-dir "$TMP/nowhere" n1
 # the training engine (MPI singleton): Open MPI's own runtime allocations are suppressed

@@ -72,6 +72,9 @@ typedef struct {
     pid_t pid;
     ah_plan plan;
     int have_plan;
+    struct ah_replan_table *replans; /* --plan's replans computed ahead (plan --replans K), or NULL */
+    ah_plan replans_of;              /* the plan they were computed for (--plan as written) */
+    const char *replan_way;          /* how the last plan was made: "search", "computed ahead", ... */
     int n_servers;  /* recovery server ranks beside the plan's in this generation */
     int start_step; /* the step this generation starts from */
     int step;       /* last step the current job logged (its checkpoint is committed) */
