@@ -100,7 +100,7 @@ AUTOHET_DUMP_PARAMS="$TMP/ref.bin" timeout 120 "$BIN" "${TRAIN[@]}" --global-bat
   --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 || { tail -5 "$TMP/ref.out"; fail "one-process run"; }
 # (ports pinned as docs/multi-host.md says; a rankfile binds each rank to the core of its slot)
 NET=(--mca plm_rsh_agent "$NETNS_AGENT" --mca oob_tcp_if_include "$NETNS_SUBNET" --mca btl tcp,self
-  --mca btl_tcp_if_include "$NETNS_SUBNET" --mca oob_tcp_dynamic_ipv4_ports 46100-46199
+  --mca btl_tcp_if_include "$NETNS_SUBNET" --mca oob_tcp_dynamic_ipv4_ports "$NETNS_PORTS"
   --mca btl_tcp_port_min_v4 46200 --mca btl_tcp_port_range_v4 100)
 AUTOHET_DUMP_PARAMS="$TMP/mh.bin" timeout 120 mpirun -np 4 --rankfile "$TMP/rankfile" "${NET[@]}" \
   -x AUTOHET_DUMP_PARAMS "$BIN" "${TRAIN[@]}" --plan "$TMP/plan.json" --log "$TMP/mh.log" >"$TMP/mh.out" 2>&1 \

@@ -38,7 +38,7 @@ grep -Eq "^monotonic +$SKEW +0$" "$TMP/off1" || fail "host 1's time namespace: $
 grep -Eq "^monotonic +0 +0$" "$TMP/off0" || fail "host 0's time namespace: $(cat "$TMP/off0")"
 
 NET=(--mca plm_rsh_agent "$TMP/agent" --mca oob_tcp_if_include "$NETNS_SUBNET" --mca btl tcp,self
-  --mca btl_tcp_if_include "$NETNS_SUBNET" --mca oob_tcp_dynamic_ipv4_ports 46100-46199
+  --mca btl_tcp_if_include "$NETNS_SUBNET" --mca oob_tcp_dynamic_ipv4_ports "$NETNS_PORTS"
   --mca btl_tcp_port_min_v4 46200 --mca btl_tcp_port_range_v4 100)
 timeout 300 mpirun -np 4 --rankfile "$TMP/rankfile" "${NET[@]}" "$BIN" train --model tiny-gpt --data "$FIX/text" \
   --steps 5 --seed 3 --global-batch 8 --micro-batch 2 --seq 64 --plan "$TMP/plan.json" --trace "$TMP/t.json" \

@@ -14,6 +14,9 @@
 #   NETNS_AGENT    an rsh agent for Open MPI (--mca plm_rsh_agent "$NETNS_AGENT"): `AGENT HOST CMD...` runs
 #                  CMD inside HOST's network and UTS namespaces, as ssh would run it on the host
 #   NETNS_DIR      where the namespaces' files live
+#   NETNS_PORTS    a range of 100 TCP ports of its own, e.g. 46100-46199 (for Open MPI's oob_tcp_dynamic_ipv4_ports:
+#                  two tests that gave mpirun the same range at once made its daemons fail to reach it), chosen
+#                  from the PID and checked unused
 #   NETNS_PRIVATE_SHM=1 before netns_up: every host also gets a mount namespace of its own with a private
 #                  tmpfs on /dev/shm (the rest of the filesystem stays shared), which the agent enters too: a
 #                  host's memory-tier files are then seen by its own processes only, as on separate machines
@@ -41,6 +44,20 @@ netns_pick_subnet() {
   return 1
 }
 
+# 100 ports of 40000-64999 none of which a socket of this machine uses
+netns_pick_ports() {
+  local seed=$(($$ % 250)) try base used
+  used=$(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }')
+  for try in 0 1 2 3 4 5 6 7; do
+    base=$((40000 + ((seed + try * 31) % 250) * 100))
+    if ! echo "$used" | awk -v b="$base" '$1 >= b && $1 < b + 100 { hit = 1 } END { exit !hit }'; then
+      echo "$base-$((base + 99))"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # host's mount namespace with a tmpfs of its own on /dev/shm (NETNS_PRIVATE_SHM=1 only); the namespace file
 # lives on a private bind mount of NETNS_DIR (a mount namespace cannot be pinned on a shared mount)
 netns_private_shm() {
@@ -59,6 +76,7 @@ netns_up() {
   local pfx
   pfx=$(netns_pick_subnet) || { netns_fail "no unused 10.x.y.0/24 subnet found"; return 1; }
   NETNS_SUBNET="$pfx.0/24"
+  NETNS_PORTS=$(netns_pick_ports) || { netns_fail "no unused range of 100 ports found in 40000-64999"; return 1; }
   NETNS_BRIDGE="ahbr$id"
   NETNS_DIR=$(mktemp -d /run/autohet-netns.XXXXXX) || { netns_fail "cannot make a directory under /run"; return 1; }
   NETNS_HOSTS=()
