@@ -28,13 +28,13 @@ trap 'rm -rf "$TMP"' EXIT
 
 # A set's calibration (autohet calibrate): the fit, every run in sample and left out (leave-one-out), and a split
 # by size: fitted on the runs of at most 8 nodes, the larger runs predicted.
+# The set's files are ARGS/SHOWN (set_args).
 calibrated() {
-  local set="$1" dev="$2" prof="$3"
-  local links=("${@:4}")
-  "$B/autohet" calibrate "$set/runs.json" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --out "$TMP/cal.json" \
+  local set="$1"
+  "$B/autohet" calibrate "$set/runs.json" "${ARGS[@]}" --overlap-dp --out "$TMP/cal.json" \
     --json "$TMP/cal-runs.json" >"$TMP/cal.txt" 2>"$TMP/err" || { echo "measured_bench: calibrate: $(cat "$TMP/err")" >&2; exit 1; }
   cp "$TMP/cal.json" "$TMP/cal-$(basename "$set").json"
-  echo "**Calibrated** (\`autohet calibrate runs.json --devices $(basename "$dev") --profile $(basename "$prof")${links[*]:+ --comm-profile $(basename "${links[1]}")} --overlap-dp\`,"
+  echo "**Calibrated** (\`autohet calibrate runs.json $SHOWN --overlap-dp\`,"
   echo "docs/calibration.md): $(sed -n 1p "$TMP/cal.txt" | sed 's/.*fitted in/fitted in/')."
   echo
   echo '```'
@@ -60,7 +60,7 @@ calibrated() {
   n_small=$(jq length "$TMP/small.json")
   n_big=$(jq '[.[] | select((.nodes // .gpus) > 8)] | length' "$set/runs.json")
   if [ "$n_small" -gt 0 ] && [ "$n_big" -gt 0 ]; then
-    "$B/autohet" calibrate "$TMP/small.json" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --no-validate \
+    "$B/autohet" calibrate "$TMP/small.json" "${ARGS[@]}" --overlap-dp --no-validate \
       --out "$TMP/cal-small.json" --quiet 2>"$TMP/err" \
       || { echo "measured_bench: calibrate (small runs): $(cat "$TMP/err")" >&2; exit 1; }
     : >"$TMP/big.tsv"
@@ -68,7 +68,7 @@ calibrated() {
       jq -r ".[$i] | select((.nodes // .gpus) > 8) | [.plan, .measured_iteration_s] | @tsv" "$set/runs.json" >"$TMP/run"
       [ -s "$TMP/run" ] || continue
       IFS=$'\t' read -r plan meas <"$TMP/run"
-      "$B/autohet" simulate "$set/$plan" --devices "$dev" --profile "$prof" "${links[@]}" --overlap-dp --calibration "$TMP/cal-small.json" \
+      "$B/autohet" simulate "$set/$plan" "${ARGS[@]}" --overlap-dp --calibration "$TMP/cal-small.json" \
         --json "$TMP/sim.json" --quiet >/dev/null 2>"$TMP/err" || { echo "measured_bench: $plan: $(cat "$TMP/err")" >&2; exit 1; }
       printf '%s\t%s\t%s\n' "$(basename "$plan" .plan.json)" "$meas" "$(jq .iteration_time_s "$TMP/sim.json")" >>"$TMP/big.tsv"
     done
@@ -79,12 +79,16 @@ calibrated() {
   fi
 }
 
-# A set's files: its devices, profile and (where it has one) comm profile, as simulate/calibrate arguments.
+# A set's files: its devices, profile and (where it has one) comm profile, as simulate/calibrate arguments
+# (ARGS), and the same with the files' names only, to show (SHOWN).
 set_args() {
-  local set="$1" links
+  local set="$1" links k
   ARGS=(--devices "$(ls "$set"/*-devices.json | head -1)" --profile "$(ls "$set"/*-profile.json | head -1)")
   links=$(ls "$set"/*-links.json 2>/dev/null | head -1 || true)
   [ -z "$links" ] || ARGS+=(--comm-profile "$links")
+  local shown=("${ARGS[@]}")
+  for ((k = 1; k < ${#shown[@]}; k += 2)); do shown[k]=$(basename "${shown[k]}"); done
+  SHOWN="${shown[*]}"
 }
 
 # Held out: every set simulated with the calibration of another set of the same devices (another model on the
@@ -122,7 +126,9 @@ held_out() {
         IFS=$'\t' read -r plan meas ex < <(jq -r ".[$i] | [.plan, .measured_iteration_s, .exclude // \"-\"] | @tsv" "$b/runs.json")
         name=$(basename "$plan" .plan.json)
         t=()
-        for cal in none "$TMP/cal-$(basename "$a").json" "$TMP/forced.json"; do
+        cals=(none "$TMP/cal-$(basename "$a").json")
+        [ $kind = model ] && cals+=("$TMP/forced.json") # other GPUs: the forced column is not shown
+        for cal in "${cals[@]}"; do
           extra=()
           [ "$cal" != none ] && extra=(--calibration "$cal")
           "$B/autohet" simulate "$b/$plan" "${ARGS[@]}" --overlap-dp "${extra[@]}" \
@@ -130,12 +136,13 @@ held_out() {
             || { echo "measured_bench: $b/$plan: $(cat "$TMP/err")" >&2; exit 1; }
           t+=("$(jq .iteration_time_s "$TMP/sim.json")")
         done
+        [ $kind = model ] || t+=("-")
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$meas" "${t[@]}" "$ex" >>"$TMP/xrows"
       done
       awk -F'\t' -v k=$kind '{ printf "| %s%s | %.4f | %+.1f%% | %+.1f%% |", $1, ($6 != "-" ? " (excluded)" : ""), $2,
                     ($3 / $2 - 1) * 100, ($4 / $2 - 1) * 100; if (k == "model") printf " %+.1f%% |", ($5 / $2 - 1) * 100; printf "\n" }' "$TMP/xrows"
       echo
-      awk -F'\t' -v k=$kind '$6 == "-" { N++; for (c = 3; c <= 5; c++) { e = $c / $2 - 1; e = e < 0 ? -e : e; t[c] += e; if (e > m[c]) m[c] = e } }
+      awk -F'\t' -v k=$kind '$6 == "-" { N++; for (c = 3; c <= (k == "model" ? 5 : 4); c++) { e = $c / $2 - 1; e = e < 0 ? -e : e; t[c] += e; if (e > m[c]) m[c] = e } }
         END { NR = N; printf "**Mean |error| (worst run) over the runs not excluded: as is %.1f%% (%.1f%%); the other set'"'"'s calibration, as applied %.1f%% (%.1f%%)",
               100 * t[3] / NR, 100 * m[3], 100 * t[4] / NR, 100 * m[4]
               if (k == "model") printf "; with its device scales forced %.1f%% (%.1f%%)", 100 * t[5] / NR, 100 * m[5]; printf ".**\n" }' "$TMP/xrows"
@@ -164,11 +171,9 @@ report() {
         '[$p, $g, $pp, $dp, $tp, $gb, $mb, $m, .iteration_time_s, (.closed_form_s // .closed_form_iteration_s // "-"), $ex]
          | @tsv' "$TMP/sim.json" >>"$TMP/rows"
     done
-    local shown=("${ARGS[@]}")
-    for ((k = 1; k < ${#shown[@]}; k += 2)); do shown[k]=$(basename "${shown[k]}"); done
     echo "### $(basename "$set") ($n runs)"
     echo
-    echo "\`autohet simulate PLAN ${shown[*]} --overlap-dp\` (1F1B; the"
+    echo "\`autohet simulate PLAN $SHOWN --overlap-dp\` (1F1B; the"
     echo "gradient buckets' all-reduces overlapped with the backward, as PyTorch's DDP runs them) against each"
     echo "run's measured iteration time; error = simulated / measured - 1."
     echo
@@ -183,7 +188,7 @@ report() {
             (N < NR ? ", over the " N " runs not excluded" : "")
             for (p in c) printf " PP %s: %+.1f%% (%d runs);", p, s[p] / c[p], c[p]; printf "\n" }' "$TMP/rows"
     echo
-    calibrated "$set" "${ARGS[@]:1:1}" "${ARGS[@]:3:1}" "${ARGS[@]:4}"
+    calibrated "$set"
     SETS+=("$set")
   done
   held_out

@@ -44,18 +44,18 @@ static void on_signal(int sig) {
 
 /* ---- planning ---- */
 
-/* --plan's replans computed ahead (`plan --replans K`, docs/planner.md): a loss they hold is looked up, not
- * searched (at 1,024 GPUs 20 ms against half a second); the table belongs to the plan as written. */
-static int load_replans(run_state *s, const char *path, char *err, size_t errlen) {
-    cJSON *extra = NULL;
-    if (ah_plan_read_json_extras(path, ah_device_catalog_builtin(), &s->replans_of, &extra, err, errlen) != 0)
-        return -1;
+/* --plan's replans computed ahead (`plan --replans K`, docs/planner.md; `extra`: the document's other
+ * members): a loss they hold is looked up, not searched (at 1,024 GPUs 20 ms against half a second); the table
+ * belongs to the plan as written, kept beside the running one (s->plan changes with every generation). */
+static int load_replans(run_state *s, const cJSON *extra, const char *path, char *err, size_t errlen) {
     const cJSON *tj = cJSON_GetObjectItemCaseSensitive(extra, "replans");
-    int rc = tj ? ah_replan_table_from_json(tj, &s->replans_of, path, &s->replans, err, errlen) : 0;
-    cJSON_Delete(extra);
-    if (!s->replans)
-        ah_plan_free(&s->replans_of);
-    return rc == 0 ? 0 : -1;
+    if (!tj)
+        return 0;
+    ah_plan_copy(&s->replans_of, &s->plan);
+    if (ah_replan_table_from_json(tj, &s->replans_of, path, &s->replans, err, errlen) == 0)
+        return 0;
+    ah_plan_free(&s->replans_of);
+    return -1;
 }
 
 /* The survivors' plan from the replans computed ahead: 1 with *out, 0 when there is none to use (no table, a
@@ -249,7 +249,8 @@ static void finish_recovery(run_state *s) {
     cJSON_AddNumberToObject(rec, "fallbacks", cJSON_GetObjectItemCaseSensitive(r, "fallbacks")->valuedouble);
     cJSON_Delete(r);
     run_state_save(s);
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(rec, "bytes_by_tier");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(rec, "bytes_by_tier"),
+                *way = cJSON_GetObjectItemCaseSensitive(rec, "replan"); /* absent in an older run's record */
     printf("autohet run: recovery %d: %.3f s to resume at step %d (%d step%s lost): detection %.3f + replan "
            "%.3f (%s) + relaunch %.3f + restore %.3f s; memory %.1f MB, disk %.1f MB, peer %.1f MB, cloud %.1f MB\n",
            cJSON_GetArraySize(s->recs), t1 - t_kill,
@@ -258,10 +259,7 @@ static void finish_recovery(run_state *s) {
            cJSON_GetObjectItemCaseSensitive(rec, "steps_lost")->valueint == 1 ? "" : "s",
            cJSON_GetObjectItemCaseSensitive(rec, "detection_s")->valuedouble,
            cJSON_GetObjectItemCaseSensitive(rec, "replan_s")->valuedouble,
-           cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "replan"))
-               ? cJSON_GetObjectItemCaseSensitive(rec, "replan")->valuestring
-               : "search",
-           t0 - t_spawn, t1 - t0,
+           cJSON_IsString(way) ? way->valuestring : "search", t0 - t_spawn, t1 - t0,
            cJSON_GetObjectItemCaseSensitive(b, "memory")->valuedouble / 1e6,
            cJSON_GetObjectItemCaseSensitive(b, "disk")->valuedouble / 1e6,
            cJSON_GetObjectItemCaseSensitive(b, "peer")->valuedouble / 1e6,
@@ -517,10 +515,13 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
     }
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
-        if (ah_plan_read_json(o->plan_path, ah_device_catalog_builtin(), &s->plan, err, errlen) != 0)
+        cJSON *extra = NULL;
+        if (ah_plan_read_json_extras(o->plan_path, ah_device_catalog_builtin(), &s->plan, &extra, err, errlen) != 0)
             return -1;
         s->have_plan = 1;
-        if (load_replans(s, o->plan_path, err, errlen) != 0)
+        int bad_replans = load_replans(s, extra, o->plan_path, err, errlen) != 0;
+        cJSON_Delete(extra);
+        if (bad_replans)
             return -1;
         if (!o->model_arg) /* the plan's own model, as autohet train takes it */
             s->cfg = s->plan.model;
