@@ -109,6 +109,18 @@ expect2 "run --report under /proc" "--report" "$BIN" run --plan "$PLANS/tiny-4no
   "${D[@]}" --steps 2 --report /proc/autohet-report.json --run-dir "$TMP/rd-proc"
 [ -e "$TMP/rd-proc" ] && fail "run --report under /proc: created its run directory"
 expect2 "plan --json under /proc" "--json" "$BIN" "${PLAN[@]}" --json /proc/autohet-plan.json
+# run --plan whose replans computed ahead (plan --replans) are damaged: refused with the field named, before
+# any rank starts (a table that cannot be trusted is never a silent fallback to searching)
+"$BIN" plan --model tiny-gpt --cluster 4x1xcpu --global-batch 8 --micro-batch 2 --seq 64 --replans 1 --quiet \
+  --json "$TMP/ahead.json" || fail "plan --replans 1"
+for edit in '.replans.entries[0].lost=["nosuch"]|entries.0.\.lost.0.: no node' \
+            '.replans.entries[0].replicas="2:9/1/0/0/6"|entries.0.\.replicas: replica 0' \
+            '.replans="x"|replans: expected an object' '.replans.entries[0].micro_batch=-1|entries.0.\.micro_batch'; do
+  jq "${edit%|*}" "$TMP/ahead.json" >"$TMP/bad-ahead.json"
+  expect2 "run --plan: ${edit%|*}" "${edit#*|}" "$BIN" run --plan "$TMP/bad-ahead.json" "${D[@]}" \
+    --steps 2 --run-dir "$TMP/rd-ahead"
+  [ -e "$TMP/rd-ahead" ] && fail "run --plan ${edit%|*}: created its run directory"
+done
 # export validates first and makes --out last
 expect2 "export of no checkpoint" "no-ckpt" "$BIN" export --ckpt "$TMP/no-ckpt" --out "$TMP/ex"
 [ -e "$TMP/ex" ] && fail "export of no checkpoint: created --out"
