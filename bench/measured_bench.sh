@@ -192,5 +192,22 @@ report() {
     SETS+=("$set")
   done
   held_out
+  shipped
+}
+
+# The calibration that ships (calibrations/README.md) against this run's fit of the set it comes from: the same
+# terms, or a line saying it is stale (refit with calibrations/fit.sh)
+shipped() {
+  local f=calibrations/sailor-gh200.calib.json fresh="$TMP/cal-sailor-gh200-opt350.json"
+  [ -f "$fresh" ] || return 0
+  local terms='{devices, pipeline, profile_model}'
+  echo "### The shipped calibration"
+  echo
+  if [ "$(jq -cS "$terms" "$f")" = "$(jq -cS "$terms" "$fresh")" ]; then
+    echo "\`$f\` holds the terms fitted above on sailor-gh200-opt350 (the same to the last digit)."
+  else
+    echo "**\`$f\` differs from the fit above on sailor-gh200-opt350: refit it with \`calibrations/fit.sh\`.**"
+  fi
+  echo
 }
 if [ -n "$OUT" ]; then report >"$OUT"; else report; fi

@@ -98,7 +98,8 @@ static void plan_usage(FILE *f) {
             "                   (default: datasheet figures)\n"
             "  --calibration    a fit of measured runs (autohet calibrate): per-GPU compute and optimizer\n"
             "                   scales, and the runtime's pipeline transfers (its p2p mode unless --p2p is\n"
-            "                   given; docs/calibration.md); default: none\n"
+            "                   given; docs/calibration.md); default: none. calibrations/ ships one:\n"
+            "                   sailor-gh200.calib.json (GH200 under Sailor's DeepSpeed runtime)\n"
             "  --quiet          no tables on stdout (default off); with --verify and without --json the\n"
             "                   verification summary is still printed (one line)\n\n"
             "exit status: 0 success, 2 bad input or nothing fits (one line on stderr)\n",
