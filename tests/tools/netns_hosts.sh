@@ -151,7 +151,10 @@ netns_throttle() {
 
 netns_down() {
   local ns host
+  # what still runs on a host goes with it: a host whose link a test cut keeps its Open MPI daemon (orted
+  # waits on a TCP connection that no reset will ever end once the namespace is gone)
   for ns in "${NETNS_NS[@]:-}"; do
+    [ -n "$ns" ] && ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
     [ -n "$ns" ] && ip netns del "$ns" 2>/dev/null
   done
   for host in "${NETNS_HOSTS[@]:-}"; do
