@@ -121,6 +121,14 @@ for edit in '.replans.entries[0].lost=["nosuch"]|entries.0.\.lost.0.: no node' \
     --steps 2 --run-dir "$TMP/rd-ahead"
   [ -e "$TMP/rd-ahead" ] && fail "run --plan ${edit%|*}: created its run directory"
 done
+# as root, without Open MPI's permission: refused at once (mpirun would refuse every generation the same way)
+if [ "$(id -u)" -eq 0 ]; then
+  expect2 "run as root without OMPI_ALLOW_RUN_AS_ROOT" "OMPI_ALLOW_RUN_AS_ROOT=1" env -u OMPI_ALLOW_RUN_AS_ROOT \
+    "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt "${D[@]}" --steps 2 --run-dir "$TMP/rd-root"
+  [ -e "$TMP/rd-root" ] && fail "run as root without permission: created its run directory"
+  "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt "${D[@]}" --steps 1 --run-dir "$TMP/rd-root2" \
+    --launcher "mpirun --allow-run-as-root" >"$TMP/root2.out" 2>&1 || fail "run --launcher 'mpirun --allow-run-as-root': $(tail -3 "$TMP/root2.out")"
+fi
 # export validates first and makes --out last
 expect2 "export of no checkpoint" "no-ckpt" "$BIN" export --ckpt "$TMP/no-ckpt" --out "$TMP/ex"
 [ -e "$TMP/ex" ] && fail "export of no checkpoint: created --out"

@@ -508,6 +508,8 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
     s->t_start = ah_wall_clock_s();
     if (o->model_arg && ah_model_resolve(o->model_arg, &s->cfg, err, errlen) != 0)
         return -1;
+    if (run_check_launcher(o->launcher, err, errlen) != 0)
+        return -1;
     struct stat ds;
     if (stat(o->data, &ds) != 0) {
         snprintf(err, errlen, "--data %.400s: %s", o->data, strerror(errno));

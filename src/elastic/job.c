@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <mpi.h> /* OPEN_MPI: the launcher this build's MPI comes with */
+
 #include "autohet/schedule.h"
 #include "autohet/ckpt.h"
 #include "elastic/run_state.h"
@@ -73,6 +75,37 @@ static int launcher_words(const char *launcher, char *buf, size_t n, const char 
     if (a == 0)
         argv[a++] = launcher;
     return a;
+}
+
+/* Open MPI's mpirun refuses to start ranks as root unless told it may (its environment variables or
+ * --allow-run-as-root): a run would fail the same way at every restart, so it is refused before any
+ * work. 0, or -1 with err. */
+int run_check_launcher(const char *launcher, char *err, size_t errlen) {
+#ifdef OPEN_MPI
+    if (geteuid() != 0)
+        return 0;
+    char buf[1024];
+    const char *argv[17];
+    int a = launcher_words(launcher, buf, sizeof buf, argv);
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    if (strcmp(base, "mpirun") != 0 && strcmp(base, "mpiexec") != 0 && strcmp(base, "orterun") != 0)
+        return 0; /* a site wrapper: its business */
+    for (int i = 1; i < a; i++)
+        if (!strcmp(argv[i], "--allow-run-as-root"))
+            return 0;
+    const char *al = getenv("OMPI_ALLOW_RUN_AS_ROOT"), *co = getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM");
+    if (al && co && !strcmp(al, "1") && !strcmp(co, "1"))
+        return 0;
+    snprintf(err, errlen,
+             "--launcher %s: Open MPI does not start ranks as root unless OMPI_ALLOW_RUN_AS_ROOT=1 and "
+             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are exported (or --launcher \"%s --allow-run-as-root\")",
+             launcher, launcher);
+    return -1;
+#else
+    (void)launcher, (void)err, (void)errlen;
+    return 0;
+#endif
 }
 
 /* mpirun's arguments of a job across hosts: the generation's rankfile; the

@@ -128,6 +128,8 @@ int run_mkdir_p(const char *path);
 pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char *err, size_t errlen);
 /* new complete lines of the job's step log go to --log; updates s->step */
 int run_tail_log(run_state *s);
+/* refuses a launcher that cannot start ranks as this user (Open MPI as root, unallowed): 0, or -1 with err */
+int run_check_launcher(const char *launcher, char *err, size_t errlen);
 /* waits for the job to end (killed after `grace` s), then makes sure no rank survives */
 int run_reap(run_state *s, double grace);
 /* SIGKILL to every process on this machine whose command line names the run directory (not this one);
