@@ -16,8 +16,8 @@ trap 'rm -rf "$TMP"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 DEV="$HERE/emu-devices.json"
 python3 "$HERE/emulated_plans.py" "$TMP/plans" >"$TMP/names" || exit 1
-echo "| plan | ranks | stages per replica | micro-batches | simulated step | measured step (median of steps 3-$STEPS) | error | ops over their time |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| plan | ranks | stages per replica | micro-batches | simulated step | measured step (median of steps 3-$STEPS) | error | ops over their time | the others late, mean |"
+echo "|---|---|---|---|---|---|---|---|---:|"
 : >"$TMP/errs"
 while read -r name; do
   p="$TMP/plans/$name.json"
@@ -31,11 +31,13 @@ while read -r name; do
   meas=$(jq -s '.[2:] | map(.step_s) | .[]' "$TMP/$name.log" | median)
   over=$(grep -o 'compute ops, [0-9]* computed longer' "$TMP/$name.out" | grep -o '[0-9]*' | head -1)
   ops=$(grep -o '[0-9]* compute ops' "$TMP/$name.out" | grep -o '^[0-9]*')
+  late=$(grep -o 'ended [0-9.]* us late' "$TMP/$name.out" | grep -o '[0-9.]*')
   err=$(echo "($sim / $meas - 1) * 100" | bc -l)
   echo "$err" >>"$TMP/errs"
-  printf "| %s | %d | %s | %s | %.4f s | %.4f s | %+.1f%% | %s of %s |\n" "$name" "$n" \
+  printf "| %s | %d | %s | %s | %.4f s | %.4f s | %+.1f%% | %s of %s | %s us |\n" "$name" "$n" \
     "$(jq -r '[.replicas[] | (.stages | length | tostring)] | join(" + ")' "$p")" \
-    "$(jq -r '[.replicas[].micro_batches | tostring] | join(" + ")' "$p")" "$sim" "$meas" "$err" "${over:-?}" "${ops:-?}"
+    "$(jq -r '[.replicas[].micro_batches | tostring] | join(" + ")' "$p")" "$sim" "$meas" "$err" "${over:-?}" "${ops:-?}" \
+    "${late:-?}"
   printf "  %-18s ranks %2d  simulated %.4f s  measured %.4f s  %+.1f%%\n" "$name" "$n" "$sim" "$meas" "$err" >&2
 done <"$TMP/names"
 echo

@@ -165,7 +165,10 @@ section_emulated() {
   echo "2 cores with their real 1F1B schedule, MPI sends, TP and DP all-reduces and optimizer steps; 6 steps, the"
   echo "median of steps 3-6. Simulated: \`autohet simulate\` of the same plan with the same model and devices."
   echo "Error = simulated / measured - 1. The compute times agree by construction; what is compared is everything"
-  echo "else: the schedule's dependencies, fill and drain, uneven micro-batches, the replicas' tails."
+  echo "else: the schedule's dependencies, fill and drain, uneven micro-batches, the replicas' tails. Construction"
+  echo "has one leak the last column measures: an op's sleep to its modelled end wakes up late (the OS's wake-up on"
+  echo "cores that 12-16 ranks share; the engine asks for no timer slack), time the emulated device would not lose,"
+  echo "so the deepest pipelines, with the most ops on their critical path, read a few per cent slower than modelled."
   echo
   bash bench/emulated_bench.sh ./build/autohet tests/fixtures 6
 }

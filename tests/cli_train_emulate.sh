@@ -3,8 +3,8 @@
 # slow device (tests/fixtures/emu-devices.json) whose ops the analytic model makes milliseconds long. Every
 # compute op of the engine's trace lasts at least the time `autohet simulate` gives the same op (a sleep ends
 # no earlier than asked, whatever the load: the bound cannot fail on a busy machine), the run ends with its
-# count of emulated ops (one per forward, backward and optimizer step of every rank), and a model that is not
-# a profile is one line and exit 2.
+# count of emulated ops (one per forward, backward and optimizer step of every rank) and how late their sleeps
+# woke up (what the trace shows), and a model that is not a profile is one line and exit 2.
 . "$(dirname "$0")/common.sh"
 PLAN="$PLANS/emu-2stage.json" DEV="$FIX/emu-devices.json"
 "$BIN" simulate "$PLAN" --devices "$DEV" --trace "$TMP/sim.json" --quiet || fail "simulate"
@@ -22,6 +22,17 @@ for kind in forward backward; do
         ([range(2)] | all($r[.] >= $s[.] - 1))')" = true ] ||
     fail "$kind: the engine's shortest ops $run us are not at least the model's $sim us"
 done
+# the summary's lateness (how late the ops' sleeps woke up, on average) is what the trace shows: the traced compute
+# ops' mean excess over the model's times (both measure the same ops; a loaded machine moves both)
+late=$(grep -o 'ended [0-9.]* us late on average' "$TMP/out" | grep -o '[0-9.]*')
+excess=$(jq -n --slurpfile s "$TMP/sim.json" --slurpfile r "$TMP/run.json" '
+  def ops(t): [t.traceEvents[] | select(.ph == "X") | {p: .pid, k: (.name | split(" ")[0]), d: .dur}
+               | select(.k == "forward" or .k == "backward" or .k == "optimizer")];
+  (ops($s[0]) | group_by([.p, .k]) | map({key: "\(.[0].p)\(.[0].k)", value: .[0].d}) | from_entries) as $m
+  | ops($r[0]) | map(.d - $m["\(.p)\(.k)"]) | add / length')
+[ -n "$late" ] && awk -v l="$late" -v e="$excess" 'BEGIN { d = l - e; d = d < 0 ? -d : d; m = l > e ? l : e
+    exit !(l >= 0 && d <= 0.5 * m + 200) }' ||
+  fail "the summary's lateness ${late:-none} us is not the trace's mean excess $excess us"
 "$BIN" train --model tiny-gpt --data "$FIX/text" --emulate "$TMP/none.json" --steps 1 >"$TMP/bad.out" 2>&1
 rc=$?
 [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.out")" = 1 ] && grep -q -- "--emulate" "$TMP/bad.out" ||

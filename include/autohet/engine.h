@@ -232,14 +232,20 @@ typedef struct {
     ah_matmul_precision precision; /* the linear layers' products, in the backend context (CPU backend) */
     /* emulated devices (NULL: none): every compute op lasts exactly the time this cost model gives it on
      * the rank's device (ah_plan_stage_op_times): computed, then slept to that time; an op that computes
-     * longer is counted as an overrun (ah_executor_overruns). So 8-16 ranks of a pipeline whose devices
+     * longer is counted as an overrun (ah_executor_emulation_stats). So 8-16 ranks of a pipeline whose devices
      * the model makes slow enough fit on a few cores with their real schedule and transfers. */
     const ah_profile *emulate;
 } ah_executor_config;
 void ah_executor_config_default(ah_executor_config *c);
-/* With emulate: the compute ops of this rank so far, those that computed longer than their modelled time,
- * and the worst excess (seconds). */
-void ah_executor_overruns(const ah_executor *x, long *ops, long *overruns, double *worst_s);
+/* With emulate, this rank's compute ops so far: */
+typedef struct {
+    long ops;
+    long overruns;  /* those that computed longer than their modelled time */
+    double worst_s; /* the worst such excess */
+    double late_s;  /* summed over the others: how late their sleep to the modelled end woke up (the OS's
+                     * timer slack and scheduling on a shared core: time the emulated device would not lose) */
+} ah_emulation_stats;
+void ah_executor_emulation_stats(const ah_executor *x, ah_emulation_stats *st);
 
 /* Sets up this rank's part of c->plan. Collective over c->comm. Returns NULL
  * with a one-line error (a plan the schedule cannot run says why:

@@ -79,7 +79,7 @@ struct ah_executor {
     int emulate;                 /* every compute op lasts its modelled time (emu) */
     ah_stage_op_times emu;
     long emu_ops, emu_overruns;
-    double emu_worst_s;
+    double emu_worst_s, emu_late_s;
     double peak; /* sgemm FLOP/s of one rank */
     ah_trace_recorder trace; /* on after ah_executor_trace_enable */
     ah_clock_estimate *clock_start; /* rank 0: every rank's clock when tracing began (trace/clock_sync.h) */

@@ -153,6 +153,8 @@ static void emulate_device(ah_executor *x, ah_op_kind kind, int first, int last,
         return;
     }
     sleep_s(left);
+    double late = ah_now_s() - (c0 + model);
+    x->emu_late_s += late > 0 ? late : 0;
 }
 
 static void traced_compute(step_ctx *c, const ah_op *op, double c0) {
