@@ -66,6 +66,12 @@ static double known_sgemm_peak(const run_state *s) {
 
 #define MAX_ARGS 160
 
+/* Open MPI's launcher, by the name it was started under (a path's last part) */
+static int is_open_mpi_launcher(const char *path) {
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    return !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") || !strcmp(base, "orterun");
+}
+
 /* the launcher command's words (a site wrapper may bring its own arguments) */
 static int launcher_words(const char *launcher, char *buf, size_t n, const char **argv) {
     snprintf(buf, n, "%s", launcher);
@@ -87,9 +93,7 @@ int run_check_launcher(const char *launcher, char *err, size_t errlen) {
     char buf[1024];
     const char *argv[17];
     int a = launcher_words(launcher, buf, sizeof buf, argv);
-    const char *base = strrchr(argv[0], '/');
-    base = base ? base + 1 : argv[0];
-    if (strcmp(base, "mpirun") != 0 && strcmp(base, "mpiexec") != 0 && strcmp(base, "orterun") != 0)
+    if (!is_open_mpi_launcher(argv[0]))
         return 0; /* a site wrapper: its business */
     for (int i = 1; i < a; i++)
         if (!strcmp(argv[i], "--allow-run-as-root"))
@@ -517,8 +521,8 @@ int run_kill_run_processes(run_state *s) {
         }
         const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
         /* the run's own programs only: autohet (ranks, watchers) and the MPI launcher */
-        if (strstr(base, "autohet") || !strcmp(base, "mpirun") || !strcmp(base, "mpiexec") ||
-            !strcmp(base, "orterun") || !strcmp(base, "orted") || !strcmp(base, "prterun")) {
+        if (strstr(base, "autohet") || is_open_mpi_launcher(base) || !strcmp(base, "orted") ||
+            !strcmp(base, "prterun")) {
             kill((pid_t)pid, SIGKILL);
             n++;
         }
