@@ -191,7 +191,26 @@ PY
 }
 gen_check "$TMP/bpe.json" "$TMP/hf" "Grüße, this License — 🚀"
 "$BIN" generate --init-from "$TMP/hf" --prompt "x" >"$TMP/g1.out" 2>&1
-[ $? -eq 2 ] && grep -q "needs --tokenizer" "$TMP/g1.out" || fail "--prompt without --tokenizer: $(cat "$TMP/g1.out")"
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/g1.out")" -eq 1 ] && grep -q "needs --tokenizer.*vocabulary is" "$TMP/g1.out" ||
+  fail "--prompt without --tokenizer: $(cat "$TMP/g1.out")"
+
+# a byte-level model (vocabulary 256) takes --prompt TEXT without a tokenizer: TEXT's bytes are the ids,
+# stdout the prompt and the continuation's bytes (those of --prompt-tokens with the same ids), a newline
+"$BIN" train --model tiny-gpt --data "$FIX/text" --steps 3 --seq 32 --global-batch 4 --micro-batch 2 \
+  --ckpt-dir "$TMP/bytes-ck" --ckpt-every 3 >"$TMP/bytes-train.out" 2>&1 || fail "byte-level train: $(tail -3 "$TMP/bytes-train.out")"
+btext="Grüße, the License"
+bids=$(printf '%s' "$btext" | od -An -tu1 -v | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+"$BIN" generate --ckpt "$TMP/bytes-ck" --prompt "$btext" --max-new-tokens 20 --temperature 1 --seed 5 \
+  >"$TMP/bytes-gen.out" 2>"$TMP/bytes-gen.err" || fail "generate --prompt on a byte-level model: $(cat "$TMP/bytes-gen.err")"
+[ -s "$TMP/bytes-gen.err" ] && fail "generate --prompt (bytes) wrote to stderr: $(cat "$TMP/bytes-gen.err")"
+new_ids=$("$BIN" generate --ckpt "$TMP/bytes-ck" --prompt-tokens "$bids" --max-new-tokens 20 --temperature 1 --seed 5 |
+  sed -n 's/^tokens: .* | //p')
+[ "$(echo "$new_ids" | tr ',' '\n' | wc -l)" -eq 20 ] || fail "generate --prompt-tokens gave: $new_ids"
+{ printf '%s' "$btext"; for i in ${new_ids//,/ }; do printf "\\$(printf '%03o' "$i")"; done; echo; } >"$TMP/bytes-want.out"
+cmp -s "$TMP/bytes-want.out" "$TMP/bytes-gen.out" ||
+  fail "generate --prompt (bytes): $(od -c "$TMP/bytes-gen.out" | head -3) want $(od -c "$TMP/bytes-want.out" | head -3)"
+"$BIN" generate --ckpt "$TMP/bytes-ck" --prompt "" >"$TMP/g0.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/g0.out")" -eq 1 ] && grep -q "1 to 4096 bytes" "$TMP/g0.out" || fail "--prompt '': $(cat "$TMP/g0.out")"
 "$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/notok.json" --prompt "x" >"$TMP/g2.out" 2>&1
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/g2.out")" -eq 1 ] && grep -q "notok.json: not a tokenizer.json" "$TMP/g2.out" ||
   fail "a bad tokenizer.json: $(cat "$TMP/g2.out")"

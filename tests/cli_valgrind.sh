@@ -87,6 +87,9 @@ OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 2
 OMP_NUM_THREADS=1 run "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 2 --seq 16 --global-batch 2 \
   --micro-batch 1 --eval-every 0 --resume "$TMP/ck"
 [ -s "$TMP/ck/state.json" ] || { echo "FAIL: no checkpoint"; fails=$((fails + 1)); }
+# generate from it: a byte-level prompt, and the empty one (bad input)
+OMP_NUM_THREADS=1 run "$BIN" generate --ckpt "$TMP/ck" --prompt "The License" --max-new-tokens 4
+run "$BIN" generate --ckpt "$TMP/ck" --prompt ""
 # analyze: the engine trace just written, and a truncated copy
 run "$BIN" analyze "$TMP/train.json" --json "$TMP/a.json" --svg "$TMP/a.svg" --otf2 "$TMP/otf"
 run "$BIN" analyze "$TMP/train.json" --diagnose --json "$TMP/d.json"

@@ -23,7 +23,8 @@ static void generate_usage(FILE *f) {
             "  --init-from DIR  a Hugging Face model directory (as autohet train --init-from reads it)\n"
             "  --prompt-tokens  comma-separated token ids below the vocabulary\n"
             "  --prompt TEXT    with --tokenizer: the ids Hugging Face tokenizers gives TEXT (python3 with\n"
-            "                   tokenizers, or $AUTOHET_PYTHON); stdout is then only the text a transformers\n"
+            "                   tokenizers, or $AUTOHET_PYTHON); without it, for a byte-level model\n"
+            "                   (vocabulary 256) only, TEXT's bytes; stdout is then only the text a transformers\n"
             "                   text-generation pipeline returns as generated_text, and a newline\n"
             "  --max-new-tokens tokens to add (default 16)\n"
             "  --temperature    0 (default): greedy; else sample softmax(logits / T)\n"
@@ -79,7 +80,6 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
     const char *why = optind < argc                   ? "unexpected argument (see autohet generate --help)"
                       : !a->ckpt == !a->init_from     ? "give one of --ckpt DIR and --init-from HF_DIR"
                       : !a->prompt == !a->text        ? "give one of --prompt-tokens IDS and --prompt TEXT"
-                      : a->text && !a->tokenizer      ? "--prompt TEXT needs --tokenizer TOKENIZER_JSON"
                       : a->init_from && (a->model || a->step >= 0) ? "--model and --step go with --ckpt"
                                                                    : NULL;
     if (why && optind < argc)
@@ -87,6 +87,29 @@ static int parse(int argc, char **argv, gen_args *a, char *msg, size_t n) {
     else if (why)
         snprintf(msg, n, "%s", why);
     return why ? -1 : 0;
+}
+
+/* --prompt TEXT on a byte-level model: each byte of TEXT is its id; n_max at most. The count (0: none). */
+static int byte_ids(const char *text, int *ids, int n_max) {
+    int n = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c && n < n_max; c++)
+        ids[n++] = *c;
+    return text[n] ? 0 : n;
+}
+
+/* streams a byte-level model's text: the prompt with the first new byte (a generation that fails before it
+ * writes nothing), then each byte as it comes */
+typedef struct {
+    const char *prompt; /* NULL once written */
+} byte_stream;
+
+static void put_byte(void *ctx, int id) {
+    byte_stream *b = ctx;
+    if (b->prompt)
+        fputs(b->prompt, stdout), b->prompt = NULL;
+    if (id >= 0)
+        putchar(id);
+    fflush(stdout);
 }
 
 /* the ids, and the text of a byte-level model (printable ASCII, else \xNN) */
@@ -118,8 +141,10 @@ int cmd_generate(int argc, char **argv) {
     char msg[2048], err[1536];
     if (parse(argc, argv, &a, msg, sizeof msg) != 0)
         return cli_bad_input("generate", msg);
-    int prompt[4096], np = a.text ? cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)
-                                  : cli_parse_int_list(a.prompt, prompt, 4096);
+    int bytes = a.text && !a.tokenizer; /* the ids once the model says it is byte-level */
+    int prompt[4096], np = bytes ? 1
+                           : a.text ? cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)
+                                    : cli_parse_int_list(a.prompt, prompt, 4096);
     if (np <= 0 && a.text)
         return cli_bad_input("generate", msg);
     if (np <= 0) {
@@ -134,23 +159,42 @@ int cmd_generate(int argc, char **argv) {
     ah_weights_src src;
     int rc = a.ckpt ? ah_ckpt_weights_open(a.ckpt, a.step, a.model, &w, &src, err, sizeof err)
                     : ah_hf_open(a.init_from, &h, err, sizeof err);
+    int opened = rc == 0;
     if (rc == 0 && a.init_from)
         ah_hf_source(&hc, &h, &h.cfg, &src);
+    if (rc == 0 && bytes && (src.cfg.vocab != 256 || (np = byte_ids(a.text, prompt, 4096)) == 0)) {
+        if (src.cfg.vocab != 256)
+            snprintf(msg, sizeof msg,
+                     "--prompt TEXT needs --tokenizer TOKENIZER_JSON: the model's vocabulary is %d (without a "
+                     "tokenizer only a byte-level model, vocabulary 256, takes TEXT's bytes)",
+                     src.cfg.vocab);
+        else
+            snprintf(msg, sizeof msg, "--prompt: expected 1 to 4096 bytes of text");
+        rc = 2;
+    }
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
     ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache, NULL, NULL};
     /* with --prompt the text goes out as the tokens come (the helper holds the prompt's ids) */
-    cli_text_stream *ts = rc == 0 && a.text ? cli_tokenizer_stream_open(a.tokenizer, a.text, prompt, np, msg, sizeof msg)
-                                            : NULL;
-    int printed = rc == 0 && a.text && !ts ? -1 : 0;
+    cli_text_stream *ts = rc == 0 && a.text && !bytes
+                              ? cli_tokenizer_stream_open(a.tokenizer, a.text, prompt, np, msg, sizeof msg)
+                              : NULL;
+    int printed = rc == 2 || (rc == 0 && a.text && !bytes && !ts) ? -1 : 0;
     if (ts)
         g.on_token = cli_tokenizer_stream_token, g.on_token_ctx = ts;
+    byte_stream bs = {a.text};
+    if (rc == 0 && bytes)
+        g.on_token = put_byte, g.on_token_ctx = &bs;
     if (rc == 0 && printed == 0 && (rc = ah_generate(&src, prompt, np, &g, out, err, sizeof err)) == 0 && !a.text)
         print_tokens(out, np + a.max_new, np, src.cfg.vocab);
+    if (rc == 0 && bytes) {
+        put_byte(&bs, -1); /* the prompt, if no byte came (--max-new-tokens 0) */
+        putchar('\n');
+    }
     if (ts && cli_tokenizer_stream_close(ts, rc == 0, msg, sizeof msg) != 0 && rc == 0)
         printed = -1;
-    if (a.ckpt && (rc == 0 || out))
+    if (a.ckpt && opened)
         ah_ckpt_weights_close(&w);
-    if (a.init_from && (rc == 0 || out))
+    if (a.init_from && opened)
         ah_hf_close(&h);
     free(out);
     if (printed != 0)
