@@ -93,6 +93,18 @@ listed=$(cd "$TMP/ck2" && for m in */manifest.json; do d=$(dirname "$m"); jq -r 
 [ "$files" = "$listed" ] || fail "shards on disk ($files) != shards in the manifests ($listed)"
 echo "$files" | grep -q -- "-s6.safetensors" || fail "no step-6 shards"
 
+# the last step is checkpointed whatever K (the memory tier goes with a run: the durable tiers keep its final
+# model): 6 steps every 4 are steps 4 and 6; resumed at its last step, nothing is trained and another
+# --ckpt-dir gets step 6 with the uninterrupted run's parameters
+"$BIN" train "${ARGS[@]}" --ckpt-dir "$TMP/ck4" --ckpt-every 4 >"$TMP/ck4.out" 2>&1 || fail "run with --ckpt-every 4"
+[ "$(grep -c '^checkpoint: step' "$TMP/ck4.out")" -eq 2 ] && grep -q '^checkpoint: step 6' "$TMP/ck4.out" ||
+  fail "expected checkpoints at steps 4 and 6 (the last): $(grep '^checkpoint' "$TMP/ck4.out" | tr '\n' ' ')"
+jq -e '.step == 6' "$TMP/ck4/state.json" >/dev/null || fail "--ckpt-every 4: state.json at step $(jq .step "$TMP/ck4/state.json")"
+AUTOHET_DUMP_PARAMS="$TMP/ck4b.bin" "$BIN" train "${ARGS[@]}" --resume "$TMP/ck4" --ckpt-dir "$TMP/ck4b" --ckpt-every 4 \
+  >"$TMP/ck4b.out" 2>&1 || { tail -3 "$TMP/ck4b.out"; fail "resume at the last step into another --ckpt-dir"; }
+jq -e '.step == 6' "$TMP/ck4b/state.json" >/dev/null 2>&1 || fail "resumed at the last step: no step 6 in the new --ckpt-dir"
+out=$("$CMP" "$TMP/ref.bin" "$TMP/ck4b.bin" 1e-5) || fail "resumed at the last step: parameters differ: $out"
+
 # kill -9 of the rank that is writing a shard right now (its PID is in the temporary file's name),
 # three times: the resume never sees a torn shard and ends at the uninterrupted run's parameters
 SARGS=(--model small-gpt --data "$FIX/text" --steps 6 --seed 5 --eval-every 0 --global-batch 8 --micro-batch 2 --seq 64)

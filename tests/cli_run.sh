@@ -34,6 +34,11 @@ run() { # name plan extra-args... (STEPS, REF, TOL: a longer run and its referen
   jq -e --argjson n "$steps" '.completed and .final_step == $n' "$TMP/$name.json" >/dev/null \
     || fail "$name: report not completed"
   [ "$(jq -s 'map(.step) | max' "$TMP/$name.log")" = "$steps" ] || fail "$name: log does not reach step $steps"
+  # the memory tier goes with the run: its durable tiers hold the last step (12 is no multiple of --ckpt-every)
+  for tier in disk cloud; do
+    jq -e --argjson n "$steps" '.step == $n' "$TMP/$name.run/$tier/state.json" >/dev/null 2>&1 ||
+      fail "$name: the $tier tier ends at step $(jq .step "$TMP/$name.run/$tier/state.json" 2>&1), not $steps"
+  done
   jq -e 'has("loss") and has("tokens_per_s") and has("mfu")' <(head -1 "$TMP/$name.log") >/dev/null \
     || fail "$name: log lines are not train's"
 }
@@ -144,9 +149,10 @@ jq -e '.recoveries | length == 1 and .[0].steps_lost == 0 and (.[0].cause | test
   "$TMP/plan.json" >/dev/null || fail "cluster: $(jq -c '.recoveries' "$TMP/plan.json")"
 
 # 7. peer fetch over RMA with a flipped byte in the peer copy: the cloud copy is used.
-# Recover step 10 of run 2's cloud tier into the 2x2 plan on 2 nodes, every
-# shard from a copy served by the rank two places on.
+# Recover the last step of run 2's cloud tier (12: the last step is always persisted) into the 2x2 plan on 2
+# nodes, every shard from a copy served by the rank two places on.
 mkdir -p "$TMP/copy"
+cst=$(jq .step "$TMP/cloud.run/cloud/state.json")
 for f in "$TMP"/cloud.run/cloud/*/*.safetensors; do cp -f "$f" "$TMP/copy/"; done
 python_free_assignment() {
   local shards=() r l lo hi
@@ -154,25 +160,26 @@ python_free_assignment() {
   for r in 0 1 2 3; do
     read -r lo hi <<<"${ranges[$r]}"
     for ((l = lo; l < hi; l++)); do
-      shards+=("$(jq -c --argjson l $l --argjson r $r --arg copy "$TMP/copy" --arg cloud "$TMP/cloud.run/cloud" '
-        [.shards[] | select(.layer == $l and .step == 10)][0] as $e | select($e != null)
+      shards+=("$(jq -c --argjson l $l --argjson r $r --argjson st "$cst" --arg copy "$TMP/copy" \
+        --arg cloud "$TMP/cloud.run/cloud" '
+        [.shards[] | select(.layer == $l and .step == $st)][0] as $e | select($e != null)
         | {rank: $r, layer: $l, tp: 0, tier: "peer", server: (($r + 2) % 4), holder: "x",
            path: ($copy + "/" + $e.file), bytes: $e.bytes, xxh64: $e.xxh64,
            fallback: {path: ($cloud + "/" + .node + "/" + $e.file), bytes: $e.bytes, xxh64: $e.xxh64}}' \
         "$TMP"/cloud.run/cloud/*/manifest.json | head -1)")
     done
   done
-  printf '{"format": "autohet-recovery", "version": 1, "step": 10, "ranks": [], "shards": [%s]}\n' \
-    "$(IFS=,; echo "${shards[*]}")"
+  printf '{"format": "autohet-recovery", "version": 1, "step": %d, "ranks": [], "shards": [%s]}\n' \
+    "$cst" "$(IFS=,; echo "${shards[*]}")"
 }
 python_free_assignment >"$TMP/assign.json"
 [ "$(jq '.shards | length' "$TMP/assign.json")" = 12 ] || fail "rma: could not build the assignment"
-victim="$TMP/copy/L002-tp0-s10.safetensors"
+victim="$TMP/copy/L002-tp0-s$cst.safetensors"
 printf '\x55' | dd of="$victim" bs=1 seek=$(($(stat -c %s "$victim") - 7)) conv=notrunc status=none
 AUTOHET_DUMP_PARAMS="$TMP/rma.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
   --plan "$PLANS/tiny-2x2.json" --recover "$TMP/assign.json" >"$TMP/rma.out" 2>&1 || { tail "$TMP/rma.out"; fail "rma: exit"; }
 grep -q "checksum mismatch" "$TMP/rma.out" || fail "rma: the flipped byte was not detected"
-jq -e '.step == 10 and .fallbacks == 2 and .bytes_by_tier.peer > 0 and .bytes_by_tier.cloud > 0' \
+jq -e --argjson st "$cst" '.step == $st and .fallbacks == 2 and .bytes_by_tier.peer > 0 and .bytes_by_tier.cloud > 0' \
   "$TMP/assign.json.result.json" >/dev/null || { cat "$TMP/assign.json.result.json"; fail "rma: result"; }
 out=$("$CMP" "$TMP/ref.bin" "$TMP/rma.bin" 1e-5) || fail "rma: parameters differ: $out"
 

@@ -98,13 +98,15 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
     return 0;
 }
 
-/* Polls the background copy (wait: join this rank's first); prints a commit. */
-static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int wait,
-                        int with_cloud, char *err, size_t errlen) {
+/* Polls the background copy (wait: join this rank's first); prints a commit (of step N to the disk tier, and
+ * the cloud tier when there is one: a copy goes to both). */
+static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int wait, char *err,
+                        size_t errlen) {
+    int step = ah_ckpt_persist_step(pp);
     int r = ah_ckpt_persist_poll(pp, ah__executor_layer_store(x), wait, err, errlen);
     if (r == 1 && rank0(x) && c->progress)
-        fprintf(c->progress, "checkpoint: persisted to %s%s%s in the background\n", c->ckpt_dir,
-                with_cloud && c->cloud_dir ? " + " : "", with_cloud && c->cloud_dir ? c->cloud_dir : "");
+        fprintf(c->progress, "checkpoint: step %d persisted to %s%s%s in the background\n", step, c->ckpt_dir,
+                c->cloud_dir ? " + " : "", c->cloud_dir ? c->cloud_dir : "");
     return r;
 }
 
@@ -128,12 +130,14 @@ static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_
      * flight then is waited for (the step slows) rather than left to fall behind, so that a loss of
      * every memory tier at once never resumes from further back than the copy's step */
     int in_flight = ah_ckpt_persist_step(pp), overdue = in_flight >= 0 && done - in_flight >= AH_PERSIST_MAX_LAG;
-    if (bg && persist_poll(x, c, pp, overdue, 1, err, errlen) < 0)
+    if (bg && persist_poll(x, c, pp, overdue, err, errlen) < 0)
         return -1;
-    if (!c->ckpt_dir || c->ckpt_every <= 0 || done % c->ckpt_every != 0)
+    /* every K steps, and the last step whatever K (as Megatron saves at the end of training): the memory
+     * tier goes with the run, so the durable tiers are where a finished run's model stays */
+    if (!c->ckpt_dir || c->ckpt_every <= 0 || (done % c->ckpt_every != 0 && done != c->steps))
         return 0;
     if (bg && done % c->mem_every == 0) {
-        int r = persist_poll(x, c, pp, 1, 0, err, errlen); /* the previous copy first */
+        int r = persist_poll(x, c, pp, 1, err, errlen); /* the previous copy first */
         r = r < 0 ? -1 : ah_ckpt_persist_start(pp, ls, c->ckpt_dir, c->cloud_dir, done, err, errlen);
         if (r == 1)
             snprintf(err, errlen, "checkpoint: no memory snapshot of step %d to persist", done);
@@ -218,6 +222,10 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
     ah_ckpt_persist *pp = ah_ckpt_persist_new(); /* the memory-tier snapshot and its copy in flight */
     ah_ckpt_persist_set_copies(pp, c->mem_copies);
     double t0 = ah_wall_clock_s();
+    /* restored at the last step (a job lost after its last step was committed, perhaps before the durable
+     * copy of it was): the durable tiers get it now, so that the run's checkpoint is its final model */
+    if (first_step == c->steps && c->steps > 0 && (c->resume_dir || c->recover_path))
+        rc = checkpoint_after(x, c, pp, c->steps - 1, err, errlen);
     for (int s = first_step; s < c->steps && rc == 0; s++) {
         if (c->before_step)
             c->before_step(c->hook_ctx, x, s);
@@ -247,7 +255,7 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
             log_line(c->log, c, s + 1, &st, c->t_init > 0 ? c->t_init : t0);
     }
     if (rc == 0 && c->mem_dir && c->ckpt_dir) /* the copy in flight, if any */
-        rc = persist_poll(x, c, pp, 1, 0, err, errlen) < 0 ? -1 : 0;
+        rc = persist_poll(x, c, pp, 1, err, errlen) < 0 ? -1 : 0;
     sum->wall_s = ah_wall_clock_s() - t0;
     ah_ckpt_persist_free(pp); /* after an error: joins and drops a copy in flight */
     if (rc != 0) {
