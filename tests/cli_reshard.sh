@@ -11,10 +11,15 @@ MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 8 --seed 3 --global-batch 8 --micro-batch 2 --seq 64)
 TOL=1e-6
 
-# the uninterrupted TP=2 run, which also writes the checkpoint of step 5
+# the uninterrupted TP=2 run, and the same run stopped after its checkpoint of step 5 (rank 0 killed at the
+# start of step 6: a run that ends checkpoints its last step, which would replace step 5's)
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" \
-  --ckpt-dir "$TMP/ck" --ckpt-every 5 --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 \
-  || { tail -5 "$TMP/ref.out"; fail "the TP=2 run"; }
+  --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 || { tail -5 "$TMP/ref.out"; fail "the TP=2 run"; }
+ckpt_at_5() { # plan dir
+  AUTOHET_TEST_KILL_RANK=0 AUTOHET_TEST_KILL_STEP=5 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/$1.json" \
+    --ckpt-dir "$2" --ckpt-every 5 >"$2.out" 2>&1 && fail "$1: the run stopped at step 6 exited 0"
+}
+ckpt_at_5 tiny-tp2 "$TMP/ck"
 jq -e '.step == 5' "$TMP/ck/state.json" >/dev/null || fail "state.json is not at step 5"
 jq -e '[.shards[].tp_rank] | unique == [0, 1]' "$TMP/ck/n0/manifest.json" >/dev/null \
   || fail "the checkpoint does not hold TP ranks 0 and 1"
@@ -59,8 +64,9 @@ AUTOHET_TEST_KILL_COMMIT=manifests@6 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --
   --resume "$TMP/ck3" --ckpt-dir "$TMP/ck3" --ckpt-every 3 >"$TMP/dead.out" 2>&1
 jq -e '[.shards[] | select(.step == 6) | .tp_rank] | unique == [0, 1, 2, 3]' "$TMP/ck3/n0/manifest.json" \
   >/dev/null || fail "the killed TP=4 commit did not list its step-6 shards"
-"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" --resume "$TMP/ck3" \
-  --ckpt-dir "$TMP/ck3" --ckpt-every 3 >"$TMP/again.out" 2>&1 || { tail -3 "$TMP/again.out"; fail "TP=2 again"; }
+# (stopped at the start of step 7, before a commit of the last step would replace step 6's)
+AUTOHET_TEST_KILL_RANK=0 AUTOHET_TEST_KILL_STEP=6 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" \
+  --resume "$TMP/ck3" --ckpt-dir "$TMP/ck3" --ckpt-every 3 >"$TMP/again.out" 2>&1 && fail "TP=2 again: exited 0"
 jq -e '.step == 6' "$TMP/ck3/state.json" >/dev/null || fail "the TP=2 run did not commit step 6"
 jq -e 'all(.shards[]; .step == 6 and .tp_rank < 2)' "$TMP/ck3/n0/manifest.json" >/dev/null \
   || fail "the dead TP=4 run's entries are still listed"
@@ -73,8 +79,8 @@ out=$("$CMP" "$TMP/ref.bin" "$TMP/tp4b.bin" "$TOL") || fail "TP=4 resume of step
 # layer 2, a TP=4 checkpoint of the same step sits in a third node directory under the same (layer,
 # TP rank) keys. A TP=1 resume must take layer 2 from the four TP=4 shards, never TP rank 0 of 2 with
 # anything of 4 (the old size inference found degree 2 and failed on the missing rank)
-"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp4.json" --steps 8 --ckpt-dir "$TMP/ck4" \
-  --ckpt-every 5 >"$TMP/ck4.out" 2>&1 || { tail -3 "$TMP/ck4.out"; fail "the TP=4 run"; }
+ckpt_at_5 tiny-tp4 "$TMP/ck4"
+jq -e '.step == 5' "$TMP/ck4/state.json" >/dev/null || fail "the TP=4 run's state.json is not at step 5"
 cp -r "$TMP/ck2" "$TMP/ck5"
 cp -r "$TMP/ck4/n0" "$TMP/ck5/n9"
 AUTOHET_DUMP_PARAMS="$TMP/mixed.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \

@@ -59,8 +59,11 @@ echo "overlap-dp: rank 0's first bucket all-reduce starts inside its last backwa
 
 # a 1F1B checkpoint resumes under the interleaved schedule (other layers per rank) and the run goes on as one
 # process's: the loss of step 4 and the final parameters
-timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
-  --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/ck.out" 2>&1 || { tail -5 "$TMP/ck.out"; fail "checkpointed run"; }
+# (stopped after the checkpoint of step 3, rank 0 killed at the start of step 4: a run that ends checkpoints
+# its last step)
+AUTOHET_TEST_KILL_RANK=0 AUTOHET_TEST_KILL_STEP=3 timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x2.json" --ckpt-dir "$TMP/ck" --ckpt-every 3 >"$TMP/ck.out" 2>&1 && fail "the stopped run exited 0"
+jq -e '.step == 3' "$TMP/ck/state.json" >/dev/null || fail "checkpointed run: state.json at step $(jq .step "$TMP/ck/state.json")"
 AUTOHET_DUMP_PARAMS="$TMP/res.bin" timeout 300 mpirun -np 4 --bind-to none "$BIN" train "${ARGS[@]}" \
   --plan "$PLANS/tiny-2x2.json" --schedule interleaved --resume "$TMP/ck" --log "$TMP/res.log" >"$TMP/res.out" 2>&1 \
   || { tail -5 "$TMP/res.out"; fail "interleaved resume"; }
