@@ -148,6 +148,35 @@ out=$("$CMP" "$TMP/ref30.bin" "$TMP/plan.bin" 1e-4) || fail "cluster: parameters
 jq -e '.recoveries | length == 1 and .[0].steps_lost == 0 and (.[0].cause | test("preempt command with notice: lost cpu-2"))' \
   "$TMP/plan.json" >/dev/null || fail "cluster: $(jq -c '.recoveries' "$TMP/plan.json")"
 
+# 6d. kill -9 from outside of a rank once the job has logged its last step (it is writing the durable copy
+# of that step, or exiting): the run recovers at the last step, the relaunch writes that copy, and the run
+# directory's disk and cloud tiers end at the last step with the uninterrupted run's parameters. It waits for
+# the last step's log line; a kill that finds the rank gone already exercised nothing: tried again, 5 times
+late_hit=0
+for try in 1 2 3 4 5; do
+  d="$TMP/late$try"
+  AUTOHET_DUMP_PARAMS="$d.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
+    --run-dir "$d.run" --report "$d.json" >"$d.out" 2>&1 &
+  runpid=$!
+  while kill -0 $runpid 2>/dev/null && ! grep -q '"step": 12' "$d.run/gen-0.log" 2>/dev/null; do sleep 0.001; done
+  victim=$(awk '{print $1}' "$d.run/pids-0/rank-1" 2>/dev/null)
+  killed=0
+  [ -n "$victim" ] && kill -9 "$victim" 2>/dev/null && killed=1
+  wait $runpid || { tail "$d.out"; fail "late kill: exit"; break; }
+  [ $killed = 1 ] && [ "$(jq '.recoveries | length' "$d.json")" = 1 ] || continue
+  late_hit=1
+  jq -e '.completed and .final_step == 12 and .recoveries[0].resumed_step == 12 and .recoveries[0].steps_lost == 0' \
+    "$d.json" >/dev/null || fail "late kill: report $(jq -c '[.completed, .final_step, .recoveries]' "$d.json")"
+  for tier in disk cloud; do
+    jq -e '.step == 12' "$d.run/$tier/state.json" >/dev/null 2>&1 ||
+      fail "late kill: the $tier tier ends at step $(jq .step "$d.run/$tier/state.json" 2>&1), not 12"
+  done
+  out=$("$CMP" "$TMP/ref.bin" "$d.bin" 1e-5) || fail "late kill: parameters differ: $out"
+  echo "rank killed after the last step (try $try): recovered at step 12, durable tiers at step 12, $out"
+  break
+done
+[ $late_hit = 1 ] || fail "late kill: no kill found a rank alive after the last step in 5 tries"
+
 # 7. peer fetch over RMA with a flipped byte in the peer copy: the cloud copy is used.
 # Recover the last step of run 2's cloud tier (12: the last step is always persisted) into the 2x2 plan on 2
 # nodes, every shard from a copy served by the rank two places on.
