@@ -57,6 +57,11 @@ grep -q "generation 0: 4 plan ranks, 2 replicas (2+2 stages), TP 1, on 4 of 4 no
 jq -e '.generations[0].predicted_iteration_s > 0 and .generations[0].recovery_servers == 0' "$TMP/peer.json" >/dev/null \
   || fail "peer: report lacks the evaluated prediction"
 [ -z "$(ls /dev/shm | grep "autohet-peer.run" 2>/dev/null)" ] || fail "peer: memory tier left in /dev/shm"
+# --resume of a run that finished (a requeued job): nothing to do, said so, exit 0, no new generation
+gens=$(ls "$TMP"/peer.run/plan-*.json | wc -l)
+"$BIN" run --resume "$TMP/peer.run" >"$TMP/peer-again.out" 2>&1 || fail "peer: --resume of the finished run: exit $?"
+grep -q "finished its 12 steps already: nothing to resume" "$TMP/peer-again.out" && [ "$(wc -l <"$TMP/peer-again.out")" -eq 1 ] &&
+  [ "$(ls "$TMP"/peer.run/plan-*.json | wc -l)" -eq "$gens" ] || fail "peer: --resume of the finished run: $(head -3 "$TMP/peer-again.out")"
 
 # 2. the layers of n2 exist only on n2 and in the cloud (step 5, copied from the memory tier in the
 #    background and committed a step later at most; --mem-copies 1: no buddy copy on another node)

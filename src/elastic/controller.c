@@ -892,10 +892,13 @@ static int run_to_end(run_state *s) {
         killpg(s->pid, SIGKILL);
         run_reap(s, 1);
     }
-    if (rc == 0)
+    if (rc == 0) {
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
                ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
+        s->finished = 1;
+        run_state_save(s);
+    }
     if (rc == 130) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
         run_state_save(s);
@@ -1086,6 +1089,12 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
         return AH_EXIT_BAD_INPUT;
     }
     o.self_exe = self_exe;
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "finished"))) { /* (a requeued job, say) */
+        printf("autohet run: %s finished its %d steps already: nothing to resume (its model: %s/cloud)\n", run_dir,
+               o.steps, run_dir);
+        cJSON_Delete(doc);
+        return 0;
+    }
     run_state *s = ah_xcalloc(1, sizeof *s);
     s->lock_fd = -1;
     s->keep_tiers = 1; /* until the run goes on, nothing of it is removed */

@@ -143,6 +143,7 @@ int run_state_save(run_state *s) {
     cJSON_AddNumberToObject(j, "job_pid", s->pid);
     cJSON_AddNumberToObject(j, "start_step", s->start_step);
     cJSON_AddNumberToObject(j, "step", s->step);
+    cJSON_AddBoolToObject(j, "finished", s->finished);
     cJSON_AddNumberToObject(j, "next_trace", s->next_trace);
     cJSON *alive = cJSON_AddArrayToObject(j, "alive");
     for (int i = 0; i < s->inv.n_nodes; i++)

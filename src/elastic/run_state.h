@@ -78,6 +78,7 @@ typedef struct {
     int n_servers;  /* recovery server ranks beside the plan's in this generation */
     int start_step; /* the step this generation starts from */
     int step;       /* last step the current job logged (its checkpoint is committed) */
+    int finished;   /* the run trained every step (RUN/run.json says so: --resume has nothing to do) */
     FILE *glog;     /* the job's step log being tailed */
     char glog_path[1200];
     cJSON *pending; /* the recovery whose restore result is awaited */

@@ -279,6 +279,10 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
 
 void ah_trainer_format_summary(const ah_trainer_summary *s, char *buf, size_t n) {
     int steps = s->last_step - s->first_step;
+    if (steps == 0) { /* restored at the last step (or --steps 0): no rate, no loss, no step's memory */
+        snprintf(buf, n, "done: no step to train (at step %d)", s->last_step);
+        return;
+    }
     int len = snprintf(buf, n,
                        "done: %d step%s (%d-%d), %.0f tokens in %.2f s wall; mean %.0f tokens/s, mean MFU "
                        "%.1f%%",
