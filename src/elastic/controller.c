@@ -896,8 +896,6 @@ static int run_to_end(run_state *s) {
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
                ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
-        s->finished = 1;
-        run_state_save(s);
     }
     if (rc == 130) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
@@ -906,6 +904,10 @@ static int run_to_end(run_state *s) {
     }
     if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
         rc = 1;
+    if (rc == 0) { /* (after the report: a controller killed before it is resumed, and writes it) */
+        s->finished = 1;
+        run_state_save(s);
+    }
     run_purge_gone(s);
     return rc;
 }
@@ -1090,6 +1092,10 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
     }
     o.self_exe = self_exe;
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "finished"))) { /* (a requeued job, say) */
+        const char *mem = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "memory_tier"));
+        /* its controller died before it removed it (only a path of the shape setup_fresh_dirs gives) */
+        if (mem && (!strncmp(mem, "/dev/shm/autohet-", 17) || strstr(mem, "/memory")) && access(mem, F_OK) == 0)
+            run_rm_rf(mem);
         printf("autohet run: %s finished its %d steps already: nothing to resume (its model: %s/cloud)\n", run_dir,
                o.steps, run_dir);
         cJSON_Delete(doc);
