@@ -162,7 +162,8 @@ int cmd_generate(int argc, char **argv) {
     int opened = rc == 0;
     if (rc == 0 && a.init_from)
         ah_hf_source(&hc, &h, &h.cfg, &src);
-    if (rc == 0 && bytes && (src.cfg.vocab != 256 || (np = byte_ids(a.text, prompt, 4096)) == 0)) {
+    int bad_prompt = rc == 0 && bytes && (src.cfg.vocab != 256 || (np = byte_ids(a.text, prompt, 4096)) == 0);
+    if (bad_prompt) {
         if (src.cfg.vocab != 256)
             snprintf(msg, sizeof msg,
                      "--prompt TEXT needs --tokenizer TOKENIZER_JSON: the model's vocabulary is %d (without a "
@@ -170,7 +171,7 @@ int cmd_generate(int argc, char **argv) {
                      src.cfg.vocab);
         else
             snprintf(msg, sizeof msg, "--prompt: expected 1 to 4096 bytes of text");
-        rc = 2;
+        rc = -1;
     }
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
     ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache, NULL, NULL};
@@ -178,7 +179,7 @@ int cmd_generate(int argc, char **argv) {
     cli_text_stream *ts = rc == 0 && a.text && !bytes
                               ? cli_tokenizer_stream_open(a.tokenizer, a.text, prompt, np, msg, sizeof msg)
                               : NULL;
-    int printed = rc == 2 || (rc == 0 && a.text && !bytes && !ts) ? -1 : 0;
+    int printed = bad_prompt || (rc == 0 && a.text && !bytes && !ts) ? -1 : 0;
     if (ts)
         g.on_token = cli_tokenizer_stream_token, g.on_token_ctx = ts;
     byte_stream bs = {a.text};

@@ -892,11 +892,10 @@ static int run_to_end(run_state *s) {
         killpg(s->pid, SIGKILL);
         run_reap(s, 1);
     }
-    if (rc == 0) {
+    if (rc == 0)
         printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
                ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
                cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
-    }
     if (rc == 130) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
         run_state_save(s);
