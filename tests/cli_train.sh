@@ -64,6 +64,21 @@ for plan in llama-tp2 llama-2x2; do
   echo "$plan: $out"
 done
 
+# ranks share the cores they may run on: with no OMP_NUM_THREADS / OPENBLAS_NUM_THREADS each of 4 unbound ranks
+# takes nproc / 4 threads (at least 1) and the start line says so; bound to a core each (mpirun's default at 2
+# ranks), each keeps its one; a user's OMP_NUM_THREADS stands. (It was a thread per core in every rank: 4 ranks
+# on 2 cores trained 17x slower.)
+share=$(( $(nproc) / 4 )); [ $share -ge 1 ] || share=1
+env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
+  --steps 1 >"$TMP/share.out" 2>&1 || fail "4 ranks without OMP_NUM_THREADS: $(tail -2 "$TMP/share.out")"
+grep -qE "; $share threads? per rank \(4 ranks share rank 0's cores" "$TMP/share.out" ||
+  fail "4 unbound ranks: not $share thread(s) each: $(grep -o 'OpenBLAS.*' "$TMP/share.out")"
+env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS mpirun -np 2 --bind-to core "$BIN" train "${ARGS[@]}" \
+  --plan "$PLANS/tiny-2x1.json" --steps 1 >"$TMP/bound.out" 2>&1 || fail "2 bound ranks: $(tail -2 "$TMP/bound.out")"
+grep -q "threads\? per rank (" "$TMP/bound.out" && fail "2 ranks bound to a core each share no cores: $(grep -o 'OpenBLAS.*' "$TMP/bound.out")"
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --steps 1 >"$TMP/user.out" 2>&1
+grep -q "threads\? per rank (" "$TMP/user.out" && fail "OMP_NUM_THREADS=1 set: the user's choice should stand"
+
 # a plan that does not match the number of ranks is a clear error
 "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-tp2.json" --steps 1 >/dev/null 2>"$TMP/err" || true
 mpirun -np 2 --bind-to none "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --steps 1 >/dev/null 2>"$TMP/err"

@@ -53,6 +53,14 @@ void ah_blas_select_kernels(int argc, char **cmd_argv);
  * "OpenBLAS Haswell (OPENBLAS_CORETYPE as set)", "OpenBLAS Haswell (OpenBLAS's own choice)". */
 void ah_blas_kernel_text(char *buf, size_t n);
 
+/* Ranks share the cores they may run on: unless the user chose a thread count (OMP_NUM_THREADS or
+ * OPENBLAS_NUM_THREADS set), sets this rank's OpenMP and OpenBLAS threads to its share of its CPU affinity
+ * among the ranks of comm on its host with the same affinity (all of them when the launcher binds nothing, as
+ * `autohet run` does; itself alone when bound to cores of its own), at least 1. Collective over comm. Returns
+ * the threads set, or 0 when the user's choice stands; *sharing the ranks it shares with. Several ranks each
+ * running a thread per core spin against each other: 4 ranks on 2 cores trained 17x slower. */
+int ah_blas_share_cores(MPI_Comm comm, int *sharing);
+
 /* 0 when the compute backend `name` ("cpu", "cuda") is usable here, else -1 with one line in err:
  * "built without CUDA", "no CUDA device visible (reason)", or an unknown name. */
 int ah_backend_check(const char *name, char *err, size_t errlen);

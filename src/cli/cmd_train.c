@@ -587,9 +587,10 @@ int cmd_train(int argc, char **argv) {
     /* funneled: only the main thread calls MPI (OpenMP and the checkpoint writer do not) */
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &thread_level);
     double t_init = ah_wall_clock_s();
-    int rank, world;
+    int rank, world, sharing;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int threads = ah_blas_share_cores(MPI_COMM_WORLD, &sharing); /* before any OpenMP region or BLAS call */
     if (bad || check_args(&a, rank, msg, sizeof msg) != 0)
         return fail_all(rank, msg);
     if (a.device && !strcmp(a.device, "cuda") && world > 1) /* MPI cannot move device buffers here */
@@ -659,6 +660,10 @@ int cmd_train(int argc, char **argv) {
         ah_blas_kernel_text(kernels, sizeof kernels);
         if (a.bf16) /* the linear layers' products; attention and the rest stay on the BLAS above */
             snprintf(kernels + strlen(kernels), sizeof kernels - strlen(kernels), ", bf16 matmuls (oneDNN)");
+        if (threads > 0 && sharing > 1)
+            snprintf(kernels + strlen(kernels), sizeof kernels - strlen(kernels),
+                     "; %d thread%s per rank (%d ranks share rank 0's cores; OMP_NUM_THREADS overrides)", threads,
+                     threads == 1 ? "" : "s", sharing);
         describe_ranks(world, slots, ranks, sizeof ranks);
         ah_plan_tp_text(&plan, tp_text, sizeof tp_text);
         if (rank == 0)

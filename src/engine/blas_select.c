@@ -1,7 +1,11 @@
 /* BLAS kernel selection by CPU features (see blas_select.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "engine/blas_select.h"
 
 #include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,4 +129,35 @@ void ah_blas_kernel_text(char *buf, size_t n) {
         snprintf(buf, n, "OpenBLAS %s (OpenBLAS's own choice; the re-exec to pick kernels failed)", core);
     else
         snprintf(buf, n, "OpenBLAS %s (OpenBLAS's own choice)", core);
+}
+
+int ah_blas_share_cores(MPI_Comm comm, int *sharing) {
+    int user = getenv("OMP_NUM_THREADS") || getenv("OPENBLAS_NUM_THREADS"); /* (the same on every rank) */
+    *sharing = 1;
+    if (user)
+        return 0;
+    MPI_Comm host;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+    int n;
+    MPI_Comm_size(host, &n);
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        for (long c = 0, online = sysconf(_SC_NPROCESSORS_ONLN); c < online && c < CPU_SETSIZE; c++)
+            CPU_SET((int)c, &mine);
+    cpu_set_t *all = malloc(sizeof mine * (size_t)n);
+    if (!all)
+        abort();
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, host);
+    int same = 0;
+    for (int i = 0; i < n; i++)
+        same += CPU_EQUAL(&all[i], &mine);
+    free(all);
+    MPI_Comm_free(&host);
+    int threads = CPU_COUNT(&mine) / (same > 0 ? same : 1);
+    threads = threads < 1 ? 1 : threads;
+    *sharing = same;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+    return threads;
 }
