@@ -147,8 +147,14 @@ AUTOHET_DUMP_PARAMS="$TMP/plan.bin" timeout 300 "$BIN" run --cluster 3x1xcpu --g
   "${ARGS[@]}" --steps 30 --run-dir "$TMP/plan.run" --report "$TMP/plan.json" --log "$TMP/plan.log" >"$TMP/plan.out" 2>&1 &
 runpid=$!
 while [ ! -s "$TMP/plan.log" ] || [ "$(wc -l <"$TMP/plan.log")" -lt 4 ]; do sleep 0.01; done
+bad_input "no node or host 'cpu-9' in the run's inventory (cpu-0, cpu-1, cpu-2)" preempt --run-dir "$TMP/plan.run" cpu-9
 "$BIN" preempt --run-dir "$TMP/plan.run" cpu-2 --notice 10 >/dev/null || fail "preempt command with notice"
 wait $runpid || { tail "$TMP/plan.out"; fail "cluster: exit"; }
+# a finished run, and (its state as while it ran after the loss) a node already gone: one line, exit 2
+bad_input "the run in $TMP/plan.run has finished: no node to preempt" preempt --run-dir "$TMP/plan.run" cpu-0
+cp -r "$TMP/plan.run" "$TMP/plan2.run"
+jq '.finished = false | .alive = [true, true, false]' "$TMP/plan.run/run.json" >"$TMP/plan2.run/run.json"
+bad_input "cpu-2 is gone from the run already" preempt --run-dir "$TMP/plan2.run" cpu-2
 out=$("$CMP" "$TMP/ref30.bin" "$TMP/plan.bin" 1e-4) || fail "cluster: parameters differ: $out"
 jq -e '.recoveries | length == 1 and .[0].steps_lost == 0 and (.[0].cause | test("preempt command with notice: lost cpu-2"))' \
   "$TMP/plan.json" >/dev/null || fail "cluster: $(jq -c '.recoveries' "$TMP/plan.json")"

@@ -284,7 +284,8 @@ static void preempt_usage(FILE *f) {
                "ranks are killed and its memory and disk tiers wiped, as when a spot instance is reclaimed.\n"
                "With --notice the job stops at its next committed step and the node first pushes its\n"
                "memory-tier layers to a peer.\n\n"
-               "exit status: 0 request delivered, 2 bad input\n");
+               "exit status: 0 request delivered, 2 bad input (no such node or host in the run's\n"
+               "inventory, a node gone already, a run that has finished)\n");
 }
 
 int cmd_preempt(int argc, char **argv) {

@@ -17,10 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "autohet/ckpt.h"
+#include "autohet/cluster.h"
 #include "elastic/run_state.h"
 #include "util/clock.h"
 #include "util/errors.h"
+#include "util/json_file.h"
 #include "util/atomic_file.h"
 
 int run_node_index(const run_state *s, const char *name) {
@@ -141,6 +145,49 @@ int run_poll_trace(run_state *s, int *gone, int *added) {
     return any;
 }
 
+/* What RUN/run.json and the inventory (RUN/plan-0.json) say against preempting `node`: a finished run, a name
+ * that is neither a node nor a host of the inventory, a node already gone. 0 when nothing does (or the files
+ * are not there yet: a run that just started), else -1 with err. */
+static int check_preempt_target(const char *run_dir, const char *node, char *err, size_t errlen) {
+    char p[1300], why[256];
+    snprintf(p, sizeof p, "%s/run.json", run_dir);
+    cJSON *st = access(p, F_OK) == 0 ? ah_json_parse_file(p, 1 << 24, 1, why, sizeof why) : NULL;
+    snprintf(p, sizeof p, "%s/plan-0.json", run_dir);
+    cJSON *plan = access(p, F_OK) == 0 ? ah_json_parse_file(p, 1 << 26, 1, why, sizeof why) : NULL;
+    int rc = 0;
+    if (st && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "finished"))) {
+        snprintf(err, errlen, "the run in %s has finished: no node to preempt", run_dir);
+        rc = -1;
+    }
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(plan, "cluster"), "nodes");
+    const cJSON *alive = cJSON_GetObjectItemCaseSensitive(st, "alive");
+    /* across hosts a node may be named by its host, which the plan names unless a hostfile or Slurm gave it */
+    const char *host_mem = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(st, "host_memory_tier"));
+    int multi = host_mem && host_mem[0], hosts_known = 1, found = -1, live = 0, i = 0, len = 0;
+    char names[200] = "";
+    for (const cJSON *n = cJSON_IsArray(nodes) ? nodes->child : NULL; n && rc == 0; n = n->next, i++) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(n, "name"));
+        const char *host = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(n, "host"));
+        hosts_known &= host && host[0];
+        if ((name && !strcmp(name, node)) || (multi && host && host[0] && ah_host_matches(host, node))) {
+            found = i;
+            live |= !cJSON_IsArray(alive) || cJSON_IsTrue(cJSON_GetArrayItem(alive, i));
+        }
+        if (name && len < (int)sizeof names - 1)
+            len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", i ? ", " : "", name);
+    }
+    if (rc == 0 && cJSON_IsArray(nodes) && found < 0 && (!multi || hosts_known)) {
+        snprintf(err, errlen, "no node or host '%s' in the run's inventory (%s)", node, names);
+        rc = -1;
+    } else if (rc == 0 && found >= 0 && !live) {
+        snprintf(err, errlen, "%s is gone from the run already", node);
+        rc = -1;
+    }
+    cJSON_Delete(st);
+    cJSON_Delete(plan);
+    return rc;
+}
+
 int ah_run_request_preempt(const char *run_dir, const char *node, double notice_s, const char *source,
                            char *err, size_t errlen) {
     char dir[1100], path[1300], txt[64];
@@ -150,6 +197,8 @@ int ah_run_request_preempt(const char *run_dir, const char *node, double notice_
         snprintf(err, errlen, "%s is not the run directory of a running autohet run (no control/)", run_dir);
         return -1;
     }
+    if (check_preempt_target(run_dir, node, err, errlen) != 0)
+        return -1;
     snprintf(path, sizeof path, "%s/preempt-%s", dir, node);
     int len = snprintf(txt, sizeof txt, "%g %.15s\n", notice_s, source);
     return ah_write_file_atomic(path, txt, (size_t)len, err, errlen);
