@@ -72,6 +72,7 @@ jq -e '.recoveries[0].replan == "computed ahead"' "$TMP/run2.json" >/dev/null \
   || { echo "FAIL: run with replans computed ahead: $(jq -c .recoveries "$TMP/run2.json")"; fails=$((fails + 1)); }
 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" --preempt n7@3
 run "$BIN" preempt --run-dir "$TMP/nowhere" n1
+run "$BIN" preempt --run-dir "$TMP/run" n1 # (finished: refused after reading its state and inventory)
 # the training engine (MPI singleton): Open MPI's own runtime allocations are suppressed
 SUPP="$(dirname "$0")/valgrind-mpi.supp"
 [ -f /usr/share/openmpi/openmpi-valgrind.supp ] && VG+=(--suppressions=/usr/share/openmpi/openmpi-valgrind.supp)
