@@ -232,13 +232,15 @@ bad "model_config type" "mc-bad/state.json: model_config.hidden" "$BIN" export -
 d="$TMP/gpt2"
 "$BIN" train --init-from "$d/hf" "${RUN[@]}" "${ONE[@]}" --steps 1 --log "$TMP/ft-one.log" >/dev/null 2>&1 \
   || fail "run --init-from: the one-process reference"
-timeout 300 "$BIN" run --cluster 2x1xcpu --model "$d/hf/config.json" --init-from "$d/hf" --data "$TOK" \
+# (no --model: --init-from's config.json, as train takes it)
+timeout 300 "$BIN" run --cluster 2x1xcpu --init-from "$d/hf" --data "$TOK" \
   --val-data "$TOK" --eval-batches 2 --eval-every 1 --steps 3 --seq 64 --global-batch 2 --micro-batch 1 \
   --run-dir "$TMP/ft.run" --log "$TMP/ft.log" >"$TMP/ft.out" 2>&1 || { tail -5 "$TMP/ft.out"; fail "run --init-from"; }
 close "$(loss_of "$TMP/ft.log")" "$(loss_of "$TMP/ft-one.log")" 1e-4 \
   || fail "run --init-from: first loss $(loss_of "$TMP/ft.log"), train --init-from's $(loss_of "$TMP/ft-one.log")"
 jq -se 'map(select(.val_loss > 0)) | length >= 1' "$TMP/ft.log" >/dev/null || fail "run --val-data: no val_loss: $(cat "$TMP/ft.log")"
-jq -e '.options.eval_batches == 2 and (.options.init_from | endswith("/hf"))' "$TMP/ft.run/run.json" >/dev/null \
+jq -e '.options.eval_batches == 2 and (.options.init_from | endswith("/hf")) and (.options.model | endswith("/hf/config.json"))' \
+  "$TMP/ft.run/run.json" >/dev/null \
   || fail "run: run.json lacks eval_batches/init_from (run --resume would drop them)"
 bad "run --init-from" "--init-from $TMP/none: not a directory" "$BIN" run --cluster 2x1xcpu \
   --model "$d/hf/config.json" --init-from "$TMP/none" --data "$TOK" --val-data "$TOK" "${ONE[@]}" --steps 1

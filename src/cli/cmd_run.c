@@ -44,7 +44,7 @@ static void run_usage(FILE *f) {
         "  --replan-tp     TP degree of the plans made after a change of the node set (default any: the\n"
         "                  planner chooses; shards of another degree are resharded on recovery)\n"
         "  --model, --data, --steps, --seed   as autohet train (default 50 steps, seed 1; --model\n"
-        "                  optional with --plan: the plan's model)\n"
+        "                  optional with --plan: the plan's model; with --init-from: its config.json)\n"
         "  --preempt       preempt NODE once the job has logged step STEP (comma-separated list); across\n"
         "                  hosts NODE may name a host: its ranks are killed on it (through the launcher's\n"
         "                  remote agent) and it gets no rank again\n"
@@ -239,8 +239,14 @@ int cmd_run(int argc, char **argv) {
     }
     if (!o.data)
         return cli_bad_input("run", "--data is required (see autohet run --help)");
+    static char init_config[1100]; /* (the options point at it for the whole run) */
+    if (!o.model_arg && o.init_from) { /* the model of the weights, as autohet train takes it */
+        snprintf(init_config, sizeof init_config, "%.1000s/config.json", o.init_from);
+        o.model_arg = init_config;
+    }
     if (!o.model_arg && !o.plan_path)
-        return cli_bad_input("run", "--model is required with --cluster (a --plan names its model)");
+        return cli_bad_input("run", "--model is required with --cluster (a --plan names its model; --init-from "
+                                    "its config.json)");
     if (!o.plan_path == !o.cluster_arg)
         return cli_bad_input("run", "give exactly one of --plan and --cluster");
     if (o.cluster_arg) { /* the batch shape of autohet train without a plan */
