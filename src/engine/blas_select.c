@@ -132,10 +132,9 @@ void ah_blas_kernel_text(char *buf, size_t n) {
 }
 
 int ah_blas_share_cores(MPI_Comm comm, int *sharing) {
-    int user = getenv("OMP_NUM_THREADS") || getenv("OPENBLAS_NUM_THREADS"); /* (the same on every rank) */
     *sharing = 1;
-    if (user)
-        return 0;
+    /* every rank takes part in the collectives, whether or not its environment has the variables (plain mpirun
+     * forwards them to no other host: ranks that skipped would leave the others waiting) */
     MPI_Comm host;
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
     int n;
@@ -154,6 +153,8 @@ int ah_blas_share_cores(MPI_Comm comm, int *sharing) {
         same += CPU_EQUAL(&all[i], &mine);
     free(all);
     MPI_Comm_free(&host);
+    if (getenv("OMP_NUM_THREADS") || getenv("OPENBLAS_NUM_THREADS"))
+        return 0; /* the user's choice */
     int threads = CPU_COUNT(&mine) / (same > 0 ? same : 1);
     threads = threads < 1 ? 1 : threads;
     *sharing = same;
