@@ -131,6 +131,15 @@ static int check_data(const ah_run_options *o, char *msg, size_t n) {
     return 0;
 }
 
+/* Without --model, --init-from's config.json: the model of the weights, as autohet train takes it. */
+static void model_of_weights(ah_run_options *o) {
+    static char config[1100]; /* (the options point at it for the whole run) */
+    if (!o->model_arg && o->init_from) {
+        snprintf(config, sizeof config, "%.1000s/config.json", o->init_from);
+        o->model_arg = config;
+    }
+}
+
 int cmd_run(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         run_usage(stdout);
@@ -239,11 +248,7 @@ int cmd_run(int argc, char **argv) {
     }
     if (!o.data)
         return cli_bad_input("run", "--data is required (see autohet run --help)");
-    static char init_config[1100]; /* (the options point at it for the whole run) */
-    if (!o.model_arg && o.init_from) { /* the model of the weights, as autohet train takes it */
-        snprintf(init_config, sizeof init_config, "%.1000s/config.json", o.init_from);
-        o.model_arg = init_config;
-    }
+    model_of_weights(&o);
     if (!o.model_arg && !o.plan_path)
         return cli_bad_input("run", "--model is required with --cluster (a --plan names its model; --init-from "
                                     "its config.json)");
