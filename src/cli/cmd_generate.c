@@ -141,13 +141,11 @@ int cmd_generate(int argc, char **argv) {
     char msg[2048], err[1536];
     if (parse(argc, argv, &a, msg, sizeof msg) != 0)
         return cli_bad_input("generate", msg);
-    int bytes = a.text && !a.tokenizer; /* the ids once the model says it is byte-level */
-    int prompt[4096], np = bytes ? 1
-                           : a.text ? cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)
-                                    : cli_parse_int_list(a.prompt, prompt, 4096);
-    if (np <= 0 && a.text)
+    int bytes = a.text && !a.tokenizer; /* the ids once the model says it is byte-level (below) */
+    int prompt[4096], np = 0;
+    if (a.text && !bytes && (np = cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)) <= 0)
         return cli_bad_input("generate", msg);
-    if (np <= 0) {
+    if (!a.text && (np = cli_parse_int_list(a.prompt, prompt, 4096)) <= 0) {
         snprintf(msg, sizeof msg, "--prompt-tokens '%.200s': expected 1 to 4096 comma-separated ids", a.prompt);
         return cli_bad_input("generate", msg);
     }
