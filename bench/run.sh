@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner replan verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize
+#   sections: planner replan verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner replan verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize)
+SECTIONS=(planner replan verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -345,6 +345,15 @@ section_spot() {
   bench/spot_bench.sh ./build/autohet out/spot_bench.md >&2
   cat out/spot_bench.md
   cat bench/spot_notes.md
+}
+
+section_threads() {
+  echo "## Threads per rank (ranks that share cores)"
+  echo
+  stamp threads
+  echo
+  bench/threads_bench.sh ./build/autohet out/threads_bench.md "$RUNS" >&2
+  cat out/threads_bench.md
 }
 
 section_comm() {

@@ -67,7 +67,7 @@ done
 # ranks share the cores they may run on: with no OMP_NUM_THREADS / OPENBLAS_NUM_THREADS each of 4 unbound ranks
 # takes nproc / 4 threads (at least 1) and the start line says so; bound to a core each (mpirun's default at 2
 # ranks), each keeps its one; a user's OMP_NUM_THREADS stands. (It was a thread per core in every rank: 4 ranks
-# on 2 cores trained 17x slower.)
+# on 2 cores trained 15-20x slower, BENCHMARKS.md "Threads per rank".)
 share=$(( $(nproc) / 4 )); [ $share -ge 1 ] || share=1
 env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS "${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" \
   --steps 1 >"$TMP/share.out" 2>&1 || fail "4 ranks without OMP_NUM_THREADS: $(tail -2 "$TMP/share.out")"

@@ -58,7 +58,7 @@ void ah_blas_kernel_text(char *buf, size_t n);
  * among the ranks of comm on its host with the same affinity (all of them when the launcher binds nothing, as
  * `autohet run` does; itself alone when bound to cores of its own), at least 1. Collective over comm. Returns
  * the threads set, or 0 when the user's choice stands; *sharing the ranks it shares with. Several ranks each
- * running a thread per core spin against each other: 4 ranks on 2 cores trained 17x slower. */
+ * running a thread per core spin against each other: 4 ranks on 2 cores trained 15-20x slower. */
 int ah_blas_share_cores(MPI_Comm comm, int *sharing);
 
 /* 0 when the compute backend `name` ("cpu", "cuda") is usable here, else -1 with one line in err:
