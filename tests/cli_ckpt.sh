@@ -45,7 +45,7 @@ resume() { # plan-or-empty out-prefix
   [ -n "$1" ] && plan=(--plan "$PLANS/$1.json")
   [ -z "$1" ] && run=(timeout 300)
   AUTOHET_DUMP_PARAMS="$TMP/$2.bin" "${run[@]}" "$BIN" train "${ARGS[@]}" "${plan[@]}" --resume "$TMP/ck" \
-    --log "$TMP/$2.log" >"$TMP/$2.out" 2>&1
+    --log "$TMP/$2.log" --trace "$TMP/$2.trace.json" >"$TMP/$2.out" 2>&1
 }
 for p in tiny-1x4 tiny-asym ""; do
   name=${p:-one-rank}
@@ -56,6 +56,10 @@ for p in tiny-1x4 tiny-asym ""; do
     '[range(0; 3) as $i | (.[$i].loss - $r[0][$i].loss) | fabs / $r[0][$i].loss] | max < 1e-5' "$TMP/$name.log" \
     >/dev/null || fail "$name: loss after resume differs from the uninterrupted run"
   out=$("$CMP" "$TMP/ref.bin" "$TMP/$name.bin" 1e-5) || fail "$name: parameters differ: $out"
+  # the trace skips the resumed run's warm-up step (4): steps 5 and 6 (it was empty before: only step 2 of a
+  # run was ever its first traced)
+  "$BIN" analyze "$TMP/$name.trace.json" >"$TMP/$name.trace.out" 2>&1 && grep -q " 2 step(s) of " "$TMP/$name.trace.out" \
+    || fail "$name: the resumed run's trace: $(head -1 "$TMP/$name.trace.out")"
   echo "resume with ${p:-one rank}: $out"
 done
 
@@ -101,7 +105,9 @@ echo "$files" | grep -q -- "-s6.safetensors" || fail "no step-6 shards"
   fail "expected checkpoints at steps 4 and 6 (the last): $(grep '^checkpoint' "$TMP/ck4.out" | tr '\n' ' ')"
 jq -e '.step == 6' "$TMP/ck4/state.json" >/dev/null || fail "--ckpt-every 4: state.json at step $(jq .step "$TMP/ck4/state.json")"
 AUTOHET_DUMP_PARAMS="$TMP/ck4b.bin" "$BIN" train "${ARGS[@]}" --resume "$TMP/ck4" --ckpt-dir "$TMP/ck4b" --ckpt-every 4 \
-  >"$TMP/ck4b.out" 2>&1 || { tail -3 "$TMP/ck4b.out"; fail "resume at the last step into another --ckpt-dir"; }
+  --trace "$TMP/ck4b.trace.json" >"$TMP/ck4b.out" 2>&1 || { tail -3 "$TMP/ck4b.out"; fail "resume at the last step into another --ckpt-dir"; }
+# no step trained, no trace: one is not replaced by an empty one
+[ ! -e "$TMP/ck4b.trace.json" ] && grep -q "no step trained: no trace written" "$TMP/ck4b.out" || fail "resumed at the last step: a trace"
 jq -e '.step == 6' "$TMP/ck4b/state.json" >/dev/null 2>&1 || fail "resumed at the last step: no step 6 in the new --ckpt-dir"
 out=$("$CMP" "$TMP/ref.bin" "$TMP/ck4b.bin" 1e-5) || fail "resumed at the last step: parameters differ: $out"
 

@@ -11,6 +11,7 @@
 #  - a spot trace that removes a node before any checkpoint: restart from 0
 #  - a recovery whose peer copy has a flipped byte uses the cloud copy
 #  - bad input: one line, exit 2
+#  - --trace: the last generation's trace, each generation's in the report
 . "$(dirname "$0")/common.sh"
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 12 --seed 3 --eval-every 3)
 
@@ -46,7 +47,14 @@ rec() { jq -e ".recoveries | length == 1 and (.[0] | $2)" "$TMP/$1.json" >/dev/n
   || { jq -c '.recoveries' "$TMP/$1.json"; fail "$1: recovery record: $2"; }; }
 
 # 1. a surviving replica for every layer: nothing lost, peers serve
-run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5
+run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5 --trace "$TMP/peer-trace.json"
+# --trace: the generation that trained the last steps (2 ranks after the loss) is the trace, named by the line;
+# the report names each generation's own (the preempted generation 0 was killed: none)
+jq -e '(.generations[0] | has("trace") | not) and (.generations[1].trace | endswith("/trace-1.json"))' \
+  "$TMP/peer.json" >/dev/null || fail "peer: report's traces: $(jq -c '[.generations[] | .trace]' "$TMP/peer.json")"
+grep -q "trace of generation 1 written to $TMP/peer-trace.json" "$TMP/peer.out" || fail "peer: no trace line"
+"$BIN" analyze "$TMP/peer-trace.json" --diagnose --plan "$TMP/peer.run/plan-1.json" >"$TMP/peer-trace.out" 2>&1 &&
+  grep -q "^Trace .*: 2 ranks" "$TMP/peer-trace.out" || fail "peer: the run's trace: $(head -3 "$TMP/peer-trace.out")"
 rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 and .bytes_by_tier.memory > 0
   and .bytes_by_tier.cloud == 0 and .seconds > 0 and .detection_s >= 0 and .relaunch_s > 0 and .restore_s > 0
   and (.cause | test("lost n1"))'
@@ -241,6 +249,7 @@ bad "badtrace.csv:2" "${P[@]}" --spot-trace "$TMP/badtrace.csv"
 bad "exactly one of --plan and --cluster" "${ARGS[@]}"
 bad "/nonexistent: cannot read" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
 bad "--recovery" "${P[@]}" --recovery sometimes
+bad "--trace" "${P[@]}" --trace "$TMP/nowhere/t.json"
 bad "--global-batch/--micro-batch/--seq disagree with .*tiny-4node-2x2.json (global batch 8, micro-batch 2, seq 64)" "${P[@]}" --seq 32
 bad "--model is required with --cluster" --cluster 2x1xcpu --data "$FIX/text"
 

@@ -10,7 +10,7 @@
 #     table, is its entry repaired ("computed ahead, repaired"); the run ends on the same parameters
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
-#     a second controller of a live run is refused (exit 2, one line)
+#     a second controller of a live run is refused (exit 2, one line); its relative --trace lands where it started
 #  3. a bug: every rank fails the same way at the same step (a learning rate that makes the gradient norm
 #     NaN at step 2): restarted --max-restarts times, then the run stops with the rank's own message, exit 1
 #  4. across 3 network-namespace hosts, host 1's link loses 3 of 4 of its UDP datagrams once step 3 is logged
@@ -109,10 +109,13 @@ jq -e '.completed and (.recoveries | length) == 2 and (.recoveries[0] | (.cause 
   "$TMP/ahead.json" >/dev/null || fail "ahead: report: $(jq -c '[.recoveries[] | {cause, replan}]' "$TMP/ahead.json")"
 grep -q "replan [0-9.]* (computed ahead)" "$TMP/ahead.out" || fail "ahead: the recovery line does not say how it replanned"
 
-# 2. kill -9 of the controller, then --resume
+# 2. kill -9 of the controller, then --resume (from another directory: the run started in $TMP with a
+#    relative --trace, which lands there)
 RUN="$TMP/ctl.run"
-AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" timeout 300 "$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]}" \
-  --run-dir "$RUN" --log "$TMP/ctl.log" --report "$TMP/ctl.json" >"$TMP/ctl.out" 2>&1 &
+ABIN=$(realpath "$BIN") AFIX=$(realpath "$FIX")
+(cd "$TMP" && AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" exec timeout 300 "$ABIN" run --plan "$PLANS/tiny-4node-2x2.json" \
+  "${ARGS[@]/#$FIX/$AFIX}" --run-dir "$RUN" --log "$TMP/ctl.log" --report "$TMP/ctl.json" --trace ctl-trace.json \
+  >"$TMP/ctl.out" 2>&1) &
 job=$!
 wait_logged "$RUN/gen-0.log" 6 || fail "controller: step 6 never logged"
 "$BIN" run --resume "$RUN" >"$TMP/two.out" 2>"$TMP/two.err"
@@ -134,6 +137,8 @@ jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and
 jq -s --slurpfile r "$TMP/ctl.json" '($r[0].recoveries[0]) as $c | (map(.step) | unique) as $have
   | [range(1; 31)] - $have | all(. > $c.last_step_before and . <= $c.resumed_step)' "$TMP/ctl.log" | grep -q true \
   || fail "controller: --log misses steps: $(jq -s -c 'map(.step)' "$TMP/ctl.log")"
+"$BIN" analyze "$TMP/ctl-trace.json" >"$TMP/ctl-trace.out" 2>&1 && grep -q "^Trace .*: 4 ranks" "$TMP/ctl-trace.out" \
+  || fail "controller: the resumed run's --trace: $(head -2 "$TMP/ctl-trace.out")"
 no_leftovers controller "$RUN"
 
 # 3. a bug, not a fault

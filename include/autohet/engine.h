@@ -326,7 +326,8 @@ typedef struct {
     /* before the first step: continue from a checkpoint directory, or restore
      * from a recovery assignment of `autohet run` (writes ASSIGNMENT.result.json) */
     const char *resume_dir, *recover_path;
-    const char *trace_path; /* record every op from the second step on (NULL: no trace) */
+    const char *trace_path; /* record every op from the second step trained on (NULL: no trace; none is
+                               written when no step is trained) */
     double t_init;          /* wall clock at process start, for the recovery result */
     /* what the resume checks the checkpoint's state.json against */
     const ah_model_config *cfg;

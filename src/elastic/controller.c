@@ -882,6 +882,47 @@ static void print_start(const run_state *s, const char *how) {
     fflush(stdout);
 }
 
+/* The generations' traces (--trace): each that trained its last step wrote RUN/trace-G.json (a generation
+ * lost to a fault holds its events in memory and leaves none); the report's entries name them and, when
+ * the run completed, the last one, the generation that trained the run's final steps, is copied to the
+ * --trace file. 0, or -1 with the error printed. */
+static int finish_traces(run_state *s, int completed) {
+    if (!s->o->trace_path)
+        return 0;
+    char path[1200], last[1200] = "";
+    int last_gen = -1;
+    const cJSON *g;
+    cJSON_ArrayForEach(g, s->gens) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(g, "generation");
+        struct stat sb;
+        if (!cJSON_IsNumber(n))
+            continue;
+        snprintf(path, sizeof path, "%s/trace-%d.json", s->run, n->valueint);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (!cJSON_GetObjectItemCaseSensitive(g, "trace"))
+            cJSON_AddStringToObject((cJSON *)g, "trace", path);
+        if (n->valueint > last_gen)
+            last_gen = n->valueint, snprintf(last, sizeof last, "%s", path);
+    }
+    if (!completed)
+        return 0;
+    if (last_gen < 0) {
+        fprintf(stderr, "autohet run: --trace %s: no generation trained a step to trace; not written\n",
+                s->o->trace_path);
+        return 0;
+    }
+    char err[1024];
+    if (ah_copy_file_atomic(last, s->o->trace_path, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --trace: %s\n", err);
+        return -1;
+    }
+    printf("autohet run: trace of generation %d written to %s (autohet analyze %s --diagnose --plan "
+           "%s/plan-%d.json)\n",
+           last_gen, s->o->trace_path, s->o->trace_path, s->run, last_gen);
+    return 0;
+}
+
 /* Supervises the generations to the end of the run, then reports. The exit status. */
 static int run_to_end(run_state *s) {
     int final_step = s->step, rc = supervise(s, &final_step);
@@ -901,6 +942,8 @@ static int run_to_end(run_state *s) {
         run_state_save(s);
         fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
     }
+    if (finish_traces(s, rc == 0) != 0 && rc == 0)
+        rc = 1;
     if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
         rc = 1;
     if (rc == 0) { /* (after the report: a controller killed before it is resumed, and writes it) */

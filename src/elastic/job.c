@@ -199,6 +199,11 @@ pid_t run_launch(run_state *s, const char *plan_path, const char *recover, char 
         argv[a++] = "--devices", argv[a++] = o->devices;
     if (o->eval_batches > 0)
         argv[a++] = "--eval-batches", argv[a++] = eb;
+    char trace[1200];
+    if (o->trace_path) { /* the controller copies the last generation's to o->trace_path */
+        snprintf(trace, sizeof trace, "%s/trace-%d.json", s->run, s->gen);
+        argv[a++] = "--trace", argv[a++] = trace;
+    }
     if (recover)
         argv[a++] = "--recover", argv[a++] = recover;
     else if (o->init_from) /* a start from no checkpoint: the pretrained weights, as the first generation */

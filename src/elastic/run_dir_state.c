@@ -83,10 +83,24 @@ static void add_str(cJSON *o, const char *k, const char *v) {
         cJSON_AddStringToObject(o, k, v);
 }
 
-/* a path option made absolute (the resumed controller may start elsewhere) */
+/* a path option made absolute (the resumed controller may start elsewhere); an output not written yet
+ * (--report, --trace) by its directory */
 static void add_path(cJSON *o, const char *k, const char *v) {
-    char real[PATH_MAX];
-    add_str(o, k, v && realpath(v, real) ? real : v);
+    char real[PATH_MAX], dir[PATH_MAX], full[2 * PATH_MAX];
+    if (!v || realpath(v, real)) {
+        add_str(o, k, v ? real : NULL);
+        return;
+    }
+    const char *slash = strrchr(v, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - v) : 1, slash ? v : ".");
+    if (slash == v)
+        snprintf(dir, sizeof dir, "/");
+    if (v[0] != '/' && realpath(dir, real)) {
+        snprintf(full, sizeof full, "%s/%s", real, slash ? slash + 1 : v);
+        add_str(o, k, full);
+    } else {
+        add_str(o, k, v);
+    }
 }
 
 static cJSON *options_json(const ah_run_options *o) {
@@ -105,6 +119,7 @@ static cJSON *options_json(const ah_run_options *o) {
         add_str(j, "cluster", o->cluster_arg);
     add_path(j, "log", o->log_path);
     add_path(j, "report", o->report_path);
+    add_path(j, "trace", o->trace_path);
     add_str(j, "preempt", o->preempt);
     add_path(j, "spot_trace", o->spot_trace);
     add_str(j, "launcher", o->launcher);
@@ -199,6 +214,7 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
     o->model_arg = opt_str(opts, "model"), o->data = opt_str(opts, "data");
     o->plan_path = opt_str(opts, "plan"), o->cluster_arg = opt_str(opts, "cluster");
     o->log_path = opt_str(opts, "log"), o->report_path = opt_str(opts, "report");
+    o->trace_path = opt_str(opts, "trace");
     o->preempt = opt_str(opts, "preempt"), o->spot_trace = opt_str(opts, "spot_trace");
     o->launcher = opt_str(opts, "launcher"), o->hostfile = opt_str(opts, "hostfile");
     o->val_data = opt_str(opts, "val_data"), o->data_dtype = opt_str(opts, "data_dtype");

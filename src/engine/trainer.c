@@ -226,12 +226,14 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
      * copy of it was): the durable tiers get it now, so that the run's checkpoint is its final model */
     if (first_step == c->steps && c->steps > 0 && (c->resume_dir || c->recover_path))
         rc = checkpoint_after(x, c, pp, c->steps - 1, err, errlen);
+    /* the trace skips the run's warm-up step (its first, a resumed run's too) unless it is the only one */
+    int trace_from = c->steps - first_step > 1 ? first_step + 1 : first_step;
     for (int s = first_step; s < c->steps && rc == 0; s++) {
         if (c->before_step)
             c->before_step(c->hook_ctx, x, s);
         ah_step_stats st;
-        if (c->trace_path && s == (c->steps > 1 ? 1 : 0))
-            ah_executor_trace_enable(x); /* skip the warm-up step */
+        if (c->trace_path && s == trace_from)
+            ah_executor_trace_enable(x);
         int eval = c->eval_every > 0 && ((s + 1) % c->eval_every == 0 || s + 1 == c->steps);
         eval *= c->eval_batches > 0 ? c->eval_batches : 1;
         rc = ah_executor_step(x, s, eval, &st, err, errlen);
@@ -265,7 +267,10 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
     sum->mean_tokens_per_s = sum->step_s > 0 ? sum->tokens / sum->step_s : 0;
     sum->mean_mfu = sum->step_s > 0 ? sum->mean_mfu / sum->step_s : 0;
     ah_executor_memory_report(x, &sum->mem);
-    if (c->trace_path) {
+    if (c->trace_path && sum->last_step == sum->first_step) { /* no step: an empty trace would replace nothing */
+        if (rank0(x) && c->progress)
+            fprintf(c->progress, "no step trained: no trace written to %s\n", c->trace_path);
+    } else if (c->trace_path) {
         char why[512];
         if (ah_executor_write_trace(x, c->trace_path, why, sizeof why) != 0) {
             snprintf(err, errlen, "%s", why);

@@ -205,6 +205,32 @@ int ah_write_text_output(const char *path, const char *text, char *err, size_t e
     return ah_out_close(&o, ok, err, errlen) == 0 && ok ? 0 : -1;
 }
 
+int ah_copy_file_atomic(const char *src, const char *dst, char *err, size_t errlen) {
+    FILE *in = fopen(src, "rb");
+    if (!in) {
+        set_err(err, errlen, "%s: cannot open: %s", src, strerror(errno));
+        return -1;
+    }
+    ah_out_file o;
+    if (ah_out_open(&o, dst, err, errlen) < 0) {
+        fclose(in);
+        return -1;
+    }
+    char buf[1 << 16];
+    size_t k;
+    int ok = 1;
+    while (ok && (k = fread(buf, 1, sizeof buf, in)) > 0)
+        ok = fwrite(buf, 1, k, o.f) == k;
+    if (ok && ferror(in)) {
+        set_err(err, errlen, "%s: read failed", src);
+        ok = 0;
+    } else if (!ok) {
+        set_err(err, errlen, "%s: write failed: %s", o.tmp ? o.tmp : dst, strerror(errno));
+    }
+    fclose(in);
+    return ah_out_close(&o, ok, err, errlen) == 0 && ok ? 0 : -1;
+}
+
 static int mkdir_parents(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", path);

@@ -50,4 +50,8 @@ int ah_close_stream(FILE *f, const char *path, char *err, size_t errlen);
 /* ah_out_open(), `text` and a newline, ah_out_close(). */
 int ah_write_text_output(const char *path, const char *text, char *err, size_t errlen);
 
+/* Copies the regular file `src` to `dst` through ah_out_open()/ah_out_close()
+ * (streamed: a file of any size). Returns 0, or -1 with the error written. */
+int ah_copy_file_atomic(const char *src, const char *dst, char *err, size_t errlen);
+
 #endif
