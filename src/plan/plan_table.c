@@ -125,8 +125,11 @@ void ah_plan_print_table(const ah_plan *p, FILE *f) {
             p->tflops_per_gpu, p->hw_tflops_per_gpu);
     fprintf(f,
             "MFU:                      %.1f%%  (model FLOPs against the sum of used GPUs' dense %s "
-            "peak)\n",
-            100.0 * p->mfu, p->train.precision == AH_PRECISION_FP32 ? "fp32 (TF32)" : "bf16/fp16");
+            "peak%s)\n",
+            100.0 * p->mfu, p->train.precision == AH_PRECISION_FP32 ? "fp32 (TF32)" : "bf16/fp16",
+            p->mfu > 1 ? "; over 100 %: the profile's layer times beat the catalog's peak, which --devices FILE "
+                         "sets"
+                       : "");
     if (p->bottleneck_replica >= 0 && p->bottleneck_replica < p->n_replicas) {
         const ah_replica *rep = &p->replicas[p->bottleneck_replica];
         const ah_stage *bs = NULL;
