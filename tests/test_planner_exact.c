@@ -570,8 +570,9 @@ static void run_exhaustive(int n_inst, int variant) {
     /* The search's tail is separable (docs/cost-model.md): one all-reduce
      * latency per stage, each replica's sync on its own link. The evaluation
      * sees every bucket of asymmetric replicas and a fast holder waiting for a
-     * bucket's slow holders; on these small models (where 20 us steps weigh)
-     * that moves about one pick in ten, by at most a few percent. */
+     * bucket's slow holders, and the tied exchange after the end stages'
+     * buckets; on these small models (where 20 us steps weigh) that moves
+     * about one pick in seven, by at most 8% (7.9%). */
     assert_true(placement_gaps <= fitted / 6);
     assert_true(worst_gap < 0.08);
 }

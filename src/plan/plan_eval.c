@@ -145,6 +145,8 @@ typedef struct {
     ah_ns *lbwd;  /* per layer: its backward on its stage's device */
     ah_ns tied;   /* the tied-embedding exchange of its first and last stage (0: none) */
     ah_ns tied_own[2]; /* the same bytes at the first / last stage's own link alone */
+    double *sync_gbs;  /* per stage: the link its lsync was costed on (the node's NVLink when every holder of
+                          its layers is on its node, else its DP link) */
 } replica_tail;
 
 /* Every bucket's all-reduce by the algorithm the simulator plays for it
@@ -168,7 +170,8 @@ static double ring_measured(const ah_plan *p, const int *holder, int l, int R, c
 }
 
 static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, const int *bfirst,
-                              const double *grad_tp1, double dp_bw, const ah_plan_options *o) {
+                              const double *grad_tp1, double dp_bw, const ah_plan_options *o,
+                              unsigned char *on_node) {
     int L = ah_model_num_layers(&p->model), R = p->n_replicas;
     for (int l = 0; l < L; l++) {
         if (bfirst[l] != l)
@@ -188,10 +191,16 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
         ah_allreduce_algo a = ah_allreduce_choose(R, bytes / T, ring > 0 && ring < dp_bw ? ring : dp_bw, one_node, o);
         double scale = a.factor / ah_allreduce_factor(R);
         ah_ns lat = ah_to_ns(ah_allreduce_algo_latency_s(a, one_node, o));
+        on_node[l] = (unsigned char)one_node;
         for (int k = 0; k < R; k++) {
-            ah_stage *s = &p->replicas[k].stages[holder[l * R + k]];
+            int j = holder[l * R + k];
+            ah_stage *s = &p->replicas[k].stages[j];
             ah_ns before = 0, after = lat;
             double own = ah_dp_link_gbs(&p->cluster.nodes[s->node]), slow = ring > 0 && ring < own ? own / ring : 1;
+            /* a bucket whose holders share one node runs on its NVLink, as the simulator plays it, even where
+             * the stage's other buckets cross the network */
+            if (one_node && rt[k].sync_gbs[j] > 0)
+                slow = rt[k].sync_gbs[j] / p->cluster.nodes[s->node].dev.intra_bw_gbs;
             for (int q = l; q < e; q++) {
                 before += rt[k].lsync[q];
                 rt[k].lsync[q] = ah_to_ns(ah_ns_to_s(rt[k].lsync[q]) * scale * slow);
@@ -226,49 +235,15 @@ static void maxmin_shares(const double *cap, const unsigned char *on, int n, dou
     }
 }
 
-/* Stage j of replica k's link shares its bandwidth among the all-reduces
- * under way, max-min as the simulator's flows do: its buckets (ready at
- * ready[their first layer], each held to the pace of its slowest holder,
- * slow[bucket]) and, on the first and last stage, the tied exchange (ready at
- * the replica's flush, held to the pair link). Raises bucket_end[first layer
- * of each bucket] to the time this holder is through with it and returns the
- * time the link is done. */
-static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
-                               const int *bfirst, const ah_ns *slow, ah_ns *bucket_end) {
-    const ah_stage *s = &p->replicas[k].stages[j];
-    int n = 0, cap_n = s->layer_last - s->layer_first + 1; /* its buckets (at most one a layer) and the tied exchange */
-    double *rel = malloc(sizeof(double) * (size_t)cap_n * 4), *rem = rel + cap_n, *cap = rem + cap_n,
-           *share = cap + cap_n;
-    int *bucket = malloc(sizeof(int) * (size_t)cap_n);
-    unsigned char *on = calloc((size_t)cap_n * 2, 1), *done = on + cap_n;
-    if (!rel || !bucket || !on)
-        abort();
-    for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
-        if (n == 0 || bucket[n - 1] != bfirst[l]) {
-            bucket[n] = bfirst[l];
-            rel[n] = (double)ready[l];
-            rem[n++] = 0.0;
-        }
-        rem[n - 1] += (double)rt[k].lsync[l];
-    }
-    for (int i = 0; i < n; i++)
-        cap[i] = slow[bucket[i]] > rem[i] && rem[i] > 0 ? rem[i] / (double)slow[bucket[i]] : 1.0;
-    int end = j == 0 ? 0 : j == p->replicas[k].n_stages - 1 ? 1 : -1;
-    if (end >= 0 && rt[k].tied > 0) {
-        bucket[n] = -1;
-        rel[n] = (double)rt[k].P;
-        rem[n] = (double)rt[k].tied_own[end];
-        cap[n++] = rt[k].tied_own[end] < rt[k].tied ? (double)rt[k].tied_own[end] / (double)rt[k].tied : 1.0;
-    }
-    for (int a = 1; a < n; a++) /* by release time (insertion sort: a stage's few buckets) */
-        for (int b = a; b > 0 && rel[b] < rel[b - 1]; b--) {
-            double r = rel[b], w = rem[b], c = cap[b];
-            int q = bucket[b];
-            rel[b] = rel[b - 1], rem[b] = rem[b - 1], cap[b] = cap[b - 1], bucket[b] = bucket[b - 1];
-            rel[b - 1] = r, rem[b - 1] = w, cap[b - 1] = c, bucket[b - 1] = q;
-        }
+/* Water-fills one link from t = rel[0] among n items released at rel[] (sorted), each needing rem[]
+ * of the link alone and able to use at most cap[] of it; raises bucket_end[bucket[i]] to the time item
+ * i is through (bucket -1: none to raise) and returns the time the link is done. on and done: the
+ * caller's work arrays of n flags, share of n doubles. */
+static double share_link(const double *rel, double *rem, const double *cap, const int *bucket, int n,
+                         unsigned char *on, unsigned char *done, double *share, ah_ns *bucket_end) {
     double t = n > 0 ? rel[0] : 0.0;
     int next = 0, left = n;
+    memset(on, 0, (size_t)n);
     while (left > 0) {
         while (next < n && rel[next] <= t)
             on[next++] = 1;
@@ -300,10 +275,92 @@ static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, 
             }
         }
     }
+    return t;
+}
+
+/* Stage j of replica k's links share their bandwidth among its buckets'
+ * all-reduces under way, max-min as the simulator's flows do (each ready at
+ * ready[its first layer], held to the pace of its slowest holder,
+ * slow[bucket]). A bucket whose holders share one node (on_node[its first
+ * layer]) runs on the node's NVLink, the others on its network link: two
+ * links, each shared among its own. Raises bucket_end[first layer of each
+ * bucket] to the time this holder is through with it and returns the time
+ * both links are done. */
+static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
+                               const int *bfirst, const ah_ns *slow, const unsigned char *on_node,
+                               ah_ns *bucket_end) {
+    const ah_replica *r = &p->replicas[k];
+    const ah_stage *s = &r->stages[j];
+    int n = 0, cap_n = s->layer_last - s->layer_first + 1; /* its buckets (at most one a layer) and the tied exchange */
+    double *rel = malloc(sizeof(double) * (size_t)cap_n * 8), *rem = rel + cap_n, *cap = rem + cap_n,
+           *share = cap + cap_n, *rel2 = share + cap_n, *rem2 = rel2 + cap_n, *cap2 = rem2 + cap_n;
+    int *bucket = malloc(sizeof(int) * (size_t)cap_n * 2), *bucket2 = bucket + cap_n;
+    unsigned char *on = calloc((size_t)cap_n * 3, 1), *done = on + cap_n, *local = done + cap_n;
+    if (!rel || !bucket || !on)
+        abort();
+    for (int l = s->layer_last - 1; l >= s->layer_first; l--) {
+        if (n == 0 || bucket[n - 1] != bfirst[l]) {
+            bucket[n] = bfirst[l];
+            local[n] = on_node[bfirst[l]];
+            rel[n] = (double)ready[l];
+            rem[n++] = 0.0;
+        }
+        rem[n - 1] += (double)rt[k].lsync[l];
+    }
+    for (int i = 0; i < n; i++)
+        cap[i] = slow[bucket[i]] > rem[i] && rem[i] > 0 ? rem[i] / (double)slow[bucket[i]] : 1.0;
+    double t = 0.0;
+    for (int c = 0; c < 2; c++) { /* the network link, then NVLink: each item in release order */
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (local[i] != c)
+                continue;
+            int b = m++;
+            for (; b > 0 && rel[i] < rel2[b - 1]; b--) /* insertion sort: a stage's few buckets */
+                rel2[b] = rel2[b - 1], rem2[b] = rem2[b - 1], cap2[b] = cap2[b - 1], bucket2[b] = bucket2[b - 1];
+            rel2[b] = rel[i], rem2[b] = rem[i], cap2[b] = cap[i], bucket2[b] = bucket[i];
+        }
+        double tc = share_link(rel2, rem2, cap2, bucket2, m, on, done, share, bucket_end);
+        t = tc > t ? tc : t;
+    }
     free(on);
     free(rel);
     free(bucket);
     return (ah_ns)llround(t);
+}
+
+/* After the flush, as the engine's programs order it: each stage's optimizer once its buckets are through
+ * and, on a replica's first and last stage, once its tied exchange is: that starts when both end stages
+ * are through with their buckets and runs on their pair link. (The step reduction, a 16-byte all-reduce
+ * of the loss and the global gradient norm over every GPU, holds every optimizer until the plan's last
+ * all-reduce has ended in the simulator; the search's tail is separable, one per stage, and the closed
+ * form follows it there: bench/verify_notes.md.) Sets every replica's tail_s and returns the plan's tail
+ * after Pmax. */
+static ah_ns optimizer_tails(ah_plan *p, const replica_tail *rt, ah_ns Pmax, const int *bfirst,
+                             const ah_ns *bucket_end, ah_ns *const *link_done) {
+    ah_ns worst = 0;
+    for (int k = 0; k < p->n_replicas; k++) {
+        const ah_replica *r = &p->replicas[k];
+        int S = r->n_stages;
+        ah_ns tail = 0, end_done = rt[k].P; /* when both end stages are through with their buckets */
+        for (int pass = 0; pass < 2; pass++)
+            for (int j = 0; j < S; j++) {
+                const ah_stage *s = &r->stages[j];
+                ah_ns done = link_done[k][j];
+                for (int l = s->layer_first; l < s->layer_last; l++)
+                    done = bucket_end[bfirst[l]] > done ? bucket_end[bfirst[l]] : done;
+                int end_stage = j == 0 || j == S - 1;
+                if (pass == 0 && end_stage && done > end_done)
+                    end_done = done;
+                if (pass == 1 && end_stage && rt[k].tied > 0 && end_done + rt[k].tied > done)
+                    done = end_done + rt[k].tied;
+                if (pass == 1 && done + rt[k].upd[j] - Pmax > tail)
+                    tail = done + rt[k].upd[j] - Pmax;
+            }
+        p->replicas[k].tail_s = ah_ns_to_s(tail);
+        worst = tail > worst ? tail : worst;
+    }
+    return worst;
 }
 
 /* The gradient sync of a stage starts when every holder of its layers is done
@@ -324,7 +381,10 @@ static ah_ns plan_tail(ah_plan *p, replica_tail *rt, ah_ns Pmax, const double *g
             for (int l = p->replicas[k].stages[j].layer_first; l < p->replicas[k].stages[j].layer_last; l++)
                 holder[l * R + k] = j;
     ah_plan_bucket_starts(holder, L, R, bfirst);
-    bucket_algorithms(p, rt, holder, bfirst, grad_tp1, dp_bw, o);
+    unsigned char *on_node = calloc((size_t)(L > 0 ? L : 1), 1); /* per bucket (its first layer): holders on one node */
+    if (!on_node)
+        abort();
+    bucket_algorithms(p, rt, holder, bfirst, grad_tp1, dp_bw, o, on_node);
     /* a bucket is ready when every holder has done the backward of its lowest
      * layer: the holder's flush minus the drain after its stage minus the
      * backward of the stage's layers below the bucket */
@@ -365,28 +425,15 @@ static ah_ns plan_tail(ah_plan *p, replica_tail *rt, ah_ns Pmax, const double *g
         if (!link_done[k])
             abort();
         for (int j = 0; j < p->replicas[k].n_stages; j++)
-            link_done[k][j] = stage_link_shared(p, rt, k, j, ready, bfirst, slow, bucket_end);
+            link_done[k][j] = stage_link_shared(p, rt, k, j, ready, bfirst, slow, on_node, bucket_end);
     }
-    /* pass 2: a stage's optimizer follows its link and every bucket it holds */
-    ah_ns worst = 0;
-    for (int k = 0; k < R; k++) {
-        ah_ns tail = 0;
-        for (int j = 0; j < p->replicas[k].n_stages; j++) {
-            const ah_stage *s = &p->replicas[k].stages[j];
-            ah_ns done = link_done[k][j];
-            for (int l = s->layer_first; l < s->layer_last; l++)
-                done = bucket_end[bfirst[l]] > done ? bucket_end[bfirst[l]] : done;
-            if (done + rt[k].upd[j] - Pmax > tail)
-                tail = done + rt[k].upd[j] - Pmax;
-        }
-        p->replicas[k].tail_s = ah_ns_to_s(tail);
-        if (tail > worst)
-            worst = tail;
+    ah_ns worst = optimizer_tails(p, rt, Pmax, bfirst, bucket_end, link_done);
+    for (int k = 0; k < R; k++)
         free(link_done[k]);
-    }
     free(link_done);
     free(bucket_end);
     free(slow);
+    free(on_node);
     free(ready);
     free(bfirst);
     free(holder);
@@ -510,7 +557,8 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         rt[k].lsync = calloc((size_t)L + 1, sizeof(ah_ns));
         rt[k].lbwd = calloc((size_t)L + 1, sizeof(ah_ns));
         rt[k].upd = calloc((size_t)r->n_stages + 1, sizeof(ah_ns));
-        if (!rt[k].lsync || !rt[k].lbwd || !rt[k].upd)
+        rt[k].sync_gbs = calloc((size_t)r->n_stages + 1, sizeof(double));
+        if (!rt[k].lsync || !rt[k].lbwd || !rt[k].upd || !rt[k].sync_gbs)
             abort();
         ah_ns sum_w = 0, sum_p2p = 0, B = -1;
         size_t n = (size_t)r->n_stages;
@@ -532,6 +580,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
             ah_ns sync = 0;
             int local = multi && layers_on_node(p, a, e, s->node);
             double link = ah_stage_dp_link_gbs(nd, n_used == 1);
+            rt[k].sync_gbs[j] = local ? nd->dev.intra_bw_gbs : link;
             for (int l = a; multi && l < e; l++) {
                 rt[k].lsync[l] = local ? ah_local_sync_ns(lb, l, l + 1, p->n_replicas, nd->dev.intra_bw_gbs)
                                        : ah_layer_sync_ns(lb, l, link, p->n_replicas);
@@ -602,6 +651,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         free(rt[k].upd);
         free(rt[k].lsync);
         free(rt[k].lbwd);
+        free(rt[k].sync_gbs);
     }
     free(rt);
     if (rc)
