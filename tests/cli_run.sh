@@ -53,6 +53,9 @@ run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5 --trace "$TMP/peer-trace.j
 jq -e '(.generations[0] | has("trace") | not) and (.generations[1].trace | endswith("/trace-1.json"))' \
   "$TMP/peer.json" >/dev/null || fail "peer: report's traces: $(jq -c '[.generations[] | .trace]' "$TMP/peer.json")"
 grep -q "trace of generation 1 written to $TMP/peer-trace.json" "$TMP/peer.out" || fail "peer: no trace line"
+# the last line says what the recovery cost: its seconds (the report's) and the steps trained again (none here)
+grep -q "^autohet run: finished 12 steps in [0-9.]* s with 1 recovery ([0-9.]* s recovering, 0 steps trained again)$" \
+  "$TMP/peer.out" || fail "peer: last line: $(grep 'finished' "$TMP/peer.out")"
 "$BIN" analyze "$TMP/peer-trace.json" --diagnose --plan "$TMP/peer.run/plan-1.json" >"$TMP/peer-trace.out" 2>&1 &&
   grep -q "^Trace .*: 2 ranks" "$TMP/peer-trace.out" || fail "peer: the run's trace: $(head -3 "$TMP/peer-trace.out")"
 rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 and .bytes_by_tier.memory > 0

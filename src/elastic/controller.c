@@ -923,6 +923,26 @@ static int finish_traces(run_state *s, int completed) {
     return 0;
 }
 
+/* The run's last line: its steps and wall time, and what its recoveries cost (the seconds from each loss to
+ * the restored state, and the steps trained again). */
+static void print_finish(const run_state *s, int final_step) {
+    int n = cJSON_GetArraySize(s->recs), redone = 0;
+    double rec_s = 0;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, s->recs) {
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(r, "seconds"),
+                    *lost = cJSON_GetObjectItemCaseSensitive(r, "steps_lost");
+        rec_s += cJSON_IsNumber(sec) ? sec->valuedouble : 0;
+        redone += cJSON_IsNumber(lost) && lost->valueint > 0 ? lost->valueint : 0;
+    }
+    char cost[128] = "";
+    if (n > 0)
+        snprintf(cost, sizeof cost, " (%.2f s recovering, %d step%s trained again)", rec_s, redone,
+                 redone == 1 ? "" : "s");
+    printf("autohet run: finished %d steps in %.1f s with %d recover%s%s\n", final_step,
+           ah_wall_clock_s() - s->t_start, n, n == 1 ? "y" : "ies", cost);
+}
+
 /* Supervises the generations to the end of the run, then reports. The exit status. */
 static int run_to_end(run_state *s) {
     int final_step = s->step, rc = supervise(s, &final_step);
@@ -934,9 +954,7 @@ static int run_to_end(run_state *s) {
         run_reap(s, 1);
     }
     if (rc == 0)
-        printf("autohet run: finished %d steps in %.1f s with %d recover%s\n", final_step,
-               ah_wall_clock_s() - s->t_start, cJSON_GetArraySize(s->recs),
-               cJSON_GetArraySize(s->recs) == 1 ? "y" : "ies");
+        print_finish(s, final_step);
     if (rc == 130) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
         run_state_save(s);
