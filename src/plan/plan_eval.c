@@ -199,7 +199,7 @@ static void bucket_algorithms(ah_plan *p, replica_tail *rt, const int *holder, c
             double own = ah_dp_link_gbs(&p->cluster.nodes[s->node]), slow = ring > 0 && ring < own ? own / ring : 1;
             /* a bucket whose holders share one node runs on its NVLink, as the simulator plays it, even where
              * the stage's other buckets cross the network */
-            if (one_node && rt[k].sync_gbs[j] > 0)
+            if (one_node && rt[k].sync_gbs[j] > 0 && p->cluster.nodes[s->node].dev.intra_bw_gbs > 0)
                 slow = rt[k].sync_gbs[j] / p->cluster.nodes[s->node].dev.intra_bw_gbs;
             for (int q = l; q < e; q++) {
                 before += rt[k].lsync[q];
