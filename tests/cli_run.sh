@@ -11,7 +11,7 @@
 #  - a spot trace that removes a node before any checkpoint: restart from 0
 #  - a recovery whose peer copy has a flipped byte uses the cloud copy
 #  - bad input: one line, exit 2
-#  - --trace: the last generation's trace, each generation's in the report
+#  - --trace: the last generation's trace, each generation's in the report; --svg: the run's plot
 . "$(dirname "$0")/common.sh"
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 12 --seed 3 --eval-every 3)
 
@@ -47,12 +47,27 @@ rec() { jq -e ".recoveries | length == 1 and (.[0] | $2)" "$TMP/$1.json" >/dev/n
   || { jq -c '.recoveries' "$TMP/$1.json"; fail "$1: recovery record: $2"; }; }
 
 # 1. a surviving replica for every layer: nothing lost, peers serve
-run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5 --trace "$TMP/peer-trace.json"
+run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5 --trace "$TMP/peer-trace.json" --svg "$TMP/peer.svg"
 # --trace: the generation that trained the last steps (2 ranks after the loss) is the trace, named by the line;
 # the report names each generation's own (the preempted generation 0 was killed: none)
 jq -e '(.generations[0] | has("trace") | not) and (.generations[1].trace | endswith("/trace-1.json"))' \
   "$TMP/peer.json" >/dev/null || fail "peer: report's traces: $(jq -c '[.generations[] | .trace]' "$TMP/peer.json")"
 grep -q "trace of generation 1 written to $TMP/peer-trace.json" "$TMP/peer.out" || fail "peer: no trace line"
+# --svg: a well-formed plot, one line per generation (steps 1-5, then 6-12), the recovery a band whose tooltip
+# carries its numbers, the totals in the header
+python3 - "$TMP/peer.svg" "$TMP/peer.json" <<'PY' || fail "peer: --svg"
+import json, sys, xml.dom.minidom as m
+d, rep = m.parse(sys.argv[1]), json.load(open(sys.argv[2]))
+lines = d.getElementsByTagName("polyline")
+assert len(lines) == 2, f"{len(lines)} generation lines"
+texts = [t.firstChild.data for t in d.getElementsByTagName("text") if t.firstChild]
+assert any(t.startswith("generation 0: ") and t.endswith("steps 1-5") for t in texts), texts
+assert any(t.startswith("generation 1: ") and t.endswith("steps 6-12") for t in texts), texts
+assert any(t.startswith("autohet run: tiny-gpt, step 12 of 12 in ") for t in texts), texts
+sec = rep["recoveries"][0]["seconds"]
+tips = [t.firstChild.data for t in d.getElementsByTagName("title") if t.firstChild]
+assert any(t.startswith("recovery 1: preempt: lost n1") and f"{sec:.3f} s to resume at step 5" in t for t in tips), tips
+PY
 # the last line says what the recovery cost: its seconds (the report's) and the steps trained again (none here)
 grep -q "^autohet run: finished 12 steps in [0-9.]* s with 1 recovery ([0-9.]* s recovering, 0 steps trained again)$" \
   "$TMP/peer.out" || fail "peer: last line: $(grep 'finished' "$TMP/peer.out")"
@@ -253,6 +268,7 @@ bad "exactly one of --plan and --cluster" "${ARGS[@]}"
 bad "/nonexistent: cannot read" --plan "$PLANS/tiny-4node-2x2.json" --model tiny-gpt --data /nonexistent
 bad "--recovery" "${P[@]}" --recovery sometimes
 bad "--trace" "${P[@]}" --trace "$TMP/nowhere/t.json"
+bad "--svg" "${P[@]}" --svg "$TMP/nowhere/r.svg"
 bad "--global-batch/--micro-batch/--seq disagree with .*tiny-4node-2x2.json (global batch 8, micro-batch 2, seq 64)" "${P[@]}" --seq 32
 bad "--model is required with --cluster" --cluster 2x1xcpu --data "$FIX/text"
 

@@ -61,9 +61,10 @@ run "$BIN" spot-sim --trace "$TMP/badtrace.csv" --node 8xA100-40G --model gpt3-1
 # the elastic controller (its MPI jobs run outside valgrind): a preemption, a recovery, the report
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 OMP_NUM_THREADS=1 run "$BIN" run --plan "$(dirname "$0")/plans/tiny-4node-2x2.json" --model tiny-gpt --data "$FIX/text" \
-  --steps 6 --preempt n1@3 --run-dir "$TMP/run" --report "$TMP/run.json" --log "$TMP/run.log" --trace "$TMP/runtrace.json"
+  --steps 6 --preempt n1@3 --run-dir "$TMP/run" --report "$TMP/run.json" --log "$TMP/run.log" --trace "$TMP/runtrace.json" \
+  --svg "$TMP/run.svg"
 jq -e '.completed and (.recoveries | length) == 1 and (.generations[1].trace | type) == "string"' "$TMP/run.json" \
-  >/dev/null && [ -s "$TMP/runtrace.json" ] || { echo "FAIL: run report or trace"; fails=$((fails + 1)); }
+  >/dev/null && [ -s "$TMP/runtrace.json" ] && [ -s "$TMP/run.svg" ] || { echo "FAIL: run report, trace or svg"; fails=$((fails + 1)); }
 # a plan with replans computed ahead: the controller reads the table and looks the loss up
 "$BIN" plan --model tiny-gpt --cluster 3x1xcpu --global-batch 6 --micro-batch 2 --seq 32 --replans 1 --quiet \
   --json "$TMP/ahead.json"

@@ -87,6 +87,7 @@ typedef struct {
     const char *model_arg, *data, *plan_path, *cluster_arg;
     const char *run_dir; /* NULL: a fresh /tmp/autohet-run.XXXXXX */
     const char *log_path, *report_path;
+    const char *svg_path;   /* the plot of the run: steps over wall time per generation, recoveries (NULL: none) */
     const char *trace_path; /* the trace of the generation that trains the run's last steps (NULL: none);
                                every generation that ends by itself keeps its own in RUN/trace-G.json */
     const char *preempt; /* "NODE@STEP[,NODE@STEP...]"; across hosts NODE may be a host */

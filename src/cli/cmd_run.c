@@ -24,7 +24,7 @@ static void run_usage(FILE *f) {
         "                   [--notice SECONDS] [--recovery layer-bitmap|full-reload] [--cloud-bandwidth "
         "MB/s]\n"
         "                   [--ckpt-every K] [--mem-every k] [--run-dir DIR] [--log FILE] [--report FILE]\n"
-        "                   [--trace FILE]\n"
+        "                   [--trace FILE] [--svg FILE]\n"
         "                   [--launcher CMD] [--hostfile FILE] [--heartbeat-timeout SECONDS]\n"
         "                   [--max-restarts N] [--mem-copies 1-4] [--val-data PATH] [--data-dtype T]\n"
         "                   [--eval-batches N] [--devices FILE] [--init-from HF_DIR]\n"
@@ -68,6 +68,8 @@ static void run_usage(FILE *f) {
         "                  --diagnose --plan RUN/plan-G.json names what slowed it); each generation that\n"
         "                  trains to its end keeps its own as RUN/trace-G.json, named in --report (one\n"
         "                  lost to a fault leaves none)\n"
+        "  --svg FILE      the run as a plot: its steps over wall time, one line per generation, each\n"
+        "                  recovery a band with its seconds (written when the run ends, also on failure)\n"
         "  --lr, --warmup, --eval-every   as autohet train\n"
         "  --launcher CMD  MPI launcher (default mpirun); a site wrapper may bring its own words\n"
         "                  ('wrap --site x mpirun'); it gets mpirun's arguments\n"
@@ -146,6 +148,15 @@ static void model_of_weights(ah_run_options *o) {
     }
 }
 
+/* every output can be written, before any work (0, or -1 with msg) */
+static int check_outputs(const ah_run_options *o, char *msg, size_t n) {
+    return cli_check_output("--log", o->log_path, msg, n) || cli_check_output("--report", o->report_path, msg, n) ||
+                   cli_check_output("--trace", o->trace_path, msg, n) || cli_check_output("--svg", o->svg_path, msg, n) ||
+                   cli_check_output_dir("--run-dir", o->run_dir, 0, msg, n)
+               ? -1
+               : 0;
+}
+
 int cmd_run(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         run_usage(stdout);
@@ -156,7 +167,7 @@ int cmd_run(int argc, char **argv) {
         "plan=p cluster=c model=m data=d steps=s seed=S preempt=P spot-trace=T time-scale=x "
         "notice=n recovery=R cloud-bandwidth=b log=o report=r run-dir=D global-batch=G "
         "micro-batch=B seq=L tp=t replan-tp=Y lr=l warmup=w eval-every=e ckpt-every=K mem-every=k launcher=X hostfile=H heartbeat-timeout=Z max-restarts=M resume=E mem-copies=Q "
-        "val-data=v data-dtype=y devices=F init-from=I eval-batches=a trace=u",
+        "val-data=v data-dtype=y devices=F init-from=I eval-batches=a trace=u svg=g",
         &opts);
     ah_run_options o = {0};
     o.steps = 50, o.seed = 1, o.tp = 1, o.warmup = 5, o.eval_every = 10, o.ckpt_every = 5, o.mem_every = 1;
@@ -183,6 +194,7 @@ int cmd_run(int argc, char **argv) {
         case 'o': o.log_path = optarg; break;
         case 'r': o.report_path = optarg; break;
         case 'u': o.trace_path = optarg; break;
+        case 'g': o.svg_path = optarg; break;
         case 'D': o.run_dir = optarg; break;
         case 'X': o.launcher = optarg; break;
         case 'H': o.hostfile = optarg; break;
@@ -285,10 +297,7 @@ int cmd_run(int argc, char **argv) {
         return cli_bad_input("run", "--mem-copies: expected 1 to 4");
     if (o.spot_trace && o.preempt)
         return cli_bad_input("run", "--spot-trace and --preempt exclude each other");
-    if (cli_check_output("--log", o.log_path, msg, sizeof msg) ||
-        cli_check_output("--report", o.report_path, msg, sizeof msg) ||
-        cli_check_output("--trace", o.trace_path, msg, sizeof msg) ||
-        cli_check_output_dir("--run-dir", o.run_dir, 0, msg, sizeof msg))
+    if (check_outputs(&o, msg, sizeof msg) != 0)
         return cli_bad_input("run", msg);
     if (check_data(&o, msg, sizeof msg) != 0)
         return cli_bad_input("run", msg);

@@ -423,6 +423,7 @@ static int change_nodes(run_state *s, const char *cause, double t_event, int ste
                             s->o->mode == AH_RECOVERY_FULL_RELOAD ? "full-reload" : "layer-bitmap");
     cJSON_AddNumberToObject(rec, "generation", s->gen + 1);
     cJSON_AddNumberToObject(rec, "at_s", t_event - s->t_start);
+    cJSON_AddNumberToObject(rec, "at_unix_s", t_event);
     cJSON_AddNumberToObject(rec, "last_step_before", step_at_event);
     cJSON_AddNumberToObject(rec, "resumed_step", step);
     cJSON_AddNumberToObject(rec, "first_step", step + 1);
@@ -962,6 +963,11 @@ static int run_to_end(run_state *s) {
     }
     if (finish_traces(s, rc == 0) != 0 && rc == 0)
         rc = 1;
+    char err[1024];
+    if (s->o->svg_path && run_write_svg(s, s->o->svg_path, final_step, err, sizeof err) != 0) {
+        fprintf(stderr, "autohet run: --svg: %s\n", err);
+        rc = rc == 0 ? 1 : rc;
+    }
     if (write_report(s, final_step, rc == 0) != 0 && rc == 0)
         rc = 1;
     if (rc == 0) { /* (after the report: a controller killed before it is resumed, and writes it) */

@@ -120,6 +120,7 @@ static cJSON *options_json(const ah_run_options *o) {
     add_path(j, "log", o->log_path);
     add_path(j, "report", o->report_path);
     add_path(j, "trace", o->trace_path);
+    add_path(j, "svg", o->svg_path);
     add_str(j, "preempt", o->preempt);
     add_path(j, "spot_trace", o->spot_trace);
     add_str(j, "launcher", o->launcher);
@@ -214,7 +215,7 @@ int run_state_read_options(const char *dir, ah_run_options *o, cJSON **doc, char
     o->model_arg = opt_str(opts, "model"), o->data = opt_str(opts, "data");
     o->plan_path = opt_str(opts, "plan"), o->cluster_arg = opt_str(opts, "cluster");
     o->log_path = opt_str(opts, "log"), o->report_path = opt_str(opts, "report");
-    o->trace_path = opt_str(opts, "trace");
+    o->trace_path = opt_str(opts, "trace"), o->svg_path = opt_str(opts, "svg");
     o->preempt = opt_str(opts, "preempt"), o->spot_trace = opt_str(opts, "spot_trace");
     o->launcher = opt_str(opts, "launcher"), o->hostfile = opt_str(opts, "hostfile");
     o->val_data = opt_str(opts, "val_data"), o->data_dtype = opt_str(opts, "data_dtype");
