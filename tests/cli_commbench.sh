@@ -106,6 +106,13 @@ mpirun -np 2 --bind-to none "$BIN" commbench --pairs 0-5 --max-size 16 >/dev/nul
 [ $? -eq 2 ] && grep -q "pairs: '0-5'" "$TMP/e3" || fail "bad --pairs: $(head -2 "$TMP/e3")"
 mpirun -np 2 --bind-to none "$BIN" commbench --format csv --max-size 16 >/dev/null 2>"$TMP/e4"
 [ $? -eq 2 ] && grep -q "format 'csv'" "$TMP/e4" || fail "bad --format: $(head -2 "$TMP/e4")"
+# sizes as nccl-tests writes them (-b 1K -e 128M: binary suffixes), an unknown suffix refused
+timeout 300 mpirun -np 2 --bind-to none "$BIN" commbench --ops allreduce --min-size 1K --max-size 4KiB --iters 3 \
+  --json "$TMP/sfx.json" >/dev/null 2>&1 || fail "--min-size 1K --max-size 4KiB"
+jq -e '[.results[].bytes] == [1024, 2048, 4096]' "$TMP/sfx.json" >/dev/null \
+  || fail "size suffixes: $(jq -c '[.results[].bytes]' "$TMP/sfx.json")"
+mpirun -np 2 --bind-to none "$BIN" commbench --max-size 4X >/dev/null 2>"$TMP/e5"
+[ $? -eq 2 ] && grep -q "max-size '4X'" "$TMP/e5" || fail "bad size suffix: $(head -2 "$TMP/e5")"
 
 # --step-factor: a root of two keeps every power of two; sizes are whole units of the op
 timeout 300 mpirun -np 2 --bind-to none "$BIN" commbench --step-factor 1.414 --max-size 4096 --iters 5 \

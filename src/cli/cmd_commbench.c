@@ -35,7 +35,8 @@ static void usage(FILE *f) {
         "break points found from the data) with its largest relative error.\n\n"
         "  --ops       comma list of latency,bw,allreduce,allgather,reduce_scatter,bcast,alltoall\n"
         "              (default all)\n"
-        "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB)\n"
+        "  --min-size  smallest message (default 4 B)   --max-size  largest (default 256 MiB); a K, M or\n"
+        "              G suffix counts KiB, MiB, GiB (as nccl-tests' -b/-e: 1K, 128M)\n"
         "  --step-factor  size multiplier from one size to the next (default 2: powers of two, as\n"
         "              OSU; nccl-tests -f). A root of 2 (1.414, 1.189) hits every power of two\n"
         "              exactly: 1.414 measures two sizes an octave\n"
@@ -92,6 +93,29 @@ static int parse_choice(int c, const char *v, commbench_args *a, char *msg, size
 }
 
 /* 0, or -1 with msg */
+/* A byte count: a number with an optional K, M or G (binary, as nccl-tests' -b/-e read them) and an optional
+ * B or iB: 4, 1K, 8KiB, 128M, 1.5G. 0, or -1 if s is none. */
+static int parse_bytes(const char *s, double *out) {
+    char num[64];
+    size_t k = strcspn(s, "kKmMgG");
+    if (k >= sizeof num)
+        return -1;
+    memcpy(num, s, k);
+    num[k] = 0;
+    if (cli_parse_double(num, out) != 0)
+        return -1;
+    const char *u = s + k;
+    if (!*u)
+        return 0;
+    double m = (*u == 'k' || *u == 'K') ? 1024.0 : (*u == 'm' || *u == 'M') ? 1048576.0 : 1073741824.0;
+    u++;
+    if (!strcmp(u, "") || !strcmp(u, "B") || !strcmp(u, "iB")) {
+        *out *= m;
+        return 0;
+    }
+    return -1;
+}
+
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
     static cli_options opts;
     cli_long_options("ops=o min-size=m max-size=M step-factor=F iters=i rounds=R batch=B statistic=S json=j "
@@ -116,8 +140,9 @@ static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_
         case 'm':
         case 'M': {
             double *v = c == 'm' ? &a->min_size : &a->max_size;
-            if (cli_parse_double(optarg, v) != 0 || *v < 1) {
-                snprintf(msg, n, "%s '%s': expected a number of bytes >= 1", argv[optind - 2], optarg);
+            if (parse_bytes(optarg, v) != 0 || *v < 1) {
+                snprintf(msg, n, "%s '%s': expected a number of bytes >= 1 (a K, M or G suffix: KiB, MiB, GiB)",
+                         argv[optind - 2], optarg);
                 return -1;
             }
             break;
