@@ -114,8 +114,8 @@ grep -q "replan [0-9.]* (computed ahead)" "$TMP/ahead.out" || fail "ahead: the r
 RUN="$TMP/ctl.run"
 ABIN=$(realpath "$BIN") AFIX=$(realpath "$FIX")
 (cd "$TMP" && AUTOHET_DUMP_PARAMS="$TMP/ctl.bin" exec timeout 300 "$ABIN" run --plan "$PLANS/tiny-4node-2x2.json" \
-  "${ARGS[@]/#$FIX/$AFIX}" --run-dir "$RUN" --log "$TMP/ctl.log" --report "$TMP/ctl.json" --trace ctl-trace.json \
-  >"$TMP/ctl.out" 2>&1) &
+  --model tiny-gpt --data "$AFIX/text" --steps 30 --seed 3 --eval-every 0 --run-dir "$RUN" --log "$TMP/ctl.log" \
+  --report "$TMP/ctl.json" --trace ctl-trace.json >"$TMP/ctl.out" 2>&1) &
 job=$!
 wait_logged "$RUN/gen-0.log" 6 || fail "controller: step 6 never logged"
 "$BIN" run --resume "$RUN" >"$TMP/two.out" 2>"$TMP/two.err"
@@ -142,7 +142,8 @@ jq -s --slurpfile r "$TMP/ctl.json" '($r[0].recoveries[0]) as $c | (map(.step) |
 no_leftovers controller "$RUN"
 
 # 3. a bug, not a fault
-"$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]/30/12}" --lr 1e30 --max-restarts 2 --run-dir "$TMP/bug.run" \
+# (12 steps: ARGS with its --steps value replaced, never a "30" inside a path such as the checkout's)
+"$BIN" run --plan "$PLANS/tiny-4node-2x2.json" "${ARGS[@]:0:4}" --steps 12 "${ARGS[@]:6}" --lr 1e30 --max-restarts 2 --run-dir "$TMP/bug.run" \
   --report "$TMP/bug.json" >"$TMP/bug.out" 2>"$TMP/bug.err"
 rc=$?
 [ $rc = 1 ] || fail "bug: exit $rc, expected 1"
