@@ -92,7 +92,6 @@ static int parse_choice(int c, const char *v, commbench_args *a, char *msg, size
     return 0;
 }
 
-/* 0, or -1 with msg */
 /* A byte count: a number with an optional K, M or G (binary, as nccl-tests' -b/-e read them) and an optional
  * B or iB: 4, 1K, 8KiB, 128M, 1.5G. 0, or -1 if s is none. */
 static int parse_bytes(const char *s, double *out) {
@@ -116,6 +115,7 @@ static int parse_bytes(const char *s, double *out) {
     return -1;
 }
 
+/* 0, or -1 with msg */
 static int parse_args(int argc, char **argv, commbench_args *a, char *msg, size_t n) {
     static cli_options opts;
     cli_long_options("ops=o min-size=m max-size=M step-factor=F iters=i rounds=R batch=B statistic=S json=j "

@@ -924,18 +924,22 @@ static int finish_traces(run_state *s, int completed) {
     return 0;
 }
 
-/* The run's last line: its steps and wall time, and what its recoveries cost (the seconds from each loss to
- * the restored state, and the steps trained again). */
-static void print_finish(const run_state *s, int final_step) {
-    int n = cJSON_GetArraySize(s->recs), redone = 0;
-    double rec_s = 0;
+void run_recovery_totals(const run_state *s, double *seconds, int *redone) {
+    *seconds = 0, *redone = 0;
     const cJSON *r;
     cJSON_ArrayForEach(r, s->recs) {
         const cJSON *sec = cJSON_GetObjectItemCaseSensitive(r, "seconds"),
                     *lost = cJSON_GetObjectItemCaseSensitive(r, "steps_lost");
-        rec_s += cJSON_IsNumber(sec) ? sec->valuedouble : 0;
-        redone += cJSON_IsNumber(lost) && lost->valueint > 0 ? lost->valueint : 0;
+        *seconds += cJSON_IsNumber(sec) ? sec->valuedouble : 0;
+        *redone += cJSON_IsNumber(lost) && lost->valueint > 0 ? lost->valueint : 0;
     }
+}
+
+/* The run's last line: its steps and wall time, and what its recoveries cost. */
+static void print_finish(const run_state *s, int final_step) {
+    int n = cJSON_GetArraySize(s->recs), redone;
+    double rec_s;
+    run_recovery_totals(s, &rec_s, &redone);
     char cost[128] = "";
     if (n > 0)
         snprintf(cost, sizeof cost, " (%.2f s recovering, %d step%s trained again)", rec_s, redone,

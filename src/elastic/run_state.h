@@ -190,6 +190,9 @@ int run_poll_ends(run_state *s);
 int run_state_lock(run_state *s, char *err, size_t errlen);
 /* RUN/run.json rewritten atomically from s (options, nodes, generation, report so far) */
 int run_state_save(run_state *s);
+/* controller.c: what the recoveries so far cost: the seconds from each loss to the restored state, summed,
+ * and the steps trained again */
+void run_recovery_totals(const run_state *s, double *seconds, int *redone);
 /* run_svg.c: the plot of the run (--svg) */
 int run_write_svg(const run_state *s, const char *path, int final_step, char *err, size_t errlen);
 /* touches RUN/controller.beat (at most once a second) / when it was last touched (0: never) */

@@ -147,15 +147,14 @@ int run_write_svg(const run_state *s, const char *path, int final_step, char *er
     gen_steps *gs = calloc((size_t)n_gen, sizeof *gs);
     if (!gs)
         abort();
-    double now = ah_wall_clock_s(), t0 = s->t_start, rec_s = 0;
+    double now = ah_wall_clock_s(), t0 = s->t_start, rec_s;
     for (int k = 0; k < n_gen; k++) {
         read_generation(s, k, &gs[k]);
         for (int i = 0; i < gs[k].n; i++)
             t0 = gs[k].t[i] < t0 ? gs[k].t[i] : t0; /* a resumed run's earlier generations */
     }
-    int redone = 0;
-    const cJSON *r;
-    cJSON_ArrayForEach(r, s->recs) rec_s += num(r, "seconds"), redone += (int)num(r, "steps_lost");
+    int redone;
+    run_recovery_totals(s, &rec_s, &redone);
     frame g = {70, 56, 800, 300, t0, now - t0 > 1e-3 ? now - t0 : 1e-3, s->o->steps > 0 ? s->o->steps : 1};
     double H = g.top + g.ph + 60 + 16 * n_gen;
     ah_out_file o;

@@ -144,7 +144,6 @@ typedef struct {
     ah_ns *lsync; /* per layer: its all-reduce on its stage's link */
     ah_ns *lbwd;  /* per layer: its backward on its stage's device */
     ah_ns tied;   /* the tied-embedding exchange of its first and last stage (0: none) */
-    ah_ns tied_own[2]; /* the same bytes at the first / last stage's own link alone */
     double *sync_gbs;  /* per stage: the link its lsync was costed on (the node's NVLink when every holder of
                           its layers is on its node, else its DP link) */
 } replica_tail;
@@ -289,9 +288,8 @@ static double share_link(const double *rel, double *rem, const double *cap, cons
 static ah_ns stage_link_shared(const ah_plan *p, const replica_tail *rt, int k, int j, const ah_ns *ready,
                                const int *bfirst, const ah_ns *slow, const unsigned char *on_node,
                                ah_ns *bucket_end) {
-    const ah_replica *r = &p->replicas[k];
-    const ah_stage *s = &r->stages[j];
-    int n = 0, cap_n = s->layer_last - s->layer_first + 1; /* its buckets (at most one a layer) and the tied exchange */
+    const ah_stage *s = &p->replicas[k].stages[j];
+    int n = 0, cap_n = s->layer_last - s->layer_first + 1; /* its buckets: at most one a layer */
     double *rel = malloc(sizeof(double) * (size_t)cap_n * 8), *rem = rel + cap_n, *cap = rem + cap_n,
            *share = cap + cap_n, *rel2 = share + cap_n, *rem2 = rel2 + cap_n, *cap2 = rem2 + cap_n;
     int *bucket = malloc(sizeof(int) * (size_t)cap_n * 2), *bucket2 = bucket + cap_n;
@@ -342,21 +340,24 @@ static ah_ns optimizer_tails(ah_plan *p, const replica_tail *rt, ah_ns Pmax, con
     for (int k = 0; k < p->n_replicas; k++) {
         const ah_replica *r = &p->replicas[k];
         int S = r->n_stages;
-        ah_ns tail = 0, end_done = rt[k].P; /* when both end stages are through with their buckets */
-        for (int pass = 0; pass < 2; pass++)
-            for (int j = 0; j < S; j++) {
-                const ah_stage *s = &r->stages[j];
-                ah_ns done = link_done[k][j];
-                for (int l = s->layer_first; l < s->layer_last; l++)
-                    done = bucket_end[bfirst[l]] > done ? bucket_end[bfirst[l]] : done;
-                int end_stage = j == 0 || j == S - 1;
-                if (pass == 0 && end_stage && done > end_done)
-                    end_done = done;
-                if (pass == 1 && end_stage && rt[k].tied > 0 && end_done + rt[k].tied > done)
-                    done = end_done + rt[k].tied;
-                if (pass == 1 && done + rt[k].upd[j] - Pmax > tail)
-                    tail = done + rt[k].upd[j] - Pmax;
-            }
+        ah_ns *done = malloc(sizeof(ah_ns) * (size_t)S); /* per stage: its links and buckets through */
+        if (!done)
+            abort();
+        for (int j = 0; j < S; j++) {
+            const ah_stage *s = &r->stages[j];
+            done[j] = link_done[k][j];
+            for (int l = s->layer_first; l < s->layer_last; l++)
+                done[j] = bucket_end[bfirst[l]] > done[j] ? bucket_end[bfirst[l]] : done[j];
+        }
+        if (rt[k].tied > 0) { /* (two stages at least) */
+            ah_ns tied_end = (done[0] > done[S - 1] ? done[0] : done[S - 1]) + rt[k].tied;
+            tied_end = tied_end > rt[k].P + rt[k].tied ? tied_end : rt[k].P + rt[k].tied;
+            done[0] = done[S - 1] = tied_end;
+        }
+        ah_ns tail = 0;
+        for (int j = 0; j < S; j++)
+            tail = done[j] + rt[k].upd[j] - Pmax > tail ? done[j] + rt[k].upd[j] - Pmax : tail;
+        free(done);
         p->replicas[k].tail_s = ah_ns_to_s(tail);
         worst = tail > worst ? tail : worst;
     }
@@ -461,10 +462,6 @@ static double used_nodes_dp_bw(const ah_plan *p, int *n_used) {
  * 1/t of the activation (Megatron's scatter/gather); between stages of
  * different TP degrees the smaller group's GPUs move 1/min(t) each, which
  * bounds both directions (docs/cost-model.md). */
-static ah_pair_link node_link(const ah_node *a, const ah_node *b) {
-    return ah_pair_link_of(a->dev.intra_bw_gbs, ah_nic_share_gbs(a), b->dev.intra_bw_gbs, ah_nic_share_gbs(b));
-}
-
 static ah_ns stage_p2p_ns(const ah_plan *p, ah_replica *r, int j, ah_plan_costs *pc,
                           const ah_plan_options *o) {
     ah_stage *s = &r->stages[j];
@@ -501,21 +498,15 @@ static void lockstep_stages(const ah_plan *p, ah_replica *r, ah_plan_costs *pc, 
 }
 
 /* The tied-embedding exchange between the first and last stage of r (0 for
- * an untied model or one stage), on the link between their nodes; own[] the
- * same on the first / last stage's own node link alone. */
-static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_costs *pc,
-                             const ah_plan_options *o, ah_ns own[2]) {
-    own[0] = own[1] = 0;
+ * an untied model or one stage), on the link between their nodes. */
+static ah_ns replica_tied_ns(const ah_plan *p, const ah_replica *r, ah_plan_costs *pc, const ah_plan_options *o) {
     int S = r->n_stages;
     if (S < 2 || !p->model.tied_embeddings)
         return 0;
     const ah_stage *a = &r->stages[0], *b = &r->stages[S - 1];
     const ah_node *na = &p->cluster.nodes[a->node], *nb = &p->cluster.nodes[b->node];
     const ah_layer_bytes *lb = ah_plan_costs_bytes(pc, p, a->tp < b->tp ? a->tp : b->tp);
-    int inter = a->node != b->node;
-    own[0] = ah_tied_exchange_ns(lb, inter, node_link(na, na), o);
-    own[1] = ah_tied_exchange_ns(lb, inter, node_link(nb, nb), o);
-    return lb->tied_bytes > 0 ? ah_nodes_p2p_ns(lb->tied_bytes, na, nb, inter, o) : 0;
+    return lb->tied_bytes > 0 ? ah_nodes_p2p_ns(lb->tied_bytes, na, nb, a->node != b->node, o) : 0;
 }
 
 /* The iteration time and what follows from it: throughput, TFLOP/s, MFU. */
@@ -629,7 +620,7 @@ int ah_plan_evaluate(ah_plan *p, const ah_profile *prof, const ah_plan_options *
         free(bs);
         if (rc)
             break;
-        rt[k].tied = replica_tied_ns(p, r, &pc, o, rt[k].tied_own);
+        rt[k].tied = replica_tied_ns(p, r, &pc, o);
         ah_ns A = sum_w + 2 * sum_p2p;
         ah_ns P = ah_replica_time(A, B, 0, r->micro_batches);
         r->fill_drain_s = ah_ns_to_s(A);
