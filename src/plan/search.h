@@ -102,6 +102,8 @@ typedef struct {
     int n_kinds;
     ah_kind kinds[AH_MAX_KINDS]; /* canonical order */
     ah_layer_bytes lbs[AH_MAX_TP_LOG2 + 1]; /* per degree (index log2), those used */
+    ah_ns *p2p;      /* [(a * K + b) * 2 + inter]: one send from a stage of class a to one of class b
+                      * (ah_template_p2p: the same for every template, looked up, not recomputed) */
     ah_template *tpl;
     int n_tpl, cap_tpl;
     int *pure[AH_MAX_KINDS]; /* per kind: indices of its single-kind templates */
@@ -187,6 +189,12 @@ int ah_plan_proportional(const ah_model_config *m, const ah_cluster *c, const ah
 ah_ns ah_template_tied(const ah_search_ctx *x, const ah_template *t);
 /* p2p cost of the boundary after stage j of a template (ideal placement). */
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j);
+/* Builds x->p2p (ah_search_ctx_init). */
+void ah_template_p2p_table(ah_search_ctx *x);
+/* One send from a stage of class a to one of class b, across nodes or not. */
+static inline ah_ns ah_class_p2p(const ah_search_ctx *x, int a, int b, int inter) {
+    return x->p2p[((size_t)a * (size_t)x->K + (size_t)b) * 2 + (size_t)inter];
+}
 /* Whether that boundary crosses nodes (ideal placement). */
 int ah_template_inter(const ah_search_ctx *x, const ah_template *t, int j);
 /* Lockstep pipelines: the chain of the template's transfers (each boundary's whole activation), which every

@@ -172,6 +172,7 @@ int ah_search_ctx_init(ah_search_ctx *x, const ah_model_config *m, const ah_clus
     }
     for (int r = 0; r <= AH_RING_EXACT_MAX; r++)
         x->sync_lat[r] = r == 1 ? 0 : ah_allreduce_latency_ns(r, lv->single_node >= 0, o);
+    ah_template_p2p_table(x);
     return 1;
 }
 
@@ -184,6 +185,7 @@ void ah_search_ctx_free(ah_search_ctx *x) {
                 free(x->cls[k].sync_r[r]);
         }
     free(x->cls);
+    free(x->p2p);
     for (int i = 0; i <= AH_MAX_TP_LOG2; i++)
         if (x->lbs[i].static_bytes)
             ah_layer_bytes_free(&x->lbs[i]);

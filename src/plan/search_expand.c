@@ -1,5 +1,6 @@
 /* Phase 2 of the planner's search (docs/planner.md, "Two phases" and "The most promising shapes first"):
  * the long mixed shapes, bounded, bucketed and split the most promising first. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,18 @@
 #define EXPAND_BOUNDS 15      /* the grid of bounds T_j = bound (1 - expand_steps[j]) */
 static const double expand_steps[EXPAND_BOUNDS] = {0,    0.0025, 0.005, 0.0075, 0.01, 0.0125, 0.015, 0.0175,
                                                    0.02, 0.025,  0.03,  0.04,   0.06, 0.1,    0.2};
+
+/* What bounds_for needs of a shape's set of classes, whatever its stage counts: per layer the least and
+ * the largest time over the set, summed and maximised, and each class's kappa. Cached by the set (a walk
+ * visits thousands of shapes over a few dozen sets). */
+typedef struct {
+    uint64_t mask; /* the set's classes (bit k); 0 = an empty slot */
+    ah_ns sum_min, max_min;
+    double omega;
+    double kappa[AH_MAX_CLASSES]; /* by the set's classes in ascending order */
+} class_set_bounds;
+
+#define CLASS_SET_SLOTS 512 /* direct-mapped: a collision recomputes, never answers wrong */
 
 /* A mixed shape that passed the cheap test at the bound, with its bounds. */
 typedef struct {
@@ -48,6 +61,7 @@ typedef struct {
     int phase1;    /* mixed shapes up to this many stages of one degree have their normal templates already */
     int smax;      /* the deepest mixed shape */
     ah_ns **pair_b0; /* [a * K + b]: ah_pair_b0_table of classes a then b, made when first needed */
+    class_set_bounds *class_sets; /* [CLASS_SET_SLOTS]: bounds_for's cache */
     shape_cand *cand;
     int n_cand, cap_cand;
     long long capmax; /* the most micro-batches one replica can run in a plan below bound */
@@ -67,70 +81,107 @@ static ah_ns tail_at(const ah_template *t, int R) {
     return R <= AH_RING_EXACT_MAX ? t->tail_r[R] : t->tail;
 }
 
+static const class_set_bounds *class_set_of(const ah_search_ctx *x, class_set_bounds *cache, const int *in,
+                                            int n_in) {
+    uint64_t mask = 0;
+    for (int q = 0; q < n_in; q++)
+        mask |= 1ull << in[q];
+    uint64_t h = mask * 0x9E3779B97F4A7C15ull;
+    class_set_bounds *e = &cache[(h >> 40) % CLASS_SET_SLOTS];
+    if (e->mask == mask)
+        return e;
+    e->mask = mask;
+    e->sum_min = e->max_min = 0;
+    e->omega = 0.0;
+    for (int q = 0; q < n_in; q++)
+        e->kappa[q] = 1.0;
+    for (int l = 0; l < x->L; l++) {
+        ah_ns mn = AH_NS_INF, om = 0, wl[AH_MAX_CLASSES];
+        for (int q = 0; q < n_in; q++) {
+            wl[q] = ah_range(x->cls[in[q]].lt.w, l, l + 1);
+            mn = wl[q] < mn ? wl[q] : mn;
+            om = wl[q] > om ? wl[q] : om;
+        }
+        e->sum_min += mn;
+        e->max_min = mn > e->max_min ? mn : e->max_min;
+        e->omega += (double)om;
+        for (int q = 0; q < n_in && om > 0; q++) {
+            double r = (double)wl[q] / (double)om;
+            e->kappa[q] = r < e->kappa[q] ? r : e->kappa[q];
+        }
+    }
+    return e;
+}
+
+/* The sends of a shape's pipeline (they do not depend on its split or its class order): their sum and the
+ * largest. Normal layout: a run of one class crosses nodes at its whole-node chunks' edges
+ * (ah_template_inter), between classes always; node-local: every boundary crosses nodes. */
+static ah_ns shape_sends(const ah_search_ctx *x, const int *in, int n_in, const int *shape, int local,
+                         ah_ns *cmax) {
+    ah_ns sum = 0;
+    *cmax = 0;
+    for (int q = 0; q < n_in; q++) {
+        int k = in[q], inside = shape[k] - 1;
+        int crossing = local ? inside : inside / x->cls[k].upn;
+        if (crossing > 0) {
+            ah_ns c = ah_class_p2p(x, k, k, 1);
+            sum += crossing * c;
+            *cmax = c > *cmax ? c : *cmax;
+        }
+        if (inside - crossing > 0) {
+            ah_ns c = ah_class_p2p(x, k, k, 0);
+            sum += (inside - crossing) * c;
+            *cmax = c > *cmax ? c : *cmax;
+        }
+        if (q + 1 < n_in) {
+            ah_ns c = ah_class_p2p(x, k, in[q + 1], 1);
+            sum += c;
+            *cmax = c > *cmax ? c : *cmax;
+        }
+    }
+    return sum;
+}
+
 /* Optimistic (lower) bounds for any split of a shape, over its classes c:
  *  A >= sum_l min_c w_c(l) + 2 sum sends, B >= max_l min_c w_c(l),
  *  and with omega_l = max_c w_c(l) and kappa_c = min_l w_c(l) / omega_l
  *  (so w_c(l) >= kappa_c omega_l), S stages of classes c_j give
  *  B >= sum_l omega_l / sum_j 1/kappa_{c_j}. */
-static void bounds_for(const ah_search_ctx *x, const int *shape, int local, ah_ns *lbA, ah_ns *lbB,
-                       ah_ns *sends2, ah_ns *cmax) {
-    int in[AH_MAX_CLASSES], n_in = 0;
+static void bounds_for(const ah_search_ctx *x, class_set_bounds *cache, const int *shape, int local,
+                       ah_ns *lbA, ah_ns *lbB, ah_ns *sends2, ah_ns *cmax) {
+    int in[AH_MAX_CLASSES], n_in = 0, stages = 0;
     for (int k = 0; k < x->K; k++)
-        if (shape[k])
+        if (shape[k]) {
             in[n_in++] = k;
-    ah_ns sum_min = 0, max_min = 0;
-    double omega = 0.0, kappa[AH_MAX_CLASSES];
-    for (int q = 0; q < n_in; q++)
-        kappa[q] = 1.0;
-    for (int l = 0; l < x->L; l++) {
-        ah_ns mn = AH_NS_INF, om = 0;
-        for (int q = 0; q < n_in; q++) {
-            ah_ns wl = ah_range(x->cls[in[q]].lt.w, l, l + 1);
-            mn = wl < mn ? wl : mn;
-            om = wl > om ? wl : om;
+            stages += shape[k];
         }
-        sum_min += mn;
-        max_min = mn > max_min ? mn : max_min;
-        omega += (double)om;
-        for (int q = 0; q < n_in && om > 0; q++) {
-            double r = (double)ah_range(x->cls[in[q]].lt.w, l, l + 1) / (double)om;
-            kappa[q] = r < kappa[q] ? r : kappa[q];
-        }
-    }
+    const class_set_bounds *cs = class_set_of(x, cache, in, n_in);
     double inv = 0.0;
     for (int q = 0; q < n_in; q++)
-        inv += shape[in[q]] * (kappa[q] > 0 ? 1.0 / kappa[q] : 1e300);
-    /* the sends of a shape do not depend on its split (or its class order):
-     * A pays both directions of each, and the window of all stages bounds
-     * the period: B >= (sum w + 2 sum c) / S */
-    ah_template t;
-    memset(&t, 0, sizeof t); /* normal layout: its sends are the fewest inter-node ones */
-    t.local = local;         /* node-local: every boundary crosses nodes */
-    for (int k = 0; k < x->K; k++)
-        for (int i = 0; i < shape[k]; i++)
-            t.cls[t.n_stages++] = k;
-    ah_ns sends = 0;
-    *cmax = 0;
-    for (int j = 0; j + 1 < t.n_stages; j++) {
-        ah_ns c = ah_template_p2p(x, &t, j);
-        sends += c;
-        *cmax = c > *cmax ? c : *cmax;
-    }
-    ah_ns b = max_min;
-    if (x->o->train.p2p ==
-        AH_P2P_LOCKSTEP) { /* every stage time holds 2 chains; the period excess is exact */
+        inv += shape[in[q]] * (cs->kappa[q] > 0 ? 1.0 / cs->kappa[q] : 1e300);
+    /* A pays both directions of each send, and the window of all stages bounds the period:
+     * B >= (sum w + 2 sum c) / S */
+    ah_ns sends, b = cs->max_min;
+    if (x->o->train.p2p == AH_P2P_LOCKSTEP) { /* every stage time holds 2 chains; the period excess is exact */
+        ah_template t;
+        memset(&t, 0, sizeof t);
+        t.local = local;
+        for (int k = 0; k < x->K; k++)
+            for (int i = 0; i < shape[k]; i++)
+                t.cls[t.n_stages++] = k;
         ah_ns chain = ah_template_chain(x, &t);
-        sends = t.n_stages * chain;
+        sends = stages * chain;
         *cmax = chain;
         b += 2 * chain;
-    }
+    } else
+        sends = shape_sends(x, in, n_in, shape, local, cmax);
     *sends2 = 2 * sends;
-    *lbA = sum_min + 2 * sends;
-    ah_ns whole = (sum_min + 2 * sends + t.n_stages - 1) / t.n_stages;
+    *lbA = cs->sum_min + 2 * sends;
+    ah_ns whole = (cs->sum_min + 2 * sends + stages - 1) / stages;
     if (whole > b)
         b = whole;
     if (inv > 0) {
-        double frac = omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
+        double frac = cs->omega / inv * (1.0 - 1e-9) - 1.0; /* margin for rounding */
         if (frac > (double)b)
             b = (ah_ns)frac;
     }
@@ -280,12 +331,12 @@ static void collect_shape(ah_search_ctx *x, const int *shape, int stages, void *
         return;
     int normal_done = stages <= v->phase1 && ah__shape_uniform(x, shape);
     ah_ns lbA, lbB, sends2, cmax, lbA_l = 0, lbB_l = 0, sends2_l = 0, cmax_l = 0;
-    bounds_for(x, shape, 0, &lbA, &lbB, &sends2, &cmax);
+    bounds_for(x, v->class_sets, shape, 0, &lbA, &lbB, &sends2, &cmax);
     int can_local = ah__local_possible(x, shape);
     if (normal_done && !can_local)
         return;
     if (can_local)
-        bounds_for(x, shape, 1, &lbA_l, &lbB_l, &sends2_l, &cmax_l);
+        bounds_for(x, v->class_sets, shape, 1, &lbA_l, &lbB_l, &sends2_l, &cmax_l);
     /* the cheap test with the fluid bounds alone first (B0 costs a DP per shape of 3 classes or more): it
      * only weakens the bounds, so a shape it rules out the test with B0 rules out too */
     ah_ns b0s[2] = {0, 0};
@@ -585,7 +636,8 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound, ah_
     v.phase1 = phase1_mixed_stages;
     v.smax = hi;
     v.pair_b0 = calloc((size_t)x->K * (size_t)x->K + 1, sizeof(ah_ns *));
-    if (!v.pair_b0)
+    v.class_sets = calloc(CLASS_SET_SLOTS, sizeof *v.class_sets);
+    if (!v.pair_b0 || !v.class_sets)
         abort();
     ah__shape_walk sw = {2, hi, 0, collect_shape, &v};
     ah__mixed_shapes(x, &sw, 0, 0, shape, 0, 0);
@@ -597,6 +649,7 @@ int ah_search_expand(ah_search_ctx *x, int phase1_mixed_stages, ah_ns bound, ah_
     for (int i = 0; i < x->K * x->K; i++)
         free(v.pair_b0[i]);
     free(v.pair_b0);
+    free(v.class_sets);
     free(v.cand);
     free(v.tab);
     free(v.tab_ok);

@@ -23,6 +23,7 @@ typedef struct {
      * own sends, off[j] = c[j-1] + c[j], and the period's send terms pc are 0;
      * overlapped: off = 0, pc = c. Either way A = sum stage_w + 2 sum pc. */
     ah_ns off[AH_MAX_STAGES];
+    int *em; /* S x L: stage_ends of every stage at the limits last set (stage_limits, feasible) */
 } split_env;
 
 static inline ah_ns stage_w(const split_env *v, int j, int a, int e) {
@@ -38,51 +39,65 @@ static inline ah_ns stage_tail(const split_env *v, int j, int a, int e) {
     const ah_class *c = &v->x->cls[v->t->cls[j]];
     return v->use_sync ? ah_stage_tail_at(v->x, c, a, e, AH_RING_EXACT_MAX + 1) : ah_range(c->lt.upd, a, e);
 }
-static inline int stage_ok(const split_env *v, int j, int a, int e) {
+
+/* The longest stage j can run under the current limits: em[a] = the largest end e <= limit (a stage [a, e)
+ * fits in memory, within bmax and tmax; e = a if none, or a >= limit), limit = L less one layer per later
+ * stage (returned). The limits are monotone in the interval, so em grows with a: two pointers. */
+static int stage_ends(const split_env *v, int j, int *em) {
+    int L = v->x->L, S = v->t->n_stages;
     const ah_class *c = &v->x->cls[v->t->cls[j]];
-    if (ah_stage_memory(c->lb, a, e, v->t->n_stages - j) > c->cap)
-        return 0;
-    if (stage_w(v, j, a, e) > v->bmax)
-        return 0;
-    return stage_tail(v, j, a, e) <= v->tmax;
+    const int64_t *st = c->lb->static_bytes, *ac = c->lb->act_bytes;
+    const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
+    const int64_t f = S - j, cap = c->cap, bmax = v->bmax - v->off[j], tmax = v->tmax;
+    const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
+    const ah_ns lat = use_sync ? v->x->sync_lat[0] : 0;
+    int limit = L - (S - 1 - j); /* leave one layer for each later stage */
+    int e = 0;
+    for (int a = 0; a < limit; a++) {
+        if (e < a)
+            e = a;
+        while (e + 1 <= limit) {
+            int n = e + 1;
+            if (w[n] - w[a] > bmax)
+                break;
+            if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap)
+                break;
+            if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) + lat > tmax)
+                break;
+            e = n;
+        }
+        em[a] = e;
+    }
+    for (int a = limit > 0 ? limit : 0; a < L; a++)
+        em[a] = a;
+    return limit;
 }
 
-/* reach is (S+1) x (L+1): reach[j][p] = the first j stages can cover [0,p). */
+/* Every stage's stage_ends into v->em (S x L): what the DPs below read for "stage j may run [a, e)". */
+static void stage_limits(const split_env *v) {
+    for (int j = 0; j < v->t->n_stages; j++)
+        stage_ends(v, j, v->em + (size_t)j * (size_t)v->x->L);
+}
+
+/* reach is (S+1) x (L+1): reach[j][p] = the first j stages can cover [0,p). Leaves v->em at the current
+ * limits when it returns 1 (stage_limits). */
 static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     int L = v->x->L, S = v->t->n_stages;
     memset(reach, 0, (size_t)(S + 1) * (size_t)(L + 1));
     reach[0] = 1;
     for (int j = 0; j < S; j++) {
-        const ah_class *c = &v->x->cls[v->t->cls[j]];
-        const int64_t *st = c->lb->static_bytes, *ac = c->lb->act_bytes;
-        const int64_t *w = c->lt.w, *up = c->lt.upd, *sy = c->sync;
-        const int64_t f = S - j, cap = c->cap, bmax = v->bmax - v->off[j], tmax = v->tmax;
-        const int use_sync = v->use_sync, check_tail = tmax != AH_NS_INF;
-        const ah_ns lat = use_sync ? v->x->sync_lat[0] : 0;
         const unsigned char *cur = reach + (size_t)j * (L + 1);
         unsigned char *nxt = reach + (size_t)(j + 1) * (L + 1);
-        int limit = L - (S - 1 - j); /* leave one layer for each later stage */
+        const int *em = v->em + (size_t)j * (size_t)L;
+        int limit = stage_ends(v, j, v->em + (size_t)j * (size_t)L);
         memset(diff, 0, sizeof(int) * (size_t)(L + 2));
-        int e = 0, any = 0;
-        for (int a = 0; a < limit; a++) {
-            if (e < a)
-                e = a;
-            while (e + 1 <= limit) {
-                int n = e + 1;
-                if (w[n] - w[a] > bmax)
-                    break;
-                if ((st[n] - st[a]) + (ac[n] - ac[a]) * f > cap)
-                    break;
-                if (check_tail && (up[n] - up[a]) + (use_sync ? sy[n] - sy[a] : 0) + lat > tmax)
-                    break;
-                e = n;
-            }
-            if (cur[a] && e > a) {
+        int any = 0;
+        for (int a = 0; a < limit; a++)
+            if (cur[a] && em[a] > a) {
                 diff[a + 1]++;
-                diff[e + 1]--;
+                diff[em[a] + 1]--;
                 any = 1;
             }
-        }
         if (!any)
             return 0;
         int run = 0;
@@ -96,7 +111,7 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
 
 /* Exact smallest bottleneck over splits whose stages all satisfy the current
  * limits (v->bmax bounds the window, so this is O(S * L * window)). */
-/* co[j][p] = stages j..S-1 can cover [p, L) under the current limits. */
+/* co[j][p] = stages j..S-1 can cover [p, L) under the current limits (v->em). */
 static void co_feasible(const split_env *v, unsigned char *co, int *cnt) {
     int L = v->x->L, S = v->t->n_stages;
     memset(co, 0, (size_t)(S + 1) * (size_t)(L + 1));
@@ -108,14 +123,9 @@ static void co_feasible(const split_env *v, unsigned char *co, int *cnt) {
         cnt[0] = 0;
         for (int p = 0; p <= L; p++)
             cnt[p + 1] = cnt[p] + nx[p];
-        int e = 0;
-        for (int a = 0; a < L; a++) {
-            if (e < a)
-                e = a;
-            while (e + 1 <= L && stage_ok(v, j, a, e + 1))
-                e++;
-            cur[a] = e > a && cnt[e + 1] - cnt[a + 1] > 0;
-        }
+        const int *em = v->em + (size_t)j * (size_t)L;
+        for (int a = 0; a < L; a++)
+            cur[a] = em[a] > a && cnt[em[a] + 1] - cnt[a + 1] > 0;
     }
 }
 
@@ -135,16 +145,19 @@ static ah_ns minmax_dp(const split_env *v, const unsigned char *reach, const uns
         const ah_ns *cur = g + (size_t)j * (L + 1);
         ah_ns *nxt = g + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j);
+        const int *em = v->em + (size_t)j * (size_t)L;
+        const int64_t *W = v->x->cls[v->t->cls[j]].lt.w;
+        const ah_ns off = v->off[j];
         for (int e = j + 1; e <= limit; e++) {
             if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e))
                 continue;
             ah_ns best = AH_NS_INF;
             for (int a = e - 1; a >= j; a--) {
-                if (!stage_ok(v, j, a, e))
+                if (em[a] < e)
                     break; /* longer intervals fail too */
                 if (cur[a] == AH_NS_INF || !LIVE(co, j, a))
                     continue;
-                ah_ns w = stage_w(v, j, a, e);
+                ah_ns w = W[e] - W[a] + off;
                 ah_ns val = cur[a] > w ? cur[a] : w;
                 if (val < best)
                     best = val;
@@ -169,7 +182,8 @@ static ah_ns template_comm(const ah_search_ctx *x, const ah_template *t, ah_ns *
     return cmax;
 }
 
-/* The steady-state period of a split is <= B (ah_pipeline_period) iff every
+/* (Reads v->em: stage_limits at the current limits.)
+ * The steady-state period of a split is <= B (ah_pipeline_period) iff every
  * window [j, e] of stages has sum w + 2 sum c <= (e - j + 1) B. Scanning the
  * stages in order, that is: w_e + h_{e-1} <= B for every stage, where the
  * carry h_e = max(0, w_e + h_{e-1} + 2 c_e - B) is the largest excess of a
@@ -185,16 +199,18 @@ static ah_ns period_feasible(const split_env *v, const ah_ns *c, ah_ns B, ah_ns 
         ah_ns *nxt = h + (size_t)(j + 1) * (L + 1);
         int *nfrom = from + (size_t)(j + 1) * (L + 1);
         int limit = L - (S - 1 - j);
+        const int *em = v->em + (size_t)j * (size_t)L;
+        const int64_t *W = v->x->cls[v->t->cls[j]].lt.w;
+        const ah_ns off = v->off[j], c2 = 2 * c[j];
         for (int a = j; a < limit; a++) {
             if (cur[a] == AH_NS_INF)
                 continue;
-            for (int e = a + 1; e <= limit; e++) {
-                if (!stage_ok(v, j, a, e))
-                    break; /* longer intervals fail too */
-                ah_ns w = stage_w(v, j, a, e);
-                if (w + cur[a] > B)
+            const ah_ns base = cur[a] + off - W[a];
+            for (int e = a + 1; e <= em[a]; e++) { /* longer intervals fail the limits too */
+                ah_ns w = base + W[e]; /* the stage's time plus the carry */
+                if (w > B)
                     break;
-                ah_ns carry = w + cur[a] + 2 * c[j] - B;
+                ah_ns carry = w + c2 - B;
                 if (carry < 0)
                     carry = 0;
                 if (carry < nxt[e]) {
@@ -286,13 +302,14 @@ static int lexi_dp(const split_env *v, const ah_ns *c, const ah_ns *pc, ah_ns B,
     hi[0] = 1;
     for (int j = 0; j < S; j++) {
         int limit = L - (S - 1 - j);
+        const int *em = v->em + (size_t)j * (size_t)L;
         for (int e = j + 1; e <= limit; e++) {
             size_t cell = (size_t)(j + 1) * (L + 1) + e;
             lo[cell] = hi[cell] = p.n;
             if (!LIVE(reach, j + 1, e) || !LIVE(co, j + 1, e))
                 continue;
             for (int a = e - 1; a >= j; a--) {
-                if (!stage_ok(v, j, a, e))
+                if (em[a] < e)
                     break; /* longer intervals fail too */
                 size_t from = (size_t)j * (L + 1) + a;
                 if (!LIVE(co, j, a))
@@ -416,13 +433,25 @@ ah_ns ah_template_chain(const ah_search_ctx *x, const ah_template *t) {
     return ah_lockstep_chain_of(slowest, t->n_stages - 1);
 }
 
+void ah_template_p2p_table(ah_search_ctx *x) {
+    int K = x->K;
+    x->p2p = malloc(sizeof(ah_ns) * (size_t)K * (size_t)K * 2);
+    if (!x->p2p)
+        abort();
+    for (int a = 0; a < K; a++)
+        for (int b = 0; b < K; b++) {
+            const ah_class *ca = &x->cls[a], *cb = &x->cls[b];
+            ah_pair_link lk = class_link(ca, cb);
+            /* each GPU of the smaller TP group moves 1/min(t) of the activation */
+            const ah_layer_bytes *lb = ca->tp < cb->tp ? ca->lb : cb->lb;
+            for (int inter = 0; inter <= 1; inter++)
+                x->p2p[((size_t)a * (size_t)K + (size_t)b) * 2 + (size_t)inter] =
+                    ah_p2p_ns(lb->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
+        }
+}
+
 ah_ns ah_template_p2p(const ah_search_ctx *x, const ah_template *t, int j) {
-    const ah_class *a = &x->cls[t->cls[j]], *b = &x->cls[t->cls[j + 1]];
-    int inter = ah_template_inter(x, t, j);
-    ah_pair_link lk = class_link(a, b);
-    /* each GPU of the smaller TP group moves 1/min(t) of the activation */
-    const ah_layer_bytes *lb = a->tp < b->tp ? a->lb : b->lb;
-    return ah_p2p_ns(lb->p2p_bytes, inter, lk.intra_gbs, lk.nic_share_gbs, x->o);
+    return ah_class_p2p(x, t->cls[j], t->cls[j + 1], ah_template_inter(x, t, j));
 }
 
 /* B0: the smallest largest stage time over the splits that fit (v's memory and tail limits), by bracketing
@@ -471,7 +500,8 @@ static ah_ns split_b0(split_env *v, unsigned char *reach, unsigned char *co, int
     }
     /* 1. smallest bottleneck B: exact DP over stages no slower than hi */
     v->bmax = hi;
-    feasible(v, reach, diff);
+    if (!feasible(v, reach, diff))
+        return AH_NS_INF; /* cannot happen: a whole model on one stage fits (the caller checked memory) */
     co_feasible(v, co, diff);
     return minmax_dp(v, reach, co);
 }
@@ -486,10 +516,10 @@ int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known)
         return -1;
     unsigned char *reach = malloc((size_t)(S + 1) * (size_t)(L + 1));
     unsigned char *co = malloc((size_t)(S + 1) * (size_t)(L + 1));
-    int *diff = malloc(sizeof(int) * (size_t)(L + 2));
-    if (!reach || !co || !diff)
+    int *diff = malloc(sizeof(int) * (size_t)(L + 2)), *em = malloc(sizeof(int) * (size_t)S * (size_t)L);
+    if (!reach || !co || !diff || !em)
         abort();
-    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, ah_template_tied(x, t), {0}};
+    split_env v = {x, t, 1, AH_NS_INF, AH_NS_INF, ah_template_tied(x, t), {0}, em};
     int rc = -1;
     x->evals++;
     /* boundary costs: c the sends (drain, tail), pc their share in the period; lockstep: every stage's
@@ -525,6 +555,7 @@ int ah_template_split_b0_known(ah_search_ctx *x, ah_template *t, ah_ns b0_known)
     ah_ns B = B0;
     if (cmax > 0) {
         v.bmax = B0 + 2 * cmax;
+        stage_limits(&v);
         /* B0 is a lower bound; otherwise descend: the period p of a split
          * found at B is feasible, so test p - 1 until nothing is found (each
          * step finds a strictly better split; usually a few steps) */
@@ -570,6 +601,7 @@ done:
     free(reach);
     free(co);
     free(diff);
+    free(em);
     return rc;
 }
 
@@ -811,14 +843,14 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     if (units < smax)
         smax = units;
     unsigned char *reach = malloc((size_t)(smax + 1) * (size_t)(L + 1));
-    int *diff = malloc(sizeof(int) * (size_t)(L + 2));
-    if (!reach || !diff)
+    int *diff = malloc(sizeof(int) * (size_t)(L + 2)), *em = malloc(sizeof(int) * (size_t)(smax + 1) * (size_t)L);
+    if (!reach || !diff || !em)
         abort();
     for (int S = 1; S <= smax; S++) {
         ah_template t;
         memset(&t, 0, sizeof t);
         t.n_stages = S;
-        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, 0, {0}};
+        split_env v = {&y, &t, 0, AH_NS_INF, AH_NS_INF, 0, {0}, em};
         int64_t lo = 0, hi = ah_range(one.lb->static_bytes, 0, L) + ah_range(one.lb->act_bytes, 0, L) * S;
         one.cap = hi;
         if (!feasible(&v, reach, diff))
@@ -837,5 +869,6 @@ int64_t ah_min_memory_needed(const ah_search_ctx *x, int *best_stages) {
     }
     free(reach);
     free(diff);
+    free(em);
     return best;
 }
