@@ -195,7 +195,15 @@ static int copies_useful(const ah_search_ctx *x, const expand_env *v, const long
     long long capub = P < lbA ? 0 : (P - lbA) / lbB + 1;
     if (capub > x->M)
         capub = x->M;
-    for (long long r = 1; capub > 0; r++) {
+    if (capub <= 0)
+        return 0;
+    /* V grows with the units: r copies reach at most r capub plus every kind's pure replicas on all its
+     * slots, so fewer than r0 copies cannot reach M */
+    long long all = 0;
+    for (int k = 0; k < x->n_kinds; k++)
+        all += V[v->offset[k] + x->kinds[k].slots];
+    long long r0 = all >= x->M ? 1 : (x->M - all + capub - 1) / capub;
+    for (long long r = r0 > 1 ? r0 : 1;; r++) {
         long long val = r * capub;
         for (int k = 0; k < x->n_kinds; k++) {
             long long left = x->kinds[k].slots - r * use[k];
