@@ -630,15 +630,19 @@ static ah_ns bounds_pass(const ah_search_ctx *x, const ah_template *t, int minma
         cur[e] = e == 0 ? 0 : AH_NS_INF;
     for (int j = 0; j < S; j++) {
         const ah_class *c = &x->cls[t->cls[j]];
-        int limit = L - (S - 1 - j);
+        const int64_t *W = c->lt.w;
+        int limit = L - (S - 1 - j), am = 0; /* am: the earliest start of a stage ending at e that fits in
+                                                 * memory; it grows with e (two pointers) */
         for (int e = 0; e <= L; e++)
             nxt[e] = AH_NS_INF;
         for (int e = j + 1; e <= limit; e++) {
             ah_ns best = AH_NS_INF;
+            while (am < e && ah_stage_memory(c->lb, am, e, S - j) > c->cap)
+                am++;
             /* memory and stage time only grow as a stage starts earlier */
-            for (int a = e - 1; a >= j; a--) {
-                ah_ns w = ah_range(c->lt.w, a, e);
-                if (ah_stage_memory(c->lb, a, e, S - j) > c->cap || w > wcap || (minmax && w >= best))
+            for (int a = e - 1; a >= j && a >= am; a--) {
+                ah_ns w = W[e] - W[a];
+                if (w > wcap || (minmax && w >= best))
                     break;
                 if (cur[a] == AH_NS_INF)
                     continue;
@@ -678,8 +682,9 @@ static int first_end_pass(const ah_search_ctx *x, const ah_template *t, ah_ns wc
             }
             return L + 1;
         }
+        int e = 0; /* the longest stage j can run from p: it grows with p (two pointers) */
         for (int p = 0; p <= L; p++) {
-            int e = p; /* the longest stage j can run from p */
+            e = e < p ? p : e;
             while (e + 1 <= L && ah_stage_memory(c->lb, p, e + 1, S - j) <= c->cap &&
                    ah_range(c->lt.w, p, e + 1) <= wcap)
                 e++;
@@ -783,14 +788,17 @@ ah_ns ah_template_split_b0(const ah_search_ctx *x, const ah_template *t) {
  * (next[e]: the same for [e, L)); AH_NS_INF where none fits. */
 static void stage_row(const ah_search_ctx *x, int c, int in_flight, const ah_ns *next, ah_ns *row) {
     const ah_class *cl = &x->cls[c];
-    int L = x->L;
+    const int64_t *W = cl->lt.w;
+    int L = x->L, em = L; /* the longest stage from p that fits in memory: it shrinks as p falls */
     row[L] = AH_NS_INF;
     for (int p = L - 1; p >= 0; p--) {
+        while (em > p && ah_stage_memory(cl->lb, p, em, in_flight) > cl->cap)
+            em--;
         ah_ns best = AH_NS_INF;
-        /* stage time and memory only grow as the stage ends later */
-        for (int e = p + 1; e <= L; e++) {
-            ah_ns w = ah_range(cl->lt.w, p, e);
-            if (w >= best || ah_stage_memory(cl->lb, p, e, in_flight) > cl->cap)
+        /* stage time only grows as the stage ends later */
+        for (int e = p + 1; e <= em; e++) {
+            ah_ns w = W[e] - W[p];
+            if (w >= best)
                 break;
             if (next[e] == AH_NS_INF)
                 continue;
