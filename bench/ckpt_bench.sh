@@ -27,6 +27,16 @@ resume_line=$(grep '^resumed from' "$TMP/res.out" | sed 's/.*(\([0-9.]*\) s).*/\
 printf "  step %.3f s, checkpoint %.3f s (%.1f%% of a step), %.1f MB in %d shards, %.0f MB/s; restore %.3f s\n" \
   "$step" "$save" "$(echo "100 * $save / $step" | bc -l)" "$(echo "$bytes / 1000000" | bc -l)" "$params" \
   "$(echo "$bytes / 1000000 / $save" | bc -l)" "$resume_line"
+# the same checkpoints traced (every 2 steps): the trace's records against the progress line's times, and what
+# the diagnosis makes of them
+OMP_NUM_THREADS=$(nproc) "$BIN" train "${ARGS[@]}" --ckpt-dir "$CK/t" --ckpt-every 2 --trace "$TMP/t.json" >"$TMP/t.out"
+line_s=$(grep '^checkpoint: step' "$TMP/t.out" | sed 's/.*(\([0-9.]*\) s).*/\1/' | median)
+rec_s=$(jq '.traceEvents[] | select(.cat == "checkpoint") | .dur / 1e6' "$TMP/t.json" | median)
+n_rec=$(jq '[.traceEvents[] | select(.cat == "checkpoint")] | length' "$TMP/t.json")
+"$BIN" analyze "$TMP/t.json" --diagnose --json "$TMP/t.an.json" >/dev/null
+top=$(jq -r '.findings[0] | "`\(.kind)` (op `\(.op)`): \(.cost_s * 1000 | round / 1000) s, \(.share * 1000 | round / 10)% of the traced wall time, before \(.steps | length) traced step(s)"' "$TMP/t.an.json")
+ck_share=$(jq '.ranks[0].checkpoint_s / .ranks[0].wall_s * 100' "$TMP/t.an.json")
+echo "  traced: $n_rec checkpoint records, median $rec_s s (progress lines: $line_s s); top finding: $top"
 {
   echo "### Layer checkpoints (\`autohet train --ckpt-dir --ckpt-every 1\`, \`--resume\`)"
   echo
@@ -42,5 +52,11 @@ printf "  step %.3f s, checkpoint %.3f s (%.1f%% of a step), %.1f MB in %d shard
   echo
   echo "The checkpoint is written synchronously after the step; checkpoints every K steps cost 1/K of this"
   echo "share. The memory-tier snapshot of \`autohet run\` and its cost per step are in the recovery section."
+  echo
+  echo "The same run traced (\`--ckpt-every 2 --trace\`; the trace covers steps 2-5): $n_rec \`checkpoint disk\` record(s),"
+  printf "median %.3f s each (the progress lines' checkpoint times: median %.3f s); \`analyze\` puts %.1f%% of the\n" \
+    "$rec_s" "$line_s" "$ck_share"
+  echo "traced wall time in the checkpoint column, and \`analyze --diagnose\`'s top finding is $top"
+  echo "(the save after the last step delays no traced step and is left out of the cost)."
   echo
 } >>"$OUT"

@@ -18,8 +18,9 @@ for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --stack --m
 done
 
 # hand-built: span [0, 30] us. rank 0 computes [0,10], all-reduces [5,20] (5 us
-# hidden under compute) and waits in a receive [18,26] (2 us under the all-reduce):
-# compute 10, exposed 10, bubble 6, other 4. rank 1 enters the
+# hidden under compute), waits in a receive [18,26] (2 us under the all-reduce) and
+# saves a checkpoint [27,29]: compute 10, exposed 10, bubble 6, checkpoint 2, other 2 (a
+# checkpoint is not compute, though on the same thread). rank 1 enters the
 # same all-reduce (same site, group, seq) at 0 and leaves at 30: the transfer is
 # the shorter wait (15 us), skew = mean(15, 30) - 15 = 7.5 us.
 cat >"$TMP/hand.json" <<'J'
@@ -30,6 +31,8 @@ cat >"$TMP/hand.json" <<'J'
   "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}},
  {"ph": "X", "name": "recv_activation mb0", "cat": "communication", "pid": 0, "tid": 1, "ts": 18, "dur": 8,
   "args": {"site": "recv_activation", "seq": 0, "bytes": 64, "ranks": 2, "group": 1}},
+ {"ph": "X", "name": "checkpoint disk", "cat": "checkpoint", "pid": 0, "tid": 0, "ts": 27, "dur": 2,
+  "args": {"kind": "checkpoint", "site": "checkpoint disk", "bucket": 1, "bytes": 4096}},
  {"ph": "X", "name": "ar", "cat": "communication", "pid": 1, "tid": 1, "ts": 0, "dur": 30,
   "args": {"site": "dp_allreduce layers 0-1", "seq": 0, "bytes": 1500, "ranks": 2, "group": 0}}
 ]}
@@ -37,10 +40,12 @@ J
 "$BIN" analyze "$TMP/hand.json" --json "$TMP/hand.out.json" >"$TMP/hand.out" 2>&1 || { cat "$TMP/hand.out"; fail "hand-built trace"; }
 jq -e 'def near(a; b): ((a - b) | fabs) < 1e-12;
        .span_us == 30 and near(.ranks[0].wall_s; 30e-6) and near(.ranks[0].compute_s; 10e-6)
-       and near(.ranks[0].exposed_comm_s; 10e-6) and near(.ranks[0].bubble_s; 6e-6) and near(.ranks[0].other_s; 4e-6)
+       and near(.ranks[0].exposed_comm_s; 10e-6) and near(.ranks[0].bubble_s; 6e-6)
+       and near(.ranks[0].checkpoint_s; 2e-6) and near(.ranks[0].other_s; 2e-6)
        and .ranks[1].compute_s == 0 and near(.ranks[1].exposed_comm_s; 30e-6) and near(.ranks[1].bubble_s; 0)
-       and near(.ranks[1].other_s; 0)' \
-  "$TMP/hand.out.json" >/dev/null || fail "hand-built: compute/exposed/bubble/other split"
+       and .ranks[1].checkpoint_s == 0 and near(.ranks[1].other_s; 0)' \
+  "$TMP/hand.out.json" >/dev/null || fail "hand-built: compute/exposed/bubble/checkpoint/other split"
+grep -q "checkpoint ms" "$TMP/hand.out" || fail "hand-built: no checkpoint column in the table"
 # busbw of the transfer: 1500 B / 15 us = 0.1 GB/s x 2(n-1)/n = 0.1
 jq -e '.sites[] | select(.site == "dp_allreduce layers 0-1") | .calls == 2 and .instances == 1 and .skew_us == 7.5
        and .transfer_us == 15 and ((.busbw_GBps - 0.1) | fabs) < 1e-12' "$TMP/hand.out.json" >/dev/null \

@@ -171,6 +171,35 @@ for point in manifests state; do
   [ -z "$left" ] || fail "$point: temporary files left after a resume at the last step: $left"
 done
 
+# the trace records each checkpoint on the training thread (docs/analyze.md): per rank a "checkpoint disk" and a
+# "checkpoint cloud" after steps 2, 4 and 6, holding the rank's layers and the bytes of their shards (the files
+# less their safetensors headers); analyze gives each rank's checkpoint time its own column, and the diagnosis
+# names the traced saves with their tiers
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-2x2.json" --ckpt-dir "$TMP/ckt" --ckpt-every 2 \
+  --ckpt-cloud "$TMP/ckt-cloud" --trace "$TMP/ckt.json" >"$TMP/ckt.out" 2>&1 || fail "traced run with checkpoints"
+for r in 0 1 2 3; do
+  for tier in disk cloud; do
+    n=$(jq --argjson r $r --arg t "checkpoint $tier" '[.traceEvents[] | select(.pid == $r and .cat == "checkpoint"
+          and .args.site == $t)] | length' "$TMP/ckt.json")
+    [ "$n" = 3 ] || fail "rank $r: $n traced '$tier' checkpoints, expected 3 (steps 2, 4, 6)"
+  done
+  read -r a b bytes < <(jq -r --argjson r $r '[.traceEvents[] | select(.pid == $r and .cat == "checkpoint")][0]
+                        | "\(.args.layers[0]) \(.args.layers[1]) \(.args.bytes)"' "$TMP/ckt.json")
+  size=0
+  for ((l = a; l < b; l++)); do
+    f=$(ls "$TMP"/ckt/*/"$(printf 'L%03d' $l)"-tp0-s6.safetensors 2>/dev/null | head -1)
+    [ -n "$f" ] && size=$((size + $(stat -c %s "$f")))
+  done
+  [ "$b" -gt "$a" ] && [ "$bytes" -le "$size" ] && [ $((bytes * 100)) -ge $((size * 98)) ] \
+    || fail "rank $r: a checkpoint of layers [$a, $b) records $bytes bytes; its shards hold $size"
+done
+"$BIN" analyze "$TMP/ckt.json" --diagnose --json "$TMP/ckt.an.json" >"$TMP/ckt.an" 2>&1 || fail "analyze the traced checkpoints"
+grep -q "checkpoint ms" "$TMP/ckt.an" || fail "analyze: no checkpoint column"
+jq -e '[.ranks[] | .checkpoint_s > 0] | all and length == 4' "$TMP/ckt.an.json" >/dev/null \
+  || fail "analyze: a rank without checkpoint time"
+jq -e '[.findings[], .not_established[] | select(.kind == "checkpoint_stall" and .op == "checkpoint disk+cloud")]
+       | length == 1' "$TMP/ckt.an.json" >/dev/null || fail "the diagnosis does not name the traced checkpoints"
+
 # another schedule or seed is refused before any work
 "$BIN" train "${ARGS[@]}" --steps 8 --resume "$TMP/ck" >"$TMP/o" 2>&1; rc=$?
 { [ $rc -eq 2 ] && grep -q "state.json" "$TMP/o"; } || fail "--steps 8 against a --steps 6 checkpoint: rc $rc"

@@ -75,6 +75,12 @@ grep -q "^autohet run: finished 12 steps in [0-9.]* s with 1 recovery ([0-9.]* s
   "$TMP/peer.out" || fail "peer: last line: $(grep 'finished' "$TMP/peer.out")"
 "$BIN" analyze "$TMP/peer-trace.json" --diagnose --plan "$TMP/peer.run/plan-1.json" >"$TMP/peer-trace.out" 2>&1 &&
   grep -q "^Trace .*: 2 ranks" "$TMP/peer-trace.out" || fail "peer: the run's trace: $(head -3 "$TMP/peer-trace.out")"
+# the job's memory-tier snapshots and its waits for their background copy to disk/cloud are in the trace
+for r in 0 1; do
+  jq -e --argjson r $r '[.traceEvents[] | select(.pid == $r and .cat == "checkpoint") | .args.site]
+        | index("checkpoint memory") != null and index("checkpoint wait") != null' "$TMP/peer-trace.json" >/dev/null \
+    || fail "peer: rank $r's trace has no memory snapshot and wait for its copy"
+done
 rec peer '.steps_lost == 0 and .resumed_step >= 5 and .bytes_by_tier.peer > 0 and .bytes_by_tier.memory > 0
   and .bytes_by_tier.cloud == 0 and .seconds > 0 and .detection_s >= 0 and .relaunch_s > 0 and .restore_s > 0
   and (.cause | test("lost n1"))'

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/sim.h"
+#include "autohet/trace.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -431,8 +432,9 @@ static void test_names(void **state) {
     /* the one vocabulary (autohet/ops.h), in the trace records' order, and names that read back */
     static const char *kinds[] = {"forward",         "backward",      "optimizer", "recv_activation",
                                   "recv_gradient",   "send_activation", "send_gradient", "send_wait",
-                                  "tp_allreduce",    "dp_allreduce",  "tied_sync", "step_sync", "dp_wait"};
-    assert_int_equal(AH_OP_KINDS, 13);
+                                  "tp_allreduce",    "dp_allreduce",  "tied_sync", "step_sync", "dp_wait",
+                                  "checkpoint"};
+    assert_int_equal(AH_OP_KINDS, 14);
     for (int k = 0; k < AH_OP_KINDS; k++) {
         assert_string_equal(ah_op_kind_name((ah_op_kind)k), kinds[k]);
         assert_int_equal(ah_op_kind_parse(kinds[k]), k);
@@ -443,6 +445,12 @@ static void test_names(void **state) {
     assert_int_equal(ah_op_kind_stream(AH_OP_TIED_SYNC), AH_STREAM_DP);
     assert_int_equal(ah_op_kind_site(AH_OP_DP_ALLREDUCE), 8);
     assert_int_equal(ah_op_kind_site(AH_OP_FORWARD), -1);
+    assert_int_equal(ah_op_kind_stream(AH_OP_CHECKPOINT), AH_STREAM_COMPUTE); /* the training thread's */
+    ah_trace_event ck = {.kind = AH_OP_CHECKPOINT, .bucket = AH_CKPT_TRACE_WAIT};
+    char site[64];
+    assert_string_equal(ah_trace_site_name(&ck, site, sizeof site), "checkpoint wait");
+    ck.bucket = -1; /* no tier: the kind alone */
+    assert_string_equal(ah_trace_site_name(&ck, site, sizeof site), "checkpoint");
     static const char *streams[] = {"compute", "tp", "p2p", "dp"};
     assert_int_equal(AH_STREAMS, 4);
     for (int s = 0; s < AH_STREAMS; s++)

@@ -6,7 +6,8 @@
  * slow rank; a link 40x slower than the others is the top finding as a slow
  * link; a rank loading its data 4 ms late per micro-batch is the top finding
  * as an input stall; a pause of every rank every third step is a checkpoint
- * stall; a rank stopped part of the time (slow compute, stalled transfers)
+ * stall, and so are traced checkpoints (every third step, or every step), named
+ * with their tier; a rank stopped part of the time (slow compute, stalled transfers)
  * is the top finding as a slow rank, its link explained by it; and the comm
  * profile written from the slow-link trace shows that pair slow. */
 #include "test_util.h"
@@ -27,6 +28,8 @@ typedef struct {
     int ckpt_every;       /* 0 none: every rank pauses 30 ms after every k-th step */
     int stopped_rank;     /* -1 none: this rank computes 2x and its pipeline transfers stall 8 ms each (a
                              process stopped part of the time: it progresses its messages no faster) */
+    int saved_every;      /* 0 none: every rank saves a traced checkpoint (disk tier) after every k-th step */
+    double saved_us;      /* how long that save takes */
 } faults;
 
 typedef struct {
@@ -122,6 +125,11 @@ static void one_step(builder *b, const faults *f, double *t, int step) {
     for (int r = 0; r < R; r++) {
         ah_trace_item *v = add(b, r, AH_OP_OPTIMIZER, "optimizer", t[r], t[r] + 300);
         t[r] = v->ts + v->dur + (f->ckpt_every && (step + 1) % f->ckpt_every == 0 ? 30000 : 50);
+        if (f->saved_every && (step + 1) % f->saved_every == 0) { /* as the engine records it */
+            ah_trace_item *k = add(b, r, AH_OP_CHECKPOINT, "checkpoint disk", t[r], t[r] + f->saved_us * jitter(b));
+            k->ev.bucket = AH_CKPT_TRACE_DISK, k->ev.bytes = 1e6;
+            t[r] = k->ts + k->dur + 20;
+        }
     }
 }
 
@@ -152,7 +160,7 @@ static int top_cause(const ah_diagnosis *d) {
 
 static void clean_run(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, -1};
+    faults f = {-1, -1, -1, -1, 0, -1, 0, 0};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -169,7 +177,7 @@ static void clean_run(void **state) {
 
 static void slow_rank(void **state) {
     (void)state;
-    faults f = {3, -1, -1, -1, 0, -1};
+    faults f = {3, -1, -1, -1, 0, -1, 0, 0};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -185,7 +193,7 @@ static void slow_rank(void **state) {
 
 /* the diagnosis of a run whose link a-b (a < b) is 40x slower: its top finding is that slow link */
 static void diagnose_slow_link(int a, int b, ah_diagnosis *d, ah_diag_options *o) {
-    faults f = {-1, a, b, -1, 0, -1};
+    faults f = {-1, a, b, -1, 0, -1, 0, 0};
     diagnose(&f, d, o);
     assert_int_equal(top_cause(d), 0);
     assert_string_equal(ah_diag_kind_name(d->f[0].kind), "slow_link");
@@ -227,7 +235,7 @@ static void slow_link(void **state) {
 
 static void input_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, 2, 0, -1};
+    faults f = {-1, -1, -1, 2, 0, -1, 0, 0};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -241,7 +249,7 @@ static void input_stall(void **state) {
 
 static void checkpoint_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 3, -1};
+    faults f = {-1, -1, -1, -1, 3, -1, 0, 0};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -252,6 +260,40 @@ static void checkpoint_stall(void **state) {
     assert_int_equal(d.f[0].n_steps, 3);
     assert_int_equal(d.f[0].steps[0], 3);
     assert_double_equal(d.f[0].cost_s, 3 * 30e-3, 1e-3);
+    ah_diagnosis_free(&d);
+}
+
+/* the same pauses traced as the engine records its checkpoints: named with their tier, their whole time the
+ * cost (the untraced shape would need the median step's gap as its baseline) */
+static void traced_checkpoint(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, -1, 0, -1, 3, 30000};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
+    assert_string_equal(d.f[0].op, "checkpoint disk");
+    assert_contains(d.f[0].evidence, "traced: disk");
+    assert_int_equal(d.f[0].n_ranks, 4);
+    assert_int_equal(d.f[0].n_steps, 3); /* before steps 3, 6, 9 (the save after step 11 delays no traced step) */
+    assert_int_equal(d.f[0].steps[0], 3);
+    assert_double_equal(d.f[0].cost_s, 3 * 30e-3, 3 * 30e-3 * 0.06); /* the saves' time, jitter +-5% */
+    ah_diagnosis_free(&d);
+}
+
+/* a traced checkpoint after every step, 4 ms each: every step pays it, so no step stands out by its shape (an
+ * untraced pause like it has no baseline to stand out from); traced, it is the cost */
+static void checkpoint_every_step(void **state) {
+    (void)state;
+    faults f = {-1, -1, -1, -1, 0, -1, 1, 4000};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
+    assert_int_equal(d.f[0].n_steps, STEPS - 1);
+    assert_double_equal(d.f[0].cost_s, (STEPS - 1) * 4e-3, (STEPS - 1) * 4e-3 * 0.06);
     ah_diagnosis_free(&d);
 }
 
@@ -280,7 +322,7 @@ static void slow_dp_link(void **state) {
  * it (with only the compute rule, the link ranked first: a CI run's netns trials named link 0-1 for rank 1) */
 static void stopped_rank(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, 3};
+    faults f = {-1, -1, -1, -1, 0, 3, 0, 0};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -304,6 +346,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(clean_run), cmocka_unit_test(slow_rank),
                                        cmocka_unit_test(slow_link), cmocka_unit_test(slow_dp_link),
                                        cmocka_unit_test(input_stall),
-                                       cmocka_unit_test(checkpoint_stall), cmocka_unit_test(stopped_rank)};
+                                       cmocka_unit_test(checkpoint_stall), cmocka_unit_test(traced_checkpoint),
+                                       cmocka_unit_test(checkpoint_every_step), cmocka_unit_test(stopped_rank)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

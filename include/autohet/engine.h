@@ -275,6 +275,10 @@ int ah_executor_gather_params(ah_executor *x, int replica, float **out, size_t *
 /* Record every compute op, wait, send and collective of this rank from now
  * on (low overhead: two clock reads per operation). */
 void ah_executor_trace_enable(ah_executor *x);
+/* A checkpoint record from t0 until now, when tracing: the save of this rank's layers to a tier (tier: an
+ * ah_ckpt_trace_tier of autohet/trace.h; the bytes and layers it holds), or the wait for the background copy
+ * of an earlier snapshot (AH_CKPT_TRACE_WAIT). */
+void ah_executor_trace_checkpoint(ah_executor *x, int tier, double t0);
 
 /* Loads every rank's layers from a Hugging Face model directory (train
  * --init-from, docs/weights.md): each rank reads only the tensors of its own

@@ -25,7 +25,11 @@
     X(TIED_SYNC, "tied_sync", DP, 2)              /* the tied embedding's gradient, first and last stage */  \
     X(STEP_SYNC, "step_sync", DP, 0)              /* the global loss (and gradient norm) reduction */  \
     X(DP_WAIT, "dp_wait", DP, -1)                 /* completing every started bucket all-reduce (--overlap-dp; \
-                                                   * traced as the all-reduces' own records) */
+                                                   * traced as the all-reduces' own records) */                \
+    X(CHECKPOINT, "checkpoint", COMPUTE, -1)      /* a save between steps on the training thread: the held  \
+                                                   * layers to a tier, or waiting for the background copy   \
+                                                   * (a record's bucket field: ah_ckpt_trace_tier); traced   \
+                                                   * by the engine, never a program op or simulated */
 
 typedef enum {
 #define AH_OP_ENUM_(kind, name, stream, site) AH_OP_##kind,

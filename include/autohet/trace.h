@@ -26,15 +26,30 @@ typedef struct {
     ah_op_kind kind;
     int micro_batch;             /* -1 none */
     int layer_first, layer_last; /* layers [first, last), -1 none */
-    int bucket;                  /* gradient bucket index (in layer order over the whole model), -1 none */
+    int bucket;                  /* gradient bucket index (in layer order over the whole model), -1 none;
+                                  * a checkpoint record: its ah_ckpt_trace_tier */
     int ranks;                   /* ranks taking part */
     int group;                   /* lowest rank of the communicator (instances match by site, group, seq) */
     int peer;                    /* the other end of a send or receive, -1 none */
     int site, seq;               /* call site (the caller's number) and the calls made there before */
 } ah_trace_event;
 
-/* The call-site name: the kind's name, or "dp_allreduce layers A-B" (B
- * inclusive) for a bucket all-reduce with layers. Returns buf. */
+/* What a checkpoint record (AH_OP_CHECKPOINT) spent its time on: saving the held layers to the memory,
+ * disk or cloud tier, or waiting for the background copy of an earlier memory snapshot to the durable
+ * tiers (the training thread blocked on it). */
+typedef enum {
+    AH_CKPT_TRACE_MEMORY = 0,
+    AH_CKPT_TRACE_DISK,
+    AH_CKPT_TRACE_CLOUD,
+    AH_CKPT_TRACE_WAIT,
+    AH_CKPT_TRACE_TIERS
+} ah_ckpt_trace_tier;
+
+/* "memory", "disk", "cloud", "wait"; NULL out of range */
+const char *ah_ckpt_trace_tier_name(int tier);
+
+/* The call-site name: the kind's name, "dp_allreduce layers A-B" (B inclusive) for a bucket all-reduce
+ * with layers, "checkpoint disk" (its tier) for a checkpoint. Returns buf. */
 const char *ah_trace_site_name(const ah_trace_event *e, char *buf, size_t n);
 
 /* ---------------------------------------------------------------- recording */

@@ -73,7 +73,8 @@ typedef struct {
 } ah_trace_options;
 
 typedef struct {
-    double compute, exposed, bubble, other, span; /* microseconds; the four sum to span */
+    double compute, exposed, bubble, other, span; /* microseconds; these four and checkpoint sum to span */
+    double checkpoint; /* saving checkpoints on the training thread (traced checkpoint records) */
 } ah_trace_split;
 
 typedef struct {

@@ -68,14 +68,21 @@ static void print_breakdown(const char *path, const ah_trace_analysis *a) {
     printf("Trace %s: %d ranks, %d events, span %.3f ms", path, a->ranks, a->n_items, a->span_us / 1e3);
     if (a->steps > 0)
         printf(", %d step(s) of %.3f ms (first %d skipped)", a->steps, a->iteration_s * 1e3, a->skipped);
-    printf("\n\n%6s %12s %7s %12s %7s %12s %7s %12s %7s\n", "rank", "compute ms", "%", "exposed ms", "%",
-           "bubble ms", "%", "other ms", "%");
+    int ckpt = 0; /* the checkpoint column only where the run traced checkpoints */
+    for (int r = 0; r < a->ranks; r++)
+        ckpt |= a->split[r].checkpoint > 0;
+    printf("\n\n%6s %12s %7s %12s %7s %12s %7s", "rank", "compute ms", "%", "exposed ms", "%", "bubble ms", "%");
+    if (ckpt)
+        printf(" %13s %7s", "checkpoint ms", "%");
+    printf(" %12s %7s\n", "other ms", "%");
     for (int r = 0; r < a->ranks; r++) {
         const ah_trace_split *s = &a->split[r];
         double w = s->span > 0 ? 100 / s->span : 0;
-        printf("%6d %12.3f %6.1f%% %12.3f %6.1f%% %12.3f %6.1f%% %12.3f %6.1f%%\n", r, s->compute / 1e3,
-               s->compute * w, s->exposed / 1e3, s->exposed * w, s->bubble / 1e3, s->bubble * w, s->other / 1e3,
-               s->other * w);
+        printf("%6d %12.3f %6.1f%% %12.3f %6.1f%% %12.3f %6.1f%%", r, s->compute / 1e3, s->compute * w,
+               s->exposed / 1e3, s->exposed * w, s->bubble / 1e3, s->bubble * w);
+        if (ckpt)
+            printf(" %13.3f %6.1f%%", s->checkpoint / 1e3, s->checkpoint * w);
+        printf(" %12.3f %6.1f%%\n", s->other / 1e3, s->other * w);
     }
 }
 

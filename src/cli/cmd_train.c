@@ -74,7 +74,7 @@ static void train_usage(FILE *f) {
             "                 profile file as plan --profile reads) gives it on its rank's device of the plan\n"
             "                 (computed, then slept to that time), so 8-16 ranks of a pipeline whose devices\n"
             "                 the model makes slow fit on a few cores; the end says how many ops overran\n"
-            "  --trace FILE   record every compute op, wait, send and collective of every rank (from the\n"
+            "  --trace FILE   record every compute op, wait, send, collective and checkpoint of every rank (from the\n"
             "                 second step it trains on, a resumed run's too) into one Chrome trace;\n"
             "                 autohet analyze FILE explains it\n"
             "  --ckpt-dir DIR --ckpt-every K   layer checkpoint every K steps and after the last step:\n"

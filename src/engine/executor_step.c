@@ -363,6 +363,7 @@ static void run_op(step_ctx *c, const ah_op *op) {
     case AH_OP_STEP_SYNC: run_step_sync(c); break;
     case AH_OP_OPTIMIZER: run_optimizer(c); break;
     case AH_OP_TP_ALLREDUCE: /* inside the forwards and backwards, not a program op */
+    case AH_OP_CHECKPOINT:   /* between steps (the trainer), not a program op */
     case AH_OP_KINDS: break;
     }
 }

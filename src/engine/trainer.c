@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "autohet/ckpt.h"
+#include "autohet/trace.h"
 #include "ckpt/ckpt_runtime.h"
 #include "util/atomic_file.h"
 #include "util/clock.h"
@@ -103,7 +104,10 @@ static int recover(ah_executor *x, const ah_trainer_config *c, int *first_step, 
 static int persist_poll(ah_executor *x, const ah_trainer_config *c, ah_ckpt_persist *pp, int wait, char *err,
                         size_t errlen) {
     int step = ah_ckpt_persist_step(pp);
+    double t0 = ah_now_s();
     int r = ah_ckpt_persist_poll(pp, ah__executor_layer_store(x), wait, err, errlen);
+    if (wait && step >= 0) /* the training thread blocked on the copy */
+        ah_executor_trace_checkpoint(x, AH_CKPT_TRACE_WAIT, t0);
     if (r == 1 && rank0(x) && c->progress)
         fprintf(c->progress, "checkpoint: step %d persisted to %s%s%s in the background\n", step, c->ckpt_dir,
                 c->cloud_dir ? " + " : "", c->cloud_dir ? c->cloud_dir : "");
@@ -119,9 +123,12 @@ static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_
                             size_t errlen) {
     const ah_layer_store *ls = ah__executor_layer_store(x);
     int done = s + 1;
-    if (c->mem_dir && done % c->mem_every == 0 &&
-        ah_ckpt_save(ls, c->mem_dir, "memory", done, pp, err, errlen) != 0)
-        return -1;
+    double t0 = ah_now_s();
+    if (c->mem_dir && done % c->mem_every == 0) {
+        if (ah_ckpt_save(ls, c->mem_dir, "memory", done, pp, err, errlen) != 0)
+            return -1;
+        ah_executor_trace_checkpoint(x, AH_CKPT_TRACE_MEMORY, t0);
+    }
     /* with a memory tier, the disk and cloud copies are made from its snapshot by a
      * thread of each rank while training goes on, and committed at a later step
      * boundary once every rank's copy is done */
@@ -144,9 +151,15 @@ static int checkpoint_after(ah_executor *x, const ah_trainer_config *c, ah_ckpt_
         return r != 0 ? -1 : 0;
     }
     double c0 = MPI_Wtime();
-    if (ah_ckpt_save(ls, c->ckpt_dir, "disk", done, NULL, err, errlen) != 0 ||
-        (c->cloud_dir && ah_ckpt_save(ls, c->cloud_dir, "cloud", done, NULL, err, errlen) != 0))
+    t0 = ah_now_s();
+    if (ah_ckpt_save(ls, c->ckpt_dir, "disk", done, NULL, err, errlen) != 0)
         return -1;
+    ah_executor_trace_checkpoint(x, AH_CKPT_TRACE_DISK, t0);
+    t0 = ah_now_s();
+    if (c->cloud_dir && ah_ckpt_save(ls, c->cloud_dir, "cloud", done, NULL, err, errlen) != 0)
+        return -1;
+    if (c->cloud_dir)
+        ah_executor_trace_checkpoint(x, AH_CKPT_TRACE_CLOUD, t0);
     if (rank0(x) && c->progress)
         fprintf(c->progress, "checkpoint: step %d -> %s%s%s (%.3f s)\n", done, c->ckpt_dir,
                 c->cloud_dir ? " + " : "", c->cloud_dir ? c->cloud_dir : "", MPI_Wtime() - c0);

@@ -127,7 +127,8 @@ static void event_name(const ah_sim_event *e, char *buf, size_t n) {
     case AH_OP_RECV_ACTIVATION: /* not simulator events: a transfer is its send */
     case AH_OP_RECV_GRADIENT:
     case AH_OP_SEND_WAIT:
-    case AH_OP_DP_WAIT: break;
+    case AH_OP_DP_WAIT:
+    case AH_OP_CHECKPOINT: break; /* nor is a checkpoint */
     case AH_OP_STEP_SYNC: snprintf(buf, n, "step sync"); return;
     case AH_OP_DP_ALLREDUCE:
         if (e->bucket >= 0)
@@ -591,6 +592,7 @@ static int svg_class(ah_op_kind k) {
     case AH_OP_RECV_GRADIENT:
     case AH_OP_SEND_WAIT:
     case AH_OP_DP_WAIT:
+    case AH_OP_CHECKPOINT:
     case AH_OP_KINDS: break;
     }
     return 0;

@@ -24,6 +24,8 @@ typedef struct {
     double *comp;      /* [r * S + s]: compute seconds */
     double *gap_in;    /* [r * S + s]: untraced seconds before forwards within the step */
     double *bound;     /* [r * S + s]: untraced seconds between the previous optimizer and the step's first op */
+    double *saved;     /* [r * S + s]: traced checkpoint seconds there (AH_OP_CHECKPOINT records) */
+    unsigned tiers;    /* bit t: a traced checkpoint of ah_ckpt_trace_tier t */
     int *send_of;      /* per item (a receive): its matched send, -1 */
     int *inst_of;      /* per item: its collective instance, -1 */
     dinst *inst;

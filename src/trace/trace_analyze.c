@@ -2,8 +2,9 @@
  *
  * Per rank the window splits into compute (union of compute events), exposed
  * communication (collectives and sends not overlapped by compute), pipeline
- * bubble (receives from the neighbouring stage, not overlapped) and other
- * (untraced gaps); the parts sum to the window by construction. Per
+ * bubble (receives from the neighbouring stage, not overlapped), checkpoint
+ * (traced saves between steps) and other (untraced gaps); the parts sum to the
+ * window by construction. Per
  * collective call site: calls, bytes, achieved bus bandwidth, the alpha-beta
  * prediction, and the split of each call into waiting for the last rank to
  * arrive (skew) and the transfer itself. */
@@ -66,18 +67,25 @@ static void rank_splits(ah_trace_analysis *a, const double *cut, double t1) {
     int n = a->n_items;
     const ah_trace_item *e = a->items;
     double *cv = ah_xcalloc(2 * (size_t)n + 2, sizeof(double)), *mv = ah_xcalloc(2 * (size_t)n + 2, sizeof(double)),
-           *pv = ah_xcalloc(2 * (size_t)n + 2, sizeof(double)), *uv = ah_xcalloc(4 * (size_t)n + 2, sizeof(double));
+           *pv = ah_xcalloc(2 * (size_t)n + 2, sizeof(double)), *uv = ah_xcalloc(4 * (size_t)n + 2, sizeof(double)),
+           *kv = ah_xcalloc(2 * (size_t)n + 2, sizeof(double));
     for (int r = 0; r < a->ranks; r++) {
         /* compute, communication (collectives and sends), pipeline receives */
-        int nc = 0, nm = 0, np = 0;
+        int nc = 0, nm = 0, np = 0, nk = 0;
         for (int i = 0; i < n; i++) {
             if (e[i].ev.rank != r)
                 continue;
+            if (e[i].ev.kind == AH_OP_CHECKPOINT) { /* the training thread's, between steps: its own part */
+                kv[2 * nk] = e[i].ts;
+                kv[2 * nk++ + 1] = e[i].ts + e[i].dur;
+                continue;
+            }
             double *dst = !e[i].comm ? cv + 2 * nc++ : is_recv(&e[i]) ? pv + 2 * np++ : mv + 2 * nm++;
             dst[0] = e[i].ts;
             dst[1] = e[i].ts + e[i].dur;
         }
         nc = ah_intervals_merge(cv, nc);
+        nk = ah_intervals_merge(kv, nk);
         nm = ah_intervals_merge(mv, nm);
         np = ah_intervals_merge(pv, np);
         memcpy(uv, cv, sizeof(double) * 2 * (size_t)nc);
@@ -88,12 +96,14 @@ static void rank_splits(ah_trace_analysis *a, const double *cut, double t1) {
         s->compute = ah_intervals_length(cv, nc);
         s->exposed = ah_intervals_minus(mv, nm, cv, nc);
         s->bubble = ah_intervals_minus(pv, np, uv, nu);
-        s->other = s->span - s->compute - s->exposed - s->bubble;
+        s->checkpoint = ah_intervals_length(kv, nk);
+        s->other = s->span - s->compute - s->exposed - s->bubble - s->checkpoint;
     }
     free(cv);
     free(mv);
     free(pv);
     free(uv);
+    free(kv);
 }
 
 /* alpha-beta prediction of one all-reduce of `bytes` from a comm profile, or -1 */

@@ -24,8 +24,8 @@ static void parts_of(const ah_trace_analysis *a, int r, double *out) {
     out[AH_TRACE_PART_COMPUTE] = s->compute * per;
     out[AH_TRACE_PART_EXPOSED] = s->exposed * per;
     out[AH_TRACE_PART_BUBBLE] = s->bubble * per;
-    out[AH_TRACE_PART_OTHER] = s->other * per;
-    out[AH_TRACE_PART_NOT_BUSY] = (s->bubble + s->other) * per;
+    out[AH_TRACE_PART_OTHER] = (s->other + s->checkpoint) * per; /* a simulation has no checkpoints */
+    out[AH_TRACE_PART_NOT_BUSY] = (s->bubble + s->other + s->checkpoint) * per;
 }
 
 static int find_bucket(const ah_trace_analysis *a, int first, int last) {

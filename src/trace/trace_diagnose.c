@@ -108,6 +108,14 @@ static void steps_and_gaps(dctx *c) {
                 c->bound[r * c->S + cs] += gap;
             else if (v->ev.kind == AH_OP_FORWARD && !v->comm)
                 c->gap_in[r * c->S + cs] += gap;
+            if (v->ev.kind == AH_OP_CHECKPOINT) { /* between steps: the boundary goes on after it */
+                if (s < c->S) { /* before a traced step (the save after the last one delays nothing traced) */
+                    c->saved[r * c->S + cs] += v->dur * 1e-6;
+                    c->tiers |= v->ev.bucket >= 0 && v->ev.bucket < AH_CKPT_TRACE_TIERS ? 1u << v->ev.bucket : 0;
+                }
+                prev_end = isnan(prev_end) || v->ts + v->dur > prev_end ? v->ts + v->dur : prev_end;
+                continue;
+            }
             after_opt = 0;
             if (!v->comm && v->ev.kind < AH_OP_KINDS)
                 c->comp[r * c->S + cs] += v->dur * 1e-6;
@@ -231,42 +239,72 @@ static void slow_ranks(dctx *c) {
 
 /* ---------------------------------------------------------------- untraced time */
 
-/* Steps whose start gap is long on every rank at once (median over ranks
- * above twice the median step's plus 5 ms): a checkpoint (or another
- * job-wide pause) between steps. Fills excess[s]. */
+/* The traced checkpoint tiers, "memory+disk", into buf. */
+static const char *tier_list(unsigned tiers, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < AH_CKPT_TRACE_TIERS && k < n; t++)
+        if (tiers & (1u << t))
+            k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? "+" : "", ah_ckpt_trace_tier_name(t));
+    return buf;
+}
+
+/* Checkpoints between steps, every rank at once (per step the median over ranks): the traced saves
+ * (checkpoint records: their whole time is the cost) and steps whose untraced start gap is long (above
+ * twice the median step's plus 5 ms: a checkpoint that was not traced, or another job-wide pause). Fills
+ * excess[s], the untraced part. */
 static void checkpoint_stalls(dctx *c, double *excess) {
     double *tmp = ah_xcalloc((size_t)(c->R > c->S ? c->R : c->S) + 1, sizeof(double)),
-           *med = ah_xcalloc((size_t)c->S, sizeof(double));
+           *med = ah_xcalloc((size_t)c->S, sizeof(double)), *saved = ah_xcalloc((size_t)c->S, sizeof(double));
     for (int s = 0; s < c->S; s++) {
         for (int r = 0; r < c->R; r++)
             tmp[r] = c->bound[r * c->S + s];
         med[s] = ah_diag_median(tmp, c->R);
+        for (int r = 0; r < c->R; r++)
+            tmp[r] = c->saved[r * c->S + s];
+        saved[s] = ah_diag_median(tmp, c->R);
     }
     memcpy(tmp, med + 1, sizeof(double) * (size_t)(c->S - 1));
-    double base = ah_diag_median(tmp, c->S - 1), cost = 0;
+    double base = ah_diag_median(tmp, c->S - 1), untraced = 0, traced = 0;
     unsigned char *flag = ah_xcalloc((size_t)c->S, 1);
-    for (int s = 1; s < c->S; s++)
+    for (int s = 1; s < c->S; s++) {
         if (med[s] > 2 * base + 5e-3) {
             excess[s] = med[s] - base;
-            cost += excess[s];
+            untraced += excess[s];
             flag[s] = 1;
         }
-    if (cost > 0) {
+        traced += saved[s];
+        flag[s] |= saved[s] > 0;
+    }
+    if (untraced + traced > 0) {
         ah_finding *f = ah_diag_add(c, AH_DIAG_CHECKPOINT_STALL);
         for (int r = 0; r < c->R && f->n_ranks < AH_DIAG_MAX_RANKS; r++)
             f->ranks[f->n_ranks++] = r;
-        snprintf(f->op, sizeof f->op, "between steps");
         ah_diag_set_steps(f, flag, c->S);
+        double cost = untraced + traced;
         f->cost_s = cost, f->measured_s = cost + base * f->n_steps, f->expected_s = base * f->n_steps;
-        snprintf(f->evidence, sizeof f->evidence,
-                 "every rank paused between steps with nothing traced: %d step(s) started %.3f ms later than "
-                 "the median step start gap (%.3f ms), on the median rank (a checkpoint write, an evaluation, or "
-                 "another pause of the whole job)",
-                 f->n_steps, cost * 1e3 / (f->n_steps ? f->n_steps : 1), base * 1e3);
+        int per = f->n_steps ? f->n_steps : 1;
+        char tiers[64];
+        if (traced > 0) {
+            snprintf(f->op, sizeof f->op, "checkpoint %s", tier_list(c->tiers, tiers, sizeof tiers));
+            snprintf(f->evidence, sizeof f->evidence,
+                     "every rank saved checkpoints between steps (traced: %s): %d step(s) lost %.3f ms each on the "
+                     "median rank, %.3f ms of it in the traced saves%s",
+                     tiers, f->n_steps, cost * 1e3 / per, traced * 1e3 / per,
+                     untraced > 0 ? " and the rest untraced before the steps started" : "");
+        } else {
+            snprintf(f->op, sizeof f->op, "between steps");
+            snprintf(f->evidence, sizeof f->evidence,
+                     "every rank paused between steps with nothing traced: %d step(s) started %.3f ms later than "
+                     "the median step start gap (%.3f ms), on the median rank (a checkpoint write, an evaluation, "
+                     "or another pause of the whole job)",
+                     f->n_steps, cost * 1e3 / per, base * 1e3);
+        }
         settle(c, f, 1);
     }
     free(tmp);
     free(med);
+    free(saved);
     free(flag);
 }
 
@@ -575,6 +613,7 @@ int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_d
     c.comp = ah_xcalloc(rs, sizeof(double));
     c.gap_in = ah_xcalloc(rs, sizeof(double));
     c.bound = ah_xcalloc(rs, sizeof(double));
+    c.saved = ah_xcalloc(rs, sizeof(double));
     double *ckpt = ah_xcalloc((size_t)c.S + 1, sizeof(double));
     c.peer_group = ah_xcalloc((size_t)c.R + 1, sizeof(int));
     steps_and_gaps(&c);
@@ -599,6 +638,7 @@ int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_d
     free(c.comp);
     free(c.gap_in);
     free(c.bound);
+    free(c.saved);
     free(c.send_of);
     free(c.inst_of);
     free(c.inst);

@@ -39,6 +39,7 @@ static cJSON *analysis_json(const char *trace_path, const ah_trace_analysis *a) 
         cJSON_AddNumberToObject(o, "compute_s", s->compute * 1e-6);
         cJSON_AddNumberToObject(o, "exposed_comm_s", s->exposed * 1e-6);
         cJSON_AddNumberToObject(o, "bubble_s", s->bubble * 1e-6);
+        cJSON_AddNumberToObject(o, "checkpoint_s", s->checkpoint * 1e-6);
         cJSON_AddNumberToObject(o, "other_s", s->other * 1e-6);
         for (int q = 0; q < AH_OP_KINDS; q++)
             if (a->kind_s[r * AH_OP_KINDS + q] > 0)
@@ -211,20 +212,20 @@ int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const 
     snprintf(buf, sizeof buf, "Where the time went, per rank: %s (span %.1f ms)", trace_path, a->span_us / 1e3);
     ah_svg_title(f, buf);
     ah_svg_text(f, 10, 20, "font-size=\"15\" font-weight=\"bold\"", buf);
-    const char *col[4] = {"#4c78a8", "#e45756", "#f2cf5b", "#bab0ac"},
-               *lab[4] = {"compute", "exposed communication", "pipeline bubble", "other"};
-    for (int q = 0; q < 4; q++) {
+    const char *col[5] = {"#4c78a8", "#e45756", "#f2cf5b", "#59a14f", "#bab0ac"},
+               *lab[5] = {"compute", "exposed communication", "pipeline bubble", "checkpoint", "other"};
+    for (int q = 0; q < 5; q++) {
         char fill[32];
         snprintf(fill, sizeof fill, "fill=\"%s\"", col[q]);
-        ah_svg_rect(f, 10 + q * 180, 30, 12, 12, fill, NULL);
-        ah_svg_text(f, 26 + q * 180, 41, NULL, lab[q]);
+        ah_svg_rect(f, 10 + q * 170, 30, 12, 12, fill, NULL);
+        ah_svg_text(f, 26 + q * 170, 41, NULL, lab[q]);
     }
     for (int r = 0; r < a->ranks; r++) {
         const ah_trace_split *s = &a->split[r];
-        double x = 70, y = 55 + r * row, parts[4] = {s->compute, s->exposed, s->bubble, s->other};
+        double x = 70, y = 55 + r * row, parts[5] = {s->compute, s->exposed, s->bubble, s->checkpoint, s->other};
         snprintf(buf, sizeof buf, "rank %d", r);
         ah_svg_text(f, 10, y + 14, NULL, buf);
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < 5; q++) {
             double pw = s->span > 0 ? bar * (parts[q] > 0 ? parts[q] : 0) / s->span : 0,
                    pct = s->span > 0 ? 100 * parts[q] / s->span : 0;
             char fill[32];
@@ -237,8 +238,12 @@ int ah_trace_write_analysis_svg(const char *path, const char *trace_path, const 
             }
             x += pw;
         }
-        snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f / %.2f ms", s->compute / 1e3, s->exposed / 1e3,
-                 s->bubble / 1e3, s->other / 1e3);
+        if (s->checkpoint > 0)
+            snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f / %.2f / %.2f ms", s->compute / 1e3, s->exposed / 1e3,
+                     s->bubble / 1e3, s->checkpoint / 1e3, s->other / 1e3);
+        else
+            snprintf(buf, sizeof buf, "%.2f / %.2f / %.2f / %.2f ms", s->compute / 1e3, s->exposed / 1e3,
+                     s->bubble / 1e3, s->other / 1e3);
         ah_svg_text(f, 70 + bar + 8, y + 14, "font-size=\"11\"", buf);
     }
     ah_svg_close(f);

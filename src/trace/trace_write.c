@@ -13,10 +13,17 @@
 _Static_assert(sizeof(ah_trace_event) == 3 * sizeof(double) + 12 * sizeof(int), "records have no padding");
 
 
+const char *ah_ckpt_trace_tier_name(int tier) {
+    static const char *const names[AH_CKPT_TRACE_TIERS] = {"memory", "disk", "cloud", "wait"};
+    return tier >= 0 && tier < AH_CKPT_TRACE_TIERS ? names[tier] : NULL;
+}
+
 const char *ah_trace_site_name(const ah_trace_event *e, char *buf, size_t n) {
     const char *k = ah_op_kind_name(e->kind);
     if (e->kind == AH_OP_DP_ALLREDUCE && e->layer_last > e->layer_first)
         snprintf(buf, n, "%s layers %d-%d", k, e->layer_first, e->layer_last - 1);
+    else if (e->kind == AH_OP_CHECKPOINT && ah_ckpt_trace_tier_name(e->bucket))
+        snprintf(buf, n, "%s %s", k, ah_ckpt_trace_tier_name(e->bucket));
     else
         snprintf(buf, n, "%s", k ? k : "unknown");
     return buf;
@@ -179,8 +186,9 @@ static void write_op(FILE *f, const ah_trace_event *e, const item *it, int lane)
     if (e->micro_batch >= 0)
         snprintf(mb, sizeof mb, " mb%d", e->micro_batch);
     ah_stream s = ah_op_kind_stream(e->kind);
-    fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", site, mb,
-            s == AH_STREAM_COMPUTE ? "compute" : "communication", e->rank, ah_trace_tid(s, lane));
+    const char *cat = e->kind == AH_OP_CHECKPOINT ? "checkpoint" : s == AH_STREAM_COMPUTE ? "compute" : "communication";
+    fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":", site, mb, cat,
+            e->rank, ah_trace_tid(s, lane));
     put_us(f, it->s_ns);
     fputs(",\"dur\":", f);
     put_us(f, it->e_ns - it->s_ns);
