@@ -1,4 +1,5 @@
-/* How `autohet run` reads the end of a generation from its ranks' watcher records (src/elastic/faults.c): a
+/* How `autohet run` reads the end of a generation from its ranks' watcher records (src/elastic/faults.c), and
+ * how it measures a rank's heartbeat loss (src/elastic/heartbeat.c): a
  * full memory tier is a lost node even when the rank that hit it was torn down by the launcher because
  * another rank, told only that "another rank could not write its layers", exited first (the race behind a
  * chaos `tier-full` trial that restarted on the same nodes until --max-restarts). */
@@ -98,10 +99,42 @@ static void test_error_exit_is_no_loss(void **state) {
     clean_run();
 }
 
+/* A rank's heartbeats (every 0.5 s) through a link that starts letting only one in five through at beat 20,
+ * each late (queued behind the throttle): the loss over the last 8 beats shows at the second beat through
+ * (half lost), with the losses dated from beat 20's arrival; a window fixed from the rank's first beat (0-7,
+ * 8-15, 16-23, ...) would still have held beats 16-20 then and shown 3 of 8 lost. Late beats alone lose
+ * nothing; a restarted counter starts over. */
+static void test_beat_loss_window(void **state) {
+    (void)state;
+    run_beat_rank b = {.loss = -1};
+    for (unsigned long q = 0; q <= 20; q++) {
+        run_beat_heard(&b, q, 0.5 * (double)q, 8);
+        if (q < 7)
+            assert_true(b.loss < 0); /* fewer than a window so far */
+        else
+            assert_true(b.loss == 0);
+    }
+    run_beat_heard(&b, 25, 12.5 + 2.0, 8); /* through the throttle, 2 s late */
+    assert_true(b.loss == 0.5);            /* window 18..25: 18, 19, 20, 25 heard */
+    assert_true(b.loss_t0 == 10.0);        /* beat 20's arrival: the losses began after it */
+    run_beat_heard(&b, 30, 15.0 + 2.0, 8);
+    assert_true(b.loss == 0.75); /* window 23..30: 25, 30 */
+    assert_true(b.loss_t0 == 10.0);
+    run_beat_rank late = {.loss = -1}; /* every beat heard, late and in bursts: no loss */
+    for (unsigned long q = 0; q < 16; q++)
+        run_beat_heard(&late, q, 3.0 * (double)(q / 4), 8);
+    assert_true(late.loss == 0);
+    run_beat_heard(&late, 30, 20.0, 8); /* beats 16-29 lost */
+    assert_true(late.loss == 7.0 / 8);
+    run_beat_heard(&late, 0, 21.0, 8); /* its counter restarted (a new process) */
+    assert_true(late.loss < 0 && late.seq_first == 0 && late.seq_last == 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_tier_torn_down),
         cmocka_unit_test(test_error_exit_is_no_loss),
+        cmocka_unit_test(test_beat_loss_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,35 +220,58 @@ static void track_rank(run_state *s, int rank, double now) {
         return;
     s->beat = ah_xrealloc(s->beat, sizeof *s->beat * (size_t)(rank + 1));
     for (int r = s->n_beat; r <= rank; r++)
-        s->beat[r] = (run_beat_rank){.seen = now, .win_t0 = now, .loss = -1, .node = -1};
+        s->beat[r] = (run_beat_rank){.seen = now, .loss = -1, .node = -1};
     s->n_beat = rank + 1;
 }
 
 /* The beats a loss window spans: one heartbeat timeout's worth, at least 8
- * (a share of fewer says little). */
+ * (a share of fewer says little), at most the 64 a rank's record keeps. */
 static unsigned long loss_window(const run_state *s) {
     double n = s->o->heartbeat_s / AH_HEARTBEAT_PERIOD_S;
-    return n > 8 ? (unsigned long)n : 8;
+    return n > 64 ? 64 : n > 8 ? (unsigned long)n : 8;
 }
 
-/* Beat `seq` of rank `b` arrived: its silence and its loss window. The
- * sequence numbers, not arrival times, measure loss: a rank slowed by a busy
- * CPU beats late but loses nothing; only the network drops datagrams. */
+void run_beat_heard(run_beat_rank *b, unsigned long seq, double now, unsigned long window) {
+    unsigned long w = window < 64 ? window : 64;
+    /* the first beat heard, or the rank's counter restarted (a beat older than the window is no late one) */
+    if (!b->heard || seq < b->seq_first || seq + w < b->seq_last)
+        b->seq_first = b->seq_last = seq, b->got_bits = 0, b->loss = -1;
+    if (seq > b->seq_last) {
+        unsigned long d = seq - b->seq_last;
+        b->got_bits = d >= 64 ? 0 : b->got_bits << d;
+        b->seq_last = seq;
+    }
+    if (b->seq_last - seq < 64)
+        b->got_bits |= 1ull << (b->seq_last - seq), b->heard_at[seq % 64] = now;
+    b->seen = now, b->heard = 1;
+    if (b->seq_last - b->seq_first + 1 < w)
+        return;
+    int got = 0;
+    long first_lost = -1;
+    for (unsigned long i = w; i-- > 0;) { /* the window's beats, oldest first */
+        int in = (b->got_bits >> i) & 1;
+        got += in;
+        if (!in && first_lost < 0)
+            first_lost = (long)(b->seq_last - i);
+    }
+    b->loss = 1.0 - (double)got / (double)w;
+    /* the losses began after the last beat heard before the first lost one */
+    b->loss_t0 = now;
+    for (long q = first_lost - 1; first_lost >= 0 && q >= (long)b->seq_first && b->seq_last - (unsigned long)q < 64; q--)
+        if ((b->got_bits >> (b->seq_last - (unsigned long)q)) & 1) {
+            b->loss_t0 = b->heard_at[q % 64];
+            break;
+        }
+}
+
+/* Beat `seq` of rank `b` arrived: its silence and its loss over the last window of beats (run_beat_heard). The
+ * sequence numbers, not arrival times, measure loss: a rank slowed by a busy CPU beats late but loses nothing;
+ * only the network drops datagrams. */
 static void heard_beat(run_state *s, run_beat_rank *b, unsigned long seq, double now) {
     double gap = now - b->seen;
     if (b->heard && gap > s->beat_max_gap)
         s->beat_max_gap = gap; /* the longest silence of a live rank: what the timeout must exceed */
-    if (!b->heard || seq < b->win_seq0) /* the first beat heard (or the rank's counter restarted) */
-        b->win_seq0 = seq, b->win_got = 0, b->win_t0 = now;
-    b->win_got++;
-    if (seq > b->seq_last || !b->heard)
-        b->seq_last = seq;
-    unsigned long span = b->seq_last - b->win_seq0 + 1;
-    if (span >= loss_window(s)) { /* a complete window: its loss, and the next one begins */
-        b->loss = 1.0 - (double)b->win_got / (double)span, b->loss_t0 = b->win_t0;
-        b->win_seq0 = b->seq_last + 1, b->win_got = 0, b->win_t0 = now;
-    }
-    b->seen = now, b->heard = 1;
+    run_beat_heard(b, seq, now, loss_window(s));
 }
 
 int run_beat_parse(const char *msg, run_beat_msg *m) {
@@ -382,19 +405,20 @@ static int node_of_addr(const run_state *s, unsigned addr) {
     return -1;
 }
 
-/* The worst share of heartbeats lost by node `node`'s ranks: in their last
- * complete loss window or the one under way, whichever is worse. */
+/* The worst share of heartbeats lost by node `node`'s ranks: over their last loss window, or all their
+ * beats so far while they have fewer. */
 static double node_beat_loss(const run_state *s, int node) {
     double worst = 0;
     for (int r = 0; r < s->n_beat; r++) {
         const run_beat_rank *b = &s->beat[r];
         if (b->node != node || !b->heard)
             continue;
-        double partial = 1.0 - (double)b->win_got / (double)(b->seq_last - b->win_seq0 + 1);
-        if (b->win_got > 0 && partial > worst)
-            worst = partial;
-        if (b->loss > worst)
-            worst = b->loss;
+        double loss = b->loss;
+        if (loss < 0) { /* every beat since the first is in the record (fewer than a window < 64) */
+            unsigned long span = b->seq_last - b->seq_first + 1;
+            loss = 1.0 - (double)__builtin_popcountll(b->got_bits) / (double)span;
+        }
+        worst = loss > worst ? loss : worst;
     }
     return worst;
 }

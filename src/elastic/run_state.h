@@ -39,11 +39,11 @@ typedef struct {
 typedef struct run_beat_rank {
     double seen;                      /* when last heard, by the controller's clock */
     int heard;                        /* heard at least once */
-    unsigned long seq_last, win_seq0; /* the last sequence number heard; the first of the loss window */
-    int win_got;                      /* beats heard since win_seq0 */
-    double win_t0;                    /* when the loss window began */
-    double loss;                      /* the share of beats lost in the last complete window (-1: none yet) */
-    double loss_t0;                   /* when that window began */
+    unsigned long seq_last, seq_first; /* the last sequence number heard; the first (since a restart) */
+    unsigned long long got_bits;       /* bit i: beat seq_last - i heard (the last 64) */
+    double heard_at[64];               /* when beat q was heard, at [q % 64] */
+    double loss;    /* the share of beats lost in the loss window ending at seq_last (-1: fewer beats so far) */
+    double loss_t0; /* when its losses began: the last beat heard before its first lost one */
     int node;                         /* the node it runs on (-1: not known yet) */
     unsigned addr;                    /* the IPv4 address its beats come from (network order; 0: none yet) */
     unsigned short port;              /* and their port (network order): where bandwidth probes go */
@@ -164,6 +164,11 @@ int run_heartbeat_listen(run_state *s, char *err, size_t errlen);
 /* One heartbeat datagram ("autohet-beat TOKEN GEN RANK SEQ [stuck=A,B] [probe=ROUND:N]", from the network:
  * any bytes) into m; 0, or -1 if it is not a beat. */
 int run_beat_parse(const char *msg, run_beat_msg *m);
+/* Beat `seq` of rank b heard at `now`: its record and its loss over the window of the last `window` (<= 64)
+ * sequence numbers, which slides with every beat heard, so a link that starts dropping shows one window after
+ * (a window fixed from the rank's first beat could still hold the beats before the losses and need a second,
+ * longer than a short run lasts once its link fails); loss_t0: the last beat heard before the first lost one. */
+void run_beat_heard(run_beat_rank *b, unsigned long seq, double now, unsigned long window);
 /* flags in gone[] the nodes with a rank not heard for --heartbeat-timeout; 1 if any, *t_last the last
  * time such a rank was heard, kind "heartbeat" or "partition" (its process runs here but is unheard) */
 int run_poll_heartbeats(run_state *s, int *gone, double *t_last, char *kind, size_t kindlen);
