@@ -88,8 +88,8 @@ static int feasible(const split_env *v, unsigned char *reach, int *diff) {
     for (int j = 0; j < S; j++) {
         const unsigned char *cur = reach + (size_t)j * (L + 1);
         unsigned char *nxt = reach + (size_t)(j + 1) * (L + 1);
-        const int *em = v->em + (size_t)j * (size_t)L;
-        int limit = stage_ends(v, j, v->em + (size_t)j * (size_t)L);
+        int *em = v->em + (size_t)j * (size_t)L;
+        int limit = stage_ends(v, j, em);
         memset(diff, 0, sizeof(int) * (size_t)(L + 2));
         int any = 0;
         for (int a = 0; a < limit; a++)
