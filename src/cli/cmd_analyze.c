@@ -34,7 +34,8 @@ static void usage(FILE *f) {
         "                      measured vs simulated seconds per step and error, per rank, per op kind\n"
         "                      and per gradient bucket\n"
         "  --json FILE         write everything above as JSON (with --sim: a \"prediction\" object)\n"
-        "  --svg FILE          one stacked bar per rank (compute / exposed / bubble / other) with values\n"
+        "  --svg FILE          one stacked bar per rank (compute / exposed / bubble / checkpoint / other)\n"
+        "                      with values\n"
         "  --comm-profile FILE autohet commbench --json: the alpha-beta prediction of each all-reduce site\n"
         "  --top N             list the N longest operations (default 10; 0: none)\n"
         "  --skip-steps K      leave out the first K traced steps of every rank (default 0: autohet train\n"
@@ -174,7 +175,7 @@ static void print_comparison(const char *sim_path, const ah_trace_comparison *c)
             if (c->kind_seen[r * AH_OP_KINDS + k]) {
                 printf("%6d %-16s", r, ah_op_kind_name((ah_op_kind)k));
                 print_pair(c->kinds[r * AH_OP_KINDS + k]);
-                printf("\n");
+                printf(k == AH_OP_CHECKPOINT ? "   (not simulated)\n" : "\n");
             }
     if (c->n_buckets)
         printf("\n%-26s %10s %10s %8s   (mean over the bucket's ranks)\n", "gradient bucket", "measured",
