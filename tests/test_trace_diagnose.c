@@ -247,19 +247,25 @@ static void input_stall(void **state) {
     ah_diagnosis_free(&d);
 }
 
+/* the diagnosis of a run with faults f (into d): its top cause a checkpoint stall over n_steps steps costing
+ * cost (within tol) */
+static void diagnose_checkpoint(const faults *f, ah_diagnosis *d, int n_steps, double cost, double tol) {
+    ah_diag_options o;
+    diagnose(f, d, &o);
+    assert_int_equal(top_cause(d), 0);
+    assert_string_equal(ah_diag_kind_name(d->f[0].kind), "checkpoint_stall");
+    assert_int_equal(d->f[0].n_steps, n_steps);
+    assert_double_equal(d->f[0].cost_s, cost, tol);
+}
+
 static void checkpoint_stall(void **state) {
     (void)state;
     faults f = {-1, -1, -1, -1, 3, -1, 0, 0};
     ah_diagnosis d;
-    ah_diag_options o;
-    diagnose(&f, &d, &o);
-    assert_int_equal(top_cause(&d), 0);
-    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
-    assert_int_equal(d.f[0].n_ranks, 4);
     /* steps 3, 6, 9 start 30 ms late (the pause after step 11 is past the trace) */
-    assert_int_equal(d.f[0].n_steps, 3);
+    diagnose_checkpoint(&f, &d, 3, 3 * 30e-3, 1e-3);
+    assert_int_equal(d.f[0].n_ranks, 4);
     assert_int_equal(d.f[0].steps[0], 3);
-    assert_double_equal(d.f[0].cost_s, 3 * 30e-3, 1e-3);
     ah_diagnosis_free(&d);
 }
 
@@ -269,16 +275,12 @@ static void traced_checkpoint(void **state) {
     (void)state;
     faults f = {-1, -1, -1, -1, 0, -1, 3, 30000};
     ah_diagnosis d;
-    ah_diag_options o;
-    diagnose(&f, &d, &o);
-    assert_int_equal(top_cause(&d), 0);
-    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
+    /* before steps 3, 6, 9 (the save after step 11 delays no traced step); the saves' time, jitter +-5% */
+    diagnose_checkpoint(&f, &d, 3, 3 * 30e-3, 3 * 30e-3 * 0.06);
     assert_string_equal(d.f[0].op, "checkpoint disk");
     assert_contains(d.f[0].evidence, "traced: disk");
     assert_int_equal(d.f[0].n_ranks, 4);
-    assert_int_equal(d.f[0].n_steps, 3); /* before steps 3, 6, 9 (the save after step 11 delays no traced step) */
     assert_int_equal(d.f[0].steps[0], 3);
-    assert_double_equal(d.f[0].cost_s, 3 * 30e-3, 3 * 30e-3 * 0.06); /* the saves' time, jitter +-5% */
     ah_diagnosis_free(&d);
 }
 
@@ -288,12 +290,7 @@ static void checkpoint_every_step(void **state) {
     (void)state;
     faults f = {-1, -1, -1, -1, 0, -1, 1, 4000};
     ah_diagnosis d;
-    ah_diag_options o;
-    diagnose(&f, &d, &o);
-    assert_int_equal(top_cause(&d), 0);
-    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "checkpoint_stall");
-    assert_int_equal(d.f[0].n_steps, STEPS - 1);
-    assert_double_equal(d.f[0].cost_s, (STEPS - 1) * 4e-3, (STEPS - 1) * 4e-3 * 0.06);
+    diagnose_checkpoint(&f, &d, STEPS - 1, (STEPS - 1) * 4e-3, (STEPS - 1) * 4e-3 * 0.06);
     ah_diagnosis_free(&d);
 }
 

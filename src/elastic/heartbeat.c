@@ -246,19 +246,15 @@ void run_beat_heard(run_beat_rank *b, unsigned long seq, double now, unsigned lo
     b->seen = now, b->heard = 1;
     if (b->seq_last - b->seq_first + 1 < w)
         return;
-    int got = 0;
-    long first_lost = -1;
-    for (unsigned long i = w; i-- > 0;) { /* the window's beats, oldest first */
-        int in = (b->got_bits >> i) & 1;
-        got += in;
-        if (!in && first_lost < 0)
-            first_lost = (long)(b->seq_last - i);
-    }
-    b->loss = 1.0 - (double)got / (double)w;
-    /* the losses began after the last beat heard before the first lost one */
+    unsigned long long in_window = w == 64 ? ~0ull : (1ull << w) - 1, lost = ~b->got_bits & in_window;
+    b->loss = 1.0 - (double)__builtin_popcountll(b->got_bits & in_window) / (double)w;
     b->loss_t0 = now;
-    for (long q = first_lost - 1; first_lost >= 0 && q >= (long)b->seq_first && b->seq_last - (unsigned long)q < 64; q--)
-        if ((b->got_bits >> (b->seq_last - (unsigned long)q)) & 1) {
+    if (!lost)
+        return;
+    /* the losses began after the last beat heard before the window's oldest lost one (bit i: seq_last - i) */
+    unsigned long first_lost = b->seq_last - (unsigned long)(63 - __builtin_clzll(lost));
+    for (unsigned long q = first_lost; q-- > b->seq_first && b->seq_last - q < 64;)
+        if ((b->got_bits >> (b->seq_last - q)) & 1) {
             b->loss_t0 = b->heard_at[q % 64];
             break;
         }

@@ -25,16 +25,16 @@ ah_trace_event *ah__exec_record(ah_executor *x, ah_op_kind kind, double t0, doub
 }
 
 void ah_executor_trace_checkpoint(ah_executor *x, int tier, double t0) {
+    if (!x->trace.on) /* a run without --trace pays nothing for its checkpoints' records */
+        return;
     double t1 = ah_now_s(), bytes = 0;
-    int n = ah__exec_n_held(x);
     if (tier != AH_CKPT_TRACE_WAIT) /* every held layer's parameters and both AdamW moments */
         for (int k = 0; k < x->n_chunks; k++)
             for (int l = x->chunks[k].first; l < x->chunks[k].last; l++)
                 bytes += (double)ah__engine_layer_floats(&x->chunks[k], l) * sizeof(float) * 3;
     ah_trace_event *e =
         ah__exec_record(x, AH_OP_CHECKPOINT, t0, t1, -1, ah_op_kind_site(AH_OP_CHECKPOINT), bytes, 1, x->rank, -1);
-    if (!e)
-        return;
+    int n = ah__exec_n_held(x);
     e->bucket = tier;
     if (n > 0) {
         e->layer_first = ah__exec_held_layer(x, 0);
