@@ -63,6 +63,7 @@ section_planner() {
     echo
     bench/plan_wall_bench.sh --build build --runs "$RUNS"
   fi
+  cat bench/planner_notes.md
 }
 
 section_replan() {
