@@ -117,9 +117,20 @@ for site in "dp_allreduce layers" recv_activation recv_gradient step_sync tied_s
     || fail "call site $site missing"
 done
 # all-reduces: matched across ranks, skew + transfer = mean duration, a prediction from the profile
-jq -e '[.sites[] | select(.site | startswith("dp_allreduce"))] | all(.instances > 0 and .busbw_GBps > 0
-       and .predicted_us > 0 and ((.skew_us + .transfer_us - .avg_us) | fabs) <= 0.01 * .avg_us)' "$TMP/a.json" \
-  >/dev/null || fail "all-reduce sites: instances, busbw, prediction, skew + transfer = avg"
+# (each condition on its own, so a failure says which and shows the site)
+for cond in '.instances > 0' '.busbw_GBps > 0' '.predicted_us > 0' \
+            '((.skew_us + .transfer_us - .avg_us) | fabs) <= 0.01 * .avg_us'; do
+  jq -e "[.sites[] | select(.site | startswith(\"dp_allreduce\"))] | all($cond)" "$TMP/a.json" >/dev/null \
+    || fail "all-reduce sites: $cond: $(jq -c '[.sites[] | select(.site | startswith("dp_allreduce"))]' "$TMP/a.json")"
+done
+# the prediction is the piecewise allreduce fit of the profile at the site's size (its regime, not
+# below the first regime's latency), recomputed here from the profile
+jq -e --slurpfile p "$TMP/cp.json" '($p[0].fits[] | select(.op == "allreduce") | .regimes) as $rg
+       | [.sites[] | select(.site | startswith("dp_allreduce"))] | length > 0 and all(.bytes_per_call as $b
+         | ([$rg[] | select(.max_bytes == null or $b <= .max_bytes)][0]) as $r
+         | ([$r.alpha_us + $b / ($r.beta_GBps * 1e3), $rg[0].alpha_us] | max) as $want
+         | ((.predicted_us - $want) | fabs) <= 1e-9 * $want)' "$TMP/a.json" >/dev/null \
+  || fail "all-reduce sites: the prediction is not the profile's piecewise allreduce fit at the site's size"
 jq -e '(.slowest | length) == 10' "$TMP/a.json" >/dev/null || fail "slowest operations"
 # 3 steps trained, the warm-up step is not traced: 2 steps; --skip-steps 1 analyses the last one
 jq -e '.steps == 2 and .skipped_steps == 0 and .iteration_s > 0' "$TMP/a.json" >/dev/null || fail "steps in the trace"

@@ -45,13 +45,13 @@ static int read_fit(const cJSON *f, ah_link_model *m) {
     return 0;
 }
 
-/* the latency fit of link_class (NULL: intra-node, else the first) */
-static const cJSON *find_latency_fit(const cJSON *fits, const char *link_class) {
+/* the fit of op_name for link_class (NULL: intra-node, else the first) */
+static const cJSON *find_fit(const cJSON *fits, const char *op_name, const char *link_class) {
     const cJSON *f, *use = NULL;
     cJSON_ArrayForEach(f, fits) {
         const cJSON *op = cJSON_GetObjectItemCaseSensitive(f, "op"),
                     *lc = cJSON_GetObjectItemCaseSensitive(f, "link_class");
-        if (!cJSON_IsString(op) || strcmp(op->valuestring, "latency"))
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, op_name))
             continue;
         int match = cJSON_IsString(lc) && !strcmp(lc->valuestring, link_class ? link_class : "intra-node");
         if (match)
@@ -63,8 +63,12 @@ static const cJSON *find_latency_fit(const cJSON *fits, const char *link_class) 
 }
 
 int ah_link_model_from_fits(const cJSON *fits, const char *link_class, ah_link_model *m) {
+    return ah_link_model_from_op_fit(fits, "latency", link_class, m);
+}
+
+int ah_link_model_from_op_fit(const cJSON *fits, const char *op_name, const char *link_class, ah_link_model *m) {
     memset(m, 0, sizeof *m);
-    const cJSON *use = find_latency_fit(fits, link_class);
+    const cJSON *use = find_fit(fits, op_name, link_class);
     if (!use)
         return 1;
     if (read_fit(use, m) != 0) {
@@ -72,7 +76,7 @@ int ah_link_model_from_fits(const cJSON *fits, const char *link_class, ah_link_m
         return -1;
     }
     const cJSON *lc = cJSON_GetObjectItemCaseSensitive(use, "link_class");
-    snprintf(m->source, sizeof m->source, "latency fit, %s, %d regime(s)",
+    snprintf(m->source, sizeof m->source, "%s fit, %s, %d regime(s)", op_name,
              cJSON_IsString(lc) ? lc->valuestring : "?", m->n);
     return 0;
 }

@@ -15,5 +15,8 @@ cJSON *ah_comm_profile_parse(const char *path, char *err, size_t errlen);
 /* The latency fit of link_class in fits[] (NULL: the intra-node one, else
  * the first) into m: 0; 1 when there is none (m->n = 0); -1 when malformed. */
 int ah_link_model_from_fits(const cJSON *fits, const char *link_class, ah_link_model *m);
+/* The same for the fit of another op ("allreduce", ...): its regimes are read
+ * and checked alike, and ah_link_us() gives its time for a size */
+int ah_link_model_from_op_fit(const cJSON *fits, const char *op_name, const char *link_class, ah_link_model *m);
 
 #endif

@@ -106,26 +106,12 @@ static void rank_splits(ah_trace_analysis *a, const double *cut, double t1) {
     free(kv);
 }
 
-/* alpha-beta prediction of one all-reduce of `bytes` from a comm profile, or -1 */
+/* The piecewise alpha-beta prediction of one all-reduce of `bytes` from a
+ * comm profile's allreduce fit (its regime for that size, never below the
+ * first regime's latency: ah_link_us), or -1 without a usable fit */
 static double predict_us(const cJSON *fits, double bytes) {
-    const cJSON *f;
-    cJSON_ArrayForEach(f, fits) {
-        const cJSON *op = cJSON_GetObjectItemCaseSensitive(f, "op");
-        if (!cJSON_IsString(op) || strcmp(op->valuestring, "allreduce"))
-            continue;
-        const cJSON *reg = cJSON_GetObjectItemCaseSensitive(f, "regimes");
-        const cJSON *use = f;
-        if (cJSON_IsArray(reg) && cJSON_GetArraySize(reg) == 2) {
-            const cJSON *small = cJSON_GetArrayItem(reg, 0),
-                        *mx = cJSON_GetObjectItemCaseSensitive(small, "max_bytes");
-            use = cJSON_IsNumber(mx) && bytes <= mx->valuedouble ? small : cJSON_GetArrayItem(reg, 1);
-        }
-        const cJSON *al = cJSON_GetObjectItemCaseSensitive(use, "alpha_us"),
-                    *be = cJSON_GetObjectItemCaseSensitive(use, "beta_GBps");
-        if (cJSON_IsNumber(al) && cJSON_IsNumber(be) && be->valuedouble > 0)
-            return al->valuedouble + bytes / (be->valuedouble * 1e3);
-    }
-    return -1;
+    ah_link_model m;
+    return ah_link_model_from_op_fit(fits, "allreduce", NULL, &m) == 0 ? ah_link_us(&m, bytes) : -1;
 }
 
 static const ah_trace_item *sort_items; /* qsort has no context argument */
