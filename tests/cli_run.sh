@@ -48,6 +48,9 @@ rec() { jq -e ".recoveries | length == 1 and (.[0] | $2)" "$TMP/$1.json" >/dev/n
 
 # 1. a surviving replica for every layer: nothing lost, peers serve
 run peer tiny-4node-2x2 --preempt n1@5 --ckpt-every 5 --trace "$TMP/peer-trace.json" --svg "$TMP/peer.svg"
+# the replan keeps the precision its plan was costed at (a test plan without one: bf16)
+[ "$(jq -s -c 'map(.train.precision)' "$TMP/peer.run"/plan-[01].json)" = '["bf16","bf16"]' ] \
+  || fail "peer: replan's precision: $(jq -s -c 'map(.train.precision)' "$TMP/peer.run"/plan-*.json)"
 # --trace: the generation that trained the last steps (2 ranks after the loss) is the trace, named by the line;
 # the report names each generation's own (the preempted generation 0 was killed: none)
 jq -e '(.generations[0] | has("trace") | not) and (.generations[1].trace | endswith("/trace-1.json"))' \
@@ -192,6 +195,9 @@ bad_input "cpu-2 is gone from the run already" preempt --run-dir "$TMP/plan2.run
 out=$("$CMP" "$TMP/ref30.bin" "$TMP/plan.bin" 1e-4) || fail "cluster: parameters differ: $out"
 jq -e '.recoveries | length == 1 and .[0].steps_lost == 0 and (.[0].cause | test("preempt command with notice: lost cpu-2"))' \
   "$TMP/plan.json" >/dev/null || fail "cluster: $(jq -c '.recoveries' "$TMP/plan.json")"
+# the plans it searched (the first and the one after the loss) are costed at fp32, as the engine trains
+[ "$(jq -s -c 'map(.train.precision)' "$TMP/plan.run"/plan-[01].json)" = '["fp32","fp32"]' ] \
+  || fail "cluster: plans not costed at fp32: $(jq -s -c 'map(.train.precision)' "$TMP/plan.run"/plan-*.json)"
 
 # 6d. kill -9 from outside of a rank once the job has logged its last step (it is writing the durable copy
 # of that step, or exiting): the run recovers at the last step, the relaunch writes that copy, and the run

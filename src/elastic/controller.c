@@ -535,6 +535,7 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         s->po.micro_batch = s->plan.micro_batch;
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;
+        s->po.train.precision = s->plan.train.precision; /* replans cost what the plan was searched for */
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     } else {
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab);
@@ -544,6 +545,9 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         s->po.micro_batch = o->micro_batch;
         s->po.global_batch = o->global_batch;
         s->po.train.seq = o->seq;
+        /* the engine trains fp32 tensors (--precision bf16 is its matmuls' operands only): the plans it
+         * searches cost 4-byte activations and fp32 state, as its memory check does (executor_memory.c) */
+        s->po.train.precision = AH_PRECISION_FP32;
     }
     if (s->inv.n_nodes > MAX_NODES) {
         snprintf(err, errlen, "the inventory has %d nodes; autohet run supervises at most %d", s->inv.n_nodes,
