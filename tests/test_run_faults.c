@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "elastic/run_state.h"
+#include "util/proc_stat.h"
 
 static char dir[64];
 
@@ -130,11 +132,35 @@ static void test_beat_loss_window(void **state) {
     assert_true(late.loss < 0 && late.seq_first == 0 && late.seq_last == 0);
 }
 
+/* The process states the supervisors read (a zombie is a gone rank): this process, a child that exited and was
+ * not reaped yet (Z), and a pid that names no process */
+static void test_proc_stat(void **state) {
+    (void)state;
+    char st = 0;
+    long ppid = 0;
+    assert_int_equal(ah_proc_stat((long)getpid(), &st, &ppid), 0);
+    assert_int_equal(st, 'R');
+    assert_int_equal(ppid, (long)getppid());
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    for (int i = 0; i < 30000 && !(ah_proc_stat((long)child, &st, &ppid) == 0 && st == 'Z'); i++)
+        usleep(1000); /* until the child has exited (30 s at most): Z until it is reaped */
+    assert_int_equal(st, 'Z');
+    assert_int_equal(ppid, (long)getpid());
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_int_equal(ah_proc_stat((long)child, &st, NULL), -1); /* reaped: gone */
+    assert_int_equal(ah_proc_stat(-5, &st, NULL), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_tier_torn_down),
         cmocka_unit_test(test_error_exit_is_no_loss),
         cmocka_unit_test(test_beat_loss_window),
+        cmocka_unit_test(test_proc_stat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include "util/errors.h"
 #include "util/json_file.h"
 #include "util/atomic_file.h"
+#include "util/proc_stat.h"
 
 static const char *const tier_names[AH_TIER_N] = {"memory", "disk", "peer", "cloud"};
 
@@ -353,16 +354,8 @@ static int is_shard_name(const char *n) {
 static int process_gone(long pid) {
     if (kill((pid_t)pid, 0) != 0)
         return errno == ESRCH;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *close = strrchr(buf, ')'); /* "pid (comm) S ..." */
-    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+    char state;
+    return ah_proc_stat(pid, &state, NULL) == 0 && (state == 'Z' || state == 'X');
 }
 
 /* a temporary file of ah_write_file_atomic (NAME.tmp.PID); *pid its writer */

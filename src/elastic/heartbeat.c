@@ -42,6 +42,7 @@
 #include "elastic/run_state.h"
 #include "util/clock.h"
 #include "util/errors.h"
+#include "util/proc_stat.h"
 
 #define AH_HEARTBEAT_PERIOD_S 0.5
 #define MAX_BEAT_ADDRS 16
@@ -325,7 +326,7 @@ static void drain_beats(run_state *s, double now) {
 
 /* The rank's process as this machine sees it: 'R'unning/'S'leeping..., 'T' stopped, 0 not here. */
 static char rank_process_state(const run_state *s, int rank, int *node) {
-    char p[1400], name[64] = "", st[64], buf[512];
+    char p[1400], name[64] = "";
     long pid = 0;
     snprintf(p, sizeof p, "%s/pids-%d/rank-%d", s->run, s->gen, rank);
     FILE *f = fopen(p, "r");
@@ -335,14 +336,8 @@ static char rank_process_state(const run_state *s, int rank, int *node) {
     *node = ok ? run_node_index(s, name) : -1;
     if (!ok || pid <= 1)
         return 0;
-    snprintf(st, sizeof st, "/proc/%ld/stat", pid);
-    f = fopen(st, "r");
-    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = 0;
-    const char *paren = strrchr(buf, ')');
-    return paren && paren[1] == ' ' ? paren[2] : 0;
+    char state;
+    return ah_proc_stat(pid, &state, NULL) == 0 ? state : 0;
 }
 
 /* Declares node `node` lost for its silent rank `rank` (state: its process as seen here). */

@@ -25,6 +25,7 @@
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/atomic_file.h"
+#include "util/proc_stat.h"
 
 void run_sleep(double s) {
     struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
@@ -490,18 +491,8 @@ static int is_self_or_ancestor(pid_t pid) {
     for (pid_t p = getpid(); p > 1;) {
         if (p == pid)
             return 1;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%ld/stat", (long)p);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            return 0;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = 0;
-        const char *close_paren = strrchr(buf, ')');
-        long ppid = 0;
-        char state;
-        if (!close_paren || sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2)
+        long ppid;
+        if (ah_proc_stat((long)p, NULL, &ppid) != 0)
             return 0;
         p = (pid_t)ppid;
     }

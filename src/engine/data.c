@@ -3,11 +3,11 @@
 #include "engine/data.h"
 #include "engine/data_tokens.h"
 #include "util/json_file.h"
+#include "util/errors.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,15 +18,6 @@ uint64_t ah_hash64(uint64_t x) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
     return x ^ (x >> 31);
-}
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 const char *ah_data_kind_name(ah_data_kind k) {
@@ -63,7 +54,7 @@ static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_by
     /* a regular file, and the data stays within max in all: a FIFO or a
      * device would block or never end */
     if (b->n >= max) {
-        set_err(err, errlen, "%s: the training data is larger than %zu MiB in all", path, max >> 20);
+        ah_errf(err, errlen, "%s: the training data is larger than %zu MiB in all", path, max >> 20);
         return -1;
     }
     size_t before = b->n;
@@ -72,7 +63,7 @@ static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_by
         return -1;
     for (;;) {
         if (buf_reserve(b, 65536) != 0) {
-            set_err(err, errlen, "%s: out of memory", path);
+            ah_errf(err, errlen, "%s: out of memory", path);
             fclose(f);
             return -1;
         }
@@ -83,7 +74,7 @@ static int read_file_into(buf_t *b, const char *path, size_t max, size_t *got_by
             int e = errno;
             fclose(f);
             if (bad) {
-                set_err(err, errlen, "%s: read error: %s", path, strerror(e));
+                ah_errf(err, errlen, "%s: read error: %s", path, strerror(e));
                 return -1;
             }
             *got_bytes = b->n - before;
@@ -107,7 +98,7 @@ static void free_names(char **names, size_t n) {
 static int list_dir(const char *path, char ***out, size_t *out_n, char *err, size_t errlen) {
     DIR *dir = opendir(path);
     if (dir == NULL) {
-        set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        ah_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -144,7 +135,7 @@ static int list_dir(const char *path, char ***out, size_t *out_n, char *err, siz
     }
     closedir(dir);
     if (rc != 0) {
-        set_err(err, errlen, "%s: out of memory", path);
+        ah_errf(err, errlen, "%s: out of memory", path);
         free_names(names, n);
         return -1;
     }
@@ -197,7 +188,7 @@ static int read_token_file(ah_dataset *d, const char *path, char *err, size_t er
         return -1;
     ah_data_file *files = realloc(d->files, sizeof *files * (size_t)(d->n_files + 1));
     if (files == NULL) {
-        set_err(err, errlen, "%s: out of memory", path);
+        ah_errf(err, errlen, "%s: out of memory", path);
         ah__token_file_unmap(&f);
         return -1;
     }
@@ -218,7 +209,7 @@ static int load_text(ah_dataset *d, buf_t *b, const char *path, int is_dir, char
         if (read_file_into(b, f, AH_DATA_MAX_BYTES, &got, err, errlen) != 0)
             return -1;
         if (add_file(d, f, first, got, 0) != 0) {
-            set_err(err, errlen, "%s: out of memory", f);
+            ah_errf(err, errlen, "%s: out of memory", f);
             return -1;
         }
     }
@@ -261,15 +252,15 @@ static int split(ah_dataset *d, const char *path, double val_fraction, size_t n_
     size_t n_train = d->n - n_val;
     if (n_train < need) {
         if (n_val == 0)
-            set_err(err, errlen, "%s: %zu %s, too small for sequences of %d (+1) tokens", path, d->n, unit,
+            ah_errf(err, errlen, "%s: %zu %s, too small for sequences of %d (+1) tokens", path, d->n, unit,
                     seq);
         else
-            set_err(err, errlen, "%s: %zu %s (train split %zu), too small for sequences of %d (+1) tokens",
+            ah_errf(err, errlen, "%s: %zu %s (train split %zu), too small for sequences of %d (+1) tokens",
                     path, d->n, unit, n_train, seq);
         return -1;
     }
     if (n_val > 0 && n_val < need) {
-        set_err(err, errlen, "%s: %zu %s (validation split %zu), too small for sequences of %d (+1) tokens",
+        ah_errf(err, errlen, "%s: %zu %s (validation split %zu), too small for sequences of %d (+1) tokens",
                 path, d->n, unit, n_val, seq);
         return -1;
     }
@@ -318,15 +309,15 @@ int ah_dataset_load(ah_dataset *d, const char *path, double val_fraction, int se
 /* The arguments of a load: one line naming the bad one. */
 static int check_load_args(const char *path, double val_fraction, int seq, char *err, size_t errlen) {
     if (path == NULL || path[0] == '\0') {
-        set_err(err, errlen, "(empty path): no such file or directory");
+        ah_errf(err, errlen, "(empty path): no such file or directory");
         return -1;
     }
     if (!(val_fraction >= 0.0 && val_fraction <= 0.5)) {
-        set_err(err, errlen, "%s: validation fraction %g outside [0, 0.5]", path, val_fraction);
+        ah_errf(err, errlen, "%s: validation fraction %g outside [0, 0.5]", path, val_fraction);
         return -1;
     }
     if (seq < 1) {
-        set_err(err, errlen, "%s: sequence length %d must be positive", path, seq);
+        ah_errf(err, errlen, "%s: sequence length %d must be positive", path, seq);
         return -1;
     }
     return 0;
@@ -342,7 +333,7 @@ int ah_dataset_load_typed(ah_dataset *d, const char *path, double val_fraction, 
     char bin[4096];
     int prefix = ah__megatron_pair(path, bin, sizeof bin); /* Megatron's PREFIX of PREFIX.bin/.idx */
     if (!prefix && stat(path, &st) != 0) {
-        set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        ah_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     char **names = NULL;
@@ -359,7 +350,7 @@ int ah_dataset_load_typed(ah_dataset *d, const char *path, double val_fraction, 
     if (!tokens)
         d->n = b.n;
     if (rc == 0 && d->n == 0) {
-        set_err(err, errlen, is_dir ? "%s: no %s" : "%s: empty file", path,
+        ah_errf(err, errlen, is_dir ? "%s: no %s" : "%s: empty file", path,
                 tokens ? "tokens in its .bin files" : "readable text files");
         rc = -1;
     }
@@ -401,7 +392,7 @@ int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *er
     if (ah_dataset_load_typed(&v, path, 0.0, seq, d->raw_type, err, errlen) != 0)
         return -1;
     if (v.kind != d->kind) {
-        set_err(err, errlen, "%s: %s data, but --data %s is %s", path, ah_data_kind_name(v.kind), d->source,
+        ah_errf(err, errlen, "%s: %s data, but --data %s is %s", path, ah_data_kind_name(v.kind), d->source,
                 ah_data_kind_name(d->kind));
         ah_dataset_free(&v);
         return -1;
@@ -414,7 +405,7 @@ int ah_dataset_set_validation(ah_dataset *d, const char *path, int seq, char *er
     if (p)
         d->bytes = p;
     if (files == NULL || (d->kind == AH_DATA_TEXT && p == NULL)) {
-        set_err(err, errlen, "%s: out of memory", path);
+        ah_errf(err, errlen, "%s: out of memory", path);
         ah_dataset_free(&v);
         return -1;
     }
@@ -438,13 +429,13 @@ int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t err
     if (d->kind == AH_DATA_TEXT) {
         if (vocab >= 256)
             return 0;
-        set_err(err, errlen, "%s: text data has 256 byte values, the vocabulary is %d", d->source, vocab);
+        ah_errf(err, errlen, "%s: text data has 256 byte values, the vocabulary is %d", d->source, vocab);
         return -1;
     }
     for (int f = 0; f < d->n_files; f++) {
         const ah_data_file *fi = &d->files[f];
         if (fi->type == AH_TOKENS_UNSTATED && vocab > 65536) {
-            set_err(err, errlen,
+            ah_errf(err, errlen,
                     "%s: a raw token file says nothing of its token type: with the vocabulary %d give "
                     "--data-dtype "
                     "uint32 (or uint16)",
@@ -455,12 +446,12 @@ int ah_dataset_check_vocab(const ah_dataset *d, int vocab, char *err, size_t err
         for (size_t i = 0; i < fi->count; i++) {
             int64_t t = ah__token_file_at(fi, i);
             if (t < 0) {
-                set_err(err, errlen, "%s: token id %lld at byte offset %zu is negative", fi->path,
+                ah_errf(err, errlen, "%s: token id %lld at byte offset %zu is negative", fi->path,
                         (long long)t, fi->header + elem * i);
                 return -1;
             }
             if (t >= vocab) {
-                set_err(err, errlen, "%s: token id %lld at byte offset %zu is not below the vocabulary %d",
+                ah_errf(err, errlen, "%s: token id %lld at byte offset %zu is not below the vocabulary %d",
                         fi->path, (long long)t, fi->header + elem * i, vocab);
                 return -1;
             }

@@ -1,25 +1,16 @@
 /* Token files of the training data (data_tokens.h): llm.c versions 1 and 2,
  * raw uint16/uint32, Megatron's indexed .bin/.idx, memory-mapped. */
 #include "engine/data_tokens.h"
+#include "util/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *ah_token_type_name(ah_token_type t) {
     static const char *const names[] = {"uint16", "uint8", "int8",   "int16",
@@ -52,12 +43,12 @@ static int map_path(const char *path, mapping *m, char *err, size_t errlen) {
     /* O_NONBLOCK: a FIFO must not block the open; it is refused below */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        ah_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        ah_errf(err, errlen, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
@@ -66,7 +57,7 @@ static int map_path(const char *path, mapping *m, char *err, size_t errlen) {
         m->p = mmap(NULL, m->len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m->p == MAP_FAILED) {
             m->p = NULL;
-            set_err(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+            ah_errf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
             close(fd);
             return -1;
         }
@@ -139,23 +130,23 @@ static ah_token_type megatron_type(unsigned code) {
 static int megatron_header(const char *idx, const unsigned char *p, size_t len, ah_token_type *type,
                            uint64_t *S, uint64_t *D, char *err, size_t errlen) {
     if (len < AH_MEGATRON_HEADER_BYTES) {
-        set_err(err, errlen, "%s: header: %zu bytes, the MMIDIDX header is %d", idx, len,
+        ah_errf(err, errlen, "%s: header: %zu bytes, the MMIDIDX header is %d", idx, len,
                 AH_MEGATRON_HEADER_BYTES);
         return -1;
     }
     if (memcmp(p, AH_MEGATRON_MAGIC, 9) != 0) {
-        set_err(err, errlen, "%s: magic: not \"MMIDIDX\\0\\0\" (not a Megatron indexed-dataset index)", idx);
+        ah_errf(err, errlen, "%s: magic: not \"MMIDIDX\\0\\0\" (not a Megatron indexed-dataset index)", idx);
         return -1;
     }
     uint64_t version = rd64(p + 9);
     if (version != 1) {
-        set_err(err, errlen, "%s: version %llu: only version 1 is read", idx, (unsigned long long)version);
+        ah_errf(err, errlen, "%s: version %llu: only version 1 is read", idx, (unsigned long long)version);
         return -1;
     }
     unsigned code = p[17];
     *type = megatron_type(code);
     if (*type == AH_TOKENS_UNSTATED) {
-        set_err(err, errlen, "%s: dtype code %u: %s", idx, code,
+        ah_errf(err, errlen, "%s: dtype code %u: %s", idx, code,
                 code == 6 || code == 7 ? "floating-point, not token ids"
                                        : "unknown (1-5 and 8 are integer types)");
         return -1;
@@ -164,14 +155,14 @@ static int megatron_header(const char *idx, const unsigned char *p, size_t len, 
     *D = rd64(p + 26);
     size_t room = len - AH_MEGATRON_HEADER_BYTES;
     if (*S > room / 12 || *D > room / 8 || *S * 12 + *D * 8 > room) {
-        set_err(err, errlen,
+        ah_errf(err, errlen,
                 "%s: sequence_count %llu and document_count %llu need more than the %zu bytes of the file",
                 idx, (unsigned long long)*S, (unsigned long long)*D, len);
         return -1;
     }
     size_t want = AH_MEGATRON_HEADER_BYTES + (size_t)(*S * 12 + *D * 8);
     if (len != want) {
-        set_err(err, errlen, "%s: size: %zu bytes, sequence_count %llu and document_count %llu make %zu%s",
+        ah_errf(err, errlen, "%s: size: %zu bytes, sequence_count %llu and document_count %llu make %zu%s",
                 idx, len, (unsigned long long)*S, (unsigned long long)*D, want,
                 len == want + *S ? " (sequence_modes: a multimodal index is not read)" : "");
         return -1;
@@ -199,37 +190,37 @@ static int megatron_index(const char *idx, const char *bin, size_t bin_len, ah_t
         int32_t n = rd32(lens + 4 * i);
         uint64_t ptr = rd64(ptrs + 8 * i);
         if (n < 0)
-            set_err(err, errlen, "%s: sequence_lengths[%llu] = %d is negative", idx, (unsigned long long)i,
+            ah_errf(err, errlen, "%s: sequence_lengths[%llu] = %d is negative", idx, (unsigned long long)i,
                     (int)n);
         else if (ptr != at)
-            set_err(err, errlen,
+            ah_errf(err, errlen,
                     "%s: sequence_pointers[%llu] = %llu, the sequences before it end at byte %llu", idx,
                     (unsigned long long)i, (unsigned long long)ptr, (unsigned long long)at);
         rc = n < 0 || ptr != at ? -1 : 0;
         at += (uint64_t)(n > 0 ? n : 0) * elem;
         if (rc == 0 && at > bin_len) {
-            set_err(err, errlen,
+            ah_errf(err, errlen,
                     "%s: sequence_lengths[%llu] = %d ends at byte %llu, past the %zu bytes of %s", idx,
                     (unsigned long long)i, (int)n, (unsigned long long)at, bin_len, bin);
             rc = -1;
         }
     }
     if (rc == 0 && at != bin_len) {
-        set_err(err, errlen, "%s: %zu bytes, its index %s says %llu (sequence_lengths x %s)", bin, bin_len,
+        ah_errf(err, errlen, "%s: %zu bytes, its index %s says %llu (sequence_lengths x %s)", bin, bin_len,
                 idx, (unsigned long long)at, ah_token_type_name(*type));
         rc = -1;
     }
     for (uint64_t i = 0, prev = 0; i < D && rc == 0; i++) {
         uint64_t v = rd64(docs + 8 * i);
         if ((i == 0 && v != 0) || v < prev || v > S || (i == D - 1 && v != S)) {
-            set_err(err, errlen, "%s: document_indices[%llu] = %lld: must rise from 0 to sequence_count %llu",
+            ah_errf(err, errlen, "%s: document_indices[%llu] = %lld: must rise from 0 to sequence_count %llu",
                     idx, (unsigned long long)i, (long long)v, (unsigned long long)S);
             rc = -1;
         }
         prev = v;
     }
     if (rc == 0 && D == 0) {
-        set_err(err, errlen, "%s: document_count 0: document_indices must hold at least 0", idx);
+        ah_errf(err, errlen, "%s: document_count 0: document_indices must hold at least 0", idx);
         rc = -1;
     }
     unmap(&m);
@@ -240,13 +231,13 @@ static int megatron_index(const char *idx, const char *bin, size_t bin_len, ah_t
 static int llmc_header(ah_data_file *f, const char *path, const unsigned char *p, size_t len, char *err,
                        size_t errlen) {
     if (len < AH_LLMC_HEADER_BYTES) {
-        set_err(err, errlen, "%s: truncated llm.c header: %zu bytes, the header is %d", path, len,
+        ah_errf(err, errlen, "%s: truncated llm.c header: %zu bytes, the header is %d", path, len,
                 AH_LLMC_HEADER_BYTES);
         return -1;
     }
     int32_t version = rd32(p + 4), count = rd32(p + 8);
     if (version != AH_LLMC_VERSION && version != AH_LLMC_VERSION_U32) {
-        set_err(err, errlen,
+        ah_errf(err, errlen,
                 "%s: llm.c token file version %d: version 1 (uint16 tokens) and 2 (uint32 tokens) are read",
                 path, (int)version);
         return -1;
@@ -254,7 +245,7 @@ static int llmc_header(ah_data_file *f, const char *path, const unsigned char *p
     f->type = version == AH_LLMC_VERSION ? AH_TOKENS_U16 : AH_TOKENS_U32;
     size_t body = len - AH_LLMC_HEADER_BYTES, elem = (size_t)ah_token_type_size(f->type);
     if (count < 0 || (size_t)count * elem != body) {
-        set_err(err, errlen, "%s: the llm.c header says %d tokens, the file holds %zu bytes after it (%s)",
+        ah_errf(err, errlen, "%s: the llm.c header says %d tokens, the file holds %zu bytes after it (%s)",
                 path, (int)count, body,
                 count >= 0 && (size_t)count * elem > body ? "truncated" : "wrong size");
         return -1;
@@ -285,7 +276,7 @@ static int classify(ah_data_file *f, const char *path, const mapping *m, ah_toke
                                               : AH_TOKENS_UNSTATED;
         size_t elem = (size_t)ah_token_type_size(f->type);
         if (m->len % elem != 0) {
-            set_err(err, errlen,
+            ah_errf(err, errlen,
                     elem == 2 ? "%s: %zu bytes, an odd size: not a file of uint16 tokens"
                               : "%s: %zu bytes, not a multiple of 4: not a file of uint32 tokens",
                     path, m->len);
@@ -294,7 +285,7 @@ static int classify(ah_data_file *f, const char *path, const mapping *m, ah_toke
         f->count = m->len / elem;
     }
     if (f->count == 0) {
-        set_err(err, errlen, "%s: no tokens", path);
+        ah_errf(err, errlen, "%s: no tokens", path);
         return -1;
     }
     f->at = p + f->header;
@@ -315,7 +306,7 @@ int ah__token_file_map(ah_data_file *f, const char *path, ah_token_type raw_type
     }
     f->path = strdup(use);
     if (f->path == NULL) {
-        set_err(err, errlen, "%s: out of memory", use);
+        ah_errf(err, errlen, "%s: out of memory", use);
         unmap(&m);
         return -1;
     }
