@@ -41,6 +41,17 @@ bad "--hostfile and --slurm exclude each other" --plan "$PLAN" --hostfile "$TMP/
 bad "--rankfile '/nonexistent/rf'" --plan "$PLAN" --hostfile "$TMP/h-one" --rankfile /nonexistent/rf
 [ -e "$TMP/rf" ] && fail "a refused autohet hosts wrote its rankfile"
 
+# a plan of the user's own GPU type: refused without its --devices (one line naming the field), placed with it
+jq '.cluster.nodes[].gpu_type = "my-gpu"' "$PLAN" >"$TMP/own.json"
+printf '{"devices": [{"name": "my-gpu", "peak_tflops": 50, "mem_gib": 24, "mem_bw_gbs": 900, "intra_bw_gbs": 50, "nic_gbit": 100}]}\n' >"$TMP/own-dev.json"
+printf 'a slots=8\nb slots=8\n' >"$TMP/h-own"
+bad "unknown GPU type \"my-gpu\"" --plan "$TMP/own.json" --hostfile "$TMP/h-own" --rankfile "$TMP/rf"
+bad "$TMP/none.json" --plan "$TMP/own.json" --devices "$TMP/none.json" --hostfile "$TMP/h-own" --rankfile "$TMP/rf"
+"$BIN" hosts --plan "$TMP/own.json" --devices "$TMP/own-dev.json" --hostfile "$TMP/h-own" --rankfile "$TMP/own.rf" \
+  >"$TMP/own.out" 2>&1 || { cat "$TMP/own.out"; fail "hosts --devices: a plan of the user's GPU type"; }
+[ "$(wc -l <"$TMP/own.rf")" = "$(jq '[.replicas[].stages[].gpus[]] | length' "$PLAN")" ] || fail "hosts --devices: rankfile"
+grep -q -- "--devices $TMP/own-dev.json" "$TMP/own.out" || fail "hosts --devices: the mpirun line lacks --devices"
+
 # hosts from the inventory: the planner's plan carries them, and autohet hosts needs no host list
 cat >"$TMP/inv.json" <<'EOF2'
 {"nodes": [{"name": "a", "gpu": "A100-40G", "gpus": 8, "host": "gpu-a01"},

@@ -15,7 +15,7 @@
 static void hosts_usage(FILE *f) {
     fprintf(f,
             "usage: autohet hosts --plan PLAN.json --rankfile OUT [--hostfile FILE | --slurm NODELIST]\n"
-            "                     [--plan-out PLAN2.json]\n\n"
+            "                     [--plan-out PLAN2.json] [--devices FILE]\n\n"
             "Puts the plan's nodes on hosts and writes an Open MPI rankfile that starts every rank on its\n"
             "node's host, at the slot of its GPU (ranks numbered as autohet train numbers them: replica by\n"
             "replica, stage by stage, TP rank by TP rank). Prints where every rank runs and the mpirun line.\n\n"
@@ -29,17 +29,19 @@ static void hosts_usage(FILE *f) {
             "  --slurm     a Slurm node list in its compressed form, e.g. 'gpu[01-04,07]'\n"
             "  --plan-out  also write the plan with every node's host, so that autohet train checks at\n"
             "              start that every rank runs on its node's host (the planner's extra top-level\n"
-            "              items such as \"comparison\" are not carried over)\n\n"
+            "              items such as \"comparison\" are not carried over)\n"
+            "  --devices   device catalog overrides (as autohet plan's), for a plan of GPU types the\n"
+            "              built-in catalog does not know\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr names the file, line and field)\n");
 }
 
 typedef struct {
-    const char *plan, *rankfile, *hostfile, *slurm, *plan_out;
+    const char *plan, *rankfile, *hostfile, *slurm, *plan_out, *devices;
 } hosts_args;
 
 static int parse_args(int argc, char **argv, hosts_args *a, char *msg, size_t n) {
     static cli_options opts;
-    cli_long_options("plan=p rankfile=r hostfile=H slurm=S plan-out=o", &opts);
+    cli_long_options("plan=p rankfile=r hostfile=H slurm=S plan-out=o devices=F", &opts);
     memset(a, 0, sizeof *a);
     optind = 1;
     opterr = 0;
@@ -51,6 +53,7 @@ static int parse_args(int argc, char **argv, hosts_args *a, char *msg, size_t n)
         case 'H': a->hostfile = optarg; break;
         case 'S': a->slurm = optarg; break;
         case 'o': a->plan_out = optarg; break;
+        case 'F': a->devices = optarg; break;
         default: return cli_unknown_option("hosts", argv[optind - 1], msg, n);
         }
     }
@@ -130,8 +133,10 @@ int cmd_hosts(int argc, char **argv) {
     /* --plan-out keeps what else the input document held (the planner's
      * comparison, top plans, objective), taken in the same one parse */
     struct cJSON *extra = NULL;
-    if (ah_plan_read_json_extras(a.plan, ah_device_catalog_builtin(), &plan, a.plan_out ? &extra : NULL, msg,
-                                 sizeof msg) != 0)
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if (a.devices && ah_device_load_overrides(&catalog, a.devices, msg, sizeof msg) != 0)
+        return cli_bad_input("hosts", msg);
+    if (ah_plan_read_json_extras(a.plan, &catalog, &plan, a.plan_out ? &extra : NULL, msg, sizeof msg) != 0)
         return cli_bad_input("hosts", msg);
     const char *from = NULL;
     int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
@@ -147,7 +152,8 @@ int cmd_hosts(int argc, char **argv) {
     printf("wrote %s%s%s\n", a.rankfile, a.plan_out ? " and " : "", a.plan_out ? a.plan_out : "");
     const char *train_plan = a.plan_out ? a.plan_out : a.plan;
     /* (no --model: the plan names its model, a preset or a config.json alike) */
-    printf("run: mpirun -np %d --rankfile %s autohet train --plan %s --data TEXT\n", ranks, a.rankfile, train_plan);
+    printf("run: mpirun -np %d --rankfile %s autohet train --plan %s%s%s --data TEXT\n", ranks, a.rankfile, train_plan,
+           a.devices ? " --devices " : "", a.devices ? a.devices : "");
     if (!a.plan_out && strcmp(from, "the plan's nodes") != 0)
         printf("note: %s names no hosts, so autohet train cannot check where its ranks run: give --plan-out\n",
                a.plan);
