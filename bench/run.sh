@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build in Release, run the benchmarks and write BENCHMARKS.md.
 # Usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]
-#   sections: planner replan verify mixtp calib simulator measured engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads
+#   sections: planner replan verify mixtp calib simulator measured emulated emulated_hosts engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads
 #   (default: all)
 #   engine_ab builds the revision $ENGINE_BASE (default: the last one before issue #12) beside this one;
 #   attention builds $ATTN_BASE (default: the last one before the flash-style attention)
@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: bench/run.sh [--runs N] [--only SECTION[,SECTION..]]" >&2; exit 2 ;;
   esac
 done
-SECTIONS=(planner replan verify mixtp calib simulator measured emulated engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads)
+SECTIONS=(planner replan verify mixtp calib simulator measured emulated emulated_hosts engine engine_ab attention memory schedules overlap ckpt recovery recovery_hosts goodput chaos slurm diagnose spot comm tokenize threads)
 scripts/build.sh >/dev/null
 mkdir -p out bench/results
 CPU="$(nproc --all) vCPU $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') (model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
@@ -172,6 +172,26 @@ section_emulated() {
   echo "so the deepest pipelines, with the most ops on their critical path, read a few per cent slower than modelled."
   echo
   bash bench/emulated_bench.sh ./build/autohet tests/fixtures 6
+}
+
+section_emulated_hosts() {
+  echo "## Same-node sends against sends between hosts, measured (issue #30)"
+  echo
+  stamp emulated_hosts
+  echo
+  echo "\`bench/emulated_hosts_bench.sh\`: the plans autohet's simulator and Sailor's disagree on are deep pipelines"
+  echo "whose sends stay inside a node, which Sailor's prices at the network's speed. Two hosts made of network"
+  echo "namespaces, each host's link held to 20 Mbit/s (tc tbf), four emulated GPUs on each (emu-fast); pipelines of"
+  echo "the emulated bench's model whose stages sit on one host, then the other (\`same\`), or alternate between them,"
+  echo "trained by \`autohet train --emulate analytic\` (compute slept to the analytic model's time; sends of 32 KiB"
+  echo "activations and gradients, the tied exchange and the step reduction are real MPI over TCP). Each plan simulated"
+  echo "with the links \`commbench --pairs hosts\` measured on the same hosts a moment before: as autohet prices them"
+  echo "(same host: the same-host fit; between the hosts: the pair's), and with every send at the pair's figures."
+  echo "6 steps, the median of steps 3-6; error = simulated / measured - 1."
+  echo
+  bash bench/emulated_hosts_bench.sh ./build/autohet tests/fixtures 6 20mbit
+  echo
+  cat bench/emulated_hosts_notes.md
 }
 
 section_simulator() {
