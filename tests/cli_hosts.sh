@@ -51,6 +51,7 @@ bad "$TMP/none.json" --plan "$TMP/own.json" --devices "$TMP/none.json" --hostfil
   >"$TMP/own.out" 2>&1 || { cat "$TMP/own.out"; fail "hosts --devices: a plan of the user's GPU type"; }
 [ "$(wc -l <"$TMP/own.rf")" = "$(jq '[.replicas[].stages[].gpus[]] | length' "$PLAN")" ] || fail "hosts --devices: rankfile"
 grep -q -- "--devices $TMP/own-dev.json" "$TMP/own.out" || fail "hosts --devices: the mpirun line lacks --devices"
+grep -q "names no hosts, so autohet train cannot check" "$TMP/own.out" || fail "no note for a plan without hosts"
 
 # hosts from the inventory: the planner's plan carries them, and autohet hosts needs no host list
 cat >"$TMP/inv.json" <<'EOF2'
@@ -63,6 +64,11 @@ EOF2
   || fail "the plan does not carry the inventory's hosts"
 "$BIN" hosts --plan "$TMP/inv-plan.json" --rankfile "$TMP/inv.rf" >"$TMP/inv.out" 2>&1 || fail "hosts of an inventory plan"
 grep -q "hosts from the plan's nodes" "$TMP/inv.out" || fail "autohet hosts did not take the plan's hosts"
+# the same hosts from a hostfile: the plan names them already, so train can check them (no note)
+printf 'gpu-a01 slots=8\ngpu-b01.site slots=8\n' >"$TMP/h-inv"
+"$BIN" hosts --plan "$TMP/inv-plan.json" --hostfile "$TMP/h-inv" --rankfile "$TMP/inv2.rf" >"$TMP/inv2.out" 2>&1 \
+  || fail "hosts of an inventory plan from a matching hostfile"
+grep -q "names no hosts" "$TMP/inv2.out" && fail "a plan that names its hosts was said to name none"
 # every rank on the host of its stage's node, in the slot of its GPU (jq recomputes the slot map)
 jq -r '.cluster.nodes as $n | [.replicas[].stages[] | . as $s | .gpus[] | "\($n[$s.node_index].host) slot=\(.)"] |
        to_entries[] | "rank \(.key)=\(.value)"' "$TMP/inv-plan.json" >"$TMP/inv.want"

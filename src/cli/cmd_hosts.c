@@ -139,6 +139,7 @@ int cmd_hosts(int argc, char **argv) {
     if (ah_plan_read_json_extras(a.plan, &catalog, &plan, a.plan_out ? &extra : NULL, msg, sizeof msg) != 0)
         return cli_bad_input("hosts", msg);
     const char *from = NULL;
+    int named = ah_cluster_has_hosts(&plan.cluster); /* a host list must then agree with them (ah_hosts_apply) */
     int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
              (a.plan_out && ah_plan_write_json(&plan, extra, a.plan_out, msg, sizeof msg));
     cJSON_Delete(extra);
@@ -154,7 +155,7 @@ int cmd_hosts(int argc, char **argv) {
     /* (no --model: the plan names its model, a preset or a config.json alike) */
     printf("run: mpirun -np %d --rankfile %s autohet train --plan %s%s%s --data TEXT\n", ranks, a.rankfile, train_plan,
            a.devices ? " --devices " : "", a.devices ? a.devices : "");
-    if (!a.plan_out && strcmp(from, "the plan's nodes") != 0)
+    if (!a.plan_out && !named)
         printf("note: %s names no hosts, so autohet train cannot check where its ranks run: give --plan-out\n",
                a.plan);
     ah_plan_free(&plan);
