@@ -7,7 +7,7 @@
 # copy is detected and the other node's copy is used; with both copies bad the
 # resume fails naming the layer; a checkpoint of another schedule is refused.
 . "$(dirname "$0")/common.sh"
-MPIRUN=(timeout 300 mpirun -np 4 --bind-to none)
+MPIRUN=(timeout -k 10 300 mpirun -np 4 --bind-to none) # -k: a deadlocked mpirun (wait_mpirun, common.sh)
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 6 --seed 3 --eval-every 3 --global-batch 8 --micro-batch 2 --seq 64)
 
 AUTOHET_DUMP_PARAMS="$TMP/ref.bin" "$BIN" train "${ARGS[@]}" --log "$TMP/ref.log" >"$TMP/ref.out" 2>&1 \
@@ -128,7 +128,7 @@ for i in 1 2 3; do
       [ -e "$f" ] && kill -9 "${f##*.tmp.}" 2>/dev/null && killed="$f" && break
     done
   done
-  wait $mp
+  wait_mpirun $mp 4
   [ -n "$killed" ] || { fail "kill $i: never caught a shard being written"; continue; }
   step=$(jq .step "$d/state.json")
   AUTOHET_DUMP_PARAMS="$TMP/kc$i.bin" "${MPIRUN[@]}" "$BIN" train "${SARGS[@]}" --plan "$PLANS/small-2x2.json" \

@@ -20,8 +20,8 @@ CONFIGS=("1:" "2:tiny-2x1" "4:tiny-2x2" "4:tiny-tp2")
 declare -A REF
 for cfg in "${CONFIGS[@]}"; do # the uninterrupted run of each plan
   n=${cfg%%:*} plan=${cfg#*:}
-  launch=(timeout 300 mpirun -np "$n" --bind-to none) planarg=(--plan "$PLANS/$plan.json")
-  [ -z "$plan" ] && launch=(timeout 300) planarg=()
+  launch=(timeout -k 10 300 mpirun -np "$n" --bind-to none) planarg=(--plan "$PLANS/$plan.json")
+  [ -z "$plan" ] && launch=(timeout -k 10 300) planarg=()
   AUTOHET_DUMP_PARAMS="$TMP/ref-$n$plan.bin" "${launch[@]}" "$BIN" train "${ARGS[@]}" "${planarg[@]}" \
     >"$TMP/ref.out" 2>&1 || { cat "$TMP/ref.out"; fail "reference run $cfg"; exit 1; }
 done
@@ -52,19 +52,11 @@ corrupt() {
   esac
 }
 
-# the rank processes of a job started as `timeout ... mpirun` (or `timeout ... autohet` for one rank)
-ranks_of() {
-  local kids k
-  kids=$(pgrep -P "$1")
-  if [ "$2" -eq 1 ]; then echo $kids; return; fi
-  for k in $kids; do pgrep -P "$k"; done | tr '\n' ' '
-}
-
 for t in $(seq 1 "$TRIALS"); do
   cfg=${CONFIGS[RANDOM % ${#CONFIGS[@]}]}
   n=${cfg%%:*} plan=${cfg#*:}
-  launch=(timeout 300 mpirun -np "$n" --bind-to none) planarg=(--plan "$PLANS/$plan.json")
-  [ -z "$plan" ] && launch=(timeout 300) planarg=()
+  launch=(timeout -k 10 300 mpirun -np "$n" --bind-to none) planarg=(--plan "$PLANS/$plan.json")
+  [ -z "$plan" ] && launch=(timeout -k 10 300) planarg=()
   d="$TMP/t$t"
   mode=$((RANDOM % 3)) # 0 random time, 1 mid-shard, 2 mid-commit
   who=$((RANDOM % 2))  # 0 one rank, 1 all ranks
@@ -79,7 +71,7 @@ for t in $(seq 1 "$TRIALS"); do
     s=$(state_step "$d")
     [ "$s" -gt "$seen" ] && seen=$s
     [ "$s" -ge $want ] || continue
-    pids=$(ranks_of $mp "$n")
+    pids=$(mpirun_ranks $mp "$n")
     [ -n "$pids" ] || continue
     if [ $mode -eq 1 ]; then
       for f in "$d"/*/*.tmp.*; do
@@ -96,7 +88,7 @@ for t in $(seq 1 "$TRIALS"); do
       kill -9 $victim 2>/dev/null && killed="random time"
     fi
   done
-  wait $mp 2>/dev/null
+  wait_mpirun $mp "$n"
   rc=$?
   s=$(state_step "$d")
   [ -n "$killed" ] || { [ $mode -eq 2 ] && killed="commit ${hook[1]#*=}"; }
