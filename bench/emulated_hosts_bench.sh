@@ -15,13 +15,13 @@ set -uo pipefail
 BIN="$(realpath "$1")" FIX="$(realpath "$2")" STEPS="${3:-6}" RATE="${4:-20mbit}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 . "$HERE/../tests/tools/netns_hosts.sh"
+. "$HERE/lib.sh" # median
 TMP=$(mktemp -d)
 trap 'netns_down; rm -rf "$TMP"' EXIT
 trap 'exit 1' INT TERM
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 die() { echo "emulated_hosts_bench: $*" >&2; exit 1; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 DEV="$HERE/emu-devices.json"
 
 netns_up 2 || die "cannot make network-namespace hosts (see above): this benchmark needs root and iproute2"

@@ -64,8 +64,7 @@ jq -e '.completed and .final_step == 10 and (.recoveries | length) == 1 and (.re
   "$TMP/hb.json" >/dev/null || fail "report: $(jq -c '{completed, final_step, recoveries: [.recoveries[] | .cause]}' "$TMP/hb.json")"
 [ "$(cut -d= -f2 "$RUN/rankfile-1.txt" | cut -d' ' -f1 | sort -u)" = "$H0" ] \
   || fail "generation 1 is not on $H0 alone: $(cat "$RUN/rankfile-1.txt")"
-alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; } # (a zombie is dead)
-for ((k = 0; k < 50; k++)); do alive "$stopped" || break; sleep 0.1; done
-alive "$stopped" && fail "the stopped rank $stopped is still there: $(grep '^State' "/proc/$stopped/status")"
+for ((k = 0; k < 50; k++)); do proc_running "$stopped" || break; sleep 0.1; done # (a zombie is dead)
+proc_running "$stopped" && fail "the stopped rank $stopped is still there: $(grep '^State' "/proc/$stopped/status")"
 [ $fails = 0 ] && echo "cli_run_heartbeat: all passed"
 exit $((fails > 0))

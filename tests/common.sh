@@ -33,27 +33,28 @@ mpirun_ranks() {
   for k in $kids; do pgrep -P "$k"; done | tr '\n' ' '
 }
 
+# proc_running PID: the process exists and is not a zombie (an exited child its parent has not reaped)
+proc_running() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
 # wait_mpirun JOB N: waits for job JOB (the `timeout -k` in front of mpirun) of N ranks. Open MPI's mpirun
-# can deadlock in PMIx_server_finalize once one of its ranks was SIGKILLed (seen in CI: every rank exited and left a zombie,
-# mpirun never reaped them nor returned, and the SIGTERM of `timeout` found it unable to act): once none of
-# its ranks is running, mpirun gets 30 s to return, then it is killed as the deadlock it is.
+# can deadlock in PMIx_server_finalize once one of its ranks was SIGKILLed (seen in CI: every rank exited and
+# left a zombie, mpirun never reaped them nor returned, and the SIGTERM of `timeout` found it unable to act):
+# once none of its ranks has run for 30 s, mpirun is killed as the deadlock it is.
 wait_mpirun() {
-  local job=$1 nr=$2 r rs running idle=0 started=0
+  local job=$1 nr=$2 r rs running started=0 idle_since=""
   while kill -0 "$job" 2>/dev/null; do
     running=0 rs=$(mpirun_ranks "$job" "$nr")
     [ -n "$rs" ] && started=1 # (before mpirun has started its ranks there is nothing to wait for yet)
-    for r in $rs; do
-      grep -q '^State:[[:space:]]*Z' "/proc/$r/status" 2>/dev/null || running=1
-    done
+    for r in $rs; do proc_running "$r" && running=1; done
     if [ $running -eq 0 ] && [ $started -eq 1 ] && [ "$nr" -gt 1 ]; then
-      idle=$((idle + 1))
-      if [ $idle -ge 300 ]; then
+      [ -n "$idle_since" ] || idle_since=$SECONDS
+      if [ $((SECONDS - idle_since)) -ge 30 ]; then
         echo "mpirun of job $job did not return 30 s after its ranks exited (Open MPI's PMIx finalize): killed"
         pkill -9 -P "$job" 2>/dev/null
         break
       fi
     else
-      idle=0
+      idle_since=""
     fi
     sleep 0.1
   done

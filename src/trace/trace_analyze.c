@@ -106,14 +106,6 @@ static void rank_splits(ah_trace_analysis *a, const double *cut, double t1) {
     free(kv);
 }
 
-/* The piecewise alpha-beta prediction of one all-reduce of `bytes` from a
- * comm profile's allreduce fit (its regime for that size, never below the
- * first regime's latency: ah_link_us), or -1 without a usable fit */
-static double predict_us(const cJSON *fits, double bytes) {
-    ah_link_model m;
-    return ah_link_model_from_op_fit(fits, "allreduce", NULL, &m) == 0 ? ah_link_us(&m, bytes) : -1;
-}
-
 static const ah_trace_item *sort_items; /* qsort has no context argument */
 static int cmp_instance(const void *pa, const void *pb) {
     const ah_trace_item *x = &sort_items[*(const int *)pa], *y = &sort_items[*(const int *)pb];
@@ -126,7 +118,7 @@ static int cmp_instance(const void *pa, const void *pb) {
  * (site, group, seq). The last rank to arrive waits least: its time is the
  * transfer, the others' extra time is skew. Receives are one-sided (only the
  * receiver records), so they have no instances with more than one event. */
-static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const cJSON *fits, int *idx) {
+static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah_link_model *ar, int *idx) {
     double tot = 0, bytes = 0, skew = 0, xfer = 0;
     int m = 0, nr = 1;
     for (int i = 0; i < n; i++)
@@ -163,14 +155,16 @@ static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const cJ
     int is_ar = strstr(s->site, "allreduce") != NULL || !strcmp(s->site, "tied_sync");
     double t_x = s->instances ? xfer / s->instances : s->avg_us, bpc = s->bytes_per_call;
     s->busbw_GBps = is_ar && t_x > 0 && nr > 1 && bpc > 0 ? bpc / (t_x * 1e3) * ah_busbw_factor(AH_OP_ALLREDUCE, nr) : 0;
-    s->predicted_us = is_ar && fits ? predict_us(fits, bpc) : -1;
+    s->predicted_us = is_ar && ar ? ah_link_us(ar, bpc) : -1;
     if (s->instances) {
         s->skew_us = skew / s->instances;
         s->transfer_us = xfer / s->instances;
     }
 }
 
-static void all_sites(ah_trace_analysis *a, const cJSON *fits) {
+/* ar: the comm profile's allreduce fit (NULL: none), whose piecewise alpha-beta at a site's size (its regime,
+ * never below the first regime's latency: ah_link_us) is the site's prediction */
+static void all_sites(ah_trace_analysis *a, const ah_link_model *ar) {
     const ah_trace_item *e = a->items;
     int n = a->n_items, cap = 8;
     a->sites = ah_xcalloc((size_t)cap, sizeof(ah_trace_site));
@@ -191,7 +185,7 @@ static void all_sites(ah_trace_analysis *a, const cJSON *fits) {
     }
     int *idx = ah_xcalloc((size_t)n + 1, sizeof(int));
     for (int k = 0; k < a->n_sites; k++)
-        site_stats(e, n, &a->sites[k], fits, idx);
+        site_stats(e, n, &a->sites[k], ar, idx);
     free(idx);
 }
 
@@ -294,7 +288,10 @@ int ah_trace_analyze(const ah_trace_file *t, const ah_trace_options *o, ah_trace
     for (int r = 0; r < a->ranks; r++)
         mean_span += a->split[r].span / a->ranks;
     a->iteration_s = a->steps > 0 ? mean_span * 1e-6 / a->steps : 0;
-    all_sites(a, fits_root ? cJSON_GetObjectItemCaseSensitive(fits_root, "fits") : NULL);
+    ah_link_model ar; /* read once for every site */
+    int have_ar = fits_root && ah_link_model_from_op_fit(cJSON_GetObjectItemCaseSensitive(fits_root, "fits"),
+                                                         "allreduce", NULL, &ar) == 0;
+    all_sites(a, have_ar ? &ar : NULL);
     kinds_and_buckets(a);
     slowest(a, o->top > 0 ? o->top : 0);
     ah_trace_causality_check(t, &a->causality);
