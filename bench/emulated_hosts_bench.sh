@@ -25,7 +25,9 @@ die() { echo "emulated_hosts_bench: $*" >&2; exit 1; }
 DEV="$HERE/emu-devices.json"
 
 netns_up 2 || die "cannot make network-namespace hosts (see above): this benchmark needs root and iproute2"
-for i in 0 1; do netns_throttle "$i" "$RATE" || die "cannot throttle host $i's link (tc tbf)"; done
+# a bucket of two frames: the default (16 KB) sends half a 32 KiB activation at once after an idle moment, a link
+# that no alpha-beta fit describes (tests/tools/netns_hosts.sh)
+for i in 0 1; do netns_throttle "$i" "$RATE" 3028 || die "cannot throttle host $i's link (tc tbf)"; done
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]}
 printf '%s slots=4\n%s slots=4\n' "$H0" "$H1" >"$TMP/hostfile"
 export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
@@ -68,6 +70,7 @@ PLANS = {  # name: (micro_batches, [(host, layers), ...]); 18 plan layers (embed
     "p8-alternate-m8": (8, [(0, 3)] + [(1, 2), (0, 2)] * 3 + [(1, 3)]),
     "p6-same-4+2-m6": (6, [(0, 3), (0, 3), (0, 3), (0, 3), (1, 3), (1, 3)]),
 }
+# fp32: the engine sends 4-byte activations and gradients whatever its --precision (its matmuls' operands)
 model = {"name": "emu-gpt-16l", "arch": "gpt", "hidden": 64, "n_layers": 16, "n_heads": 4, "n_kv_heads": 4,
          "ffn_hidden": 256, "vocab": 256, "max_positions": 256, "tied_embeddings": True}  # bench/emu-gpt-16l.json
 for name, (m, stages) in PLANS.items():
@@ -77,7 +80,7 @@ for name, (m, stages) in PLANS.items():
         st.append({"node_index": h, "gpus": [used[h]], "layers": [first, first + n], "tp": 1})
         used[h] += 1
         first += n
-    plan = {"format": "autohet-plan", "version": 2, "model": model, "train": {"seq": 64},
+    plan = {"format": "autohet-plan", "version": 2, "model": model, "train": {"seq": 64, "precision": "fp32"},
             "cluster": {"nodes": [{"name": f"h{i}", "gpu_type": "emu-fast", "gpus": 4, "host": hosts[i]}
                                   for i in range(2)]},
             "micro_batch": 2, "global_batch": 2 * m, "replicas": [{"micro_batches": m, "stages": st}]}

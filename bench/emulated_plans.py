@@ -56,7 +56,8 @@ def plan(name, replicas):
     mb = 2
     model = {"name": "emu-gpt-16l", "arch": "gpt", "hidden": 64, "n_layers": 16, "n_heads": 4, "n_kv_heads": 4,
              "ffn_hidden": 256, "vocab": 256, "max_positions": 256, "tied_embeddings": True}  # bench/emu-gpt-16l.json
-    return {"format": "autohet-plan", "version": 2, "model": model, "train": {"seq": 64},
+    # fp32: the engine sends and all-reduces 4-byte activations and gradients whatever its --precision
+    return {"format": "autohet-plan", "version": 2, "model": model, "train": {"seq": 64, "precision": "fp32"},
             "cluster": {"nodes": [{"name": "fast", "gpu_type": "emu-fast", "gpus": 16},
                                   {"name": "slow", "gpu_type": "emu-slow", "gpus": 16}]},
             "micro_batch": mb, "global_batch": mb * sum(m for m, _ in replicas), "replicas": reps}

@@ -181,10 +181,10 @@ section_emulated_hosts() {
   echo
   echo "\`bench/emulated_hosts_bench.sh\`: the plans autohet's simulator and Sailor's disagree on are deep pipelines"
   echo "whose sends stay inside a node, which Sailor's prices at the network's speed. Two hosts made of network"
-  echo "namespaces, each host's link held to 20 Mbit/s (tc tbf), four emulated GPUs on each (emu-fast); pipelines of"
+  echo "namespaces, each host's link held to 20 Mbit/s (tc tbf, a bucket of two frames), four emulated GPUs on each (emu-fast); pipelines of"
   echo "the emulated bench's model whose stages sit on one host, then the other (\`same\`), or alternate between them,"
   echo "trained by \`autohet train --emulate analytic\` (compute slept to the analytic model's time; sends of 32 KiB"
-  echo "activations and gradients, the tied exchange and the step reduction are real MPI over TCP). Each plan simulated"
+  echo "fp32 activations and gradients, the tied exchange and the step reduction are real MPI over TCP). Each plan simulated"
   echo "with the links \`commbench --pairs hosts\` measured on the same hosts a moment before: as autohet prices them"
   echo "(same host: the same-host fit; between the hosts: the pair's), and with every send at the pair's figures."
   echo "6 steps, the median of steps 3-6; error = simulated / measured - 1."

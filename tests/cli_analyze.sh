@@ -197,6 +197,19 @@ jq -e '[.traceEvents[] | select(.ph == "M" and .name == "process_name") | .args.
 "$BIN" analyze "$TMP/t.json" --sim "$TMP/simt.json" --json "$TMP/as.json" >"$TMP/as.out" 2>&1 \
   || { cat "$TMP/as.out"; fail "analyze --sim"; }
 grep -q "measured vs simulated" "$TMP/as.out" || fail "--sim: no comparison table"
+# tiny-asym names no precision (bf16: 2-byte activations); the engine sent fp32 ones: the comparison says the
+# volumes differ, site by site, and says nothing once the plan is simulated at fp32
+jq -e '[.sites[] | select(.site == "send_activation")][0].bytes_per_call as $m
+       | .prediction.volume_mismatches as $v | $m > 0 and ($v | length) > 0
+       and ([$v[] | select(.site == "send_activation")][0] | .measured_bytes_per_call == $m
+            and .simulated_bytes_per_call * 2 == $m)' "$TMP/as.json" >/dev/null \
+  || fail "--sim of a bf16 simulation: no volume mismatch reported ($(jq -c .prediction.volume_mismatches "$TMP/as.json"))"
+grep -q "note: the simulation moves other volumes" "$TMP/as.out" || fail "--sim: no note on the volumes"
+"$BIN" simulate "$PLANS/tiny-asym.json" --precision fp32 --quiet --trace "$TMP/simt32.json" || fail "simulate --precision fp32"
+"$BIN" analyze "$TMP/t.json" --sim "$TMP/simt32.json" --json "$TMP/as32.json" >"$TMP/as32.out" 2>&1 \
+  || { cat "$TMP/as32.out"; fail "analyze --sim (fp32)"; }
+jq -e '.prediction.volume_mismatches == []' "$TMP/as32.json" >/dev/null && ! grep -q "note: the simulation" "$TMP/as32.out" \
+  || fail "--sim of an fp32 simulation: volumes reported as differing ($(jq -c .prediction.volume_mismatches "$TMP/as32.json"))"
 jq -e --slurpfile s "$TMP/sa.json" '.prediction as $p | ($p.ranks | length) == 4
        and (($p.iteration_simulated_s - $s[0].iteration_s) | fabs) <= 1e-12
        and (($p.iteration_error - ($p.iteration_simulated_s / $p.iteration_measured_s - 1)) | fabs) < 1e-9

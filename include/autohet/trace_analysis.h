@@ -135,6 +135,13 @@ enum {
 };
 const char *ah_trace_part_name(int part); /* "compute", "exposed_comm", "bubble", "other", "not_busy" */
 
+/* a call site whose bytes per call differ between the two traces (by more than 1 %): the simulation moves
+ * other volumes than the run (another plan, or another precision: the CPU engine sends fp32 tensors) */
+typedef struct {
+    char site[64];
+    double measured_bytes, simulated_bytes; /* per call */
+} ah_trace_volume_mismatch;
+
 typedef struct {
     int ranks;
     ah_trace_pair iteration;
@@ -145,6 +152,8 @@ typedef struct {
     int (*bucket_layers)[2];
     ah_trace_pair *buckets;      /* mean over holders */
     ah_trace_pair *bucket_ranks; /* [bucket * ranks + rank]; NAN where the rank holds none of it */
+    ah_trace_volume_mismatch *volumes; /* sites in both traces whose bytes per call differ */
+    int n_volumes;
 } ah_trace_comparison;
 
 /* Both analyses need a step and the same number of ranks (else -1 with a

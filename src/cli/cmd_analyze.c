@@ -150,6 +150,17 @@ static void print_pair(ah_trace_pair p) {
         printf(" %+7.1f%%", 100 * p.error);
 }
 
+/* call sites whose volumes differ: the simulated communication is then not the run's */
+static void print_volumes(const ah_trace_comparison *c) {
+    if (!c->n_volumes)
+        return;
+    printf("\nnote: the simulation moves other volumes than the run (another plan, or another precision: the CPU\n"
+           "engine sends fp32 tensors, so simulate its plans with --precision fp32); bytes a call:\n");
+    for (int i = 0; i < c->n_volumes; i++)
+        printf("  %-24s measured %.0f, simulated %.0f\n", c->volumes[i].site, c->volumes[i].measured_bytes,
+               c->volumes[i].simulated_bytes);
+}
+
 static void print_comparison(const char *sim_path, const ah_trace_comparison *c) {
     printf("\nmeasured vs simulated, ms per step (%s; error = simulated / measured - 1):\n", sim_path);
     printf("  iteration: measured %.3f ms, simulated %.3f ms, error %+.1f%%\n\n", c->iteration.measured_s * 1e3,
@@ -177,6 +188,7 @@ static void print_comparison(const char *sim_path, const ah_trace_comparison *c)
                 print_pair(c->kinds[r * AH_OP_KINDS + k]);
                 printf(k == AH_OP_CHECKPOINT ? "   (not simulated)\n" : "\n");
             }
+    print_volumes(c);
     if (c->n_buckets)
         printf("\n%-26s %10s %10s %8s   (mean over the bucket's ranks)\n", "gradient bucket", "measured",
                "simulated", "error");

@@ -2,6 +2,7 @@
  * by the same code (autohet/trace_analysis.h): per rank, per op kind and per
  * gradient bucket, seconds per step and the relative error. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,32 @@ static void compare_buckets(const ah_trace_analysis *m, const ah_trace_analysis 
     }
 }
 
+/* a point-to-point site: both traces record a message's bytes (a simulated collective records the volume
+ * through each GPU, a measured one its buffer) */
+static int p2p_site(const char *site) {
+    int k = ah_op_kind_parse(site);
+    return k == AH_OP_SEND_ACTIVATION || k == AH_OP_RECV_ACTIVATION || k == AH_OP_SEND_GRADIENT ||
+           k == AH_OP_RECV_GRADIENT;
+}
+
+/* Point-to-point sites of both traces that move other bytes per call: the simulation is then not of the
+ * run's volumes, and its communication errors say nothing about the link model. */
+static void compare_volumes(const ah_trace_analysis *m, const ah_trace_analysis *s, ah_trace_comparison *c) {
+    c->volumes = ah_xcalloc((size_t)m->n_sites + 1, sizeof *c->volumes);
+    for (int i = 0; i < m->n_sites; i++)
+        for (int j = 0; j < s->n_sites; j++) {
+            const ah_trace_site *a = &m->sites[i], *b = &s->sites[j];
+            if (strcmp(a->site, b->site) != 0 || !p2p_site(a->site) || !(a->bytes_per_call > 0 || b->bytes_per_call > 0))
+                continue;
+            if (fabs(b->bytes_per_call - a->bytes_per_call) > 0.01 * fmax(a->bytes_per_call, b->bytes_per_call)) {
+                ah_trace_volume_mismatch *v = &c->volumes[c->n_volumes++];
+                snprintf(v->site, sizeof v->site, "%s", a->site);
+                v->measured_bytes = a->bytes_per_call;
+                v->simulated_bytes = b->bytes_per_call;
+            }
+        }
+}
+
 int ah_trace_compare(const ah_trace_analysis *meas, const ah_trace_analysis *sim, const char *sim_label,
                      ah_trace_comparison *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
@@ -97,6 +124,7 @@ int ah_trace_compare(const ah_trace_analysis *meas, const ah_trace_analysis *sim
         }
     }
     compare_buckets(meas, sim, c);
+    compare_volumes(meas, sim, c);
     return 0;
 }
 
@@ -107,5 +135,6 @@ void ah_trace_comparison_free(ah_trace_comparison *c) {
     free(c->bucket_layers);
     free(c->buckets);
     free(c->bucket_ranks);
+    free(c->volumes);
     memset(c, 0, sizeof *c);
 }

@@ -150,6 +150,14 @@ static cJSON *comparison_json(const char *sim_path, const ah_trace_comparison *c
         cJSON_AddItemToObject(q, "kinds", jk);
         cJSON_AddItemToArray(jr, q);
     }
+    cJSON *jv = cJSON_AddArrayToObject(o, "volume_mismatches");
+    for (int i = 0; i < c->n_volumes; i++) {
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddStringToObject(q, "site", c->volumes[i].site);
+        cJSON_AddNumberToObject(q, "measured_bytes_per_call", c->volumes[i].measured_bytes);
+        cJSON_AddNumberToObject(q, "simulated_bytes_per_call", c->volumes[i].simulated_bytes);
+        cJSON_AddItemToArray(jv, q);
+    }
     for (int b = 0; b < c->n_buckets; b++) {
         cJSON *q = cJSON_CreateObject(), *rs = cJSON_AddArrayToObject(q, "ranks");
         char site[64];
