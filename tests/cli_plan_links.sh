@@ -85,6 +85,52 @@ awk -v a="$s3c" -v b="$s3" -v c="$c3" 'BEGIN { exit !(b > 5 * a && b / c > 0.99 
   || fail "a DP ring on n0, n2 was slowed by the pair ha-hb it does not cross"
 echo "DP 3 ring: class $s3c s, over the slow pair $s3 s (closed form $c3 s)"
 
+# a shared pair: two replicas of 2 stages, both stage 0s on ha and both stage 1s on hb, so two pipelines
+# cross ha -> hb at once. Links measured with one flow only: their flows split its bandwidth. Links whose
+# shared measurement (commbench --pairs hosts) carried 2x one flow's with flows at once: the step is
+# shorter; with 10x and with 100x it is the same (no more than 10 flows cross at once, and a flow is never
+# faster than one flow). Each pipeline alone is faster with the gain too (its tied exchange shares the pair
+# with its sends), never faster than with the 10x gain.
+cat >"$TMP/inv2.json" <<'EOF2'
+{"nodes": [{"name": "m0", "gpu": "A100-40G", "gpus": 2, "host": "ha"},
+           {"name": "m1", "gpu": "A100-40G", "gpus": 2, "host": "hb"}]}
+EOF2
+"$BIN" plan --model gpt3-1.3b --cluster "$TMP/inv2.json" --global-batch 16 --pp 2 --dp 2 --quiet --json "$TMP/x2.json" \
+  || fail "plan --pp 2 --dp 2 on two 2-GPU nodes"
+jq -e '[.replicas[].stages | map(.node_index)] == [[0, 1], [0, 1]]' "$TMP/x2.json" >/dev/null \
+  || fail "the two replicas do not both cross m0 -> m1: $(jq -c '[.replicas[].stages | map(.node_index)]' "$TMP/x2.json")"
+jq '.replicas |= .[0:1] | .global_batch = 8 | .train.global_batch = 8' "$TMP/x2.json" >"$TMP/x1.json"
+shared() { # out gain (0: no shared measurement)
+  jq --argjson g "$2" '. + {links: {hosts: ["ha", "hb"], latency_us: [[null, 500], [500, null]],
+      bandwidth_GBps: [[null, 0.125], [0.125, null]]}}
+    | if $g > 0 then .links += {shared_bandwidth_GBps: [[null, 0.1 * $g], [0.1 * $g, null]],
+                                 shared_one_flow_GBps: [[null, 0.1], [0.1, null]], shared_flows: [[null, 2], [2, null]]}
+      else . end' "$TMP/class.json" >"$1"
+}
+shared "$TMP/sh0.json" 0
+shared "$TMP/sh2.json" 2
+shared "$TMP/sh10.json" 10
+shared "$TMP/sh100.json" 100
+for x in x2 x1; do
+  for g in 0 2 10 100; do
+    "$BIN" simulate "$TMP/$x.json" --comm-profile "$TMP/sh$g.json" --json "$TMP/sim-$x-$g.json" --quiet \
+      >"$TMP/sim.out" 2>&1 || { cat "$TMP/sim.out"; fail "simulate $x with sh$g.json"; }
+  done
+done
+st() { jq .iteration_time_s "$TMP/sim-$1.json"; }
+awk -v a="$(st x2-0)" -v b="$(st x2-2)" 'BEGIN { exit !(b < a * 0.95) }' \
+  || fail "two flows on a pair measured to carry 2x one flow: $(st x2-2) s, not below the one-flow pair's $(st x2-0) s"
+[ "$(st x2-100)" = "$(st x2-10)" ] && [ "$(st x1-100)" = "$(st x1-10)" ] \
+  || fail "a 100x shared gain made flows faster than one flow: $(st x2-100) s against 10x's $(st x2-10) s"
+awk -v a="$(st x2-2)" -v b="$(st x2-10)" -v c="$(st x1-0)" -v d="$(st x1-2)" -v e="$(st x1-10)" \
+  'BEGIN { exit !(b <= a && d <= c && e <= d && e > 0) }' \
+  || fail "more shared gain made a step slower: two pipelines 2x $(st x2-2) 10x $(st x2-10); one $(st x1-0) $(st x1-2) $(st x1-10) s"
+echo "two pipelines across ha -> hb: one-flow links $(st x2-0) s, shared 2x $(st x2-2) s, 10x $(st x2-10) s; one pipeline $(st x1-0) s, $(st x1-2) s, $(st x1-10) s"
+jq '.links |= del(.shared_one_flow_GBps)' "$TMP/sh2.json" >"$TMP/bad.json"
+"$BIN" simulate "$TMP/x2.json" --comm-profile "$TMP/bad.json" --quiet >/dev/null 2>"$TMP/bad.err"; rc=$?
+[ $rc = 2 ] && grep -q "links.shared_bandwidth_GBps: expected with links.shared_one_flow_GBps" "$TMP/bad.err" \
+  || fail "a shared measurement without its one-flow half: exit $rc, '$(cat "$TMP/bad.err")'"
+
 # bad matrices: one line naming the field, exit 2
 bad() { # want jq-filter
   jq "$2" "$TMP/slow01.json" >"$TMP/bad.json"

@@ -137,11 +137,28 @@ cJSON *ah_commbench_result_json(const ah_comm_result *r, const char *link_class,
 cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_commbench_case *c,
                              const ah_comm_fit *line, const ah_comm_piecewise *pw, const size_t *sizes,
                              const double *us, int n, const char *statistic);
+/* Shared links (--pairs hosts, commbench_shared.c): for every two hosts a < b
+ * with two ranks or more each, k = the fewer ranks of the two hosts' pairs (the
+ * i-th rank of a to the i-th of b) stream a window of 4 messages of `bytes`
+ * at once after a barrier, and one pair alone the same way: gbs[a n + b]
+ * (symmetric) = k x 4 x bytes / the slowest pair's time, one_gbs[] the one
+ * pair's, each the median of 3 repetitions after a warm-up; flows[] = k; 0
+ * where not measured (a host with one rank). Collective. */
+typedef struct {
+    int nodes;
+    size_t bytes;
+    double *gbs, *one_gbs;
+    int *flows;
+} ah_commbench_shared;
+void ah_commbench_shared_measure(const ah_commbench_topology *t, const ah_commbench_buffers *buf,
+                                 size_t bytes, ah_commbench_shared *out);
+void ah_commbench_shared_free(ah_commbench_shared *s);
+
 /* {format, version, ranks, nodes, hosts, sync, results, fits, links}; takes
  * ownership of both arrays; links (the host matrix, below) when fits has
- * point-to-point entries */
+ * point-to-point entries; shared (may be NULL) adds its matrices to links */
 cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results,
-                                 cJSON *fits);
+                                 cJSON *fits, const ah_commbench_shared *shared);
 
 /* The link matrix between hosts from the point-to-point fits
  * (commbench_links.c): {"hosts": [...], "latency_us": [[...]],
@@ -152,8 +169,12 @@ cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *syn
  * large-message beta, or the `latency` fit's when bw was not run; error: the
  * larger piecewise-fit error of the two. NULL when fits has no
  * point-to-point fit. */
-cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits);
-/* The matrix as text: "# links: latency us / bandwidth GB/s" and one row a host. */
+/* With shared (may be NULL) measured somewhere: "shared_bandwidth_GBps",
+ * "shared_one_flow_GBps" and "shared_flows" (null where not measured) and
+ * "shared_message_bytes". */
+cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits,
+                               const ah_commbench_shared *shared);
+/* The matrix as text: "# links: latency us / bandwidth GB/s" and one row a host; then the shared links. */
 void ah_commbench_print_links(const cJSON *links, FILE *f);
 
 #endif

@@ -66,6 +66,9 @@ typedef struct {
     int n;
     char (*hosts)[64];
     double *alpha_s, *bw_gbs;
+    /* what the pair carries with flows at once, as a multiple of one flow (>= 1: commbench's shared links,
+     * aggregate / one flow measured the same way, at least 1; 1 where not measured); NULL: none measured */
+    double *share;
 } ah_link_matrix;
 
 typedef struct {

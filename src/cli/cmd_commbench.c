@@ -217,10 +217,10 @@ static int parse_ops(const char *ops, int *want, char *msg, size_t n) {
 }
 
 static int write_profile(int rank, const commbench_args *a, const ah_commbench_topology *t, cJSON *results,
-                         cJSON *fits) {
+                         cJSON *fits, const ah_commbench_shared *shared) {
     int rc = 0;
     cJSON *root =
-        ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits);
+        ah_commbench_profile_json(t, a->sync == AH_SYNC_WINDOW ? "window" : "barrier", results, fits, shared);
     if (rank == 0 && a->json) {
         char *text = cJSON_Print(root), err[4200];
         if (!text || ah_write_file_atomic(a->json, text, strlen(text), err, sizeof err) != 0) {
@@ -276,12 +276,19 @@ int cmd_commbench(int argc, char **argv) {
                                op <= AH_OP_BW ? pairs[q].dst : 1);
     if (rank == 0)
         ah_commbench_print_summary(a.format, x.wrong, x.busbw_sum, x.rows);
-    cJSON *links =
-        rank == 0 && a.pairs && !strcmp(a.pairs, "hosts") ? ah_commbench_links_json(&t, x.fits) : NULL;
+    /* --pairs hosts with a point-to-point op: every two hosts' link shared by as many flows as they have
+     * rank pairs, at the largest size up to 1 MiB */
+    int hosts = a.pairs && !strcmp(a.pairs, "hosts");
+    ah_commbench_shared shared = {0};
+    if (hosts && (want[AH_OP_LATENCY] || want[AH_OP_BW]))
+        ah_commbench_shared_measure(&t, &b, a.max_size < 1048576.0 ? (size_t)a.max_size : (size_t)1 << 20,
+                                    &shared);
+    cJSON *links = rank == 0 && hosts ? ah_commbench_links_json(&t, x.fits, &shared) : NULL;
     if (links)
         ah_commbench_print_links(links, stdout);
     cJSON_Delete(links);
-    int rc = write_profile(rank, &a, &t, x.results, x.fits);
+    int rc = write_profile(rank, &a, &t, x.results, x.fits, &shared);
+    ah_commbench_shared_free(&shared);
     ah_commbench_topology_free(&t);
     ah_commbench_buffers_free(&b);
     MPI_Finalize();

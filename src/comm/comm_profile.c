@@ -69,6 +69,32 @@ static int read_link_matrix(const cJSON *links, const char *key, int n, int posi
     return 0;
 }
 
+/* links{}'s optional shared links (commbench --pairs hosts): the gain of flows at once over one flow, both
+ * measured the same way, at least 1. Both matrices or neither. 0, or -1 with err. */
+static int read_share(const cJSON *links, int n, ah_link_matrix *m, ah_err_ctx *cx) {
+    int has_all = cJSON_GetObjectItemCaseSensitive(links, "shared_bandwidth_GBps") != NULL,
+        has_one = cJSON_GetObjectItemCaseSensitive(links, "shared_one_flow_GBps") != NULL;
+    if (!has_all && !has_one)
+        return 0;
+    if (!has_all || !has_one)
+        return ah_fail(cx, "links.%s: expected with links.%s (the shared links' two measurements)",
+                       has_all ? "shared_bandwidth_GBps" : "shared_one_flow_GBps",
+                       has_all ? "shared_one_flow_GBps" : "shared_bandwidth_GBps");
+    double *all = ah_xcalloc((size_t)n * (size_t)n, sizeof(double)),
+           *one = ah_xcalloc((size_t)n * (size_t)n, sizeof(double));
+    int rc = read_link_matrix(links, "shared_bandwidth_GBps", n, 1, all, cx);
+    if (rc == 0)
+        rc = read_link_matrix(links, "shared_one_flow_GBps", n, 1, one, cx);
+    if (rc == 0) {
+        m->share = ah_xcalloc((size_t)n * (size_t)n, sizeof(double));
+        for (int i = 0; i < n * n; i++)
+            m->share[i] = all[i] > 0 && one[i] > 0 && all[i] > one[i] ? all[i] / one[i] : 1;
+    }
+    free(all);
+    free(one);
+    return rc;
+}
+
 /* links{} (commbench --pairs hosts): the matrix between hosts into *out (NULL when absent). 0, or -1. */
 static int read_links(const cJSON *root, ah_link_matrix **out, ah_err_ctx *cx) {
     *out = NULL;
@@ -99,6 +125,8 @@ static int read_links(const cJSON *root, ah_link_matrix **out, ah_err_ctx *cx) {
         rc = read_link_matrix(links, "bandwidth_GBps", n, 1, m->bw_gbs, cx);
     for (int i = 0; i < n * n; i++)
         m->alpha_s[i] = m->alpha_s[i] >= 0 ? m->alpha_s[i] * 1e-6 : -1;
+    if (rc == 0)
+        rc = read_share(links, n, m, cx);
     if (rc != 0) {
         ah_link_matrix_free(m);
         return -1;
@@ -113,6 +141,7 @@ void ah_link_matrix_free(ah_link_matrix *m) {
     free(m->hosts);
     free(m->alpha_s);
     free(m->bw_gbs);
+    free(m->share);
     free(m);
 }
 
@@ -195,7 +224,11 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
         ah_link_matrix_free((ah_link_matrix *)o->links);
         o->links = links;
         size_t used = strlen(summary);
-        snprintf(summary + used, summary_len - used, "; links between %d hosts (per pair)", links->n);
+        int shared = 0;
+        for (int i = 0; links->share && i < links->n * links->n; i++)
+            shared += links->share[i] > 1;
+        snprintf(summary + used, summary_len - used, "; links between %d hosts (per pair%s)", links->n,
+                 shared ? ", with their shared capacity" : "");
     }
     cJSON_Delete(root);
     return rc;

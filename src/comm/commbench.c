@@ -327,7 +327,7 @@ cJSON *ah_commbench_fit_json(ah_comm_op op, const char *link_class, const ah_com
 }
 
 cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *sync, cJSON *results,
-                                 cJSON *fits) {
+                                 cJSON *fits, const ah_commbench_shared *shared) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "format", "autohet-comm-profile");
     cJSON_AddNumberToObject(root, "version", 2);
@@ -339,7 +339,7 @@ cJSON *ah_commbench_profile_json(const ah_commbench_topology *t, const char *syn
     cJSON_AddStringToObject(root, "sync", sync);
     cJSON_AddItemToObject(root, "results", results);
     cJSON_AddItemToObject(root, "fits", fits);
-    cJSON *links = ah_commbench_links_json(t, fits);
+    cJSON *links = ah_commbench_links_json(t, fits, shared);
     if (links)
         cJSON_AddItemToObject(root, "links", links);
     return root;

@@ -86,7 +86,33 @@ static cJSON *matrix(const ah_commbench_topology *t, const link_cell *cells, int
     return m;
 }
 
-cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits) {
+/* shared_bandwidth_GBps and shared_flows (null where not measured), when any pair was measured */
+static void add_shared(cJSON *links, const ah_commbench_shared *sh) {
+    int n = sh ? sh->nodes : 0, any = 0;
+    for (int i = 0; i < n * n; i++)
+        any |= sh->flows[i] > 0;
+    if (!any)
+        return;
+    cJSON *g = cJSON_AddArrayToObject(links, "shared_bandwidth_GBps"),
+          *o = cJSON_AddArrayToObject(links, "shared_one_flow_GBps"),
+          *f = cJSON_AddArrayToObject(links, "shared_flows");
+    for (int a = 0; a < n; a++) {
+        cJSON *rg = cJSON_CreateArray(), *ro = cJSON_CreateArray(), *rf = cJSON_CreateArray();
+        for (int b = 0; b < n; b++) {
+            int i = a * n + b, k = sh->flows[i];
+            cJSON_AddItemToArray(rg, k > 0 ? cJSON_CreateNumber(sh->gbs[i]) : cJSON_CreateNull());
+            cJSON_AddItemToArray(ro, k > 0 ? cJSON_CreateNumber(sh->one_gbs[i]) : cJSON_CreateNull());
+            cJSON_AddItemToArray(rf, k > 0 ? cJSON_CreateNumber(k) : cJSON_CreateNull());
+        }
+        cJSON_AddItemToArray(g, rg);
+        cJSON_AddItemToArray(o, ro);
+        cJSON_AddItemToArray(f, rf);
+    }
+    cJSON_AddNumberToObject(links, "shared_message_bytes", (double)sh->bytes);
+}
+
+cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits,
+                               const ah_commbench_shared *shared) {
     link_cell *cells = ah_xcalloc((size_t)t->nodes * (size_t)t->nodes, sizeof *cells);
     const cJSON *f;
     cJSON_ArrayForEach(f, fits)
@@ -104,6 +130,7 @@ cJSON *ah_commbench_links_json(const ah_commbench_topology *t, const cJSON *fits
         cJSON_AddItemToObject(links, "bandwidth_GBps", matrix(t, cells, 1));
         cJSON_AddItemToObject(links, "max_rel_error", matrix(t, cells, 2));
         cJSON_AddItemToObject(links, "pairs", matrix(t, cells, 3));
+        add_shared(links, shared);
     }
     free(cells);
     return links;
@@ -133,4 +160,24 @@ void ah_commbench_print_links(const cJSON *links, FILE *f) {
         }
         fprintf(f, "\n");
     }
+    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(links, "shared_bandwidth_GBps"),
+                *so = cJSON_GetObjectItemCaseSensitive(links, "shared_one_flow_GBps"),
+                *sf = cJSON_GetObjectItemCaseSensitive(links, "shared_flows");
+    if (!sg)
+        return;
+    fprintf(f, "# shared links: flows streaming at once between two hosts (%.0f B messages), aggregate GB/s\n",
+            cJSON_GetObjectItemCaseSensitive(links, "shared_message_bytes")->valuedouble);
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            const cJSON *g = cJSON_GetArrayItem(cJSON_GetArrayItem(sg, a), b),
+                        *k = cJSON_GetArrayItem(cJSON_GetArrayItem(sf, a), b),
+                        *w = cJSON_GetArrayItem(cJSON_GetArrayItem(so, a), b);
+            if (!cJSON_IsNumber(g) || !cJSON_IsNumber(k))
+                continue;
+            fprintf(f, "# %-20.20s %-20.20s %d flows %.4f GB/s", cJSON_GetArrayItem(hosts, a)->valuestring,
+                    cJSON_GetArrayItem(hosts, b)->valuestring, k->valueint, g->valuedouble);
+            if (cJSON_IsNumber(w) && w->valuedouble > 0)
+                fprintf(f, ", one flow %.4f GB/s: %.2fx", w->valuedouble, g->valuedouble / w->valuedouble);
+            fprintf(f, "\n");
+        }
 }

@@ -254,6 +254,14 @@ int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_n
     return 1;
 }
 
+double ah_pair_link_share(const ah_plan_options *o, const ah_node *a, const ah_node *b) {
+    const ah_link_matrix *m = o->links;
+    if (!m || !m->share)
+        return 1;
+    int i = link_host(m, a->host), j = link_host(m, b->host);
+    return i < 0 || j < 0 || i == j ? 1 : m->share[(size_t)i * (size_t)m->n + (size_t)j];
+}
+
 ah_ns ah_nodes_p2p_ns(double bytes, const ah_node *a, const ah_node *b, int inter_node,
                       const ah_plan_options *o) {
     double alpha, bw;

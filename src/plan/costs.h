@@ -179,6 +179,10 @@ ah_msg_cost ah_msg_cost_of(double bytes, int inter_node, double link_gbs, const 
  * different ones, whose pair was measured; else 0. */
 int ah_pair_link_measured(const ah_plan_options *o, const ah_node *a, const ah_node *b, double *alpha_s,
                           double *bw_gbs);
+/* The measured pair's gain from flows at once (ah_link_matrix.share): what it
+ * carries with several flows as a multiple of one flow's bandwidth; 1 where
+ * not measured. */
+double ah_pair_link_share(const ah_plan_options *o, const ah_node *a, const ah_node *b);
 /* A send of `bytes` between GPUs of nodes a and b: the measured pair's
  * alpha + bytes / beta between hosts of o->links, else ah_p2p_ns on the
  * link of the two ends (ah_pair_link_of). */

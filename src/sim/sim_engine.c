@@ -31,6 +31,7 @@ typedef struct {
     double msg_bytes;  /* p2p: the message's bytes (volume: its measured time's share, ah_msg_cost_of) */
     double latency;    /* flow: fixed part */
     int link0, nlinks; /* flow: range in the link-use pool */
+    double cap_rate;   /* flow: the most its rate may reach (one flow's bandwidth on a shared pair), 0 none */
     int part0, nparts; /* collective: range in the participant pool */
     int slices;        /* collective: the slices it stands for (its largest holder degree) */
     int deps_left;
@@ -225,6 +226,9 @@ static void recompute_rates(engine *e, double *residual, double *wsum, unsigned 
                     inc = d;
             }
         }
+        for (int i = 0; i < n; i++) /* or the next flow to reach its own cap */
+            if (!frozen[i] && e->t[e->active[i]].cap_rate > 0 && e->t[e->active[i]].cap_rate - level < inc)
+                inc = e->t[e->active[i]].cap_rate - level;
         if (!isfinite(inc))
             inc = 0; /* flows without links: cannot happen */
         level += inc;
@@ -240,7 +244,7 @@ static void recompute_rates(engine *e, double *residual, double *wsum, unsigned 
             if (frozen[i])
                 continue;
             task *k = &e->t[e->active[i]];
-            int sat = 0;
+            int sat = k->cap_rate > 0 && level >= k->cap_rate * (1 - 1e-12);
             for (int u = k->link0; u < k->link0 + k->nlinks && !sat; u++) {
                 int l = e->lu[u].link;
                 sat = residual[l] <= 1e-12 * e->cap[l];
@@ -538,6 +542,15 @@ static int L_PAIR(const engine *e, int a, int b) {
     return 4 * e->S + 2 * e->p->cluster.n_nodes + a * e->p->cluster.n_nodes + b;
 }
 
+/* A flow on the measured pair a-b whose link carries more with flows at once than one flow does
+ * (ah_pair_link_share > 1): the pair's capacity is that much more, each flow still one flow's bandwidth. */
+static void cap_on_pair(engine *e, int id, int a, int b, double bw_gbs) {
+    task *k = &e->t[id];
+    if (ah_pair_link_share(e->o, &e->p->cluster.nodes[a], &e->p->cluster.nodes[b]) > 1 &&
+        (k->cap_rate <= 0 || bw_gbs * 1e9 < k->cap_rate))
+        k->cap_rate = bw_gbs * 1e9;
+}
+
 /* A send between stages on nodes a and b of a measured pair (ah_pair_link_measured): on that pair's
  * link alone, at its latency (the closed form's ah_nodes_p2p_ns); 0 when the pair was not measured. */
 static int use_measured_pair(engine *e, int id, int a, int b, double weight) {
@@ -546,6 +559,7 @@ static int use_measured_pair(engine *e, int id, int a, int b, double weight) {
         return 0;
     e->t[id].latency = alpha;
     use_link(e, id, L_PAIR(e, a, b), weight);
+    cap_on_pair(e, id, a, b, bw);
     return 1;
 }
 
@@ -621,8 +635,10 @@ static int add_ring(engine *e, ah_op_kind kind, const int *holders, int np, doub
             double alpha, bw;
             int a0 = e->r->stages[s].node, b0 = e->r->stages[holders[(i + 1) % np]].node;
             if (a0 != b0 &&
-                ah_pair_link_measured(e->o, &e->p->cluster.nodes[a0], &e->p->cluster.nodes[b0], &alpha, &bw))
+                ah_pair_link_measured(e->o, &e->p->cluster.nodes[a0], &e->p->cluster.nodes[b0], &alpha, &bw)) {
                 use_link(e, id, L_PAIR(e, a0, b0), per_gpu);
+                cap_on_pair(e, id, a0, b0, bw);
+            }
         }
         if (!one_node && !pair) {
             int node = e->r->stages[s].node;
@@ -733,7 +749,8 @@ static int setup_stages(engine *e, const ah_profile *prof, char *err, size_t err
             double alpha, bw;
             if (a != b &&
                 ah_pair_link_measured(e->o, &p->cluster.nodes[a], &p->cluster.nodes[b], &alpha, &bw))
-                e->cap[L_PAIR(e, a, b)] = bw * 1e9;
+                e->cap[L_PAIR(e, a, b)] =
+                    bw * 1e9 * ah_pair_link_share(e->o, &p->cluster.nodes[a], &p->cluster.nodes[b]);
         }
     return 0;
 }
