@@ -123,14 +123,17 @@ for cond in '.instances > 0' '.busbw_GBps > 0' '.predicted_us > 0' \
   jq -e "[.sites[] | select(.site | startswith(\"dp_allreduce\"))] | all($cond)" "$TMP/a.json" >/dev/null \
     || fail "all-reduce sites: $cond: $(jq -c '[.sites[] | select(.site | startswith("dp_allreduce"))]' "$TMP/a.json")"
 done
-# the prediction is the piecewise allreduce fit of the profile at the site's size (its regime, not
-# below the first regime's latency), recomputed here from the profile
-jq -e --slurpfile p "$TMP/cp.json" '($p[0].fits[] | select(.op == "allreduce") | .regimes) as $rg
-       | [.sites[] | select(.site | startswith("dp_allreduce"))] | length > 0 and all(.bytes_per_call as $b
+# the prediction is the piecewise allreduce fit of the profile (4 ranks) at the site's size (its regime, not
+# below the first regime's latency), its latency steps and bytes through each GPU scaled as a ring's from the
+# profile's 4 ranks to the site's (here 2: the buckets of the 2 replicas), recomputed here from the profile
+jq -e --slurpfile p "$TMP/cp.json" '($p[0].fits[] | select(.op == "allreduce") | .regimes) as $rg | $p[0].ranks as $N
+       | [.sites[] | select(.site | startswith("dp_allreduce"))] | length > 0 and all(.ranks == 2)
+         and all(.bytes_per_call as $b | .ranks as $n
          | ([$rg[] | select(.max_bytes == null or $b <= .max_bytes)][0]) as $r
-         | ([$r.alpha_us + $b / ($r.beta_GBps * 1e3), $rg[0].alpha_us] | max) as $want
+         | (($n - 1) / ($N - 1)) as $steps | ((($n - 1) / $n) / (($N - 1) / $N)) as $vol
+         | ([$r.alpha_us * $steps + $b / ($r.beta_GBps * 1e3) * $vol, $rg[0].alpha_us * $steps] | max) as $want
          | ((.predicted_us - $want) | fabs) <= 1e-9 * $want)' "$TMP/a.json" >/dev/null \
-  || fail "all-reduce sites: the prediction is not the profile's piecewise allreduce fit at the site's size"
+  || fail "all-reduce sites: the prediction is not the profile's piecewise allreduce fit at the site's size and ranks"
 jq -e '(.slowest | length) == 10' "$TMP/a.json" >/dev/null || fail "slowest operations"
 # 3 steps trained, the warm-up step is not traced: 2 steps; --skip-steps 1 analyses the last one
 jq -e '.steps == 2 and .skipped_steps == 0 and .iteration_s > 0' "$TMP/a.json" >/dev/null || fail "steps in the trace"

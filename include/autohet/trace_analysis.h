@@ -81,11 +81,12 @@ typedef struct {
     char site[64];
     int calls, instances; /* instances: matched across ranks by (site, group, seq), with > 1 member */
     int groups;           /* distinct communicators */
+    int ranks;            /* of its communicator (its last call's) */
     double bytes_per_call, avg_us;
     double busbw_GBps;   /* 0: none (not an all-reduce, or no transfer time) */
     double skew_us;      /* per instance; with transfer_us only when instances > 0 */
     double transfer_us;
-    double predicted_us; /* alpha-beta from the comm profile, -1 none */
+    double predicted_us; /* alpha-beta from the comm profile, at the site's ranks (ring scaling), -1 none */
 } ah_trace_site;
 
 typedef struct {

@@ -57,9 +57,11 @@ static void usage(FILE *f) {
         "              clocks synchronised, every repetition starts at its own global time)\n"
         "  --pairs     point-to-point pairs: classes (default: the lowest pair of every link class\n"
         "              present), all, hosts (every pair of hosts, and two ranks of every host that\n"
-        "              has two: prints the link matrix), or a list A-B,C-D\n"
+        "              has two: prints the link matrix; between two hosts with two ranks or more\n"
+        "              each, as many flows as they have rank pairs stream at once, against one flow:\n"
+        "              the shared links), or a list A-B,C-D\n"
         "  --json      write results[] and fits[] (a comm profile; with point-to-point, links{}: the\n"
-        "              latency and bandwidth matrix between hosts)\n\n"
+        "              latency and bandwidth matrix between hosts, and the shared links)\n\n"
         "Needs at least 2 ranks. Exits 1 when a correctness check finds a wrong element.\n");
 }
 

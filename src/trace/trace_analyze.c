@@ -118,7 +118,24 @@ static int cmp_instance(const void *pa, const void *pb) {
  * (site, group, seq). The last rank to arrive waits least: its time is the
  * transfer, the others' extra time is skew. Receives are one-sided (only the
  * receiver records), so they have no instances with more than one event. */
-static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah_link_model *ar, int *idx) {
+/* The profile's all-reduce fit, measured over fit_ranks ranks, for m bytes over nr ranks: its regime's
+ * alpha + m / beta with the latency steps scaled as a ring's 2(n-1) and the bytes through each GPU as its
+ * 2(n-1)/n (the fit itself at the profile's rank count, or when the profile does not say it), not below the
+ * first regime's latency scaled alike (ah_link_us) */
+static double allreduce_us(const ah_link_model *ar, int fit_ranks, int nr, double m) {
+    if (nr < 2 || fit_ranks < 2 || nr == fit_ranks)
+        return ah_link_us(ar, m);
+    int q = 0;
+    while (q + 1 < ar->n && m > ar->max_bytes[q])
+        q++;
+    double steps = (double)(nr - 1) / (fit_ranks - 1),
+           volume = ((double)(nr - 1) / nr) / ((double)(fit_ranks - 1) / fit_ranks);
+    double t = ar->alpha_us[q] * steps + m / (ar->beta_GBps[q] * 1e3) * volume;
+    return t < ar->alpha_us[0] * steps ? ar->alpha_us[0] * steps : t;
+}
+
+static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah_link_model *ar, int ar_ranks,
+                       int *idx) {
     double tot = 0, bytes = 0, skew = 0, xfer = 0;
     int m = 0, nr = 1;
     for (int i = 0; i < n; i++)
@@ -148,6 +165,7 @@ static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah
         a = b;
     }
     s->calls = m;
+    s->ranks = nr;
     s->avg_us = tot / m;
     s->bytes_per_call = bytes / m;
     /* bus bandwidth of the transfer itself (skew excluded), nccl-tests convention
@@ -155,16 +173,16 @@ static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah
     int is_ar = strstr(s->site, "allreduce") != NULL || !strcmp(s->site, "tied_sync");
     double t_x = s->instances ? xfer / s->instances : s->avg_us, bpc = s->bytes_per_call;
     s->busbw_GBps = is_ar && t_x > 0 && nr > 1 && bpc > 0 ? bpc / (t_x * 1e3) * ah_busbw_factor(AH_OP_ALLREDUCE, nr) : 0;
-    s->predicted_us = is_ar && ar ? ah_link_us(ar, bpc) : -1;
+    s->predicted_us = is_ar && ar ? allreduce_us(ar, ar_ranks, nr, bpc) : -1;
     if (s->instances) {
         s->skew_us = skew / s->instances;
         s->transfer_us = xfer / s->instances;
     }
 }
 
-/* ar: the comm profile's allreduce fit (NULL: none), whose piecewise alpha-beta at a site's size (its regime,
- * never below the first regime's latency: ah_link_us) is the site's prediction */
-static void all_sites(ah_trace_analysis *a, const ah_link_model *ar) {
+/* ar: the comm profile's allreduce fit over ar_ranks ranks (NULL: none), whose piecewise alpha-beta at a site's
+ * size and ranks (allreduce_us) is the site's prediction */
+static void all_sites(ah_trace_analysis *a, const ah_link_model *ar, int ar_ranks) {
     const ah_trace_item *e = a->items;
     int n = a->n_items, cap = 8;
     a->sites = ah_xcalloc((size_t)cap, sizeof(ah_trace_site));
@@ -185,7 +203,7 @@ static void all_sites(ah_trace_analysis *a, const ah_link_model *ar) {
     }
     int *idx = ah_xcalloc((size_t)n + 1, sizeof(int));
     for (int k = 0; k < a->n_sites; k++)
-        site_stats(e, n, &a->sites[k], ar, idx);
+        site_stats(e, n, &a->sites[k], ar, ar_ranks, idx);
     free(idx);
 }
 
@@ -291,7 +309,8 @@ int ah_trace_analyze(const ah_trace_file *t, const ah_trace_options *o, ah_trace
     ah_link_model ar; /* read once for every site */
     int have_ar = fits_root && ah_link_model_from_op_fit(cJSON_GetObjectItemCaseSensitive(fits_root, "fits"),
                                                          "allreduce", NULL, &ar) == 0;
-    all_sites(a, have_ar ? &ar : NULL);
+    const cJSON *fit_ranks = fits_root ? cJSON_GetObjectItemCaseSensitive(fits_root, "ranks") : NULL;
+    all_sites(a, have_ar ? &ar : NULL, cJSON_IsNumber(fit_ranks) ? fit_ranks->valueint : 0);
     kinds_and_buckets(a);
     slowest(a, o->top > 0 ? o->top : 0);
     ah_trace_causality_check(t, &a->causality);

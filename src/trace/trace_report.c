@@ -53,6 +53,7 @@ static cJSON *analysis_json(const char *trace_path, const ah_trace_analysis *a) 
         cJSON_AddStringToObject(o, "site", s->site);
         cJSON_AddNumberToObject(o, "calls", s->calls);
         cJSON_AddNumberToObject(o, "bytes_per_call", s->bytes_per_call);
+        cJSON_AddNumberToObject(o, "ranks", s->ranks);
         cJSON_AddNumberToObject(o, "avg_us", s->avg_us);
         if (s->busbw_GBps > 0)
             cJSON_AddNumberToObject(o, "busbw_GBps", s->busbw_GBps);
