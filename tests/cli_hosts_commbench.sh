@@ -35,11 +35,12 @@ jq -e '.links.latency_us[0][0] >= 0 and .links.pairs[0][0] == [0,1] and .links.l
        .links.pairs[2][2] == [3,4] and .links.pairs[1][2] == [2,3]' "$TMP/cb.json" >/dev/null \
   || fail "links: the diagonal (H0's and H2's two ranks measured, H1 has one) or the pairs are wrong"
 # the shared links: H0 and H2 have two ranks each, so two flows stream across the throttled link at once and
-# carry what one flow does (one token bucket: 0.7-1.3x, the throttle and not the machine sets both); H1 has
+# carry what one flow does (one token bucket: 0.5-1.4x, not the 2x of two links; the throttle and not the
+# machine sets both, and a rank late to start by 0.2 s of a 0.44 s repetition still reads 0.7x); H1 has
 # one rank, so its pairs have no shared measurement
 jq -e '.links | .shared_flows[0][2] == 2 and .shared_flows[2][0] == 2 and .shared_flows[0][1] == null
        and .shared_flows[1][2] == null and .shared_bandwidth_GBps[0][1] == null
-       and (.shared_bandwidth_GBps[0][2] / .shared_one_flow_GBps[0][2]) as $r | $r > 0.7 and $r < 1.3
+       and (.shared_bandwidth_GBps[0][2] / .shared_one_flow_GBps[0][2]) as $r | $r > 0.5 and $r < 1.4
        and .shared_message_bytes == 65536' "$TMP/cb.json" >/dev/null \
   || fail "shared links: $(jq -c '.links | {shared_flows, shared_bandwidth_GBps, shared_one_flow_GBps}' "$TMP/cb.json")"
 grep -q "^# shared links" "$TMP/cb.out" || fail "commbench --pairs hosts printed no shared links"
