@@ -2,7 +2,8 @@
 # autohet train --precision: fp32 is the default; bf16 (bf16 matmul operands, fp32 accumulation and master
 # weights) trains tiny-gpt on the text fixtures within 2% of fp32's loss at every one of 30 steps, and the
 # start-up line says so; on a CPU without AVX512_BF16 (or a build without oneDNN) --precision bf16 is one
-# line on stderr and exit 2, never a slower silent fallback. An unknown precision is bad input.
+# line on stderr and exit 2, never a slower silent fallback. An unknown precision is bad input. A plan
+# costed at bf16 gets a start-up note that the engine sends fp32 tensors.
 . "$(dirname "$0")/common.sh"
 
 ARGS=(--model tiny-gpt --data "$FIX/text" --steps 30 --seed 4 --global-batch 4 --micro-batch 2 --seq 64 --eval-every 0)
@@ -37,5 +38,16 @@ rc=$?
 [ $rc = 2 ] || fail "--precision fp16: exit $rc"
 [ "$(wc -l <"$TMP/bad.err")" = 1 ] && grep -q -- "--precision fp16: expected fp32 or bf16" "$TMP/bad.err" ||
   fail "--precision fp16 message: $(cat "$TMP/bad.err")"
+# a plan costed at half precision: the start-up says the engine sends fp32 and how to simulate what it sends;
+# a plan at fp32 gets no such note
+for prec in bf16 fp32; do
+  "$BIN" plan --model tiny-gpt --cluster 1x1xcpu --global-batch 4 --micro-batch 2 --seq 64 --precision $prec --quiet \
+    --json "$TMP/plan-$prec.json" || fail "plan --precision $prec"
+  "$BIN" train --model tiny-gpt --data "$FIX/text" --steps 1 --eval-every 0 --plan "$TMP/plan-$prec.json" \
+    >"$TMP/plan-$prec.out" 2>&1 || { cat "$TMP/plan-$prec.out"; fail "train --plan (plan at $prec)"; }
+done
+grep -q "^note: $TMP/plan-bf16.json is costed at bf16 (2-byte activations and gradients); this engine sends fp32 ones .*autohet simulate $TMP/plan-bf16.json --precision fp32" \
+  "$TMP/plan-bf16.out" || fail "a bf16 plan's start-up has no precision note: $(head -3 "$TMP/plan-bf16.out")"
+grep -q "^note: .* is costed at" "$TMP/plan-fp32.out" && fail "an fp32 plan's start-up has a precision note"
 [ $fails = 0 ] && echo "cli_train_precision: ok"
 exit $fails

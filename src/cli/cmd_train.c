@@ -677,6 +677,12 @@ int cmd_train(int argc, char **argv) {
                    data.kind == AH_DATA_TOKENS ? "tokens" : "bytes", data.n - data.n_train,
                    a.val_data ? " from " : "", a.val_data ? a.val_data : "", ah_dataset_unigram_entropy(&data),
                    tc.peak_flops / 1e12, peak / 1e9, kernels);
+        /* the engine's tensors are fp32 on either backend: a plan costed at half precision halves its sends */
+        if (rank == 0 && a.plan && plan.train.precision != AH_PRECISION_FP32)
+            printf("note: %s is costed at %s (2-byte activations and gradients); this engine sends fp32 ones "
+                   "(--precision is its matmuls' operands): autohet simulate %s --precision fp32 prices what it "
+                   "sends\n",
+                   a.plan, ah_precision_name(plan.train.precision), a.plan);
         write_pid_line(rank, ah_executor_node_name(x), peak);
         if (a.init_from && init_from(&a, x, rank, msg, sizeof msg) != 0)
             set_up = 0; /* bad input: every rank exits 2 below */
