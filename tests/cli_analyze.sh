@@ -13,7 +13,8 @@
 
 "$BIN" analyze --help >"$TMP/help.out" || fail "analyze --help"
 grep -q usage "$TMP/help.out" || fail "analyze --help: no usage"
-for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --stack --mpi-algorithm --stack-site --help; do
+for f in --sim --json --svg --comm-profile --top --skip-steps --otf2 --stack --mpi-algorithm --stack-site --devices \
+  --help; do
   grep -qE -- "^  (-h, )?$f " "$TMP/help.out" || fail "analyze --help does not describe $f"
 done
 

@@ -99,6 +99,13 @@ bad() { # want args...
 bad "cannot open file" "$TMP/slow.json" --diagnose --plan "$TMP/missing-plan.json"
 bad "--plan needs --diagnose or --comm-profile-out" "$TMP/slow.json" --plan "$PLANS/tiny-2x2.json"
 bad "the plan runs 4 rank(s), the trace has 3" "$TMP/slow.json" --diagnose --plan "$PLANS/tiny-2x2.json"
+# a plan of GPU types the built-in catalog does not know reads with --devices (then its 4 ranks meet the
+# trace's 3), and --devices needs a --plan
+jq '.cluster.nodes[].gpu_type = "emu-fast"' "$PLANS/tiny-2x2.json" >"$TMP/emu-plan.json"
+bad 'unknown GPU type "emu-fast"' "$TMP/slow.json" --diagnose --plan "$TMP/emu-plan.json"
+bad "the plan runs 4 rank(s), the trace has 3" "$TMP/slow.json" --diagnose --plan "$TMP/emu-plan.json" \
+  --devices "$FIX/emu-devices.json"
+bad "--devices is for a --plan's GPU types" "$TMP/slow.json" --diagnose --devices "$FIX/emu-devices.json"
 bad "--comm-profile-out" "$TMP/slow.json" --comm-profile-out "$TMP/no/such/dir/cp.json"
 bad "unknown or incomplete option '--diagnose-now'" "$TMP/slow.json" --diagnose-now
 bad "unknown or incomplete option '--comm-profile-out'" "$TMP/slow.json" --comm-profile-out

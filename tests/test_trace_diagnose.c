@@ -8,8 +8,10 @@
  * as an input stall; a pause of every rank every third step is a checkpoint
  * stall, and so are traced checkpoints (every third step, or every step), named
  * with their tier; a rank stopped part of the time (slow compute, stalled transfers)
- * is the top finding as a slow rank, its link explained by it; and the comm
- * profile written from the slow-link trace shows that pair slow. */
+ * is the top finding as a slow rank, its link explained by it; the comm
+ * profile written from the slow-link trace shows that pair slow; and two
+ * pipelines sharing one slow host link at its capacity are a saturated link,
+ * not slow pairs or ranks. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
@@ -30,6 +32,10 @@ typedef struct {
                              process stopped part of the time: it progresses its messages no faster) */
     int saved_every;      /* 0 none: every rank saves a traced checkpoint (disk tier) after every k-th step */
     double saved_us;      /* how long that save takes */
+    double host_link_gbs; /* 0: four hosts. Else ranks 0, 2 on host h0 and 1, 3 on h1, whose link carries one flow
+                             at this speed (the comm profile `profile` says so) */
+    double host_link_slow; /* each transfer between h0 and h1 takes this times its time alone (queued) */
+    const char *profile;   /* the comm profile the diagnosis reads, or NULL */
 } faults;
 
 typedef struct {
@@ -65,6 +71,8 @@ static ah_trace_item *add(builder *b, int rank, ah_op_kind k, const char *site, 
 
 /* microseconds to move `bytes` between a and b */
 static double link_us(const faults *f, int a, int b, double bytes) {
+    if (f->host_link_gbs > 0 && a % 2 != b % 2)
+        return (5 + bytes / (f->host_link_gbs * 1e3)) * f->host_link_slow;
     double gbs = 2.0;
     if ((a == f->link_a && b == f->link_b) || (a == f->link_b && b == f->link_a))
         gbs /= 40;
@@ -135,7 +143,7 @@ static void one_step(builder *b, const faults *f, double *t, int step) {
 
 /* the diagnosis of a synthetic run with faults f (d owns its findings; hosts h0..h3) */
 static void diagnose(const faults *f, ah_diagnosis *d, ah_diag_options *o) {
-    static const char *hosts[R] = {"h0", "h1", "h2", "h3"};
+    static const char *hosts[R] = {"h0", "h1", "h2", "h3"}, *two_hosts[R] = {"h0", "h1", "h0", "h1"};
     builder b = {0};
     b.noise = 7;
     double t[R] = {0, 0, 0, 0};
@@ -146,7 +154,7 @@ static void diagnose(const faults *f, ah_diagnosis *d, ah_diag_options *o) {
     ah_trace_analysis a;
     char err[512];
     assert_int_equal(ah_trace_analyze(&tf, &ao, &a, err, sizeof err), 0);
-    *o = (ah_diag_options){.n_ranks = R, .hosts = hosts};
+    *o = (ah_diag_options){.n_ranks = R, .hosts = f->host_link_gbs > 0 ? two_hosts : hosts, .comm_profile = f->profile};
     assert_int_equal(ah_trace_diagnose(&a, o, d, err, sizeof err), 0);
     ah_trace_analysis_free(&a);
     free(b.it);
@@ -160,7 +168,7 @@ static int top_cause(const ah_diagnosis *d) {
 
 static void clean_run(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, -1, 0, 0};
+    faults f = {-1, -1, -1, -1, 0, -1, 0, 0, 0, 0, NULL};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -177,7 +185,7 @@ static void clean_run(void **state) {
 
 static void slow_rank(void **state) {
     (void)state;
-    faults f = {3, -1, -1, -1, 0, -1, 0, 0};
+    faults f = {3, -1, -1, -1, 0, -1, 0, 0, 0, 0, NULL};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -193,7 +201,7 @@ static void slow_rank(void **state) {
 
 /* the diagnosis of a run whose link a-b (a < b) is 40x slower: its top finding is that slow link */
 static void diagnose_slow_link(int a, int b, ah_diagnosis *d, ah_diag_options *o) {
-    faults f = {-1, a, b, -1, 0, -1, 0, 0};
+    faults f = {-1, a, b, -1, 0, -1, 0, 0, 0, 0, NULL};
     diagnose(&f, d, o);
     assert_int_equal(top_cause(d), 0);
     assert_string_equal(ah_diag_kind_name(d->f[0].kind), "slow_link");
@@ -235,7 +243,7 @@ static void slow_link(void **state) {
 
 static void input_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, 2, 0, -1, 0, 0};
+    faults f = {-1, -1, -1, 2, 0, -1, 0, 0, 0, 0, NULL};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -260,7 +268,7 @@ static void diagnose_checkpoint(const faults *f, ah_diagnosis *d, int n_steps, d
 
 static void checkpoint_stall(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 3, -1, 0, 0};
+    faults f = {-1, -1, -1, -1, 3, -1, 0, 0, 0, 0, NULL};
     ah_diagnosis d;
     /* steps 3, 6, 9 start 30 ms late (the pause after step 11 is past the trace) */
     diagnose_checkpoint(&f, &d, 3, 3 * 30e-3, 1e-3);
@@ -273,7 +281,7 @@ static void checkpoint_stall(void **state) {
  * cost (the untraced shape would need the median step's gap as its baseline) */
 static void traced_checkpoint(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, -1, 3, 30000};
+    faults f = {-1, -1, -1, -1, 0, -1, 3, 30000, 0, 0, NULL};
     ah_diagnosis d;
     /* before steps 3, 6, 9 (the save after step 11 delays no traced step); the saves' time, jitter +-5% */
     diagnose_checkpoint(&f, &d, 3, 3 * 30e-3, 3 * 30e-3 * 0.06);
@@ -288,7 +296,7 @@ static void traced_checkpoint(void **state) {
  * untraced pause like it has no baseline to stand out from); traced, it is the cost */
 static void checkpoint_every_step(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, -1, 1, 4000};
+    faults f = {-1, -1, -1, -1, 0, -1, 1, 4000, 0, 0, NULL};
     ah_diagnosis d;
     diagnose_checkpoint(&f, &d, STEPS - 1, (STEPS - 1) * 4e-3, (STEPS - 1) * 4e-3 * 0.06);
     ah_diagnosis_free(&d);
@@ -319,7 +327,7 @@ static void slow_dp_link(void **state) {
  * it (with only the compute rule, the link ranked first: a CI run's netns trials named link 0-1 for rank 1) */
 static void stopped_rank(void **state) {
     (void)state;
-    faults f = {-1, -1, -1, -1, 0, 3, 0, 0};
+    faults f = {-1, -1, -1, -1, 0, 3, 0, 0, 0, 0, NULL};
     ah_diagnosis d;
     ah_diag_options o;
     diagnose(&f, &d, &o);
@@ -339,11 +347,59 @@ static void stopped_rank(void **state) {
     ah_diagnosis_free(&d);
 }
 
+/* Two pipelines (0 -> 1, 2 -> 3) whose stages sit on two hosts (0, 2 on h0; 1, 3 on h1): all their transfers
+ * cross the one link between h0 and h1, which the comm profile says carries a flow at 1 MB/s (32 KiB in 32.8 ms,
+ * the compute 15 ms a step). Transfers taking 1.1x that, the link is busy about 80 % of the time one way: the top
+ * cause is the saturated link, naming both hosts, and the pairs' slow links are explained by it. At 2 GB/s
+ * (busy well under 70 %) the same 1.1x is no saturated link. */
+static void saturated_link(void **state) {
+    (void)state;
+    char prof[64];
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
+              "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+              " \"max_rel_error\": 0},"
+              "{\"op\": \"latency\", \"link_class\": \"inter-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+              " \"max_rel_error\": 0}],"
+              "\"links\": {\"hosts\": [\"h0\", \"h1\"], \"latency_us\": [[null, 5], [5, null]],"
+              "\"bandwidth_GBps\": [[null, 0.001], [0.001, null]]}}",
+              prof);
+    faults f = {-1, -1, -1, -1, 0, -1, 0, 0, 0.001, 1.1, prof};
+    ah_diagnosis d;
+    ah_diag_options o;
+    diagnose(&f, &d, &o);
+    assert_int_equal(top_cause(&d), 0);
+    assert_string_equal(ah_diag_kind_name(d.f[0].kind), "saturated_link");
+    assert_contains(d.f[0].evidence, "the link between hosts h0 and h1");
+    assert_contains(d.f[0].evidence, "queue behind each other");
+    assert_true(d.f[0].cost_s > 0 && d.f[0].measured_s > 1.05 * d.f[0].expected_s);
+    assert_int_equal(d.f[0].n_steps, STEPS);
+    int slow_links = 0;
+    for (int i = 1; i < d.n; i++) {
+        assert_true(d.f[i].kind != AH_DIAG_SLOW_RANK || !d.f[i].significant); /* no rank blamed for the load */
+        if (d.f[i].kind == AH_DIAG_BUBBLE && d.f[i].significant) /* the pipelines wait on the link */
+            assert_int_equal(d.f[i].explained_by, 0);
+        if (d.f[i].kind == AH_DIAG_SLOW_LINK && d.f[i].cost_s > 0) {
+            slow_links++;
+            if (d.f[i].significant)
+                assert_int_equal(d.f[i].explained_by, 0);
+        }
+    }
+    assert_true(slow_links >= 2); /* both pipelines' pairs */
+    ah_diagnosis_free(&d);
+    f.host_link_gbs = 2.0; /* the same 1.1x on a link busy a small share of the time */
+    diagnose(&f, &d, &o);
+    for (int i = 0; i < d.n; i++)
+        assert_true(d.f[i].kind != AH_DIAG_SATURATED_LINK);
+    ah_diagnosis_free(&d);
+    unlink(prof);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(clean_run), cmocka_unit_test(slow_rank),
                                        cmocka_unit_test(slow_link), cmocka_unit_test(slow_dp_link),
                                        cmocka_unit_test(input_stall),
                                        cmocka_unit_test(checkpoint_stall), cmocka_unit_test(traced_checkpoint),
-                                       cmocka_unit_test(checkpoint_every_step), cmocka_unit_test(stopped_rank)};
+                                       cmocka_unit_test(checkpoint_every_step), cmocka_unit_test(stopped_rank),
+                                       cmocka_unit_test(saturated_link)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

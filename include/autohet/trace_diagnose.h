@@ -9,7 +9,9 @@
  * size), late_arrival (the rank everyone waited for at collectives, traced
  * back through the waits it was itself in), input_stall (untraced time
  * before forwards: data loading), checkpoint_stall (untraced time at step
- * boundaries on every rank at once). Effects (where the time was lost):
+ * boundaries on every rank at once), saturated_link (the link between two
+ * hosts busy most of the time at its expected speed: its transfers queue
+ * behind each other, so its pairs look slow). Effects (where the time was lost):
  * bubble (pipeline waits beyond the schedule's own) and exposed_dp
  * (data-parallel all-reduce transfers not overlapped with compute). */
 #ifndef AUTOHET_TRACE_DIAGNOSE_H
@@ -26,6 +28,7 @@ typedef enum {
     AH_DIAG_CHECKPOINT_STALL,
     AH_DIAG_BUBBLE,
     AH_DIAG_EXPOSED_DP,
+    AH_DIAG_SATURATED_LINK,
     AH_DIAG_KINDS
 } ah_diag_kind;
 

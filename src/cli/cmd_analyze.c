@@ -23,7 +23,7 @@ static void usage(FILE *f) {
         "usage: autohet analyze TRACE.json [--sim SIM_TRACE.json] [--json FILE] [--svg FILE]\n"
         "                                  [--comm-profile FILE] [--top N] [--skip-steps K] [--otf2 DIR]\n"
         "                                  [--stack [--mpi-algorithm NAME] [--stack-site SITE]]\n"
-        "                                  [--diagnose] [--plan PLAN] [--comm-profile-out FILE]\n\n"
+        "                                  [--diagnose] [--plan PLAN [--devices FILE]] [--comm-profile-out FILE]\n\n"
         "Explains a trace written by autohet train --trace or autohet simulate --trace (the same format):\n"
         "per rank the split of the run into compute, exposed communication (not overlapped by compute),\n"
         "pipeline bubble (waiting in receives from the neighbouring stage) and other (untraced gaps);\n"
@@ -54,12 +54,16 @@ static void usage(FILE *f) {
         "  --stack-site SITE   with --stack: list every instance of the call site SITE (the micro view)\n"
         "  --diagnose          rank the causes of lost time: slow rank (compute beyond its peers' for the same\n"
         "                      work), slow link (a pair's transfers beyond the --comm-profile alpha-beta of the\n"
-        "                      pair, else beyond the other pairs'), late arrival into collectives (whom everyone\n"
-        "                      waited for), input stall (untraced time before forwards), checkpoint stall,\n"
+        "                      pair, else beyond the other pairs'), saturated link (two hosts' link busy most of\n"
+        "                      the time at its expected speed: their transfers queue), late arrival into\n"
+        "                      collectives (whom everyone waited for), input stall (untraced time before\n"
+        "                      forwards), checkpoint stall,\n"
         "                      pipeline bubble beyond the schedule's own, exposed data-parallel all-reduce;\n"
         "                      each with its ranks or link, op, steps, cost and evidence (--json: \"findings\")\n"
         "  --plan PLAN         the plan the run executed: its nodes' hosts name the links, its stages and\n"
         "                      micro-batches give the schedule's own bubble\n"
+        "  --devices FILE      device catalog overrides (as autohet plan's), for a --plan of GPU types the\n"
+        "                      built-in catalog does not know\n"
         "  --comm-profile-out FILE  write the links as the run saw them (alpha-beta per pair of hosts and size\n"
         "                      regime, links{} matrix) in the format autohet plan --comm-profile reads\n"
         "  -h, --help          this help\n");
@@ -283,7 +287,7 @@ static void print_stack_ranks(const ah_trace_stack *s) {
 }
 
 typedef struct {
-    const char *json, *svg, *sim, *otf2, *stack_site, *plan, *cp_out;
+    const char *json, *svg, *sim, *otf2, *stack_site, *plan, *cp_out, *devices;
     int stack, diagnose;
     ah_trace_options o;
     ah_stack_options so;
@@ -318,7 +322,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         {"otf2", required_argument, 0, 'O'}, {"stack", no_argument, 0, 'T'},
         {"mpi-algorithm", required_argument, 0, 'M'}, {"stack-site", required_argument, 0, 'I'},
         {"diagnose", no_argument, 0, 'D'}, {"plan", required_argument, 0, 'P'},
-        {"comm-profile-out", required_argument, 0, 'C'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"comm-profile-out", required_argument, 0, 'C'}, {"devices", required_argument, 0, 'V'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->o.top = 10;
     const char *mpi_alg = NULL;
@@ -350,6 +355,7 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         case 'I': a->stack_site = optarg; break;
         case 'D': a->diagnose = 1; break;
         case 'P': a->plan = optarg; break;
+        case 'V': a->devices = optarg; break;
         case 'C': a->cp_out = optarg; break;
         case 'h': usage(stdout); return 1;
         default: {
@@ -372,6 +378,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         return cli_bad_input("analyze", m);
     if (a->plan && !a->diagnose && !a->cp_out)
         return cli_bad_input("analyze", "--plan needs --diagnose or --comm-profile-out");
+    if (a->devices && !a->plan)
+        return cli_bad_input("analyze", "--devices is for a --plan's GPU types: give --plan");
     return 0;
 }
 
@@ -393,9 +401,12 @@ static void diag_topology_free(diag_topology *g) {
     memset(g, 0, sizeof *g);
 }
 
-static int plan_topology(const char *path, int ranks, diag_topology *g, char *err, size_t n) {
+static int plan_topology(const char *path, const char *devices, int ranks, diag_topology *g, char *err,
+                         size_t n) {
     ah_plan p;
-    if (ah_plan_read_json(path, ah_device_catalog_builtin(), &p, err, n) != 0)
+    ah_device_catalog catalog = *ah_device_catalog_builtin();
+    if ((devices && ah_device_load_overrides(&catalog, devices, err, n) != 0) ||
+        ah_plan_read_json(path, &catalog, &p, err, n) != 0)
         return -1;
     int pr = 0;
     for (int k = 0; k < p.n_replicas; k++)
@@ -434,7 +445,7 @@ static int diag_topology_init(const analyze_args *ar, const ah_trace_file *t, in
         abort();
     for (int r = 0; r < ranks; r++)
         snprintf(g->host[r], sizeof g->host[r], "%s", t->node ? t->node[r] : "");
-    if (ar->plan && plan_topology(ar->plan, ranks, g, err, n) != 0)
+    if (ar->plan && plan_topology(ar->plan, ar->devices, ranks, g, err, n) != 0)
         return -1;
     for (int r = 0; r < ranks; r++)
         g->hostp[r] = g->host[r][0] ? g->host[r] : NULL;

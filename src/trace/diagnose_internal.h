@@ -47,8 +47,14 @@ int ah_diag_is_collective(const ah_trace_item *v);
 /* diagnose_links.c */
 void ah_diag_match_transfers(dctx *c);   /* send_of, inst_of, inst */
 int ah_diag_links(dctx *c, char *err, size_t errlen); /* observations, expectations, slow_link findings */
-/* a rank whose every link is slow and who is a late arrival: its communication (after the late arrivals) */
+/* a rank whose every link is slow and who is a late arrival: its communication (after the late arrivals);
+ * a slow link on a saturated pair of hosts does not count */
 void ah_diag_common_ends(dctx *c);
+/* one saturated_link finding per pair of hosts whose slow links' transfers, at their expected speed, keep the
+ * link between the two hosts busy most of the traced time (after ah_diag_links) */
+void ah_diag_saturated_links(dctx *c);
+/* the two findings' links join the same two hosts (different ones) */
+int ah_diag_same_hosts(const dctx *c, const ah_finding *x, const ah_finding *y);
 /* diagnose_blame.c */
 void ah_diag_late_arrivals(dctx *c);
 

@@ -367,6 +367,122 @@ static void link_finding(dctx *c, int a, int b, double *ratio, int nr) {
     free(flag);
 }
 
+/* ------------------------------------------------------------ saturated host links */
+
+/* A link between two hosts is saturated when the transfers between them, each at the time expected of it alone
+ * (the comm profile, else the other pairs), would keep it busy this share of the traced time or more in one
+ * direction: they queue behind each other, and each takes longer than alone. */
+#define SATURATED_LOAD 0.7
+
+/* 1 when ranks a, b sit on hosts h0, h1 in either order (different hosts) */
+static int on_hosts(const dctx *c, int a, int b, const char *h0, const char *h1) {
+    const char *ha = host_of(c, a), *hb = host_of(c, b);
+    return ha && hb && strcmp(ha, hb) &&
+           ((!strcmp(ha, h0) && !strcmp(hb, h1)) || (!strcmp(ha, h1) && !strcmp(hb, h0)));
+}
+
+int ah_diag_same_hosts(const dctx *c, const ah_finding *x, const ah_finding *y) {
+    const char *h0 = x->link[0] >= 0 ? host_of(c, x->link[0]) : NULL,
+               *h1 = x->link[1] >= 0 ? host_of(c, x->link[1]) : NULL;
+    return h0 && h1 && y->link[0] >= 0 && y->link[1] >= 0 && on_hosts(c, y->link[0], y->link[1], h0, h1);
+}
+
+/* microseconds the transfers between hosts h0 and h1 need at their expected speed, busy[0] from h0 to h1,
+ * busy[1] back (a point-to-point message one way, from its sender; an all-reduce's exchange both ways) */
+static void host_link_busy(const dctx *c, const char *h0, const char *h1, double busy[2]) {
+    const ah_diagnosis *d = c->d;
+    busy[0] = busy[1] = 0;
+    for (int k = 0; k < d->n_obs; k++) {
+        const ah_link_obs *o = &d->obs[k];
+        if (o->expected_us <= 0 || !on_hosts(c, o->a, o->b, h0, h1))
+            continue;
+        if (o->item < 0) {
+            busy[0] += o->expected_us, busy[1] += o->expected_us;
+            continue;
+        }
+        int to = c->a->items[o->item].ev.rank, from = to == o->a ? o->b : o->a;
+        busy[strcmp(host_of(c, from), h0) ? 1 : 0] += o->expected_us;
+    }
+}
+
+/* One finding for the pair of hosts of slow link i (the first slow link of that pair), if the link between them
+ * is saturated: it costs what the pair's slow links lost, over their steps. */
+static void saturated_pair(dctx *c, int i) {
+    ah_diagnosis *d = c->d;
+    const char *h0 = host_of(c, d->f[i].link[0]), *h1 = host_of(c, d->f[i].link[1]);
+    double busy[2];
+    host_link_busy(c, h0, h1, busy);
+    double load = (busy[0] > busy[1] ? busy[0] : busy[1]) / (c->wall_s * 1e6);
+    if (!(c->wall_s > 0) || load < SATURATED_LOAD)
+        return;
+    double cost = 0, meas = 0, exp_s = 0, worst = -1;
+    int ranks[AH_DIAG_MAX_RANKS], nr = 0, links = 0, worst_i = i;
+    unsigned char *steps = ah_xcalloc((size_t)c->S, 1);
+    for (int j = 0; j < d->n; j++) {
+        const ah_finding *f = &d->f[j];
+        if (f->kind != AH_DIAG_SLOW_LINK || !on_hosts(c, f->link[0], f->link[1], h0, h1))
+            continue;
+        links++;
+        cost += f->cost_s, meas += f->measured_s, exp_s += f->expected_s;
+        if (f->cost_s > worst)
+            worst = f->cost_s, worst_i = j;
+        for (int e = 0; e < 2; e++) {
+            int dup = 0;
+            for (int q = 0; q < nr; q++)
+                dup |= ranks[q] == f->link[e];
+            if (!dup && nr < AH_DIAG_MAX_RANKS)
+                ranks[nr++] = f->link[e];
+        }
+    }
+    for (int k = 0; k < d->n_obs; k++) /* the steps where a transfer between the hosts took longer than alone */
+        if (d->obs[k].expected_us > 0 && d->obs[k].us > d->obs[k].expected_us &&
+            on_hosts(c, d->obs[k].a, d->obs[k].b, h0, h1))
+            steps[d->obs[k].step] = 1;
+    int la = d->f[worst_i].link[0], lb = d->f[worst_i].link[1];
+    ah_finding *g = ah_diag_add(c, AH_DIAG_SATURATED_LINK); /* d->f may move: nothing above is kept */
+    memcpy(g->ranks, ranks, sizeof(int) * (size_t)nr);
+    g->n_ranks = nr;
+    g->link[0] = la, g->link[1] = lb;
+    snprintf(g->op, sizeof g->op, "communication");
+    ah_diag_set_steps(g, steps, c->S);
+    free(steps);
+    g->cost_s = cost, g->measured_s = meas, g->expected_s = exp_s;
+    snprintf(g->evidence, sizeof g->evidence,
+             "the link between hosts %s and %s carries %.3f ms (%s to %s) and %.3f ms (back) of transfers at their "
+             "expected speed (%s) in %.3f ms: busy %.0f%% of the time one way, so they queue behind each other; "
+             "its %d slow pair(s) of ranks lost %.3f ms to that load, not to a slow rank or pair (what it carries "
+             "with flows at once: commbench --pairs hosts, shared links)",
+             h0, h1, busy[0] / 1e3, h0, h1, busy[1] / 1e3, d->expected_from, c->wall_s * 1e3, 100 * load, links,
+             cost * 1e3);
+    g->share = cost / c->wall_s;
+    g->significant = cost > 0 && g->share >= d->threshold;
+}
+
+void ah_diag_saturated_links(dctx *c) {
+    ah_diagnosis *d = c->d;
+    int n0 = d->n;
+    for (int i = 0; i < n0; i++) {
+        if (d->f[i].kind != AH_DIAG_SLOW_LINK || d->f[i].cost_s <= 0)
+            continue;
+        const char *h0 = host_of(c, d->f[i].link[0]), *h1 = host_of(c, d->f[i].link[1]);
+        int first = h0 && h1 && strcmp(h0, h1);
+        for (int j = 0; first && j < i; j++) /* one finding per pair of hosts */
+            first = !(d->f[j].kind == AH_DIAG_SLOW_LINK && d->f[j].cost_s > 0 &&
+                      on_hosts(c, d->f[j].link[0], d->f[j].link[1], h0, h1));
+        if (first)
+            saturated_pair(c, i);
+    }
+}
+
+/* a slow link on a pair of hosts a significant saturated_link finding names */
+static int on_saturated(const dctx *c, const ah_finding *f) {
+    for (int i = 0; i < c->d->n; i++)
+        if (c->d->f[i].kind == AH_DIAG_SATURATED_LINK && c->d->f[i].significant &&
+            ah_diag_same_hosts(c, &c->d->f[i], f))
+            return 1;
+    return 0;
+}
+
 /* The rank whose links lost the most time, when all of them (two or more) lose a significant time, each 1.5x
  * its expected time or more and none less than a quarter of the worst's cost, is itself slow (stopped,
  * descheduled, or its host's network; not necessarily a late arrival: stopped inside an all-reduce that every
@@ -400,7 +516,7 @@ void ah_diag_common_ends(dctx *c) {
         for (int i = 0; i < n0; i++) {
             const ah_finding *f = &d->f[i];
             if (f->kind != AH_DIAG_SLOW_LINK || (f->link[0] != r && f->link[1] != r) || f->share < d->threshold ||
-                f->measured_s < 1.5 * f->expected_s)
+                f->measured_s < 1.5 * f->expected_s || on_saturated(c, f))
                 continue;
             slow++;
             lo = f->cost_s < lo ? f->cost_s : lo;

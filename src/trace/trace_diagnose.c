@@ -13,8 +13,8 @@
 #include "trace/diagnose_internal.h"
 #include "util/errors.h"
 
-static const char *kind_names[AH_DIAG_KINDS] = {"slow_rank",        "slow_link", "late_arrival", "input_stall",
-                                                "checkpoint_stall", "bubble",    "exposed_dp"};
+static const char *kind_names[AH_DIAG_KINDS] = {"slow_rank", "slow_link",  "late_arrival", "input_stall",
+                                                "checkpoint_stall", "bubble", "exposed_dp", "saturated_link"};
 
 const char *ah_diag_kind_name(ah_diag_kind k) {
     return k >= 0 && k < AH_DIAG_KINDS ? kind_names[k] : "?";
@@ -545,7 +545,8 @@ static int explains(const dctx *c, const ah_finding *cause, const ah_finding *ef
     if (!cause->cause || !cause->significant || cause == eff || cause->explained_by >= 0)
         return 0;
     if (eff->kind == AH_DIAG_SLOW_LINK)
-        return cause->kind == AH_DIAG_SLOW_RANK && (involves(cause, eff->link[0]) || involves(cause, eff->link[1]));
+        return (cause->kind == AH_DIAG_SLOW_RANK && (involves(cause, eff->link[0]) || involves(cause, eff->link[1]))) ||
+               (cause->kind == AH_DIAG_SATURATED_LINK && ah_diag_same_hosts(c, cause, eff));
     if (eff->kind == AH_DIAG_EXPOSED_DP)
         return cause->kind == AH_DIAG_SLOW_LINK && !strcmp(cause->op, "dp_allreduce") &&
                involves(eff, cause->link[0]) && involves(eff, cause->link[1]);
@@ -621,6 +622,7 @@ int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_d
     ah_diag_match_transfers(&c);
     int rc = ah_diag_links(&c, err, errlen);
     if (rc == 0) {
+        ah_diag_saturated_links(&c);
         slow_ranks(&c);
         if (c.S > 2)
             checkpoint_stalls(&c, ckpt);
