@@ -351,7 +351,8 @@ static void stopped_rank(void **state) {
  * cross the one link between h0 and h1, which the comm profile says carries a flow at 1 MB/s (32 KiB in 32.8 ms,
  * the compute 15 ms a step). Transfers taking 1.1x that, the link is busy about 80 % of the time one way: the top
  * cause is the saturated link, naming both hosts, and the pairs' slow links are explained by it. At 2 GB/s
- * (busy well under 70 %) the same 1.1x is no saturated link. */
+ * (busy well under 70 %) the same 1.1x is no saturated link, nor at 1 MB/s on a link measured to carry twice
+ * that with flows at once (busy about 41 %). */
 static void saturated_link(void **state) {
     (void)state;
     char prof[64];
@@ -391,7 +392,25 @@ static void saturated_link(void **state) {
     for (int i = 0; i < d.n; i++)
         assert_true(d.f[i].kind != AH_DIAG_SATURATED_LINK);
     ah_diagnosis_free(&d);
+    /* the first case, the link measured to carry 2x one flow with flows at once: busy about 41 %, not saturated */
+    char prof2[64];
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
+              "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+              " \"max_rel_error\": 0},"
+              "{\"op\": \"latency\", \"link_class\": \"inter-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+              " \"max_rel_error\": 0}],"
+              "\"links\": {\"hosts\": [\"h0\", \"h1\"], \"latency_us\": [[null, 5], [5, null]],"
+              "\"bandwidth_GBps\": [[null, 0.001], [0.001, null]], \"shared_flows\": [[null, 2], [2, null]],"
+              "\"shared_bandwidth_GBps\": [[null, 0.002], [0.002, null]],"
+              "\"shared_one_flow_GBps\": [[null, 0.001], [0.001, null]]}}",
+              prof2);
+    f.host_link_gbs = 0.001, f.profile = prof2;
+    diagnose(&f, &d, &o);
+    for (int i = 0; i < d.n; i++)
+        assert_true(d.f[i].kind != AH_DIAG_SATURATED_LINK);
+    ah_diagnosis_free(&d);
     unlink(prof);
+    unlink(prof2);
 }
 
 int main(void) {

@@ -34,6 +34,7 @@ typedef struct {
     int *replica;      /* per rank: its pipeline (the component of point-to-point peers) */
     int *peer_group;   /* per rank: the lowest rank doing the same work (layers, forward and backward calls) */
     double wall_s;
+    double *obs_busy_us; /* per link observation: its expected time / its hosts' shared gain (ah_diag_links) */
 } dctx;
 
 /* a new finding (zeroed, link -1 -1, explained_by -1) */

@@ -200,6 +200,7 @@ typedef struct {
     int n_hosts;
     char (*hosts)[128];
     double *alpha_us, *beta; /* links{} [i * n + j], < 0 none */
+    double *gain;            /* links{}' shared links: flows at once carry this times one flow (1: not measured) */
 } profile;
 
 static int host_index(const profile *p, const char *h) {
@@ -221,6 +222,9 @@ static void read_matrix(const cJSON *links, profile *p) {
     p->hosts = ah_xcalloc((size_t)n, sizeof *p->hosts);
     p->alpha_us = ah_xcalloc((size_t)n * n, sizeof(double));
     p->beta = ah_xcalloc((size_t)n * n, sizeof(double));
+    p->gain = ah_xcalloc((size_t)n * n, sizeof(double));
+    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(links, "shared_bandwidth_GBps"),
+                *so = cJSON_GetObjectItemCaseSensitive(links, "shared_one_flow_GBps");
     for (int i = 0; i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(h, i);
         snprintf(p->hosts[i], sizeof p->hosts[i], "%s", cJSON_IsString(x) ? x->valuestring : "");
@@ -229,6 +233,12 @@ static void read_matrix(const cJSON *links, profile *p) {
                         *b = cJSON_GetArrayItem(cJSON_GetArrayItem(bw, i), j);
             p->alpha_us[i * n + j] = cJSON_IsNumber(a) ? a->valuedouble : -1;
             p->beta[i * n + j] = cJSON_IsNumber(b) && b->valuedouble > 0 ? b->valuedouble : -1;
+            const cJSON *g = cJSON_GetArrayItem(cJSON_GetArrayItem(sg, i), j),
+                        *o = cJSON_GetArrayItem(cJSON_GetArrayItem(so, i), j);
+            p->gain[i * n + j] = cJSON_IsNumber(g) && cJSON_IsNumber(o) && o->valuedouble > 0 &&
+                                         g->valuedouble > o->valuedouble
+                                     ? g->valuedouble / o->valuedouble
+                                     : 1;
         }
     }
 }
@@ -387,21 +397,23 @@ int ah_diag_same_hosts(const dctx *c, const ah_finding *x, const ah_finding *y) 
     return h0 && h1 && y->link[0] >= 0 && y->link[1] >= 0 && on_hosts(c, y->link[0], y->link[1], h0, h1);
 }
 
-/* microseconds the transfers between hosts h0 and h1 need at their expected speed, busy[0] from h0 to h1,
- * busy[1] back (a point-to-point message one way, from its sender; an all-reduce's exchange both ways) */
+/* microseconds the transfers between hosts h0 and h1 need at their expected speed (less where the profile
+ * measured the link to carry more with flows at once), busy[0] from h0 to h1, busy[1] back (a point-to-point
+ * message one way, from its sender; an all-reduce's exchange both ways) */
 static void host_link_busy(const dctx *c, const char *h0, const char *h1, double busy[2]) {
     const ah_diagnosis *d = c->d;
     busy[0] = busy[1] = 0;
     for (int k = 0; k < d->n_obs; k++) {
         const ah_link_obs *o = &d->obs[k];
-        if (o->expected_us <= 0 || !on_hosts(c, o->a, o->b, h0, h1))
+        double us = c->obs_busy_us[k];
+        if (us <= 0 || !on_hosts(c, o->a, o->b, h0, h1))
             continue;
         if (o->item < 0) {
-            busy[0] += o->expected_us, busy[1] += o->expected_us;
+            busy[0] += us, busy[1] += us;
             continue;
         }
         int to = c->a->items[o->item].ev.rank, from = to == o->a ? o->b : o->a;
-        busy[strcmp(host_of(c, from), h0) ? 1 : 0] += o->expected_us;
+        busy[strcmp(host_of(c, from), h0) ? 1 : 0] += us;
     }
 }
 
@@ -450,8 +462,7 @@ static void saturated_pair(dctx *c, int i) {
     snprintf(g->evidence, sizeof g->evidence,
              "the link between hosts %s and %s carries %.3f ms (%s to %s) and %.3f ms (back) of transfers at their "
              "expected speed (%s) in %.3f ms: busy %.0f%% of the time one way, so they queue behind each other; "
-             "its %d slow pair(s) of ranks lost %.3f ms to that load, not to a slow rank or pair (what it carries "
-             "with flows at once: commbench --pairs hosts, shared links)",
+             "its %d slow pair(s) of ranks lost %.3f ms to that load, not to a slow rank or pair",
              h0, h1, busy[0] / 1e3, h0, h1, busy[1] / 1e3, d->expected_from, c->wall_s * 1e3, 100 * load, links,
              cost * 1e3);
     g->share = cost / c->wall_s;
@@ -572,6 +583,12 @@ int ah_diag_links(dctx *c, char *err, size_t errlen) {
     }
     snprintf(d->expected_from, sizeof d->expected_from, "%s",
              from_profile ? "the comm profile's alpha-beta" : "the median of the other pairs' alpha-beta lines");
+    c->obs_busy_us = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
+    for (int k = 0; k < d->n_obs; k++) { /* a link measured to carry more at once is that much less busy */
+        int i = host_index(&p, host_of(c, d->obs[k].a)), j = host_index(&p, host_of(c, d->obs[k].b));
+        double gain = i >= 0 && j >= 0 && i != j && p.gain ? p.gain[i * p.n_hosts + j] : 1;
+        c->obs_busy_us[k] = d->obs[k].expected_us > 0 ? d->obs[k].expected_us / gain : 0;
+    }
     double *ratio = ah_xcalloc((size_t)d->n_obs + 1, sizeof(double));
     for (int k = 0; k < d->n_obs; k++) {
         int a = d->obs[k].a, b = d->obs[k].b, seen = 0, nr = 0;
@@ -590,5 +607,6 @@ int ah_diag_links(dctx *c, char *err, size_t errlen) {
     free(p.hosts);
     free(p.alpha_us);
     free(p.beta);
+    free(p.gain);
     return 0;
 }

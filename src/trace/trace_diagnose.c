@@ -647,6 +647,7 @@ int ah_trace_diagnose(const ah_trace_analysis *a, const ah_diag_options *o, ah_d
     free(c.inst_items);
     free(c.replica);
     free(c.peer_group);
+    free(c.obs_busy_us);
     if (rc != 0)
         ah_diagnosis_free(d);
     return rc;
