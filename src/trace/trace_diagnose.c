@@ -537,7 +537,8 @@ static int involves(const ah_finding *f, int r) {
  * (every link of that rank slow, diagnose_links.c) or its slow compute (a link
  * cannot slow a rank's compute, while a rank stopped or descheduled part of
  * the time progresses its messages no faster: its links lose time, often more
- * than its compute); a late arrival (the macro view: whom the others waited
+ * than its compute), or by a saturated link between its two hosts (its
+ * load, diagnose_links.c); a late arrival (the macro view: whom the others waited
  * for) by a more specific cause (slow rank, input stall, slow link, checkpoint
  * stall) on a rank of the late rank's pipeline (the micro view: why). A cause
  * explained itself explains nothing: the chain ends at the first cause. */
