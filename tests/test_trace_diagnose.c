@@ -353,17 +353,32 @@ static void stopped_rank(void **state) {
  * cause is the saturated link, naming both hosts, and the pairs' slow links are explained by it. At 2 GB/s
  * (busy well under 70 %) the same 1.1x is no saturated link, nor at 1 MB/s on a link measured to carry twice
  * that with flows at once (busy about 41 %). */
+/* a comm profile (into path): every link at 2 GB/s but h0-h1 at 1 MB/s a flow; gain > 1: the shared links say
+ * flows at once carry that many times one flow between h0 and h1 */
+static void write_host_profile(char *path, double gain) {
+    char shared[256] = "", text[1024];
+    if (gain > 1)
+        snprintf(shared, sizeof shared,
+                 ", \"shared_flows\": [[null, 2], [2, null]], \"shared_bandwidth_GBps\": [[null, %g], [%g, null]],"
+                 " \"shared_one_flow_GBps\": [[null, 0.001], [0.001, null]]",
+                 0.001 * gain, 0.001 * gain);
+    snprintf(text, sizeof text,
+             "{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
+             "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+             " \"max_rel_error\": 0},"
+             "{\"op\": \"latency\", \"link_class\": \"inter-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
+             " \"max_rel_error\": 0}],"
+             "\"links\": {\"hosts\": [\"h0\", \"h1\"], \"latency_us\": [[null, 5], [5, null]],"
+             "\"bandwidth_GBps\": [[null, 0.001], [0.001, null]]%s}}",
+             shared);
+    write_tmp(text, path);
+}
+
 static void saturated_link(void **state) {
     (void)state;
-    char prof[64];
-    write_tmp("{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
-              "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
-              " \"max_rel_error\": 0},"
-              "{\"op\": \"latency\", \"link_class\": \"inter-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
-              " \"max_rel_error\": 0}],"
-              "\"links\": {\"hosts\": [\"h0\", \"h1\"], \"latency_us\": [[null, 5], [5, null]],"
-              "\"bandwidth_GBps\": [[null, 0.001], [0.001, null]]}}",
-              prof);
+    char prof[64], prof2[64];
+    write_host_profile(prof, 1);
+    write_host_profile(prof2, 2);
     faults f = {-1, -1, -1, -1, 0, -1, 0, 0, 0.001, 1.1, prof};
     ah_diagnosis d;
     ah_diag_options o;
@@ -393,17 +408,6 @@ static void saturated_link(void **state) {
         assert_true(d.f[i].kind != AH_DIAG_SATURATED_LINK);
     ah_diagnosis_free(&d);
     /* the first case, the link measured to carry 2x one flow with flows at once: busy about 41 %, not saturated */
-    char prof2[64];
-    write_tmp("{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": ["
-              "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
-              " \"max_rel_error\": 0},"
-              "{\"op\": \"latency\", \"link_class\": \"inter-node\", \"alpha_us\": 5, \"beta_GBps\": 2,"
-              " \"max_rel_error\": 0}],"
-              "\"links\": {\"hosts\": [\"h0\", \"h1\"], \"latency_us\": [[null, 5], [5, null]],"
-              "\"bandwidth_GBps\": [[null, 0.001], [0.001, null]], \"shared_flows\": [[null, 2], [2, null]],"
-              "\"shared_bandwidth_GBps\": [[null, 0.002], [0.002, null]],"
-              "\"shared_one_flow_GBps\": [[null, 0.001], [0.001, null]]}}",
-              prof2);
     f.host_link_gbs = 0.001, f.profile = prof2;
     diagnose(&f, &d, &o);
     for (int i = 0; i < d.n; i++)

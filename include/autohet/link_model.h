@@ -35,5 +35,9 @@ int ah_link_model_read_class(const char *path, const char *link_class, ah_link_m
 int ah_link_model_read(const char *path, ah_link_model *m, char *err, size_t errlen);
 /* microseconds for one message of `bytes` (at least the first regime's latency) */
 double ah_link_us(const ah_link_model *m, double bytes);
+/* What a link carries with flows at once as a multiple of one flow, from a comm profile's shared-link pair
+ * (aggregate GB/s of the flows at once, GB/s of one flow measured the same way): their ratio, at least 1;
+ * 1 where either is missing (<= 0). The one reading of links{}' shared matrices. */
+double ah_link_shared_gain(double all_gbs, double one_gbs);
 
 #endif

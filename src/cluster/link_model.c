@@ -124,3 +124,7 @@ double ah_link_us(const ah_link_model *m, double bytes) {
      * a busy machine); a message costs at least the smallest one's latency, as ah_msg_cost_of says */
     return t < m->alpha_us[0] ? m->alpha_us[0] : t;
 }
+
+double ah_link_shared_gain(double all_gbs, double one_gbs) {
+    return all_gbs > 0 && one_gbs > 0 && all_gbs > one_gbs ? all_gbs / one_gbs : 1;
+}

@@ -88,7 +88,7 @@ static int read_share(const cJSON *links, int n, ah_link_matrix *m, ah_err_ctx *
     if (rc == 0) {
         m->share = ah_xcalloc((size_t)n * (size_t)n, sizeof(double));
         for (int i = 0; i < n * n; i++)
-            m->share[i] = all[i] > 0 && one[i] > 0 && all[i] > one[i] ? all[i] / one[i] : 1;
+            m->share[i] = ah_link_shared_gain(all[i], one[i]);
     }
     free(all);
     free(one);

@@ -9,6 +9,7 @@
 
 #include "autohet/commbench.h"
 #include "util/errors.h"
+#include "util/stats.h"
 
 #define SHARED_WINDOW 4
 #define SHARED_REPS 3
@@ -34,11 +35,6 @@ static int rank_at(const ah_commbench_topology *t, int k, int i) {
         if (t->node_of[r] == k && i-- == 0)
             return r;
     return -1;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* One repetition: the first `flows` ranks of node a each send a window to the rank of the same index on node
@@ -78,8 +74,7 @@ static double stream_gbs(const ah_commbench_topology *t, const ah_commbench_buff
     stream_once(t, buf, a, b, flows, bytes, rank); /* warm-up: connections made */
     for (int k = 0; k < SHARED_REPS; k++)
         s[k] = stream_once(t, buf, a, b, flows, bytes, rank);
-    qsort(s, SHARED_REPS, sizeof s[0], cmp_double);
-    double med = s[SHARED_REPS / 2];
+    double med = ah_median(s, SHARED_REPS);
     return med > 0 ? (double)flows * SHARED_WINDOW * (double)bytes / med / 1e9 : 0;
 }
 

@@ -235,10 +235,8 @@ static void read_matrix(const cJSON *links, profile *p) {
             p->beta[i * n + j] = cJSON_IsNumber(b) && b->valuedouble > 0 ? b->valuedouble : -1;
             const cJSON *g = cJSON_GetArrayItem(cJSON_GetArrayItem(sg, i), j),
                         *o = cJSON_GetArrayItem(cJSON_GetArrayItem(so, i), j);
-            p->gain[i * n + j] = cJSON_IsNumber(g) && cJSON_IsNumber(o) && o->valuedouble > 0 &&
-                                         g->valuedouble > o->valuedouble
-                                     ? g->valuedouble / o->valuedouble
-                                     : 1;
+            p->gain[i * n + j] = ah_link_shared_gain(cJSON_IsNumber(g) ? g->valuedouble : 0,
+                                                     cJSON_IsNumber(o) ? o->valuedouble : 0);
         }
     }
 }

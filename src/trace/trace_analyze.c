@@ -125,13 +125,12 @@ static int cmp_instance(const void *pa, const void *pb) {
 static double allreduce_us(const ah_link_model *ar, int fit_ranks, int nr, double m) {
     if (nr < 2 || fit_ranks < 2 || nr == fit_ranks)
         return ah_link_us(ar, m);
-    int q = 0;
-    while (q + 1 < ar->n && m > ar->max_bytes[q])
-        q++;
     double steps = (double)(nr - 1) / (fit_ranks - 1),
            volume = ((double)(nr - 1) / nr) / ((double)(fit_ranks - 1) / fit_ranks);
-    double t = ar->alpha_us[q] * steps + m / (ar->beta_GBps[q] * 1e3) * volume;
-    return t < ar->alpha_us[0] * steps ? ar->alpha_us[0] * steps : t;
+    ah_link_model scaled = *ar; /* every regime's line scaled alike: ah_link_us picks the regime and the floor */
+    for (int q = 0; q < scaled.n; q++)
+        scaled.alpha_us[q] *= steps, scaled.beta_GBps[q] /= volume;
+    return ah_link_us(&scaled, m);
 }
 
 static void site_stats(const ah_trace_item *e, int n, ah_trace_site *s, const ah_link_model *ar, int ar_ranks,
