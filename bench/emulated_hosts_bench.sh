@@ -25,14 +25,19 @@ die() { echo "emulated_hosts_bench: $*" >&2; exit 1; }
 DEV="$HERE/emu-devices.json"
 
 netns_up 2 || die "cannot make network-namespace hosts (see above): this benchmark needs root and iproute2"
-# a bucket of two frames: the default (16 KB) sends half a 32 KiB activation at once after an idle moment, a link
-# that no alpha-beta fit describes (tests/tools/netns_hosts.sh)
-for i in 0 1; do netns_throttle "$i" "$RATE" 3028 || die "cannot throttle host $i's link (tc tbf)"; done
 H0=${NETNS_HOSTS[0]} H1=${NETNS_HOSTS[1]}
-printf '%s slots=4\n%s slots=4\n' "$H0" "$H1" >"$TMP/hostfile"
 export OMPI_MCA_plm_rsh_agent="$NETNS_AGENT" OMPI_MCA_oob_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_btl=tcp,self
 export OMPI_MCA_btl_tcp_if_include="$NETNS_SUBNET" OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_oob_tcp_dynamic_ipv4_ports="$NETNS_PORTS"
+# the shared links before the throttle (two flows at once against one across the bare veth link), for the
+# notes: what a link that is not one token bucket gives
+timeout 300 mpirun -np 4 --host "$H0:2,$H1:2" --bind-to none "$BIN" commbench --pairs hosts --ops bw \
+  --min-size 65536 --max-size 131072 --iters 5 >"$TMP/cb-free.out" 2>&1 \
+  || { tail -20 "$TMP/cb-free.out" >&2; die "commbench --pairs hosts (unthrottled)"; }
+# a bucket of two frames: the default (16 KB) sends half a 32 KiB activation at once after an idle moment, a link
+# that no alpha-beta fit describes (tests/tools/netns_hosts.sh)
+for i in 0 1; do netns_throttle "$i" "$RATE" 3028 || die "cannot throttle host $i's link (tc tbf)"; done
+printf '%s slots=4\n%s slots=4\n' "$H0" "$H1" >"$TMP/hostfile"
 
 # the links: two ranks on each host (the same-host fit of H0 and the H0-H1 pair), sizes around the activations
 # (32 KiB) and the tied exchange (64 KiB)
@@ -89,8 +94,19 @@ for name, (m, stages) in PLANS.items():
         print(name)
 PY
 
-echo "| plan | stages | micro-batches | sends between hosts / within a host (boundaries) | measured step (median of steps 3-$STEPS) | autohet: simulated | error | every send at the network's figures (Sailor's pricing) | error |"
-echo "|---|---:|---:|---|---:|---:|---:|---:|---:|"
+# train PLAN-NAME STEPS ARGS...: the plan's ranks on their hosts (the rankfile's hosts in rank order, for Open
+# MPI's sequential mapper: a rankfile's slot is a core, and the 8 ranks of two 4-GPU nodes share 2 cores)
+train() {
+  local name="$1" steps="$2"
+  shift 2
+  timeout 600 mpirun -np "$(wc -l <"$TMP/$name.seq")" --hostfile "$TMP/$name.seq" --mca rmaps seq --bind-to none \
+    "$BIN" train --model "$HERE/emu-gpt-16l.json" --data "$FIX/text" --plan "$TMP/plans/$name.json" --devices "$DEV" \
+    --emulate analytic --steps "$steps" --eval-every 0 "$@" </dev/null >"$TMP/$name.out" 2>&1 \
+    || die "train $name: $(tail -20 "$TMP/$name.out")"
+}
+
+echo "| plan | stages | micro-batches | sends between hosts / within a host (boundaries) | measured step (median of steps 3-$STEPS) | autohet: simulated | error | every send at the network's figures (Sailor's pricing) | error | analyze --diagnose of a traced run: top finding |"
+echo "|---|---:|---:|---|---:|---:|---:|---:|---:|---|"
 : >"$TMP/errs"
 while read -r name; do
   p="$TMP/plans/$name.json"
@@ -103,17 +119,19 @@ while read -r name; do
   sim=$(jq .iteration_time_s "$TMP/$name.cb.sim") net=$(jq .iteration_time_s "$TMP/$name.cb-net.sim")
   "$BIN" hosts --plan "$p" --devices "$DEV" --hostfile "$TMP/hostfile" --rankfile "$TMP/$name.rf" >"$TMP/$name.hosts" 2>&1 \
     || die "autohet hosts $name: $(cat "$TMP/$name.hosts")"
-  # the rankfile's hosts in rank order, for Open MPI's sequential mapper (a rankfile's slot is a core, and the
-  # 8 ranks of two 4-GPU nodes share this machine's 2 cores)
   sed 's/^rank [0-9]*=\([^ ]*\) .*/\1/' "$TMP/$name.rf" >"$TMP/$name.seq"
-  timeout 600 mpirun -np "$n" --hostfile "$TMP/$name.seq" --mca rmaps seq --bind-to none "$BIN" train --model "$HERE/emu-gpt-16l.json" \
-    --data "$FIX/text" --plan "$p" --devices "$DEV" --emulate analytic --steps "$STEPS" --eval-every 0 \
-    --log "$TMP/$name.log" </dev/null >"$TMP/$name.out" 2>&1 || die "train $name: $(tail -20 "$TMP/$name.out")"
+  train "$name" "$STEPS" --log "$TMP/$name.log"
   meas=$(jq -s '.[2:] | map(.step_s) | .[]' "$TMP/$name.log" | median)
+  # a second, traced run (untimed: tracing is not in the measured steps) and its diagnosis on the same links
+  train "$name" 4 --trace "$TMP/$name.trace.json"
+  "$BIN" analyze "$TMP/$name.trace.json" --diagnose --comm-profile "$TMP/cb.json" --plan "$p" --devices "$DEV" \
+    --top 0 --json "$TMP/$name.diag.json" >/dev/null 2>"$TMP/$name.diag.err" || die "analyze $name: $(cat "$TMP/$name.diag.err")"
+  top=$(jq -r '[.findings[] | select(.significant)][0]
+               | if . == null then "none" else "\(.kind) (\(.share * 100 | floor) %)" end' "$TMP/$name.diag.json")
   e1=$(echo "($sim / $meas - 1) * 100" | bc -l) e2=$(echo "($net / $meas - 1) * 100" | bc -l)
   echo "$e1 $e2" >>"$TMP/errs"
-  printf "| %s | %d | %s | %d / %d | %.4f s | %.4f s | %+.1f%% | %.4f s | %+.1f%% |\n" "$name" "$n" \
-    "$(jq '.replicas[0].micro_batches' "$p")" "$cross" $((n - 1 - cross)) "$meas" "$sim" "$e1" "$net" "$e2"
+  printf "| %s | %d | %s | %d / %d | %.4f s | %.4f s | %+.1f%% | %.4f s | %+.1f%% | %s |\n" "$name" "$n" \
+    "$(jq '.replicas[0].micro_batches' "$p")" "$cross" $((n - 1 - cross)) "$meas" "$sim" "$e1" "$net" "$e2" "$top"
   printf "  %-18s measured %.4f s  autohet %.4f s (%+.1f%%)  network-priced %.4f s (%+.1f%%)\n" "$name" "$meas" "$sim" \
     "$e1" "$net" "$e2" >&2
 done <"$TMP/names"
@@ -126,4 +144,10 @@ echo "Links measured by \`commbench --pairs hosts\` on the same hosts (latency f
 echo
 echo '```'
 grep '^# ' "$TMP/cb.out" | tail -6
+echo '```'
+echo
+echo "The same hosts before the throttle (\`commbench --pairs hosts --ops bw\`, bare veth links):"
+echo
+echo '```'
+grep '^# ' "$TMP/cb-free.out" | sed -n '/^# shared links/,$p'
 echo '```'
