@@ -73,6 +73,15 @@ grep -q "names no hosts" "$TMP/inv2.out" && fail "a plan that names its hosts wa
 jq -r '.cluster.nodes as $n | [.replicas[].stages[] | . as $s | .gpus[] | "\($n[$s.node_index].host) slot=\(.)"] |
        to_entries[] | "rank \(.key)=\(.value)"' "$TMP/inv-plan.json" >"$TMP/inv.want"
 cmp -s "$TMP/inv.want" "$TMP/inv.rf" || { diff "$TMP/inv.want" "$TMP/inv.rf" | head; fail "inventory plan: rankfile"; }
+# --cpus-per-gpu N: the rank of GPU g binds to cores g*N .. g*N+N-1 (a node's GPUs split evenly over its sockets)
+"$BIN" hosts --plan "$TMP/inv-plan.json" --rankfile "$TMP/inv8.rf" --cpus-per-gpu 8 >"$TMP/inv8.out" 2>&1 \
+  || { cat "$TMP/inv8.out"; fail "hosts --cpus-per-gpu 8"; }
+jq -r '.cluster.nodes as $n | [.replicas[].stages[] | . as $s | .gpus[] | "\($n[$s.node_index].host) slot=\(. * 8)-\(. * 8 + 7)"] |
+       to_entries[] | "rank \(.key)=\(.value)"' "$TMP/inv-plan.json" >"$TMP/inv8.want"
+cmp -s "$TMP/inv8.want" "$TMP/inv8.rf" || { diff "$TMP/inv8.want" "$TMP/inv8.rf" | head; fail "--cpus-per-gpu 8: rankfile"; }
+grep -qE "^0 .* (8-15|0-7)$" "$TMP/inv8.out" || fail "--cpus-per-gpu 8: the table does not show the cores"
+bad "--cpus-per-gpu '0': expected an integer >= 1" --plan "$TMP/inv-plan.json" --rankfile "$TMP/rf" --cpus-per-gpu 0
+bad "--cpus-per-gpu '5000': at most 4096" --plan "$TMP/inv-plan.json" --rankfile "$TMP/rf" --cpus-per-gpu 5000
 printf 'gpu-b01 slots=8\ngpu-a01 slots=8\n' >"$TMP/h-swap"
 bad "$TMP/h-swap:1: host 'gpu-b01' for node 'a', which the plan puts on host 'gpu-a01'" --plan "$TMP/inv-plan.json" \
   --hostfile "$TMP/h-swap" --rankfile "$TMP/rf"

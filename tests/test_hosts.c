@@ -275,7 +275,7 @@ static void test_hosts_apply_and_rankfile(void **state) {
     char err[512], path[64];
     read_two_host_plan(&p);
     write_tmp("", path);
-    assert_int_equal(ah_rankfile_write(&p, path, err, sizeof err), -1);
+    assert_int_equal(ah_rankfile_write(&p, 1, path, err, sizeof err), -1);
     assert_contains(err, "node 'n0' (cluster.nodes[0]) names no host");
 
     assert_int_equal(apply("hostA slots=2\n", &p, err, sizeof err), -1);
@@ -286,7 +286,7 @@ static void test_hosts_apply_and_rankfile(void **state) {
     assert_int_equal(apply("hostA slots=2\n# b\nhostB\nhostC\n", &p, err, sizeof err), 0);
     assert_string_equal(p.cluster.nodes[0].host, "hostA");
     assert_string_equal(p.cluster.nodes[1].host, "hostB");
-    assert_int_equal(ah_rankfile_write(&p, path, err, sizeof err), 0);
+    assert_int_equal(ah_rankfile_write(&p, 1, path, err, sizeof err), 0);
     char text[512] = "";
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -343,13 +343,18 @@ static void test_cluster_hosts_and_server_ranks(void **state) {
 
     const char servers[2][64] = {"hostC", "hostD"};
     write_tmp("", path);
-    assert_int_equal(ah_rankfile_write_servers(&p, servers, 2, path, err, sizeof err), 0);
+    assert_int_equal(ah_rankfile_write_servers(&p, 1, servers, 2, path, err, sizeof err), 0);
     read_text(path, text, sizeof text);
     assert_string_equal(text, "rank 0=hostA slot=0\nrank 1=hostB slot=0\nrank 2=hostB slot=1\nrank 3=hostA slot=1\n"
                               "rank 4=hostC slot=0\nrank 5=hostD slot=0\n");
-    assert_int_equal(ah_rankfile_write_servers(&p, NULL, 0, path, err, sizeof err), 0);
+    assert_int_equal(ah_rankfile_write_servers(&p, 1, NULL, 0, path, err, sizeof err), 0);
     read_text(path, text, sizeof text);
     assert_string_equal(text, "rank 0=hostA slot=0\nrank 1=hostB slot=0\nrank 2=hostB slot=1\nrank 3=hostA slot=1\n");
+    /* cores a rank: the rank of GPU g binds to cores g*N .. g*N+N-1, a server to the first N */
+    assert_int_equal(ah_rankfile_write_servers(&p, 16, servers, 1, path, err, sizeof err), 0);
+    read_text(path, text, sizeof text);
+    assert_string_equal(text, "rank 0=hostA slot=0-15\nrank 1=hostB slot=0-15\nrank 2=hostB slot=16-31\n"
+                              "rank 3=hostA slot=16-31\nrank 4=hostC slot=0-15\n");
     unlink(path);
     ah_plan_free(&p);
 }

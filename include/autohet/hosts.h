@@ -66,16 +66,21 @@ int ah_cluster_apply_hosts(ah_cluster *c, const ah_host_list *hosts, char *err, 
 void ah_plan_rank_places(const ah_plan *p, ah_rank_place *out);
 /* Ranks the plan puts on node `node` (the sum of its stages' TP degrees). */
 int ah_plan_node_ranks(const ah_plan *p, int node);
-/* Writes the Open MPI rankfile of p ("rank R=HOST slot=GPU", one line a
- * rank) to path. Every node a rank runs on must name a host. 0, or -1 with
- * err ("plan: node 'n1' (cluster.nodes[1]) names no host ..." or the write
- * error). */
-int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errlen);
+/* Writes the Open MPI rankfile of p ("rank R=HOST slot=CORES", one line a
+ * rank) to path: the rank of GPU g on its node gets cpus_per_gpu cores from
+ * g * cpus_per_gpu on ("slot=g" at 1, "slot=A-B" above), so that on a node
+ * whose GPUs are split evenly over its sockets, cores numbered socket by
+ * socket, every rank runs on its GPU's socket. Every node a rank runs on
+ * must name a host. 0, or -1 with err ("plan: node 'n1' (cluster.nodes[1])
+ * names no host ..." or the write error). */
+int ah_rankfile_write(const ah_plan *p, int cpus_per_gpu, const char *path, char *err, size_t errlen);
 /* The same followed by n_servers recovery server ranks (world ranks from
  * the plan's slot count on, `autohet train --recover`), server k on host
  * server_hosts[k] at slot 0 (servers run where the plan puts no rank). */
-int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], int n_servers, const char *path,
-                              char *err, size_t errlen);
+int ah_rankfile_write_servers(const ah_plan *p, int cpus_per_gpu, const char (*server_hosts)[64], int n_servers,
+                              const char *path, char *err, size_t errlen);
+/* The rankfile slot of the GPU's rank: "g" or "first-last" core (buf of n). */
+const char *ah_rankfile_slot(int gpu, int cpus_per_gpu, char *buf, size_t n);
 
 /* The start-up check of `autohet train`: every rank of comm below the
  * plan's slot count compares its host with its node's host (nodes that name

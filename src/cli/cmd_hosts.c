@@ -15,7 +15,7 @@
 static void hosts_usage(FILE *f) {
     fprintf(f,
             "usage: autohet hosts --plan PLAN.json --rankfile OUT [--hostfile FILE | --slurm NODELIST]\n"
-            "                     [--plan-out PLAN2.json] [--devices FILE]\n\n"
+            "                     [--plan-out PLAN2.json] [--devices FILE] [--cpus-per-gpu N]\n\n"
             "Puts the plan's nodes on hosts and writes an Open MPI rankfile that starts every rank on its\n"
             "node's host, at the slot of its GPU (ranks numbered as autohet train numbers them: replica by\n"
             "replica, stage by stage, TP rank by TP rank). Prints where every rank runs and the mpirun line.\n\n"
@@ -23,7 +23,7 @@ static void hosts_usage(FILE *f) {
             "fields in the plan (from the inventory's \"host\"); $SLURM_JOB_NODELIST. A host list maps the\n"
             "plan's cluster nodes to hosts in order: node i runs on the i-th host.\n\n"
             "  --plan      the plan document (autohet plan --json)\n"
-            "  --rankfile  the rankfile to write: 'rank R=HOST slot=GPU', one line a rank\n"
+            "  --rankfile  the rankfile to write: 'rank R=HOST slot=CORES', one line a rank\n"
             "  --hostfile  an Open MPI hostfile: 'NAME [slots=N] [max_slots=M]' a line, '#' comments; a\n"
             "              host's slots must cover the ranks the plan puts on its node\n"
             "  --slurm     a Slurm node list in its compressed form, e.g. 'gpu[01-04,07]'\n"
@@ -31,18 +31,24 @@ static void hosts_usage(FILE *f) {
             "              start that every rank runs on its node's host (the planner's extra top-level\n"
             "              items such as \"comparison\" are not carried over)\n"
             "  --devices   device catalog overrides (as autohet plan's), for a plan of GPU types the\n"
-            "              built-in catalog does not know\n\n"
+            "              built-in catalog does not know\n"
+            "  --cpus-per-gpu  cores a rank is bound to (default 1): the rank of GPU g gets cores g*N to\n"
+            "              g*N+N-1 of its host, so that where a node's GPUs are split evenly over its sockets\n"
+            "              (cores numbered socket by socket) every rank runs on its GPU's socket; give the\n"
+            "              host's cores divided by its GPUs (Open MPI binds every rank of a rankfile)\n\n"
             "exit status: 0 success, 2 bad input (one line on stderr names the file, line and field)\n");
 }
 
 typedef struct {
     const char *plan, *rankfile, *hostfile, *slurm, *plan_out, *devices;
+    int cpus_per_gpu;
 } hosts_args;
 
 static int parse_args(int argc, char **argv, hosts_args *a, char *msg, size_t n) {
     static cli_options opts;
-    cli_long_options("plan=p rankfile=r hostfile=H slurm=S plan-out=o devices=F", &opts);
+    cli_long_options("plan=p rankfile=r hostfile=H slurm=S plan-out=o devices=F cpus-per-gpu=c", &opts);
     memset(a, 0, sizeof *a);
+    a->cpus_per_gpu = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -54,6 +60,14 @@ static int parse_args(int argc, char **argv, hosts_args *a, char *msg, size_t n)
         case 'S': a->slurm = optarg; break;
         case 'o': a->plan_out = optarg; break;
         case 'F': a->devices = optarg; break;
+        case 'c':
+            if (cli_int_value("--cpus-per-gpu", optarg, 1, &a->cpus_per_gpu, msg, n) != 0)
+                return -1;
+            if (a->cpus_per_gpu > 4096) {
+                snprintf(msg, n, "--cpus-per-gpu '%s': at most 4096 cores a GPU", optarg);
+                return -1;
+            }
+            break;
         default: return cli_unknown_option("hosts", argv[optind - 1], msg, n);
         }
     }
@@ -104,7 +118,7 @@ static int map_hosts(const hosts_args *a, ah_plan *plan, const char **from, char
     return rc;
 }
 
-static void print_places(const ah_plan *plan, FILE *f) {
+static void print_places(const ah_plan *plan, int cpus_per_gpu, FILE *f) {
     int n = ah_plan_slots(plan);
     ah_rank_place *pl = calloc((size_t)n, sizeof *pl);
     if (pl == NULL)
@@ -114,8 +128,9 @@ static void print_places(const ah_plan *plan, FILE *f) {
             "slot");
     for (int r = 0; r < n; r++) {
         const ah_node *nd = &plan->cluster.nodes[pl[r].node];
-        fprintf(f, "%-5d %-7d %-5d %-7d %-16s %-24s %d\n", r, pl[r].replica, pl[r].stage, pl[r].tp_rank, nd->name,
-                nd->host, pl[r].gpu);
+        char slot[32];
+        fprintf(f, "%-5d %-7d %-5d %-7d %-16s %-24s %s\n", r, pl[r].replica, pl[r].stage, pl[r].tp_rank, nd->name,
+                nd->host, ah_rankfile_slot(pl[r].gpu, cpus_per_gpu, slot, sizeof slot));
     }
     free(pl);
 }
@@ -140,7 +155,7 @@ int cmd_hosts(int argc, char **argv) {
         return cli_bad_input("hosts", msg);
     const char *from = NULL;
     int named = ah_cluster_has_hosts(&plan.cluster); /* a host list must then agree with them (ah_hosts_apply) */
-    int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.rankfile, msg, sizeof msg) ||
+    int rc = map_hosts(&a, &plan, &from, msg, sizeof msg) || ah_rankfile_write(&plan, a.cpus_per_gpu, a.rankfile, msg, sizeof msg) ||
              (a.plan_out && ah_plan_write_json(&plan, extra, a.plan_out, msg, sizeof msg));
     cJSON_Delete(extra);
     if (rc) {
@@ -149,7 +164,7 @@ int cmd_hosts(int argc, char **argv) {
     }
     int ranks = ah_plan_slots(&plan);
     printf("autohet hosts: %s, %d rank%s, hosts from %s\n", a.plan, ranks, ranks == 1 ? "" : "s", from);
-    print_places(&plan, stdout);
+    print_places(&plan, a.cpus_per_gpu, stdout);
     printf("wrote %s%s%s\n", a.rankfile, a.plan_out ? " and " : "", a.plan_out ? a.plan_out : "");
     const char *train_plan = a.plan_out ? a.plan_out : a.plan;
     /* (no --model: the plan names its model, a preset or a config.json alike) */

@@ -174,7 +174,7 @@ int run_place_generation(run_state *s, const char *rankfile, int n_servers, char
         if (i >= 0)
             s->host_used[i] = 1;
     }
-    return ah_rankfile_write_servers(&s->plan, (const char (*)[64])s->server_host, n_servers, rankfile, err,
+    return ah_rankfile_write_servers(&s->plan, 1, (const char (*)[64])s->server_host, n_servers, rankfile, err,
                                      errlen);
 }
 

@@ -100,12 +100,20 @@ static int hostless_node(const ah_plan *p) {
     return -1;
 }
 
-int ah_rankfile_write(const ah_plan *p, const char *path, char *err, size_t errlen) {
-    return ah_rankfile_write_servers(p, NULL, 0, path, err, errlen);
+int ah_rankfile_write(const ah_plan *p, int cpus_per_gpu, const char *path, char *err, size_t errlen) {
+    return ah_rankfile_write_servers(p, cpus_per_gpu, NULL, 0, path, err, errlen);
 }
 
-int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], int n_servers, const char *path,
-                              char *err, size_t errlen) {
+const char *ah_rankfile_slot(int gpu, int cpus_per_gpu, char *buf, size_t n) {
+    if (cpus_per_gpu <= 1)
+        snprintf(buf, n, "%d", gpu);
+    else
+        snprintf(buf, n, "%d-%d", gpu * cpus_per_gpu, gpu * cpus_per_gpu + cpus_per_gpu - 1);
+    return buf;
+}
+
+int ah_rankfile_write_servers(const ah_plan *p, int cpus_per_gpu, const char (*server_hosts)[64], int n_servers,
+                              const char *path, char *err, size_t errlen) {
     int bad = hostless_node(p);
     if (bad >= 0) {
         ah_errf(err, errlen,
@@ -117,12 +125,14 @@ int ah_rankfile_write_servers(const ah_plan *p, const char (*server_hosts)[64], 
     int n = ah_plan_slots(p);
     ah_rank_place *pl = ah_xcalloc((size_t)n + 1, sizeof *pl);
     ah_plan_rank_places(p, pl);
-    size_t cap = (size_t)(n + n_servers) * 96 + 1, off = 0;
+    size_t cap = (size_t)(n + n_servers) * 128 + 1, off = 0;
     char *text = ah_xcalloc(cap, 1);
     for (int r = 0; r < n + n_servers; r++) {
         /* a server rank runs where the plan puts no rank: the first slot is free */
         const char *host = r < n ? p->cluster.nodes[pl[r].node].host : server_hosts[r - n];
-        int w = snprintf(text + off, cap - off, "rank %d=%s slot=%d\n", r, host, r < n ? pl[r].gpu : 0);
+        char slot[32];
+        ah_rankfile_slot(r < n ? pl[r].gpu : 0, cpus_per_gpu, slot, sizeof slot);
+        int w = snprintf(text + off, cap - off, "rank %d=%s slot=%s\n", r, host, slot);
         off += w > 0 ? (size_t)w : 0;
     }
     free(pl);
