@@ -603,6 +603,19 @@ static int holders_one_node(const engine *e, const int *holders, int np) {
     return one_node;
 }
 
+/* The latency and volume of a send-receive of one slice each between two stages: the message cost of what
+ * the busier GPU sends (w slices) on the pair's link (NVLink on one node, else the NIC share), per slice. */
+static void price_exchange(const engine *e, task *k, const int *holders, double slice_bytes, int T, int inter) {
+    const ah_sim_stage *a = &e->r->stages[holders[0]], *b = &e->r->stages[holders[1]];
+    const ah_node *na = &e->p->cluster.nodes[a->node], *nb = &e->p->cluster.nodes[b->node];
+    ah_pair_link lk = ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs,
+                                      ah_nic_share_gbs(nb));
+    double w = (double)T / (a->tp < b->tp ? a->tp : b->tp);
+    ah_msg_cost mc = ah_msg_cost_of(slice_bytes * w, inter, inter ? lk.nic_share_gbs : lk.intra_gbs, e->o);
+    k->latency = mc.latency_s;
+    k->volume = mc.volume_bytes / w;
+}
+
 /* All-reduces among `holders` by algorithm `a` (a bucket's: ah_allreduce_choose),
  * a.factor of the buffer through every GPU, on the slowest link it crosses.
  * With T the largest holder degree the gradients are cut into T slices
@@ -621,16 +634,22 @@ static int add_ring(engine *e, ah_op_kind kind, const int *holders, int np, doub
     k->latency = ah_allreduce_algo_latency_s(a, one_node, e->o);
     k->part0 = e->nparts;
     k->nparts = np;
-    /* a send-receive (the tied exchange) between a measured pair of hosts: on that pair's link */
-    int pair = np == 2 && a.steps == 1 && !one_node &&
-               use_measured_pair(e, id, e->r->stages[holders[0]].node, e->r->stages[holders[1]].node,
-                                 (double)T / e->r->stages[holders[0]].tp);
+    /* a send-receive (the tied exchange) at the measured time of its message, as the closed form prices it
+     * (ah_tied_exchange_ns); between nodes from GPU to NIC, no NVLink hop; between a measured pair of hosts
+     * on that pair's link */
+    int exchange = np == 2 && a.steps == 1, cross = exchange && !one_node;
+    int pair = cross && use_measured_pair(e, id, e->r->stages[holders[0]].node, e->r->stages[holders[1]].node,
+                                          (double)T / e->r->stages[holders[0]].tp);
+    if (exchange && !pair)
+        price_exchange(e, k, holders, slice_bytes, T, cross);
     for (int i = 0; i < np; i++) {
         int s = holders[i];
         double per_gpu = (double)T / e->r->stages[s].tp;
         push_int(&e->parts, &e->nparts, &e->capparts, s);
-        use_link(e, id, L_INTRA(s, 0), per_gpu);
-        use_link(e, id, L_INTRA(s, 1), per_gpu);
+        if (!cross) {
+            use_link(e, id, L_INTRA(s, 0), per_gpu);
+            use_link(e, id, L_INTRA(s, 1), per_gpu);
+        }
         if (!one_node && !pair && e->o->links) { /* the ring's hop to the next holder on a measured pair */
             double alpha, bw;
             int a0 = e->r->stages[s].node, b0 = e->r->stages[holders[(i + 1) % np]].node;
