@@ -63,6 +63,16 @@ for p in tiny-1x4 tiny-asym ""; do
   echo "resume with ${p:-one rank}: $out"
 done
 
+# a resume continues its --log: the killed run logged steps 1-5 (and was cut mid-line), the checkpoint is
+# of step 3: steps 1-3 stay as they were, 4-6 are the resumed run's, every step once
+{ head -5 "$TMP/ref.log"; printf '{"step": 6, "time_s": 1.2'; } >"$TMP/cont.log"
+timeout 300 "$BIN" train "${ARGS[@]}" --resume "$TMP/ck" --log "$TMP/cont.log" >"$TMP/cont.out" 2>&1 \
+  || { tail -5 "$TMP/cont.out"; fail "resume into an existing --log failed"; }
+[ "$(jq -s -c '[.[].step]' "$TMP/cont.log")" = "[1,2,3,4,5,6]" ] \
+  || fail "resume with an existing --log: steps $(jq -s -c '[.[].step]' "$TMP/cont.log" 2>&1), want 1-6 once each"
+cmp -s <(head -3 "$TMP/cont.log") <(head -3 "$TMP/ref.log") || fail "resume rewrote the log's steps 1-3"
+grep -q '"time_s": 1.2$' "$TMP/cont.log" && fail "resume kept the torn line"
+
 # a corrupt manifest in n0's directory: the resume restores n0's layers from n1's copies, the next
 # checkpoint sets the manifest aside (manifest.json.corrupt) and commits, and the result is unchanged
 cp -r "$TMP/ck" "$TMP/ck7"

@@ -649,7 +649,8 @@ int cmd_train(int argc, char **argv) {
     ah_executor *x = ah_executor_create(&xc, msg, sizeof msg);
     FILE *log = NULL;
     int log_ok = 1;
-    if (x && rank == 0 && a.log && !(log = fopen(a.log, "w"))) {
+    /* a resumed run continues its log (the trainer cuts the steps it trains again) */
+    if (x && rank == 0 && a.log && !(log = fopen(a.log, a.resume ? "a+" : "w"))) {
         snprintf(msg, sizeof msg, "--log %s: cannot open for writing (%s)", a.log, strerror(errno));
         log_ok = 0;
     }

@@ -276,9 +276,12 @@ int run_tail_log(run_state *s) {
         const char *p = strstr(line, "\"step\": ");
         if (p)
             s->step = atoi(p + 8);
+        /* every step once: a generation resumed after a loss trains (and logs) its lost steps again */
         if (s->log && !(p && atoi(p + 8) <= s->log_skip_through)) {
             fputs(line, s->log);
             fflush(s->log);
+            if (p)
+                s->log_skip_through = atoi(p + 8);
         }
         got++;
     }

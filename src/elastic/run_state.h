@@ -116,7 +116,8 @@ typedef struct {
     int lock_fd;
     int keep_tiers; /* the run can go on (--resume): its memory and host tiers are not removed */
     double beat_written;
-    int log_skip_through; /* lines of steps up to this one are already in --log (a resumed run); -1 none */
+    int log_skip_through; /* lines of steps up to this one are already in --log (the last written, or the
+                           * last a resumed controller found); -1 none */
     int n_beat, beat_gen;
 } run_state;
 

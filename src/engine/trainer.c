@@ -1,6 +1,7 @@
 /* The training loop over an executor (trainer.h). */
 #include "engine/trainer.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "util/atomic_file.h"
 #include "util/clock.h"
 #include "util/json_file.h"
+#include "util/step_log.h"
 
 void ah_trainer_config_default(ah_trainer_config *c) {
     memset(c, 0, sizeof *c);
@@ -232,6 +234,11 @@ int ah_trainer_run(ah_executor *x, const ah_trainer_config *c, ah_trainer_summar
     if (rc != 0)
         return rc;
     sum->first_step = sum->last_step = first_step;
+    /* a resumed run's --log (opened to append) holds every step once: the lines after its checkpoint go,
+     * the steps are trained again */
+    if (c->resume_dir && c->log && rank0(x) && ah_step_log_keep_through(c->log, first_step) < 0)
+        fprintf(stderr, "autohet train: --log: cannot cut the lines after step %d (%s): steps may repeat\n",
+                first_step, strerror(errno));
     ah_ckpt_persist *pp = ah_ckpt_persist_new(); /* the memory-tier snapshot and its copy in flight */
     ah_ckpt_persist_set_copies(pp, c->mem_copies);
     double t0 = ah_wall_clock_s();
