@@ -11,6 +11,8 @@
 #  2. kill -9 of the controller, then `autohet run --resume RUN` (no other flags): the old job is gone with
 #     its controller, the resumed run ends on the same parameters, nothing is left in /dev/shm or running;
 #     a second controller of a live run is refused (exit 2, one line); its relative --trace lands where it started
+#  2b. kill -9 of every rank at once: exit 1 with a line saying how the run goes on; --resume ends on the same
+#     parameters
 #  3. a bug: every rank fails the same way at the same step (a learning rate that makes the gradient norm
 #     NaN at step 2): restarted --max-restarts times, then the run stops with the rank's own message, exit 1
 #  4. across 3 network-namespace hosts, host 1's link loses 3 of 4 of its UDP datagrams once step 3 is logged
@@ -140,6 +142,22 @@ jq -s --slurpfile r "$TMP/ctl.json" '($r[0].recoveries[0]) as $c | (map(.step) |
 "$BIN" analyze "$TMP/ctl-trace.json" >"$TMP/ctl-trace.out" 2>&1 && grep -q "^Trace .*: 4 ranks" "$TMP/ctl-trace.out" \
   || fail "controller: the resumed run's --trace: $(head -2 "$TMP/ctl-trace.out")"
 no_leftovers controller "$RUN"
+
+# 2b. kill -9 of every rank at once (every node lost): the run stops (exit 1) saying how it goes on, keeps its
+#     durable tiers, and `autohet run --resume` continues on the inventory's nodes to the same parameters
+start_run all "$PLANS/tiny-4node-2x2.json" 6 --ckpt-every 4
+kill -9 $(cut -d' ' -f1 "$RUN"/pids-0/rank-*)
+wait $job
+rc=$?
+[ $rc = 1 ] || { tail -5 "$TMP/all.out"; fail "all ranks lost: exit $rc, want 1"; }
+grep -q "every node is lost; .*autohet run --resume $RUN" "$TMP/all.out" \
+  || { tail -5 "$TMP/all.out"; fail "all ranks lost: no line saying how the run goes on"; }
+AUTOHET_DUMP_PARAMS="$TMP/all.bin" timeout 300 "$BIN" run --resume "$RUN" >"$TMP/all2.out" 2>&1 \
+  || { rc=$?; tail -20 "$TMP/all2.out"; fail "all ranks lost: resume exit $rc"; }
+out=$("$CMP" "$TMP/ref.bin" "$TMP/all.bin" $TOL) || fail "all ranks lost: parameters differ after the resume: $out"
+jq -e '.completed and .final_step == 30 and (.recoveries[-1].cause | test("every node had been lost"))' \
+  "$TMP/all.json" >/dev/null || fail "all ranks lost: report: $(jq -c '[.recoveries[].cause]' "$TMP/all.json")"
+no_leftovers all "$RUN"
 
 # 3. a bug, not a fault
 # (12 steps: ARGS with its --steps value replaced, never a "30" inside a path such as the checkout's)

@@ -964,10 +964,19 @@ static int run_to_end(run_state *s) {
     }
     if (rc == 0)
         print_finish(s, final_step);
-    if (rc == 130) { /* the run can go on: its tiers and state stay */
+    int any_alive = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        any_alive |= s->alive[i];
+    if (rc == 130 || (rc != 0 && !any_alive)) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
         run_state_save(s);
-        fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
+        if (rc != 130)
+            fprintf(stderr,
+                    "autohet run: every node is lost; the durable tiers keep the last committed step: once the "
+                    "nodes are back, the run goes on with: autohet run --resume %s\n",
+                    s->run);
+        else
+            fprintf(stderr, "autohet run: the run can go on with: autohet run --resume %s\n", s->run);
     }
     if (finish_traces(s, rc == 0) != 0 && rc == 0)
         rc = 1;
@@ -1201,8 +1210,17 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
     run_tail_log(s); /* the steps its job logged: what a resume loses is counted from the last */
     s->keep_tiers = 0;
     char cause[256];
-    snprintf(cause, sizeof cause, "controller: resumed by autohet run --resume (the controller, pid %d, ended)",
-             old_pid);
+    int any_alive = 0;
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        any_alive |= s->alive[i];
+    if (!any_alive) { /* the controller stopped with every node lost: the user resumes once they are back */
+        for (int i = 0; i < s->inv.n_nodes; i++)
+            s->alive[i] = 1;
+        snprintf(cause, sizeof cause,
+                 "controller: resumed by autohet run --resume on the inventory's nodes (every node had been lost)");
+    } else
+        snprintf(cause, sizeof cause, "controller: resumed by autohet run --resume (the controller, pid %d, ended)",
+                 old_pid);
     if (change_nodes(s, cause, t_last > 0 ? t_last : ah_wall_clock_s(), s->step, err, sizeof err) != 0) {
         fprintf(stderr, "autohet run: recovery failed: %s\n", err);
         rc = 1;
