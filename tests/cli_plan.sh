@@ -116,6 +116,17 @@ $BIN plan --model gpt3-6.7b --cluster 2x8xA100-40G,1x8xH800 --global-batch 256 -
   --verify 5 --quiet >"$TMP/vs.out" || fail "plan --verify --comm-profile exited non-zero"
 awk '{ for (i = 1; i <= NF; i++) if ($i == "|error|") v = $(i+1) + 0 } END { exit !(v > 0 && v <= 1.5) }' "$TMP/vs.out" \
   || fail "tied exchange priced apart by the closed form and the simulation: $(cat "$TMP/vs.out")"
+# the plan carries its --mem-reserve: a plan that fits only without the reserve simulates as planned (simulate
+# took the default 2 GiB and refused it), and a bad reserve in a document is refused naming the field
+$BIN plan --model llama2-13b --cluster 1x8xA100-40G --global-batch 64 --mem-reserve 0 --quiet --json "$TMP/r0.json" \
+  || fail "plan --mem-reserve 0 exited non-zero"
+jq -e '.train.mem_reserve_gib == 0 and ([.replicas[].stages[] | .memory_bytes / .memory_capacity_bytes] | max > 0.95)' \
+  "$TMP/r0.json" >/dev/null || fail "--mem-reserve 0: no stage above 95% of its GPU, or no train.mem_reserve_gib"
+$BIN simulate "$TMP/r0.json" >"$TMP/r0.out" 2>&1 || fail "simulate of a --mem-reserve 0 plan: $(tail -1 "$TMP/r0.out")"
+jq '.train.mem_reserve_gib = -1' "$TMP/r0.json" >"$TMP/r-bad.json"
+$BIN simulate "$TMP/r-bad.json" >/dev/null 2>"$TMP/r-bad.err"
+[ $? = 2 ] && grep -q "train.mem_reserve_gib: -1: expected GiB" "$TMP/r-bad.err" \
+  || fail "a bad train.mem_reserve_gib: $(cat "$TMP/r-bad.err")"
 # --dp: an exact number of replicas (or one of a list); replicas never trimmed away
 $BIN plan --model gpt3-2.7b --cluster 1x8xA100-40G,1x8xH800 --global-batch 128 --dp 3 --quiet \
   --json "$TMP/dp3.json" || fail "plan --dp 3 exited non-zero"

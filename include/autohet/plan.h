@@ -113,6 +113,7 @@ typedef struct {
     char strategy[16];
     ah_model_config model;
     ah_train_settings train;
+    double mem_reserve_gib; /* the per-GPU reserve it was planned with (train.mem_reserve_gib; absent: 2) */
     ah_cluster cluster; /* owned copy */
     int micro_batch, global_batch;
     ah_replica *replicas;

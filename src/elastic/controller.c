@@ -536,6 +536,7 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         s->po.global_batch = s->plan.global_batch;
         s->po.train.seq = s->plan.train.seq;
         s->po.train.precision = s->plan.train.precision; /* replans cost what the plan was searched for */
+        s->po.mem_reserve_gib = s->plan.mem_reserve_gib;
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     } else {
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab);

@@ -16,6 +16,7 @@ void ah_plan_init_from(ah_plan *p, const char *strategy, const ah_model_config *
     snprintf(p->strategy, sizeof p->strategy, "%s", strategy);
     p->model = *m;
     p->train = o->train;
+    p->mem_reserve_gib = o->mem_reserve_gib;
     p->cluster.n_nodes = c->n_nodes;
     p->cluster.nodes = malloc(sizeof(ah_node) * (size_t)(c->n_nodes ? c->n_nodes : 1));
     if (!p->cluster.nodes)

@@ -224,6 +224,7 @@ cJSON *ah_plan_to_json(const ah_plan *p) {
         wstr(&w, t, "precision", ah_precision_name(p->train.precision));
         wstr(&w, t, "p2p", ah_p2p_mode_name(p->train.p2p));
         cJSON_AddBoolToObject(t, "dist_optimizer", p->train.dist_optimizer != 0);
+        wnum(&w, t, "mem_reserve_gib", p->mem_reserve_gib);
         wnum(&w, t, "global_batch", p->global_batch);
         wnum(&w, t, "micro_batch", p->micro_batch);
     }
@@ -483,6 +484,14 @@ static int read_train(const ah_err_ctx *c, const cJSON *root, ah_plan *p) {
     p->train.dist_optimizer = 0;
     if (ah_jget_bool(c, o, tp, "dist_optimizer", 0, &p->train.dist_optimizer) < 0)
         return -1;
+    /* the memory held back per GPU that the plan's capacities leave out (absent: the planner's default) */
+    p->mem_reserve_gib = 2.0;
+    if (ah_jget_num(c, o, tp, "mem_reserve_gib", 0, 0, &p->mem_reserve_gib) < 0)
+        return -1;
+    if (!(p->mem_reserve_gib >= 0 && p->mem_reserve_gib <= 65536)) {
+        ah_jpath_key(path, tp, "mem_reserve_gib");
+        return ah_jfail(c, path, "%g: expected GiB from 0 to 65536", p->mem_reserve_gib);
+    }
     return 0;
 }
 

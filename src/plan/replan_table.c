@@ -331,6 +331,7 @@ static int map_entry(const ah_replan_table *t, const rt_entry *e, const ah_plan 
     out->version = old->version;
     out->model = old->model;
     out->train = old->train;
+    out->mem_reserve_gib = old->mem_reserve_gib;
     out->global_batch = old->global_batch;
     out->micro_batch = e->micro_batch;
     snprintf(out->profile_source, sizeof out->profile_source, "%s", old->profile_source);
