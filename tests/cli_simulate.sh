@@ -86,6 +86,9 @@ expect_error "one stage, nothing to interleave" -- $BIN simulate "$PL/tiny-2x1.j
 expect_error "fewer than the 4 virtual stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --schedule interleaved \
   --virtual-stages 4
 expect_error "virtual-stages" -- $BIN simulate "$PL/tiny-2s-interleave.json" --virtual-stages 1
+# without the interleaved schedule it is refused, not ignored (as train refuses it)
+expect_error "--virtual-stages goes with --schedule interleaved" -- $BIN simulate "$PL/tiny-2s-interleave.json" \
+  --virtual-stages 3
 # a version-2 plan whose stages have different TP degrees (1 -> 2 -> 4 pipelines beside TP-1 replicas;
 # Sailor's OPT-350M profiles and GCP links): played, each stage's degree in the JSON and the trace
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -131,7 +131,7 @@ int cmd_simulate(int argc, char **argv) {
     };
     const char *trace = NULL, *svg = NULL, *json = NULL, *profile = NULL, *devices = NULL, *comm = NULL,
                *calib_path = NULL;
-    int quiet = 0, c, precision = -1, p2p = -1, ignore_memory = 0;
+    int quiet = 0, c, precision = -1, p2p = -1, ignore_memory = 0, virtual_given = 0;
     ah_sim_options so = {.schedule = AH_SCHED_1F1B, .record_events = 0};
     optind = 1;
     opterr = 0;
@@ -147,6 +147,7 @@ int cmd_simulate(int argc, char **argv) {
             if (*optarg == '\0' || *end || v < 2 || v > 64)
                 return cli_bad_input("simulate", "--virtual-stages: expected an integer from 2 to 64");
             so.virtual_stages = (int)v;
+            virtual_given = 1;
             break;
         }
         case 't': trace = optarg; break;
@@ -184,6 +185,8 @@ int cmd_simulate(int argc, char **argv) {
     }
     if (optind != argc - 1)
         return cli_bad_input("simulate", "expected exactly one PLAN.json (see --help)");
+    if (virtual_given && so.schedule != AH_SCHED_INTERLEAVED) /* as autohet train: not silently ignored */
+        return cli_bad_input("simulate", "--virtual-stages goes with --schedule interleaved");
     {
         char m[4400];
         if (cli_check_output("--trace", trace, m, sizeof m) || cli_check_output("--svg", svg, m, sizeof m) ||
