@@ -219,6 +219,16 @@ echo '{"nodes":[{"name":"p","gpu":"H20","gpus":8,"price_per_hour":9},{"name":"q"
 expect_error "node 'q' has no price" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/half.json" --global-batch 8 --objective cost
 echo '{"nodes":[{"gpu":"H20","gpus":8,"price_per_hour":"cheap"}]}' >"$TMP/pr.json"
 expect_error "price_per_hour" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/pr.json" --global-batch 8
+# an inventory whose plan simulate would refuse (a repeated node name), or a field that would be ignored
+echo '{"nodes":[{"name":"a","gpu":"A100-80G","gpus":8},{"name":"a","gpu":"H100","gpus":8}]}' >"$TMP/dup.json"
+bad_input "nodes[1].name: duplicate node name 'a' (also nodes[0])" plan --model gpt3-1.3b --cluster "$TMP/dup.json" \
+  --global-batch 64 --json "$TMP/dup-plan.json"
+[ -e "$TMP/dup-plan.json" ] && fail "plan wrote a plan from an inventory with a repeated node name"
+echo '{"nodes":[{"gpu":"A100-80G","gpus":8}],"extra":1}' >"$TMP/extra.json"
+bad_input "unknown field 'extra'" plan --model gpt3-1.3b --cluster "$TMP/extra.json" --global-batch 8
+echo '{"nodes":[{"gpu":"A100-80G","gpu_type":"H100","gpus":8}]}' >"$TMP/both.json"
+bad_input "nodes[0].gpu_type: 'gpu' and 'gpu_type' are one field" plan --model gpt3-1.3b --cluster "$TMP/both.json" \
+  --global-batch 8
 # --help shows every option with its real default
 $BIN plan --help >"$TMP/help"
 for opt in --model --cluster --global-batch --seq --micro-batch --tp --pp --dp --objective --recompute --profile \

@@ -395,6 +395,25 @@ static void test_inventory_errors(void **state) {
          "nodes[0].price_per_hour: must be a non-negative number"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}", "nodes[0].name: must be a string"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic\": 100}]}", "nodes[0]: unknown field 'nic'"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8}], \"extra\": 1}",
+         "unknown field 'extra' (an inventory has only \"nodes\")"},
+        {"{\"nodes\": [{\"gpu\": \"A100-80G\", \"gpu_type\": \"H100\", \"gpus\": 8}]}",
+         "nodes[0].gpu_type: 'gpu' and 'gpu_type' are one field"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"gpus_per_node\": 4}]}",
+         "nodes[0].gpus_per_node: 'gpus' and 'gpus_per_node' are one field"},
+        /* node names are unique, whether given, made by "count" or from the type */
+        {"{\"nodes\": [{\"name\": \"a\", \"gpu\": \"A100-80G\", \"gpus\": 8},"
+         "{\"name\": \"a\", \"gpu\": \"H100\", \"gpus\": 8}]}",
+         "nodes[1].name: duplicate node name 'a' (also nodes[0])"},
+        {"{\"nodes\": [{\"name\": \"a\", \"gpu\": \"H20\", \"gpus\": 8, \"count\": 2},"
+         "{\"name\": \"a-1\", \"gpu\": \"H20\", \"gpus\": 8}]}",
+         "nodes[1].name: duplicate node name 'a-1' (also made by nodes[0])"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8}, {\"name\": \"x\", \"gpu\": \"T4\", \"gpus\": 1},"
+         "{\"name\": \"H20-0\", \"gpu\": \"T4\", \"gpus\": 1}]}",
+         "nodes[2].name: duplicate node name 'H20-0' (also made by nodes[0])"},
+        {"{\"nodes\": [{\"name\": \"H20-1\", \"gpu\": \"T4\", \"gpus\": 1},"
+         "{\"gpu\": \"H20\", \"gpus\": 8, \"count\": 2}]}",
+         "nodes[1]: duplicate node name 'H20-1' (also nodes[0]); with \"count\""},
         {"{\"nodes\": [3]}", "nodes[0]: must be an object"},
         {"{\"nodes\": []}", "field 'nodes' is empty"},
         {"{\"nodes\": {}}", "field 'nodes' must be an array"},
