@@ -24,6 +24,16 @@ for cmd in "" plan devices models simulate train profile run preempt spot-sim an
   $BIN $cmd --help >"$TMP/h" 2>&1 || fail "autohet $cmd --help exited non-zero"
   grep -qi usage "$TMP/h" || fail "autohet $cmd --help prints no usage"
 done
+for cmd in devices models; do
+  $BIN $cmd --help | grep -q "^exit status: 0 success, 2 bad input" || fail "autohet $cmd --help lacks the exit status"
+done
+# devices and models: bad arguments name the flag
+expect_error "unknown or incomplete option '\-\-bogus'" -- $BIN devices --bogus
+expect_error "unknown or incomplete option '\-\-devices'" -- $BIN devices --devices
+echo '{"devices": [{"name": "H20", "efficiency": 0.6}]}' >"$TMP/dev1.json"
+expect_error "\-\-devices given twice" -- $BIN devices --devices "$TMP/dev1.json" --devices "$TMP/dev1.json"
+$BIN devices --devices "$TMP/dev1.json" | grep -q "^H20 .* 0.60 " || fail "devices --devices did not apply the file"
+expect_error "takes no arguments (got 'x')" -- $BIN models x
 $BIN devices | grep "H800" >/dev/null || fail "devices lists no H800"
 $BIN models | grep "llama2-70b" >/dev/null || fail "models lists no llama2-70b"
 
