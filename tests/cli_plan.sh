@@ -229,6 +229,21 @@ echo '{"nodes":[{"name":"p","gpu":"H20","gpus":8,"price_per_hour":9},{"name":"q"
 expect_error "node 'q' has no price" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/half.json" --global-batch 8 --objective cost
 echo '{"nodes":[{"gpu":"H20","gpus":8,"price_per_hour":"cheap"}]}' >"$TMP/pr.json"
 expect_error "price_per_hour" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/pr.json" --global-batch 8
+# a sequence beyond the model's learned position table: no plan the engine could train (RoPE models have none)
+bad_input "--seq 16384 exceeds the 2048 learned positions of model gpt3-1.3b" plan --model gpt3-1.3b \
+  --cluster 2x8xA100-80G --global-batch 64 --seq 16384
+echo '{"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257}' \
+  >"$TMP/gpt2-config.json"
+bad_input "--seq 8192 exceeds the 1024 learned positions" plan --model "$TMP/gpt2-config.json" --cluster 1x8xA100-80G \
+  --global-batch 8 --seq 8192
+$BIN plan --model "$TMP/gpt2-config.json" --cluster 1x8xA100-80G --global-batch 8 --seq 1024 --quiet >/dev/null \
+  || fail "plan at the GPT-2 config's own 1024 positions"
+$BIN plan --model "$FIX/../../examples/llama-config.json" --cluster 2x8xA100-80G --global-batch 8 --seq 8192 --quiet \
+  >/dev/null || fail "plan of a RoPE model at --seq 8192 (beyond its max_position_embeddings 4096)"
+$BIN plan --model gpt3-1.3b --cluster 1x8xA100-80G --global-batch 8 --seq 2048 --quiet --json "$TMP/s2048.json" \
+  || fail "plan at gpt3-1.3b's 2048 positions"
+jq '.train.seq = 4096' "$TMP/s2048.json" >"$TMP/s4096.json"
+bad_input "train.seq: 4096 exceeds the 2048 learned positions of model gpt3-1.3b" simulate "$TMP/s4096.json"
 # an inventory whose plan simulate would refuse (a repeated node name), or a field that would be ignored
 echo '{"nodes":[{"name":"a","gpu":"A100-80G","gpus":8},{"name":"a","gpu":"H100","gpus":8}]}' >"$TMP/dup.json"
 bad_input "nodes[1].name: duplicate node name 'a' (also nodes[0])" plan --model gpt3-1.3b --cluster "$TMP/dup.json" \

@@ -114,6 +114,11 @@ const char *const *ah_model_preset_names(void);
 int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen);
 /* Preset name, or a path to a config.json. */
 int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, size_t errlen);
+/* Whether the model takes sequences of seq tokens: a model with learned
+ * positions has max_positions rows (the engine refuses longer sequences); a
+ * RoPE model (max_positions 0) has no such limit. 0 if it does, else -1 with
+ * "WHAT SEQ exceeds ..." in buf (what: "--seq", "train.seq"). */
+int ah_model_check_seq(const ah_model_config *m, int seq, const char *what, char *buf, size_t n);
 const char *ah_arch_name(ah_arch a);
 int ah_recompute_parse(const char *s, ah_recompute *out);
 const char *ah_recompute_name(ah_recompute r);

@@ -490,6 +490,17 @@ int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, 
     return -1;
 }
 
+int ah_model_check_seq(const ah_model_config *m, int seq, const char *what, char *buf, size_t n) {
+    if (m->max_positions <= 0 || seq <= m->max_positions)
+        return 0;
+    if (buf != NULL && n > 0)
+        snprintf(buf, n,
+                 "%s%s%d exceeds the %d learned positions of model %s (its position table: "
+                 "max_position_embeddings / n_positions)",
+                 what, what[0] ? " " : "", seq, m->max_positions, m->name);
+    return -1;
+}
+
 /* ------------------------------------------------------------ layer math */
 
 int ah_model_num_layers(const ah_model_config *m) {

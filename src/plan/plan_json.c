@@ -811,8 +811,13 @@ static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, cons
     if (rc == 0)
         snprintf(p->strategy, sizeof p->strategy, "%s", ah_strategy_name(AH_STRATEGY_AUTOHET));
 
-    if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0 ||
-        read_cluster(c, devices, root, &p->cluster) < 0)
+    if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0)
+        return -1;
+    /* a plan the engine could not train (it refuses a sequence beyond the position table) */
+    char why[256];
+    if (ah_model_check_seq(&p->model, p->train.seq, "", why, sizeof why) != 0)
+        return ah_jfail(c, "train.seq", "%s", why);
+    if (read_cluster(c, devices, root, &p->cluster) < 0)
         return -1;
 
     /* version 1: one TP degree for the plan; version 2: per stage (a
