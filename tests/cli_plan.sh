@@ -244,6 +244,15 @@ $BIN plan --model gpt3-1.3b --cluster 1x8xA100-80G --global-batch 8 --seq 2048 -
   || fail "plan at gpt3-1.3b's 2048 positions"
 jq '.train.seq = 4096' "$TMP/s2048.json" >"$TMP/s4096.json"
 bad_input "train.seq: 4096 exceeds the 2048 learned positions of model gpt3-1.3b" simulate "$TMP/s4096.json"
+# absurd model sizes are refused at once, not searched for minutes (100,000 blocks took 55 s)
+jq '.num_hidden_layers = 100000' "$FIX/../../examples/llama-config.json" >"$TMP/layers.json"
+SECONDS=0
+bad_input "num_hidden_layers: 100000 out of range [1, 1024]" plan --model "$TMP/layers.json" --cluster 2x8xA100-80G \
+  --global-batch 64
+[ $SECONDS -le 5 ] || fail "plan took $SECONDS s to refuse 100,000 blocks"
+jq '.model = {"name": "x", "arch": "gpt", "hidden": 64, "n_layers": 5000, "n_heads": 4, "ffn_hidden": 256,
+              "vocab": 100, "max_positions": 2048, "tied_embeddings": true}' "$TMP/s2048.json" >"$TMP/layers-plan.json"
+bad_input "model.n_layers: 5000 out of range [1, 1024]" simulate "$TMP/layers-plan.json"
 # an inventory whose plan simulate would refuse (a repeated node name), or a field that would be ignored
 echo '{"nodes":[{"name":"a","gpu":"A100-80G","gpus":8},{"name":"a","gpu":"H100","gpus":8}]}' >"$TMP/dup.json"
 bad_input "nodes[1].name: duplicate node name 'a' (also nodes[0])" plan --model gpt3-1.3b --cluster "$TMP/dup.json" \

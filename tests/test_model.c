@@ -526,16 +526,46 @@ static void test_json_errors(void **state) {
          "\"vocab_size\": 10}",
          "n_head: expected an integer, got a string"},
         {"{\"n_embd\": 64, \"n_head\": 0, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
-         "n_head: 0 out of range [1, 67108864]"},
+         "n_head: 0 out of range [1, 4096]"},
         {"{\"n_embd\": 64, \"n_head\": 2.5, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
          "n_head: expected an integer, got a number"},
         {"{\"n_embd\": 1e300, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "n_embd: 1e+300 out of range [1, 67108864]"},
+         "n_embd: 1e+300 out of range [1, 65536]"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": -2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "n_layer: -2 out of range [1, 67108864]"},
+         "n_layer: -2 out of range [1, 1024]"},
+        /* bounds a few times the largest real models': beyond them the planner would search for minutes */
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 100000, "
+         "\"intermediate_size\": 128, \"vocab_size\": 10}",
+         "num_hidden_layers: 100000 out of range [1, 1024]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 1025, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_layer: 1025 out of range [1, 1024]"},
+        {"{\"n_embd\": 131072, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_embd: 131072 out of range [1, 65536]"},
+        {"{\"n_embd\": 65536, \"n_head\": 8192, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_head: 8192 out of range [1, 4096]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10000000}",
+         "vocab_size: 10000000 out of range [1, 4194304]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10, "
+         "\"n_inner\": 1000000}",
+         "n_inner: 1000000 out of range [1, 262144]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 2000000, \"vocab_size\": 10}",
+         "n_positions: 2000000 out of range [1, 1048576]"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 5000, "
+         "\"num_hidden_layers\": 2, \"intermediate_size\": 128, \"vocab_size\": 10}",
+         "num_key_value_heads: 5000 out of range [1, 4096]"},
+        /* GPT-Neo's repeat count is counted, not walked (it took minutes) */
+        {"{\"model_type\": \"gpt_neo\", \"hidden_size\": 64, \"num_heads\": 4, \"num_layers\": 2, "
+         "\"max_position_embeddings\": 8, \"vocab_size\": 10, "
+         "\"attention_types\": [[["
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\"], 60000000]]}",
+         "attention_types: describes 2400000000 layers, the model has 2"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}", "vocab_size: missing"},
         /* null is "the default": a required field given as null is missing */
         {"{\"n_embd\": 64, \"n_head\": null, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
