@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             char out[300];
             snprintf(out, sizeof out, "%s/rankfile", fuzz_dir());
             if (ah_hosts_apply(&p, &l, err, sizeof err) == 0)
-                ah_rankfile_write(&p, out, err, sizeof err);
+                ah_rankfile_write(&p, 1, out, err, sizeof err); /* one core per GPU, the default */
             ah_plan_free(&p);
         }
         ah_host_list_free(&l);

@@ -35,8 +35,15 @@ expect2 "profile --mb 1,,2" "--mb" "$BIN" profile --model tiny-gpt --out "$TMP/p
 expect2 "profile --mb 1," "--mb" "$BIN" profile --model tiny-gpt --out "$TMP/p.json" --mb 1,
 expect2 "train --global-batch 2e9 --micro-batch 1e9" "micro-batch" "$BIN" train --model tiny-gpt "${D[@]}" \
   --global-batch 2000000000 --micro-batch 1000000000
-expect2 "train: a batch no memory holds" "GiB" "$BIN" train --model tiny-gpt "${D[@]}" \
+# (tiny-llama: RoPE, no position table to refuse --seq 4096 first, as tiny-gpt's 256 positions do)
+expect2 "train: a batch no memory holds" "GiB" "$BIN" train --model tiny-llama "${D[@]}" \
   --global-batch 2000 --micro-batch 1000 --seq 4096
+expect2 "train --seq beyond the position table" "\-\-seq 4096 exceeds the 256 learned positions of model tiny-gpt" \
+  "$BIN" train --model tiny-gpt "${D[@]}" --seq 4096
+expect2 "run --seq beyond the position table" "\-\-seq 512 exceeds the 256 learned positions" \
+  "$BIN" run --model tiny-gpt --cluster 2x1xcpu "${D[@]}" --global-batch 4 --micro-batch 2 --seq 512 --steps 1 \
+  --run-dir "$TMP/seq.run"
+[ -e "$TMP/seq.run" ] && fail "run --seq beyond the position table made its run directory"
 
 # outputs that cannot be written: noticed before any work
 expect2 "train --log unwritable" "--log" "$BIN" train --model tiny-gpt "${D[@]}" --log "$TMP/none/x.log"

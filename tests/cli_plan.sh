@@ -24,6 +24,16 @@ for cmd in "" plan devices models simulate train profile run preempt spot-sim an
   $BIN $cmd --help >"$TMP/h" 2>&1 || fail "autohet $cmd --help exited non-zero"
   grep -qi usage "$TMP/h" || fail "autohet $cmd --help prints no usage"
 done
+for cmd in devices models; do
+  $BIN $cmd --help | grep -q "^exit status: 0 success, 2 bad input" || fail "autohet $cmd --help lacks the exit status"
+done
+# devices and models: bad arguments name the flag
+expect_error "unknown or incomplete option '\-\-bogus'" -- $BIN devices --bogus
+expect_error "unknown or incomplete option '\-\-devices'" -- $BIN devices --devices
+echo '{"devices": [{"name": "H20", "efficiency": 0.6}]}' >"$TMP/dev1.json"
+expect_error "\-\-devices given twice" -- $BIN devices --devices "$TMP/dev1.json" --devices "$TMP/dev1.json"
+$BIN devices --devices "$TMP/dev1.json" | grep -q "^H20 .* 0.60 " || fail "devices --devices did not apply the file"
+expect_error "takes no arguments (got 'x')" -- $BIN models x
 $BIN devices | grep "H800" >/dev/null || fail "devices lists no H800"
 $BIN models | grep "llama2-70b" >/dev/null || fail "models lists no llama2-70b"
 
@@ -244,6 +254,40 @@ echo '{"nodes":[{"name":"p","gpu":"H20","gpus":8,"price_per_hour":9},{"name":"q"
 expect_error "node 'q' has no price" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/half.json" --global-batch 8 --objective cost
 echo '{"nodes":[{"gpu":"H20","gpus":8,"price_per_hour":"cheap"}]}' >"$TMP/pr.json"
 expect_error "price_per_hour" -- $BIN plan --model gpt3-1.3b --cluster "$TMP/pr.json" --global-batch 8
+# a sequence beyond the model's learned position table: no plan the engine could train (RoPE models have none)
+bad_input "--seq 16384 exceeds the 2048 learned positions of model gpt3-1.3b" plan --model gpt3-1.3b \
+  --cluster 2x8xA100-80G --global-batch 64 --seq 16384
+echo '{"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257}' \
+  >"$TMP/gpt2-config.json"
+bad_input "--seq 8192 exceeds the 1024 learned positions" plan --model "$TMP/gpt2-config.json" --cluster 1x8xA100-80G \
+  --global-batch 8 --seq 8192
+$BIN plan --model "$TMP/gpt2-config.json" --cluster 1x8xA100-80G --global-batch 8 --seq 1024 --quiet >/dev/null \
+  || fail "plan at the GPT-2 config's own 1024 positions"
+$BIN plan --model "$FIX/../../examples/llama-config.json" --cluster 2x8xA100-80G --global-batch 8 --seq 8192 --quiet \
+  >/dev/null || fail "plan of a RoPE model at --seq 8192 (beyond its max_position_embeddings 4096)"
+$BIN plan --model gpt3-1.3b --cluster 1x8xA100-80G --global-batch 8 --seq 2048 --quiet --json "$TMP/s2048.json" \
+  || fail "plan at gpt3-1.3b's 2048 positions"
+jq '.train.seq = 4096' "$TMP/s2048.json" >"$TMP/s4096.json"
+bad_input "train.seq: 4096 exceeds the 2048 learned positions of model gpt3-1.3b" simulate "$TMP/s4096.json"
+# absurd model sizes are refused at once, not searched for minutes (100,000 blocks took 55 s)
+jq '.num_hidden_layers = 100000' "$FIX/../../examples/llama-config.json" >"$TMP/layers.json"
+SECONDS=0
+bad_input "num_hidden_layers: 100000 out of range [1, 1024]" plan --model "$TMP/layers.json" --cluster 2x8xA100-80G \
+  --global-batch 64
+[ $SECONDS -le 5 ] || fail "plan took $SECONDS s to refuse 100,000 blocks"
+jq '.model = {"name": "x", "arch": "gpt", "hidden": 64, "n_layers": 5000, "n_heads": 4, "ffn_hidden": 256,
+              "vocab": 100, "max_positions": 2048, "tied_embeddings": true}' "$TMP/s2048.json" >"$TMP/layers-plan.json"
+bad_input "model.n_layers: 5000 out of range [1, 1024]" simulate "$TMP/layers-plan.json"
+# an inventory whose plan simulate would refuse (a repeated node name), or a field that would be ignored
+echo '{"nodes":[{"name":"a","gpu":"A100-80G","gpus":8},{"name":"a","gpu":"H100","gpus":8}]}' >"$TMP/dup.json"
+bad_input "nodes[1].name: duplicate node name 'a' (also nodes[0])" plan --model gpt3-1.3b --cluster "$TMP/dup.json" \
+  --global-batch 64 --json "$TMP/dup-plan.json"
+[ -e "$TMP/dup-plan.json" ] && fail "plan wrote a plan from an inventory with a repeated node name"
+echo '{"nodes":[{"gpu":"A100-80G","gpus":8}],"extra":1}' >"$TMP/extra.json"
+bad_input "unknown field 'extra'" plan --model gpt3-1.3b --cluster "$TMP/extra.json" --global-batch 8
+echo '{"nodes":[{"gpu":"A100-80G","gpu_type":"H100","gpus":8}]}' >"$TMP/both.json"
+bad_input "nodes[0].gpu_type: 'gpu' and 'gpu_type' are one field" plan --model gpt3-1.3b --cluster "$TMP/both.json" \
+  --global-batch 8
 # --help shows every option with its real default
 $BIN plan --help >"$TMP/help"
 for opt in --model --cluster --global-batch --seq --micro-batch --tp --pp --dp --objective --recompute --profile \

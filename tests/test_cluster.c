@@ -114,8 +114,7 @@ static void test_overrides_update_and_add(void **state) {
     const char *text = "{\"devices\": [\n"
                        " {\"name\": \"a100_40gb\", \"efficiency\": 0.62, \"slowdown\": 3},\n"
                        " {\"name\": \"B200\", \"peak_tflops\": 2250, \"mem_gib\": 180,"
-                       "  \"mem_bw_gbs\": 8000, \"intra_bw_gbs\": 900, \"_note\": \"x\"},\n"
-                       " {\"name\": \"b200\", \"nic_gbit\": 3200}]}";
+                       "  \"mem_bw_gbs\": 8000, \"intra_bw_gbs\": 900, \"nic_gbit\": 3200, \"_note\": \"x\"}]}";
     assert_int_equal(overrides_text(text, err, sizeof err, path), 0);
     assert_int_equal(cat.n, 19);
     const ah_device *d = ah_device_find(&cat, "A100-40G");
@@ -127,7 +126,7 @@ static void test_overrides_update_and_add(void **state) {
     assert_non_null(d);
     assert_double_equal(d->mem_gib, 180, 0);
     assert_double_equal(d->intra_bw_gbs, 900, 0);
-    assert_double_equal(d->nic_gbit, 3200, 0); /* second entry updated the new device */
+    assert_double_equal(d->nic_gbit, 3200, 0);
     assert_double_equal(d->efficiency, 0.5, 0);
     assert_double_equal(d->sm_count, 0, 0); /* no SM count given: plain roofline */
 
@@ -165,6 +164,14 @@ static void test_override_errors(void **state) {
         {"{\"devices\": [{\"name\": \"a,b\", \"peak_tflops\": 1}]}", "devices[0].name: must be"},
         {"{\"devices\": [{\"name\": 5}]}", "devices[0].name: must be"},
         {"{\"devices\": [7]}", "devices[0]: must be an object"},
+        /* one device twice: the second entry would silently replace the first one's figures */
+        {"{\"devices\": [{\"name\": \"X1\", \"peak_tflops\": 100, \"mem_gib\": 10, \"mem_bw_gbs\": 100},\n"
+         " {\"name\": \"X1\", \"peak_tflops\": 200, \"mem_gib\": 10, \"mem_bw_gbs\": 100}]}",
+         "devices[1].name: device 'X1' given twice (also devices[0]): give each device once"},
+        {"{\"devices\": [{\"name\": \"H20\", \"efficiency\": 0.6}, {\"name\": \"T4\"}, {\"name\": \"h20\"}]}",
+         "devices[2].name: device 'H20' given twice (also devices[0]; 'h20' is that device)"},
+        {"{\"devices\": [{\"name\": \"A100-40G\", \"efficiency\": 0.6}, {\"name\": \"A100\", \"efficiency\": 0.7}]}",
+         "devices[1].name: device 'A100-40G' given twice (also devices[0]; 'A100' is that device)"},
         {"{\"devices\": {}}", "field 'devices' must be an array"},
         {"{\"gpus\": []}", "missing field 'devices'"},
         {"{\"devices\": [\n{\"name\": \"T4\"\n", "malformed JSON near line 3"},
@@ -395,6 +402,25 @@ static void test_inventory_errors(void **state) {
          "nodes[0].price_per_hour: must be a non-negative number"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"name\": \"\"}]}", "nodes[0].name: must be a string"},
         {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"nic\": 100}]}", "nodes[0]: unknown field 'nic'"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8}], \"extra\": 1}",
+         "unknown field 'extra' (an inventory has only \"nodes\")"},
+        {"{\"nodes\": [{\"gpu\": \"A100-80G\", \"gpu_type\": \"H100\", \"gpus\": 8}]}",
+         "nodes[0].gpu_type: 'gpu' and 'gpu_type' are one field"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8, \"gpus_per_node\": 4}]}",
+         "nodes[0].gpus_per_node: 'gpus' and 'gpus_per_node' are one field"},
+        /* node names are unique, whether given, made by "count" or from the type */
+        {"{\"nodes\": [{\"name\": \"a\", \"gpu\": \"A100-80G\", \"gpus\": 8},"
+         "{\"name\": \"a\", \"gpu\": \"H100\", \"gpus\": 8}]}",
+         "nodes[1].name: duplicate node name 'a' (also nodes[0])"},
+        {"{\"nodes\": [{\"name\": \"a\", \"gpu\": \"H20\", \"gpus\": 8, \"count\": 2},"
+         "{\"name\": \"a-1\", \"gpu\": \"H20\", \"gpus\": 8}]}",
+         "nodes[1].name: duplicate node name 'a-1' (also made by nodes[0])"},
+        {"{\"nodes\": [{\"gpu\": \"H20\", \"gpus\": 8}, {\"name\": \"x\", \"gpu\": \"T4\", \"gpus\": 1},"
+         "{\"name\": \"H20-0\", \"gpu\": \"T4\", \"gpus\": 1}]}",
+         "nodes[2].name: duplicate node name 'H20-0' (also made by nodes[0])"},
+        {"{\"nodes\": [{\"name\": \"H20-1\", \"gpu\": \"T4\", \"gpus\": 1},"
+         "{\"gpu\": \"H20\", \"gpus\": 8, \"count\": 2}]}",
+         "nodes[1]: duplicate node name 'H20-1' (also nodes[0]); with \"count\""},
         {"{\"nodes\": [3]}", "nodes[0]: must be an object"},
         {"{\"nodes\": []}", "field 'nodes' is empty"},
         {"{\"nodes\": {}}", "field 'nodes' must be an array"},

@@ -526,16 +526,46 @@ static void test_json_errors(void **state) {
          "\"vocab_size\": 10}",
          "n_head: expected an integer, got a string"},
         {"{\"n_embd\": 64, \"n_head\": 0, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
-         "n_head: 0 out of range [1, 67108864]"},
+         "n_head: 0 out of range [1, 4096]"},
         {"{\"n_embd\": 64, \"n_head\": 2.5, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
          "n_head: expected an integer, got a number"},
         {"{\"n_embd\": 1e300, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "n_embd: 1e+300 out of range [1, 67108864]"},
+         "n_embd: 1e+300 out of range [1, 65536]"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": -2, \"n_positions\": 8, "
          "\"vocab_size\": 10}",
-         "n_layer: -2 out of range [1, 67108864]"},
+         "n_layer: -2 out of range [1, 1024]"},
+        /* bounds a few times the largest real models': beyond them the planner would search for minutes */
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 100000, "
+         "\"intermediate_size\": 128, \"vocab_size\": 10}",
+         "num_hidden_layers: 100000 out of range [1, 1024]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 1025, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_layer: 1025 out of range [1, 1024]"},
+        {"{\"n_embd\": 131072, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_embd: 131072 out of range [1, 65536]"},
+        {"{\"n_embd\": 65536, \"n_head\": 8192, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
+         "n_head: 8192 out of range [1, 4096]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10000000}",
+         "vocab_size: 10000000 out of range [1, 4194304]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10, "
+         "\"n_inner\": 1000000}",
+         "n_inner: 1000000 out of range [1, 262144]"},
+        {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 2000000, \"vocab_size\": 10}",
+         "n_positions: 2000000 out of range [1, 1048576]"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 4, \"num_key_value_heads\": 5000, "
+         "\"num_hidden_layers\": 2, \"intermediate_size\": 128, \"vocab_size\": 10}",
+         "num_key_value_heads: 5000 out of range [1, 4096]"},
+        /* GPT-Neo's repeat count is counted, not walked (it took minutes) */
+        {"{\"model_type\": \"gpt_neo\", \"hidden_size\": 64, \"num_heads\": 4, \"num_layers\": 2, "
+         "\"max_position_embeddings\": 8, \"vocab_size\": 10, "
+         "\"attention_types\": [[["
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\", "
+         "\"global\", \"local\", \"global\", \"local\", \"global\", \"local\", \"global\", \"local\"], 60000000]]}",
+         "attention_types: describes 2400000000 layers, the model has 2"},
         {"{\"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, \"n_positions\": 8}", "vocab_size: missing"},
         /* null is "the default": a required field given as null is missing */
         {"{\"n_embd\": 64, \"n_head\": null, \"n_layer\": 2, \"n_positions\": 8, \"vocab_size\": 10}",
@@ -642,6 +672,32 @@ static void test_resolve(void **state) {
     assert_int_equal(strlen(small), 15);
 }
 
+/* A sequence longer than the learned position table cannot be trained (the
+ * engine refuses it); RoPE models have no table and no such limit. */
+static void test_seq_vs_positions(void **state) {
+    (void)state;
+    char err[512], path[64];
+    ah_model_config m;
+    assert_int_equal(load_text("{\"model_type\": \"gpt2\", \"n_embd\": 64, \"n_head\": 4, \"n_layer\": 2, "
+                               "\"n_positions\": 1024, \"vocab_size\": 10}",
+                               &m, err, sizeof err, path),
+                     0);
+    assert_int_equal(ah_model_check_seq(&m, 1024, "--seq", err, sizeof err), 0);
+    assert_int_equal(ah_model_check_seq(&m, 8192, "--seq", err, sizeof err), -1);
+    assert_contains(err, "--seq 8192 exceeds the 1024 learned positions of model ");
+    m = preset("gpt3-1.3b");
+    assert_int_equal(ah_model_check_seq(&m, 2048, "--seq", err, sizeof err), 0);
+    assert_int_equal(ah_model_check_seq(&m, 2049, "", err, sizeof err), -1);
+    assert_contains(err, "2049 exceeds the 2048 learned positions of model gpt3-1.3b");
+    m = preset("opt-350m"); /* 2 extra rows before position 0: still 2048 positions */
+    assert_int_equal(ah_model_check_seq(&m, 2049, "--seq", err, sizeof err), -1);
+    m = preset("llama2-7b");
+    assert_int_equal(m.max_positions, 0);
+    assert_int_equal(ah_model_check_seq(&m, 1 << 20, "--seq", err, sizeof err), 0);
+    assert_int_equal(ah_model_resolve(EXAMPLES "/llama-config.json", &m, err, sizeof err), 0);
+    assert_int_equal(ah_model_check_seq(&m, 65536, "--seq", err, sizeof err), 0);
+}
+
 /* GPT-2 124M with its real vocabulary: HF's GPT2LMHeadModel count (tied
  * embeddings), and the head GEMM's vocabulary padded to 50304 as in llm.c;
  * the padding is no parameter. */
@@ -707,6 +763,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_moe_and_sliding_window_refused),
         cmocka_unit_test(test_gpt2_vocab_and_padding),
+        cmocka_unit_test(test_seq_vs_positions),
         cmocka_unit_test(test_presets_all_valid),
         cmocka_unit_test(test_preset_lookup),
         cmocka_unit_test(test_param_counts_match_published),

@@ -13,6 +13,19 @@ typedef enum { AH_ARCH_GPT = 0, AH_ARCH_LLAMA = 1, AH_ARCH_BERT = 2 } ah_arch;
 /* The most blocks a config with local-attention layers may have. */
 #define AH_MAX_LOCAL_LAYERS 256
 
+/* Bounds on a model's dimensions, for every reader (config.json, plan
+ * documents, checkpoints): several times the largest real models' (~130
+ * blocks, hidden 25600, vocabulary 256k). The planner's search grows faster
+ * than linearly with the blocks (on 256 GPUs of two types, 1024 blocks plan
+ * in ~3 s, 4096 in ~45 s, 100,000 took minutes), so absurd configs are
+ * refused rather than searched. */
+#define AH_MODEL_MAX_LAYERS 1024
+#define AH_MODEL_MAX_HIDDEN (1 << 16)
+#define AH_MODEL_MAX_HEADS 4096
+#define AH_MODEL_MAX_FFN (1 << 18)
+#define AH_MODEL_MAX_VOCAB (1 << 22)
+#define AH_MODEL_MAX_POSITIONS (1 << 20)
+
 typedef struct {
     char name[64];
     ah_arch arch;
@@ -114,6 +127,11 @@ const char *const *ah_model_preset_names(void);
 int ah_model_load_json(const char *path, ah_model_config *out, char *err, size_t errlen);
 /* Preset name, or a path to a config.json. */
 int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, size_t errlen);
+/* Whether the model takes sequences of seq tokens: a model with learned
+ * positions has max_positions rows (the engine refuses longer sequences); a
+ * RoPE model (max_positions 0) has no such limit. 0 if it does, else -1 with
+ * "WHAT SEQ exceeds ..." in buf (what: "--seq", "train.seq"). */
+int ah_model_check_seq(const ah_model_config *m, int seq, const char *what, char *buf, size_t n);
 const char *ah_arch_name(ah_arch a);
 int ah_recompute_parse(const char *s, ah_recompute *out);
 const char *ah_recompute_name(ah_recompute r);

@@ -7,21 +7,29 @@
 #include "cli/cli.h"
 
 int cmd_devices(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+    if (cli_wants_help(argc, argv)) {
         printf("usage: autohet devices [--devices FILE]\n\n"
                "Lists the GPU catalog: dense bf16/fp16 peak, memory, memory bandwidth, per-GPU\n"
                "intra-node link bandwidth, default node NIC, and the efficiency factor of the\n"
-               "analytic cost model. --devices applies an override file first.\n");
+               "analytic cost model. --devices applies an override file first.\n\n"
+               "exit status: 0 success, 2 bad input (one line on stderr)\n");
         return 0;
     }
     ah_device_catalog cat = *ah_device_catalog_builtin();
-    if (argc > 1) {
-        char err[512];
-        if (argc != 3 || strcmp(argv[1], "--devices"))
-            return cli_bad_input("devices", "usage: autohet devices [--devices FILE]");
-        if (ah_device_load_overrides(&cat, argv[2], err, sizeof err) != 0)
+    const char *file = NULL;
+    char err[512];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--devices") != 0 || i + 1 >= argc) {
+            cli_unknown_option("devices", argv[i], err, sizeof err);
             return cli_bad_input("devices", err);
+        }
+        /* one override file: a second would silently win or stack */
+        if (file != NULL)
+            return cli_bad_input("devices", "--devices given twice (give one override file)");
+        file = argv[++i];
     }
+    if (file != NULL && ah_device_load_overrides(&cat, file, err, sizeof err) != 0)
+        return cli_bad_input("devices", err);
     printf("%-12s %10s %8s %10s %11s %10s %6s %9s\n", "gpu", "TFLOP/s", "GiB", "mem GB/s", "link GB/s",
            "NIC Gb/s", "eff", "slowdown");
     for (int i = 0; i < cat.n; i++) {
@@ -35,10 +43,13 @@ int cmd_devices(int argc, char **argv) {
 int cmd_models(int argc, char **argv) {
     if (argc > 1) {
         if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-            printf("usage: autohet models\n\nLists the built-in model presets (usable as --model NAME).\n");
+            printf("usage: autohet models\n\nLists the built-in model presets (usable as --model NAME).\n\n"
+                   "exit status: 0 success, 2 bad input (one line on stderr)\n");
             return 0;
         }
-        return cli_bad_input("models", "takes no arguments");
+        char err[160];
+        snprintf(err, sizeof err, "takes no arguments (got '%.100s')", argv[1]);
+        return cli_bad_input("models", err);
     }
     printf("%-14s %6s %7s %7s %6s %4s %7s %8s %10s\n", "preset", "arch", "hidden", "layers", "heads", "kv",
            "ffn", "vocab", "params");

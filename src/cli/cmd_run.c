@@ -122,6 +122,9 @@ static int check_data(const ah_run_options *o, char *msg, size_t n) {
             cfg = plan.model;
         ah_plan_free(&plan);
     }
+    /* (the plan reader checked the plan's own model; --model may be another) */
+    if (o->model_arg && ah_model_check_seq(&cfg, seq, o->plan_path ? "the plan's seq" : "--seq", msg, n) != 0)
+        return -1;
     ah_dataset data;
     ah_token_type dtype = o->data_dtype ? ah_token_type_parse(o->data_dtype) : AH_TOKENS_UNSTATED;
     if (cli_load_data(o->data, o->val_data, dtype, &cfg, seq, &data, msg, n) != 0)

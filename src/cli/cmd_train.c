@@ -453,6 +453,8 @@ static int load_inputs(train_args *a, int world, ah_model_config *cfg, ah_plan *
             snprintf(msg, n, "without --plan, run on one rank (give a plan to use several)");
             return -1;
         }
+        if (ah_model_check_seq(cfg, a->seq, "--seq", msg, n) != 0)
+            return -1;
         trivial_plan(plan, cfg, a->gb, a->mb, a->seq);
     }
     if (cli_load_data(a->data, a->val_data, a->data_type, cfg, plan->train.seq, data, msg, n) != 0) {

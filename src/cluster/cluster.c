@@ -265,6 +265,12 @@ static int check_node_fields(const ah_err_ctx *cx, const cJSON *entry, int idx) 
         if (!ok)
             return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, NULL), "unknown field '%s'", it->string);
     }
+    /* Two spellings of one field: one would silently win over the other. */
+    static const char *const both[][2] = {{"gpu", "gpu_type"}, {"gpus", "gpus_per_node"}};
+    for (size_t k = 0; k < sizeof both / sizeof both[0]; k++)
+        if (cJSON_HasObjectItem(entry, both[k][0]) && cJSON_HasObjectItem(entry, both[k][1]))
+            return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, both[k][1]),
+                            "'%s' and '%s' are one field: give one of them", both[k][0], both[k][1]);
     return 0;
 }
 
@@ -369,14 +375,44 @@ static int host_taken(const ah_err_ctx *cx, const ah_cluster *c, int idx) {
     return 0;
 }
 
+/* Which entry made node i, and whether it made the name ("count", or no
+ * "name": <type>-<k>) rather than copying a given one. */
+typedef struct {
+    int entry;
+    int made;
+} node_origin;
+
+/* Node names are how plans, traces and --preempt refer to nodes (the plan
+ * reader refuses a repeated one): the nodes entry nodes[idx] just added
+ * (from `first` on) must not repeat the name of an earlier one. */
+static int name_taken(const ah_err_ctx *cx, const ah_cluster *c, int first, const node_origin *from, int idx,
+                      int named) {
+    char ep[AH_JPATH_LEN];
+    for (int i = first; i < c->n_nodes; i++)
+        for (int k = 0; k < first; k++)
+            if (strcmp(c->nodes[k].name, c->nodes[i].name) == 0)
+                return ah_jfail(cx, ah_jpath_item(ep, "nodes", idx, named ? "name" : NULL),
+                                "duplicate node name '%s' (also %snodes[%d])%s", c->nodes[i].name,
+                                from[k].made ? "made by " : "", from[k].entry,
+                                from[k].made || from[i].made
+                                    ? "; with \"count\" N an entry named X makes X-0 ... X-(N-1), and one without "
+                                      "a name <type>-<k>"
+                                    : "");
+    return 0;
+}
+
 static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
     if (nodes == NULL)
         return ah_fail(cx, "missing field 'nodes'");
+    for (const cJSON *it = root->child; it != NULL; it = it->next)
+        if (strcmp(it->string, "nodes") != 0 && it->string[0] != '_') /* "_comment" */
+            return ah_fail(cx, "unknown field '%s' (an inventory has only \"nodes\")", it->string);
     if (!cJSON_IsArray(nodes))
         return ah_fail(cx, "field 'nodes' must be an array");
     if (nodes->child == NULL)
         return ah_fail(cx, "field 'nodes' is empty");
+    node_origin from[MAX_NODES]; /* add_nodes keeps n_nodes <= MAX_NODES */
     int idx = 0;
     for (const cJSON *e = nodes->child; e != NULL; e = e->next, idx++) {
         ah_node node;
@@ -384,12 +420,15 @@ static int load_nodes(const ah_err_ctx *cx, const cJSON *root, node_buf *nb) {
         const char *name = NULL;
         if (parse_node(cx, nb->devices, e, idx, &node, &count, &name))
             return -1;
+        int first = nb->c->n_nodes;
         int rc = name != NULL
                      ? add_nodes(cx, nb, &node, count, name, 0, 1)
                      : add_nodes(cx, nb, &node, count, node.dev.name, count_type(nb->c, node.dev.name), 0);
         if (rc != 0)
             return -1;
-        if (host_taken(cx, nb->c, idx))
+        for (int i = first; i < nb->c->n_nodes; i++)
+            from[i] = (node_origin){idx, name == NULL || count > 1};
+        if (name_taken(cx, nb->c, first, from, idx, name != NULL) || host_taken(cx, nb->c, idx))
             return -1;
     }
     return 0;

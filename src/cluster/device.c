@@ -185,8 +185,9 @@ static int check_known_fields(const ah_err_ctx *cx, const cJSON *entry, int idx)
     return 0;
 }
 
-/* Applies one devices[idx] entry to the scratch catalog *cat. */
-static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device_catalog *cat) {
+/* Applies one devices[idx] entry to the scratch catalog *cat; entry_of[d]
+ * is the entry that named catalog device d (-1: none yet). */
+static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_device_catalog *cat, int *entry_of) {
     char ep[AH_JPATH_LEN];
     if (!cJSON_IsObject(entry))
         return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL), "must be an object");
@@ -201,6 +202,13 @@ static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_dev
 
     ah_device dev;
     int at = find_index(cat, name->valuestring);
+    /* A second entry would silently replace the first one's figures. */
+    if (at >= 0 && entry_of[at] >= 0)
+        return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, "name"),
+                        "device '%s' given twice (also devices[%d]%s%s%s): give each device once", cat->dev[at].name,
+                        entry_of[at], strcmp(name->valuestring, cat->dev[at].name) ? "; '" : "",
+                        strcmp(name->valuestring, cat->dev[at].name) ? name->valuestring : "",
+                        strcmp(name->valuestring, cat->dev[at].name) ? "' is that device" : "");
     ah_device *existing = at >= 0 ? &cat->dev[at] : NULL;
     if (existing != NULL) {
         dev = *existing;
@@ -230,8 +238,10 @@ static int apply_entry(const ah_err_ctx *cx, const cJSON *entry, int idx, ah_dev
         if (cat->n >= AH_MAX_DEVICES)
             return ah_jfail(cx, ah_jpath_item(ep, "devices", idx, NULL),
                             "catalog is full (%d devices at most)", AH_MAX_DEVICES);
+        at = cat->n;
         cat->dev[cat->n++] = dev;
     }
+    entry_of[at] = idx;
     return 0;
 }
 
@@ -254,9 +264,11 @@ int ah_device_load_overrides(ah_device_catalog *cat, const char *path, char *err
         rc = ah_fail(&cx, "missing field 'devices'");
     else if (!cJSON_IsArray(devices))
         rc = ah_fail(&cx, "field 'devices' must be an array");
-    int idx = 0;
+    int idx = 0, entry_of[AH_MAX_DEVICES];
+    for (int d = 0; d < AH_MAX_DEVICES; d++)
+        entry_of[d] = -1;
     for (const cJSON *e = devices ? devices->child : NULL; rc == 0 && e != NULL; e = e->next)
-        rc = apply_entry(&cx, e, idx++, &scratch);
+        rc = apply_entry(&cx, e, idx++, &scratch, entry_of);
     if (rc == 0)
         *cat = scratch;
     cJSON_Delete(root);

@@ -52,7 +52,7 @@ const char *ah_recompute_name(ah_recompute r) {
 
 /* Largest accepted config.json; real ones are a few KiB. */
 #define MAX_CONFIG_BYTES (16u << 20)
-/* Upper bound for any dimension, so 4*h and friends never overflow an int. */
+/* Upper bound for the other integers (window sizes, repeat counts). */
 #define MAX_DIM (1 << 26)
 
 /* Whether obj has key with a value: HF configs write null for "the default",
@@ -70,9 +70,10 @@ static const char *present_key(const cJSON *obj, const char *const *keys) {
     return NULL;
 }
 
-/* Reads a positive integer from one of `keys`. If none is present, uses
+/* Reads an integer in [1, max] from one of `keys`. If none is present, uses
  * `dflt`, or fails naming keys[0] when dflt < 0 (required field). */
-static int get_pos_int(const ah_err_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int *out) {
+static int get_pos_int(const ah_err_ctx *cx, const cJSON *obj, const char *const *keys, int dflt, int max,
+                       int *out) {
     const char *key = present_key(obj, keys);
     if (key == NULL) {
         if (dflt < 0)
@@ -80,7 +81,7 @@ static int get_pos_int(const ah_err_ctx *cx, const cJSON *obj, const char *const
         *out = dflt;
         return 0;
     }
-    return ah_jget_int(cx, obj, "", key, 1, 1, MAX_DIM, out) < 0 ? -1 : 0;
+    return ah_jget_int(cx, obj, "", key, 1, 1, max, out) < 0 ? -1 : 0;
 }
 
 typedef struct {
@@ -160,20 +161,21 @@ static int read_dims(const ah_err_ctx *cx, const cJSON *root, const model_type_i
     const char *const *kf_ffn = gpt2_style ? k2_ffn : kh_ffn;
     const char *const *kf_pos = gpt2_style ? k2_pos : kh_pos;
 
-    if (get_pos_int(cx, root, gpt2_style ? k2_hidden : kh_hidden, -1, &m->hidden) ||
-        get_pos_int(cx, root, gpt2_style ? k2_layers : kh_layers, -1, &m->n_layers) ||
-        get_pos_int(cx, root, gpt2_style ? k2_heads : kh_heads, -1, &m->n_heads) ||
-        get_pos_int(cx, root, k_vocab, -1, &m->vocab))
+    if (get_pos_int(cx, root, gpt2_style ? k2_hidden : kh_hidden, -1, AH_MODEL_MAX_HIDDEN, &m->hidden) ||
+        get_pos_int(cx, root, gpt2_style ? k2_layers : kh_layers, -1, AH_MODEL_MAX_LAYERS, &m->n_layers) ||
+        get_pos_int(cx, root, gpt2_style ? k2_heads : kh_heads, -1, AH_MODEL_MAX_HEADS, &m->n_heads) ||
+        get_pos_int(cx, root, k_vocab, -1, AH_MODEL_MAX_VOCAB, &m->vocab))
         return -1;
     /* GQA only for LLaMA-style models; GPT/BERT formulas assume MHA. */
     m->n_kv_heads = m->n_heads;
-    if (llama && get_pos_int(cx, root, k_kv, m->n_heads, &m->n_kv_heads))
+    if (llama && get_pos_int(cx, root, k_kv, m->n_heads, AH_MODEL_MAX_HEADS, &m->n_kv_heads))
         return -1;
-    /* MLP width: HF default 4h for GPT/BERT; LLaMA configs always state it. */
-    if (get_pos_int(cx, root, kf_ffn, llama ? -1 : 4 * m->hidden, &m->ffn_hidden))
+    /* MLP width: HF default 4h for GPT/BERT (then bounded by the config's own hidden size); LLaMA configs
+     * always state it. */
+    if (get_pos_int(cx, root, kf_ffn, llama ? -1 : 4 * m->hidden, AH_MODEL_MAX_FFN, &m->ffn_hidden))
         return -1;
     m->max_positions = 0;
-    if (!info->rotary && get_pos_int(cx, root, kf_pos, -1, &m->max_positions))
+    if (!info->rotary && get_pos_int(cx, root, kf_pos, -1, AH_MODEL_MAX_POSITIONS, &m->max_positions))
         return -1;
 
     const char *hkey = gpt2_style ? "n_embd" : "hidden_size";
@@ -217,7 +219,7 @@ static int read_activation(const ah_err_ctx *cx, const cJSON *root, const model_
 static int read_opt(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m) {
     static const char *const k_proj[] = {"word_embed_proj_dim", NULL};
     int proj = m->hidden, before = 1, bias = 1;
-    if (get_pos_int(cx, root, k_proj, m->hidden, &proj))
+    if (get_pos_int(cx, root, k_proj, m->hidden, AH_MODEL_MAX_HIDDEN, &proj))
         return -1;
     m->embed_dim = proj != m->hidden ? proj : 0;
     m->pos_offset = 2; /* OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows */
@@ -267,6 +269,7 @@ static int read_neo_layers(const ah_err_ctx *cx, const cJSON *root, ah_model_con
     const cJSON *types = cJSON_GetObjectItemCaseSensitive(root, "attention_types");
     types = types != NULL && !cJSON_IsNull(types) ? types : dflt;
     int rc = cJSON_IsArray(types) ? 0 : ah_jfail(cx, "attention_types", "expected an array");
+    double described = 0;
     const cJSON *group;
     cJSON_ArrayForEach(group, types) {
         const cJSON *pat = cJSON_GetArrayItem(group, 0), *rep = cJSON_GetArrayItem(group, 1);
@@ -276,7 +279,8 @@ static int read_neo_layers(const ah_err_ctx *cx, const cJSON *root, ah_model_con
                     : ah_jfail(cx, "attention_types", "expected [[[\"global\", \"local\"], repeats], ...]");
             break;
         }
-        for (int r = 0; r < rep->valueint && !rc; r++) {
+        /* walk the repeats only up to the model's blocks (a huge count must not take minutes); count the rest */
+        for (int r = 0; r < rep->valueint && !rc && n < m->n_layers; r++) {
             const cJSON *it;
             cJSON_ArrayForEach(it, pat) {
                 if (!rc && n < m->n_layers)
@@ -284,10 +288,11 @@ static int read_neo_layers(const ah_err_ctx *cx, const cJSON *root, ah_model_con
                 n++;
             }
         }
+        described += (double)rep->valueint * cJSON_GetArraySize(pat);
     }
     cJSON_Delete(dflt);
-    if (rc == 0 && n != m->n_layers)
-        rc = ah_jfail(cx, "attention_types", "describes %d layers, the model has %d", n, m->n_layers);
+    if (rc == 0 && described != m->n_layers)
+        rc = ah_jfail(cx, "attention_types", "describes %.0f layers, the model has %d", described, m->n_layers);
     return rc;
 }
 
@@ -302,7 +307,7 @@ static int read_neo(const ah_err_ctx *cx, const cJSON *root, ah_model_config *m)
     for (int b = 0; b < m->n_layers && !any_local; b++)
         any_local = ah_model_block_is_local(m, b);
     m->attn_window = 0;
-    if (any_local && get_pos_int(cx, root, k_window, 256, &m->attn_window))
+    if (any_local && get_pos_int(cx, root, k_window, 256, MAX_DIM, &m->attn_window))
         return -1;
     return 0;
 }
@@ -487,6 +492,17 @@ int ah_model_resolve(const char *name_or_path, ah_model_config *out, char *err, 
         n += snprintf(err + n, errlen - (size_t)n, "%s %s", i ? "," : "", names[i]);
     if (n >= 0 && (size_t)n < errlen)
         snprintf(err + n, errlen - (size_t)n, "; or give a path to config.json)");
+    return -1;
+}
+
+int ah_model_check_seq(const ah_model_config *m, int seq, const char *what, char *buf, size_t n) {
+    if (m->max_positions <= 0 || seq <= m->max_positions)
+        return 0;
+    if (buf != NULL && n > 0)
+        snprintf(buf, n,
+                 "%s%s%d exceeds the %d learned positions of model %s (its position table: "
+                 "max_position_embeddings / n_positions)",
+                 what, what[0] ? " " : "", seq, m->max_positions, m->name);
     return -1;
 }
 

@@ -126,13 +126,14 @@ int ah_model_config_from_json(const ah_err_ctx *cx, const cJSON *o, const char *
     memset(m, 0, sizeof *m);
     if (ah_jget_str(cx, o, parent, "name", 1, m->name, sizeof m->name) < 0 ||
         read_arch(cx, o, parent, m) != 0 ||
-        ah_jget_int(cx, o, parent, "hidden", 1, 1, 1 << 20, &m->hidden) < 0 ||
-        ah_jget_int(cx, o, parent, "n_layers", 1, 1, 1 << 16, &m->n_layers) < 0 ||
-        ah_jget_int(cx, o, parent, "n_heads", 1, 1, m->hidden, &m->n_heads) < 0 ||
+        ah_jget_int(cx, o, parent, "hidden", 1, 1, AH_MODEL_MAX_HIDDEN, &m->hidden) < 0 ||
+        ah_jget_int(cx, o, parent, "n_layers", 1, 1, AH_MODEL_MAX_LAYERS, &m->n_layers) < 0 ||
+        ah_jget_int(cx, o, parent, "n_heads", 1, 1, m->hidden < AH_MODEL_MAX_HEADS ? m->hidden : AH_MODEL_MAX_HEADS,
+                    &m->n_heads) < 0 ||
         ah_jget_int(cx, o, parent, "n_kv_heads", 1, 1, m->n_heads, &m->n_kv_heads) < 0 ||
-        ah_jget_int(cx, o, parent, "ffn_hidden", 1, 1, 1 << 24, &m->ffn_hidden) < 0 ||
-        ah_jget_int(cx, o, parent, "vocab", 1, 1, 1 << 24, &m->vocab) < 0 ||
-        ah_jget_int(cx, o, parent, "max_positions", 1, 0, 1 << 24, &m->max_positions) < 0 ||
+        ah_jget_int(cx, o, parent, "ffn_hidden", 1, 1, AH_MODEL_MAX_FFN, &m->ffn_hidden) < 0 ||
+        ah_jget_int(cx, o, parent, "vocab", 1, 1, AH_MODEL_MAX_VOCAB, &m->vocab) < 0 ||
+        ah_jget_int(cx, o, parent, "max_positions", 1, 0, AH_MODEL_MAX_POSITIONS, &m->max_positions) < 0 ||
         ah_jget_bool(cx, o, parent, "tied_embeddings", 1, &m->tied_embeddings) < 0 ||
         ah_model_family_from_json(cx, o, parent, m) != 0)
         return -1;

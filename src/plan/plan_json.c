@@ -419,15 +419,16 @@ static int read_model(const ah_err_ctx *c, const cJSON *root, ah_model_config *m
         return ah_jfail(c, path, "unknown architecture \"%s\" (expected %s, %s or %s)", arch,
                         ah_arch_name(AH_ARCH_GPT), ah_arch_name(AH_ARCH_LLAMA), ah_arch_name(AH_ARCH_BERT));
     }
-    if (ah_jget_int(c, o, mp, "hidden", 1, 1, INT_MAX, &m->hidden) < 0 ||
-        ah_jget_int(c, o, mp, "n_layers", 1, 1, INT_MAX - 2, &m->n_layers) < 0 ||
-        ah_jget_int(c, o, mp, "n_heads", 1, 1, INT_MAX, &m->n_heads) < 0)
+    /* the bounds of every model reader (autohet/model.h) */
+    if (ah_jget_int(c, o, mp, "hidden", 1, 1, AH_MODEL_MAX_HIDDEN, &m->hidden) < 0 ||
+        ah_jget_int(c, o, mp, "n_layers", 1, 1, AH_MODEL_MAX_LAYERS, &m->n_layers) < 0 ||
+        ah_jget_int(c, o, mp, "n_heads", 1, 1, AH_MODEL_MAX_HEADS, &m->n_heads) < 0)
         return -1;
     m->n_kv_heads = m->n_heads;
-    if (ah_jget_int(c, o, mp, "n_kv_heads", 0, 1, INT_MAX, &m->n_kv_heads) < 0 ||
-        ah_jget_int(c, o, mp, "ffn_hidden", 1, 1, INT_MAX, &m->ffn_hidden) < 0 ||
-        ah_jget_int(c, o, mp, "vocab", 1, 1, INT_MAX, &m->vocab) < 0 ||
-        ah_jget_int(c, o, mp, "max_positions", 0, 0, INT_MAX, &m->max_positions) < 0 ||
+    if (ah_jget_int(c, o, mp, "n_kv_heads", 0, 1, AH_MODEL_MAX_HEADS, &m->n_kv_heads) < 0 ||
+        ah_jget_int(c, o, mp, "ffn_hidden", 1, 1, AH_MODEL_MAX_FFN, &m->ffn_hidden) < 0 ||
+        ah_jget_int(c, o, mp, "vocab", 1, 1, AH_MODEL_MAX_VOCAB, &m->vocab) < 0 ||
+        ah_jget_int(c, o, mp, "max_positions", 0, 0, AH_MODEL_MAX_POSITIONS, &m->max_positions) < 0 ||
         ah_jget_bool(c, o, mp, "tied_embeddings", 0, &m->tied_embeddings) < 0)
         return -1;
     int total = 0;
@@ -820,8 +821,13 @@ static int read_plan(const ah_err_ctx *c, const ah_device_catalog *devices, cons
     if (rc == 0)
         snprintf(p->strategy, sizeof p->strategy, "%s", ah_strategy_name(AH_STRATEGY_AUTOHET));
 
-    if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0 ||
-        read_cluster(c, devices, root, &p->cluster) < 0)
+    if (read_model(c, root, &p->model) < 0 || read_train(c, root, p) < 0)
+        return -1;
+    /* a plan the engine could not train (it refuses a sequence beyond the position table) */
+    char why[256];
+    if (ah_model_check_seq(&p->model, p->train.seq, "", why, sizeof why) != 0)
+        return ah_jfail(c, "train.seq", "%s", why);
+    if (read_cluster(c, devices, root, &p->cluster) < 0)
         return -1;
 
     /* version 1: one TP degree for the plan; version 2: per stage (a

@@ -76,6 +76,8 @@ static int check_options(const ah_model_config *m, const ah_cluster *c, const ah
         snprintf(err, errlen, "--seq %d: expected 1..%d tokens", o->train.seq, AH_MAX_SEQ);
         return -1;
     }
+    if (ah_model_check_seq(m, o->train.seq, "--seq", err, errlen) != 0)
+        return -1;
     if (o->micro_batch < 0 || (o->micro_batch && o->global_batch % o->micro_batch)) {
         snprintf(err, errlen, "--global-batch %d is not divisible by --micro-batch %d", o->global_batch,
                  o->micro_batch);
