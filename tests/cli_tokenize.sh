@@ -267,6 +267,17 @@ expect_bad json "tokenize: $TMP/bad2.jsonl:2: not a JSON object" --tokenizer "$T
 expect_bad eot "tokenize: --eot '<eos>': not a token of" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --eot '<eos>' "$TMP/words.txt"
 expect_bad args "tokenize: the following arguments are required: --tokenizer (see --help)" --out "$TMP/x" "$TMP/words.txt"
 expect_bad frac "tokenize: --val-fraction 1.5: outside [0, 1)" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --val-fraction 1.5 "$TMP/words.txt"
+expect_bad fifo "tokenize: /dev/zero: not a regular file" --tokenizer "$TMP/bpe.json" --out "$TMP/x" /dev/zero
+expect_bad unknown "tokenize: unrecognized arguments: --bogus (see --help)" --bogus
+# an output that cannot be written: refused before encoding, nothing created (only PREFIX's last
+# directory component is made, as train --ckpt-dir)
+expect_bad outdir "tokenize: --out $TMP/no/dir/c: $TMP/no is not a directory" --tokenizer "$TMP/bpe.json" \
+  --out "$TMP/no/dir/c" "$TMP/words.txt"
+[ -e "$TMP/no" ] && fail "--out with a missing parent created $(find "$TMP/no")"
+expect_bad outfile "tokenize: --out $TMP/words.txt/c: $TMP/words.txt is not a directory" --tokenizer "$TMP/bpe.json" \
+  --out "$TMP/words.txt/c" "$TMP/words.txt"
+expect_bad outproc "tokenize: --out /proc/c: cannot create a file in /proc" --tokenizer "$TMP/bpe.json" \
+  --out /proc/c "$TMP/words.txt"
 "$BIN" tokenize --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/nope.txt" >"$TMP/at.out" 2>&1
 [ $? -eq 2 ] && [ "$(cat "$TMP/at.out")" = "tokenize: $TMP/nope.txt: no such file" ] || fail "autohet tokenize, bad input: $(cat "$TMP/at.out")"
 [ "$fails" -eq 0 ] && echo "cli_tokenize: all passed"
