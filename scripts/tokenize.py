@@ -15,7 +15,9 @@ The documents' ids are concatenated in input order; the first --val-fraction of 
 --shard-tokens ids (default 100,000,000): PREFIX_val_000000.bin, PREFIX_train_000000.bin, ...
 in llm.c's format: version 1 (uint16) when the vocabulary fits 65,536 ids, else version 2
 (uint32). A directory of those shards is --data of autohet train ("_val" shards are its
-validation split). Progress goes to stderr, a one-line summary to stdout.
+validation split). PREFIX's directory must exist, or only its last component be missing (it is then
+created); that it can be written is checked before encoding. Progress goes to stderr, a one-line summary
+to stdout.
 Exit status: 0, 2 bad input (one line on stderr), 1 other failure.
 """
 import argparse
@@ -94,16 +96,27 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_args():
-    p = Parser(prog="autohet tokenize", description=__doc__.split("\n")[0])
-    p.add_argument("--tokenizer", required=True, help="a tokenizer.json of Hugging Face tokenizers")
-    p.add_argument("--out", required=True, help="prefix of the shards written")
+    usage = ("autohet tokenize --tokenizer TOKENIZER_JSON --out PREFIX [--val-fraction F] [--shard-tokens N]\n"
+             "                        [--text-field NAME] [--eot TOKEN] [--no-special-tokens] INPUT...")
+    p = Parser(prog="autohet tokenize", usage=usage, description=__doc__.split("\n")[0])
+    # nothing is required to argparse: an unknown flag is reported before a missing argument (argparse
+    # reports the missing ones first, and then never names the flag that was mistyped)
+    p.add_argument("--tokenizer", help="a tokenizer.json of Hugging Face tokenizers (required)")
+    p.add_argument("--out", help="prefix of the shards written (required; its directory is created if its "
+                   "parent exists)")
     p.add_argument("--val-fraction", type=float, default=0.01)
     p.add_argument("--shard-tokens", type=int, default=100_000_000)
     p.add_argument("--text-field", default="text")
     p.add_argument("--eot", default=None, help="a token appended after every document")
     p.add_argument("--no-special-tokens", action="store_true")
-    p.add_argument("inputs", nargs="+")
-    a = p.parse_args()
+    p.add_argument("inputs", nargs="*", metavar="INPUT")
+    a, extra = p.parse_known_args()
+    if extra:
+        p.error("unrecognized arguments: " + " ".join(extra))
+    missing = [name for name, v in (("--tokenizer", a.tokenizer), ("--out", a.out), ("inputs", a.inputs or None))
+               if v is None]
+    if missing:
+        p.error("the following arguments are required: " + ", ".join(missing))
     if not 0.0 <= a.val_fraction < 1.0:
         die(f"--val-fraction {a.val_fraction}: outside [0, 1)")
     if a.shard_tokens < 1:
@@ -111,13 +124,40 @@ def parse_args():
     return a
 
 
+def check_input(path):
+    """an input or the tokenizer: a regular file (a FIFO or /dev/zero would never end)"""
+    if not os.path.exists(path):
+        die(f"{path}: no such file")
+    if not os.path.isfile(path):
+        die(f"{path}: not a regular file")
+
+
+def check_out(prefix):
+    """--out PREFIX, before any work: its directory exists, or only its last component is missing (created
+    after encoding, as train --ckpt-dir creates its directory), and a file can be created there (access()
+    says yes to root everywhere, so a file is made and removed)."""
+    out_dir = os.path.dirname(prefix) or "."
+    where = out_dir
+    if not os.path.isdir(out_dir):
+        if os.path.lexists(out_dir):
+            die(f"--out {prefix}: {out_dir} is not a directory")
+        where = os.path.dirname(out_dir.rstrip("/")) or "."
+        if not os.path.isdir(where):
+            die(f"--out {prefix}: {where} is not a directory (only the last component of {out_dir} is created)")
+    probe = os.path.join(where, f".autohet-tokenize.{os.getpid()}.tmp")
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.unlink(probe)
+    except OSError as e:
+        die(f"--out {prefix}: cannot create a file in {where} ({e.strerror})")
+
+
 def load_tokenizer(path):
     try:
         from tokenizers import Tokenizer
     except ImportError:
         die("the Python package tokenizers is not installed (pip install tokenizers; scripts/deps.sh)")
-    if not os.path.isfile(path):
-        die(f"{path}: no such file")
+    check_input(path)
     try:
         return Tokenizer.from_file(path)
     except Exception as e:  # tokenizers raises its own Exception type
@@ -135,8 +175,8 @@ def main():
         if eot is None:
             die(f"--eot {a.eot!r}: not a token of {a.tokenizer}")
     for path in a.inputs:
-        if not os.path.isfile(path):
-            die(f"{path}: no such file")
+        check_input(path)
+    check_out(a.out)
     total_bytes = sum(os.path.getsize(p) for p in a.inputs)
     ids = array("I")
     n_docs = done_bytes = 0
@@ -176,8 +216,8 @@ def main():
     if n_val >= len(ids):
         die(f"{len(ids)} tokens: none left for training after the validation split")
     out_dir = os.path.dirname(a.out)
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
+    if out_dir and not os.path.isdir(out_dir):
+        os.mkdir(out_dir)  # its parent was checked before encoding
     val = write_shards(a.out, "val", ids[:n_val], a.shard_tokens, version) if n_val else []
     train = write_shards(a.out, "train", ids[n_val:], a.shard_tokens, version)
     dt = time.monotonic() - t0

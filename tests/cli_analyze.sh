@@ -285,6 +285,21 @@ echo '{"traceEvents": []}' >"$TMP/empty.json"
 echo '{"traceEvents": [{"ph": "X", "pid": 0, "ts": 0, "dur": -1, "cat": "compute"}]}' >"$TMP/neg.json"
 "$BIN" analyze "$TMP/neg.json" >"$TMP/o" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "negative duration: rc $rc"
+# a pid outside the trace's ranks (otherData.ranks, the process names, the pids with events) is refused:
+# it made the ranks up to it phantom ranks without compute ("100 ranks" for 4)
+jq -c '(first(.traceEvents | to_entries[] | select(.value.ph == "X")) | .key) as $k | .traceEvents[$k].pid = 99' \
+  "$TMP/t.json" >"$TMP/pid99.json"
+k=$(jq '[.traceEvents[] | .ph == "X"] | index(true)' "$TMP/pid99.json")
+bad_input "pid99.json: traceEvents[$k] (\"X\" event " analyze "$TMP/pid99.json" --diagnose
+grep -q "pid 99, but otherData.ranks says the trace has 4 ranks (pids 0-3)" "$TMP/bad_input.err" ||
+  fail "pid 99: $(cat "$TMP/bad_input.err")"
+jq -c 'del(.otherData.ranks)' "$TMP/pid99.json" >"$TMP/pid99-names.json"
+bad_input "pid 99, which no process_name metadata event names (the trace names 4 processes, the highest pid 3)" \
+  analyze "$TMP/pid99-names.json"
+jq -c 'del(.otherData.ranks) | .traceEvents |= map(select(.ph != "M"))' "$TMP/pid99.json" >"$TMP/pid99-bare.json"
+bad_input "has pid 99, but pid 4 has no events" analyze "$TMP/pid99-bare.json"
+jq -c '.otherData.ranks = "4x"' "$TMP/t.json" >"$TMP/ranks4x.json"
+bad_input "ranks4x.json: otherData.ranks: expected the number of ranks" analyze "$TMP/ranks4x.json"
 "$BIN" analyze "$TMP/missing.json" >"$TMP/o" 2>&1; rc=$?
 [ $rc -ne 0 ] || fail "missing file accepted"
 "$BIN" analyze "$TMP/t.json" --top x >"$TMP/o" 2>&1; rc=$?

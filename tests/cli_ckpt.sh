@@ -98,6 +98,16 @@ truncate -s 100 "$TMP/ck/n1/L002-tp0-s3.safetensors"
 resume tiny-1x4 bad; rc=$?
 [ $rc -eq 2 ] || fail "resume with no good copy of layer 2: exit $rc, expected 2 (bad input)"
 grep -q "layer 2" "$TMP/bad.out" || fail "the failure does not name layer 2: $(tail -2 "$TMP/bad.out")"
+# each bad copy is reported once (the resharding fallback read the rank's own shards again and repeated both lines)
+[ "$(grep -c "n0/L002-tp0-s3.safetensors: checksum mismatch.*trying the next tier" "$TMP/bad.out")" -eq 1 ] &&
+  [ "$(grep -c "n1/L002-tp0-s3.safetensors: .*trying the next tier" "$TMP/bad.out")" -eq 1 ] ||
+  fail "each bad copy not reported once: $(grep 'trying the next tier' "$TMP/bad.out")"
+# no manifest in either node's directory: the failure names the missing file (it said only "no tier holds a good copy")
+cp -r "$TMP/ck" "$TMP/nomf" && rm "$TMP/nomf/n0/manifest.json" "$TMP/nomf/n1/manifest.json"
+"${MPIRUN[@]}" "$BIN" train "${ARGS[@]}" --plan "$PLANS/tiny-1x4.json" --resume "$TMP/nomf" >"$TMP/nomf.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "layer 0 (TP rank 0 of 1) at step 3: no tier holds a good copy; $TMP/nomf/n0/manifest.json: no such file" \
+  "$TMP/nomf.out" || fail "resume without manifests: exit $rc, $(grep -v '^autohet train: tiny' "$TMP/nomf.out" | tail -2)"
 
 # checkpoints every 2 steps: only the newest step's shards stay, and they are what the manifest lists
 "$BIN" train "${ARGS[@]}" --ckpt-dir "$TMP/ck2" --ckpt-every 2 >"$TMP/ck2.out" 2>&1 || fail "run with --ckpt-every 2"

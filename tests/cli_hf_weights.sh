@@ -183,7 +183,7 @@ bad "export no model" "state.json: model 'hf' is not a preset: give --model" "$B
 bad "export step" "layer 0 .*step 9" "$BIN" export --ckpt "$TMP/gpt2/ck0" --model "$G/config.json" --step 9 --out "$TMP/x"
 bad "generate token" "--prompt-tokens: token 300 \(item 2\) is not below the vocabulary 256" "$BIN" generate \
   --init-from "$G" --prompt-tokens 1,300
-bad "generate positions" "300 positions, model .* has 256" "$BIN" generate --init-from "$G" --prompt-tokens 1 \
+bad "generate positions" "--prompt-tokens \(1 id\) \+ --max-new-tokens 300: 300 positions, model .* has 256" "$BIN" generate --init-from "$G" --prompt-tokens 1 \
   --max-new-tokens 300
 bad "generate both" "give one of --ckpt DIR and --init-from" "$BIN" generate --prompt-tokens 1
 "$BIN" export --help | grep -q -- "--ckpt DIR" || fail "export --help"

@@ -305,5 +305,20 @@ done
 "$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"
 [ $? -eq 2 ] && grep -q "not the run directory" "$TMP/bad.err" || fail "preempt without a run"
 
+# --eval-batches, --devices and --data-dtype reach every generation's train (docs/data.md said run had none of
+# them): 3 validation batches, the peak of 4 CPU ranks at 2.5 TFLOP/s, a raw file of uint32 ids read as 20,000
+# tokens (18,000 train), not as 40,000 uint16
+python3 -c 'import array, sys; open(sys.argv[1], "wb").write(array.array("I", [i * 7 % 256 for i in range(20000)]))' \
+  "$TMP/raw32.bin"
+echo '{"devices": [{"name": "cpu", "fp32_tflops": 2.5}]}' >"$TMP/dev25.json"
+timeout 300 "$BIN" run --plan "$PLANS/tiny-2x2.json" --model tiny-gpt --data "$TMP/raw32.bin" --steps 2 --seed 3 \
+  --eval-every 2 --global-batch 8 --micro-batch 2 --seq 64 --run-dir "$TMP/pass.run" --log "$TMP/pass.log" \
+  --eval-batches 3 --devices "$TMP/dev25.json" --data-dtype uint32 >"$TMP/pass.out" 2>&1 ||
+  fail "run --eval-batches --devices --data-dtype: $(tail -2 "$TMP/pass.out")"
+jq -e -s '.[1].val_batches == 3 and all(.[]; .peak_tflops == 10)' "$TMP/pass.log" >/dev/null ||
+  fail "run --eval-batches 3 --devices: $(jq -c '{step, val_batches, peak_tflops}' "$TMP/pass.log" | tr '\n' ' ')"
+grep -q "raw32.bin (18000 train tokens, 2000 validation" "$TMP/pass.out" ||
+  fail "run --data-dtype uint32: $(grep -o 'raw32.bin ([^;]*' "$TMP/pass.out" | head -1)"
+
 [ $fails -eq 0 ] && echo "cli_run: all checks passed"
 exit $((fails > 0))

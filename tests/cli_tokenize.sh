@@ -211,6 +211,17 @@ cmp -s "$TMP/bytes-want.out" "$TMP/bytes-gen.out" ||
   fail "generate --prompt (bytes): $(od -c "$TMP/bytes-gen.out" | head -3) want $(od -c "$TMP/bytes-want.out" | head -3)"
 "$BIN" generate --ckpt "$TMP/bytes-ck" --prompt "" >"$TMP/g0.out" 2>&1
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/g0.out")" -eq 1 ] && grep -q "1 to 4096 bytes" "$TMP/g0.out" || fail "--prompt '': $(cat "$TMP/g0.out")"
+# a prompt past the model's positions names the flag given (--prompt, its bytes), not --prompt-tokens
+"$BIN" generate --ckpt "$TMP/bytes-ck" --prompt "$(printf 'a%.0s' $(seq 300))" >"$TMP/g300.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/g300.out")" -eq 1 ] &&
+  grep -qF -- "--prompt (300 bytes) + --max-new-tokens 16: 315 positions, model tiny-gpt has 256" "$TMP/g300.out" ||
+  fail "a 300-byte --prompt: $(cat "$TMP/g300.out")"
+# a tokenizer of another vocabulary than the checkpoint's model: named with both sizes before anything is
+# encoded (a python that fails is never run)
+AUTOHET_PYTHON=false "$BIN" generate --ckpt "$TMP/bytes-ck" --tokenizer "$TMP/bpe.json" --prompt abc >"$TMP/gv.out" 2>&1
+[ $? -eq 2 ] && [ "$(wc -l <"$TMP/gv.out")" -eq 1 ] &&
+  grep -qF -- "--tokenizer $TMP/bpe.json: its vocabulary (400 ids) does not match model tiny-gpt's (256)" "$TMP/gv.out" ||
+  fail "a 400-id tokenizer with a byte-level checkpoint: $(cat "$TMP/gv.out")"
 "$BIN" generate --init-from "$TMP/hf" --tokenizer "$TMP/notok.json" --prompt "x" >"$TMP/g2.out" 2>&1
 [ $? -eq 2 ] && [ "$(wc -l <"$TMP/g2.out")" -eq 1 ] && grep -q "notok.json: not a tokenizer.json" "$TMP/g2.out" ||
   fail "a bad tokenizer.json: $(cat "$TMP/g2.out")"
@@ -267,6 +278,17 @@ expect_bad json "tokenize: $TMP/bad2.jsonl:2: not a JSON object" --tokenizer "$T
 expect_bad eot "tokenize: --eot '<eos>': not a token of" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --eot '<eos>' "$TMP/words.txt"
 expect_bad args "tokenize: the following arguments are required: --tokenizer (see --help)" --out "$TMP/x" "$TMP/words.txt"
 expect_bad frac "tokenize: --val-fraction 1.5: outside [0, 1)" --tokenizer "$TMP/bpe.json" --out "$TMP/x" --val-fraction 1.5 "$TMP/words.txt"
+expect_bad fifo "tokenize: /dev/zero: not a regular file" --tokenizer "$TMP/bpe.json" --out "$TMP/x" /dev/zero
+expect_bad unknown "tokenize: unrecognized arguments: --bogus (see --help)" --bogus
+# an output that cannot be written: refused before encoding, nothing created (only PREFIX's last
+# directory component is made, as train --ckpt-dir)
+expect_bad outdir "tokenize: --out $TMP/no/dir/c: $TMP/no is not a directory" --tokenizer "$TMP/bpe.json" \
+  --out "$TMP/no/dir/c" "$TMP/words.txt"
+[ -e "$TMP/no" ] && fail "--out with a missing parent created $(find "$TMP/no")"
+expect_bad outfile "tokenize: --out $TMP/words.txt/c: $TMP/words.txt is not a directory" --tokenizer "$TMP/bpe.json" \
+  --out "$TMP/words.txt/c" "$TMP/words.txt"
+expect_bad outproc "tokenize: --out /proc/c: cannot create a file in /proc" --tokenizer "$TMP/bpe.json" \
+  --out /proc/c "$TMP/words.txt"
 "$BIN" tokenize --tokenizer "$TMP/bpe.json" --out "$TMP/x" "$TMP/nope.txt" >"$TMP/at.out" 2>&1
 [ $? -eq 2 ] && [ "$(cat "$TMP/at.out")" = "tokenize: $TMP/nope.txt: no such file" ] || fail "autohet tokenize, bad input: $(cat "$TMP/at.out")"
 [ "$fails" -eq 0 ] && echo "cli_tokenize: all passed"

@@ -409,7 +409,7 @@ int ah_ckpt_restore_layer(const char *const *dirs, int n_dirs, int layer, int tp
 
 int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp_rank, int tp_degree, int step,
                           ah_ckpt_loaded **out, int *n, char *err, size_t errlen) {
-    char why[1024] = "", of[32] = "";
+    char why[1024] = "", note[1100] = "", of[32] = "";
     if (tp_degree > 0)
         snprintf(of, sizeof of, " of %d", tp_degree);
     for (int d = 0; d < n_dirs; d++) {
@@ -420,6 +420,12 @@ int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp
             continue;
         }
         const ah_manifest_entry *e = ah_manifest_find_shard(&m, layer, tp_rank, tp_degree, step);
+        if (!e && !note[0]) { /* the nearest tier's reason, when no copy was read */
+            snprintf(e2, sizeof e2, "%s/manifest.json", dirs[d]);
+            snprintf(note, sizeof note, access(e2, F_OK) != 0 ? "; %s: no such file (the tier's list of shards)"
+                                                               : "; %s lists no such shard",
+                     e2);
+        }
         if (e) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s", dirs[d], e->file);
@@ -433,6 +439,6 @@ int ah_ckpt_restore_shard(const char *const *dirs, int n_dirs, int layer, int tp
         ah_manifest_free(&m);
     }
     snprintf(err, errlen, "layer %d (TP rank %d%s) at step %d: no tier holds a good copy%s%s", layer, tp_rank, of,
-             step, why[0] ? "; last error: " : "", why);
+             step, why[0] ? "; last error: " : "", why[0] ? why : note);
     return -1;
 }

@@ -64,7 +64,7 @@ static long max_id(const cJSON *doc, const char *path, const char **token, char 
     return max;
 }
 
-int cli_tokenizer_check(const char *arg, int vocab, char *msg, size_t n) {
+int cli_tokenizer_check(const char *arg, int vocab, const char *model, char *msg, size_t n) {
     char path[4096], err[1024];
     file_path(arg, 0, path, sizeof path);
     cJSON *doc = ah_json_parse_file(path, MAX_TOKENIZER_BYTES, 1, err, sizeof err);
@@ -76,8 +76,10 @@ int cli_tokenizer_check(const char *arg, int vocab, char *msg, size_t n) {
     long max = max_id(doc, path, &token, msg, n);
     int rc = max < 0 ? -1 : 0;
     if (rc == 0 && max >= vocab) {
-        snprintf(msg, n, "--tokenizer %s: token id %ld (\"%.40s\") is not below the model's vocabulary %d",
-                 path, max, token, vocab);
+        snprintf(msg, n,
+                 "--tokenizer %s: its vocabulary (%ld ids) does not match model %s's (%d): token id %ld (\"%.40s\") "
+                 "is not below the model's vocabulary %d",
+                 path, max + 1, model, vocab, max, token, vocab);
         rc = -1;
     }
     cJSON_Delete(doc);

@@ -8,8 +8,9 @@
  * and, optionally, tokenizer_config.json, special_tokens_map.json,
  * added_tokens.json, vocab.json, merges.txt, tokenizer.model), checked: the
  * tokenizer.json is a JSON object with a "model" object and no token id at or
- * above vocab. 0, or -1 with one line in msg. */
-int cli_tokenizer_check(const char *arg, int vocab, char *msg, size_t n);
+ * above vocab (msg names both vocabularies and the model). 0, or -1 with one
+ * line in msg. */
+int cli_tokenizer_check(const char *arg, int vocab, const char *model, char *msg, size_t n);
 /* Copies the files into out; writes a tokenizer_config.json
  * ({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": ...})
  * when arg has none. max_positions 0: no model_max_length. 0, or -1 with msg. */

@@ -97,7 +97,7 @@ int cmd_export(int argc, char **argv) {
     ah_weights_src src;
     if (ah_ckpt_weights_open(ckpt, step, model, &w, &src, msg, sizeof msg) != 0)
         return cli_bad_input("export", msg);
-    if (tokenizer && cli_tokenizer_check(tokenizer, w.cfg.vocab, msg, sizeof msg) != 0) {
+    if (tokenizer && cli_tokenizer_check(tokenizer, w.cfg.vocab, w.cfg.name, msg, sizeof msg) != 0) {
         ah_ckpt_weights_close(&w);
         return cli_bad_input("export", msg);
     }

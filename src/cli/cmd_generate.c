@@ -132,6 +132,36 @@ static void print_tokens(const int *t, int n, int n_prompt, int vocab) {
     printf("\n");
 }
 
+/* The prompt's ids, checked against the opened model before any generation (msg names the flag given):
+ * np ids of --prompt-tokens (parsed before the model opened), --prompt TEXT with --tokenizer (its
+ * vocabulary, read from the file, must fit the model's before anything is encoded) or the bytes of TEXT
+ * for a byte-level model. The count, or -1. */
+static int prompt_ids(const gen_args *a, const ah_model_config *c, int np, int *ids, int max, char *msg,
+                      size_t n) {
+    if (a->text && a->tokenizer) {
+        if (cli_tokenizer_check(a->tokenizer, c->vocab, c->name, msg, n) != 0 ||
+            (np = cli_tokenizer_encode(a->tokenizer, a->text, ids, max, msg, n)) <= 0)
+            return -1;
+    } else if (a->text && c->vocab != 256) {
+        snprintf(msg, n,
+                 "--prompt TEXT needs --tokenizer TOKENIZER_JSON: the model's vocabulary is %d (without a "
+                 "tokenizer only a byte-level model, vocabulary 256, takes TEXT's bytes)",
+                 c->vocab);
+        return -1;
+    } else if (a->text && (np = byte_ids(a->text, ids, max)) == 0) {
+        snprintf(msg, n, "--prompt: expected 1 to %d bytes of text", max);
+        return -1;
+    }
+    int most = c->arch == AH_ARCH_GPT ? c->max_positions : AH_GEN_MAX_POSITIONS;
+    if (np + a->max_new - 1 > most) {
+        snprintf(msg, n, "%s (%d %s%s) + --max-new-tokens %d: %d positions, model %s has %d%s",
+                 a->text ? "--prompt" : "--prompt-tokens", np, a->text && !a->tokenizer ? "byte" : "id", &"s"[np == 1],
+                 a->max_new, np + a->max_new - 1, c->name, most, c->arch == AH_ARCH_GPT ? "" : " here (RoPE)");
+        return -1;
+    }
+    return np;
+}
+
 int cmd_generate(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         generate_usage(stdout);
@@ -141,16 +171,14 @@ int cmd_generate(int argc, char **argv) {
     char msg[2048], err[1536];
     if (parse(argc, argv, &a, msg, sizeof msg) != 0)
         return cli_bad_input("generate", msg);
-    int bytes = a.text && !a.tokenizer; /* the ids once the model says it is byte-level (below) */
+    if (a.max_new > 65536)
+        return cli_bad_input("generate", "--max-new-tokens: at most 65536");
+    int bytes = a.text && !a.tokenizer; /* byte-level: TEXT's bytes are the ids */
     int prompt[4096], np = 0;
-    if (a.text && !bytes && (np = cli_tokenizer_encode(a.tokenizer, a.text, prompt, 4096, msg, sizeof msg)) <= 0)
-        return cli_bad_input("generate", msg);
     if (!a.text && (np = cli_parse_int_list(a.prompt, prompt, 4096)) <= 0) {
         snprintf(msg, sizeof msg, "--prompt-tokens '%.200s': expected 1 to 4096 comma-separated ids", a.prompt);
         return cli_bad_input("generate", msg);
     }
-    if (a.max_new > 65536)
-        return cli_bad_input("generate", "--max-new-tokens: at most 65536");
     ah_ckpt_weights w;
     ah_hf_dir h;
     ah_hf_src_ctx hc;
@@ -160,17 +188,9 @@ int cmd_generate(int argc, char **argv) {
     int opened = rc == 0;
     if (rc == 0 && a.init_from)
         ah_hf_source(&hc, &h, &h.cfg, &src);
-    int bad_prompt = rc == 0 && bytes && (src.cfg.vocab != 256 || (np = byte_ids(a.text, prompt, 4096)) == 0);
-    if (bad_prompt) {
-        if (src.cfg.vocab != 256)
-            snprintf(msg, sizeof msg,
-                     "--prompt TEXT needs --tokenizer TOKENIZER_JSON: the model's vocabulary is %d (without a "
-                     "tokenizer only a byte-level model, vocabulary 256, takes TEXT's bytes)",
-                     src.cfg.vocab);
-        else
-            snprintf(msg, sizeof msg, "--prompt: expected 1 to 4096 bytes of text");
+    int bad_prompt = rc == 0 && (np = prompt_ids(&a, &src.cfg, np, prompt, 4096, msg, sizeof msg)) < 0;
+    if (bad_prompt)
         rc = -1;
-    }
     int *out = rc == 0 ? calloc((size_t)np + (size_t)a.max_new, sizeof(int)) : NULL;
     ah_gen_config g = {a.max_new, a.temperature, a.top_k, (uint64_t)a.seed, a.no_cache, NULL, NULL};
     /* with --prompt the text goes out as the tokens come (the helper holds the prompt's ids) */

@@ -148,9 +148,12 @@ int ah__reshard_from_shards(const ah_engine_model *e, int l, int t_old, ah_ckpt_
 }
 
 /* The TP degrees (> 0, ascending, at most max) that the manifests of `dirs`
- * record for TP rank 0 of layer l at `step`. */
-static int recorded_degrees(const char *const *dirs, int n_dirs, int l, int step, int *deg, int max) {
+ * record for TP rank 0 of layer l at `step`; *unrecorded: whether one lists
+ * that shard without its degree (an older manifest). */
+static int recorded_degrees(const char *const *dirs, int n_dirs, int l, int step, int *deg, int max,
+                            int *unrecorded) {
     int n = 0;
+    *unrecorded = 0;
     for (int d = 0; d < n_dirs; d++) {
         ah_manifest m;
         char e2[512];
@@ -159,6 +162,8 @@ static int recorded_degrees(const char *const *dirs, int n_dirs, int l, int step
         for (int i = 0; i < m.n; i++) {
             const ah_manifest_entry *me = &m.e[i];
             int k = 0;
+            if (me->layer == l && me->tp_rank == 0 && me->step == step && me->tp_degree <= 0)
+                *unrecorded = 1;
             if (me->layer != l || me->tp_rank != 0 || me->step != step || me->tp_degree <= 0)
                 continue;
             while (k < n && deg[k] < me->tp_degree)
@@ -201,16 +206,22 @@ int ah__reshard_layer(const ah_engine_model *e, int l, const char *const *dirs, 
                      ah_ckpt_loaded **out, int *n_out, int *t_old, char *err, size_t errlen) {
     /* the degrees the manifests record, each tried as a whole (its shards are
      * never mixed with another degree's); last an unrecorded one (an older
-     * manifest), known from TP rank 0's sizes */
-    int deg[AH_MAX_TP + 1], nd = recorded_degrees(dirs, n_dirs, l, step, deg, AH_MAX_TP);
-    deg[nd++] = 0;
+     * manifest), known from TP rank 0's sizes, only when a manifest lists one:
+     * degree 0 matches every entry, so it read the caller's own shards again,
+     * and reported each bad copy a second time */
+    int unrecorded, deg[AH_MAX_TP + 1], nd = recorded_degrees(dirs, n_dirs, l, step, deg, AH_MAX_TP, &unrecorded);
+    if (unrecorded)
+        deg[nd++] = 0;
     ah_ckpt_loaded *shards[AH_MAX_TP] = {0};
-    int counts[AH_MAX_TP] = {0}, T = 0, rc = -1;
+    int counts[AH_MAX_TP] = {0}, T = 0, rc = -1, tried = 0;
     for (int k = 0; k < nd && rc != 0; k++) {
         if (deg[k] == e->tp)
             continue; /* the caller found no good shard of its own degree */
+        tried = 1;
         rc = load_old_shards(e, l, dirs, n_dirs, step, deg[k], shards, counts, &T, err, errlen);
     }
+    if (!tried)
+        return 1; /* only this plan's degree: the caller's own shard's error stands */
     if (rc != 0)
         return -1;
     if (T == e->tp) { /* an unrecorded degree that is this plan's */

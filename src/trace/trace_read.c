@@ -111,12 +111,105 @@ static void pair_flows(flow_point *p, int n, ah_trace_file *t) {
     }
 }
 
-static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, char *err, size_t errlen) {
+/* What the trace says of its ranks besides its "X" events: otherData.ranks (the engine and the simulator
+ * write it, a string of the count; 0: absent) and which pids a process_name metadata event names. */
+typedef struct {
+    int declared;    /* otherData.ranks, or 0 */
+    char *named;     /* named[pid]: a process_name names it (NULL: the trace names no process) */
+    int named_limit; /* the highest named pid + 1 */
+    int n_named;
+} rank_decl;
+
+static int read_rank_decl(const char *path, const cJSON *root, const cJSON *evs, rank_decl *d, char *err,
+                          size_t errlen) {
+    const cJSON *rk = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "otherData"), "ranks");
+    double v = -1;
+    char *end = NULL;
+    if (cJSON_IsNumber(rk))
+        v = rk->valuedouble;
+    else if (cJSON_IsString(rk) && rk->valuestring[0])
+        v = strtod(rk->valuestring, &end);
+    if (rk && (!(v >= 1 && v < 1 << 20) || v != (int)v || (end && *end))) {
+        ah_errf(err, errlen, "%s: otherData.ranks: expected the number of ranks, a positive integer", path);
+        return -1;
+    }
+    d->declared = rk ? (int)v : 0;
+    const cJSON *it;
+    for (int pass = 0; pass < 2; pass++) { /* the highest pid, then the names */
+        cJSON_ArrayForEach(it, evs) {
+            const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph"),
+                        *nm = cJSON_GetObjectItemCaseSensitive(it, "name"),
+                        *pid = cJSON_GetObjectItemCaseSensitive(it, "pid");
+            if (!cJSON_IsString(ph) || strcmp(ph->valuestring, "M") || !cJSON_IsString(nm) ||
+                strcmp(nm->valuestring, "process_name") || !cJSON_IsNumber(pid) || pid->valuedouble < 0 ||
+                pid->valuedouble >= 1 << 20)
+                continue;
+            if (pass == 0 && pid->valueint + 1 > d->named_limit)
+                d->named_limit = pid->valueint + 1;
+            if (pass == 1 && !d->named[pid->valueint]) {
+                d->named[pid->valueint] = 1;
+                d->n_named++;
+            }
+        }
+        if (pass == 0 && d->named_limit > 0)
+            d->named = ah_xcalloc((size_t)d->named_limit, 1);
+        else if (pass == 0)
+            break;
+    }
+    return 0;
+}
+
+/* an "X" event's pid against otherData.ranks and the process names: a pid outside them made phantom ranks */
+static int check_pid(const char *path, int k, const cJSON *it, int pid, const rank_decl *d, char *err,
+                     size_t errlen) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+    const char *name = cJSON_IsString(nm) ? nm->valuestring : "?";
+    if (d->declared > 0 && pid >= d->declared) {
+        ah_errf(err, errlen, "%s: traceEvents[%d] (\"X\" event \"%.60s\"): pid %d, but otherData.ranks says the "
+                "trace has %d ranks (pids 0-%d)", path, k, name, pid, d->declared, d->declared - 1);
+        return -1;
+    }
+    if (d->named && (pid >= d->named_limit || !d->named[pid])) {
+        ah_errf(err, errlen, "%s: traceEvents[%d] (\"X\" event \"%.60s\"): pid %d, which no process_name "
+                "metadata event names (the trace names %d processes, the highest pid %d)", path, k, name, pid,
+                d->n_named, d->named_limit - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* every pid below the highest one has events: ranks are numbered 0 to N-1, each with operations, so a gap
+ * is an event on a pid that is no rank of the run (it would make the ranks between phantom, without
+ * compute) */
+static int check_gaps(const char *path, const ah_trace_file *t, char *err, size_t errlen) {
+    char *seen = ah_xcalloc((size_t)t->n_ranks + 1, 1);
+    int top = 0;
+    for (int i = 0; i < t->n; i++) {
+        seen[t->items[i].ev.rank] = 1;
+        if (t->items[i].ev.rank == t->n_ranks - 1)
+            top = i;
+    }
+    int gap = 0;
+    while (gap < t->n_ranks && seen[gap])
+        gap++;
+    free(seen);
+    if (gap == t->n_ranks)
+        return 0;
+    ah_errf(err, errlen,
+            "%s: an \"X\" event \"%.60s\" has pid %d, but pid %d has no events: a trace's ranks are pids 0 to "
+            "N-1, each with events",
+            path, t->items[top].name, t->n_ranks - 1, gap);
+    return -1;
+}
+
+static int read_events(const char *path, const cJSON *evs, const rank_decl *d, ah_trace_file *t, char *err,
+                       size_t errlen) {
     t->items = ah_xcalloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof(ah_trace_item));
     flow_point *fp = ah_xcalloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof(flow_point));
-    int nfp = 0;
+    int nfp = 0, k = -1;
     const cJSON *it;
     cJSON_ArrayForEach(it, evs) {
+        k++;
         const cJSON *ph = cJSON_GetObjectItemCaseSensitive(it, "ph");
         if (cJSON_IsString(ph))
             nfp += read_flow_point(it, ph->valuestring, &fp[nfp]);
@@ -134,6 +227,10 @@ static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, cha
             free(fp);
             return -1;
         }
+        if (check_pid(path, k, it, pid->valueint, d, err, errlen)) {
+            free(fp);
+            return -1;
+        }
         ah_trace_item *v = &t->items[t->n++];
         read_item(it, v);
         if (v->ev.rank + 1 > t->n_ranks)
@@ -145,7 +242,7 @@ static int read_events(const char *path, const cJSON *evs, ah_trace_file *t, cha
         ah_errf(err, errlen, "%s: no \"X\" events", path);
         return -1;
     }
-    return 0;
+    return check_gaps(path, t, err, errlen);
 }
 
 /* each rank's node from its process name: "rank R (replica k, stage j, tp t) on NODE (DEVICE)" */
@@ -237,7 +334,11 @@ int ah_trace_read(const char *path, ah_trace_file *t, char *err, size_t errlen) 
     } else {
         if (cJSON_IsString(src))
             snprintf(t->source, sizeof t->source, "%s", src->valuestring);
-        rc = read_events(path, evs, t, err, errlen);
+        rank_decl d = {0};
+        rc = read_rank_decl(path, root, evs, &d, err, errlen);
+        if (rc == 0)
+            rc = read_events(path, evs, &d, t, err, errlen);
+        free(d.named);
         if (rc == 0)
             read_nodes(evs, t);
         if (rc == 0)
