@@ -178,6 +178,18 @@ bad_input "pipeline.p2p" plan --model opt-350m --cluster 4x4xA100-40G --global-b
 jq '.pipeline.links = "guessed"' "$TMP/fit.json" >"$TMP/badlinks.json"
 bad_input "pipeline.links" simulate "$TMP/p4.plan.json" --calibration "$TMP/badlinks.json"
 bad_input "mit-links.json" calibrate "$TMP/mit.json" --comm-profile "$TMP/mit-links.json"
+# a comm profile given as a calibration is named as one (it said "version: 2 out of range [1, 1]")
+bad_input 'format: "autohet-comm-profile": this is a comm profile' simulate "$TMP/p4.plan.json" \
+  --calibration "$MIT/mit-links.json"
+bad_input 'format: "autohet-comm-profile": this is a comm profile' plan --model opt-350m --cluster 4x4xA100-40G \
+  --global-batch 32 --calibration "$MIT/mit-links.json"
+# figures no fit gives: a scale of 1e6, a left-out error of 500 % (plan --top printed "compute 500 %")
+jq '.devices["A100-40G"].compute_scale["1"] = 1e6' "$TMP/fit.json" >"$TMP/hugescale.json"
+bad_input 'devices["A100-40G"].compute_scale["1"]: 1e+06 out of range [0.01, 100]' simulate "$TMP/p4.plan.json" \
+  --calibration "$TMP/hugescale.json"
+jq '.validation.left_out.mean_abs_error = 5' "$TMP/fit.json" >"$TMP/val5.json"
+bad_input 'validation.left_out.mean_abs_error: 5 out of range [0, 1)' plan --model opt-350m --cluster 4x4xA100-40G \
+  --global-batch 32 --calibration "$TMP/val5.json" --top 3
 
 [ $fails -eq 0 ] && echo "cli_calibrate: all passed"
 exit $((fails > 0))
