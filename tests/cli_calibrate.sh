@@ -164,6 +164,24 @@ echo '{"plan": "s1a.plan.json"}' >"$TMP/obj.json"
 bad_input "expected an array" calibrate "$TMP/obj.json"
 echo '[{"plan": "s1a.plan.json", "measured_iteration_s": -1}]' >"$TMP/neg.json"
 bad_input "[0].measured_iteration_s" calibrate "$TMP/neg.json"
+# a time no iteration takes (1e9 s, 1e300 s) was fitted into a calibration that corrected nothing
+for t in 1e9:1e+09 1e300:1e+300 1e-9:1e-09; do
+  echo "[{\"plan\": \"s1a.plan.json\", \"measured_iteration_s\": ${t%%:*}}]" >"$TMP/absurd.json"
+  bad_input "[0].measured_iteration_s: ${t#*:} out of range [1e-06, 1e+06]" calibrate "$TMP/absurd.json"
+done
+# runs no calibration brings closer (the same plan measured at 1/10 and 10x its simulated time): the file
+# corrects nothing, and calibrate says why on stderr even with --quiet
+jq '[.[] | select(.plan == "s1a.plan.json")] | [(.[0] | .measured_iteration_s /= 10),
+    (.[0] | .measured_iteration_s *= 10)]' "$TMP/runs.json" >"$TMP/far.json"
+$BIN calibrate "$TMP/far.json" --overlap-dp --no-validate --quiet --out "$TMP/far.cal.json" 2>"$TMP/far.err" \
+  || fail "calibrate far.json: $(cat "$TMP/far.err")"
+grep -q "far.cal.json corrects nothing: every calibration fitted to the runs leaves them further off" "$TMP/far.err" \
+  && jq -e '.devices == {} and .pipeline.p2p == "overlapped"' "$TMP/far.cal.json" >/dev/null \
+  || fail "a calibration that corrects nothing, without saying why: $(cat "$TMP/far.err")"
+$BIN calibrate "$TMP/far.json" --overlap-dp --no-validate | grep -q "^calibration    none, it corrects nothing" \
+  || fail "calibrate's table does not say the calibration corrects nothing"
+$BIN calibrate "$TMP/runs.json" --overlap-dp --no-validate --quiet --out "$TMP/fit3.json" 2>"$TMP/fit3.err" \
+  && [ ! -s "$TMP/fit3.err" ] || fail "a calibration that corrects something printed: $(cat "$TMP/fit3.err")"
 echo '[{"plan": "nope.plan.json", "measured_iteration_s": 1}]' >"$TMP/missing.json"
 bad_input "nope.plan.json" calibrate "$TMP/missing.json"
 echo '[{"measured_iteration_s": 1}]' >"$TMP/noplan.json"
