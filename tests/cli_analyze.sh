@@ -185,7 +185,8 @@ OMPI_MCA_coll_tuned_allreduce_algorithm=6 "$BIN" analyze "$TMP/t.json" --stack -
 { [ $rc -eq 2 ] && grep -q -- "--mpi-algorithm 'fastest'" "$TMP/o"; } || fail "--mpi-algorithm fastest: rc $rc"
 "$BIN" analyze "$TMP/t.json" --mpi-algorithm ring >"$TMP/o" 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--mpi-algorithm without --stack: rc $rc"
-echo '{"format": "autohet-comm-profile", "fits": [{"op": "allreduce", "alpha_us": 5, "beta_GBps": 1}]}' >"$TMP/nolat.json"
+echo '{"format": "autohet-comm-profile", "fits": [{"op": "allreduce", "link_class": "intra-node", "alpha_us": 5, "beta_GBps": 1}]}' \
+  >"$TMP/nolat.json"
 "$BIN" analyze "$TMP/t.json" --stack --comm-profile "$TMP/nolat.json" >"$TMP/o" 2>&1; rc=$?
 { [ $rc -eq 2 ] && grep -q "nolat.json.*latency" "$TMP/o"; } || fail "--stack with a profile without a latency fit: rc $rc"
 

@@ -164,6 +164,24 @@ echo '{"plan": "s1a.plan.json"}' >"$TMP/obj.json"
 bad_input "expected an array" calibrate "$TMP/obj.json"
 echo '[{"plan": "s1a.plan.json", "measured_iteration_s": -1}]' >"$TMP/neg.json"
 bad_input "[0].measured_iteration_s" calibrate "$TMP/neg.json"
+# a time no iteration takes (1e9 s, 1e300 s) was fitted into a calibration that corrected nothing
+for t in 1e9:1e+09 1e300:1e+300 1e-9:1e-09; do
+  echo "[{\"plan\": \"s1a.plan.json\", \"measured_iteration_s\": ${t%%:*}}]" >"$TMP/absurd.json"
+  bad_input "[0].measured_iteration_s: ${t#*:} out of range [1e-06, 1e+06]" calibrate "$TMP/absurd.json"
+done
+# runs no calibration brings closer (the same plan measured at 1/10 and 10x its simulated time): the file
+# corrects nothing, and calibrate says why on stderr even with --quiet
+jq '[.[] | select(.plan == "s1a.plan.json")] | [(.[0] | .measured_iteration_s /= 10),
+    (.[0] | .measured_iteration_s *= 10)]' "$TMP/runs.json" >"$TMP/far.json"
+$BIN calibrate "$TMP/far.json" --overlap-dp --no-validate --quiet --out "$TMP/far.cal.json" 2>"$TMP/far.err" \
+  || fail "calibrate far.json: $(cat "$TMP/far.err")"
+grep -q "far.cal.json corrects nothing: every calibration fitted to the runs leaves them further off" "$TMP/far.err" \
+  && jq -e '.devices == {} and .pipeline.p2p == "overlapped"' "$TMP/far.cal.json" >/dev/null \
+  || fail "a calibration that corrects nothing, without saying why: $(cat "$TMP/far.err")"
+$BIN calibrate "$TMP/far.json" --overlap-dp --no-validate | grep -q "^calibration    none, it corrects nothing" \
+  || fail "calibrate's table does not say the calibration corrects nothing"
+$BIN calibrate "$TMP/runs.json" --overlap-dp --no-validate --quiet --out "$TMP/fit3.json" 2>"$TMP/fit3.err" \
+  && [ ! -s "$TMP/fit3.err" ] || fail "a calibration that corrects something printed: $(cat "$TMP/fit3.err")"
 echo '[{"plan": "nope.plan.json", "measured_iteration_s": 1}]' >"$TMP/missing.json"
 bad_input "nope.plan.json" calibrate "$TMP/missing.json"
 echo '[{"measured_iteration_s": 1}]' >"$TMP/noplan.json"
@@ -178,6 +196,18 @@ bad_input "pipeline.p2p" plan --model opt-350m --cluster 4x4xA100-40G --global-b
 jq '.pipeline.links = "guessed"' "$TMP/fit.json" >"$TMP/badlinks.json"
 bad_input "pipeline.links" simulate "$TMP/p4.plan.json" --calibration "$TMP/badlinks.json"
 bad_input "mit-links.json" calibrate "$TMP/mit.json" --comm-profile "$TMP/mit-links.json"
+# a comm profile given as a calibration is named as one (it said "version: 2 out of range [1, 1]")
+bad_input 'format: "autohet-comm-profile": this is a comm profile' simulate "$TMP/p4.plan.json" \
+  --calibration "$MIT/mit-links.json"
+bad_input 'format: "autohet-comm-profile": this is a comm profile' plan --model opt-350m --cluster 4x4xA100-40G \
+  --global-batch 32 --calibration "$MIT/mit-links.json"
+# figures no fit gives: a scale of 1e6, a left-out error of 500 % (plan --top printed "compute 500 %")
+jq '.devices["A100-40G"].compute_scale["1"] = 1e6' "$TMP/fit.json" >"$TMP/hugescale.json"
+bad_input 'devices["A100-40G"].compute_scale["1"]: 1e+06 out of range [0.01, 100]' simulate "$TMP/p4.plan.json" \
+  --calibration "$TMP/hugescale.json"
+jq '.validation.left_out.mean_abs_error = 5' "$TMP/fit.json" >"$TMP/val5.json"
+bad_input 'validation.left_out.mean_abs_error: 5 out of range [0, 1)' plan --model opt-350m --cluster 4x4xA100-40G \
+  --global-batch 32 --calibration "$TMP/val5.json" --top 3
 
 [ $fails -eq 0 ] && echo "cli_calibrate: all passed"
 exit $((fails > 0))

@@ -140,8 +140,8 @@ bad() { # want jq-filter
   [ $rc = 2 ] && [ "$(wc -l <"$TMP/bad.err")" = 1 ] && [[ "$err" == *"$1"* ]] \
     || fail "links $2: exit $rc and '$err', want exit 2 and one line with '$1'"
 }
-bad "links.latency_us[0][1]: expected a number from 0 to 1e+09 or null" '.links.latency_us[0][1] = "x"'
-bad "links.bandwidth_GBps[1][0]: expected a number from 1e-06 to 1e+12 or null" '.links.bandwidth_GBps[1][0] = 0'
+bad "links.latency_us[0][1]: expected a number from 0 to 1e+06 or null" '.links.latency_us[0][1] = "x"'
+bad "links.bandwidth_GBps[1][0]: expected a number from 0.0001 to 1e+12 or null" '.links.bandwidth_GBps[1][0] = 0'
 bad "links.bandwidth_GBps: expected an array of 3 rows" '.links.bandwidth_GBps |= .[0:2]'
 bad "links.hosts[1]:" '.links.hosts[1] = "a b"'
 bad "links.hosts: expected an array of host names" '.links.hosts = 3'

@@ -111,6 +111,21 @@ static void test_round_trip(void **state) {
     assert_int_equal(d.links_scoped, 0);
     assert_int_equal(ah_calibration_link_scope(&d, 1), 0);
     assert_double_equal(d.p2p_bw_fraction[1], 0.82, 0);
+    /* what the reader would refuse is not written: a scale past 100, a left-out error of 100 % or more */
+    fd = mkstemp(strcpy(path, "/tmp/ahtest_calib_XXXXXX"));
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    ah_calibration_set_scale(&c, "GH-96", 8, 1e6);
+    assert_int_equal(ah_calibration_write(path, &c, NULL, err, sizeof err), -1);
+    assert_contains(err, "devices[\"GH-96\"].compute_scale[\"8\"]: 1e+06 out of range");
+    assert_contains(err, "(not written)");
+    assert_int_equal(access(path, F_OK), -1);
+    ah_calibration_set_scale(&c, "GH-96", 8, 1.046);
+    assert_int_equal(
+        ah_calibration_write(path, &c, "{\"left_out\": {\"mean_abs_error\": 1.5}}", err, sizeof err), -1);
+    assert_contains(err, "validation.left_out.mean_abs_error: 1.5 out of range [0, 1)");
+    assert_int_equal(access(path, F_OK), -1);
 }
 
 static void bad(const char *text, const char *want) {
@@ -128,14 +143,46 @@ static void bad(const char *text, const char *want) {
 static void test_bad_files(void **state) {
     (void)state;
     bad("{\"version\": 1}", "format");
-    bad("{\"format\": \"autohet-plan\", \"version\": 1}", "autohet-calibration");
+    bad("{\"format\": \"autohet-plan\", \"version\": 1}", "format: \"autohet-plan\": this is a plan");
+    bad("{\"format\": \"autohet-other\", \"version\": 1}", "expected \"autohet-calibration\"");
+    /* another kind of file is named as such, before its version (2 for a comm profile) is judged */
+    bad("{\"format\": \"autohet-comm-profile\", \"version\": 2, \"fits\": []}",
+        "format: \"autohet-comm-profile\": this is a comm profile (autohet commbench --json: give it to "
+        "--comm-profile), not a calibration");
     bad("{\"format\": \"autohet-calibration\", \"version\": 2}", "version");
     bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
         "{\"x\": 1}}}}",
         "devices[\"A\"].compute_scale[\"x\"]");
     bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
         "{\"4\": -1}}}}",
-        "positive");
+        "devices[\"A\"].compute_scale[\"4\"]: -1 out of range [0.01, 100]");
+    /* every figure within what a fit gives (docs/calibration.md): a scale of 1e6 or a 500 % left-out error
+     * came through, the latter as a plan's "compute 500 %" with zero error bars */
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
+        "{\"1\": 1e6}}}}",
+        "devices[\"A\"].compute_scale[\"1\"]: 1e+06 out of range [0.01, 100]");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": "
+        "{\"1\": 1}, \"optimizer_scale\": 1000}}}",
+        "devices[\"A\"].optimizer_scale: 1000 out of range [0.01, 100]");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"alpha_s\": 5}}",
+        "pipeline.alpha_s: 5 out of range [0, 1]");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"pipeline\": {\"p2p\": \"lockstep\", "
+        "\"bw_fraction\": {\"inter_node\": 1e-9}}}",
+        "pipeline.bw_fraction.inter_node: expected a fraction of the link's bandwidth in [0.01, 1] or 0");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"validation\": {\"left_out\": "
+        "{\"mean_abs_error\": 5, \"worst_abs_error\": 6}}}",
+        "validation.left_out.mean_abs_error: 5 out of range [0, 1)");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"validation\": {\"as_is\": "
+        "{\"mean_abs_error\": -0.1}}}",
+        "validation.as_is.mean_abs_error: -0.1 out of range [0, 100]");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"validation\": {\"in_sample\": "
+        "{\"mean_abs_error\": 0.2, \"worst_abs_error\": 0.1}}}",
+        "validation.in_sample.worst_abs_error: 0.1 is below mean_abs_error 0.2");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"validation\": {\"runs\": 0}}",
+        "validation.runs");
+    bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"validation\": {\"runs\": 3, \"excluded\": 4}}",
+        "validation.excluded");
     bad("{\"format\": \"autohet-calibration\", \"version\": 1, \"devices\": {\"A\": {\"compute_scale\": {}, "
         "\"speed\": 2}}}",
         "devices[\"A\"].speed");

@@ -164,6 +164,65 @@ static void profile_reads_small_regime_latency(void **state) {
     unlink(path);
 }
 
+/* A profile is read as commbench writes it or not at all: a typo in an op, a link class, the version or a
+ * field name, and a latency or bandwidth no measurement gives, are one error naming the field (they were
+ * skipped or taken, and the datasheet figures or an 823,415 s plan came out). A collective the planner does
+ * not read, every field commbench writes, and a middle regime's low bandwidth still load. */
+static void profile_refuses_what_commbench_does_not_write(void **state) {
+    (void)state;
+    const char *fit = "{\"op\": \"%s\", \"link_class\": \"%s\", \"alpha_us\": %s, \"beta_GBps\": %s%s}";
+    const char *regimes = ", \"pair\": [0, 1], \"statistic\": \"median_us\", \"max_rel_error\": 0.05, "
+                          "\"max_abs_error_us\": 0.1, \"sizes\": 3, \"single_line\": {}, \"rel_error_per_size\": [], "
+                          "\"regimes\": [{\"min_bytes\": 4, \"max_bytes\": 64, \"alpha_us\": 2, \"beta_GBps\": 2e-6, "
+                          "\"max_rel_error\": 0, \"max_abs_error_us\": 0, \"sizes\": 2}, {\"min_bytes\": 128, "
+                          "\"max_bytes\": null, \"alpha_us\": -40, \"beta_GBps\": 12, \"sizes\": 1}]";
+    struct {
+        const char *version, *op, *cls, *alpha, *beta, *extra, *want;
+    } cases[] = {
+        {"2", "bw", "intra-node", "3", "12", regimes, NULL},
+        {"1", "alltoall", "intra-node", "3", "12", "", NULL},
+        {"2", "bw", "inter_node", "3", "12", "", "fits[2].link_class: expected \"intra-node\" or \"inter-node\""},
+        {"2", "bandwidth", "intra-node", "3", "12", "", "fits[2].op: unknown op \"bandwidth\""},
+        {"99", "bw", "intra-node", "3", "12", "", "version: 99 out of range [1, 2]"},
+        {"2", "bw", "intra-node", "3", "12", ", \"typo\": 1", "fits[2].typo: unknown field"},
+        {"2", "bw", "intra-node", "3", "1e-6", "", "fits[2].beta_GBps: 1e-06 out of range"},
+        {"2", "bw", "intra-node", "3", "1e300", "", "fits[2].beta_GBps: 1e+300 out of range"},
+        {"2", "bw", "intra-node", "1e9", "12", "", "fits[2].alpha_us: 1e+09 out of range"},
+        {"2", "bw", "intra-node", "-1", "12", "", "fits[2].alpha_us: -1 out of range"},
+        {"2", "bw", "intra-node", "3", "\"12\"", "", "fits[2].beta_GBps: expected a number"},
+        {"2", "bw", "intra-node", "3", "12", ", \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 1e-5}]",
+         "fits[2].regimes[0].beta_GBps: 1e-05 out of range"},
+        {"2", "bw", "intra-node", "3", "12", ", \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 5, \"max_byte\": 1}]",
+         "fits[2].regimes[0].max_byte: unknown field"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char doc[2048], second[1024], path[64], err[512], summary[256];
+        snprintf(second, sizeof second, fit, cases[k].op, cases[k].cls, cases[k].alpha, cases[k].beta,
+                 cases[k].extra);
+        snprintf(doc, sizeof doc,
+                 "{\"format\": \"autohet-comm-profile\", \"version\": %s, \"fits\": ["
+                 "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 10}, "
+                 "{\"op\": \"bw\", \"link_class\": \"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 10}, %s]}",
+                 cases[k].version, second);
+        write_tmp(doc, path);
+        ah_cluster c = {0};
+        assert_int_equal(
+            ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
+        ah_plan_options o;
+        ah_plan_options_default(&o);
+        int rc = ah_comm_profile_apply(path, &c, &o, summary, sizeof summary, err, sizeof err);
+        if (cases[k].want) {
+            assert_int_equal(rc, -1);
+            assert_contains(err, path);
+            assert_contains(err, cases[k].want);
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        ah_cluster_free(&c);
+        unlink(path);
+    }
+}
+
 /* The line fit is minimax: its largest relative error is no larger than the
  * best point of a fine grid over (alpha >= 0, 1/beta >= 0), on random data,
  * and on three points it levels the error (equal magnitudes). */
@@ -214,6 +273,7 @@ int main(void) {
         cmocka_unit_test(median_and_ci),
         cmocka_unit_test(line_fit_is_minimax),
         cmocka_unit_test(profile_reads_small_regime_latency),
+        cmocka_unit_test(profile_refuses_what_commbench_does_not_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,15 +107,15 @@ static void link_model_from_profile(void **state) {
     assert_double_equal(ah_link_us(&m, 4000000), 1010, 1e-9);    /* 10 + 4e6 / 4000 */
     assert_contains(m.source, "intra-node");
     unlink(path);
-    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"allreduce\", \"alpha_us\": 5, "
-              "\"beta_GBps\": 1}]}",
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"allreduce\", \"link_class\": "
+              "\"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 1}]}",
               path);
     assert_int_equal(ah_link_model_read(path, &m, err, sizeof err), -1);
     assert_contains(err, path);
     assert_contains(err, "latency");
     unlink(path);
-    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"latency\", \"alpha_us\": 5, "
-              "\"beta_GBps\": 0}]}",
+    write_tmp("{\"format\": \"autohet-comm-profile\", \"fits\": [{\"op\": \"latency\", \"link_class\": "
+              "\"intra-node\", \"alpha_us\": 5, \"beta_GBps\": 0}]}",
               path);
     assert_int_equal(ah_link_model_read(path, &m, err, sizeof err), -1);
     assert_contains(err, "beta_GBps");

@@ -24,6 +24,16 @@
 
 #define AH_CALIB_MAX_DEVICES 16
 #define AH_CALIB_MAX_MB 16
+/* What a calibration's figures may be (ah_calibration_load; autohet calibrate fits within them): a compute or
+ * optimizer scale from 1/100 to 100x (calibrate's fits: compute from 0.05, optimizer 0.05 to 2), a lockstep
+ * latency up to 1 s (fitted: 0 to 5 ms), a bandwidth fraction 0 (all of the link) or from 1 % (fitted: 2 %),
+ * a validation error up to 100 (10,000 %); the left-out mean error, the planner's error bars, below 1 as
+ * --model-error's. */
+#define AH_CALIB_SCALE_MIN 0.01
+#define AH_CALIB_SCALE_MAX 100.0
+#define AH_CALIB_MAX_ALPHA_S 1.0
+#define AH_CALIB_MIN_BW_FRACTION 0.01
+#define AH_CALIB_MAX_ERROR 100.0
 
 typedef struct {
     char name[32]; /* a catalog device name */

@@ -15,6 +15,12 @@
 #define AH_LINK_MIN_GBPS 1e-6
 #define AH_LINK_MAX_GBPS 1e12
 #define AH_LINK_MAX_ABS_US 1e9
+/* What a measurement can give, tighter than the guards above: a link's bandwidth (a fit's large-message beta,
+ * a links{} matrix entry) from 100 kB/s, well below the 10 Mbit/s (1.25e-3 GB/s) tests/cli_hosts_commbench.sh
+ * throttles a host to; a latency (a fit's small-message alpha) up to 1 s. A middle regime's beta may be far
+ * lower (a protocol step between two small sizes, such as a delayed ACK), so only the guard applies to it. */
+#define AH_LINK_MIN_MEASURED_GBPS 1e-4
+#define AH_LINK_MAX_LATENCY_US 1e6
 typedef struct {
     int n;
     double max_bytes[AH_LINK_MAX_REGIMES]; /* the last regime's is ignored */

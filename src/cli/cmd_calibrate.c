@@ -16,6 +16,8 @@
 #include "util/json_read.h"
 
 #define MAX_RUNS 4096
+#define MIN_MEASURED_S 1e-6 /* a run's measured iteration: from 1 us to 11.6 days */
+#define MAX_MEASURED_S 1e6
 
 static void calibrate_usage(FILE *f) {
     fprintf(
@@ -75,10 +77,12 @@ static int load_runs(const char *path, const ah_device_catalog *cat, ah_calib_ru
             rc = -1;
             break;
         }
-        if (!(runs[i].measured_s > 0) || !isfinite(runs[i].measured_s)) {
+        /* a time no training step takes (1e9 s: 31 years) would swamp every error and fit nothing */
+        if (!(runs[i].measured_s >= MIN_MEASURED_S && runs[i].measured_s <= MAX_MEASURED_S)) {
             char fp[AH_JPATH_LEN];
             ah_jpath_key(fp, ip, "measured_iteration_s");
-            rc = ah_jfail(&cx, fp, "expected a positive number of seconds");
+            rc = ah_jfail(&cx, fp, "%g out of range [%g, %g] (seconds per iteration; the run of %s)",
+                          runs[i].measured_s, MIN_MEASURED_S, MAX_MEASURED_S, rel);
             break;
         }
         if (ah_jget_str(&cx, it, ip, "exclude", 0, runs[i].excluded, sizeof runs[i].excluded) < 0) {
@@ -143,7 +147,38 @@ static err_stats stats_of(const ah_calib_run *r, int n, size_t off) {
     return s;
 }
 
-static void describe(const ah_calibration *c, FILE *f) {
+/* whether a run can pin anything: one GPU type in all its stages (its compute scales), or a pipeline (the
+ * lockstep transfers) */
+static int fittable(const ah_plan *p) {
+    const char *name = NULL;
+    int one_type = 1;
+    for (int k = 0; k < p->n_replicas; k++) {
+        if (p->replicas[k].n_stages > 1)
+            return 1;
+        const char *d = p->cluster.nodes[p->replicas[k].stages[0].node].dev.name;
+        one_type &= !name || strcmp(name, d) == 0;
+        name = d;
+    }
+    return one_type;
+}
+
+/* Why the calibration corrects nothing (NULL when it corrects something): no run to fit it to, or every fit
+ * left the runs further off than none, which ah_sim_calibrate then keeps (scales 1, overlapped sends). */
+static const char *noop_reason(const ah_calibration *c, const ah_calib_run *r, int n) {
+    if (c->n_devices > 0 || c->lockstep)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        if (!r[i].excluded[0] && fittable(&r[i].plan))
+            return "every calibration fitted to the runs leaves them further off than none (see the \"as is\" "
+                   "column: are the measured times right?)";
+    return "no run to fit it to (each run fitted is one-stage replicas of different GPU types)";
+}
+
+static void describe(const ah_calibration *c, const char *noop, FILE *f) {
+    if (noop) {
+        fprintf(f, "calibration    none, it corrects nothing: %s\n", noop);
+        return;
+    }
     for (int d = 0; d < c->n_devices; d++) {
         fprintf(f, "%-14s compute", c->devices[d].name);
         for (int j = 0; j < c->devices[d].n; j++)
@@ -151,8 +186,7 @@ static void describe(const ah_calibration *c, FILE *f) {
         fprintf(f, "; optimizer x%.3f\n", ah_calibration_optimizer_scale(c, c->devices[d].name));
     }
     if (c->n_devices == 0)
-        fprintf(f, "scales         none (no run whose replicas are one stage of one GPU type, or no calibration "
-                   "fits the runs better than none)\n");
+        fprintf(f, "scales         none (no run whose replicas are one stage of one GPU type)\n");
     if (!c->lockstep) {
         fprintf(f,
                 "pipeline       overlapped (lockstep transfers fitted no better, or no multi-stage run)\n");
@@ -307,10 +341,11 @@ int cmd_calibrate(int argc, char **argv) {
         snprintf(calib.source, sizeof calib.source, "autohet calibrate %s: %d runs", argv[optind], n);
         char summary[512];
         summary_json(runs, n, validate, summary, sizeof summary);
+        const char *noop = noop_reason(&calib, runs, n);
         if (!quiet) {
             printf("Calibration from %d measured runs (%s), fitted in %.2f s\n", n, argv[optind],
                    (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-            describe(&calib, stdout);
+            describe(&calib, noop, stdout);
             print_table(runs, n, validate, stdout);
             err_stats a = stats_of(runs, n, offsetof(ah_calib_run, uncalibrated_s)),
                       b = stats_of(runs, n, offsetof(ah_calib_run, fitted_s)),
@@ -329,6 +364,8 @@ int cmd_calibrate(int argc, char **argv) {
             rc = cli_bad_input("calibrate", err);
         else if (out && !quiet)
             printf("wrote %s\n", out);
+        if (rc == 0 && out && noop) /* a file that changes nothing says so, --quiet or not */
+            fprintf(stderr, "autohet calibrate: note: %s corrects nothing: %s\n", out, noop);
         if (rc == 0 && json && write_json(json, runs, n, validate, &calib, summary, err, sizeof err) != 0)
             rc = cli_bad_input("calibrate", err);
         else if (rc == 0 && json && !quiet)

@@ -9,13 +9,15 @@
 #include "autohet/comm.h"
 #include "cluster/link_model_json.h"
 #include "util/json_file.h"
+#include "util/json_read.h"
 
 /* The fit of `op` for `link_class` (the first one, e.g. of the lowest pair):
  * the latency alpha (us) of its smallest-message regime and the bandwidth
  * beta (GB/s) of its largest-message one; a fit without regimes[] gives its
  * own alpha_us and beta_GBps. (Reading alpha from the large-message regime
  * gave latencies of 0 and 1677 us for links measured at 9.5 and 6.1 us,
- * issue #14.) 0 if found, -1 none, -2 malformed. */
+ * issue #14.) ah_comm_profile_parse() checked both against a measurement's
+ * bounds. 0 if found, -1 none. */
 static int find_fit(const cJSON *fits, const char *op, const char *link_class, double *alpha, double *beta) {
     const cJSON *f;
     cJSON_ArrayForEach(f, fits) {
@@ -32,10 +34,6 @@ static int find_fit(const cJSON *fits, const char *op, const char *link_class, d
             a = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, 0), "alpha_us");
             b = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reg, nr - 1), "beta_GBps");
         }
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 0) ||
-            !(a->valuedouble <= AH_LINK_MAX_ABS_US) || !(b->valuedouble >= AH_LINK_MIN_GBPS) ||
-            !(b->valuedouble <= AH_LINK_MAX_GBPS))
-            return -2;
         *alpha = a->valuedouble;
         *beta = b->valuedouble;
         return 0;
@@ -57,12 +55,12 @@ static int read_link_matrix(const cJSON *links, const char *key, int n, int posi
         for (int b = 0; b < n; b++) {
             const cJSON *v = cJSON_GetArrayItem(row, b);
             double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-            int ok =
-                positive ? x >= AH_LINK_MIN_GBPS && x <= AH_LINK_MAX_GBPS : x >= 0 && x <= AH_LINK_MAX_ABS_US;
+            int ok = positive ? x >= AH_LINK_MIN_MEASURED_GBPS && x <= AH_LINK_MAX_GBPS
+                              : x >= 0 && x <= AH_LINK_MAX_LATENCY_US;
             if (!cJSON_IsNull(v) && !(cJSON_IsNumber(v) && ok))
                 return ah_fail(cx, "links.%s[%d][%d]: expected a number from %g to %g or null", key, a, b,
-                               positive ? AH_LINK_MIN_GBPS : 0.0,
-                               positive ? AH_LINK_MAX_GBPS : AH_LINK_MAX_ABS_US);
+                               positive ? AH_LINK_MIN_MEASURED_GBPS : 0.0,
+                               positive ? AH_LINK_MAX_GBPS : AH_LINK_MAX_LATENCY_US);
             out[a * n + b] = x;
         }
     }
@@ -145,6 +143,110 @@ void ah_link_matrix_free(ah_link_matrix *m) {
     free(m);
 }
 
+/* Every field commbench --json and analyze --comm-profile-out write, of any version (1 had
+ * two_regime_max_rel_error): a key beyond these is a typo, and the figure it meant would go unread. */
+static const char *const top_keys[] = {"format", "version", "ranks", "nodes",  "hosts", "sync",
+                                       "source", "trace",   "results", "fits", "links", NULL};
+static const char *const fit_keys[] = {"op",      "link_class",       "pair",          "hosts",
+                                       "statistic", "alpha_us",       "beta_GBps",     "max_rel_error",
+                                       "max_abs_error_us", "sizes",   "regimes",       "single_line",
+                                       "rel_error_per_size", "two_regime_max_rel_error", NULL};
+static const char *const regime_keys[] = {"min_bytes", "max_bytes", "alpha_us", "beta_GBps", "max_rel_error",
+                                          "max_abs_error_us", "sizes", "transfers", NULL};
+static const char *const links_keys[] = {"hosts", "latency_us", "bandwidth_GBps", "max_rel_error", "pairs",
+                                         "transfers", "shared_bandwidth_GBps", "shared_one_flow_GBps",
+                                         "shared_flows", "shared_message_bytes", NULL};
+
+static int known_keys(const ah_err_ctx *cx, const cJSON *obj, const char *path, const char *const *keys) {
+    for (const cJSON *k = obj->child; k; k = k->next) {
+        int i = 0;
+        while (keys[i] && strcmp(keys[i], k->string))
+            i++;
+        if (!keys[i]) {
+            char p[AH_JPATH_LEN];
+            ah_jpath_key(p, path, k->string);
+            return ah_jfail(cx, p, "unknown field (autohet commbench writes no such field)");
+        }
+    }
+    return 0;
+}
+
+/* obj[key], required: a number in [lo, hi] */
+static int number_in(const ah_err_ctx *cx, const cJSON *obj, const char *parent, const char *key, double lo,
+                     double hi, const char *what) {
+    double x;
+    char p[AH_JPATH_LEN];
+    if (ah_jget_num(cx, obj, parent, key, 1, 0, &x) < 0)
+        return -1;
+    ah_jpath_key(p, parent, key);
+    if (!(x >= lo && x <= hi))
+        return ah_jfail(cx, p, "%g out of range [%g, %g] (%s)", x, lo, hi, what);
+    return 0;
+}
+
+/* A fit's regimes[]: the first one's alpha is the link's latency and the last one's beta its bandwidth, in the
+ * bounds of a measurement; the intercepts between are free (ah_comm_fit_line) */
+static int check_regimes(const ah_err_ctx *cx, const cJSON *f, const char *fp) {
+    const cJSON *reg;
+    char rp[AH_JPATH_LEN], qp[AH_JPATH_LEN];
+    int has = ah_jget_arr(cx, f, fp, "regimes", 0, &reg, rp);
+    if (has <= 0)
+        return has;
+    int n = cJSON_GetArraySize(reg), q = 0;
+    double mx;
+    for (const cJSON *g = reg->child; g; g = g->next, q++) {
+        if (ah_jitem_obj(cx, g, rp, q, qp) < 0 || known_keys(cx, g, qp, regime_keys) < 0 ||
+            (q == 0 ? number_in(cx, g, qp, "alpha_us", 0, AH_LINK_MAX_LATENCY_US, "a latency in us")
+                    : number_in(cx, g, qp, "alpha_us", -AH_LINK_MAX_ABS_US, AH_LINK_MAX_ABS_US, "us")) < 0 ||
+            number_in(cx, g, qp, "beta_GBps", q == n - 1 ? AH_LINK_MIN_MEASURED_GBPS : AH_LINK_MIN_GBPS,
+                      AH_LINK_MAX_GBPS, "a bandwidth in GB/s") < 0 ||
+            ah_jget_num(cx, g, qp, "max_bytes", 0, 1, &mx) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* fits[i]: commbench's op names (collectives the planner does not read included) and link classes, the
+ * small-message alpha and large-message beta within what a measurement gives */
+static int check_fit(const ah_err_ctx *cx, const cJSON *f, int i) {
+    char fp[AH_JPATH_LEN], p[AH_JPATH_LEN], op[32], cls[32];
+    if (ah_jitem_obj(cx, f, "fits", i, fp) < 0 || known_keys(cx, f, fp, fit_keys) < 0 ||
+        ah_jget_str(cx, f, fp, "op", 1, op, sizeof op) < 0 ||
+        ah_jget_str(cx, f, fp, "link_class", 1, cls, sizeof cls) < 0)
+        return -1;
+    int k = 0;
+    while (k < AH_OP_COUNT && strcmp(op, ah_comm_op_name((ah_comm_op)k)))
+        k++;
+    if (k == AH_OP_COUNT)
+        return ah_jfail(cx, ah_jpath_item(p, "fits", i, "op"),
+                        "unknown op \"%s\" (expected latency, bw, allreduce, allgather, reduce_scatter, bcast "
+                        "or alltoall)",
+                        op);
+    if (strcmp(cls, "intra-node") && strcmp(cls, "inter-node"))
+        return ah_jfail(cx, ah_jpath_item(p, "fits", i, "link_class"),
+                        "expected \"intra-node\" or \"inter-node\", got \"%s\"", cls);
+    if (number_in(cx, f, fp, "alpha_us", 0, AH_LINK_MAX_LATENCY_US, "a latency in us") < 0 ||
+        number_in(cx, f, fp, "beta_GBps", AH_LINK_MIN_MEASURED_GBPS, AH_LINK_MAX_GBPS, "a bandwidth in GB/s") < 0)
+        return -1;
+    return check_regimes(cx, f, fp);
+}
+
+/* The document beyond its format: version, known fields, every fit. 0, or -1 with err. */
+static int check_profile(const ah_err_ctx *cx, const cJSON *root) {
+    int version;
+    const cJSON *fits, *links = cJSON_GetObjectItemCaseSensitive(root, "links");
+    char p[AH_JPATH_LEN];
+    if (known_keys(cx, root, "", top_keys) < 0 || ah_jget_int(cx, root, "", "version", 0, 1, 2, &version) < 0 ||
+        ah_jget_arr(cx, root, "", "fits", 1, &fits, p) < 0 ||
+        (cJSON_IsObject(links) && known_keys(cx, links, "links", links_keys) < 0))
+        return -1;
+    int i = 0;
+    for (const cJSON *f = fits->child; f; f = f->next, i++)
+        if (check_fit(cx, f, i) < 0)
+            return -1;
+    return 0;
+}
+
 cJSON *ah_comm_profile_parse(const char *path, char *err, size_t errlen) {
     ah_err_ctx cx = {path, err, errlen};
     cJSON *root = ah_json_parse_file(path, 64u << 20, 1, err, errlen);
@@ -155,8 +257,8 @@ cJSON *ah_comm_profile_parse(const char *path, char *err, size_t errlen) {
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "autohet-comm-profile"))
         rc = ah_fail(&cx,
                      "format: expected \"autohet-comm-profile\" (the --json output of autohet commbench)");
-    else if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "fits")))
-        rc = ah_fail(&cx, "fits: expected an array");
+    else
+        rc = check_profile(&cx, root);
     if (rc != 0) {
         cJSON_Delete(root);
         return NULL;
@@ -177,15 +279,7 @@ int ah_comm_profile_apply(const char *path, ah_cluster *c, ah_plan_options *o, c
     const char *classes[2] = {"intra-node", "inter-node"};
     for (int k = 0; k < 2 && rc == 0; k++) {
         double la, lb, ba, bb;
-        int fl = find_fit(fits, "latency", classes[k], &la, &lb),
-            fb = find_fit(fits, "bw", classes[k], &ba, &bb);
-        if (fl == -2 || fb == -2) {
-            rc = ah_fail(&cx,
-                         "fits[]: the %s %s fit needs alpha_us from 0 to 1e9 and beta_GBps from 1e-6 to 1e12",
-                         classes[k], fl == -2 ? "latency" : "bw");
-            break;
-        }
-        if (fl != 0 || fb != 0)
+        if (find_fit(fits, "latency", classes[k], &la, &lb) != 0 || find_fit(fits, "bw", classes[k], &ba, &bb) != 0)
             continue;
         for (int i = 0; i < c->n_nodes; i++) {
             if (k == 0)

@@ -124,8 +124,9 @@ static int load_devices(const ah_err_ctx *cx, const cJSON *devs, const char *pat
         if (ah_jget_num(cx, d, dp, "optimizer_scale", 0, 0, &opt) < 0)
             return -1;
         ah_jpath_key(bp, dp, "optimizer_scale");
-        if (!(opt > 0) || !isfinite(opt))
-            return ah_jfail(cx, bp, "expected a positive number");
+        if (!(opt >= AH_CALIB_SCALE_MIN && opt <= AH_CALIB_SCALE_MAX))
+            return ah_jfail(cx, bp, "%g out of range [%g, %g] (a scale of the optimizer step's time)", opt,
+                            AH_CALIB_SCALE_MIN, AH_CALIB_SCALE_MAX);
         if (ah_calibration_set_optimizer_scale(c, d->string, opt) != 0)
             return ah_jfail(cx, dp, "more than %d devices", AH_CALIB_MAX_DEVICES);
         for (const cJSON *b = cs->child; b; b = b->next) {
@@ -134,8 +135,11 @@ static int load_devices(const ah_err_ctx *cx, const cJSON *devs, const char *pat
             long mb = strtol(b->string, &end, 10);
             if (*b->string == '\0' || *end != '\0' || mb < 1 || mb > 1 << 20)
                 return ah_jfail(cx, bp, "expected a micro-batch size (an integer >= 1) as the key");
-            if (!cJSON_IsNumber(b) || !(b->valuedouble > 0) || !isfinite(b->valuedouble))
-                return ah_jfail(cx, bp, "expected a positive number");
+            if (!cJSON_IsNumber(b))
+                return ah_jfail(cx, bp, "expected a number, got %s", ah_json_type_name(b));
+            if (!(b->valuedouble >= AH_CALIB_SCALE_MIN && b->valuedouble <= AH_CALIB_SCALE_MAX))
+                return ah_jfail(cx, bp, "%g out of range [%g, %g] (a scale of the compute time)", b->valuedouble,
+                                AH_CALIB_SCALE_MIN, AH_CALIB_SCALE_MAX);
             if (ah_calibration_set_scale(c, d->string, (int)mb, b->valuedouble) != 0)
                 return ah_jfail(cx, bp, "more than %d devices or %d micro-batch sizes", AH_CALIB_MAX_DEVICES,
                                 AH_CALIB_MAX_MB);
@@ -156,8 +160,9 @@ static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path
     if (ah_jget_num(cx, pl, path, "alpha_s", 0, 0, &c->p2p_alpha_s) < 0)
         return -1;
     ah_jpath_key(p, path, "alpha_s");
-    if (!(c->p2p_alpha_s >= 0) || !isfinite(c->p2p_alpha_s))
-        return ah_jfail(cx, p, "expected a number >= 0");
+    if (!(c->p2p_alpha_s >= 0 && c->p2p_alpha_s <= AH_CALIB_MAX_ALPHA_S))
+        return ah_jfail(cx, p, "%g out of range [0, %g] (seconds per transfer)", c->p2p_alpha_s,
+                        AH_CALIB_MAX_ALPHA_S);
     const cJSON *bw;
     int has = ah_jget_obj(cx, pl, path, "bw_fraction", 0, &bw, p);
     if (has < 0)
@@ -168,8 +173,10 @@ static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path
         if (ah_jget_num(cx, bw, p, cls[i], 0, 0, &c->p2p_bw_fraction[i]) < 0)
             return -1;
         ah_jpath_key(q, p, cls[i]);
-        if (!(c->p2p_bw_fraction[i] >= 0) || !(c->p2p_bw_fraction[i] <= 1))
-            return ah_jfail(cx, q, "expected a fraction of the link's bandwidth in [0, 1] (0: all of it)");
+        double f = c->p2p_bw_fraction[i];
+        if (!(f == 0 || (f >= AH_CALIB_MIN_BW_FRACTION && f <= 1)))
+            return ah_jfail(cx, q, "expected a fraction of the link's bandwidth in [%g, 1] or 0 (all of it), got %g",
+                            AH_CALIB_MIN_BW_FRACTION, f);
     }
     char links[16] = "";
     int has_links = ah_jget_str(cx, pl, path, "links", 0, links, sizeof links);
@@ -183,39 +190,93 @@ static int load_pipeline(const ah_err_ctx *cx, const cJSON *pl, const char *path
     return 0;
 }
 
+/* validation{runs, excluded, as_is, in_sample, left_out: {mean_abs_error, worst_abs_error}}: what calibrate
+ * measured. Each error is |simulated / measured - 1| over the runs, the worst no smaller than the mean; the
+ * left-out mean becomes the planner's error bars (plan --top), so it is below 1 as --model-error's. */
+static int load_validation(const ah_err_ctx *cx, const cJSON *val, const char *path, ah_calibration *c) {
+    int runs = 0, excluded = 0;
+    char p[AH_JPATH_LEN], q[AH_JPATH_LEN];
+    if (ah_jget_int(cx, val, path, "runs", 0, 1, 4096, &runs) < 0 ||
+        ah_jget_int(cx, val, path, "excluded", 0, 0, runs > 0 ? runs : 4096, &excluded) < 0)
+        return -1;
+    static const char *const sets[3] = {"as_is", "in_sample", "left_out"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *e;
+        double mean = 0, worst = 0;
+        int has = ah_jget_obj(cx, val, path, sets[k], 0, &e, p), has_mean = 0, has_worst = 0;
+        if (has < 0 || (has && ((has_mean = ah_jget_num(cx, e, p, "mean_abs_error", 0, 0, &mean)) < 0 ||
+                                (has_worst = ah_jget_num(cx, e, p, "worst_abs_error", 0, 0, &worst)) < 0)))
+            return -1;
+        ah_jpath_key(q, p, "mean_abs_error");
+        if (k == 2 && !(mean >= 0 && mean < 1))
+            return ah_jfail(cx, q, "%g out of range [0, 1) (a fraction: 0.05 is 5 %%)", mean);
+        if (!(mean >= 0 && mean <= AH_CALIB_MAX_ERROR))
+            return ah_jfail(cx, q, "%g out of range [0, %g] (a fraction: 0.05 is 5 %%)", mean, AH_CALIB_MAX_ERROR);
+        ah_jpath_key(q, p, "worst_abs_error");
+        if (has_worst && !(worst >= 0 && worst <= AH_CALIB_MAX_ERROR))
+            return ah_jfail(cx, q, "%g out of range [0, %g] (a fraction: 0.05 is 5 %%)", worst, AH_CALIB_MAX_ERROR);
+        if (has_mean && has_worst && worst < mean)
+            return ah_jfail(cx, q, "%g is below mean_abs_error %g (the worst run's error is at least the mean)",
+                            worst, mean);
+        if (k == 2)
+            c->left_out_error = mean;
+    }
+    return 0;
+}
+
+/* what a file of another autohet format is, for the error naming it */
+static const char *format_kind(const char *fmt) {
+    static const char *const kinds[][2] = {
+        {"autohet-comm-profile", "a comm profile (autohet commbench --json: give it to --comm-profile)"},
+        {"autohet-profile", "a layer profile (autohet profile: give it to --profile)"},
+        {"autohet-plan", "a plan (autohet plan --json)"},
+        {"autohet-sim", "a simulation (autohet simulate --json)"},
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(fmt, kinds[i][0]) == 0)
+            return kinds[i][1];
+    return NULL;
+}
+
+/* A calibration document into c: 0, or -1 with err (c zeroed). */
+static int load_doc(const ah_err_ctx *cx, const cJSON *root, ah_calibration *c) {
+    memset(c, 0, sizeof *c);
+    char fmt[32] = "", p[AH_JPATH_LEN];
+    int version = 0, rc = 0;
+    const cJSON *devs = NULL, *pl = NULL, *val = NULL;
+    /* the kind first: another format's version says nothing about a calibration's */
+    if (ah_jget_str(cx, root, "", "format", 1, fmt, sizeof fmt) < 0)
+        rc = -1;
+    else if (strcmp(fmt, "autohet-calibration") != 0 && format_kind(fmt))
+        rc = ah_jfail(cx, "format", "\"%s\": this is %s, not a calibration (autohet calibrate --out)", fmt,
+                      format_kind(fmt));
+    else if (strcmp(fmt, "autohet-calibration") != 0)
+        rc = ah_jfail(cx, "format", "expected \"autohet-calibration\" (autohet calibrate --out), got \"%s\"", fmt);
+    else if (ah_jget_int(cx, root, "", "version", 1, 1, 1, &version) < 0)
+        rc = -1;
+    else if (ah_jget_str(cx, root, "", "source", 0, c->source, sizeof c->source) < 0 ||
+             ah_jget_str(cx, root, "", "profile_model", 0, c->profile_model, sizeof c->profile_model) < 0 ||
+             ah_jget_obj(cx, root, "", "devices", 0, &devs, p) < 0 ||
+             (devs && load_devices(cx, devs, p, c)) ||
+             ah_jget_obj(cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(cx, pl, p, c)))
+        rc = -1;
+    else if (ah_jget_obj(cx, root, "", "validation", 0, &val, p) < 0 || (val && load_validation(cx, val, p, c)))
+        rc = -1;
+    if (rc == 0)
+        c->scoped = cJSON_GetObjectItemCaseSensitive(root, "profile_model") != NULL;
+    if (rc)
+        memset(c, 0, sizeof *c);
+    return rc;
+}
+
 int ah_calibration_load(const char *path, ah_calibration *c, char *err, size_t errlen) {
     ah_err_ctx cx = {path ? path : "(null)", err, errlen};
     memset(c, 0, sizeof *c);
     cJSON *root = ah_json_parse_file(path, MAX_FILE_BYTES, 1, err, errlen);
     if (!root)
         return -1;
-    char fmt[32] = "", p[AH_JPATH_LEN];
-    int version = 0, rc = 0;
-    const cJSON *devs = NULL, *pl = NULL, *val = NULL, *lo = NULL;
-    if (ah_jget_str(&cx, root, "", "format", 1, fmt, sizeof fmt) < 0 ||
-        ah_jget_int(&cx, root, "", "version", 1, 1, 1, &version) < 0)
-        rc = -1;
-    else if (strcmp(fmt, "autohet-calibration") != 0)
-        rc = ah_jfail(&cx, "format", "expected \"autohet-calibration\", got \"%s\"", fmt);
-    else if (ah_jget_str(&cx, root, "", "source", 0, c->source, sizeof c->source) < 0 ||
-             ah_jget_str(&cx, root, "", "profile_model", 0, c->profile_model, sizeof c->profile_model) < 0 ||
-             ah_jget_obj(&cx, root, "", "devices", 0, &devs, p) < 0 ||
-             (devs && load_devices(&cx, devs, p, c)) ||
-             ah_jget_obj(&cx, root, "", "pipeline", 0, &pl, p) < 0 || (pl && load_pipeline(&cx, pl, p, c)))
-        rc = -1;
-    else if (ah_jget_obj(&cx, root, "", "validation", 0, &val, p) <
-             0) /* what calibrate measured: the error */
-        rc = -1;
-    else if (val && (ah_jget_obj(&cx, val, p, "left_out", 0, &lo, p) < 0 ||
-                     (lo && ah_jget_num(&cx, lo, p, "mean_abs_error", 0, 0, &c->left_out_error) < 0)))
-        rc = -1;
-    else if (!(c->left_out_error >= 0 && c->left_out_error < 10))
-        rc = ah_jfail(&cx, "validation.left_out.mean_abs_error", "expected a fraction >= 0");
-    if (rc == 0)
-        c->scoped = cJSON_GetObjectItemCaseSensitive(root, "profile_model") != NULL;
+    int rc = load_doc(&cx, root, c);
     cJSON_Delete(root);
-    if (rc)
-        memset(c, 0, sizeof *c);
     return rc;
 }
 
@@ -252,6 +313,16 @@ int ah_calibration_write(const char *path, const ah_calibration *c, const char *
         cJSON *x = cJSON_Parse(extra);
         if (x)
             cJSON_AddItemToObject(o, "validation", x);
+    }
+    /* read back as a reader would: a fit never writes what ah_calibration_load refuses */
+    ah_err_ctx cx = {path, err, errlen};
+    ah_calibration back;
+    if (load_doc(&cx, o, &back) != 0) {
+        size_t used = err ? strlen(err) : 0;
+        if (err && used + 1 < errlen)
+            snprintf(err + used, errlen - used, " (not written)");
+        cJSON_Delete(o);
+        return -1;
     }
     char *text = cJSON_Print(o);
     int rc = text ? ah_write_text_output(path, text, err, errlen) : -1;

@@ -138,7 +138,8 @@ static double scales_at(const scale_run *sr, int n, const char *dev, double u, a
                 double cj = sr[j].compute > 0
                                 ? (sr[j].meas - sr[j].rest - u * sr[j].optimizer) / sr[j].compute
                                 : 1.0;                  /* no compute to scale */
-                need[cnt++] = cj > 0.05 ? cj : 0.05; /* compute never vanishes */
+                /* compute never vanishes, nor grows past what a calibration file may hold */
+                need[cnt++] = fmin(fmax(cj, 0.05), AH_CALIB_SCALE_MAX);
             }
         double ci = ah_median(need, cnt);
         if (sr[i].one_replica)
@@ -311,7 +312,7 @@ static int fit_pipeline_scales(const fit_ctx *x, const unsigned char *use, const
         if (rc)
             break;
         double sc = s[1] > s[0] ? 1.0 + (x->runs[i].measured_s - s[0]) / (s[1] - s[0]) : 1.0;
-        acc[na++] = (scale_need){dev, mb, sc > 0.05 ? sc : 0.05};
+        acc[na++] = (scale_need){dev, mb, fmin(fmax(sc, 0.05), AH_CALIB_SCALE_MAX)};
     }
     for (int a = 0; a < na && rc == 0; a++) {
         int first = 1, k = 0;
