@@ -113,7 +113,7 @@ for t in $(seq 1 "$TRIALS"); do
   else
     # a failed resume is acceptable only for a corruption with no other good copy, in one clear line and exit 2
     if [ -n "$what" ] && [ $rrc -eq 2 ] &&
-      grep -q "layer [0-9]* (TP rank [0-9]*) at step $s: no tier holds a good copy" "$TMP/r$t.out"; then
+      grep -qE "layer [0-9]+ \(TP rank [0-9]+( of [0-9]+)?\) at step $s: no tier holds a good copy" "$TMP/r$t.out"; then
       refused=$((refused + 1)); verdict="refused (no other good copy)"
     else
       unclear=$((unclear + 1)); verdict="UNCLEAR: resume exit $rrc: $(grep -m1 autohet "$TMP/r$t.out")"
