@@ -320,5 +320,15 @@ jq -e -s '.[1].val_batches == 3 and all(.[]; .peak_tflops == 10)' "$TMP/pass.log
 grep -q "raw32.bin (18000 train tokens, 2000 validation" "$TMP/pass.out" ||
   fail "run --data-dtype uint32: $(grep -o 'raw32.bin ([^;]*' "$TMP/pass.out" | head -1)"
 
+# the controller reads the inventory (and the plans) with --devices too: a GPU type of the user's own (it
+# said "unknown GPU type" while every generation's train would have taken it)
+printf '{"devices": [{"name": "my-cpu", "peak_tflops": 0.1, "mem_gib": 4, "mem_bw_gbs": 20}]}\n' >"$TMP/mydev.json"
+printf '{"nodes": [{"name": "a", "gpu": "my-cpu", "gpus": 1}, {"name": "b", "gpu": "my-cpu", "gpus": 1}]}\n' \
+  >"$TMP/myinv.json"
+timeout 300 "$BIN" run --cluster "$TMP/myinv.json" --devices "$TMP/mydev.json" --model tiny-gpt --data "$FIX/text" \
+  --steps 2 --global-batch 8 --micro-batch 2 --seq 64 --run-dir "$TMP/mydev.run" --report "$TMP/mydev.json" >"$TMP/mydev.out" 2>&1 ||
+  fail "run --cluster of a GPU type from --devices: $(tail -1 "$TMP/mydev.out")"
+jq -e '.completed and .final_step == 2' "$TMP/mydev.json" >/dev/null || fail "run of my-cpu nodes: report"
+
 [ $fails -eq 0 ] && echo "cli_run: all checks passed"
 exit $((fails > 0))

@@ -511,6 +511,9 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         return -1;
     if (run_check_launcher(o->launcher, err, errlen) != 0)
         return -1;
+    s->catalog = *ah_device_catalog_builtin();
+    if (o->devices && ah_device_load_overrides(&s->catalog, o->devices, err, errlen) != 0)
+        return -1;
     struct stat ds;
     if (stat(o->data, &ds) != 0) {
         snprintf(err, errlen, "--data %.400s: %s", o->data, strerror(errno));
@@ -519,7 +522,7 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
     ah_plan_options_default(&s->po);
     if (o->plan_path) {
         cJSON *extra = NULL;
-        if (ah_plan_read_json_extras(o->plan_path, ah_device_catalog_builtin(), &s->plan, &extra, err, errlen) != 0)
+        if (ah_plan_read_json_extras(o->plan_path, &s->catalog, &s->plan, &extra, err, errlen) != 0)
             return -1;
         s->have_plan = 1;
         int bad_replans = load_replans(s, extra, o->plan_path, err, errlen) != 0;
@@ -540,7 +543,7 @@ static int setup_inputs(run_state *s, const ah_run_options *o, char *err, size_t
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab); /* as autohet train */
     } else {
         s->cfg.vocab = ah_dataset_vocab(ah_dataset_kind_of(o->data), s->cfg.vocab);
-        if (ah_cluster_resolve(o->cluster_arg, ah_device_catalog_builtin(), &s->inv, err, errlen) != 0)
+        if (ah_cluster_resolve(o->cluster_arg, &s->catalog, &s->inv, err, errlen) != 0)
             return -1;
         s->po.tp = o->tp;
         s->po.micro_batch = o->micro_batch;
@@ -1157,7 +1160,7 @@ static int resume_setup(run_state *s, const ah_run_options *o, const cJSON *doc,
     char p[1300]; /* the plan of the last generation (a node change replans anyway) */
     snprintf(p, sizeof p, "%s/plan-%d.json", s->run, s->gen);
     ah_plan last;
-    if (ah_plan_read_json(p, ah_device_catalog_builtin(), &last, err, errlen) == 0) {
+    if (ah_plan_read_json(p, &s->catalog, &last, err, errlen) == 0) {
         if (s->have_plan)
             ah_plan_free(&s->plan);
         s->plan = last, s->have_plan = 1;

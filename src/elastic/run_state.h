@@ -119,6 +119,7 @@ typedef struct {
     int log_skip_through; /* lines of steps up to this one are already in --log (the last written, or the
                            * last a resumed controller found); -1 none */
     int n_beat, beat_gen;
+    ah_device_catalog catalog; /* the built-in one with --devices: the GPU types of the plan and inventory */
 } run_state;
 
 /* ---- job.c ---- */
