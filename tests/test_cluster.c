@@ -174,6 +174,9 @@ static void test_override_errors(void **state) {
          "devices[1].name: device 'A100-40G' given twice (also devices[0]; 'A100' is that device)"},
         {"{\"devices\": {}}", "field 'devices' must be an array"},
         {"{\"gpus\": []}", "missing field 'devices'"},
+        /* a misspelt top-level key is no silent no-op ("_comment" and friends are) */
+        {"{\"_comment\": \"x\", \"devices\": [{\"name\": \"T4\"}], \"device\": []}",
+         "unknown field 'device' (a devices file has only \"devices\")"},
         {"{\"devices\": [\n{\"name\": \"T4\"\n", "malformed JSON near line 3"},
         {"[]", "top-level JSON value must be an object"},
     };

@@ -264,6 +264,9 @@ int ah_device_load_overrides(ah_device_catalog *cat, const char *path, char *err
         rc = ah_fail(&cx, "missing field 'devices'");
     else if (!cJSON_IsArray(devices))
         rc = ah_fail(&cx, "field 'devices' must be an array");
+    for (const cJSON *it = root->child; rc == 0 && it; it = it->next) /* a typo is not a silent no-op */
+        if (strcmp(it->string, "devices") != 0 && it->string[0] != '_') /* "_comment" */
+            rc = ah_fail(&cx, "unknown field '%s' (a devices file has only \"devices\")", it->string);
     int idx = 0, entry_of[AH_MAX_DEVICES];
     for (int d = 0; d < AH_MAX_DEVICES; d++)
         entry_of[d] = -1;
