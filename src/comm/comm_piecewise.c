@@ -55,7 +55,9 @@ ah_comm_piecewise ah_comm_fit_piecewise(ah_comm_op op, const size_t *bytes, cons
     double *err = run_errors(op, bytes, us, n, n < min_points ? 1 : min_points);
     double *best = ah_xcalloc((size_t)(max_k + 1) * (size_t)(n + 1), sizeof(double));
     int *from = ah_xcalloc((size_t)(max_k + 1) * (size_t)(n + 1), sizeof(int));
-    int cut[AH_COMM_MAX_REGIMES + 1], chosen[AH_COMM_MAX_REGIMES + 1], k_best = 1;
+    /* one regime over every point unless a partition fits better: when no fit is finite (every time 0, say)
+     * no partition is chosen, and the one regime is still a whole one */
+    int cut[AH_COMM_MAX_REGIMES + 1], chosen[AH_COMM_MAX_REGIMES + 1] = {0, n}, k_best = 1;
     double e_best = INFINITY;
     for (int k = 1; k <= max_k; k++) {
         int c[AH_COMM_MAX_REGIMES + 1];

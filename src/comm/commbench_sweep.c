@@ -1,5 +1,7 @@
 /* The sweeps of autohet commbench (autohet/commbench_print.h, ah_commbench_sweep): one operation over its
  * sizes, in rounds, summarised, checked, printed and fitted. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "autohet/commbench_print.h"
@@ -7,8 +9,8 @@
 
 /* one case at one placement, its samples complete: summarised and checked;
  * its results[] entry on rank 0 */
-static void finish_case(ah_commbench_run *x, const ah_commbench_case *c, const char *cls,
-                        const ah_commbench_samples *s, ah_comm_result *r) {
+static int finish_case(ah_commbench_run *x, const ah_commbench_case *c, const char *cls,
+                       const ah_commbench_samples *s, ah_comm_result *r) {
     double *reps = ah_xcalloc((size_t)(s->n_valid > 0 ? s->n_valid : 1), sizeof(double));
     int valid = ah_commbench_summarize(c, s, r, reps);
     r->wrong = ah_commbench_check(c, x->b);
@@ -16,6 +18,7 @@ static void finish_case(ah_commbench_run *x, const ah_commbench_case *c, const c
     if (x->rank == 0)
         cJSON_AddItemToArray(x->results, ah_commbench_result_json(r, cls, c, reps, valid));
     free(reps);
+    return valid;
 }
 
 /* The order round `round` visits ns sizes in: as listed for one round,
@@ -33,14 +36,14 @@ static void round_order(int round, int rounds, int ns, int *order) {
     }
 }
 
-/* size i's results: summarised, checked, printed (rank 0), its median in med[i] */
+/* size i's results: summarised, checked, printed (rank 0), its median in med[i] (NaN: no valid repetition) */
 static void finish_size(ah_commbench_run *x, ah_commbench_case *c, const char *cls, ah_commbench_samples *smp,
                         double *med) {
     ah_comm_result r, rin;
     int nccl = x->format == AH_FORMAT_NCCL;
     c->in_place = 0;
-    finish_case(x, c, cls, &smp[0], &r);
-    *med = x->fit_p25 ? r.p25_us : r.median_us;
+    int valid = finish_case(x, c, cls, &smp[0], &r);
+    *med = valid > 0 ? (x->fit_p25 ? r.p25_us : r.median_us) : NAN;
     if (nccl) {
         c->in_place = 1;
         finish_case(x, c, cls, &smp[1], &rin);
@@ -48,8 +51,23 @@ static void finish_size(ah_commbench_run *x, ah_commbench_case *c, const char *c
     if (x->rank != 0)
         return;
     ah_commbench_print_row(x->format, c, &r, nccl ? &rin : NULL);
+    if (valid == 0) /* its times are no measurement: left out of the fits */
+        printf("# %zu bytes: no valid repetition: every one started late in its --sync window (ranks that share "
+               "cores cannot keep the windows; --sync barrier times without them)\n",
+               c->bytes);
     x->busbw_sum += r.busbw_gbs;
     x->rows++;
+}
+
+/* The sizes with a valid median, moved to the front of sizes/med; their count */
+static int measured_sizes(size_t *sizes, double *med, int ns) {
+    int m = 0;
+    for (int i = 0; i < ns; i++)
+        if (isfinite(med[i])) {
+            sizes[m] = sizes[i];
+            med[m++] = med[i];
+        }
+    return m;
 }
 
 /* One operation (for point-to-point: one pair) over its sizes (commbench_print.h). With
@@ -97,7 +115,7 @@ void ah_commbench_sweep(ah_commbench_run *x, ah_comm_op op, int src, int dst) {
     for (int i = 0; i < 2 * ns; i++)
         ah_commbench_samples_free(&smp[i]);
     free(smp);
-    if (x->rank != 0 || ns == 0)
+    if (x->rank != 0 || (ns = measured_sizes(sizes, med, ns)) == 0)
         return;
     ah_comm_fit line = ah_comm_fit_alpha_beta(op, sizes, med, ns);
     ah_comm_piecewise pw = ah_comm_fit_piecewise(op, sizes, med, ns, 0.10, 3);
