@@ -221,6 +221,9 @@ g2=$("$BIN" generate --init-from "$TMP/mc-ex" --prompt-tokens 5,6 --max-new-toke
 jq '.num_attention_heads = 8' "$TMP/llama/hf/config.json" >"$TMP/mc-h8.json"
 bad "model_config mismatch" "--model .*mc-h8.json: n_heads 8, the checkpoint's state.json model_config has 4" \
   "$BIN" export --ckpt "$MC" --model "$TMP/mc-h8.json" --out "$TMP/x"
+# an architecture by its name, not the enum's number ("arch 1, ... has 0")
+bad "model_config arch" "--model tiny-gpt: arch gpt, the checkpoint's state.json model_config has llama" \
+  "$BIN" export --ckpt "$MC" --model tiny-gpt --out "$TMP/x"
 cp -r "$MC" "$TMP/mc-bad" && jq '.model_config.n_kv_heads = 3' "$MC/state.json" >"$TMP/mc-bad/state.json"
 bad "model_config bad" "mc-bad/state.json: model_config.n_kv_heads: 3 does not divide 4" "$BIN" generate \
   --ckpt "$TMP/mc-bad" --prompt-tokens 1

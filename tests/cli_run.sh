@@ -302,6 +302,8 @@ for f in train run; do
   [ "$(jq -s 'map(.loss)' "$TMP/nm-$f.log")" = "$(jq -s 'map(.loss)' "$TMP/nm-ref.log")" ] \
     || fail "$f without --model: losses $(jq -cs 'map(.loss)' "$TMP/nm-$f.log"), with it $(jq -cs 'map(.loss)' "$TMP/nm-ref.log")"
 done
+"$BIN" preempt --run-dir "$TMP/nowhere" n1 --notice -1 >/dev/null 2>"$TMP/bad.err"
+[ $? -eq 2 ] && grep -q -- "--notice '-1': expected seconds >= 0" "$TMP/bad.err" || fail "preempt --notice -1: $(cat "$TMP/bad.err")"
 "$BIN" preempt --run-dir "$TMP/nowhere" n1 >/dev/null 2>"$TMP/bad.err"
 [ $? -eq 2 ] && grep -q "not the run directory" "$TMP/bad.err" || fail "preempt without a run"
 

@@ -339,7 +339,10 @@ int cmd_preempt(int argc, char **argv) {
             dir = optarg;
         else if (c == 'n' && cli_parse_double(optarg, &notice) == 0 && notice >= 0)
             continue;
-        else {
+        else if (c == 'n') {
+            snprintf(msg, sizeof msg, "--notice '%s': expected seconds >= 0", optarg);
+            return cli_bad_input("preempt", msg);
+        } else {
             snprintf(msg, sizeof msg, "bad option '%s' (see autohet preempt --help)", argv[optind - 1]);
             return cli_bad_input("preempt", msg);
         }

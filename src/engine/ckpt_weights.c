@@ -55,6 +55,11 @@ static double or_default(double v, double dflt) {
 /* the first field in which --model's config differs from the checkpoint's stored one, or NULL (the
  * vocabulary is not compared: the run's may be the data's, trained_vocab reads it from the shards) */
 static const char *config_mismatch(const ah_model_config *a, const ah_model_config *b, char *buf, size_t n) {
+    if (a->arch != b->arch) { /* by name: the enum's number says nothing */
+        snprintf(buf, n, "arch %s, the checkpoint's state.json model_config has %s", ah_arch_name(a->arch),
+                 ah_arch_name(b->arch));
+        return buf;
+    }
     const struct {
         const char *key;
         double x, y;
