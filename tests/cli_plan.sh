@@ -32,9 +32,12 @@ expect_error "unknown or incomplete option '\-\-bogus'" -- $BIN devices --bogus
 expect_error "unknown or incomplete option '\-\-devices'" -- $BIN devices --devices
 echo '{"devices": [{"name": "H20", "efficiency": 0.6}]}' >"$TMP/dev1.json"
 expect_error "\-\-devices given twice" -- $BIN devices --devices "$TMP/dev1.json" --devices "$TMP/dev1.json"
-$BIN devices --devices "$TMP/dev1.json" | grep -q "^H20 .* 0.60 " || fail "devices --devices did not apply the file"
+$BIN devices --devices "$TMP/dev1.json" | grep -qE "^H20 .* 0\.6 +1$" || fail "devices --devices did not apply the file"
 expect_error "takes no arguments (got 'x')" -- $BIN models x
 $BIN devices | grep "H800" >/dev/null || fail "devices lists no H800"
+# a device's own figures as given (0.008 TFLOP/s printed 0.0, 2.5 GB/s 2)
+$BIN devices --devices "$FIX/emu-devices.json" | grep -qE "^emu-slow +0\.004 +4 +2\.5 " \
+  || fail "devices: emu-slow's figures: $($BIN devices --devices "$FIX/emu-devices.json" | grep emu-slow)"
 $BIN models | grep "llama2-70b" >/dev/null || fail "models lists no llama2-70b"
 
 # a plan with the document's required fields

@@ -34,7 +34,8 @@ int cmd_devices(int argc, char **argv) {
            "NIC Gb/s", "eff", "slowdown");
     for (int i = 0; i < cat.n; i++) {
         const ah_device *d = &cat.dev[i];
-        printf("%-12s %10.1f %8.1f %10.0f %11.0f %10.0f %6.2f %9.2f\n", d->name, d->peak_tflops, d->mem_gib,
+        /* %g: a figure of the user's own (0.008 TFLOP/s, 2.5 GB/s) shows as given, not rounded to 0.0 or 2 */
+        printf("%-12s %10.4g %8.4g %10.5g %11.5g %10.5g %6.3g %9.3g\n", d->name, d->peak_tflops, d->mem_gib,
                d->mem_bw_gbs, d->intra_bw_gbs, d->nic_gbit, d->efficiency, d->slowdown);
     }
     return 0;
