@@ -127,6 +127,20 @@ bad "expected GPUSxTYPE" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 
 bad "has no data for GPU 'H800'" --model opt-350m --global-batch 256 --seq 2048 --node 8xH800 --trace "$TMP/t.csv" \
   --profile "$FIX/sailor/OPT-350"
 bad "required" --trace "$TMP/t.csv"
+# what stops every search alike stops the replay (not a trace-long wait with exit 0): a profile taken at
+# another seq, a seq the model cannot take; the same profile at its own seq replays
+"$BIN" profile --model tiny-gpt --out "$TMP/p64.json" --tp 1 --mb 1,2 --reps 1 --seq 64 >/dev/null 2>&1 || fail "profile"
+TINY=(--trace "$TMP/t.csv" --node 1xcpu --model tiny-gpt --global-batch 8 --profile "$TMP/p64.json" --replan-tp 1)
+bad "measured profile was taken at seq 64, training uses seq 128" "${TINY[@]}" --seq 128
+"$BIN" spot-sim "${TINY[@]}" --seq 64 --json "$TMP/p64.out.json" >/dev/null 2>&1 || fail "profile at its seq: exit"
+jq -e '.policies.autohet.samples > 0' "$TMP/p64.out.json" >/dev/null || fail "profile at its seq: no samples"
+bad "--seq 100000 exceeds the 2048 learned positions" "${SIM[@]:2:4}" --seq 100000 --node 8xA100-40G --trace "$TMP/t.csv"
+# ... while too few nodes for the model is waiting: gpt3-6.7b's state does not fit one 4xV100-16G node
+printf '0,add,a\n3600000,add,b\n3600000,add,c\n3600000,add,d\n7200000,remove,d\n' >"$TMP/fit.csv"
+"$BIN" spot-sim --trace "$TMP/fit.csv" --node 4xV100-16G --model gpt3-6.7b --global-batch 64 --seq 2048 --replan-tp 4 \
+  --policy autohet --json "$TMP/fit.json" >/dev/null 2>&1 || fail "too few nodes: exit"
+jq -e '.policies.autohet | .downtime_by_cause.waiting == 3600 and .samples > 0' "$TMP/fit.json" >/dev/null \
+  || fail "too few nodes: $(jq -c '.policies.autohet | del(.timeline)' "$TMP/fit.json")"
 bad "--replan-tp '3': expected any or 1, 2, 4 or 8" "${SIM[@]:2}" --trace "$TMP/t.csv" --replan-tp 3
 bad "--replan-tp 8: no node type" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 4xV100-16G \
   --trace "$TMP/t.csv" --replan-tp 8
