@@ -83,12 +83,11 @@ grep -q "^autohet " "$TMP/aws.out" && grep -q "TP 2;" "$TMP/aws.out" || fail "aw
 # degrees of the stages that wrote it. Each node then needs every layer its stages hold, whole
 # (its own degree's shards, or all shards of another degree to reshard from): as many cloud bytes
 # as the full reload reads. (Cloud shards sized at the largest degree, or recorded without a
-# degree, come out short for the TP-1 stages.) The last event removes no node: no recovery.
+# degree, come out short for the TP-1 stages.) The trace ends at the burst: its recovery is the last.
 {
   printf '0,add,%s\n' a b c d
   printf '3600000,remove,%s\n' a b c d
   printf '3600000,add,%s\n' e h node1 node2
-  echo 7200000,remove,nobody
 } >"$TMP/swap.csv"
 MIX=("${SIM[@]}" --node 8xA100-40G,4xV100-16G --trace "$TMP/swap.csv")
 "${MIX[@]}" --json "$TMP/mix.json" >"$TMP/mix.out" 2>&1 || { cat "$TMP/mix.out"; fail "mix: exit"; }
@@ -120,13 +119,49 @@ printf '0,add,a\nabc,add,b\n' >"$TMP/bad2.csv"
 bad "bad2.csv:2:" "${SIM[@]:2}" --trace "$TMP/bad2.csv"
 printf '100,add,a\n50,remove,a\n' >"$TMP/bad3.csv"
 bad "goes back" "${SIM[@]:2}" --trace "$TMP/bad3.csv"
-printf '0,remove,a\n' >"$TMP/bad4.csv"
+printf '0,add,a\n0,remove,a\n' >"$TMP/bad4.csv"
 bad "never has a node" "${SIM[@]:2}" --trace "$TMP/bad4.csv"
+# a time must be a finite decimal number of ms within 10 years (1e400 was inf h of NaN samples, 0x10 hex), a
+# line has 3 fields (a 4th was taken into the node name), and the trace must not contradict itself: an add
+# of a node it has, a remove of one it has not
+badtrace() { # expected-message line...
+  local want=$1
+  shift
+  printf '%s\n' "$@" >"$TMP/bt.csv"
+  bad "$want" "${SIM[@]:2}" --trace "$TMP/bt.csv"
+}
+for t in 1e400 1e18 315360000001 0x10 nan inf -5 +5 '5 ' 5ms; do
+  badtrace "bt.csv:2: time '$t': expected milliseconds" 0,add,a "$t,remove,a"
+done
+badtrace "bt.csv:1: expected <time_ms>,<add|remove>,<node> (3 fields)" 0,add,a,extra
+badtrace "bt.csv:3: add of node 'a', which line 1 added" 0,add,a 5,add,b 10,add,a
+badtrace "bt.csv:2: remove of node 'c', which is not available" 0,add,a 1000,remove,c
+badtrace "bt.csv:3: remove of node 'a', which is not available" 0,add,a 0,remove,a 5,remove,a
+badtrace "bt.csv:1: line longer than 510" "0,add,$(head -c 600 /dev/zero | tr '\0' x)"
+# ... while a fraction, an exponent within the bound, CRLF line ends, a node back after its removal load
+printf '0.5,add,a\r\n1.5e3,remove,a\r\n2000,add,a\r\n315360000000,remove,a\r\n' >"$TMP/ok.csv"
+"${SIM[@]}" --replan-tp 2 --trace "$TMP/ok.csv" --json "$TMP/ok.json" >/dev/null 2>&1 || fail "ok.csv: exit"
+jq -e '.trace.events == 4 and .trace.duration_s == 315359999.9995' "$TMP/ok.json" >/dev/null \
+  || fail "ok.csv: $(jq -c .trace "$TMP/ok.json")"
 bad "--policy" "${SIM[@]:2}" --trace "$TMP/t.csv" --policy sometimes
 bad "expected GPUSxTYPE" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 8xZZZ --trace "$TMP/t.csv"
 bad "has no data for GPU 'H800'" --model opt-350m --global-batch 256 --seq 2048 --node 8xH800 --trace "$TMP/t.csv" \
   --profile "$FIX/sailor/OPT-350"
 bad "required" --trace "$TMP/t.csv"
+# what stops every search alike stops the replay (not a trace-long wait with exit 0): a profile taken at
+# another seq, a seq the model cannot take; the same profile at its own seq replays
+"$BIN" profile --model tiny-gpt --out "$TMP/p64.json" --tp 1 --mb 1,2 --reps 1 --seq 64 >/dev/null 2>&1 || fail "profile"
+TINY=(--trace "$TMP/t.csv" --node 1xcpu --model tiny-gpt --global-batch 8 --profile "$TMP/p64.json" --replan-tp 1)
+bad "measured profile was taken at seq 64, training uses seq 128" "${TINY[@]}" --seq 128
+"$BIN" spot-sim "${TINY[@]}" --seq 64 --json "$TMP/p64.out.json" >/dev/null 2>&1 || fail "profile at its seq: exit"
+jq -e '.policies.autohet.samples > 0' "$TMP/p64.out.json" >/dev/null || fail "profile at its seq: no samples"
+bad "--seq 100000 exceeds the 2048 learned positions" "${SIM[@]:2:4}" --seq 100000 --node 8xA100-40G --trace "$TMP/t.csv"
+# ... while too few nodes for the model is waiting: gpt3-6.7b's state does not fit one 4xV100-16G node
+printf '0,add,a\n3600000,add,b\n3600000,add,c\n3600000,add,d\n7200000,remove,d\n' >"$TMP/fit.csv"
+"$BIN" spot-sim --trace "$TMP/fit.csv" --node 4xV100-16G --model gpt3-6.7b --global-batch 64 --seq 2048 --replan-tp 4 \
+  --policy autohet --json "$TMP/fit.json" >/dev/null 2>&1 || fail "too few nodes: exit"
+jq -e '.policies.autohet | .downtime_by_cause.waiting == 3600 and .samples > 0' "$TMP/fit.json" >/dev/null \
+  || fail "too few nodes: $(jq -c '.policies.autohet | del(.timeline)' "$TMP/fit.json")"
 bad "--replan-tp '3': expected any or 1, 2, 4 or 8" "${SIM[@]:2}" --trace "$TMP/t.csv" --replan-tp 3
 bad "--replan-tp 8: no node type" --model gpt3-2.7b --global-batch 256 --seq 2048 --node 4xV100-16G \
   --trace "$TMP/t.csv" --replan-tp 8

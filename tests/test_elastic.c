@@ -328,6 +328,30 @@ static void test_spot_trace(void **state) {
     assert_int_equal(ah_spot_trace_load(p, &e, &n, err, sizeof err), -1);
     assert_contains(err, ":1:");
     unlink(p);
+    /* times strtod reads but a trace cannot mean (inf, past 10 years, hex), a 4th field, and a trace that
+     * contradicts itself (a node added twice, a node removed that it does not have) name their line */
+    static const char *const bad[][2] = {
+        {"0,add,a\n1e400,remove,a\n", ":2: time '1e400'"},
+        {"0,add,a\n1e18,remove,a\n", ":2: time '1e18'"},
+        {"0,add,a\n0x10,remove,a\n", ":2: time '0x10'"},
+        {"0,add,a,extra\n", ":1: expected <time_ms>,<add|remove>,<node> (3 fields)"},
+        {"0,add,a\n# c\n0,add,a\n", ":3: add of node 'a', which line 1 added"},
+        {"0,add,a\n1000,remove,b\n", ":2: remove of node 'b', which is not available"},
+        {"0,add,a\n1,remove,a\n2,remove,a\n", ":3: remove of node 'a', which is not available"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_tmp(bad[i][0], p);
+        assert_int_equal(ah_spot_trace_load(p, &e, &n, err, sizeof err), -1);
+        assert_contains(err, bad[i][1]);
+        assert_null(e);
+        unlink(p);
+    }
+    write_tmp("0,add,a\n1,remove,a\n2.5,add,a\n", p); /* a node back after its removal */
+    assert_int_equal(ah_spot_trace_load(p, &e, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_double_equal(e[2].t_s, 0.0025, 1e-15);
+    free(e);
+    unlink(p);
     /* the real trace (Bamboo's AWS P3, copied into the fixtures): 344 events in time order */
     assert_int_equal(
         ah_spot_trace_load(AH_FIXTURES "/spot-traces/aws-p3-bamboo.csv", &e, &n, err, sizeof err), 0);

@@ -74,8 +74,9 @@ typedef struct {
 } ah_spot_event;
 
 /* Reads "<time_ms>,<add|remove>,<node>" lines (blank lines and # comments
- * skipped). Events must be in time order. 0, or -1 with err naming the file
- * and line. */
+ * skipped). Times are decimal milliseconds, 0 to 10 years, in time order; an
+ * add of a node the trace has, or a remove of one it has not, is an error
+ * (events apply in file order). 0, or -1 with err naming the file and line. */
 int ah_spot_trace_load(const char *path, ah_spot_event **out, int *n, char *err, size_t errlen);
 
 /* ---- the `autohet run` controller (controller.c, docs/recovery.md): launches and supervises

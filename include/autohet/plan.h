@@ -162,6 +162,14 @@ double ah_plan_price_per_hour(const ah_plan *p);
 double ah_plan_cost_per_iteration(const ah_plan *p);
 double ah_plan_cost_per_mtoken(const ah_plan *p);
 
+/* The inputs of a search that do not depend on how many nodes of each type there are: the options, as
+ * ah_plan_search checks them, and the profile's data for every node type of c at the (tp, micro-batch)
+ * candidates (a profile of another seq or layer count, a candidate without data for every one of them).
+ * 0, or AH_EXIT_BAD_INPUT with err: the error a search over nodes of these types stops with, not the
+ * "nothing fits" of too few nodes. */
+int ah_plan_check_inputs(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                         const ah_plan_options *o, char *err, size_t errlen);
+
 /* Search the plan space with the given strategy. Returns 0, or
  * AH_EXIT_BAD_INPUT with a one-line reason in err (bad options, nothing fits). */
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,

@@ -94,7 +94,8 @@ typedef struct {
  * distinct composition of the node set (counts per node type), micro-batch
  * and TP degrees free as in `autohet plan`, or every stage at TP degree tp
  * when tp > 0. A plan of other degrees than the state it recovers from
- * reshards (the recovery assignment of `autohet run`). 0, or -1 with err. */
+ * reshards (the recovery assignment of `autohet run`). 0, or -1 with err: also,
+ * before any replay, for what would stop every search alike (ah_plan_check_inputs). */
 int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, const ah_model_config *m,
                    const ah_profile *prof, int gb, int seq, int tp, const ah_spot_costs *c,
                    const int *enabled, ah_spot_result *out, char *err, size_t errlen);

@@ -885,6 +885,36 @@ static int search_reranked(const ah_model_config *m, const ah_cluster *c, const 
     return rc;
 }
 
+int ah_plan_check_inputs(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
+                         const ah_plan_options *o, char *err, size_t errlen) {
+    if (check_options(m, c, o, err, errlen) != 0)
+        return AH_EXIT_BAD_INPUT;
+    int tps[8], mbs[8], L = ah_model_num_layers(m);
+    ah_candidate_tps(m, c, o, tps);
+    ah_candidate_mbs(o, mbs);
+    for (int k = 0; k < c->n_nodes; k++) {
+        const ah_device *dev = &c->nodes[k].dev;
+        int first_t = 0, first_b = 0, any = 0;
+        for (int i = 0; tps[i]; i++)
+            for (int j = 0; mbs[j] && tps[i] <= c->nodes[k].gpus; j++) {
+                if (!first_t)
+                    first_t = tps[i], first_b = mbs[j];
+                if (!ah_profile_has(prof, m, dev, tps[i], mbs[j]))
+                    continue;
+                any = 1;
+                ah_layer_cost lc;
+                for (int l = 0; l < L; l++) /* what the costing of a stage on this node type would stop at */
+                    if (ah_profile_layer_cost(prof, m, &o->train, dev, l, tps[i], mbs[j], &lc, err, errlen) != 0)
+                        return AH_EXIT_BAD_INPUT;
+            }
+        ah_layer_cost lc;
+        if (first_t && !any) /* no candidate of this node type has data: the profile's reason */
+            if (ah_profile_layer_cost(prof, m, &o->train, dev, 0, first_t, first_b, &lc, err, errlen) != 0)
+                return AH_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
 int ah_plan_search(const ah_model_config *m, const ah_cluster *c, const ah_profile *prof,
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     int n = 0;

@@ -531,6 +531,15 @@ int ah_spot_replay(const ah_spot_event *ev, int n, const ah_spot_node_mix *mix, 
     pc.po.tp = tp; /* every plan alike: 0, the planner's choice for each node set, as `autohet plan` */
     pc.po.global_batch = gb;
     pc.po.train.seq = seq;
+    /* what would stop every search alike (a profile of another seq, options the model refuses) stops the
+     * replay before it starts: not a trace-long wait, which is for node sets no plan fits */
+    ah_cluster types = {ah_xcalloc((size_t)mix->n, sizeof(ah_node)), mix->n};
+    for (int i = 0; i < mix->n; i++)
+        types.nodes[i] = mix->node[i];
+    int bad = ah_plan_check_inputs(m, &types, prof, &pc.po, err, errlen);
+    free(types.nodes);
+    if (bad)
+        return -1;
     /* the change points: the node set after each timestamp's events */
     int cap = 64, na = 0;
     avail_node *set = ah_xcalloc((size_t)cap, sizeof *set);
