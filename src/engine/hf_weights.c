@@ -1,6 +1,7 @@
 /* Hugging Face model directories in and out (engine/hf_weights.h). */
 #include "engine/hf_weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,16 @@ static int read_part(const ah_hf_dir *h, const ah_hf_part *p, int gcols, float *
         return -1;
     }
     float *tmp = ah_xcalloc(t->n + 1, sizeof(float));
-    ah__st_read_f32(f, t, tmp);
+    size_t bad = ah__st_read_f32(f, t, tmp);
+    if (bad < t->n) { /* NaN or inf: the model would compute nonsense (NaN logits, a "diverged" first step) */
+        char at[64] = "";
+        if (t->ndim == 2)
+            snprintf(at, sizeof at, " ([%zu, %zu])", bad / (size_t)t->shape[1], bad % (size_t)t->shape[1]);
+        snprintf(err, errlen, "%s: tensor '%s': element %zu%s is %s: weights must be finite", f->path, t->name,
+                 bad, at, isnan(tmp[bad]) ? "NaN" : tmp[bad] > 0 ? "inf" : "-inf");
+        free(tmp);
+        return -1;
+    }
     ah__hf_part_to_engine(p, gcols, tmp, full);
     free(tmp);
     return 0;
