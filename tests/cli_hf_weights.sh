@@ -171,6 +171,48 @@ jq '.weight_map["wte.weight"] = "../x.safetensors"' "$G/../sh/model.safetensors.
 bad "index path" "weight_map 'wte.weight': expected a plain file name" "$BIN" "${T1[@]}"
 jq '.model_type = "opt"' "$G/config.json" >"$TMP/b/config.json"
 bad "opt" "config.json|OPT" "$BIN" generate --init-from "$TMP/b" --prompt-tokens 1
+# a weight that is not finite: the element named, for every reader (train, generate, run's ranks)
+poke() { # file tensor index value: set one element (F32, F16 or BF16) in place
+  "$PY" - "$@" <<'PYEOF'
+import json, struct, sys, numpy as np
+p, name, i, v = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]; t = json.loads(b[8:8 + n])[name]
+dt = {"F32": "<f4", "F16": "<f2", "BF16": "<f4"}[t["dtype"]]
+raw = np.array([v], dtype=dt).tobytes()[2:] if t["dtype"] == "BF16" else np.array([v], dtype=dt).tobytes()
+at = 8 + n + t["data_offsets"][0] + i * len(raw); b[at:at + len(raw)] = raw; open(p, "wb").write(b)
+PYEOF
+}
+mk; poke "$TMP/b/model.safetensors" wte.weight 0 nan
+bad "NaN, generate" "b/model.safetensors: tensor 'wte.weight': element 0 \(\[0, 0\]\) is NaN" "$BIN" generate \
+  --init-from "$TMP/b" --prompt-tokens 72,101 --max-new-tokens 4
+bad "NaN, train" "b/model.safetensors: tensor 'wte.weight': element 0 \(\[0, 0\]\) is NaN" "$BIN" "${T1[@]}"
+mk; poke "$TMP/b/model.safetensors" h.3.mlp.c_fc.bias 5 -inf
+bad "-inf" "tensor 'h.3.mlp.c_fc.bias': element 5 is -inf: weights must be finite" "$BIN" "${T1[@]}"
+rm -rf "$TMP/b"; cp -r "$TMP/BF16" "$TMP/b"; poke "$TMP/b/model.safetensors" model.layers.1.self_attn.k_proj.weight 70 inf
+bad "BF16 inf" "tensor 'model.layers.1.self_attn.k_proj.weight': element 70 \(\[1, 6\]\) is inf" "$BIN" generate \
+  --init-from "$TMP/b" --prompt-tokens 1
+# a tensor the model of config.json does not have is an error naming it (config.json's n_layer 2 over 4 blocks,
+# q/k/v biases under a LLaMA config); what real files carry besides the weights (GPT-2's attn.bias masks and
+# attn.masked_bias, LLaMA's rotary_emb.inv_freq, a tied head's lm_head.weight) is ignored: the same tokens
+mk; jq '.n_layer = 2' "$G/config.json" >"$TMP/b/config.json"
+bad "extra blocks, generate" "b/model.safetensors: tensor 'h.2.attn.c_attn.bias': not a weight of the model of config.json \(gpt, 2 blocks\)" \
+  "$BIN" generate --init-from "$TMP/b" --prompt-tokens 72,101 --max-new-tokens 4
+bad "extra blocks, train" "tensor 'h.2.attn.c_attn.bias': not a weight of the model of config.json" "$BIN" "${T1[@]}"
+rm -rf "$TMP/b"; cp -r "$TMP/llama/sh" "$TMP/b"; jq '.num_hidden_layers = 3' "$TMP/llama/sh/config.json" >"$TMP/b/config.json"
+bad "extra blocks, sharded" "b/model-0000[12]-of-00002.safetensors: tensor 'model.layers.3.[a-z_.]+': not a weight .*llama, 3 blocks" \
+  "$BIN" generate --init-from "$TMP/b" --prompt-tokens 1
+rm -rf "$TMP/b"; cp -r "$TMP/qwen2" "$TMP/b"; jq '.model_type = "llama"' "$TMP/qwen2/config.json" >"$TMP/b/config.json"
+bad "biases under llama" "tensor 'model.layers.0.self_attn.k_proj.bias': not a weight of the model" "$BIN" "${T1[@]}"
+for a in gpt2 llama; do
+  "$PY" "$HF" make --arch "$a" --out "$TMP/buf-$a" --seed 7 --no-prefix --buffers || fail "$a buffers fixture"
+  "$PY" "$HF" make --arch "$a" --out "$TMP/nobuf-$a" --seed 7 --no-prefix || fail "$a fixture"
+  g1=$("$BIN" generate --init-from "$TMP/buf-$a" --prompt-tokens 72,101 --max-new-tokens 6 2>&1 | head -1)
+  g2=$("$BIN" generate --init-from "$TMP/nobuf-$a" --prompt-tokens 72,101 --max-new-tokens 6 | head -1)
+  [ -n "$g2" ] && [ "$g1" = "$g2" ] || fail "$a with buffers and a tied lm_head.weight: '$g1', without: '$g2'"
+done
+jq '.n_layer = 3' "$TMP/buf-gpt2/config.json" >"$TMP/buf-gpt2/c3" && mv "$TMP/buf-gpt2/c3" "$TMP/buf-gpt2/config.json"
+bad "a mask of an extra block" "tensor 'h.3.[a-z_.]+': not a weight .*gpt, 3 blocks" "$BIN" generate \
+  --init-from "$TMP/buf-gpt2" --prompt-tokens 1
 bad "not a dir" "--init-from .*tok.bin: not a directory" "$BIN" "${T1[@]:0:${#T1[@]}-1}" "$TOK"
 "$PY" "$HF" make --arch llama --out "$TMP/v320" --vocab 320 || fail "vocab-320 fixture"
 bad "text data" "the weights' vocabulary is 320 .*, the run's is 256 \(text data" "$BIN" train --init-from "$TMP/v320" \

@@ -2,7 +2,8 @@
  * name, allocation and copy round trips, handles that do not alias, ops
  * through the table bit-identical to the direct CPU kernels, and the
  * model-level state functions (norm, clip + AdamW, tied copies, host I/O)
- * against the same arithmetic done by hand on host copies. */
+ * against the same arithmetic done by hand on host copies; a buffer the
+ * machine cannot give ends the process with one line, never abort(). */
 #include "test_util.h"
 
 #include "autohet/model.h"
@@ -10,6 +11,10 @@
 #include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "util/errors.h"
+
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 static float *host_pattern(size_t n, float base) {
     float *p = calloc(n + 1, sizeof(float));
@@ -80,6 +85,39 @@ static void test_alloc_copy_round_trip(void **state) {
     free(zeros);
     free(src);
     free(want);
+}
+
+/* A buffer the machine cannot give ends the process with one line and the exit code of ah_oom_context
+ * (autohet profile: 2), never abort(): run in a child under a 256 MiB address-space limit. */
+static void test_out_of_memory_is_one_line(void **state) {
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__) /* ASan's allocator reports a failed allocation itself */
+    skip();
+#endif
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {256u << 20, 256u << 20};
+        setrlimit(RLIMIT_AS, &rl);
+        dup2(fds[1], 2);
+        ah_oom_context(2, "profile: model m, block at --tp 1 --mb 8");
+        ah__be_alloc(ah__backend_cpu(), (size_t)1 << 30); /* 4 GiB */
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof buf - 1 && (r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status)); /* not SIGABRT */
+    assert_int_equal(WEXITSTATUS(status), 2);
+    assert_string_equal(buf, "autohet: out of memory (4294967296 bytes): profile: model m, block at --tp 1 --mb 8\n");
 }
 
 static void test_handles_do_not_alias(void **state) {
@@ -308,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_selection_by_name),
         cmocka_unit_test(test_alloc_copy_round_trip),
         cmocka_unit_test(test_handles_do_not_alias),
+        cmocka_unit_test(test_out_of_memory_is_one_line),
         cmocka_unit_test(test_ops_equal_direct_kernels),
         cmocka_unit_test(test_model_state_functions),
     };

@@ -1,6 +1,7 @@
 /* The Hugging Face safetensors reader (engine/safetensors.h) and the HF
  * layout map (engine/hf_map.h): F32 written by the checkpoint writer reads
- * back exactly; F16 (normal, subnormal, inf, NaN) and BF16 convert to fp32;
+ * back exactly; F16 (normal, subnormal, inf, NaN) and BF16 convert to fp32,
+ * the read naming the first value that is not finite;
  * every malformed header is refused with the file, tensor and field named;
  * GPT-2 transposes and LLaMA RoPE permutations invert exactly. */
 #include "test_util.h"
@@ -52,9 +53,9 @@ static void test_f32_round_trip(void **state) {
     assert_int_equal(tw->ndim, 2);
     assert_int_equal(tw->shape[1], 3);
     float got[6];
-    ah__st_read_f32(&f, tw, got);
+    assert_int_equal(ah__st_read_f32(&f, tw, got), 6); /* every value finite: the count */
     assert_memory_equal(got, w, sizeof w);
-    ah__st_read_f32(&f, tb, got);
+    assert_int_equal(ah__st_read_f32(&f, tb, got), 2);
     assert_memory_equal(got, b, sizeof b);
     ah__st_close(&f);
     unlink(path);
@@ -76,11 +77,11 @@ static void test_half_and_bf16(void **state) {
     char err[512];
     assert_int_equal(ah__st_open(path, &f, err, sizeof err), 0);
     float v[8];
-    ah__st_read_f32(&f, ah__st_find(&f, "h"), v);
+    assert_int_equal(ah__st_read_f32(&f, ah__st_find(&f, "h"), v), 5); /* the first non-finite: inf */
     assert_true(v[0] == 1.0f && v[1] == -2.0f && v[2] == 65504.0f);
     assert_true(v[3] == ldexpf(1, -24) && v[4] == ldexpf(1023, -24));
     assert_true(isinf(v[5]) && v[5] > 0 && isnan(v[6]) && v[7] == 0 && signbit(v[7]));
-    ah__st_read_f32(&f, ah__st_find(&f, "b"), v);
+    assert_int_equal(ah__st_read_f32(&f, ah__st_find(&f, "b"), v), 4);
     uint32_t pi_bits = 0x40490000u, tiny_bits = 0x00010000u;
     float pi, tiny;
     memcpy(&pi, &pi_bits, 4);

@@ -388,6 +388,10 @@ typedef struct {
 } ah_layer_timing;
 int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, int mb, int reps,
                             ah_matmul_precision prec, ah_layer_timing *out, char *err, size_t errlen);
+/* The bytes ah_engine_profile_layer needs for the same layer and configuration (its estimate, from the
+ * engine's layout of the layer's shard and the cost model's activations: docs/profile-format.md): the
+ * shard's parameters, gradients and AdamW moments, the saved activations, the layer's input and output. */
+double ah_engine_profile_layer_bytes(const ah_model_config *cfg, int l, int seq, int tp, int mb);
 
 /* ======================================================================== weights */
 

@@ -6,11 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "autohet/plan.h"
 #include "autohet/profile_table.h"
 #include "autohet/engine.h"
 #include "cli/cli.h"
+#include "util/errors.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: autohet profile --model NAME|config.json --out FILE [--device NAME] [--seq S]\n"
@@ -37,6 +40,53 @@ static int parse_list(const char *s, int *out, int max) {
         if (out[i] < 1)
             return -1;
     return n;
+}
+
+/* The bytes this process may still take: the machine's physical memory, or what the address-space limit
+ * (ulimit -v, RLIMIT_AS) leaves above the process's mappings when that is less; *what names the figure. */
+static double memory_available(const char **what) {
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    *what = "physical memory";
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return phys;
+    double limit = (double)rl.rlim_cur, mapped = 0;
+    unsigned long long pages;
+    FILE *f = fopen("/proc/self/statm", "r"); /* the first field: this process's mapped pages */
+    if (f && fscanf(f, "%llu", &pages) == 1)
+        mapped = (double)pages * (double)sysconf(_SC_PAGESIZE);
+    if (f)
+        fclose(f);
+    if (limit - mapped >= phys)
+        return phys;
+    *what = "address space left under the limit (ulimit -v)";
+    return limit > mapped ? limit - mapped : 0;
+}
+
+/* Refuses (AH_EXIT_BAD_INPUT, one line) a grid whose largest measurement, one layer's shard of the smallest
+ * TP degree and the largest micro-batch, needs more memory than this process can have. */
+static int check_memory(const ah_model_config *cfg, int seq, const int *tps, int n_tp, const int *mbs, int n_mb) {
+    static const char *names[3] = {"embedding", "block", "head"};
+    int L = ah_model_num_layers(cfg), worst = 0, wtp = 0, wmb = 0;
+    double need = 0;
+    for (int i = 0; i < n_tp; i++)
+        for (int j = 0; j < n_mb; j++)
+            for (int q = 0; q < 3; q++) {
+                double b = ah_engine_profile_layer_bytes(cfg, q == 0 ? 0 : q == 1 ? 1 : L - 1, seq, tps[i], mbs[j]);
+                if (b > need)
+                    need = b, worst = q, wtp = tps[i], wmb = mbs[j];
+            }
+    const char *what;
+    double have = memory_available(&what), gib = 1024.0 * 1024.0 * 1024.0;
+    if (need <= have)
+        return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "model %s: measuring its %s at --tp %d --mb %d --seq %d needs %.2f GiB (parameters, gradients, "
+             "AdamW moments, activations), more than this machine's %.2f GiB of %s: give a larger --tp or a "
+             "smaller --mb / --seq",
+             cfg->name, names[worst], wtp, wmb, seq, need / gib, have / gib, what);
+    return cli_bad_input("profile", msg);
 }
 
 int cmd_profile(int argc, char **argv) {
@@ -110,6 +160,10 @@ int cmd_profile(int argc, char **argv) {
                      cfg.name, cfg.n_heads, cfg.n_kv_heads, cfg.ffn_hidden);
             return cli_bad_input("profile", msg);
         }
+    if (ah_model_check_seq(&cfg, seq, "--seq", msg, sizeof msg) != 0)
+        return cli_bad_input("profile", msg);
+    if (check_memory(&cfg, seq, tps, n_tp, mbs, n_mb) != 0)
+        return AH_EXIT_BAD_INPUT;
     int L = ah_model_num_layers(&cfg);
     ah_profile *p = ah_profile_table_new(cfg.name, seq);
     char origin[200];
@@ -128,6 +182,10 @@ int cmd_profile(int argc, char **argv) {
             ah_layer_cost cost[3];
             for (int q = 0; q < 3 && rc == 0; q++) {
                 ah_layer_timing lt;
+                char what[256]; /* an allocation that fails inside: one line naming the measurement, exit 2 */
+                snprintf(what, sizeof what, "autohet profile: model %s, %s at --tp %d --mb %d --seq %d", cfg.name,
+                         q == 0 ? "embedding" : q == 1 ? "block" : "head", tps[i], mbs[j], seq);
+                ah_oom_context(AH_EXIT_BAD_INPUT, what);
                 if (ah_engine_profile_layer(&cfg, kinds[q], seq, tps[i], mbs[j], reps, prec, &lt, err,
                                             sizeof err) != 0) {
                     rc = -1;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "engine/fast_exp.h"
+#include "util/errors.h"
 
 #define ATT_B 64 /* query rows and keys per block */
 /* Fewer multiply-adds than this (B Hq T^2 D / 2) stay on one thread. */
@@ -65,10 +66,8 @@ typedef struct {
 static void *att_alloc(size_t floats) {
     size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
     void *p = aligned_alloc(64, bytes ? bytes : 64);
-    if (p == NULL) {
-        fprintf(stderr, "autohet attention: out of memory (%zu bytes)\n", bytes);
-        abort();
-    }
+    if (p == NULL)
+        ah_out_of_memory(bytes);
     return p;
 }
 

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/errors.h"
+
 const ah_backend *ah__backend_cuda(void) __attribute__((weak));
 const char *ah__backend_cuda_why(void) __attribute__((weak));
 
@@ -88,7 +90,7 @@ void ah__be_mem_track_alloc(ah_dptr d, size_t bytes) {
         size_t cap = mem_cap ? 2 * mem_cap : 1024;
         mem_slot *tab = calloc(cap, sizeof *tab);
         if (!tab)
-            abort();
+            ah_out_of_memory(cap * sizeof *tab);
         for (size_t i = 0; i < mem_cap; i++)
             if (mem_tab[i].p)
                 mem_insert(tab, cap, mem_tab[i].p, mem_tab[i].bytes);

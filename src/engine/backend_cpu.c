@@ -17,6 +17,7 @@
 #include "engine/gemm.h"
 #include "engine/kernels.h"
 #include "engine/optim.h"
+#include "util/errors.h"
 
 static float *F(ah_dptr d) {
     return (float *)(void *)d.p;
@@ -28,10 +29,8 @@ static int *I(ah_dptr d) {
 static ah_dptr cpu_alloc(void *ctx, size_t n) {
     (void)ctx;
     void *p = calloc(n ? n : 1, AH_DELEM);
-    if (p == NULL) {
-        fprintf(stderr, "autohet cpu backend: out of memory (%zu bytes)\n", n * AH_DELEM);
-        abort();
-    }
+    if (p == NULL) /* one line and exit, never abort() */
+        ah_out_of_memory(n * AH_DELEM);
     return (ah_dptr){(ah_dmem *)p};
 }
 static void cpu_free(void *ctx, ah_dptr d) {

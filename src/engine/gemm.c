@@ -9,6 +9,7 @@
 
 #include "engine/blas_select.h"
 #include "engine/kernels_vec.h"
+#include "util/errors.h"
 
 #ifdef AUTOHET_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -57,10 +58,8 @@ static uint16_t *scratch(int which, size_t elems) {
     if (elems > cap[which]) {
         free(buf[which]);
         buf[which] = malloc(elems * sizeof(uint16_t));
-        if (buf[which] == NULL) {
-            fprintf(stderr, "autohet gemm: out of memory (%zu bf16 values)\n", elems);
-            abort();
-        }
+        if (buf[which] == NULL)
+            ah_out_of_memory(elems * sizeof(uint16_t));
         cap[which] = elems;
     }
     return buf[which];
@@ -107,10 +106,8 @@ static weight_copy *copy_of(const float *w, size_t n) {
         g_copies = realloc(g_copies, g_cap_copies * sizeof *g_copies);
     }
     uint16_t *bf = malloc(n * sizeof(uint16_t));
-    if (g_copies == NULL || bf == NULL) {
-        fprintf(stderr, "autohet gemm: out of memory (bf16 copy of %zu weights)\n", n);
-        abort();
-    }
+    if (g_copies == NULL || bf == NULL)
+        ah_out_of_memory(n * sizeof(uint16_t));
     g_copies[g_n_copies] = (weight_copy){.w = w, .n = n, .bf = bf, .fresh = 0};
     return &g_copies[g_n_copies++];
 }

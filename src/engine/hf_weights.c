@@ -1,6 +1,7 @@
 /* Hugging Face model directories in and out (engine/hf_weights.h). */
 #include "engine/hf_weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,70 @@ static int open_index(ah_hf_dir *h, const char *ipath, char *err, size_t errlen)
     return rc;
 }
 
+static int by_str(const void *a, const void *b) {
+    return strcmp(a, b);
+}
+
+/* A tensor HF files carry that is no weight of the engine: GPT-2's attention mask buffers (attn.bias,
+ * attn.masked_bias), LLaMA's RoPE frequencies (rotary_emb.inv_freq) of older files, each of a block of the
+ * model; a tied head's lm_head.weight (HF ties it to the embedding on load, so does the engine). */
+static int ignored(const ah_model_config *c, const char *name) {
+    size_t pl = strlen(AH_HF_GPT2_PREFIX);
+    int b = -1, end = 0;
+    if (!strcmp(name, "lm_head.weight"))
+        return c->tied_embeddings;
+    if (c->arch == AH_ARCH_LLAMA) {
+        sscanf(name, "model.layers.%d.self_attn.rotary_emb.inv_freq%n", &b, &end);
+        return end > 0 && !name[end] && b >= 0 && b < c->n_layers;
+    }
+    if (!strncmp(name, AH_HF_GPT2_PREFIX, pl))
+        name += pl;
+    sscanf(name, "h.%d.attn.%n", &b, &end);
+    if (end == 0 || b < 0 || b >= c->n_layers || name[2] < '0' || name[2] > '9')
+        return 0;
+    return !strcmp(name + end, "bias") || !strcmp(name + end, "masked_bias");
+}
+
+/* Every tensor of every file is one the model of config.json reads, or ignored(): a file of more
+ * blocks than config.json's n_layer (or of another layout) is an error naming the first extra tensor,
+ * not a model of the first blocks. 0 or -1 with err. */
+static int check_unexpected(const ah_hf_dir *h, char *err, size_t errlen) {
+    const ah_model_config *c = &h->cfg;
+    int L = ah_model_num_layers(c), n = 0, cap = 64, rc = 0;
+    char(*want)[AH_ST_MAX_NAME] = ah_xcalloc((size_t)cap, sizeof *want);
+    for (int l = 0; l < L; l++) {
+        ah_eng_layer E;
+        ah__engine_layer_describe(c, l, 1, 0, &E);
+        for (int q = 0; q < E.n_tensors; q++) {
+            ah_hf_map m;
+            ah__hf_map_tensor(c, l, &E.t[q], 0, &m);
+            for (int i = 0; i < m.n; i++) {
+                if (n == cap)
+                    want = ah_xrealloc(want, sizeof *want * (size_t)(cap *= 2));
+                memcpy(want[n++], m.p[i].name, AH_ST_MAX_NAME);
+            }
+        }
+        ah__engine_layer_info_free(&E);
+    }
+    qsort(want, (size_t)n, sizeof *want, by_str);
+    for (int i = 0; i < h->n_files && rc == 0; i++)
+        for (int k = 0; k < h->files[i].n && rc == 0; k++) {
+            const char *name = h->files[i].t[k].name;
+            char full[AH_ST_MAX_NAME + 16];
+            snprintf(full, sizeof full, "%s%s", c->arch == AH_ARCH_LLAMA ? "" : AH_HF_GPT2_PREFIX, name);
+            if (bsearch(name, want, (size_t)n, sizeof *want, by_str) ||
+                (strlen(full) < AH_ST_MAX_NAME && bsearch(full, want, (size_t)n, sizeof *want, by_str)) ||
+                ignored(c, name))
+                continue;
+            snprintf(err, errlen, "%s: tensor '%s': not a weight of the model of config.json (%s, %d blocks%s)",
+                     h->files[i].path, name, ah_arch_name(c->arch), c->n_layers,
+                     !strcmp(name, "lm_head.weight") ? ", tie_word_embeddings false?" : "");
+            rc = -1;
+        }
+    free(want);
+    return rc;
+}
+
 int ah_hf_open(const char *dir, ah_hf_dir *h, char *err, size_t errlen) {
     memset(h, 0, sizeof *h);
     struct stat sb;
@@ -118,6 +183,8 @@ int ah_hf_open(const char *dir, ah_hf_dir *h, char *err, size_t errlen) {
         return -1;
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     int rc = stat(path, &sb) == 0 ? open_index(h, path, err, errlen) : open_file(h, "model.safetensors", err, errlen);
+    if (rc == 0)
+        rc = check_unexpected(h, err, errlen);
     if (rc != 0)
         ah_hf_close(h);
     return rc;
@@ -139,7 +206,16 @@ static int read_part(const ah_hf_dir *h, const ah_hf_part *p, int gcols, float *
         return -1;
     }
     float *tmp = ah_xcalloc(t->n + 1, sizeof(float));
-    ah__st_read_f32(f, t, tmp);
+    size_t bad = ah__st_read_f32(f, t, tmp);
+    if (bad < t->n) { /* NaN or inf: the model would compute nonsense (NaN logits, a "diverged" first step) */
+        char at[64] = "";
+        if (t->ndim == 2)
+            snprintf(at, sizeof at, " ([%zu, %zu])", bad / (size_t)t->shape[1], bad % (size_t)t->shape[1]);
+        snprintf(err, errlen, "%s: tensor '%s': element %zu%s is %s: weights must be finite", f->path, t->name,
+                 bad, at, isnan(tmp[bad]) ? "NaN" : tmp[bad] > 0 ? "inf" : "-inf");
+        free(tmp);
+        return -1;
+    }
     ah__hf_part_to_engine(p, gcols, tmp, full);
     free(tmp);
     return 0;

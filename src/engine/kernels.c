@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/errors.h"
+
 /* Loops with less work than this (in elements touched) stay serial: a
  * parallel region costs a few microseconds. Results do not depend on it. */
 #define AH_PAR_MIN 16384L
@@ -30,10 +32,8 @@
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
-    if (p == NULL) {
-        fprintf(stderr, "autohet kernels: out of memory (%zu bytes)\n", n);
-        abort();
-    }
+    if (p == NULL)
+        ah_out_of_memory(n);
     return p;
 }
 

@@ -11,10 +11,28 @@
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "util/errors.h"
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+double ah_engine_profile_layer_bytes(const ah_model_config *cfg, int l, int seq, int tp, int mb) {
+    ah_eng_layer L;
+    ah__engine_layer_describe(cfg, l, tp, 0, &L);
+    double n = (double)L.n, N = (double)mb * seq, C = cfg->hidden, f = sizeof(float);
+    ah__engine_layer_info_free(&L);
+    ah_layer_kind k = ah_model_layer_kind(cfg, l);
+    /* the saved activations: the cost model's and a quarter more for the gradients the backward makes of
+     * them; the head keeps its probabilities [N, padded vocab] whole and makes their gradient beside them */
+    double act = k == AH_LAYER_HEAD
+                     ? f * (2.0 * N * ah_model_padded_vocab(cfg) + 2.0 * N * C + 3.0 * N)
+                     : 1.25 * ah_layer_act_bytes(cfg, k, seq, mb, tp, AH_RECOMPUTE_NONE, AH_PRECISION_FP32);
+    /* the layer's input and output and their gradients on the backend, two on the host, the token ids */
+    double io = f * (6.0 * N * C + 2.0 * N);
+    /* parameters, gradients and AdamW's two moments; at the start their initial values on the host too */
+    return 4.0 * f * n + (f * n > act + io ? f * n : act + io);
 }
 
 int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, int mb, int reps,
@@ -27,11 +45,10 @@ int ah_engine_profile_layer(const ah_model_config *cfg, int l, int seq, int tp, 
     if (ah__engine_model_init_prec(&e, cfg, seq, mb, l, l + 1, tp, 0, 7, 1, prec, err, errlen) != 0)
         return -1;
     int N = mb * seq, C = cfg->hidden;
-    int *tok = malloc(sizeof(int) * (size_t)N), *tgt = malloc(sizeof(int) * (size_t)N);
-    float *in = malloc(sizeof(float) * (size_t)N * C), *dout = malloc(sizeof(float) * (size_t)N * C);
+    /* an allocation that fails ends the process with one line (ah_out_of_memory), never abort() */
+    int *tok = ah_xcalloc((size_t)N, sizeof(int)), *tgt = ah_xcalloc((size_t)N, sizeof(int));
+    float *in = ah_xcalloc((size_t)N * C, sizeof(float)), *dout = ah_xcalloc((size_t)N * C, sizeof(float));
     double tf[64], tb[64], tu[64];
-    if (!tok || !tgt || !in || !dout)
-        abort();
     for (int i = 0; i < N; i++) {
         tok[i] = (int)(ah_hash64((uint64_t)i) % (uint64_t)cfg->vocab);
         tgt[i] = (int)(ah_hash64((uint64_t)i + 99) % (uint64_t)cfg->vocab);

@@ -110,19 +110,39 @@ static float half_to_float(uint16_t h) {
     return out;
 }
 
-void ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst) {
-    const unsigned char *p = f->data + t->begin; /* little-endian, as x86-64 and ARM64 */
-    if (t->dtype == AH_ST_F32) {
-        memcpy(dst, p, t->n * sizeof(float));
-        return;
+/* the index of the first value of v[0, n) that is not finite, or n (the rare path of a bad file) */
+static size_t first_non_finite(const float *v, size_t n) {
+    size_t i = 0;
+    for (uint32_t bits; i < n; i++) {
+        memcpy(&bits, &v[i], sizeof bits);
+        if ((bits & 0x7f800000u) == 0x7f800000u)
+            break;
     }
-    for (size_t i = 0; i < t->n; i++) {
-        uint16_t v = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
-        if (t->dtype == AH_ST_F16) {
-            dst[i] = half_to_float(v);
-        } else {
-            uint32_t bits = (uint32_t)v << 16;
+    return i;
+}
+
+size_t ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst) {
+    const unsigned char *p = f->data + t->begin; /* little-endian, as x86-64 and ARM64 */
+    uint32_t bad = 0; /* any value with every exponent bit set (inf, NaN): one pass, no branch */
+    if (t->dtype == AH_ST_F32) {
+        for (size_t i = 0; i < t->n; i++) {
+            uint32_t bits;
+            memcpy(&bits, p + 4 * i, sizeof bits);
+            bad |= (bits & 0x7f800000u) == 0x7f800000u;
             memcpy(&dst[i], &bits, sizeof bits);
         }
+    } else {
+        uint16_t exp = t->dtype == AH_ST_F16 ? 0x7c00 : 0x7f80;
+        for (size_t i = 0; i < t->n; i++) {
+            uint16_t v = (uint16_t)(p[2 * i] | (p[2 * i + 1] << 8));
+            bad |= (v & exp) == exp;
+            if (t->dtype == AH_ST_F16) {
+                dst[i] = half_to_float(v);
+            } else {
+                uint32_t bits = (uint32_t)v << 16;
+                memcpy(&dst[i], &bits, sizeof bits);
+            }
+        }
     }
+    return bad ? first_non_finite(dst, t->n) : t->n;
 }

@@ -29,8 +29,9 @@ int ah__st_open(const char *path, ah_st_file *f, char *err, size_t errlen);
 void ah__st_close(ah_st_file *f);
 /* the tensor of that name, or NULL */
 const ah_st_tensor *ah__st_find(const ah_st_file *f, const char *name);
-/* t's n values as fp32 into dst */
-void ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst);
+/* t's n values as fp32 into dst, checked in the same pass: the index of the
+ * first value that is not finite (NaN, +-inf), or t->n when every one is */
+size_t ah__st_read_f32(const ah_st_file *f, const ah_st_tensor *t, float *dst);
 /* "[2, 3]" */
 void ah__st_shape_text(const int64_t *shape, int ndim, char *out, size_t n);
 

@@ -5,7 +5,10 @@ numpy, and hand-written PyTorch forwards of GPT-2 (GPT2LMHeadModel) and LLaMA
 (LlamaForCausalLM: rotate-half RoPE, GQA, SwiGLU, RMSNorm), in float64.
 
   make  --arch gpt2|llama|qwen2 --out DIR [--seed S] [--dtype F32|F16|BF16] [--shards N] [--vocab V]
-        [--no-prefix] [--untied]          a small random model directory
+        [--no-prefix] [--untied] [--buffers]  a small random model directory; --buffers adds what real
+                                           files carry besides the weights (GPT-2's attn.bias masks and
+                                           attn.masked_bias, LLaMA's rotary_emb.inv_freq, a tied head's
+                                           lm_head.weight copy), the weights unchanged
   loss  DIR TOKENS.bin                     mean next-token loss of the uint16 tokens
   generate DIR 1,2,3 N                     N greedy tokens after the prompt
   compare A B                              every tensor of A equals B's bit for bit (as fp32)
@@ -78,7 +81,7 @@ def make(argv):
     flags = set()
     i = 0
     while i < len(argv):
-        if argv[i] in ("--no-prefix", "--untied"):
+        if argv[i] in ("--no-prefix", "--untied", "--buffers"):
             flags.add(argv[i]); i += 1
         else:
             a[argv[i][2:]] = argv[i + 1]; i += 2
@@ -109,6 +112,10 @@ def make(argv):
         t[p + "ln_f.weight"], t[p + "ln_f.bias"] = ones(C), n(C, s=0.1)
         if not tied:
             t["lm_head.weight"] = n(V, C, s=0.25)
+        if "--buffers" in flags:  # GPT2Attention's buffers, as the hub's gpt2 files hold them
+            for b in range(L):
+                t[f"{p}h.{b}.attn.bias"] = np.tril(np.ones((P, P), dtype=np.float32)).reshape(1, 1, P, P)
+                t[f"{p}h.{b}.attn.masked_bias"] = np.array(-1e4, dtype=np.float32)
     else:
         F, KV, D = 192, 2, C // H
         cfg = {"architectures": ["LlamaForCausalLM"], "model_type": a["arch"], "vocab_size": V, "hidden_size": C,
@@ -134,6 +141,12 @@ def make(argv):
         t["model.norm.weight"] = ones(C)
         if not tied:
             t["lm_head.weight"] = n(V, C, s=0.25)
+        if "--buffers" in flags:  # older LlamaRotaryEmbedding buffers
+            for b in range(L):
+                t[f"model.layers.{b}.self_attn.rotary_emb.inv_freq"] = \
+                    (1.0 / 10000.0 ** (np.arange(0, D, 2) / D)).astype(np.float32)
+    if "--buffers" in flags and tied:  # the head's copy of the embedding, written although tied
+        t["lm_head.weight"] = (t["model.embed_tokens.weight"] if a["arch"] != "gpt2" else t[p + "wte.weight"]).copy()
     os.makedirs(a["out"], exist_ok=True)
     json.dump(cfg, open(os.path.join(a["out"], "config.json"), "w"), indent=2)
     shards = int(a["shards"])
