@@ -137,6 +137,16 @@ static void median_and_ci(void **state) {
     assert_true(s.median <= 11.5);
 }
 
+/* The comm profile `doc` (written to path[64]) applied to one 4-GPU A100 node and default options: its return
+ * (summary[256], err[512]); the caller frees c and unlinks path. */
+static int apply_profile_text(const char *doc, char *path, ah_cluster *c, ah_plan_options *o, char *summary,
+                              char *err) {
+    write_tmp(doc, path);
+    assert_int_equal(ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), c, err, 512), 0);
+    ah_plan_options_default(o);
+    return ah_comm_profile_apply(path, c, o, summary, 256, err, 512);
+}
+
 static void profile_reads_small_regime_latency(void **state) {
     (void)state;
     const char *doc =
@@ -148,13 +158,9 @@ static void profile_reads_small_regime_latency(void **state) {
         "  \"regimes\": [{\"alpha_us\": 1, \"beta_GBps\": 2}, {\"alpha_us\": 0, \"beta_GBps\": 5},"
         "               {\"alpha_us\": 40, \"beta_GBps\": 12, \"max_bytes\": null}]}]}";
     char path[64], err[512], summary[256];
-    write_tmp(doc, path);
     ah_cluster c = {0};
-    assert_int_equal(
-        ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
     ah_plan_options o;
-    ah_plan_options_default(&o);
-    assert_int_equal(ah_comm_profile_apply(path, &c, &o, summary, sizeof summary, err, sizeof err), 0);
+    assert_int_equal(apply_profile_text(doc, path, &c, &o, summary, err), 0);
     assert_double_equal(o.alpha_intra_s, 9.5e-6, 1e-15);
     assert_double_equal(c.nodes[0].dev.intra_bw_gbs, 12, 1e-12);
     assert_contains(summary, "latency 9.50 us");
@@ -211,13 +217,9 @@ static void profile_refuses_what_commbench_does_not_write(void **state) {
                  "{\"op\": \"latency\", \"link_class\": \"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 10}, "
                  "{\"op\": \"bw\", \"link_class\": \"intra-node\", \"alpha_us\": 2, \"beta_GBps\": 10}, %s]}",
                  cases[k].version, second);
-        write_tmp(doc, path);
         ah_cluster c = {0};
-        assert_int_equal(
-            ah_cluster_parse_shorthand("1x4xA100-40G", ah_device_catalog_builtin(), &c, err, sizeof err), 0);
         ah_plan_options o;
-        ah_plan_options_default(&o);
-        int rc = ah_comm_profile_apply(path, &c, &o, summary, sizeof summary, err, sizeof err);
+        int rc = apply_profile_text(doc, path, &c, &o, summary, err);
         if (cases[k].want) {
             assert_int_equal(rc, -1);
             assert_contains(err, path);

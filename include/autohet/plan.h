@@ -136,6 +136,10 @@ typedef struct {
     char profile_source[128];
 } ah_plan;
 
+/* What plan p was costed with into o: its training settings, per-GPU memory reserve and global batch (a
+ * simulation, repair or replan of p costs it as it was planned). */
+void ah_plan_options_take_plan(ah_plan_options *o, const ah_plan *p);
+
 void ah_plan_free(ah_plan *p);
 /* The TP degree every stage shares, or 0 when stages differ (or no stage). */
 int ah_plan_uniform_tp(const ah_plan *p);

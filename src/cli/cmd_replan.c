@@ -183,9 +183,7 @@ int cmd_replan(int argc, char **argv) {
     }
     ah_plan_options o;
     ah_plan_options_default(&o);
-    o.train = old.train;
-    o.mem_reserve_gib = old.mem_reserve_gib;
-    o.global_batch = old.global_batch;
+    ah_plan_options_take_plan(&o, &old);
     ah_plan fast, full, ahead, near;
     double t0 = ah_now_s();
     int have_ahead = table ? ah_replan_table_lookup(table, &old, &surv, prof, &o, &ahead, err, sizeof err) : 0;

@@ -219,9 +219,7 @@ int cmd_simulate(int argc, char **argv) {
     ah_plan_options o;
     ah_plan_options_default(&o);
     ah_calibration_apply(calib_path ? &calib : NULL, prof, &o, &plan.train, p2p >= 0);
-    o.train = plan.train;
-    o.mem_reserve_gib = plan.mem_reserve_gib; /* the capacities it was planned with */
-    o.global_batch = plan.global_batch;
+    ah_plan_options_take_plan(&o, &plan); /* its settings, the capacities it was planned with */
     char comm_summary[256];
     if (comm &&
         ah_comm_profile_apply(comm, &plan.cluster, &o, comm_summary, sizeof comm_summary, err, sizeof err)) {

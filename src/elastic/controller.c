@@ -11,6 +11,7 @@
 #include "elastic/run_state.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -33,6 +34,7 @@
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/json_file.h"
+#include "util/step_log.h"
 #include "util/atomic_file.h"
 #include "autohet/engine.h"
 
@@ -956,6 +958,13 @@ static void print_finish(const run_state *s, int final_step) {
            ah_wall_clock_s() - s->t_start, n, n == 1 ? "y" : "ies", cost);
 }
 
+static int any_node_alive(const run_state *s) {
+    for (int i = 0; i < s->inv.n_nodes; i++)
+        if (s->alive[i])
+            return 1;
+    return 0;
+}
+
 /* Supervises the generations to the end of the run, then reports. The exit status. */
 static int run_to_end(run_state *s) {
     int final_step = s->step, rc = supervise(s, &final_step);
@@ -968,10 +977,7 @@ static int run_to_end(run_state *s) {
     }
     if (rc == 0)
         print_finish(s, final_step);
-    int any_alive = 0;
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        any_alive |= s->alive[i];
-    if (rc == 130 || (rc != 0 && !any_alive)) { /* the run can go on: its tiers and state stay */
+    if (rc == 130 || (rc != 0 && !any_node_alive(s))) { /* the run can go on: its tiers and state stay */
         s->keep_tiers = 1;
         run_state_save(s);
         if (rc != 130)
@@ -1089,18 +1095,11 @@ static int setup_resumed_dirs(run_state *s, char *err, size_t errlen) {
 /* --log as the killed controller left it: a line it was writing when it died is cut off (a resumed run
  * appends whole lines after the last whole one) */
 static void drop_torn_line(const char *path) {
-    FILE *f = path ? fopen(path, "r+") : NULL;
-    if (!f)
-        return;
-    long keep = 0, pos = 0;
-    for (int c; (c = fgetc(f)) != EOF;) {
-        pos++;
-        if (c == '\n')
-            keep = pos;
-    }
-    if (keep < pos && ftruncate(fileno(f), keep) != 0)
+    FILE *f = path ? fopen(path, "a+") : NULL;
+    if (f && ah_step_log_keep_through(f, INT_MAX) < 0)
         fprintf(stderr, "autohet run: --resume: cannot cut the torn last line of %s\n", path);
-    fclose(f);
+    if (f)
+        fclose(f);
 }
 
 /* The last step --log holds (a resumed run appends only later ones); -1 if none */
@@ -1109,9 +1108,9 @@ static int last_logged_step(const char *path) {
     char line[2048];
     int last = -1;
     while (f && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "\"step\": ");
-        if (p && atoi(p + 8) > last)
-            last = atoi(p + 8);
+        int step = ah_step_log_line_step(line);
+        if (step > last)
+            last = step;
     }
     if (f)
         fclose(f);
@@ -1214,10 +1213,7 @@ int ah_run_resume(const char *run_dir, const char *self_exe) {
     run_tail_log(s); /* the steps its job logged: what a resume loses is counted from the last */
     s->keep_tiers = 0;
     char cause[256];
-    int any_alive = 0;
-    for (int i = 0; i < s->inv.n_nodes; i++)
-        any_alive |= s->alive[i];
-    if (!any_alive) { /* the controller stopped with every node lost: the user resumes once they are back */
+    if (!any_node_alive(s)) { /* the controller stopped with every node lost: the user resumes once they are back */
         for (int i = 0; i < s->inv.n_nodes; i++)
             s->alive[i] = 1;
         snprintf(cause, sizeof cause,

@@ -22,6 +22,7 @@
 #include "autohet/schedule.h"
 #include "autohet/ckpt.h"
 #include "elastic/run_state.h"
+#include "util/step_log.h"
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/atomic_file.h"
@@ -273,15 +274,15 @@ int run_tail_log(run_state *s) {
             fseek(s->glog, pos, SEEK_SET);
             break;
         }
-        const char *p = strstr(line, "\"step\": ");
-        if (p)
-            s->step = atoi(p + 8);
+        int step = ah_step_log_line_step(line);
+        if (step >= 0)
+            s->step = step;
         /* every step once: a generation resumed after a loss trains (and logs) its lost steps again */
-        if (s->log && !(p && atoi(p + 8) <= s->log_skip_through)) {
+        if (s->log && !(step >= 0 && step <= s->log_skip_through)) {
             fputs(line, s->log);
             fflush(s->log);
-            if (p)
-                s->log_skip_through = atoi(p + 8);
+            if (step >= 0)
+                s->log_skip_through = step;
         }
         got++;
     }

@@ -31,6 +31,12 @@ void ah_plan_options_default(ah_plan_options *o) {
     o->strategy = AH_STRATEGY_AUTOHET;
 }
 
+void ah_plan_options_take_plan(ah_plan_options *o, const ah_plan *p) {
+    o->train = p->train;
+    o->mem_reserve_gib = p->mem_reserve_gib;
+    o->global_batch = p->global_batch;
+}
+
 int ah_plan_bucket_starts(const int *holder, int L, int R, int *first) {
     int n = 0;
     for (int l = 0; l < L; l++) {

@@ -60,9 +60,7 @@ int ah_plan_repair(const ah_plan *old, const ah_cluster *survivors, const ah_pro
                    const ah_plan_options *o, ah_plan *out, char *err, size_t errlen) {
     ah_plan_options so = *o;
     so.micro_batch = old->micro_batch;
-    so.global_batch = old->global_batch;
-    so.train = old->train;
-    so.mem_reserve_gib = old->mem_reserve_gib;
+    ah_plan_options_take_plan(&so, old);
     ah_plan_init_from(out, "autohet", &old->model, survivors, &so, old->micro_batch);
     snprintf(out->profile_source, sizeof out->profile_source, "%s", old->profile_source);
     int *map = ah_xcalloc((size_t)old->cluster.n_nodes + 1, sizeof(int));

@@ -45,9 +45,7 @@ static double sim_run(const fit_ctx *x, int i, const ah_calibration *c, char *er
     ah_plan_copy(&p, &x->runs[i].plan);
     ah_plan_options o = *x->o;
     ah_calibration_apply(c, x->prof, &o, &p.train, 0);
-    o.train = p.train;
-    o.mem_reserve_gib = p.mem_reserve_gib;
-    o.global_batch = p.global_batch;
+    ah_plan_options_take_plan(&o, &p);
     ah_sim_result r;
     double t = -1;
     if (ah_simulate(&p, x->prof, &o, x->so, &r, err, errlen) == 0) {

@@ -563,6 +563,12 @@ static int use_measured_pair(engine *e, int id, int a, int b, double weight) {
     return 1;
 }
 
+/* the link between two stages' GPUs as the closed form sees it (NVLink of the slower node, the smaller NIC share) */
+static ah_pair_link stages_link(const engine *e, const ah_sim_stage *a, const ah_sim_stage *b) {
+    const ah_node *na = &e->p->cluster.nodes[a->node], *nb = &e->p->cluster.nodes[b->node];
+    return ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs, ah_nic_share_gbs(nb));
+}
+
 static int add_p2p(engine *e, ah_op_kind kind, int from, int to, int mb, double bytes) {
     const ah_sim_stage *a = &e->r->stages[from], *b = &e->r->stages[to];
     int id = new_task(e, TK_FLOW, kind, from);
@@ -570,9 +576,7 @@ static int add_p2p(engine *e, ah_op_kind kind, int from, int to, int mb, double 
     k->stage2 = to;
     k->mb = mb;
     k->volume = k->msg_bytes = bytes;
-    const ah_node *na = &e->p->cluster.nodes[a->node], *nb = &e->p->cluster.nodes[b->node];
-    ah_pair_link lk = ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs,
-                                      ah_nic_share_gbs(nb));
+    ah_pair_link lk = stages_link(e, a, b);
     int inter = a->node != b->node;
     if (e->p->train.p2p == AH_P2P_LOCKSTEP) { /* its time is in the chain its stages' compute waits for */
         k->volume = 0;
@@ -607,9 +611,7 @@ static int holders_one_node(const engine *e, const int *holders, int np) {
  * the busier GPU sends (w slices) on the pair's link (NVLink on one node, else the NIC share), per slice. */
 static void price_exchange(const engine *e, task *k, const int *holders, double slice_bytes, int T, int inter) {
     const ah_sim_stage *a = &e->r->stages[holders[0]], *b = &e->r->stages[holders[1]];
-    const ah_node *na = &e->p->cluster.nodes[a->node], *nb = &e->p->cluster.nodes[b->node];
-    ah_pair_link lk = ah_pair_link_of(na->dev.intra_bw_gbs, ah_nic_share_gbs(na), nb->dev.intra_bw_gbs,
-                                      ah_nic_share_gbs(nb));
+    ah_pair_link lk = stages_link(e, a, b);
     double w = (double)T / (a->tp < b->tp ? a->tp : b->tp);
     ah_msg_cost mc = ah_msg_cost_of(slice_bytes * w, inter, inter ? lk.nic_share_gbs : lk.intra_gbs, e->o);
     k->latency = mc.latency_s;

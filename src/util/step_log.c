@@ -5,6 +5,11 @@
 #include <string.h>
 #include <unistd.h>
 
+int ah_step_log_line_step(const char *line) {
+    const char *p = strstr(line, "\"step\": ");
+    return p ? atoi(p + 8) : -1;
+}
+
 int ah_step_log_keep_through(FILE *f, int step) {
     if (fflush(f) != 0 || fseek(f, 0, SEEK_SET) != 0)
         return -1;
@@ -15,8 +20,7 @@ int ah_step_log_keep_through(FILE *f, int step) {
         size_t len = strlen(line);
         if (len == 0 || line[len - 1] != '\n') /* torn (or longer than any line the trainer writes) */
             break;
-        const char *p = strstr(line, "\"step\": ");
-        if (p && atoi(p + 8) > step)
+        if (ah_step_log_line_step(line) > step)
             break;
         keep = ftell(f);
         kept++;

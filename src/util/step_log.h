@@ -10,5 +10,8 @@
  * cuts the file there, and leaves f at its end. Returns the lines kept, or
  * -1 (errno set) when the file cannot be cut. */
 int ah_step_log_keep_through(FILE *f, int step);
+/* The step a line of the log is of ("step": N), or -1: the one reading of it (autohet run's copy of its
+ * generations' logs, a resumed controller's last step, the cut above). */
+int ah_step_log_line_step(const char *line);
 
 #endif
