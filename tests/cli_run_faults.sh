@@ -75,6 +75,10 @@ end_run kill
 jq -e '.completed and .final_step == 30 and (.recoveries | length) == 1 and (.recoveries[0] |
   (.cause | startswith("signal: lost n2")) and .steps_lost <= 1 and .detection_s >= 0 and .detection_s < 5)' \
   "$TMP/kill.json" >/dev/null || fail "kill: report: $(jq -c '.recoveries' "$TMP/kill.json")"
+# --log: every step at most once, in order, to the last (a step lost to the kill and trained again is not
+# logged twice)
+jq -e -s 'map(.step) as $s | $s[-1] == 30 and all(range(1; $s | length); $s[.] > $s[. - 1])' "$TMP/kill.log" \
+  >/dev/null || fail "kill: --log steps $(jq -s -c 'map(.step)' "$TMP/kill.log")"
 no_leftovers kill "$RUN"
 
 # 1b. a 4-stage pipeline, whose every layer lives on one node: their memory snapshots also go to the next
